@@ -1,0 +1,48 @@
+"""raytuner's benchmarks: each writes ``OUT/results.json`` and ``OUT/report.md``.
+
+Run one from the command line with ``raytuner bench NAME --out DIR [--quick]``,
+or from Python::
+
+    >>> from pathlib import Path
+    >>> sorted(BENCHMARKS)
+    ['store']
+    >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
+    {'json_store': {...}, ...}
+
+A benchmark is a module with ``run(out: Path, quick: bool) -> dict``; it is
+imported only when it runs, so listing the benchmarks costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from raytuner.errors import InvalidInputError
+
+__all__ = ["BENCHMARKS", "run_benchmark"]
+
+#: Benchmark name -> module that defines ``run(out, quick)``.
+BENCHMARKS: dict[str, str] = {
+    "store": "raytuner.bench.store",
+}
+
+
+def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
+    """Run benchmark ``name``, writing its results under ``out``; returns the results.
+
+    ``quick`` shrinks the workload so that the run takes well under a minute.
+    An unknown ``name`` raises :class:`~raytuner.errors.InvalidInputError`.
+
+    >>> run_benchmark("nope", Path("out"))
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: store)
+    """
+    module_name = BENCHMARKS.get(name)
+    if module_name is None:
+        raise InvalidInputError("name", f"unknown benchmark {name!r}", allowed=sorted(BENCHMARKS))
+    module = importlib.import_module(module_name)
+    results: dict[str, Any] = module.run(Path(out), quick)
+    return results

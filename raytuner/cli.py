@@ -1,0 +1,159 @@
+"""The ``raytuner`` command line.
+
+Examples::
+
+    raytuner history show ../shared/data/gptune/GPTune-Demo.json --json
+    raytuner history import GPTune-Demo.json --to ./history
+    raytuner history export --from ./history --problem GPTune-Demo --out demo.json
+    raytuner bench store --out bench_out --quick
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from raytuner.errors import RaytunerError
+from raytuner.records import HistoryDocument
+from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
+
+__all__ = ["main", "summarise"]
+
+log = logging.getLogger("raytuner")
+
+
+def summarise(document: HistoryDocument) -> dict[str, Any]:
+    """Counts that describe a history: records, statuses, tasks, objectives.
+
+    >>> summarise(HistoryDocument(tuning_problem_name="p"))["func_eval"]
+    0
+    """
+    statuses = Counter(r.status for r in document.func_eval)
+    tasks = {json.dumps(r.task_parameter, sort_keys=True) for r in document.func_eval}
+    objectives = sorted({k for r in document.func_eval for k in r.evaluation_result})
+    return {
+        "tuning_problem_name": document.tuning_problem_name,
+        "func_eval": len(document.func_eval),
+        "surrogate_model": len(document.surrogate_model),
+        "status": dict(sorted(statuses.items())),
+        "tasks": len(tasks),
+        "objectives": objectives,
+    }
+
+
+def _problem_of(store: HistoryStore, problem: str | None, location: str) -> str:
+    if problem is not None:
+        return problem
+    names = store.problems()
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise click.BadParameter(f"{location} holds no tuning problem", param_hint="PATH_OR_URI")
+    raise click.BadParameter(f"{location} holds several problems; choose one of: {', '.join(names)}",
+                             param_hint="--problem")
+
+
+def _load(location: str, problem: str | None) -> HistoryDocument:
+    path = Path(location)
+    if not is_mongodb_uri(location) and path.is_file():
+        document = read_history_file(path)
+        if problem is not None and problem != document.tuning_problem_name:
+            raise click.BadParameter(f"{location} holds problem {document.tuning_problem_name!r}",
+                                     param_hint="--problem")
+        return document
+    if not is_mongodb_uri(location) and not path.is_dir():
+        raise click.BadParameter(f"{location} is neither a GPTune file, a store directory nor a "
+                                 f"mongodb:// URI", param_hint="PATH_OR_URI")
+    with open_store(location) as store:
+        return store.export_document(_problem_of(store, problem, location))
+
+
+class _Group(click.Group):
+    """Turn raytuner's own errors into one clean line and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RaytunerError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.version_option(package_name="raytuner")
+def main(verbose: int) -> None:
+    """raytuner: multi-task, multi-fidelity autotuning on Ray."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.group()
+def history() -> None:
+    """Read, import and export GPTune-format tuning histories."""
+
+
+@history.command("show")
+@click.argument("location", metavar="PATH_OR_URI")
+@click.option("--problem", help="Problem name (needed when the store holds several).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def history_show(location: str, problem: str | None, as_json: bool) -> None:
+    """Summarise a GPTune file, a store directory or a MongoDB store."""
+    summary = summarise(_load(location, problem))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    for key, value in summary.items():
+        click.echo(f"{key:>20}: {value}")
+
+
+@history.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--to", "target", required=True, metavar="DIR_OR_MONGODB_URI", help="The store to add to.")
+def history_import(file: str, target: str) -> None:
+    """Add every record of a GPTune FILE to a store (records already there are kept once)."""
+    document = read_history_file(file)
+    with open_store(target) as store:
+        store.import_document(document)
+    click.echo(f"imported {len(document.func_eval)} evaluations and {len(document.surrogate_model)} models "
+               f"of {document.tuning_problem_name} into {target}")
+
+
+@history.command("export")
+@click.option("--from", "source", required=True, metavar="DIR_OR_MONGODB_URI", help="The store to read.")
+@click.option("--problem", required=True, help="Problem name.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="GPTune file to write.")
+def history_export(source: str, problem: str, out: str) -> None:
+    """Write one problem of a store as a GPTune file."""
+    with open_store(source) as store:
+        if problem not in store.problems():
+            raise click.BadParameter(f"no problem {problem!r} in {source}; there are: "
+                                     f"{', '.join(store.problems()) or 'none'}", param_hint="--problem")
+        document = store.export_document(problem)
+    write_history_file(out, document)
+    click.echo(f"wrote {len(document.func_eval)} evaluations and {len(document.surrogate_model)} models to {out}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Directory for results.json and report.md.")
+@click.option("--quick", is_flag=True, help="A small version that runs in a few minutes.")
+def bench(name: str, out: str, quick: bool) -> None:
+    """Run benchmark NAME and write OUT/results.json and OUT/report.md."""
+    from raytuner.bench import BENCHMARKS, run_benchmark
+
+    if name not in BENCHMARKS:
+        raise click.BadParameter(f"unknown benchmark {name!r}; choose one of: {', '.join(sorted(BENCHMARKS))}",
+                                 param_hint="NAME")
+    logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
+    run_benchmark(name, Path(out), quick=quick)
+    click.echo(f"wrote {Path(out) / 'results.json'} and {Path(out) / 'report.md'}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

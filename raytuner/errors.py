@@ -1,0 +1,86 @@
+"""Errors raised by raytuner.
+
+Every error about user input names the offending field and, where it makes
+sense, the values that are allowed, so that a message alone tells the user
+what to fix.
+
+Example:
+    >>> from raytuner.errors import InvalidInputError
+    >>> err = InvalidInputError("parameter_space[0].type", "unknown type 'foo'",
+    ...                         allowed=["real", "integer", "categorical"])
+    >>> str(err)
+    "parameter_space[0].type: unknown type 'foo' (allowed: real, integer, categorical)"
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from pydantic import ValidationError
+
+
+class RaytunerError(Exception):
+    """Base class of every error raytuner raises on purpose."""
+
+
+class InvalidInputError(RaytunerError, ValueError):
+    """Bad user input: names the field, what is wrong, and what is allowed."""
+
+    def __init__(self, field: str, message: str, allowed: Iterable[Any] | None = None) -> None:
+        self.field = field
+        self.reason = message
+        self.allowed = list(allowed) if allowed is not None else None
+        text = f"{field}: {message}" if field else message
+        if self.allowed:
+            text += f" (allowed: {', '.join(str(a) for a in self.allowed)})"
+        super().__init__(text)
+
+
+class InfeasibleSpaceError(RaytunerError):
+    """A space is so constrained that a sample of the requested size cannot be drawn."""
+
+
+class StoreError(RaytunerError):
+    """A history store cannot do what was asked (unreadable file, unreachable server)."""
+
+
+def field_path(loc: Sequence[int | str], prefix: str = "") -> str:
+    """Render a pydantic error location as ``a.b[0].c``.
+
+    >>> field_path(("parameter_space", 0, "type"))
+    'parameter_space[0].type'
+    """
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def from_validation_error(err: ValidationError, prefix: str = "") -> InvalidInputError:
+    """Turn a pydantic ``ValidationError`` into one :class:`InvalidInputError`.
+
+    The first error decides the field; the message keeps pydantic's wording,
+    which already lists expected tags and literal values.
+    """
+    first = err.errors(include_url=False)[0]
+    # "parameters" is the inner field of a Space, which users write as a plain list
+    loc = [p for p in first.get("loc", ()) if not _is_union_tag(p) and p != "parameters"]
+    ctx = first.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, InvalidInputError):
+        field = field_path(loc, prefix)
+        inner = cause.field
+        joined = field + ("" if inner.startswith("[") else ".") + inner if field and inner else field or inner
+        return InvalidInputError(joined, cause.reason, cause.allowed)
+    message = first.get("msg", str(err))
+    message = message.removeprefix("Value error, ")
+    return InvalidInputError(field_path(loc, prefix), message)
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the discriminator tag ('real', 'integer', ...) or a
+    # function-validator name into the location of union members.
+    return isinstance(part, str) and (part in {"real", "integer", "categorical"} or "[" in part)

@@ -1,0 +1,259 @@
+"""Records in GPTune's history-database format.
+
+A :class:`FunctionEvaluation` is one ``func_eval`` entry and a
+:class:`SurrogateModelRecord` one ``surrogate_model`` entry of a GPTune JSON
+file (see GPTune's history database design). Fields GPTune does not know are
+kept as they are, so a file read and written again keeps every record whole.
+raytuner's own provenance (fidelity, bracket, rung, pass, strategy, trial id,
+status, failure message, cost) lives under the extra key ``"raytuner"``, which
+GPTune's readers ignore.
+
+Example:
+    >>> rec = FunctionEvaluation.create({"t": 1.0}, {"x": 0.3}, {"y": 0.25},
+    ...                                 provenance=Provenance(strategy="random", fidelity=9))
+    >>> rec.status, rec.raytuner.fidelity, rec.value("y")
+    ('ok', 9.0, 0.25)
+    >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault")
+    >>> failed.status, failed.evaluation_result
+    ('failed', {})
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time as _time
+import uuid
+from typing import Any, Literal, Mapping
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from raytuner.errors import InvalidInputError
+
+__all__ = [
+    "GPTuneTime",
+    "Provenance",
+    "FunctionEvaluation",
+    "SurrogateModelRecord",
+    "HistoryDocument",
+    "Status",
+    "new_uid",
+    "check_problem_name",
+    "PROBLEM_NAME_RULE",
+]
+
+Status = Literal["ok", "failed", "pending"]
+
+
+PROBLEM_NAME_RULE = "1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+_PROBLEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
+    """Return ``name`` if it is a valid problem name, else raise naming ``field``.
+
+    Problem names become file names and database keys, hence the rule.
+
+    >>> check_problem_name("GPTune-Demo")
+    'GPTune-Demo'
+    """
+    if not isinstance(name, str) or not _PROBLEM_NAME.match(name):
+        raise InvalidInputError(field, f"invalid problem name {name!r}", allowed=[PROBLEM_NAME_RULE])
+    return name
+
+
+def new_uid() -> str:
+    """A fresh record uid (a UUID1 string, as GPTune writes)."""
+    return str(uuid.uuid1())
+
+
+class GPTuneTime(BaseModel):
+    """A creation time as Python's ``time.struct_time`` fields (GPTune's ``time``).
+
+    >>> GPTuneTime.now().tm_year >= 2024
+    True
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    tm_year: int
+    tm_mon: int
+    tm_mday: int
+    tm_hour: int
+    tm_min: int
+    tm_sec: int
+    tm_wday: int
+    tm_yday: int
+    tm_isdst: int
+
+    @classmethod
+    def now(cls) -> "GPTuneTime":
+        """The local time now."""
+        t = _time.localtime()
+        return cls(**{name: getattr(t, name) for name in cls.model_fields})
+
+
+class Provenance(BaseModel):
+    """Where an evaluation came from: raytuner's extra key on a record.
+
+    ``cost`` is the normalised cost of the evaluation (fidelity / maximum
+    fidelity for multi-fidelity strategies, 1.0 otherwise).
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    status: Status = "ok"
+    failure_message: str | None = None
+    fidelity: float | None = None
+    cost: float | None = None
+    bracket: int | None = None
+    rung: int | None = None
+    pass_: int | None = Field(default=None, alias="pass")
+    strategy: str | None = None
+    trial_id: str | None = None
+    session_id: str | None = None
+
+
+class FunctionEvaluation(BaseModel):
+    """One function evaluation (a ``func_eval`` record).
+
+    Build new ones with :meth:`create`; read stored ones with
+    ``FunctionEvaluation.model_validate(dict)``.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    task_parameter: dict[str, Any] = Field(default_factory=dict)
+    tuning_parameter: dict[str, Any] = Field(default_factory=dict)
+    constants: dict[str, Any] = Field(default_factory=dict)
+    machine_configuration: dict[str, Any] = Field(default_factory=dict)
+    software_configuration: dict[str, Any] = Field(default_factory=dict)
+    evaluation_result: dict[str, Any] = Field(default_factory=dict)
+    evaluation_detail: dict[str, Any] = Field(default_factory=dict)
+    additional_output: dict[str, Any] = Field(default_factory=dict)
+    source: str = "measure"
+    modeling: str | None = None
+    time: GPTuneTime = Field(default_factory=GPTuneTime.now)
+    uid: str = Field(default_factory=new_uid, min_length=1)
+    raytuner: Provenance | None = None
+
+    @classmethod
+    def create(
+        cls,
+        task: Mapping[str, Any],
+        config: Mapping[str, Any],
+        result: Mapping[str, float] | None = None,
+        *,
+        failure: str | None = None,
+        provenance: Provenance | None = None,
+        machine_configuration: Mapping[str, Any] | None = None,
+        software_configuration: Mapping[str, Any] | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+        constants: Mapping[str, Any] | None = None,
+        modeling: str | None = None,
+        uid: str | None = None,
+    ) -> "FunctionEvaluation":
+        """A new record; a failure message, or a non-finite output, makes it a failed one.
+
+        A failed evaluation keeps no output values (GPTune's readers would take
+        them for measurements) and says why in ``raytuner.failure_message``.
+        """
+        prov = (provenance or Provenance()).model_copy()
+        values = {k: float(v) for k, v in (result or {}).items()}
+        bad = [k for k, v in values.items() if not math.isfinite(v)]
+        if failure is None and bad:
+            failure = f"non-finite output {bad[0]}={values[bad[0]]}"
+        if failure is None and not values:
+            failure = "no output reported"
+        if failure is not None:
+            prov.status = "failed"
+            prov.failure_message = failure
+            values = {}
+        detail = {k: {"evaluations": v, "objective_scheme": "average"} for k, v in values.items()}
+        return cls(
+            task_parameter=dict(task),
+            tuning_parameter=dict(config),
+            constants=dict(constants or {}),
+            machine_configuration=dict(machine_configuration or {}),
+            software_configuration=dict(software_configuration or {}),
+            evaluation_result=values,
+            evaluation_detail=detail,
+            additional_output=dict(additional_output or {}),
+            modeling=modeling or prov.strategy,
+            raytuner=prov,
+            **({"uid": uid} if uid else {}),
+        )
+
+    @property
+    def status(self) -> Status:
+        """``ok``, ``failed`` or ``pending``; GPTune's own records are ``ok``."""
+        return self.raytuner.status if self.raytuner else "ok"
+
+    def value(self, objective: str) -> float | None:
+        """The output named ``objective``, or ``None`` when failed or absent."""
+        if self.status != "ok":
+            return None
+        v = self.evaluation_result.get(objective)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as GPTune writes it (plus the ``raytuner`` key when set)."""
+        data = self.model_dump(by_alias=True, exclude={"raytuner"})
+        if self.raytuner is not None:
+            data["raytuner"] = self.raytuner.model_dump(by_alias=True, exclude_none=True)
+        return data
+
+
+class SurrogateModelRecord(BaseModel):
+    """A trained surrogate's meta-data (a ``surrogate_model`` record).
+
+    GPTune's documentation names the evaluation uids ``func_eval``, its code
+    writes ``function_evaluations``: both are read, the latter is written.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    hyperparameters: Any = None
+    modeling_options: dict[str, Any] = Field(default_factory=dict)
+    model_stats: dict[str, Any] = Field(default_factory=dict)
+    task_parameters: list[list[Any]] = Field(default_factory=list)
+    function_evaluations: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("function_evaluations", "func_eval"))
+    input_space: list[dict[str, Any]] = Field(default_factory=list)
+    parameter_space: list[dict[str, Any]] = Field(default_factory=list)
+    output_space: list[dict[str, Any]] = Field(default_factory=list)
+    modeler: str = "unknown"
+    objective: dict[str, Any] | None = None
+    time: GPTuneTime = Field(default_factory=GPTuneTime.now)
+    uid: str = Field(default_factory=new_uid, min_length=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as GPTune writes it."""
+        return self.model_dump(by_alias=True)
+
+
+class HistoryDocument(BaseModel):
+    """A whole GPTune history file: one tuning problem's records.
+
+    >>> doc = HistoryDocument(tuning_problem_name="demo")
+    >>> sorted(doc.to_dict())
+    ['func_eval', 'surrogate_model', 'tuning_problem_category', 'tuning_problem_name']
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    tuning_problem_name: str = Field(min_length=1)
+    tuning_problem_category: str | None = None
+    surrogate_model: list[SurrogateModelRecord] = Field(default_factory=list)
+    func_eval: list[FunctionEvaluation] = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's JSON object, in GPTune's key order."""
+        extra = {k: v for k, v in (self.model_extra or {}).items()}
+        return {
+            "tuning_problem_name": self.tuning_problem_name,
+            "tuning_problem_category": self.tuning_problem_category,
+            **extra,
+            "surrogate_model": [m.to_dict() for m in self.surrogate_model],
+            "func_eval": [e.to_dict() for e in self.func_eval],
+        }

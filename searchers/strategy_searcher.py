@@ -1,0 +1,137 @@
+"""Ray Tune searchers over raytuner's ask/tell strategies.
+
+:class:`StrategySearcher` turns any :class:`raytuner.session.TuningSession`
+into a ``ray.tune.search.Searcher``: ``suggest`` asks the session, and
+``on_trial_complete`` tells it, which persists the record to the history store
+before the next suggestion is made. A trial that errors, or reports no value
+for the metric, becomes a failed evaluation in the store.
+
+Trial configs are **flat**: the task parameters and the tuning parameters sit
+side by side, e.g. ``{"t": 1.5, "x": 0.42}`` (names are unique across the
+spaces, so they cannot clash).
+
+Example:
+    >>> import tempfile
+    >>> from ray import tune
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.searchers import RandomSearcher
+    >>> problem = ProblemSpace.parse({
+    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> searcher = RandomSearcher(problem, tasks=[{"t": 1.0}, {"t": 2.0}],
+    ...                           store=tempfile.mkdtemp(), problem_name="demo", seed=0)
+    >>> def trainable(config):
+    ...     tune.report({"y": (config["x"] - 0.1 * config["t"]) ** 2})
+    >>> tune.run(trainable, search_alg=searcher, num_samples=6)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Mapping, Sequence
+
+from ray.tune.search import Searcher
+
+from raytuner.errors import InvalidInputError
+from raytuner.session import Trial, TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore, open_store
+from raytuner.strategies import RandomSearch, Strategy
+
+__all__ = ["StrategySearcher", "RandomSearcher"]
+
+log = logging.getLogger(__name__)
+
+_MODES = {"minimize": "min", "maximize": "max"}
+
+
+class StrategySearcher(Searcher):
+    """A Ray Tune searcher that asks and tells a raytuner strategy through a session.
+
+    ``store`` is a :class:`~raytuner.store.HistoryStore` or where to open one
+    (a directory or a ``mongodb://`` URI). Records already stored for the
+    problem's tasks are replayed first, so a new run continues an old one.
+    ``metric`` defaults to the first objective; ``mode`` follows the
+    objective's goal, and a contradicting ``mode`` is an error.
+    """
+
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        strategy: Strategy,
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        metric: str | None = None,
+        mode: str | None = None,
+        **session_options: Any,
+    ) -> None:
+        objective = problem.objective(metric)
+        expected = _MODES[objective.goal]
+        if mode is not None and mode != expected:
+            raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
+                                            f"which is to {objective.goal}", allowed=[expected])
+        super().__init__(metric=objective.name, mode=expected)
+        self.problem = problem
+        self.store = store if isinstance(store, HistoryStore) else open_store(store)
+        self.session = TuningSession.resume(problem_name, problem, strategy, self.store, **session_options)
+        self._trials: dict[str, Trial] = {}
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],
+                              **spec: Any) -> bool:
+        """Accept Tuner-level metric/mode when they agree with the problem's objective."""
+        if metric is not None and metric not in self.problem.objectives:
+            return False
+        objective = self.problem.objective(metric or self._metric)
+        if mode is not None and mode != _MODES[objective.goal]:
+            return False
+        self._metric, self._mode = objective.name, _MODES[objective.goal]
+        return True
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """The flat config (task and tuning parameters) of the next trial."""
+        trial = self.session.ask(trial_id=trial_id)
+        self._trials[trial_id] = trial
+        return {**trial.task, **trial.config}
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        """Persist the trial's last result (or its failure) and fold it into the strategy."""
+        if trial_id not in self._trials:
+            return
+        del self._trials[trial_id]
+        if error or result is None:
+            self.session.tell(trial_id, failure="trial raised an error" if error else "trial reported nothing")
+            return
+        outputs = {name: result[name] for name in self.problem.objectives if name in result}
+        self.session.tell(trial_id, outputs, additional_output=_scalars(result, exclude=outputs))
+
+    def save(self, checkpoint_path: str) -> None:
+        """Save the pending trials (the evaluations themselves are in the store)."""
+        state = {tid: {"task": t.task, "config": t.config} for tid, t in self._trials.items()}
+        with open(checkpoint_path, "w", encoding="utf-8") as fh:
+            json.dump({"pending": state, "session_id": self.session.session_id}, fh)
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Nothing to reload: the session was rebuilt from the store when this searcher was made."""
+        with open(checkpoint_path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        log.info("restored searcher %s; %d trials were pending at the checkpoint and will be re-suggested",
+                 state.get("session_id"), len(state.get("pending", {})))
+
+
+def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON-friendly scalar entries of a Ray result, for ``additional_output``."""
+    keep = ("training_iteration", "time_total_s", "time_this_iter_s")
+    return {k: result[k] for k in keep if k in result and k not in exclude}
+
+
+class RandomSearcher(StrategySearcher):
+    """Random search over a problem's valid configurations, for several tasks at once."""
+
+    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
+                 store: HistoryStore | str | os.PathLike[str], problem_name: str,
+                 metric: str | None = None, mode: str | None = None, seed: int | None = None,
+                 **session_options: Any) -> None:
+        super().__init__(problem, RandomSearch(problem, tasks, seed=seed), store, problem_name,
+                         metric=metric, mode=mode, **session_options)

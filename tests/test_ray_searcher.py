@@ -1,0 +1,107 @@
+"""The Ray Tune face on a real local Ray: tune.run, Tuner, failures, resume, the main job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray import tune  # noqa: E402
+
+from raytuner.errors import InvalidInputError  # noqa: E402
+from raytuner.searchers import RandomSearcher  # noqa: E402
+from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.store import JsonStore  # noqa: E402
+from raytuner.testfunctions import DEMO_PROBLEM, demo  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
+TASKS = [{"t": 0.5}, {"t": 2.0}]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    # the trainables below live in this test module, which Ray's workers cannot import: ship them by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def objective(config: dict) -> None:
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+def sometimes_fails(config: dict) -> None:
+    if config["x"] > 0.5:
+        raise RuntimeError("solver diverged")
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) -> None:
+    store = JsonStore(tmp_path)
+    searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=1)
+    tune.run(objective, search_alg=searcher, num_samples=6, max_concurrent_trials=2, reuse_actors=True,
+             storage_path=str(tmp_path / "ray"), verbose=0)
+    records = store.evaluations("demo")
+    assert len(records) == 6 and all(r.status == "ok" for r in records)
+    assert sorted(r.task_parameter["t"] for r in records) == [0.5] * 3 + [2.0] * 3
+    for r in records:
+        assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], r.task_parameter["t"]))
+        assert r.raytuner.strategy == "random" and r.raytuner.trial_id
+        assert r.machine_configuration["machine_name"] and "ray" in r.software_configuration
+
+    # a new searcher on the same store replays the log and continues without repeating points
+    again = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=1)
+    assert len(again.session.records) == 6
+    tune.run(objective, search_alg=again, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
+             storage_path=str(tmp_path / "ray"), verbose=0)
+    records = store.evaluations("demo")
+    assert len(records) == 10
+    assert len({(r.task_parameter["t"], r.tuning_parameter["x"]) for r in records}) == 10
+
+
+def test_tuner_records_failed_trials_as_failed_evaluations(local_ray, tmp_path: Path) -> None:
+    store = JsonStore(tmp_path)
+    searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=4)
+    tuner = tune.Tuner(
+        sometimes_fails,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
+                                    metric="y", mode="min"),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
+    )
+    results = tuner.fit()
+    records = store.evaluations("demo")
+    assert len(records) == 8
+    failed = [r for r in records if r.status == "failed"]
+    assert failed and all(r.tuning_parameter["x"] > 0.5 for r in failed)
+    assert all(r.raytuner.failure_message == "trial raised an error" for r in failed)
+    assert len(results.errors) == len(failed)
+    best = results.get_best_result()
+    assert best.metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+
+
+def test_a_mode_against_the_objective_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="^mode:"):
+        RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path), "demo", mode="max")
+
+
+def test_readme_main_job_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples/multitask_demo.py"), "--store", str(tmp_path / "store"),
+         "--samples-per-task", "3", "--tasks", "1.0", "2.0"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Best configuration per task" in proc.stdout
+    lines = [line.split() for line in proc.stdout.splitlines()]
+    rows = [row for row in lines if len(row) == 6 and row[0] in {"1", "2"}]
+    assert len(rows) == 2 and all(row[1] == "3" for row in rows)
+    with JsonStore(tmp_path / "store") as store:
+        assert len(store.evaluations("GPTune-Demo")) == 6
