@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -131,11 +134,62 @@ def test_server_going_away_is_a_store_error(tmp_path: Path) -> None:
 
 
 def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie nobody reaped counts as ended)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
         return True
-    return False
+    except OSError:  # no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def _wait_gone(pid: int, seconds: float = 15) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+_CHILD = """
+import sys, time
+from raytuner.store.mongod import LocalMongod
+server = LocalMongod().start()
+print(server.pid, server.dbpath, flush=True)
+if sys.argv[1] == "hang":
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "hang"])
+def test_no_server_outlives_its_python_process(ending: str) -> None:
+    """atexit stops a server left running; if Python is SIGKILLed, the kernel stops it (Linux)."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, ending], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout is not None
+        pid_text, dbpath = child.stdout.readline().split()
+        pid = int(pid_text)
+        if ending == "hang":
+            assert not _gone(pid)
+            child.kill()
+        assert child.wait(30) is not None
+        assert _wait_gone(pid), f"mongod {pid} still running"
+        if ending == "exit":
+            assert not Path(dbpath).exists()
+        else:  # nobody was left to remove the temporary directory
+            shutil.rmtree(Path(dbpath).parent)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_local_mongod_stop_leaves_no_process() -> None:
@@ -174,3 +228,10 @@ def test_start_failure_reports_the_log(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as info:
         LocalMongod(dbpath=tmp_path / "db", extra_args=["--no-such-option"]).start()
     assert "no-such-option" in str(info.value)
+
+
+def test_a_taken_port_is_not_mistaken_for_our_server(mongod: LocalMongod) -> None:
+    with pytest.raises(StoreError) as info:
+        LocalMongod(port=mongod.port).start()
+    assert "Address already in use" in str(info.value)
+    assert mongod.running

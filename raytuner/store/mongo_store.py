@@ -239,6 +239,7 @@ class MongoStore(HistoryStore):
 
     def __init__(self, uri: str, database: str | None = None, server_selection_timeout_ms: int = 10000) -> None:
         self.uri = uri
+        self._timeout_ms = server_selection_timeout_ms
         self._display = _redact(uri)
         try:
             self.client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
@@ -263,6 +264,13 @@ class MongoStore(HistoryStore):
 
     def __repr__(self) -> str:
         return f"MongoStore({self._display!r}, database={self.database!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray pickles searchers (Tuner state): a store travels as its location and reconnects
+        return {"uri": self.uri, "database": self.database, "timeout_ms": self._timeout_ms}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["uri"], state["database"], state["timeout_ms"])  # type: ignore[misc]
 
     @property
     def func_eval(self) -> Collection[dict[str, Any]]:

