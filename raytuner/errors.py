@@ -14,9 +14,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class RaytunerError(Exception):
@@ -84,3 +86,20 @@ def _is_union_tag(part: Any) -> bool:
     # pydantic puts the discriminator tag ('real', 'integer', ...) or a
     # function-validator name into the location of union members.
     return isinstance(part, str) and (part in {"real", "integer", "categorical"} or "[" in part)
+
+
+def validate(model: type[ModelT], data: Any, prefix: str = "") -> ModelT:
+    """``model.model_validate(data)``, raising one :class:`InvalidInputError` that names the field.
+
+    >>> from pydantic import BaseModel
+    >>> class Point(BaseModel):
+    ...     x: int
+    >>> validate(Point, {"x": "one"}, "point")
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: point.x: Input should be a valid integer, unable to parse string as an integer
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, prefix) from None

@@ -38,12 +38,11 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
-    ValidationError,
     field_serializer,
     field_validator,
 )
 
-from raytuner.errors import InvalidInputError, from_validation_error
+from raytuner.errors import InvalidInputError, validate
 from raytuner.records import check_problem_name
 from raytuner.space import ProblemSpace
 
@@ -144,10 +143,7 @@ class MetaDescription(BaseModel):
     @classmethod
     def parse(cls, data: Any) -> "MetaDescription":
         """Validate a meta description, raising :class:`InvalidInputError` naming the field."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise from_validation_error(exc) from None
+        return validate(cls, data)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "MetaDescription":

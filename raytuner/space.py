@@ -34,14 +34,13 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from raytuner.constraints import Constraint
-from raytuner.errors import InvalidInputError, from_validation_error
+from raytuner.errors import InvalidInputError, validate
 
 __all__ = [
     "Real",
@@ -451,10 +450,7 @@ class ProblemSpace(BaseModel):
     @classmethod
     def parse(cls, data: Any, field: str = "") -> "ProblemSpace":
         """Validate ``data``, raising :class:`InvalidInputError` that names the field."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise from_validation_error(exc, field) from None
+        return validate(cls, data, field)
 
     @property
     def compiled_constraints(self) -> list[Constraint]:

@@ -307,3 +307,11 @@ def test_a_store_pickles_as_its_location(store: HistoryStore) -> None:
         assert [r.uid for r in copy.evaluations("pickled")] == [record.uid]
     finally:
         copy.close()
+
+
+def test_a_nan_task_value_lies_in_no_range(store: HistoryStore) -> None:
+    record = FunctionEvaluation.create({"t": math.nan}, {"x": 0.5}, {"y": 1.0})
+    store.append("nan", record)
+    assert store.evaluations("nan", EvaluationQuery(task={"t": (None, 5.0)})) == []
+    assert store.evaluations("nan", EvaluationQuery(task={"t": (-math.inf, math.inf)})) == []
+    assert [r.uid for r in store.evaluations("nan")] == [record.uid]

@@ -18,9 +18,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Iterable, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from raytuner.errors import InvalidInputError, from_validation_error
+from raytuner.errors import InvalidInputError, validate
 from raytuner.meta import VersionRange
 from raytuner.records import (
     PROBLEM_NAME_RULE,
@@ -75,10 +75,7 @@ class EvaluationQuery(BaseModel):
     @classmethod
     def parse(cls, data: Any) -> "EvaluationQuery":
         """Validate a query given as plain data, naming the bad field on error."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise from_validation_error(exc, "query") from None
+        return validate(cls, data, "query")
 
     def matches(self, record: FunctionEvaluation) -> bool:
         """Whether ``record`` passes every condition."""
@@ -90,8 +87,8 @@ class EvaluationQuery(BaseModel):
             value = record.task_parameter[name]
             if isinstance(cond, tuple):
                 lo, hi = cond
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    return False
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                    return False  # not a number, or NaN, which lies in no range
                 if (lo is not None and value < lo) or (hi is not None and value > hi):
                     return False
             elif value not in cond:

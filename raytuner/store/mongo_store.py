@@ -158,7 +158,7 @@ def query_filter(problem: str, query: EvaluationQuery | None = None) -> dict[str
     :class:`InvalidInputError`.
 
     >>> query_filter("demo", EvaluationQuery(task={"t": (0, 5), "kind": ["a"]}))
-    {'$and': [{'tuning_problem_name': 'demo'}, {'$or': [{'task_parameter.t': {'$gte': 0.0, '$lte': 5.0}}, {'task_parameter.t': nan}]}, {'task_parameter.kind': {'$in': ['a']}}]}
+    {'$and': [{'tuning_problem_name': 'demo'}, {'task_parameter.t': {'$gte': 0.0, '$lte': 5.0}}, {'task_parameter.kind': {'$in': ['a']}}]}
     >>> query_filter("demo", EvaluationQuery(task={"$where": ["x"]}))
     Traceback (most recent call last):
     ...
@@ -172,8 +172,7 @@ def query_filter(problem: str, query: EvaluationQuery | None = None) -> dict[str
         path = f"task_parameter.{name}"
         if isinstance(cond, tuple):
             bounds = {op: b for op, b in zip(("$gte", "$lte"), cond) if _bound(b)}
-            # Python's comparisons let NaN through any range: so must the filter
-            clauses.append({"$or": [{path: bounds}, {path: math.nan}]} if bounds else {path: {"$type": "number"}})
+            clauses.append({path: bounds} if bounds else {path: {"$type": "number"}})
         else:
             values = _equal_values(cond)
             if values is not None:
