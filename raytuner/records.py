@@ -37,7 +37,7 @@ __all__ = [
     "SurrogateModelRecord",
     "HistoryDocument",
     "Status",
-    "new_uid",
+    "new_uid", "task_key",
     "check_problem_name",
     "PROBLEM_NAME_RULE",
 ]
@@ -66,6 +66,15 @@ def new_uid() -> str:
     """A fresh record uid (a UUID1 string, as GPTune writes)."""
     return str(uuid.uuid1())
 
+
+
+def task_key(task: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A hashable key for a task's parameter values.
+
+    >>> task_key({"t": 1.0, "n": 2})
+    (('n', 2), ('t', 1.0))
+    """
+    return tuple(sorted(task.items()))
 
 class GPTuneTime(BaseModel):
     """A creation time as Python's ``time.struct_time`` fields (GPTune's ``time``).
@@ -97,7 +106,9 @@ class Provenance(BaseModel):
     """Where an evaluation came from: raytuner's extra key on a record.
 
     ``cost`` is the normalised cost of the evaluation (fidelity / maximum
-    fidelity for multi-fidelity strategies, 1.0 otherwise).
+    fidelity for multi-fidelity strategies, 1.0 otherwise). ``source`` says
+    how the strategy chose the point: ``"initial"`` (its initial design),
+    ``"model"`` (surrogate search) or ``"random"`` (no model available).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -110,6 +121,7 @@ class Provenance(BaseModel):
     rung: int | None = None
     pass_: int | None = Field(default=None, alias="pass")
     strategy: str | None = None
+    source: str | None = None
     trial_id: str | None = None
     session_id: str | None = None
 

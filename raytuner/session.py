@@ -88,6 +88,7 @@ class TuningSession:
         records = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
         session._records = records
         strategy.replay(records)
+        strategy.restore_models(store.models(problem_name))
         log.info("resumed %s: replayed %d evaluations", problem_name, len(records))
         return session
 
@@ -104,12 +105,26 @@ class TuningSession:
     def ask(self, task: Mapping[str, Any] | None = None, trial_id: str | None = None) -> Trial:
         """The next trial to run (for ``task`` when given)."""
         suggestion = self.strategy.ask(task)
+        for model in self.strategy.take_models():
+            self.store.append_model(self.problem_name, model)
         trial_id = trial_id or uuid.uuid4().hex
         provenance = suggestion.provenance.model_copy(update={"trial_id": trial_id,
                                                               "session_id": self.session_id})
         trial = Trial(task=suggestion.task, config=suggestion.config, provenance=provenance, trial_id=trial_id)
         self._pending[trial_id] = trial
         return trial
+
+    def adopt(self, trial: Trial) -> None:
+        """Take back a trial handed out before a restart, so that its result is recorded.
+
+        The strategy counts it as pending again; telling it later works as
+        for a trial this session asked.
+        """
+        if trial.trial_id in self._pending:
+            return
+        self.problem.check(trial.task, trial.config)
+        self.strategy.add_pending(trial.task, trial.config)
+        self._pending[trial.trial_id] = trial
 
     def tell(self, trial: Trial | str, result: Mapping[str, float] | None = None, *,
              failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:

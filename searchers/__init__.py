@@ -1,8 +1,9 @@
 """Ray Tune searchers backed by raytuner strategies (installed as ``raytuner.searchers``).
 
->>> from raytuner.searchers import RandomSearcher, StrategySearcher
+>>> from raytuner.searchers import LCMSearcher, RandomSearcher, StrategySearcher
 """
 
+from raytuner.searchers.lcm_searcher import LCMSearcher
 from raytuner.searchers.strategy_searcher import RandomSearcher, StrategySearcher
 
-__all__ = ["StrategySearcher", "RandomSearcher"]
+__all__ = ["StrategySearcher", "RandomSearcher", "LCMSearcher"]

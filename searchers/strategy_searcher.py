@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -34,7 +35,8 @@ from typing import Any, Mapping, Sequence
 
 from ray.tune.search import Searcher
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InfeasibleSpaceError, InvalidInputError
+from raytuner.records import Provenance
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
@@ -75,6 +77,8 @@ class StrategySearcher(Searcher):
         super().__init__(metric=objective.name, mode=expected)
         self.problem = problem
         self.store = store if isinstance(store, HistoryStore) else open_store(store)
+        self._blank_strategy = copy.deepcopy(strategy)   # rebuilt from the log on restore
+        self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, strategy, self.store, **session_options)
         self._trials: dict[str, Trial] = {}
 
@@ -90,8 +94,16 @@ class StrategySearcher(Searcher):
         return True
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        """The flat config (task and tuning parameters) of the next trial."""
-        trial = self.session.ask(trial_id=trial_id)
+        """The flat config (task and tuning parameters) of the next trial.
+
+        When no new valid configuration is left (a small discrete space
+        fully explored), the search is ``Searcher.FINISHED``.
+        """
+        try:
+            trial = self.session.ask(trial_id=trial_id)
+        except InfeasibleSpaceError as exc:
+            log.info("no configuration left to suggest (%s); the search is finished", exc)
+            return Searcher.FINISHED
         self._trials[trial_id] = trial
         return {**trial.task, **trial.config}
 
@@ -107,18 +119,33 @@ class StrategySearcher(Searcher):
         self.session.tell(trial_id, outputs, additional_output=_scalars(result, exclude=outputs))
 
     def save(self, checkpoint_path: str) -> None:
-        """Save the pending trials (the evaluations themselves are in the store)."""
-        state = {tid: {"task": t.task, "config": t.config} for tid, t in self._trials.items()}
+        """Save the trials in flight (every finished evaluation is already in the store)."""
+        state = {tid: {"task": t.task, "config": t.config, "provenance": t.provenance.model_dump(by_alias=True)}
+                 for tid, t in self._trials.items()}
         with open(checkpoint_path, "w", encoding="utf-8") as fh:
             json.dump({"pending": state, "session_id": self.session.session_id}, fh)
 
     def restore(self, checkpoint_path: str) -> None:
-        """Nothing to reload: the session was rebuilt from the store when this searcher was made."""
+        """Rebuild the strategy from the store's log, then adopt the trials that were in flight.
+
+        Ray reruns unfinished trials after ``Tuner.restore``; adopting them
+        means their results are recorded rather than dropped, and the
+        strategy treats them as pending rather than suggesting them again.
+        """
         with open(checkpoint_path, encoding="utf-8") as fh:
             state = json.load(fh)
-        log.info("restored searcher %s; %d trials were pending at the checkpoint and will be re-suggested",
-                 state.get("session_id"), len(state.get("pending", {})))
-
+        self.session = TuningSession.resume(self.session.problem_name, self.problem,
+                                            copy.deepcopy(self._blank_strategy), self.store,
+                                            **{**self._session_options,
+                                               "session_id": state.get("session_id") or self.session.session_id})
+        self._trials = {}
+        for trial_id, item in state.get("pending", {}).items():
+            trial = Trial(task=item["task"], config=item["config"],
+                          provenance=Provenance.model_validate(item.get("provenance", {})), trial_id=trial_id)
+            self.session.adopt(trial)
+            self._trials[trial_id] = trial
+        log.info("restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
+                 self.session.session_id, len(self.session.records), len(self._trials))
 
 def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON-friendly scalar entries of a Ray result, for ``additional_output``."""

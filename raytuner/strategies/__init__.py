@@ -1,6 +1,7 @@
 """Tuning engines: Ray-free ask/tell strategies, rebuilt by replaying the evaluation log."""
 
 from raytuner.strategies.base import Strategy, Suggestion, task_key
+from raytuner.strategies.mla import MLA
 from raytuner.strategies.random_search import RandomSearch
 
-__all__ = ["Strategy", "Suggestion", "RandomSearch", "task_key"]
+__all__ = ["Strategy", "Suggestion", "RandomSearch", "MLA", "task_key"]

@@ -24,15 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
 
 __all__ = ["Suggestion", "Strategy", "task_key"]
-
-
-def task_key(task: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """A hashable key for a task's parameter values."""
-    return tuple(sorted(task.items()))
 
 
 @dataclass
@@ -80,6 +75,16 @@ class Strategy(ABC):
     @abstractmethod
     def tell(self, record: FunctionEvaluation) -> None:
         """Fold one finished (or failed) evaluation into the state."""
+
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        """Treat ``config`` as asked and not yet told (a trial adopted after a restore)."""
+
+    def take_models(self) -> list[SurrogateModelRecord]:
+        """Surrogate-model records made since the last call (the session stores them)."""
+        return []
+
+    def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
+        """Take back stored surrogate models (a model-based engine warm-starts from the last one)."""
 
     def replay(self, records: Iterable[FunctionEvaluation]) -> int:
         """Rebuild the state from a log; returns how many records were folded in."""

@@ -55,6 +55,10 @@ class RandomSearch(Strategy):
         return Suggestion(task=dict(self.tasks[index]), config=config,
                           provenance=Provenance(strategy=self.name))
 
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        """Count an adopted trial as pending for its task."""
+        self._pending[self.task_index(task)] += 1
+
     def tell(self, record: FunctionEvaluation) -> None:
         """Remember the evaluated configuration so it is not proposed again."""
         key = task_key(record.task_parameter)

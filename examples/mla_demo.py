@@ -1,0 +1,141 @@
+"""Tune GPTune's demo function for several tasks together with multitask BO (MLA) on a local Ray.
+
+raytuner.searchers.LCMSearcher fits one LCM to the evaluations of every task
+(paper 004, section 5.1: y(x, t) for t = 1, 2, 3, 4 by default) and suggests
+the next configuration of each task by expected improvement. Each finished
+trial is written to the embedded JSON history store before the next
+suggestion; at the end the best x and y per task are printed next to the true
+optimum found by a dense grid, and the best-so-far y of each task is plotted
+against its number of evaluations.
+
+Run:
+    python examples/mla_demo.py --store raytuner_results --samples-per-task 20 --initial 8
+
+Running it again with the same --store continues the same problem: the stored
+evaluations (and the last surrogate model, as a warm start) are replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import ray
+from ray import tune
+
+from raytuner.searchers import LCMSearcher
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore
+from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_grid_minimum
+
+log = logging.getLogger("mla_demo")
+
+
+def trainable(config: dict) -> None:
+    """One evaluation of the demo function: a trial config holds the task t and the parameter x."""
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+class ProgressLog(tune.Callback):
+    """Log every finished trial on the driver (Ray's own progress output is switched off)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
+        self.done += 1
+        y = (trial.last_result or {}).get("y")
+        log.info("trial %d/%d: t=%g x=%.4f y=%s", self.done, self.total, trial.config["t"], trial.config["x"],
+                 f"{y:.4f}" if y is not None else "-")
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
+        self.done += 1
+        log.warning("trial %d/%d failed: %s", self.done, self.total, trial.config)
+
+
+def best_so_far(values: list[float | None]) -> list[float]:
+    """The running minimum of a task's values in evaluation order (failed evaluations keep the last)."""
+    out: list[float] = []
+    for value in values:
+        best = out[-1] if out else float("inf")
+        out.append(min(best, value) if value is not None else best)
+    return out
+
+
+def plot_best_so_far(curves: dict[float, list[float]], path: Path) -> None:
+    """One line per task: best-so-far y against the task's evaluations (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed; not writing %s", path)
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for t, curve in curves.items():
+        ax.plot(range(1, len(curve) + 1), curve, marker=".", label=f"t = {t:g}")
+    ax.set_xlabel("evaluations of the task")
+    ax.set_ylabel("best y so far")
+    ax.set_title("MLA (LCMSearcher) on the demo function")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    log.info("wrote %s", path)
+
+
+def main(argv: list[str] | None = None) -> dict[float, dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default="raytuner_results", help="JSON store directory")
+    parser.add_argument("--problem", default="GPTune-Demo-MLA", help="tuning problem name")
+    parser.add_argument("--tasks", type=float, nargs="+", default=[1.0, 2.0, 3.0, 4.0], help="task values t")
+    parser.add_argument("--samples-per-task", type=int, default=20, help="evaluations per task in this run")
+    parser.add_argument("--initial", type=int, default=8, help="initial LHS configurations per task")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrent", type=int, default=2, help="trials running at once (and Ray CPUs)")
+    parser.add_argument("--plot", default="mla_best_so_far.png", help="where to write the best-so-far plot")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    tasks = [{"t": t} for t in args.tasks]
+    store = JsonStore(Path(args.store))
+    searcher = LCMSearcher(problem, tasks, store, args.problem, seed=args.seed, n_initial=args.initial)
+    log.info("tuning %d tasks, %d samples each (%d initial), %d evaluations already stored",
+             len(tasks), args.samples_per_task, args.initial, len(searcher.session.records))
+    ray.init(num_cpus=args.concurrent, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        total = args.samples_per_task * len(tasks)
+        tune.run(trainable, search_alg=searcher, num_samples=total, max_concurrent_trials=args.concurrent,
+                 reuse_actors=True, verbose=0, callbacks=[ProgressLog(total)],
+                 storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
+    finally:
+        ray.shutdown()
+    store.compact(args.problem)
+    log.info("%d surrogate models stored", len(store.models(args.problem)))
+
+    best: dict[float, dict] = {}
+    curves: dict[float, list[float]] = {}
+    print(f"\nBest configuration per task (store: {store.path(args.problem)}):")
+    print(f"{'t':>6} {'evals':>6} {'best x':>9} {'best y':>9} {'grid x*':>9} {'grid y*':>9} {'y/y*':>7}")
+    for task in tasks:
+        values = [r.value("y") for r in searcher.session.records if r.task_parameter == task]
+        curves[task["t"]] = best_so_far(values)
+        record = searcher.session.best(task)
+        x_star, y_star = demo_grid_minimum(task["t"])
+        if record is None:
+            print(f"{task['t']:>6g} {len(values):>6} {'-':>9} {'-':>9} {x_star:>9.4f} {y_star:>9.4f} {'-':>7}")
+            continue
+        x, y = record.tuning_parameter["x"], record.value("y")
+        best[task["t"]] = {"x": x, "y": y}
+        print(f"{task['t']:>6g} {len(values):>6} {x:>9.4f} {y:>9.4f} {x_star:>9.4f} {y_star:>9.4f} "
+              f"{y / y_star:>7.3f}")
+    store.close()
+    plot_best_so_far(curves, Path(args.plot))
+    return best
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""Analysis of tuning results: the comparison metrics of the papers (R-tilde, R-bar, win rates).
+
+Example:
+    >>> import numpy as np
+    >>> from raytuner.analysis import relative_performance, r_bar
+    >>> r = relative_performance({"a": np.array([1.0, 2.0]), "b": np.array([2.0, 1.0])})
+    >>> r_bar(r["a"])
+    1.5
+"""
+
+from raytuner.analysis.metrics import best_so_far, r_bar, relative_performance, win_rate
+
+__all__ = ["relative_performance", "r_bar", "win_rate", "best_so_far"]

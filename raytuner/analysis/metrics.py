@@ -1,0 +1,102 @@
+"""Metrics that compare tuners over many (seed, task) cells.
+
+Following the GPTuneBand paper (section 5): the *absolute performance* of a
+tuner is the best objective value it found on each task; its *relative
+performance* R-tilde divides that by the best value any tuner found on the
+same task (so 1 is best), and R-bar = (mean + median) / 2 of R-tilde sums
+it up in one number, the closer to 1 the better. Objectives are minimised
+and must be positive for the ratios to mean anything.
+
+Example:
+    >>> import numpy as np
+    >>> best = {"mla": np.array([1.0, 1.0, 2.0]), "random": np.array([2.0, 1.0, 1.0])}
+    >>> r = relative_performance(best)
+    >>> r["random"].tolist()
+    [2.0, 1.0, 1.0]
+    >>> round(r_bar(r["random"]), 4), win_rate(best["mla"], best["random"])
+    (1.1667, 0.5)
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from raytuner.errors import InvalidInputError
+
+__all__ = ["relative_performance", "r_bar", "win_rate", "best_so_far"]
+
+
+def relative_performance(best: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """R-tilde of each tuner: its best value over the best of all tuners, cell by cell.
+
+    ``best[tuner]`` holds the best (minimised, positive) objective value the
+    tuner found in each cell, for example an array of shape (seeds, tasks);
+    every tuner must cover the same cells. The result has the same keys and
+    shapes; each entry is at least 1, and exactly 1 for the tuners that did best.
+
+    >>> r = relative_performance({"a": [[1.0, 4.0]], "b": [[2.0, 2.0]]})
+    >>> r["a"].tolist(), r["b"].tolist()
+    ([[1.0, 2.0]], [[2.0, 1.0]])
+    >>> relative_performance({"a": [1.0, -1.0], "b": [1.0, 1.0]})
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: best[a]: R-tilde needs positive minimised objectives, got -1.0
+    """
+    if not best:
+        raise InvalidInputError("best", "no tuners to compare")
+    arrays = {name: np.asarray(values, dtype=float) for name, values in best.items()}
+    shape = next(iter(arrays.values())).shape
+    for name, values in arrays.items():
+        if values.shape != shape:
+            raise InvalidInputError(f"best[{name}]", f"shape {values.shape} differs from the first tuner's {shape}; "
+                                    "every tuner must cover the same (seed, task) cells")
+        bad = values[~(np.isfinite(values) & (values > 0))]
+        if bad.size:
+            raise InvalidInputError(f"best[{name}]", f"R-tilde needs positive minimised objectives, got {bad[0]}")
+    reference = np.min(np.stack(list(arrays.values())), axis=0)
+    return {name: values / reference for name, values in arrays.items()}
+
+
+def r_bar(r_tilde: np.ndarray) -> float:
+    """R-bar = (mean + median) / 2 of R-tilde over all its cells; the closer to 1, the better.
+
+    >>> r_bar(np.array([1.0, 1.0, 4.0]))
+    1.5
+    """
+    values = np.asarray(r_tilde, dtype=float).ravel()
+    if values.size == 0:
+        raise InvalidInputError("r_tilde", "R-bar of no values")
+    return float((np.mean(values) + np.median(values)) / 2.0)
+
+
+def win_rate(a: np.ndarray, b: np.ndarray) -> float:
+    """The fraction of cells where ``a`` is strictly below ``b`` (minimisation); a tie counts half.
+
+    >>> win_rate(np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 2.0, 1.0, 5.0]))
+    0.625
+    """
+    a_values, b_values = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a_values.shape != b_values.shape:
+        raise InvalidInputError("b", f"shape {b_values.shape} differs from a's {a_values.shape}")
+    if a_values.size == 0:
+        raise InvalidInputError("a", "win rate of no cells")
+    wins = np.count_nonzero(a_values < b_values) + 0.5 * np.count_nonzero(a_values == b_values)
+    return float(wins / a_values.size)
+
+
+def best_so_far(values: np.ndarray) -> np.ndarray:
+    """The running minimum along the last axis; NaN entries (failed evaluations) are skipped.
+
+    Entries before the first non-NaN value stay NaN.
+
+    >>> best_so_far(np.array([np.nan, 3.0, np.nan, 1.0, 2.0])).tolist()
+    [nan, 3.0, 3.0, 1.0, 1.0]
+    >>> best_so_far(np.array([[2.0, 1.0], [1.0, 5.0]])).tolist()
+    [[2.0, 1.0], [1.0, 1.0]]
+    """
+    array = np.asarray(values, dtype=float)
+    if array.ndim == 0:
+        return array.copy()
+    return np.fmin.accumulate(array, axis=-1)

@@ -1,0 +1,323 @@
+"""MLA benchmark: multitask BO against single-task BO, TPE and random search, and what it costs.
+
+Run it with::
+
+    raytuner bench mla --out DIR [--quick]
+
+or ``raytuner.bench.run_benchmark("mla", Path(DIR), quick=False)``. It writes
+``DIR/results.json``, ``DIR/report.md`` and ``DIR/quality.png`` (when
+matplotlib is installed) and logs progress on the ``raytuner.bench.mla`` logger.
+
+- **Quality**: the demo function on 10 tasks t = 1, 1.5, ..., 5.5, x in
+  [0, 1], minimised; 20 evaluations per task (10 LHS + 10 BO), 5 seeds. Tuners:
+  ``mla`` (one :class:`~raytuner.strategies.MLA` over all tasks),
+  ``single_task_bo`` (one MLA per task), ``optuna_tpe`` (Optuna's TPE per
+  task, 10 startup trials) and ``random``. Per (seed, task) cell, each tuner's
+  best value gives R-tilde (:mod:`raytuner.analysis.metrics`); the report
+  gives R-bar per tuner, mla's win rate over each peer and a best-so-far plot.
+  Goals: mla has the lowest R-bar, and wins at least 70 % of the cells against
+  single-task BO.
+- **Overhead** (:mod:`raytuner.bench.mla_overhead`): the median ``ask`` of an
+  engine holding 10 tasks x {10, 30, 50} samples, and our LCM fit against
+  GPy's coregionalised regression on the same data. Goals: a median ask of at
+  most 1 s at 10 x 30, and a fit at least 3x faster than GPy's at an equal or
+  better log-likelihood.
+
+``--quick`` runs 2 seeds on 4 tasks with 10 evaluations each (5 initial), and
+the overhead at {10, 30} samples with GPy (2 restarts) at 10 samples only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from raytuner.analysis import best_so_far, r_bar, relative_performance, win_rate
+from raytuner.bench.mla_overhead import (GOAL_ASK_SECONDS, GOAL_SPEEDUP, LOGLIK_TOLERANCE, OverheadSettings,
+                                         overhead_goals, render_overhead, run_overhead)
+from raytuner.bench.report import machine_info, markdown_table, write_results
+from raytuner.records import FunctionEvaluation
+from raytuner.space import ProblemSpace
+from raytuner.strategies import RandomSearch, Strategy
+from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_grid_minimum
+
+__all__ = ["run", "QualitySettings", "TUNERS", "drive", "run_quality", "normalised_curves", "quality_results",
+           "goals", "build_results", "save_plot", "render_report"]
+
+log = logging.getLogger(__name__)
+
+GOAL_WIN_RATE = 0.7  # mla against single_task_bo
+REFERENCE = "mla"
+TASKS = tuple(float(t) for t in np.linspace(1.0, 5.5, 10))
+
+
+@dataclass(frozen=True)
+class QualitySettings:
+    """Seeds, tasks and evaluation budget of the quality comparison."""
+
+    seeds: tuple[int, ...]
+    tasks: tuple[float, ...]
+    evaluations: int  # per task
+    n_initial: int  # LHS evaluations per task before the model takes over
+
+
+FULL_QUALITY = QualitySettings(seeds=(0, 1, 2, 3, 4), tasks=TASKS, evaluations=20, n_initial=10)
+QUICK_QUALITY = QualitySettings(seeds=(0, 1), tasks=TASKS[::3], evaluations=10, n_initial=5)
+FULL_OVERHEAD = OverheadSettings(samples=(10, 30, 50), tasks=TASKS, asks=5, n_initial=10, fit_repeats=3,
+                                 naive_restarts=5, naive_samples=(10, 30, 50))
+QUICK_OVERHEAD = OverheadSettings(samples=(10, 30), tasks=TASKS, asks=3, n_initial=10, fit_repeats=1,
+                                  naive_restarts=2, naive_samples=(10,))
+
+#: A tuner run: (problem, tasks, seed, settings) -> the values it evaluated, shape (tasks, evaluations).
+TunerRun = Callable[[ProblemSpace, list[dict[str, float]], int, QualitySettings], np.ndarray]
+
+
+def drive(engine: Strategy, evaluations: int) -> np.ndarray:
+    """Ask/tell ``engine`` on the demo until each of its tasks has ``evaluations`` values; (tasks, evaluations)."""
+    history: list[list[float]] = [[] for _ in engine.tasks]
+    while needy := [i for i, h in enumerate(history) if len(h) < evaluations]:
+        suggestion = engine.ask()  # the engine balances the tasks
+        index = engine.task_index(suggestion.task)
+        if len(history[index]) >= evaluations:
+            log.warning("%s proposed task %s, which has its %d evaluations; asking for task %s instead",
+                        engine.name, suggestion.task, evaluations, engine.tasks[needy[0]])
+            index = needy[0]
+            suggestion = engine.ask(engine.tasks[index])
+        y = demo(suggestion.config["x"], suggestion.task["t"])
+        engine.tell(FunctionEvaluation.create(suggestion.task, suggestion.config, {"y": y},
+                                              provenance=suggestion.provenance))
+        history[index].append(y)
+    return np.array(history, dtype=float)
+
+
+def run_mla(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings) -> np.ndarray:
+    """One MLA engine over all tasks."""
+    from raytuner.strategies import MLA
+
+    return drive(MLA(problem, tasks, seed=seed, n_initial=s.n_initial), s.evaluations)
+
+
+def run_single_task_bo(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
+                       s: QualitySettings) -> np.ndarray:
+    """One single-task MLA engine per task."""
+    from raytuner.strategies import MLA
+
+    return np.vstack([drive(MLA(problem, [task], seed=seed * 1000 + j, n_initial=s.n_initial), s.evaluations)
+                      for j, task in enumerate(tasks)])
+
+
+def run_random(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings) -> np.ndarray:
+    """Random search over all tasks."""
+    return drive(RandomSearch(problem, tasks, seed=seed), s.evaluations)
+
+
+def run_optuna_tpe(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
+                   s: QualitySettings) -> np.ndarray:
+    """Optuna's TPE sampler, one study per task, ``n_initial`` random startup trials."""
+    try:
+        import optuna
+    except ImportError as exc:
+        raise ImportError("the mla benchmark compares with Optuna: pip install 'raytuner[bench]'") from exc
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    x = problem.parameter_space.parameters[0]
+    rows = []
+    for j, task in enumerate(tasks):
+        sampler = optuna.samplers.TPESampler(seed=seed * 1000 + j, n_startup_trials=s.n_initial)
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        values = []
+        for _ in range(s.evaluations):
+            trial = study.ask()
+            y = demo(trial.suggest_float(x.name, x.lower_bound, x.upper_bound), task["t"])
+            study.tell(trial, y)
+            values.append(y)
+        rows.append(values)
+    return np.array(rows, dtype=float)
+
+
+TUNERS: dict[str, TunerRun] = {"mla": run_mla, "single_task_bo": run_single_task_bo,
+                               "optuna_tpe": run_optuna_tpe, "random": run_random}
+
+
+def run_quality(settings: QualitySettings, tuners: Mapping[str, TunerRun] | None = None
+                ) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
+    """Every tuner on every seed: values (tuner -> (seeds, tasks, evaluations)) and wall seconds per run."""
+    tuners = TUNERS if tuners is None else tuners
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    tasks = [{"t": t} for t in settings.tasks]
+    values: dict[str, list[np.ndarray]] = {name: [] for name in tuners}
+    wall: dict[str, list[float]] = {name: [] for name in tuners}
+    for seed in settings.seeds:
+        for name, tuner in tuners.items():
+            t0 = time.perf_counter()
+            history = tuner(problem, tasks, seed, settings)
+            wall[name].append(time.perf_counter() - t0)
+            values[name].append(history)
+            log.info("quality seed %d: %s took %.1f s, best per task %s", seed, name, wall[name][-1],
+                     np.round(history.min(axis=1), 3).tolist())
+    return {name: np.stack(v) for name, v in values.items()}, wall
+
+
+def normalised_curves(values: Mapping[str, np.ndarray], tasks: Sequence[float]) -> dict[str, list[float]]:
+    """Per tuner: median over seeds of the mean over tasks of best-so-far / grid minimum, per evaluation."""
+    minima = np.array([demo_grid_minimum(t)[1] for t in tasks])
+    return {name: np.median(np.mean(best_so_far(v) / minima[None, :, None], axis=1), axis=0).tolist()
+            for name, v in values.items()}
+
+
+def quality_results(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
+                    reference: str = REFERENCE) -> dict[str, Any]:
+    """``results["quality"]`` from each tuner's best value per (seed, task) cell and its wall seconds per run.
+
+    >>> q = quality_results({"mla": np.array([[1.0, 1.0]]), "random": np.array([[2.0, 1.0]])},
+    ...                     {"mla": [3.0], "random": [1.0]})
+    >>> [(row["tuner"], row["R_bar"], row["win_rate_vs"]) for row in q["rows"]]
+    [('mla', 1.0, {'random': 0.75}), ('random', 1.5, {})]
+    """
+    r_tilde = relative_performance(best)
+    rows = []
+    for name in best:
+        peers = {p: round(win_rate(best[name], best[p]), 4) for p in best if p != name} if name == reference else {}
+        rows.append({"tuner": name, "R_bar": round(r_bar(r_tilde[name]), 4),
+                     "R_tilde_mean": round(float(np.mean(r_tilde[name])), 4),
+                     "R_tilde_median": round(float(np.median(r_tilde[name])), 4),
+                     "win_rate_vs": peers, "wall_seconds_median": round(statistics.median(wall[name]), 3)})
+    return {"rows": rows, "reference": reference,
+            "best": {name: np.round(v, 6).tolist() for name, v in best.items()},
+            "R_tilde": {name: np.round(v, 6).tolist() for name, v in r_tilde.items()}}
+
+
+def goals(quality: Mapping[str, Any], overhead_rows: Sequence[Mapping[str, Any]],
+          reference: str = REFERENCE) -> dict[str, bool | None]:
+    """Which goals were met; ``None`` where this run measured nothing to judge by."""
+    by_tuner = {row["tuner"]: row for row in quality["rows"]}
+    lowest = min(row["R_bar"] for row in quality["rows"])
+    win = by_tuner.get(reference, {}).get("win_rate_vs", {}).get("single_task_bo")
+    return {
+        **overhead_goals(overhead_rows),
+        "mla_lowest_R_bar": by_tuner[reference]["R_bar"] <= lowest if reference in by_tuner else None,
+        "mla_win_rate_vs_single_task_bo_ge_0.7": None if win is None else win >= GOAL_WIN_RATE,
+    }
+
+
+def build_results(quality: dict[str, Any], overhead_rows: list[dict[str, Any]], quick: bool,
+                  machine: dict[str, Any], overhead_extra: Mapping[str, Any] | None = None,
+                  **extra: Any) -> dict[str, Any]:
+    """The whole ``results.json``: quality, overhead, goals, quick flag, machine and ``extra`` keys.
+
+    >>> q = quality_results({"mla": np.array([1.0]), "single_task_bo": np.array([2.0])}, {"mla": [1.0],
+    ...                     "single_task_bo": [1.0]})
+    >>> o = [{"tasks": 10, "samples_per_task": 30, "ask_seconds_median": 0.5, "naive_fit_seconds_median": None}]
+    >>> r = build_results(q, o, True, {})
+    >>> sorted(r), r["goals"]["mla_lowest_R_bar"], r["goals"]["fit_3x_faster_than_naive_at_equal_loglik"]
+    (['goals', 'machine', 'overhead', 'quality', 'quick'], True, None)
+    """
+    return {"quality": quality, "overhead": {"rows": overhead_rows, **(overhead_extra or {})},
+            "goals": goals(quality, overhead_rows), "quick": quick, "machine": machine, **extra}
+
+
+def run(out: Path, quick: bool = False) -> dict[str, Any]:
+    """Run the MLA benchmark; write ``out/results.json``, ``out/report.md`` (and ``out/quality.png``)."""
+    out = Path(out)
+    qs, os_ = (QUICK_QUALITY, QUICK_OVERHEAD) if quick else (FULL_QUALITY, FULL_OVERHEAD)
+    log.info("mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at %s samples per task",
+             " (quick)" if quick else "", len(qs.seeds), len(qs.tasks), qs.evaluations, list(os_.samples))
+    started = time.perf_counter()
+    machine = machine_info()
+    machine["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]  # other work skews timings
+    values, wall = run_quality(qs)
+    quality = quality_results({name: v.min(axis=2) for name, v in values.items()}, wall)
+    quality.update(tasks=list(qs.tasks), seeds=list(qs.seeds), evaluations_per_task=qs.evaluations,
+                   n_initial=qs.n_initial, curves=normalised_curves(values, qs.tasks))
+    out.mkdir(parents=True, exist_ok=True)
+    quality["plot"] = "quality.png" if save_plot(quality["curves"], out / "quality.png") else None
+    overhead_rows = run_overhead(os_)
+    results = build_results(
+        quality, overhead_rows, quick, machine,
+        overhead_extra={"asks": os_.asks, "fit_repeats": os_.fit_repeats, "naive_restarts": os_.naive_restarts,
+                        "naive_samples": list(os_.naive_samples), "loglik_tolerance": LOGLIK_TOLERANCE},
+        benchmark="mla", elapsed_s=round(time.perf_counter() - started, 1))
+    report = render_report(results)
+    write_results(out, results, report)
+    log.info("mla benchmark results (%s):\n%s", out / "results.json", report)
+    return results
+
+
+def save_plot(curves: Mapping[str, Sequence[float]], path: Path) -> bool:
+    """Plot the normalised best-so-far curves to ``path``; ``False`` (with a warning) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        log.warning("no best-so-far plot: matplotlib is missing (%s); pip install 'raytuner[bench]'", exc)
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, curve in curves.items():
+        ax.plot(range(1, len(curve) + 1), curve, label=name, marker="o", markersize=3)
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("evaluations per task")
+    ax.set_ylabel("best so far / grid minimum")
+    ax.set_title("demo: mean over tasks, median over seeds", fontsize=10)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def _verdict(flag: bool | None) -> str:
+    return "not measured" if flag is None else "met" if flag else "**missed**"
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_report(results: Mapping[str, Any]) -> str:
+    """The human summary: quality and overhead tables, the goals and whether each was met."""
+    q, o, g, m = results["quality"], results["overhead"], results["goals"], results["machine"]
+    peers = [r["tuner"] for r in q["rows"] if r["tuner"] != q["reference"]]
+    wins = next((r["win_rate_vs"] for r in q["rows"] if r["tuner"] == q["reference"]), {})
+    quality_table = markdown_table(
+        ["tuner", "R-bar", "R-tilde mean", "R-tilde median", f"{q['reference']} wins vs", "median wall s per run"],
+        [[r["tuner"], r["R_bar"], r["R_tilde_mean"], r["R_tilde_median"], _cell(wins.get(r["tuner"])),
+          r["wall_seconds_median"]] for r in q["rows"]])
+    lines = [f"# MLA benchmark{' (quick)' if results['quick'] else ''}", ""]
+    if results["quick"]:
+        lines += [f"Quick run: {len(q['seeds'])} seeds, {len(q['tasks'])} tasks, {q['evaluations_per_task']} "
+                  f"evaluations per task ({q['n_initial']} initial); overhead with {o['asks']} timed asks, GPy "
+                  f"with {o['naive_restarts']} restarts at {o['naive_samples']} samples per task only. The figures "
+                  "are indicative; the goals are judged on the full run.", ""]
+    lines += ["## Quality", "",
+              f"Demo function, tasks t = {', '.join(f'{t:g}' for t in q['tasks'])}, x in [0, 1], minimised; "
+              f"{q['evaluations_per_task']} evaluations per task ({q['n_initial']} LHS/startup + the rest "
+              f"model-guided), seeds {q['seeds']}. R-tilde = best value / best of all tuners in the same "
+              "(seed, task) cell; R-bar = (mean + median) / 2 of R-tilde, 1 is best. Win rate: share of cells "
+              f"where {q['reference']} found a strictly lower value (ties count half).", "", quality_table, ""]
+    if q.get("plot"):
+        lines += [f"![best so far]({q['plot']})", ""]
+    else:
+        lines += ["(No best-so-far plot: matplotlib is not installed.)", ""]
+    lines += render_overhead(o)
+    lines += ["## Goals", "",
+              f"- Median ask at 10 tasks x 30 samples at most {GOAL_ASK_SECONDS:g} s: "
+              f"{_verdict(g['ask_median_le_1s_at_10x30'])}",
+              f"- Our fit at least {GOAL_SPEEDUP:g}x faster than GPy's at an equal (within {LOGLIK_TOLERANCE} "
+              f"nats) or better log-likelihood: {_verdict(g['fit_3x_faster_than_naive_at_equal_loglik'])}",
+              f"- {q['reference']} has the lowest R-bar of {', '.join([q['reference'], *peers])}: "
+              f"{_verdict(g['mla_lowest_R_bar'])}",
+              f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the cells against single_task_bo: "
+              f"{_verdict(g['mla_win_rate_vs_single_task_bo_ge_0.7'])}", "",
+              f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; "
+              f"load average {m.get('load_average_at_start')} at the start. Elapsed {results.get('elapsed_s')} s.",
+              ""]
+    return "\n".join(lines)

@@ -1,0 +1,11 @@
+"""Surrogate models: the Linear Coregionalization Model (one task: a GP).
+
+>>> from raytuner.models import LCM, LCMOptions, TrainingData, FittedLCM, Hyperparameters
+"""
+
+from raytuner.models.data import TrainingData
+from raytuner.models.fitted import FittedLCM, Standardisation
+from raytuner.models.hyperparameters import Hyperparameters
+from raytuner.models.lcm import LCM, FitReport, LCMOptions
+
+__all__ = ["LCM", "LCMOptions", "FitReport", "FittedLCM", "Hyperparameters", "Standardisation", "TrainingData"]

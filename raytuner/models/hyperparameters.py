@@ -1,0 +1,147 @@
+"""The LCM's hyperparameters, their bounds, and their flat vector for L-BFGS.
+
+For ``Q`` latent functions over ``m`` tasks in ``d`` dimensions with
+coregionalization rank ``r``:
+
+- ``lengthscales`` ``(Q, d)``: ARD length scales of each latent kernel (unit-cube units);
+- ``W`` ``(Q, m, r)`` and ``kappa`` ``(Q, m)``: ``B_q = W_q W_qᵀ + diag(κ_q)``;
+- ``noise`` ``(m,)``: per-task noise variance, in standardised output units.
+
+Positive quantities are optimised as logarithms; ``W`` as it is.
+
+Example:
+    >>> import numpy as np
+    >>> hp = Hyperparameters.initial(latent=2, tasks=3, dimension=1, rank=1)
+    >>> vector = hp.to_vector()
+    >>> vector.shape
+    (17,)
+    >>> back = Hyperparameters.from_vector(vector, latent=2, tasks=3, dimension=1, rank=1)
+    >>> bool(np.allclose(back.to_vector(), vector))
+    True
+    >>> Hyperparameters.from_dict(hp.to_dict()) == hp
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from raytuner.errors import InvalidInputError
+
+__all__ = ["Hyperparameters", "BOUNDS"]
+
+#: Box bounds of the optimisation (natural units; logs are taken for positive ones).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "lengthscales": (1e-3, 1e2),
+    "W": (-10.0, 10.0),
+    "kappa": (1e-8, 10.0),
+    "noise": (1e-8, 10.0),
+}
+
+
+@dataclass
+class Hyperparameters:
+    """One LCM's hyperparameters (see the module docstring for shapes)."""
+
+    lengthscales: np.ndarray
+    W: np.ndarray
+    kappa: np.ndarray
+    noise: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """``(latent, tasks, dimension, rank)``."""
+        latent, tasks, rank = self.W.shape
+        return latent, tasks, self.lengthscales.shape[1], rank
+
+    def coregionalization(self) -> np.ndarray:
+        """``B`` of shape ``(Q, m, m)``: ``B_q = W_q W_qᵀ + diag(κ_q)``."""
+        B = np.einsum("qir,qjr->qij", self.W, self.W)
+        idx = np.arange(self.W.shape[1])
+        B[:, idx, idx] += self.kappa
+        return B
+
+    def to_vector(self) -> np.ndarray:
+        """The flat vector L-BFGS optimises (logs of the positive parts)."""
+        return np.concatenate([np.log(self.lengthscales).ravel(), self.W.ravel(),
+                               np.log(self.kappa).ravel(), np.log(self.noise).ravel()])
+
+    @classmethod
+    def from_vector(cls, vector: np.ndarray, latent: int, tasks: int, dimension: int,
+                    rank: int) -> "Hyperparameters":
+        """Inverse of :meth:`to_vector`."""
+        sizes = [latent * dimension, latent * tasks * rank, latent * tasks, tasks]
+        if len(vector) != sum(sizes):
+            raise InvalidInputError("hyperparameters", f"a vector of length {len(vector)} does not fit "
+                                                       f"{latent} latent functions over {tasks} tasks in "
+                                                       f"{dimension} dimensions with rank {rank}")
+        parts = np.split(np.asarray(vector, dtype=float), np.cumsum(sizes)[:-1])
+        return cls(lengthscales=np.exp(parts[0]).reshape(latent, dimension),
+                   W=parts[1].reshape(latent, tasks, rank).copy(),
+                   kappa=np.exp(parts[2]).reshape(latent, tasks), noise=np.exp(parts[3]))
+
+    @staticmethod
+    def vector_bounds(latent: int, tasks: int, dimension: int, rank: int) -> list[tuple[float, float]]:
+        """L-BFGS-B bounds matching :meth:`to_vector`."""
+        def logs(name: str) -> tuple[float, float]:
+            low, high = BOUNDS[name]
+            return math.log(low), math.log(high)
+        return ([logs("lengthscales")] * (latent * dimension) + [BOUNDS["W"]] * (latent * tasks * rank)
+                + [logs("kappa")] * (latent * tasks) + [logs("noise")] * tasks)
+
+    @classmethod
+    def initial(cls, latent: int, tasks: int, dimension: int, rank: int,
+                rng: np.random.Generator | None = None) -> "Hyperparameters":
+        """A default start, or a random one drawn from ``rng``.
+
+        The default spreads the latent functions' length scales
+        geometrically (0.5, 0.15, 0.045, ...: identical latent functions would
+        be a saddle the optimiser cannot leave) and gives tasks a shared
+        component plus some independence; random starts spread length scales
+        log-uniformly over [0.03, 1] and draw ``W`` so that the prior
+        variance of each task is near one.
+        """
+        if rng is None:
+            scales = 0.5 * 0.3 ** np.arange(latent)
+            return cls(lengthscales=np.repeat(scales[:, None], dimension, axis=1),
+                       W=np.full((latent, tasks, rank), 1.0 / math.sqrt(2.0 * latent * rank)),
+                       kappa=np.full((latent, tasks), 0.5 / latent), noise=np.full(tasks, 1e-3))
+        return cls(lengthscales=np.exp(rng.uniform(math.log(0.03), math.log(1.0), (latent, dimension))),
+                   W=rng.normal(0.0, 1.0 / math.sqrt(latent * rank), (latent, tasks, rank)),
+                   kappa=np.exp(rng.uniform(math.log(1e-3), math.log(0.5), (latent, tasks))),
+                   noise=np.exp(rng.uniform(math.log(1e-5), math.log(1e-1), tasks)))
+
+    def clipped(self) -> "Hyperparameters":
+        """The same values pulled inside :data:`BOUNDS` (for warm starts)."""
+        return Hyperparameters(*(np.clip(getattr(self, name), *BOUNDS[name])
+                                 for name in ("lengthscales", "W", "kappa", "noise")))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly nested lists (floats round-trip exactly through JSON)."""
+        return {name: getattr(self, name).tolist() for name in ("lengthscales", "W", "kappa", "noise")}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Hyperparameters":
+        """Inverse of :meth:`to_dict`; a missing or malformed entry names the field."""
+        try:
+            values = {name: np.asarray(data[name], dtype=float)
+                      for name in ("lengthscales", "W", "kappa", "noise")}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInputError("hyperparameters", f"not an LCM hyperparameter set ({exc})",
+                                    allowed=["lengthscales", "W", "kappa", "noise"]) from exc
+        hp = cls(**values)
+        latent, tasks, rank = hp.W.shape if hp.W.ndim == 3 else (0, 0, 0)
+        if (hp.W.ndim != 3 or hp.lengthscales.ndim != 2 or hp.lengthscales.shape[0] != latent
+                or hp.kappa.shape != (latent, tasks) or hp.noise.shape != (tasks,)):
+            raise InvalidInputError("hyperparameters", "inconsistent shapes of lengthscales, W, kappa, noise")
+        return hp
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hyperparameters):
+            return NotImplemented
+        return all(np.array_equal(getattr(self, n), getattr(other, n))
+                   for n in ("lengthscales", "W", "kappa", "noise"))

@@ -1,0 +1,255 @@
+"""MLA: multitask Bayesian optimisation with an LCM (GPTune, paper 003, section 4).
+
+Each task first gets its own Latin hypercube sample of ``n_initial``
+configurations (a heterotopic design); after that every suggestion comes
+from one LCM fitted to the successful evaluations of *all* tasks, searched
+for the task at hand by an acquisition function (EI by default). Failed
+evaluations are never suggested again and are left out of the model.
+
+The engine is a fold over the evaluation log: the model is refitted when
+evaluations arrived since the last fit, warm-started from the previous
+optimum, and every random stream is derived from the seed and the counts in
+the log. An engine rebuilt by replaying a store's evaluations (and the last
+stored surrogate model, for the warm start) therefore makes the same next
+suggestion as one that never stopped. Suggestions asked before earlier ones
+are told (a batch for parallel trials) see those pending points as fantasy
+data: their predicted mean (``batch="kriging_believer"``) or the task's
+worst observed value (``batch="constant_liar"``), so a batch spreads out.
+
+With a single task this is ordinary single-task Bayesian optimisation.
+
+Example:
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.executors import InlineExecutor
+    >>> problem = ProblemSpace.parse({
+    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> engine = MLA(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, n_initial=3, executor=InlineExecutor())
+    >>> for _ in range(8):
+    ...     s = engine.ask()
+    ...     engine.tell(FunctionEvaluation.create(s.task, s.config, {"y": (s.config["x"] - 0.3 * s.task["t"]) ** 2},
+    ...                                           provenance=s.provenance))
+    >>> [len(v) for v in engine.evaluated]
+    [4, 4]
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from raytuner.acquisition import acquisition_function, optimize_acquisition
+from raytuner.errors import InvalidInputError
+from raytuner.executors import Executor
+from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models.persistence import surrogate_record
+from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.sampling import sample_configurations
+from raytuner.space import ProblemSpace
+from raytuner.strategies.base import Strategy, Suggestion
+
+__all__ = ["MLA", "BatchMode"]
+
+log = logging.getLogger(__name__)
+
+BatchMode = Literal["kriging_believer", "constant_liar"]
+_BATCH_MODES = ("kriging_believer", "constant_liar")
+
+
+class MLA(Strategy):
+    """Multitask BO over ``tasks`` (one task: single-task BO); see the module docstring.
+
+    ``options`` configure the LCM; ``acquisition`` is ``"ei"``, ``"pi"`` or
+    ``"lcb"`` with ``acquisition_options`` (``xi``, ``beta``); ``executor``
+    runs the multi-start fits (default: Ray tasks when Ray is initialised,
+    else a process pool); ``candidates`` is the size of the acquisition
+    search's global phase.
+    """
+
+    name = "mla"
+
+    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
+                 n_initial: int = 10, options: LCMOptions | None = None, acquisition: str = "ei",
+                 acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
+                 executor: Executor | None = None, objective: str | None = None, candidates: int = 2048) -> None:
+        super().__init__(problem, tasks, seed)
+        if not isinstance(n_initial, int) or n_initial < 1:
+            raise InvalidInputError("n_initial", f"must be an integer >= 1, got {n_initial!r}")
+        if batch not in _BATCH_MODES:
+            raise InvalidInputError("batch", f"unknown batch mode {batch!r}", allowed=list(_BATCH_MODES))
+        self.n_initial = n_initial
+        self.model = LCM(options)
+        self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
+        self.batch = batch
+        self.executor = executor
+        self.objective = problem.objective(objective)
+        self.candidates = candidates
+        self.targets: list[int] = list(range(len(self.tasks)))   # tasks this engine suggests for
+        self.evaluated: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
+        self.pending: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
+        self._records: list[FunctionEvaluation] = []
+        self._uids: set[str] = set()
+        self._initial: list[list[dict[str, Any]] | None] = [None for _ in self.tasks]
+        self._fitted: FittedLCM | None = None
+        self._fitted_on = -1
+        self._warm: Hyperparameters | None = None
+        self._new_models: list[SurrogateModelRecord] = []
+
+    @property
+    def modeler(self) -> str:
+        """The name written into this engine's surrogate-model records."""
+        return f"{self.model.name}:{self.name}"
+
+    # -- ask -----------------------------------------------------------------------------------
+    def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
+        """The next configuration for ``task`` (default: the task with the fewest evaluations)."""
+        index = self._next_task() if task is None else self.task_index(task)
+        config = self._initial_point(index)
+        source = "initial"
+        if config is None:
+            # small matrices: one BLAS thread is faster, and keeps results independent of timing
+            with threadpool_limits(1, user_api="blas"):
+                config, source = self._search(index)
+        self.pending[index].append(config)
+        return Suggestion(task=dict(self.tasks[index]), config=config,
+                          provenance=Provenance(strategy=self.name, source=source))
+
+    def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:
+        """``size`` suggestions at once (each sees the earlier ones as pending fantasies)."""
+        return [self.ask(task) for _ in range(size)]
+
+    def _next_task(self) -> int:
+        counts = [len(self.evaluated[i]) + len(self.pending[i]) for i in self.targets]
+        return self.targets[int(np.argmin(counts))]
+
+    def _stream(self, *keys: int) -> np.random.Generator:
+        told = len(self._records)
+        waiting = sum(len(p) for p in self.pending)
+        return np.random.default_rng(np.random.SeedSequence([self.seed or 0, told, waiting, *keys]))
+
+    def _initial_point(self, index: int) -> dict[str, Any] | None:
+        """The next unused point of the task's initial design, or ``None`` once it is spent."""
+        used = len(self.evaluated[index]) + len(self.pending[index])
+        if used >= self.n_initial:
+            return None
+        if self._initial[index] is None:
+            self._initial[index] = self.initial_design(index)
+        taken = {task_key(c) for c in self.evaluated[index] + self.pending[index]}
+        for config in self._initial[index] or []:
+            if task_key(config) not in taken:
+                return config
+        return None
+
+    def initial_design(self, index: int) -> list[dict[str, Any]]:
+        """The task's initial sample: an LHS of ``n_initial`` valid configurations."""
+        stream = np.random.SeedSequence([self.seed or 0, 7919, index])
+        return sample_configurations(self.problem, self.tasks[index], self.n_initial,
+                                     seed=np.random.default_rng(stream))
+
+    # -- model and search ------------------------------------------------------------------------
+    def _training(self) -> tuple[TrainingData | None, list[str]]:
+        try:
+            return TrainingData.from_records(self.problem, self.tasks, self._records, self.objective.name)
+        except InvalidInputError:        # no successful evaluation yet
+            return None, []
+
+    def fitted_model(self) -> FittedLCM | None:
+        """The LCM of all successful evaluations so far (refitted when new ones arrived)."""
+        if self._fitted is not None and self._fitted_on == len(self._records):
+            return self._fitted
+        data, uids = self._training()
+        if data is None:
+            return None
+        fitted = self.fit(data)
+        self._fitted, self._fitted_on, self._warm = fitted, len(self._records), fitted.hyperparameters
+        self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
+                                                 self.objective.name))
+        return fitted
+
+    def fit(self, data: TrainingData) -> FittedLCM:
+        """Fit the LCM to ``data`` (warm-started); TLA engines override this."""
+        return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=self._warm)
+
+    def _with_fantasies(self, fitted: FittedLCM) -> FittedLCM:
+        for i, configs in enumerate(self.pending):
+            if not configs:
+                continue
+            X = self.problem.parameter_space.encode(configs)
+            if self.batch == "kriging_believer":
+                z = fitted.predict_standardised(i, X)[0]
+            else:
+                observed = fitted.z[fitted.task == i]
+                sign = self.objective.sign()
+                lie = sign * float(np.max(sign * observed)) if len(observed) else 0.0
+                z = np.full(len(X), lie)
+            fitted = fitted.condition_on(i, X, z)
+        return fitted
+
+    def _search(self, index: int) -> tuple[dict[str, Any], str]:
+        exclude = self.evaluated[index] + self.pending[index]
+        rng = self._stream(index)
+        try:
+            fitted = self.fitted_model()
+        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+            log.exception("model fit failed; suggesting a random configuration for task %d", index)
+            fitted = None
+        if fitted is None:
+            config = sample_configurations(self.problem, self.tasks[index], 1, seed=rng, exclude=exclude)[0]
+            return config, "random"
+        model = self._with_fantasies(fitted)
+        sign = self.objective.sign()
+        observed = sign * fitted.z[fitted.task == index]
+        best = float(observed.min()) if len(observed) else float(np.min(sign * fitted.z))
+
+        def score(U: np.ndarray) -> np.ndarray:
+            mean, variance = model.predict_standardised(index, U)
+            return self.acquisition(sign * mean, np.sqrt(variance), best)
+
+        config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
+                                         candidates=self.candidates)
+        return config, "model"
+
+    # -- tell, replay, models ----------------------------------------------------------------------
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        """Count an adopted trial as pending (a fantasy in the next search)."""
+        self.pending[self.task_index(task)].append(dict(config))
+
+    def tell(self, record: FunctionEvaluation) -> None:
+        """Fold an evaluation in (a failed one is remembered but never modelled; a repeated uid is ignored)."""
+        key = task_key(record.task_parameter)
+        index = next((i for i, t in enumerate(self.tasks) if task_key(t) == key), None)
+        if index is None or record.uid in self._uids:
+            return
+        config = dict(record.tuning_parameter)
+        self._uids.add(record.uid)
+        self._records.append(record)
+        self.evaluated[index].append(config)
+        ckey = task_key(config)
+        for j, pending in enumerate(self.pending[index]):
+            if task_key(pending) == ckey:
+                del self.pending[index][j]
+                break
+        else:
+            if self.pending[index]:
+                self.pending[index].pop(0)
+
+    def take_models(self) -> list[SurrogateModelRecord]:
+        """The surrogate-model records fitted since the last call."""
+        models, self._new_models = self._new_models, []
+        return models
+
+    def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
+        """Warm-start from the last stored model of this engine's modeler and tasks."""
+        names = self.problem.input_space.names
+        mine = [[t[n] for n in names] for t in self.tasks]
+        for record in reversed(models):
+            if record.modeler == self.modeler and record.task_parameters == mine:
+                try:
+                    self._warm = Hyperparameters.from_dict(record.hyperparameters or {})
+                except InvalidInputError:
+                    continue
+                return

@@ -1,0 +1,219 @@
+"""Transfer learning to new tasks: TLA1 and TLA2 (paper 003, section 5).
+
+**TLA1** predicts the optimum of an unseen task without evaluating it: the
+best configuration of every tuned task is taken, and one GP per tuning
+parameter models that parameter's optimal value over the task space
+(equations 16–17). The prediction comes with its standard deviation.
+
+**TLA2** tunes a new task quickly: its initial sample is drawn from a normal
+distribution centred on the TLA1 prediction, with a standard deviation per
+dimension taken from the LCM's length scales (the paper's suggested
+improvement: the basin of an optimum is about a length scale wide), and its
+model is the source LCM extended by the new task, in which only the new
+task's coregionalization weights (its row of each ``W_q``, its ``κ_q`` and
+its noise) are learned — or, with ``refit="all"``, everything (TLA2 with
+restarting, section 5.3).
+
+Example:
+    >>> import numpy as np
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.testfunctions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+    >>> records = [FunctionEvaluation.create({"t": t}, {"x": x}, {"y": (x - 0.1 * t) ** 2})
+    ...            for t in (1.0, 2.0, 3.0, 4.0) for x in np.linspace(0, 1, 11)]
+    >>> prediction = TLA1(problem, records, seed=0).predict({"t": 2.5})
+    >>> bool(abs(prediction.config["x"] - 0.25) < 0.06)
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from raytuner.errors import InvalidInputError
+from raytuner.executors import Executor, InlineExecutor
+from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.records import FunctionEvaluation, task_key
+from raytuner.sampling import sample_configurations
+from raytuner.space import ProblemSpace
+from raytuner.strategies.mla import MLA
+
+__all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OptimumPrediction:
+    """TLA1's predicted optimum of a task: the configuration and its per-parameter uncertainty.
+
+    ``unit_mean``/``unit_std`` are on the unit cube of the parameter space;
+    ``std`` gives the standard deviation of real and integer parameters in
+    their own units (a categorical parameter's spread has no unit: ``None``).
+    """
+
+    task: dict[str, Any]
+    config: dict[str, Any]
+    unit_mean: np.ndarray
+    unit_std: np.ndarray
+    std: dict[str, float | None]
+
+
+def best_per_task(problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str | None = None
+                  ) -> dict[tuple[tuple[str, Any], ...], FunctionEvaluation]:
+    """The best successful evaluation of every task in ``records`` (by the objective's goal)."""
+    target = problem.objective(objective)
+    best: dict[tuple[tuple[str, Any], ...], tuple[float, FunctionEvaluation]] = {}
+    for record in records:
+        value = record.value(target.name)
+        if value is None or not np.isfinite(value):
+            continue
+        key = task_key(record.task_parameter)
+        score = target.sign() * value
+        if key not in best or score < best[key][0]:
+            best[key] = (score, record)
+    return {k: v[1] for k, v in best.items()}
+
+
+class TLA1:
+    """One GP per tuning parameter over the task space, fitted to the tuned tasks' optima."""
+
+    def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation], *,
+                 objective: str | None = None, options: LCMOptions | None = None, seed: int | None = None,
+                 executor: Executor | None = None) -> None:
+        if not problem.input_space.dimension:
+            raise InvalidInputError("input_space", "TLA1 needs a task space to model the optima over")
+        optima = list(best_per_task(problem, records, objective).values())
+        if len(optima) < 2:
+            raise InvalidInputError("records", f"TLA1 needs the optima of at least two tuned tasks, "
+                                               f"got {len(optima)}")
+        self.problem = problem
+        self.optima = optima
+        T = problem.input_space.encode([r.task_parameter for r in optima])
+        U = problem.parameter_space.encode([r.tuning_parameter for r in optima])
+        lcm = LCM(options or LCMOptions(n_starts=2))
+        self._models: list[FittedLCM] = [
+            lcm.fit(TrainingData([T], [U[:, j]]), seed=seed, executor=executor or InlineExecutor())
+            for j in range(U.shape[1])]
+
+    def predict(self, task: Mapping[str, Any]) -> OptimumPrediction:
+        """The predicted optimal configuration of ``task`` with its uncertainty (no evaluation)."""
+        t = self.problem.input_space.check(task, "task")
+        T = self.problem.input_space.encode([t])
+        moments = [m.predict(0, T) for m in self._models]
+        mean = np.clip(np.array([float(m[0][0]) for m in moments]), 0.0, 1.0)
+        std = np.sqrt(np.array([float(m[1][0]) for m in moments]))
+        config = self.problem.parameter_space.decode(mean[None, :])[0]
+        spread: dict[str, float | None] = {}
+        for j, parameter in enumerate(self.problem.parameter_space):
+            if parameter.type == "categorical":
+                spread[parameter.name] = None
+            else:
+                ends = parameter.from_unit(np.clip(np.array([mean[j] - std[j], mean[j] + std[j]]), 0, 1))
+                spread[parameter.name] = float(abs(ends[1] - ends[0]) / 2)
+        return OptimumPrediction(dict(t), config, mean, std, spread)
+
+
+def centred_sample(problem: ProblemSpace, task: Mapping[str, Any], centre: np.ndarray, std: np.ndarray, n: int,
+                   rng: np.random.Generator, max_rounds: int = 200) -> list[dict[str, Any]]:
+    """``n`` distinct valid configurations drawn from N(centre, diag(std²)) on the unit cube.
+
+    Draws outside the cube or breaking a constraint are discarded and
+    replaced (paper 003, section 5.2.1); if too few are found, the rest
+    comes from a Latin hypercube.
+    """
+    space = problem.parameter_space
+    chosen: list[dict[str, Any]] = []
+    keys: set[tuple[tuple[str, Any], ...]] = set()
+    for _ in range(max_rounds):
+        U = rng.normal(centre, std, size=(4 * n, len(centre)))
+        U = U[np.all((U >= 0) & (U <= 1), axis=1)]
+        for config in space.decode(U):
+            key = task_key(config)
+            if key not in keys and problem.is_valid(task, config):
+                keys.add(key)
+                chosen.append(config)
+                if len(chosen) == n:
+                    return chosen
+    log.warning("centred sampling found %d of %d points; the rest by LHS", len(chosen), n)
+    return chosen + sample_configurations(problem, task, n - len(chosen), seed=rng, exclude=chosen)
+
+
+class TLA2(MLA):
+    """Tune ``new_task`` starting from tuned source tasks; see the module docstring.
+
+    ``source`` are the source tasks' evaluations; ``source_model`` their LCM
+    hyperparameters (fitted here when not given). ``refit="weights"`` learns
+    only the new task's weights; ``refit="all"`` refits every hyperparameter.
+    """
+
+    name = "tla2"
+
+    def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any], source: Sequence[FunctionEvaluation],
+                 seed: int | None = None, *, source_model: Hyperparameters | None = None,
+                 refit: Literal["weights", "all"] = "weights", **mla_options: Any) -> None:
+        if refit not in ("weights", "all"):
+            raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
+        source_tasks: list[dict[str, Any]] = []
+        for record in source:
+            if record.status == "ok" and task_key(record.task_parameter) not in {task_key(t) for t in source_tasks}:
+                source_tasks.append(dict(record.task_parameter))
+        if task_key(new_task) in {task_key(t) for t in source_tasks}:
+            raise InvalidInputError("new_task", f"{dict(new_task)} is already one of the source tasks")
+        super().__init__(problem, [*source_tasks, dict(new_task)], seed, **mla_options)
+        self.refit = refit
+        self.new_index = len(self.tasks) - 1
+        self.targets = [self.new_index]
+        self.tla1 = TLA1(problem, source, objective=self.objective.name, seed=seed)
+        for record in source:
+            self.tell(record)
+        self._source_model = source_model or self._fit_source()
+        self._extended: Hyperparameters | None = None
+
+    def _fit_source(self) -> Hyperparameters:
+        data, _ = TrainingData.from_records(self.problem, self.tasks[:-1], self._records, self.objective.name)
+        return self.model.fit(data, seed=self._stream(1), executor=self.executor).hyperparameters
+
+    def initial_design(self, index: int) -> list[dict[str, Any]]:
+        """Centred sampling around the TLA1 prediction for the new task."""
+        if index != self.new_index:
+            return super().initial_design(index)
+        prediction = self.tla1.predict(self.tasks[index])
+        lengths = self._source_model.lengthscales            # (Q, d)
+        weights = self._source_model.coregionalization()[:, np.arange(self.new_index), np.arange(self.new_index)]
+        relevance = weights.sum(axis=1) / max(float(weights.sum()), 1e-12)   # share of each latent function
+        width = np.exp(relevance @ np.log(lengths))             # weighted geometric mean per dimension
+        std = np.clip(width, 0.02, 0.5)
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 7919, index]))
+        return centred_sample(self.problem, self.tasks[index], prediction.unit_mean, std, self.n_initial, rng)
+
+    def extended_hyperparameters(self) -> Hyperparameters:
+        """The source LCM with one more task whose weights start at the source tasks' mean."""
+        hp = self._source_model
+        return Hyperparameters(lengthscales=hp.lengthscales.copy(),
+                               W=np.concatenate([hp.W, hp.W.mean(axis=1, keepdims=True)], axis=1),
+                               kappa=np.concatenate([hp.kappa, hp.kappa.mean(axis=1, keepdims=True)], axis=1),
+                               noise=np.append(hp.noise, hp.noise.mean()))
+
+    def _fixed_mask(self, hp: Hyperparameters) -> np.ndarray:
+        """True for every hyperparameter except the new task's W row, κ and noise."""
+        parts = Hyperparameters(np.ones_like(hp.lengthscales), np.ones_like(hp.W), np.ones_like(hp.kappa),
+                                np.ones_like(hp.noise))
+        parts.W[:, self.new_index, :] = 0
+        parts.kappa[:, self.new_index] = 0
+        parts.noise[self.new_index] = 0
+        return np.concatenate([parts.lengthscales.ravel(), parts.W.ravel(), parts.kappa.ravel(),
+                               parts.noise]).astype(bool)
+
+    def fit(self, data: TrainingData) -> FittedLCM:
+        """The extended model: only the new task's weights learned, or everything with ``refit="all"``."""
+        start = self._warm if self._warm is not None else self.extended_hyperparameters()
+        if self.refit == "all":
+            return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start)
+        return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start,
+                              fixed=self._fixed_mask(start))

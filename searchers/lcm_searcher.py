@@ -1,0 +1,58 @@
+"""LCMSearcher: GPTune's multitask BO (MLA) as a Ray Tune searcher.
+
+Trial configs are **flat**: task parameters and tuning parameters side by
+side (``{"t": 1.5, "x": 0.42}``), as for every raytuner searcher; the
+trainable reads the task from the same dict. Every result is persisted to the
+history store before the next suggestion; a trial that errors or reports no
+metric becomes a failed evaluation. With ``max_concurrent_trials`` set, the
+suggestions asked while trials run form a batch: each sees the others as
+pending fantasies (``batch``). Multi-start model fits run as zero-CPU Ray
+tasks, so they never wait for CPUs that trials hold.
+
+Example:
+    >>> import tempfile
+    >>> from ray import tune
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.testfunctions import DEMO_PROBLEM, demo
+    >>> searcher = LCMSearcher(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}, {"t": 2.0}],
+    ...                        store=tempfile.mkdtemp(), problem_name="demo", seed=0, n_initial=4)
+    >>> def trainable(config):
+    ...     tune.report({"y": demo(config["x"], config["t"])})
+    >>> tune.run(trainable, search_alg=searcher, num_samples=12, max_concurrent_trials=2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+from raytuner.executors import Executor
+from raytuner.models import LCMOptions
+from raytuner.searchers.strategy_searcher import StrategySearcher
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore
+from raytuner.strategies import MLA
+from raytuner.strategies.mla import BatchMode
+
+__all__ = ["LCMSearcher"]
+
+
+class LCMSearcher(StrategySearcher):
+    """Multitask BO with an LCM over ``tasks`` (one task: single-task BO), for ``tune.run`` and ``Tuner``.
+
+    ``n_initial`` LHS configurations per task come first, then model-guided
+    suggestions; ``options``, ``acquisition``, ``acquisition_options``,
+    ``batch`` and ``executor`` are those of :class:`raytuner.strategies.MLA`.
+    Stored evaluations of the same problem and tasks are replayed first, so a
+    new searcher continues an old run.
+    """
+
+    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
+                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | None = None,
+                 mode: str | None = None, seed: int | None = None, *, n_initial: int = 10,
+                 options: LCMOptions | None = None, acquisition: str = "ei",
+                 acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
+                 executor: Executor | None = None, **session_options: Any) -> None:
+        engine = MLA(problem, tasks, seed=seed, n_initial=n_initial, options=options, acquisition=acquisition,
+                     acquisition_options=acquisition_options, batch=batch, executor=executor, objective=metric)
+        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)

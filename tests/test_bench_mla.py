@@ -1,0 +1,101 @@
+"""The MLA benchmark's pure parts: the ask/tell driver, the metrics it reports and the results layout.
+
+Nothing here fits a model; the benchmark itself runs with ``raytuner bench mla --quick``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from raytuner.bench.mla import (QualitySettings, build_results, drive, normalised_curves, quality_results,
+                                render_report, run_quality)
+from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
+from raytuner.space import ProblemSpace
+from raytuner.strategies import RandomSearch
+from raytuner.testfunctions import DEMO_PROBLEM, demo_grid_minimum
+
+TUNERS = ("mla", "single_task_bo", "optuna_tpe", "random")
+
+
+def _fake_quality() -> dict:
+    rng = np.random.default_rng(0)
+    best = {name: 1.0 + rng.random((3, 4)) for name in TUNERS}
+    best["mla"] = np.minimum(best["mla"], best["single_task_bo"])  # mla never loses to single-task BO
+    return quality_results(best, {name: [1.0, 2.0, 3.0] for name in TUNERS})
+
+
+def _fake_overhead() -> list[dict]:
+    ours = {"seconds": [0.5, 0.4, 0.6], "loglik": -20.0, "standardisation_agrees": True}
+    return [overhead_row(10, 10, 0.9, [0.2, 0.3, 0.25], ours, {"seconds": 4.0, "loglik": -20.05}, 5),
+            overhead_row(10, 30, 1.5, [0.6, 0.7, 0.8], ours, {"seconds": 9.0, "loglik": -19.95}, 5)]
+
+
+def test_results_have_the_agreed_key_layout() -> None:
+    results = build_results(_fake_quality(), _fake_overhead(), quick=False, machine={"cores": 2})
+    assert {"quality", "overhead", "quick", "machine"} <= set(results)
+    rows = results["quality"]["rows"]
+    assert [row["tuner"] for row in rows] == list(TUNERS)
+    for row in rows:
+        assert {"tuner", "R_bar", "win_rate_vs"} <= set(row) and row["R_bar"] >= 1.0
+    mla = rows[0]
+    assert set(mla["win_rate_vs"]) == {"single_task_bo", "optuna_tpe", "random"}
+    assert mla["win_rate_vs"]["single_task_bo"] >= 0.5 and all(row["win_rate_vs"] == {} for row in rows[1:])
+    for row in results["overhead"]["rows"]:
+        assert {"tasks", "samples_per_task", "ask_seconds_median", "naive_fit_seconds_median", "loglik",
+                "naive_loglik"} <= set(row)
+    assert results["overhead"]["rows"][1]["ask_seconds_median"] == 0.7
+    assert results["goals"]["ask_median_le_1s_at_10x30"] is True
+    # 10x10: 8x faster and a better log-likelihood; 10x30: 18x faster, 0.05 nats worse (within the tolerance)
+    assert results["goals"]["fit_3x_faster_than_naive_at_equal_loglik"] is True
+    json.dumps(results, allow_nan=False)  # what write_results needs
+    report = render_report({**results, "elapsed_s": 1.0, "quality": {
+        **results["quality"], "tasks": [1.0, 2.0], "seeds": [0], "evaluations_per_task": 20, "n_initial": 10,
+        "plot": None}, "overhead": {**results["overhead"], "asks": 5, "fit_repeats": 3, "naive_restarts": 5,
+                                    "naive_samples": [10, 30]}})
+    assert "| mla |" in report and "10 x 30" in report and "matplotlib is not installed" in report
+
+
+def test_goals_miss_when_slower_or_worse_and_stay_open_when_unmeasured() -> None:
+    slow = {"tasks": 10, "samples_per_task": 30, "ask_seconds_median": 1.2, "naive_fit_seconds_median": 2.0,
+            "fit_speedup_vs_naive": 4.0, "loglik": -30.0, "naive_loglik": -20.0}
+    assert overhead_goals([slow]) == {"ask_median_le_1s_at_10x30": False,
+                                      "fit_3x_faster_than_naive_at_equal_loglik": False}
+    unmeasured = {**slow, "samples_per_task": 50, "naive_fit_seconds_median": None}
+    assert overhead_goals([unmeasured]) == {"ask_median_le_1s_at_10x30": None,
+                                            "fit_3x_faster_than_naive_at_equal_loglik": None}
+    quality = quality_results({"mla": np.array([2.0, 2.0]), "single_task_bo": np.array([1.0, 3.0])},
+                              {"mla": [1.0], "single_task_bo": [1.0]})
+    goals = build_results(quality, [], quick=True, machine={})["goals"]
+    assert goals["mla_win_rate_vs_single_task_bo_ge_0.7"] is False  # 0.5
+    assert goals["mla_lowest_R_bar"] is False  # mla: R-tilde [2, 1] -> 1.5; single: [1, 1.5] -> 1.25
+
+
+def test_drive_balances_tasks_and_run_quality_collects_every_cell() -> None:
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    values = drive(RandomSearch(problem, [{"t": 1.0}, {"t": 2.0}, {"t": 3.0}], seed=1), 4)
+    assert values.shape == (3, 4) and np.all(np.isfinite(values))
+    settings = QualitySettings(seeds=(0, 1), tasks=(1.0, 2.0), evaluations=3, n_initial=2)
+
+    def random_run(problem: ProblemSpace, tasks: list, seed: int, s: QualitySettings) -> np.ndarray:
+        return drive(RandomSearch(problem, tasks, seed=seed), s.evaluations)
+
+    runs, wall = run_quality(settings, {"a": random_run, "b": random_run})
+    assert runs["a"].shape == (2, 2, 3) and len(wall["b"]) == 2
+    np.testing.assert_array_equal(runs["a"], runs["b"])  # same seeds, same values
+    curves = normalised_curves(runs, settings.tasks)
+    assert len(curves["a"]) == 3 and all(c >= 1.0 for c in curves["a"])  # no tuner beats the grid minimum
+    assert curves["a"] == sorted(curves["a"], reverse=True)
+
+
+def test_overhead_history_is_standardised_per_task() -> None:
+    history = make_history((1.0, 5.5), 7)
+    assert [len(c) for c in history.configs] == [7, 7] and len(history.records()) == 14
+    assert history.records()[1].task_parameter == {"t": 5.5}  # tasks interleaved
+    for y in standardise(history.y):
+        assert np.mean(y) == pytest.approx(0.0, abs=1e-12) and np.std(y) == pytest.approx(1.0)
+        np.testing.assert_allclose(standardise([y])[0], y)  # standardising twice changes nothing
+    for task, y in zip(history.tasks, history.y):
+        assert min(y) >= demo_grid_minimum(task["t"])[1] - 1e-6

@@ -1,0 +1,213 @@
+"""MLA: valid, new suggestions over mixed constrained spaces, replay after a restart, batches, failures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor
+from raytuner.models import LCMOptions
+from raytuner.records import FunctionEvaluation
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore
+from raytuner.strategies import MLA
+from raytuner.strategies.base import Suggestion
+from raytuner.testfunctions import DEMO_PROBLEM, demo
+
+FAST = LCMOptions(n_starts=2, max_iterations=150, warm_iterations=50)
+INLINE = InlineExecutor()
+ALGORITHMS = ["lu", "qr", "svd"]
+
+MIXED = ProblemSpace.parse({
+    "input_space": [{"name": "t", "type": "real", "lower_bound": 1, "upper_bound": 3}],
+    "parameter_space": [
+        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+        {"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 16},
+        {"name": "alg", "type": "categorical", "categories": ALGORITHMS},
+    ],
+    "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
+    "constraints": {"small": "x < t / 4"},
+})
+DEMO = ProblemSpace.parse(DEMO_PROBLEM)
+
+
+def mixed_objective(task: dict[str, Any], config: dict[str, Any]) -> float:
+    return ((config["x"] - 0.1 * task["t"]) ** 2 + 0.002 * (config["n"] - 5) ** 2
+            + 0.05 * ALGORITHMS.index(config["alg"]))
+
+
+def evaluate(s: Suggestion, value: float) -> FunctionEvaluation:
+    return FunctionEvaluation.create(s.task, s.config, {"y": value}, provenance=s.provenance)
+
+
+def close(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The same configuration up to the encoding's round-off in the real parameters."""
+    return a.keys() == b.keys() and all(
+        math.isclose(a[k], b[k], rel_tol=0, abs_tol=1e-9) if isinstance(a[k], float) else a[k] == b[k] for k in a)
+
+
+def test_suggestions_are_valid_new_and_typed() -> None:
+    tasks = [{"t": 1.0}, {"t": 2.6}]
+    engine = MLA(MIXED, tasks, seed=1, n_initial=4, options=FAST, executor=INLINE, candidates=512)
+    seen: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    sources = []
+    held: list[Suggestion] = []
+    for step in range(26):
+        s = engine.ask(held[-1].task if held else None)   # after a held one: the same task, with it pending
+        index = tasks.index(s.task)
+        config = s.config
+        assert set(config) == {"x", "n", "alg"}
+        assert type(config["n"]) is int and 1 <= config["n"] <= 16
+        assert config["alg"] in ALGORITHMS
+        assert isinstance(config["x"], float) and 0 <= config["x"] < s.task["t"] / 4
+        assert MIXED.is_valid(s.task, config)
+        assert not any(close(config, old) for old in seen[index]), (step, config)   # evaluated or pending
+        seen[index].append(config)
+        sources.append(s.provenance.source)
+        held.append(s)
+        if step % 3 != 1:        # every third suggestion waits: the next asks see it as pending
+            for h in held:
+                engine.tell(evaluate(h, mixed_objective(h.task, h.config)))
+            held = []
+    assert sources[:8] == ["initial"] * 8 and set(sources[8:]) == {"model"}
+    assert sum(len(e) for e in engine.evaluated) + len(held) == 26
+    model = engine.fitted_model()
+    assert model is not None and sum(model.data.counts) == sum(len(e) for e in engine.evaluated)
+
+
+def test_suggestions_for_one_named_task_respect_its_constraint() -> None:
+    tasks = [{"t": 1.0}, {"t": 3.0}]
+    engine = MLA(MIXED, tasks, seed=2, n_initial=3, options=FAST, executor=INLINE, candidates=256)
+    for _ in range(8):
+        s = engine.ask({"t": 1.0})
+        assert s.task == {"t": 1.0} and s.config["x"] < 0.25
+        engine.tell(evaluate(s, mixed_objective(s.task, s.config)))
+    assert [len(e) for e in engine.evaluated] == [8, 0]
+    with pytest.raises(InvalidInputError) as err:
+        engine.ask({"t": 2.0})
+    assert err.value.field == "task"
+
+
+def _run_session(store: JsonStore, steps: int, **engine_args: Any) -> TuningSession:
+    session = TuningSession("demo", DEMO, MLA(DEMO, **engine_args), store)
+    for _ in range(steps):
+        trial = session.ask()
+        session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
+    return session
+
+
+def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
+    args = dict(tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, options=FAST, executor=INLINE,
+                candidates=512)
+    store = JsonStore(tmp_path)
+    original = _run_session(store, 14, **args)
+
+    # one surrogate model per fit: the four asks after the 2 x 5 initial points
+    models = store.models("demo")
+    records = store.evaluations("demo")
+    assert len(records) == 14 and len(models) == 4
+    for k, model in enumerate(models):
+        assert model.modeler == "raytuner.LCM:mla"
+        assert model.function_evaluations == [r.uid for r in records[:10 + k]]
+        assert model.task_parameters == [[1.0], [2.5]]
+        assert model.model_stats["samples"] == [5 + (k + 1) // 2, 5 + k // 2]
+        assert math.isfinite(model.model_stats["log_likelihood"])
+    assert [r.raytuner.source for r in records] == ["initial"] * 10 + ["model"] * 4
+
+    resumed = TuningSession.resume("demo", DEMO, MLA(DEMO, **args), store)
+    assert len(resumed.records) == 14
+    mine, theirs = resumed.ask(), original.ask()
+    assert mine.task == theirs.task
+    assert mine.config == theirs.config
+    assert mine.provenance.source == theirs.provenance.source == "model"
+
+    # both fitted the same model from the same warm start: same hyperparameters, stored twice
+    last = store.models("demo")[-2:]
+    assert len(last) == 2 and last[0].hyperparameters == last[1].hyperparameters
+    assert last[0].function_evaluations == last[1].function_evaluations == [r.uid for r in records]
+
+
+def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
+    args = dict(tasks=[{"t": 1.0}], seed=3, n_initial=4, options=FAST, executor=INLINE, candidates=256)
+    store = JsonStore(tmp_path)
+    _run_session(store, 6, **args)
+    resumed = TuningSession.resume("other", DEMO, MLA(DEMO, **args), store)   # another problem: empty
+    assert resumed.records == []
+    assert resumed.ask().provenance.source == "initial"
+
+
+@pytest.mark.parametrize("batch", ["kriging_believer", "constant_liar"])
+def test_batch_suggestions_are_distinct(batch: str) -> None:
+    tasks = [{"t": 1.0}, {"t": 2.0}]
+    engine = MLA(DEMO, tasks, seed=4, n_initial=4, options=FAST, executor=INLINE, candidates=512, batch=batch)
+    for _ in range(8):
+        s = engine.ask()
+        engine.tell(evaluate(s, demo(s.config["x"], s.task["t"])))
+    batch_of_four = engine.ask_batch(4, {"t": 2.0})
+    xs = [s.config["x"] for s in batch_of_four]
+    assert all(s.task == {"t": 2.0} and s.provenance.source == "model" for s in batch_of_four)
+    assert len(set(xs)) == 4
+    assert min(abs(a - b) for i, a in enumerate(xs) for b in xs[i + 1:]) > 1e-6
+    assert not {x for x in xs} & {c["x"] for c in engine.evaluated[1]}
+    assert len(engine.pending[1]) == 4
+    for s in batch_of_four:
+        engine.tell(evaluate(s, demo(s.config["x"], s.task["t"])))
+    assert engine.pending == [[], []]
+
+
+def test_invalid_batch_mode_names_the_field() -> None:
+    with pytest.raises(InvalidInputError) as err:
+        MLA(DEMO, [{"t": 1.0}], batch="believer")  # type: ignore[arg-type]
+    assert err.value.field == "batch"
+    assert "kriging_believer" in str(err.value)
+    with pytest.raises(InvalidInputError) as err:
+        MLA(DEMO, [{"t": 1.0}], n_initial=0)
+    assert err.value.field == "n_initial"
+
+
+def test_failed_evaluations_are_never_suggested_again_nor_modelled() -> None:
+    task = {"t": 1.0}
+    engine = MLA(DEMO, [task], seed=5, n_initial=5, options=FAST, executor=INLINE, candidates=256)
+    failed = []
+    for step in range(5):
+        s = engine.ask()
+        if step in (1, 3):
+            record = (FunctionEvaluation.create(s.task, s.config, failure="crashed") if step == 1 else
+                      FunctionEvaluation.create(s.task, s.config, {"y": float("nan")}))
+            assert record.status == "failed"
+            failed.append(s.config)
+            engine.tell(record)
+        else:
+            engine.tell(evaluate(s, demo(s.config["x"], 1.0)))
+    model = engine.fitted_model()
+    assert model is not None and model.data.counts == [3]
+    assert not np.isin(model.data.X[0][:, 0], [c["x"] for c in failed]).any()
+    for _ in range(6):
+        s = engine.ask()
+        assert not any(close(s.config, f) for f in failed)
+        engine.tell(evaluate(s, demo(s.config["x"], 1.0)))
+    assert engine.fitted_model().data.counts == [9]
+    assert len(engine.evaluated[0]) == 11
+
+
+def test_maximisation_finds_the_maximum() -> None:
+    problem = ProblemSpace.parse({
+        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+        "output_space": [{"name": "gain", "type": "real", "goal": "maximize"}],
+    })
+    for seed in (0, 1):
+        engine = MLA(problem, [{}], seed=seed, n_initial=4, options=FAST, executor=INLINE, candidates=512)
+        best = None
+        for _ in range(12):
+            s = engine.ask()
+            gain = -(s.config["x"] - 0.7) ** 2
+            engine.tell(FunctionEvaluation.create(s.task, s.config, {"gain": gain}, provenance=s.provenance))
+            if best is None or gain > best[0]:
+                best = (gain, s.config["x"])
+        assert abs(best[1] - 0.7) < 0.05, (seed, best)

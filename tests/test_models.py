@@ -1,0 +1,502 @@
+"""The LCM surrogate: likelihood and gradient against GPy and finite differences, fits, persistence, executors."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from typing import Iterator
+
+import numpy as np
+import pytest
+from numpy.linalg import LinAlgError
+from scipy.optimize import approx_fprime
+from threadpoolctl import threadpool_limits
+
+from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor, ProcessExecutor, RayExecutor, default_executor
+from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models.lcm import FitReport
+from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
+from raytuner.models.persistence import load_surrogate, surrogate_record
+from raytuner.records import FunctionEvaluation
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore
+
+KERNELS = ["rbf", "matern32", "matern52"]
+INLINE = InlineExecutor()
+
+#: GPy's exact inference adds this to every noise variance (``diag.add(Ky, variance + 1e-8)``).
+GPY_NOISE_FLOOR = 1e-8
+
+
+def _three_tasks(seed: int, counts: tuple[int, ...] = (5, 8, 12), noise: float = 0.05) -> TrainingData:
+    """Related smooth functions of two inputs with unequal sample counts (heterotopic)."""
+    rng = np.random.default_rng(seed)
+    X = [rng.random((n, 2)) for n in counts]
+    y = [np.sin(4 * x[:, 0]) + (1 + i) * x[:, 1] ** 2 + 0.1 * i + noise * rng.normal(size=len(x))
+         for i, x in enumerate(X)]
+    return TrainingData(X, y)
+
+
+def _natural(gradient: np.ndarray, hp: Hyperparameters) -> dict[str, np.ndarray]:
+    """Split a gradient in :meth:`Hyperparameters.to_vector` (log) coordinates and undo the logs:
+    ``d/dp = (d/dlog p) / p`` for length scales, kappa and noise; ``W`` is not transformed."""
+    latent, tasks, dimension, rank = hp.shape
+    sizes = [latent * dimension, latent * tasks * rank, latent * tasks, tasks]
+    parts = np.split(gradient, np.cumsum(sizes)[:-1])
+    return {"lengthscale": parts[0].reshape(latent, dimension) / hp.lengthscales,
+            "W": parts[1].reshape(latent, tasks, rank),
+            "kappa": parts[2].reshape(latent, tasks) / hp.kappa,
+            "noise": parts[3] / hp.noise}
+
+
+def _gpy_gradients(gp, latent: int) -> dict[str, np.ndarray]:  # noqa: ANN001 - a GPy model
+    """GPy's natural-parameter gradients of the log-likelihood, in the layout of :func:`_natural`."""
+    icms = list(gp.kern.parameters) if latent > 1 else [gp.kern]
+    return {"lengthscale": np.array([icm.parameters[0].lengthscale.gradient for icm in icms]),
+            "W": np.array([icm.parameters[1].W.gradient for icm in icms]),
+            "kappa": np.array([icm.parameters[1].kappa.gradient for icm in icms]),
+            "noise": np.array([float(lik.variance.gradient[0]) for lik in gp.likelihood.likelihoods_list])}
+
+
+def _condition(fitted: FittedLCM, noise: np.ndarray) -> FittedLCM:
+    return FittedLCM.condition(fitted.options, fitted.data, fitted.transform,
+                               dataclasses.replace(fitted.hyperparameters, noise=noise), fitted.report)
+
+
+def _assert_matches_gpy(fitted: FittedLCM, gradient_rtol: float) -> None:
+    """GPy's log-likelihood and gradients equal ours for the same covariance.
+
+    The two add different constants to the diagonal: GPy's exact inference
+    adds 1e-8 to every noise variance, our Cholesky a jitter of 1e-10 times
+    the mean diagonal. Each side gets the other's constant on top of its
+    noise, so both factorise the same matrix.
+    """
+    pytest.importorskip("GPy")
+    latent = fitted.hyperparameters.shape[0]
+    noise = fitted.hyperparameters.noise
+    ours = _condition(fitted, noise + GPY_NOISE_FLOOR)
+    gp = _condition(fitted, noise + ours.jitter).to_gpy()
+    assert gp.log_likelihood() == pytest.approx(ours.log_likelihood, rel=1e-6, abs=1e-9)
+    theirs = _gpy_gradients(gp, latent)
+    mine = _natural(ours.log_likelihood_gradient(), ours.hyperparameters)
+    scale = max(float(np.abs(g).max()) for g in theirs.values())
+    for name in mine:
+        assert mine[name].shape == theirs[name].shape, name
+        np.testing.assert_allclose(mine[name], theirs[name], rtol=gradient_rtol, atol=gradient_rtol * scale,
+                                   err_msg=name)
+
+
+# -- likelihood and gradient ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_likelihood_and_gradient_match_gpy_at_given_hyperparameters(kernel: str) -> None:
+    data = _three_tasks(0)
+    options = LCMOptions(latent=2, rank=1, kernel=kernel)
+    transform = LCM(options).standardisation(data)
+    for seed in range(3):
+        hp = Hyperparameters.initial(2, 3, 2, 1, rng=np.random.default_rng(seed))
+        hp = dataclasses.replace(hp, noise=np.maximum(hp.noise, 1e-3))
+        fitted = FittedLCM.condition(options, data, transform, hp, FitReport())
+        _assert_matches_gpy(fitted, gradient_rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_fitted_lcm_matches_gpy(kernel: str) -> None:
+    data = _three_tasks(1, counts=(6, 9, 13))
+    fitted = LCM(LCMOptions(latent=2, rank=1, kernel=kernel, n_starts=1, max_iterations=8)).fit(
+        data, seed=0, executor=INLINE)
+    assert fitted.data.counts == [6, 9, 13]
+    _assert_matches_gpy(fitted, gradient_rtol=1e-6)
+
+
+def test_to_gpy_with_one_latent_function() -> None:
+    """GPy's LCM helper returns a bare ICM (no sum) for one kernel: one task is an ordinary GP."""
+    pytest.importorskip("GPy")
+    X = np.linspace(0, 1, 9)[:, None]
+    y = np.cos(3 * X[:, 0]) + 0.05 * np.random.default_rng(0).normal(size=9)
+    fitted = LCM(LCMOptions(n_starts=1, max_iterations=10)).fit(TrainingData([X], [y]), seed=0, executor=INLINE)
+    assert fitted.hyperparameters.shape[0] == 1
+    _assert_matches_gpy(fitted, gradient_rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_gradient_matches_finite_differences(kernel: str) -> None:
+    data = _three_tasks(2, counts=(4, 6, 9))
+    X, task, y = data.stacked()
+    z = (y - y.mean()) / y.std()
+    objective = NegativeLogLikelihood(X, task, z, tasks=3, latent=2, rank=2, kernel=kernel)
+    for seed in range(3):
+        hp = Hyperparameters.initial(2, 3, 2, 2, rng=np.random.default_rng(seed))
+        theta = dataclasses.replace(hp, noise=np.maximum(hp.noise, 1e-3)).to_vector()
+        value, gradient = objective(theta)
+        with threadpool_limits(1, user_api="blas"):     # tiny matrices: threads only cost time
+            numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-7)
+        np.testing.assert_allclose(gradient, numeric, rtol=1e-4, atol=1e-4 * np.abs(numeric).max())
+        assert np.isfinite(value)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_fitted_gradient_is_minus_the_objective_gradient(kernel: str) -> None:
+    data = _three_tasks(3)
+    fitted = LCM(LCMOptions(latent=2, kernel=kernel, n_starts=1, max_iterations=5)).fit(data, seed=0,
+                                                                                     executor=INLINE)
+    hp = fitted.hyperparameters
+    objective = NegativeLogLikelihood(fitted.X, fitted.task, fitted.z, tasks=3, latent=2, rank=1, kernel=kernel)
+
+    def log_likelihood(theta: np.ndarray) -> float:
+        return FittedLCM.condition(fitted.options, fitted.data, fitted.transform,
+                                   Hyperparameters.from_vector(theta, 2, 3, 2, 1), fitted.report).log_likelihood
+
+    value, gradient = objective(hp.to_vector())
+    assert -value == pytest.approx(fitted.log_likelihood, rel=1e-9)
+    np.testing.assert_array_equal(fitted.log_likelihood_gradient(), -gradient)
+    with threadpool_limits(1, user_api="blas"):
+        numeric = approx_fprime(hp.to_vector(), log_likelihood, 1e-7)
+    np.testing.assert_allclose(fitted.log_likelihood_gradient(), numeric, rtol=1e-3,
+                               atol=1e-3 * max(1.0, np.abs(numeric).max()))
+
+
+# -- what fitted models learn ---------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scaled_and_shifted_copy_is_correlated(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.random((15, 1)), rng.random((15, 1))
+    same = LCM(LCMOptions(n_starts=4, max_iterations=200)).fit(
+        TrainingData([x1, x1], [np.sin(6 * x1[:, 0]), 3 * np.sin(6 * x1[:, 0]) + 1]), seed=seed, executor=INLINE)
+    assert same.correlation()[0, 1] > 0.9
+    other = LCM(LCMOptions(n_starts=4, max_iterations=200)).fit(
+        TrainingData([x1, x2], [np.sin(6 * x1[:, 0]), 3 * np.sin(6 * x2[:, 0]) + 1]), seed=seed, executor=INLINE)
+    assert other.correlation()[0, 1] > 0.9
+    np.testing.assert_allclose(np.diag(other.correlation()), 1.0)
+    negated = LCM(LCMOptions(n_starts=4, max_iterations=200)).fit(
+        TrainingData([x1, x1], [np.sin(6 * x1[:, 0]), -2 * np.sin(6 * x1[:, 0])]), seed=seed, executor=INLINE)
+    assert negated.correlation()[0, 1] < -0.9
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_independent_tasks_are_not_correlated(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # each task varies along its own input only: independent functions of the inputs
+    X1, X2 = rng.random((15, 2)), rng.random((15, 2))
+    separate = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(
+        TrainingData([X1, X2], [np.sin(6 * X1[:, 0]), np.sin(6 * X2[:, 1])]), seed=seed, executor=INLINE)
+    assert abs(separate.correlation()[0, 1]) < 0.2
+    # orthogonal functions of one input, sampled at different points
+    x1, x2 = rng.random((15, 1)), rng.random((15, 1))
+    orthogonal = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(
+        TrainingData([x1, x2], [np.sin(2 * np.pi * x1[:, 0]), np.cos(2 * np.pi * x2[:, 0])]),
+        seed=seed, executor=INLINE)
+    assert abs(orthogonal.correlation()[0, 1]) < 0.5
+
+
+def test_heterotopic_data_and_a_task_without_samples() -> None:
+    data = _three_tasks(4, counts=(2, 7, 15), noise=0.0)
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(data, seed=0, executor=INLINE)
+    assert fitted.data.counts == [2, 7, 15] and fitted.hyperparameters.shape == (3, 3, 2, 1)
+    grid = np.random.default_rng(5).random((40, 2))
+    for i in range(3):
+        mean, variance = fitted.predict(i, grid)
+        assert mean.shape == variance.shape == (40,)
+        assert np.all(np.isfinite(mean)) and np.all(variance > 0)
+    mean, variance = fitted.predict(2, data.X[2])
+    np.testing.assert_allclose(mean, data.y[2], atol=0.05 * np.ptp(data.y[2]))
+
+    empty = TrainingData([data.X[0], np.empty((0, 2)), data.X[2]], [data.y[0], np.empty(0), data.y[2]])
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(empty, seed=0, executor=INLINE)
+    assert fitted.data.counts == [2, 0, 15]
+    mean, variance = fitted.predict(1, data.X[2])
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(variance))
+    _, on_data = fitted.predict(2, data.X[2])
+    assert variance.min() > 10 * on_data.max()     # an unobserved task stays uncertain where another has data
+    with pytest.raises(InvalidInputError) as err:
+        fitted.predict(3, data.X[2])
+    assert err.value.field == "task"
+
+
+def test_single_task_gp_interpolates() -> None:
+    X = np.random.default_rng(6).random((10, 1))
+    y = np.sin(5 * X[:, 0]) + 2.0
+    fitted = LCM(LCMOptions(n_starts=2)).fit(TrainingData([X], [y]), seed=0, executor=INLINE)
+    assert fitted.hyperparameters.shape == (1, 1, 1, 1)
+    mean, variance = fitted.predict(0, X)
+    np.testing.assert_allclose(mean, y, atol=1e-3)
+    assert np.all(variance < 1e-4 * y.var())
+    between = np.array([[0.5 * (X[0, 0] + X[1, 0])]])
+    assert fitted.predict(0, between)[0][0] == pytest.approx(np.sin(5 * between[0, 0]) + 2.0, abs=0.1)
+    _, far = fitted.predict_standardised(0, np.array([[5.0]]))
+    assert far[0] == pytest.approx(fitted.hyperparameters.coregionalization()[:, 0, 0].sum(), rel=1e-6)
+
+
+def test_log_transform() -> None:
+    rng = np.random.default_rng(7)
+    X = [rng.random((10, 2)), rng.random((6, 2))]
+    runtimes = [np.exp(3 * x[:, 0] - 2 * x[:, 1]) * 1e-3 * (1 + i) for i, x in enumerate(X)]
+    model = LCM(LCMOptions(n_starts=2, log_transform=True))
+    fitted = model.fit(TrainingData(X, runtimes), seed=0, executor=INLINE)
+    grid = rng.random((200, 2))
+    for i in range(2):
+        mean, variance = fitted.predict(i, grid)
+        assert np.all(mean > 0) and np.all(variance >= 0)
+        np.testing.assert_allclose(fitted.predict(i, X[i])[0], runtimes[i], rtol=0.05)
+    assert fitted.transform.log_transform
+    for bad in (0.0, -1e-3):
+        y = [runtimes[0].copy(), runtimes[1]]
+        y[0][3] = bad
+        with pytest.raises(InvalidInputError) as err:
+            model.fit(TrainingData(X, y), seed=0, executor=INLINE)
+        assert err.value.field == "log_transform" and "log_transform" in str(err.value)
+    # without the transform the same data is fine
+    LCM(LCMOptions(n_starts=1, max_iterations=5)).fit(TrainingData(X, y), seed=0, executor=INLINE)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_warm_start_needs_few_iterations(seed: int) -> None:
+    data = _three_tasks(seed, counts=(8, 12, 10), noise=0.05)
+    cold = LCM(LCMOptions(n_starts=2)).fit(data, seed=seed, executor=INLINE)
+    warm = LCM(LCMOptions(n_starts=1)).fit(data, seed=seed, executor=INLINE, warm_start=cold.hyperparameters)
+    assert len(warm.report.starts) == 1
+    assert warm.log_likelihood >= cold.log_likelihood - 1e-6 * abs(cold.log_likelihood) - 1e-6
+    assert warm.report.iterations <= min(warm_iterations := LCMOptions().warm_iterations,
+                                         cold.report.iterations // 4)
+    assert cold.report.iterations > 2 * warm_iterations
+
+
+def test_warm_start_of_another_shape_is_ignored() -> None:
+    data = _three_tasks(0)
+    two = LCM(LCMOptions(latent=2, n_starts=1, max_iterations=20)).fit(data, seed=0, executor=INLINE)
+    three = LCM(LCMOptions(latent=3, n_starts=1, max_iterations=20)).fit(
+        data, seed=0, executor=INLINE, warm_start=two.hyperparameters)
+    assert three.hyperparameters.shape == (3, 3, 2, 1)
+
+
+# -- numerical robustness -------------------------------------------------------------------------------
+def test_robust_cholesky_adds_jitter_to_a_singular_matrix() -> None:
+    v = np.array([1.0, 2.0, 3.0])
+    K = np.outer(v, v)                              # rank one
+    L, jitter = robust_cholesky(K)
+    assert jitter > 0
+    np.testing.assert_allclose(L @ L.T, K + jitter * np.eye(3), atol=1e-12)
+    assert np.all(np.diag(L) > 0)
+    L, jitter = robust_cholesky(np.eye(3) * 2.0)     # positive definite: the smallest jitter
+    np.testing.assert_allclose(L @ L.T, 2.0 * np.eye(3) + jitter * np.eye(3))
+    assert jitter == pytest.approx(2e-10)
+    with pytest.raises(LinAlgError):
+        robust_cholesky(-np.eye(3))
+
+
+def test_duplicated_inputs_with_conflicting_outputs_and_tiny_noise() -> None:
+    rng = np.random.default_rng(8)
+    x = rng.random((6, 2))
+    X = np.vstack([x, x, x[:2]])                     # exact duplicates
+    y = np.concatenate([np.sin(4 * x[:, 0]), np.sin(4 * x[:, 0]) + 0.5, [3.0, -3.0]])
+    data = TrainingData([X, x], [y, np.cos(3 * x[:, 1])])
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100)).fit(data, seed=0, executor=INLINE)
+    assert np.isfinite(fitted.log_likelihood)
+    mean, variance = fitted.predict(0, X)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(variance))
+
+    # noise pinned at its lower bound: only the jitter keeps the covariance factorisable
+    start = dataclasses.replace(fitted.hyperparameters, noise=np.full(2, 1e-8))
+    fixed = np.zeros(len(start.to_vector()), bool)
+    fixed[-2:] = True
+    pinned = LCM(LCMOptions(n_starts=2, max_iterations=50)).fit(data, seed=0, executor=INLINE, warm_start=start,
+                                                                fixed=fixed)
+    np.testing.assert_allclose(pinned.hyperparameters.noise, [1e-8, 1e-8], rtol=1e-12)
+    assert pinned.jitter > 0 and np.isfinite(pinned.log_likelihood)
+    assert np.all(np.isfinite(pinned.predict(0, X)[0]))
+    singular = FittedLCM.condition(fitted.options, data, fitted.transform, start, FitReport())
+    assert singular.jitter > 0 and np.isfinite(singular.log_likelihood)
+    X_all, task, _ = data.stacked()
+    value, gradient = NegativeLogLikelihood(X_all, task, singular.z, tasks=2, latent=2, rank=1,
+                                            kernel="rbf")(start.to_vector())
+    assert np.isfinite(value) and np.all(np.isfinite(gradient))
+
+
+def test_non_finite_outputs_are_dropped() -> None:
+    x = np.linspace(0, 1, 6)[:, None]
+    y = np.sin(3 * x[:, 0])
+    y[2] = np.nan
+    y[4] = np.inf
+    fitted = LCM(LCMOptions(n_starts=1, max_iterations=20)).fit(TrainingData([x], [y]), seed=0, executor=INLINE)
+    assert fitted.data.counts == [4] and np.all(np.isfinite(fitted.z))
+
+
+# -- determinism and executors --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def processes() -> Iterator[ProcessExecutor]:
+    executor = ProcessExecutor(2)
+    yield executor
+    executor.shutdown()
+
+
+def test_same_seed_same_hyperparameters_inline_and_in_processes(processes: ProcessExecutor) -> None:
+    data = _three_tasks(9)
+    options = LCMOptions(n_starts=3, max_iterations=60)
+    inline = LCM(options).fit(data, seed=11, executor=INLINE)
+    pooled = LCM(options).fit(data, seed=11, executor=processes)
+    again = LCM(options).fit(data, seed=11, executor=INLINE)
+    np.testing.assert_array_equal(inline.hyperparameters.to_vector(), pooled.hyperparameters.to_vector())
+    np.testing.assert_array_equal(inline.hyperparameters.to_vector(), again.hyperparameters.to_vector())
+    assert [s["value"] for s in inline.report.starts] == [s["value"] for s in pooled.report.starts]
+    other = LCM(options).fit(data, seed=12, executor=INLINE)
+    assert not np.array_equal(other.report.starts[1]["value"], inline.report.starts[1]["value"])
+
+
+def _sleep_then(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def _fail_on_negative(value: float) -> float:
+    if value < 0:
+        raise ValueError("negative")
+    return math.sqrt(value)
+
+
+def test_inline_executor_turns_an_exception_into_none(caplog: pytest.LogCaptureFixture) -> None:
+    assert INLINE.map(_fail_on_negative, [4.0, -1.0, 9.0]) == [2.0, None, 3.0]
+    assert "executor item failed" in caplog.text
+    assert INLINE.map(_fail_on_negative, []) == []
+
+
+def test_process_executor_keeps_order_and_drops_failures_and_late_items(processes: ProcessExecutor) -> None:
+    assert processes.map(_sleep_then, [0.0, 0.0], timeout=60) == [0.0, 0.0]     # start the workers
+    delays = [0.4, 0.2, 0.0, 0.3, 0.1]
+    assert processes.map(_sleep_then, delays, timeout=60) == delays              # finished out of order
+    assert processes.map(_fail_on_negative, [4.0, -1.0, 9.0], timeout=60) == [2.0, None, 3.0]
+    began = time.perf_counter()
+    assert processes.map(_sleep_then, [0.0, 3.0], timeout=1.0) == [0.0, None]
+    assert time.perf_counter() - began < 2.5
+    assert ProcessExecutor(2).map(_sleep_then, [0.0]) == [0.0]                   # one item: inline, no pool
+
+
+# -- persistence ----------------------------------------------------------------------------------------
+PROBLEM = ProblemSpace.parse({
+    "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 4}],
+    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                        {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 8}],
+    "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
+})
+TASKS = [{"t": 1.0}, {"t": 2.5}]
+
+
+def _evaluations(seed: int) -> list[FunctionEvaluation]:
+    rng = np.random.default_rng(seed)
+    records = []
+    for task, n in zip(TASKS, (9, 5)):
+        for _ in range(n):
+            config = {"x": float(rng.random()), "k": int(rng.integers(1, 9))}
+            y = (config["x"] - 0.2 * task["t"]) ** 2 + 0.05 * config["k"]
+            records.append(FunctionEvaluation.create(task, config, {"y": y}))
+    records.append(FunctionEvaluation.create(TASKS[0], {"x": 0.5, "k": 2}, failure="crashed"))
+    return records
+
+
+def test_surrogate_record_round_trips_through_the_store(store: HistoryStore) -> None:
+    records = _evaluations(10)
+    data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
+    assert data.counts == [9, 5] and len(uids) == 14 and records[-1].uid not in uids
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100, kernel="matern52")).fit(data, seed=0, executor=INLINE)
+    record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test")
+    store.append_many("persist", records)
+    store.append_model("persist", record)
+
+    [stored] = store.models("persist")
+    assert stored.uid == record.uid and stored.function_evaluations == uids and stored.modeler == "test"
+    assert stored.task_parameters == [[1.0], [2.5]]
+    assert stored.model_stats["log_likelihood"] == pytest.approx(fitted.log_likelihood)
+    assert stored.model_stats["samples"] == [9, 5]
+    again = load_surrogate(stored, store.evaluations("persist"))
+    assert again.hyperparameters == fitted.hyperparameters
+    np.testing.assert_array_equal(again.hyperparameters.to_vector(), fitted.hyperparameters.to_vector())
+    assert again.options == fitted.options
+    grid = np.random.default_rng(11).random((25, 2))
+    for i in range(2):
+        for mine, theirs in zip(again.predict(i, grid), fitted.predict(i, grid)):
+            np.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=1e-12)
+    assert again.log_likelihood == pytest.approx(fitted.log_likelihood, rel=1e-9)
+
+    # evaluations the record names must be in the store
+    with pytest.raises(InvalidInputError) as err:
+        load_surrogate(stored, [r for r in store.evaluations("persist") if r.uid != uids[3]])
+    assert err.value.field == "function_evaluations"
+    with pytest.raises(InvalidInputError) as err:
+        load_surrogate(stored, [])
+    assert err.value.field == "function_evaluations"
+
+
+def test_surrogate_record_without_hyperparameters_names_the_field() -> None:
+    records = _evaluations(12)
+    data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
+    fitted = LCM(LCMOptions(n_starts=1, max_iterations=10)).fit(data, seed=0, executor=INLINE)
+    record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test").model_copy(
+        update={"hyperparameters": {"W": [1.0]}})
+    with pytest.raises(InvalidInputError) as err:
+        load_surrogate(record, records)
+    assert err.value.field == "hyperparameters"
+
+
+# -- Ray ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[object]:
+    ray = pytest.importorskip("ray")
+    # helpers of this module travel by value: Ray's workers cannot import test modules
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.mark.slow
+def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray) -> None:  # noqa: ANN001
+    ray = local_ray
+
+    @ray.remote(num_cpus=1)
+    class Trial:
+        def ready(self) -> bool:
+            return True
+
+        def train(self, seconds: float) -> bool:
+            time.sleep(seconds)
+            return True
+
+    trials = [Trial.remote() for _ in range(2)]
+    try:
+        ray.get([t.ready.remote() for t in trials], timeout=60)
+        running = [t.train.remote(120) for t in trials]
+        deadline = time.monotonic() + 30
+        while ray.available_resources().get("CPU", 0.0) > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ray.available_resources().get("CPU", 0.0) == 0.0
+        assert isinstance(default_executor(), RayExecutor)
+
+        data = _three_tasks(13)
+        options = LCMOptions(n_starts=3, max_iterations=60, timeout=60)
+        began = time.perf_counter()
+        fitted = LCM(options).fit(data, seed=3, executor=RayExecutor())
+        assert time.perf_counter() - began < 60
+        assert all("failed" not in s for s in fitted.report.starts)       # every start ran on Ray in time
+        inline = LCM(options).fit(data, seed=3, executor=INLINE)
+        np.testing.assert_array_equal(fitted.hyperparameters.to_vector(), inline.hyperparameters.to_vector())
+        assert ray.wait(running, timeout=0)[0] == []                      # the trials still hold the CPUs
+    finally:
+        for t in trials:
+            ray.kill(t)
+
+
+@pytest.mark.slow
+def test_ray_executor_timeouts(local_ray) -> None:  # noqa: ANN001
+    executor = RayExecutor()
+    assert executor.map(_fail_on_negative, [4.0, -1.0], timeout=60) == [2.0, None]
+    began = time.perf_counter()
+    assert executor.map(_sleep_then, [0.0, 30.0], timeout=3.0) == [0.0, None]
+    assert time.perf_counter() - began < 10
+    # nothing arrives in time: the first item runs inline, so a fit always gets a result
+    began = time.perf_counter()
+    assert executor.map(_sleep_then, [1.0, 30.0], timeout=0.2) == [1.0, None]
+    assert time.perf_counter() - began < 10
