@@ -98,6 +98,12 @@ class ProcessExecutor:
             log.warning("process pool unusable (%r); running %d items inline", exc, len(items))
             self.shutdown()
             return InlineExecutor().map(fn, items)
+        if any(f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool)
+               for f in futures):
+            log.warning("worker processes died (a script without an `if __name__ == \"__main__\":` guard "
+                        "cannot use a spawned pool); running %d items inline", len(items))
+            self.shutdown()
+            return InlineExecutor().map(fn, items)
         results: list[R | None] = []
         for future in futures:
             if not future.done():
@@ -109,9 +115,6 @@ class ProcessExecutor:
                 results.append(None)
             else:
                 results.append(future.result())
-        if any(isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool)
-               for f in futures if f.done()):
-            self.shutdown()
         return results
 
     def shutdown(self) -> None:

@@ -54,8 +54,9 @@ class LCMOptions:
     """How an LCM is built and fitted.
 
     ``latent`` (Q) defaults to ``min(tasks, 3)``; ``rank`` is the number of
-    columns of each ``W_q``. ``n_starts`` L-BFGS starts run in parallel: the
-    warm start when given (else a default start) and random ones; for each
+    columns of each ``W_q``. ``n_starts`` L-BFGS starts run in parallel for
+    a cold fit, ``warm_starts`` for a warm one: the warm start when given
+    (else a default start) and random ones; for each
     random start ``screen`` random candidates are scored and the best is
     optimised. A cold fit runs at most ``max_iterations`` L-BFGS iterations
     per start, a warm one ``warm_iterations``: in a tuning run consecutive
@@ -71,7 +72,8 @@ class LCMOptions:
     latent: int | None = None
     rank: int = 1
     kernel: KernelName = "rbf"
-    n_starts: int = 2
+    n_starts: int = 4
+    warm_starts: int = 2
     max_iterations: int = 1000
     warm_iterations: int = 100
     screen: int = 8
@@ -81,7 +83,8 @@ class LCMOptions:
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
             raise InvalidInputError("kernel", f"unknown kernel {self.kernel!r}", allowed=sorted(KERNELS))
-        for name, low in (("rank", 1), ("n_starts", 1), ("max_iterations", 1), ("warm_iterations", 1),
+        for name, low in (("rank", 1), ("n_starts", 1), ("warm_starts", 1), ("max_iterations", 1),
+                          ("warm_iterations", 1),
                           ("screen", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
@@ -98,6 +101,7 @@ class LCMOptions:
     def to_dict(self) -> dict[str, Any]:
         """The options as a JSON-friendly dict (a surrogate record's ``modeling_options``)."""
         return {"latent": self.latent, "rank": self.rank, "kernel": self.kernel, "n_starts": self.n_starts,
+                "warm_starts": self.warm_starts,
                 "max_iterations": self.max_iterations,
                 "warm_iterations": self.warm_iterations, "screen": self.screen,
                 "log_transform": self.log_transform, "timeout": self.timeout}
@@ -246,7 +250,7 @@ class LCM:
         """The warm (or default) start, then the best screened random starts."""
         first = warm if warm is not None else Hyperparameters.initial(*shape)
         starts = [first.to_vector()]
-        wanted = self.options.n_starts - 1
+        wanted = (self.options.n_starts if warm is None else self.options.warm_starts) - 1
         if wanted <= 0:
             return starts
         candidates = [Hyperparameters.initial(*shape, rng=rng).to_vector()
