@@ -63,3 +63,18 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistorySto
             json_store.close()
     else:
         yield request.getfixturevalue("mongo_store")
+
+
+@pytest.fixture(scope="module")
+def local_ray(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A real local Ray (2 CPUs) for one test module.
+
+    Trainables defined in the test module cannot be imported by Ray's
+    workers, so the module is shipped to them by value.
+    """
+    import ray  # noqa: PLC0415 - only the Ray tests pay for importing it
+
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

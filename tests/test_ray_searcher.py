@@ -25,15 +25,6 @@ TASKS = [{"t": 0.5}, {"t": 2.0}]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    # the trainables below live in this test module, which Ray's workers cannot import: ship them by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def objective(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
