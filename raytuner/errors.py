@@ -42,6 +42,14 @@ class InfeasibleSpaceError(RaytunerError):
     """A space is so constrained that a sample of the requested size cannot be drawn."""
 
 
+class AwaitingResults(RaytunerError):
+    """An engine has nothing to suggest until evaluations in flight are told (a rung is not complete)."""
+
+
+class TuningFinished(RaytunerError):
+    """An engine has run its whole plan (every pass of every bracket); nothing is left to suggest."""
+
+
 class StoreError(RaytunerError):
     """A history store cannot do what was asked (unreadable file, unreachable server)."""
 

@@ -108,7 +108,10 @@ class Provenance(BaseModel):
     ``cost`` is the normalised cost of the evaluation (fidelity / maximum
     fidelity for multi-fidelity strategies, 1.0 otherwise). ``source`` says
     how the strategy chose the point: ``"initial"`` (its initial design),
-    ``"model"`` (surrogate search) or ``"random"`` (no model available).
+    ``"model"`` (surrogate search), ``"random"`` (no model available) or
+    ``"promotion"`` (successive halving moved it up a rung). ``bracket``,
+    ``rung`` and ``pass`` place a GPTuneBand evaluation in its plan;
+    ``parent`` is the uid of the lower-rung evaluation a promotion continues.
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -122,6 +125,7 @@ class Provenance(BaseModel):
     pass_: int | None = Field(default=None, alias="pass")
     strategy: str | None = None
     source: str | None = None
+    parent: str | None = None
     trial_id: str | None = None
     session_id: str | None = None
 

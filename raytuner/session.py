@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from raytuner.environment import machine_configuration, software_configuration
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.records import FunctionEvaluation, Provenance, check_problem_name
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
 from raytuner.strategies.base import Strategy, Suggestion, task_key
@@ -123,15 +123,18 @@ class TuningSession:
         if trial.trial_id in self._pending:
             return
         self.problem.check(trial.task, trial.config)
-        self.strategy.add_pending(trial.task, trial.config)
+        self.strategy.add_pending(trial.task, trial.config, trial.provenance)
         self._pending[trial.trial_id] = trial
 
     def tell(self, trial: Trial | str, result: Mapping[str, float] | None = None, *,
-             failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+             failure: str | None = None, additional_output: Mapping[str, Any] | None = None,
+             provenance: Mapping[str, Any] | None = None) -> FunctionEvaluation:
         """Record a trial's outputs (or its failure); durable when this returns.
 
         A failure message, a missing output or a non-finite value makes a
-        failed evaluation: it is stored, never raised.
+        failed evaluation: it is stored, never raised. ``provenance`` updates
+        what the strategy wrote when it asked, with what only the run knows
+        (for example the fidelity a trial actually reached and its cost).
         """
         trial_id = trial if isinstance(trial, str) else trial.trial_id
         if trial_id not in self._pending:
@@ -141,8 +144,11 @@ class TuningSession:
             missing = [o for o in self.problem.objectives if o not in result]
             if missing:
                 failure = f"output {missing[0]!r} missing from the reported result"
+        prov = pending.provenance
+        if provenance:
+            prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})
         record = FunctionEvaluation.create(
-            pending.task, pending.config, result, failure=failure, provenance=pending.provenance,
+            pending.task, pending.config, result, failure=failure, provenance=prov,
             machine_configuration=self.machine_configuration,
             software_configuration=self.software_configuration,
             additional_output=additional_output,

@@ -1,9 +1,10 @@
 """Ray Tune searchers backed by raytuner strategies (installed as ``raytuner.searchers``).
 
->>> from raytuner.searchers import LCMSearcher, RandomSearcher, StrategySearcher
+>>> from raytuner.searchers import GPTuneBandSearcher, LCMSearcher, RandomSearcher, StrategySearcher
 """
 
+from raytuner.searchers.band_searcher import GPTuneBandSearcher
 from raytuner.searchers.lcm_searcher import LCMSearcher
 from raytuner.searchers.strategy_searcher import RandomSearcher, StrategySearcher
 
-__all__ = ["StrategySearcher", "RandomSearcher", "LCMSearcher"]
+__all__ = ["StrategySearcher", "RandomSearcher", "LCMSearcher", "GPTuneBandSearcher"]

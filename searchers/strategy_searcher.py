@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 from ray.tune.search import Searcher
 
-from raytuner.errors import InfeasibleSpaceError, InvalidInputError
+from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
 from raytuner.records import Provenance
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
@@ -101,7 +101,9 @@ class StrategySearcher(Searcher):
         """
         try:
             trial = self.session.ask(trial_id=trial_id)
-        except InfeasibleSpaceError as exc:
+        except AwaitingResults:
+            return None
+        except (InfeasibleSpaceError, TuningFinished) as exc:
             log.info("no configuration left to suggest (%s); the search is finished", exc)
             return Searcher.FINISHED
         self._trials[trial_id] = trial

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from raytuner.searchers import LCMSearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.testfunctions import DEMO_PROBLEM, demo  # noqa: E402
+from ray_helpers import InterruptOnce  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -50,19 +50,6 @@ def sometimes_fails(config: dict) -> None:
 def slowish(config: dict) -> None:
     time.sleep(0.2)                                             # so that a trial is in flight at the interrupt
     tune.report({"y": demo(config["x"], config["t"])})
-
-
-class InterruptOnce(tune.Callback):
-    """Interrupt the run (as Ctrl+C would) after ``after`` trials, once: the callback is restored with the run."""
-
-    def __init__(self, after: int, marker: Path) -> None:
-        self.after, self.marker, self.done = after, marker, 0
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        self.done += 1
-        if self.done == self.after and not self.marker.exists():
-            self.marker.touch()
-            os.kill(os.getpid(), signal.SIGINT)                 # Tune's handler ends the run, saving its state
 
 
 def points(records) -> list[tuple[float, float]]:

@@ -1,7 +1,9 @@
 """Tuning engines: Ray-free ask/tell strategies, rebuilt by replaying the evaluation log."""
 
+from raytuner.strategies.band import GPTuneBand
+from raytuner.strategies.bandit import BanditStructure
 from raytuner.strategies.base import Strategy, Suggestion, task_key
 from raytuner.strategies.mla import MLA
 from raytuner.strategies.random_search import RandomSearch
 
-__all__ = ["Strategy", "Suggestion", "RandomSearch", "MLA", "task_key"]
+__all__ = ["Strategy", "Suggestion", "RandomSearch", "MLA", "GPTuneBand", "BanditStructure", "task_key"]

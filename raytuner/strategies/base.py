@@ -76,8 +76,13 @@ class Strategy(ABC):
     def tell(self, record: FunctionEvaluation) -> None:
         """Fold one finished (or failed) evaluation into the state."""
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-        """Treat ``config`` as asked and not yet told (a trial adopted after a restore)."""
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
+                    provenance: Provenance | None = None) -> None:
+        """Treat ``config`` as asked and not yet told (a trial adopted after a restore).
+
+        ``provenance`` is what the strategy wrote when it asked (its bracket
+        and rung, for a multi-fidelity engine).
+        """
 
     def take_models(self) -> list[SurrogateModelRecord]:
         """Surrogate-model records made since the last call (the session stores them)."""

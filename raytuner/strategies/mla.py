@@ -46,7 +46,7 @@ from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.models.persistence import surrogate_record
+from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
@@ -98,6 +98,7 @@ class MLA(Strategy):
         self._fitted_on = -1
         self._warm: Hyperparameters | None = None
         self._new_models: list[SurrogateModelRecord] = []
+        self._restored: SurrogateModelRecord | None = None
 
     @property
     def modeler(self) -> str:
@@ -151,24 +152,46 @@ class MLA(Strategy):
                                      seed=np.random.default_rng(stream))
 
     # -- model and search ------------------------------------------------------------------------
-    def _training(self) -> tuple[TrainingData | None, list[str]]:
+    def _training(self, count: int) -> tuple[TrainingData | None, list[str]]:
         try:
-            return TrainingData.from_records(self.problem, self.tasks, self._records, self.objective.name)
+            return TrainingData.from_records(self.problem, self.tasks, self._records[:count], self.objective.name)
         except InvalidInputError:        # no successful evaluation yet
             return None, []
 
+    def fit_horizon(self) -> int:
+        """How many of the told records (oldest first) the model is fitted to: all of them.
+
+        An engine that refits less often (once per round) returns an earlier
+        point of the log; the horizon must depend on the log alone, so that
+        a replayed engine fits the same data.
+        """
+        return len(self._records)
+
     def fitted_model(self) -> FittedLCM | None:
-        """The LCM of all successful evaluations so far (refitted when new ones arrived)."""
-        if self._fitted is not None and self._fitted_on == len(self._records):
+        """The LCM of the successful evaluations up to :meth:`fit_horizon` (refitted when it moves)."""
+        horizon = self.fit_horizon()
+        if self._fitted is not None and self._fitted_on == horizon:
             return self._fitted
-        data, uids = self._training()
+        data, uids = self._training(horizon)
         if data is None:
             return None
-        fitted = self.fit(data)
-        self._fitted, self._fitted_on, self._warm = fitted, len(self._records), fitted.hyperparameters
-        self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
-                                                 self.objective.name))
+        fitted = self._stored_fit(uids, horizon)
+        if fitted is None:
+            fitted = self.fit(data)
+            self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
+                                                     self.objective.name))
+        self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
         return fitted
+
+    def _stored_fit(self, uids: list[str], horizon: int) -> FittedLCM | None:
+        """The restored model when it was fitted to exactly this data (a resumed run does not refit)."""
+        record, self._restored = self._restored, None
+        if record is None or list(record.function_evaluations) != uids:
+            return None
+        try:
+            return load_surrogate(record, self._records[:horizon])
+        except InvalidInputError:
+            return None
 
     def fit(self, data: TrainingData) -> FittedLCM:
         """Fit the LCM to ``data`` (warm-started); TLA engines override this."""
@@ -214,7 +237,8 @@ class MLA(Strategy):
         return config, "model"
 
     # -- tell, replay, models ----------------------------------------------------------------------
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
+                    provenance: Provenance | None = None) -> None:
         """Count an adopted trial as pending (a fantasy in the next search)."""
         self.pending[self.task_index(task)].append(dict(config))
 
@@ -233,9 +257,6 @@ class MLA(Strategy):
             if task_key(pending) == ckey:
                 del self.pending[index][j]
                 break
-        else:
-            if self.pending[index]:
-                self.pending[index].pop(0)
 
     def take_models(self) -> list[SurrogateModelRecord]:
         """The surrogate-model records fitted since the last call."""
@@ -252,4 +273,5 @@ class MLA(Strategy):
                     self._warm = Hyperparameters.from_dict(record.hyperparameters or {})
                 except InvalidInputError:
                     continue
+                self._restored = record
                 return

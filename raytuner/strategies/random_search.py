@@ -55,7 +55,8 @@ class RandomSearch(Strategy):
         return Suggestion(task=dict(self.tasks[index]), config=config,
                           provenance=Provenance(strategy=self.name))
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
+                    provenance: Provenance | None = None) -> None:
         """Count an adopted trial as pending for its task."""
         self._pending[self.task_index(task)] += 1
 

@@ -1,0 +1,379 @@
+"""GPTuneBand as a Ray Tune scheduler, with the searcher that feeds its brackets.
+
+One object owns the engine (:class:`raytuner.strategies.GPTuneBand`) and its
+:class:`~raytuner.session.TuningSession`; :meth:`GPTuneBand.searcher` hands out
+the paired searcher. Pass both to Ray::
+
+    band = GPTuneBand(problem, tasks, store="runs/", problem_name="demo", b_min=1, b_max=27, eta=3)
+    tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1)
+
+Trial configs are flat (task and tuning parameters side by side).
+
+- **One-shot fidelity** (``fidelity_mode="one_shot"``, HPC codes): the
+  trainable reads ``config[fidelity_key]`` (default ``"fidelity"``), runs once
+  and reports the metric; a promotion is a new trial at the higher fidelity.
+- **Iterative fidelity** (``"iterative"``, training): the trainable reports
+  every iteration (``result[time_attr]`` counts fidelity, by default
+  ``training_iteration``); the scheduler records the evaluation when a trial
+  reaches its rung's fidelity, PAUSEs it until the rung is complete, then
+  resumes the promoted trials and stops the others. Resuming continues from
+  the trial's last checkpoint, so the trainable **must checkpoint** (report
+  with ``checkpoint=`` and restore from ``ray.tune.get_checkpoint()``);
+  a trainable without checkpoints restarts from scratch on every promotion,
+  and the scheduler then charges the full fidelity and logs a warning.
+
+Every evaluation is persisted to the store before Ray hears the decision,
+including results of trials the scheduler stops; a trial that errors or ends
+before its fidelity is a failed evaluation. Suggestions come from the
+driver; LCM fits run as zero-CPU Ray tasks, so they never wait for CPUs
+that trials hold and spread over the nodes of a cluster.
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.testfunctions import DEMO_PROBLEM
+    >>> band = GPTuneBand(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
+    ...                   "demo", b_min=1, b_max=9, eta=3, seed=0)
+    >>> band.engine.structure.fidelities
+    (9.0, 3.0, 1.0)
+    >>> searcher = band.searcher()
+    >>> config = searcher.suggest("trial_1")
+    >>> sorted(config), config["fidelity"] in (1.0, 3.0, 9.0)
+    (['fidelity', 't', 'x'], True)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
+from ray.tune.search import Searcher
+
+from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
+from raytuner.executors import Executor
+from raytuner.models import LCMOptions
+from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.session import Trial as SessionTrial
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore, open_store
+from raytuner.strategies import GPTuneBand as BandEngine
+from raytuner.strategies.bandit import FidelityMode
+
+if TYPE_CHECKING:
+    from ray.tune.execution.tune_controller import TuneController
+
+    from raytuner.searchers.band_searcher import GPTuneBandSearcher
+
+__all__ = ["GPTuneBand"]
+
+log = logging.getLogger(__name__)
+
+_MODES = {"minimize": "min", "maximize": "max"}
+
+
+@dataclass
+class _TrialState:
+    """What the scheduler knows of one Ray trial: its open evaluation and how far it got."""
+
+    session_trial: str                  # the session's trial id of the open (or last) evaluation
+    target: float                       # fidelity at which the open evaluation is recorded
+    start: float = 0.0                  # fidelity the current segment started from (iterative)
+    reached: float = 0.0                # last value of time_attr seen
+    told: bool = False                  # the open evaluation is recorded
+    live: bool = True                   # the Ray trial has not ended
+    uid: str | None = None              # uid of the last recorded evaluation
+    rung: int = 0
+
+
+class GPTuneBand(TrialScheduler):
+    """The GPTuneBand scheduler; see the module docstring.
+
+    ``store`` is a :class:`~raytuner.store.HistoryStore` or where to open one;
+    evaluations already stored for the problem's tasks are replayed, so a new
+    run continues an interrupted one mid-bracket. The bandit structure,
+    ``passes``, ``fidelity_mode``, ``seed``, ``n_initial``, ``options``,
+    ``acquisition``, ``acquisition_options`` and ``executor`` are those of
+    the engine :class:`raytuner.strategies.GPTuneBand`. ``metric`` defaults
+    to the first objective and ``mode`` follows its goal.
+    """
+
+    _supports_buffered_results = False
+
+    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
+                 store: HistoryStore | str | os.PathLike[str], problem_name: str, *,
+                 b_min: float | None = None, b_max: float | None = None, eta: int | None = 3,
+                 fidelities: Sequence[float] | None = None, integer_fidelities: bool = False, passes: int = 1,
+                 fidelity_mode: FidelityMode = "one_shot", fidelity_key: str = "fidelity",
+                 time_attr: str = "training_iteration", metric: str | None = None, mode: str | None = None,
+                 seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
+                 acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
+                 executor: Executor | None = None, **session_options: Any) -> None:
+        super().__init__()
+        objective = problem.objective(metric)
+        if mode is not None and mode != _MODES[objective.goal]:
+            raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
+                                            f"which is to {objective.goal}", allowed=[_MODES[objective.goal]])
+        if fidelity_key in problem.input_space.names + problem.parameter_space.names:
+            raise InvalidInputError("fidelity_key", f"{fidelity_key!r} is already a task or tuning parameter")
+        self.problem = problem
+        self._metric, self._mode = objective.name, _MODES[objective.goal]
+        self.fidelity_key = fidelity_key
+        self.time_attr = time_attr
+        self.engine = BandEngine(problem, tasks, seed, b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
+                                 integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode,
+                                 n_initial=n_initial, options=options, acquisition=acquisition,
+                                 acquisition_options=acquisition_options, executor=executor,
+                                 objective=objective.name)
+        self._blank = self.engine
+        self.store = store if isinstance(store, HistoryStore) else open_store(store)
+        self._session_options = session_options
+        self.session = TuningSession.resume(problem_name, problem, self._fresh_engine(), self.store,
+                                            **session_options)
+        self._states: dict[str, _TrialState] = {}
+        self._to_unpause: set[str] = set()
+        self._paused: set[str] = set()
+        self._warned_restart = False
+        #: Most evaluations in flight at once (``max_concurrent_trials``; paused trials do not count).
+        self.max_concurrent: int | None = None
+
+    def _fresh_engine(self) -> BandEngine:
+        import copy  # noqa: PLC0415 - only here
+
+        self.engine = copy.deepcopy(self._blank)
+        return self.engine
+
+    @property
+    def iterative(self) -> bool:
+        """Whether promotions continue trials (iterative fidelity) rather than start new ones."""
+        return self.engine.fidelity_mode == "iterative"
+
+    def searcher(self) -> "GPTuneBandSearcher":
+        """The searcher that feeds this scheduler's brackets: pass it as ``search_alg``."""
+        from raytuner.searchers.band_searcher import GPTuneBandSearcher  # noqa: PLC0415 - faces import each other
+
+        return GPTuneBandSearcher(self)
+
+    def best(self) -> list[FunctionEvaluation | None]:
+        """Per task, the best recorded evaluation at ``b_max``."""
+        return self.engine.best()
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        """Accept a Tuner-level metric/mode only when it agrees with the problem's objective."""
+        if metric is not None and metric != self._metric:
+            return False
+        return mode is None or mode == self._mode
+
+    # -- searcher side ---------------------------------------------------------------------------
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """The flat config of a new trial, ``None`` while waiting, ``Searcher.FINISHED`` at the end."""
+        if self.iterative:
+            self._continue_promoted()
+        if self.max_concurrent and sum(not s.told for s in self._states.values()) >= self.max_concurrent:
+            return None
+        try:
+            trial = self.session.ask(trial_id=trial_id)
+        except AwaitingResults:
+            return None
+        except (TuningFinished, InfeasibleSpaceError) as exc:
+            log.info("GPTuneBand search finished: %s", exc)
+            return Searcher.FINISHED
+        for model in self.engine.take_models():
+            self.store.append_model(self.session.problem_name, model)
+        self._states[trial_id] = _TrialState(session_trial=trial.trial_id, target=float(trial.fidelity or 0.0),
+                                             rung=trial.provenance.rung or 0)
+        config = {**trial.task, **trial.config}
+        if not self.iterative:
+            config[self.fidelity_key] = trial.fidelity
+        return config
+
+    def finish(self, trial_id: str, result: Mapping[str, Any] | None, error: bool) -> None:
+        """Record a trial that ended (completed, stopped or errored) if its evaluation is still open.
+
+        Called by the searcher's and the scheduler's completion hooks, whichever comes first.
+        """
+        state = self._states.get(trial_id)
+        if state is None or state.told:
+            return
+        if error:
+            self._tell(trial_id, state, None, failure="trial raised an error")
+        elif result is not None and self._reached(state, result):
+            self._tell(trial_id, state, result)
+        else:
+            got = result.get(self.time_attr) if result else None
+            self._tell(trial_id, state, None, failure=f"trial ended before fidelity {state.target:g} "
+                                                      f"({self.time_attr} = {got})")
+
+    # -- scheduler side --------------------------------------------------------------------------
+    def on_trial_add(self, tune_controller: "TuneController", trial: Trial) -> None:
+        """Check that the trial came from this scheduler's searcher."""
+        if trial.trial_id not in self._states:
+            if trial.status in (Trial.TERMINATED, Trial.ERROR):     # an ended trial re-added by a restore
+                return
+            raise InvalidInputError("search_alg", "GPTuneBand schedules only the trials of its own searcher: "
+                                                  "pass search_alg=band.searcher()")
+
+    def on_trial_result(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> str:
+        """Record the evaluation when the trial reaches its fidelity; then STOP, PAUSE or CONTINUE it."""
+        tid = trial.trial_id
+        self._to_unpause.discard(tid)
+        self._paused.discard(tid)
+        state = self._states.get(tid)
+        if state is None:
+            return TrialScheduler.CONTINUE
+        if self.iterative:
+            self._track(tid, state, result)
+        if not state.told and not self._reached(state, result):
+            return TrialScheduler.CONTINUE
+        if not state.told:
+            self._tell(tid, state, result)
+        return self._settle(tune_controller, tid)
+
+    def on_trial_complete(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> None:
+        """Record a trial that ended before reaching its fidelity (a failed evaluation)."""
+        self._forget(trial.trial_id)
+        self.finish(trial.trial_id, result, error=False)
+        self._settle(tune_controller)
+
+    def on_trial_error(self, tune_controller: "TuneController", trial: Trial) -> None:
+        """A trial that raised is a failed evaluation."""
+        self._forget(trial.trial_id)
+        self.finish(trial.trial_id, None, error=True)
+        self._settle(tune_controller)
+
+    def on_trial_remove(self, tune_controller: "TuneController", trial: Trial) -> None:
+        """Drop a trial Ray removed."""
+        self._forget(trial.trial_id)
+
+    def choose_trial_to_run(self, tune_controller: "TuneController") -> Trial | None:
+        """Promoted paused trials first (they complete rungs), then new trials in order."""
+        trials = tune_controller.get_trials()
+        for trial in trials:
+            if trial.status == Trial.PAUSED and trial.trial_id in self._to_unpause:
+                return trial
+        for trial in trials:
+            if trial.status == Trial.PENDING:
+                return trial
+        return None
+
+    def debug_string(self) -> str:
+        """A one-line progress summary for Ray's status output."""
+        p = self.engine.progress()
+        return (f"GPTuneBand: pass {p['pass']}/{p['passes']}, stage {p['stage']}, {p['evaluations']} evaluations, "
+                f"{p['in_flight']} in flight, normalised cost per task {p['cost_per_task']:.2f}")
+
+    # -- internals -------------------------------------------------------------------------------
+    def _forget(self, tid: str) -> None:
+        self._to_unpause.discard(tid)
+        self._paused.discard(tid)
+        if tid in self._states:
+            self._states[tid].live = False
+
+    def _reached(self, state: _TrialState, result: Mapping[str, Any]) -> bool:
+        if self._metric not in result:
+            return False
+        if not self.iterative:
+            return True
+        value = result.get(self.time_attr)
+        return isinstance(value, (int, float)) and value >= state.target - 1e-9
+
+    def _track(self, tid: str, state: _TrialState, result: Mapping[str, Any]) -> None:
+        value = result.get(self.time_attr)
+        if not isinstance(value, (int, float)):
+            return
+        if value < state.reached:          # resumed without a checkpoint: training restarted
+            state.start = 0.0
+            if not self._warned_restart:
+                self._warned_restart = True
+                log.warning("trial %s restarted from scratch after a pause: its trainable saves no checkpoint, "
+                            "so every promotion retrains from the start and pays the full fidelity; report with "
+                            "checkpoint=... and restore from ray.tune.get_checkpoint()", tid)
+        state.reached = float(value)
+
+    def _tell(self, tid: str, state: _TrialState, result: Mapping[str, Any] | None,
+              failure: str | None = None) -> None:
+        update: dict[str, Any] = {}
+        if self.iterative and result is not None:
+            reached = float(result.get(self.time_attr, state.target))
+            update = {"fidelity": reached, "cost": (reached - state.start) / self.engine.structure.b_max}
+        outputs = {o: result[o] for o in self.problem.objectives if o in result} if result else None
+        extra = {k: result[k] for k in ("training_iteration", "time_total_s", "time_this_iter_s")
+                 if result and k in result}
+        record = self.session.tell(state.session_trial, outputs, failure=failure, additional_output=extra,
+                                   provenance=update)
+        state.told, state.uid = True, record.uid
+
+    def _settle(self, tune_controller: "TuneController | None", current: str | None = None) -> str:
+        """After a tell: continue promoted trials, stop retired paused ones; the current trial's action."""
+        if self.iterative:
+            self._continue_promoted()
+        for tid in sorted(self._paused):
+            state = self._states[tid]
+            if tune_controller and state.told and state.uid is not None and self.engine.retired(state.uid):
+                trial = next((t for t in tune_controller.get_trials() if t.trial_id == tid), None)
+                self._paused.discard(tid)
+                if trial is not None and trial.status == Trial.PAUSED:
+                    tune_controller.stop_trial(trial)
+        if current is None:
+            return TrialScheduler.CONTINUE
+        state = self._states[current]
+        if not self.iterative or (state.told and state.uid is not None and self.engine.retired(state.uid)):
+            return TrialScheduler.STOP
+        if not state.told:                        # promoted on the spot: keep training
+            return TrialScheduler.CONTINUE
+        self._paused.add(current)
+        return TrialScheduler.PAUSE
+
+    def _continue_promoted(self) -> None:
+        """Turn ready promotions of live trials into continued training (iterative fidelity)."""
+        while True:
+            parent = self.engine.next_promotion_parent()
+            if parent is None:
+                return
+            tid = self._trial_of(parent)
+            if tid is None:
+                return          # its trial is gone (an earlier run): the searcher starts a new trial
+            state = self._states[tid]
+            trial = self.session.ask(trial_id=f"{tid}@{len(self.session.records)}")
+            if trial.provenance.parent != parent.uid:      # cannot happen: promotions come first
+                raise RuntimeError("GPTuneBand engine returned an unexpected suggestion")
+            state.session_trial, state.target, state.told = trial.trial_id, float(trial.fidelity or 0), False
+            state.start, state.rung = state.reached, trial.provenance.rung or 0
+            if tid in self._paused:
+                self._to_unpause.add(tid)
+
+    def _trial_of(self, record: FunctionEvaluation) -> str | None:
+        for tid, state in self._states.items():
+            if state.uid == record.uid and state.live:
+                return tid
+        return None
+
+    # -- checkpointing (Tuner.restore) -------------------------------------------------------------
+    def save_state(self, path: str) -> None:
+        """Write the state of live trials and the open evaluations (finished ones are in the store)."""
+        open_trials = {tid: asdict(s) for tid, s in self._states.items() if s.live}
+        pending = {t.trial_id: {"task": t.task, "config": t.config,
+                                "provenance": t.provenance.model_dump(by_alias=True)}
+                   for t in self.session.pending.values()}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"states": open_trials, "pending": pending, "session_id": self.session.session_id}, fh)
+
+    def restore_state(self, path: str) -> None:
+        """Rebuild the engine from the store, then adopt the evaluations that were open."""
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        options = {**self._session_options, "session_id": state.get("session_id")}
+        self.session = TuningSession.resume(self.session.problem_name, self.problem, self._fresh_engine(),
+                                            self.store, **options)
+        for trial_id, item in state.get("pending", {}).items():
+            self.session.adopt(SessionTrial(task=item["task"], config=item["config"], trial_id=trial_id,
+                                            provenance=Provenance.model_validate(item["provenance"])))
+        self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}
+        self._paused, self._to_unpause = set(), set()
+        log.info("restored GPTuneBand: %d evaluations replayed, %d open trials adopted",
+                 len(self.session.records), len(self._states))

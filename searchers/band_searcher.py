@@ -1,0 +1,66 @@
+"""The searcher that feeds a :class:`raytuner.schedulers.GPTuneBand` scheduler its brackets.
+
+Get it from the scheduler, never on its own: ``band.searcher()``. It asks
+the scheduler's engine for new trials (``None`` while a rung waits for
+results, ``Searcher.FINISHED`` after the last pass) and reports ended trials
+back, so that results the scheduler stopped are recorded too.
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.schedulers import GPTuneBand
+    >>> from raytuner.testfunctions import DEMO_PROBLEM
+    >>> band = GPTuneBand(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
+    ...                   b_min=1, b_max=4, eta=2, seed=0)
+    >>> searcher = band.searcher()
+    >>> searcher.metric, searcher.mode
+    ('y', 'min')
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ray.tune.search import Searcher
+
+if TYPE_CHECKING:
+    from raytuner.schedulers.band import GPTuneBand
+
+__all__ = ["GPTuneBandSearcher"]
+
+
+class GPTuneBandSearcher(Searcher):
+    """Ray Tune's view of a GPTuneBand scheduler's engine (see the module docstring)."""
+
+    def __init__(self, band: "GPTuneBand") -> None:
+        super().__init__(metric=band.metric, mode=band._mode)
+        self.band = band
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],
+                              **spec: Any) -> bool:
+        """Accept a Tuner-level metric/mode only when it agrees with the scheduler's."""
+        return self.band.set_search_properties(metric, mode)
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        """Limit the evaluations in flight ourselves: paused trials waiting for their rung do not count.
+
+        Ray's own limiter would count them and stall the rung they wait for.
+        """
+        self.band.max_concurrent = max_concurrent
+        return True
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """The next trial's flat config (with ``fidelity`` in one-shot mode)."""
+        return self.band.suggest(trial_id)
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        """Record the trial's open evaluation if the scheduler has not (an error or an early end)."""
+        self.band.finish(trial_id, result, error)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Save the open evaluations (everything told is already in the store)."""
+        self.band.save_state(checkpoint_path)
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Rebuild the engine from the store and adopt the open evaluations."""
+        self.band.restore_state(checkpoint_path)

@@ -1,0 +1,186 @@
+"""GPTuneBand engine: the bandit structure, successive halving, cost accounting, resume from the log."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
+from raytuner.executors import InlineExecutor
+from raytuner.models import LCMOptions
+from raytuner.records import FunctionEvaluation
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore
+from raytuner.strategies import BanditStructure, GPTuneBand
+from raytuner.strategies.base import Suggestion
+from raytuner.testfunctions import DEMO_PROBLEM, demo_fidelity
+
+PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
+FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
+TASKS = [{"t": 1.0}, {"t": 1.3}]
+
+
+def engine(**kwargs: Any) -> GPTuneBand:
+    options = {"seed": 0, "b_min": 1, "b_max": 8, "eta": 2, "options": FAST, "executor": InlineExecutor(),
+               "candidates": 256, **kwargs}
+    tasks = options.pop("tasks", TASKS)
+    return GPTuneBand(PROBLEM, tasks, **options)
+
+
+def evaluate(s: Suggestion, b_max: float = 8.0, fail_below: float | None = None) -> FunctionEvaluation:
+    if fail_below is not None and s.config["x"] < fail_below:
+        return FunctionEvaluation.create(s.task, s.config, failure="diverged", provenance=s.provenance)
+    y = demo_fidelity(s.config["x"], s.task["t"], b=s.fidelity, b_max=b_max)
+    return FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance)
+
+
+def run_to_end(band: GPTuneBand, **kwargs: Any) -> list[FunctionEvaluation]:
+    records = []
+    while not band.finished:
+        record = evaluate(band.ask(), b_max=band.structure.b_max, **kwargs)
+        band.tell(record)
+        records.append(record)
+    return records
+
+
+def test_figure_1_structure_and_first_lcm() -> None:
+    band = BanditStructure.hyperband(b_min=1, b_max=27, eta=3)
+    assert band.s_max == 3
+    assert band.fidelities == (27.0, 9.0, 3.0, 1.0)
+    assert [band.samples(s) for s in range(4)] == [4, 6, 9, 27]
+    assert band.lcm_task_count(2) == 8
+    first = engine(b_max=27, eta=3).lcm_tasks()
+    assert len(first) == 8 and sorted({j for _, j in first}) == [0, 1, 2, 3]
+
+
+def test_custom_fidelity_function_and_rounding() -> None:
+    custom = BanditStructure((40.0, 25.0, 10.0), eta=2)
+    assert [custom.samples(s) for s in range(3)] == [3, 2, 4]
+    assert custom.rungs(2) == [(4, 10.0), (2, 25.0), (1, 40.0)]
+    assert BanditStructure.hyperband(1, 52, 3, integer=True).fidelities == (52.0, 17.0, 6.0, 2.0)
+    band = engine(fidelities=[40, 25, 10], b_max=None, b_min=None)
+    assert band.structure == custom
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"eta": 1}, "eta"),
+    ({"b_min": 0}, "b_min"),
+    ({"b_min": 9, "b_max": 8}, "b_max"),
+    ({"fidelities": [1, 8], "b_min": None, "b_max": None}, "fidelities"),
+    ({"passes": 0}, "passes"),
+    ({"fidelity_mode": "twice"}, "fidelity_mode"),
+])
+def test_bad_input_names_the_field(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        engine(**kwargs)
+    assert err.value.field == field
+
+
+def test_successive_halving_keeps_the_best_floor_c_over_eta() -> None:
+    band = engine(tasks=[{"t": 1.2}])
+    records = run_to_end(band)
+    by_rung: dict[tuple[int, int], list[FunctionEvaluation]] = {}
+    for r in records:
+        by_rung.setdefault((r.raytuner.bracket, r.raytuner.rung), []).append(r)
+    structure = band.structure
+    for s in range(structure.s_max + 1):
+        sizes = [len(by_rung[(s, rung)]) for rung in range(s + 1)]
+        assert sizes == [n for n, _ in structure.rungs(s)]
+        for rung in range(s):
+            below, above = by_rung[(s, rung)], by_rung[(s, rung + 1)]
+            assert len(above) == len(below) // structure.eta
+            ranked = sorted(below, key=lambda r: r.value("y"))[:len(above)]
+            assert {r.uid for r in ranked} == {r.raytuner.parent for r in above}
+            assert all(r.raytuner.fidelity == structure.fidelity(s - rung - 1) for r in above)
+    assert sum(1 for r in records if r.raytuner.rung == 0) == sum(structure.samples(s) for s in range(4))
+
+
+def test_one_shot_cost_is_fidelity_over_b_max() -> None:
+    band = engine()
+    records = run_to_end(band)
+    assert all(math.isclose(r.raytuner.cost, r.raytuner.fidelity / 8.0) for r in records)
+    assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass("one_shot")] * 2)
+    best = band.best()
+    assert all(b is not None and b.raytuner.fidelity == 8.0 for b in best)
+    with pytest.raises(TuningFinished):
+        band.ask()
+
+
+def test_iterative_promotions_pay_the_increment() -> None:
+    band = engine(fidelity_mode="iterative")
+    records = run_to_end(band)
+    by_uid = {r.uid: r for r in records}
+    for r in records:
+        if r.raytuner.parent:
+            parent = by_uid[r.raytuner.parent]
+            assert r.raytuner.cost == pytest.approx((r.raytuner.fidelity - parent.raytuner.fidelity) / 8.0)
+    assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass("iterative")] * 2)
+    assert band.structure.cost_per_pass("iterative") < band.structure.cost_per_pass("one_shot")
+
+
+def test_failed_evaluations_are_never_promoted() -> None:
+    band = engine(tasks=[{"t": 1.2}])
+    records = run_to_end(band, fail_below=0.3)
+    failed = {r.uid for r in records if r.status != "ok"}
+    assert failed, "the objective should have failed somewhere"
+    assert not any(r.raytuner.parent in failed for r in records)
+    assert band.finished
+
+
+def test_concurrent_asks_wait_for_the_rung() -> None:
+    band = engine(tasks=[{"t": 1.2}], b_max=4)
+    asked = []
+    with pytest.raises(AwaitingResults):
+        while True:
+            asked.append(band.ask())
+    assert len(asked) == sum(band.structure.samples(s) for s in range(band.structure.s_max + 1))
+    assert all(s.provenance.rung == 0 for s in asked)
+    for s in asked:
+        band.tell(evaluate(s, b_max=4))
+    assert band.ready_promotions() > 0
+    promotion = band.ask()
+    assert promotion.provenance.source == "promotion" and promotion.provenance.rung == 1
+
+
+def test_two_passes_reuse_all_earlier_data() -> None:
+    band = engine(passes=2, b_max=4)
+    records = run_to_end(band)
+    assert Counter(r.raytuner.pass_ for r in records) == {1: len(records) // 2, 2: len(records) // 2}
+    assert band.cost_per_task() == pytest.approx([2 * band.structure.cost_per_pass()] * 2)
+    assert all(r.raytuner.source != "initial" for r in records if r.raytuner.pass_ == 2)
+
+
+def test_resume_mid_bracket_continues_exactly(tmp_path: Any) -> None:
+    """A session killed in the middle of a bracket resumes from the store with the same next steps."""
+    store = JsonStore(tmp_path)
+    session = TuningSession("band", PROBLEM, engine(), store)
+    uninterrupted = engine()
+    steps = 0
+    while True:   # stop mid-bracket: after some promotions were told, others still to come
+        trial = session.ask()
+        twin = uninterrupted.ask()
+        assert (twin.config, twin.provenance.bracket, twin.provenance.rung) == \
+            (trial.config, trial.provenance.bracket, trial.provenance.rung)
+        record = evaluate(trial)
+        session.tell(trial, record.evaluation_result)
+        uninterrupted.tell(session.records[-1])
+        steps += 1
+        if trial.provenance.rung == 1 and trial.provenance.bracket == 3:
+            break
+    resumed_engine = engine()
+    resumed = TuningSession.resume("band", PROBLEM, resumed_engine, JsonStore(tmp_path))
+    assert len(resumed.records) == steps
+    while not uninterrupted.finished:
+        a, b = resumed.ask(), uninterrupted.ask()
+        assert (a.config, a.provenance.bracket, a.provenance.rung, a.provenance.parent) == \
+            (b.config, b.provenance.bracket, b.provenance.rung, b.provenance.parent)
+        resumed.tell(a, evaluate(a).evaluation_result)
+        uninterrupted.tell(resumed.records[-1])
+    assert resumed_engine.finished
+    counts = Counter((r.raytuner.bracket, r.raytuner.rung) for r in store.evaluations("band"))
+    assert counts == Counter({(s, rung): n * 2 for s in range(4)
+                              for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))})

@@ -1,0 +1,136 @@
+"""The GPTuneBand scheduler and its searcher on a real local Ray: tune.run, Tuner, pauses, failures, restore."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray import tune  # noqa: E402
+
+from ray_helpers import InterruptOnce  # noqa: E402
+from raytuner.executors import InlineExecutor  # noqa: E402
+from raytuner.models import LCMOptions  # noqa: E402
+from raytuner.schedulers import GPTuneBand  # noqa: E402
+from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.store import JsonStore  # noqa: E402
+from raytuner.testfunctions import DEMO_PROBLEM, demo_fidelity  # noqa: E402
+
+PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
+TASKS = [{"t": 1.0}, {"t": 1.3}]
+FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
+B_MAX = 4
+
+pytestmark = pytest.mark.slow
+
+
+def one_shot(config: dict) -> None:
+    tune.report({"y": demo_fidelity(config["x"], config["t"], b=config["fidelity"], b_max=B_MAX)})
+
+
+def fails_on_the_left(config: dict) -> None:
+    if config["x"] < 0.15:
+        raise RuntimeError("solver diverged")
+    one_shot(config)
+
+
+def training(config: dict) -> None:
+    """An iterative trainable that checkpoints its epoch and reports where it started."""
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as d:
+            start = json.loads((Path(d) / "state.json").read_text())["epoch"]
+    for epoch in range(start + 1, 10 * B_MAX):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "state.json").write_text(json.dumps({"epoch": epoch}))
+            y = demo_fidelity(config["x"], config["t"], b=min(epoch, B_MAX), b_max=B_MAX)
+            tune.report({"y": y, "started_at": start}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def band(tmp_path: Path, **kwargs) -> GPTuneBand:
+    return GPTuneBand(PROBLEM, TASKS, JsonStore(tmp_path / "store"), "band", b_min=1, b_max=B_MAX, eta=2, seed=0,
+                      options=FAST, executor=InlineExecutor(), **kwargs)
+
+
+def planned(scheduler: GPTuneBand) -> Counter:
+    structure = scheduler.engine.structure
+    return Counter({(s, rung): n * len(TASKS) for s in range(structure.s_max + 1)
+                    for rung, (n, _) in enumerate(structure.rungs(s))})
+
+
+def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path) -> None:
+    scheduler = band(tmp_path)
+    analysis = tune.run(one_shot, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
+                        max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"))
+    records = JsonStore(tmp_path / "store").evaluations("band")
+    assert len(analysis.trials) == len(records) and scheduler.engine.finished
+    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
+    assert all(r.status == "ok" and r.raytuner.cost == r.raytuner.fidelity / B_MAX for r in records)
+    best = scheduler.best()
+    assert all(b is not None and b.raytuner.fidelity == B_MAX for b in best)
+    assert JsonStore(tmp_path / "store").models("band")          # the LCM fits are stored too
+
+
+def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_path: Path) -> None:
+    scheduler = band(tmp_path, fidelity_mode="iterative")
+    tuner = tune.Tuner(training, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
+                                                             num_samples=-1, max_concurrent_trials=2),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0))
+    results = tuner.fit()
+    records = JsonStore(tmp_path / "store").evaluations("band")
+    assert not results.errors and scheduler.engine.finished
+    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
+    by_uid = {r.uid: r for r in records}
+    promotions = [r for r in records if r.raytuner.parent]
+    assert promotions
+    for r in promotions:       # a promotion continues its parent's Ray trial from the checkpoint
+        parent = by_uid[r.raytuner.parent]
+        assert r.raytuner.trial_id.split("@")[0] == parent.raytuner.trial_id.split("@")[0]
+        assert r.additional_output["training_iteration"] == r.raytuner.fidelity
+        assert r.raytuner.cost == pytest.approx((r.raytuner.fidelity - parent.raytuner.fidelity) / B_MAX)
+    expected = scheduler.engine.structure.cost_per_pass("iterative")
+    assert scheduler.engine.cost_per_task() == pytest.approx([expected] * len(TASKS))
+    assert len(results) == sum(1 for r in records if r.raytuner.rung == 0)   # one Ray trial per sample
+
+
+def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_path: Path) -> None:
+    scheduler = band(tmp_path)
+    tune.run(fails_on_the_left, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
+             max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"),
+             raise_on_failed_trial=False)
+    records = JsonStore(tmp_path / "store").evaluations("band")
+    failed = [r for r in records if r.status != "ok"]
+    assert failed and all(r.tuning_parameter["x"] < 0.15 for r in failed)
+    assert all("error" in (r.raytuner.failure_message or "") for r in failed)
+    assert not {r.raytuner.parent for r in records} & {r.uid for r in failed}
+    assert scheduler.engine.finished
+
+
+def test_a_foreign_search_alg_is_refused(local_ray, tmp_path: Path) -> None:
+    scheduler = band(tmp_path)
+    with pytest.raises(Exception, match="search_alg=band.searcher"):
+        tune.run(one_shot, config={"x": tune.uniform(0, 1), "t": 1.0, "fidelity": 4.0}, scheduler=scheduler,
+                 num_samples=1, verbose=0, storage_path=str(tmp_path / "ray"))
+
+
+@pytest.mark.skipif(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0",
+                    reason="the interrupt relies on Tune's SIGINT handler")
+def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray, tmp_path: Path) -> None:
+    scheduler = band(tmp_path)
+    tuner = tune.Tuner(one_shot, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
+                                                             num_samples=-1, max_concurrent_trials=2),
+                       run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
+                                                 callbacks=[InterruptOnce(14, tmp_path / "interrupted")]))
+    tuner.fit()
+    before = JsonStore(tmp_path / "store").evaluations("band")
+    assert (tmp_path / "interrupted").exists() and 14 <= len(before) < sum(planned(scheduler).values())
+    tune.Tuner.restore(str(tmp_path / "ray" / "exp"), trainable=one_shot).fit()
+    records = JsonStore(tmp_path / "store").evaluations("band")
+    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
+    assert {r.uid for r in before} <= {r.uid for r in records}
