@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     searcher = LCMSearcher(problem, tasks, store, args.problem, seed=args.seed, n_initial=args.initial)
     log.info("tuning %d tasks, %d samples each (%d initial), %d evaluations already stored",
              len(tasks), args.samples_per_task, args.initial, len(searcher.session.records))
-    ray.init(num_cpus=args.concurrent, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=args.concurrent, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         total = args.samples_per_task * len(tasks)
         tune.run(trainable, search_alg=searcher, num_samples=total, max_concurrent_trials=args.concurrent,

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     tasks = [{"t": t} for t in args.tasks]
     store = JsonStore(Path(args.store))
     searcher = RandomSearcher(problem, tasks, store, args.problem, seed=args.seed)
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         tune.run(trainable, search_alg=searcher, num_samples=args.samples_per_task * len(tasks),
                  max_concurrent_trials=args.cpus, reuse_actors=True, verbose=1,

@@ -34,6 +34,7 @@ import multiprocessing
 import os
 import sys
 import threading
+from collections import Counter
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 __all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor"]
@@ -148,16 +149,17 @@ class RayExecutor:
 
     def __init__(self, num_cpus: float = 0.0) -> None:
         self.num_cpus = num_cpus
-        self._remote: dict[Callable[..., Any], Any] = {}
+        self._remote: Any = None
+        #: How many items ran on each Ray node (by node id), for checking the spread over a cluster.
+        self.nodes: Counter[str] = Counter()
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
         """Run the items as Ray tasks and gather what finishes within ``timeout``."""
         import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
 
-        remote = self._remote.get(fn)
-        if remote is None:
-            remote = self._remote[fn] = ray.remote(num_cpus=self.num_cpus, max_retries=0)(fn)
-        refs = [remote.remote(item) for item in items]
+        if self._remote is None:
+            self._remote = ray.remote(num_cpus=self.num_cpus, max_retries=0, scheduling_strategy="SPREAD")(_on_node)
+        refs = [self._remote.remote(fn, item) for item in items]
         ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         for ref in waiting:
             ray.cancel(ref, force=True)
@@ -167,10 +169,13 @@ class RayExecutor:
         results: list[R | None] = []
         for ref in refs:
             try:
-                results.append(ray.get(done[ref.hex()], timeout=0) if ref.hex() in done else None)
+                located = ray.get(done[ref.hex()], timeout=0) if ref.hex() in done else None
             except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
                 log.error("Ray task failed: %r", exc)
-                results.append(None)
+                located = None
+            if located is not None:
+                self.nodes[located[0]] += 1
+            results.append(located[1] if located is not None else None)
         if items and all(r is None for r in results):
             results[0] = InlineExecutor().map(fn, items[:1])[0]
         return results
@@ -180,6 +185,13 @@ class RayExecutor:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["num_cpus"])  # type: ignore[misc]
+
+
+def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
+    """Run ``fn(item)`` in a Ray task and say on which node it ran."""
+    import ray  # noqa: PLC0415 - runs inside a Ray worker
+
+    return ray.get_runtime_context().get_node_id(), fn(item)
 
 
 _PROCESSES = ProcessExecutor()

@@ -44,6 +44,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -51,6 +52,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ray.tune.experiment import Trial
+from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import Searcher
 
@@ -75,6 +77,15 @@ __all__ = ["GPTuneBand"]
 log = logging.getLogger(__name__)
 
 _MODES = {"minimize": "min", "maximize": "max"}
+_RAY_KEYS = frozenset(AUTO_RESULT_KEYS) | {"done", "trial_id", "experiment_id", "experiment_tag", "should_checkpoint"}
+_KEEP = ("training_iteration", "time_total_s", "hostname", "pid")
+
+
+def _extra_outputs(result: Mapping[str, Any], objectives: Sequence[str]) -> dict[str, Any]:
+    """What a trial reported besides the objectives (its own scalars, and where and how long it ran)."""
+    own = {k: v for k, v in result.items() if k not in _RAY_KEYS and k not in objectives
+           and not k.startswith("config/") and isinstance(v, (str, int, float, bool))}
+    return {**own, **{k: result[k] for k in _KEEP if k in result}}
 
 
 @dataclass
@@ -125,12 +136,12 @@ class GPTuneBand(TrialScheduler):
         self._metric, self._mode = objective.name, _MODES[objective.goal]
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
-        self.engine = BandEngine(problem, tasks, seed, b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
-                                 integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode,
-                                 n_initial=n_initial, options=options, acquisition=acquisition,
-                                 acquisition_options=acquisition_options, executor=executor,
-                                 objective=objective.name)
-        self._blank = self.engine
+        self._make_engine = functools.partial(
+            BandEngine, problem, tasks, seed, b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
+            integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode, n_initial=n_initial,
+            options=options, acquisition=acquisition, acquisition_options=acquisition_options, executor=executor,
+            objective=objective.name)
+        self.engine = self._make_engine()
         self.store = store if isinstance(store, HistoryStore) else open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, self._fresh_engine(), self.store,
@@ -143,9 +154,7 @@ class GPTuneBand(TrialScheduler):
         self.max_concurrent: int | None = None
 
     def _fresh_engine(self) -> BandEngine:
-        import copy  # noqa: PLC0415 - only here
-
-        self.engine = copy.deepcopy(self._blank)
+        self.engine = self._make_engine()
         return self.engine
 
     @property
@@ -302,8 +311,9 @@ class GPTuneBand(TrialScheduler):
             reached = float(result.get(self.time_attr, state.target))
             update = {"fidelity": reached, "cost": (reached - state.start) / self.engine.structure.b_max}
         outputs = {o: result[o] for o in self.problem.objectives if o in result} if result else None
-        extra = {k: result[k] for k in ("training_iteration", "time_total_s", "time_this_iter_s")
-                 if result and k in result}
+        if failure is None and result is not None and isinstance(result.get("failure"), str):
+            failure = result["failure"]           # the trainable said why it failed
+        extra = _extra_outputs(result, self.problem.objectives) if result else {}
         record = self.session.tell(state.session_trial, outputs, failure=failure, additional_output=extra,
                                    provenance=update)
         state.told, state.uid = True, record.uid

@@ -134,3 +134,19 @@ def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray, tmp_path: P
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
     assert {r.uid for r in before} <= {r.uid for r in records}
+
+
+def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "examples/band_demo.py"), "--store", str(tmp_path / "s"),
+                           "--tasks", "1.0", "1.2", "--b-min", "9"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)},
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GPTuneBand: pass 1/1, stage None, 12 evaluations" in proc.stdout
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["1"], ["1.2"])]
+    assert len(rows) == 2 and all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)   # ratio to the grid optimum
+    assert len(JsonStore(tmp_path / "s").evaluations("GPTune-Demo-Band")) == 12

@@ -1,0 +1,52 @@
+"""GPTuneBand through tune.run on a two-node Ray cluster started on this machine (ray start --head + a worker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raytuner.cluster import LocalCluster
+from raytuner.errors import InvalidInputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((host, int(port))) == 0
+
+
+def test_band_demo_on_a_two_node_cluster_uses_both_nodes_and_stops_them(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples/band_demo.py"), "--store", str(tmp_path / "store"),
+         "--local-cluster", "2", "--tasks", "1.0", "1.2", "--b-min", "9", "--seconds", "0.5"],
+        capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    trials = json.loads(re.search(r"Trials per Ray node: (\{.*\})", out).group(1).replace("'", '"'))
+    fits = json.loads(re.search(r"LCM fit starts per Ray node: (\{.*\})", out).group(1).replace("'", '"'))
+    assert "Ray nodes alive: 2" in out
+    assert len(trials) == 2 and all(n > 0 for n in trials.values())          # trials ran on both nodes
+    assert len(fits) == 2 and all(n > 0 for n in fits.values())              # and so did the LCM fits
+    assert sum(trials.values()) == 12                                        # [9, 27, 3]: 2 + 3 + 1 per task
+    assert "Best configuration per task at b_max" in out
+    address = re.search(r"Local Ray cluster at (\S+) stopped", out).group(1)
+    assert not listening(address)                                            # the cluster is gone
+
+
+def test_local_cluster_rejects_bad_node_lists() -> None:
+    with pytest.raises(InvalidInputError) as err:
+        LocalCluster(nodes=[1, -1])
+    assert err.value.field == "nodes"
