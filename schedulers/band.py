@@ -218,6 +218,13 @@ class GPTuneBand(TrialScheduler):
             self._tell(trial_id, state, None, failure=f"trial ended before fidelity {state.target:g} "
                                                       f"({self.time_attr} = {got})")
 
+    def mark_paused(self, trial_id: str, paused: bool) -> None:
+        """Note that Ray paused (or resumed) ``trial_id``."""
+        if paused and trial_id in self._states:
+            self._paused.add(trial_id)
+        else:
+            self._paused.discard(trial_id)
+
     # -- scheduler side --------------------------------------------------------------------------
     def on_trial_add(self, tune_controller: "TuneController", trial: Trial) -> None:
         """Check that the trial came from this scheduler's searcher."""

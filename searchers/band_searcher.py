@@ -57,6 +57,14 @@ class GPTuneBandSearcher(Searcher):
         """Record the trial's open evaluation if the scheduler has not (an error or an early end)."""
         self.band.finish(trial_id, result, error)
 
+    def on_pause(self, trial_id: str) -> None:
+        """A trial waits for its rung: it no longer counts as in flight (the scheduler pauses its own trials)."""
+        self.band.mark_paused(trial_id, True)
+
+    def on_unpause(self, trial_id: str) -> None:
+        """A paused trial runs again."""
+        self.band.mark_paused(trial_id, False)
+
     def save(self, checkpoint_path: str) -> None:
         """Save the open evaluations (everything told is already in the store)."""
         self.band.save_state(checkpoint_path)
