@@ -75,6 +75,6 @@ def local_ray(request: pytest.FixtureRequest) -> Iterator[None]:
     import ray  # noqa: PLC0415 - only the Ray tests pay for importing it
 
     ray.cloudpickle.register_pickle_by_value(request.module)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

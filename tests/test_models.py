@@ -444,7 +444,7 @@ def local_ray() -> Iterator[object]:
     ray = pytest.importorskip("ray")
     # helpers of this module travel by value: Ray's workers cannot import test modules
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield ray
     finally:

@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['mla', 'store']
+    ['band', 'mla', 'store']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -27,6 +27,7 @@ __all__ = ["BENCHMARKS", "run_benchmark"]
 BENCHMARKS: dict[str, str] = {
     "store": "raytuner.bench.store",
     "mla": "raytuner.bench.mla",
+    "band": "raytuner.bench.band",
 }
 
 
@@ -39,7 +40,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     >>> run_benchmark("nope", Path("out"))
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: mla, store)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, mla, store)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:

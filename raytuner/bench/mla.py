@@ -42,7 +42,7 @@ import numpy as np
 from raytuner.analysis import best_so_far, r_bar, relative_performance, win_rate
 from raytuner.bench.mla_overhead import (GOAL_ASK_SECONDS, GOAL_SPEEDUP, LOGLIK_TOLERANCE, OverheadSettings,
                                          overhead_goals, render_overhead, run_overhead)
-from raytuner.bench.report import machine_info, markdown_table, write_results
+from raytuner.bench.report import machine_info, markdown_table, save_history_plot, write_results
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch, Strategy
@@ -251,27 +251,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
 
 def save_plot(curves: Mapping[str, Sequence[float]], path: Path) -> bool:
     """Plot the normalised best-so-far curves to ``path``; ``False`` (with a warning) without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        log.warning("no best-so-far plot: matplotlib is missing (%s); pip install 'raytuner[bench]'", exc)
-        return False
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, curve in curves.items():
-        ax.plot(range(1, len(curve) + 1), curve, label=name, marker="o", markersize=3)
-    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("evaluations per task")
-    ax.set_ylabel("best so far / grid minimum")
-    ax.set_title("demo: mean over tasks, median over seeds", fontsize=10)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    return save_history_plot(curves, path, "evaluations per task", "best so far / grid minimum",
+                             "demo: mean over tasks, median over seeds", reference=1.0,
+                             style={"marker": "o", "markersize": 3})
 
 
 def _verdict(flag: bool | None) -> str:

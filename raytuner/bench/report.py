@@ -1,4 +1,4 @@
-"""Small helpers the benchmarks share: result files, memory, timing and machine figures.
+"""Small helpers the benchmarks share: result files, memory, timing, machine figures and history plots.
 
 Example:
     >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
@@ -10,17 +10,20 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
 import resource
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from raytuner.environment import cpu_model
 
 __all__ = ["write_results", "rss_mb", "peak_rss_mb", "percentile", "markdown_table", "machine_info",
-           "filesystem_of"]
+           "filesystem_of", "save_history_plot"]
+
+log = logging.getLogger(__name__)
 
 
 def write_results(out: Path, results: dict[str, Any], report_md: str) -> None:
@@ -101,3 +104,49 @@ def machine_info(data_dir: Path | None = None) -> dict[str, Any]:
     if data_dir is not None:
         info["data_filesystem"] = filesystem_of(data_dir)
     return info
+
+
+def save_history_plot(curves: Mapping[str, Sequence[float | None]], path: Path, xlabel: str, ylabel: str,
+                      title: str, *, x: Sequence[float] | None = None, reference: float | None = None,
+                      style: Mapping[str, Any] | None = None, legend_fontsize: float | None = None) -> bool:
+    """Plot tuning histories, one line per tuner, to the PNG ``path``; ``False`` (with a warning) without matplotlib.
+
+    ``curves`` maps a tuner to its values (``None``: no value yet, left as a
+    gap), drawn against ``x`` (default ``1, 2, ...``: evaluations). ``reference``
+    draws a dashed horizontal line (say 1.0 for a normalised optimum), ``style``
+    goes to every ``ax.plot`` (markers, line widths), ``legend_fontsize`` sets
+    the legend's font size (matplotlib's default when ``None``).
+
+    Example:
+        >>> import tempfile
+        >>> curves = {"mla": [1.3, 1.1, 1.0], "random": [1.4, None, 1.2]}
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     png = Path(folder) / "history.png"
+        ...     done = save_history_plot(curves, png, "evaluations per task", "best / minimum", "demo",
+        ...                              reference=1.0, style={"marker": "o"})
+        ...     done == png.is_file()            # done is False, and no file, without matplotlib
+        True
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        log.warning("no plot %s: matplotlib is missing (%s); pip install 'raytuner[bench]'", path, exc)
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, curve in curves.items():
+        xs = range(1, len(curve) + 1) if x is None else x
+        ax.plot(xs, [math.nan if v is None else v for v in curve], label=name, **(style or {}))
+    if reference is not None:
+        ax.axhline(reference, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(**({} if legend_fontsize is None else {"fontsize": legend_fontsize}))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -1,0 +1,230 @@
+"""The sequential tuners of the band benchmark (:mod:`raytuner.bench.band`): GPTuneBand's engine and its peers.
+
+Every runner tunes a list of tasks and returns one :class:`Trace` per task:
+the normalised cost and the value at ``b_max`` (NaN below it) of each
+evaluation in order, and the tuner's answer, the objective at ``b_max`` of
+the configuration it would pick. Costs follow paper 004: an evaluation at
+fidelity ``b`` costs ``b / b_max``.
+
+- Demo (Table 1, one-shot fidelity, minimise): ``GPTuneBand`` (the engine,
+  one pass, :func:`run_demo_gptuneband`), ``GPTune`` (MLA at ``b_max``,
+  :func:`run_demo_mla`), ``TPE`` (Optuna, :func:`run_demo_tpe`) and
+  ``random`` (:func:`run_demo_random`).
+- LCBench (iterative fidelity, maximise ``val_accuracy``): ``GPTuneBand`` (the
+  engine, iterative mode, all tasks at once, :func:`run_lcbench_gptuneband`).
+
+The Ray Tune peers (BOHB, HB, ASHA) are in :mod:`raytuner.bench.band_ray`.
+The engines (SciPy, the LCM) load inside the runners: Ray's trial workers
+import this module through :mod:`raytuner.bench.band_ray` and start fast.
+
+Example (no Ray needed):
+    >>> from raytuner.strategies import BanditStructure
+    >>> structure = BanditStructure.hyperband(1, 4, 2)
+    >>> demo_budget(structure)
+    (8.0, 8)
+    >>> traces = run_demo_random([1.0, 1.2], structure, seed=0)
+    >>> len(traces), len(traces[0].costs), traces[0].final == min(traces[0].values)
+    (2, 8, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from raytuner.analysis import best_so_far
+from raytuner.bench.lcbench import LCBenchSurrogate
+from raytuner.space import ProblemSpace
+from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_fidelity
+
+if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
+    from raytuner.strategies import BanditStructure
+
+__all__ = ["Trace", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe", "run_demo_random",
+           "run_lcbench_gptuneband"]
+
+
+@dataclass
+class Trace:
+    """One tuner on one task: per evaluation its cost and value at ``b_max`` (NaN below), and the answer.
+
+    >>> trace = Trace()
+    >>> trace.add(0.5, None); trace.add(1.0, 2.0)
+    >>> trace.costs, trace.values
+    ([0.5, 1.0], [nan, 2.0])
+    """
+
+    costs: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    final: float = math.nan
+    note: str = ""
+
+    def add(self, cost: float, value: float | None) -> None:
+        """Append one evaluation (``value=None``: not at ``b_max``)."""
+        self.costs.append(float(cost))
+        self.values.append(math.nan if value is None else float(value))
+
+    def curve(self, grid: Sequence[float], sign: float = 1.0) -> np.ndarray:
+        """Best value at ``b_max`` so far at each cumulative cost of ``grid`` (``sign=-1``: maximised).
+
+        >>> t = Trace([0.5, 1.0, 1.0], [math.nan, 3.0, 2.0])
+        >>> t.curve([0.5, 1.5, 2.5]).tolist()
+        [nan, 3.0, 2.0]
+        """
+        if not self.costs:
+            return np.full(len(grid), np.nan)
+        spent = np.cumsum(self.costs)
+        best = sign * best_so_far(sign * np.asarray(self.values, dtype=float))
+        index = np.searchsorted(spent, np.asarray(grid, dtype=float) + 1e-9, side="right") - 1
+        return np.where(index >= 0, best[np.clip(index, 0, None)], np.nan)
+
+
+def demo_budget(structure: BanditStructure) -> tuple[float, int]:
+    """``C``, the normalised cost per task of one one-shot pass, and ``⌊C⌋`` evaluations at ``b_max``.
+
+    >>> from raytuner.strategies import BanditStructure
+    >>> demo_budget(BanditStructure.hyperband(1, 8, 2)), demo_budget(BanditStructure.hyperband(1, 9, 3))
+    ((15.0, 15), (8.0, 8))
+    """
+    cost = round(structure.cost_per_pass("one_shot"), 9)
+    return cost, int(math.floor(cost + 1e-9))
+
+
+# -- sequential tuners of the demo ------------------------------------------------------------------
+def _demo_problem() -> ProblemSpace:
+    return ProblemSpace.parse(DEMO_PROBLEM)
+
+
+def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
+    """GPTuneBand's engine, one one-shot pass over all tasks, model fits inline (deterministic).
+
+    It spends exactly ``C`` per task (:func:`demo_budget`); its answer is the
+    true ``demo(x, t)`` of its best configuration at ``b_max``.
+
+    >>> from raytuner.strategies import BanditStructure
+    >>> (trace,) = run_demo_gptuneband([1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
+    >>> sum(trace.costs), len(trace.costs), bool(trace.final == np.nanmin(trace.values))
+    (8.0, 13, True)
+    """
+    from raytuner.executors import InlineExecutor
+    from raytuner.records import FunctionEvaluation
+    from raytuner.strategies import GPTuneBand
+    band = GPTuneBand(_demo_problem(), [{"t": t} for t in tasks], seed=seed, fidelities=structure.fidelities,
+                      eta=structure.eta, passes=1, executor=InlineExecutor())
+    traces = [Trace() for _ in tasks]
+    b_max = structure.b_max
+    while not band.finished:
+        s = band.ask()
+        fidelity = float(s.fidelity or b_max)
+        y = demo_fidelity(s.config["x"], s.task["t"], b=fidelity, b_max=b_max)
+        band.tell(FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance))
+        traces[band.task_index(s.task)].add(s.provenance.cost or fidelity / b_max, y if fidelity >= b_max else None)
+    for trace, t, best in zip(traces, tasks, band.best()):
+        trace.final = demo(best.tuning_parameter["x"], t) if best is not None else math.nan
+    return traces
+
+
+def _at_b_max(history: np.ndarray) -> list[Trace]:
+    return [Trace([1.0] * len(row), [float(v) for v in row], float(np.min(row))) for row in history]
+
+
+def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
+    """GPTune's MLA over all tasks at ``b_max``: ``⌊C⌋`` evaluations per task, half of them LHS.
+
+    It runs in rounds (one suggestion per task, then all are told), so the LCM
+    is refitted once per round.
+
+    >>> from raytuner.strategies import BanditStructure
+    >>> traces = run_demo_mla([1.0, 1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
+    >>> [len(t.costs) for t in traces], [t.final == min(t.values) for t in traces]
+    ([8, 8], [True, True])
+    """
+    from raytuner.executors import InlineExecutor
+    from raytuner.records import FunctionEvaluation
+    from raytuner.strategies import MLA
+    _, evaluations = demo_budget(structure)
+    engine = MLA(_demo_problem(), [{"t": t} for t in tasks], seed=seed, n_initial=max(1, evaluations // 2),
+                 executor=InlineExecutor())
+    history = np.zeros((len(tasks), evaluations))
+    for n in range(evaluations):
+        asked = [engine.ask(task) for task in engine.tasks]
+        for i, s in enumerate(asked):
+            history[i, n] = demo(s.config["x"], s.task["t"])
+            engine.tell(FunctionEvaluation.create(s.task, s.config, {"y": history[i, n]}, provenance=s.provenance))
+    return _at_b_max(history)
+
+
+def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
+    """Optuna's TPE at ``b_max``, one study per task, ``⌊C⌋`` evaluations (half of them random startup).
+
+    >>> from raytuner.strategies import BanditStructure
+    >>> traces = run_demo_tpe([1.0, 1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
+    >>> [sum(t.costs) for t in traces], [t.final == min(t.values) for t in traces]
+    ([8.0, 8.0], [True, True])
+    """
+    try:
+        import optuna
+    except ImportError as exc:
+        raise ImportError("the band benchmark compares with Optuna: pip install 'raytuner[bench]'") from exc
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _, evaluations = demo_budget(structure)
+    rows = []
+    for j, t in enumerate(tasks):
+        sampler = optuna.samplers.TPESampler(seed=seed * 1000 + j, n_startup_trials=max(1, evaluations // 2))
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        values = []
+        for _ in range(evaluations):
+            trial = study.ask()
+            values.append(demo(trial.suggest_float("x", 0.0, 1.0), t))
+            study.tell(trial, values[-1])
+        rows.append(values)
+    return _at_b_max(np.array(rows, dtype=float))
+
+
+def run_demo_random(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
+    """``⌊C⌋`` uniform random evaluations per task at ``b_max`` (the module's example runs it)."""
+    from raytuner.strategies import RandomSearch
+    _, evaluations = demo_budget(structure)
+    engine = RandomSearch(_demo_problem(), [{"t": t} for t in tasks], seed=seed)
+    history = np.array([[demo(engine.ask(task).config["x"], task["t"]) for _ in range(evaluations)]
+                        for task in engine.tasks])
+    return _at_b_max(history)
+
+
+# -- LCBench: GPTuneBand's engine --------------------------------------------------------------------
+def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
+                           budget: float, seed: int) -> list[Trace]:
+    """GPTuneBand's engine in iterative mode over all tasks; as many passes as ``budget`` per task holds.
+
+    A promotion pays only its extra epochs; the answer is the best
+    ``val_accuracy`` at ``b_max`` epochs.
+
+    >>> from raytuner.strategies import BanditStructure
+    >>> structure = BanditStructure.hyperband(2, 8, 2, integer=True)
+    >>> budget = structure.cost_per_pass("iterative")
+    >>> (trace,) = run_lcbench_gptuneband(LCBenchSurrogate(), [3945], structure, budget, seed=0)
+    >>> round(sum(trace.costs), 9) == round(budget, 9), 0.0 < trace.final <= 100.0
+    (True, True)
+    """
+    from raytuner.executors import InlineExecutor
+    from raytuner.records import FunctionEvaluation
+    from raytuner.strategies import GPTuneBand
+    passes = max(1, int(math.floor(budget / structure.cost_per_pass("iterative") + 1e-9)))
+    band = GPTuneBand(surrogate.problem(task_ids), [{"task_id": t} for t in task_ids], seed=seed,
+                      fidelities=structure.fidelities, eta=structure.eta, passes=passes,
+                      fidelity_mode="iterative", executor=InlineExecutor())
+    traces = [Trace() for _ in task_ids]
+    b_max = structure.b_max
+    while not band.finished:
+        s = band.ask()
+        epoch = float(s.fidelity or b_max)
+        value = surrogate.evaluate(s.task["task_id"], s.config, epoch)["val_accuracy"]
+        band.tell(FunctionEvaluation.create(s.task, s.config, {"val_accuracy": value}, provenance=s.provenance))
+        traces[band.task_index(s.task)].add(s.provenance.cost or 0.0, value if epoch >= b_max else None)
+    for trace, best in zip(traces, band.best()):
+        trace.final = float(best.value("val_accuracy")) if best is not None else math.nan
+    return traces
+

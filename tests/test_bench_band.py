@@ -1,0 +1,140 @@
+"""The band benchmark's fast parts: the LCBench surrogate reader, Table 1's settings, the inner runners.
+
+No Ray here: the Ray peers are exercised by ``raytuner bench band --quick``. Nothing skips: the
+``[test]`` extra installs onnxruntime and Optuna, and CI provides ``../shared/data/yahpo_lcbench``;
+without them these tests fail and say what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raytuner.bench import band, band_peers, band_ray_budget
+from raytuner.bench.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
+from raytuner.errors import InvalidInputError
+from raytuner.strategies import BanditStructure
+
+CONFIG = {"batch_size": 91, "learning_rate": 0.00316, "momentum": 0.545, "weight_decay": 0.05, "num_layers": 3,
+          "max_units": 256, "max_dropout": 0.5}
+
+
+@pytest.fixture(scope="module")
+def surrogate() -> LCBenchSurrogate:
+    try:
+        return LCBenchSurrogate()
+    except (FileNotFoundError, ImportError) as exc:   # the [test] extra and CI's shared data provide both
+        pytest.fail(f"the LCBench surrogate does not load: {exc}", pytrace=False)
+
+
+def test_surrogate_returns_finite_outputs_in_range(surrogate: LCBenchSurrogate) -> None:
+    out = surrogate.evaluate(3945, CONFIG, epoch=52)
+    assert list(out) == list(OUTPUTS)
+    assert all(math.isfinite(v) for v in out.values())
+    assert 0.0 <= out["val_accuracy"] <= 100.0
+    assert 0.0 <= out["val_balanced_accuracy"] <= 1.0 and out["time"] > 0
+    early = surrogate.evaluate(3945, CONFIG, epoch=1)["val_accuracy"]
+    assert early < out["val_accuracy"]                   # this configuration learns over the epochs
+    many = surrogate.evaluate_many([3945, "7593"], [CONFIG, CONFIG], [52, 52])
+    assert many.shape == (2, 6) and many[0, 1] == pytest.approx(out["val_accuracy"])
+
+
+def test_surrogate_problem_covers_requested_tasks(surrogate: LCBenchSurrogate) -> None:
+    assert len(surrogate.task_ids) == 34 and set(LCBENCH_TASKS) <= set(surrogate.task_ids)
+    problem = surrogate.problem(LCBENCH_TASKS[:2])
+    assert problem.input_space["task_id"].categories == list(LCBENCH_TASKS[:2])
+    space = problem.parameter_space
+    assert space["learning_rate"].log and space["batch_size"].log and not space["momentum"].log
+    assert problem.objective().goal == "maximize" and problem.objective().name == "val_accuracy"
+
+
+def test_surrogate_rejects_bad_input_naming_the_field(surrogate: LCBenchSurrogate) -> None:
+    with pytest.raises(InvalidInputError, match=r"task_id: 12345 is not an LCBench task \(allowed: 3945"):
+        surrogate.evaluate(12345, CONFIG, epoch=10)
+    with pytest.raises(InvalidInputError, match="epoch"):
+        surrogate.evaluate(3945, CONFIG, epoch=53)
+    with pytest.raises(InvalidInputError, match="batch_size"):
+        surrogate.evaluate(3945, {**CONFIG, "batch_size": 4}, epoch=10)
+
+
+def test_missing_data_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "nowhere"))):
+        LCBenchSurrogate(tmp_path / "nowhere")
+    monkeypatch.setenv("RAYTUNER_SHARED_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "yahpo_lcbench"))):
+        LCBenchSurrogate()
+
+
+def test_table1_rows_match_the_paper() -> None:
+    rows = {row.id: row for row in band.TABLE1}
+    assert [(r.task_range, r.structure) for r in rows.values()] == [
+        ((1.0, 1.45), (1, 8, 2)), ((1.0, 1.45), (1, 16, 2)), ((1.0, 1.45), (1, 9, 3)),
+        ((1.0, 1.45), (1, 27, 3)), ((1.0, 1.45), (1, 16, 4)), ((1.0, 5.5), (1, 27, 3))]
+    assert [r.paper["GPTuneBand"] for r in rows.values()] == [1.010, 1.018, 1.022, 1.017, 1.016, 1.013]
+    # C = cost of one one-shot pass per task; 9 = 3^2 sums to 7.999... in floats and must still give 8 evaluations
+    assert [(r.cost_per_task(), r.evaluations()) for r in rows.values()] == [
+        (15.0, 15), (21.0, 21), (8.0, 8), (15.0, 15), (8.0, 8), (15.0, 15)]
+    tasks = rows[6].tasks(repeat=0)
+    assert len(tasks) == 10 and all(1.0 <= t <= 5.5 for t in tasks)
+    assert tasks == rows[6].tasks(repeat=0) and tasks != rows[6].tasks(repeat=1)
+    assert band.FULL.repeats >= 5 and band.QUICK.rows == band.TABLE1[:1] and band.QUICK.repeats == 2
+
+
+def test_lcbench_budget_and_ray_decision_points() -> None:
+    structure = band.lcbench_structure()
+    assert structure.fidelities == (52.0, 17.0, 6.0, 2.0)
+    assert band.FULL.lcbench_passes * structure.cost_per_pass("iterative") == pytest.approx(25.3846, abs=1e-4)
+    assert band_ray_budget.report_points("HB", 27, 3) == (1, 3, 9, 27)
+    assert band_ray_budget.report_points("ASHA", 16, 4, grace=1) == (1, 4, 16)
+
+
+def test_report_budget_charges_restarts_and_continuations() -> None:
+    restarts = band_ray_budget.ReportBudget(8.0, metric="y")   # one-shot: a resumed trial starts again at 0
+    for f in (1, 2, 1, 2, 4):
+        restarts.record("a", {"fidelity": f, "y": 1.0})
+    assert [c for *_, c in restarts.log] == [1, 1, 1, 1, 2] and restarts.used == 6.0 and not restarts.spent()
+    assert restarts.record("b", {"fidelity": 4, "y": 1.0}) and len(restarts.log) == 5   # 10 > 8: not logged
+    continued = band_ray_budget.ReportBudget(52.0, metric="v")    # iterative: continues from the checkpoint
+    for f in (2, 6, 18, 52):
+        continued.record("a", {"fidelity": f, "v": 90.0})
+    assert continued.used == 52.0 and continued.spent()
+
+
+def test_sequential_tuners_spend_the_same_budget_on_two_tasks() -> None:
+    structure = BanditStructure.hyperband(1, 4, 2)
+    cost, evaluations = band_peers.demo_budget(structure)
+    tasks = [1.0, 1.3]
+    for name in ["GPTuneBand", "GPTune", "TPE", "random"]:
+        traces = band.DEMO_RUNNERS[name](tasks, structure, 0)
+        assert len(traces) == 2
+        for trace in traces:
+            assert sum(trace.costs) == pytest.approx(cost), name
+            assert trace.final == pytest.approx(np.nanmin(trace.values)), name   # the best seen at b_max
+        if name != "GPTuneBand":
+            assert all(len(t.costs) == evaluations for t in traces)
+
+
+def test_row_results_shape_and_goals() -> None:
+    finals = {name: np.full((2, 3), 1.0 + 0.01 * k) for k, name in enumerate(band.DEMO_TUNERS)}
+    wall = {name: [1.0, 2.0] for name in band.DEMO_TUNERS}
+    row = band.row_results(band.TABLE1[0], finals, wall)
+    assert {"id", "task_range", "structure", "R_bar", "win_rate_vs", "paper_R_bar_GPTuneBand", "repeats",
+            "cost_per_task"} <= set(row)
+    assert set(row["R_bar"]) == set(band.DEMO_TUNERS) and set(row["win_rate_vs"]) == set(band.DEMO_TUNERS[1:])
+    assert row["win_rate_vs"]["BOHB"] == 1.0 and row["repeats"] == 2 and row["cost_per_task"] == 15.0
+    assert band.goals([row]) == {"GPTuneBand_lowest_R_bar_every_row": True,
+                                 "GPTuneBand_R_bar_le_1.02_every_row": True,
+                                 "GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row": True}
+
+
+def test_lcbench_results_rank_maximised_accuracy() -> None:
+    finals = {"GPTuneBand": np.array([[95.0, 80.0]]), "ASHA": np.array([[90.0, 80.0]]),
+              "HB": np.array([[85.0, 70.0]]), "BOHB": np.array([[95.0, 60.0]])}
+    lc = band.lcbench_results([3945, 7593], 25.0, finals, {n: [1.0] for n in finals}, passes=2)
+    assert lc["mean_rank"] == {"GPTuneBand": 1.5, "ASHA": 2.25, "HB": 3.5, "BOHB": 2.75}
+    assert lc["R_bar"]["GPTuneBand"] == 1.0 and lc["R_bar"]["HB"] > 1.0 and lc["goal_best_mean_rank"]
+    assert lc["structure"] == [1, 52, 3] and lc["repeats"] == 1
