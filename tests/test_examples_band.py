@@ -31,8 +31,6 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-pytest.importorskip("pyamg")
-pytest.importorskip("sklearn")
 amg = load_example("amg_tuning")
 hpo = load_example("sklearn_hpo")
 
