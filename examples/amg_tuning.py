@@ -349,42 +349,21 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     return band, JsonStore(store).evaluations(args.problem)
 
 
-def scheduler_available() -> bool:
-    """Whether ``raytuner.schedulers.GPTuneBand`` (the Ray Tune face) can be imported."""
-    try:
-        from raytuner.schedulers import GPTuneBand  # noqa: F401, PLC0415
-    except ImportError as exc:
-        log.warning("raytuner.schedulers.GPTuneBand is not available (%s)", exc)
-        return False
-    return True
-
-
 def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], best: Sequence[Any],
                   k_max: int) -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max (k = k_max)."""
-    print("\nPer task: evaluations, failed, normalised cost (b / b_max summed)")
-    for task in tasks:
-        mine = [r for r in records if r.task_parameter == dict(task)]
-        cost = sum((r.raytuner.cost or 0.0) for r in mine if r.raytuner)
-        print(f"  a={task['a']:g} c={task['c']:g}: {len(mine)}, {sum(r.status != 'ok' for r in mine)}, {cost:.2f}")
-    print(f"Best configuration per task (at k = {k_max}):")
-    for task, record in zip(tasks, best):
-        label = f"a={task['a']:g} c={task['c']:g}"
-        if record is None:
-            print(f"  {label}: no successful evaluation at b_max")
-            continue
-        cfg = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in record.tuning_parameter.items())
-        print(f"  {label}: {record.value('runtime'):.4f} s  [{cfg}]")
+    print(f"\nAt k = {k_max} (b_max):")
+    from raytuner.analysis import task_summary  # noqa: PLC0415
+
+    print("\n".join(task_summary(tasks, records, best, "runtime")))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="small run: 2 tasks, k = 10..20, [b_min, b_max, eta] = [1, 4, 2]")
-    parser.add_argument("--runner", choices=["auto", "ray", "engine"], default="auto",
-                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBand; engine: sequential ask/tell; "
-                             "auto: ray when the scheduler is available")
+    parser.add_argument("--runner", choices=["ray", "engine"], default="ray",
+                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBand; engine: sequential ask/tell")
     parser.add_argument("--tasks", type=float, nargs="+", default=None,
                         help="task coefficients as a flat list a1 c1 a2 c2 ... (default: 3 tasks, 2 with --quick)")
     parser.add_argument("--b-min", type=float, default=1.0)
@@ -425,8 +404,6 @@ def main(argv: list[str] | None = None) -> list[Any]:
     problem = ProblemSpace.parse(AMG_PROBLEM)
     tasks = args.task_list
     runner = args.runner
-    if runner == "auto":
-        runner = "ray" if scheduler_available() else "engine"
     fidelities = BanditStructure.hyperband(args.b_min, args.b_max, args.eta).fidelities
     log.info("runner %s: %d tasks, [b_min, b_max, eta] = [%g, %g, %d], grid sizes k = %s", runner, len(tasks),
              args.b_min, args.b_max, args.eta,

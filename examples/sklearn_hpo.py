@@ -253,40 +253,20 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     return band, JsonStore(store).evaluations(args.problem)
 
 
-def scheduler_available() -> bool:
-    """Whether ``raytuner.schedulers.GPTuneBand`` (the Ray Tune face) can be imported."""
-    try:
-        from raytuner.schedulers import GPTuneBand  # noqa: F401, PLC0415
-    except ImportError as exc:
-        log.warning("raytuner.schedulers.GPTuneBand is not available (%s)", exc)
-        return False
-    return True
-
-
 def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], best: Sequence[Any],
                   epochs: float) -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max epochs."""
-    print("\nPer task: evaluations, failed, normalised cost (epochs trained / b_max)")
-    for task in tasks:
-        mine = [r for r in records if r.task_parameter == dict(task)]
-        cost = sum((r.raytuner.cost or 0.0) for r in mine if r.raytuner)
-        print(f"  {task['dataset']:<13}: {len(mine)}, {sum(r.status != 'ok' for r in mine)}, {cost:.2f}")
-    print(f"Best configuration per task (at {epochs:g} epochs):")
-    for task, record in zip(tasks, best):
-        if record is None:
-            print(f"  {task['dataset']}: no successful evaluation at b_max")
-            continue
-        cfg = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in record.tuning_parameter.items())
-        print(f"  {task['dataset']:<13}: val_accuracy {record.value('val_accuracy'):.4f}  [{cfg}]")
+    print(f"\nAt {epochs:g} epochs (b_max):")
+    from raytuner.analysis import task_summary  # noqa: PLC0415
+
+    print("\n".join(task_summary(tasks, records, best, "val_accuracy")))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small run: [b_min, b_max, eta] = [1, 4, 2]")
-    parser.add_argument("--runner", choices=["auto", "ray", "engine"], default="auto",
-                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBand; engine: sequential ask/tell; "
-                             "auto: ray when the scheduler is available")
+    parser.add_argument("--runner", choices=["ray", "engine"], default="ray",
+                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBand; engine: sequential ask/tell")
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), help="the tasks")
     parser.add_argument("--b-min", type=float, default=1.0, help="fewest epochs")
     parser.add_argument("--b-max", type=float, default=None, help="most epochs (default 27, 4 with --quick)")
@@ -316,8 +296,6 @@ def main(argv: list[str] | None = None) -> list[Any]:
     problem = ProblemSpace.parse(SKLEARN_PROBLEM)
     tasks = [{"dataset": name} for name in args.datasets]
     runner = args.runner
-    if runner == "auto":
-        runner = "ray" if scheduler_available() else "engine"
     log.info("runner %s: tasks %s, [b_min, b_max, eta] = [%g, %g, %d] epochs", runner, args.datasets,
              args.b_min, args.b_max, args.eta)
     start = time.perf_counter()

@@ -54,12 +54,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ray.tune.experiment import Trial
 from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.schedulers import TrialScheduler
-from ray.tune.search import Searcher
 
-from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
+from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.searchers.strategy_searcher import ask_for_ray
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -185,13 +185,9 @@ class GPTuneBand(TrialScheduler):
             self._continue_promoted()
         if self.max_concurrent and sum(not s.told for s in self._states.values()) >= self.max_concurrent:
             return None
-        try:
-            trial = self.session.ask(trial_id=trial_id)
-        except AwaitingResults:
-            return None
-        except (TuningFinished, InfeasibleSpaceError) as exc:
-            log.info("GPTuneBand search finished: %s", exc)
-            return Searcher.FINISHED
+        trial = ask_for_ray(self.session, trial_id)
+        if not isinstance(trial, SessionTrial):
+            return trial
         for model in self.engine.take_models():
             self.store.append_model(self.session.problem_name, model)
         self._states[trial_id] = _TrialState(session_trial=trial.trial_id, target=float(trial.fidelity or 0.0),

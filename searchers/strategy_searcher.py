@@ -99,13 +99,9 @@ class StrategySearcher(Searcher):
         When no new valid configuration is left (a small discrete space
         fully explored), the search is ``Searcher.FINISHED``.
         """
-        try:
-            trial = self.session.ask(trial_id=trial_id)
-        except AwaitingResults:
-            return None
-        except (InfeasibleSpaceError, TuningFinished) as exc:
-            log.info("no configuration left to suggest (%s); the search is finished", exc)
-            return Searcher.FINISHED
+        trial = ask_for_ray(self.session, trial_id)
+        if not isinstance(trial, Trial):
+            return trial
         self._trials[trial_id] = trial
         return {**trial.task, **trial.config}
 
@@ -148,6 +144,21 @@ class StrategySearcher(Searcher):
             self._trials[trial_id] = trial
         log.info("restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
                  self.session.session_id, len(self.session.records), len(self._trials))
+
+def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:
+    """``session.ask`` in Ray's terms: the trial, ``None`` while results are awaited, or ``Searcher.FINISHED``.
+
+    The search is finished when the engine's plan is done or no new valid
+    configuration is left (a small discrete space fully explored).
+    """
+    try:
+        return session.ask(trial_id=trial_id)
+    except AwaitingResults:
+        return None
+    except (InfeasibleSpaceError, TuningFinished) as exc:
+        log.info("nothing left to suggest (%s); the search is finished", exc)
+        return Searcher.FINISHED
+
 
 def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON-friendly scalar entries of a Ray result, for ``additional_output``."""

@@ -9,5 +9,6 @@ Example:
 """
 
 from raytuner.analysis.metrics import best_so_far, r_bar, relative_performance, win_rate
+from raytuner.analysis.summary import task_summary
 
-__all__ = ["relative_performance", "r_bar", "win_rate", "best_so_far"]
+__all__ = ["relative_performance", "r_bar", "win_rate", "best_so_far", "task_summary"]
