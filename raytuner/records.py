@@ -24,7 +24,7 @@ import math
 import re
 import time as _time
 import uuid
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -36,6 +36,7 @@ __all__ = [
     "FunctionEvaluation",
     "SurrogateModelRecord",
     "HistoryDocument",
+    "EvaluationSource",
     "Status",
     "new_uid", "task_key",
     "check_problem_name",
@@ -273,3 +274,23 @@ class HistoryDocument(BaseModel):
             "surrogate_model": [m.to_dict() for m in self.surrogate_model],
             "func_eval": [e.to_dict() for e in self.func_eval],
         }
+
+
+@runtime_checkable
+class EvaluationSource(Protocol):
+    """Where transfer learning reads source evaluations from.
+
+    Implementations: :class:`raytuner.store.StoreSource` (a history store,
+    JSON or MongoDB, queried by problem name, task ranges, machine and
+    software configuration); the crowd repository's client is the other.
+
+    >>> class Fixed:
+    ...     def evaluations(self):
+    ...         return [FunctionEvaluation.create({"t": 0.8}, {"x": 0.5}, {"y": 1.0})]
+    >>> isinstance(Fixed(), EvaluationSource), len(Fixed().evaluations())
+    (True, 1)
+    """
+
+    def evaluations(self) -> list[FunctionEvaluation]:
+        """The source evaluations (failed ones included; users skip them)."""
+        ...  # pragma: no cover - protocol

@@ -120,6 +120,37 @@ class Hyperparameters:
         return Hyperparameters(*(np.clip(getattr(self, name), *BOUNDS[name])
                                  for name in ("lengthscales", "W", "kappa", "noise")))
 
+    def with_new_task(self) -> "Hyperparameters":
+        """The same model with one more task, whose weights start at the other tasks' mean.
+
+        Transfer learning extends a source model by the target task this way.
+
+        >>> hp = Hyperparameters.initial(2, 3, 1, 1).with_new_task()
+        >>> hp.shape
+        (2, 4, 1, 1)
+        """
+        return Hyperparameters(lengthscales=self.lengthscales.copy(),
+                               W=np.concatenate([self.W, self.W.mean(axis=1, keepdims=True)], axis=1),
+                               kappa=np.concatenate([self.kappa, self.kappa.mean(axis=1, keepdims=True)], axis=1),
+                               noise=np.append(self.noise, self.noise.mean()))
+
+    def fixed_except_task(self, task: int) -> np.ndarray:
+        """A mask over :meth:`to_vector`: True everywhere but task ``task``'s W row, κ and noise.
+
+        Passed as ``fixed`` to :meth:`raytuner.models.LCM.fit`, it learns one
+        task's weights on top of a model fitted to the others.
+
+        >>> int((~Hyperparameters.initial(2, 3, 1, 1).fixed_except_task(2)).sum())   # 2 W + 2 κ + 1 noise
+        5
+        """
+        parts = Hyperparameters(np.ones_like(self.lengthscales), np.ones_like(self.W), np.ones_like(self.kappa),
+                                np.ones_like(self.noise))
+        parts.W[:, task, :] = 0
+        parts.kappa[:, task] = 0
+        parts.noise[task] = 0
+        return np.concatenate([parts.lengthscales.ravel(), parts.W.ravel(), parts.kappa.ravel(),
+                               parts.noise]).astype(bool)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly nested lists (floats round-trip exactly through JSON)."""
         return {name: getattr(self, name).tolist() for name in ("lengthscales", "W", "kappa", "noise")}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from raytuner.store.base import EvaluationQuery, HistoryStore, VersionRange, check_problem_name
 from raytuner.store.json_store import JsonStore, read_history_file, write_history_file
+from raytuner.store.source import StoreSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from raytuner.store.mongo_store import MongoStore
@@ -26,6 +27,7 @@ __all__ = [
     "JsonStore",
     "MongoStore",
     "open_store",
+    "StoreSource",
     "is_mongodb_uri",
     "read_history_file",
     "write_history_file",

@@ -194,21 +194,7 @@ class TLA2(MLA):
 
     def extended_hyperparameters(self) -> Hyperparameters:
         """The source LCM with one more task whose weights start at the source tasks' mean."""
-        hp = self._source_model
-        return Hyperparameters(lengthscales=hp.lengthscales.copy(),
-                               W=np.concatenate([hp.W, hp.W.mean(axis=1, keepdims=True)], axis=1),
-                               kappa=np.concatenate([hp.kappa, hp.kappa.mean(axis=1, keepdims=True)], axis=1),
-                               noise=np.append(hp.noise, hp.noise.mean()))
-
-    def _fixed_mask(self, hp: Hyperparameters) -> np.ndarray:
-        """True for every hyperparameter except the new task's W row, κ and noise."""
-        parts = Hyperparameters(np.ones_like(hp.lengthscales), np.ones_like(hp.W), np.ones_like(hp.kappa),
-                                np.ones_like(hp.noise))
-        parts.W[:, self.new_index, :] = 0
-        parts.kappa[:, self.new_index] = 0
-        parts.noise[self.new_index] = 0
-        return np.concatenate([parts.lengthscales.ravel(), parts.W.ravel(), parts.kappa.ravel(),
-                               parts.noise]).astype(bool)
+        return self._source_model.with_new_task()
 
     def fit(self, data: TrainingData) -> FittedLCM:
         """The extended model: only the new task's weights learned, or everything with ``refit="all"``."""
@@ -216,4 +202,4 @@ class TLA2(MLA):
         if self.refit == "all":
             return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start)
         return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start,
-                              fixed=self._fixed_mask(start))
+                              fixed=start.fixed_except_task(self.new_index))

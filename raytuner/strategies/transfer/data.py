@@ -1,0 +1,239 @@
+"""Source data for transfer learning: source tasks and their surrogates, fitted once and cached.
+
+Source evaluations are grouped into **source tasks** by what makes two
+measurements different experiments: the task parameters, the machine
+configuration and the software configuration (a source may be the same task
+measured on another GPU, or with another library version). Values are kept
+as *minimisation values* ``v = sign · y`` (``sign`` = −1 when the objective
+is maximised), so every transfer algorithm minimises.
+
+:class:`SourceData` fits what the algorithms need from the sources — one GP
+per source task, the residual chain of Stacking, the source-only LCM of
+Multitask(TS) — lazily and once, so one instance can serve many engines
+(for example every tuner and seed of a benchmark scenario). Fits are seeded
+and deterministic: an engine rebuilt from the log sees the same source
+models.
+
+Example:
+    >>> import numpy as np
+    >>> from raytuner.executors import InlineExecutor
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.testfunctions import DEMO_PROBLEM, demo
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+    >>> records = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
+    ...            for x in np.linspace(0, 1, 12)]
+    >>> source = SourceData(problem, records, executor=InlineExecutor())
+    >>> [(t.label, len(t)) for t in source.tasks]
+    [('t=0.8', 12)]
+    >>> mean, variance = source.gp(0).predict(0, np.array([[0.5]]))
+    >>> bool(abs(mean[0] - demo(0.5, 0.8)) < 0.05)
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from raytuner.errors import InvalidInputError
+from raytuner.executors import Executor, default_executor
+from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
+from raytuner.space import ProblemSpace
+
+__all__ = ["SourceTask", "SourceData", "fit_gp", "minimisation_values", "group_source_tasks", "load_records"]
+
+log = logging.getLogger(__name__)
+
+#: Seed of every source fit (the source models must not depend on the target run's seed).
+SOURCE_SEED = 20_230_527
+
+
+@dataclass
+class SourceTask:
+    """One source task: evaluations of one task on one machine with one software configuration.
+
+    ``X`` (unit cube) and ``v`` (minimisation values) hold the successful
+    evaluations only; ``records`` all of them.
+    """
+
+    label: str
+    task: dict[str, Any]
+    machine: dict[str, Any]
+    software: dict[str, Any]
+    records: list[FunctionEvaluation] = field(default_factory=list)
+    X: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+    v: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def __len__(self) -> int:
+        """Number of successful evaluations (the model's data)."""
+        return len(self.v)
+
+
+def minimisation_values(problem: ProblemSpace, records: Iterable[FunctionEvaluation], objective: str
+                        ) -> tuple[list[FunctionEvaluation], np.ndarray]:
+    """The successful records with a finite objective, and ``sign · y`` of each."""
+    target = problem.objective(objective)
+    kept, values = [], []
+    for record in records:
+        value = record.value(target.name)
+        if value is not None and np.isfinite(value):
+            kept.append(record)
+            values.append(target.sign() * value)
+    return kept, np.asarray(values, dtype=float)
+
+
+def fit_gp(X: np.ndarray, v: np.ndarray, options: LCMOptions, seed: int | np.random.Generator,
+           executor: Executor) -> FittedLCM:
+    """A single-task GP (a one-task LCM) of ``v`` at the unit-cube points ``X``."""
+    return LCM(replace(options, latent=1)).fit(TrainingData([X], [v]), seed=seed, executor=executor)
+
+
+def _label(task: dict[str, Any], machine: dict[str, Any], software: dict[str, Any], distinct: set[str]) -> str:
+    parts = [",".join(f"{k}={v}" for k, v in task.items())] if task else []
+    if "machine" in distinct:
+        parts.append(str(machine.get("machine_name") or json.dumps(machine, sort_keys=True, default=str)))
+    if "software" in distinct:
+        parts.append(json.dumps(software, sort_keys=True, default=str))
+    return " on ".join(p for p in parts if p) or "source"
+
+
+def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str
+                       ) -> list[SourceTask]:
+    """Group ``records`` into source tasks (task parameters + machine + software), in order of appearance.
+
+    Tasks without a single successful evaluation are left out; records of
+    another tuning space (a tuning parameter missing) are rejected.
+    """
+    names = problem.parameter_space.names
+    groups: dict[tuple[Any, str, str], list[FunctionEvaluation]] = {}
+    for i, record in enumerate(records):
+        missing = [n for n in names if n not in record.tuning_parameter]
+        if missing:
+            raise InvalidInputError(f"source[{i}].tuning_parameter", f"lacks {missing[0]!r}: the source must be "
+                                    "evaluations of the same parameter space", allowed=names)
+        key = (task_key(record.task_parameter), json.dumps(record.machine_configuration, sort_keys=True, default=str),
+               json.dumps(record.software_configuration, sort_keys=True, default=str))
+        groups.setdefault(key, []).append(record)
+    distinct = {kind for kind, j in (("machine", 1), ("software", 2)) if len({k[j] for k in groups}) > 1}
+    tasks = []
+    for members in groups.values():
+        first = members[0]
+        kept, v = minimisation_values(problem, members, objective)
+        if not kept:
+            log.info("source task %s has no successful evaluation; left out", dict(first.task_parameter))
+            continue
+        X = problem.parameter_space.encode([r.tuning_parameter for r in kept])
+        tasks.append(SourceTask(_label(dict(first.task_parameter), first.machine_configuration,
+                                       first.software_configuration, distinct),
+                                dict(first.task_parameter), dict(first.machine_configuration),
+                                dict(first.software_configuration), list(members), X, v))
+    return tasks
+
+
+def load_records(source: Any) -> list[FunctionEvaluation]:
+    """The evaluations of a source given as records or as an :class:`EvaluationSource`."""
+    if isinstance(source, EvaluationSource):
+        return list(source.evaluations())
+    if isinstance(source, (list, tuple)) and all(isinstance(r, FunctionEvaluation) for r in source):
+        return list(source)
+    raise InvalidInputError("source", f"expected SourceData, a list of FunctionEvaluation or an object with "
+                                      f".evaluations(), got {type(source).__name__}")
+
+
+class SourceData:
+    """The source tasks of a transfer and their surrogates (fitted lazily, once); see the module docstring.
+
+    ``records`` are the source evaluations (or an :class:`EvaluationSource`);
+    ``options`` configure every GP and LCM fit; ``executor`` runs their
+    multi-start fits. Thread-safe: engines in several threads may share one.
+    """
+
+    def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation] | EvaluationSource, *,
+                 objective: str | None = None, options: LCMOptions | None = None,
+                 executor: Executor | None = None) -> None:
+        self.problem = problem
+        self.objective = problem.objective(objective).name
+        self.options = options or LCMOptions()
+        self.executor = executor
+        self.records = load_records(records)
+        self.tasks = group_source_tasks(problem, self.records, self.objective)
+        if not self.tasks:
+            raise InvalidInputError("source", "no successful source evaluation of the objective "
+                                              f"{self.objective!r}: nothing to transfer from")
+        self.uids = frozenset(r.uid for r in self.records)
+        self._lock = threading.RLock()
+        self._gps: dict[int, FittedLCM] = {}
+        self._chain: list[FittedLCM] | None = None
+        self._lcm: Hyperparameters | None = None
+
+    def __len__(self) -> int:
+        """Number of source tasks."""
+        return len(self.tasks)
+
+    def __repr__(self) -> str:
+        return f"SourceData({[(t.label, len(t)) for t in self.tasks]})"
+
+    def _executor(self) -> Executor:
+        return self.executor or default_executor()
+
+    @property
+    def latent(self) -> int:
+        """Latent functions of the multitask models (sources and one target): ``min(tasks, 3)``."""
+        return self.options.latent or min(len(self.tasks) + 1, 3)
+
+    def without(self, uids: Iterable[str]) -> "SourceData":
+        """The same source without the records ``uids`` (self when none of them is in it)."""
+        drop = self.uids & set(uids)
+        if not drop:
+            return self
+        return SourceData(self.problem, [r for r in self.records if r.uid not in drop], objective=self.objective,
+                          options=self.options, executor=self.executor)
+
+    def gp(self, index: int) -> FittedLCM:
+        """The GP of source task ``index`` (task 0 of the returned model)."""
+        with self._lock:
+            if index not in self._gps:
+                task = self.tasks[index]
+                self._gps[index] = fit_gp(task.X, task.v, self.options, SOURCE_SEED + index, self._executor())
+                log.debug("fitted the GP of source %s (%d samples)", task.label, len(task))
+            return self._gps[index]
+
+    def stacking_order(self) -> list[int]:
+        """Source tasks by decreasing sample count (Stacking's chain order; ties keep their order)."""
+        return sorted(range(len(self.tasks)), key=lambda i: -len(self.tasks[i]))
+
+    def residual_chain(self) -> list[FittedLCM]:
+        """Stacking's source models: a GP of the first source, then GPs of each next source's residual.
+
+        The residual of source ``k`` is its values minus the summed means of
+        the models before it, at its own points.
+        """
+        with self._lock:
+            if self._chain is None:
+                chain: list[FittedLCM] = []
+                for position, index in enumerate(self.stacking_order()):
+                    task = self.tasks[index]
+                    prior = sum((m.predict(0, task.X)[0] for m in chain), np.zeros(len(task)))
+                    chain.append(fit_gp(task.X, task.v - prior, self.options, SOURCE_SEED + 1000 + position,
+                                        self._executor()))
+                self._chain = chain
+            return self._chain
+
+    def lcm_hyperparameters(self) -> Hyperparameters:
+        """The LCM of the sources alone (``latent`` functions), to be extended by the target task."""
+        with self._lock:
+            if self._lcm is None:
+                data = TrainingData([t.X for t in self.tasks], [t.v for t in self.tasks])
+                fitted = LCM(replace(self.options, latent=self.latent)).fit(data, seed=SOURCE_SEED,
+                                                                            executor=self._executor())
+                self._lcm = fitted.hyperparameters
+                log.info("fitted the source LCM over %d tasks, %d samples in %.1f s", len(self.tasks),
+                         sum(len(t) for t in self.tasks), fitted.report.seconds)
+            return self._lcm
