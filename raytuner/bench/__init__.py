@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'mla', 'store']
+    ['band', 'mla', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "store": "raytuner.bench.store",
     "mla": "raytuner.bench.mla",
     "band": "raytuner.bench.band",
+    "tla": "raytuner.bench.tla",
 }
 
 
@@ -40,7 +41,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     >>> run_benchmark("nope", Path("out"))
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, mla, store)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, mla, store, tla)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:

@@ -199,9 +199,10 @@ class TransferLearning(Strategy):
             while True:
                 proposer = self._choose(rng, skipped)
                 config, how = self._propose(proposer)
-                if proposer not in self.pool or len(skipped) + 1 >= len(self.pool) or not self._repeats(config):
+                if (self.algorithm not in POLICIES or proposer not in self.pool
+                        or len(skipped) + 1 >= len(self.pool) or not self._repeats(config)):
                     break
-                log.info("%s proposed a point the target already has; another algorithm proposes", proposer)
+                log.debug("%s proposed a point the target already has; another algorithm proposes", proposer)
                 skipped.append(proposer)
         self.pending.append((config, proposer))
         return Suggestion(task=dict(self.target), config=config,
