@@ -163,3 +163,27 @@ def test_bad_input_names_the_field(source: SourceData) -> None:
     with pytest.raises(InvalidInputError, match="source"):
         TransferLearning(PROBLEM, {"t": 1.0}, "not a source")   # type: ignore[arg-type]
     assert set(SINGLE_ALGORITHMS) >= set(DEFAULT_POOL)
+
+
+def test_a_failing_region_is_left_and_a_batch_spreads(source: SourceData) -> None:
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=0, options=FAST,
+                              executor=InlineExecutor())
+    batch = [engine.ask() for _ in range(3)]        # no target data yet: all from weighted_sum_equal
+    xs = sorted(s.config["x"] for s in batch)
+    assert min(np.diff(xs)) > 0.002
+    for s in batch:                                  # the source's basin fails on the target
+        engine.tell(FunctionEvaluation.create(s.task, s.config, failure="diverged", provenance=s.provenance))
+    later = [engine.ask().config["x"] for _ in range(3)]
+    assert all(min(abs(x - f) for f in xs) > 0.002 for x in later)
+
+
+def test_an_engine_pickles_and_copies_share_the_source(source: SourceData) -> None:
+    import copy
+
+    pickle = pytest.importorskip("ray.cloudpickle")   # what Ray ships searchers with
+
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "stacking", seed=0, options=FAST,
+                              executor=InlineExecutor())
+    assert copy.deepcopy(engine).source is source
+    clone = pickle.loads(pickle.dumps(engine))
+    assert clone.ask().config == engine.ask().config

@@ -177,6 +177,20 @@ class SourceData:
         """Number of source tasks."""
         return len(self.tasks)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its lock (Ray ships searchers and engines between processes)."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "SourceData":
+        """The same instance: copies of an engine share the source and its fitted models (read-only data)."""
+        return self
+
     def __repr__(self) -> str:
         return f"SourceData({[(t.label, len(t)) for t in self.tasks]})"
 

@@ -18,6 +18,11 @@ has (an exploiting model stuck in a basin re-measures the same point, which
 teaches nothing and costs an evaluation), the next algorithm drawn from the
 rest of the pool proposes instead.
 
+Points within :data:`REPEAT_DISTANCE` of a failed or pending target
+evaluation are not proposed by any algorithm: a model that leaves failures
+out would otherwise return to the edge of a failing region again and again,
+and a batch of parallel trials would collapse onto one point.
+
 The first evaluation, with no target data, is proposed by
 WeightedSum(equal) over the sources, as in the paper. Failed target
 evaluations are never suggested again and are left out of every model.
@@ -82,7 +87,7 @@ DEFAULT_POOL: tuple[str, ...] = ("multitask_ts", "weighted_sum_dynamic", "stacki
 #: The algorithm of the first evaluation, which has no target data.
 FIRST = "weighted_sum_equal"
 #: An ensemble skips an algorithm whose proposal is this close (unit cube, every coordinate) to a target point.
-REPEAT_DISTANCE = 0.01
+REPEAT_DISTANCE = 0.002
 
 
 class TransferLearning(Strategy):
@@ -256,9 +261,17 @@ class TransferLearning(Strategy):
         return sample_configurations(self.problem, self.target, 1, seed=rng, exclude=self._exclude())[0]
 
     def _search(self, model: TargetModel) -> dict[str, Any]:
+        space = self.problem.parameter_space
+        failed = [r.tuning_parameter for r in self.records if r.status != "ok"] + [c for c, _ in self.pending]
+        avoid = space.encode(failed) if failed else np.empty((0, space.dimension))
+
         def score(U: np.ndarray) -> np.ndarray:
             mean, std = model.predict(U)
-            return self.acquisition(mean, std, model.incumbent)
+            values = np.asarray(self.acquisition(mean, std, model.incumbent), dtype=float)
+            if len(avoid):    # next to a failure or a pending point: nothing to learn there
+                near = np.any(np.all(np.abs(U[:, None, :] - avoid[None, :, :]) <= REPEAT_DISTANCE, axis=2), axis=1)
+                values = np.where(near, -np.inf, values)
+            return values
 
         if self.candidates is not None:
             free = self._unvisited()

@@ -1,0 +1,135 @@
+"""Transfer learning on GPTune's demo function: tune a new task from another task's history, on a local Ray.
+
+First a source task (t = 0.8 by default) is sampled at random and its
+evaluations are stored in the embedded JSON history store under their own
+problem name (``demo-source``), as an earlier tuning run would have left
+them. Then the target task (t = 1.0 by default) is tuned with
+raytuner.searchers.TLASearcher, which reads the source back through
+``raytuner.store.StoreSource``: with ``--algorithm ensemble`` (the default)
+each suggestion comes from one algorithm of the pool (multitask_ts,
+weighted_sum_dynamic, stacking), drawn by how well each has done so far; the
+first one, before the target has any data, from weighted_sum_equal. Each
+evaluation of the target is printed with the algorithm that proposed it, and
+the best one found beside the true optimum (a dense grid).
+
+Run:
+    python examples/transfer_demo.py --store raytuner_results --samples 20
+
+Running it again with the same --store continues the target's tuning (the
+source is sampled only up to --source-samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+import ray
+from ray import tune
+
+from raytuner.analysis import task_summary
+from raytuner.models import LCMOptions
+from raytuner.searchers import TLASearcher
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore, StoreSource
+from raytuner.strategies import RandomSearch
+from raytuner.strategies.transfer import ALGORITHMS, ENSEMBLES
+from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_grid_minimum
+
+log = logging.getLogger("transfer_demo")
+
+
+def trainable(config: dict) -> None:
+    """One evaluation of the demo function: a trial config holds the task t and the parameter x."""
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+def collect_source(problem: ProblemSpace, store: JsonStore, name: str, t: float, samples: int, seed: int) -> int:
+    """Random samples of task ``t`` under ``name`` until there are ``samples`` (no Ray: the demo is cheap).
+
+    A session records them as any tuning run would (with the machine and
+    software configuration). Returns how many evaluations the source holds.
+    """
+    session = TuningSession.resume(name, problem, RandomSearch(problem, [{"t": t}], seed=seed), store)
+    for _ in range(samples - len(session.records)):
+        trial = session.ask()
+        session.tell(trial, {"y": demo(trial.config["x"], t)})
+    store.compact(name)
+    return len(session.records)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default=None, help="JSON store directory (default: a new temporary one)")
+    parser.add_argument("--source-problem", default="demo-source", help="problem name of the source history")
+    parser.add_argument("--problem", default="demo-target", help="problem name of the target's evaluations")
+    parser.add_argument("--source-t", type=float, default=0.8, help="task of the source history")
+    parser.add_argument("--target-t", type=float, default=1.0, help="task to tune")
+    parser.add_argument("--source-samples", type=int, default=None,
+                        help="random evaluations of the source task (default 200, 100 with --quick)")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="evaluations of the target task in this run (default 20, 6 with --quick)")
+    parser.add_argument("--algorithm", default="ensemble", choices=ALGORITHMS, help="transfer-learning algorithm")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrent", type=int, default=2, help="trials running at once (and Ray CPUs)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a short run: fewer source samples and target evaluations, cheaper model fits")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    source_samples = args.source_samples if args.source_samples is not None else (100 if args.quick else 200)
+    samples = args.samples if args.samples is not None else (6 if args.quick else 20)
+    options = LCMOptions(n_starts=2, max_iterations=200, warm_iterations=50) if args.quick else None
+
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    directory = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="transfer_demo_"))
+    store = JsonStore(directory)
+    n_source = collect_source(problem, store, args.source_problem, args.source_t, source_samples, args.seed)
+    print(f"Source: {n_source} random evaluations of t={args.source_t:g} in {store.path(args.source_problem)}")
+
+    target = {"t": args.target_t}
+    ray.init(address="local", num_cpus=args.concurrent, include_dashboard=False, log_to_driver=False)
+    try:
+        searcher = TLASearcher(problem, target, StoreSource(store, args.source_problem), store, args.problem,
+                               seed=args.seed, algorithm=args.algorithm, options=options)
+        replayed = len(searcher.session.records)
+        print(f"Target: t={args.target_t:g} with {args.algorithm}, {samples} evaluations"
+              + (f" after {replayed} stored ones" if replayed else ""), flush=True)
+        tune.run(trainable, search_alg=searcher, num_samples=samples, max_concurrent_trials=args.concurrent,
+                 reuse_actors=True, verbose=0, storage_path=str(directory.resolve() / "ray"), name=args.problem)
+    finally:
+        ray.shutdown()
+
+    records = searcher.session.records
+    print(f"\nEvaluations of the target (store: {store.path(args.problem)}):")
+    print(f"{'#':>3} {'proposed by':<22} {'x':>8} {'y':>8} {'best y':>8}")
+    best_y = float("inf")
+    for i, record in enumerate(records, 1):
+        y = record.value("y")
+        best_y = min(best_y, y) if y is not None else best_y
+        y_text = f"{y:>8.4f}" if y is not None else f"{'failed':>8}"
+        print(f"{i:>3} {record.modeling or '-':<22} {record.tuning_parameter['x']:>8.4f} {y_text} {best_y:>8.4f}")
+    if args.algorithm in ENSEMBLES:
+        shares = ", ".join(f"{name} {p:.2f}" for name, p in searcher.engine.probabilities().items())
+        print(f"Ensemble probabilities now: {shares}; exploration rate {searcher.engine.exploration_rate():.3f}")
+
+    best = searcher.session.best(target)
+    x_star, y_star = demo_grid_minimum(args.target_t)
+    print()
+    print("\n".join(task_summary([target], records, [best], "y")))
+    if best is None:
+        print(f"No successful evaluation; grid minimum y* = {y_star:.4f} at x* = {x_star:.4f}")
+        store.close()
+        return {}
+    x, y = best.tuning_parameter["x"], float(best.value("y"))
+    print(f"Best found: y = {y:.4f} at x = {x:.4f} (proposed by {best.modeling}); "
+          f"grid minimum y* = {y_star:.4f} at x* = {x_star:.4f}; gap {y - y_star:.4f}")
+    store.close()
+    return {"x": x, "y": y, "x_star": x_star, "y_star": y_star}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

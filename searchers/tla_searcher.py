@@ -1,0 +1,83 @@
+"""TLASearcher: transfer learning from source tasks (TLA pool and ensembles) as a Ray Tune searcher.
+
+The searcher tunes one **target** task with
+:class:`raytuner.strategies.transfer.TransferLearning`: the source
+evaluations (other tasks, machines or software versions, read from a
+:class:`~raytuner.strategies.transfer.SourceData`, a list of
+:class:`~raytuner.records.FunctionEvaluation` or any
+:class:`~raytuner.records.EvaluationSource` such as
+:class:`raytuner.store.StoreSource`) shape every suggestion, from the first
+one on. Each record's ``modeling`` field names the algorithm that proposed
+it (``"weighted_sum_equal"`` while the target has no data; for an ensemble,
+the pool member it drew).
+
+Trial configs are **flat**, as for every raytuner searcher: the target's task
+parameters and the tuning parameters side by side (``{"t": 1.0, "x": 0.42}``).
+Every result is persisted to the history store before the next suggestion; a
+trial that errors or reports no metric becomes a failed evaluation. With
+``max_concurrent_trials`` set, the trials in flight are pending points of the
+engine. Only the target's evaluations go to ``problem_name``; the source is
+read, never written.
+
+Example:
+    >>> import random, tempfile
+    >>> from ray import tune
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.testfunctions import DEMO_PROBLEM, demo
+    >>> rng = random.Random(0)
+    >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
+    ...           for x in (rng.random() for _ in range(40))]
+    >>> searcher = TLASearcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}, source,
+    ...                        store=tempfile.mkdtemp(), problem_name="demo-target", seed=0)
+    >>> searcher.engine.algorithm, searcher.metric, searcher.mode
+    ('ensemble', 'y', 'min')
+    >>> def trainable(config):
+    ...     tune.report({"y": demo(config["x"], config["t"])})
+    >>> tune.run(trainable, search_alg=searcher, num_samples=10, max_concurrent_trials=2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+from raytuner.executors import Executor
+from raytuner.models import LCMOptions
+from raytuner.records import EvaluationSource, FunctionEvaluation
+from raytuner.searchers.strategy_searcher import StrategySearcher
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore
+from raytuner.strategies.transfer import DEFAULT_POOL, SourceData, TransferLearning
+
+__all__ = ["TLASearcher"]
+
+
+class TLASearcher(StrategySearcher):
+    """Transfer learning to ``target_task`` from ``source``, for ``tune.run`` and ``Tuner``.
+
+    ``algorithm`` is one of :data:`raytuner.strategies.transfer.ALGORITHMS`
+    (default ``"ensemble"``, drawing from ``pool``); ``weights`` (for
+    ``"weighted_sum_static"``), ``candidates`` (an explicit list of valid
+    configurations), ``options``, ``acquisition`` and ``executor`` are those
+    of :class:`raytuner.strategies.transfer.TransferLearning`. Stored
+    evaluations of the target task under ``problem_name`` are replayed first,
+    so a new searcher continues an old run.
+    """
+
+    def __init__(self, problem: ProblemSpace, target_task: Mapping[str, Any],
+                 source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
+                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | None = None,
+                 mode: str | None = None, seed: int | None = None, *, algorithm: str = "ensemble",
+                 pool: Sequence[str] = DEFAULT_POOL, weights: Sequence[float] | None = None,
+                 candidates: Sequence[Mapping[str, Any]] | None = None, options: LCMOptions | None = None,
+                 acquisition: str = "ei", executor: Executor | None = None, **session_options: Any) -> None:
+        engine = TransferLearning(problem, target_task, source, algorithm=algorithm, seed=seed, pool=pool,
+                                  weights=weights, candidates=candidates, options=options,
+                                  acquisition=acquisition, objective=metric, executor=executor)
+        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+
+    @property
+    def engine(self) -> TransferLearning:
+        """The session's transfer-learning engine (a new one after :meth:`restore`)."""
+        return self.session.strategy  # type: ignore[return-value]

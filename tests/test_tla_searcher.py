@@ -1,0 +1,204 @@
+"""TLASearcher (transfer learning to a target task) on a real local Ray: tune.run, Tuner with failures,
+save/restore, a source read from a history store."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray import tune  # noqa: E402
+
+from raytuner.executors import InlineExecutor  # noqa: E402
+from raytuner.models import LCMOptions  # noqa: E402
+from raytuner.records import FunctionEvaluation  # noqa: E402
+from raytuner.searchers import TLASearcher  # noqa: E402
+from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.store import JsonStore, StoreSource  # noqa: E402
+from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
+from raytuner.testfunctions import DEMO_PROBLEM, demo  # noqa: E402
+from ray_helpers import InterruptOnce  # noqa: E402
+
+PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
+SOURCE_T, TARGET = 0.8, {"t": 1.0}
+FAST = LCMOptions(n_starts=2, max_iterations=200, warm_iterations=50)
+FIRST = "weighted_sum_equal"                                    # the proposer while the target has no data
+
+pytestmark = pytest.mark.slow
+
+
+def source_records(n: int = 40, seed: int = 0) -> list[FunctionEvaluation]:
+    rng = random.Random(seed)
+    return [FunctionEvaluation.create({"t": SOURCE_T}, {"x": x}, {"y": demo(x, SOURCE_T)})
+            for x in (rng.random() for _ in range(n))]
+
+
+@pytest.fixture(scope="module")
+def source() -> SourceData:
+    """One SourceData for the module: its source surrogates are fitted once and shared by the searchers."""
+    return SourceData(PROBLEM, source_records(), options=FAST)
+
+
+def objective(config: dict) -> None:
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+def diverges(x: float) -> bool:
+    # everything outside a band around the source's optimum (x* = 0.421), where the first suggestions go:
+    # the first results succeed, and the models' exploration reaches the failing region (seed 1: 4 of 8)
+    return not 0.2 <= x <= 0.6
+
+
+def sometimes_fails(config: dict) -> None:
+    if diverges(config["x"]):
+        raise RuntimeError("solver diverged")
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+def slowish(config: dict) -> None:
+    time.sleep(0.2)                                             # so that a trial is in flight at the interrupt
+    tune.report({"y": demo(config["x"], config["t"])})
+
+
+def xs(records) -> list[float]:
+    return [r.tuning_parameter["x"] for r in records]
+
+
+def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Path, source: SourceData) -> None:
+    store = JsonStore(tmp_path / "store")
+    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=0, algorithm="ensemble",
+                           options=FAST)
+    tune.run(objective, search_alg=searcher, num_samples=8, max_concurrent_trials=2, reuse_actors=True,
+             storage_path=str(tmp_path / "ray"), verbose=0)
+
+    records = store.evaluations("demo-target")
+    assert len(records) == 8 and all(r.status == "ok" for r in records)
+    assert all(r.task_parameter == TARGET for r in records)
+    assert len(set(xs(records))) == 8                           # no configuration suggested twice
+    for r in records:
+        assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], TARGET["t"]))
+        assert r.modeling in {*DEFAULT_POOL, FIRST}, r.modeling
+        assert r.raytuner.strategy == r.modeling and r.raytuner.tla == "ensemble" and r.raytuner.trial_id
+    assert records[0].modeling == FIRST                         # asked before any result: no target data
+    assert searcher.engine.proposers == [r.modeling for r in records]
+    assert searcher.session.records == records and not searcher.session.pending
+    assert store.problems() == ["demo-target"]                 # the source is read, never written
+
+
+def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
+    store = JsonStore(tmp_path / "store")
+    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=1, options=FAST)
+    tuner = tune.Tuner(
+        sometimes_fails,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
+                                    reuse_actors=True, metric="y", mode="min"),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
+    )
+    results = tuner.fit()
+
+    records = store.evaluations("demo-target")
+    assert len(records) == 8
+    failed = [r for r in records if r.status == "failed"]
+    assert failed and all(diverges(x) for x in xs(failed))
+    assert all(r.raytuner.failure_message == "trial raised an error" and r.value("y") is None for r in failed)
+    assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
+    assert len(set(xs(records))) == 8                           # a failed config is never suggested again
+    assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
+    assert len(results.errors) == len(failed)
+    assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+
+
+def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData) -> None:
+    # no Ray needed: the searcher's methods are called as Ray Tune would call them
+    store = JsonStore(tmp_path / "store")
+
+    def searcher() -> TLASearcher:
+        return TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=5, options=FAST,
+                           executor=InlineExecutor())
+
+    first = searcher()
+    warm = first.suggest("warm")
+    first.on_trial_complete("warm", {"y": demo(warm["x"], warm["t"])})
+    a, b = first.suggest("a"), first.suggest("b")
+    assert a != b
+    first.on_trial_complete("a", {"y": demo(a["x"], a["t"])})
+    checkpoint = tmp_path / "searcher.json"
+    first.save(str(checkpoint))
+    assert len(store.evaluations("demo-target")) == 2
+
+    restored = searcher()
+    restored.restore(str(checkpoint))
+    assert set(restored.session.pending) == {"b"}
+    assert restored.session.session_id == first.session.session_id
+    assert restored.engine is not first.engine
+    assert restored.engine.proposers == [r.modeling for r in store.evaluations("demo-target")]
+    c = restored.suggest("c")
+    assert c["x"] not in (a["x"], b["x"])                       # b is in flight: not suggested again
+    restored.on_trial_complete("b", {"y": demo(b["x"], b["t"])})
+    restored.on_trial_complete("c", {"y": demo(c["x"], c["t"])})
+    records = store.evaluations("demo-target")
+    assert len(records) == 4 and len(set(xs(records))) == 4
+    adopted = records[2]
+    assert adopted.tuning_parameter == {"x": b["x"]} and adopted.status == "ok"
+    assert adopted.raytuner.trial_id == "b" and adopted.modeling in {*DEFAULT_POOL, FIRST}
+    assert restored.engine.proposers == [r.modeling for r in records]
+
+
+@pytest.mark.skipif(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0",
+                    reason="the interrupt relies on Tune's SIGINT handler")
+def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path,
+                                                                          source: SourceData) -> None:
+    store = JsonStore(tmp_path / "store")
+    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=2, options=FAST)
+    tuner = tune.Tuner(
+        slowish,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=7, max_concurrent_trials=2, reuse_actors=True),
+        run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
+                                  callbacks=[InterruptOnce(3, tmp_path / "interrupted")]),
+    )
+    tuner.fit()
+    before = store.evaluations("demo-target")
+    experiment = tmp_path / "ray" / "exp"
+    assert (tmp_path / "interrupted").exists() and 3 <= len(before) < 7
+    assert tune.Tuner.can_restore(str(experiment))
+    saved = json.loads(max(experiment.glob("searcher-state-*")).read_text())
+    in_flight = set(saved["pending"])
+    assert in_flight and not in_flight & {r.raytuner.trial_id for r in before}
+
+    restored = tune.Tuner.restore(str(experiment), trainable=slowish)
+    results = restored.fit()
+    records = store.evaluations("demo-target")
+    assert len(results) == 7 and not results.errors
+    assert len(records) == 7 and all(r.status == "ok" for r in records)
+    assert records[:len(before)] == before                      # nothing lost
+    trial_ids = [r.raytuner.trial_id for r in records]
+    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)   # each trial once
+    assert in_flight <= set(trial_ids)                          # the adopted trials' results were recorded
+    assert len(set(xs(records))) == 7
+    assert {r.raytuner.session_id for r in records} == {saved["session_id"]}
+    assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
+    assert records[0].modeling == FIRST                         # asked before any result: no target data
+    restored_searcher = restored._local_tuner._tune_config.search_alg   # the object Tune restored and ran
+    assert isinstance(restored_searcher, TLASearcher)
+    assert restored_searcher.engine.proposers == [r.modeling for r in records]
+
+
+def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
+    store = JsonStore(tmp_path / "store")
+    assert store.append_many("demo-source", source_records(seed=7)) == 40
+    searcher = TLASearcher(PROBLEM, TARGET, StoreSource(store, "demo-source"), store, "demo-target", seed=3,
+                           algorithm="ensemble", options=FAST)
+    tune.run(objective, search_alg=searcher, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
+             storage_path=str(tmp_path / "ray"), verbose=0)
+
+    records = store.evaluations("demo-target")
+    assert len(records) == 4 and all(r.status == "ok" and r.task_parameter == TARGET for r in records)
+    assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
+    assert records[0].modeling == FIRST                         # asked before any result: no target data
+    assert len(store.evaluations("demo-source")) == 40          # the source is untouched
+    assert sorted(store.problems()) == ["demo-source", "demo-target"]
