@@ -20,3 +20,60 @@ class InterruptOnce(tune.Callback):
         if self.done == self.after and not self.marker.exists():
             self.marker.touch()
             os.kill(os.getpid(), signal.SIGINT)                 # Tune's handler ends the run, saving its state
+
+
+def interrupted_then_restored(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path):
+    """Run ``samples`` trials under ``Tuner``, interrupted after 3 and restored; check nothing is lost.
+
+    Returns ``(restored_tuner, records, saved_searcher_state)`` for further checks.
+    """
+    import json  # noqa: PLC0415
+
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=samples, max_concurrent_trials=2,
+                                    reuse_actors=True),
+        run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
+                                  callbacks=[InterruptOnce(3, tmp_path / "interrupted")]),
+    )
+    tuner.fit()
+    before = store.evaluations(problem_name)
+    experiment = tmp_path / "ray" / "exp"
+    assert (tmp_path / "interrupted").exists() and 3 <= len(before) < samples
+    assert tune.Tuner.can_restore(str(experiment))
+    saved = json.loads(max(experiment.glob("searcher-state-*")).read_text())
+    in_flight = set(saved["pending"])
+    assert in_flight and not in_flight & {r.raytuner.trial_id for r in before}
+
+    restored = tune.Tuner.restore(str(experiment), trainable=trainable)
+    results = restored.fit()
+    records = store.evaluations(problem_name)
+    assert len(results) == samples and not results.errors
+    assert len(records) == samples and all(r.status == "ok" for r in records)
+    assert records[:len(before)] == before                      # nothing lost
+    trial_ids = [r.raytuner.trial_id for r in records]
+    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)   # each trial once
+    assert in_flight <= set(trial_ids)                          # the adopted trials' results were recorded
+    assert {r.raytuner.session_id for r in records} == {saved["session_id"]}
+    return restored, records, saved
+
+
+def tuner_with_failures(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path, diverges):
+    """Run ``samples`` trials under ``Tuner`` with a trainable that raises where ``diverges(x)``; check the records.
+
+    Returns ``(results, records)``.
+    """
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=samples, max_concurrent_trials=2,
+                                    reuse_actors=True, metric="y", mode="min"),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
+    )
+    results = tuner.fit()
+    records = store.evaluations(problem_name)
+    assert len(records) == samples
+    failed = [r for r in records if r.status == "failed"]
+    assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
+    assert all(r.raytuner.failure_message == "trial raised an error" and r.value("y") is None for r in failed)
+    assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
+    return results, records

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from raytuner.searchers import LCMSearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.testfunctions import DEMO_PROBLEM, demo  # noqa: E402
-from ray_helpers import InterruptOnce  # noqa: E402
+from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -83,23 +82,10 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, n_initial=3, options=FAST)
-    tuner = tune.Tuner(
-        sometimes_fails,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=10, max_concurrent_trials=2,
-                                    reuse_actors=True, metric="y", mode="min"),
-        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
-    )
-    results = tuner.fit()
-
-    records = store.evaluations("demo")
-    assert len(records) == 10
-    failed = [r for r in records if r.status == "failed"]
-    assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)   # seed 3: the LHS holds one
-    assert all(r.raytuner.failure_message == "trial raised an error" and r.value("y") is None for r in failed)
-    assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
+    results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo", 10, tmp_path, diverges)
     assert len(set(points(records))) == 10                     # a failed config is never suggested again
     assert any(r.raytuner.source == "model" for r in records)
-    assert len(results.errors) == len(failed)
+    assert len(results.errors) == sum(r.status == "failed" for r in records)
     assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
 
 
@@ -166,30 +152,8 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
 def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, n_initial=2, options=FAST)
-    tuner = tune.Tuner(
-        slowish,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2, reuse_actors=True),
-        run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
-                                  callbacks=[InterruptOnce(3, tmp_path / "interrupted")]),
-    )
-    tuner.fit()
-    before = store.evaluations("demo")
-    experiment = tmp_path / "ray" / "exp"
-    assert (tmp_path / "interrupted").exists() and 3 <= len(before) < 8
-    assert tune.Tuner.can_restore(str(experiment))
-    saved = json.loads(max(experiment.glob("searcher-state-*")).read_text())
-    in_flight = set(saved["pending"])
-    assert in_flight and not in_flight & {r.raytuner.trial_id for r in before}
-
-    results = tune.Tuner.restore(str(experiment), trainable=slowish).fit()
-    records = store.evaluations("demo")
-    assert len(results) == 8 and not results.errors
-    assert len(records) == 8 and all(r.status == "ok" for r in records)
-    trial_ids = [r.raytuner.trial_id for r in records]
-    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)   # each trial once
-    assert in_flight <= set(trial_ids)                          # the adopted trials' results were recorded
+    _, records, _ = interrupted_then_restored(searcher, slowish, store, "demo", 8, tmp_path)
     assert len(set(points(records))) == 8
-    assert {r.raytuner.session_id for r in records} == {saved["session_id"]}
     assert {r.raytuner.source for r in records} == {"initial", "model"}
 
 

@@ -3,7 +3,6 @@ save/restore, a source read from a history store."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -22,7 +21,7 @@ from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore, StoreSource  # noqa: E402
 from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
 from raytuner.testfunctions import DEMO_PROBLEM, demo  # noqa: E402
-from ray_helpers import InterruptOnce  # noqa: E402
+from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 SOURCE_T, TARGET = 0.8, {"t": 1.0}
@@ -93,23 +92,10 @@ def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Pa
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=1, options=FAST)
-    tuner = tune.Tuner(
-        sometimes_fails,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
-                                    reuse_actors=True, metric="y", mode="min"),
-        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
-    )
-    results = tuner.fit()
-
-    records = store.evaluations("demo-target")
-    assert len(records) == 8
-    failed = [r for r in records if r.status == "failed"]
-    assert failed and all(diverges(x) for x in xs(failed))
-    assert all(r.raytuner.failure_message == "trial raised an error" and r.value("y") is None for r in failed)
-    assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
+    results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo-target", 8, tmp_path, diverges)
     assert len(set(xs(records))) == 8                           # a failed config is never suggested again
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
-    assert len(results.errors) == len(failed)
+    assert len(results.errors) == sum(r.status == "failed" for r in records)
     assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
 
 
@@ -155,32 +141,8 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_
                                                                           source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=2, options=FAST)
-    tuner = tune.Tuner(
-        slowish,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=7, max_concurrent_trials=2, reuse_actors=True),
-        run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
-                                  callbacks=[InterruptOnce(3, tmp_path / "interrupted")]),
-    )
-    tuner.fit()
-    before = store.evaluations("demo-target")
-    experiment = tmp_path / "ray" / "exp"
-    assert (tmp_path / "interrupted").exists() and 3 <= len(before) < 7
-    assert tune.Tuner.can_restore(str(experiment))
-    saved = json.loads(max(experiment.glob("searcher-state-*")).read_text())
-    in_flight = set(saved["pending"])
-    assert in_flight and not in_flight & {r.raytuner.trial_id for r in before}
-
-    restored = tune.Tuner.restore(str(experiment), trainable=slowish)
-    results = restored.fit()
-    records = store.evaluations("demo-target")
-    assert len(results) == 7 and not results.errors
-    assert len(records) == 7 and all(r.status == "ok" for r in records)
-    assert records[:len(before)] == before                      # nothing lost
-    trial_ids = [r.raytuner.trial_id for r in records]
-    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)   # each trial once
-    assert in_flight <= set(trial_ids)                          # the adopted trials' results were recorded
+    restored, records, _ = interrupted_then_restored(searcher, slowish, store, "demo-target", 7, tmp_path)
     assert len(set(xs(records))) == 7
-    assert {r.raytuner.session_id for r in records} == {saved["session_id"]}
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
     assert records[0].modeling == FIRST                         # asked before any result: no target data
     restored_searcher = restored._local_tuner._tune_config.search_alg   # the object Tune restored and ran
