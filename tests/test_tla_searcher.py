@@ -43,6 +43,8 @@ def source() -> SourceData:
     return SourceData(PROBLEM, source_records(), options=FAST)
 
 
+# Trainables stay in the test module: Ray workers import them from here by value, and a shared helper
+# module (tests/ray_helpers.py) is not importable in the workers (tried: ModuleNotFoundError).
 def objective(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
