@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'mla', 'store', 'tla']
+    ['band', 'discrete', 'mla', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "mla": "raytuner.bench.mla",
     "band": "raytuner.bench.band",
     "tla": "raytuner.bench.tla",
+    "discrete": "raytuner.bench.discrete",
 }
 
 
@@ -41,7 +42,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     >>> run_benchmark("nope", Path("out"))
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, mla, store, tla)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, discrete, mla, store, tla)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:

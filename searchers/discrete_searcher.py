@@ -1,0 +1,95 @@
+"""DiscreteBOSearcher: Bayesian optimisation of discrete, restricted spaces (GPU kernels) for Ray Tune.
+
+The searcher runs :class:`raytuner.strategies.discrete.DiscreteBO`: every
+suggestion is the best acquisition value among the valid configurations not
+yet tried. A trial that raises (the kernel failed to compile, launch or
+verify) or reports no metric is stored as a failed evaluation and never
+suggested again. Every result is persisted to the history store before the
+next suggestion.
+
+Build it from a :class:`~raytuner.space.ProblemSpace`, or from Ray-style
+choices plus Kernel-Tuner-style restriction expressions with
+:meth:`DiscreteBOSearcher.from_choices`.
+
+Example:
+    >>> import tempfile
+    >>> from ray import tune
+    >>> searcher = DiscreteBOSearcher.from_choices(
+    ...     {"block_size_x": tune.choice([32, 64, 128, 256]), "tile": [1, 2, 4, 8]},
+    ...     restrictions=["block_size_x * tile <= 512"], metric="time", mode="min",
+    ...     store=tempfile.mkdtemp(), problem_name="kernel", seed=0, n_initial=4)
+    >>> len(searcher.engine.candidates()), searcher.metric, searcher.mode
+    (13, 'time', 'min')
+    >>> def trainable(config):
+    ...     tune.report({"time": config["block_size_x"] / 64 + 1 / config["tile"]})
+    >>> tune.run(trainable, search_alg=searcher, num_samples=12)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+from raytuner.errors import InvalidInputError
+from raytuner.searchers.strategy_searcher import StrategySearcher
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore
+from raytuner.strategies.discrete import DiscreteBO
+from raytuner.strategies.discrete.portfolio import AFS
+
+__all__ = ["DiscreteBOSearcher"]
+
+_GOALS = {"min": "minimize", "max": "maximize"}
+
+
+class DiscreteBOSearcher(StrategySearcher):
+    """Discrete BO (:class:`~raytuner.strategies.discrete.DiscreteBO`) for ``tune.run`` and ``Tuner``.
+
+    ``method``, ``n_initial``, ``kernel``, ``lengthscale``, ``exploration``,
+    ``acquisitions`` and ``candidates`` are those of
+    :class:`~raytuner.strategies.discrete.DiscreteBO`. ``tasks`` is needed
+    only when the problem has task parameters. Stored evaluations of the same
+    problem are replayed first, so a new searcher continues an old run.
+    """
+
+    def __init__(self, problem: ProblemSpace, store: HistoryStore | str | os.PathLike[str], problem_name: str,
+                 tasks: Sequence[Mapping[str, Any]] | None = None, metric: str | None = None,
+                 mode: str | None = None, seed: int | None = None, *, method: str = "multi",
+                 n_initial: int = 20, kernel: str = "matern32", lengthscale: float | None = None,
+                 exploration: str | float = "cv", acquisitions: Sequence[str] = AFS,
+                 candidates: Sequence[Mapping[str, Any]] | None = None, **session_options: Any) -> None:
+        engine = DiscreteBO(problem, tasks, seed=seed, method=method, n_initial=n_initial,  # type: ignore[arg-type]
+                            kernel=kernel, lengthscale=lengthscale, exploration=exploration,  # type: ignore[arg-type]
+                            acquisitions=acquisitions, candidates=candidates, objective=metric)
+        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+
+    @classmethod
+    def from_choices(cls, choices: Mapping[str, Any], *, restrictions: Sequence[str] | Mapping[str, str] = (),
+                     metric: str = "time", mode: str = "min", **options: Any) -> "DiscreteBOSearcher":
+        """A searcher over ``choices`` (name -> list of values or ``tune.choice``) under ``restrictions``.
+
+        ``restrictions`` are expressions over the parameter names that a valid
+        configuration meets (``"block_size_x * block_size_y <= 1024"``);
+        ``options`` go to the constructor (``store`` and ``problem_name`` are
+        required).
+        """
+        if mode not in _GOALS:
+            raise InvalidInputError("mode", f"unknown mode {mode!r}", allowed=list(_GOALS))
+        parameters = []
+        for name, spec in choices.items():
+            values = list(getattr(spec, "categories", spec)) if not isinstance(spec, (str, bytes)) else None
+            if not values:
+                raise InvalidInputError(f"choices.{name}", "must be a non-empty list of values or a tune.choice",
+                                        allowed=["list of values", "tune.choice([...])"])
+            parameters.append({"name": name, "type": "categorical", "categories": values})
+        named = (dict(restrictions) if isinstance(restrictions, Mapping)
+                 else {f"restriction_{i}": r for i, r in enumerate(restrictions)})
+        problem = ProblemSpace.parse({"parameter_space": parameters,
+                                      "output_space": [{"name": metric, "goal": _GOALS[mode]}],
+                                      "constraints": named})
+        return cls(problem, metric=metric, mode=mode, **options)
+
+    @property
+    def engine(self) -> DiscreteBO:
+        """The session's discrete BO engine (a new one after :meth:`restore`)."""
+        return self.session.strategy  # type: ignore[return-value]
