@@ -144,6 +144,7 @@ class LocalCluster:
                 pass
             process.wait()
         self._processes.clear()
+        self._forget_address()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -151,6 +152,23 @@ class LocalCluster:
                 os.environ[key] = value
         self._saved_env.clear()
         _refresh_ray_config()
+
+    def _forget_address(self) -> None:
+        """Remove Ray's note of the latest ``ray start`` (as ``ray stop`` does) when it names this cluster.
+
+        Left behind, it makes every later plain ``ray.init(num_cpus=...)`` on
+        this machine try to join the stopped cluster and fail.
+        """
+        if not self.address:
+            return
+        from ray._common.utils import get_ray_address_file  # noqa: PLC0415 - Ray's own path for the note
+
+        note = Path(get_ray_address_file(None))
+        try:
+            if note.read_text().strip().rsplit(":", 1)[-1] == self.address.rsplit(":", 1)[-1]:
+                note.unlink()
+        except FileNotFoundError:
+            pass
 
     def __enter__(self) -> "LocalCluster":
         try:

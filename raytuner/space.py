@@ -351,7 +351,8 @@ class Space(BaseModel):
         if not isinstance(point, Mapping):
             raise InvalidInputError(field, f"expected a mapping of parameter names to values, "
                                            f"got {type(point).__name__}")
-        unknown = [k for k in point if k not in {p.name for p in self.parameters}]
+        known = {p.name for p in self.parameters}
+        unknown = [k for k in point if k not in known]
         if unknown:
             raise InvalidInputError(f"{field}.{unknown[0]}", "unknown parameter", allowed=self.names)
         out: dict[str, Any] = {}

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ray._common.utils import get_ray_address_file
 
 from raytuner.cluster import LocalCluster
 from raytuner.errors import InvalidInputError
@@ -44,6 +45,9 @@ def test_band_demo_on_a_two_node_cluster_uses_both_nodes_and_stops_them(tmp_path
     assert "Best configuration per task at b_max" in out
     address = re.search(r"Local Ray cluster at (\S+) stopped", out).group(1)
     assert not listening(address)                                            # the cluster is gone
+    # and so is Ray's note of it, which would send a later plain ray.init(num_cpus=...) to the dead cluster
+    note = Path(get_ray_address_file(None))
+    assert not note.exists() or note.read_text().strip().rsplit(":", 1)[-1] != address.rsplit(":", 1)[-1]
 
 
 def test_local_cluster_rejects_bad_node_lists() -> None:

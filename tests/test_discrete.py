@@ -241,3 +241,52 @@ def test_maximisation_turns_into_minimisation() -> None:
         best.append(value or 0.0)
     assert max(best[6:]) >= max(best[:6])
     assert min(engine.search().values) == pytest.approx(-max(best))
+
+
+def failing_large_blocks(config: dict) -> float | None:
+    """Faster with larger blocks, but every launch with bx >= 256 fails: the trend points into the failures."""
+    if config["bx"] >= 256:
+        return None
+    return (3.0 - math.log2(config["bx"]) * 0.3 + abs(math.log2(config["by"]) - 2) * 0.3
+            + abs(config["tile"] - 2) * 0.2)
+
+
+def model_failures(avoid_failures: bool, seed: int) -> int:
+    """How many model-phase suggestions of 40 evaluations fail on :func:`failing_large_blocks`."""
+    engine = DiscreteBO(KERNEL, seed=seed, n_initial=8, method="ei", avoid_failures=avoid_failures)
+    failures = 0
+    for _ in range(40):
+        s = engine.ask()
+        t = failing_large_blocks(s.config)
+        failures += s.provenance.source == "model" and t is None
+        engine.tell(FunctionEvaluation.create(s.task, s.config, None if t is None else {"time": t},
+                                              failure="launch failed" if t is None else None,
+                                              provenance=s.provenance))
+    search = engine.search()
+    assert len(search.gp.indices) == len(search.values)              # the objective's GP holds no failure
+    return failures
+
+
+def test_the_validity_model_steers_away_from_a_failing_region() -> None:
+    # the objective's GP never sees a failure, so without the validity model EI follows the trend into
+    # the 32 failing configurations; with it, a few failures teach it where launches fail
+    avoided = [model_failures(True, seed) for seed in range(4)]
+    followed = [model_failures(False, seed) for seed in range(4)]
+    assert min(followed) >= 20
+    assert max(avoided) <= 12 and sum(avoided) * 2 < sum(followed)
+
+
+def test_the_validity_model_never_empties_the_candidates() -> None:
+    engine = DiscreteBO(KERNEL, seed=0, n_initial=4)
+    search = engine.search()
+    free = np.ones(len(search.cands), dtype=bool)
+    assert search.likely_valid(free) is free                 # no failure yet: every free candidate
+    evaluate(engine, 12)
+    failed = [i for i in range(len(search.cands)) if search.visited[i] and i not in search.gp.indices]
+    assert failed
+    validity, _ = search.validity.posterior()
+    assert (validity[failed] < 0.5).all()                    # the model knows where launches failed
+    only_failed = np.zeros(len(search.cands), dtype=bool)
+    only_failed[failed] = True
+    # when everything left is predicted to fail, the engine still proposes (the prediction may be wrong)
+    assert search.likely_valid(only_failed).sum() == len(failed)

@@ -6,7 +6,14 @@ suggestion scores every unvisited valid configuration with a Matérn GP of
 fixed length scale (:class:`CandidateGP`), so no continuous optimum is ever
 snapped to a grid. Invalid configurations, the ones that fail to compile,
 launch or verify, are failed evaluations: never suggested again and left
-out of the surrogate (no penalty value, no mean). The initial sample is a
+out of the objective's surrogate (no penalty value, no mean). A second GP
+of the same kernel on validity labels (1 succeeded, 0 failed) learns where
+evaluations fail; with ``avoid_failures`` (the default) a model round leaves
+out the candidates it predicts below 0.5 while others remain. On the
+benchmark this cut pnpoly's error from 0.25 to 0.04: Kernel Tuner's pnpoly
+cache has 318 failed configurations among 4,092, clustered where the
+objective's trend points, and without it the search spent most of its 200
+evaluations on them. The initial sample is a
 maximin Latin hypercube design; design points that the restrictions rule
 out, and initial points that fail, are replaced by random valid ones until
 ``n_initial`` initial evaluations succeeded. Then the acquisition functions
@@ -67,6 +74,10 @@ Method = Literal["advanced_multi", "multi", "ei", "pi", "lcb"]
 #: The acquisition methods: the two portfolios, then the single functions.
 METHODS: tuple[str, ...] = ("advanced_multi", "multi", "ei", "pi", "lcb")
 _DISCOUNT = {"multi": 0.65, "advanced_multi": 0.75}
+#: The validity model's length scale, relative to the objective model's.
+VALIDITY_SCALE = 1.0
+#: A candidate whose predicted validity is below this is not proposed while others are left.
+VALIDITY_THRESHOLD = 0.5
 
 
 @dataclass
@@ -95,6 +106,9 @@ class _TaskSearch:
         self.number = number
         self.cands = candidates
         self.gp = CandidateGP(candidates.units, engine.kernel, engine.lengthscale)
+        # where evaluations failed: a separate GP on validity labels (1 ok, 0 failed); the objective's GP
+        # never sees a failure
+        self.validity = CandidateGP(candidates.units, engine.kernel, engine.lengthscale * VALIDITY_SCALE)
         self.visited = np.zeros(len(candidates), dtype=bool)
         self.pending: dict[int, _Pick] = {}
         self.queue: deque[_Pick] = deque()
@@ -144,6 +158,7 @@ class _TaskSearch:
         afs = list(extra.get("acquisitions") or (pick.afs if pick else []))
         number = extra.get("round", pick.round if pick else None)
         median = float(np.median(self.values)) if self.values else None
+        self.validity.add(index, 0.0 if value is None else 1.0)
         if value is not None:
             self.gp.add(index, value)
             self.values.append(value)
@@ -225,6 +240,14 @@ class _TaskSearch:
         return contextual_variance(float(np.mean(std_z[free] ** 2)), self.initial_variance(),
                                    float(np.mean(initial)), float(min(self.values)))
 
+    def likely_valid(self, free: np.ndarray) -> np.ndarray:
+        """The free candidates the validity model predicts to succeed (all free ones before any failure)."""
+        if not self.engine.avoid_failures or len(self.values) == self.told:
+            return free
+        validity, _ = self.validity.posterior()
+        likely = free & (validity >= VALIDITY_THRESHOLD)
+        return likely if likely.any() else free
+
     def model_round(self) -> None:
         free = ~self.busy()
         if not free.any():
@@ -234,10 +257,11 @@ class _TaskSearch:
         mean_z, std_z = (mean - offset) / scale, std / scale
         best_z = (min(self.values) - offset) / scale
         lam = self.exploration(std_z, free)
-        open_ = free.copy()
+        likely = self.likely_valid(free)
+        open_ = likely.copy()
         picks: dict[int, list[str]] = {}
         for af in self.portfolio.active:
-            allowed = free if self.portfolio.shares_candidates else open_
+            allowed = likely if self.portfolio.shares_candidates else open_
             if not allowed.any():
                 break
             values = np.where(allowed, scores(af, mean_z, std_z, best_z, lam), -np.inf)
@@ -260,8 +284,10 @@ class DiscreteBO(Strategy):
     (default ``"multi"``, the best of them on the benchmark's four kernels); ``acquisitions`` orders a portfolio's
     functions; ``exploration`` is ``"cv"`` (contextual variance) or a
     constant. ``kernel`` is ``"matern32"`` or ``"matern52"``; the default
-    ``lengthscale`` follows Table I. ``tasks`` defaults to the one empty task
-    of a problem without task parameters; each task is tuned on its own.
+    ``lengthscale`` follows Table I. ``avoid_failures=False`` turns the
+    validity model off (the paper's behaviour). ``tasks`` defaults to the one
+    empty task of a problem without task parameters; each task is tuned on
+    its own.
 
     Suggestions carry ``source`` (``"initial"``, ``"random"`` or
     ``"model"``) and, for model picks, ``acquisitions`` and ``round`` in
@@ -276,7 +302,7 @@ class DiscreteBO(Strategy):
                  exploration: Literal["cv"] | float = "cv", acquisitions: Sequence[str] = AFS,
                  skip_threshold: int = 5, discount_factor: float | None = None,
                  improvement_factor: float = 0.1, candidates: Sequence[Mapping[str, Any]] | None = None,
-                 objective: str | None = None) -> None:
+                 objective: str | None = None, avoid_failures: bool = True) -> None:
         if tasks is None:
             if problem.input_space.dimension:
                 raise InvalidInputError("tasks", "the problem has task parameters: list the tasks to tune")
@@ -309,6 +335,7 @@ class DiscreteBO(Strategy):
         self.skip_threshold = skip_threshold
         self.discount_factor = float(factor)
         self.improvement_factor = float(improvement_factor)
+        self.avoid_failures = bool(avoid_failures)
         self.new_portfolio()                      # validates the acquisitions now
         self.objective = problem.objective(objective)
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
