@@ -54,7 +54,7 @@ class DiscreteBOSearcher(StrategySearcher):
 
     def __init__(self, problem: ProblemSpace, store: HistoryStore | str | os.PathLike[str], problem_name: str,
                  tasks: Sequence[Mapping[str, Any]] | None = None, metric: str | None = None,
-                 mode: str | None = None, seed: int | None = None, *, method: str = "multi",
+                 mode: str | None = None, seed: int | None = None, *, method: str = "ei",
                  n_initial: int = 20, kernel: str = "matern32", lengthscale: float | None = None,
                  exploration: str | float = "cv", acquisitions: Sequence[str] = AFS,
                  candidates: Sequence[Mapping[str, Any]] | None = None, **session_options: Any) -> None:

@@ -281,7 +281,8 @@ class DiscreteBO(Strategy):
     integers); its constraints are the kernel's restrictions. ``candidates``
     gives the valid configurations explicitly instead (for example those a
     Kernel Tuner cache stores). ``method`` is one of :data:`METHODS`
-    (default ``"multi"``, the best of them on the benchmark's four kernels); ``acquisitions`` orders a portfolio's
+    (default ``"ei"``: the lowest MDF on the benchmark's four kernels, 0.45
+    against multi's 0.49 and advanced multi's 0.65); ``acquisitions`` orders a portfolio's
     functions; ``exploration`` is ``"cv"`` (contextual variance) or a
     constant. ``kernel`` is ``"matern32"`` or ``"matern52"``; the default
     ``lengthscale`` follows Table I. ``avoid_failures=False`` turns the
@@ -297,7 +298,7 @@ class DiscreteBO(Strategy):
     name = "discrete"
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]] | None = None,
-                 seed: int | None = None, *, method: Method = "multi", n_initial: int = 20,
+                 seed: int | None = None, *, method: Method = "ei", n_initial: int = 20,
                  kernel: str = "matern32", lengthscale: float | None = None,
                  exploration: Literal["cv"] | float = "cv", acquisitions: Sequence[str] = AFS,
                  skip_threshold: int = 5, discount_factor: float | None = None,
@@ -336,7 +337,7 @@ class DiscreteBO(Strategy):
         self.discount_factor = float(factor)
         self.improvement_factor = float(improvement_factor)
         self.avoid_failures = bool(avoid_failures)
-        self.new_portfolio()                      # validates the acquisitions now
+        Portfolio(self.acquisitions)              # validates the acquisitions, whatever the method
         self.objective = problem.objective(objective)
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
         self._searches: dict[str, _TaskSearch] = {}
