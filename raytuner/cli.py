@@ -155,5 +155,10 @@ def bench(name: str, out: str, quick: bool) -> None:
     click.echo(f"wrote {Path(out) / 'results.json'} and {Path(out) / 'report.md'}")
 
 
+from raytuner.service.commands import register as _register_service_commands  # noqa: E402
+
+_register_service_commands(main)  # serve, keys, session, ask, tell
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -81,11 +81,16 @@ class TuningSession:
 
     @classmethod
     def resume(cls, problem_name: str, problem: ProblemSpace, strategy: Strategy, store: HistoryStore,
-               **kwargs: Any) -> "TuningSession":
-        """A session whose strategy has replayed every stored evaluation of its tasks."""
+               *, session_only: bool = False, **kwargs: Any) -> "TuningSession":
+        """A session whose strategy has replayed every stored evaluation of its tasks.
+
+        With ``session_only`` (and a ``session_id``), only the evaluations this
+        session made are replayed, not other runs' evaluations of the same tasks.
+        """
         session = cls(problem_name, problem, strategy, store, **kwargs)
         keys = {task_key(t) for t in strategy.tasks}
-        records = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
+        records = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys
+                   and (not session_only or (r.raytuner is not None and r.raytuner.session_id == session.session_id))]
         session._records = records
         strategy.replay(records)
         strategy.restore_models(store.models(problem_name))
@@ -128,13 +133,16 @@ class TuningSession:
 
     def tell(self, trial: Trial | str, result: Mapping[str, float] | None = None, *,
              failure: str | None = None, additional_output: Mapping[str, Any] | None = None,
-             provenance: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+             provenance: Mapping[str, Any] | None = None, machine: Mapping[str, Any] | None = None,
+             software: Mapping[str, Any] | None = None) -> FunctionEvaluation:
         """Record a trial's outputs (or its failure); durable when this returns.
 
         A failure message, a missing output or a non-finite value makes a
         failed evaluation: it is stored, never raised. ``provenance`` updates
         what the strategy wrote when it asked, with what only the run knows
         (for example the fidelity a trial actually reached and its cost).
+        ``machine`` and ``software`` replace the session's configurations for
+        this record (a remote job reports where it ran).
         """
         trial_id = trial if isinstance(trial, str) else trial.trial_id
         if trial_id not in self._pending:
@@ -149,9 +157,12 @@ class TuningSession:
             prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})
         record = FunctionEvaluation.create(
             pending.task, pending.config, result, failure=failure, provenance=prov,
-            machine_configuration=self.machine_configuration,
-            software_configuration=self.software_configuration,
+            machine_configuration=self.machine_configuration if machine is None else dict(machine),
+            software_configuration=self.software_configuration if software is None else dict(software),
             additional_output=additional_output,
+            # one uid per (session, trial): a tell retried after a store error that had in fact
+            # written the record is absorbed by the store's uid check, not stored twice
+            uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
         )
         self.store.append(self.problem_name, record)  # durable before acknowledged
         del self._pending[trial_id]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -95,3 +95,14 @@ def local_ray(request: pytest.FixtureRequest) -> Iterator[None]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Any]:
+    """A real tuning service (:class:`~raytuner.service.server.TuningServer`) on a free loopback port."""
+    from raytuner.service.server import TuningServer  # noqa: PLC0415 - only the service tests pay for gRPC
+
+    srv = TuningServer(tmp_path / "store", port=0)
+    srv.start()
+    yield srv
+    srv.stop(grace=0)

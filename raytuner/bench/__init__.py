@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'discrete', 'mla', 'store', 'tla']
+    ['band', 'discrete', 'mla', 'service', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "band": "raytuner.bench.band",
     "tla": "raytuner.bench.tla",
     "discrete": "raytuner.bench.discrete",
+    "service": "raytuner.bench.service",
 }
 
 
@@ -39,10 +40,10 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     ``quick`` shrinks the workload so that the run takes well under a minute.
     An unknown ``name`` raises :class:`~raytuner.errors.InvalidInputError`.
 
-    >>> run_benchmark("nope", Path("out"))
+    >>> run_benchmark("nope", Path("out"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, discrete, mla, store, tla)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, discrete, mla, service, ...)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:

@@ -47,7 +47,8 @@ class EvaluationQuery(BaseModel):
     """Which evaluations of a problem to return.
 
     - ``task``: per task parameter, an inclusive ``(low, high)`` range (either
-      end ``None`` for open) or a list of allowed values;
+      end ``None`` for open; ``{"low": a, "high": b}`` in JSON) or a list of
+      allowed values;
     - ``machine``: a nested mapping the record's ``machine_configuration`` must
       contain, e.g. ``{"machine_name": "cori", "haswell": {"nodes": 1}}``;
     - ``software``: per package, a :class:`VersionRange` its
@@ -61,6 +62,16 @@ class EvaluationQuery(BaseModel):
     machine: dict[str, Any] = Field(default_factory=dict)
     software: dict[str, VersionRange] = Field(default_factory=dict)
     status: set[Status] | None = None
+
+    @field_validator("task", mode="before")
+    @classmethod
+    def _json_ranges(cls, v: Any) -> Any:
+        # JSON has no tuples: a range travels as {"low": a, "high": b} (see to_json)
+        if isinstance(v, Mapping):
+            return {name: (cond.get("low"), cond.get("high"))
+                    if isinstance(cond, Mapping) and set(cond) <= {"low", "high"} else cond
+                    for name, cond in v.items()}
+        return v
 
     @field_validator("task")
     @classmethod
@@ -76,6 +87,20 @@ class EvaluationQuery(BaseModel):
     def parse(cls, data: Any) -> "EvaluationQuery":
         """Validate a query given as plain data, naming the bad field on error."""
         return validate(cls, data, "query")
+
+    def to_json(self) -> dict[str, Any]:
+        """The query as JSON-ready data that :meth:`parse` reads back (ranges as ``{"low", "high"}``).
+
+        >>> q = EvaluationQuery(task={"t": (0.5, None), "n": [1, 2]})
+        >>> q.to_json()["task"]
+        {'t': {'low': 0.5, 'high': None}, 'n': [1, 2]}
+        >>> EvaluationQuery.parse(q.to_json()) == q
+        True
+        """
+        data = self.model_dump(mode="json", exclude_none=True)
+        data["task"] = {name: {"low": cond[0], "high": cond[1]} if isinstance(cond, tuple) else cond
+                        for name, cond in self.task.items()}
+        return data
 
     def matches(self, record: FunctionEvaluation) -> bool:
         """Whether ``record`` passes every condition."""

@@ -1,0 +1,161 @@
+"""API keys of the tuning service: random, shown once, stored salted and hashed, revocable.
+
+A key reads ``rt_<key id>_<secret>``: the key id (public, 8 bytes) finds the
+stored entry, the secret (32 random bytes, 256 bits) is checked against
+``sha256(salt + secret)`` in constant time. With that much entropy a fast
+hash is safe (nothing to brute-force), and checking a key costs microseconds,
+which matters at thousands of requests per second. Keys never appear in logs;
+only key ids and names do.
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.service.catalog import JsonCatalog
+    >>> keys = ApiKeys(JsonCatalog(tempfile.mkdtemp()))
+    >>> key = keys.create("alice")
+    >>> keys.verify(key).name
+    'alice'
+    >>> keys.verify(key[:-1] + "x") is None, keys.verify("nonsense") is None
+    (True, True)
+    >>> keys.revoke(keys.verify(key).key_id); keys.verify(key) is None
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from raytuner.errors import InvalidInputError
+from raytuner.service.catalog import Catalog, open_catalog
+
+__all__ = ["ApiKeys", "KeyInfo", "METADATA_KEY", "open_keys"]
+
+log = logging.getLogger(__name__)
+
+#: The request metadata entry that carries the API key.
+METADATA_KEY = "x-api-key"
+
+#: How often (at most) :meth:`ApiKeys.verify` re-reads the keys log.
+REFRESH_SECONDS = 1.0
+
+_KEY = re.compile(r"^rt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """A stored key's public part: its id, the name it was made for, when."""
+
+    key_id: str
+    name: str
+    created: float
+    revoked: bool = False
+
+
+def _digest(salt: str, secret: str) -> str:
+    return hashlib.sha256(bytes.fromhex(salt) + secret.encode()).hexdigest()
+
+
+class ApiKeys:
+    """The key registry over a catalog's ``keys`` log (see the module documentation)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        self._refreshing = threading.Lock()
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._loaded = 0.0
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the keys log: keys created or revoked by another process (the CLI) take effect.
+
+        The new registry is built aside and swapped in whole, so a concurrent ``verify`` sees
+        either the old or the new keys, never an empty registry; on a read error the old keys stay.
+        """
+        entries: dict[str, dict[str, Any]] = {}
+        with self._lock:                       # a key created meanwhile in this process is not lost
+            try:
+                for document in self.catalog.read("keys"):
+                    self._apply(entries, document)
+            finally:
+                self._loaded = time.monotonic()
+            self._entries = entries
+
+    @staticmethod
+    def _apply(entries: dict[str, dict[str, Any]], document: dict[str, Any]) -> None:
+        if document.get("revoke"):
+            entry = entries.get(document["key_id"])
+            if entry is not None:
+                entries[document["key_id"]] = dict(entry, revoked=True)
+        else:
+            entries[document["key_id"]] = dict(document, revoked=False)
+
+    def create(self, name: str) -> str:
+        """A new key for ``name``, returned once (only its salted hash is kept)."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise InvalidInputError("name", f"{name!r} is not a key name: 1-64 of letters, digits, _ . @ -")
+        key_id = secrets.token_hex(8)
+        secret = secrets.token_urlsafe(32)
+        salt = secrets.token_hex(16)
+        document = {"key_id": key_id, "name": name, "salt": salt, "hash": _digest(salt, secret),
+                    "created": time.time()}
+        with self._lock:
+            self.catalog.append("keys", document)
+            self._entries = dict(self._entries)
+            self._apply(self._entries, document)
+        log.info("created API key %s for %s", key_id, name)
+        return f"rt_{key_id}_{secret}"
+
+    def revoke(self, key_id: str) -> None:
+        """Revoke the key with id ``key_id``: it no longer authenticates."""
+        with self._lock:
+            if key_id not in self._entries:
+                raise InvalidInputError("key_id", f"no key with id {key_id!r}")
+            document = {"key_id": key_id, "revoke": True, "time": time.time()}
+            self.catalog.append("keys", document)
+            self._entries = dict(self._entries)
+            self._apply(self._entries, document)
+        log.info("revoked API key %s", key_id)
+
+    def verify(self, key: str | None) -> KeyInfo | None:
+        """The key's info when ``key`` is a valid, unrevoked key, else ``None``."""
+        match = _KEY.match(key) if isinstance(key, str) else None
+        if match is None:
+            return None
+        if time.monotonic() - self._loaded > REFRESH_SECONDS and self._refreshing.acquire(blocking=False):
+            try:                               # one thread re-reads; the others use the keys known
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - the store may be down; keep what we knew
+                log.warning("cannot re-read the API keys (%s); using the keys known", type(exc).__name__)
+            finally:
+                self._refreshing.release()
+        entry = self._entries.get(match.group(1))
+        if entry is None or entry["revoked"]:
+            return None
+        if not hmac.compare_digest(entry["hash"], _digest(entry["salt"], match.group(2))):
+            return None
+        return self._info(entry)
+
+    @staticmethod
+    def _info(entry: dict[str, Any]) -> KeyInfo:
+        return KeyInfo(entry["key_id"], entry["name"], entry["created"], entry["revoked"])
+
+    def list(self) -> list[KeyInfo]:
+        """Every key's public part, oldest first."""
+        return [self._info(e) for e in self._entries.values()]
+
+
+def open_keys(location: str | os.PathLike[str]) -> ApiKeys:
+    """The key registry of the service whose store is at ``location`` (a directory or a ``mongodb://`` URI)."""
+    from raytuner.store import open_store  # noqa: PLC0415 - the store package is heavier than this module
+
+    return ApiKeys(open_catalog(open_store(location)))

@@ -1,0 +1,384 @@
+"""The Python client of the tuning service: ask, tell, and a ``run(objective)`` loop.
+
+:class:`RemoteTuner` talks to a :class:`~raytuner.service.server.TuningServer`
+(``raytuner serve``). Every call has a deadline (``timeout``) and is retried
+with exponential backoff and jitter on ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``
+and ``RESOURCE_EXHAUSTED`` (never on bad input): that is safe because a tell
+is idempotent by trial id and an ask carries a client-chosen trial id, so a
+retried ask gets the same trial back. (A retried *create* after a lost answer
+may leave one empty, unused session behind.) Failures surface as
+:class:`ServiceError` with the gRPC status name and the server's message.
+
+Each tell carries this machine's configuration (its Slurm allocation
+included) and software versions, captured once when the client is made.
+
+Example (needs a running service)::
+
+    with RemoteTuner("tuner.example.org:50051", api_key) as tuner:
+        tuner.create_session("meta.json", "mla", tasks=[{"n": 2000}], max_evaluations=40)
+        while (trial := tuner.ask()) is not None:
+            tuner.tell(trial, {"runtime": run_my_code(**trial.config)})
+        print(tuner.session()["best"])
+
+or, with the loop written for you::
+
+    tuner.run(lambda config, task, fidelity: {"runtime": run_my_code(**config)})
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import grpc
+
+from raytuner.environment import machine_configuration, software_configuration
+from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.meta import MetaDescription
+from raytuner.records import FunctionEvaluation
+from raytuner.store.base import EvaluationQuery
+from raytuner.service.v1 import tuning_pb2 as pb
+from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+
+__all__ = ["RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]
+
+log = logging.getLogger(__name__)
+
+#: Status codes a call is retried on (the request may not have reached the server, or it was busy).
+RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
+_MAX_BACKOFF = 10.0
+_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+Objective = Callable[[dict[str, Any], dict[str, Any], "float | None"], "Mapping[str, float] | float"]
+
+
+class ServiceError(RaytunerError):
+    """A call to the tuning service failed: ``code`` is the gRPC status name, ``message`` the server's text.
+
+    >>> str(ServiceError("NOT_FOUND", "session_id: no session 'x'"))
+    "NOT_FOUND: session_id: no session 'x'"
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+@dataclass(frozen=True)
+class RemoteTrial:
+    """A trial handed out by the service: run ``config`` on ``task`` (at ``fidelity`` when not ``None``)."""
+
+    trial_id: str
+    task: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    fidelity: float | None = None
+
+
+@dataclass(frozen=True)
+class TellResult:
+    """The service's answer to a tell: the record's ``uid``; ``duplicate`` when the trial was told before."""
+
+    uid: str
+    duplicate: bool
+    failed: bool
+
+
+def _dumps(value: Any) -> str:
+    def plain(obj: Any) -> Any:
+        return obj.item() if hasattr(obj, "item") else str(obj)  # numpy scalars become numbers
+    return json.dumps(value, separators=(",", ":"), default=plain)
+
+
+def _session_dict(message: pb.Session) -> dict[str, Any]:
+    return {
+        "session_id": message.session_id, "problem_name": message.problem_name, "strategy": message.strategy,
+        "tasks": json.loads(message.tasks_json or "[]"), "options": json.loads(message.options_json or "{}"),
+        "evaluations": message.evaluations, "failed": message.failed, "pending": message.pending,
+        "finished": message.finished, "max_evaluations": message.max_evaluations, "created": message.created,
+        "outputs": list(message.outputs),
+        "best": [{"task": json.loads(b.task_json or "{}"), "config": json.loads(b.config_json or "{}"),
+                  "outputs": dict(b.outputs), "uid": b.uid} for b in message.best],
+    }
+
+
+def _event_dict(event: pb.SessionEvent) -> dict[str, Any]:
+    return {"kind": pb.SessionEvent.Kind.Name(event.kind), "sequence": event.sequence, "time": event.time,
+            "trial_id": event.trial_id, "task": json.loads(event.task_json or "{}"),
+            "config": json.loads(event.config_json or "{}"), "outputs": dict(event.outputs),
+            "failure": event.failure or None}
+
+
+class RemoteTuner:
+    """A client of one tuning service (see the module documentation).
+
+    ``address`` is ``host:port``; ``api_key`` goes in each request's metadata
+    (it is never logged). TLS is used when ``root_certificates`` (PEM bytes of
+    the CA) is given or ``tls`` is true (system roots). ``retries`` is how many
+    times a failed call is tried again, the n-th after about
+    ``backoff * 2**n`` seconds; an ask that fits a model on many evaluations
+    (``mla``) may need a larger ``timeout``. ``tls_server_name`` overrides the
+    name the server's certificate is checked for. ``machine``/``software``
+    are values that win over the captured configuration.
+    """
+
+    def __init__(self, address: str, api_key: str | None = None, *, session_id: str | None = None,
+                 root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
+                 retries: int = 5, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
+                 software: Mapping[str, Any] | None = None, tls_server_name: str | None = None) -> None:
+        if not isinstance(address, str) or not address:
+            raise InvalidInputError("address", f"{address!r} is not a host:port address")
+        if timeout <= 0 or retries < 0 or backoff < 0:
+            raise InvalidInputError("timeout" if timeout <= 0 else "retries" if retries < 0 else "backoff",
+                                    "must be positive (retries and backoff may be 0)")
+        self.address = address
+        self.session_id = session_id
+        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.finished = False
+        self._metadata = (("x-api-key", api_key),) if api_key else ()
+        self.machine = machine_configuration(machine)
+        self.software = software_configuration((), software)
+        self._outputs: dict[str, list[str]] = {}
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),                    # this class retries, with its own policy
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000)]
+        if root_certificates is not None or tls:
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            credentials = grpc.ssl_channel_credentials(root_certificates)
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = pb_grpc.TuningServiceStub(self._channel)
+
+    def __repr__(self) -> str:
+        return f"RemoteTuner({self.address!r}, session_id={self.session_id!r})"
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _call(self, name: str, request: Any) -> Any:
+        method = getattr(self._stub, name)
+        attempt = 0
+        while True:
+            try:
+                return method(request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                code = exc.code().name if exc.code() is not None else "UNKNOWN"
+                message = exc.details() or ""
+                retry = code in RETRIED_CODES and "larger than max" not in message  # oversized: never
+                if not retry or attempt >= self.retries:
+                    if retry:
+                        message = f"{message} (after {attempt + 1} attempts)"
+                    raise ServiceError(code, message) from None
+                delay = min(_MAX_BACKOFF, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.5)
+                log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
+                time.sleep(delay)
+                attempt += 1
+
+    def _session(self, session_id: str | None) -> str:
+        session_id = session_id or self.session_id
+        if not session_id:
+            raise InvalidInputError("session_id", "no session: call create_session() or pass session_id")
+        return session_id
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def create_session(self, problem: MetaDescription | Mapping[str, Any] | str | os.PathLike[str],
+                       strategy: str, tasks: Sequence[Mapping[str, Any]] | None = None,
+                       options: Mapping[str, Any] | None = None, seed: int = 0, max_evaluations: int = 0) -> str:
+        """Create a session (it becomes this client's session) and return its id.
+
+        ``problem`` is a meta description: parsed, as plain data, or a JSON file's path.
+        ``tasks`` are the task parameters to tune (none for a problem without input space).
+        """
+        if isinstance(problem, MetaDescription):
+            data = problem.to_dict()
+        elif isinstance(problem, (str, os.PathLike)):
+            data = MetaDescription.load(problem).to_dict()
+        else:
+            data = dict(problem)
+        data.pop("api_key", None)                          # a crowd-repository secret stays here
+        request = pb.CreateSessionRequest(
+            problem_json=_dumps(data), strategy=strategy, options_json=_dumps(dict(options or {})),
+            tasks_json=_dumps([dict(t) for t in tasks]) if tasks else "", seed=seed,
+            max_evaluations=max_evaluations)
+        message = self._call("CreateSession", request)
+        self.session_id = message.session_id
+        self.finished = False
+        try:
+            self._outputs[message.session_id] = MetaDescription.parse(data).problem_space.objectives
+        except InvalidInputError:                          # the server took it; its names stay unknown here
+            pass
+        log.info("created session %s on %s", message.session_id, self.address)
+        return message.session_id
+
+    def session(self, session_id: str | None = None) -> dict[str, Any]:
+        """The session (this client's by default) as plain data, with ``best``: one entry per task."""
+        return _session_dict(self._call("GetSession", pb.GetSessionRequest(session_id=self._session(session_id))))
+
+    def output_names(self, session_id: str | None = None) -> list[str]:
+        """The session's output names (asked of the server once, then remembered)."""
+        sid = self._session(session_id)
+        if sid not in self._outputs:
+            self._outputs[sid] = self.session(sid)["outputs"]
+        return self._outputs[sid]
+
+    def sessions(self, problem_name: str | None = None) -> list[dict[str, Any]]:
+        """The caller's sessions (of ``problem_name`` when given), oldest first."""
+        answer = self._call("ListSessions", pb.ListSessionsRequest(problem_name=problem_name or ""))
+        return [_session_dict(s) for s in answer.sessions]
+
+    def watch(self, from_start: bool = False, session_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """The session's events (``kind`` ASKED, TOLD or FINISHED) as they happen; ends after FINISHED.
+
+        Not retried and without a deadline: a broken stream raises :class:`ServiceError`.
+        """
+        call = self._stub.WatchSession(pb.WatchSessionRequest(session_id=self._session(session_id),
+                                                              from_start=from_start), metadata=self._metadata)
+        try:
+            for event in call:
+                yield _event_dict(event)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                raise ServiceError(exc.code().name, exc.details() or "") from None
+        finally:
+            call.cancel()
+
+    # -- ask and tell -----------------------------------------------------------------------------
+
+    def ask(self, task: Mapping[str, Any] | None = None, *, wait: bool = True, poll: float = 0.5,
+            trial_id: str | None = None) -> RemoteTrial | None:
+        """The next trial, or ``None``: the session is over (``self.finished``) or, with ``wait=False``, busy.
+
+        When the service answers WAIT (nothing to run until pending trials are
+        told), ``wait=True`` asks again every ``poll`` seconds; ``wait=False``
+        returns ``None`` at once with ``self.finished`` false. ``trial_id``
+        (default: a fresh uuid) makes the ask idempotent: asking again with it
+        returns the same pending trial.
+        """
+        request = pb.AskRequest(session_id=self._session(None), task_json=_dumps(dict(task)) if task else "",
+                                trial_id=trial_id or uuid.uuid4().hex)
+        while True:
+            answer = self._call("Ask", request)
+            if answer.status == pb.AskResponse.TRIAL:
+                self.finished = False
+                return RemoteTrial(answer.trial_id, json.loads(answer.task_json or "{}"),
+                                   json.loads(answer.config_json or "{}"), answer.fidelity or None)
+            self.finished = answer.status == pb.AskResponse.FINISHED
+            if self.finished or not wait:
+                return None
+            time.sleep(poll)
+
+    def tell(self, trial: RemoteTrial | str, outputs: Mapping[str, float] | None = None, *,
+             failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> TellResult:
+        """Report a trial's ``outputs`` (every output of the problem), or its ``failure`` message.
+
+        A retried tell is harmless: the service answers ``duplicate=True`` with the first record's uid
+        (also when this call's own first attempt was recorded but its answer was lost).
+        """
+        trial_id = trial.trial_id if isinstance(trial, RemoteTrial) else trial
+        if not failure and not outputs:
+            raise InvalidInputError("outputs", "tell the outputs, or a failure message")
+        request = pb.TellRequest(
+            session_id=self._session(None), trial_id=trial_id,
+            outputs={} if failure else {k: float(v) for k, v in (outputs or {}).items()},
+            failure=failure or "", machine_json=_dumps(self.machine), software_json=_dumps(self.software),
+            additional_output_json=_dumps(dict(additional_output)) if additional_output else "")
+        answer = self._call("Tell", request)
+        return TellResult(answer.uid, answer.duplicate, answer.failed)
+
+    def run(self, objective: Objective, max_trials: int | None = None, *, output: str | None = None,
+            task: Mapping[str, Any] | None = None, poll: float = 0.5) -> int:
+        """Ask → ``objective(config, task, fidelity)`` → tell until the session is over; returns the trials run.
+
+        ``objective`` returns a mapping of every output, or a number, which is
+        the output named ``output`` (default: the only output of a problem
+        this client created the session of). An exception in ``objective`` is
+        told as a failure (its type and text) and the loop goes on, as does a
+        non-finite output. A result the service refuses as bad input is told
+        as a failure, then the error is raised (the trial is not left pending).
+        """
+        count = 0
+        while max_trials is None or count < max_trials:
+            trial = self.ask(task, poll=poll)
+            if trial is None:
+                break
+            count += 1
+            try:
+                result = objective(dict(trial.config), dict(trial.task), trial.fidelity)
+            except Exception as exc:  # noqa: BLE001 - the objective's failure is the trial's result
+                log.info("trial %s failed: %s: %s", trial.trial_id, type(exc).__name__, exc)
+                self.tell(trial, failure=f"{type(exc).__name__}: {exc}")
+                continue
+            try:
+                outputs = self._outputs_of(result, output)
+            except InvalidInputError as exc:
+                self.tell(trial, failure=str(exc))
+                raise
+            bad = [k for k, v in outputs.items() if not math.isfinite(v)]
+            if bad:
+                self.tell(trial, failure=f"non-finite output {bad[0]}={outputs[bad[0]]}")
+                continue
+            try:
+                self.tell(trial, outputs)
+            except ServiceError as exc:
+                if exc.code == "INVALID_ARGUMENT":
+                    self.tell(trial, failure=f"refused result: {exc.message}")
+                raise
+        return count
+
+    def _outputs_of(self, result: Any, output: str | None) -> dict[str, float]:
+        if isinstance(result, Mapping):
+            try:
+                return {str(k): float(v) for k, v in result.items()}
+            except (TypeError, ValueError):
+                raise InvalidInputError("objective", f"returned {result!r}; outputs must be numbers") from None
+        if isinstance(result, numbers.Real) and not isinstance(result, bool):
+            names = self.output_names()
+            name = output or (names[0] if len(names) == 1 else None)
+            if name is None:
+                raise InvalidInputError("output", "the objective returned a number: name its output with "
+                                        "run(..., output=NAME) or return a mapping {name: value}")
+            return {name: float(result)}
+        raise InvalidInputError("objective", f"returned {type(result).__name__}; return a mapping of outputs "
+                                "or a number")
+
+    # -- the shared repository (used by raytuner.service.bridge) --------------------------------------------
+
+    def upload_evaluations(self, problem_name: str,
+                           records: Sequence[FunctionEvaluation | Mapping[str, Any]]) -> int:
+        """Add evaluations made elsewhere to the service's store (idempotent by uid); returns how many it got."""
+        data = [r.to_dict() if isinstance(r, FunctionEvaluation) else dict(r) for r in records]
+        answer = self._call("UploadEvaluations", pb.UploadEvaluationsRequest(problem_name=problem_name,
+                                                                             records_json=_dumps(data)))
+        return int(answer.received)
+
+    def query_evaluations(self, problem_name: str,
+                          query: EvaluationQuery | Mapping[str, Any] | None = None) -> list[FunctionEvaluation]:
+        """The stored evaluations of ``problem_name`` that match ``query``, oldest first."""
+        data = query.to_json() if isinstance(query, EvaluationQuery) else dict(query or {})
+        answer = self._call("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name,
+                                                                           query_json=_dumps(data)))
+        return [FunctionEvaluation.model_validate(r) for r in json.loads(answer.records_json or "[]")]
+
+    # -- lifetime -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> "RemoteTuner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,396 @@
+"""The tuning service's commands: ``raytuner serve``, ``keys``, ``session``, ``ask`` and ``tell``.
+
+``register(main)`` adds them to the ``raytuner`` command group. The client
+commands read the server address from ``--server`` or ``$RAYTUNER_SERVER``,
+the session from ``--session`` or ``$RAYTUNER_SESSION``, the API key from
+``--api-key`` or ``$RAYTUNER_API_KEY`` and a TLS CA certificate from
+``--tls-ca`` or ``$RAYTUNER_TLS_CA``. ``k=v`` values read as JSON when they
+can (``n=3`` is a number, ``x=true`` a boolean), else as text.
+
+A job script that is not Python loops like this (``examples/remote_hpc_job/job.sh``)::
+
+    while :; do
+        out=$(raytuner ask --format env) && rc=0 || rc=$?
+        [ "$rc" -eq 3 ] && break                  # the session is over
+        [ "$rc" -ne 0 ] && exit "$rc"             # an error (its message is on stderr)
+        eval "$out"                               # TRIAL_ID, FIDELITY, TASK_<name>, <name>
+        raytuner tell --trial "$TRIAL_ID" --value "$(./my_program --nb "$nb")" --output runtime
+    done
+
+``raytuner ask --format env`` prints shell-quoted assignments:
+``RAYTUNER_STATUS=TRIAL``, ``TRIAL_ID``, ``FIDELITY`` (empty without
+fidelity), each task parameter as ``TASK_<name>`` and each tuning parameter
+under its own name (characters that cannot be in a shell name become ``_``;
+``--prefix`` puts a prefix before the parameter names). Its exit status is 0
+for a trial, **3 when the session is finished** (it then prints
+``RAYTUNER_STATUS=FINISHED``) and, with ``--no-wait``, 4 when the service has
+nothing to hand out until pending trials are told (``RAYTUNER_STATUS=WAIT``).
+Errors exit with 1 (the service's status name and message on stderr).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import shlex
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
+
+import click
+
+__all__ = ["register", "EXIT_FINISHED", "EXIT_WAIT", "DEFAULT_STORE", "DEFAULT_PORT"]
+
+log = logging.getLogger(__name__)
+
+#: Exit status of ``raytuner ask`` when the session is over / busy (``--no-wait``).
+EXIT_FINISHED, EXIT_WAIT = 3, 4
+DEFAULT_STORE = "./raytuner-db"
+DEFAULT_PORT = 50051
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _pairs(items: Iterable[str], option: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        out[key] = _value(value)
+    return out
+
+
+def _json_arg(text: str | None, option: str, kind: type) -> Any:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint=option) from None
+    if not isinstance(value, kind):
+        raise click.BadParameter(f"must be a JSON {kind.__name__}", param_hint=option)
+    return value
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the connection options (and ``--session``) and pass a ready RemoteTuner as first argument."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(server: str, api_key: str | None, tls_ca: str | None, timeout: float,
+                    session_id: str | None = None, **kwargs: Any) -> Any:
+            from raytuner.service.client import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
+
+            ca = Path(tls_ca).read_bytes() if tls_ca else None
+            with RemoteTuner(server, api_key, session_id=session_id, root_certificates=ca, timeout=timeout) as tuner:
+                return command(tuner, **kwargs)
+
+        options = [
+            click.option("--server", envvar="RAYTUNER_SERVER", required=True, metavar="HOST:PORT",
+                         help="The tuning service (default: $RAYTUNER_SERVER)."),
+            click.option("--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY",
+                         help="API key (default: $RAYTUNER_API_KEY)."),
+            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.Path(exists=True, dir_okay=False),
+                         help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA)."),
+            click.option("--timeout", type=float, default=10.0, show_default=True,
+                         help="Deadline of each call in seconds (calls are retried with backoff)."),
+        ]
+        if session:
+            options.append(click.option("--session", "session_id", envvar="RAYTUNER_SESSION", required=True,
+                                        metavar="ID", help="Session id (default: $RAYTUNER_SESSION)."))
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def _store_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option("--mongodb", metavar="URI", help="A MongoDB store (mongodb://...).")(command)
+    return click.option("--store", metavar="DIR", help=f"A JSON store directory (default {DEFAULT_STORE}).")(command)
+
+
+def _location(store: str | None, mongodb: str | None) -> str:
+    if store and mongodb:
+        raise click.BadParameter("give --store or --mongodb, not both", param_hint="--mongodb")
+    return mongodb or store or DEFAULT_STORE
+
+
+def _shown(location: str) -> str:
+    """A store location fit to print: a MongoDB URI's password is masked."""
+    parts = urlsplit(location)
+    if parts.password:
+        return location.replace(f":{parts.password}@", ":***@", 1)
+    return location
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+@click.command()
+@_store_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
+@click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port (0: any free one).")
+@click.option("--ray-address", metavar="ADDR", help="Fit models on this Ray cluster.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Server certificate (PEM).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
+@click.option("--no-auth", is_flag=True, help="Serve without API keys (a single user on a trusted host).")
+def serve(store: str | None, mongodb: str | None, host: str, port: int, ray_address: str | None,
+          tls_cert: str | None, tls_key: str | None, no_auth: bool) -> None:
+    """Serve the tuning service until SIGTERM or Ctrl-C."""
+    from raytuner.service.server import TuningServer  # noqa: PLC0415
+
+    location = _location(store, mongodb)
+    server = TuningServer(location, host=host, port=port, auth=not no_auth, tls_cert=tls_cert, tls_key=tls_key,
+                          ray_address=ray_address)
+    stop = threading.Event()
+    server.start()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info("serving %s on %s", _shown(location), server.address)
+    click.echo(f"raytuner tuning service on {server.address} (store {_shown(location)}, "
+               f"auth {'off' if no_auth else 'on'}, TLS {'on' if tls_cert else 'off'})")
+    if not no_auth and not server.keys.list():
+        click.echo(f"no API key yet: create one with `raytuner keys create --{'mongodb' if mongodb else 'store'} "
+                   f"{_shown(location)} --name NAME`", err=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        click.echo("stopping", err=True)
+        server.stop(grace=5.0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# -- API keys -----------------------------------------------------------------------------------
+
+def _registry(store: str | None, mongodb: str | None) -> Any:
+    location = _location(store, mongodb)
+    from raytuner.service.auth import open_keys  # noqa: PLC0415 - gRPC-free, but only for these commands
+
+    return open_keys(location)
+
+
+@click.group()
+def keys() -> None:
+    """Create, list and revoke API keys (on the machine that holds the store)."""
+
+
+@keys.command("create")
+@_store_options
+@click.option("--name", required=True, help="Whose key (letters, digits, _ . @ -).")
+def keys_create(store: str | None, mongodb: str | None, name: str) -> None:
+    """Print a new key; it is shown this once (only its hash is stored)."""
+    key = _registry(store, mongodb).create(name)
+    click.echo(key)
+    click.echo("keep this key: it is not shown again", err=True)
+
+
+@keys.command("revoke")
+@_store_options
+@click.argument("key_id")
+def keys_revoke(store: str | None, mongodb: str | None, key_id: str) -> None:
+    """Revoke the key KEY_ID (the part after ``rt_``, as ``keys list`` shows it)."""
+    _registry(store, mongodb).revoke(key_id)
+    click.echo(f"revoked {key_id}")
+
+
+@keys.command("list")
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def keys_list(store: str | None, mongodb: str | None, as_json: bool) -> None:
+    """List the keys: id, name, creation time, revoked."""
+    infos = [{"key_id": k.key_id, "name": k.name, "created": k.created, "revoked": k.revoked}
+             for k in _registry(store, mongodb).list()]
+    if as_json:
+        _echo_json(infos)
+        return
+    for k in infos:
+        click.echo(f"{k['key_id']}  {k['name']:<20} {'revoked' if k['revoked'] else 'active'}")
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+@click.group("session")
+def session_group() -> None:
+    """Create and read tuning sessions of a service."""
+
+
+@session_group.command("create")
+@click.option("--problem", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The problem's meta description (JSON).")
+@click.option("--strategy", required=True, help="random | mla | band | tla | discrete")
+@click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
+@click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
+@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Strategy seed (0: the server draws one).")
+@click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')
+@_client(session=False)
+def session_create(tuner: Any, problem: str, strategy: str, task: tuple[str, ...], tasks_json: str | None,
+                   option: tuple[str, ...], seed: int, max_evaluations: int, as_json: bool) -> None:
+    """Create a session; print its id."""
+    if task and tasks_json:
+        raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
+    tasks = _json_arg(tasks_json, "--tasks-json", list) or ([_pairs(task, "--task")] if task else None)
+    session_id = tuner.create_session(problem, strategy, tasks=tasks, options=_pairs(option, "--option"),
+                                      seed=seed, max_evaluations=max_evaluations)
+    click.echo(json.dumps({"session_id": session_id}) if as_json else session_id)
+
+
+@session_group.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_client(session=True)
+def session_show(tuner: Any, as_json: bool) -> None:
+    """Show a session: problem, strategy, counts and the best configuration per task."""
+    info = tuner.session()
+    if as_json:
+        _echo_json(info)
+        return
+    for key in ("session_id", "problem_name", "strategy", "tasks", "options", "evaluations", "failed",
+                "pending", "max_evaluations", "finished"):
+        click.echo(f"{key:>16}: {json.dumps(info[key]) if isinstance(info[key], (dict, list)) else info[key]}")
+    _print_best(info["best"])
+
+
+def _print_best(best: list[dict[str, Any]]) -> None:
+    for entry in best:
+        click.echo(f"best for task {json.dumps(entry['task'])}: {json.dumps(entry['config'])} -> "
+                   f"{json.dumps(entry['outputs'])} ({entry['uid']})")
+
+
+@session_group.command("best")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {task, config, outputs, uid}.")
+@_client(session=True)
+def session_best(tuner: Any, as_json: bool) -> None:
+    """The best configuration found for each task of a session."""
+    best = tuner.session()["best"]
+    if as_json:
+        _echo_json(best)
+    else:
+        _print_best(best)
+
+
+@session_group.command("list")
+@click.option("--problem", help="Only sessions of this problem.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_client(session=False)
+def session_list(tuner: Any, problem: str | None, as_json: bool) -> None:
+    """List your sessions, oldest first."""
+    sessions = tuner.sessions(problem)
+    if as_json:
+        _echo_json(sessions)
+        return
+    for s in sessions:
+        budget = f"/{s['max_evaluations']}" if s["max_evaluations"] else ""
+        click.echo(f"{s['session_id']}  {s['problem_name']:<20} {s['strategy']:<8} "
+                   f"{s['evaluations']}{budget} evaluations{'  finished' if s['finished'] else ''}")
+
+
+@session_group.command("watch")
+@click.option("--from-start", is_flag=True, help="The events already logged first.")
+@_client(session=True)
+def session_watch(tuner: Any, from_start: bool) -> None:
+    """Print a session's events as JSON lines until it finishes (or Ctrl-C)."""
+    for event in tuner.watch(from_start=from_start):
+        click.echo(json.dumps(event, sort_keys=True))
+
+
+# -- ask and tell -------------------------------------------------------------------------------
+
+def _shell_name(name: str) -> str:
+    out = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return out if re.match(r"[A-Za-z_]", out) else f"_{out}"
+
+
+def _shell_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, (int, float, str)) else json.dumps(value)
+
+
+@click.command()
+@click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="Ask for this task of the session.")
+@click.option("--format", "fmt", type=click.Choice(["env", "json"]), default="env", show_default=True,
+              help="env: shell assignments to eval; json: one JSON object.")
+@click.option("--prefix", default="", help="Prefix of the parameter names in env format.")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="When trials are pending, wait (or exit 4 at once).")
+@click.option("--poll", type=float, default=0.5, show_default=True, help="Seconds between asks while waiting.")
+@click.option("--trial-id", metavar="ID", help="Your trial id: asking again with it returns the same trial.")
+@_client(session=True)
+@click.pass_context
+def ask(ctx: click.Context, tuner: Any, task: tuple[str, ...], fmt: str, prefix: str, wait: bool, poll: float,
+        trial_id: str | None) -> None:
+    """Print the next trial's id, task and configuration; exit 3 when the session is over."""
+    trial = tuner.ask(_pairs(task, "--task") or None, wait=wait, poll=poll, trial_id=trial_id)
+    status = "TRIAL" if trial is not None else "FINISHED" if tuner.finished else "WAIT"
+    if fmt == "json":
+        data: dict[str, Any] = {"status": status}
+        if trial is not None:
+            data.update(trial_id=trial.trial_id, task=trial.task, config=trial.config, fidelity=trial.fidelity)
+        click.echo(json.dumps(data))
+    else:
+        click.echo(f"RAYTUNER_STATUS={status}")
+        if trial is not None:
+            lines = {"TRIAL_ID": trial.trial_id, "FIDELITY": trial.fidelity}
+            lines.update({f"{prefix}TASK_{_shell_name(k)}": v for k, v in trial.task.items()})
+            lines.update({_shell_name(f"{prefix}{k}"): v for k, v in trial.config.items()})
+            for name, value in lines.items():
+                click.echo(f"{name}={shlex.quote(_shell_value(value))}")
+    if trial is None:
+        ctx.exit(EXIT_FINISHED if tuner.finished else EXIT_WAIT)
+
+
+@click.command()
+@click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that ask printed.")
+@click.option("--value", "values", multiple=True, metavar="[NAME=]Y",
+              help="An output value; a bare number is the output named by --output.")
+@click.option("--output", default=None, help="Name of a bare --value's output (default: the problem's only output).")
+@click.option("--failed", metavar="WHY", help="The trial failed (crash, timeout, failed build): why.")
+@click.option("--extra", multiple=True, metavar="NAME=VALUE", help="Additional output kept with the record.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"uid", "duplicate", "failed"}.')
+@_client(session=True)
+def tell(tuner: Any, trial: str, values: tuple[str, ...], output: str | None, failed: str | None,
+         extra: tuple[str, ...], as_json: bool) -> None:
+    """Report a trial's outputs (--value) or its failure (--failed)."""
+    if bool(values) == bool(failed):
+        raise click.UsageError("give --value (the outputs) or --failed (why the trial failed)")
+    outputs: dict[str, float] = {}
+    for item in values:
+        name, sep, text = item.rpartition("=")
+        if not sep and output is None:
+            names = tuner.output_names()
+            if len(names) != 1:
+                raise click.UsageError(f"the problem has outputs {names}: say which with --output or NAME=Y")
+            output = names[0]
+        try:
+            outputs[name if sep else output] = float(text)
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not a number or NAME=NUMBER", param_hint="--value") from None
+    result = tuner.tell(trial, outputs or None, failure=failed, additional_output=_pairs(extra, "--extra") or None)
+    if as_json:
+        click.echo(json.dumps({"uid": result.uid, "duplicate": result.duplicate, "failed": result.failed}))
+    else:
+        click.echo(result.uid + (" (told before; the first record stands)" if result.duplicate else ""))
+
+
+def register(main: click.Group) -> None:
+    """Add ``serve``, ``keys``, ``session``, ``ask`` and ``tell`` to the ``raytuner`` group."""
+    for command in (serve, keys, session_group, ask, tell):
+        main.add_command(command)

@@ -1,0 +1,313 @@
+"""The gRPC tuning service: remote jobs create sessions, ask for trials and tell results.
+
+:class:`TuningServer` serves ``raytuner.v1.TuningService`` (see
+``protos/raytuner/service/v1/tuning.proto``) over a history store — a JSON
+store directory (the embedded default) or MongoDB — with sessions kept in the
+store's catalog and rebuilt on start. Every request is checked and answered;
+bad input gets ``INVALID_ARGUMENT`` with a message naming the field, an
+unknown session or trial ``NOT_FOUND``, a conflicting tell
+``FAILED_PRECONDITION``, a missing or wrong API key ``UNAUTHENTICATED``, and
+an unexpected error ``INTERNAL`` (logged; the server goes on).
+
+Example:
+    >>> import tempfile
+    >>> server = TuningServer(tempfile.mkdtemp(), port=0)
+    >>> port = server.start()
+    >>> key = server.keys.create("alice")
+    >>> server.address.startswith("127.0.0.1:")
+    True
+    >>> server.stop()
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from concurrent import futures
+from typing import Any, Callable, Iterator
+
+import grpc
+
+from raytuner.errors import InvalidInputError, StoreError, validate
+from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.service.auth import METADATA_KEY, ApiKeys
+from raytuner.service.catalog import open_catalog
+from raytuner.service.sessions import ServiceSession, SessionManager, SessionNotFound, TrialConflict
+from raytuner.service.v1 import tuning_pb2 as pb
+from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.store import open_store
+from raytuner.store.base import EvaluationQuery, HistoryStore
+
+__all__ = ["TuningServer", "MAX_MESSAGE_BYTES", "MAX_JSON_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: Largest request the server reads (larger ones get RESOURCE_EXHAUSTED from gRPC).
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: Largest JSON text field, and largest failure message.
+MAX_JSON_BYTES = 1024 * 1024
+MAX_FAILURE_CHARS = 65536
+
+
+class _Abort(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
+    if isinstance(exc, _Abort):
+        return exc.code, str(exc)
+    if isinstance(exc, InvalidInputError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if isinstance(exc, SessionNotFound):
+        return grpc.StatusCode.NOT_FOUND, str(exc)
+    if isinstance(exc, TrialConflict):
+        return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
+    if isinstance(exc, StoreError):
+        return grpc.StatusCode.UNAVAILABLE, f"store unavailable: {exc}"
+    log.exception("internal error")
+    return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the server log"
+
+
+def _rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Answer every failure of a unary handler with a status; never let it escape."""
+
+    @functools.wraps(method)
+    def handler(self: "_Servicer", request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+            code, message = _status_of(exc)
+        context.abort(code, message)
+
+    return handler
+
+
+def _json(field: str, text: str, kind: type, default: Any) -> Any:
+    if not text:
+        return default
+    if len(text) > MAX_JSON_BYTES:
+        raise InvalidInputError(field, f"{len(text)} characters; at most {MAX_JSON_BYTES}")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidInputError(field, f"not valid JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
+                                f"{type(value).__name__}")
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _session_message(session: ServiceSession) -> pb.Session:
+    with session.lock:
+        records = session.tuning.records
+        best = session.best()
+        pending = len(session.tuning.pending)
+    spec = session.spec
+    return pb.Session(
+        session_id=spec.session_id, problem_name=spec.problem_name, strategy=spec.strategy,
+        tasks_json=_dumps(spec.tasks), evaluations=len(records),
+        failed=sum(r.status != "ok" for r in records), pending=pending, finished=session.finished,
+        best=[pb.BestConfiguration(task_json=_dumps(task), config_json=_dumps(r.tuning_parameter),
+                                   outputs=_outputs(r), uid=r.uid) for task, r in best],
+        created=spec.created, options_json=_dumps(spec.options), max_evaluations=spec.max_evaluations,
+        outputs=session.tuning.problem.objectives)
+
+
+def _outputs(record: FunctionEvaluation) -> dict[str, float]:
+    return {k: float(v) for k, v in record.evaluation_result.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class _Servicer(pb_grpc.TuningServiceServicer):
+    def __init__(self, manager: SessionManager, keys: ApiKeys | None) -> None:
+        self.manager = manager
+        self.keys = keys
+
+    def _owner(self, context: grpc.ServicerContext) -> str:
+        if self.keys is None:
+            return ""
+        key = dict(context.invocation_metadata()).get(METADATA_KEY)
+        info = self.keys.verify(key if isinstance(key, str) else None)
+        if info is None:
+            raise _Abort(grpc.StatusCode.UNAUTHENTICATED,
+                         f"{METADATA_KEY}: {'missing' if key is None else 'invalid or revoked'} API key")
+        return info.key_id
+
+    @_rpc
+    def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.ServicerContext) -> pb.Session:
+        owner = self._owner(context)
+        session = self.manager.create(
+            owner, _json("problem_json", request.problem_json, dict, None) or {}, request.strategy,
+            options=_json("options_json", request.options_json, dict, {}),
+            tasks=_json("tasks_json", request.tasks_json, list, None), seed=request.seed,
+            max_evaluations=request.max_evaluations)
+        return _session_message(session)
+
+    @_rpc
+    def Ask(self, request: pb.AskRequest, context: grpc.ServicerContext) -> pb.AskResponse:
+        owner = self._owner(context)
+        status, trial = self.manager.ask(owner, request.session_id, _json("task_json", request.task_json, dict, None),
+                                         request.trial_id or None)
+        if trial is None:
+            return pb.AskResponse(status=status)
+        fidelity = trial.provenance.fidelity
+        return pb.AskResponse(status="TRIAL", trial_id=trial.trial_id, task_json=_dumps(trial.task),
+                              config_json=_dumps(trial.config), fidelity=float(fidelity or 0.0))
+
+    @_rpc
+    def Tell(self, request: pb.TellRequest, context: grpc.ServicerContext) -> pb.TellResponse:
+        owner = self._owner(context)
+        if len(request.failure) > MAX_FAILURE_CHARS:
+            raise InvalidInputError("failure", f"{len(request.failure)} characters; at most {MAX_FAILURE_CHARS}")
+        record, duplicate = self.manager.tell(
+            owner, request.session_id, request.trial_id, dict(request.outputs), failure=request.failure or None,
+            machine=_json("machine_json", request.machine_json, dict, None),
+            software=_json("software_json", request.software_json, dict, None),
+            additional_output=_json("additional_output_json", request.additional_output_json, dict, None))
+        return pb.TellResponse(uid=record.uid, duplicate=duplicate, failed=record.status != "ok")
+
+    @_rpc
+    def GetSession(self, request: pb.GetSessionRequest, context: grpc.ServicerContext) -> pb.Session:
+        return _session_message(self.manager.get(self._owner(context), request.session_id))
+
+    @_rpc
+    def ListSessions(self, request: pb.ListSessionsRequest,
+                     context: grpc.ServicerContext) -> pb.ListSessionsResponse:
+        sessions = self.manager.list(self._owner(context), request.problem_name or None)
+        return pb.ListSessionsResponse(sessions=[_session_message(s) for s in sessions])
+
+    @_rpc
+    def UploadEvaluations(self, request: pb.UploadEvaluationsRequest,
+                          context: grpc.ServicerContext) -> pb.UploadEvaluationsResponse:
+        self._owner(context)
+        problem = check_problem_name(request.problem_name, field="problem_name")
+        raw = _json("records_json", request.records_json, list, [])
+        records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
+        for i, record in enumerate(records):      # a service session replays only what it told itself
+            if record.raytuner is not None and record.raytuner.session_id in self.manager.session_ids():
+                raise InvalidInputError(f"records_json[{i}].raytuner.session_id",
+                                        "names a session of this service; tell its trials instead")
+        return pb.UploadEvaluationsResponse(received=self.manager.store.append_many(problem, records))
+
+    @_rpc
+    def QueryEvaluations(self, request: pb.QueryEvaluationsRequest,
+                         context: grpc.ServicerContext) -> pb.QueryEvaluationsResponse:
+        self._owner(context)
+        problem = check_problem_name(request.problem_name, field="problem_name")
+        query = EvaluationQuery.parse(_json("query_json", request.query_json, dict, {}))
+        records = self.manager.store.evaluations(problem, query)
+        return pb.QueryEvaluationsResponse(records_json=_dumps([r.to_dict() for r in records]))
+
+    def WatchSession(self, request: pb.WatchSessionRequest,
+                     context: grpc.ServicerContext) -> Iterator[pb.SessionEvent]:
+        try:
+            events = self.manager.watch(self._owner(context), request.session_id, request.from_start,
+                                        active=context.is_active)
+            for item in events:
+                yield pb.SessionEvent(kind=item["kind"], trial_id=item.get("trial_id", ""),
+                                      task_json=_dumps(item.get("task", {})),
+                                      config_json=_dumps(item.get("config", {})),
+                                      outputs=item.get("outputs") or {}, failure=item.get("failure") or "",
+                                      time=item["time"], sequence=item["sequence"])
+        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+            code, message = _status_of(exc)
+            context.abort(code, message)
+
+
+class TuningServer:
+    """A gRPC server of the tuning service over one history store.
+
+    ``store`` is a :class:`HistoryStore` or its location (a directory or a
+    ``mongodb://`` URI). ``auth=False`` serves without API keys (one owner;
+    for a laptop). ``tls_cert``/``tls_key`` are PEM file paths. With
+    ``ray_address``, model fits run as Ray tasks on that cluster.
+    """
+
+    def __init__(self, store: HistoryStore | str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
+                 auth: bool = True, tls_cert: str | os.PathLike[str] | None = None,
+                 tls_key: str | os.PathLike[str] | None = None, ray_address: str | None = None,
+                 max_workers: int = 64) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise InvalidInputError("tls_key" if tls_key is None else "tls_cert",
+                                    "TLS needs both a certificate and its key")
+        self.store = store if isinstance(store, HistoryStore) else open_store(store)
+        self.catalog = open_catalog(self.store)
+        self.keys = ApiKeys(self.catalog)
+        self.host, self.port = host, port
+        self.tls = (tls_cert, tls_key) if tls_cert is not None else None
+        self.auth = auth
+        self.max_workers = max_workers
+        self.manager = SessionManager(self.store, self.catalog, executor=self._executor(ray_address))
+        self._server: grpc.Server | None = None
+
+    @staticmethod
+    def _executor(ray_address: str | None) -> Any:
+        if ray_address is None:
+            return None
+        import ray  # noqa: PLC0415 - Ray only when a cluster is named
+
+        from raytuner.executors import RayExecutor  # noqa: PLC0415
+
+        ray.init(address=ray_address, ignore_reinit_error=True, include_dashboard=False)
+        return RayExecutor()
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the server listens on."""
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> int:
+        """Rebuild the sessions, bind and start serving; returns the port."""
+        self.manager.load()
+        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                                          ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                                          ("grpc.so_reuseport", 0)]
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
+                                                        thread_name_prefix="raytuner-rpc"), options=options)
+        pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None),
+                                                    server)
+        target = f"{self.host}:{self.port}"
+        if self.tls is not None:
+            credentials = grpc.ssl_server_credentials([(_read(self.tls[1]), _read(self.tls[0]))])
+            self.port = server.add_secure_port(target, credentials)
+        else:
+            self.port = server.add_insecure_port(target)
+        if not self.port:
+            raise InvalidInputError("port", f"cannot listen on {target}")
+        server.start()
+        self._server = server
+        log.info("tuning service on %s (%s, auth %s, TLS %s)", self.address, self.store,
+                 "on" if self.auth else "off", "on" if self.tls else "off")
+        return self.port
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        """Stop serving (requests in flight get ``grace`` seconds) and close the catalog."""
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        self.catalog.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops (or ``timeout`` passes); True when it stopped."""
+        return self._server.wait_for_termination(timeout) if self._server is not None else True
+
+    def __enter__(self) -> "TuningServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _read(path: str | os.PathLike[str] | None) -> bytes:
+    with open(path, "rb") as fh:  # type: ignore[arg-type]
+        return fh.read()
+

@@ -1,0 +1,233 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ("problem_json", "strategy", "options_json", "tasks_json", "seed", "max_evaluations")
+    PROBLEM_JSON_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TASKS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    problem_json: str
+    strategy: str
+    options_json: str
+    tasks_json: str
+    seed: int
+    max_evaluations: int
+    def __init__(self, problem_json: _Optional[str] = ..., strategy: _Optional[str] = ..., options_json: _Optional[str] = ..., tasks_json: _Optional[str] = ..., seed: _Optional[int] = ..., max_evaluations: _Optional[int] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("session_id", "problem_name", "strategy", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    TASKS_JSON_FIELD_NUMBER: _ClassVar[int]
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    BEST_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    problem_name: str
+    strategy: str
+    tasks_json: str
+    evaluations: int
+    failed: int
+    pending: int
+    finished: bool
+    best: _containers.RepeatedCompositeFieldContainer[BestConfiguration]
+    created: float
+    options_json: str
+    max_evaluations: int
+    outputs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., strategy: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class BestConfiguration(_message.Message):
+    __slots__ = ("task_json", "config_json", "outputs", "uid")
+    class OutputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    TASK_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    task_json: str
+    config_json: str
+    outputs: _containers.ScalarMap[str, float]
+    uid: str
+    def __init__(self, task_json: _Optional[str] = ..., config_json: _Optional[str] = ..., outputs: _Optional[_Mapping[str, float]] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class AskRequest(_message.Message):
+    __slots__ = ("session_id", "task_json", "trial_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_JSON_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    task_json: str
+    trial_id: str
+    def __init__(self, session_id: _Optional[str] = ..., task_json: _Optional[str] = ..., trial_id: _Optional[str] = ...) -> None: ...
+
+class AskResponse(_message.Message):
+    __slots__ = ("status", "trial_id", "task_json", "config_json", "fidelity")
+    class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        STATUS_UNSPECIFIED: _ClassVar[AskResponse.Status]
+        TRIAL: _ClassVar[AskResponse.Status]
+        WAIT: _ClassVar[AskResponse.Status]
+        FINISHED: _ClassVar[AskResponse.Status]
+    STATUS_UNSPECIFIED: AskResponse.Status
+    TRIAL: AskResponse.Status
+    WAIT: AskResponse.Status
+    FINISHED: AskResponse.Status
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_FIELD_NUMBER: _ClassVar[int]
+    status: AskResponse.Status
+    trial_id: str
+    task_json: str
+    config_json: str
+    fidelity: float
+    def __init__(self, status: _Optional[_Union[AskResponse.Status, str]] = ..., trial_id: _Optional[str] = ..., task_json: _Optional[str] = ..., config_json: _Optional[str] = ..., fidelity: _Optional[float] = ...) -> None: ...
+
+class TellRequest(_message.Message):
+    __slots__ = ("session_id", "trial_id", "outputs", "failure", "machine_json", "software_json", "additional_output_json")
+    class OutputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_JSON_FIELD_NUMBER: _ClassVar[int]
+    SOFTWARE_JSON_FIELD_NUMBER: _ClassVar[int]
+    ADDITIONAL_OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    trial_id: str
+    outputs: _containers.ScalarMap[str, float]
+    failure: str
+    machine_json: str
+    software_json: str
+    additional_output_json: str
+    def __init__(self, session_id: _Optional[str] = ..., trial_id: _Optional[str] = ..., outputs: _Optional[_Mapping[str, float]] = ..., failure: _Optional[str] = ..., machine_json: _Optional[str] = ..., software_json: _Optional[str] = ..., additional_output_json: _Optional[str] = ...) -> None: ...
+
+class TellResponse(_message.Message):
+    __slots__ = ("uid", "duplicate", "failed")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    duplicate: bool
+    failed: bool
+    def __init__(self, uid: _Optional[str] = ..., duplicate: _Optional[bool] = ..., failed: _Optional[bool] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("problem_name",)
+    PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    problem_name: str
+    def __init__(self, problem_name: _Optional[str] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...
+
+class WatchSessionRequest(_message.Message):
+    __slots__ = ("session_id", "from_start")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_START_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    from_start: bool
+    def __init__(self, session_id: _Optional[str] = ..., from_start: _Optional[bool] = ...) -> None: ...
+
+class SessionEvent(_message.Message):
+    __slots__ = ("kind", "trial_id", "task_json", "config_json", "outputs", "failure", "time", "sequence")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        KIND_UNSPECIFIED: _ClassVar[SessionEvent.Kind]
+        ASKED: _ClassVar[SessionEvent.Kind]
+        TOLD: _ClassVar[SessionEvent.Kind]
+        FINISHED: _ClassVar[SessionEvent.Kind]
+    KIND_UNSPECIFIED: SessionEvent.Kind
+    ASKED: SessionEvent.Kind
+    TOLD: SessionEvent.Kind
+    FINISHED: SessionEvent.Kind
+    class OutputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    kind: SessionEvent.Kind
+    trial_id: str
+    task_json: str
+    config_json: str
+    outputs: _containers.ScalarMap[str, float]
+    failure: str
+    time: float
+    sequence: int
+    def __init__(self, kind: _Optional[_Union[SessionEvent.Kind, str]] = ..., trial_id: _Optional[str] = ..., task_json: _Optional[str] = ..., config_json: _Optional[str] = ..., outputs: _Optional[_Mapping[str, float]] = ..., failure: _Optional[str] = ..., time: _Optional[float] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class UploadEvaluationsRequest(_message.Message):
+    __slots__ = ("problem_name", "records_json")
+    PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    problem_name: str
+    records_json: str
+    def __init__(self, problem_name: _Optional[str] = ..., records_json: _Optional[str] = ...) -> None: ...
+
+class UploadEvaluationsResponse(_message.Message):
+    __slots__ = ("received",)
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    received: int
+    def __init__(self, received: _Optional[int] = ...) -> None: ...
+
+class QueryEvaluationsRequest(_message.Message):
+    __slots__ = ("problem_name", "query_json")
+    PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUERY_JSON_FIELD_NUMBER: _ClassVar[int]
+    problem_name: str
+    query_json: str
+    def __init__(self, problem_name: _Optional[str] = ..., query_json: _Optional[str] = ...) -> None: ...
+
+class QueryEvaluationsResponse(_message.Message):
+    __slots__ = ("records_json",)
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    records_json: str
+    def __init__(self, records_json: _Optional[str] = ...) -> None: ...
