@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import qmc
@@ -33,7 +33,7 @@ from scipy.stats import qmc
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["latin_hypercube", "sample_tasks", "sample_configurations", "initial_samples"]
+__all__ = ["ConfigurationSet", "latin_hypercube", "sample_tasks", "sample_configurations", "initial_samples"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,41 @@ Seed = int | np.random.Generator | None
 
 def _key(point: Mapping[str, Any]) -> str:
     return json.dumps(point, sort_keys=True, default=str)
+
+
+class ConfigurationSet(Sequence[dict[str, Any]]):
+    """Points kept with their keys, so that excluding a growing set costs no re-keying per draw.
+
+    Pass one as ``exclude`` to :func:`latin_hypercube` or :func:`sample_configurations`.
+
+    >>> seen = ConfigurationSet([{"x": 1}])
+    >>> seen.append({"x": 2})
+    >>> len(seen), {"x": 2} in seen
+    (2, True)
+    """
+
+    def __init__(self, points: Sequence[Mapping[str, Any]] = ()) -> None:
+        self._points: list[dict[str, Any]] = []
+        self.keys: set[str] = set()
+        for point in points:
+            self.append(point)
+
+    def append(self, point: Mapping[str, Any]) -> None:
+        """Add ``point``."""
+        self._points.append(dict(point))
+        self.keys.add(_key(point))
+
+    def __contains__(self, point: object) -> bool:
+        return isinstance(point, Mapping) and _key(point) in self.keys
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._points)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._points[index]
 
 
 def latin_hypercube(
@@ -75,7 +110,7 @@ def latin_hypercube(
                                    + (f" plus {len(exclude)} excluded" if exclude else ""))
     rng = np.random.default_rng(seed)
     budget = max_candidates if max_candidates is not None else max(100_000, 1_000 * n)
-    seen = {_key(p) for p in exclude}
+    seen = set(exclude.keys) if isinstance(exclude, ConfigurationSet) else {_key(p) for p in exclude}
     out: list[dict[str, Any]] = []
     drawn = accepted = 0
     while len(out) < n and drawn < budget:

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.sampling import sample_configurations
+from raytuner.sampling import ConfigurationSet, sample_configurations
 from raytuner.strategies.base import Strategy, Suggestion, task_key
 
 __all__ = ["RandomSearch"]
@@ -38,7 +38,7 @@ class RandomSearch(Strategy):
 
     def __init__(self, problem: Any, tasks: Any, seed: int | None = None) -> None:
         super().__init__(problem, tasks, seed)
-        self._seen: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
+        self._seen = [ConfigurationSet() for _ in self.tasks]
         self._pending: list[int] = [0 for _ in self.tasks]
 
     def _next_task(self) -> int:
@@ -65,6 +65,6 @@ class RandomSearch(Strategy):
         key = task_key(record.task_parameter)
         for i, t in enumerate(self.tasks):
             if task_key(t) == key:
-                self._seen[i].append(dict(record.tuning_parameter))
+                self._seen[i].append(record.tuning_parameter)
                 self._pending[i] = max(0, self._pending[i] - 1)
                 return
