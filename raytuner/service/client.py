@@ -36,7 +36,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Self, Sequence
 
 import grpc
 
@@ -48,7 +48,7 @@ from raytuner.store.base import EvaluationQuery
 from raytuner.service.v1 import tuning_pb2 as pb
 from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
 
-__all__ = ["RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]
+__all__ = ["ServiceChannel", "RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]
 
 log = logging.getLogger(__name__)
 
@@ -116,36 +116,29 @@ def _event_dict(event: pb.SessionEvent) -> dict[str, Any]:
             "failure": event.failure or None}
 
 
-class RemoteTuner:
-    """A client of one tuning service (see the module documentation).
+class ServiceChannel:
+    """A channel to a raytuner server with deadlines and retries: the plumbing of every client here.
 
     ``address`` is ``host:port``; ``api_key`` goes in each request's metadata
     (it is never logged). TLS is used when ``root_certificates`` (PEM bytes of
-    the CA) is given or ``tls`` is true (system roots). ``retries`` is how many
-    times a failed call is tried again, the n-th after about
-    ``backoff * 2**n`` seconds; an ask that fits a model on many evaluations
-    (``mla``) may need a larger ``timeout``. ``tls_server_name`` overrides the
-    name the server's certificate is checked for. ``machine``/``software``
-    are values that win over the captured configuration.
+    the CA) is given or ``tls`` is true (system roots); ``tls_server_name``
+    overrides the name the server's certificate is checked for. ``retries``
+    is how many times a failed call is tried again, the n-th after about
+    ``backoff * 2**n`` seconds. ``stub`` is the generated stub class of the
+    service this client calls.
     """
 
-    def __init__(self, address: str, api_key: str | None = None, *, session_id: str | None = None,
+    def __init__(self, address: str, api_key: str | None, stub: Callable[[grpc.Channel], Any], *,
                  root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
-                 retries: int = 5, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
-                 software: Mapping[str, Any] | None = None, tls_server_name: str | None = None) -> None:
+                 retries: int = 5, backoff: float = 0.2, tls_server_name: str | None = None) -> None:
         if not isinstance(address, str) or not address:
             raise InvalidInputError("address", f"{address!r} is not a host:port address")
         if timeout <= 0 or retries < 0 or backoff < 0:
             raise InvalidInputError("timeout" if timeout <= 0 else "retries" if retries < 0 else "backoff",
                                     "must be positive (retries and backoff may be 0)")
         self.address = address
-        self.session_id = session_id
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
-        self.finished = False
         self._metadata = (("x-api-key", api_key),) if api_key else ()
-        self.machine = machine_configuration(machine)
-        self.software = software_configuration((), software)
-        self._outputs: dict[str, list[str]] = {}
         options: list[tuple[str, Any]] = [
             ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
@@ -159,19 +152,16 @@ class RemoteTuner:
             self._channel = grpc.secure_channel(address, credentials, options=options)
         else:
             self._channel = grpc.insecure_channel(address, options=options)
-        self._stub = pb_grpc.TuningServiceStub(self._channel)
-
-    def __repr__(self) -> str:
-        return f"RemoteTuner({self.address!r}, session_id={self.session_id!r})"
-
-    # -- plumbing -------------------------------------------------------------------------------
+        self._stub = stub(self._channel)
 
     def _call(self, name: str, request: Any) -> Any:
+        """Call method ``name``, retrying on :data:`RETRIED_CODES`; a stream's answers are read in full."""
         method = getattr(self._stub, name)
         attempt = 0
         while True:
             try:
-                return method(request, timeout=self.timeout, metadata=self._metadata)
+                answer = method(request, timeout=self.timeout, metadata=self._metadata)
+                return list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
             except grpc.RpcError as exc:
                 code = exc.code().name if exc.code() is not None else "UNKNOWN"
                 message = exc.details() or ""
@@ -184,6 +174,43 @@ class RemoteTuner:
                 log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
                 time.sleep(delay)
                 attempt += 1
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class RemoteTuner(ServiceChannel):
+    """A client of one tuning service (see the module documentation).
+
+    The connection arguments are :class:`ServiceChannel`'s; an ask that fits a
+    model on many evaluations (``mla``) may need a larger ``timeout``.
+    ``machine``/``software`` are values that win over the captured configuration.
+    """
+
+    def __init__(self, address: str, api_key: str | None = None, *, session_id: str | None = None,
+                 root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
+                 retries: int = 5, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
+                 software: Mapping[str, Any] | None = None, tls_server_name: str | None = None) -> None:
+        super().__init__(address, api_key, pb_grpc.TuningServiceStub, root_certificates=root_certificates,
+                         tls=tls, timeout=timeout, retries=retries, backoff=backoff,
+                         tls_server_name=tls_server_name)
+        self.session_id = session_id
+        self.finished = False
+        self.machine = machine_configuration(machine)
+        self.software = software_configuration((), software)
+        self._outputs: dict[str, list[str]] = {}
+
+    def __repr__(self) -> str:
+        return f"RemoteTuner({self.address!r}, session_id={self.session_id!r})"
+
+    # -- plumbing -------------------------------------------------------------------------------
 
     def _session(self, session_id: str | None) -> str:
         session_id = session_id or self.session_id
@@ -370,15 +397,3 @@ class RemoteTuner:
         answer = self._call("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name,
                                                                            query_json=_dumps(data)))
         return [FunctionEvaluation.model_validate(r) for r in json.loads(answer.records_json or "[]")]
-
-    # -- lifetime -------------------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the channel."""
-        self._channel.close()
-
-    def __enter__(self) -> "RemoteTuner":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

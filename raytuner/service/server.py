@@ -21,20 +21,19 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 from concurrent import futures
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import grpc
 
-from raytuner.errors import InvalidInputError, StoreError, validate
+from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.service.auth import METADATA_KEY, ApiKeys
 from raytuner.service.catalog import open_catalog
-from raytuner.service.sessions import ServiceSession, SessionManager, SessionNotFound, TrialConflict
+from raytuner.service.handlers import MAX_JSON_BYTES, Abort, dumps, json_field, rpc, status_of
+from raytuner.service.sessions import ServiceSession, SessionManager
 from raytuner.service.v1 import tuning_pb2 as pb
 from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import open_store
@@ -46,63 +45,8 @@ log = logging.getLogger(__name__)
 
 #: Largest request the server reads (larger ones get RESOURCE_EXHAUSTED from gRPC).
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-#: Largest JSON text field, and largest failure message.
-MAX_JSON_BYTES = 1024 * 1024
+#: Largest failure message.
 MAX_FAILURE_CHARS = 65536
-
-
-class _Abort(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
-    if isinstance(exc, _Abort):
-        return exc.code, str(exc)
-    if isinstance(exc, InvalidInputError):
-        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
-    if isinstance(exc, SessionNotFound):
-        return grpc.StatusCode.NOT_FOUND, str(exc)
-    if isinstance(exc, TrialConflict):
-        return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
-    if isinstance(exc, StoreError):
-        return grpc.StatusCode.UNAVAILABLE, f"store unavailable: {exc}"
-    log.exception("internal error")
-    return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the server log"
-
-
-def _rpc(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Answer every failure of a unary handler with a status; never let it escape."""
-
-    @functools.wraps(method)
-    def handler(self: "_Servicer", request: Any, context: grpc.ServicerContext) -> Any:
-        try:
-            return method(self, request, context)
-        except Exception as exc:  # noqa: BLE001 - every error becomes a status
-            code, message = _status_of(exc)
-        context.abort(code, message)
-
-    return handler
-
-
-def _json(field: str, text: str, kind: type, default: Any) -> Any:
-    if not text:
-        return default
-    if len(text) > MAX_JSON_BYTES:
-        raise InvalidInputError(field, f"{len(text)} characters; at most {MAX_JSON_BYTES}")
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidInputError(field, f"not valid JSON: {exc}") from None
-    if not isinstance(value, kind):
-        raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
-                                f"{type(value).__name__}")
-    return value
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def _session_message(session: ServiceSession) -> pb.Session:
@@ -113,11 +57,11 @@ def _session_message(session: ServiceSession) -> pb.Session:
     spec = session.spec
     return pb.Session(
         session_id=spec.session_id, problem_name=spec.problem_name, strategy=spec.strategy,
-        tasks_json=_dumps(spec.tasks), evaluations=len(records),
+        tasks_json=dumps(spec.tasks), evaluations=len(records),
         failed=sum(r.status != "ok" for r in records), pending=pending, finished=session.finished,
-        best=[pb.BestConfiguration(task_json=_dumps(task), config_json=_dumps(r.tuning_parameter),
+        best=[pb.BestConfiguration(task_json=dumps(task), config_json=dumps(r.tuning_parameter),
                                    outputs=_outputs(r), uid=r.uid) for task, r in best],
-        created=spec.created, options_json=_dumps(spec.options), max_evaluations=spec.max_evaluations,
+        created=spec.created, options_json=dumps(spec.options), max_evaluations=spec.max_evaluations,
         outputs=session.tuning.problem.objectives)
 
 
@@ -137,59 +81,59 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         key = dict(context.invocation_metadata()).get(METADATA_KEY)
         info = self.keys.verify(key if isinstance(key, str) else None)
         if info is None:
-            raise _Abort(grpc.StatusCode.UNAUTHENTICATED,
+            raise Abort(grpc.StatusCode.UNAUTHENTICATED,
                          f"{METADATA_KEY}: {'missing' if key is None else 'invalid or revoked'} API key")
         return info.key_id
 
-    @_rpc
+    @rpc
     def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.ServicerContext) -> pb.Session:
         owner = self._owner(context)
         session = self.manager.create(
-            owner, _json("problem_json", request.problem_json, dict, None) or {}, request.strategy,
-            options=_json("options_json", request.options_json, dict, {}),
-            tasks=_json("tasks_json", request.tasks_json, list, None), seed=request.seed,
+            owner, json_field("problem_json", request.problem_json, dict, None) or {}, request.strategy,
+            options=json_field("options_json", request.options_json, dict, {}),
+            tasks=json_field("tasks_json", request.tasks_json, list, None), seed=request.seed,
             max_evaluations=request.max_evaluations)
         return _session_message(session)
 
-    @_rpc
+    @rpc
     def Ask(self, request: pb.AskRequest, context: grpc.ServicerContext) -> pb.AskResponse:
         owner = self._owner(context)
-        status, trial = self.manager.ask(owner, request.session_id, _json("task_json", request.task_json, dict, None),
+        status, trial = self.manager.ask(owner, request.session_id, json_field("task_json", request.task_json, dict, None),
                                          request.trial_id or None)
         if trial is None:
             return pb.AskResponse(status=status)
         fidelity = trial.provenance.fidelity
-        return pb.AskResponse(status="TRIAL", trial_id=trial.trial_id, task_json=_dumps(trial.task),
-                              config_json=_dumps(trial.config), fidelity=float(fidelity or 0.0))
+        return pb.AskResponse(status="TRIAL", trial_id=trial.trial_id, task_json=dumps(trial.task),
+                              config_json=dumps(trial.config), fidelity=float(fidelity or 0.0))
 
-    @_rpc
+    @rpc
     def Tell(self, request: pb.TellRequest, context: grpc.ServicerContext) -> pb.TellResponse:
         owner = self._owner(context)
         if len(request.failure) > MAX_FAILURE_CHARS:
             raise InvalidInputError("failure", f"{len(request.failure)} characters; at most {MAX_FAILURE_CHARS}")
         record, duplicate = self.manager.tell(
             owner, request.session_id, request.trial_id, dict(request.outputs), failure=request.failure or None,
-            machine=_json("machine_json", request.machine_json, dict, None),
-            software=_json("software_json", request.software_json, dict, None),
-            additional_output=_json("additional_output_json", request.additional_output_json, dict, None))
+            machine=json_field("machine_json", request.machine_json, dict, None),
+            software=json_field("software_json", request.software_json, dict, None),
+            additional_output=json_field("additional_output_json", request.additional_output_json, dict, None))
         return pb.TellResponse(uid=record.uid, duplicate=duplicate, failed=record.status != "ok")
 
-    @_rpc
+    @rpc
     def GetSession(self, request: pb.GetSessionRequest, context: grpc.ServicerContext) -> pb.Session:
         return _session_message(self.manager.get(self._owner(context), request.session_id))
 
-    @_rpc
+    @rpc
     def ListSessions(self, request: pb.ListSessionsRequest,
                      context: grpc.ServicerContext) -> pb.ListSessionsResponse:
         sessions = self.manager.list(self._owner(context), request.problem_name or None)
         return pb.ListSessionsResponse(sessions=[_session_message(s) for s in sessions])
 
-    @_rpc
+    @rpc
     def UploadEvaluations(self, request: pb.UploadEvaluationsRequest,
                           context: grpc.ServicerContext) -> pb.UploadEvaluationsResponse:
         self._owner(context)
         problem = check_problem_name(request.problem_name, field="problem_name")
-        raw = _json("records_json", request.records_json, list, [])
+        raw = json_field("records_json", request.records_json, list, [])
         records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
         for i, record in enumerate(records):      # a service session replays only what it told itself
             if record.raytuner is not None and record.raytuner.session_id in self.manager.session_ids():
@@ -197,14 +141,14 @@ class _Servicer(pb_grpc.TuningServiceServicer):
                                         "names a session of this service; tell its trials instead")
         return pb.UploadEvaluationsResponse(received=self.manager.store.append_many(problem, records))
 
-    @_rpc
+    @rpc
     def QueryEvaluations(self, request: pb.QueryEvaluationsRequest,
                          context: grpc.ServicerContext) -> pb.QueryEvaluationsResponse:
         self._owner(context)
         problem = check_problem_name(request.problem_name, field="problem_name")
-        query = EvaluationQuery.parse(_json("query_json", request.query_json, dict, {}))
+        query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))
         records = self.manager.store.evaluations(problem, query)
-        return pb.QueryEvaluationsResponse(records_json=_dumps([r.to_dict() for r in records]))
+        return pb.QueryEvaluationsResponse(records_json=dumps([r.to_dict() for r in records]))
 
     def WatchSession(self, request: pb.WatchSessionRequest,
                      context: grpc.ServicerContext) -> Iterator[pb.SessionEvent]:
@@ -213,12 +157,12 @@ class _Servicer(pb_grpc.TuningServiceServicer):
                                         active=context.is_active)
             for item in events:
                 yield pb.SessionEvent(kind=item["kind"], trial_id=item.get("trial_id", ""),
-                                      task_json=_dumps(item.get("task", {})),
-                                      config_json=_dumps(item.get("config", {})),
+                                      task_json=dumps(item.get("task", {})),
+                                      config_json=dumps(item.get("config", {})),
                                       outputs=item.get("outputs") or {}, failure=item.get("failure") or "",
                                       time=item["time"], sequence=item["sequence"])
         except Exception as exc:  # noqa: BLE001 - every error becomes a status
-            code, message = _status_of(exc)
+            code, message = status_of(exc)
             context.abort(code, message)
 
 

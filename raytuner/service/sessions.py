@@ -72,9 +72,13 @@ _TRIAL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class SessionNotFound(RaytunerError):
     """No such session (or trial) for this caller."""
 
+    grpc_status = "NOT_FOUND"
+
 
 class TrialConflict(RaytunerError):
     """A trial cannot take this request in its state (told before with another result; session over)."""
+
+    grpc_status = "FAILED_PRECONDITION"
 
 
 @dataclass(frozen=True)

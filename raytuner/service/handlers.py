@@ -1,0 +1,90 @@
+"""What every gRPC handler of the server shares: errors to status codes, JSON fields, the handler wrapper.
+
+An exception says its own status: :class:`~raytuner.errors.InvalidInputError`
+is ``INVALID_ARGUMENT``, :class:`~raytuner.errors.StoreError` ``UNAVAILABLE``
+(clients retry), and any other exception class with a ``grpc_status``
+attribute (a status name, such as ``"NOT_FOUND"``) that status; anything
+else is ``INTERNAL``, logged with its stack.
+
+Example:
+    >>> status_of(InvalidInputError("x", "bad"))[0].name
+    'INVALID_ARGUMENT'
+    >>> json_field("options_json", '{"a": 1}', dict, {})
+    {'a': 1}
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import Any, Callable
+
+import grpc
+
+from raytuner.errors import InvalidInputError, StoreError
+
+__all__ = ["Abort", "status_of", "rpc", "json_field", "dumps", "MAX_JSON_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: Largest JSON text field, and largest failure message.
+MAX_JSON_BYTES = 1024 * 1024
+
+
+class Abort(Exception):
+    """End a call with ``code`` and ``message``."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status code and message a failed call answers with (see the module documentation)."""
+    if isinstance(exc, Abort):
+        return exc.code, str(exc)
+    if isinstance(exc, InvalidInputError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if isinstance(exc, StoreError):
+        return grpc.StatusCode.UNAVAILABLE, f"store unavailable: {exc}"
+    name = getattr(exc, "grpc_status", None)
+    if isinstance(name, str) and name in grpc.StatusCode.__members__:
+        return grpc.StatusCode[name], str(exc)
+    log.exception("internal error")
+    return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the server log"
+
+
+def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Answer every failure of a unary handler with a status; never let it escape."""
+
+    @functools.wraps(method)
+    def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+            code, message = status_of(exc)
+        context.abort(code, message)
+
+    return handler
+
+
+def json_field(field: str, text: str, kind: type, default: Any) -> Any:
+    """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty."""
+    if not text:
+        return default
+    if len(text) > MAX_JSON_BYTES:
+        raise InvalidInputError(field, f"{len(text)} characters; at most {MAX_JSON_BYTES}")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidInputError(field, f"not valid JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
+                                f"{type(value).__name__}")
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of ``value`` (anything else as its ``str``)."""
+    return json.dumps(value, separators=(",", ":"), default=str)
