@@ -17,7 +17,8 @@ from typing import Mapping
 import numpy as np
 
 __all__ = ["demo", "demo_fidelity", "demo_grid_minimum", "DEMO_PROBLEM", "branin", "branin_grid_minimum",
-           "BRANIN_PROBLEM", "BRANIN_CLASSIC"]
+           "BRANIN_PROBLEM", "BRANIN_CLASSIC", "ISHIGAMI_PROBLEM", "ishigami", "ishigami_indices",
+           "MIXED12_PROBLEM", "MIXED12_INDICES", "mixed12"]
 
 #: The demo problem's spaces (GPTune-Demo: task t in [0, 10], x in [0, 1], minimise y).
 DEMO_PROBLEM: dict[str, object] = {
@@ -105,3 +106,57 @@ def branin_grid_minimum(task: Mapping[str, float], points: int = 1001) -> tuple[
     if best.success and float(best.fun) <= float(ys[i]):
         return (float(best.x[0]), float(best.x[1])), float(best.fun)
     return (float(start[0]), float(start[1])), float(ys[i])
+
+
+#: The Ishigami function's problem space: x1, x2, x3 in [-pi, pi], output ``y``.
+ISHIGAMI_PROBLEM: dict[str, object] = {
+    "parameter_space": [{"name": f"x{i}", "type": "real", "lower_bound": -math.pi, "upper_bound": math.pi}
+                        for i in (1, 2, 3)],
+    "output_space": [{"name": "y", "type": "real"}],
+}
+
+
+def ishigami(config: Mapping[str, float], a: float = 7.0, b: float = 0.1) -> float:
+    """The Ishigami function, the standard test of sensitivity analysis.
+
+    >>> round(ishigami({"x1": math.pi / 2, "x2": 0.0, "x3": 1.0}), 3)
+    1.1
+    """
+    return (math.sin(config["x1"]) + a * math.sin(config["x2"]) ** 2
+            + b * config["x3"] ** 4 * math.sin(config["x1"]))
+
+
+def ishigami_indices(a: float = 7.0, b: float = 0.1) -> tuple[list[float], list[float]]:
+    """The analytic first-order (S1) and total (ST) Sobol indices of x1, x2, x3.
+
+    >>> [round(v, 3) for v in ishigami_indices()[0]], [round(v, 3) for v in ishigami_indices()[1]]
+    ([0.314, 0.442, 0.0], [0.558, 0.442, 0.244])
+    """
+    pi = math.pi
+    v1 = 0.5 * (1 + b * pi ** 4 / 5) ** 2
+    v2 = a ** 2 / 8
+    v13 = b ** 2 * pi ** 8 * (1 / 18 - 1 / 50)
+    total = v1 + v2 + v13
+    return [v1 / total, v2 / total, 0.0], [(v1 + v13) / total, v2 / total, v13 / total]
+
+
+#: Twelve tuning parameters of which three matter (``x0``, ``nb``, ``alg``): a Table V-like case.
+MIXED12_PROBLEM: dict[str, object] = {
+    "parameter_space": [{"name": f"x{i}", "type": "real", "lower_bound": 0, "upper_bound": 1} for i in range(10)]
+    + [{"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 8},
+       {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}],
+    "output_space": [{"name": "runtime", "type": "real"}],
+}
+MIXED12_ALGORITHM_EFFECT = {"lu": 0.0, "qr": 2.0, "svd": -1.5}
+#: Its analytic first-order indices (the function is additive, so S1 = ST): variances 0.8, 0.84, 2.0556.
+MIXED12_INDICES = {"x0": 0.8 / 3.6956, "nb": 0.84 / 3.6956, "alg": 2.0556 / 3.6956}
+
+
+def mixed12(config: Mapping[str, object]) -> float:
+    """``3 x0^2 + 0.4 nb + effect(alg) + 10``: the other nine parameters do nothing.
+
+    >>> mixed12({"x0": 1.0, "nb": 5, "alg": "qr"})
+    17.0
+    """
+    return (3.0 * float(config["x0"]) ** 2 + 0.4 * float(config["nb"])  # type: ignore[arg-type]
+            + MIXED12_ALGORITHM_EFFECT[str(config["alg"])] + 10.0)

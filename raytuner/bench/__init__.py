@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'discrete', 'mla', 'service', 'store', 'tla']
+    ['band', 'crowd', 'discrete', 'mla', 'service', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "tla": "raytuner.bench.tla",
     "discrete": "raytuner.bench.discrete",
     "service": "raytuner.bench.service",
+    "crowd": "raytuner.bench.crowd",
 }
 
 
@@ -43,7 +44,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     >>> run_benchmark("nope", Path("out"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, discrete, mla, service, ...)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, crowd, discrete, mla, ...)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:

@@ -22,17 +22,15 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import os
 import re
-import secrets
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from raytuner.crowd.keys import matches, new_key, parse_key
 from raytuner.errors import InvalidInputError
 from raytuner.service.catalog import Catalog, open_catalog
 
@@ -46,7 +44,6 @@ METADATA_KEY = "x-api-key"
 #: How often (at most) :meth:`ApiKeys.verify` re-reads the keys log.
 REFRESH_SECONDS = 1.0
 
-_KEY = re.compile(r"^rt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
@@ -58,10 +55,6 @@ class KeyInfo:
     name: str
     created: float
     revoked: bool = False
-
-
-def _digest(salt: str, secret: str) -> str:
-    return hashlib.sha256(bytes.fromhex(salt) + secret.encode()).hexdigest()
 
 
 class ApiKeys:
@@ -103,17 +96,14 @@ class ApiKeys:
         """A new key for ``name``, returned once (only its salted hash is kept)."""
         if not isinstance(name, str) or not _NAME.match(name):
             raise InvalidInputError("name", f"{name!r} is not a key name: 1-64 of letters, digits, _ . @ -")
-        key_id = secrets.token_hex(8)
-        secret = secrets.token_urlsafe(32)
-        salt = secrets.token_hex(16)
-        document = {"key_id": key_id, "name": name, "salt": salt, "hash": _digest(salt, secret),
-                    "created": time.time()}
+        key, key_id, salt, digest = new_key()
+        document = {"key_id": key_id, "name": name, "salt": salt, "hash": digest, "created": time.time()}
         with self._lock:
             self.catalog.append("keys", document)
             self._entries = dict(self._entries)
             self._apply(self._entries, document)
         log.info("created API key %s for %s", key_id, name)
-        return f"rt_{key_id}_{secret}"
+        return key
 
     def revoke(self, key_id: str) -> None:
         """Revoke the key with id ``key_id``: it no longer authenticates."""
@@ -128,8 +118,8 @@ class ApiKeys:
 
     def verify(self, key: str | None) -> KeyInfo | None:
         """The key's info when ``key`` is a valid, unrevoked key, else ``None``."""
-        match = _KEY.match(key) if isinstance(key, str) else None
-        if match is None:
+        parts = parse_key(key)
+        if parts is None:
             return None
         if time.monotonic() - self._loaded > REFRESH_SECONDS and self._refreshing.acquire(blocking=False):
             try:                               # one thread re-reads; the others use the keys known
@@ -138,10 +128,8 @@ class ApiKeys:
                 log.warning("cannot re-read the API keys (%s); using the keys known", type(exc).__name__)
             finally:
                 self._refreshing.release()
-        entry = self._entries.get(match.group(1))
-        if entry is None or entry["revoked"]:
-            return None
-        if not hmac.compare_digest(entry["hash"], _digest(entry["salt"], match.group(2))):
+        entry = self._entries.get(parts[0])
+        if entry is None or entry["revoked"] or not matches(entry["salt"], entry["hash"], parts[1]):
             return None
         return self._info(entry)
 

@@ -148,20 +148,23 @@ def _shown(location: str) -> str:
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Server certificate (PEM).")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
 @click.option("--no-auth", is_flag=True, help="Serve without API keys (a single user on a trusted host).")
+@click.option("--crowd", metavar="URI", envvar="RAYTUNER_CROWD_MONGODB",
+              help="Also serve the crowd repository in this MongoDB (default: $RAYTUNER_CROWD_MONGODB).")
 def serve(store: str | None, mongodb: str | None, host: str, port: int, ray_address: str | None,
-          tls_cert: str | None, tls_key: str | None, no_auth: bool) -> None:
+          tls_cert: str | None, tls_key: str | None, no_auth: bool, crowd: str | None) -> None:
     """Serve the tuning service until SIGTERM or Ctrl-C."""
     from raytuner.service.server import TuningServer  # noqa: PLC0415
 
     location = _location(store, mongodb)
     server = TuningServer(location, host=host, port=port, auth=not no_auth, tls_cert=tls_cert, tls_key=tls_key,
-                          ray_address=ray_address)
+                          ray_address=ray_address, crowd=crowd)
     stop = threading.Event()
     server.start()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     log.info("serving %s on %s", _shown(location), server.address)
     click.echo(f"raytuner tuning service on {server.address} (store {_shown(location)}, "
-               f"auth {'off' if no_auth else 'on'}, TLS {'on' if tls_cert else 'off'})")
+               f"auth {'off' if no_auth else 'on'}, TLS {'on' if tls_cert else 'off'}, "
+               f"crowd repository {_shown(crowd) if crowd else 'off'})")
     if not no_auth and not server.keys.list():
         click.echo(f"no API key yet: create one with `raytuner keys create --{'mongodb' if mongodb else 'store'} "
                    f"{_shown(location)} --name NAME`", err=True)
@@ -391,6 +394,8 @@ def tell(tuner: Any, trial: str, values: tuple[str, ...], output: str | None, fa
 
 
 def register(main: click.Group) -> None:
-    """Add ``serve``, ``keys``, ``session``, ``ask`` and ``tell`` to the ``raytuner`` group."""
-    for command in (serve, keys, session_group, ask, tell):
+    """Add ``serve``, ``keys``, ``session``, ``ask``, ``tell`` and ``crowd`` to the ``raytuner`` group."""
+    from raytuner.service.crowd_commands import crowd  # noqa: PLC0415
+
+    for command in (serve, keys, session_group, ask, tell, crowd):
         main.add_command(command)

@@ -172,13 +172,16 @@ class TuningServer:
     ``store`` is a :class:`HistoryStore` or its location (a directory or a
     ``mongodb://`` URI). ``auth=False`` serves without API keys (one owner;
     for a laptop). ``tls_cert``/``tls_key`` are PEM file paths. With
-    ``ray_address``, model fits run as Ray tasks on that cluster.
+    ``ray_address``, model fits run as Ray tasks on that cluster. ``crowd``,
+    a :class:`~raytuner.crowd.CrowdRepository` or its ``mongodb://`` URI, adds
+    the crowd repository's service (``raytuner.v1.CrowdService``, keys of
+    its own users).
     """
 
     def __init__(self, store: HistoryStore | str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
                  auth: bool = True, tls_cert: str | os.PathLike[str] | None = None,
                  tls_key: str | os.PathLike[str] | None = None, ray_address: str | None = None,
-                 max_workers: int = 64) -> None:
+                 max_workers: int = 64, crowd: Any = None) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise InvalidInputError("tls_key" if tls_key is None else "tls_cert",
                                     "TLS needs both a certificate and its key")
@@ -190,7 +193,23 @@ class TuningServer:
         self.auth = auth
         self.max_workers = max_workers
         self.manager = SessionManager(self.store, self.catalog, executor=self._executor(ray_address))
+        self.crowd = self._crowd(crowd)
+        self._owns_crowd = isinstance(crowd, str)
         self._server: grpc.Server | None = None
+
+    @staticmethod
+    def _crowd(crowd: Any) -> Any:
+        if crowd is None or not isinstance(crowd, str):
+            return crowd
+        from pymongo.uri_parser import parse_uri  # noqa: PLC0415
+
+        from raytuner.crowd import CrowdRepository  # noqa: PLC0415 - the crowd only when asked for
+
+        try:
+            database = parse_uri(crowd)["database"]
+        except Exception as exc:  # noqa: BLE001 - pymongo raises several kinds for a bad URI
+            raise InvalidInputError("crowd", f"not a MongoDB URI: {exc}") from None
+        return CrowdRepository(crowd, **({"database": database} if database else {}))
 
     @staticmethod
     def _executor(ray_address: str | None) -> Any:
@@ -218,6 +237,10 @@ class TuningServer:
                                                         thread_name_prefix="raytuner-rpc"), options=options)
         pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None),
                                                     server)
+        if self.crowd is not None:
+            from raytuner.service.crowd import CrowdServicer  # noqa: PLC0415 - SALib and GPy only for the crowd
+
+            pb_grpc.add_CrowdServiceServicer_to_server(CrowdServicer(self.crowd, self.manager.executor), server)
         target = f"{self.host}:{self.port}"
         if self.tls is not None:
             credentials = grpc.ssl_server_credentials([(_read(self.tls[1]), _read(self.tls[0]))])
@@ -228,8 +251,8 @@ class TuningServer:
             raise InvalidInputError("port", f"cannot listen on {target}")
         server.start()
         self._server = server
-        log.info("tuning service on %s (%s, auth %s, TLS %s)", self.address, self.store,
-                 "on" if self.auth else "off", "on" if self.tls else "off")
+        log.info("tuning service on %s (%s, auth %s, TLS %s, crowd repository %s)", self.address, self.store,
+                 "on" if self.auth else "off", "on" if self.tls else "off", self.crowd or "off")
         return self.port
 
     def stop(self, grace: float | None = 1.0) -> None:
@@ -238,6 +261,8 @@ class TuningServer:
             self._server.stop(grace).wait()
             self._server = None
         self.catalog.close()
+        if self._owns_crowd:
+            self.crowd.close()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops (or ``timeout`` passes); True when it stopped."""

@@ -231,3 +231,91 @@ class QueryEvaluationsResponse(_message.Message):
     RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
     records_json: str
     def __init__(self, records_json: _Optional[str] = ...) -> None: ...
+
+class CrowdQuery(_message.Message):
+    __slots__ = ("tuning_problem_name", "problem_space_json", "configuration_space_json", "limit")
+    TUNING_PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_SPACE_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURATION_SPACE_JSON_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tuning_problem_name: str
+    problem_space_json: str
+    configuration_space_json: str
+    limit: int
+    def __init__(self, tuning_problem_name: _Optional[str] = ..., problem_space_json: _Optional[str] = ..., configuration_space_json: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class CrowdUploadRequest(_message.Message):
+    __slots__ = ("tuning_problem_name", "records_json", "kind", "access", "shared_with_users", "shared_with_groups")
+    TUNING_PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_WITH_USERS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_WITH_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    tuning_problem_name: str
+    records_json: str
+    kind: str
+    access: str
+    shared_with_users: _containers.RepeatedScalarFieldContainer[str]
+    shared_with_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tuning_problem_name: _Optional[str] = ..., records_json: _Optional[str] = ..., kind: _Optional[str] = ..., access: _Optional[str] = ..., shared_with_users: _Optional[_Iterable[str]] = ..., shared_with_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CrowdUploadResponse(_message.Message):
+    __slots__ = ("added", "duplicates")
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    added: int
+    duplicates: int
+    def __init__(self, added: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class CrowdRecords(_message.Message):
+    __slots__ = ("records_json",)
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    records_json: str
+    def __init__(self, records_json: _Optional[str] = ...) -> None: ...
+
+class CrowdPredictRequest(_message.Message):
+    __slots__ = ("query", "objective", "task_json", "parameters_json")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    TASK_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    query: CrowdQuery
+    objective: str
+    task_json: str
+    parameters_json: str
+    def __init__(self, query: _Optional[_Union[CrowdQuery, _Mapping]] = ..., objective: _Optional[str] = ..., task_json: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
+
+class CrowdPredictResponse(_message.Message):
+    __slots__ = ("predictions_json", "evaluations")
+    PREDICTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    predictions_json: str
+    evaluations: int
+    def __init__(self, predictions_json: _Optional[str] = ..., evaluations: _Optional[int] = ...) -> None: ...
+
+class CrowdSensitivityRequest(_message.Message):
+    __slots__ = ("query", "objective", "task_json", "method", "num_samples", "second_order", "seed")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    TASK_JSON_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SECOND_ORDER_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    query: CrowdQuery
+    objective: str
+    task_json: str
+    method: str
+    num_samples: int
+    second_order: bool
+    seed: int
+    def __init__(self, query: _Optional[_Union[CrowdQuery, _Mapping]] = ..., objective: _Optional[str] = ..., task_json: _Optional[str] = ..., method: _Optional[str] = ..., num_samples: _Optional[int] = ..., second_order: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class CrowdSensitivityResponse(_message.Message):
+    __slots__ = ("result_json", "evaluations")
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    result_json: str
+    evaluations: int
+    def __init__(self, result_json: _Optional[str] = ..., evaluations: _Optional[int] = ...) -> None: ...

@@ -404,3 +404,267 @@ class TuningService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class CrowdServiceStub:
+    """The crowd repository (GPTuneCrowd III-IV): evaluations and surrogate models shared by many
+    users, each record with its owner and access level (public, registered, private, shared).
+    Authentication: "x-api-key" with a crowd user's key (`raytuner crowd keys create`).
+    Queries follow GPTuneCrowd's meta description (section IV-A): `problem_space` (task and
+    tuning parameters, output) and `configuration_space` (machines, software versions, users).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.UploadRecords = channel.unary_unary(
+                '/raytuner.v1.CrowdService/UploadRecords',
+                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadRequest.SerializeToString,
+                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadResponse.FromString,
+                _registered_method=True)
+        self.QueryFunctionEvaluations = channel.unary_stream(
+                '/raytuner.v1.CrowdService/QueryFunctionEvaluations',
+                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+                _registered_method=True)
+        self.QuerySurrogateModels = channel.unary_stream(
+                '/raytuner.v1.CrowdService/QuerySurrogateModels',
+                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+                _registered_method=True)
+        self.QueryPredictOutput = channel.unary_unary(
+                '/raytuner.v1.CrowdService/QueryPredictOutput',
+                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictRequest.SerializeToString,
+                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictResponse.FromString,
+                _registered_method=True)
+        self.QuerySensitivityAnalysis = channel.unary_unary(
+                '/raytuner.v1.CrowdService/QuerySensitivityAnalysis',
+                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.SerializeToString,
+                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.FromString,
+                _registered_method=True)
+
+
+class CrowdServiceServicer:
+    """The crowd repository (GPTuneCrowd III-IV): evaluations and surrogate models shared by many
+    users, each record with its owner and access level (public, registered, private, shared).
+    Authentication: "x-api-key" with a crowd user's key (`raytuner crowd keys create`).
+    Queries follow GPTuneCrowd's meta description (section IV-A): `problem_space` (task and
+    tuning parameters, output) and `configuration_space` (machines, software versions, users).
+    """
+
+    def UploadRecords(self, request, context):
+        """Upload function-evaluation or surrogate-model records; idempotent by uid.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryFunctionEvaluations(self, request, context):
+        """The function evaluations the caller may see that match the query, in batches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QuerySurrogateModels(self, request, context):
+        """The surrogate-model records the caller may see that match the query, in batches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryPredictOutput(self, request, context):
+        """Predict outputs at given parameters with a surrogate fitted to the queried evaluations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QuerySensitivityAnalysis(self, request, context):
+        """Sobol sensitivity analysis (SALib) on a surrogate fitted to the queried evaluations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_CrowdServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'UploadRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.UploadRecords,
+                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadRequest.FromString,
+                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadResponse.SerializeToString,
+            ),
+            'QueryFunctionEvaluations': grpc.unary_stream_rpc_method_handler(
+                    servicer.QueryFunctionEvaluations,
+                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.FromString,
+                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.SerializeToString,
+            ),
+            'QuerySurrogateModels': grpc.unary_stream_rpc_method_handler(
+                    servicer.QuerySurrogateModels,
+                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.FromString,
+                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.SerializeToString,
+            ),
+            'QueryPredictOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryPredictOutput,
+                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictRequest.FromString,
+                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictResponse.SerializeToString,
+            ),
+            'QuerySensitivityAnalysis': grpc.unary_unary_rpc_method_handler(
+                    servicer.QuerySensitivityAnalysis,
+                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.FromString,
+                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'raytuner.v1.CrowdService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('raytuner.v1.CrowdService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class CrowdService:
+    """The crowd repository (GPTuneCrowd III-IV): evaluations and surrogate models shared by many
+    users, each record with its owner and access level (public, registered, private, shared).
+    Authentication: "x-api-key" with a crowd user's key (`raytuner crowd keys create`).
+    Queries follow GPTuneCrowd's meta description (section IV-A): `problem_space` (task and
+    tuning parameters, output) and `configuration_space` (machines, software versions, users).
+    """
+
+    @staticmethod
+    def UploadRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raytuner.v1.CrowdService/UploadRecords',
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadRequest.SerializeToString,
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryFunctionEvaluations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raytuner.v1.CrowdService/QueryFunctionEvaluations',
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QuerySurrogateModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raytuner.v1.CrowdService/QuerySurrogateModels',
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryPredictOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raytuner.v1.CrowdService/QueryPredictOutput',
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictRequest.SerializeToString,
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QuerySensitivityAnalysis(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raytuner.v1.CrowdService/QuerySensitivityAnalysis',
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.SerializeToString,
+            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -1,0 +1,132 @@
+"""The crowd repository served over gRPC (``CrowdService`` of ``raytuner.v1``).
+
+A :class:`~raytuner.crowd.CrowdRepository` on MongoDB answers; this module
+turns requests into its calls and its errors into status codes (through the
+tuning server's mapping). The caller's crowd API key (metadata
+``x-api-key``) decides which records a query may return. Surrogate
+predictions and Sobol analyses are computed here, on the server, from the
+evaluations the caller may see, so the records need not travel.
+
+``raytuner serve --mongodb URI`` serves it beside the tuning service.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator, Mapping
+
+import grpc
+
+from raytuner.analysis.sensitivity import sobol_analysis
+from raytuner.analysis.surrogate import surrogate_from_records
+from raytuner.errors import InvalidInputError
+from raytuner.service.handlers import dumps, json_field, rpc, status_of
+from raytuner.service.v1 import tuning_pb2 as pb
+from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.space import ProblemSpace
+
+__all__ = ["CrowdServicer", "BATCH"]
+
+log = logging.getLogger(__name__)
+
+#: Records per streamed answer (well under the 4 MiB message limit for GPTune records).
+BATCH = 500
+
+
+def _api_key(context: grpc.ServicerContext) -> str:
+    return dict(context.invocation_metadata()).get("x-api-key", "")
+
+
+class CrowdServicer(pb_grpc.CrowdServiceServicer):
+    """The gRPC face of a crowd repository."""
+
+    def __init__(self, repository: Any, executor: Any = None) -> None:
+        self.repository = repository
+        self.executor = executor             # model fits (None: a local process pool)
+
+    # -- records ------------------------------------------------------------------------------------
+
+    @rpc
+    def UploadRecords(self, request: pb.CrowdUploadRequest,
+                      context: grpc.ServicerContext) -> pb.CrowdUploadResponse:
+        kind = request.kind or "function_evaluation"
+        if kind not in ("function_evaluation", "surrogate_model"):
+            raise InvalidInputError("kind", f"{kind!r} is not a record kind",
+                                    allowed=["function_evaluation", "surrogate_model"])
+        records = json_field("records_json", request.records_json, list, [])   # the repository validates each
+        upload = self.repository.upload if kind == "function_evaluation" else self.repository.upload_surrogate_models
+        result = upload(_api_key(context), request.tuning_problem_name, records, access=request.access or "public",
+                        shared_with_users=list(request.shared_with_users),
+                        shared_with_groups=list(request.shared_with_groups))
+        return pb.CrowdUploadResponse(added=result.inserted, duplicates=result.duplicates)
+
+    def _query(self, method: str, query: pb.CrowdQuery, context: grpc.ServicerContext,
+               raw: bool = False) -> list[Any]:
+        spaces: dict[str, Any] = {"configuration_space": json_field(
+            "configuration_space_json", query.configuration_space_json, dict, None) or None}
+        if method == "query_function_evaluations":
+            spaces["problem_space"] = json_field("problem_space_json", query.problem_space_json, dict, None) or None
+        elif query.problem_space_json not in ("", "{}"):
+            raise InvalidInputError("problem_space_json", "surrogate-model records are queried by "
+                                    "configuration_space (user_configurations) only")
+        records: list[Any] = getattr(self.repository, method)(_api_key(context), query.tuning_problem_name,
+                                                              limit=query.limit or None, raw=raw, **spaces)
+        return records
+
+    def _stream(self, method: str, query: pb.CrowdQuery,
+                context: grpc.ServicerContext) -> Iterator[pb.CrowdRecords]:
+        try:
+            records = self._query(method, query, context, raw=True)   # stored records pass through as they are
+        except Exception as exc:  # noqa: BLE001 - a stream aborts with the mapped status
+            code, message = status_of(exc)
+            context.abort(code, message)
+        for start in range(0, len(records), BATCH):
+            yield pb.CrowdRecords(records_json=dumps(records[start:start + BATCH]))
+
+    def QueryFunctionEvaluations(self, request: pb.CrowdQuery,
+                                 context: grpc.ServicerContext) -> Iterator[pb.CrowdRecords]:
+        return self._stream("query_function_evaluations", request, context)
+
+    def QuerySurrogateModels(self, request: pb.CrowdQuery,
+                             context: grpc.ServicerContext) -> Iterator[pb.CrowdRecords]:
+        return self._stream("query_surrogate_models", request, context)
+
+    # -- models ---------------------------------------------------------------------------------------
+
+    def _surrogate(self, query: pb.CrowdQuery, objective: str, task_json: str,
+                   context: grpc.ServicerContext) -> tuple[Any, dict[str, Any], int]:
+        space = json_field("query.problem_space_json", query.problem_space_json, dict, None)
+        if not space:
+            raise InvalidInputError("query.problem_space_json", "a surrogate needs the problem space "
+                                    "(input_space, parameter_space, output_space)")
+        problem = ProblemSpace.parse(space)
+        records = self._query("query_function_evaluations", query, context)
+        task = json_field("task_json", task_json, dict, {})
+        model = surrogate_from_records(problem, records, objective=objective or None, task=task or None,
+                                       executor=self.executor)
+        return model, task, len(records)
+
+    @rpc
+    def QueryPredictOutput(self, request: pb.CrowdPredictRequest,
+                           context: grpc.ServicerContext) -> pb.CrowdPredictResponse:
+        model, task, n = self._surrogate(request.query, request.objective, request.task_json, context)
+        points = json_field("parameters_json", request.parameters_json, list, [])
+        if not points or not all(isinstance(p, Mapping) for p in points):
+            raise InvalidInputError("parameters_json", "a non-empty JSON list of parameter objects")
+        mean, variance = model.predict([dict(p) for p in points], task=task or None)
+        return pb.CrowdPredictResponse(
+            predictions_json=dumps([{"mean": float(m), "variance": float(v)} for m, v in zip(mean, variance)]),
+            evaluations=n)
+
+    @rpc
+    def QuerySensitivityAnalysis(self, request: pb.CrowdSensitivityRequest,
+                                 context: grpc.ServicerContext) -> pb.CrowdSensitivityResponse:
+        method = request.method or "sobol"
+        if method != "sobol":
+            raise InvalidInputError("method", f"{method!r} is not an analysis method", allowed=["sobol"])
+        model, task, n = self._surrogate(request.query, request.objective, request.task_json, context)
+        options: dict[str, Any] = {"second_order": request.second_order, "seed": request.seed or None}
+        if request.num_samples:
+            options["num_samples"] = int(request.num_samples)
+        result = sobol_analysis(model, task=task or None, **options)
+        return pb.CrowdSensitivityResponse(result_json=dumps(result.to_dict()), evaluations=n)

@@ -1,0 +1,203 @@
+"""The Python client of the crowd repository, mirroring GPTune's crowdtune query API over gRPC.
+
+:class:`CrowdClient` talks to the ``CrowdService`` of a ``raytuner serve
+--mongodb URI`` server with a crowd user's API key. Queries take the meta
+description's ``problem_space`` and ``configuration_space`` (GPTuneCrowd
+section IV-A) and return only what the key's user may see.
+
+The module-level functions have crowdtune's signatures (the key first); the
+server comes from ``server=`` or the ``RAYTUNER_CROWD_SERVER`` environment
+variable (default ``127.0.0.1:50051``).
+
+Example (needs a running server)::
+
+    from raytuner.service.crowd_client import CrowdClient
+
+    with CrowdClient("repo.example.org:50051", api_key) as crowd:
+        crowd.upload("pdgeqrf", records, access="registered")
+        records = crowd.query_function_evaluations("pdgeqrf", problem_space={
+            "input_space": [{"name": "m", "type": "integer", "lower_bound": 1000, "upper_bound": 8000}]},
+            configuration_space={"machine_configurations": [{"Cori": {"haswell": {"nodes": 8}}}]})
+        model = crowd.query_surrogate_model("pdgeqrf", problem_space=meta["problem_space"])
+        mean, variance = model.predict([{"mb": 4, "nb": 8}], task={"m": 4000, "n": 4000})
+        indices = crowd.query_sensitivity_analysis("pdgeqrf", problem_space=meta["problem_space"],
+                                                   task={"m": 4000, "n": 4000}, num_samples=512)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Mapping, Sequence
+
+from pydantic import TypeAdapter
+
+from raytuner.analysis.sensitivity import SensitivityResult
+from raytuner.analysis.surrogate import surrogate_from_records
+from raytuner.errors import InvalidInputError
+from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.service.client import ServiceChannel
+from raytuner.service.handlers import MAX_JSON_BYTES, dumps
+from raytuner.service.v1 import tuning_pb2 as pb
+from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.space import ProblemSpace
+
+__all__ = ["CrowdClient", "query_function_evaluations", "query_surrogate_model", "query_predict_output",
+           "query_sensitivity_analysis", "UPLOAD_BATCH_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: An upload is split into requests of at most this much JSON (the server takes up to 1 MiB per field).
+UPLOAD_BATCH_BYTES = MAX_JSON_BYTES - 64 * 1024
+ENV_SERVER = "RAYTUNER_CROWD_SERVER"
+DEFAULT_SERVER = "127.0.0.1:50051"
+
+Record = FunctionEvaluation | SurrogateModelRecord | Mapping[str, Any]
+# records are parsed from the JSON text in one pass (pydantic-core), not json.loads then validate
+_EVALUATIONS = TypeAdapter(list[FunctionEvaluation])
+_MODELS = TypeAdapter(list[SurrogateModelRecord])
+
+
+def _query(name: str, problem_space: Mapping[str, Any] | None, configuration_space: Mapping[str, Any] | None,
+           limit: int = 0) -> pb.CrowdQuery:
+    return pb.CrowdQuery(tuning_problem_name=name, problem_space_json=dumps(dict(problem_space or {})),
+                         configuration_space_json=dumps(dict(configuration_space or {})), limit=limit)
+
+
+def _batches(records: Sequence[Record]) -> list[str]:
+    """The records as JSON lists of at most :data:`UPLOAD_BATCH_BYTES` each (every record dumped once)."""
+    out: list[list[str]] = [[]]
+    size = 0
+    for record in records:
+        text = dumps(record.to_dict() if hasattr(record, "to_dict") else dict(record))  # type: ignore[union-attr]
+        if out[-1] and size + len(text) + 1 > UPLOAD_BATCH_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(text)
+        size += len(text) + 1
+    return ["[" + ",".join(batch) + "]" for batch in out if batch]
+
+
+class CrowdClient(ServiceChannel):
+    """A crowd repository's client; the connection arguments are :class:`ServiceChannel`'s."""
+
+    def __init__(self, address: str, api_key: str, **connection: Any) -> None:
+        if not api_key:
+            raise InvalidInputError("api_key", "the crowd repository needs a user's API key "
+                                    "(`raytuner crowd keys create`)")
+        super().__init__(address, api_key, pb_grpc.CrowdServiceStub, **connection)
+
+    def __repr__(self) -> str:
+        return f"CrowdClient({self.address!r})"
+
+    def upload(self, tuning_problem_name: str, records: Sequence[Record], *, kind: str = "function_evaluation",
+               access: str = "public", shared_with_users: Sequence[str] = (),
+               shared_with_groups: Sequence[str] = ()) -> tuple[int, int]:
+        """Upload records (idempotent by uid); returns (stored now, already there).
+
+        ``access`` is ``public``, ``registered``, ``private`` or ``shared``
+        (with ``shared_with_users`` and/or ``shared_with_groups``).
+        """
+        added = duplicates = 0
+        for batch in _batches(records):
+            answer = self._call("UploadRecords", pb.CrowdUploadRequest(
+                tuning_problem_name=tuning_problem_name, records_json=batch, kind=kind, access=access,
+                shared_with_users=list(shared_with_users), shared_with_groups=list(shared_with_groups)))
+            added += answer.added
+            duplicates += answer.duplicates
+        log.info("uploaded %d records of %s to %s (%d already there)", added, tuning_problem_name,
+                 self.address, duplicates)
+        return added, duplicates
+
+    def _records(self, method: str, adapter: TypeAdapter[Any], name: str, problem_space: Mapping[str, Any] | None,
+                 configuration_space: Mapping[str, Any] | None, limit: int) -> list[Any]:
+        answers = self._call(method, _query(name, problem_space, configuration_space, limit))
+        return [r for answer in answers for r in adapter.validate_json(answer.records_json or "[]")]
+
+    def query_function_evaluations(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
+                                   configuration_space: Mapping[str, Any] | None = None,
+                                   limit: int = 0) -> list[FunctionEvaluation]:
+        """The function evaluations you may see that match the meta description's spaces."""
+        return self._records("QueryFunctionEvaluations", _EVALUATIONS, tuning_problem_name, problem_space,
+                             configuration_space, limit)
+
+    def query_surrogate_models(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
+                               configuration_space: Mapping[str, Any] | None = None,
+                               limit: int = 0) -> list[SurrogateModelRecord]:
+        """The stored surrogate-model records you may see that match the spaces."""
+        return self._records("QuerySurrogateModels", _MODELS, tuning_problem_name, problem_space,
+                             configuration_space, limit)
+
+    def query_surrogate_model(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
+                              configuration_space: Mapping[str, Any] | None = None,
+                              objective: str | None = None) -> Any:
+        """A surrogate (``predict(points, task=...) -> (mean, variance)``) fitted here to the queried evaluations."""
+        records = self.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
+        return surrogate_from_records(ProblemSpace.parse(dict(problem_space)), records, objective=objective)
+
+    def query_predict_output(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
+                             parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
+                             configuration_space: Mapping[str, Any] | None = None,
+                             objective: str | None = None) -> list[dict[str, float]]:
+        """Predicted ``{"mean", "variance"}`` of the output at each of ``parameters``, computed on the server."""
+        answer = self._call("QueryPredictOutput", pb.CrowdPredictRequest(
+            query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
+            task_json=dumps(dict(task or {})), parameters_json=dumps([dict(p) for p in parameters])))
+        predictions: list[dict[str, float]] = json.loads(answer.predictions_json)
+        return predictions
+
+    def query_sensitivity_analysis(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
+                                   task: Mapping[str, Any] | None = None,
+                                   configuration_space: Mapping[str, Any] | None = None, *,
+                                   method: str = "sobol", num_samples: int = 0, second_order: bool = False,
+                                   objective: str | None = None, seed: int = 0) -> SensitivityResult:
+        """Sobol indices (S1, S1_conf, ST, ST_conf, and S2 on request) per parameter, computed on the server."""
+        answer = self._call("QuerySensitivityAnalysis", pb.CrowdSensitivityRequest(
+            query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
+            task_json=dumps(dict(task or {})), method=method, num_samples=num_samples,
+            second_order=second_order, seed=seed))
+        return SensitivityResult.from_dict(json.loads(answer.result_json))
+
+
+def _client(api_key: str, server: str | None) -> CrowdClient:
+    return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key)
+
+
+def query_function_evaluations(api_key: str, tuning_problem_name: str,
+                               problem_space: Mapping[str, Any] | None = None,
+                               configuration_space: Mapping[str, Any] | None = None, *,
+                               server: str | None = None) -> list[FunctionEvaluation]:
+    """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`."""
+    with _client(api_key, server) as crowd:
+        return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
+
+
+def query_surrogate_model(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
+                          configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
+                          server: str | None = None) -> Any:
+    """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`."""
+    with _client(api_key, server) as crowd:
+        return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective)
+
+
+def query_predict_output(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
+                         parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
+                         configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
+                         server: str | None = None) -> list[dict[str, float]]:
+    """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`."""
+    with _client(api_key, server) as crowd:
+        return crowd.query_predict_output(tuning_problem_name, problem_space, parameters, task,
+                                          configuration_space, objective)
+
+
+def query_sensitivity_analysis(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
+                               task: Mapping[str, Any] | None = None,
+                               configuration_space: Mapping[str, Any] | None = None, *, method: str = "sobol",
+                               num_samples: int = 0, second_order: bool = False, objective: str | None = None,
+                               seed: int = 0, server: str | None = None) -> SensitivityResult:
+    """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`."""
+    with _client(api_key, server) as crowd:
+        return crowd.query_sensitivity_analysis(tuning_problem_name, problem_space, task, configuration_space,
+                                                method=method, num_samples=num_samples,
+                                                second_order=second_order, objective=objective, seed=seed)

@@ -1,0 +1,243 @@
+"""``raytuner crowd``: administer the crowd repository and query it.
+
+Administration works on the MongoDB database directly, on the machine that
+holds it (``--mongodb URI``, default ``$RAYTUNER_CROWD_MONGODB``)::
+
+    raytuner crowd users add --mongodb URI --username alice --email a@x.org --group lbl
+    raytuner crowd keys create --mongodb URI --username alice      # prints the key once
+    raytuner crowd keys revoke --mongodb URI --key-id ID
+    raytuner crowd machines add --mongodb URI Cori --alias cori --alias cori.nersc.gov
+
+Users work through the server (``--server``/``$RAYTUNER_SERVER``) with their
+key (``--api-key``/``$RAYTUNER_CROWD_API_KEY``)::
+
+    raytuner crowd upload history.json --access registered
+    raytuner crowd query --problem pdgeqrf --problem-space @meta.json --json
+    raytuner crowd sensitivity --problem pdgeqrf --problem-space @meta.json --task m=4000 --json
+
+``--problem-space`` and ``--configuration-space`` take JSON text or ``@FILE``;
+a file holding a whole meta description gives its ``problem_space`` (or
+``configuration_space``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+__all__ = ["crowd"]
+
+ENV_MONGODB = "RAYTUNER_CROWD_MONGODB"
+ENV_KEY = "RAYTUNER_CROWD_API_KEY"
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
+    """JSON text or ``@FILE``; a whole meta description gives its ``name`` part."""
+    if not text:
+        return None
+    try:
+        value = json.loads(Path(text[1:]).read_text(encoding="utf-8") if text.startswith("@") else text)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(f"not a JSON object or @FILE of one: {exc}", param_hint=option) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    inner = value.get(name)
+    return inner if isinstance(inner, dict) else value
+
+
+def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--mongodb`` and pass an open CrowdRepository as the first argument."""
+
+    @functools.wraps(command)
+    def wrapper(mongodb: str, **kwargs: Any) -> Any:
+        from pymongo.uri_parser import parse_uri  # noqa: PLC0415
+
+        from raytuner.crowd import CrowdRepository  # noqa: PLC0415
+
+        database = parse_uri(mongodb)["database"]
+        with CrowdRepository(mongodb, **({"database": database} if database else {})) as repository:
+            return command(repository, **kwargs)
+
+    return click.option("--mongodb", envvar=ENV_MONGODB, required=True, metavar="URI",
+                        help=f"The crowd repository's MongoDB (default: ${ENV_MONGODB}).")(wrapper)
+
+
+def _client(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the connection options and pass a ready CrowdClient as the first argument."""
+
+    @functools.wraps(command)
+    def wrapper(server: str, api_key: str, tls_ca: str | None, timeout: float, **kwargs: Any) -> Any:
+        from raytuner.service.crowd_client import CrowdClient  # noqa: PLC0415
+
+        ca = Path(tls_ca).read_bytes() if tls_ca else None
+        with CrowdClient(server, api_key, root_certificates=ca, timeout=timeout) as client:
+            return command(client, **kwargs)
+
+    for option in reversed([
+            click.option("--server", envvar="RAYTUNER_SERVER", required=True, metavar="HOST:PORT",
+                         help="The server (default: $RAYTUNER_SERVER)."),
+            click.option("--api-key", envvar=ENV_KEY, required=True, metavar="KEY",
+                         help=f"Your crowd API key (default: ${ENV_KEY})."),
+            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.Path(exists=True, dir_okay=False),
+                         help="CA certificate (PEM) of a TLS server."),
+            click.option("--timeout", type=float, default=60.0, show_default=True,
+                         help="Deadline of each call in seconds (model fits run on the server).")]):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def _query_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+            click.option("--problem", "problem_name", required=True, help="The tuning problem's name."),
+            click.option("--problem-space", help="The meta description's problem_space: JSON or @FILE."),
+            click.option("--configuration-space", help="The meta description's configuration_space: JSON or @FILE.")]):
+        command = option(command)
+    return command
+
+
+@click.group()
+def crowd() -> None:
+    """The crowd repository: users and keys, uploads, queries, sensitivity analysis."""
+
+
+@crowd.group()
+def users() -> None:
+    """Registered users (administration, on the database)."""
+
+
+@users.command("add")
+@_repository
+@click.option("--username", required=True)
+@click.option("--email", required=True)
+@click.option("--group", "groups", multiple=True, help="A group of the user (repeatable).")
+def users_add(repository: Any, username: str, email: str, groups: tuple[str, ...]) -> None:
+    """Register a user."""
+    user = repository.add_user(username, email, groups)
+    click.echo(f"added user {user.username} (groups: {', '.join(user.groups) or 'none'})")
+
+
+@crowd.group("keys")
+def crowd_keys() -> None:
+    """Users' API keys (administration, on the database)."""
+
+
+@crowd_keys.command("create")
+@_repository
+@click.option("--username", required=True)
+def keys_create(repository: Any, username: str) -> None:
+    """Create a key for a user and print it (the only time it is shown)."""
+    click.echo(repository.create_key(username))
+
+
+@crowd_keys.command("revoke")
+@_repository
+@click.option("--key-id", required=True, help="The id part of the key (rt_<id>_...) or from `keys list`.")
+def keys_revoke(repository: Any, key_id: str) -> None:
+    """Revoke a key: it no longer authenticates."""
+    repository.revoke_key(key_id)
+    click.echo(f"revoked {key_id}")
+
+
+@crowd_keys.command("list")
+@_repository
+@click.option("--username", required=True)
+def keys_list(repository: Any, username: str) -> None:
+    """A user's keys (ids and dates, never the secrets)."""
+    for info in repository.list_keys(username):
+        click.echo(f"{info.key_id}  {info.created:%Y-%m-%d %H:%M}  {'revoked' if info.revoked else 'active'}")
+
+
+def _catalog_command(kind: str, plural: str, noun: str) -> click.Command:
+    """``raytuner crowd machines|software NAME --alias A ...``: a catalog entry with its alternative names."""
+
+    @_repository
+    @click.argument("name")
+    @click.option("--alias", "aliases", multiple=True, help="Another name users give it (repeatable).")
+    def command(repository: Any, name: str, aliases: tuple[str, ...]) -> None:
+        click.echo(getattr(repository, f"add_{kind}")(name, aliases))
+
+    command.__doc__ = (f"Add a {noun} with its alternative names "
+                       "(uploads and queries use the canonical name).")
+    return click.command(plural)(command)
+
+
+crowd.add_command(_catalog_command("machine", "machines", "machine"))
+crowd.add_command(_catalog_command("software", "software", "software package"))
+
+
+@crowd.command()
+@_client
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--problem", "problem_name", help="Problem name (default: the file's name without .json).")
+@click.option("--access", type=click.Choice(["public", "registered", "private", "shared"]), default="public",
+              show_default=True)
+@click.option("--share-user", "users_", multiple=True, help="With --access shared: a user (repeatable).")
+@click.option("--share-group", "groups", multiple=True, help="With --access shared: a group (repeatable).")
+def upload(client: Any, file: str, problem_name: str | None, access: str, users_: tuple[str, ...],
+           groups: tuple[str, ...]) -> None:
+    """Upload a GPTune history file (func_eval and surrogate_model records); idempotent by uid."""
+    document = json.loads(Path(file).read_text(encoding="utf-8"))
+    name = problem_name or Path(file).stem
+    share = {"access": access, "shared_with_users": users_, "shared_with_groups": groups}
+    added, duplicates = client.upload(name, document.get("func_eval", []), **share)
+    models = document.get("surrogate_model", [])
+    if models:
+        more, repeated = client.upload(name, models, kind="surrogate_model", **share)
+        added, duplicates = added + more, duplicates + repeated
+    click.echo(f"{name}: {added} records stored, {duplicates} already there")
+
+
+@crowd.command()
+@_client
+@_query_options
+@click.option("--limit", type=int, default=0, help="At most this many records (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+def query(client: Any, problem_name: str, problem_space: str | None, configuration_space: str | None, limit: int,
+          as_json: bool) -> None:
+    """The function evaluations you may see that match the spaces."""
+    records = client.query_function_evaluations(
+        problem_name, _space(problem_space, "--problem-space", "problem_space"),
+        _space(configuration_space, "--configuration-space", "configuration_space"), limit)
+    if as_json:
+        _echo_json([r.to_dict() for r in records])
+        return
+    for r in records:
+        click.echo(f"{r.uid}  task {json.dumps(r.task_parameter)}  config {json.dumps(r.tuning_parameter)}  "
+                   f"result {json.dumps(r.evaluation_result)}")
+    click.echo(f"{len(records)} records", err=True)
+
+
+@crowd.command()
+@_client
+@_query_options
+@click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="A task parameter (repeatable).")
+@click.option("--objective", help="The output to analyse (default: the first).")
+@click.option("--num-samples", type=int, default=0, help="Saltelli base samples, a power of two (0: default).")
+@click.option("--second-order", is_flag=True, help="Also the second-order indices S2.")
+@click.option("--seed", type=int, default=0)
+@click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
+def sensitivity(client: Any, problem_name: str, problem_space: str | None, configuration_space: str | None,
+                task: tuple[str, ...], objective: str | None, num_samples: int, second_order: bool, seed: int,
+                as_json: bool) -> None:
+    """Sobol sensitivity analysis on a surrogate of the evaluations you may see (a table like GPTuneCrowd's)."""
+    from raytuner.service.commands import _pairs  # noqa: PLC0415
+
+    space = _space(problem_space, "--problem-space", "problem_space")
+    if space is None:
+        raise click.BadParameter("the analysis needs the problem space", param_hint="--problem-space")
+    result = client.query_sensitivity_analysis(
+        problem_name, space, _pairs(task, "--task"), _space(configuration_space, "--configuration-space",
+                                                             "configuration_space"),
+        num_samples=num_samples, second_order=second_order, objective=objective, seed=seed)
+    if as_json:
+        _echo_json(result.to_dict())
+        return
+    click.echo(result.table(digits=3))

@@ -1,0 +1,131 @@
+"""The crowd repository over gRPC, end to end: a real server, a real mongod, CrowdClient and the CLI."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pymongo
+import pytest
+from click.testing import CliRunner
+
+from raytuner.analysis.surrogate import SurrogateModel
+from raytuner.cli import main
+from raytuner.crowd import CrowdRepository
+from raytuner.records import FunctionEvaluation
+from raytuner.sampling import sample_configurations
+from raytuner.service.client import ServiceError
+from raytuner.service.crowd_client import CrowdClient
+from raytuner.service.server import TuningServer
+from raytuner.space import ProblemSpace
+from raytuner.testfunctions import ISHIGAMI_PROBLEM, ishigami
+
+PROBLEM = "ishigami"
+PROBLEM_SPACE = {**ISHIGAMI_PROBLEM,
+                 "input_space": [{"name": "a", "type": "real", "lower_bound": 1, "upper_bound": 10}]}
+
+
+@pytest.fixture
+def crowd(mongo_uri: str, tmp_path: Path) -> Iterator[tuple[TuningServer, CrowdRepository, str]]:
+    database = f"crowd_{uuid.uuid4().hex}"
+    uri = f"{mongo_uri}/{database}"
+    server = TuningServer(tmp_path / "store", port=0, crowd=uri)
+    server.start()
+    try:
+        yield server, server.crowd, uri
+    finally:
+        server.stop(grace=0)
+        with pymongo.MongoClient(mongo_uri) as client:
+            client.drop_database(database)
+
+
+def records(n: int, seed: int = 0) -> list[FunctionEvaluation]:
+    problem = ProblemSpace.parse(PROBLEM_SPACE)
+    configs = sample_configurations(problem, {"a": 7.0}, n, seed=seed)
+    return [FunctionEvaluation.create({"a": 7.0}, c, {"y": ishigami(c)},
+                                      machine_configuration={"machine_name": "cori", "haswell": {"nodes": 1}})
+            for c in configs]
+
+
+def test_upload_query_predict_and_sobol_through_the_server(crowd: tuple[TuningServer, CrowdRepository, str]) -> None:
+    server, repository, _ = crowd
+    repository.add_user("alice", "alice@example.org", ["hpc"])
+    repository.add_user("bob", "bob@example.org")
+    repository.add_machine("Cori", ["cori", "cori.nersc.gov"])
+    alice, bob = repository.create_key("alice"), repository.create_key("bob")
+    data = records(300)
+    with CrowdClient(server.address, alice, timeout=120) as client:
+        assert client.upload(PROBLEM, data[:250], access="public") == (250, 0)
+        assert client.upload(PROBLEM, data[200:], access="private") == (50, 50)   # idempotent by uid
+        found = client.query_function_evaluations(PROBLEM, {"input_space": [
+            {"name": "a", "type": "real", "lower_bound": 6, "upper_bound": 8}]},
+            {"machine_configurations": [{"cori.nersc.gov": {"haswell": {"nodes": 1}}}]})
+        assert len(found) == 300
+        assert {r.machine_configuration.get("machine_name") for r in found} == {"Cori"}
+        model = client.query_surrogate_model(PROBLEM, PROBLEM_SPACE)
+        assert isinstance(model, SurrogateModel)
+        points = [{"x1": 0.3, "x2": -1.0, "x3": 2.0}, {"x1": -2.0, "x2": 0.5, "x3": 0.0}]
+        local_mean, _ = model.predict(points)
+        remote = client.query_predict_output(PROBLEM, PROBLEM_SPACE, points, task={"a": 7.0})
+        assert np.allclose([p["mean"] for p in remote], local_mean, atol=1e-6)
+        assert np.allclose(local_mean, [ishigami(p) for p in points], atol=0.5)
+        result = client.query_sensitivity_analysis(PROBLEM, PROBLEM_SPACE, {"a": 7.0}, num_samples=1024)
+    assert result.S1["x2"] == pytest.approx(0.442, abs=0.08)
+    assert result.ST["x3"] == pytest.approx(0.244, abs=0.08)
+    with CrowdClient(server.address, bob) as client:          # alice's private 50 stay hers
+        assert len(client.query_function_evaluations(PROBLEM)) == 250
+
+
+def test_errors_have_their_status(crowd: tuple[TuningServer, CrowdRepository, str]) -> None:
+    server, repository, _ = crowd
+    repository.add_user("alice", "alice@example.org")
+    key = repository.create_key("alice")
+    with CrowdClient(server.address, "rt_0000000000000000_wrong", retries=0) as client:
+        with pytest.raises(ServiceError) as info:
+            client.query_function_evaluations(PROBLEM)
+        assert info.value.code == "UNAUTHENTICATED"
+        assert "wrong" not in info.value.message
+    with CrowdClient(server.address, key, retries=0) as client:
+        with pytest.raises(ServiceError) as info:
+            client.query_function_evaluations(PROBLEM, {"input_space": [{"name": {"$gt": ""}}]})
+        assert info.value.code == "INVALID_ARGUMENT"
+        with pytest.raises(ServiceError) as info:
+            client.upload(PROBLEM, records(2), access="everyone")
+        assert info.value.code == "INVALID_ARGUMENT" and "access" in info.value.message
+        with pytest.raises(ServiceError) as info:
+            client.query_sensitivity_analysis(PROBLEM, PROBLEM_SPACE, {"a": 7.0}, num_samples=1000)
+        assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_the_crowd_commands(crowd: tuple[TuningServer, CrowdRepository, str], tmp_path: Path) -> None:
+    server, _, uri = crowd
+    runner = CliRunner()
+
+    def run(*args: str, **env: str) -> Any:
+        result = runner.invoke(main, ["crowd", *args], env={"RAYTUNER_CROWD_MONGODB": uri,
+                                                            "RAYTUNER_SERVER": server.address, **env})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("users", "add", "--username", "carol", "--email", "carol@example.org", "--group", "ml")
+    key = run("keys", "create", "--username", "carol").strip()
+    assert key.startswith("rt_")
+    history = tmp_path / f"{PROBLEM}.json"
+    history.write_text(json.dumps({"func_eval": [r.to_dict() for r in records(64, seed=1)]}))
+    assert "64 records stored" in run("upload", str(history), RAYTUNER_CROWD_API_KEY=key)
+    space = tmp_path / "meta.json"
+    space.write_text(json.dumps({"tuning_problem_name": PROBLEM, "problem_space": PROBLEM_SPACE}))
+    out = run("query", "--problem", PROBLEM, "--json", RAYTUNER_CROWD_API_KEY=key)
+    assert len(json.loads(out)) == 64
+    out = run("sensitivity", "--problem", PROBLEM, "--problem-space", f"@{space}", "--task", "a=7",
+              "--num-samples", "256", RAYTUNER_CROWD_API_KEY=key)
+    assert out.splitlines()[0].split()[:4] == ["Parameter", "Type", "Range", "S1"]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["x1", "x2", "x3"]
+    key_id = key.split("_")[1]
+    run("keys", "revoke", "--key-id", key_id)
+    result = runner.invoke(main, ["crowd", "query", "--problem", PROBLEM], env={
+        "RAYTUNER_SERVER": server.address, "RAYTUNER_CROWD_API_KEY": key})
+    assert result.exit_code != 0 and "UNAUTHENTICATED" in result.output

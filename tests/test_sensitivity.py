@@ -1,0 +1,266 @@
+"""Surrogate queries and Sobol sensitivity analysis (GPTuneCrowd, paper 000 sections IV and VI-D/E)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+from raytuner.analysis import SurrogateModel, reduce_space, sobol_analysis, surrogate_from_records
+from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor
+from raytuner.models import FittedLCM, LCMOptions
+from raytuner.records import FunctionEvaluation
+from raytuner.sampling import sample_configurations
+from raytuner.space import ProblemSpace
+from raytuner.testfunctions import ISHIGAMI_PROBLEM, MIXED12_PROBLEM, ishigami, ishigami_indices, mixed12
+
+INLINE = InlineExecutor()
+
+
+# -- Ishigami -------------------------------------------------------------------------------------------
+ISHIGAMI = ProblemSpace.parse(ISHIGAMI_PROBLEM)
+
+
+@pytest.fixture(scope="module")
+def ishigami_model() -> SurrogateModel:
+    configs = sample_configurations(ISHIGAMI, {}, 500, seed=0)
+    records = [FunctionEvaluation.create({}, c, {"y": ishigami(c)}) for c in configs]
+    return surrogate_from_records(ISHIGAMI, records, seed=0, executor=INLINE)
+
+
+def test_analytic_ishigami_indices() -> None:
+    S1, ST = ishigami_indices()
+    np.testing.assert_allclose(S1, [0.3139, 0.4424, 0.0], atol=1e-3)
+    np.testing.assert_allclose(ST, [0.5576, 0.4424, 0.2437], atol=1e-3)
+
+
+def test_sobol_of_ishigami_surrogate_matches_analytic_indices(ishigami_model: SurrogateModel) -> None:
+    began = time.perf_counter()
+    result = sobol_analysis(ishigami_model, num_samples=4096, seed=0)
+    seconds = time.perf_counter() - began
+    S1, ST = ishigami_indices()
+    for i, name in enumerate(["x1", "x2", "x3"]):
+        assert result.S1[name] == pytest.approx(S1[i], abs=0.05), (name, result.table(3))
+        assert result.ST[name] == pytest.approx(ST[i], abs=0.05), (name, result.table(3))
+        assert 0 <= result.S1_conf[name] < 0.1 and 0 <= result.ST_conf[name] < 0.1
+    assert result.num_samples == 4096 and result.num_evaluations == 4096 * 5
+    assert seconds < 20
+    json.dumps(result.to_dict())
+    lines = result.table().splitlines()
+    assert lines[0].split() == ["Parameter", "Type", "Range", "S1", "S1_conf", "ST", "ST_conf"]
+    assert [line.split()[0] for line in lines[1:]] == ["x1", "x2", "x3"]
+
+
+def test_second_order_indices(ishigami_model: SurrogateModel) -> None:
+    result = sobol_analysis(ishigami_model, num_samples=2048, second_order=True, seed=1)
+    assert result.S2 is not None and result.S2_conf is not None
+    assert set(result.S2) == {("x1", "x2"), ("x1", "x3"), ("x2", "x3")}
+    # the only interaction of the Ishigami function is x1-x3: S13 = ST1 - S1 = 0.244
+    assert result.S2[("x1", "x3")] == pytest.approx(0.244, abs=0.08)
+    assert abs(result.S2[("x1", "x2")]) < 0.08 and abs(result.S2[("x2", "x3")]) < 0.08
+    assert result.num_evaluations == 2048 * 8
+    assert len(json.loads(json.dumps(result.to_dict()))["S2"]) == 3
+
+
+# -- a 12-parameter function with 3 important parameters -------------------------------------------------
+MIXED = ProblemSpace.parse({**MIXED12_PROBLEM,
+                           "constraints": {"blocks": "nb <= 4 or x3 < 0.9", "cheap": "alg != 'svd' or x5 < 0.95"}})
+mixed = mixed12
+
+
+@pytest.fixture(scope="module")
+def mixed_result():
+    configs = sample_configurations(MIXED, {}, 200, seed=3)
+    records = [FunctionEvaluation.create({}, c, {"runtime": mixed(c)}) for c in configs]
+    records.append(FunctionEvaluation.create({}, configs[0], failure="out of memory"))
+    model = surrogate_from_records(MIXED, records, "runtime", seed=0, executor=INLINE)
+    assert len(model.function_evaluations) == 200
+    return sobol_analysis(model, num_samples=1024, seed=0)
+
+
+def test_important_parameters_stand_out(mixed_result) -> None:
+    important = {"x0", "nb", "alg"}
+    low = min(mixed_result.ST[p] for p in important)
+    assert max(mixed_result.ST[p] for p in mixed_result.parameters if p not in important) < 0.02, \
+        mixed_result.table(3)
+    assert low > 0.1
+    # analytic: Var(3 x0^2) = 0.8, Var(0.4 nb) = 0.84, Var(alg effect) = 2.0556 of a total 3.6956 (additive)
+    for name, expected in (("x0", 0.8), ("nb", 0.84), ("alg", 2.0556)):
+        assert mixed_result.ST[name] == pytest.approx(expected / 3.6956, abs=0.05), mixed_result.table(3)
+    rows = {line.split()[0]: line.split() for line in mixed_result.table().splitlines()[1:]}
+    assert rows["nb"][1:3] == ["Integer", "[1,8]"] and rows["alg"][1:4] == ["Categorical", "3", "choices"]
+
+
+def test_reduce_space_keeps_exactly_the_important_parameters(mixed_result) -> None:
+    defaults = {f"x{i}": 0.5 for i in range(10)} | {"nb": 4, "alg": "lu"}
+    reduced, fixed = reduce_space(MIXED, mixed_result, threshold=0.05, defaults=defaults)
+    assert reduced.parameter_space.names == ["x0", "nb", "alg"]
+    assert fixed == {f"x{i}": 0.5 for i in range(1, 10)}
+    assert reduced.input_space == MIXED.input_space and reduced.output_space == MIXED.output_space
+    # "blocks" names the fixed x3: x3 = 0.5 is substituted and the constraint still judges nb
+    assert reduced.constraints == {"blocks": "nb <= 4 or 0.5 < 0.9", "cheap": "alg != 'svd' or 0.5 < 0.95"}
+    assert reduced.is_valid({}, {"x0": 0.1, "nb": 8, "alg": "svd"})
+    ProblemSpace.parse(reduced.model_dump())      # still serialisable
+    by_s1, _ = reduce_space(MIXED, mixed_result, threshold=0.05, defaults=defaults, index="S1")
+    assert set(by_s1.parameter_space.names) <= {"x0", "nb", "alg"}
+
+
+def test_reduce_space_substitutes_fixed_values_into_constraints() -> None:
+    problem = ProblemSpace.parse({
+        "input_space": [{"name": "m", "type": "integer", "lower_bound": 1, "upper_bound": 1000}],
+        "parameter_space": [{"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 16},
+                            {"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 16}],
+        "constraints": {"fits": "mb * nb * 8 <= m", "only_fixed": "nb >= 2"}})
+    problem = ProblemSpace(input_space=problem.input_space, parameter_space=problem.parameter_space,
+                           constraints={**problem.constraints, "callable": lambda mb, nb: mb + nb <= 20})
+    result = _result(["mb", "nb"], st=[0.9, 0.01])
+    reduced, fixed = reduce_space(problem, result, 0.05, defaults={"nb": 4})
+    assert fixed == {"nb": 4}
+    assert set(reduced.constraints) == {"fits", "callable"}   # "only_fixed" holds for nb = 4: dropped
+    assert reduced.is_valid({"m": 100}, {"mb": 3}) and not reduced.is_valid({"m": 100}, {"mb": 4})
+    assert reduced.is_valid({"m": 1000}, {"mb": 16})
+    reduced2, _ = reduce_space(problem, result, 0.05, defaults={"nb": 10})
+    assert not reduced2.is_valid({"m": 1000}, {"mb": 11})    # the callable sees nb = 10: 21 > 20
+    with pytest.raises(InvalidInputError) as info:
+        reduce_space(problem, result, 0.05, defaults={"nb": 1})
+    assert info.value.field == "constraints.only_fixed"
+
+
+def _result(names: list[str], st: list[float]):
+    from raytuner.analysis import SensitivityResult
+    zeros = {n: 0.0 for n in names}
+    return SensitivityResult(names, ["Integer"] * len(names), ["[1,16]"] * len(names), dict(zeros), dict(zeros),
+                             dict(zip(names, st)), dict(zeros))
+
+
+# -- prediction -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_task_model() -> SurrogateModel:
+    problem = ProblemSpace.parse({
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                            {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 4}]})
+    rng = np.random.default_rng(0)
+    records = []
+    for t, n in ((1.0, 12), (1.5, 8)):
+        for c in sample_configurations(problem, {"t": t}, n, seed=rng):
+            records.append(FunctionEvaluation.create({"t": t}, c, {"y": t * math.sin(4 * c["x"]) + c["k"]}))
+    return surrogate_from_records(problem, records, task={"t": 1.5},
+                                  options=LCMOptions(n_starts=2, max_iterations=200), seed=0, executor=INLINE)
+
+
+def test_predict_is_one_vectorised_call(two_task_model: SurrogateModel, monkeypatch) -> None:
+    calls: list[int] = []
+    original = two_task_model.fitted.predict
+
+    def counting(task: int, X: np.ndarray):
+        calls.append(len(X))
+        return original(task, X)
+
+    monkeypatch.setattr(two_task_model.fitted, "predict", counting)
+    U = np.random.default_rng(1).random((5000, 2))
+    mean, variance = two_task_model.predict(U)
+    assert calls == [5000] and mean.shape == variance.shape == (5000,)
+    calls.clear()
+    monkeypatch.setattr(two_task_model, "chunk_size", 2048)
+    mean_chunked, _ = two_task_model.predict(U)
+    assert calls == [2048, 2048, 904]
+    np.testing.assert_allclose(mean_chunked, mean)
+
+
+def test_predict_matches_fitted_lcm_and_gpy(two_task_model: SurrogateModel) -> None:
+    points = [{"x": 0.1, "k": 1}, {"x": 0.5, "k": 3}, {"x": 0.93, "k": 4}]
+    U = two_task_model.problem.parameter_space.encode(points)
+    fitted: FittedLCM = two_task_model.fitted
+    for task in (0, 1):
+        mean, variance = two_task_model.predict(points, task)
+        ref_mean, ref_variance = fitted.predict(task, U)
+        np.testing.assert_allclose(mean, ref_mean)
+        np.testing.assert_allclose(variance, ref_variance)
+    # dicts, unit rows and unit rows inside an integer's bin agree
+    np.testing.assert_allclose(two_task_model.predict(U + [0.0, 0.1])[0], two_task_model.predict(points)[0])
+    out = two_task_model.predict_output(points[1], task={"t": 1.0})
+    assert out["mean"] == pytest.approx(math.sin(2.0) + 3, abs=0.3) and out["variance"] >= 0
+    pytest.importorskip("GPy")
+    gp = fitted.to_gpy()
+    index = np.full((len(U), 1), 1)
+    gpy_mean, gpy_variance = gp.predict(np.hstack([U, index]), Y_metadata={"output_index": index},
+                                        include_likelihood=False)
+    mean, variance = two_task_model.predict(points)            # default task {"t": 1.5}
+    z_mean, z_variance = fitted.transform.backward(1, gpy_mean[:, 0], gpy_variance[:, 0])
+    np.testing.assert_allclose(mean, z_mean, rtol=1e-4, atol=1e-4)
+    # variances this close to zero are differences of nearly equal numbers: compare on the prior's scale
+    prior = float(fitted.transform.stds[1]) ** 2
+    np.testing.assert_allclose(variance, z_variance, rtol=1e-3, atol=1e-3 * prior)
+    far = two_task_model.unit(np.array([[0.0, 0.0], [1.0, 1.0]]))     # corners: variance away from zero
+    gpy_mean, gpy_variance = gp.predict(np.hstack([far, index[:2]]), Y_metadata={"output_index": index[:2]},
+                                        include_likelihood=False)
+    mean, variance = two_task_model.predict(far)
+    z_mean, z_variance = fitted.transform.backward(1, gpy_mean[:, 0], gpy_variance[:, 0])
+    np.testing.assert_allclose(mean, z_mean, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(variance, z_variance, rtol=1e-2, atol=1e-3 * prior)
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+def _field(call) -> str:
+    with pytest.raises(InvalidInputError) as info:
+        call()
+    return info.value.field
+
+
+def test_bad_inputs_name_the_field(two_task_model: SurrogateModel, mixed_result) -> None:
+    problem = two_task_model.problem
+    records = [FunctionEvaluation.create({"t": 1.0}, {"x": 0.5, "k": 2}, {"y": 1.0})]
+    assert _field(lambda: surrogate_from_records(problem, records, objective="runtime")) == "objective"
+    assert _field(lambda: surrogate_from_records(problem, records)) == "records"
+    failed = [FunctionEvaluation.create({"t": 1.0}, {"x": 0.5, "k": 2}, failure="crash")] * 5
+    assert _field(lambda: surrogate_from_records(problem, failed)) == "records"
+    assert _field(lambda: surrogate_from_records(problem, records, min_records=0)) == "min_records"
+    assert _field(lambda: two_task_model.predict([{"x": 0.5, "k": 9}])) == "points[0].k"
+    assert _field(lambda: two_task_model.predict(np.ones((2, 3)))) == "points"
+    assert _field(lambda: two_task_model.predict(np.full((1, 2), 1.5))) == "points"
+    assert _field(lambda: two_task_model.predict(np.zeros((1, 2)), task={"t": 0.3})) == "task"
+    for bad in (1000, 0, -8, 3.0, True):
+        with pytest.raises(InvalidInputError, match="power of two") as info:
+            sobol_analysis(two_task_model, num_samples=bad)
+        assert info.value.field == "num_samples"
+    defaults = {f"x{i}": 0.5 for i in range(10)} | {"nb": 4, "alg": "lu"}
+    for threshold in (-0.1, 1.5, float("nan"), "0.1"):
+        assert _field(lambda: reduce_space(MIXED, mixed_result, threshold, defaults)) == "threshold"
+    assert _field(lambda: reduce_space(MIXED, mixed_result, 0.05, defaults, index="S2")) == "index"
+    missing = {k: v for k, v in defaults.items() if k != "x7"}
+    with pytest.raises(InvalidInputError, match="x7") as info:
+        reduce_space(MIXED, mixed_result, 0.05, missing)
+    assert info.value.field == "defaults.x7"
+    assert _field(lambda: reduce_space(MIXED, mixed_result, 0.05, defaults | {"x4": 2.0})) == "defaults.x4"
+    assert _field(lambda: reduce_space(MIXED, mixed_result, 0.05, defaults | {"zz": 1})) == "defaults.zz"
+    assert _field(lambda: reduce_space(MIXED, mixed_result, 1.0, defaults)) == "threshold"
+    assert _field(lambda: reduce_space(problem, mixed_result, 0.05, defaults)) == "result"
+
+
+def test_records_over_several_tasks_need_a_task() -> None:
+    problem = ProblemSpace.parse({
+        "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 3}],
+        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    records = [FunctionEvaluation.create({"t": t}, {"x": x}, {"y": t * x}) for t in (1, 2) for x in (0.1, 0.5, 0.9)]
+    with pytest.raises(InvalidInputError) as info:
+        surrogate_from_records(problem, records, executor=INLINE)
+    assert info.value.field == "task" and info.value.allowed == [{"t": 1}, {"t": 2}]
+    with pytest.raises(InvalidInputError) as info:
+        surrogate_from_records(problem, records, task={"t": 3}, executor=INLINE)
+    assert info.value.field == "records"
+
+
+def test_constant_surrogate_gives_zero_indices(caplog) -> None:
+    problem = ProblemSpace.parse({"parameter_space": [
+        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+        {"name": "c", "type": "categorical", "categories": ["a", "b"]}]})
+    records = [FunctionEvaluation.create({}, {"x": x, "c": c}, {"y": 2.0}) for x in (0.1, 0.5, 0.9) for c in "ab"]
+    model = surrogate_from_records(problem, records, executor=INLINE)
+    result = sobol_analysis(model, num_samples=64, second_order=True)
+    assert result.ST == {"x": 0.0, "c": 0.0} and result.S2 == {("x", "c"): 0.0}
+    assert "constant" in caplog.text
