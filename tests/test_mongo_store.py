@@ -192,6 +192,30 @@ def test_no_server_outlives_its_python_process(ending: str) -> None:
             child.wait()
 
 
+_BESIDE_GRPC = """
+from concurrent import futures
+import grpc
+from raytuner.store.mongod import LocalMongod
+server = grpc.server(futures.ThreadPoolExecutor(4))
+server.add_insecure_port("127.0.0.1:0")
+server.start()
+channel = grpc.insecure_channel("127.0.0.1:1")   # a client's poller too
+for _ in range(6):
+    LocalMongod().start().stop()
+server.stop(0)
+print("ok", flush=True)
+"""
+
+
+def test_mongod_starts_beside_a_grpc_server() -> None:
+    """The server processes are spawned without fork handlers: gRPC's aborted them (status -6) in CI."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _BESIDE_GRPC], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_local_mongod_stop_leaves_no_process() -> None:
     server = LocalMongod()
     server.start()

@@ -128,6 +128,8 @@ def test_ask_with_client_trial_id_is_idempotent(alice: Client) -> None:
     ({"strategy": "annealing"}, "strategy"),
     ({"tasks_json": json.dumps([{"t": 99.0}])}, "tasks"),
     ({"tasks_json": json.dumps({"t": 1.0})}, "tasks_json"),
+    ({"tasks_json": "[null]"}, "tasks[0]"),
+    ({"tasks_json": '[{"t": 1.0}, 3]'}, "tasks[1]"),
     ({"options_json": json.dumps({"bogus_option": 1})}, "options"),
     ({"max_evaluations": -2}, "max_evaluations"),
 ])

@@ -136,13 +136,12 @@ class ServerProcess:
     def __init__(self, args: Sequence[str], log_path: Path, timeout: float = 60.0) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        from raytuner.store.mongod import _death_signal
+        from raytuner.store.mongod import death_signal_prefix
 
-        # the kernel stops the server should this process die (forked from the main thread only: see mongod.py)
-        main = threading.current_thread() is threading.main_thread()
-        self.process = subprocess.Popen([sys.executable, "-m", "raytuner.bench.service", *args],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
-                                        env=_python_env(), preexec_fn=_death_signal() if main else None)
+        # the kernel stops the server should this process die (see death_signal_prefix)
+        self.process = subprocess.Popen([*death_signal_prefix(), sys.executable, "-m", "raytuner.bench.service",
+                                         *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=self._log, env=_python_env())
         self.info = self._first_line(timeout)
 
     def _first_line(self, timeout: float) -> dict[str, Any]:

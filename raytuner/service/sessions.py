@@ -206,7 +206,11 @@ class SessionManager:
             raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=SERVICE_STRATEGIES)
         if not isinstance(max_evaluations, int) or max_evaluations < 0:
             raise InvalidInputError("max_evaluations", f"{max_evaluations!r} is not a count (0 = no limit)")
-        tasks = [dict(t) for t in (tasks if tasks else [{}])]
+        tasks = list(tasks) if tasks else [{}]
+        for i, task in enumerate(tasks):
+            if not isinstance(task, Mapping):
+                raise InvalidInputError(f"tasks[{i}]", f"{task!r} is not an object of task parameters")
+        tasks = [dict(t) for t in tasks]
         data = parsed.to_dict()
         data.pop("api_key", None)                       # a secret never goes into the catalog
         spec = SessionSpec(session_id=uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,

