@@ -26,7 +26,7 @@ import time as _time
 import uuid
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
 
 from raytuner.errors import InvalidInputError
 
@@ -36,6 +36,7 @@ __all__ = [
     "FunctionEvaluation",
     "SurrogateModelRecord",
     "HistoryDocument",
+    "EVALUATION_LIST", "MODEL_LIST",
     "EvaluationSource",
     "Status",
     "new_uid", "task_key",
@@ -274,6 +275,11 @@ class HistoryDocument(BaseModel):
             "surrogate_model": [m.to_dict() for m in self.surrogate_model],
             "func_eval": [e.to_dict() for e in self.func_eval],
         }
+
+
+#: JSON lists of records, parsed and validated in one pass (pydantic-core) rather than loaded then validated.
+EVALUATION_LIST: TypeAdapter[list[FunctionEvaluation]] = TypeAdapter(list[FunctionEvaluation])
+MODEL_LIST: TypeAdapter[list[SurrogateModelRecord]] = TypeAdapter(list[SurrogateModelRecord])
 
 
 @runtime_checkable

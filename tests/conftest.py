@@ -92,7 +92,14 @@ def local_ray(request: pytest.FixtureRequest) -> Iterator[None]:
     import ray  # noqa: PLC0415 - only the Ray tests pay for importing it
 
     ray.cloudpickle.register_pickle_by_value(request.module)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    for attempt in range(2):   # a loaded box can miss Ray's 30 s raylet-registration wait once
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+            ray.shutdown()
+            if attempt or "timed out during startup" not in str(exc):
+                raise
     yield
     ray.shutdown()
 
@@ -106,3 +113,22 @@ def server(tmp_path: Path) -> Iterator[Any]:
     srv.start()
     yield srv
     srv.stop(grace=0)
+
+
+@pytest.fixture
+def crowd(mongo_uri: str, tmp_path: Path) -> Iterator[tuple[Any, Any, str]]:
+    """A real tuning service with a crowd repository in a fresh database: (server, repository, its URI)."""
+    import pymongo  # noqa: PLC0415
+
+    from raytuner.service.server import TuningServer  # noqa: PLC0415 - only the service tests pay for gRPC
+
+    database = f"crowd_{uuid.uuid4().hex}"
+    uri = f"{mongo_uri}/{database}"
+    srv = TuningServer(tmp_path / "store", port=0, crowd=uri)
+    srv.start()
+    try:
+        yield srv, srv.crowd, uri
+    finally:
+        srv.stop(grace=0)
+        with pymongo.MongoClient(mongo_uri) as client:
+            client.drop_database(database)

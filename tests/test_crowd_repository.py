@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -139,6 +140,20 @@ def test_uploads_are_idempotent_by_uid(repo: CrowdRepository, key: str) -> None:
     assert len(repo.query_function_evaluations(key, "demo")) == 12
     assert repo.upload(key, "other", records[0]).inserted == 1             # a uid is unique per problem
     assert repo.upload(key, "demo", []).given == 0
+
+
+def test_queries_answer_with_the_json_made_at_upload(repo: CrowdRepository, key: str) -> None:
+    repo.add_machine("Cori", aliases=["cori"])
+    records = [_rec(float(t), machine="cori") for t in range(4)]
+    repo.upload(key, "demo", records)
+    texts = repo.query_function_evaluations(key, "demo", raw=True)
+    assert [json.loads(t)["machine_configuration"]["machine_name"] for t in texts] == ["Cori"] * 4  # canonical
+    parsed = repo.query_function_evaluations(key, "demo")
+    assert [r.uid for r in parsed] == [r.uid for r in records]
+    # a record stored before the JSON copy existed is answered the same
+    repo.func_eval.update_many({"uid": {"$in": [records[1].uid, records[3].uid]}}, {"$unset": {"json": ""}})
+    assert repo.query_function_evaluations(key, "demo", raw=True) == texts
+    assert repo.query_function_evaluations(key, "demo") == parsed
 
 
 def test_upload_gptune_file(repo: CrowdRepository, key: str) -> None:

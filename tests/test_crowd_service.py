@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
-import pymongo
 import pytest
 from click.testing import CliRunner
 
@@ -26,20 +24,6 @@ from raytuner.testfunctions import ISHIGAMI_PROBLEM, ishigami
 PROBLEM = "ishigami"
 PROBLEM_SPACE = {**ISHIGAMI_PROBLEM,
                  "input_space": [{"name": "a", "type": "real", "lower_bound": 1, "upper_bound": 10}]}
-
-
-@pytest.fixture
-def crowd(mongo_uri: str, tmp_path: Path) -> Iterator[tuple[TuningServer, CrowdRepository, str]]:
-    database = f"crowd_{uuid.uuid4().hex}"
-    uri = f"{mongo_uri}/{database}"
-    server = TuningServer(tmp_path / "store", port=0, crowd=uri)
-    server.start()
-    try:
-        yield server, server.crowd, uri
-    finally:
-        server.stop(grace=0)
-        with pymongo.MongoClient(mongo_uri) as client:
-            client.drop_database(database)
 
 
 def records(n: int, seed: int = 0) -> list[FunctionEvaluation]:

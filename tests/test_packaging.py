@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import site
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

@@ -222,8 +222,9 @@ def render_report(results: dict[str, Any]) -> str:
         "## How it was measured", "",
         "- One process: the benchmark drives a TuningServer (64 threads) with the crowd repository on a fresh "
         "local mongod (journaled writes, WiredTiger) through CrowdClient on 127.0.0.1. Records are uploaded "
-        "in one call per access level (the client splits them into requests of under 1 MiB of JSON); a query streams its "
-        "records back in batches of 500 and the time includes parsing them into FunctionEvaluation objects.",
+        "in one call per access level (the client splits them into requests of under 1 MiB of JSON). The "
+        "repository keeps each record's JSON text, made at upload; a query streams these texts back in batches "
+        "of 500, and the time includes parsing them into FunctionEvaluation objects.",
         "- Each query filters one task value by range, two machines by alias, and an OpenMPI version range "
         "compared as versions; the caller sees public, registered and their own private records.",
         f"- Machine: {results['machine']}.",

@@ -11,6 +11,7 @@ write uses the journaled write concern ``{w: 1, j: true}``:
 
       {_id: "<problem>:<uid>", problem, uid,
        record: {...the GPTune record, machine and package names canonical...},
+       json: "the record as compact JSON text (what a query answers with, made once at upload)",
        owner: username, access: "public"|"registered"|"private"|"shared",
        shared_users: [...], shared_groups: [...],
        machine: lower-cased canonical machine name (func_eval only),
@@ -40,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -65,7 +67,13 @@ from raytuner.crowd.names import check_email, check_field_name, check_group, che
 from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
 from raytuner.crowd.versions import version_key, version_parts
 from raytuner.errors import InvalidInputError, StoreError, validate
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord, check_problem_name
+from raytuner.records import (
+    EVALUATION_LIST,
+    MODEL_LIST,
+    FunctionEvaluation,
+    SurrogateModelRecord,
+    check_problem_name,
+)
 from raytuner.store.mongo_store import DURABLE
 
 __all__ = ["CrowdRepository", "UploadResult", "KeyInfo", "DEFAULT_DATABASE"]
@@ -335,7 +343,14 @@ class CrowdRepository:
         >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
         UploadResult(given=3, inserted=3)
         """
-        user = self.authenticate(api_key)
+        return self.upload_as(self.authenticate(api_key), problem_name, records, access, shared_with_users,
+                              shared_with_groups)
+
+    def upload_as(self, user: User, problem_name: str,
+                  records: FunctionEvaluation | Mapping[str, Any] | Iterable[FunctionEvaluation | Mapping[str, Any]],
+                  access: str = "public", shared_with_users: Iterable[str] = (),
+                  shared_with_groups: Iterable[str] = ()) -> UploadResult:
+        """:meth:`upload` for a user the caller has already authenticated (the tuning service's sessions)."""
         problem = check_problem_name(problem_name, "problem_name")
         spec = self._access(access, shared_with_users, shared_with_groups)
         with self._errors("read the catalogs", "records"):
@@ -415,6 +430,8 @@ class CrowdRepository:
                 problem: str) -> UploadResult:
         """Insert ``docs`` in unordered bulk writes; a duplicate ``_id`` is "already there", not an error."""
         validated = list(docs)   # every record is checked before the first is written
+        for doc in validated:    # the record as a query answers it: JSON text made once, here
+            doc["json"] = _json_text(doc["record"])
         inserted = 0
         for start in range(0, len(validated), _CHUNK):
             inserted += self._insert_chunk(collection, validated[start:start + _CHUNK], problem)
@@ -444,7 +461,7 @@ class CrowdRepository:
         """The evaluations of ``tuning_problem_name`` the caller may see that match both spaces.
 
         See :mod:`raytuner.crowd.query` for the shapes and their meaning (GPTuneCrowd IV-A).
-        With ``raw``, the stored GPTune dictionaries (validated when uploaded)
+        With ``raw``, the records' stored JSON texts (validated when uploaded)
         instead of :class:`FunctionEvaluation` objects: what a server passes on.
 
         >>> repo.query_function_evaluations(key, "demo",                                    # doctest: +SKIP
@@ -455,13 +472,13 @@ class CrowdRepository:
         """
         user = self.authenticate(api_key)
         query = self._filter(user, tuning_problem_name, problem_space, configuration_space)
-        docs = self._find(self.func_eval, query, limit, _task_hint(problem_space))
-        return [d["record"] for d in docs] if raw else [FunctionEvaluation.model_validate(d["record"]) for d in docs]
+        texts = self._find_json(self.func_eval, query, limit, _task_hint(problem_space))
+        return texts if raw else EVALUATION_LIST.validate_json("[" + ",".join(texts) + "]")
 
     def query_surrogate_models(self, api_key: str, tuning_problem_name: str,
                                configuration_space: Mapping[str, Any] | None = None,
                                limit: int | None = None, raw: bool = False) -> list[Any]:
-        """The surrogate-model records of ``tuning_problem_name`` the caller may see (``raw``: as stored).
+        """The surrogate-model records of ``tuning_problem_name`` the caller may see (``raw``: JSON texts).
 
         ``configuration_space`` may hold ``user_configurations`` only (a model
         record carries no machine or software configuration).
@@ -472,9 +489,8 @@ class CrowdRepository:
             raise InvalidInputError("configuration_space", "surrogate models are filtered by users only",
                                     allowed=["user_configurations"])
         query = self._filter(user, tuning_problem_name, None, configuration_space)
-        docs = self._find(self.surrogate_model, query, limit)
-        return [d["record"] for d in docs] if raw else [SurrogateModelRecord.model_validate(d["record"])
-                                                         for d in docs]
+        texts = self._find_json(self.surrogate_model, query, limit)
+        return texts if raw else MODEL_LIST.validate_json("[" + ",".join(texts) + "]")
 
     def _filter(self, user: User, problem_name: Any, problem_space: Any, configuration_space: Any) -> dict[str, Any]:
         problem = check_problem_name(problem_name)
@@ -497,18 +513,28 @@ class CrowdRepository:
                 out |= {d["_id"] for d in self.users.find({"email": {"$in": emails}}, {"_id": 1})}
         return sorted(out)
 
-    def _find(self, collection: Collection[dict[str, Any]], query: dict[str, Any],
-              limit: int | None, hint: str | None = None) -> list[dict[str, Any]]:
+    def _find_json(self, collection: Collection[dict[str, Any]], query: dict[str, Any],
+                   limit: int | None, hint: str | None = None) -> list[str]:
+        """The matching records' stored JSON texts (made at upload; a record stored without one gets it now)."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or not 1 <= limit <= _MAX_LIMIT):
             raise InvalidInputError("limit", f"{limit!r} is not a positive integer", allowed=[f"1..{_MAX_LIMIT}"])
         with self._errors("query", "query"):
-            cursor = collection.find(query, {"record": 1, "_id": 0})
+            cursor = collection.find(query, {"json": 1})
             if hint is not None:
                 cursor = cursor.hint(hint)
             if limit is not None:
                 cursor = cursor.limit(limit)
-            return list(cursor)
+            docs = list(cursor)
+            missing = [d["_id"] for d in docs if "json" not in d]
+            records = {d["_id"]: d["record"] for d in collection.find({"_id": {"$in": missing}}, {"record": 1})} \
+                if missing else {}
+        return [d["json"] if "json" in d else _json_text(records[d["_id"]]) for d in docs]
+
+
+def _json_text(record: Mapping[str, Any]) -> str:
+    """Compact JSON text of a stored record."""
+    return json.dumps(record, separators=(",", ":"), default=str)
 
 
 def _task_hint(problem_space: Any) -> str | None:

@@ -227,6 +227,9 @@ class RemoteTuner(ServiceChannel):
 
         ``problem`` is a meta description: parsed, as plain data, or a JSON file's path.
         ``tasks`` are the task parameters to tune (none for a problem without input space).
+        With ``"sync_crowd_repo": "yes"`` the server also uploads every record
+        of the session to its crowd repository as the user of the meta
+        description's ``api_key``.
         """
         if isinstance(problem, MetaDescription):
             data = problem.to_dict()
@@ -234,7 +237,9 @@ class RemoteTuner(ServiceChannel):
             data = MetaDescription.load(problem).to_dict()
         else:
             data = dict(problem)
-        data.pop("api_key", None)                          # a crowd-repository secret stays here
+        # the crowd key is sent only when the server is to upload the session's records as its user
+        if str(data.get("sync_crowd_repo", "no")).lower() not in ("yes", "true"):
+            data.pop("api_key", None)
         request = pb.CreateSessionRequest(
             problem_json=_dumps(data), strategy=strategy, options_json=_dumps(dict(options or {})),
             tasks_json=_dumps([dict(t) for t in tasks]) if tasks else "", seed=seed,

@@ -1,12 +1,12 @@
 """The Python client of the crowd repository, mirroring GPTune's crowdtune query API over gRPC.
 
 :class:`CrowdClient` talks to the ``CrowdService`` of a ``raytuner serve
---mongodb URI`` server with a crowd user's API key. Queries take the meta
+--crowd URI`` server with a crowd user's API key. Queries take the meta
 description's ``problem_space`` and ``configuration_space`` (GPTuneCrowd
 section IV-A) and return only what the key's user may see.
 
 The module-level functions have crowdtune's signatures (the key first); the
-server comes from ``server=`` or the ``RAYTUNER_CROWD_SERVER`` environment
+server comes from ``server=`` or the ``RAYTUNER_SERVER`` environment
 variable (default ``127.0.0.1:50051``).
 
 Example (needs a running server)::
@@ -36,7 +36,7 @@ from pydantic import TypeAdapter
 from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
 from raytuner.service.client import ServiceChannel
 from raytuner.service.handlers import MAX_JSON_BYTES, dumps
 from raytuner.service.v1 import tuning_pb2 as pb
@@ -50,14 +50,10 @@ log = logging.getLogger(__name__)
 
 #: An upload is split into requests of at most this much JSON (the server takes up to 1 MiB per field).
 UPLOAD_BATCH_BYTES = MAX_JSON_BYTES - 64 * 1024
-ENV_SERVER = "RAYTUNER_CROWD_SERVER"
+ENV_SERVER = "RAYTUNER_SERVER"
 DEFAULT_SERVER = "127.0.0.1:50051"
 
 Record = FunctionEvaluation | SurrogateModelRecord | Mapping[str, Any]
-# records are parsed from the JSON text in one pass (pydantic-core), not json.loads then validate
-_EVALUATIONS = TypeAdapter(list[FunctionEvaluation])
-_MODELS = TypeAdapter(list[SurrogateModelRecord])
-
 
 def _query(name: str, problem_space: Mapping[str, Any] | None, configuration_space: Mapping[str, Any] | None,
            limit: int = 0) -> pb.CrowdQuery:
@@ -119,14 +115,14 @@ class CrowdClient(ServiceChannel):
                                    configuration_space: Mapping[str, Any] | None = None,
                                    limit: int = 0) -> list[FunctionEvaluation]:
         """The function evaluations you may see that match the meta description's spaces."""
-        return self._records("QueryFunctionEvaluations", _EVALUATIONS, tuning_problem_name, problem_space,
+        return self._records("QueryFunctionEvaluations", EVALUATION_LIST, tuning_problem_name, problem_space,
                              configuration_space, limit)
 
     def query_surrogate_models(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
                                configuration_space: Mapping[str, Any] | None = None,
                                limit: int = 0) -> list[SurrogateModelRecord]:
         """The stored surrogate-model records you may see that match the spaces."""
-        return self._records("QuerySurrogateModels", _MODELS, tuning_problem_name, problem_space,
+        return self._records("QuerySurrogateModels", MODEL_LIST, tuning_problem_name, problem_space,
                              configuration_space, limit)
 
     def query_surrogate_model(self, tuning_problem_name: str, problem_space: Mapping[str, Any],

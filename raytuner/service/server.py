@@ -192,8 +192,9 @@ class TuningServer:
         self.tls = (tls_cert, tls_key) if tls_cert is not None else None
         self.auth = auth
         self.max_workers = max_workers
-        self.manager = SessionManager(self.store, self.catalog, executor=self._executor(ray_address))
         self.crowd = self._crowd(crowd)
+        self.manager = SessionManager(self.store, self.catalog, executor=self._executor(ray_address),
+                                      crowd=self.crowd)
         self._owns_crowd = isinstance(crowd, str)
         self._server: grpc.Server | None = None
 

@@ -95,6 +95,7 @@ class SessionSpec:
     seed: int
     max_evaluations: int = 0
     created: float = field(default_factory=time.time)
+    crowd_user: str = ""             # sync_crowd_repo: the crowd user the session's records are uploaded as
 
 
 class ServiceSession:
@@ -151,10 +152,11 @@ class SessionManager:
     when the server has a Ray cluster); it goes to the strategies that take one.
     """
 
-    def __init__(self, store: HistoryStore, catalog: Catalog, executor: Any = None) -> None:
+    def __init__(self, store: HistoryStore, catalog: Catalog, executor: Any = None, crowd: Any = None) -> None:
         self.store = store
         self.catalog = catalog
         self.executor = executor
+        self.crowd = crowd
         self._sessions: dict[str, ServiceSession] = {}
         self._lock = threading.Lock()
 
@@ -192,10 +194,41 @@ class SessionManager:
         tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(spec.tasks)]
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
         strategy = self._strategy(spec, problem)
-        tuning = TuningSession.resume(spec.problem_name, problem, strategy, self.store, session_only=True,
+        tuning = TuningSession.resume(spec.problem_name, problem, strategy, self._store_of(spec),
+                                      session_only=True,
                                       session_id=spec.session_id, machine=meta.machine_configuration,
                                       software=meta.software_configuration)
         return ServiceSession(spec, tuning)
+
+    def _store_of(self, spec: SessionSpec) -> HistoryStore:
+        """The server's store, synced to the crowd repository as ``spec.crowd_user`` when the session asked."""
+        if not spec.crowd_user:
+            return self.store
+        from raytuner.crowd.sync import CrowdSyncStore  # noqa: PLC0415 - the crowd only when asked for
+
+        try:
+            user = self._crowd().get_user(spec.crowd_user)
+        except RaytunerError as exc:   # restarted without the crowd, or the user is gone: tune, sync later
+            log.warning("session %s is not synced to the crowd repository: %s", spec.session_id, exc)
+            return self.store
+        sid = spec.session_id
+        return CrowdSyncStore(self.store, lambda problem, records: self.crowd.upload_as(user, problem, records),
+                              owns=lambda r: r.raytuner is not None and r.raytuner.session_id == sid)
+
+    def _crowd_user(self, meta: MetaDescription) -> str:
+        """The crowd user a ``sync_crowd_repo`` session uploads as (its key checked now); '' without sync."""
+        if not meta.sync_crowd_repo:
+            return ""
+        crowd = self._crowd()
+        if meta.api_key is None:
+            raise InvalidInputError("api_key", "sync_crowd_repo is yes: give the crowd user's API key")
+        return str(crowd.authenticate(meta.api_key.get_secret_value()).username)
+
+    def _crowd(self) -> Any:
+        if self.crowd is None:
+            raise InvalidInputError("sync_crowd_repo", "this server keeps no crowd repository "
+                                    "(start it with `raytuner serve --crowd mongodb://...`)")
+        return self.crowd
 
     def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
                options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -216,7 +249,7 @@ class SessionManager:
         spec = SessionSpec(session_id=uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,
                            meta=data, strategy=strategy, options=dict(options or {}), tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
-                           max_evaluations=max_evaluations)
+                           max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed))
         session = self._open(spec)                      # validates everything before anything is stored
         self.catalog.append("sessions", asdict(session.spec))
         with self._lock:

@@ -1,0 +1,184 @@
+"""Automatic upload to the crowd repository (``"sync_crowd_repo": "yes"`` in a meta description).
+
+:class:`CrowdSyncStore` wraps a history store: every evaluation is first
+persisted locally (durable, as always), then uploaded to the crowd repository.
+An upload that fails (the repository is down, the network is out) is logged,
+kept, and sent again with the next evaluation and at :meth:`CrowdSyncStore.flush`
+or ``close``; tuning never stops for the crowd. Uploads are idempotent by
+uid, so sending a record twice is harmless.
+
+Killing the run can leave the last records local only. The first evaluation
+a wrapper appends to a problem therefore first sends the problem's earlier
+records that the wrapper owns (by default, those a raytuner tuning session
+made: their provenance names the session; records imported from GPTune files
+or uploaded by others do not), so a resumed run
+catches up on what a killed one did not send.
+
+:func:`sync_store_for` reads the meta description: it returns the store
+itself when ``sync_crowd_repo`` is off, and a :class:`CrowdSyncStore` sending
+through a :class:`~raytuner.service.crowd_client.CrowdClient` with the meta
+description's ``api_key`` when it is on. The tuning service does the same on
+the server side for sessions created from such a meta description.
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.store import JsonStore
+    >>> sent = []
+    >>> store = CrowdSyncStore(JsonStore(tempfile.mkdtemp()), lambda problem, records: sent.extend(records))
+    >>> store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0}))
+    >>> len(sent), len(store.evaluations("demo")), store.unsent
+    (1, 1, 0)
+
+    With a meta description (needs a crowd repository server)::
+
+        meta = MetaDescription.load("meta.json")        # "sync_crowd_repo": "yes", "api_key": "rt_..."
+        searcher = LCMSearcher(meta.problem_space, tasks, store=sync_store_for(meta, "history/"),
+                               problem_name=meta.tuning_problem_name)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Callable, Iterable
+
+from raytuner.errors import InvalidInputError
+from raytuner.meta import MetaDescription
+from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.store.base import EvaluationQuery, HistoryStore
+
+__all__ = ["CrowdSyncStore", "Uploader", "sync_store_for", "made_by_raytuner", "SYNC_ACCESS"]
+
+log = logging.getLogger(__name__)
+
+#: Access levels :func:`sync_store_for` can give the records it uploads.
+SYNC_ACCESS = ("public", "registered", "private")
+#: Sends a problem's evaluations to the crowd repository; raises when it could not.
+Uploader = Callable[[str, list[FunctionEvaluation]], Any]
+
+
+def made_by_raytuner(record: FunctionEvaluation) -> bool:
+    """Whether a raytuner tuning session made ``record`` (its provenance names the session)."""
+    return record.raytuner is not None and record.raytuner.session_id is not None
+
+
+class CrowdSyncStore(HistoryStore):
+    """A history store that also uploads each appended evaluation to the crowd repository.
+
+    ``upload(problem, records)`` sends records (raising when it could not);
+    ``owns(record)`` says which earlier local records of a problem are this
+    wrapper's to catch up on (see the module docs). Reads go to ``store``.
+    """
+
+    def __init__(self, store: HistoryStore, upload: Uploader, *,
+                 owns: Callable[[FunctionEvaluation], bool] = made_by_raytuner) -> None:
+        self.store = store
+        self._upload = upload
+        self._owns = owns
+        self._unsent: dict[str, list[FunctionEvaluation]] = {}
+        self._caught_up: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CrowdSyncStore({self.store!r})"
+
+    @property
+    def unsent(self) -> int:
+        """How many records are waiting to be uploaded."""
+        with self._lock:
+            return sum(len(records) for records in self._unsent.values())
+
+    def append(self, problem: str, record: FunctionEvaluation) -> None:
+        """Persist locally (durable when this returns), then upload what is waiting."""
+        self.store.append(problem, record)
+        with self._lock:
+            if problem not in self._caught_up:
+                self._caught_up.add(problem)
+                earlier = [r for r in self.store.evaluations(problem) if r.uid != record.uid and self._owns(r)]
+                self._unsent.setdefault(problem, []).extend(earlier)
+            self._unsent.setdefault(problem, []).append(record)
+            self._send(problem)
+
+    def flush(self) -> int:
+        """Try again to upload every waiting record; returns how many are still waiting."""
+        with self._lock:
+            for problem in list(self._unsent):
+                self._send(problem)
+        return self.unsent
+
+    def _send(self, problem: str) -> None:
+        records = self._unsent.get(problem)
+        if not records:
+            return
+        try:
+            self._upload(problem, list(records))
+        except Exception as exc:  # noqa: BLE001 - tuning goes on; the records are sent again later
+            log.warning("could not upload %d record(s) of %s to the crowd repository (%s); will retry",
+                        len(records), problem, exc)
+            return
+        log.debug("uploaded %d record(s) of %s to the crowd repository", len(records), problem)
+        del self._unsent[problem]
+
+    def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
+        """Persist a surrogate-model record locally (models are not synced)."""
+        self.store.append_model(problem, record)
+
+    def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
+        """The local store's evaluations."""
+        return self.store.evaluations(problem, query)
+
+    def models(self, problem: str) -> list[SurrogateModelRecord]:
+        """The local store's surrogate-model records."""
+        return self.store.models(problem)
+
+    def problems(self) -> list[str]:
+        """The local store's problems."""
+        return self.store.problems()
+
+    def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
+        """Persist several evaluations locally (each durable), then upload them together."""
+        given = list(records)
+        for record in given:
+            self.store.append(problem, record)
+        with self._lock:
+            self._unsent.setdefault(problem, []).extend(given)
+            self._send(problem)
+        return len(given)
+
+    def close(self) -> None:
+        """Upload what is waiting (once more), then close the local store."""
+        left = self.flush()
+        if left:
+            log.error("%d record(s) never reached the crowd repository; a later synced run of the same "
+                      "problem sends them", left)
+        self.store.close()
+
+
+def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
+                   server: str | None = None, access: str = "public", **connection: Any) -> HistoryStore:
+    """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
+
+    The crowd server is ``server``, else the ``RAYTUNER_SERVER``
+    environment variable, else ``127.0.0.1:50051``; the key is the meta
+    description's ``api_key``. ``access`` is the uploaded records' access
+    level (``public``, ``registered``, ``private``); ``connection`` goes to
+    :class:`~raytuner.service.crowd_client.CrowdClient`.
+    """
+    from raytuner.store import open_store  # noqa: PLC0415 - raytuner.store imports nothing of the crowd
+
+    if access not in SYNC_ACCESS:
+        raise InvalidInputError("access", f"{access!r} is not an access level for synced records",
+                                allowed=list(SYNC_ACCESS))
+    opened = store if isinstance(store, HistoryStore) else open_store(store)
+    if not meta.sync_crowd_repo:
+        return opened
+    if meta.api_key is None:
+        raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
+                                "user's API key (`raytuner crowd keys create`)")
+    from raytuner.service.crowd_client import ENV_SERVER, DEFAULT_SERVER, CrowdClient  # noqa: PLC0415 - gRPC
+
+    client = CrowdClient(server or os.environ.get(ENV_SERVER, DEFAULT_SERVER), meta.api_key.get_secret_value(),
+                         **connection)
+    return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access))
