@@ -187,3 +187,23 @@ def test_a_failed_upload_is_sent_with_the_next_record(tmp_path: Path) -> None:
     store = CrowdSyncStore(JsonStore(tmp_path / "h"), upload)
     told = tune(store, 2)
     assert store.unsent == 0 and sent == [r.uid for r in told]
+
+
+def test_a_crowd_key_signs_in_to_the_tuning_service_too(alice: tuple[str, str], crowd: tuple[Any, Any, str]) -> None:
+    """One identity: a crowd user's key works for tuning sessions, which then belong to the user, not the key."""
+    address, key = alice
+    repository = crowd[1]
+    second = repository.create_key("alice")
+    with RemoteTuner(address, key, timeout=20) as tuner:
+        session_id = tuner.create_session(meta(None), "random", tasks=[{"t": 2}], seed=2)   # sync, no api_key
+        assert tuner.run(lambda config, task, fidelity: config["x"], max_trials=2) == 2
+    with RemoteTuner(address, second, timeout=20) as tuner:                 # the user's other key
+        assert [s["session_id"] for s in tuner.sessions()] == [session_id]
+    assert len(crowd_uids(address, key)) == 2                                # uploaded as the caller
+    with RemoteTuner(address, repository.create_key("bob"), timeout=20) as tuner:
+        assert tuner.sessions() == []                                        # not bob's
+    repository.revoke_key(key.split("_")[1])
+    with RemoteTuner(address, key, timeout=20, retries=0) as tuner:
+        with pytest.raises(ServiceError) as info:
+            tuner.sessions()
+    assert info.value.code == "UNAUTHENTICATED"

@@ -33,7 +33,7 @@ from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.service.auth import METADATA_KEY, ApiKeys
 from raytuner.service.catalog import open_catalog
 from raytuner.service.handlers import MAX_JSON_BYTES, Abort, dumps, json_field, rpc, status_of
-from raytuner.service.sessions import ServiceSession, SessionManager
+from raytuner.service.sessions import CROWD_OWNER, ServiceSession, SessionManager
 from raytuner.service.v1 import tuning_pb2 as pb
 from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import open_store
@@ -76,14 +76,18 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         self.keys = keys
 
     def _owner(self, context: grpc.ServicerContext) -> str:
+        """Who calls: a service key's id, or ``crowd:<username>`` for a crowd user's key (one identity)."""
         if self.keys is None:
             return ""
         key = dict(context.invocation_metadata()).get(METADATA_KEY)
         info = self.keys.verify(key if isinstance(key, str) else None)
-        if info is None:
+        if info is not None:
+            return info.key_id
+        user = self.manager.crowd_user_of(key) if isinstance(key, str) else None
+        if user is None:
             raise Abort(grpc.StatusCode.UNAUTHENTICATED,
-                         f"{METADATA_KEY}: {'missing' if key is None else 'invalid or revoked'} API key")
-        return info.key_id
+                        f"{METADATA_KEY}: {'missing' if key is None else 'invalid or revoked'} API key")
+        return CROWD_OWNER + user
 
     @rpc
     def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.ServicerContext) -> pb.Session:

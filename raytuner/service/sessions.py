@@ -46,6 +46,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
+from raytuner.crowd.errors import Unauthenticated
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TuningFinished
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, Provenance, task_key
@@ -56,10 +57,13 @@ from raytuner.store.source import StoreSource
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.registry import STRATEGIES, make_strategy
 
-__all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict",
+__all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "CROWD_OWNER",
            "SERVICE_STRATEGIES", "AskStatus"]
 
 log = logging.getLogger(__name__)
+
+#: Owner prefix of sessions created with a crowd user's key (the rest is the username).
+CROWD_OWNER = "crowd:"
 
 #: Strategies a service session can run.
 SERVICE_STRATEGIES = tuple(sorted([*STRATEGIES, "tla"]))
@@ -215,14 +219,30 @@ class SessionManager:
         return CrowdSyncStore(self.store, lambda problem, records: self.crowd.upload_as(user, problem, records),
                               owns=lambda r: r.raytuner is not None and r.raytuner.session_id == sid)
 
-    def _crowd_user(self, meta: MetaDescription) -> str:
-        """The crowd user a ``sync_crowd_repo`` session uploads as (its key checked now); '' without sync."""
+    def crowd_user_of(self, key: str) -> str | None:
+        """The crowd user whose API key ``key`` is, or ``None`` (no crowd repository, or not such a key)."""
+        if self.crowd is None:
+            return None
+        try:
+            return str(self.crowd.authenticate(key).username)
+        except Unauthenticated:
+            return None
+
+    def _crowd_user(self, meta: MetaDescription, owner: str) -> str:
+        """The crowd user a ``sync_crowd_repo`` session uploads as (its key checked now); '' without sync.
+
+        The meta description's ``api_key`` names the user; without one, a
+        caller who signed in with a crowd key is that user.
+        """
         if not meta.sync_crowd_repo:
             return ""
         crowd = self._crowd()
-        if meta.api_key is None:
-            raise InvalidInputError("api_key", "sync_crowd_repo is yes: give the crowd user's API key")
-        return str(crowd.authenticate(meta.api_key.get_secret_value()).username)
+        if meta.api_key is not None:
+            return str(crowd.authenticate(meta.api_key.get_secret_value()).username)
+        if owner.startswith(CROWD_OWNER):
+            return owner[len(CROWD_OWNER):]
+        raise InvalidInputError("api_key", "sync_crowd_repo is yes: give the crowd user's API key "
+                                "(or call with it)")
 
     def _crowd(self) -> Any:
         if self.crowd is None:
@@ -249,7 +269,7 @@ class SessionManager:
         spec = SessionSpec(session_id=uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,
                            meta=data, strategy=strategy, options=dict(options or {}), tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
-                           max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed))
+                           max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
         session = self._open(spec)                      # validates everything before anything is stored
         self.catalog.append("sessions", asdict(session.spec))
         with self._lock:
