@@ -8,12 +8,12 @@ from typing import Any
 import grpc
 import pytest
 
-from raytuner.crowd.sync import CrowdSyncStore, sync_store_for
+from raytuner.crowd.sync import CrowdSyncStore
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
 from raytuner.service.client import RemoteTuner, ServiceError
-from raytuner.service.crowd_client import CrowdClient
+from raytuner.service.crowd_client import CrowdClient, sync_store_for
 from raytuner.session import TuningSession
 from raytuner.store import JsonStore
 from raytuner.store.mongod import free_port

@@ -14,9 +14,9 @@ made: their provenance names the session; records imported from GPTune files
 or uploaded by others do not), so a resumed run
 catches up on what a killed one did not send.
 
-:func:`sync_store_for` reads the meta description: it returns the store
-itself when ``sync_crowd_repo`` is off, and a :class:`CrowdSyncStore` sending
-through a :class:`~raytuner.service.crowd_client.CrowdClient` with the meta
+:func:`raytuner.service.crowd_client.sync_store_for` reads the meta
+description: it returns the store itself when ``sync_crowd_repo`` is off, and
+a :class:`CrowdSyncStore` sending through a ``CrowdClient`` with the meta
 description's ``api_key`` when it is on. The tuning service does the same on
 the server side for sessions created from such a meta description.
 
@@ -33,6 +33,8 @@ Example:
     With a meta description (needs a crowd repository server)::
 
         meta = MetaDescription.load("meta.json")        # "sync_crowd_repo": "yes", "api_key": "rt_..."
+        from raytuner.service.crowd_client import sync_store_for
+
         searcher = LCMSearcher(meta.problem_space, tasks, store=sync_store_for(meta, "history/"),
                                problem_name=meta.tuning_problem_name)
 """
@@ -40,20 +42,17 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Any, Callable, Iterable
 
-from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore
 
-__all__ = ["CrowdSyncStore", "Uploader", "sync_store_for", "made_by_raytuner", "SYNC_ACCESS"]
+__all__ = ["CrowdSyncStore", "Uploader", "made_by_raytuner", "SYNC_ACCESS"]
 
 log = logging.getLogger(__name__)
 
-#: Access levels :func:`sync_store_for` can give the records it uploads.
+#: Access levels a meta-description sync gives the records it uploads.
 SYNC_ACCESS = ("public", "registered", "private")
 #: Sends a problem's evaluations to the crowd repository; raises when it could not.
 Uploader = Callable[[str, list[FunctionEvaluation]], Any]
@@ -154,31 +153,3 @@ class CrowdSyncStore(HistoryStore):
             log.error("%d record(s) never reached the crowd repository; a later synced run of the same "
                       "problem sends them", left)
         self.store.close()
-
-
-def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
-                   server: str | None = None, access: str = "public", **connection: Any) -> HistoryStore:
-    """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
-
-    The crowd server is ``server``, else the ``RAYTUNER_SERVER``
-    environment variable, else ``127.0.0.1:50051``; the key is the meta
-    description's ``api_key``. ``access`` is the uploaded records' access
-    level (``public``, ``registered``, ``private``); ``connection`` goes to
-    :class:`~raytuner.service.crowd_client.CrowdClient`.
-    """
-    from raytuner.store import open_store  # noqa: PLC0415 - raytuner.store imports nothing of the crowd
-
-    if access not in SYNC_ACCESS:
-        raise InvalidInputError("access", f"{access!r} is not an access level for synced records",
-                                allowed=list(SYNC_ACCESS))
-    opened = store if isinstance(store, HistoryStore) else open_store(store)
-    if not meta.sync_crowd_repo:
-        return opened
-    if meta.api_key is None:
-        raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
-                                "user's API key (`raytuner crowd keys create`)")
-    from raytuner.service.crowd_client import ENV_SERVER, DEFAULT_SERVER, CrowdClient  # noqa: PLC0415 - gRPC
-
-    client = CrowdClient(server or os.environ.get(ENV_SERVER, DEFAULT_SERVER), meta.api_key.get_secret_value(),
-                         **connection)
-    return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access))

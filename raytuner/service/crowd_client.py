@@ -7,7 +7,9 @@ section IV-A) and return only what the key's user may see.
 
 The module-level functions have crowdtune's signatures (the key first); the
 server comes from ``server=`` or the ``RAYTUNER_SERVER`` environment
-variable (default ``127.0.0.1:50051``).
+variable (default ``127.0.0.1:50051``). :func:`sync_store_for` makes a
+tuning run upload its records to the repository when its meta description
+says ``sync_crowd_repo`` (see :mod:`raytuner.crowd.sync`).
 
 Example (needs a running server)::
 
@@ -34,17 +36,20 @@ from typing import Any, Mapping, Sequence
 from pydantic import TypeAdapter
 
 from raytuner.analysis.sensitivity import SensitivityResult
+from raytuner.crowd.sync import SYNC_ACCESS, CrowdSyncStore
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
+from raytuner.meta import MetaDescription
 from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
 from raytuner.service.client import ServiceChannel
 from raytuner.service.handlers import MAX_JSON_BYTES, dumps
 from raytuner.service.v1 import tuning_pb2 as pb
 from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore, open_store
 
-__all__ = ["CrowdClient", "query_function_evaluations", "query_surrogate_model", "query_predict_output",
-           "query_sensitivity_analysis", "UPLOAD_BATCH_BYTES"]
+__all__ = ["CrowdClient", "sync_store_for", "query_function_evaluations", "query_surrogate_model",
+           "query_predict_output", "query_sensitivity_analysis", "UPLOAD_BATCH_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +161,36 @@ class CrowdClient(ServiceChannel):
         return SensitivityResult.from_dict(json.loads(answer.result_json))
 
 
-def _client(api_key: str, server: str | None) -> CrowdClient:
-    return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key)
+def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
+                   server: str | None = None, access: str = "public", **connection: Any) -> HistoryStore:
+    """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
+
+    The crowd server is ``server``, else the ``RAYTUNER_SERVER``
+    environment variable, else ``127.0.0.1:50051``; the key is the meta
+    description's ``api_key``. ``access`` is the uploaded records' access
+    level (``public``, ``registered``, ``private``); ``connection`` goes to
+    :class:`CrowdClient`.
+
+    >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": {
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]}})
+    >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
+    'JsonStore'
+    """
+    if access not in SYNC_ACCESS:
+        raise InvalidInputError("access", f"{access!r} is not an access level for synced records",
+                                allowed=list(SYNC_ACCESS))
+    opened = store if isinstance(store, HistoryStore) else open_store(store)
+    if not meta.sync_crowd_repo:
+        return opened
+    if meta.api_key is None:
+        raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
+                                "user's API key (`raytuner crowd keys create`)")
+    client = _client(meta.api_key.get_secret_value(), server, **connection)
+    return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access))
+
+
+def _client(api_key: str, server: str | None, **connection: Any) -> CrowdClient:
+    return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key, **connection)
 
 
 def query_function_evaluations(api_key: str, tuning_problem_name: str,
