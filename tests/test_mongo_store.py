@@ -26,6 +26,8 @@ def evaluation(t: Any = 1.0, **kw: Any) -> FunctionEvaluation:
 
 
 def test_indexes_exist(mongo_store: MongoStore) -> None:
+    assert mongo_store.func_eval.index_information().keys() <= {"_id_"}    # a store that only read made none
+    mongo_store.append("p", evaluation())                                    # the first write makes them
     func_eval = {name: info["key"] for name, info in mongo_store.func_eval.index_information().items()}
     assert func_eval["problem_appended"] == [("tuning_problem_name", 1), ("_appended", 1)]
     assert func_eval["task_parameter_wildcard"] == [("task_parameter.$**", 1)]

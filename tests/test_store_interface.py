@@ -258,7 +258,7 @@ def test_query_results_are_exactly_those_of_matches(store: HistoryStore, query: 
 def test_import_and_export_gptune_demo(store: HistoryStore) -> None:
     document = read_history_file(DEMO)
     assert (len(document.func_eval), len(document.surrogate_model)) == (70, 35)
-    assert store.import_document(document) == 105
+    assert store.import_document(document) == (70, 35)
     assert store.problems() == ["GPTune-Demo"]
     exported = store.export_document("GPTune-Demo")
     assert exported.tuning_problem_name == "GPTune-Demo"
@@ -268,8 +268,8 @@ def test_import_and_export_gptune_demo(store: HistoryStore) -> None:
         assert len(got) == len(want) == len(getattr(exported, kind))
         assert got == want
     assert [r.uid for r in exported.func_eval] == [r.uid for r in document.func_eval]
-    # importing again adds nothing
-    store.import_document(document)
+    # importing again adds nothing, and says so
+    assert store.import_document(document) == (0, 0)
     assert len(store.evaluations("GPTune-Demo")) == 70 and len(store.models("GPTune-Demo")) == 35
 
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore
@@ -136,15 +136,20 @@ class CrowdSyncStore(HistoryStore):
         """The local store's problems."""
         return self.store.problems()
 
-    def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
-        """Persist several evaluations locally (each durable), then upload them together."""
-        given = list(records)
-        for record in given:
-            self.store.append(problem, record)
-        with self._lock:
-            self._unsent.setdefault(problem, []).extend(given)
-            self._send(problem)
-        return len(given)
+    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
+                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+        """Persist records locally (all or none, durable), then upload the evaluations together.
+
+        Args:
+            problem: The tuning problem's name.
+            evaluations: ``func_eval`` records to add and upload.
+            models: ``surrogate_model`` records to add (models are not synced).
+        """
+        self.store.append_batch(problem, evaluations, models)
+        if evaluations:
+            with self._lock:
+                self._unsent.setdefault(problem, []).extend(evaluations)
+                self._send(problem)
 
     def close(self) -> None:
         """Upload what is waiting (once more), then close the local store."""

@@ -37,6 +37,7 @@ from typing import Any, Iterator
 
 from raytuner.errors import InvalidInputError
 from raytuner.store.base import HistoryStore
+from raytuner.store.journal import BadLine, quarantine
 
 __all__ = ["Catalog", "JsonCatalog", "MongoCatalog", "open_catalog", "LOGS"]
 
@@ -67,8 +68,11 @@ def _check_log(name: str) -> str:
     return name
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a last line that a killed writer left without its newline, so appends start on a fresh line."""
+def _quarantine_torn_tail(path: Path) -> None:
+    """Move a last line that a killed writer left without its newline to ``<log>.jsonl.corrupt``.
+
+    Appends then start on a fresh line; the torn bytes are kept, never dropped.
+    """
     if not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as fh:
@@ -76,7 +80,10 @@ def _drop_torn_tail(path: Path) -> None:
         if data.endswith(b"\n"):
             return
         keep = data.rfind(b"\n") + 1
-        log.warning("%s: cutting a torn last line (%d bytes) left by an interrupted write", path, len(data) - keep)
+        target = path.with_name(path.name + ".corrupt")
+        quarantine(target, path, [BadLine(keep, data[keep:], "torn write: no newline at the end")])
+        log.warning("%s: moved a torn last line (%d bytes at byte offset %d) left by an interrupted write to %s",
+                    path, len(data) - keep, keep, target)
         fh.truncate(keep)
         fh.flush()
         os.fsync(fh.fileno())
@@ -95,7 +102,7 @@ class JsonCatalog(Catalog):
         handle = self._files.get(name)
         if handle is None:
             path = self.directory / f"{_check_log(name)}.jsonl"
-            _drop_torn_tail(path)
+            _quarantine_torn_tail(path)
             handle = self._files[name] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
             dir_fd = os.open(self.directory, os.O_RDONLY)
             try:

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -129,6 +129,17 @@ class EvaluationQuery(BaseModel):
         return True
 
 
+def _new_records(records: Sequence[Any], stored: set[str]) -> list[Any]:
+    """The records whose uid is neither stored nor repeated earlier in ``records``, in order."""
+    seen = set(stored)
+    new = []
+    for record in records:
+        if record.uid not in seen:
+            seen.add(record.uid)
+            new.append(record)
+    return new
+
+
 class HistoryStore(ABC):
     """Where evaluations and surrogate models of tuning problems are kept.
 
@@ -141,13 +152,31 @@ class HistoryStore(ABC):
     def append(self, problem: str, record: FunctionEvaluation) -> None:
         """Persist one evaluation; durable when this returns; idempotent by uid."""
 
+    @abstractmethod
+    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
+                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+        """Persist evaluations and surrogate models together: all of them or none.
+
+        Every record is checked first; a record that cannot be stored raises
+        :class:`~raytuner.errors.InvalidInputError` naming it before anything
+        is written. Durable when this returns; idempotent by uid.
+
+        Args:
+            problem: The tuning problem's name.
+            evaluations: ``func_eval`` records to add.
+            models: ``surrogate_model`` records to add.
+        """
+
     def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
-        """Persist several evaluations; returns how many were given."""
-        n = 0
-        for record in records:
-            self.append(problem, record)
-            n += 1
-        return n
+        """Persist several evaluations, all or none (see :meth:`append_batch`); returns how many were given.
+
+        Args:
+            problem: The tuning problem's name.
+            records: The evaluations to add.
+        """
+        given = list(records)
+        self.append_batch(problem, given)
+        return len(given)
 
     @abstractmethod
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
@@ -168,13 +197,43 @@ class HistoryStore(ABC):
     def close(self) -> None:
         """Release files or connections; the store is not used afterwards."""
 
-    def import_document(self, document: HistoryDocument) -> int:
-        """Add every record of a GPTune file; returns the number of records given."""
+    def stored_uids(self, problem: str) -> tuple[set[str], set[str]]:
+        """The uids of the problem's stored evaluations and surrogate models.
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        return {r.uid for r in self.evaluations(problem)}, {m.uid for m in self.models(problem)}
+
+    def import_document(self, document: HistoryDocument) -> tuple[int, int]:
+        """Add the records of a GPTune file that are not stored yet, all or none.
+
+        The store is read first (an unreadable store fails before anything is
+        written), then every new record is written in one batch.
+
+        Args:
+            document: The GPTune file's records.
+
+        Returns:
+            How many evaluations and how many surrogate models were new.
+
+        Example:
+            >>> import tempfile
+            >>> from raytuner.store import JsonStore
+            >>> from raytuner.records import FunctionEvaluation
+            >>> doc = HistoryDocument(tuning_problem_name="demo",
+            ...                       func_eval=[FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0})])
+            >>> store = JsonStore(tempfile.mkdtemp())
+            >>> store.import_document(doc), store.import_document(doc)
+            ((1, 0), (0, 0))
+        """
         problem = check_problem_name(document.tuning_problem_name)
-        n = self.append_many(problem, document.func_eval)
-        for model in document.surrogate_model:
-            self.append_model(problem, model)
-        return n + len(document.surrogate_model)
+        have_evaluations, have_models = self.stored_uids(problem)
+        evaluations = _new_records(document.func_eval, have_evaluations)
+        models = _new_records(document.surrogate_model, have_models)
+        if evaluations or models:
+            self.append_batch(problem, evaluations, models)
+        return len(evaluations), len(models)
 
     def export_document(self, problem: str) -> HistoryDocument:
         """The problem's records as one GPTune file."""

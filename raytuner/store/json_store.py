@@ -5,17 +5,27 @@ Layout of a store directory::
     DIR/<problem>.json          the GPTune history file users see and share
     DIR/<problem>.json.journal  append-only JSON lines not yet compacted into it
     DIR/<problem>.json.lock     the lock file (fcntl.flock)
+    DIR/<problem>.json.corrupt  journal lines that could not be read (only if any)
 
 An append writes one line to the journal under an exclusive lock and fsyncs
 it before returning, so an acknowledged record survives a ``kill -9`` the next
-instant. Rewriting the whole growing GPTune file on every append would cost
-O(n²); instead the journal is *compacted* into the GPTune file (write a
-temporary file, fsync, atomic rename, fsync the directory, then truncate the
-journal) when it outgrows the file, on :meth:`JsonStore.compact` and on
-:meth:`JsonStore.close`. Each step leaves a readable pair of files: readers
-take the union of both and drop repeated uids, so a crash between the rename
-and the truncation loses and duplicates nothing. A torn journal line (power
-loss mid-write) is skipped on read, and the next append starts on a new line.
+instant; records written together (:meth:`JsonStore.append_batch`, an
+import) share one line, so they are stored all or none. Rewriting the whole
+growing GPTune file on every append would cost O(n²); instead the journal is
+*compacted* into the GPTune file (write a temporary file, fsync, atomic
+rename, fsync the directory, then truncate the journal) when it outgrows the
+file, on :meth:`JsonStore.compact` and on :meth:`JsonStore.close` of a store
+that wrote. Each step leaves a readable pair of files: readers take the union
+of both and drop repeated uids, so a crash between the rename and the
+truncation loses and duplicates nothing.
+
+Reading never writes: a store that only reads creates no file, takes only a
+shared lock (when a writer made the lock file), and compacts nothing. A
+journal line that cannot be read (a torn write after a power loss, a flipped
+byte) is skipped by readers with a warning; the writer's next compaction
+copies it whole, with its byte offset, into ``<problem>.json.corrupt`` before
+it truncates the journal, so nothing is ever dropped. The next append after a
+torn line starts on a new line.
 
 Several processes may append to the same problem at once: writes are
 serialised by the lock, fsyncs run outside it.
@@ -37,23 +47,32 @@ import gc
 import json
 import logging
 import os
+import secrets
 import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator, Sequence
 
-from raytuner.errors import StoreError
+from pydantic import ValidationError
+
+from raytuner.errors import InvalidInputError, StoreError, from_validation_error
 from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
+from raytuner.store.journal import (
+    FUNC_EVAL as _FUNC_EVAL,
+    SURROGATE_MODEL as _SURROGATE,
+    BadLine,
+    encode_entries,
+    fsync_dir,
+    quarantine,
+    read_journal,
+)
 
 __all__ = ["JsonStore", "read_history_file", "write_history_file"]
 
 log = logging.getLogger(__name__)
 
-_FUNC_EVAL = "func_eval"
-_SURROGATE = "surrogate_model"
 #: The journal is compacted once it is larger than this and than half the GPTune file,
 #: so compaction work stays proportional to the records appended (amortised O(1)).
 COMPACT_MIN_BYTES = 4 * 1024 * 1024
@@ -74,16 +93,15 @@ def _release_memory() -> None:
             pass
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def read_history_file(path: str | os.PathLike[str]) -> HistoryDocument:
     """Read a GPTune history file (for example one GPTune itself wrote).
+
+    Args:
+        path: The file.
+
+    Raises:
+        StoreError: the file cannot be read or is not JSON.
+        InvalidInputError: the JSON is not a GPTune history file (names the field).
 
     >>> doc = read_history_file("../shared/data/gptune/GPTune-Demo.json")  # doctest: +SKIP
     >>> len(doc.func_eval), len(doc.surrogate_model)                        # doctest: +SKIP
@@ -92,9 +110,14 @@ def read_history_file(path: str | os.PathLike[str]) -> HistoryDocument:
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreError(f"cannot read GPTune history file {path}: {exc}") from None
-    return HistoryDocument.model_validate(data)
+    try:
+        return HistoryDocument.model_validate(data)
+    except ValidationError as exc:
+        err = from_validation_error(exc)
+        where = f"{path}: {err.field}" if err.field else str(path)
+        raise InvalidInputError(where, f"not a GPTune history file: {err.reason}", err.allowed) from None
 
 
 def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
@@ -117,11 +140,29 @@ def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
     fh.write("}\n")
 
 
+def _create_temporary(target: Path) -> tuple[int, Path]:
+    """Create a new file beside ``target`` with the permissions ``open()`` gives (0666 less the umask)."""
+    while True:
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def write_history_file(path: str | os.PathLike[str], document: HistoryDocument | dict[str, Any]) -> None:
-    """Write a GPTune history file atomically and durably (temp file, fsync, rename)."""
+    """Write a GPTune history file atomically and durably (temp file, fsync, rename).
+
+    The file gets the permissions a plain ``open()`` would give it (the umask
+    applies), so a file meant for sharing can be read by others.
+
+    Args:
+        path: The file to write (replaced whole).
+        document: The records, as a document or its JSON object.
+    """
     target = Path(path)
     data = document.to_dict() if isinstance(document, HistoryDocument) else document
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = _create_temporary(target)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             _dump_one_record_per_line(data, fh)
@@ -134,7 +175,7 @@ def write_history_file(path: str | os.PathLike[str], document: HistoryDocument |
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
 class _Problem:
@@ -146,7 +187,7 @@ class _Problem:
         self.lock_path = base.with_name(base.name + ".lock")
         self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.journal_fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        _fsync_dir(base.parent)  # a new journal's directory entry must be durable too
+        fsync_dir(base.parent)  # a new journal's directory entry must be durable too
         self.thread_lock = threading.Lock()  # flock is per open file, not per thread
 
     @contextmanager
@@ -166,8 +207,13 @@ class _Problem:
 class JsonStore(HistoryStore):
     """GPTune JSON files in a directory, with an fsync'd journal per problem.
 
-    ``compact_min_bytes`` sets the smallest journal that triggers a compaction
-    during appends (mostly for tests).
+    Opening a store creates nothing: the directory and a problem's journal and
+    lock file are made by its first write.
+
+    Args:
+        directory: The store directory (made on the first write if missing).
+        compact_min_bytes: The smallest journal that triggers a compaction
+            during appends (mostly for tests).
     """
 
     def __init__(self, directory: str | os.PathLike[str], compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
@@ -175,11 +221,11 @@ class JsonStore(HistoryStore):
         if self.directory.exists() and not self.directory.is_dir():
             raise StoreError(f"{self.directory} is a file, not a store directory; read a single GPTune "
                              f"file with raytuner.store.read_history_file")
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.compact_min_bytes = compact_min_bytes
         self._problems: dict[str, _Problem] = {}
         self._guard = threading.Lock()
         self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        self._warned: set[tuple[str, int, bytes]] = set()
 
     def __repr__(self) -> str:
         return f"JsonStore({str(self.directory)!r})"
@@ -195,22 +241,59 @@ class JsonStore(HistoryStore):
         """The GPTune file of ``problem``."""
         return self.directory / f"{check_problem_name(problem)}.json"
 
-    def _problem(self, problem: str) -> _Problem:
+    def quarantine_path(self, problem: str) -> Path:
+        """Where journal lines of ``problem`` that could not be read are kept."""
+        return self.directory / f"{check_problem_name(problem)}.json.corrupt"
+
+    def _journal_path(self, problem: str) -> Path:
+        return self.directory / f"{check_problem_name(problem)}.json.journal"
+
+    def _writer(self, problem: str) -> _Problem:
+        """The problem's open journal and lock file, made on the first write."""
         with self._guard:
             state = self._problems.get(problem)
             if state is None:
-                state = self._problems[problem] = _Problem(self.path(problem))
+                path = self.path(problem)
+                self.directory.mkdir(parents=True, exist_ok=True)
+                state = self._problems[problem] = _Problem(path)
             return state
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _write_lines(self, problem: str, entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        payload = b"".join(
-            json.dumps({"kind": kind, "record": record}, separators=(",", ":")).encode() + b"\n"
-            for kind, record in entries)
-        if not payload:
+    def append(self, problem: str, record: FunctionEvaluation) -> None:
+        """Persist one evaluation; it is on disk (fsync'd) when this returns."""
+        self._write(problem, [(_FUNC_EVAL, record)])
+
+    def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
+        """Persist one surrogate-model record; fsync'd when this returns."""
+        self._write(problem, [(_SURROGATE, record)])
+
+    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
+                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+        """Persist evaluations and surrogate models as one journal line: all of them or none.
+
+        Args:
+            problem: The tuning problem's name.
+            evaluations: ``func_eval`` records to add.
+            models: ``surrogate_model`` records to add.
+        """
+        self._write(problem, [*((_SURROGATE, m) for m in models), *((_FUNC_EVAL, e) for e in evaluations)])
+
+    def _write(self, problem: str, records: Sequence[tuple[str, FunctionEvaluation | SurrogateModelRecord]]) -> None:
+        check_problem_name(problem)
+        if not records:
             return
-        state = self._problem(problem)
+        entries = []
+        for i, (kind, record) in enumerate(records):
+            try:
+                entries.append((kind, record.to_dict()))
+            except (TypeError, ValueError) as exc:  # pragma: no cover - pydantic models dump to plain data
+                raise InvalidInputError(f"records[{i}]", f"cannot be stored: {exc}") from None
+        try:
+            payload = encode_entries(entries)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError("records", f"cannot be stored as JSON: {exc}") from None
+        state = self._writer(problem)
         with state.locked(exclusive=True):
             size = os.fstat(state.journal_fd).st_size
             if size and os.pread(state.journal_fd, 1, size - 1) != b"\n":
@@ -231,70 +314,72 @@ class JsonStore(HistoryStore):
         except FileNotFoundError:
             return 0
 
-    def append(self, problem: str, record: FunctionEvaluation) -> None:
-        """Persist one evaluation; it is on disk (fsync'd) when this returns."""
-        self._write_lines(problem, [(_FUNC_EVAL, record.to_dict())])
-
-    def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
-        """Persist several evaluations with one write and one fsync."""
-        entries = [(_FUNC_EVAL, r.to_dict()) for r in records]
-        self._write_lines(problem, entries)
-        return len(entries)
-
-    def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
-        """Persist one surrogate-model record; fsync'd when this returns."""
-        self._write_lines(problem, [(_SURROGATE, record.to_dict())])
-
     # -- reading -----------------------------------------------------------------------------
 
     def _read_main(self, path: Path) -> dict[str, Any]:
         try:
-            st = path.stat()
+            fh = open(path, encoding="utf-8")
         except FileNotFoundError:
             return {}
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = self._cache.get(str(path))
-        if cached and cached[0] == key:
-            return cached[1]
-        try:
-            with open(path, encoding="utf-8") as fh:
+        with fh:
+            st = os.fstat(fh.fileno())
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            cached = self._cache.get(str(path))
+            if cached and cached[0] == key:
+                return cached[1]
+            try:
                 data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{path} is not valid JSON ({exc}); it was not written by raytuner's "
-                             f"atomic writer") from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise StoreError(f"{path} is not valid JSON ({exc}); it was not written by raytuner's "
+                                 f"atomic writer") from None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k, []), list) for k in (_FUNC_EVAL, _SURROGATE)):
+            raise StoreError(f"{path} is not a GPTune history file (expected an object whose "
+                             f"{_FUNC_EVAL} and {_SURROGATE} are lists)")
         self._cache[str(path)] = (key, data)
         return data
 
-    def _read_journal(self, path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except FileNotFoundError:
+    @contextmanager
+    def _shared_lock(self, problem: str) -> Iterator[None]:
+        """Hold off writers while reading, without creating or changing any file."""
+        state = self._problems.get(problem)
+        if state is not None:
+            with state.locked(exclusive=False):
+                yield
             return
-        lines = raw.split(b"\n")
-        for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline yet
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-                yield entry["kind"], entry["record"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                log.warning("%s:%d: skipping a torn or invalid journal line", path, number)
+        try:
+            fd = os.open(self.path(problem).with_name(self.path(problem).name + ".lock"), os.O_RDONLY)
+        except FileNotFoundError:
+            # no writer has opened this problem yet. Without the lock, reading the journal before
+            # the file still sees every record stored before the read began: the file is only ever
+            # replaced (atomically) by a superset of itself and the journal, and a line still being
+            # written has no newline yet and is not read
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
-    def _snapshot(self, state: _Problem, problem: str) -> dict[str, Any]:
-        """The GPTune document of the file and the journal together, repeated uids dropped.
+    def _warn_unreadable(self, journal: Path, lines: list[BadLine]) -> None:
+        fresh = [line for line in lines if (str(journal), line.offset, line.data) not in self._warned]
+        if not fresh:
+            return
+        self._warned.update((str(journal), line.offset, line.data) for line in fresh)
+        log.warning("%s: skipping %d torn or unreadable journal line(s) at byte offset(s) %s (%s); the next "
+                    "compaction keeps them in %s", journal, len(fresh), ", ".join(str(b.offset) for b in fresh),
+                    fresh[0].reason, journal.with_name(journal.name.removesuffix(".journal") + ".corrupt"))
 
-        The caller holds the problem's lock.
-        """
-        main = self._read_main(state.main)
-        journal = list(self._read_journal(state.journal))
+    def _snapshot(self, problem: str, journal_entries: list[tuple[str, dict[str, Any]]],
+                  main: dict[str, Any]) -> dict[str, Any]:
+        """The GPTune document of the file and the journal together, repeated uids dropped."""
         document: dict[str, Any] = {"tuning_problem_name": problem, "tuning_problem_category": None}
         document.update({k: v for k, v in main.items() if k not in (_FUNC_EVAL, _SURROGATE)})
         for kind in (_SURROGATE, _FUNC_EVAL):
             seen: set[str] = set()
             merged = []
-            for record in [*main.get(kind, []), *(r for k, r in journal if k == kind)]:
-                uid = record.get("uid")
+            for record in [*main.get(kind, []), *(r for k, r in journal_entries if k == kind)]:
+                uid = record.get("uid") if isinstance(record, dict) else None
                 if uid not in seen:
                     seen.add(uid)
                     merged.append(record)
@@ -302,21 +387,34 @@ class JsonStore(HistoryStore):
         return document
 
     def _raw(self, problem: str) -> dict[str, Any]:
-        state = self._problem(problem)
-        with state.locked(exclusive=False):
-            return self._snapshot(state, problem)
+        journal_path = self._journal_path(problem)
+        with self._shared_lock(problem):
+            journal = read_journal(journal_path)  # the journal before the file (see _shared_lock)
+            main = self._read_main(self.path(problem))
+        self._warn_unreadable(journal_path, journal.bad)
+        return self._snapshot(problem, journal.entries, main)
+
+    def _validated(self, problem: str, kind: str, model: Any) -> list[Any]:
+        records = self._raw(problem)[kind]
+        try:
+            return [model.model_validate(r) for r in records]
+        except ValidationError as exc:
+            err = from_validation_error(exc)
+            raise StoreError(f"{self.path(problem)}: a {kind} record is not valid: {err}") from None
 
     def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
         """The problem's evaluations matching ``query``, oldest first."""
-        records = [FunctionEvaluation.model_validate(r) for r in self._raw(problem)[_FUNC_EVAL]]
+        records = self._validated(problem, _FUNC_EVAL, FunctionEvaluation)
         return records if query is None else [r for r in records if query.matches(r)]
 
     def models(self, problem: str) -> list[SurrogateModelRecord]:
         """The problem's surrogate-model records, oldest first."""
-        return [SurrogateModelRecord.model_validate(r) for r in self._raw(problem)[_SURROGATE]]
+        return self._validated(problem, _SURROGATE, SurrogateModelRecord)
 
     def problems(self) -> list[str]:
-        """Problems with a GPTune file or a journal in the directory."""
+        """Problems with a GPTune file or a non-empty journal in the directory."""
+        if not self.directory.is_dir():
+            return []
         names = set()
         for path in self.directory.iterdir():
             if path.name.startswith("."):
@@ -330,12 +428,31 @@ class JsonStore(HistoryStore):
     # -- compaction --------------------------------------------------------------------------
 
     def compact(self, problem: str) -> None:
-        """Fold the journal into the GPTune file; safe to interrupt at any point."""
-        state = self._problem(problem)
+        """Fold the journal into the GPTune file; safe to interrupt at any point.
+
+        A writer's operation: lines of the journal that cannot be read are first
+        copied to :meth:`quarantine_path` (with their byte offsets), so the
+        truncated journal drops nothing. A problem with an empty or no journal
+        is left as it is (no file is made).
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        journal_path = self._journal_path(problem)
+        if problem not in self._problems and not (journal_path.exists() and journal_path.stat().st_size):
+            return
+        state = self._writer(problem)
         with state.locked(exclusive=True):
-            if os.fstat(state.journal_fd).st_size == 0 and state.main.exists():
+            if os.fstat(state.journal_fd).st_size == 0:
                 return
-            document = self._snapshot(state, problem)
+            journal = read_journal(journal_path)
+            document = self._snapshot(problem, journal.entries, self._read_main(state.main))
+            unreadable = [*journal.bad, *([journal.tail] if journal.tail else [])]  # no writer is mid-line now
+            if unreadable:
+                target = self.quarantine_path(problem)
+                quarantine(target, journal_path, unreadable)
+                log.warning("%s: moved %d unreadable journal line(s) (byte offset(s) %s) to %s", journal_path,
+                            len(unreadable), ", ".join(str(b.offset) for b in unreadable), target)
             write_history_file(state.main, document)
             os.ftruncate(state.journal_fd, 0)
             os.fsync(state.journal_fd)
@@ -346,13 +463,13 @@ class JsonStore(HistoryStore):
         log.debug("compacted %s: %d evaluations", state.main, count)
 
     def close(self) -> None:
-        """Compact every problem this store touched and close its files."""
+        """Compact every problem this store wrote to and close its files; a store that only read writes nothing."""
         with self._guard:
             problems = list(self._problems)
         for name in problems:
             try:
                 self.compact(name)
-            except OSError as exc:  # the journal still holds every record
+            except (OSError, StoreError) as exc:  # the journal still holds every record
                 log.warning("could not compact %s: %s", name, exc)
         with self._guard:
             for state in self._problems.values():

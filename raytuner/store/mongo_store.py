@@ -40,7 +40,7 @@ import logging
 import math
 import re
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import bson
 import pymongo
@@ -79,6 +79,8 @@ _RESERVED = ("_id", _PROBLEM, _ORDER, _SHADOWED)
 _DUPLICATE_KEY = 11000
 _UNAUTHORIZED = 13
 _INT64 = (-(2**63), 2**63 - 1)
+#: MongoDB's limit on one document (BSON), checked before a batch is written.
+_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 _KEY_RULE = "names that do not start with '$' and contain no '.' or NUL"
 
 _ORDER_INDEX = pymongo.IndexModel([(_PROBLEM, pymongo.ASCENDING), (_ORDER, pymongo.ASCENDING)],
@@ -225,9 +227,9 @@ class MongoStore(HistoryStore):
     """GPTune records in a MongoDB database (see the module documentation for the layout).
 
     ``database`` defaults to the database named in the URI's path, else
-    ``raytuner``. Opening connects (within ``server_selection_timeout_ms``)
-    and creates the indexes if missing; an unreachable server raises
-    :class:`StoreError`.
+    ``raytuner``. Opening connects (within ``server_selection_timeout_ms``);
+    an unreachable server raises :class:`StoreError`. A store that only reads
+    writes nothing: the indexes are created, if missing, by the first write.
 
     Example:
         >>> store = MongoStore("mongodb://127.0.0.1:27017", database="tuning")  # doctest: +SKIP
@@ -255,7 +257,8 @@ class MongoStore(HistoryStore):
             self._func_eval: Collection[dict[str, Any]] = db.get_collection(FUNC_EVAL, write_concern=DURABLE)
             self._models: Collection[dict[str, Any]] = db.get_collection(SURROGATE_MODEL, write_concern=DURABLE)
             with self._errors("open the store"):
-                self._create_indexes()
+                self.client.admin.command("ping")
+            self._indexed = False
         except BaseException:
             self.client.close()
             raise
@@ -282,6 +285,10 @@ class MongoStore(HistoryStore):
         return self._models
 
     def _create_indexes(self) -> None:
+        """Create the indexes if missing (once per store object, before its first write)."""
+        if self._indexed:
+            return
+        self._indexed = True
         try:
             self._func_eval.create_indexes(_FUNC_EVAL_INDEXES)
             self._models.create_indexes([_ORDER_INDEX])
@@ -309,6 +316,7 @@ class MongoStore(HistoryStore):
     def _insert_one(self, collection: Collection[dict[str, Any]], problem: str, record: dict[str, Any]) -> None:
         doc = _document(check_problem_name(problem), record)
         with self._errors(f"append to {problem!r}"):
+            self._create_indexes()
             try:
                 collection.insert_one(doc)
             except DuplicateKeyError:
@@ -318,19 +326,43 @@ class MongoStore(HistoryStore):
         """Persist one evaluation; journaled when this returns; a repeated uid is ignored."""
         self._insert_one(self._func_eval, problem, record.to_dict())
 
-    def append_many(self, problem: str, records: Iterable[FunctionEvaluation]) -> int:
-        """Persist several evaluations in one unordered bulk insert; returns how many were given.
+    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
+                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+        """Persist evaluations and surrogate models in unordered bulk inserts, every document checked first.
 
-        Records whose uid is already stored (or repeated among ``records``)
-        are skipped; every other error is raised.
+        A record MongoDB cannot store (a key it refuses, a document over its
+        size limit, an integer beyond 64 bits) raises
+        :class:`InvalidInputError` naming it before anything is written.
+        Records whose uid is already stored are skipped. A server lost in the
+        middle of the inserts raises :class:`StoreError`; appends are
+        idempotent by uid, so repeating the call completes the batch.
+
+        Args:
+            problem: The tuning problem's name.
+            evaluations: ``func_eval`` records to add.
+            models: ``surrogate_model`` records to add.
         """
         problem = check_problem_name(problem)
-        docs = [_document(problem, r.to_dict()) for r in records]
-        if not docs:
-            return 0
+        batches = [(self._models, [_document(problem, m.to_dict()) for m in models]),
+                   (self._func_eval, [_document(problem, e.to_dict()) for e in evaluations])]
+        for name, (_, docs) in zip(("models", "evaluations"), batches):
+            for i, doc in enumerate(docs):
+                try:
+                    size = len(bson.encode(doc))
+                except (InvalidDocument, OverflowError) as exc:
+                    raise InvalidInputError(f"{name}[{i}]", f"cannot be stored in MongoDB: {exc}") from None
+                if size > _MAX_DOCUMENT_BYTES:
+                    raise InvalidInputError(f"{name}[{i}]", f"is {size} bytes, over MongoDB's limit of "
+                                                            f"{_MAX_DOCUMENT_BYTES} bytes per record")
+        for collection, docs in batches:
+            if docs:
+                self._insert_many(collection, problem, docs)
+
+    def _insert_many(self, collection: Collection[dict[str, Any]], problem: str, docs: list[dict[str, Any]]) -> None:
         with self._errors(f"append to {problem!r}"):
+            self._create_indexes()
             try:
-                self._func_eval.insert_many(docs, ordered=False)
+                collection.insert_many(docs, ordered=False)
             except BulkWriteError as exc:
                 details = exc.details
                 others = [e for e in details.get("writeErrors", []) if e.get("code") != _DUPLICATE_KEY]
@@ -342,7 +374,18 @@ class MongoStore(HistoryStore):
                         f"{first.get('errmsg', first)}") from None
                 log.debug("%s: %d of %d uids already stored; skipped", problem,
                           len(details.get("writeErrors", [])), len(docs))
-        return len(docs)
+
+    def stored_uids(self, problem: str) -> tuple[set[str], set[str]]:
+        """The uids of the problem's stored evaluations and surrogate models (read from their keys only).
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        prefix = f"{check_problem_name(problem)}:"
+        with self._errors(f"read {problem!r}"):
+            return tuple(  # type: ignore[return-value]
+                {doc["_id"][len(prefix):] for doc in collection.find({_PROBLEM: problem}, projection={"_id": 1})}
+                for collection in (self._func_eval, self._models))
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
         """Persist one surrogate-model record; journaled when this returns; a repeated uid is ignored."""
