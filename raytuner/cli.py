@@ -6,6 +6,11 @@ Examples::
     raytuner history import GPTune-Demo.json --to ./history
     raytuner history export --from ./history --problem GPTune-Demo --out demo.json
     raytuner bench store --out bench_out --quick
+
+Every command fails with one ``Error: ...`` line on stderr and an exit status
+that says whose fault it was (2: bad input, naming the argument or the file and
+field; 1: the service or a store refused or failed; 70: a bug, ``-v`` shows the
+traceback): see :mod:`raytuner.cli_errors`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 import click
 
-from raytuner.errors import RaytunerError
+from raytuner.cli_errors import EXIT_STATUS_HELP, CommandGroup, history_file, store_location
 from raytuner.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
 
@@ -74,17 +79,7 @@ def _load(location: str, problem: str | None) -> HistoryDocument:
         return store.export_document(_problem_of(store, problem, location))
 
 
-class _Group(click.Group):
-    """Turn raytuner's own errors into one clean line and exit code 2."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except RaytunerError as exc:
-            raise click.ClickException(str(exc)) from None
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.version_option(package_name="raytuner")
 def main(verbose: int) -> None:
@@ -113,15 +108,21 @@ def history_show(location: str, problem: str | None, as_json: bool) -> None:
 
 
 @history.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("document", metavar="FILE", type=history_file())
 @click.option("--to", "target", required=True, metavar="DIR_OR_MONGODB_URI", help="The store to add to.")
-def history_import(file: str, target: str) -> None:
-    """Add every record of a GPTune FILE to a store (records already there are kept once)."""
-    document = read_history_file(file)
-    with open_store(target) as store:
-        store.import_document(document)
-    click.echo(f"imported {len(document.func_eval)} evaluations and {len(document.surrogate_model)} models "
-               f"of {document.tuning_problem_name} into {target}")
+def history_import(document: HistoryDocument, target: str) -> None:
+    """Add every record of a GPTune FILE to a store (records already there are kept once).
+
+    The whole file is read and checked first: a file that is not a GPTune
+    history changes nothing. Prints how many records were new.
+    """
+    with open_store(store_location(target, "--to")) as store:
+        new_evaluations, new_models = store.import_document(document)
+    distinct = len({r.uid for r in document.func_eval}) + len({m.uid for m in document.surrogate_model})
+    already = distinct - new_evaluations - new_models
+    click.echo(f"imported {new_evaluations} new evaluations and {new_models} new models of "
+               f"{document.tuning_problem_name} into {target}" + (f" ({already} already in the store)"
+                                                                  if already else ""))
 
 
 @history.command("export")
@@ -130,7 +131,9 @@ def history_import(file: str, target: str) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="GPTune file to write.")
 def history_export(source: str, problem: str, out: str) -> None:
     """Write one problem of a store as a GPTune file."""
-    with open_store(source) as store:
+    if not Path(out).resolve().parent.is_dir():
+        raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
+    with open_store(store_location(source, "--from")) as store:
         if problem not in store.problems():
             raise click.BadParameter(f"no problem {problem!r} in {source}; there are: "
                                      f"{', '.join(store.problems()) or 'none'}", param_hint="--problem")

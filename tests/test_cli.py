@@ -36,8 +36,11 @@ def test_show_a_gptune_file_as_json() -> None:
 @pytest.mark.parametrize("backend", ["dir", "mongodb"])
 def test_import_then_export_keeps_every_record(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     target = str(tmp_path / "history") if backend == "dir" else request.getfixturevalue("mongo_uri") + "/cli_test"
-    run("history", "import", str(DEMO_FILE), "--to", target)
-    run("history", "import", str(DEMO_FILE), "--to", target)  # importing twice adds nothing
+    first = run("history", "import", str(DEMO_FILE), "--to", target)
+    assert first.strip() == f"imported 70 new evaluations and 35 new models of GPTune-Demo into {target}"
+    again = run("history", "import", str(DEMO_FILE), "--to", target)  # importing twice adds nothing
+    assert again.strip() == (f"imported 0 new evaluations and 0 new models of GPTune-Demo into {target} "
+                             "(105 already in the store)")
     summary = json.loads(run("history", "show", target, "--problem", "GPTune-Demo", "--json"))
     assert (summary["func_eval"], summary["surrogate_model"]) == (70, 35)
     out = tmp_path / "exported.json"

@@ -25,7 +25,11 @@ under its own name (characters that cannot be in a shell name become ``_``;
 for a trial, **3 when the session is finished** (it then prints
 ``RAYTUNER_STATUS=FINISHED``) and, with ``--no-wait``, 4 when the service has
 nothing to hand out until pending trials are told (``RAYTUNER_STATUS=WAIT``).
-Errors exit with 1 (the service's status name and message on stderr).
+Errors are one line on stderr (the service's status name and message):
+exit status 2 for bad input (an option, the ``--problem`` file, or input the
+service refused as ``INVALID_ARGUMENT``), 1 for any other failure (an
+unreachable server, an unknown session, a conflicting tell), 70 for a bug
+(see :mod:`raytuner.cli_errors`, which handles the errors of every command).
 """
 
 from __future__ import annotations
@@ -37,11 +41,14 @@ import re
 import shlex
 import signal
 import threading
-from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import click
+
+from raytuner.cli_errors import JsonFile, store_location
+from raytuner.meta import MetaDescription
+from raytuner.store import is_mongodb_uri
 
 __all__ = ["register", "EXIT_FINISHED", "EXIT_WAIT", "DEFAULT_STORE", "DEFAULT_PORT"]
 
@@ -51,6 +58,7 @@ log = logging.getLogger(__name__)
 EXIT_FINISHED, EXIT_WAIT = 3, 4
 DEFAULT_STORE = "./raytuner-db"
 DEFAULT_PORT = 50051
+META_FILE = "a meta description: tuning_problem_name, problem_space, ..."
 
 
 def _value(text: str) -> Any:
@@ -95,7 +103,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                     session_id: str | None = None, **kwargs: Any) -> Any:
             from raytuner.service.client import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
 
-            ca = Path(tls_ca).read_bytes() if tls_ca else None
+            ca = tls_ca.read() if tls_ca else None
             with RemoteTuner(server, api_key, session_id=session_id, root_certificates=ca, timeout=timeout) as tuner:
                 return command(tuner, **kwargs)
 
@@ -104,7 +112,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                          help="The tuning service (default: $RAYTUNER_SERVER)."),
             click.option("--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY",
                          help="API key (default: $RAYTUNER_API_KEY)."),
-            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.Path(exists=True, dir_okay=False),
+            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
                          help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA)."),
             click.option("--timeout", type=float, default=10.0, show_default=True,
                          help="Deadline of each call in seconds (calls are retried with backoff)."),
@@ -127,7 +135,9 @@ def _store_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def _location(store: str | None, mongodb: str | None) -> str:
     if store and mongodb:
         raise click.BadParameter("give --store or --mongodb, not both", param_hint="--mongodb")
-    return mongodb or store or DEFAULT_STORE
+    if mongodb and not is_mongodb_uri(mongodb):
+        raise click.BadParameter(f"{mongodb!r} is not a mongodb:// URI", param_hint="--mongodb")
+    return store_location(mongodb or store or DEFAULT_STORE, "--mongodb" if mongodb else "--store")
 
 
 def _shown(location: str) -> str:
@@ -233,8 +243,8 @@ def session_group() -> None:
 
 
 @session_group.command("create")
-@click.option("--problem", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The problem's meta description (JSON).")
+@click.option("--problem", required=True, metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
+              help="The problem's meta description (JSON); checked before the service is called.")
 @click.option("--strategy", required=True, help="random | mla | band | tla | discrete")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
 @click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
@@ -243,7 +253,7 @@ def session_group() -> None:
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')
 @_client(session=False)
-def session_create(tuner: Any, problem: str, strategy: str, task: tuple[str, ...], tasks_json: str | None,
+def session_create(tuner: Any, problem: MetaDescription, strategy: str, task: tuple[str, ...], tasks_json: str | None,
                    option: tuple[str, ...], seed: int, max_evaluations: int, as_json: bool) -> None:
     """Create a session; print its id."""
     if task and tasks_json:
@@ -374,18 +384,21 @@ def tell(tuner: Any, trial: str, values: tuple[str, ...], output: str | None, fa
     """Report a trial's outputs (--value) or its failure (--failed)."""
     if bool(values) == bool(failed):
         raise click.UsageError("give --value (the outputs) or --failed (why the trial failed)")
-    outputs: dict[str, float] = {}
-    for item in values:
+    parsed: list[tuple[str | None, float]] = []
+    for item in values:                                  # every value is checked before the service is asked
         name, sep, text = item.rpartition("=")
-        if not sep and output is None:
+        try:
+            parsed.append((name if sep else None, float(text)))
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not a number or NAME=NUMBER", param_hint="--value") from None
+    outputs: dict[str, float] = {}
+    for name_or_none, number in parsed:
+        if name_or_none is None and output is None:
             names = tuner.output_names()
             if len(names) != 1:
                 raise click.UsageError(f"the problem has outputs {names}: say which with --output or NAME=Y")
             output = names[0]
-        try:
-            outputs[name if sep else output] = float(text)
-        except ValueError:
-            raise click.BadParameter(f"{item!r} is not a number or NAME=NUMBER", param_hint="--value") from None
+        outputs[name_or_none if name_or_none is not None else output] = number
     result = tuner.tell(trial, outputs or None, failure=failed, additional_output=_pairs(extra, "--extra") or None)
     if as_json:
         click.echo(json.dumps({"uid": result.uid, "duplicate": result.duplicate, "failed": result.failed}))

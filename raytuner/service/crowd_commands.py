@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 import click
+
+from raytuner.cli_errors import history_file
+from raytuner.jsonfile import read_json_file
+from raytuner.errors import InvalidInputError
+from raytuner.records import HistoryDocument
 
 __all__ = ["crowd"]
 
@@ -44,8 +48,10 @@ def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(Path(text[1:]).read_text(encoding="utf-8") if text.startswith("@") else text)
-    except (OSError, ValueError) as exc:
+        value = read_json_file(text[1:]) if text.startswith("@") else json.loads(text)
+    except InvalidInputError as exc:                                  # names the file
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    except (ValueError, RecursionError) as exc:
         raise click.BadParameter(f"not a JSON object or @FILE of one: {exc}", param_hint=option) from None
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object", param_hint=option)
@@ -58,11 +64,15 @@ def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(mongodb: str, **kwargs: Any) -> Any:
+        from pymongo.errors import ConfigurationError  # noqa: PLC0415
         from pymongo.uri_parser import parse_uri  # noqa: PLC0415
 
         from raytuner.crowd import CrowdRepository  # noqa: PLC0415
 
-        database = parse_uri(mongodb)["database"]
+        try:
+            database = parse_uri(mongodb)["database"]
+        except (ConfigurationError, ValueError) as exc:           # InvalidURI is a ConfigurationError
+            raise click.BadParameter(f"not a MongoDB URI: {exc}", param_hint="--mongodb") from None
         with CrowdRepository(mongodb, **({"database": database} if database else {})) as repository:
             return command(repository, **kwargs)
 
@@ -77,7 +87,7 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(server: str, api_key: str, tls_ca: str | None, timeout: float, **kwargs: Any) -> Any:
         from raytuner.service.crowd_client import CrowdClient  # noqa: PLC0415
 
-        ca = Path(tls_ca).read_bytes() if tls_ca else None
+        ca = tls_ca.read() if tls_ca else None
         with CrowdClient(server, api_key, root_certificates=ca, timeout=timeout) as client:
             return command(client, **kwargs)
 
@@ -86,7 +96,7 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
                          help="The server (default: $RAYTUNER_SERVER)."),
             click.option("--api-key", envvar=ENV_KEY, required=True, metavar="KEY",
                          help=f"Your crowd API key (default: ${ENV_KEY})."),
-            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.Path(exists=True, dir_okay=False),
+            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
                          help="CA certificate (PEM) of a TLS server."),
             click.option("--timeout", type=float, default=60.0, show_default=True,
                          help="Deadline of each call in seconds (model fits run on the server).")]):
@@ -175,22 +185,24 @@ crowd.add_command(_catalog_command("software", "software", "software package"))
 
 @crowd.command()
 @_client
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--problem", "problem_name", help="Problem name (default: the file's name without .json).")
+@click.argument("document", metavar="FILE", type=history_file(name_from_file_name=True))
+@click.option("--problem", "problem_name", help="Problem name (default: the file's tuning_problem_name, or the "
+                                                "file's name without .json when it has none).")
 @click.option("--access", type=click.Choice(["public", "registered", "private", "shared"]), default="public",
               show_default=True)
 @click.option("--share-user", "users_", multiple=True, help="With --access shared: a user (repeatable).")
 @click.option("--share-group", "groups", multiple=True, help="With --access shared: a group (repeatable).")
-def upload(client: Any, file: str, problem_name: str | None, access: str, users_: tuple[str, ...],
+def upload(client: Any, document: HistoryDocument, problem_name: str | None, access: str, users_: tuple[str, ...],
            groups: tuple[str, ...]) -> None:
-    """Upload a GPTune history file (func_eval and surrogate_model records); idempotent by uid."""
-    document = json.loads(Path(file).read_text(encoding="utf-8"))
-    name = problem_name or Path(file).stem
+    """Upload a GPTune history file (func_eval and surrogate_model records); idempotent by uid.
+
+    The whole file is read and checked before the server is contacted.
+    """
+    name = problem_name or document.tuning_problem_name
     share = {"access": access, "shared_with_users": users_, "shared_with_groups": groups}
-    added, duplicates = client.upload(name, document.get("func_eval", []), **share)
-    models = document.get("surrogate_model", [])
-    if models:
-        more, repeated = client.upload(name, models, kind="surrogate_model", **share)
+    added, duplicates = client.upload(name, document.func_eval, **share)
+    if document.surrogate_model:
+        more, repeated = client.upload(name, document.surrogate_model, kind="surrogate_model", **share)
         added, duplicates = added + more, duplicates + repeated
     click.echo(f"{name}: {added} records stored, {duplicates} already there")
 

@@ -57,6 +57,7 @@ from typing import Any, Iterator, Sequence
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
+from raytuner.jsonfile import parse_json_file
 from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.journal import (
@@ -69,9 +70,12 @@ from raytuner.store.journal import (
     read_journal,
 )
 
-__all__ = ["JsonStore", "read_history_file", "write_history_file"]
+__all__ = ["JsonStore", "read_history_file", "write_history_file", "HISTORY_FILE"]
 
 log = logging.getLogger(__name__)
+
+#: What a GPTune history file holds, for error messages.
+HISTORY_FILE = "a GPTune history: tuning_problem_name, func_eval, surrogate_model"
 
 #: The journal is compacted once it is larger than this and than half the GPTune file,
 #: so compaction work stays proportional to the records appended (amortised O(1)).
@@ -100,24 +104,14 @@ def read_history_file(path: str | os.PathLike[str]) -> HistoryDocument:
         path: The file.
 
     Raises:
-        StoreError: the file cannot be read or is not JSON.
-        InvalidInputError: the JSON is not a GPTune history file (names the field).
+        InvalidInputError: naming the file (and the field in it) when it cannot
+            be read, is not JSON, or is not a GPTune history file.
 
     >>> doc = read_history_file("../shared/data/gptune/GPTune-Demo.json")  # doctest: +SKIP
     >>> len(doc.func_eval), len(doc.surrogate_model)                        # doctest: +SKIP
     (70, 35)
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"cannot read GPTune history file {path}: {exc}") from None
-    try:
-        return HistoryDocument.model_validate(data)
-    except ValidationError as exc:
-        err = from_validation_error(exc)
-        where = f"{path}: {err.field}" if err.field else str(path)
-        raise InvalidInputError(where, f"not a GPTune history file: {err.reason}", err.allowed) from None
+    return parse_json_file(path, HistoryDocument.model_validate, HISTORY_FILE)
 
 
 def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
