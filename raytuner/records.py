@@ -16,17 +16,27 @@ Example:
     >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault")
     >>> failed.status, failed.evaluation_result
     ('failed', {})
+
+Every result is a record: an output that is not a finite number makes a
+failed record that says why, whether it is reported now or read from a file.
+
+    >>> FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": "fast"}).raytuner.failure_message
+    "y: 'fast' is not a number"
+    >>> read = FunctionEvaluation.model_validate({"evaluation_result": {"y": "oops"}})
+    >>> read.status, read.raytuner.failure_message, read.evaluation_result
+    ('failed', "y: 'oops' is not a number", {'y': 'oops'})
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import time as _time
 import uuid
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from raytuner.errors import InvalidInputError
 
@@ -42,6 +52,7 @@ __all__ = [
     "new_uid", "task_key",
     "check_problem_name",
     "PROBLEM_NAME_RULE",
+    "as_number", "output_problem", "parse_outputs",
 ]
 
 Status = Literal["ok", "failed", "pending"]
@@ -62,6 +73,95 @@ def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
     if not isinstance(name, str) or not _PROBLEM_NAME.match(name):
         raise InvalidInputError(field, f"invalid problem name {name!r}", allowed=[PROBLEM_NAME_RULE])
     return name
+
+
+def as_number(value: Any) -> float | None:
+    """``value`` as a float when it is one finite real number, else ``None``.
+
+    Real numbers (numpy's included) and 0-d numeric values with ``__float__``
+    (a 0-d array, a framework's scalar tensor) count; a bool, a string,
+    ``None``, NaN and infinities do not. This is the one place where a
+    reported value becomes a number.
+
+    Args:
+        value: A reported or stored value.
+
+    >>> as_number(3), as_number("3"), as_number(True), as_number(float("nan"))
+    (3.0, None, None, None)
+    """
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        return None
+    if not isinstance(value, numbers.Real):          # a 0-d array or tensor of numbers, not of bools
+        if (not hasattr(value, "__float__") or getattr(value, "ndim", 0) != 0
+                or getattr(getattr(value, "dtype", None), "kind", None) == "b"):
+            return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def output_problem(name: str, value: Any) -> str | None:
+    """Why the output ``name`` = ``value`` is not a measurement, or ``None`` when it is a finite number.
+
+    Args:
+        name: The output's name (it starts the reason).
+        value: The reported value.
+
+    >>> output_problem("runtime", "fast"), output_problem("runtime", None)
+    ("runtime: 'fast' is not a number", 'runtime: no value')
+    >>> output_problem("y", float("inf")), output_problem("y", 2) is None
+    ('non-finite output y=inf', True)
+    """
+    if as_number(value) is not None:
+        return None
+    if value is None:
+        return f"{name}: no value"
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return f"non-finite output {name}={float(value)}"
+    return f"{name}: {_shown(value)} is not a number"
+
+
+def parse_outputs(result: Mapping[str, Any] | None) -> tuple[dict[str, float], str | None]:
+    """A result's outputs as finite floats, or the reason it is no measurement.
+
+    Every face (a session, the Ray searchers and scheduler, the service and
+    its client) turns what a trial reported into outputs here, so the same
+    result fails the same way everywhere.
+
+    Args:
+        result: Output names to reported values (``None``: nothing reported).
+
+    Returns:
+        ``(values, None)`` when every value is a finite number, else
+        ``({}, reason)`` naming the first bad output.
+
+    >>> parse_outputs({"y": 1, "z": 2.5})
+    ({'y': 1.0, 'z': 2.5}, None)
+    >>> parse_outputs({"y": 1.0, "runtime": "fast"})
+    ({}, "runtime: 'fast' is not a number")
+    >>> parse_outputs({})
+    ({}, 'no output reported')
+    >>> parse_outputs(0.5)
+    ({}, 'result: float is not a mapping of output names to values')
+    """
+    if not isinstance(result, Mapping) and result is not None:
+        return {}, f"result: {type(result).__name__} is not a mapping of output names to values"
+    if not result:
+        return {}, "no output reported"
+    values: dict[str, float] = {}
+    for name, value in result.items():
+        number = as_number(value)
+        if number is None:
+            return {}, output_problem(str(name), value)
+        values[str(name)] = number
+    return values, None
 
 
 def new_uid() -> str:
@@ -160,7 +260,7 @@ class FunctionEvaluation(BaseModel):
         cls,
         task: Mapping[str, Any],
         config: Mapping[str, Any],
-        result: Mapping[str, float] | None = None,
+        result: Mapping[str, Any] | None = None,
         *,
         failure: str | None = None,
         provenance: Provenance | None = None,
@@ -171,18 +271,30 @@ class FunctionEvaluation(BaseModel):
         modeling: str | None = None,
         uid: str | None = None,
     ) -> "FunctionEvaluation":
-        """A new record; a failure message, or a non-finite output, makes it a failed one.
+        """A new record; a failure message, or an output that is not a finite number, makes it a failed one.
 
         A failed evaluation keeps no output values (GPTune's readers would take
-        them for measurements) and says why in ``raytuner.failure_message``.
+        them for measurements) and says why in ``raytuner.failure_message``
+        (for a bad output, the reason :func:`parse_outputs` gives). Never
+        raises for what a trial reported.
+
+        Args:
+            task: The task parameters.
+            config: The tuning parameters.
+            result: Output names to reported values (any type: checked here).
+            failure: Why the evaluation failed (its outputs are then ignored).
+            provenance: raytuner's provenance (strategy, fidelity, bracket, ...).
+            machine_configuration: Where it ran.
+            software_configuration: With what software.
+            additional_output: Extra values kept with the record.
+            constants: GPTune's constants.
+            modeling: GPTune's ``modeling`` field (default: the strategy).
+            uid: The record's uid (default: a fresh one).
         """
         prov = (provenance or Provenance()).model_copy()
-        values = {k: float(v) for k, v in (result or {}).items()}
-        bad = [k for k, v in values.items() if not math.isfinite(v)]
-        if failure is None and bad:
-            failure = f"non-finite output {bad[0]}={values[bad[0]]}"
-        if failure is None and not values:
-            failure = "no output reported"
+        values: dict[str, float] = {}
+        if failure is None:
+            values, failure = parse_outputs(result)
         if failure is not None:
             prov.status = "failed"
             prov.failure_message = failure
@@ -202,6 +314,16 @@ class FunctionEvaluation(BaseModel):
             **({"uid": uid} if uid else {}),
         )
 
+    @model_validator(mode="after")
+    def _outputs_are_numbers(self) -> "FunctionEvaluation":
+        """A record read as ``ok`` whose outputs are not all finite numbers is a failed one (data kept as read)."""
+        if self.status == "ok" and self.evaluation_result:
+            _, reason = parse_outputs(self.evaluation_result)
+            if reason is not None:
+                base = self.raytuner or Provenance()
+                self.raytuner = base.model_copy(update={"status": "failed", "failure_message": reason})
+        return self
+
     @property
     def status(self) -> Status:
         """``ok``, ``failed`` or ``pending``; GPTune's own records are ``ok``."""
@@ -211,8 +333,7 @@ class FunctionEvaluation(BaseModel):
         """The output named ``objective``, or ``None`` when failed or absent."""
         if self.status != "ok":
             return None
-        v = self.evaluation_result.get(objective)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        return as_number(self.evaluation_result.get(objective))
 
     def to_dict(self) -> dict[str, Any]:
         """The record as GPTune writes it (plus the ``raytuner`` key when set)."""

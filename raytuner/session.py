@@ -35,7 +35,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
-from raytuner.strategies.base import Strategy, Suggestion, task_key
+from raytuner.strategies.base import Strategy, Suggestion, fitting_records, task_key
 
 __all__ = ["TuningSession", "Trial"]
 
@@ -86,11 +86,22 @@ class TuningSession:
 
         With ``session_only`` (and a ``session_id``), only the evaluations this
         session made are replayed, not other runs' evaluations of the same tasks.
+        Stored evaluations that do not fit ``problem`` (another version of
+        the problem wrote them) are skipped with one warning that counts them.
+
+        Args:
+            problem_name: The problem's name in the store.
+            problem: The problem's spaces.
+            strategy: A fresh engine, to be rebuilt from the store.
+            store: The history store.
+            session_only: Replay only this session's own evaluations.
+            **kwargs: The session's options (``session_id``, ``machine``, ...).
         """
         session = cls(problem_name, problem, strategy, store, **kwargs)
         keys = {task_key(t) for t in strategy.tasks}
         records = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys
                    and (not session_only or (r.raytuner is not None and r.raytuner.session_id == session.session_id))]
+        records = fitting_records(problem, records, f"stored {problem_name}")
         session._records = records
         strategy.replay(records)
         strategy.restore_models(store.models(problem_name))
@@ -131,14 +142,15 @@ class TuningSession:
         self.strategy.add_pending(trial.task, trial.config, trial.provenance)
         self._pending[trial.trial_id] = trial
 
-    def tell(self, trial: Trial | str, result: Mapping[str, float] | None = None, *,
+    def tell(self, trial: Trial | str, result: Mapping[str, Any] | None = None, *,
              failure: str | None = None, additional_output: Mapping[str, Any] | None = None,
              provenance: Mapping[str, Any] | None = None, machine: Mapping[str, Any] | None = None,
              software: Mapping[str, Any] | None = None) -> FunctionEvaluation:
         """Record a trial's outputs (or its failure); durable when this returns.
 
-        A failure message, a missing output or a non-finite value makes a
-        failed evaluation: it is stored, never raised. ``provenance`` updates
+        A failure message, a missing output or a value that is not a finite
+        number (``"fast"``, ``None``, NaN) makes a failed evaluation that says
+        why: it is stored, never raised. ``provenance`` updates
         what the strategy wrote when it asked, with what only the run knows
         (for example the fidelity a trial actually reached and its cost).
         ``machine`` and ``software`` replace the session's configurations for
@@ -148,7 +160,7 @@ class TuningSession:
         if trial_id not in self._pending:
             raise InvalidInputError("trial_id", f"{trial_id!r} is not a pending trial of this session")
         pending = self._pending[trial_id]
-        if failure is None and result is not None:
+        if failure is None and isinstance(result, Mapping):
             missing = [o for o in self.problem.objectives if o not in result]
             if missing:
                 failure = f"output {missing[0]!r} missing from the reported result"

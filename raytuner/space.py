@@ -124,12 +124,20 @@ class Real(_Numeric):
         return self._number(value, field)
 
     def to_unit(self, values: Sequence[Any]) -> np.ndarray:
-        """Map values into ``[0, 1]``."""
+        """Map values into ``[0, 1]``.
+
+        A value within the bounds lands within ``[0, 1]`` even where rounding
+        (of a logarithm, say) would put it one unit past an end; values outside
+        the bounds map outside ``[0, 1]``.
+        """
         v = np.asarray(values, dtype=float)
         if self.log:
             lo, hi = math.log(self.lower_bound), math.log(self.upper_bound)
-            return (np.log(v) - lo) / (hi - lo)
-        return (v - self.lower_bound) / (self.upper_bound - self.lower_bound)
+            u = (np.log(v) - lo) / (hi - lo)
+        else:
+            u = (v - self.lower_bound) / (self.upper_bound - self.lower_bound)
+        inside = (v >= self.lower_bound) & (v <= self.upper_bound)
+        return np.where(inside, np.clip(u, 0.0, 1.0), u)
 
     def from_unit(self, u: np.ndarray) -> list[float]:
         """Map ``[0, 1]`` back to values, clipped to the bounds."""

@@ -58,7 +58,7 @@ from ray.tune.schedulers import TrialScheduler
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.records import FunctionEvaluation, Provenance, as_number
 from raytuner.searchers.strategy_searcher import ask_for_ray
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
@@ -291,12 +291,12 @@ class GPTuneBand(TrialScheduler):
             return False
         if not self.iterative:
             return True
-        value = result.get(self.time_attr)
-        return isinstance(value, (int, float)) and value >= state.target - 1e-9
+        value = as_number(result.get(self.time_attr))
+        return value is not None and value >= state.target - 1e-9
 
     def _track(self, tid: str, state: _TrialState, result: Mapping[str, Any]) -> None:
-        value = result.get(self.time_attr)
-        if not isinstance(value, (int, float)):
+        value = as_number(result.get(self.time_attr))
+        if value is None:
             return
         if value < state.reached:          # resumed without a checkpoint: training restarted
             state.start = 0.0
@@ -305,13 +305,14 @@ class GPTuneBand(TrialScheduler):
                 log.warning("trial %s restarted from scratch after a pause: its trainable saves no checkpoint, "
                             "so every promotion retrains from the start and pays the full fidelity; report with "
                             "checkpoint=... and restore from ray.tune.get_checkpoint()", tid)
-        state.reached = float(value)
+        state.reached = value
 
     def _tell(self, tid: str, state: _TrialState, result: Mapping[str, Any] | None,
               failure: str | None = None) -> None:
         update: dict[str, Any] = {}
         if self.iterative and result is not None:
-            reached = float(result.get(self.time_attr, state.target))
+            reached = as_number(result.get(self.time_attr, state.target))
+            reached = state.target if reached is None else reached
             update = {"fidelity": reached, "cost": (reached - state.start) / self.engine.structure.b_max}
         outputs = {o: result[o] for o in self.problem.objectives if o in result} if result else None
         if failure is None and result is not None and isinstance(result.get("failure"), str):

@@ -4,7 +4,8 @@
 into a ``ray.tune.search.Searcher``: ``suggest`` asks the session, and
 ``on_trial_complete`` tells it, which persists the record to the history store
 before the next suggestion is made. A trial that errors, or reports no value
-for the metric, becomes a failed evaluation in the store.
+for the metric, or a value that is not a finite number (``"fast"``), becomes a
+failed evaluation in the store that says why.
 
 Trial configs are **flat**: the task parameters and the tuning parameters sit
 side by side, e.g. ``{"t": 1.5, "x": 0.42}`` (names are unique across the

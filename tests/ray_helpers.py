@@ -10,14 +10,21 @@ from ray import tune
 
 
 class InterruptOnce(tune.Callback):
-    """Interrupt the run (as Ctrl+C would) after ``after`` trials, once: the callback is restored with the run."""
+    """Interrupt the run (as Ctrl+C would) once, at the first completion from the ``after``-th on that
+    leaves another trial in flight; the callback is restored with the run.
+
+    Waiting for a trial in flight (not only counting completions) makes the interrupt land where the tests
+    need it whatever the timing: on a loaded machine the next trial may not have started yet at the
+    ``after``-th completion.
+    """
 
     def __init__(self, after: int, marker: Path) -> None:
         self.after, self.marker, self.done = after, marker, 0
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         self.done += 1
-        if self.done == self.after and not self.marker.exists():
+        in_flight = any(t is not trial and t.status in ("PENDING", "RUNNING") for t in trials)
+        if self.done >= self.after and in_flight and not self.marker.exists():
             self.marker.touch()
             os.kill(os.getpid(), signal.SIGINT)                 # Tune's handler ends the run, saving its state
 

@@ -16,7 +16,6 @@ from raytuner.service.client import RemoteTuner, ServiceError
 from raytuner.service.crowd_client import CrowdClient, sync_store_for
 from raytuner.session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.store.mongod import free_port
 from raytuner.strategies import RandomSearch
 
 PROBLEM = "synced"
@@ -79,9 +78,10 @@ def test_sync_off_is_the_plain_store_and_bad_settings_name_the_field(tmp_path: P
     assert "registered" in str(info.value)
 
 
-def test_an_outage_loses_nothing_and_a_resumed_run_catches_up(alice: tuple[str, str], tmp_path: Path) -> None:
+def test_an_outage_loses_nothing_and_a_resumed_run_catches_up(alice: tuple[str, str], tmp_path: Path,
+                                                               reserved_port: int) -> None:
     address, key = alice
-    down = f"127.0.0.1:{free_port()}"                          # nothing listens there
+    down = f"127.0.0.1:{reserved_port}"                        # nothing listens there, nor can while we hold it
     store = sync_store_for(meta(key), tmp_path / "history", server=down, timeout=0.5, retries=0)
     told = tune(store, 4)                                      # tuning goes on while the crowd is away
     assert store.unsent == 4
@@ -168,7 +168,8 @@ def test_a_ray_run_with_a_synced_store(alice: tuple[str, str], tmp_path: Path, l
     def trainable(config: dict[str, Any]) -> None:
         ray_tune.report({"y": (config["x"] - 0.4) ** 2})
 
-    ray_tune.run(trainable, search_alg=searcher, num_samples=4, verbose=0)
+    ray_tune.run(trainable, search_alg=searcher, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
+                 storage_path=str(tmp_path / "ray"), verbose=0)            # not ~/ray_results
     local = {r.uid for r in JsonStore(tmp_path / "history").evaluations(PROBLEM)}
     assert len(local) == 4 and crowd_uids(address, key) == local
 

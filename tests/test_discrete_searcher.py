@@ -64,7 +64,11 @@ def test_tune_run_records_failed_launches_and_never_suggests_them_again(local_ra
     assert {r.raytuner.source for r in records} >= {"initial", "model"}
     best = min(r.value("time") for r in records if r.status == "ok")
     assert analysis.get_best_trial("time", "min").last_result["time"] == best
-    assert best <= 1.3                                                  # near the optimum (1.0) in 30 of 170
+    # near the optimum (1.0) in 30 of 170. Ray decides which of the two trials in flight finishes first,
+    # and so what the model has seen at each ask: the bound held for every order tried (the searcher
+    # driven without Ray through all 16 orders of the first four completions and 251 random orders of
+    # all; worst 1.3, the optimum with use_shared)
+    assert best <= 1.3
 
 
 def test_tuner_stops_when_the_valid_space_is_exhausted(local_ray, tmp_path: Path) -> None:
@@ -73,7 +77,8 @@ def test_tuner_stops_when_the_valid_space_is_exhausted(local_ray, tmp_path: Path
                                             metric="time", mode="min", store=JsonStore(tmp_path / "store"),
                                             problem_name="small", seed=1, n_initial=2, method="multi")
     tuner = tune.Tuner(lambda c: tune.report({"time": c["a"] + (c["b"] == "y")}),
-                       tune_config=tune.TuneConfig(search_alg=small, num_samples=12, metric="time", mode="min"),
+                       tune_config=tune.TuneConfig(search_alg=small, num_samples=12, metric="time", mode="min",
+                                                   reuse_actors=True),
                        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0))
     results = tuner.fit()
     records = JsonStore(tmp_path / "store").evaluations("small")

@@ -64,7 +64,7 @@ def test_tuner_records_failed_trials_as_failed_evaluations(local_ray, tmp_path: 
     tuner = tune.Tuner(
         sometimes_fails,
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
-                                    metric="y", mode="min"),
+                                    metric="y", mode="min", reuse_actors=True),
         run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
     )
     results = tuner.fit()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from raytuner.analysis import SurrogateModel, reduce_space, sobol_analysis, surr
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import FittedLCM, LCMOptions
+from raytuner.models.fitted import cross_covariance
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
@@ -39,16 +39,15 @@ def test_analytic_ishigami_indices() -> None:
 
 
 def test_sobol_of_ishigami_surrogate_matches_analytic_indices(ishigami_model: SurrogateModel) -> None:
-    began = time.perf_counter()
+    # (speed: test_predict_is_one_vectorised_call checks the one prediction call; a wall-clock bound here
+    # only measured how loaded the machine was)
     result = sobol_analysis(ishigami_model, num_samples=4096, seed=0)
-    seconds = time.perf_counter() - began
     S1, ST = ishigami_indices()
     for i, name in enumerate(["x1", "x2", "x3"]):
         assert result.S1[name] == pytest.approx(S1[i], abs=0.05), (name, result.table(3))
         assert result.ST[name] == pytest.approx(ST[i], abs=0.05), (name, result.table(3))
         assert 0 <= result.S1_conf[name] < 0.1 and 0 <= result.ST_conf[name] < 0.1
     assert result.num_samples == 4096 and result.num_evaluations == 4096 * 5
-    assert seconds < 20
     json.dumps(result.to_dict())
     lines = result.table().splitlines()
     assert lines[0].split() == ["Parameter", "Type", "Range", "S1", "S1_conf", "ST", "ST_conf"]
@@ -187,22 +186,27 @@ def test_predict_matches_fitted_lcm_and_gpy(two_task_model: SurrogateModel) -> N
     assert out["mean"] == pytest.approx(math.sin(2.0) + 3, abs=0.3) and out["variance"] >= 0
     pytest.importorskip("GPy")
     gp = fitted.to_gpy()
-    index = np.full((len(U), 1), 1)
-    gpy_mean, gpy_variance = gp.predict(np.hstack([U, index]), Y_metadata={"output_index": index},
-                                        include_likelihood=False)
-    mean, variance = two_task_model.predict(points)            # default task {"t": 1.5}
-    z_mean, z_variance = fitted.transform.backward(1, gpy_mean[:, 0], gpy_variance[:, 0])
-    np.testing.assert_allclose(mean, z_mean, rtol=1e-4, atol=1e-4)
-    # variances this close to zero are differences of nearly equal numbers: compare on the prior's scale
-    prior = float(fitted.transform.stds[1]) ** 2
-    np.testing.assert_allclose(variance, z_variance, rtol=1e-3, atol=1e-3 * prior)
+    # GPy factors the same matrix K + (noise + jitter)·I (to_gpy hands it the noise that cancels GPy's own
+    # 1e-8), so the two differ by rounding only. The worst-case forward-error bound of the mean,
+    # cond(K)·eps·‖k*‖·‖α‖, is useless here (cond(K) ≈ 1e11 with the noise at its floor), so the mean's
+    # tolerance is set between what was seen and what matters: the two agree to 2e-9 (any BLAS, any
+    # seed tried), while the smallest modelling difference known, GPy's extra 1e-8 of noise, moved the
+    # mean by 4e-4 (issue 17). 1e-6 of the output's spread sits 500 times above the first, 400 below the second.
+    std = float(fitted.transform.stds[1])
+    # The variance prior − ‖L⁻¹k*‖² loses at most about n·eps·cond(L)·prior to rounding, cond(L) = √cond(K).
+    K = cross_covariance(fitted.hyperparameters, fitted.options.kernel, fitted.X, fitted.task, fitted.X, fitted.task)
+    K[np.diag_indices_from(K)] += fitted.hyperparameters.noise[fitted.task] + fitted.jitter
+    prior = float(fitted.hyperparameters.coregionalization()[:, 1, 1].sum()) * std ** 2
+    variance_atol = len(K) * np.finfo(float).eps * math.sqrt(np.linalg.cond(K)) * prior
     far = two_task_model.unit(np.array([[0.0, 0.0], [1.0, 1.0]]))     # corners: variance away from zero
-    gpy_mean, gpy_variance = gp.predict(np.hstack([far, index[:2]]), Y_metadata={"output_index": index[:2]},
-                                        include_likelihood=False)
-    mean, variance = two_task_model.predict(far)
-    z_mean, z_variance = fitted.transform.backward(1, gpy_mean[:, 0], gpy_variance[:, 0])
-    np.testing.assert_allclose(mean, z_mean, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(variance, z_variance, rtol=1e-2, atol=1e-3 * prior)
+    for X in (U, far):
+        index = np.full((len(X), 1), 1)
+        gpy_mean, gpy_variance = gp.predict(np.hstack([X, index]), Y_metadata={"output_index": index},
+                                            include_likelihood=False)
+        mean, variance = two_task_model.predict(X)              # default task {"t": 1.5}
+        z_mean, z_variance = fitted.transform.backward(1, gpy_mean[:, 0], gpy_variance[:, 0])
+        np.testing.assert_allclose(mean, z_mean, rtol=0, atol=1e-6 * std)
+        np.testing.assert_allclose(variance, z_variance, rtol=1e-6, atol=variance_atol)
 
 
 # -- bad input ------------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_ray_trials_reach_the_repository_and_feed_transfer_learning(
     callback = ServiceCallback(client, "ray_source", outputs=["y"], task_keys=["t"],
                                machine={"machine_name": "laptop"})
     xs = [i / 10 for i in range(10)]
-    tune.run(trainable, config={"x": tune.grid_search(xs), "t": 0.8}, callbacks=[callback],
+    tune.run(trainable, config={"x": tune.grid_search(xs), "t": 0.8}, callbacks=[callback], reuse_actors=True,
              storage_path=str(tmp_path / "ray"), raise_on_failed_trial=False, verbose=0)
     records = JsonStore(server.store.directory).evaluations("ray_source")
     assert len(records) == 10 and callback.sent == 10 and not callback.unsent
@@ -63,8 +63,8 @@ def test_ray_trials_reach_the_repository_and_feed_transfer_learning(
     assert 0.0 <= engine.ask().config["x"] <= 1.0
 
 
-def test_records_wait_while_the_service_is_down(tmp_path: Path) -> None:
-    server = TuningServer(tmp_path / "repo", port=0)
+def test_records_wait_while_the_service_is_down(tmp_path: Path, reserved_port: int) -> None:
+    server = TuningServer(tmp_path / "repo", port=reserved_port)        # held: the restart gets it back
     port = server.start()
     key = server.keys.create("cluster")
     server.stop(grace=0)

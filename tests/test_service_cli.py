@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -18,7 +19,6 @@ from click.testing import CliRunner, Result
 from raytuner.cli import main
 from raytuner.service.client import RemoteTuner, ServiceError
 from raytuner.service.server import TuningServer
-from raytuner.store.mongod import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "remote_hpc_job"
@@ -108,10 +108,11 @@ def test_env_format_is_shell_safe(env: dict[str, str], meta: Path) -> None:
 
 
 def test_create_errors_name_the_field(env: dict[str, str], meta: Path, tmp_path: Path) -> None:
-    bad = cli(["session", "create", "--problem", str(meta), "--strategy", "nonsense"], env, code=1)
+    # input the service refuses (INVALID_ARGUMENT) exits 2, like every bad input (raytuner.cli_errors)
+    bad = cli(["session", "create", "--problem", str(meta), "--strategy", "nonsense"], env, code=2)
     assert "INVALID_ARGUMENT" in bad.output and "strategy" in bad.output
     bad = cli(["session", "create", "--problem", str(meta), "--strategy", "random", "--task", "t=1",
-               "--option", "n_initial=1"], env, code=1)
+               "--option", "n_initial=1"], env, code=2)
     assert "INVALID_ARGUMENT" in bad.output and "options" in bad.output
     mla = create(env, meta, "--strategy", "mla", "--task", "t=1", "--option", "n_initial=4",
                  "--option", "acquisition=ei")
@@ -130,17 +131,20 @@ def test_keys_and_serve(tmp_path: Path) -> None:
     assert key.startswith("rt_")
     (listed,) = json.loads(cli(["keys", "list", "--store", store, "--json"]).stdout)
     assert listed["name"] == "bob" and not listed["revoked"] and listed["key_id"] in key
-    port = free_port()
-    process = subprocess.Popen([*RAYTUNER, "serve", "--store", store, "--port", str(port)],
+    # --port 0: the kernel picks a free port at bind time (a port chosen beforehand could be taken)
+    process = subprocess.Popen([*RAYTUNER, "serve", "--store", store, "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
-        assert f"127.0.0.1:{port}" in line, (line, process.stderr.read() if process.poll() is not None else "")
-        with RemoteTuner(f"127.0.0.1:{port}", key) as client:
+        found = re.search(r"on (127\.0\.0\.1:\d+) ", line)
+        assert found, (line, process.stderr.read() if process.poll() is not None else "")
+        with RemoteTuner(found.group(1), key) as client:
             assert client.sessions() == []
             cli(["keys", "revoke", "--store", store, listed["key_id"]])
-            with pytest.raises(ServiceError) as info:          # the server re-reads its keys within a second
-                for _ in range(30):
+            # the server re-reads its keys within a second; 60 s only bounds a server that never does
+            deadline = time.monotonic() + 60
+            with pytest.raises(ServiceError) as info:
+                while time.monotonic() < deadline:
                     client.sessions()
                     time.sleep(0.2)
             assert info.value.code == "UNAUTHENTICATED"

@@ -214,3 +214,13 @@ def test_integer_bins_are_equal_so_uniform_sampling_is_uniform() -> None:
     p = Integer(name="k", lower_bound=1, upper_bound=4)
     counts = np.bincount(p.from_unit(np.linspace(0, 1, 40_000, endpoint=False)), minlength=5)[1:]
     assert counts.tolist() == [10_000] * 4
+
+
+def test_a_log_scaled_upper_bound_encodes_inside_the_unit_interval() -> None:
+    # log(hi) - log(lo) rounds so that (log(v) - log(lo)) / (log(hi) - log(lo)) is 1 + 1 ulp at v = hi
+    # for some bounds (found by Hypothesis at 595511.07...): values within the bounds must stay in [0, 1]
+    for hi in (595511.0712345, 595511.07, 1e6 + 0.3, 7.7):
+        p = Real(name="x", lower_bound=1.0, upper_bound=hi, log=True)
+        unit = p.to_unit([1.0, hi])
+        assert unit.tolist() == [0.0, 1.0]
+    assert Real(name="x", lower_bound=1.0, upper_bound=10.0, log=True).to_unit([100.0])[0] == pytest.approx(2.0)

@@ -14,7 +14,8 @@ Example:
     >>> key = keys.create("alice")
     >>> keys.verify(key).name
     'alice'
-    >>> keys.verify(key[:-1] + "x") is None, keys.verify("nonsense") is None
+    >>> wrong = key[:-1] + ("B" if key.endswith("A") else "A")     # a different last character
+    >>> keys.verify(wrong) is None, keys.verify("nonsense") is None
     (True, True)
     >>> keys.revoke(keys.verify(key).key_id); keys.verify(key) is None
     True

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import numbers
 import os
 import random
@@ -43,7 +42,7 @@ import grpc
 from raytuner.environment import machine_configuration, software_configuration
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation
+from raytuner.records import FunctionEvaluation, parse_outputs
 from raytuner.store.base import EvaluationQuery
 from raytuner.service.v1 import tuning_pb2 as pb
 from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
@@ -311,19 +310,31 @@ class RemoteTuner(ServiceChannel):
                 return None
             time.sleep(poll)
 
-    def tell(self, trial: RemoteTrial | str, outputs: Mapping[str, float] | None = None, *,
+    def tell(self, trial: RemoteTrial | str, outputs: Mapping[str, Any] | None = None, *,
              failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> TellResult:
         """Report a trial's ``outputs`` (every output of the problem), or its ``failure`` message.
 
-        A retried tell is harmless: the service answers ``duplicate=True`` with the first record's uid
-        (also when this call's own first attempt was recorded but its answer was lost).
+        An output that is not a finite number (``"fast"``, ``None``, NaN) is
+        told as the trial's failure, saying why: the service stores a failed
+        record. A retried tell is harmless: the service answers
+        ``duplicate=True`` with the first record's uid (also when this call's
+        own first attempt was recorded but its answer was lost).
+
+        Args:
+            trial: The trial (or its id).
+            outputs: Output names to values.
+            failure: Why the trial failed (the outputs are then ignored).
+            additional_output: Extra values kept with the record (JSON).
         """
         trial_id = trial.trial_id if isinstance(trial, RemoteTrial) else trial
         if not failure and not outputs:
             raise InvalidInputError("outputs", "tell the outputs, or a failure message")
+        values: dict[str, float] = {}
+        if not failure:
+            values, failure = parse_outputs(outputs)
         request = pb.TellRequest(
             session_id=self._session(None), trial_id=trial_id,
-            outputs={} if failure else {k: float(v) for k, v in (outputs or {}).items()},
+            outputs={} if failure else values,
             failure=failure or "", machine_json=_dumps(self.machine), software_json=_dumps(self.software),
             additional_output_json=_dumps(dict(additional_output)) if additional_output else "")
         answer = self._call("Tell", request)
@@ -336,9 +347,10 @@ class RemoteTuner(ServiceChannel):
         ``objective`` returns a mapping of every output, or a number, which is
         the output named ``output`` (default: the only output of a problem
         this client created the session of). An exception in ``objective`` is
-        told as a failure (its type and text) and the loop goes on, as does a
-        non-finite output. A result the service refuses as bad input is told
-        as a failure, then the error is raised (the trial is not left pending).
+        told as a failure (its type and text) and the loop goes on, as does an
+        output that is not a finite number. A result the service refuses as
+        bad input is told as a failure, then the error is raised (the trial is
+        not left pending).
         """
         count = 0
         while max_trials is None or count < max_trials:
@@ -357,10 +369,6 @@ class RemoteTuner(ServiceChannel):
             except InvalidInputError as exc:
                 self.tell(trial, failure=str(exc))
                 raise
-            bad = [k for k, v in outputs.items() if not math.isfinite(v)]
-            if bad:
-                self.tell(trial, failure=f"non-finite output {bad[0]}={outputs[bad[0]]}")
-                continue
             try:
                 self.tell(trial, outputs)
             except ServiceError as exc:
@@ -369,19 +377,17 @@ class RemoteTuner(ServiceChannel):
                 raise
         return count
 
-    def _outputs_of(self, result: Any, output: str | None) -> dict[str, float]:
+    def _outputs_of(self, result: Any, output: str | None) -> dict[str, Any]:
+        """The objective's outputs by name (values as returned: :meth:`tell` checks them)."""
         if isinstance(result, Mapping):
-            try:
-                return {str(k): float(v) for k, v in result.items()}
-            except (TypeError, ValueError):
-                raise InvalidInputError("objective", f"returned {result!r}; outputs must be numbers") from None
+            return {str(k): v for k, v in result.items()}
         if isinstance(result, numbers.Real) and not isinstance(result, bool):
             names = self.output_names()
             name = output or (names[0] if len(names) == 1 else None)
             if name is None:
                 raise InvalidInputError("output", "the objective returned a number: name its output with "
                                         "run(..., output=NAME) or return a mapping {name: value}")
-            return {name: float(result)}
+            return {name: result}
         raise InvalidInputError("objective", f"returned {type(result).__name__}; return a mapping of outputs "
                                 "or a number")
 

@@ -125,7 +125,9 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         if method != "sobol":
             raise InvalidInputError("method", f"{method!r} is not an analysis method", allowed=["sobol"])
         model, task, n = self._surrogate(request.query, request.objective, request.task_json, context)
-        options: dict[str, Any] = {"second_order": request.second_order, "seed": request.seed or None}
+        # the seed as given, 0 included (the client's default): `seed or None` made every default call
+        # draw fresh Sobol samples, and the indices differed from call to call (issue 17)
+        options: dict[str, Any] = {"second_order": request.second_order, "seed": int(request.seed)}
         if request.num_samples:
             options["num_samples"] = int(request.num_samples)
         result = sobol_analysis(model, task=task or None, **options)

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import grpc
 
 from raytuner.errors import InvalidInputError, validate
-from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.auth import METADATA_KEY, ApiKeys
 from raytuner.service.catalog import open_catalog
 from raytuner.service.handlers import MAX_JSON_BYTES, Abort, dumps, json_field, rpc, status_of
@@ -66,8 +66,7 @@ def _session_message(session: ServiceSession) -> pb.Session:
 
 
 def _outputs(record: FunctionEvaluation) -> dict[str, float]:
-    return {k: float(v) for k, v in record.evaluation_result.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {k: n for k, v in record.evaluation_result.items() if (n := as_number(v)) is not None}
 
 
 class _Servicer(pb_grpc.TuningServiceServicer):

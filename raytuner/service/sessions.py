@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import re
 import threading
 import time
@@ -49,7 +48,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 from raytuner.crowd.errors import Unauthenticated
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TuningFinished
 from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, Provenance, task_key
+from raytuner.records import FunctionEvaluation, Provenance, as_number, parse_outputs, task_key
 from raytuner.service.catalog import Catalog
 from raytuner.session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
@@ -132,7 +131,7 @@ class ServiceSession:
         if trial is not None:
             item.update(trial_id=trial.trial_id, task=trial.task, config=trial.config)
         if record is not None:
-            item.update(outputs={k: v for k, v in record.evaluation_result.items() if isinstance(v, float)},
+            item.update(outputs={k: n for k, v in record.evaluation_result.items() if (n := as_number(v)) is not None},
                         failure=record.raytuner.failure_message if record.raytuner else None)
         with self.changed:
             self.events.append(item)
@@ -371,27 +370,40 @@ class SessionManager:
         session.event("ASKED", trial)
         return "TRIAL", trial
 
-    def tell(self, owner: str, session_id: str, trial_id: str, outputs: Mapping[str, float] | None = None, *,
+    def tell(self, owner: str, session_id: str, trial_id: str, outputs: Mapping[str, Any] | None = None, *,
              failure: str | None = None, machine: Mapping[str, Any] | None = None,
              software: Mapping[str, Any] | None = None,
              additional_output: Mapping[str, Any] | None = None) -> tuple[FunctionEvaluation, bool]:
-        """Record a trial's result; returns the record and whether it was told before (a retry)."""
+        """Record a trial's result; returns the record and whether it was told before (a retry).
+
+        Every output of the problem must be told (or a failure), and nothing
+        else: a wrong name is an input error. A value that is not a finite
+        number (NaN, infinity, or no number at all) is a result too: it makes
+        a failed record that says why.
+
+        Args:
+            owner: Who calls (the session's owner).
+            session_id: The session.
+            trial_id: The pending (or, for a retry, told) trial.
+            outputs: Output names to values.
+            failure: Why the trial failed (the outputs are then ignored).
+            machine: Where the trial ran (replaces the session's).
+            software: With what software (replaces the session's).
+            additional_output: Extra values kept with the record.
+        """
         session = self.get(owner, session_id)
         problem = session.tuning.problem
         outputs = dict(outputs or {})
         if not failure:
-            failure = None
-            for name, value in outputs.items():
+            for name in outputs:
                 if name not in problem.objectives:
                     raise InvalidInputError(f"outputs[{name!r}]", "not an output of the problem",
                                             allowed=problem.objectives)
-                if not math.isfinite(value):
-                    raise InvalidInputError(f"outputs[{name!r}]", f"{value} is not a finite number; "
-                                            "tell a failure instead")
             missing = [o for o in problem.objectives if o not in outputs]
             if missing:
                 raise InvalidInputError(f"outputs[{missing[0]!r}]", "missing; tell every output or a failure",
                                         allowed=problem.objectives)
+            _, failure = parse_outputs(outputs)
         with session.lock:
             if trial_id in session.told:
                 return self._retold(session, trial_id, outputs, failure), True

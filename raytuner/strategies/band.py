@@ -105,9 +105,9 @@ class _LevelSampler(MLA):
     def fit_horizon(self) -> int:
         return self._horizon
 
-    def tell(self, record: FunctionEvaluation) -> None:
+    def _fold(self, record: FunctionEvaluation) -> None:
         before = len(self._records)
-        super().tell(record)
+        super()._fold(record)
         if len(self._records) == before:
             return
         prov = record.raytuner or Provenance()
@@ -352,7 +352,7 @@ class GPTuneBand(Strategy):
             if level is not None:
                 lifted = self._lift(record, level)
                 if task_key(lifted.task_parameter) in wanted:
-                    sampler.tell(lifted)
+                    sampler._fold(lifted)        # checked when told to the band
         for (p, i, j), configs in self._pending_samples.items():
             if p == key[0] and j >= key[1]:
                 for config in configs:
@@ -374,7 +374,7 @@ class GPTuneBand(Strategy):
     def _lift(record: FunctionEvaluation, level: int) -> FunctionEvaluation:
         return record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level}})
 
-    def tell(self, record: FunctionEvaluation) -> None:
+    def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one evaluation in (a repeated uid, an unknown task or a record without a bracket is ignored)."""
         prov = record.raytuner
         if record.uid in self._by_uid or prov is None or prov.bracket is None or prov.rung is None:
@@ -405,7 +405,7 @@ class GPTuneBand(Strategy):
         if self._sampler is not None:
             lifted = self._lift(record, prov.bracket - prov.rung)
             if any(task_key(lifted.task_parameter) == task_key(t) for t in self._sampler.tasks):
-                self._sampler.tell(lifted)
+                self._sampler._fold(lifted)      # checked when told to the band
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:

@@ -15,10 +15,20 @@ Example:
     >>> s = engine.ask()
     >>> s.task, 0 <= s.config["x"] <= 1
     ({'t': 1.0}, True)
+
+Every engine checks what it is told, in one place (:meth:`Strategy.tell`): a
+record whose task or configuration lies outside the problem is refused with
+the field and the allowed values, and nothing of it enters the engine.
+
+    >>> engine.tell(FunctionEvaluation.create({"t": 1.0}, {"x": 7.0}, {"y": 1.0}))
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: tuning_parameter.x: 7.0 is outside [0, 1]
 """
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -27,7 +37,69 @@ from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
 
-__all__ = ["Suggestion", "Strategy", "task_key"]
+__all__ = ["Suggestion", "Strategy", "task_key", "check_record", "fitting_records"]
+
+log = logging.getLogger(__name__)
+
+
+def check_record(problem: ProblemSpace, record: FunctionEvaluation) -> None:
+    """Raise :class:`InvalidInputError` unless ``record`` fits ``problem``.
+
+    The task must lie in the input space and the configuration in the
+    parameter space (bounds, integers, categories, every name and no other),
+    and together they must meet every constraint: raytuner's constraints are
+    hard (samplers and acquisition searches never propose a point that
+    breaks one). A failed record is checked like any other: its
+    configuration came from the space, and engines remember it (it is never
+    suggested again), so a point outside the space must not enter them
+    either.
+
+    Args:
+        problem: The problem the record must fit.
+        record: The evaluation to check.
+
+    >>> problem = ProblemSpace.parse({
+    ...     "parameter_space": [{"name": "alg", "type": "categorical", "categories": ["lu", "qr"]}]})
+    >>> check_record(problem, FunctionEvaluation.create({}, {"alg": "svd"}, failure="crash"))
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: tuning_parameter.alg: 'svd' is not a category (allowed: lu, qr)
+    """
+    problem.check(record.task_parameter, record.tuning_parameter)
+
+
+def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation], what: str = "history"
+                    ) -> list[FunctionEvaluation]:
+    """The records that fit ``problem``; the others are skipped with one warning that counts them.
+
+    History (a store replayed on resume, transfer-learning sources, imported
+    GPTune files) may hold records of another version of the problem; they
+    are left out rather than refused.
+
+    Args:
+        problem: The problem the records must fit (see :func:`check_record`).
+        records: The records, in log order.
+        what: What the records are, for the warning (``"history"``, ``"source"``, ...).
+
+    >>> problem = ProblemSpace.parse({
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> records = [FunctionEvaluation.create({}, {"x": x}, {"y": 1.0}) for x in (0.5, 2.0, 3.0)]
+    >>> [r.tuning_parameter["x"] for r in fitting_records(problem, records)]
+    [0.5]
+    """
+    kept: list[FunctionEvaluation] = []
+    refused: list[InvalidInputError] = []
+    for record in records:
+        try:
+            check_record(problem, record)
+        except InvalidInputError as exc:
+            refused.append(exc)
+            continue
+        kept.append(record)
+    if refused:
+        log.warning("skipped %d of %d %s records that do not fit the problem (first: %s)",
+                    len(refused), len(refused) + len(kept), what, refused[0])
+    return kept
 
 
 @dataclass
@@ -48,7 +120,9 @@ class Strategy(ABC):
     """An ask/tell tuning engine over a fixed list of tasks.
 
     Subclasses set :attr:`name` (recorded in every record's provenance and in
-    GPTune's ``modeling`` field) and implement :meth:`ask` and :meth:`tell`.
+    GPTune's ``modeling`` field) and implement :meth:`ask` and :meth:`_fold`;
+    :meth:`tell` checks a record and then folds it, so every engine refuses
+    the same bad input with the same message.
     """
 
     name: str = "strategy"
@@ -72,9 +146,24 @@ class Strategy(ABC):
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
         """Propose the next evaluation, for ``task`` when given."""
 
-    @abstractmethod
     def tell(self, record: FunctionEvaluation) -> None:
-        """Fold one finished (or failed) evaluation into the state."""
+        """Check one finished (or failed) evaluation, then fold it into the state.
+
+        Args:
+            record: The evaluation; its task and configuration must fit the
+                problem (see :func:`check_record`).
+
+        Raises:
+            InvalidInputError: The record lies outside the problem; the error
+                names the field and the allowed values, and the engine's state
+                is unchanged.
+        """
+        check_record(self.problem, record)
+        self._fold(record)
+
+    @abstractmethod
+    def _fold(self, record: FunctionEvaluation) -> None:
+        """Fold one checked evaluation into the state (each engine's own part of :meth:`tell`)."""
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
@@ -92,9 +181,15 @@ class Strategy(ABC):
         """Take back stored surrogate models (a model-based engine warm-starts from the last one)."""
 
     def replay(self, records: Iterable[FunctionEvaluation]) -> int:
-        """Rebuild the state from a log; returns how many records were folded in."""
-        n = 0
-        for record in records:
-            self.tell(record)
-            n += 1
-        return n
+        """Rebuild the state from a log; returns how many records were folded in.
+
+        Records that do not fit the problem are skipped with one warning that
+        counts them (see :func:`fitting_records`), not refused.
+
+        Args:
+            records: The log, oldest first.
+        """
+        kept = fitting_records(self.problem, records, f"{self.name} replay")
+        for record in kept:
+            self._fold(record)
+        return len(kept)

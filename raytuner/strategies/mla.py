@@ -242,7 +242,7 @@ class MLA(Strategy):
         """Count an adopted trial as pending (a fantasy in the next search)."""
         self.pending[self.task_index(task)].append(dict(config))
 
-    def tell(self, record: FunctionEvaluation) -> None:
+    def _fold(self, record: FunctionEvaluation) -> None:
         """Fold an evaluation in (a failed one is remembered but never modelled; a repeated uid is ignored)."""
         key = task_key(record.task_parameter)
         index = next((i for i, t in enumerate(self.tasks) if task_key(t) == key), None)

@@ -60,7 +60,7 @@ class RandomSearch(Strategy):
         """Count an adopted trial as pending for its task."""
         self._pending[self.task_index(task)] += 1
 
-    def tell(self, record: FunctionEvaluation) -> None:
+    def _fold(self, record: FunctionEvaluation) -> None:
         """Remember the evaluated configuration so it is not proposed again."""
         key = task_key(record.task_parameter)
         for i, t in enumerate(self.tasks):

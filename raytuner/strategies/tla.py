@@ -41,6 +41,7 @@ from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, Trainin
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
+from raytuner.strategies.base import fitting_records
 from raytuner.strategies.mla import MLA
 
 __all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task"]
@@ -81,13 +82,18 @@ def best_per_task(problem: ProblemSpace, records: Sequence[FunctionEvaluation], 
 
 
 class TLA1:
-    """One GP per tuning parameter over the task space, fitted to the tuned tasks' optima."""
+    """One GP per tuning parameter over the task space, fitted to the tuned tasks' optima.
+
+    ``records`` that do not fit the problem (task or configuration outside
+    it) are skipped with one warning that counts them.
+    """
 
     def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation], *,
                  objective: str | None = None, options: LCMOptions | None = None, seed: int | None = None,
                  executor: Executor | None = None) -> None:
         if not problem.input_space.dimension:
             raise InvalidInputError("input_space", "TLA1 needs a task space to model the optima over")
+        records = fitting_records(problem, records, "TLA1 source")
         optima = list(best_per_task(problem, records, objective).values())
         if len(optima) < 2:
             raise InvalidInputError("records", f"TLA1 needs the optima of at least two tuned tasks, "
@@ -147,7 +153,8 @@ def centred_sample(problem: ProblemSpace, task: Mapping[str, Any], centre: np.nd
 class TLA2(MLA):
     """Tune ``new_task`` starting from tuned source tasks; see the module docstring.
 
-    ``source`` are the source tasks' evaluations; ``source_model`` their LCM
+    ``source`` are the source tasks' evaluations (those that do not fit the
+    problem are skipped with one warning); ``source_model`` their LCM
     hyperparameters (fitted here when not given). ``refit="weights"`` learns
     only the new task's weights; ``refit="all"`` refits every hyperparameter.
     """
@@ -159,6 +166,7 @@ class TLA2(MLA):
                  refit: Literal["weights", "all"] = "weights", **mla_options: Any) -> None:
         if refit not in ("weights", "all"):
             raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
+        source = fitting_records(problem, source, "TLA2 source")
         source_tasks: list[dict[str, Any]] = []
         for record in source:
             if record.status == "ok" and task_key(record.task_parameter) not in {task_key(t) for t in source_tasks}:
@@ -171,7 +179,7 @@ class TLA2(MLA):
         self.targets = [self.new_index]
         self.tla1 = TLA1(problem, source, objective=self.objective.name, seed=seed)
         for record in source:
-            self.tell(record)
+            self._fold(record)          # checked above
         self._source_model = source_model or self._fit_source()
         self._extended: Hyperparameters | None = None
 

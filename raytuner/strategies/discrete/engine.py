@@ -50,7 +50,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
@@ -393,7 +392,7 @@ class DiscreteBO(Strategy):
         """Treat an adopted trial as asked and not yet told."""
         self.search(task).adopt(config, provenance)
 
-    def tell(self, record: FunctionEvaluation) -> None:
+    def _fold(self, record: FunctionEvaluation) -> None:
         """Fold in one evaluation; a failed one (or one without a finite objective) is never suggested again."""
         key = task_key(record.task_parameter)
         if not any(task_key(t) == key for t in self.tasks):
@@ -401,11 +400,5 @@ class DiscreteBO(Strategy):
         self.search(record.task_parameter).tell(record, self._value(record))
 
     def _value(self, record: FunctionEvaluation) -> float | None:
-        if record.status != "ok":
-            return None
-        raw = record.evaluation_result.get(self.objective.name)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            return None
-        return self.objective.sign() * value if math.isfinite(value) else None
+        value = record.value(self.objective.name)
+        return None if value is None else self.objective.sign() * value

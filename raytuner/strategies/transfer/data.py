@@ -46,6 +46,7 @@ from raytuner.executors import Executor, default_executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
+from raytuner.strategies.base import fitting_records
 
 __all__ = ["SourceTask", "SourceData", "fit_gp", "minimisation_values", "group_source_tasks", "load_records"]
 
@@ -150,9 +151,11 @@ def load_records(source: Any) -> list[FunctionEvaluation]:
 class SourceData:
     """The source tasks of a transfer and their surrogates (fitted lazily, once); see the module docstring.
 
-    ``records`` are the source evaluations (or an :class:`EvaluationSource`);
-    ``options`` configure every GP and LCM fit; ``executor`` runs their
-    multi-start fits. Thread-safe: engines in several threads may share one.
+    ``records`` are the source evaluations (or an :class:`EvaluationSource`,
+    such as a store or an imported GPTune file); those that do not fit the
+    problem are skipped with one warning that counts them. ``options``
+    configure every GP and LCM fit; ``executor`` runs their multi-start
+    fits. Thread-safe: engines in several threads may share one.
     """
 
     def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation] | EvaluationSource, *,
@@ -162,7 +165,7 @@ class SourceData:
         self.objective = problem.objective(objective).name
         self.options = options or LCMOptions()
         self.executor = executor
-        self.records = load_records(records)
+        self.records = fitting_records(problem, load_records(records), "source")
         self.tasks = group_source_tasks(problem, self.records, self.objective)
         if not self.tasks:
             raise InvalidInputError("source", "no successful source evaluation of the objective "

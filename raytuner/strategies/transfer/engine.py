@@ -289,7 +289,7 @@ class TransferLearning(Strategy):
         proposer = provenance.strategy if provenance is not None and provenance.strategy else ""
         self.pending.append((dict(config), proposer))
 
-    def tell(self, record: FunctionEvaluation) -> None:
+    def _fold(self, record: FunctionEvaluation) -> None:
         """Fold a target evaluation in (other tasks' records, source records and repeats are ignored)."""
         if (task_key(record.task_parameter) != task_key(self.target) or record.uid in self._target_uids
                 or record.uid in self.source.uids):
