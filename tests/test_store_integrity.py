@@ -268,3 +268,11 @@ def test_the_service_catalog_quarantines_a_torn_line_instead_of_cutting_it(tmp_p
     reopened.close()
     kept = json.loads((tmp_path / ".service" / "trials.jsonl.corrupt").read_text())
     assert kept["line"].encode() == torn and kept["file"] == "trials.jsonl"
+
+
+def test_a_record_that_is_not_json_data_stops_the_whole_batch(tmp_path: Path) -> None:
+    batch = [_evaluation(i) for i in range(3)]
+    odd = _evaluation(3).model_copy(update={"additional_output": {"tags": {1, 2}}})   # a set: not JSON
+    with pytest.raises(InvalidInputError, match=r"records\[3\]"):
+        JsonStore(tmp_path).append_many(PROBLEM, [*batch, odd])
+    assert list(tmp_path.iterdir()) == []

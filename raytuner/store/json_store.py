@@ -277,16 +277,16 @@ class JsonStore(HistoryStore):
         check_problem_name(problem)
         if not records:
             return
-        entries = []
-        for i, (kind, record) in enumerate(records):
-            try:
-                entries.append((kind, record.to_dict()))
-            except (TypeError, ValueError) as exc:  # pragma: no cover - pydantic models dump to plain data
-                raise InvalidInputError(f"records[{i}]", f"cannot be stored: {exc}") from None
+        entries = [(kind, record.to_dict()) for kind, record in records]
         try:
             payload = encode_entries(entries)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError("records", f"cannot be stored as JSON: {exc}") from None
+        except (TypeError, ValueError):
+            for i, entry in enumerate(entries):     # name the first record that is not JSON data
+                try:
+                    encode_entries([entry])
+                except (TypeError, ValueError) as exc:
+                    raise InvalidInputError(f"records[{i}]", f"cannot be stored as JSON: {exc}") from None
+            raise
         state = self._writer(problem)
         with state.locked(exclusive=True):
             size = os.fstat(state.journal_fd).st_size
