@@ -22,7 +22,7 @@ A solve that raises, diverges, stalls at its iteration limit, runs past its
 time limit or ends with a non-finite or unconverged solution is a *failed*
 evaluation: it is recorded as such and never stops the tuning.
 
-Run (through Ray Tune with raytuner.schedulers.GPTuneBand when available,
+Run (through Ray Tune with raytuner.schedulers.GPTuneBandScheduler when available,
 else through the sequential engine raytuner.strategies.GPTuneBand):
     python examples/amg_tuning.py                 # 3 tasks, k = 10..40, [b_min, b_max, eta] = [1, 8, 2]
     python examples/amg_tuning.py --quick         # 2 tasks, k = 10..20, [1, 4, 2]: under a minute
@@ -320,7 +320,7 @@ def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.
 
 
 def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    """Tune through Ray Tune with the trial scheduler ``raytuner.schedulers.GPTuneBand``.
+    """Tune through Ray Tune with the trial scheduler ``raytuner.schedulers.GPTuneBandScheduler``.
 
     Returns the scheduler and the evaluation records it stored (a failed solve reports a NaN runtime,
     which the scheduler stores as a failed evaluation).
@@ -328,11 +328,11 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
 
-    from raytuner.schedulers import GPTuneBand  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
-    band = GPTuneBand(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
+    band = GPTuneBandScheduler(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
                       passes=args.passes, fidelity_mode="one_shot", fidelity_key="fidelity", seed=args.seed)
     trainable = tune.with_parameters(one_shot_trainable, b_min=args.b_min, b_max=args.b_max, k_min=args.k_min,
                                      k_max=args.k_max, time_limit=args.time_limit)
@@ -363,7 +363,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="small run: 2 tasks, k = 10..20, [b_min, b_max, eta] = [1, 4, 2]")
     parser.add_argument("--runner", choices=["ray", "engine"], default="ray",
-                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBand; engine: sequential ask/tell")
+                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBandScheduler; engine: sequential ask/tell")
     parser.add_argument("--tasks", type=float, nargs="+", default=None,
                         help="task coefficients as a flat list a1 c1 a2 c2 ... (default: 3 tasks, 2 with --quick)")
     parser.add_argument("--b-min", type=float, default=1.0)

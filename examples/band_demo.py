@@ -36,12 +36,12 @@ import numpy as np
 import ray
 from ray import tune
 
-from raytuner.cluster import LocalCluster
+from raytuner.testing.cluster import LocalCluster
 from raytuner.executors import RayExecutor
-from raytuner.schedulers import GPTuneBand
+from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.testfunctions import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
+from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 
 B_MAX = 27.0
 
@@ -59,7 +59,7 @@ def trainable(config: dict[str, Any], seconds: float = 0.0) -> None:
 class Progress(tune.Callback):
     """A progress line whenever the plan moves on (pass, stage, rung counts), at most every few seconds."""
 
-    def __init__(self, band: GPTuneBand, every: float = 3.0) -> None:
+    def __init__(self, band: GPTuneBandScheduler, every: float = 3.0) -> None:
         self.band, self.every, self.last = band, every, 0.0
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
             ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         stack.callback(ray.shutdown)
         executor = RayExecutor()
-        band = GPTuneBand(problem, tasks, store, args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
+        band = GPTuneBandScheduler(problem, tasks, store, args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
                           passes=args.passes, seed=args.seed, executor=executor)
         structure = band.engine.structure
         print(f"GPTuneBand: {len(tasks)} tasks, brackets B(s) = {list(structure.fidelities)}, "
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
     return report(band, store, args.problem)
 
 
-def report(band: GPTuneBand, store: JsonStore, problem_name: str) -> dict[float, dict[str, float]]:
+def report(band: GPTuneBandScheduler, store: JsonStore, problem_name: str) -> dict[float, dict[str, float]]:
     """Print and return the best configuration per task at b_max beside the grid optimum."""
     best: dict[float, dict[str, float]] = {}
     records = band.session.records

@@ -3,7 +3,7 @@
 LCBench (YAHPO Gym's ONNX surrogate of MLP learning curves on OpenML tasks)
 stands in for real training: a trial "trains" one epoch per iteration, up to
 52, and reports val_accuracy with a checkpoint holding its epoch count.
-raytuner.schedulers.GPTuneBand runs Hyperband's brackets in whole epochs
+raytuner.schedulers.GPTuneBandScheduler runs Hyperband's brackets in whole epochs
 (52, 17, 6 and 2; [b_min, b_max, eta] = [1, 52, 3]) for every task, samples
 each bracket's configurations with one LCM over all tasks (multitask
 transfer), PAUSEs trials between rungs and resumes the promoted ones from
@@ -35,7 +35,7 @@ from ray import tune
 from ray.tune import Checkpoint
 
 from raytuner.bench.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
-from raytuner.schedulers import GPTuneBand
+from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
     tasks = [{"task_id": t} for t in args.tasks]
     structure = BanditStructure.hyperband(1, EPOCHS[1], 3, integer=True)   # epochs 52, 17, 6, 2
     store = JsonStore(Path(args.store))
-    band = GPTuneBand(problem, tasks, store, args.problem, fidelities=structure.fidelities, eta=structure.eta,
+    band = GPTuneBandScheduler(problem, tasks, store, args.problem, fidelities=structure.fidelities, eta=structure.eta,
                       passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration",
                       metric="val_accuracy", mode="max", seed=args.seed)
     log.info("tuning tasks %s: %d pass(es) of brackets %s, %.1f epochs/52 per task and pass",

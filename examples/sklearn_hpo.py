@@ -14,7 +14,7 @@ starting again.
 Each epoch visits the training set in a permutation drawn from (seed, epoch),
 so a run restored from a checkpoint trains exactly as an uninterrupted one.
 
-Run (through Ray Tune with raytuner.schedulers.GPTuneBand when available,
+Run (through Ray Tune with raytuner.schedulers.GPTuneBandScheduler when available,
 else through the sequential engine raytuner.strategies.GPTuneBand):
     python examples/sklearn_hpo.py                 # [b_min, b_max, eta] = [1, 27, 3] epochs
     python examples/sklearn_hpo.py --quick         # [1, 4, 2]: 18 Ray trials
@@ -221,7 +221,7 @@ def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.
 
 
 def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    """Tune through Ray Tune with the trial scheduler ``raytuner.schedulers.GPTuneBand``.
+    """Tune through Ray Tune with the trial scheduler ``raytuner.schedulers.GPTuneBandScheduler``.
 
     Returns the scheduler and the evaluation records it stored. The scheduler pauses a trial at the
     end of its rung; a promoted trial resumes from its last checkpoint.
@@ -229,11 +229,11 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
 
-    from raytuner.schedulers import GPTuneBand  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()
-    band = GPTuneBand(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
+    band = GPTuneBandScheduler(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
                       passes=args.passes, fidelity_mode="iterative", integer_fidelities=True,
                       time_attr="training_iteration",
                       seed=args.seed)
@@ -266,7 +266,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small run: [b_min, b_max, eta] = [1, 4, 2]")
     parser.add_argument("--runner", choices=["ray", "engine"], default="ray",
-                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBand; engine: sequential ask/tell")
+                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBandScheduler; engine: sequential ask/tell")
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), help="the tasks")
     parser.add_argument("--b-min", type=float, default=1.0, help="fewest epochs")
     parser.add_argument("--b-max", type=float, default=None, help="most epochs (default 27, 4 with --quick)")

@@ -1,8 +1,9 @@
 """Ray Tune trial schedulers of raytuner (installed as ``raytuner.schedulers``).
 
->>> from raytuner.schedulers import GPTuneBand
+>>> from raytuner.schedulers import GPTuneBandScheduler, GPTuneBandSearcher
 """
 
-from raytuner.schedulers.band import GPTuneBand
+from raytuner.schedulers.band import GPTuneBandScheduler
+from raytuner.schedulers.band_searcher import GPTuneBandSearcher
 
-__all__ = ["GPTuneBand"]
+__all__ = ["GPTuneBandScheduler", "GPTuneBandSearcher"]

@@ -1,10 +1,10 @@
 """GPTuneBand as a Ray Tune scheduler, with the searcher that feeds its brackets.
 
 One object owns the engine (:class:`raytuner.strategies.GPTuneBand`) and its
-:class:`~raytuner.session.TuningSession`; :meth:`GPTuneBand.searcher` hands out
+:class:`~raytuner.session.TuningSession`; :meth:`GPTuneBandScheduler.searcher` hands out
 the paired searcher. Pass both to Ray::
 
-    band = GPTuneBand(problem, tasks, store="runs/", problem_name="demo", b_min=1, b_max=27, eta=3)
+    band = GPTuneBandScheduler(problem, tasks, store="runs/", problem_name="demo", b_min=1, b_max=27, eta=3)
     tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1)
 
 Trial configs are flat (task and tuning parameters side by side).
@@ -31,8 +31,8 @@ that trials hold and spread over the nodes of a cluster.
 Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testfunctions import DEMO_PROBLEM
-    >>> band = GPTuneBand(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
     ...                   "demo", b_min=1, b_max=9, eta=3, seed=0)
     >>> band.engine.structure.fidelities
     (9.0, 3.0, 1.0)
@@ -59,7 +59,8 @@ from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, Provenance, as_number
-from raytuner.searchers.strategy_searcher import ask_for_ray
+from raytuner.schedulers.band_searcher import GPTuneBandSearcher
+from raytuner.searchers.common import ask_for_ray, ray_mode
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -70,13 +71,10 @@ from raytuner.strategies.bandit import FidelityMode
 if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
 
-    from raytuner.searchers.band_searcher import GPTuneBandSearcher
-
-__all__ = ["GPTuneBand"]
+__all__ = ["GPTuneBandScheduler"]
 
 log = logging.getLogger(__name__)
 
-_MODES = {"minimize": "min", "maximize": "max"}
 _RAY_KEYS = frozenset(AUTO_RESULT_KEYS) | {"done", "trial_id", "experiment_id", "experiment_tag", "should_checkpoint"}
 _KEEP = ("training_iteration", "time_total_s", "hostname", "pid")
 
@@ -102,7 +100,7 @@ class _TrialState:
     rung: int = 0
 
 
-class GPTuneBand(TrialScheduler):
+class GPTuneBandScheduler(TrialScheduler):
     """The GPTuneBand scheduler; see the module docstring.
 
     ``store`` is a :class:`~raytuner.store.HistoryStore` or where to open one;
@@ -126,21 +124,18 @@ class GPTuneBand(TrialScheduler):
                  acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
                  executor: Executor | None = None, **session_options: Any) -> None:
         super().__init__()
-        objective = problem.objective(metric)
-        if mode is not None and mode != _MODES[objective.goal]:
-            raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
-                                            f"which is to {objective.goal}", allowed=[_MODES[objective.goal]])
+        objective_name, ray_goal = ray_mode(problem, metric, mode)
         if fidelity_key in problem.input_space.names + problem.parameter_space.names:
             raise InvalidInputError("fidelity_key", f"{fidelity_key!r} is already a task or tuning parameter")
         self.problem = problem
-        self._metric, self._mode = objective.name, _MODES[objective.goal]
+        self._metric, self.mode = objective_name, ray_goal
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
         self._make_engine = functools.partial(
             BandEngine, problem, tasks, seed, b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
             integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode, n_initial=n_initial,
             options=options, acquisition=acquisition, acquisition_options=acquisition_options, executor=executor,
-            objective=objective.name)
+            objective=objective_name)
         self.engine = self._make_engine()
         self.store = store if isinstance(store, HistoryStore) else open_store(store)
         self._session_options = session_options
@@ -162,10 +157,8 @@ class GPTuneBand(TrialScheduler):
         """Whether promotions continue trials (iterative fidelity) rather than start new ones."""
         return self.engine.fidelity_mode == "iterative"
 
-    def searcher(self) -> "GPTuneBandSearcher":
+    def searcher(self) -> GPTuneBandSearcher:
         """The searcher that feeds this scheduler's brackets: pass it as ``search_alg``."""
-        from raytuner.searchers.band_searcher import GPTuneBandSearcher  # noqa: PLC0415 - faces import each other
-
         return GPTuneBandSearcher(self)
 
     def best(self) -> list[FunctionEvaluation | None]:
@@ -176,7 +169,7 @@ class GPTuneBand(TrialScheduler):
         """Accept a Tuner-level metric/mode only when it agrees with the problem's objective."""
         if metric is not None and metric != self._metric:
             return False
-        return mode is None or mode == self._mode
+        return mode is None or mode == self.mode
 
     # -- searcher side ---------------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict[str, Any] | None:

@@ -36,8 +36,8 @@ from typing import Any, Mapping, Sequence
 
 from ray.tune.search import Searcher
 
-from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
 from raytuner.records import Provenance
+from raytuner.searchers.common import RAY_MODES, ask_for_ray, ray_mode
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
@@ -46,9 +46,6 @@ from raytuner.strategies import RandomSearch, Strategy
 __all__ = ["StrategySearcher", "RandomSearcher"]
 
 log = logging.getLogger(__name__)
-
-_MODES = {"minimize": "min", "maximize": "max"}
-
 
 class StrategySearcher(Searcher):
     """A Ray Tune searcher that asks and tells a raytuner strategy through a session.
@@ -70,12 +67,7 @@ class StrategySearcher(Searcher):
         mode: str | None = None,
         **session_options: Any,
     ) -> None:
-        objective = problem.objective(metric)
-        expected = _MODES[objective.goal]
-        if mode is not None and mode != expected:
-            raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
-                                            f"which is to {objective.goal}", allowed=[expected])
-        super().__init__(metric=objective.name, mode=expected)
+        super().__init__(*ray_mode(problem, metric, mode))
         self.problem = problem
         self.store = store if isinstance(store, HistoryStore) else open_store(store)
         self._blank_strategy = copy.deepcopy(strategy)   # rebuilt from the log on restore
@@ -89,9 +81,9 @@ class StrategySearcher(Searcher):
         if metric is not None and metric not in self.problem.objectives:
             return False
         objective = self.problem.objective(metric or self._metric)
-        if mode is not None and mode != _MODES[objective.goal]:
+        if mode is not None and mode != RAY_MODES[objective.goal]:
             return False
-        self._metric, self._mode = objective.name, _MODES[objective.goal]
+        self._metric, self._mode = objective.name, RAY_MODES[objective.goal]
         return True
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
@@ -145,21 +137,6 @@ class StrategySearcher(Searcher):
             self._trials[trial_id] = trial
         log.info("restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
                  self.session.session_id, len(self.session.records), len(self._trials))
-
-def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:
-    """``session.ask`` in Ray's terms: the trial, ``None`` while results are awaited, or ``Searcher.FINISHED``.
-
-    The search is finished when the engine's plan is done or no new valid
-    configuration is left (a small discrete space fully explored).
-    """
-    try:
-        return session.ask(trial_id=trial_id)
-    except AwaitingResults:
-        return None
-    except (InfeasibleSpaceError, TuningFinished) as exc:
-        log.info("nothing left to suggest (%s); the search is finished", exc)
-        return Searcher.FINISHED
-
 
 def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON-friendly scalar entries of a Ray result, for ``additional_output``."""

@@ -24,7 +24,7 @@ Example:
     >>> from ray import tune
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testfunctions import DEMO_PROBLEM, demo
+    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
     >>> rng = random.Random(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
     ...           for x in (rng.random() for _ in range(40))]

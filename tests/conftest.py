@@ -63,7 +63,7 @@ from hypothesis import HealthCheck, settings
 from threadpoolctl import threadpool_limits
 
 from raytuner.store import HistoryStore, JsonStore
-from raytuner.store.mongod import LocalMongod, find_mongod
+from raytuner.testing.mongod import LocalMongod, find_mongod
 
 if os.environ["OMP_NUM_THREADS"] == "1":
     threadpool_limits(1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ray._common.utils import get_ray_address_file
 
-from raytuner.cluster import LocalCluster
+from raytuner.testing.cluster import LocalCluster
 from raytuner.errors import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]

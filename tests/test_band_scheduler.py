@@ -16,10 +16,10 @@ from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
-from raytuner.schedulers import GPTuneBand  # noqa: E402
+from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
-from raytuner.testfunctions import DEMO_PROBLEM, demo_fidelity  # noqa: E402
+from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 1.3}]
@@ -53,12 +53,12 @@ def training(config: dict) -> None:
             tune.report({"y": y, "started_at": start}, checkpoint=tune.Checkpoint.from_directory(d))
 
 
-def band(tmp_path: Path, **kwargs) -> GPTuneBand:
-    return GPTuneBand(PROBLEM, TASKS, JsonStore(tmp_path / "store"), "band", b_min=1, b_max=B_MAX, eta=2, seed=0,
+def band(tmp_path: Path, **kwargs) -> GPTuneBandScheduler:
+    return GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "store"), "band", b_min=1, b_max=B_MAX, eta=2, seed=0,
                       options=FAST, executor=InlineExecutor(), **kwargs)
 
 
-def planned(scheduler: GPTuneBand) -> Counter:
+def planned(scheduler: GPTuneBandScheduler) -> Counter:
     structure = scheduler.engine.structure
     return Counter({(s, rung): n * len(TASKS) for s in range(structure.s_max + 1)
                     for rung, (n, _) in enumerate(structure.rungs(s))})

@@ -15,7 +15,7 @@ from raytuner.bench.mla import (QualitySettings, build_results, drive, normalise
 from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch
-from raytuner.testfunctions import DEMO_PROBLEM, demo_grid_minimum
+from raytuner.testing.functions import DEMO_PROBLEM, demo_grid_minimum
 
 TUNERS = ("mla", "single_task_bo", "optuna_tpe", "random")
 

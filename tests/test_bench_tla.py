@@ -23,7 +23,7 @@ from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
 from raytuner.bench.tla_report import goals, summarise
 from raytuner.errors import InvalidInputError
 from raytuner.space import ProblemSpace
-from raytuner.testfunctions import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
+from raytuner.testing.functions import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
 
 DATA = default_data_dir()
 HAVE_KERNELS = (DATA / KERNEL_SOURCE).is_file() and (DATA / KERNEL_TARGET).is_file()

@@ -12,8 +12,8 @@ from raytuner.crowd.sync import CrowdSyncStore
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
-from raytuner.service.client import RemoteTuner, ServiceError
-from raytuner.service.crowd_client import CrowdClient, sync_store_for
+from raytuner.client.remote import RemoteTuner, ServiceError
+from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.session import TuningSession
 from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch

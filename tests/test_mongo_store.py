@@ -18,7 +18,7 @@ from raytuner.errors import InvalidInputError, StoreError
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.store import EvaluationQuery, open_store
 from raytuner.store.mongo_store import MongoStore, query_filter
-from raytuner.store.mongod import LocalMongod
+from raytuner.testing.mongod import LocalMongod
 
 
 def evaluation(t: Any = 1.0, **kw: Any) -> FunctionEvaluation:
@@ -162,7 +162,7 @@ def _wait_gone(pid: int, seconds: float = 15) -> bool:
 
 _CHILD = """
 import sys, time
-from raytuner.store.mongod import LocalMongod
+from raytuner.testing.mongod import LocalMongod
 server = LocalMongod().start()
 print(server.pid, server.dbpath, flush=True)
 if sys.argv[1] == "hang":
@@ -198,7 +198,7 @@ def test_no_server_outlives_its_python_process(ending: str) -> None:
 _BESIDE_GRPC = """
 from concurrent import futures
 import grpc
-from raytuner.store.mongod import LocalMongod
+from raytuner.testing.mongod import LocalMongod
 server = grpc.server(futures.ThreadPoolExecutor(4))
 server.add_insecure_port("127.0.0.1:0")
 server.start()

@@ -19,7 +19,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testfunctions import DEMO_PROBLEM
+from raytuner.testing.functions import DEMO_PROBLEM
 
 DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -118,9 +118,9 @@ SERVICE_META = {"tuning_problem_name": "records_demo", "problem_space": DEMO_PRO
 def test_the_service_stores_a_bad_result_as_a_failed_record(server) -> None:
     import grpc  # noqa: PLC0415 - only the service tests pay for gRPC
 
-    from raytuner.service.client import RemoteTuner  # noqa: PLC0415
-    from raytuner.service.v1 import tuning_pb2 as pb  # noqa: PLC0415
-    from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc  # noqa: PLC0415
+    from raytuner.client.remote import RemoteTuner  # noqa: PLC0415
+    from raytuner.protocol.v1 import tuning_pb2 as pb  # noqa: PLC0415
+    from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc  # noqa: PLC0415
 
     key = server.keys.create("alice")
     with RemoteTuner(server.address, key, timeout=20, backoff=0.05) as tuner:
@@ -185,9 +185,9 @@ def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp
 
     from raytuner.executors import InlineExecutor  # noqa: PLC0415
     from raytuner.models import LCMOptions  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBand  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
 
-    scheduler = GPTuneBand(PROBLEM, [{"t": 1.0}], JsonStore(tmp_path / "store"), "band_demo", b_min=1, b_max=2,
+    scheduler = GPTuneBandScheduler(PROBLEM, [{"t": 1.0}], JsonStore(tmp_path / "store"), "band_demo", b_min=1, b_max=2,
                            eta=2, seed=0, executor=InlineExecutor(),
                            options=LCMOptions(n_starts=1, warm_starts=1, max_iterations=30, screen=2))
     tune.run(fast_at_the_low_fidelity, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from raytuner.cli import main
-from raytuner.service.client import RemoteTuner, ServiceError
+from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.service.server import TuningServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_env_format_is_shell_safe(env: dict[str, str], meta: Path) -> None:
 
 
 def test_create_errors_name_the_field(env: dict[str, str], meta: Path, tmp_path: Path) -> None:
-    # input the service refuses (INVALID_ARGUMENT) exits 2, like every bad input (raytuner.cli_errors)
+    # input the service refuses (INVALID_ARGUMENT) exits 2, like every bad input (raytuner.cli.errors)
     bad = cli(["session", "create", "--problem", str(meta), "--strategy", "nonsense"], env, code=2)
     assert "INVALID_ARGUMENT" in bad.output and "strategy" in bad.output
     bad = cli(["session", "create", "--problem", str(meta), "--strategy", "random", "--task", "t=1",

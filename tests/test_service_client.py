@@ -13,7 +13,7 @@ import pytest
 
 from raytuner.errors import RaytunerError
 from raytuner.records import FunctionEvaluation
-from raytuner.service.client import RemoteTrial, RemoteTuner, ServiceError
+from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
 from raytuner.service.server import TuningServer
 
 META = {"tuning_problem_name": "client_demo", "problem_space": {
@@ -136,7 +136,7 @@ def test_errors_keep_the_status_and_the_message(server: TuningServer, tuner: Rem
     assert info.value.code == "NOT_FOUND" and "trial_id" in info.value.message
     with pytest.raises(RaytunerError):
         tuner.tell("never-asked")                                      # neither outputs nor failure
-    caplog.set_level(logging.INFO, logger="raytuner.service.client")
+    caplog.set_level(logging.INFO, logger="raytuner.client.remote")
     for key in (None, "rt_0123456789abcdef_" + "x" * 43):
         with RemoteTuner(server.address, key, retries=3, backoff=1.0) as stranger:
             with pytest.raises(ServiceError) as info:

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raytuner.service.server import TuningServer
-from raytuner.service.v1 import tuning_pb2 as pb
-from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 
 META = {"tuning_problem_name": "fuzz", "problem_space": {
     "input_space": [{"name": "t", "type": "integer", "lower_bound": 0, "upper_bound": 5}],

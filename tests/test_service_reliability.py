@@ -1,6 +1,6 @@
 """The tuning service under failures, with real processes: kill -9 of the server, and a mongod restart, under load.
 
-Clients are :class:`~raytuner.service.client.RemoteTuner` objects in threads
+Clients are :class:`~raytuner.client.remote.RemoteTuner` objects in threads
 (each with its own channel), retrying with backoff; each loops ask -> tell
 and records every tell the service acknowledged. Afterwards the store must
 hold every acknowledged tell exactly once (same uid, one record per trial
@@ -22,11 +22,11 @@ import pytest
 
 from raytuner.bench.service import ServerProcess
 from raytuner.records import FunctionEvaluation
-from raytuner.service.client import RemoteTrial, RemoteTuner
+from raytuner.client.remote import RemoteTrial, RemoteTuner
 from raytuner.store import JsonStore
 from raytuner.store.mongo_store import MongoStore
-from raytuner.store.mongod import LocalMongod, find_mongod
-from raytuner.testfunctions import DEMO_PROBLEM, demo
+from raytuner.testing.mongod import LocalMongod, find_mongod
+from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 pytestmark = pytest.mark.slow
 
@@ -151,7 +151,7 @@ def test_kill_9_of_the_server_under_16_clients_loses_and_duplicates_nothing(tmp_
         held = RemoteTuner(address, key, session_id=sessions[0], timeout=5.0, retries=30, backoff=0.05)
         held_trial = held.ask()                      # asked before the kill, told after the restart
         assert held_trial is not None
-        with caplog.at_level(logging.INFO, logger="raytuner.service.client"):
+        with caplog.at_level(logging.INFO, logger="raytuner.client.remote"):
             load = Load(address, key, sessions, 16)
             load.wait_for(150, timeout=PROGRESS_S)
             server.kill()
@@ -199,7 +199,7 @@ def test_a_mongod_restart_under_load_loses_and_duplicates_nothing(tmp_path: Path
             server = start_server(uri, 0, tmp_path / "server.log", create_key=True)    # 0: any free port
             key, address = server.info["key"], f"127.0.0.1:{server.info['port']}"
             admin, sessions = start_sessions(address, key, 2)
-            with caplog.at_level(logging.INFO, logger="raytuner.service.client"):
+            with caplog.at_level(logging.INFO, logger="raytuner.client.remote"):
                 # a 2-s deadline: calls waiting on the store while it is down expire and are retried
                 load = Load(address, key, sessions, 8, timeout=2.0)
                 load.wait_for(60, timeout=PROGRESS_S)

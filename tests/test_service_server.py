@@ -13,8 +13,8 @@ import pytest
 
 from raytuner.crowd.keys import parse_key
 from raytuner.service.server import TuningServer
-from raytuner.service.v1 import tuning_pb2 as pb
-from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import JsonStore
 
 META = {"tuning_problem_name": "svc_demo", "problem_space": {
@@ -285,12 +285,12 @@ def test_generated_stubs_match_the_proto(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parents[1]
     args = ["protoc", f"-I{root / 'protos'}", f"--python_out={tmp_path}", f"--pyi_out={tmp_path}",
-            f"--grpc_python_out={tmp_path}", str(root / "protos/raytuner/service/v1/tuning.proto")]
+            f"--grpc_python_out={tmp_path}", str(root / "protos/raytuner/protocol/v1/tuning.proto")]
     assert protoc.main(args) == 0
     for name in ("tuning_pb2.py", "tuning_pb2.pyi", "tuning_pb2_grpc.py"):
-        fresh = (tmp_path / "raytuner/service/v1" / name).read_text()
-        checked_in = (root / "raytuner/service/v1" / name).read_text()
-        assert fresh == checked_in, f"raytuner/service/v1/{name} is stale: regenerate it (see the README)"
+        fresh = (tmp_path / "raytuner/protocol/v1" / name).read_text()
+        checked_in = (root / "raytuner/protocol/v1" / name).read_text()
+        assert fresh == checked_in, f"raytuner/protocol/v1/{name} is stale: regenerate it (see the README)"
 
 
 DISCRETE_META = {"tuning_problem_name": "svc_kernel", "problem_space": {

@@ -11,7 +11,7 @@ from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies.tla import TLA1, TLA2, best_per_task, centred_sample
-from raytuner.testfunctions import DEMO_PROBLEM
+from raytuner.testing.functions import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, max_iterations=200)

@@ -20,7 +20,7 @@ from raytuner.searchers import TLASearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore, StoreSource  # noqa: E402
 from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
-from raytuner.testfunctions import DEMO_PROBLEM, demo  # noqa: E402
+from raytuner.testing.functions import DEMO_PROBLEM, demo  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 
 from program import measure  # noqa: E402
 
-from raytuner.service.client import RemoteTuner  # noqa: E402
+from raytuner.client.remote import RemoteTuner  # noqa: E402
 
 
 def objective(config: dict[str, Any], task: dict[str, Any], fidelity: float | None) -> dict[str, float]:

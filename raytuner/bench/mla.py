@@ -46,7 +46,7 @@ from raytuner.bench.report import machine_info, markdown_table, save_history_plo
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch, Strategy
-from raytuner.testfunctions import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
 
 __all__ = ["run", "QualitySettings", "TUNERS", "drive", "run_quality", "normalised_curves", "quality_results",
            "goals", "build_results", "save_plot", "render_report"]

@@ -33,7 +33,7 @@ from raytuner.bench.report import markdown_table
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.testfunctions import demo
+from raytuner.testing.functions import demo
 
 __all__ = ["OverheadSettings", "History", "make_history", "standardise", "time_asks", "fit_ours", "fit_naive",
            "run_overhead", "overhead_row", "overhead_goals", "render_overhead"]
@@ -260,6 +260,6 @@ def render_overhead(overhead: Mapping[str, Any]) -> list[str]:
 
 
 def _demo_problem() -> ProblemSpace:
-    from raytuner.testfunctions import DEMO_PROBLEM
+    from raytuner.testing.functions import DEMO_PROBLEM
 
     return ProblemSpace.parse(DEMO_PROBLEM)

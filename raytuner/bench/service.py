@@ -7,7 +7,7 @@ Run it as::
 Every system runs in a server process of its own on the loopback interface,
 over a durable store, and is driven by 1, 8 and 32 concurrent clients
 (threads, each with its own gRPC channel) in this process; raytuner's clients
-are :class:`~raytuner.service.client.RemoteTuner` objects (each tell carries
+are :class:`~raytuner.client.remote.RemoteTuner` objects (each tell carries
 the captured machine and software configuration), Optuna's its own
 ``GrpcStorageProxy``:
 
@@ -72,7 +72,7 @@ import numpy as np
 
 from raytuner.bench.report import machine_info, markdown_table, percentile, write_results
 from raytuner.errors import InvalidInputError
-from raytuner.testfunctions import DEMO_PROBLEM, demo
+from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 __all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "goals", "render_report", "main"]
 
@@ -136,7 +136,7 @@ class ServerProcess:
     def __init__(self, args: Sequence[str], log_path: Path, timeout: float = 60.0) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        from raytuner.store.mongod import death_signal_prefix
+        from raytuner.testing.mongod import death_signal_prefix
 
         # the kernel stops the server should this process die (see death_signal_prefix)
         self.process = subprocess.Popen([*death_signal_prefix(), sys.executable, "-m", "raytuner.bench.service",
@@ -292,10 +292,10 @@ def _meta(problem_name: str) -> dict[str, Any]:
 
 
 class _RaytunerClient:
-    """One client of the tuning service: a :class:`~raytuner.service.client.RemoteTuner` (its own channel)."""
+    """One client of the tuning service: a :class:`~raytuner.client.remote.RemoteTuner` (its own channel)."""
 
     def __init__(self, address: str, key: str, timeout: float, session_id: str | None = None) -> None:
-        from raytuner.service.client import RemoteTuner
+        from raytuner.client.remote import RemoteTuner
 
         self.tuner = RemoteTuner(address, key, session_id=session_id, timeout=timeout, retries=2)
 
@@ -422,7 +422,7 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
             finally:
                 server.stop()
         if want_optuna:
-            from raytuner.store.mongod import free_port
+            from raytuner.testing.mongod import free_port
 
             port = free_port()
             url = f"sqlite:///{base / 'optuna.db'}"

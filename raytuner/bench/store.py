@@ -26,7 +26,7 @@ What it measures, in one run on this machine:
   this run too).
 - **MongoDB store** (:class:`~raytuner.store.mongo_store.MongoStore` with
   journaled writes, against a real local ``mongod`` started by
-  :class:`~raytuner.store.mongod.LocalMongod`): ``N`` single appends from one
+  :class:`~raytuner.testing.mongod.LocalMongod`): ``N`` single appends from one
   client. Goal: at least 1,000 appends/s. When the server cannot start, the
   error is recorded in the results instead.
 
@@ -275,7 +275,7 @@ def bench_mongodb(n: int, make: RecordFactory) -> dict[str, Any]:
     """
     try:
         from raytuner.store.mongo_store import MongoStore
-        from raytuner.store.mongod import LocalMongod
+        from raytuner.testing.mongod import LocalMongod
     except ImportError as exc:
         log.warning("MongoDB store benchmark skipped: %s", exc)
         return {"appends": n, "appends_per_s": None, "error": f"{type(exc).__name__}: {exc}"}

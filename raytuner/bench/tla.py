@@ -10,7 +10,7 @@ or ``raytuner.bench.run_benchmark("tla", Path(DIR), quick=False)``. It writes
 ``raytuner.bench.tla`` logger.
 
 - **Scenarios** (Figure 3): (a) demo, source t = 0.8, target t = 1.0; (b)
-  target t = 1.2; (c), (d) Branin (:data:`~raytuner.testfunctions.BRANIN_PROBLEM`),
+  target t = 1.2; (c), (d) Branin (:data:`~raytuner.testing.functions.BRANIN_PROBLEM`),
   one random source task S1, targets T1 and T2; (e), (f) three random source
   tasks S1–S3, targets T1 and T2 (tasks drawn with a fixed seed). Each source
   task has 200 uniformly random evaluations (a fixed seed: the same for every
@@ -56,7 +56,7 @@ from raytuner.bench.tla_report import CHECKPOINTS, goals, render_report, save_pl
 from raytuner.executors import InlineExecutor
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.testfunctions import BRANIN_PROBLEM, DEMO_PROBLEM, branin, branin_grid_minimum, demo, demo_grid_minimum
+from raytuner.testing.functions import BRANIN_PROBLEM, DEMO_PROBLEM, branin, branin_grid_minimum, demo, demo_grid_minimum
 
 __all__ = ["TUNERS", "Scenario", "SCENARIOS", "Settings", "FULL", "QUICK", "branin_tasks", "source_records",
            "run_tuner", "drive_all", "run_scenario", "run", "CROSS_MACHINE_ID"]

@@ -14,7 +14,7 @@ made: their provenance names the session; records imported from GPTune files
 or uploaded by others do not), so a resumed run
 catches up on what a killed one did not send.
 
-:func:`raytuner.service.crowd_client.sync_store_for` reads the meta
+:func:`raytuner.client.crowd.sync_store_for` reads the meta
 description: it returns the store itself when ``sync_crowd_repo`` is off, and
 a :class:`CrowdSyncStore` sending through a ``CrowdClient`` with the meta
 description's ``api_key`` when it is on. The tuning service does the same on
@@ -33,7 +33,7 @@ Example:
     With a meta description (needs a crowd repository server)::
 
         meta = MetaDescription.load("meta.json")        # "sync_crowd_repo": "yes", "api_key": "rt_..."
-        from raytuner.service.crowd_client import sync_store_for
+        from raytuner.client.crowd import sync_store_for
 
         searcher = LCMSearcher(meta.problem_space, tasks, store=sync_store_for(meta, "history/"),
                                problem_name=meta.tuning_problem_name)

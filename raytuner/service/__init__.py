@@ -1,12 +1,10 @@
-"""The gRPC bridge: a tuning service that remote HPC jobs ask and tell.
+"""The gRPC servers: the tuning service that remote HPC jobs ask and tell, and the crowd repository.
 
 - :class:`~raytuner.service.server.TuningServer` serves ``raytuner.v1.TuningService``
-  (``protos/raytuner/service/v1/tuning.proto``) over a history store;
-- :class:`~raytuner.service.client.RemoteTuner` is its Python client;
-- ``raytuner serve``, ``raytuner session …``, ``raytuner ask`` and ``raytuner tell``
-  are the command-line faces.
+  (``protos/raytuner/protocol/v1/tuning.proto``) over a history store;
+- its clients are in :mod:`raytuner.client`, its commands in :mod:`raytuner.cli`.
 
-The server and the client import gRPC; import them from their modules
+The server imports gRPC; import it from its module
 (``from raytuner.service.server import TuningServer``) or from here.
 """
 
@@ -14,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TuningServer", "RemoteTuner"]
+__all__ = ["TuningServer"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,8 +20,4 @@ def __getattr__(name: str) -> Any:
         from raytuner.service.server import TuningServer  # noqa: PLC0415
 
         return TuningServer
-    if name == "RemoteTuner":
-        from raytuner.service.client import RemoteTuner  # noqa: PLC0415
-
-        return RemoteTuner
     raise AttributeError(name)

@@ -20,9 +20,10 @@ import grpc
 from raytuner.analysis.sensitivity import sobol_analysis
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
-from raytuner.service.handlers import dumps, json_field, rpc, status_of
-from raytuner.service.v1 import tuning_pb2 as pb
-from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.protocol import dumps
+from raytuner.service.handlers import json_field, rpc, status_of
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.space import ProblemSpace
 
 __all__ = ["CrowdServicer", "BATCH"]

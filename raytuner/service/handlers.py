@@ -23,13 +23,12 @@ from typing import Any, Callable
 import grpc
 
 from raytuner.errors import InvalidInputError, StoreError
+from raytuner.protocol import MAX_JSON_BYTES, dumps
 
-__all__ = ["Abort", "status_of", "rpc", "json_field", "dumps", "MAX_JSON_BYTES"]
+__all__ = ["Abort", "status_of", "rpc", "json_field"]
 
 log = logging.getLogger(__name__)
 
-#: Largest JSON text field, and largest failure message.
-MAX_JSON_BYTES = 1024 * 1024
 
 
 class Abort(Exception):
@@ -84,7 +83,3 @@ def json_field(field: str, text: str, kind: type, default: Any) -> Any:
                                 f"{type(value).__name__}")
     return value
 
-
-def dumps(value: Any) -> str:
-    """Compact JSON text of ``value`` (anything else as its ``str``)."""
-    return json.dumps(value, separators=(",", ":"), default=str)

@@ -1,7 +1,7 @@
 """The gRPC tuning service: remote jobs create sessions, ask for trials and tell results.
 
 :class:`TuningServer` serves ``raytuner.v1.TuningService`` (see
-``protos/raytuner/service/v1/tuning.proto``) over a history store — a JSON
+``protos/raytuner/protocol/v1/tuning.proto``) over a history store — a JSON
 store directory (the embedded default) or MongoDB — with sessions kept in the
 store's catalog and rebuilt on start. Every request is checked and answered;
 bad input gets ``INVALID_ARGUMENT`` with a message naming the field, an
@@ -32,10 +32,11 @@ from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.auth import METADATA_KEY, ApiKeys
 from raytuner.service.catalog import open_catalog
-from raytuner.service.handlers import MAX_JSON_BYTES, Abort, dumps, json_field, rpc, status_of
+from raytuner.protocol import MAX_JSON_BYTES, dumps
+from raytuner.service.handlers import Abort, json_field, rpc, status_of
 from raytuner.service.sessions import CROWD_OWNER, ServiceSession, SessionManager
-from raytuner.service.v1 import tuning_pb2 as pb
-from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import open_store
 from raytuner.store.base import EvaluationQuery, HistoryStore
 

@@ -27,7 +27,7 @@ Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.testfunctions import DEMO_PROBLEM, demo_fidelity
+    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> band = GPTuneBand(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, b_min=1, b_max=4, eta=2,
     ...                   executor=InlineExecutor())

@@ -1,4 +1,4 @@
-"""The searcher that feeds a :class:`raytuner.schedulers.GPTuneBand` scheduler its brackets.
+"""The searcher that feeds a :class:`raytuner.schedulers.GPTuneBandScheduler` its brackets.
 
 Get it from the scheduler, never on its own: ``band.searcher()``. It asks
 the scheduler's engine for new trials (``None`` while a rung waits for
@@ -8,9 +8,9 @@ back, so that results the scheduler stopped are recorded too.
 Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.schedulers import GPTuneBand
-    >>> from raytuner.testfunctions import DEMO_PROBLEM
-    >>> band = GPTuneBand(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
+    >>> from raytuner.schedulers import GPTuneBandScheduler
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
     ...                   b_min=1, b_max=4, eta=2, seed=0)
     >>> searcher = band.searcher()
     >>> searcher.metric, searcher.mode
@@ -19,21 +19,37 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
 from ray.tune.search import Searcher
 
-if TYPE_CHECKING:
-    from raytuner.schedulers.band import GPTuneBand
+__all__ = ["GPTuneBandSearcher", "BracketDriver"]
 
-__all__ = ["GPTuneBandSearcher"]
+
+class BracketDriver(Protocol):
+    """What the searcher needs of its scheduler (:class:`~raytuner.schedulers.GPTuneBandScheduler`)."""
+
+    metric: str
+    mode: str
+    max_concurrent: int | None
+
+    def set_search_properties(self, metric: str | None, mode: str | None) -> bool: ...
+    def suggest(self, trial_id: str) -> dict[str, Any] | None: ...
+    def finish(self, trial_id: str, result: Mapping[str, Any] | None, error: bool) -> None: ...
+    def mark_paused(self, trial_id: str, paused: bool) -> None: ...
+    def save_state(self, path: str) -> None: ...
+    def restore_state(self, path: str) -> None: ...
 
 
 class GPTuneBandSearcher(Searcher):
-    """Ray Tune's view of a GPTuneBand scheduler's engine (see the module docstring)."""
+    """Ray Tune's view of a GPTuneBand scheduler's engine (see the module docstring).
 
-    def __init__(self, band: "GPTuneBand") -> None:
-        super().__init__(metric=band.metric, mode=band._mode)
+    Args:
+        band: The scheduler whose brackets this searcher fills.
+    """
+
+    def __init__(self, band: BracketDriver) -> None:
+        super().__init__(metric=band.metric, mode=band.mode)
         self.band = band
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],

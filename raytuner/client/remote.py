@@ -44,8 +44,9 @@ from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, parse_outputs
 from raytuner.store.base import EvaluationQuery
-from raytuner.service.v1 import tuning_pb2 as pb
-from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.protocol import dumps
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 
 __all__ = ["ServiceChannel", "RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]
 
@@ -88,12 +89,6 @@ class TellResult:
     uid: str
     duplicate: bool
     failed: bool
-
-
-def _dumps(value: Any) -> str:
-    def plain(obj: Any) -> Any:
-        return obj.item() if hasattr(obj, "item") else str(obj)  # numpy scalars become numbers
-    return json.dumps(value, separators=(",", ":"), default=plain)
 
 
 def _session_dict(message: pb.Session) -> dict[str, Any]:
@@ -240,8 +235,8 @@ class RemoteTuner(ServiceChannel):
         if str(data.get("sync_crowd_repo", "no")).lower() not in ("yes", "true"):
             data.pop("api_key", None)
         request = pb.CreateSessionRequest(
-            problem_json=_dumps(data), strategy=strategy, options_json=_dumps(dict(options or {})),
-            tasks_json=_dumps([dict(t) for t in tasks]) if tasks else "", seed=seed,
+            problem_json=dumps(data), strategy=strategy, options_json=dumps(dict(options or {})),
+            tasks_json=dumps([dict(t) for t in tasks]) if tasks else "", seed=seed,
             max_evaluations=max_evaluations)
         message = self._call("CreateSession", request)
         self.session_id = message.session_id
@@ -297,7 +292,7 @@ class RemoteTuner(ServiceChannel):
         (default: a fresh uuid) makes the ask idempotent: asking again with it
         returns the same pending trial.
         """
-        request = pb.AskRequest(session_id=self._session(None), task_json=_dumps(dict(task)) if task else "",
+        request = pb.AskRequest(session_id=self._session(None), task_json=dumps(dict(task)) if task else "",
                                 trial_id=trial_id or uuid.uuid4().hex)
         while True:
             answer = self._call("Ask", request)
@@ -335,8 +330,8 @@ class RemoteTuner(ServiceChannel):
         request = pb.TellRequest(
             session_id=self._session(None), trial_id=trial_id,
             outputs={} if failure else values,
-            failure=failure or "", machine_json=_dumps(self.machine), software_json=_dumps(self.software),
-            additional_output_json=_dumps(dict(additional_output)) if additional_output else "")
+            failure=failure or "", machine_json=dumps(self.machine), software_json=dumps(self.software),
+            additional_output_json=dumps(dict(additional_output)) if additional_output else "")
         answer = self._call("Tell", request)
         return TellResult(answer.uid, answer.duplicate, answer.failed)
 
@@ -391,14 +386,14 @@ class RemoteTuner(ServiceChannel):
         raise InvalidInputError("objective", f"returned {type(result).__name__}; return a mapping of outputs "
                                 "or a number")
 
-    # -- the shared repository (used by raytuner.service.bridge) --------------------------------------------
+    # -- the shared repository (used by raytuner.client.source and the Ray callback) --------------------------------------------
 
     def upload_evaluations(self, problem_name: str,
                            records: Sequence[FunctionEvaluation | Mapping[str, Any]]) -> int:
         """Add evaluations made elsewhere to the service's store (idempotent by uid); returns how many it got."""
         data = [r.to_dict() if isinstance(r, FunctionEvaluation) else dict(r) for r in records]
         answer = self._call("UploadEvaluations", pb.UploadEvaluationsRequest(problem_name=problem_name,
-                                                                             records_json=_dumps(data)))
+                                                                             records_json=dumps(data)))
         return int(answer.received)
 
     def query_evaluations(self, problem_name: str,
@@ -406,5 +401,5 @@ class RemoteTuner(ServiceChannel):
         """The stored evaluations of ``problem_name`` that match ``query``, oldest first."""
         data = query.to_json() if isinstance(query, EvaluationQuery) else dict(query or {})
         answer = self._call("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name,
-                                                                           query_json=_dumps(data)))
+                                                                           query_json=dumps(data)))
         return [FunctionEvaluation.model_validate(r) for r in json.loads(answer.records_json or "[]")]

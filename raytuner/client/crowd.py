@@ -13,7 +13,7 @@ says ``sync_crowd_repo`` (see :mod:`raytuner.crowd.sync`).
 
 Example (needs a running server)::
 
-    from raytuner.service.crowd_client import CrowdClient
+    from raytuner.client.crowd import CrowdClient
 
     with CrowdClient("repo.example.org:50051", api_key) as crowd:
         crowd.upload("pdgeqrf", records, access="registered")
@@ -41,10 +41,10 @@ from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
-from raytuner.service.client import ServiceChannel
-from raytuner.service.handlers import MAX_JSON_BYTES, dumps
-from raytuner.service.v1 import tuning_pb2 as pb
-from raytuner.service.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.client.remote import ServiceChannel
+from raytuner.protocol import MAX_JSON_BYTES, dumps
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from raytuner.service.v1 import tuning_pb2 as raytuner_dot_service_dot_v1_dot_tuning__pb2
+from raytuner.protocol.v1 import tuning_pb2 as raytuner_dot_protocol_dot_v1_dot_tuning__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in raytuner/service/v1/tuning_pb2_grpc.py depends on'
+        + ' but the generated code in raytuner/protocol/v1/tuning_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,43 +36,43 @@ class TuningServiceStub:
         """
         self.CreateSession = channel.unary_unary(
                 '/raytuner.v1.TuningService/CreateSession',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CreateSessionRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.Session.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CreateSessionRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.Session.FromString,
                 _registered_method=True)
         self.Ask = channel.unary_unary(
                 '/raytuner.v1.TuningService/Ask',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.AskRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.AskResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.AskRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.AskResponse.FromString,
                 _registered_method=True)
         self.Tell = channel.unary_unary(
                 '/raytuner.v1.TuningService/Tell',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.TellRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.TellResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.TellRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.TellResponse.FromString,
                 _registered_method=True)
         self.GetSession = channel.unary_unary(
                 '/raytuner.v1.TuningService/GetSession',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.GetSessionRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.Session.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.Session.FromString,
                 _registered_method=True)
         self.ListSessions = channel.unary_unary(
                 '/raytuner.v1.TuningService/ListSessions',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.ListSessionsRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.ListSessionsResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.ListSessionsResponse.FromString,
                 _registered_method=True)
         self.WatchSession = channel.unary_stream(
                 '/raytuner.v1.TuningService/WatchSession',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.WatchSessionRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.SessionEvent.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.WatchSessionRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.SessionEvent.FromString,
                 _registered_method=True)
         self.UploadEvaluations = channel.unary_unary(
                 '/raytuner.v1.TuningService/UploadEvaluations',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.UploadEvaluationsRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.UploadEvaluationsResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.UploadEvaluationsRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.UploadEvaluationsResponse.FromString,
                 _registered_method=True)
         self.QueryEvaluations = channel.unary_unary(
                 '/raytuner.v1.TuningService/QueryEvaluations',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.FromString,
                 _registered_method=True)
 
 
@@ -140,43 +140,43 @@ def add_TuningServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSession,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CreateSessionRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.Session.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CreateSessionRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.Session.SerializeToString,
             ),
             'Ask': grpc.unary_unary_rpc_method_handler(
                     servicer.Ask,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.AskRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.AskResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.AskRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.AskResponse.SerializeToString,
             ),
             'Tell': grpc.unary_unary_rpc_method_handler(
                     servicer.Tell,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.TellRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.TellResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.TellRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.TellResponse.SerializeToString,
             ),
             'GetSession': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSession,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.GetSessionRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.Session.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GetSessionRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.Session.SerializeToString,
             ),
             'ListSessions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListSessions,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.ListSessionsRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.ListSessionsResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.ListSessionsRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.ListSessionsResponse.SerializeToString,
             ),
             'WatchSession': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchSession,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.WatchSessionRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.SessionEvent.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.WatchSessionRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.SessionEvent.SerializeToString,
             ),
             'UploadEvaluations': grpc.unary_unary_rpc_method_handler(
                     servicer.UploadEvaluations,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.UploadEvaluationsRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.UploadEvaluationsResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.UploadEvaluationsRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.UploadEvaluationsResponse.SerializeToString,
             ),
             'QueryEvaluations': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryEvaluations,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -204,8 +204,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/CreateSession',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CreateSessionRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.Session.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CreateSessionRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.Session.FromString,
             options,
             channel_credentials,
             insecure,
@@ -231,8 +231,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/Ask',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.AskRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.AskResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.AskRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.AskResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -258,8 +258,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/Tell',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.TellRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.TellResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.TellRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.TellResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -285,8 +285,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/GetSession',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.GetSessionRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.Session.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GetSessionRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.Session.FromString,
             options,
             channel_credentials,
             insecure,
@@ -312,8 +312,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/ListSessions',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.ListSessionsRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.ListSessionsResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.ListSessionsRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.ListSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -339,8 +339,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/WatchSession',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.WatchSessionRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.SessionEvent.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.WatchSessionRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.SessionEvent.FromString,
             options,
             channel_credentials,
             insecure,
@@ -366,8 +366,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/UploadEvaluations',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.UploadEvaluationsRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.UploadEvaluationsResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.UploadEvaluationsRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.UploadEvaluationsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -393,8 +393,8 @@ class TuningService:
             request,
             target,
             '/raytuner.v1.TuningService/QueryEvaluations',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -422,28 +422,28 @@ class CrowdServiceStub:
         """
         self.UploadRecords = channel.unary_unary(
                 '/raytuner.v1.CrowdService/UploadRecords',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdUploadRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdUploadResponse.FromString,
                 _registered_method=True)
         self.QueryFunctionEvaluations = channel.unary_stream(
                 '/raytuner.v1.CrowdService/QueryFunctionEvaluations',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
                 _registered_method=True)
         self.QuerySurrogateModels = channel.unary_stream(
                 '/raytuner.v1.CrowdService/QuerySurrogateModels',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
                 _registered_method=True)
         self.QueryPredictOutput = channel.unary_unary(
                 '/raytuner.v1.CrowdService/QueryPredictOutput',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdPredictRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdPredictResponse.FromString,
                 _registered_method=True)
         self.QuerySensitivityAnalysis = channel.unary_unary(
                 '/raytuner.v1.CrowdService/QuerySensitivityAnalysis',
-                request_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.SerializeToString,
-                response_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.FromString,
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.FromString,
                 _registered_method=True)
 
 
@@ -495,28 +495,28 @@ def add_CrowdServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'UploadRecords': grpc.unary_unary_rpc_method_handler(
                     servicer.UploadRecords,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdUploadRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdUploadResponse.SerializeToString,
             ),
             'QueryFunctionEvaluations': grpc.unary_stream_rpc_method_handler(
                     servicer.QueryFunctionEvaluations,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdQuery.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdRecords.SerializeToString,
             ),
             'QuerySurrogateModels': grpc.unary_stream_rpc_method_handler(
                     servicer.QuerySurrogateModels,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdQuery.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdRecords.SerializeToString,
             ),
             'QueryPredictOutput': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryPredictOutput,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdPredictRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdPredictResponse.SerializeToString,
             ),
             'QuerySensitivityAnalysis': grpc.unary_unary_rpc_method_handler(
                     servicer.QuerySensitivityAnalysis,
-                    request_deserializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.FromString,
-                    response_serializer=raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.SerializeToString,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -549,8 +549,8 @@ class CrowdService:
             request,
             target,
             '/raytuner.v1.CrowdService/UploadRecords',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdUploadResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdUploadRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdUploadResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -576,8 +576,8 @@ class CrowdService:
             request,
             target,
             '/raytuner.v1.CrowdService/QueryFunctionEvaluations',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
             options,
             channel_credentials,
             insecure,
@@ -603,8 +603,8 @@ class CrowdService:
             request,
             target,
             '/raytuner.v1.CrowdService/QuerySurrogateModels',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdQuery.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdRecords.FromString,
             options,
             channel_credentials,
             insecure,
@@ -630,8 +630,8 @@ class CrowdService:
             request,
             target,
             '/raytuner.v1.CrowdService/QueryPredictOutput',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdPredictResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdPredictRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdPredictResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -657,8 +657,8 @@ class CrowdService:
             request,
             target,
             '/raytuner.v1.CrowdService/QuerySensitivityAnalysis',
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.SerializeToString,
-            raytuner_dot_service_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.FromString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdSensitivityRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.CrowdSensitivityResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,36 +1,26 @@
-"""The ``raytuner`` command line.
+"""``raytuner history``: read, import and export GPTune-format tuning histories.
 
 Examples::
 
     raytuner history show ../shared/data/gptune/GPTune-Demo.json --json
     raytuner history import GPTune-Demo.json --to ./history
     raytuner history export --from ./history --problem GPTune-Demo --out demo.json
-    raytuner bench store --out bench_out --quick
-
-Every command fails with one ``Error: ...`` line on stderr and an exit status
-that says whose fault it was (2: bad input, naming the argument or the file and
-field; 1: the service or a store refused or failed; 70: a bug, ``-v`` shows the
-traceback): see :mod:`raytuner.cli_errors`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
-from raytuner.cli_errors import EXIT_STATUS_HELP, CommandGroup, history_file, store_location
+from raytuner.cli.errors import history_file, store_location
 from raytuner.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
 
-__all__ = ["main", "summarise"]
-
-log = logging.getLogger("raytuner")
+__all__ = ["history", "summarise"]
 
 
 def summarise(document: HistoryDocument) -> dict[str, Any]:
@@ -79,16 +69,7 @@ def _load(location: str, problem: str | None) -> HistoryDocument:
         return store.export_document(_problem_of(store, problem, location))
 
 
-@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
-@click.version_option(package_name="raytuner")
-def main(verbose: int) -> None:
-    """raytuner: multi-task, multi-fidelity autotuning on Ray."""
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-
-
-@main.group()
+@click.group()
 def history() -> None:
     """Read, import and export GPTune-format tuning histories."""
 
@@ -140,28 +121,3 @@ def history_export(source: str, problem: str, out: str) -> None:
         document = store.export_document(problem)
     write_history_file(out, document)
     click.echo(f"wrote {len(document.func_eval)} evaluations and {len(document.surrogate_model)} models to {out}")
-
-
-@main.command()
-@click.argument("name")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Directory for results.json and report.md.")
-@click.option("--quick", is_flag=True, help="A small version that runs in a few minutes.")
-def bench(name: str, out: str, quick: bool) -> None:
-    """Run benchmark NAME and write OUT/results.json and OUT/report.md."""
-    from raytuner.bench import BENCHMARKS, run_benchmark
-
-    if name not in BENCHMARKS:
-        raise click.BadParameter(f"unknown benchmark {name!r}; choose one of: {', '.join(sorted(BENCHMARKS))}",
-                                 param_hint="NAME")
-    logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
-    run_benchmark(name, Path(out), quick=quick)
-    click.echo(f"wrote {Path(out) / 'results.json'} and {Path(out) / 'report.md'}")
-
-
-from raytuner.service.commands import register as _register_service_commands  # noqa: E402
-
-_register_service_commands(main)  # serve, keys, session, ask, tell
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

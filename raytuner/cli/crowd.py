@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 import click
 
-from raytuner.cli_errors import history_file
+from raytuner.cli.errors import history_file
+from raytuner.cli.options import echo_json, pairs
 from raytuner.jsonfile import read_json_file
 from raytuner.errors import InvalidInputError
 from raytuner.records import HistoryDocument
@@ -37,10 +38,6 @@ __all__ = ["crowd"]
 
 ENV_MONGODB = "RAYTUNER_CROWD_MONGODB"
 ENV_KEY = "RAYTUNER_CROWD_API_KEY"
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
 def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
@@ -85,7 +82,7 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(server: str, api_key: str, tls_ca: str | None, timeout: float, **kwargs: Any) -> Any:
-        from raytuner.service.crowd_client import CrowdClient  # noqa: PLC0415
+        from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
 
         ca = tls_ca.read() if tls_ca else None
         with CrowdClient(server, api_key, root_certificates=ca, timeout=timeout) as client:
@@ -219,7 +216,7 @@ def query(client: Any, problem_name: str, problem_space: str | None, configurati
         problem_name, _space(problem_space, "--problem-space", "problem_space"),
         _space(configuration_space, "--configuration-space", "configuration_space"), limit)
     if as_json:
-        _echo_json([r.to_dict() for r in records])
+        echo_json([r.to_dict() for r in records])
         return
     for r in records:
         click.echo(f"{r.uid}  task {json.dumps(r.task_parameter)}  config {json.dumps(r.tuning_parameter)}  "
@@ -240,16 +237,15 @@ def sensitivity(client: Any, problem_name: str, problem_space: str | None, confi
                 task: tuple[str, ...], objective: str | None, num_samples: int, second_order: bool, seed: int,
                 as_json: bool) -> None:
     """Sobol sensitivity analysis on a surrogate of the evaluations you may see (a table like GPTuneCrowd's)."""
-    from raytuner.service.commands import _pairs  # noqa: PLC0415
 
     space = _space(problem_space, "--problem-space", "problem_space")
     if space is None:
         raise click.BadParameter("the analysis needs the problem space", param_hint="--problem-space")
     result = client.query_sensitivity_analysis(
-        problem_name, space, _pairs(task, "--task"), _space(configuration_space, "--configuration-space",
+        problem_name, space, pairs(task, "--task"), _space(configuration_space, "--configuration-space",
                                                              "configuration_space"),
         num_samples=num_samples, second_order=second_order, objective=objective, seed=seed)
     if as_json:
-        _echo_json(result.to_dict())
+        echo_json(result.to_dict())
         return
     click.echo(result.table(digits=3))

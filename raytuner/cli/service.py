@@ -1,6 +1,6 @@
 """The tuning service's commands: ``raytuner serve``, ``keys``, ``session``, ``ask`` and ``tell``.
 
-``register(main)`` adds them to the ``raytuner`` command group. The client
+The client
 commands read the server address from ``--server`` or ``$RAYTUNER_SERVER``,
 the session from ``--session`` or ``$RAYTUNER_SESSION``, the API key from
 ``--api-key`` or ``$RAYTUNER_API_KEY`` and a TLS CA certificate from
@@ -29,7 +29,7 @@ Errors are one line on stderr (the service's status name and message):
 exit status 2 for bad input (an option, the ``--problem`` file, or input the
 service refused as ``INVALID_ARGUMENT``), 1 for any other failure (an
 unreachable server, an unknown session, a conflicting tell), 70 for a bug
-(see :mod:`raytuner.cli_errors`, which handles the errors of every command).
+(see :mod:`raytuner.cli.errors`, which handles the errors of every command).
 """
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ from urllib.parse import urlsplit
 
 import click
 
-from raytuner.cli_errors import JsonFile, store_location
+from raytuner.cli.errors import JsonFile, store_location
+from raytuner.cli.options import echo_json, json_arg, pairs
 from raytuner.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
-__all__ = ["register", "EXIT_FINISHED", "EXIT_WAIT", "DEFAULT_STORE", "DEFAULT_PORT"]
+__all__ = ["serve", "keys", "session_group", "ask", "tell", "EXIT_FINISHED", "EXIT_WAIT", "DEFAULT_STORE", "DEFAULT_PORT"]
 
 log = logging.getLogger(__name__)
 
@@ -61,39 +62,6 @@ DEFAULT_PORT = 50051
 META_FILE = "a meta description: tuning_problem_name, problem_space, ..."
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _pairs(items: Iterable[str], option: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
-        out[key] = _value(value)
-    return out
-
-
-def _json_arg(text: str | None, option: str, kind: type) -> Any:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint=option) from None
-    if not isinstance(value, kind):
-        raise click.BadParameter(f"must be a JSON {kind.__name__}", param_hint=option)
-    return value
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True))
-
-
 def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add the connection options (and ``--session``) and pass a ready RemoteTuner as first argument."""
 
@@ -101,7 +69,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
         @functools.wraps(command)
         def wrapper(server: str, api_key: str | None, tls_ca: str | None, timeout: float,
                     session_id: str | None = None, **kwargs: Any) -> Any:
-            from raytuner.service.client import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
+            from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
 
             ca = tls_ca.read() if tls_ca else None
             with RemoteTuner(server, api_key, session_id=session_id, root_certificates=ca, timeout=timeout) as tuner:
@@ -229,7 +197,7 @@ def keys_list(store: str | None, mongodb: str | None, as_json: bool) -> None:
     infos = [{"key_id": k.key_id, "name": k.name, "created": k.created, "revoked": k.revoked}
              for k in _registry(store, mongodb).list()]
     if as_json:
-        _echo_json(infos)
+        echo_json(infos)
         return
     for k in infos:
         click.echo(f"{k['key_id']}  {k['name']:<20} {'revoked' if k['revoked'] else 'active'}")
@@ -258,8 +226,8 @@ def session_create(tuner: Any, problem: MetaDescription, strategy: str, task: tu
     """Create a session; print its id."""
     if task and tasks_json:
         raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
-    tasks = _json_arg(tasks_json, "--tasks-json", list) or ([_pairs(task, "--task")] if task else None)
-    session_id = tuner.create_session(problem, strategy, tasks=tasks, options=_pairs(option, "--option"),
+    tasks = json_arg(tasks_json, "--tasks-json", list) or ([pairs(task, "--task")] if task else None)
+    session_id = tuner.create_session(problem, strategy, tasks=tasks, options=pairs(option, "--option"),
                                       seed=seed, max_evaluations=max_evaluations)
     click.echo(json.dumps({"session_id": session_id}) if as_json else session_id)
 
@@ -271,7 +239,7 @@ def session_show(tuner: Any, as_json: bool) -> None:
     """Show a session: problem, strategy, counts and the best configuration per task."""
     info = tuner.session()
     if as_json:
-        _echo_json(info)
+        echo_json(info)
         return
     for key in ("session_id", "problem_name", "strategy", "tasks", "options", "evaluations", "failed",
                 "pending", "max_evaluations", "finished"):
@@ -292,7 +260,7 @@ def session_best(tuner: Any, as_json: bool) -> None:
     """The best configuration found for each task of a session."""
     best = tuner.session()["best"]
     if as_json:
-        _echo_json(best)
+        echo_json(best)
     else:
         _print_best(best)
 
@@ -305,7 +273,7 @@ def session_list(tuner: Any, problem: str | None, as_json: bool) -> None:
     """List your sessions, oldest first."""
     sessions = tuner.sessions(problem)
     if as_json:
-        _echo_json(sessions)
+        echo_json(sessions)
         return
     for s in sessions:
         budget = f"/{s['max_evaluations']}" if s["max_evaluations"] else ""
@@ -351,7 +319,7 @@ def _shell_value(value: Any) -> str:
 def ask(ctx: click.Context, tuner: Any, task: tuple[str, ...], fmt: str, prefix: str, wait: bool, poll: float,
         trial_id: str | None) -> None:
     """Print the next trial's id, task and configuration; exit 3 when the session is over."""
-    trial = tuner.ask(_pairs(task, "--task") or None, wait=wait, poll=poll, trial_id=trial_id)
+    trial = tuner.ask(pairs(task, "--task") or None, wait=wait, poll=poll, trial_id=trial_id)
     status = "TRIAL" if trial is not None else "FINISHED" if tuner.finished else "WAIT"
     if fmt == "json":
         data: dict[str, Any] = {"status": status}
@@ -399,16 +367,8 @@ def tell(tuner: Any, trial: str, values: tuple[str, ...], output: str | None, fa
                 raise click.UsageError(f"the problem has outputs {names}: say which with --output or NAME=Y")
             output = names[0]
         outputs[name_or_none if name_or_none is not None else output] = number
-    result = tuner.tell(trial, outputs or None, failure=failed, additional_output=_pairs(extra, "--extra") or None)
+    result = tuner.tell(trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None)
     if as_json:
         click.echo(json.dumps({"uid": result.uid, "duplicate": result.duplicate, "failed": result.failed}))
     else:
         click.echo(result.uid + (" (told before; the first record stands)" if result.duplicate else ""))
-
-
-def register(main: click.Group) -> None:
-    """Add ``serve``, ``keys``, ``session``, ``ask``, ``tell`` and ``crowd`` to the ``raytuner`` group."""
-    from raytuner.service.crowd_commands import crowd  # noqa: PLC0415
-
-    for command in (serve, keys, session_group, ask, tell, crowd):
-        main.add_command(command)

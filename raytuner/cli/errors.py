@@ -136,7 +136,7 @@ def history_file(name_from_file_name: bool = False) -> JsonFile:
 # -- the root group -------------------------------------------------------------------------------------------
 
 def _service_status(exc: RaytunerError) -> int:
-    # raytuner.service.client.ServiceError, without importing gRPC here: the server refused the input
+    # raytuner.client.remote.ServiceError, without importing gRPC here: the server refused the input
     return EXIT_INPUT if getattr(exc, "code", None) == "INVALID_ARGUMENT" else EXIT_FAILED
 
 

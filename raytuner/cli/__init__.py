@@ -1,0 +1,23 @@
+"""The ``raytuner`` command line: one module per command group.
+
+- :mod:`raytuner.cli.history`: ``raytuner history show|import|export``;
+- :mod:`raytuner.cli.service`: ``raytuner serve``, ``keys``, ``session``, ``ask``, ``tell``;
+- :mod:`raytuner.cli.crowd`: ``raytuner crowd ...``;
+- :mod:`raytuner.cli.bench`: ``raytuner bench NAME --out DIR [--quick]``;
+- :mod:`raytuner.cli.errors`: exit statuses and one error line for every command.
+
+>>> from raytuner.cli import main
+>>> sorted(main.commands)
+['ask', 'bench', 'crowd', 'history', 'keys', 'serve', 'session', 'tell']
+"""
+
+from raytuner.cli.bench import bench
+from raytuner.cli.crowd import crowd
+from raytuner.cli.history import history
+from raytuner.cli.main import main
+from raytuner.cli.service import ask, keys, serve, session_group, tell
+
+__all__ = ["main"]
+
+for _command in (history, bench, serve, keys, session_group, ask, tell, crowd):
+    main.add_command(_command)

@@ -1,0 +1,5 @@
+"""``python -m raytuner.cli``: the ``raytuner`` command."""
+
+from raytuner.cli import main
+
+main()
