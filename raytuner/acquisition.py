@@ -87,6 +87,12 @@ def expected_improvement(mean: ArrayLike, std: ArrayLike, best: float, xi: float
     Where ``std`` is zero (at most :data:`MIN_STD`) it is ``max(best - mean - xi, 0)``.
     The result is never negative and never NaN for finite inputs.
 
+    Args:
+        mean: predicted means (minimisation).
+        std: predicted standard deviations, same shape.
+        best: the best value observed so far.
+        xi: the improvement margin (default 0).
+
     >>> expected_improvement([0.5, 0.3], [0.0, 0.0], best=0.4).tolist()
     [0.0, 0.10000000000000003]
     >>> round(float(expected_improvement(0.4, 1.0, best=0.4)), 6)  # phi(0)
@@ -105,6 +111,12 @@ def probability_of_improvement(mean: ArrayLike, std: ArrayLike, best: float, xi:
 
     Where ``std`` is zero it is 1 if ``best - mean - xi > 0`` and 0 otherwise.
 
+    Args:
+        mean: predicted means (minimisation).
+        std: predicted standard deviations, same shape.
+        best: the best value observed so far.
+        xi: the improvement margin (default 0).
+
     >>> probability_of_improvement([0.4, 0.3, 0.5], [1.0, 0.0, 0.0], best=0.4).tolist()
     [0.5, 1.0, 0.0]
     """
@@ -114,6 +126,11 @@ def probability_of_improvement(mean: ArrayLike, std: ArrayLike, best: float, xi:
 
 def lower_confidence_bound(mean: ArrayLike, std: ArrayLike, beta: float = 2.0) -> np.ndarray:
     """The negated lower confidence bound ``-(mean - beta * std)``, so that larger is better.
+
+    Args:
+        mean: predicted means.
+        std: predicted standard deviations, same shape.
+        beta: the weight of ``std`` (default 2).
 
     >>> lower_confidence_bound([1.0, 2.0], [0.5, 0.1], beta=2.0).tolist()
     [0.0, -1.8]
@@ -136,6 +153,10 @@ def acquisition_function(name: str, **options: float) -> Acquisition:
 
     Options are the function's keyword arguments (``xi`` for ``"ei"`` and
     ``"pi"``, ``beta`` for ``"lcb"``, which ignores ``best``).
+
+    Args:
+        name: the acquisition's name: ``"ei"``, ``"pi"`` or ``"lcb"``.
+        **options: its keyword arguments (``xi`` for ei and pi, ``beta`` for lcb).
 
     >>> lcb = acquisition_function("lcb", beta=1.0)
     >>> lcb([1.0], [0.5], best=0.0).tolist()
@@ -314,6 +335,17 @@ def optimize_acquisition(
     :class:`~raytuner.errors.InfeasibleSpaceError` if it finds none either).
 
     The result depends only on the state of ``rng`` (a generator or a seed).
+
+    Args:
+        problem: the problem whose parameter space is searched.
+        task: the task parameters the constraints are checked for.
+        score: maps an ``(N, d)`` array of unit-cube points to ``N`` scores (larger is better).
+        rng: a seed or ``numpy.random.Generator``.
+        exclude: configurations not to propose again (default none).
+        candidates: how many initial random and Latin hypercube points (default 2048).
+        rounds: rounds of Gaussian perturbation (default 3).
+        top: how many best points each round perturbs (default 16).
+        tolerance: the unit-cube distance under which two configurations are equal (default 1e-9).
 
     >>> from raytuner.space import ProblemSpace
     >>> problem = ProblemSpace.parse({"parameter_space": [

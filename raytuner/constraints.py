@@ -89,6 +89,11 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 class SafeExpression:
     """A parsed, whitelisted expression over named values.
 
+    Args:
+        source: the expression: arithmetic, comparisons, ``and``/``or``/``not``, ``in`` over literal lists,
+            the functions of the module docstring.
+        field: the field named in errors (default ``"expression"``).
+
     >>> SafeExpression("2 ** n - 1", field="c").evaluate({"n": 3})
     7
     """
@@ -154,7 +159,11 @@ class SafeExpression:
             self._check(child, names, depth + 1)
 
     def evaluate(self, values: Mapping[str, Any]) -> Any:
-        """Evaluate with ``values`` bound to the expression's names."""
+        """Evaluate with ``values`` bound to the expression's names.
+
+        Args:
+            values: a value for each name the expression uses.
+        """
         return self._eval(self._tree, values)
 
     def _eval(self, node: ast.AST, values: Mapping[str, Any]) -> Any:
@@ -225,7 +234,12 @@ class Constraint:
 
     @classmethod
     def from_spec(cls, name: str, spec: "str | Callable[..., Any] | Constraint") -> "Constraint":
-        """Make a constraint from an expression string, a callable or a Constraint."""
+        """Make a constraint from an expression string, a callable or a Constraint.
+
+        Args:
+            name: the constraint's name.
+            spec: an expression string, a callable or a Constraint.
+        """
         if isinstance(spec, Constraint):
             return spec
         field_name = f"constraints.{name}"

@@ -26,7 +26,7 @@ import socket
 from importlib import metadata
 from typing import Any, Iterable, Mapping
 
-__all__ = ["machine_configuration", "software_configuration", "version_entry", "cpu_model",
+__all__ = ["machine_configuration", "software_configuration", "version_entry", "split_version", "cpu_model",
            "DEFAULT_PACKAGES"]
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,10 @@ def machine_configuration(user: Mapping[str, Any] | None = None,
     """Describe this machine (and its Slurm allocation); ``user`` values win.
 
     ``env`` defaults to ``os.environ``; pass a mapping to describe another job.
+
+    Args:
+        user: values that win over the captured ones (default none).
+        env: the environment to read Slurm's variables from (default ``os.environ``).
     """
     env = os.environ if env is None else env
     slurm = {name: env[name] for name in
@@ -89,21 +93,39 @@ def machine_configuration(user: Mapping[str, Any] | None = None,
     return _deep_merge(captured, user or {})
 
 
+def split_version(version: str) -> list[int]:
+    """The leading numeric parts of a version string: parts up to the first that is not all digits.
+
+    A part that starts with digits (``"0rc1"``) gives them and ends the version.
+
+    Args:
+        version: a version string such as ``"1.26.4"``.
+
+    Example:
+        >>> split_version("2.60.0rc1"), split_version("1.x.3"), split_version("dev")
+        ([2, 60, 0], [1], [])
+    """
+    parts: list[int] = []
+    for piece in version.split("."):
+        match = re.match(r"\d+", piece)
+        if not match:
+            break
+        parts.append(int(match.group()))
+        if match.group() != piece:
+            break
+    return parts
+
+
 def version_entry(version: str) -> dict[str, Any]:
-    """GPTune's version record: the string and its leading numeric parts.
+    """GPTune's version record: the string and its leading numeric parts (:func:`split_version`).
+
+    Args:
+        version: a version string.
 
     >>> version_entry("2.60.0rc1")
     {'version_str': '2.60.0rc1', 'version_split': [2, 60, 0]}
     """
-    split = []
-    for part in version.split("."):
-        match = re.match(r"\d+", part)
-        if not match:
-            break
-        split.append(int(match.group()))
-        if match.group() != part:
-            break
-    return {"version_str": version, "version_split": split}
+    return {"version_str": version, "version_split": split_version(version)}
 
 
 def software_configuration(packages: Iterable[str] = (),
@@ -111,6 +133,10 @@ def software_configuration(packages: Iterable[str] = (),
     """Versions of python, the default packages and ``packages``; ``user`` values win.
 
     A package that is not installed is left out (and logged at debug level).
+
+    Args:
+        packages: more packages whose versions to capture (default none).
+        user: values that win over the captured ones (default none).
     """
     captured: dict[str, Any] = {"python": version_entry(platform.python_version())}
     for name in (*DEFAULT_PACKAGES, *packages):

@@ -26,7 +26,13 @@ class RaytunerError(Exception):
 
 
 class InvalidInputError(RaytunerError, ValueError):
-    """Bad user input: names the field, what is wrong, and what is allowed."""
+    """Bad user input: names the field, what is wrong, and what is allowed.
+
+    Args:
+        field: where the bad value is (``parameter_space[0].type``; empty: no one field).
+        message: what is wrong with it.
+        allowed: the values that would do (default: not listed).
+    """
 
     def __init__(self, field: str, message: str, allowed: Iterable[Any] | None = None) -> None:
         self.field = field
@@ -50,12 +56,28 @@ class TuningFinished(RaytunerError):
     """An engine has run its whole plan (every pass of every bracket); nothing is left to suggest."""
 
 
+class TrialConflict(RaytunerError):
+    """A trial cannot take this request in its state (told before with another result; asked again once told)."""
+
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class UnknownTrial(RaytunerError):
+    """A session has no such trial: it was never handed out (or belongs to another session)."""
+
+    grpc_status = "NOT_FOUND"
+
+
 class StoreError(RaytunerError):
     """A history store cannot do what was asked (unreadable file, unreachable server)."""
 
 
 def field_path(loc: Sequence[int | str], prefix: str = "") -> str:
     """Render a pydantic error location as ``a.b[0].c``.
+
+    Args:
+        loc: a pydantic error location.
+        prefix: a path to put in front (default none).
 
     >>> field_path(("parameter_space", 0, "type"))
     'parameter_space[0].type'
@@ -74,6 +96,10 @@ def from_validation_error(err: ValidationError, prefix: str = "") -> InvalidInpu
 
     The first error decides the field; the message keeps pydantic's wording,
     which already lists expected tags and literal values.
+
+    Args:
+        err: pydantic's error.
+        prefix: a path to put in front of the field (default none).
     """
     first = err.errors(include_url=False)[0]
     # "parameters" is the inner field of a Space, which users write as a plain list
@@ -98,6 +124,11 @@ def _is_union_tag(part: Any) -> bool:
 
 def validate(model: type[ModelT], data: Any, prefix: str = "") -> ModelT:
     """``model.model_validate(data)``, raising one :class:`InvalidInputError` that names the field.
+
+    Args:
+        model: the pydantic model class.
+        data: the input.
+        prefix: a path to put in front of the field (default none).
 
     >>> from pydantic import BaseModel
     >>> class Point(BaseModel):

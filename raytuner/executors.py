@@ -49,7 +49,13 @@ class Executor(Protocol):
     """Runs ``fn`` over ``items``; returns results in order, ``None`` where one failed or timed out."""
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
-        """Apply ``fn`` to every item, waiting at most ``timeout`` seconds in all."""
+        """Apply ``fn`` to every item, waiting at most ``timeout`` seconds in all.
+
+        Args:
+            fn: a picklable function of one item.
+            items: the items.
+            timeout: seconds to wait in all (default: no limit); an item not done by then gives ``None``.
+        """
         ...  # pragma: no cover - protocol
 
 
@@ -57,7 +63,13 @@ class InlineExecutor:
     """Run every item in the calling thread (``timeout`` is not enforced)."""
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
-        """Apply ``fn`` to each item in turn; an exception becomes ``None`` and is logged."""
+        """Apply ``fn`` to each item in turn; an exception becomes ``None`` and is logged.
+
+        Args:
+            fn: a picklable function of one item.
+            items: the items.
+            timeout: seconds to wait in all (default: no limit).
+        """
         results: list[R | None] = []
         for item in items:
             try:
@@ -74,6 +86,9 @@ class ProcessExecutor:
     Each worker limits its BLAS to one thread. Items still running at the
     timeout are abandoned (their result is ``None``); a broken pool is
     replaced and the items run inline.
+
+    Args:
+        workers: how many processes (default: the CPU count).
     """
 
     def __init__(self, workers: int | None = None) -> None:
@@ -89,7 +104,13 @@ class ProcessExecutor:
             return self._pool
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
-        """Apply ``fn`` to the items in the worker processes; late or failed items give ``None``."""
+        """Apply ``fn`` to the items in the worker processes; late or failed items give ``None``.
+
+        Args:
+            fn: a picklable function of one item.
+            items: the items.
+            timeout: seconds to wait in all (default: no limit).
+        """
         if len(items) <= 1 or self.workers == 1:
             return InlineExecutor().map(fn, items)
         try:
@@ -145,6 +166,9 @@ class RayExecutor:
     Needs ``ray.init`` to have been called. Tasks still running at the
     timeout are cancelled; when none finished, the first item runs inline so
     a fit always returns.
+
+    Args:
+        num_cpus: the CPUs each task reserves (default 0).
     """
 
     def __init__(self, num_cpus: float = 0.0) -> None:
@@ -154,7 +178,13 @@ class RayExecutor:
         self.nodes: Counter[str] = Counter()
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
-        """Run the items as Ray tasks and gather what finishes within ``timeout``."""
+        """Run the items as Ray tasks and gather what finishes within ``timeout``.
+
+        Args:
+            fn: a picklable function of one item.
+            items: the items.
+            timeout: seconds to wait in all (default: no limit).
+        """
         import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
 
         if self._remote is None:

@@ -42,6 +42,9 @@ def _kind(value: Any) -> str:
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """The JSON value in the file ``path``; :class:`InvalidInputError` naming the file when there is none.
 
+    Args:
+        path: the JSON file.
+
     >>> read_json_file("/nonexistent/x.json")
     Traceback (most recent call last):
     ...
@@ -82,6 +85,12 @@ def parse_json_file(path: str | os.PathLike[str], parse: Callable[[Any], T], wha
     the field inside it (``meta.json: problem_space.parameter_space[0].type:
     ...``). ``what`` says what the file should hold (``"a GPTune history"``);
     ``defaults`` fill keys the object lacks.
+
+    Args:
+        path: the JSON file.
+        parse: turns the object into the result; raises on bad data.
+        what: what the file should hold, for messages (``"a GPTune history"``).
+        defaults: values for keys the object lacks (default none).
     """
     name = str(path)
     data = read_json_file(path)

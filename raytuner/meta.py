@@ -62,7 +62,11 @@ class VersionRange(BaseModel):
     version_to: list[int] | None = None
 
     def contains(self, version: Sequence[int]) -> bool:
-        """Whether ``version`` lies in the range (a missing bound is open)."""
+        """Whether ``version`` lies in the range (a missing bound is open).
+
+        Args:
+            version: a split version (``[3, 11, 7]``).
+        """
         v = tuple(version)
         if self.version_from is not None and v < tuple(self.version_from):
             return False
@@ -142,12 +146,20 @@ class MetaDescription(BaseModel):
 
     @classmethod
     def parse(cls, data: Any) -> "MetaDescription":
-        """Validate a meta description, raising :class:`InvalidInputError` naming the field."""
+        """Validate a meta description, raising :class:`InvalidInputError` naming the field.
+
+        Args:
+            data: the meta description as plain data (GPTuneCrowd's shape).
+        """
         return validate(cls, data)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "MetaDescription":
-        """Read a meta description from a JSON file."""
+        """Read a meta description from a JSON file.
+
+        Args:
+            path: the JSON file.
+        """
         try:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)

@@ -67,6 +67,10 @@ def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
 
     Problem names become file names and database keys, hence the rule.
 
+    Args:
+        name: the value to check.
+        field: the field named in the error (default ``"tuning_problem_name"``).
+
     >>> check_problem_name("GPTune-Demo")
     'GPTune-Demo'
     """
@@ -172,6 +176,9 @@ def new_uid() -> str:
 
 def task_key(task: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """A hashable key for a task's parameter values.
+
+    Args:
+        task: task parameters.
 
     >>> task_key({"t": 1.0, "n": 2})
     (('n', 2), ('t', 1.0))
@@ -330,7 +337,11 @@ class FunctionEvaluation(BaseModel):
         return self.raytuner.status if self.raytuner else "ok"
 
     def value(self, objective: str) -> float | None:
-        """The output named ``objective``, or ``None`` when failed or absent."""
+        """The output named ``objective``, or ``None`` when failed or absent.
+
+        Args:
+            objective: the output's name.
+        """
         if self.status != "ok":
             return None
         return as_number(self.evaluation_result.get(objective))

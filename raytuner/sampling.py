@@ -10,10 +10,8 @@ far it got and how rare valid points are.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> problem = ProblemSpace.parse({
-    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-    ...     "constraints": {"half": "x < 0.5"}})
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse({**DEMO_PROBLEM, "constraints": {"half": "x < 0.5"}})
     >>> tasks = sample_tasks(problem, 3, seed=1)
     >>> samples = sample_configurations(problem, tasks[0], 4, seed=1)
     >>> len(samples), all(s["x"] < 0.5 for s in samples)
@@ -49,6 +47,9 @@ class ConfigurationSet(Sequence[dict[str, Any]]):
 
     Pass one as ``exclude`` to :func:`latin_hypercube` or :func:`sample_configurations`.
 
+    Args:
+        points: the first points (default none).
+
     >>> seen = ConfigurationSet([{"x": 1}])
     >>> seen.append({"x": 2})
     >>> len(seen), {"x": 2} in seen
@@ -62,7 +63,11 @@ class ConfigurationSet(Sequence[dict[str, Any]]):
             self.append(point)
 
     def append(self, point: Mapping[str, Any]) -> None:
-        """Add ``point``."""
+        """Add ``point``.
+
+        Args:
+            point: a configuration.
+        """
         self._points.append(dict(point))
         self.keys.add(_key(point))
 
@@ -93,6 +98,14 @@ def latin_hypercube(
     ``exclude`` lists points not to return (for example ones already
     evaluated). ``max_candidates`` bounds the points drawn in all (default
     ``max(100_000, 1_000 * n)``).
+
+    Args:
+        space: the space to sample.
+        n: how many points.
+        seed: a seed or generator (default: fresh entropy).
+        accept: keeps a point when true (default: every point).
+        exclude: points not to return, a sequence or a :class:`ConfigurationSet` (default none).
+        max_candidates: the most points drawn in all (default ``max(100_000, 1_000 * n)``).
 
     >>> s = Space.model_validate([{"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 3}])
     >>> sorted(p["k"] for p in latin_hypercube(s, 3, seed=0))
@@ -143,7 +156,13 @@ def latin_hypercube(
 
 
 def sample_tasks(problem: ProblemSpace, n: int, *, seed: Seed = None) -> list[dict[str, Any]]:
-    """``n`` tasks by LHS over the task space, honouring constraints on task parameters only."""
+    """``n`` tasks by LHS over the task space, honouring constraints on task parameters only.
+
+    Args:
+        problem: the problem.
+        n: how many tasks.
+        seed: a seed or generator (default: fresh entropy).
+    """
     task_names = set(problem.input_space.names)
     task_constraints = [c for c in problem.compiled_constraints if c.names <= task_names]
     return latin_hypercube(problem.input_space, n, seed=seed,
@@ -159,7 +178,16 @@ def sample_configurations(
     exclude: Sequence[Mapping[str, Any]] = (),
     max_candidates: int | None = None,
 ) -> list[dict[str, Any]]:
-    """``n`` configurations by LHS over the parameter space, valid for ``task``."""
+    """``n`` configurations by LHS over the parameter space, valid for ``task``.
+
+    Args:
+        problem: the problem.
+        task: the task whose constraints the configurations pass.
+        n: how many configurations.
+        seed: a seed or generator (default: fresh entropy).
+        exclude: configurations not to return (default none).
+        max_candidates: the most points drawn in all (default ``max(100_000, 1_000 * n)``).
+    """
     t = problem.input_space.check(task, "task")
     return latin_hypercube(problem.parameter_space, n, seed=seed, exclude=exclude,
                            max_candidates=max_candidates,
@@ -177,6 +205,12 @@ def initial_samples(
 
     Each task's sample uses its own stream derived from ``seed``, so adding a
     task does not change the others' samples.
+
+    Args:
+        problem: the problem.
+        tasks: the tasks' parameters.
+        n: configurations per task.
+        seed: the seed the per-task streams derive from (default: fresh entropy).
     """
     streams = np.random.SeedSequence(seed).spawn(len(tasks))
     return [sample_configurations(problem, task, n, seed=np.random.default_rng(stream))

@@ -1,26 +1,50 @@
-"""A tuning session: one strategy wired to one history store.
+"""A tuning session: one engine wired to one history store, owning the whole trial lifecycle.
 
-Every ``tell`` is persisted (durably) before it is acknowledged, and then
-folded into the strategy; :meth:`TuningSession.resume` rebuilds a session by
-replaying the problem's evaluations from the store. Ray searchers, the gRPC
-service and the CLI are thin faces over this class.
+Every face (a session driven in Python, the Ray searchers and the GPTuneBand
+scheduler, the gRPC service) asks and tells through this class, so a trial
+lives the same life everywhere:
+
+- **durable asks**: a trial is written to the store's ledger
+  (:meth:`raytuner.store.HistoryStore.ledger`, log ``trials``) before
+  :meth:`TuningSession.ask` returns it; when that write fails the trial is
+  kept *unsaved*, and asking again with its trial id saves and returns it;
+- **idempotent asks**: asking with the trial id of a pending trial returns
+  that trial; with the id of a told one raises :class:`~raytuner.errors.TrialConflict`;
+- **durable, idempotent tells**: a record is in the store when
+  :meth:`TuningSession.tell` returns; telling a trial again with the same
+  result returns the first record (:meth:`TuningSession.told_record` says
+  whether a trial was told), with another result raises ``TrialConflict``,
+  and a trial never asked raises :class:`~raytuner.errors.UnknownTrial`;
+- **what a result becomes**: the values first — a value that is not a finite
+  number (``"fast"``, ``None``, NaN) makes a failed record that says why;
+  then the names — a name that is not an objective of the problem is refused
+  (:class:`~raytuner.errors.InvalidInputError` naming ``outputs['name']``,
+  nothing written), a missing objective makes a failed record;
+- **a budget** (``max_evaluations``, 0 = none): once told and pending trials
+  reach it, ``ask`` raises :class:`~raytuner.errors.AwaitingResults` while
+  trials are pending and :class:`~raytuner.errors.TuningFinished` once none
+  is; an engine's own ``TuningFinished`` likewise waits for the trials in flight;
+- **restarts**: :meth:`TuningSession.resume` replays the stored records and
+  adopts the trials this session id asked and never told.
 
 Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.store import JsonStore
     >>> from raytuner.strategies import RandomSearch
-    >>> problem = ProblemSpace.parse({
-    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> store = JsonStore(tempfile.mkdtemp())
-    >>> session = TuningSession("demo", problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store)
+    >>> session = TuningSession("demo", problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store,
+    ...                         max_evaluations=1)
     >>> trial = session.ask()
+    >>> [d["trial_id"] for d in store.ledger().read("trials")] == [trial.trial_id]   # durable before handed out
+    True
     >>> record = session.tell(trial, {"y": trial.config["x"] ** 2})
-    >>> [r.uid for r in store.evaluations("demo")] == [record.uid]
+    >>> session.tell(trial, {"y": trial.config["x"] ** 2}) is record                  # a retry: the first record
     True
-    >>> session.best({"t": 1.0}).uid == record.uid
-    True
+    >>> [r.uid for r in store.evaluations("demo")] == [record.uid], session.finished
+    (True, True)
 """
 
 from __future__ import annotations
@@ -28,18 +52,22 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from raytuner.environment import machine_configuration, software_configuration
-from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, Provenance, check_problem_name
+from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
+from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
+from raytuner.store.ledger import Ledger
 from raytuner.strategies.base import Strategy, Suggestion, fitting_records, task_key
 
-__all__ = ["TuningSession", "Trial"]
+__all__ = ["TuningSession", "Trial", "TrialNamer"]
 
 log = logging.getLogger(__name__)
+
+#: Names a trial once its suggestion is known (for a face that routes trials by what they are).
+TrialNamer = Callable[[Suggestion], str]
 
 
 @dataclass
@@ -48,13 +76,40 @@ class Trial(Suggestion):
 
     trial_id: str = ""
 
+    def document(self, session_id: str) -> dict[str, Any]:
+        """The trial as the ledger's ``trials`` log keeps it.
+
+        Args:
+            session_id: The session that handed it out.
+        """
+        return {"session_id": session_id, "trial_id": self.trial_id, "task": self.task, "config": self.config,
+                "provenance": self.provenance.model_dump(by_alias=True, exclude_none=True)}
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> "Trial":
+        """The trial a ``trials`` log document holds (see :meth:`document`).
+
+        Args:
+            document: The ledger's document.
+        """
+        return cls(task=document["task"], config=document["config"], trial_id=document["trial_id"],
+                   provenance=Provenance.model_validate(document.get("provenance") or {}))
+
 
 class TuningSession:
-    """Ask/tell over a strategy, persisting every result before acknowledging it.
+    """Ask/tell over an engine with the whole trial lifecycle (see the module documentation).
 
-    ``machine`` and ``software`` are user-given configuration values; they
-    win over what is captured automatically. ``software_packages`` names extra
-    packages whose versions each record carries.
+    Args:
+        problem_name: The problem's name in the store.
+        problem: The problem's spaces.
+        strategy: The engine.
+        store: The history store (records, and the ledger of handed-out trials).
+        machine: User-given machine configuration; wins over what is captured.
+        software: User-given software configuration; wins over what is captured.
+        software_packages: Extra packages whose versions each record carries.
+        session_id: The session's id (a new one when not given).
+        max_evaluations: The most trials to hand out, told ones and pending ones (0: no limit).
+        ledger: Where handed-out trials are written (default: ``store.ledger()``).
     """
 
     def __init__(
@@ -68,26 +123,55 @@ class TuningSession:
         software: Mapping[str, Any] | None = None,
         software_packages: tuple[str, ...] = (),
         session_id: str | None = None,
+        max_evaluations: int = 0,
+        ledger: Ledger | None = None,
     ) -> None:
+        if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int) or max_evaluations < 0:
+            raise InvalidInputError("max_evaluations", f"{max_evaluations!r} is not a count (0 = no limit)")
         self.problem_name = check_problem_name(problem_name)
         self.problem = problem
         self.strategy = strategy
         self.store = store
         self.session_id = session_id or uuid.uuid4().hex
+        self.max_evaluations = max_evaluations
         self.machine_configuration = machine_configuration(machine)
         self.software_configuration = software_configuration(software_packages, software)
+        self._given_ledger = ledger
+        self._store_ledger: Ledger | None = None
         self._pending: dict[str, Trial] = {}
+        self._unsaved: set[str] = set()          # asked, but the ledger refused them: never handed out
+        self._told: dict[str, FunctionEvaluation] = {}
         self._records: list[FunctionEvaluation] = []
+        #: Whether the engine said its plan is done (no trial is asked of it again).
+        self.strategy_finished = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray pickles the searchers that hold a session: the store's ledger is fetched again after
+        state = dict(self.__dict__)
+        state["_store_ledger"] = None
+        return state
+
+    @property
+    def ledger(self) -> Ledger:
+        """Where this session writes its handed-out trials."""
+        if self._given_ledger is not None:
+            return self._given_ledger
+        if self._store_ledger is None:
+            self._store_ledger = self.store.ledger()
+        return self._store_ledger
 
     @classmethod
     def resume(cls, problem_name: str, problem: ProblemSpace, strategy: Strategy, store: HistoryStore,
                *, session_only: bool = False, **kwargs: Any) -> "TuningSession":
-        """A session whose strategy has replayed every stored evaluation of its tasks.
+        """A session whose engine replayed the stored evaluations, with its trials in flight adopted.
 
-        With ``session_only`` (and a ``session_id``), only the evaluations this
-        session made are replayed, not other runs' evaluations of the same tasks.
-        Stored evaluations that do not fit ``problem`` (another version of
-        the problem wrote them) are skipped with one warning that counts them.
+        The engine replays every stored evaluation of its tasks (with
+        ``session_only``, only those this session made). Evaluations that do
+        not fit ``problem`` (another version of the problem wrote them) are
+        skipped with one warning that counts them. The session's own records
+        tell which of its trials were told; the trials the ledger holds as
+        asked by this ``session_id`` and not told are adopted (pending again,
+        so telling them later records them).
 
         Args:
             problem_name: The problem's name in the store.
@@ -95,18 +179,41 @@ class TuningSession:
             strategy: A fresh engine, to be rebuilt from the store.
             store: The history store.
             session_only: Replay only this session's own evaluations.
-            **kwargs: The session's options (``session_id``, ``machine``, ...).
+            **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ...).
         """
         session = cls(problem_name, problem, strategy, store, **kwargs)
         keys = {task_key(t) for t in strategy.tasks}
-        records = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys
-                   and (not session_only or (r.raytuner is not None and r.raytuner.session_id == session.session_id))]
-        records = fitting_records(problem, records, f"stored {problem_name}")
+        stored = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
+        own = [r for r in stored if r.raytuner is not None and r.raytuner.session_id == session.session_id]
+        session._told = {r.raytuner.trial_id: r for r in own if r.raytuner and r.raytuner.trial_id}
+        records = fitting_records(problem, own if session_only else stored, f"stored {problem_name}")
         session._records = records
         strategy.replay(records)
         strategy.restore_models(store.models(problem_name))
-        log.info("resumed %s: replayed %d evaluations", problem_name, len(records))
+        adopted = session._adopt_in_flight()
+        log.info("resumed %s (session %s): replayed %d evaluations, adopted %d trial(s) in flight", problem_name,
+                 session.session_id, len(records), adopted)
         return session
+
+    def _adopt_in_flight(self) -> int:
+        """Adopt the trials the ledger holds as asked by this session and not told; returns how many."""
+        adopted = skipped = 0
+        for trial in self.asked_trials():
+            if trial.trial_id in self._told or trial.trial_id in self._pending:
+                continue
+            try:
+                self.adopt(trial)
+            except InvalidInputError as exc:       # asked under another version of the problem
+                skipped += 1
+                log.debug("not adopting trial %s: %s", trial.trial_id, exc)
+                continue
+            adopted += 1
+        if skipped:
+            log.warning("session %s: %d trial(s) in flight do not fit the problem and were not adopted",
+                        self.session_id, skipped)
+        return adopted
+
+    # -- state ------------------------------------------------------------------------------------
 
     @property
     def records(self) -> list[FunctionEvaluation]:
@@ -115,32 +222,115 @@ class TuningSession:
 
     @property
     def pending(self) -> dict[str, Trial]:
-        """Trials handed out and not yet told, by trial id."""
+        """Trials handed out (or adopted) and not yet told, by trial id."""
         return dict(self._pending)
 
-    def ask(self, task: Mapping[str, Any] | None = None, trial_id: str | None = None) -> Trial:
-        """The next trial to run (for ``task`` when given)."""
-        suggestion = self.strategy.ask(task)
+    @property
+    def told_count(self) -> int:
+        """How many trials this session has told (those of earlier runs of the same session id included)."""
+        return len(self._told)
+
+    def told_record(self, trial_id: str) -> FunctionEvaluation | None:
+        """The record trial ``trial_id`` was told with, or ``None`` when it was not told.
+
+        Args:
+            trial_id: The trial's id.
+        """
+        return self._told.get(trial_id)
+
+    def asked_trials(self) -> Iterator[Trial]:
+        """Every trial the ledger holds as handed out by this session, oldest first (told ones included)."""
+        for document in self.ledger.read("trials", session_id=self.session_id):
+            yield Trial.from_document(document)
+
+    @property
+    def finished(self) -> bool:
+        """Whether no trial will be handed out any more: the budget is spent or the plan done, none pending."""
+        spent = 0 < self.max_evaluations <= len(self._told)
+        return (spent or self.strategy_finished) and not self._pending
+
+    # -- ask --------------------------------------------------------------------------------------
+
+    def ask(self, task: Mapping[str, Any] | None = None, trial_id: str | TrialNamer | None = None) -> Trial:
+        """The next trial to run (for ``task`` when given), in the ledger when this returns.
+
+        Args:
+            task: The task to ask for (any of the engine's tasks when ``None``).
+            trial_id: The trial's id (a new one when ``None``); a pending trial's id returns that
+                trial, a told one's raises :class:`~raytuner.errors.TrialConflict`. A function of the
+                suggestion names the trial once the engine has chosen it.
+
+        Raises:
+            AwaitingResults: Nothing to hand out until trials in flight are told.
+            TuningFinished: The budget is spent or the engine's plan is done, and nothing is in flight.
+        """
+        if isinstance(trial_id, str):
+            known = self._known(trial_id)
+            if known is not None:
+                return known
+        self._check_budget()
+        try:
+            suggestion = self.strategy.ask(task)
+        except TuningFinished:
+            self.strategy_finished = True
+            if self._pending:
+                raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight") \
+                    from None
+            raise
         for model in self.strategy.take_models():
             self.store.append_model(self.problem_name, model)
-        trial_id = trial_id or uuid.uuid4().hex
-        provenance = suggestion.provenance.model_copy(update={"trial_id": trial_id,
-                                                              "session_id": self.session_id})
-        trial = Trial(task=suggestion.task, config=suggestion.config, provenance=provenance, trial_id=trial_id)
-        self._pending[trial_id] = trial
+        name = trial_id(suggestion) if callable(trial_id) else trial_id or uuid.uuid4().hex
+        if name in self._pending or name in self._told:
+            raise TrialConflict(f"trial_id: {name!r} names a trial of this session already")
+        provenance = suggestion.provenance.model_copy(update={"trial_id": name, "session_id": self.session_id})
+        trial = Trial(task=suggestion.task, config=suggestion.config, provenance=provenance, trial_id=name)
+        self._pending[name] = trial
+        self._unsaved.add(name)
+        self._save(trial)                       # durable before handed out
         return trial
+
+    def _known(self, trial_id: str) -> Trial | None:
+        """The pending trial ``trial_id`` (saved now if the ledger refused it before); told: a conflict."""
+        trial = self._pending.get(trial_id)
+        if trial is not None:
+            if trial_id in self._unsaved:       # a retry after the ledger failed: save it now
+                self._save(trial)
+            return trial
+        if trial_id in self._told:
+            raise TrialConflict(f"trial_id: trial {trial_id!r} was told already")
+        return None
+
+    def _save(self, trial: Trial) -> None:
+        self.ledger.append("trials", trial.document(self.session_id))
+        self._unsaved.discard(trial.trial_id)
+
+    def _check_budget(self) -> None:
+        if self.finished:
+            raise TuningFinished("the session's budget is spent" if self.max_evaluations
+                                 and len(self._told) >= self.max_evaluations else "the engine's plan is done")
+        if self.strategy_finished:
+            raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight")
+        if self.max_evaluations and len(self._told) + len(self._pending) >= self.max_evaluations:
+            raise AwaitingResults(f"all {self.max_evaluations} trials of the budget are handed out; "
+                                  f"{len(self._pending)} are in flight")
 
     def adopt(self, trial: Trial) -> None:
         """Take back a trial handed out before a restart, so that its result is recorded.
 
-        The strategy counts it as pending again; telling it later works as
-        for a trial this session asked.
+        The engine counts it as pending again; telling it later works as for
+        a trial this session asked. :meth:`resume` adopts the ledger's trials
+        in flight by itself.
+
+        Args:
+            trial: The trial as it was handed out.
         """
-        if trial.trial_id in self._pending:
+        if trial.trial_id in self._pending or trial.trial_id in self._told:
             return
         self.problem.check(trial.task, trial.config)
         self.strategy.add_pending(trial.task, trial.config, trial.provenance)
         self._pending[trial.trial_id] = trial
+
+    # -- tell -------------------------------------------------------------------------------------
 
     def tell(self, trial: Trial | str, result: Mapping[str, Any] | None = None, *,
              failure: str | None = None, additional_output: Mapping[str, Any] | None = None,
@@ -148,22 +338,33 @@ class TuningSession:
              software: Mapping[str, Any] | None = None) -> FunctionEvaluation:
         """Record a trial's outputs (or its failure); durable when this returns.
 
-        A failure message, a missing output or a value that is not a finite
-        number (``"fast"``, ``None``, NaN) makes a failed evaluation that says
-        why: it is stored, never raised. ``provenance`` updates
-        what the strategy wrote when it asked, with what only the run knows
-        (for example the fidelity a trial actually reached and its cost).
-        ``machine`` and ``software`` replace the session's configurations for
-        this record (a remote job reports where it ran).
+        A result becomes a record as the module documentation says (a bad
+        value or a missing objective: a failed record; a name that is not an
+        objective: refused). Telling a told trial again returns its first
+        record when the result is the same.
+
+        Args:
+            trial: The trial or its id.
+            result: Output names to values (ignored with ``failure``).
+            failure: Why the trial failed.
+            additional_output: Extra values kept with the record.
+            provenance: What only the run knows, over what the engine wrote when it asked (for
+                example the fidelity a trial actually reached and its cost).
+            machine: Where the trial ran (replaces the session's configuration for this record).
+            software: With what software (replaces the session's configuration for this record).
+
+        Raises:
+            UnknownTrial: The trial was never handed out by this session.
+            TrialConflict: The trial was told before with another result.
         """
         trial_id = trial if isinstance(trial, str) else trial.trial_id
-        if trial_id not in self._pending:
-            raise InvalidInputError("trial_id", f"{trial_id!r} is not a pending trial of this session")
-        pending = self._pending[trial_id]
-        if failure is None and isinstance(result, Mapping):
-            missing = [o for o in self.problem.objectives if o not in result]
-            if missing:
-                failure = f"output {missing[0]!r} missing from the reported result"
+        if failure is None:
+            failure = self._failure_of(result)
+        if trial_id in self._told:
+            return self._retold(trial_id, result, failure)
+        pending = self._pending.get(trial_id)
+        if pending is None:
+            raise UnknownTrial(f"trial_id: no pending trial {str(trial_id)[:80]!r} in this session")
         prov = pending.provenance
         if provenance:
             prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})
@@ -178,12 +379,43 @@ class TuningSession:
         )
         self.store.append(self.problem_name, record)  # durable before acknowledged
         del self._pending[trial_id]
+        self._unsaved.discard(trial_id)
+        self._told[trial_id] = record
         self._records.append(record)
         self.strategy.tell(record)
         return record
 
+    def _failure_of(self, result: Mapping[str, Any] | None) -> str | None:
+        """Why ``result`` is no measurement (``None``: it is one); a measured name that is no objective is refused."""
+        if result is None or not isinstance(result, Mapping):
+            return parse_outputs(result)[1]
+        values, failure = parse_outputs(result) if result else ({}, None)
+        if failure is not None:
+            return failure
+        objectives = self.problem.objectives
+        for name in values:
+            if name not in objectives:
+                raise InvalidInputError(f"outputs[{name!r}]", "not an output of the problem", allowed=objectives)
+        missing = [o for o in objectives if o not in values]
+        return f"output {missing[0]!r} missing from the reported result" if missing else None
+
+    def _retold(self, trial_id: str, result: Mapping[str, Any] | None, failure: str | None) -> FunctionEvaluation:
+        record = self._told[trial_id]
+        values = parse_outputs(result)[0] if failure is None else {}
+        same = (failure is not None) == (record.status != "ok") and (
+            failure is not None or all(record.value(k) == v for k, v in values.items()))
+        if not same:
+            raise TrialConflict(f"trial_id: trial {trial_id!r} was told before with another result "
+                                f"(record {record.uid})")
+        return record
+
     def best(self, task: Mapping[str, Any], objective: str | None = None) -> FunctionEvaluation | None:
-        """The best successful evaluation of ``task`` (by the objective's goal), or ``None``."""
+        """The best successful evaluation of ``task`` (by the objective's goal), or ``None``.
+
+        Args:
+            task: The task.
+            objective: The objective's name (the first one when ``None``).
+        """
         target = self.problem.objective(objective)
         key = task_key(task)
         scored = [(target.sign() * v, r) for r in self._records

@@ -24,7 +24,9 @@ Trial configs are flat (task and tuning parameters side by side).
 
 Every evaluation is persisted to the store before Ray hears the decision,
 including results of trials the scheduler stops; a trial that errors or ends
-before its fidelity is a failed evaluation. Suggestions come from the
+before its fidelity is a failed evaluation. Every trial is in the store's
+ledger before Ray gets it (the session's durable ask), so the checkpoint holds
+only the session id and which Ray trial runs which evaluation. Suggestions come from the
 driver; LCM fits run as zero-CPU Ray tasks, so they never wait for CPUs
 that trials hold and spread over the nodes of a cluster.
 
@@ -44,10 +46,10 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
+import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -55,17 +57,18 @@ from ray.tune.experiment import Trial
 from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.schedulers import TrialScheduler
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation, Provenance, as_number
+from raytuner.records import FunctionEvaluation, as_number
 from raytuner.schedulers.band_searcher import GPTuneBandSearcher
 from raytuner.searchers.common import ask_for_ray, ray_mode
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
-from raytuner.strategies import GPTuneBand as BandEngine
+from raytuner.strategies import EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
+from raytuner.strategies.base import Suggestion
 from raytuner.strategies.bandit import FidelityMode
 
 if TYPE_CHECKING:
@@ -103,13 +106,33 @@ class _TrialState:
 class GPTuneBandScheduler(TrialScheduler):
     """The GPTuneBand scheduler; see the module docstring.
 
-    ``store`` is a :class:`~raytuner.store.HistoryStore` or where to open one;
-    evaluations already stored for the problem's tasks are replayed, so a new
-    run continues an interrupted one mid-bracket. The bandit structure,
-    ``passes``, ``fidelity_mode``, ``seed``, ``n_initial``, ``options``,
-    ``acquisition``, ``acquisition_options`` and ``executor`` are those of
-    the engine :class:`raytuner.strategies.GPTuneBand`. ``metric`` defaults
-    to the first objective and ``mode`` follows its goal.
+    Evaluations already stored for the problem's tasks are replayed, so a new
+    run continues an interrupted one mid-bracket. The engine's options are
+    those of :class:`raytuner.strategies.GPTuneBand`.
+
+    Args:
+        problem: The problem's spaces.
+        tasks: The tasks to tune.
+        store: A :class:`~raytuner.store.HistoryStore` or where to open one.
+        problem_name: The problem's name in the store.
+        b_min: The lowest fidelity (the engine's bandit structure).
+        b_max: The highest fidelity.
+        eta: The reduction factor between rungs.
+        fidelities: The fidelities, highest first (instead of ``b_min``/``b_max``/``eta``).
+        integer_fidelities: Round fidelities to whole numbers.
+        passes: How many times the whole bracket plan runs.
+        fidelity_mode: ``"one_shot"`` or ``"iterative"`` (see the module docstring).
+        fidelity_key: The config key of a one-shot trial's fidelity.
+        time_attr: The result key that counts an iterative trial's fidelity.
+        metric: The objective (default: the first one).
+        mode: Ray's ``"min"``/``"max"`` (follows the objective's goal).
+        seed: The engine's seed.
+        n_initial: The engine's initial samples per LCM-task.
+        options: The LCM's fitting options.
+        acquisition: The acquisition function.
+        acquisition_options: Its options.
+        executor: Runs the LCM's multi-start fits.
+        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
     _supports_buffered_results = False
@@ -131,26 +154,21 @@ class GPTuneBandScheduler(TrialScheduler):
         self._metric, self.mode = objective_name, ray_goal
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
-        self._make_engine = functools.partial(
-            BandEngine, problem, tasks, seed, b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
-            integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode, n_initial=n_initial,
-            options=options, acquisition=acquisition, acquisition_options=acquisition_options, executor=executor,
-            objective=objective_name)
-        self.engine = self._make_engine()
-        self.store = store if isinstance(store, HistoryStore) else open_store(store)
+        self.engine: MultiFidelityEngine = build_engine(EngineSpec("band", {
+            "b_min": b_min, "b_max": b_max, "eta": eta, "fidelities": fidelities, "integer_fidelities": integer_fidelities,
+            "passes": passes, "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
+            "acquisition": acquisition, "acquisition_options": acquisition_options, "objective": objective_name}),
+            problem, tasks, seed, executor=executor)
+        self.store = open_store(store)
         self._session_options = session_options
-        self.session = TuningSession.resume(problem_name, problem, self._fresh_engine(), self.store,
-                                            **session_options)
+        self.session = TuningSession.resume(problem_name, problem, self.engine, self.store, **session_options)
         self._states: dict[str, _TrialState] = {}
+        self._held: list[SessionTrial] = []         # asked, for the next suggests: their Ray trial is gone
         self._to_unpause: set[str] = set()
         self._paused: set[str] = set()
         self._warned_restart = False
         #: Most evaluations in flight at once (``max_concurrent_trials``; paused trials do not count).
         self.max_concurrent: int | None = None
-
-    def _fresh_engine(self) -> BandEngine:
-        self.engine = self._make_engine()
-        return self.engine
 
     @property
     def iterative(self) -> bool:
@@ -173,16 +191,18 @@ class GPTuneBandScheduler(TrialScheduler):
 
     # -- searcher side ---------------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        """The flat config of a new trial, ``None`` while waiting, ``Searcher.FINISHED`` at the end."""
+        """The flat config of a new trial, ``None`` while waiting, ``Searcher.FINISHED`` at the end.
+
+        Args:
+            trial_id: Ray's id of the new trial.
+        """
         if self.iterative:
             self._continue_promoted()
         if self.max_concurrent and sum(not s.told for s in self._states.values()) >= self.max_concurrent:
             return None
-        trial = ask_for_ray(self.session, trial_id)
+        trial = self._held.pop(0) if self._held else ask_for_ray(self.session, trial_id)
         if not isinstance(trial, SessionTrial):
             return trial
-        for model in self.engine.take_models():
-            self.store.append_model(self.session.problem_name, model)
         self._states[trial_id] = _TrialState(session_trial=trial.trial_id, target=float(trial.fidelity or 0.0),
                                              rung=trial.provenance.rung or 0)
         config = {**trial.task, **trial.config}
@@ -194,6 +214,11 @@ class GPTuneBandScheduler(TrialScheduler):
         """Record a trial that ended (completed, stopped or errored) if its evaluation is still open.
 
         Called by the searcher's and the scheduler's completion hooks, whichever comes first.
+
+        Args:
+            trial_id: Ray's trial id.
+            result: The trial's last result (``None``: none).
+            error: Whether the trial raised.
         """
         state = self._states.get(trial_id)
         if state is None or state.told:
@@ -208,7 +233,12 @@ class GPTuneBandScheduler(TrialScheduler):
                                                       f"({self.time_attr} = {got})")
 
     def mark_paused(self, trial_id: str, paused: bool) -> None:
-        """Note that Ray paused (or resumed) ``trial_id``."""
+        """Note that Ray paused (or resumed) ``trial_id``.
+
+        Args:
+            trial_id: Ray's trial id.
+            paused: Paused (``True``) or resumed.
+        """
         if paused and trial_id in self._states:
             self._paused.add(trial_id)
         else:
@@ -337,50 +367,67 @@ class GPTuneBandScheduler(TrialScheduler):
         return TrialScheduler.PAUSE
 
     def _continue_promoted(self) -> None:
-        """Turn ready promotions of live trials into continued training (iterative fidelity)."""
-        while True:
-            parent = self.engine.next_promotion_parent()
-            if parent is None:
+        """Turn ready promotions into continued training of the Ray trials that made their parents (iterative).
+
+        Each promotion is asked of the session once and routed by its parent:
+        the live Ray trial that produced the parent continues, or, when that
+        trial is gone (an earlier run), the next :meth:`suggest` starts it.
+        """
+        while not self._held and self.engine.ready_promotions():
+            try:
+                trial = self.session.ask(trial_id=self._promotion_name)
+            except (AwaitingResults, TuningFinished):
                 return
-            tid = self._trial_of(parent)
+            tid = self._trial_of(trial.provenance.parent)
             if tid is None:
-                return          # its trial is gone (an earlier run): the searcher starts a new trial
+                self._held.append(trial)
+                return
             state = self._states[tid]
-            trial = self.session.ask(trial_id=f"{tid}@{len(self.session.records)}")
-            if trial.provenance.parent != parent.uid:      # cannot happen: promotions come first
-                raise RuntimeError("GPTuneBand engine returned an unexpected suggestion")
             state.session_trial, state.target, state.told = trial.trial_id, float(trial.fidelity or 0), False
             state.start, state.rung = state.reached, trial.provenance.rung or 0
             if tid in self._paused:
                 self._to_unpause.add(tid)
 
-    def _trial_of(self, record: FunctionEvaluation) -> str | None:
+    def _promotion_name(self, suggestion: Suggestion) -> str:
+        """A promotion's trial id: ``<Ray trial>@<records told>`` when it continues that Ray trial."""
+        tid = self._trial_of(suggestion.provenance.parent)
+        return f"{tid}@{len(self.session.records)}" if tid is not None else uuid.uuid4().hex
+
+    def _trial_of(self, uid: str | None) -> str | None:
+        """The live Ray trial whose last recorded evaluation is ``uid``."""
         for tid, state in self._states.items():
-            if state.uid == record.uid and state.live:
+            if uid is not None and state.uid == uid and state.live:
                 return tid
         return None
 
     # -- checkpointing (Tuner.restore) -------------------------------------------------------------
     def save_state(self, path: str) -> None:
-        """Write the state of live trials and the open evaluations (finished ones are in the store)."""
+        """Write the session id and which live Ray trial runs which evaluation (the ledger and store hold the rest).
+
+        Args:
+            path: The checkpoint file.
+        """
         open_trials = {tid: asdict(s) for tid, s in self._states.items() if s.live}
-        pending = {t.trial_id: {"task": t.task, "config": t.config,
-                                "provenance": t.provenance.model_dump(by_alias=True)}
-                   for t in self.session.pending.values()}
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"states": open_trials, "pending": pending, "session_id": self.session.session_id}, fh)
+            json.dump({"states": open_trials, "session_id": self.session.session_id}, fh)
 
     def restore_state(self, path: str) -> None:
-        """Rebuild the engine from the store, then adopt the evaluations that were open."""
+        """Resume the saved session (the engine replays the store and adopts the trials in flight).
+
+        A trial in flight that no saved Ray trial runs goes to the next :meth:`suggest`.
+
+        Args:
+            path: The checkpoint file.
+        """
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
         options = {**self._session_options, "session_id": state.get("session_id")}
-        self.session = TuningSession.resume(self.session.problem_name, self.problem, self._fresh_engine(),
-                                            self.store, **options)
-        for trial_id, item in state.get("pending", {}).items():
-            self.session.adopt(SessionTrial(task=item["task"], config=item["config"], trial_id=trial_id,
-                                            provenance=Provenance.model_validate(item["provenance"])))
+        self.engine = fresh_engine(self.engine)
+        self.session = TuningSession.resume(self.session.problem_name, self.problem, self.engine, self.store,
+                                            **options)
         self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}
+        running = {s.session_trial for s in self._states.values() if not s.told}
+        self._held = [t for tid, t in self.session.pending.items() if tid not in running]
         self._paused, self._to_unpause = set(), set()
-        log.info("restored GPTuneBand: %d evaluations replayed, %d open trials adopted",
-                 len(self.session.records), len(self._states))
+        log.info("restored GPTuneBand: %d evaluations replayed, %d open trials, %d trials for new Ray trials",
+                 len(self.session.records), len(self._states), len(self._held))

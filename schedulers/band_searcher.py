@@ -33,12 +33,51 @@ class BracketDriver(Protocol):
     mode: str
     max_concurrent: int | None
 
-    def set_search_properties(self, metric: str | None, mode: str | None) -> bool: ...
-    def suggest(self, trial_id: str) -> dict[str, Any] | None: ...
-    def finish(self, trial_id: str, result: Mapping[str, Any] | None, error: bool) -> None: ...
-    def mark_paused(self, trial_id: str, paused: bool) -> None: ...
-    def save_state(self, path: str) -> None: ...
-    def restore_state(self, path: str) -> None: ...
+    def set_search_properties(self, metric: str | None, mode: str | None) -> bool:
+        """Accept a Tuner-level metric/mode only when it agrees with the scheduler's.
+
+        Args:
+            metric: The Tuner's metric.
+            mode: The Tuner's mode.
+        """
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """The next trial's flat config, ``None`` while waiting, ``Searcher.FINISHED`` at the end.
+
+        Args:
+            trial_id: Ray's id of the new trial.
+        """
+
+    def finish(self, trial_id: str, result: Mapping[str, Any] | None, error: bool) -> None:
+        """Record a trial that ended if its evaluation is still open.
+
+        Args:
+            trial_id: Ray's trial id.
+            result: The trial's last result.
+            error: Whether it raised.
+        """
+
+    def mark_paused(self, trial_id: str, paused: bool) -> None:
+        """Note that Ray paused (or resumed) a trial.
+
+        Args:
+            trial_id: Ray's trial id.
+            paused: Paused (``True``) or resumed.
+        """
+
+    def save_state(self, path: str) -> None:
+        """Write the scheduler's checkpoint.
+
+        Args:
+            path: The checkpoint file.
+        """
+
+    def restore_state(self, path: str) -> None:
+        """Resume from the scheduler's checkpoint.
+
+        Args:
+            path: The checkpoint file.
+        """
 
 
 class GPTuneBandSearcher(Searcher):
@@ -74,17 +113,25 @@ class GPTuneBandSearcher(Searcher):
         self.band.finish(trial_id, result, error)
 
     def on_pause(self, trial_id: str) -> None:
-        """A trial waits for its rung: it no longer counts as in flight (the scheduler pauses its own trials)."""
+        """A trial waits for its rung: it no longer counts as in flight (the scheduler pauses its own trials).
+
+        Args:
+            trial_id: Ray's trial id.
+        """
         self.band.mark_paused(trial_id, True)
 
     def on_unpause(self, trial_id: str) -> None:
-        """A paused trial runs again."""
+        """A paused trial runs again.
+
+        Args:
+            trial_id: Ray's trial id.
+        """
         self.band.mark_paused(trial_id, False)
 
     def save(self, checkpoint_path: str) -> None:
-        """Save the open evaluations (everything told is already in the store)."""
+        """Save the session id and which Ray trial runs which evaluation (the ledger and store hold the rest)."""
         self.band.save_state(checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        """Rebuild the engine from the store and adopt the open evaluations."""
+        """Resume the saved session: the engine replays the store and adopts the trials in flight."""
         self.band.restore_state(checkpoint_path)

@@ -50,6 +50,23 @@ class DiscreteBOSearcher(StrategySearcher):
     :class:`~raytuner.strategies.discrete.DiscreteBO`. ``tasks`` is needed
     only when the problem has task parameters. Stored evaluations of the same
     problem are replayed first, so a new searcher continues an old run.
+
+    Args:
+        problem: The problem's spaces (categorical or integer parameters, constraints).
+        store: A history store or where one is (a directory, a ``mongodb://`` URI).
+        problem_name: Under which name the store keeps the evaluations.
+        tasks: The tasks (needed only when the problem has task parameters).
+        metric: Which objective Ray reports; the first by default.
+        mode: ``"min"`` or ``"max"`` as Ray says it; must match the objective's goal.
+        seed: The engine's random seed.
+        method: One of :data:`raytuner.strategies.discrete.engine.METHODS` (a single acquisition or a portfolio).
+        n_initial: How many initial evaluations must succeed before the model proposes.
+        kernel: The GP kernel.
+        lengthscale: The GP's fixed length scale (default: by ``exploration``).
+        exploration: ``"cv"`` (contextual variance) or a constant.
+        acquisitions: The portfolio's acquisitions.
+        candidates: An explicit list of valid configurations.
+        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
     def __init__(self, problem: ProblemSpace, store: HistoryStore | str | os.PathLike[str], problem_name: str,
@@ -72,6 +89,13 @@ class DiscreteBOSearcher(StrategySearcher):
         configuration meets (``"block_size_x * block_size_y <= 1024"``);
         ``options`` go to the constructor (``store`` and ``problem_name`` are
         required).
+
+        Args:
+            choices: Parameter name -> list of values or ``tune.choice``.
+            restrictions: Expressions a valid configuration meets (a mapping names them).
+            metric: The objective's name.
+            mode: ``"min"`` or ``"max"``.
+            **options: The constructor's other arguments.
         """
         if mode not in _GOALS:
             raise InvalidInputError("mode", f"unknown mode {mode!r}", allowed=list(_GOALS))

@@ -45,6 +45,22 @@ class LCMSearcher(StrategySearcher):
     ``batch`` and ``executor`` are those of :class:`raytuner.strategies.MLA`.
     Stored evaluations of the same problem and tasks are replayed first, so a
     new searcher continues an old run.
+
+    Args:
+        problem: The problem's spaces.
+        tasks: The tasks, tuned together (one task: single-task BO).
+        store: A :class:`~raytuner.store.HistoryStore`, a directory or a ``mongodb://`` URI.
+        problem_name: The problem's name in the store.
+        metric: The objective Ray reports (default: the first objective).
+        mode: Ray's ``"min"``/``"max"``, which must agree with the objective's goal.
+        seed: The engine's seed.
+        n_initial: LHS configurations per task before the model guides.
+        options: The LCM's fitting options.
+        acquisition: The acquisition function.
+        acquisition_options: Its options.
+        batch: How the suggestions asked while trials run see each other (pending fantasies).
+        executor: Runs the multi-start fits.
+        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],

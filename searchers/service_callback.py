@@ -29,6 +29,7 @@ from ray.tune import Callback
 from raytuner.environment import machine_configuration, software_configuration
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name
+from raytuner.retry_buffer import RetryBuffer
 
 __all__ = ["ServiceCallback"]
 
@@ -44,6 +45,15 @@ class ServiceCallback(Callback):
   tuning parameters), or ``task`` fixed task parameters of the whole run.
   ``machine``/``software`` are user values that win over the captured ones
   (the host a trial ran on is taken from its result).
+
+  Args:
+      client: the :class:`~raytuner.client.RemoteTuner` that uploads.
+      problem_name: the tuning problem the records belong to.
+      outputs: the result keys that are the problem's outputs.
+      task_keys: the config keys that are task parameters.
+      task: task parameters of every trial of the run.
+      machine: machine configuration values that win over the captured ones.
+      software: software configuration values that win over the captured ones.
   """
 
   def __init__(self, client: Any, problem_name: str, outputs: Sequence[str], *,
@@ -58,11 +68,25 @@ class ServiceCallback(Callback):
       self.task = dict(task or {})
       self.machine = machine_configuration(machine)
       self.software = software_configuration((), software)
-      self.unsent: list[FunctionEvaluation] = []
-      self.sent = 0
+      self._buffer: RetryBuffer[FunctionEvaluation] = RetryBuffer(self._upload, "the tuning service")
+
+  @property
+  def unsent(self) -> list[FunctionEvaluation]:
+      """The records waiting for the service, oldest first."""
+      return self._buffer.records(self.problem_name)
+
+  @property
+  def sent(self) -> int:
+      """How many records reached the service."""
+      return self._buffer.sent
 
   def record(self, trial: Any, failure: str | None = None) -> FunctionEvaluation:
-      """The record of a Ray trial (its last result's outputs, or ``failure``)."""
+      """The record of a Ray trial (its last result's outputs, or ``failure``).
+
+      Args:
+          trial: the Ray Tune trial.
+          failure: why it failed (``None``: it did not).
+      """
       config = {k: v for k, v in trial.config.items() if k not in self.task_keys}
       task = {**self.task, **{k: trial.config[k] for k in self.task_keys if k in trial.config}}
       result = dict(trial.last_result or {})
@@ -78,31 +102,44 @@ class ServiceCallback(Callback):
                                        software_configuration=self.software,
                                        additional_output={"training_iteration": result.get("training_iteration")})
 
+  def _upload(self, problem: str, records: list[FunctionEvaluation]) -> None:
+      self.client.upload_evaluations(problem, records)
+
   def _send(self, records: list[FunctionEvaluation]) -> None:
-      self.unsent.extend(records)
-      try:
-          self.client.upload_evaluations(self.problem_name, self.unsent)
-      except Exception as exc:  # noqa: BLE001 - the run goes on; the records are sent again later
-          log.warning("could not upload %d record(s) to the tuning service (%s); will retry",
-                      len(self.unsent), exc)
-          return
-      self.sent += len(self.unsent)
-      self.unsent = []
+      self._buffer.add(self.problem_name, records)
+      self._buffer.send(self.problem_name)
 
   def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-      """Upload the finished trial's record."""
+      """Upload the finished trial's record.
+
+      Args:
+          iteration: Ray Tune's loop iteration.
+          trials: every trial of the run.
+          trial: the trial that finished.
+          **info: Ray Tune's further arguments.
+      """
       self._send([self.record(trial)])
 
   def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-      """Upload the errored trial as a failed record."""
+      """Upload the errored trial as a failed record.
+
+      Args:
+          iteration: Ray Tune's loop iteration.
+          trials: every trial of the run.
+          trial: the trial that raised.
+          **info: Ray Tune's further arguments.
+      """
       self._send([self.record(trial, failure=_error_text(trial))])
 
   def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
-      """Send what could not be sent before."""
-      if self.unsent:
-          self._send([])
-      if self.unsent:
-          log.error("%d record(s) never reached the tuning service", len(self.unsent))
+      """Send what could not be sent before.
+
+      Args:
+          trials: every trial of the run.
+          **info: Ray Tune's further arguments.
+      """
+      if self._buffer.send_all():
+          log.error("%d record(s) never reached the tuning service", self._buffer.waiting())
 
 
 def _error_text(trial: Any) -> str:

@@ -5,7 +5,10 @@ into a ``ray.tune.search.Searcher``: ``suggest`` asks the session, and
 ``on_trial_complete`` tells it, which persists the record to the history store
 before the next suggestion is made. A trial that errors, or reports no value
 for the metric, or a value that is not a finite number (``"fast"``), becomes a
-failed evaluation in the store that says why.
+failed evaluation in the store that says why. The session writes each trial
+to the store's ledger before Ray gets it, so the searcher's checkpoint holds
+only the session id: ``restore`` resumes that session, which adopts the
+trials in flight.
 
 Trial configs are **flat**: the task parameters and the tuning parameters sit
 side by side, e.g. ``{"t": 1.5, "x": 0.42}`` (names are unique across the
@@ -28,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -36,25 +38,33 @@ from typing import Any, Mapping, Sequence
 
 from ray.tune.search import Searcher
 
-from raytuner.records import Provenance
 from raytuner.searchers.common import RAY_MODES, ask_for_ray, ray_mode
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
-from raytuner.strategies import RandomSearch, Strategy
+from raytuner.strategies import RandomSearch, Strategy, fresh_engine
 
 __all__ = ["StrategySearcher", "RandomSearcher"]
 
 log = logging.getLogger(__name__)
 
+
 class StrategySearcher(Searcher):
     """A Ray Tune searcher that asks and tells a raytuner strategy through a session.
 
-    ``store`` is a :class:`~raytuner.store.HistoryStore` or where to open one
-    (a directory or a ``mongodb://`` URI). Records already stored for the
-    problem's tasks are replayed first, so a new run continues an old one.
-    ``metric`` defaults to the first objective; ``mode`` follows the
-    objective's goal, and a contradicting ``mode`` is an error.
+    Records already stored for the problem's tasks are replayed first, so a
+    new run continues an old one.
+
+    Args:
+        problem: The problem's spaces.
+        strategy: The engine (a fresh one).
+        store: A :class:`~raytuner.store.HistoryStore` or where to open one (a directory or a
+            ``mongodb://`` URI).
+        problem_name: The problem's name in the store.
+        metric: The objective Ray reports (default: the first objective).
+        mode: Ray's ``"min"``/``"max"``; follows the objective's goal (a contradicting one is an error).
+        **session_options: Options of the :class:`~raytuner.session.TuningSession` (``session_id``,
+            ``max_evaluations``, ``machine``, ...).
     """
 
     def __init__(
@@ -69,11 +79,9 @@ class StrategySearcher(Searcher):
     ) -> None:
         super().__init__(*ray_mode(problem, metric, mode))
         self.problem = problem
-        self.store = store if isinstance(store, HistoryStore) else open_store(store)
-        self._blank_strategy = copy.deepcopy(strategy)   # rebuilt from the log on restore
+        self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, strategy, self.store, **session_options)
-        self._trials: dict[str, Trial] = {}
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],
                               **spec: Any) -> bool:
@@ -95,14 +103,12 @@ class StrategySearcher(Searcher):
         trial = ask_for_ray(self.session, trial_id)
         if not isinstance(trial, Trial):
             return trial
-        self._trials[trial_id] = trial
         return {**trial.task, **trial.config}
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         """Persist the trial's last result (or its failure) and fold it into the strategy."""
-        if trial_id not in self._trials:
+        if trial_id not in self.session.pending:
             return
-        del self._trials[trial_id]
         if error or result is None:
             self.session.tell(trial_id, failure="trial raised an error" if error else "trial reported nothing")
             return
@@ -110,14 +116,12 @@ class StrategySearcher(Searcher):
         self.session.tell(trial_id, outputs, additional_output=_scalars(result, exclude=outputs))
 
     def save(self, checkpoint_path: str) -> None:
-        """Save the trials in flight (every finished evaluation is already in the store)."""
-        state = {tid: {"task": t.task, "config": t.config, "provenance": t.provenance.model_dump(by_alias=True)}
-                 for tid, t in self._trials.items()}
+        """Save the session id (the ledger holds the trials in flight, the store every finished one)."""
         with open(checkpoint_path, "w", encoding="utf-8") as fh:
-            json.dump({"pending": state, "session_id": self.session.session_id}, fh)
+            json.dump({"session_id": self.session.session_id}, fh)
 
     def restore(self, checkpoint_path: str) -> None:
-        """Rebuild the strategy from the store's log, then adopt the trials that were in flight.
+        """Resume the saved session: the strategy replays the store, the trials in flight are adopted.
 
         Ray reruns unfinished trials after ``Tuner.restore``; adopting them
         means their results are recorded rather than dropped, and the
@@ -126,17 +130,12 @@ class StrategySearcher(Searcher):
         with open(checkpoint_path, encoding="utf-8") as fh:
             state = json.load(fh)
         self.session = TuningSession.resume(self.session.problem_name, self.problem,
-                                            copy.deepcopy(self._blank_strategy), self.store,
+                                            fresh_engine(self.session.strategy), self.store,
                                             **{**self._session_options,
                                                "session_id": state.get("session_id") or self.session.session_id})
-        self._trials = {}
-        for trial_id, item in state.get("pending", {}).items():
-            trial = Trial(task=item["task"], config=item["config"],
-                          provenance=Provenance.model_validate(item.get("provenance", {})), trial_id=trial_id)
-            self.session.adopt(trial)
-            self._trials[trial_id] = trial
         log.info("restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
-                 self.session.session_id, len(self.session.records), len(self._trials))
+                 self.session.session_id, len(self.session.records), len(self.session.pending))
+
 
 def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON-friendly scalar entries of a Ray result, for ``additional_output``."""
@@ -145,7 +144,18 @@ def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str,
 
 
 class RandomSearcher(StrategySearcher):
-    """Random search over a problem's valid configurations, for several tasks at once."""
+    """Random search over a problem's valid configurations, for several tasks at once.
+
+    Args:
+        problem: The problem's spaces.
+        tasks: The tasks to tune.
+        store: A :class:`~raytuner.store.HistoryStore` or where to open one.
+        problem_name: The problem's name in the store.
+        metric: The objective Ray reports (default: the first objective).
+        mode: Ray's ``"min"``/``"max"`` (follows the objective's goal).
+        seed: The random seed.
+        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+    """
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                  store: HistoryStore | str | os.PathLike[str], problem_name: str,

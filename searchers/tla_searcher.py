@@ -63,6 +63,24 @@ class TLASearcher(StrategySearcher):
     of :class:`raytuner.strategies.transfer.TransferLearning`. Stored
     evaluations of the target task under ``problem_name`` are replayed first,
     so a new searcher continues an old run.
+
+    Args:
+        problem: The problem's spaces (source and target share them).
+        target_task: The one task tuned.
+        source: The source evaluations (read, never written).
+        store: Where the target's evaluations go: a :class:`~raytuner.store.HistoryStore` or its location.
+        problem_name: The target's problem name in the store.
+        metric: The objective Ray reports (the first one when ``None``).
+        mode: Ray's ``"min"``/``"max"``; it follows the objective's goal.
+        seed: The engine's seed.
+        algorithm: One of :data:`raytuner.strategies.transfer.ALGORITHMS`.
+        pool: The algorithms an ensemble draws from.
+        weights: The source weights of ``"weighted_sum_static"``.
+        candidates: An explicit list of valid configurations to choose from.
+        options: The LCM's fitting options.
+        acquisition: The acquisition function.
+        executor: Runs the model fits.
+        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
     def __init__(self, problem: ProblemSpace, target_task: Mapping[str, Any],

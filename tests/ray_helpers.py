@@ -49,7 +49,10 @@ def interrupted_then_restored(searcher, trainable, store, problem_name: str, sam
     assert (tmp_path / "interrupted").exists() and 3 <= len(before) < samples
     assert tune.Tuner.can_restore(str(experiment))
     saved = json.loads(max(experiment.glob("searcher-state-*")).read_text())
-    in_flight = set(saved["pending"])
+    # the searcher's checkpoint holds the session id; its trials in flight are those the store's ledger
+    # holds as asked by that session and not told
+    asked = {d["trial_id"] for d in store.ledger().read("trials", session_id=saved["session_id"])}
+    in_flight = asked - {r.raytuner.trial_id for r in before}
     assert in_flight and not in_flight & {r.raytuner.trial_id for r in before}
 
     restored = tune.Tuner.restore(str(experiment), trainable=trainable)

@@ -26,7 +26,7 @@ TASKS = [{"t": 1.0}, {"t": 1.3}]
 
 def engine(**kwargs: Any) -> GPTuneBand:
     options = {"seed": 0, "b_min": 1, "b_max": 8, "eta": 2, "options": FAST, "executor": InlineExecutor(),
-               "candidates": 256, **kwargs}
+               "search_candidates": 256, **kwargs}
     tasks = options.pop("tasks", TASKS)
     return GPTuneBand(PROBLEM, tasks, **options)
 

@@ -113,7 +113,7 @@ def test_a_service_session_with_sync_uploads_as_the_crowd_user(alice: tuple[str,
         assert tuner.run(lambda config, task, fidelity: (config["x"] - 0.2) ** 2, max_trials=3) == 3
         uids = {r.uid for r in tuner.query_evaluations(PROBLEM)}
         assert len(uids) == 3 and crowd_uids(address, key) == uids
-        session_doc = next(iter(server.catalog.read("sessions")))
+        session_doc = next(iter(server.ledger.read("sessions")))
         assert "api_key" not in session_doc["meta"] and session_doc["crowd_user"] == "alice"
         for bad, code, field in [(meta(None), "INVALID_ARGUMENT", "api_key"),
                                  (meta("rt_" + "0" * 20 + "_" + "1" * 43), "UNAUTHENTICATED", "api_key")]:

@@ -27,8 +27,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
 from raytuner.strategies import MLA, DiscreteBO, GPTuneBand, RandomSearch, Strategy
-from raytuner.strategies.tla import TLA1, TLA2
-from raytuner.strategies.transfer import SourceData, TransferLearning
+from raytuner.strategies.transfer import TLA1, TLA2, SourceData, TransferLearning
 from raytuner.testing.functions import DEMO_PROBLEM
 
 DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from raytuner.bench.service import ServerProcess
 from raytuner.records import FunctionEvaluation
 from raytuner.client.remote import RemoteTrial, RemoteTuner
 from raytuner.store import JsonStore
 from raytuner.store.mongo_store import MongoStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
+from raytuner.testing.service import ServerProcess
 from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 pytestmark = pytest.mark.slow

@@ -252,17 +252,17 @@ def test_exported_and_compacted_files_honour_the_umask(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
 
-def test_the_service_catalog_quarantines_a_torn_line_instead_of_cutting_it(tmp_path: Path) -> None:
-    from raytuner.service.catalog import JsonCatalog
+def test_the_ledger_quarantines_a_torn_line_instead_of_cutting_it(tmp_path: Path) -> None:
+    from raytuner.store import JsonLedger
 
-    catalog = JsonCatalog(tmp_path)
-    catalog.append("trials", {"trial_id": "a"})
-    catalog.close()
+    ledger = JsonLedger(tmp_path)
+    ledger.append("trials", {"trial_id": "a"})
+    ledger.close()
     log_file = tmp_path / ".service" / "trials.jsonl"
     torn = b'{"trial_id": "b", "ta'
     with open(log_file, "ab") as fh:
         fh.write(torn)                                                 # a writer killed mid-line
-    reopened = JsonCatalog(tmp_path)
+    reopened = JsonLedger(tmp_path)
     reopened.append("trials", {"trial_id": "c"})
     assert [d["trial_id"] for d in reopened.read("trials")] == ["a", "c"]
     reopened.close()

@@ -10,7 +10,7 @@ from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies.tla import TLA1, TLA2, best_per_task, centred_sample
+from raytuner.strategies.transfer import TLA1, TLA2, best_per_task, centred_sample
 from raytuner.testing.functions import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

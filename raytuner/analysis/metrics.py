@@ -36,6 +36,9 @@ def relative_performance(best: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     every tuner must cover the same cells. The result has the same keys and
     shapes; each entry is at least 1, and exactly 1 for the tuners that did best.
 
+    Args:
+        best: per tuner, its best (minimised, positive) value in each cell; same shapes.
+
     >>> r = relative_performance({"a": [[1.0, 4.0]], "b": [[2.0, 2.0]]})
     >>> r["a"].tolist(), r["b"].tolist()
     ([[1.0, 2.0]], [[2.0, 1.0]])
@@ -62,6 +65,9 @@ def relative_performance(best: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
 def r_bar(r_tilde: np.ndarray) -> float:
     """R-bar = (mean + median) / 2 of R-tilde over all its cells; the closer to 1, the better.
 
+    Args:
+        r_tilde: R-tilde values, any shape (:func:`relative_performance`).
+
     >>> r_bar(np.array([1.0, 1.0, 4.0]))
     1.5
     """
@@ -73,6 +79,10 @@ def r_bar(r_tilde: np.ndarray) -> float:
 
 def win_rate(a: np.ndarray, b: np.ndarray) -> float:
     """The fraction of cells where ``a`` is strictly below ``b`` (minimisation); a tie counts half.
+
+    Args:
+        a: the values of the first tuner, one per cell.
+        b: the values of the second, same shape.
 
     >>> win_rate(np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 2.0, 1.0, 5.0]))
     0.625
@@ -90,6 +100,9 @@ def best_so_far(values: np.ndarray) -> np.ndarray:
     """The running minimum along the last axis; NaN entries (failed evaluations) are skipped.
 
     Entries before the first non-NaN value stay NaN.
+
+    Args:
+        values: objective values, evaluations along the last axis (NaN: failed).
 
     >>> best_so_far(np.array([np.nan, 3.0, np.nan, 1.0, 2.0])).tolist()
     [nan, 3.0, 3.0, 1.0, 1.0]

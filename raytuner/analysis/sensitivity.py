@@ -103,13 +103,22 @@ class SensitivityResult:
     seconds: float = 0.0
 
     def index(self, name: str) -> dict[str, float]:
-        """The index named ``name`` (``"S1"`` or ``"ST"``) of every parameter."""
+        """The index named ``name`` (``"S1"`` or ``"ST"``) of every parameter.
+
+        Args:
+            name: ``"S1"`` or ``"ST"``.
+        """
         if name not in SOBOL_INDICES:
             raise InvalidInputError("index", f"unknown Sobol index {name!r}", allowed=SOBOL_INDICES)
         return getattr(self, name)
 
     def important(self, threshold: float, index: SobolIndex = "ST") -> list[str]:
-        """The parameters whose ``index`` is at least ``threshold``, in parameter order."""
+        """The parameters whose ``index`` is at least ``threshold``, in parameter order.
+
+        Args:
+            threshold: the smallest index value kept.
+            index: ``"ST"`` (default) or ``"S1"``.
+        """
         values = self.index(index)
         return [p for p in self.parameters if math.isfinite(values[p]) and values[p] >= threshold]
 
@@ -133,6 +142,9 @@ class SensitivityResult:
     def from_dict(cls, data: Mapping[str, Any]) -> "SensitivityResult":
         """The result :meth:`to_dict` wrote (``None`` indices read back as NaN).
 
+        Args:
+            data: what :meth:`to_dict` returned.
+
         >>> r = SensitivityResult(["x"], ["Real"], ["[0,1]"], {"x": 0.9}, {"x": 0.01}, {"x": 1.0}, {"x": 0.02})
         >>> SensitivityResult.from_dict(r.to_dict()) == r
         True
@@ -154,6 +166,9 @@ class SensitivityResult:
 
     def table(self, digits: int = 2) -> str:
         """A text table like the papers' Tables IV and V.
+
+        Args:
+            digits: decimals of the indices (default 2).
 
         >>> r = SensitivityResult(["COLPERM", "NREL"], ["Categorical", "Integer"], ["5 choices", "[10,40]"],
         ...                       {"COLPERM": 0.8, "NREL": 0.0}, {"COLPERM": 0.06, "NREL": 0.01},
@@ -194,6 +209,15 @@ def sobol_analysis(model: SurrogateModel, num_samples: int = 4096, task: Mapping
     with ``second_order``), all in one vectorised prediction. ``seed`` seeds
     the scrambled Sobol sequence and the bootstrap of the confidence
     intervals (``num_resamples`` resamples at ``conf_level``).
+
+    Args:
+        model: the fitted surrogate (:func:`surrogate_from_records`).
+        num_samples: SALib's base sample size N, a positive power of two (default 4096).
+        task: the task (parameters or index; default: the model's default task).
+        second_order: also compute S2 (default False).
+        seed: seeds the Sobol sequence and the bootstrap (default 0).
+        num_resamples: bootstrap resamples of the confidence intervals (default 100).
+        conf_level: the confidence intervals' level (default 0.95).
 
     >>> sobol_analysis(None, num_samples=1000)
     Traceback (most recent call last):
@@ -319,6 +343,13 @@ def reduce_space(problem: ProblemSpace, result: SensitivityResult, threshold: fl
     fixed parameter get its value substituted (an expression stays a
     serialisable expression); one left with no names at all must hold for
     the fixed values and is then dropped.
+
+    Args:
+        problem: the problem to reduce.
+        result: its sensitivity analysis.
+        threshold: the smallest index value a kept parameter has (default 0.05).
+        defaults: the fixed value of each dropped parameter (each in its domain).
+        index: ``"ST"`` (default) or ``"S1"``.
 
     >>> problem = ProblemSpace.parse({"parameter_space": [
     ...     {"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 8},

@@ -37,6 +37,13 @@ def task_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[FunctionE
 
     ``best[i]`` is task ``i``'s best evaluation (``None`` when it has none);
     ``label`` renders a task (default ``name=value`` pairs).
+
+    Args:
+        tasks: the tasks' parameters, in order.
+        records: every evaluation of the run.
+        best: per task its best evaluation, ``None`` when it has none.
+        objective: the output the best values are of.
+        label: renders a task (default ``name=value`` pairs).
     """
     lines = ["Per task: evaluations, failed, normalised cost"]
     for task in tasks:

@@ -13,10 +13,9 @@ Example:
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> problem = ProblemSpace.parse({
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-    ...     "output_space": [{"name": "y"}]})
-    >>> records = [FunctionEvaluation.create({}, {"x": i / 9}, {"y": (i / 9) ** 2}) for i in range(10)]
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)           # task t, parameter x in [0, 1], output y
+    >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": i / 9}, {"y": (i / 9) ** 2}) for i in range(10)]
     >>> model = surrogate_from_records(problem, records, executor=InlineExecutor())
     >>> out = model.predict_output({"x": 0.5})
     >>> round(out["mean"], 2), out["variance"] < 1e-3
@@ -55,6 +54,10 @@ def snap_to_space(space: Space, unit: np.ndarray) -> np.ndarray:
     :meth:`Space.encode` puts that value. This is ``space.encode(space.decode(unit))``
     without building one dict per row.
 
+    Args:
+        space: the parameter space.
+        unit: an ``(n, d)`` array of unit-cube rows.
+
     >>> space = Space.model_validate([{"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 2},
     ...                               {"name": "c", "type": "categorical", "categories": ["a", "b"]}])
     >>> snap_to_space(space, np.array([[0.1, 0.9]])).tolist()
@@ -78,6 +81,15 @@ class SurrogateModel:
     task of predictions. ``fitted`` is the underlying
     :class:`~raytuner.models.FittedLCM`; ``function_evaluations`` the uids of
     the records it was fitted to.
+
+    Args:
+        problem: the problem the model is of.
+        objective: the modelled output.
+        tasks: the task-parameter dicts the model covers, in order of first appearance.
+        task: the index of the default task of predictions.
+        fitted: the underlying :class:`~raytuner.models.FittedLCM`.
+        function_evaluations: the uids of the records it was fitted to.
+        chunk_size: rows per prediction call (default 8192).
     """
 
     def __init__(self, problem: ProblemSpace, objective: Objective, tasks: list[dict[str, Any]], task: int,
@@ -97,7 +109,11 @@ class SurrogateModel:
         return self.problem.parameter_space.names
 
     def task_index(self, task: Mapping[str, Any] | int | None = None) -> int:
-        """The index of ``task`` (a task-parameter dict or an index; ``None``: the default task)."""
+        """The index of ``task`` (a task-parameter dict or an index; ``None``: the default task).
+
+        Args:
+            task: a task-parameter dict, an index, or ``None`` (the default task).
+        """
         if task is None:
             return self.task
         if isinstance(task, (int, np.integer)) and not isinstance(task, bool):
@@ -113,7 +129,11 @@ class SurrogateModel:
         raise InvalidInputError("task", f"{task!r} is not a task the model was fitted to", allowed=self.tasks)
 
     def unit(self, points: Points) -> np.ndarray:
-        """``points`` (parameter dicts, or unit-cube rows) as snapped unit-cube rows."""
+        """``points`` (parameter dicts, or unit-cube rows) as snapped unit-cube rows.
+
+        Args:
+            points: parameter dicts, or unit-cube rows.
+        """
         space = self.problem.parameter_space
         if isinstance(points, np.ndarray):
             U = points
@@ -140,17 +160,21 @@ class SurrogateModel:
         unit-cube rows (columns in :attr:`parameter_names` order). All points
         go to the model together, in chunks of :attr:`chunk_size` rows.
 
+        Args:
+            points: parameter dicts, or an ``(n, d)`` array of unit-cube rows.
+            task: a task-parameter dict, an index, or ``None`` (the default task).
+
         >>> import numpy as np
         >>> from raytuner.executors import InlineExecutor
         >>> from raytuner.records import FunctionEvaluation
         >>> from raytuner.space import ProblemSpace
-        >>> problem = ProblemSpace.parse({"parameter_space": [
-        ...     {"name": "x", "type": "real", "lower_bound": -1, "upper_bound": 1}]})
-        >>> records = [FunctionEvaluation.create({}, {"x": x}, {"y": 2 * x}) for x in np.linspace(-1, 1, 8)]
+        >>> from raytuner.testing.functions import DEMO_PROBLEM
+        >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+        >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 2 * x}) for x in np.linspace(0, 1, 8)]
         >>> model = surrogate_from_records(problem, records, executor=InlineExecutor())
         >>> mean, variance = model.predict(np.array([[0.75], [1.0]]))
         >>> np.round(mean, 2).tolist()
-        [1.0, 2.0]
+        [1.5, 2.0]
         """
         index = self.task_index(task)
         U = self.unit(points)
@@ -166,6 +190,10 @@ class SurrogateModel:
     def predict_output(self, parameters: Mapping[str, Any], task: Mapping[str, Any] | int | None = None
                        ) -> dict[str, float]:
         """The prediction at one configuration as ``{"mean": ..., "variance": ...}`` (QueryPredictOutput).
+
+        Args:
+            parameters: one configuration.
+            task: a task-parameter dict, an index, or ``None`` (the default task).
 
         >>> from raytuner.executors import InlineExecutor
         >>> from raytuner.records import FunctionEvaluation
@@ -203,14 +231,26 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
     multi-start fit, and at least ``min_records`` successful records of the
     chosen task are required.
 
+    Args:
+        problem: the problem the records are of.
+        records: the evaluations to fit.
+        objective: the modelled output (default: the first).
+        task: the default task of predictions (required when the records span several tasks).
+        options: the LCM's options (default :class:`~raytuner.models.LCMOptions`).
+        seed: a seed or generator for the fit's restarts (default 0).
+        executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor`: Ray when
+            initialised, else a process pool).
+        min_records: the fewest usable records (default 3).
+        chunk_size: rows per prediction call (default 8192).
+
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> problem = ProblemSpace.parse({"parameter_space": [
-    ...     {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
-    >>> surrogate_from_records(problem, [FunctionEvaluation.create({}, {"x": 0.5}, {"y": 1.0})])
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+    >>> surrogate_from_records(problem, [FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0})])
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: records: 1 successful record(s) of objective 'y' for task {}; a surrogate needs at least 3
+    raytuner.errors.InvalidInputError: records: 1 successful record(s) of objective 'y' for task {'t': 1.0}; a surrogate needs at least 3
     """
     target = problem.objective(objective)
     if not isinstance(min_records, int) or isinstance(min_records, bool) or min_records < 1:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from raytuner.bench.band_peers import Trace
 from raytuner.bench.band_ray import run_demo_ray, run_lcbench_ray
 from raytuner.bench.band_report import GOAL_R_BAR, GOAL_WIN_RATE_BOHB, REFERENCE, render_report, save_plot
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
-from raytuner.bench.report import machine_info, write_results
+from raytuner.bench.report import finish_run, machine_at_start
 from raytuner.strategies import BanditStructure
 from raytuner.testing.functions import demo_grid_minimum
 
@@ -353,8 +352,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     out = Path(out)
     s = settings if settings is not None else (QUICK if quick else FULL)
     started = time.perf_counter()
-    machine = machine_info()
-    machine["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    machine = machine_at_start()
     out.mkdir(parents=True, exist_ok=True)
     own_ray = not ray.is_initialized()
     if own_ray:
@@ -381,10 +379,5 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     finally:
         if own_ray:
             ray.shutdown()
-    results = {"table1": {"rows": rows, "goals": goals(rows)}, "lcbench": lc, "quick": quick, "machine": machine,
-               "benchmark": "band", "command": f"raytuner bench band --out {out}{' --quick' if quick else ''}",
-               "elapsed_s": round(time.perf_counter() - started, 1)}
-    report = render_report(results)
-    write_results(out, results, report)
-    log.info("band benchmark results (%s):\n%s", out / "results.json", report)
-    return results
+    results = {"table1": {"rows": rows, "goals": goals(rows)}, "lcbench": lc, "machine": machine}
+    return finish_run(out, "band", results, render_report, quick=quick, started=started)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from raytuner.bench.report import machine_info, markdown_table, percentile, write_results
+from raytuner.bench.report import finish_run, machine_info, markdown_table, percentile
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
@@ -53,15 +53,22 @@ ACCESS = ("public",) * 8 + ("registered", "private")
 
 @dataclass(frozen=True)
 class Settings:
-    """The benchmark's sizes."""
+    """The benchmark's sizes (each field is documented below it)."""
 
     records: int = 100_000
+    """Records uploaded (80 % public, 10 % registered, 10 % private)."""
     tasks: int = 100
+    """Task values ``m`` the records spread over; a query returns ``records / tasks`` records."""
     queries: int = 40
+    """Filtered queries timed (each on another task value)."""
     ishigami_samples: int = 500
+    """Random Ishigami evaluations uploaded before the Sobol analysis."""
     sobol_samples: int = 4096
+    """Sobol's ``N`` on the server's surrogate."""
     mixed_samples: int = 200
+    """Random evaluations of the 12-parameter function."""
     seed: int = 0
+    """Seeds the records, the samples and Sobol."""
 
 
 FULL = Settings()
@@ -120,11 +127,10 @@ def _sensitivity(client: Any, name: str, problem: dict[str, Any], function: Any,
 
 def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
     """Run the benchmark against a fresh mongod under ``workdir``; returns the figures."""
-    import pymongo  # noqa: PLC0415
-
     from raytuner.crowd import CrowdRepository  # noqa: PLC0415
     from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
     from raytuner.service.server import TuningServer  # noqa: PLC0415
+    from raytuner.store.mongo_client import open_client  # noqa: PLC0415
     from raytuner.testing.mongod import LocalMongod  # noqa: PLC0415
 
     items = _records(settings)
@@ -147,7 +153,7 @@ def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
                                                settings.ishigami_samples, settings.sobol_samples, settings.seed)
                 mixed_result = _sensitivity(client, "mixed12", MIXED12_PROBLEM, mixed12, settings.mixed_samples,
                                             settings.sobol_samples, settings.seed)
-            with pymongo.MongoClient(mongod.uri) as mongo:       # the same work without gRPC
+            with open_client(mongod.uri, timeout_ms=30000, appname="raytuner-bench") as mongo:   # without gRPC
                 direct = CrowdRepository(mongo, database=f"{database}_direct")
                 direct.add_user("alice", "alice@example.org", ["hpc"])
                 direct.add_machine("Cori", ["cori"])
@@ -238,9 +244,5 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="raytuner-crowd-bench-") as workdir:
         figures = measure(settings, Path(workdir))
-    results = {**figures, "goals": goals(figures), "settings": asdict(settings), "quick": quick,
-               "machine": machine_info(), "benchmark": "crowd",
-               "command": f"raytuner bench crowd --out {out}{' --quick' if quick else ''}",
-               "elapsed_s": round(time.perf_counter() - started, 1)}
-    write_results(out, results, render_report(results))
-    return results
+    results = {**figures, "goals": goals(figures), "settings": asdict(settings), "machine": machine_info()}
+    return finish_run(out, "crowd", results, render_report, quick=quick, started=started)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
-import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -64,7 +63,7 @@ import numpy as np
 
 from raytuner.bench.discrete_peers import KERNEL_TUNER_METHODS, Trace, run_kernel_tuner, run_optuna_tpe
 from raytuner.bench.kernel_cache import KernelCache, default_data_dir, load_cache
-from raytuner.bench.report import machine_info, write_results
+from raytuner.bench.report import finish_run, machine_at_start
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation
 
@@ -288,8 +287,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     if unknown:
         raise InvalidInputError("methods", f"unknown method {unknown[0]!r}", allowed=list(METHODS))
     started = time.perf_counter()
-    machine = machine_info()
-    machine["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    machine = machine_at_start()
     jobs = _run_jobs(out, s)
     summary = summarise(jobs, s)
     kernels = {k: {"configurations": len(_cache(k).configs), "failed": _cache(k).failed,
@@ -297,10 +295,5 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     results = {**summary, "goals": goals(summary, jobs), "kernel_details": kernels,
                "plots": save_plots(jobs, s, kernels, out),
                "settings": {**asdict(s), "seeds": list(range(s.repeats))},
-               "quick": quick, "machine": machine, "benchmark": "discrete",
-               "command": f"raytuner bench discrete --out {out}{' --quick' if quick else ''}",
-               "elapsed_s": round(time.perf_counter() - started, 1)}
-    report = render_report(results)
-    write_results(out, results, report)
-    log.info("discrete benchmark results (%s):\n%s", out / "results.json", report)
-    return results
+               "machine": machine}
+    return finish_run(out, "discrete", results, render_report, quick=quick, started=started)

@@ -123,6 +123,13 @@ class _SimulationFiles:
         return path
 
 
+def _budget(max_fevals: int) -> int:
+    """``max_fevals`` as an ``int``; less than 1 raises :class:`~raytuner.errors.InvalidInputError`."""
+    if int(max_fevals) < 1:
+        raise InvalidInputError("max_fevals", f"must be at least 1, got {max_fevals}")
+    return int(max_fevals)
+
+
 def _file_stem(cache: KernelCache) -> str:
     stem = "".join(ch if ch.isalnum() else "_" for ch in f"{cache.kernel}_{cache.device}")
     return stem[:80] or "cache"
@@ -240,9 +247,7 @@ def run_kernel_tuner(cache: KernelCache, method: str, max_fevals: int, seed: int
     if method not in KERNEL_TUNER_METHODS:
         raise InvalidInputError("method", f"unknown Kernel Tuner method {method!r}; one of "
                                 f"{', '.join(KERNEL_TUNER_METHODS)}")
-    if int(max_fevals) < 1:
-        raise InvalidInputError("max_fevals", f"must be at least 1, got {max_fevals}")
-    max_fevals = int(max_fevals)
+    max_fevals = _budget(max_fevals)
     try:
         import kernel_tuner
         from constraint import FunctionConstraint
@@ -327,9 +332,7 @@ def run_optuna_tpe(cache: KernelCache, max_fevals: int, seed: int, n_startup: in
     Returns the unique evaluations in order (``None`` for a failed
     configuration); fewer than ``max_fevals`` only when the cache holds fewer.
     """
-    if int(max_fevals) < 1:
-        raise InvalidInputError("max_fevals", f"must be at least 1, got {max_fevals}")
-    max_fevals = int(max_fevals)
+    max_fevals = _budget(max_fevals)
     try:
         import optuna
     except ImportError as exc:

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from raytuner.bench.report import markdown_table, save_history_plot
+from raytuner.bench.report import goal_lines, markdown_table, save_history_plot, verdict
 
 __all__ = ["render_report", "save_plots"]
 
@@ -67,18 +67,13 @@ def render_report(results: Mapping[str, Any]) -> str:
               "ms / suggestion: raytuner's median time of an ask that fits and searches the model (every "
               "unvisited valid configuration scored); a peer's wall time per evaluation, lookups included.", "",
               "## Goals", ""]
-    g = results["goals"]
-    if "lowest_mdf" in g:
-        lines.append(f"- Lowest MDF: **{g['lowest_mdf']['best_method']}** "
-                     f"({'met' if g['lowest_mdf']['met'] else 'not met'}).")
-    if "below_kernel_tuner_bayes_opt" in g:
-        b = g["below_kernel_tuner_bayes_opt"]
-        lines.append(f"- {b['raytuner']} MDF / {b['kernel_tuner']} MDF = {b['mdf_ratio']:.3f} "
-                     f"(at most 0.8 required: {'met' if b['met'] else 'not met'}).")
-    if "suggest_ms_gemm" in g:
-        t = g["suggest_ms_gemm"]
-        lines.append(f"- One suggestion on gemm ({t['candidates']} candidates): median {t['median']} ms, "
-                     f"p95 {t['p95']} ms, max {t['max']} ms (at most 200 ms: {'met' if t['met'] else 'not met'}).")
+    lines += goal_lines(results["goals"], {
+        "lowest_mdf": lambda g: f"Lowest MDF: **{g['best_method']}** ({verdict(g)}).",
+        "below_kernel_tuner_bayes_opt": lambda g: f"{g['raytuner']} MDF / {g['kernel_tuner']} MDF = "
+                                                  f"{g['mdf_ratio']:.3f} (at most 0.8 required: {verdict(g)}).",
+        "suggest_ms_gemm": lambda g: f"One suggestion on gemm ({g['candidates']} candidates): median "
+                                     f"{g['median']} ms, p95 {g['p95']} ms, max {g['max']} ms (at most 200 ms: "
+                                     f"{verdict(g)})."})
     lines += ["", "## Best time found per kernel", ""]
     lines += [f"![{k}]({png})" for k, png in results["plots"].items()]
     return "\n".join(lines) + "\n"

@@ -30,7 +30,6 @@ the overhead at {10, 30} samples with GPy (2 restarts) at 10 samples only.
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ import numpy as np
 from raytuner.analysis import best_so_far, r_bar, relative_performance, win_rate
 from raytuner.bench.mla_overhead import (GOAL_ASK_SECONDS, GOAL_SPEEDUP, LOGLIK_TOLERANCE, OverheadSettings,
                                          overhead_goals, render_overhead, run_overhead)
-from raytuner.bench.report import machine_info, markdown_table, save_history_plot, write_results
+from raytuner.bench.report import machine_at_start, markdown_table, publish, save_history_plot
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch, Strategy
@@ -229,8 +228,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     log.info("mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at %s samples per task",
              " (quick)" if quick else "", len(qs.seeds), len(qs.tasks), qs.evaluations, list(os_.samples))
     started = time.perf_counter()
-    machine = machine_info()
-    machine["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]  # other work skews timings
+    machine = machine_at_start()
     values, wall = run_quality(qs)
     quality = quality_results({name: v.min(axis=2) for name, v in values.items()}, wall)
     quality.update(tasks=list(qs.tasks), seeds=list(qs.seeds), evaluations_per_task=qs.evaluations,
@@ -243,10 +241,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         overhead_extra={"asks": os_.asks, "fit_repeats": os_.fit_repeats, "naive_restarts": os_.naive_restarts,
                         "naive_samples": list(os_.naive_samples), "loglik_tolerance": LOGLIK_TOLERANCE},
         benchmark="mla", elapsed_s=round(time.perf_counter() - started, 1))
-    report = render_report(results)
-    write_results(out, results, report)
-    log.info("mla benchmark results (%s):\n%s", out / "results.json", report)
-    return results
+    return publish(out, "mla", results, render_report)
 
 
 def save_plot(curves: Mapping[str, Sequence[float]], path: Path) -> bool:

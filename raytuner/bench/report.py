@@ -15,12 +15,14 @@ import math
 import os
 import platform
 import resource
+import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from raytuner.environment import cpu_model
 
-__all__ = ["write_results", "rss_mb", "peak_rss_mb", "percentile", "markdown_table", "machine_info",
+__all__ = ["write_results", "publish", "finish_run", "machine_at_start", "goal_lines", "verdict", "rss_mb",
+           "peak_rss_mb", "percentile", "markdown_table", "machine_info",
            "filesystem_of", "save_history_plot"]
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,103 @@ def write_results(out: Path, results: dict[str, Any], report_md: str) -> None:
         fh.write("\n")
     (out / "report.md").write_text(report_md if report_md.endswith("\n") else report_md + "\n",
                                    encoding="utf-8")
+
+
+def publish(out: Path, benchmark: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str]
+            ) -> dict[str, Any]:
+    """Render ``results``, write ``out/results.json`` and ``out/report.md``, log the report; returns ``results``.
+
+    Args:
+        out: the output folder (created if needed).
+        benchmark: the benchmark's name; the report is logged on ``raytuner.bench.<benchmark>``.
+        results: the results, JSON data.
+        render: makes the Markdown report from ``results``.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     done = publish(Path(folder), "demo", {"best": 1.0}, lambda r: f"best {r['best']}")
+        ...     (Path(folder) / "report.md").read_text()
+        'best 1.0\\n'
+    """
+    report = render(results)
+    write_results(out, results, report)
+    logging.getLogger(f"raytuner.bench.{benchmark}").info("%s benchmark results (%s):\n%s", benchmark,
+                                                          Path(out) / "results.json", report)
+    return results
+
+
+def finish_run(out: Path, benchmark: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str], *,
+               quick: bool, started: float) -> dict[str, Any]:
+    """Every benchmark's epilogue: add what ran and how long it took to ``results``, then :func:`publish` them.
+
+    Adds ``quick``, ``benchmark``, ``command`` (the command line that reruns
+    it) and ``elapsed_s`` (since ``started``, a :func:`time.perf_counter`).
+
+    Args:
+        out: the output folder.
+        benchmark: the benchmark's name (``raytuner bench NAME``).
+        results: the benchmark's figures; updated in place.
+        render: makes the Markdown report from the results.
+        quick: whether this was the quick run.
+        started: :func:`time.perf_counter` at the start of the run.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     results = finish_run(Path(folder), "demo", {"best": 1.0}, str, quick=True, started=time.perf_counter())
+        >>> results["command"].split(" --out ")[0], results["quick"], results["elapsed_s"] >= 0
+        ('raytuner bench demo', True, True)
+    """
+    results.update({"quick": quick, "benchmark": benchmark,
+                    "command": f"raytuner bench {benchmark} --out {out}{' --quick' if quick else ''}",
+                    "elapsed_s": round(time.perf_counter() - started, 1)})
+    return publish(out, benchmark, results, render)
+
+
+def machine_at_start(data_dir: Path | None = None) -> dict[str, Any]:
+    """:func:`machine_info` and the load average now (other work on the machine skews timings).
+
+    Args:
+        data_dir: where the benchmark's data lives (its file system is named), or ``None``.
+
+    Example:
+        >>> sorted(machine_at_start())
+        ['cores', 'cpu_model', 'load_average_at_start', 'os', 'python']
+    """
+    machine = machine_info(data_dir)
+    machine["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    return machine
+
+
+def verdict(goal: Mapping[str, Any], not_met: str = "not met") -> str:
+    """``"met"`` when ``goal["met"]``, else ``not_met``.
+
+    Args:
+        goal: one goal of a benchmark's results, with a ``met`` flag.
+        not_met: the word for a goal not met.
+
+    Example:
+        >>> verdict({"met": True}), verdict({"met": False}, "NOT met")
+        ('met', 'NOT met')
+    """
+    return "met" if goal["met"] else not_met
+
+
+def goal_lines(goals: Mapping[str, Mapping[str, Any]], describe: Mapping[str, Callable[[Mapping[str, Any]], str]]
+               ) -> list[str]:
+    """A Markdown bullet per goal that ran, in ``describe``'s order: ``- <describe[name](goal)>``.
+
+    Args:
+        goals: the results' goals by name (a goal whose cells did not run is absent).
+        describe: goal name -> the sentence for that goal.
+
+    Example:
+        >>> describe = {"fit": str, "speed": lambda g: f"x = {g['x']}: {verdict(g)}"}
+        >>> goal_lines({"speed": {"met": False, "x": 2}}, describe)
+        ['- x = 2: not met']
+    """
+    return [f"- {text(goals[name])}" for name, text in describe.items() if name in goals]
 
 
 def rss_mb() -> float | None:

@@ -14,7 +14,7 @@ the captured machine and software configuration), Optuna's its own
 - **raytuner, random strategy** (the service's own overhead): a
   :class:`~raytuner.service.server.TuningServer` over a JSON store directory
   (every tell's record is fsync'd to the problem's journal before the answer,
-  every handed-out trial to the catalog before the ask's answer), API keys
+  every handed-out trial to the ledger before the ask's answer), API keys
   on (a key made for the run); all clients ask and tell on **one shared
   session**, so they contend for it as jobs of one campaign do;
 - **raytuner, MLA** on GPTune's demo problem (one task, ``t = 1``): a model
@@ -53,15 +53,9 @@ Example:
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -70,11 +64,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from raytuner.bench.report import machine_info, markdown_table, percentile, write_results
+from raytuner.bench.report import finish_run, goal_lines, machine_at_start, markdown_table, percentile, verdict
+from raytuner.testing.service import Cell, ServerProcess, drive_clients
 from raytuner.errors import InvalidInputError
 from raytuner.testing.functions import DEMO_PROBLEM, demo
 
-__all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "goals", "render_report", "main"]
+__all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "summarise", "goals",
+           "render_report"]
 
 log = logging.getLogger(__name__)
 
@@ -96,195 +92,26 @@ class Settings:
     ``warmup`` round trips per client before the measured ones. MLA clients
     make ``mla_evaluations`` round trips each, the first ``mla_n_initial + 1``
     of them warm-up. ``server_workers`` is the thread pool of both servers.
+    ``timeout`` bounds a server's start and a cell's clients, in seconds.
     """
 
+    # how each cell is measured
     clients: tuple[int, ...] = (1, 8, 32)
-    cells: tuple[tuple[str, str], ...] = CELLS
     requests: int = 600
     min_rounds: int = 10
     warmup: int = 3
     repeats: int = 3
+    timeout: float = 120.0
+    # what runs: the cells, MLA's sessions, the servers, the seeds
+    cells: tuple[tuple[str, str], ...] = CELLS
     mla_n_initial: int = 5
     mla_evaluations: int = 30
     server_workers: int = 64
     seed: int = 0
-    timeout: float = 120.0
 
 
 FULL = Settings()
 QUICK = Settings(requests=160, min_rounds=4, warmup=2, repeats=1, mla_evaluations=10)
-
-
-# -- servers in processes of their own -------------------------------------------------------------------
-
-
-def _python_env() -> dict[str, str]:
-    """The environment of a server process: this interpreter's import path, so an uninstalled checkout works."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
-
-
-class ServerProcess:
-    """A server started with ``python -m raytuner.bench.service SERVER ...``: its first stdout line is JSON.
-
-    The benchmark's servers and the service's kill -9 tests run in these.
-    """
-
-    def __init__(self, args: Sequence[str], log_path: Path, timeout: float = 60.0) -> None:
-        self.log_path = log_path
-        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        from raytuner.testing.mongod import death_signal_prefix
-
-        # the kernel stops the server should this process die (see death_signal_prefix)
-        self.process = subprocess.Popen([*death_signal_prefix(), sys.executable, "-m", "raytuner.bench.service",
-                                         *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=self._log, env=_python_env())
-        self.info = self._first_line(timeout)
-
-    def _first_line(self, timeout: float) -> dict[str, Any]:
-        stdout = self.process.stdout
-        assert stdout is not None
-        found: list[str] = []
-        reader = threading.Thread(target=lambda: found.append(stdout.readline().decode()), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not found or not found[0].strip():
-            self.stop()
-            tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
-            raise RuntimeError(f"benchmark server {self.process.args} did not start; its log ends:\n{tail}")
-        info: dict[str, Any] = json.loads(found[0])
-        return info
-
-    def kill(self) -> None:
-        """``kill -9`` the server, as a crash or the out-of-memory killer would."""
-        self.process.kill()
-        self.process.wait(10)
-
-    def stop(self) -> None:
-        """Terminate the server (kill it after 10 s)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._log.close()
-
-
-def _serve_raytuner(store: str, port: int, workers: int, key_name: str | None) -> None:
-    from raytuner.service.server import TuningServer
-
-    server = TuningServer(store, port=port, auth=True, max_workers=workers)
-    bound = server.start()
-    key = server.keys.create(key_name) if key_name else ""
-    sys.stdout.write(json.dumps({"port": bound, "key": key}) + "\n")
-    sys.stdout.flush()
-    _wait_for_sigterm(lambda: server.stop(grace=0.5))
-
-
-def _serve_optuna(url: str, port: int, workers: int) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    import optuna
-    from optuna.storages import get_storage, run_grpc_proxy_server
-
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    storage = get_storage(url)
-    engine = storage._backend.engine       # noqa: SLF001 - the SQLite settings it commits with
-    with engine.connect() as connection:
-        synchronous = connection.exec_driver_sql("PRAGMA synchronous").scalar()
-        journal = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
-    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-    sys.stdout.write(json.dumps({"port": port, "sqlite_synchronous": names.get(synchronous, str(synchronous)),
-                                 "sqlite_journal_mode": str(journal)}) + "\n")
-    sys.stdout.flush()
-    run_grpc_proxy_server(storage, host="127.0.0.1", port=port, thread_pool=ThreadPoolExecutor(workers))
-
-
-def _wait_for_sigterm(stop: Callable[[], None]) -> None:
-    import signal
-
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
-    stop()
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry of the server processes: ``python -m raytuner.bench.service raytuner|optuna ...``."""
-    parser = argparse.ArgumentParser(prog="python -m raytuner.bench.service")
-    parser.add_argument("server", choices=["raytuner", "optuna"])
-    parser.add_argument("--store", required=True, help="raytuner: store directory; optuna: storage URL")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=64)
-    parser.add_argument("--key-name", help="raytuner: create an API key for this name and print it")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    if args.server == "raytuner":
-        _serve_raytuner(args.store, args.port, args.workers, args.key_name)
-    else:
-        _serve_optuna(args.store, args.port, args.workers)
-
-
-# -- clients ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Cell:
-    """Latencies (ms) and wall time of one cell's measured phase."""
-
-    latencies: list[float]
-    wall_s: float
-    tells: int
-
-
-def _drive(clients: int, make_loop: Callable[[int], Callable[[int], Any]], warmup: int, rounds: int,
-           timeout: float) -> _Cell:
-    """Run ``clients`` threads: each builds its loop, warms up, waits for the others, then measures ``rounds``."""
-    barrier = threading.Barrier(clients + 1)
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    errors: list[BaseException] = []
-
-    def client(index: int) -> None:
-        try:
-            step = make_loop(index)
-            for i in range(warmup):
-                step(i)
-            barrier.wait(timeout)
-            mine = latencies[index]
-            for i in range(rounds):
-                started = time.perf_counter()
-                step(warmup + i)
-                mine.append((time.perf_counter() - started) * 1000.0)
-        except BaseException as exc:  # noqa: BLE001 - reported by the driver
-            errors.append(exc)
-            barrier.abort()
-
-    threads = [threading.Thread(target=client, args=(i,), name=f"bench-client-{i}", daemon=True)
-               for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    try:
-        barrier.wait(timeout)
-    except threading.BrokenBarrierError:
-        pass
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join(timeout)
-    wall = time.perf_counter() - started
-    if errors:
-        raise RuntimeError(f"a benchmark client failed: {errors[0]!r}") from errors[0]
-    if any(thread.is_alive() for thread in threads):
-        raise RuntimeError(f"benchmark clients did not finish within {timeout:g} s")
-    merged = [x for mine in latencies for x in mine]
-    return _Cell(latencies=merged, wall_s=wall, tells=len(merged))
 
 
 def _meta(problem_name: str) -> dict[str, Any]:
@@ -316,7 +143,7 @@ def _rounds(settings: Settings, clients: int) -> int:
     return max(settings.min_rounds, -(-settings.requests // clients))
 
 
-def _raytuner_cell(address: str, key: str, strategy: str, clients: int, repeat: int, settings: Settings) -> _Cell:
+def _raytuner_cell(address: str, key: str, strategy: str, clients: int, repeat: int, settings: Settings) -> Cell:
     problem = f"bench_service_{strategy}_{clients}"
     seed = settings.seed + repeat + 1
     opened: list[_RaytunerClient] = []
@@ -341,13 +168,13 @@ def _raytuner_cell(address: str, key: str, strategy: str, clients: int, repeat: 
         return lambda _: client.round_trip()
 
     try:
-        return _drive(clients, make_loop, warmup, rounds, settings.timeout)
+        return drive_clients(clients, make_loop, warmup, rounds, settings.timeout)
     finally:
         for client in opened:
             client.close()
 
 
-def _optuna_cell(port: int, clients: int, repeat: int, settings: Settings) -> _Cell:
+def _optuna_cell(port: int, clients: int, repeat: int, settings: Settings) -> Cell:
     import optuna
     from optuna.distributions import FloatDistribution
     from optuna.storages import GrpcStorageProxy
@@ -373,13 +200,13 @@ def _optuna_cell(port: int, clients: int, repeat: int, settings: Settings) -> _C
         return step
 
     try:
-        return _drive(clients, make_loop, settings.warmup, _rounds(settings, clients), settings.timeout)
+        return drive_clients(clients, make_loop, settings.warmup, _rounds(settings, clients), settings.timeout)
     finally:
         for storage in opened:
             storage.close()
 
 
-def _summary(cell: _Cell) -> dict[str, float]:
+def _summary(cell: Cell) -> dict[str, float]:
     return {"p50_ms": round(percentile(cell.latencies, 50), 3), "p99_ms": round(percentile(cell.latencies, 99), 3),
             "tells_per_s": round(cell.tells / cell.wall_s, 2), "tells": cell.tells, "wall_s": round(cell.wall_s, 3)}
 
@@ -404,10 +231,10 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
             store = base / "raytuner_store"
             keys = open_keys(store)
             key = keys.create("bench")                  # the run's key, as `raytuner keys create` makes one
-            keys.catalog.close()
+            keys.ledger.close()
             server = ServerProcess(["raytuner", "--store", str(store), "--workers", str(settings.server_workers)],
                                     base / "raytuner_server.log", settings.timeout)
-            servers["raytuner"] = {"store": "JSON store (journal fsync per tell, catalog fsync per ask)",
+            servers["raytuner"] = {"store": "JSON store (journal fsync per tell, ledger fsync per ask)",
                                    "auth": True, "workers": settings.server_workers}
             address = f"127.0.0.1:{server.info['port']}"
             try:
@@ -503,16 +330,13 @@ def render_report(results: dict[str, Any]) -> str:
           f"{r['tells_per_s']:.1f}", r["measured_round_trips"]] for r in results["rows"]])
     lines = ["# Tuning service: ask+tell round trip and throughput", "",
              f"Command: `{results['command']}`", "", table, "", "## Goals", ""]
-    g = results["goals"]
-    if "p50_one_client_random" in g:
-        x = g["p50_one_client_random"]
-        lines.append(f"- p50 round trip, 1 client, random strategy: {x['p50_ms']:.2f} ms "
-                     f"(goal <= {x['required_at_most']:g} ms): {'met' if x['met'] else 'NOT met'}")
-    if "throughput_vs_optuna" in g:
-        x = g["throughput_vs_optuna"]
-        lines.append(f"- throughput at {x['clients']} clients, raytuner random / Optuna gRPC proxy: "
-                     f"{x['raytuner_tells_per_s']:.1f} / {x['optuna_tells_per_s']:.1f} tells/s = ratio "
-                     f"{x['ratio']:.2f} (goal >= {x['required_at_least']:g}): {'met' if x['met'] else 'NOT met'}")
+    lines += goal_lines(results["goals"], {
+        "p50_one_client_random": lambda x: f"p50 round trip, 1 client, random strategy: {x['p50_ms']:.2f} ms "
+                                           f"(goal <= {x['required_at_most']:g} ms): {verdict(x, 'NOT met')}",
+        "throughput_vs_optuna": lambda x: f"throughput at {x['clients']} clients, raytuner random / Optuna gRPC "
+                                          f"proxy: {x['raytuner_tells_per_s']:.1f} / {x['optuna_tells_per_s']:.1f} "
+                                          f"tells/s = ratio {x['ratio']:.2f} (goal >= {x['required_at_least']:g}): "
+                                          f"{verdict(x, 'NOT met')}"})
     optuna_server = results["servers"].get("optuna-grpc")
     cells = {tuple(c) for c in s["cells"]}
     lines += [
@@ -529,7 +353,7 @@ def render_report(results: dict[str, Any]) -> str:
     if "raytuner" in results["servers"]:
         lines.append(
             "- raytuner: TuningServer over a JSON store (each tell's record fsync'd to the journal before the "
-            "answer, each handed-out trial fsync'd to the catalog before the ask's answer), API keys on, "
+            "answer, each handed-out trial fsync'd to the ledger before the ask's answer), API keys on, "
             f"{s['server_workers']} server threads. Random: all clients share one session.")
     if ("raytuner", "mla") in cells:
         lines.append(
@@ -565,23 +389,13 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         raise InvalidInputError("clients", f"client counts must be integers >= 1, got {s.clients!r}")
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="raytuner-bench-service-"))
-    machine = machine_info(work)
-    machine["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    machine = machine_at_start(work)
     try:
         figures, servers = measure(s, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = summarise(figures, s)
-    results = {"benchmark": "service", "rows": rows, "goals": goals(rows, s), "servers": servers,
+    results = {"rows": rows, "goals": goals(rows, s), "servers": servers,
                "settings": {**asdict(s), "cells": [list(c) for c in s.cells], "clients": list(s.clients)},
-               "quick": quick, "machine": machine,
-               "command": f"raytuner bench service --out {out}{' --quick' if quick else ''}",
-               "elapsed_s": round(time.perf_counter() - started, 1)}
-    report = render_report(results)
-    write_results(out, results, report)
-    log.info("service benchmark results (%s):\n%s", out / "results.json", report)
-    return results
-
-
-if __name__ == "__main__":
-    main()
+               "machine": machine}
+    return finish_run(out, "service", results, render_report, quick=quick, started=started)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from raytuner.bench.report import machine_info, markdown_table, peak_rss_mb, percentile, rss_mb, write_results
+from raytuner.bench.report import machine_info, markdown_table, peak_rss_mb, percentile, publish, rss_mb
 from raytuner.environment import machine_configuration, software_configuration
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.store.json_store import JsonStore
@@ -351,10 +351,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "machine": machine,
         "elapsed_s": round(time.perf_counter() - started, 1),
     }
-    report = render_report(results)
-    write_results(out, results, report)
-    log.info("store benchmark results (%s):\n%s", out / "results.json", report)
-    return results
+    return publish(out, "store", results, render_report)
 
 
 def _yes(flag: bool) -> str:

@@ -14,7 +14,7 @@ also counts how many such suggestions MLA makes *without* the constraint.
 
 Example (about 3 minutes on 2 cores with every tuner and 2 seeds)::
 
-    from raytuner.bench.tla import QUICK
+    from raytuner.bench.tla_drive import QUICK
     raw = run_cross_machine(QUICK)
     raw["optimum"], sorted(raw["traces"])      # 50.36..., ['Ensemble(prob)', ...]
 """
@@ -28,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from raytuner.bench.kernel_cache import default_data_dir, load_cache
-from raytuner.bench.tla import CROSS_MACHINE_ID, SOURCE_SEED, Settings, drive_all, make_engine, run_tuner
+from raytuner.bench.tla_drive import CROSS_MACHINE_ID, SOURCE_SEED, Settings, drive_all, make_engine, run_tuner
 from raytuner.executors import InlineExecutor
 from raytuner.records import FunctionEvaluation
 

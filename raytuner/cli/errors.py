@@ -63,6 +63,9 @@ EXIT_STATUS_HELP = ("Exit status: 0 done; 1 failed (the service or a store refus
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) as one space.
 
+    Args:
+        text: any text.
+
     >>> one_line("a\\n  b\\tc ")
     'a b c'
     """
@@ -70,7 +73,12 @@ def one_line(text: str) -> str:
 
 
 class CommandError(click.ClickException):
-    """A command's failure, shown as one ``Error: ...`` line on stderr; exits with ``exit_code``."""
+    """A command's failure, shown as one ``Error: ...`` line on stderr; exits with ``exit_code``.
+
+    Args:
+        message: the line shown after ``Error:``.
+        exit_code: the exit status (default 1: not the input's fault).
+    """
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
         super().__init__(one_line(message) or "failed")
@@ -88,6 +96,11 @@ class JsonFile(click.ParamType):
     The command gets the parsed value; a bad file stops the command before
     its body runs (so before any connection is made) with exit status 2 and
     one line naming the file and the field.
+
+    Args:
+        parse: turns the file's JSON data into the command's value; raises InvalidInputError on bad data.
+        what: what the file holds, for messages (``"a meta description"``).
+        defaults: gives values for keys the file leaves out, from its path (default none).
 
     >>> from raytuner.meta import MetaDescription
     >>> option = click.option("--problem", type=JsonFile(MetaDescription.parse, "a meta description"))
@@ -114,6 +127,10 @@ def store_location(location: str, param_hint: str) -> str:
     """``location`` when it can be a store (a ``mongodb://`` URI, a directory, or a path to make one);
     :class:`click.BadParameter` naming ``param_hint`` for an existing file.
 
+    Args:
+        location: what the user gave.
+        param_hint: the option it came from, for the error (``"--to"``).
+
     >>> store_location("mongodb://127.0.0.1/db", "--to")
     'mongodb://127.0.0.1/db'
     """
@@ -128,7 +145,12 @@ def store_location(location: str, param_hint: str) -> str:
 def history_file(name_from_file_name: bool = False) -> JsonFile:
     """The parameter type of a GPTune history file argument: the command gets a
     :class:`~raytuner.records.HistoryDocument`. With ``name_from_file_name`` a
-    file without ``tuning_problem_name`` takes its file name without ``.json``."""
+    file without ``tuning_problem_name`` takes its file name without ``.json``.
+
+    Args:
+        name_from_file_name: a file without ``tuning_problem_name`` takes its file name without ``.json``
+            (default False).
+    """
     return JsonFile(HistoryDocument.model_validate, HISTORY_FILE,
                     (lambda path: {"tuning_problem_name": path.stem}) if name_from_file_name else None)
 

@@ -26,6 +26,9 @@ __all__ = ["history", "summarise"]
 def summarise(document: HistoryDocument) -> dict[str, Any]:
     """Counts that describe a history: records, statuses, tasks, objectives.
 
+    Args:
+        document: a parsed GPTune history.
+
     >>> summarise(HistoryDocument(tuning_problem_name="p"))["func_eval"]
     0
     """

@@ -81,7 +81,14 @@ def _batches(records: Sequence[Record]) -> list[str]:
 
 
 class CrowdClient(ServiceChannel):
-    """A crowd repository's client; the connection arguments are :class:`ServiceChannel`'s."""
+    """A crowd repository's client; the connection arguments are :class:`ServiceChannel`'s.
+
+    Args:
+        address: ``host:port`` of the server.
+        api_key: the crowd user's API key (``raytuner crowd keys create``).
+        **connection: :class:`ServiceChannel`'s keyword arguments (TLS, ``timeout``, ``retries``,
+            ``backoff``).
+    """
 
     def __init__(self, address: str, api_key: str, **connection: Any) -> None:
         if not api_key:
@@ -99,6 +106,14 @@ class CrowdClient(ServiceChannel):
 
         ``access`` is ``public``, ``registered``, ``private`` or ``shared``
         (with ``shared_with_users`` and/or ``shared_with_groups``).
+
+        Args:
+            tuning_problem_name: the problem's name.
+            records: function evaluations or surrogate-model records.
+            kind: ``"function_evaluation"`` (default) or ``"surrogate_model"``.
+            access: ``public`` (default), ``registered``, ``private`` or ``shared``.
+            shared_with_users: usernames that may see ``shared`` records.
+            shared_with_groups: groups that may see ``shared`` records.
         """
         added = duplicates = 0
         for batch in _batches(records):
@@ -119,21 +134,46 @@ class CrowdClient(ServiceChannel):
     def query_function_evaluations(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
                                    configuration_space: Mapping[str, Any] | None = None,
                                    limit: int = 0) -> list[FunctionEvaluation]:
-        """The function evaluations you may see that match the meta description's spaces."""
+        """The function evaluations you may see that match the meta description's spaces.
+
+        Args:
+            tuning_problem_name: the problem's name.
+            problem_space: task and tuning-parameter ranges and categories, in the meta description's shape
+                (``None``: any).
+            configuration_space: machines, software versions and users, in the meta description's shape
+                (``None``: any).
+            limit: the most records returned (0: all).
+        """
         return self._records("QueryFunctionEvaluations", EVALUATION_LIST, tuning_problem_name, problem_space,
                              configuration_space, limit)
 
     def query_surrogate_models(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
                                configuration_space: Mapping[str, Any] | None = None,
                                limit: int = 0) -> list[SurrogateModelRecord]:
-        """The stored surrogate-model records you may see that match the spaces."""
+        """The stored surrogate-model records you may see that match the spaces.
+
+        Args:
+            tuning_problem_name: the problem's name.
+            problem_space: as for :meth:`query_function_evaluations`.
+            configuration_space: as for :meth:`query_function_evaluations`.
+            limit: the most records returned (0: all).
+        """
         return self._records("QuerySurrogateModels", MODEL_LIST, tuning_problem_name, problem_space,
                              configuration_space, limit)
 
     def query_surrogate_model(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
                               configuration_space: Mapping[str, Any] | None = None,
                               objective: str | None = None) -> Any:
-        """A surrogate (``predict(points, task=...) -> (mean, variance)``) fitted here to the queried evaluations."""
+        """A surrogate (``predict(points, task=...) -> (mean, variance)``) fitted here to the queried evaluations.
+
+        Args:
+            tuning_problem_name: the problem's name.
+            problem_space: task and tuning-parameter ranges and categories, in the meta description's shape;
+                its parameter space is the model's.
+            configuration_space: machines, software versions and users, in the meta description's shape
+                (``None``: any).
+            objective: the modelled output (default: the first).
+        """
         records = self.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
         return surrogate_from_records(ProblemSpace.parse(dict(problem_space)), records, objective=objective)
 
@@ -141,7 +181,18 @@ class CrowdClient(ServiceChannel):
                              parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
                              configuration_space: Mapping[str, Any] | None = None,
                              objective: str | None = None) -> list[dict[str, float]]:
-        """Predicted ``{"mean", "variance"}`` of the output at each of ``parameters``, computed on the server."""
+        """Predicted ``{"mean", "variance"}`` of the output at each of ``parameters``, computed on the server.
+
+        Args:
+            tuning_problem_name: the problem's name.
+            problem_space: task and tuning-parameter ranges and categories, in the meta description's shape;
+                its parameter space is the model's.
+            parameters: the configurations to predict at.
+            task: the task to predict for (required when the records span several tasks).
+            configuration_space: machines, software versions and users, in the meta description's shape
+                (``None``: any).
+            objective: the predicted output (default: the first).
+        """
         answer = self._call("QueryPredictOutput", pb.CrowdPredictRequest(
             query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
             task_json=dumps(dict(task or {})), parameters_json=dumps([dict(p) for p in parameters])))
@@ -153,7 +204,21 @@ class CrowdClient(ServiceChannel):
                                    configuration_space: Mapping[str, Any] | None = None, *,
                                    method: str = "sobol", num_samples: int = 0, second_order: bool = False,
                                    objective: str | None = None, seed: int = 0) -> SensitivityResult:
-        """Sobol indices (S1, S1_conf, ST, ST_conf, and S2 on request) per parameter, computed on the server."""
+        """Sobol indices (S1, S1_conf, ST, ST_conf, and S2 on request) per parameter, computed on the server.
+
+        Args:
+            tuning_problem_name: the problem's name.
+            problem_space: task and tuning-parameter ranges and categories, in the meta description's shape;
+                its parameter space is the model's.
+            task: the task to analyse (required when the records span several tasks).
+            configuration_space: machines, software versions and users, in the meta description's shape
+                (``None``: any).
+            method: the analysis: ``"sobol"`` (the only one).
+            num_samples: SALib's base sample size, a power of two (0: the server's default).
+            second_order: also compute S2 (default False).
+            objective: the output to analyse (default: the first).
+            seed: seeds the sample and the bootstrap (default 0).
+        """
         answer = self._call("QuerySensitivityAnalysis", pb.CrowdSensitivityRequest(
             query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
             task_json=dumps(dict(task or {})), method=method, num_samples=num_samples,
@@ -171,6 +236,13 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
     level (``public``, ``registered``, ``private``); ``connection`` goes to
     :class:`CrowdClient`.
 
+    Args:
+        meta: the meta description (``sync_crowd_repo``, ``api_key``).
+        store: a history store or its location (a directory or a ``mongodb://`` URI).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+        access: the uploaded records' access level: ``public`` (default), ``registered`` or ``private``.
+        **connection: :class:`CrowdClient`'s connection arguments.
+
     >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": {
     ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]}})
     >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
@@ -179,7 +251,7 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
     if access not in SYNC_ACCESS:
         raise InvalidInputError("access", f"{access!r} is not an access level for synced records",
                                 allowed=list(SYNC_ACCESS))
-    opened = store if isinstance(store, HistoryStore) else open_store(store)
+    opened = open_store(store)
     if not meta.sync_crowd_repo:
         return opened
     if meta.api_key is None:
@@ -197,7 +269,17 @@ def query_function_evaluations(api_key: str, tuning_problem_name: str,
                                problem_space: Mapping[str, Any] | None = None,
                                configuration_space: Mapping[str, Any] | None = None, *,
                                server: str | None = None) -> list[FunctionEvaluation]:
-    """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`."""
+    """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`.
+
+    Args:
+        api_key: the crowd user's API key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape
+            (``None``: any).
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with _client(api_key, server) as crowd:
         return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
 
@@ -205,7 +287,18 @@ def query_function_evaluations(api_key: str, tuning_problem_name: str,
 def query_surrogate_model(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
                           configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
                           server: str | None = None) -> Any:
-    """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`."""
+    """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
+
+    Args:
+        api_key: the crowd user's API key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
+            parameter space is the model's.
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        objective: the modelled output (default: the first).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with _client(api_key, server) as crowd:
         return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective)
 
@@ -214,7 +307,20 @@ def query_predict_output(api_key: str, tuning_problem_name: str, problem_space: 
                          parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
                          configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
                          server: str | None = None) -> list[dict[str, float]]:
-    """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`."""
+    """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
+
+    Args:
+        api_key: the crowd user's API key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
+            parameter space is the model's.
+        parameters: the configurations to predict at.
+        task: the task to predict for.
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        objective: the predicted output (default: the first).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with _client(api_key, server) as crowd:
         return crowd.query_predict_output(tuning_problem_name, problem_space, parameters, task,
                                           configuration_space, objective)
@@ -225,7 +331,23 @@ def query_sensitivity_analysis(api_key: str, tuning_problem_name: str, problem_s
                                configuration_space: Mapping[str, Any] | None = None, *, method: str = "sobol",
                                num_samples: int = 0, second_order: bool = False, objective: str | None = None,
                                seed: int = 0, server: str | None = None) -> SensitivityResult:
-    """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`."""
+    """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
+
+    Args:
+        api_key: the crowd user's API key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
+            parameter space is the model's.
+        task: the task to analyse (required when the records span several tasks).
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        method: the analysis: ``"sobol"`` (the only one).
+        num_samples: SALib's base sample size, a power of two (0: the server's default).
+        second_order: also compute S2 (default False).
+        objective: the output to analyse (default: the first).
+        seed: seeds the sample and the bootstrap (default 0).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with _client(api_key, server) as crowd:
         return crowd.query_sensitivity_analysis(tuning_problem_name, problem_space, task, configuration_space,
                                                 method=method, num_samples=num_samples,

@@ -1,16 +1,13 @@
 """The Python client of the tuning service: ask, tell, and a ``run(objective)`` loop.
 
-:class:`RemoteTuner` talks to a :class:`~raytuner.service.server.TuningServer`
-(``raytuner serve``). Every call has a deadline (``timeout``) and is retried
-with exponential backoff and jitter on ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``
-and ``RESOURCE_EXHAUSTED`` (never on bad input): that is safe because a tell
-is idempotent by trial id and an ask carries a client-chosen trial id, so a
-retried ask gets the same trial back. (A retried *create* after a lost answer
-may leave one empty, unused session behind.) Failures surface as
-:class:`ServiceError` with the gRPC status name and the server's message.
-
-Each tell carries this machine's configuration (its Slurm allocation
-included) and software versions, captured once when the client is made.
+:class:`RemoteTuner` talks to a :class:`~raytuner.service.server.TuningServer` (``raytuner serve``).
+Every call has a deadline (``timeout``) and is retried with exponential backoff and jitter on
+``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and ``RESOURCE_EXHAUSTED`` (never on bad input): that is
+safe because a tell is idempotent by trial id and an ask carries a client-chosen trial id, so a
+retried ask gets the same trial back. (A retried *create* after a lost answer may leave one
+empty, unused session behind.) Failures surface as :class:`ServiceError` with the gRPC status
+name and the server's message. Each tell carries this machine's configuration (its Slurm
+allocation included) and software versions, captured once when the client is made.
 
 Example (needs a running service)::
 
@@ -61,6 +58,10 @@ Objective = Callable[[dict[str, Any], dict[str, Any], "float | None"], "Mapping[
 
 class ServiceError(RaytunerError):
     """A call to the tuning service failed: ``code`` is the gRPC status name, ``message`` the server's text.
+
+    Args:
+        code: the gRPC status name (``"NOT_FOUND"``).
+        message: the server's text.
 
     >>> str(ServiceError("NOT_FOUND", "session_id: no session 'x'"))
     "NOT_FOUND: session_id: no session 'x'"
@@ -113,13 +114,17 @@ def _event_dict(event: pb.SessionEvent) -> dict[str, Any]:
 class ServiceChannel:
     """A channel to a raytuner server with deadlines and retries: the plumbing of every client here.
 
-    ``address`` is ``host:port``; ``api_key`` goes in each request's metadata
-    (it is never logged). TLS is used when ``root_certificates`` (PEM bytes of
-    the CA) is given or ``tls`` is true (system roots); ``tls_server_name``
-    overrides the name the server's certificate is checked for. ``retries``
-    is how many times a failed call is tried again, the n-th after about
-    ``backoff * 2**n`` seconds. ``stub`` is the generated stub class of the
-    service this client calls.
+    Args:
+        address: ``host:port`` of the server.
+        api_key: the API key sent in each request's metadata, never logged (``None``: none).
+        stub: the generated stub class of the service this client calls.
+        root_certificates: PEM bytes of the CA; turns TLS on.
+        tls: TLS with the system's roots (default: only with ``root_certificates``).
+        timeout: each call's deadline in seconds (default 10).
+        retries: how many times a failed call is tried again, the n-th after about
+            ``backoff * 2**n`` seconds (default 5).
+        backoff: seconds before the first retry (default 0.2).
+        tls_server_name: the name the server's certificate is checked for (default: the host).
     """
 
     def __init__(self, address: str, api_key: str | None, stub: Callable[[grpc.Channel], Any], *,
@@ -183,9 +188,15 @@ class ServiceChannel:
 class RemoteTuner(ServiceChannel):
     """A client of one tuning service (see the module documentation).
 
-    The connection arguments are :class:`ServiceChannel`'s; an ask that fits a
-    model on many evaluations (``mla``) may need a larger ``timeout``.
-    ``machine``/``software`` are values that win over the captured configuration.
+    The connection arguments (``root_certificates``, ``tls``, ``timeout``, ``retries``, ``backoff``,
+    ``tls_server_name``) are :class:`ServiceChannel`'s; an ``mla`` ask may need a larger ``timeout``.
+
+    Args:
+        address: ``host:port`` of the server.
+        api_key: the API key (``None``: a server without keys).
+        session_id: the session to join (default: none until :meth:`create_session`).
+        machine: machine configuration values that win over the captured ones.
+        software: software configuration values that win over the captured ones.
     """
 
     def __init__(self, address: str, api_key: str | None = None, *, session_id: str | None = None,
@@ -219,11 +230,14 @@ class RemoteTuner(ServiceChannel):
                        options: Mapping[str, Any] | None = None, seed: int = 0, max_evaluations: int = 0) -> str:
         """Create a session (it becomes this client's session) and return its id.
 
-        ``problem`` is a meta description: parsed, as plain data, or a JSON file's path.
-        ``tasks`` are the task parameters to tune (none for a problem without input space).
-        With ``"sync_crowd_repo": "yes"`` the server also uploads every record
-        of the session to its crowd repository as the user of the meta
-        description's ``api_key``.
+        Args:
+            problem: a meta description: parsed, as plain data, or a JSON file's path. With ``"sync_crowd_repo":
+                "yes"`` the server also uploads the session's records to its crowd repository as its ``api_key``'s user.
+            strategy: the engine's name: ``random``, ``mla``, ``band``, ``tla`` or ``discrete``.
+            tasks: the task parameters to tune (none for a problem without input space).
+            options: the engine's options (default none).
+            seed: the engine's seed (default 0).
+            max_evaluations: the most trials the session hands out (default 0: no limit).
         """
         if isinstance(problem, MetaDescription):
             data = problem.to_dict()
@@ -249,18 +263,30 @@ class RemoteTuner(ServiceChannel):
         return message.session_id
 
     def session(self, session_id: str | None = None) -> dict[str, Any]:
-        """The session (this client's by default) as plain data, with ``best``: one entry per task."""
+        """The session as plain data, with ``best``: one entry per task.
+
+        Args:
+            session_id: the session (default: this client's).
+        """
         return _session_dict(self._call("GetSession", pb.GetSessionRequest(session_id=self._session(session_id))))
 
     def output_names(self, session_id: str | None = None) -> list[str]:
-        """The session's output names (asked of the server once, then remembered)."""
+        """The session's output names (asked of the server once, then remembered).
+
+        Args:
+            session_id: the session (default: this client's).
+        """
         sid = self._session(session_id)
         if sid not in self._outputs:
             self._outputs[sid] = self.session(sid)["outputs"]
         return self._outputs[sid]
 
     def sessions(self, problem_name: str | None = None) -> list[dict[str, Any]]:
-        """The caller's sessions (of ``problem_name`` when given), oldest first."""
+        """The caller's sessions (of ``problem_name`` when given), oldest first.
+
+        Args:
+            problem_name: only this problem's sessions (default: all).
+        """
         answer = self._call("ListSessions", pb.ListSessionsRequest(problem_name=problem_name or ""))
         return [_session_dict(s) for s in answer.sessions]
 
@@ -268,6 +294,10 @@ class RemoteTuner(ServiceChannel):
         """The session's events (``kind`` ASKED, TOLD or FINISHED) as they happen; ends after FINISHED.
 
         Not retried and without a deadline: a broken stream raises :class:`ServiceError`.
+
+        Args:
+            from_start: replay the events that happened before the call (default False).
+            session_id: the session (default: this client's).
         """
         call = self._stub.WatchSession(pb.WatchSessionRequest(session_id=self._session(session_id),
                                                               from_start=from_start), metadata=self._metadata)
@@ -286,11 +316,12 @@ class RemoteTuner(ServiceChannel):
             trial_id: str | None = None) -> RemoteTrial | None:
         """The next trial, or ``None``: the session is over (``self.finished``) or, with ``wait=False``, busy.
 
-        When the service answers WAIT (nothing to run until pending trials are
-        told), ``wait=True`` asks again every ``poll`` seconds; ``wait=False``
-        returns ``None`` at once with ``self.finished`` false. ``trial_id``
-        (default: a fresh uuid) makes the ask idempotent: asking again with it
-        returns the same pending trial.
+        Args:
+            task: the task to run (default: the engine chooses).
+            wait: when the service answers WAIT (nothing to run until pending trials are told), ask again
+                every ``poll`` seconds (default True); False returns ``None`` at once with ``self.finished`` false.
+            poll: seconds between asks while waiting (default 0.5).
+            trial_id: asking again with it returns the same pending trial (default: a fresh uuid).
         """
         request = pb.AskRequest(session_id=self._session(None), task_json=dumps(dict(task)) if task else "",
                                 trial_id=trial_id or uuid.uuid4().hex)
@@ -339,13 +370,16 @@ class RemoteTuner(ServiceChannel):
             task: Mapping[str, Any] | None = None, poll: float = 0.5) -> int:
         """Ask → ``objective(config, task, fidelity)`` → tell until the session is over; returns the trials run.
 
-        ``objective`` returns a mapping of every output, or a number, which is
-        the output named ``output`` (default: the only output of a problem
-        this client created the session of). An exception in ``objective`` is
-        told as a failure (its type and text) and the loop goes on, as does an
-        output that is not a finite number. A result the service refuses as
-        bad input is told as a failure, then the error is raised (the trial is
-        not left pending).
+        An exception in ``objective`` is told as a failure (its type and text) and the loop goes
+        on, as does an output that is not a finite number. A result the service refuses as bad
+        input is told as a failure, then the error is raised (the trial is not left pending).
+
+        Args:
+            objective: ``objective(config, task, fidelity)`` returns a mapping of every output, or a number.
+            max_trials: stop after this many trials (default: when the session is over).
+            output: the output a number stands for (default: the only output, known when this client made the session).
+            task: the task to run (default: the engine chooses).
+            poll: seconds between asks while the service says WAIT (default 0.5).
         """
         count = 0
         while max_trials is None or count < max_trials:
@@ -390,7 +424,12 @@ class RemoteTuner(ServiceChannel):
 
     def upload_evaluations(self, problem_name: str,
                            records: Sequence[FunctionEvaluation | Mapping[str, Any]]) -> int:
-        """Add evaluations made elsewhere to the service's store (idempotent by uid); returns how many it got."""
+        """Add evaluations made elsewhere to the service's store (idempotent by uid); returns how many it got.
+
+        Args:
+            problem_name: the problem's name.
+            records: the evaluations, as records or plain data.
+        """
         data = [r.to_dict() if isinstance(r, FunctionEvaluation) else dict(r) for r in records]
         answer = self._call("UploadEvaluations", pb.UploadEvaluationsRequest(problem_name=problem_name,
                                                                              records_json=dumps(data)))
@@ -398,7 +437,12 @@ class RemoteTuner(ServiceChannel):
 
     def query_evaluations(self, problem_name: str,
                           query: EvaluationQuery | Mapping[str, Any] | None = None) -> list[FunctionEvaluation]:
-        """The stored evaluations of ``problem_name`` that match ``query``, oldest first."""
+        """The stored evaluations of ``problem_name`` that match ``query``, oldest first.
+
+        Args:
+            problem_name: the problem's name.
+            query: an :class:`~raytuner.store.EvaluationQuery` or the same as plain data (default: all).
+        """
         data = query.to_json() if isinstance(query, EvaluationQuery) else dict(query or {})
         answer = self._call("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name,
                                                                            query_json=dumps(data)))

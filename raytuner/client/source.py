@@ -27,6 +27,11 @@ class RemoteSource:
 
     ``client`` is a :class:`~raytuner.client.RemoteTuner`; ``query``
     an :class:`~raytuner.store.EvaluationQuery` or the same as plain data.
+
+    Args:
+        client: a connected :class:`~raytuner.client.RemoteTuner`.
+        problem_name: the source problem's name.
+        query: an :class:`~raytuner.store.EvaluationQuery` or the same as plain data (default: all).
     """
 
     def __init__(self, client: Any, problem_name: str,

@@ -55,7 +55,13 @@ class AccessSpec:
 
     @classmethod
     def build(cls, access: Any, users: Iterable[Any] = (), groups: Iterable[Any] = ()) -> "AccessSpec":
-        """Validate an access specification, naming the bad field and the allowed values."""
+        """Validate an access specification, naming the bad field and the allowed values.
+
+        Args:
+            access: ``public``, ``registered``, ``private`` or ``shared``.
+            users: usernames a ``shared`` record is shared with.
+            groups: groups a ``shared`` record is shared with.
+        """
         if not isinstance(access, str) or access not in ACCESS_LEVELS:
             raise InvalidInputError("access", f"{access!r} is not an access level", allowed=ACCESS_LEVELS)
         if isinstance(users, (str, bytes)) or isinstance(groups, (str, bytes)):
@@ -78,6 +84,9 @@ class AccessSpec:
 
 def visibility_filter(user: User | None) -> dict[str, Any]:
     """The MongoDB filter selecting the records ``user`` may see (``None``: anonymous, public only).
+
+    Args:
+        user: the caller (``None``: anonymous, public records only).
 
     >>> visibility_filter(User("bob", "bob@example.org", ("hpc",)))["$or"][-1]
     {'access': 'shared', 'shared_groups': {'$in': ['hpc']}}

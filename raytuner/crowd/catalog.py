@@ -34,12 +34,21 @@ log = logging.getLogger(__name__)
 
 
 def match_key(name: str) -> str:
-    """The case-insensitive form names are matched on."""
+    """The case-insensitive form names are matched on.
+
+    Args:
+        name: a machine or software name.
+    """
     return name.strip().lower()
 
 
 class AliasCatalog:
-    """Canonical names and aliases of one kind (``machine`` or ``software``) in one collection."""
+    """Canonical names and aliases of one kind (``machine`` or ``software``) in one collection.
+
+    Args:
+        collection: the MongoDB collection the catalog lives in.
+        kind: ``"machine"`` or ``"software"``.
+    """
 
     def __init__(self, collection: Collection[dict[str, Any]], kind: str) -> None:
         self.collection = collection
@@ -54,6 +63,10 @@ class AliasCatalog:
         """Register ``name`` (canonical) with ``aliases``; adding to an existing entry extends it.
 
         An alias that already names another entry raises :class:`InvalidInputError`.
+
+        Args:
+            name: the canonical name.
+            aliases: other names for it (default none).
         """
         name = check_catalog_name(name, "name")
         if isinstance(aliases, str):
@@ -82,7 +95,12 @@ class AliasCatalog:
         return out
 
     def canonical(self, name: str, mapping: dict[str, str] | None = None) -> str:
-        """The canonical name of ``name`` (itself, stripped, when unknown)."""
+        """The canonical name of ``name`` (itself, stripped, when unknown).
+
+        Args:
+            name: a canonical name or an alias.
+            mapping: match key to canonical name, read once for many calls (default: ask the collection).
+        """
         table = self.mapping() if mapping is None else mapping
         return table.get(match_key(name), name.strip())
 

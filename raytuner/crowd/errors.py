@@ -16,7 +16,11 @@ __all__ = ["Unauthenticated", "AccessDenied"]
 
 
 class Unauthenticated(RaytunerError):
-    """The API key is missing, malformed, unknown, wrong or revoked (the message never says which)."""
+    """The API key is missing, malformed, unknown, wrong or revoked (the message never says which).
+
+    Args:
+        message: the text (never says which check failed).
+    """
 
     grpc_status = "UNAUTHENTICATED"
 

@@ -32,7 +32,12 @@ KEY_PATTERN = re.compile(r"^rt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 
 
 def digest(salt: str, secret: str) -> str:
-    """``sha256(salt bytes + secret)`` as hex (a fast hash is safe for a 256-bit random secret)."""
+    """``sha256(salt bytes + secret)`` as hex (a fast hash is safe for a 256-bit random secret).
+
+    Args:
+        salt: the key's salt (hex).
+        secret: the key's secret part.
+    """
     return hashlib.sha256(bytes.fromhex(salt) + secret.encode()).hexdigest()
 
 
@@ -45,11 +50,21 @@ def new_key() -> tuple[str, str, str, str]:
 
 
 def parse_key(key: Any) -> tuple[str, str] | None:
-    """``(key_id, secret)`` of a well-formed key, else ``None`` (non-strings included)."""
+    """``(key_id, secret)`` of a well-formed key, else ``None`` (non-strings included).
+
+    Args:
+        key: what the caller sent (any value).
+    """
     match = KEY_PATTERN.match(key) if isinstance(key, str) else None
     return (match.group(1), match.group(2)) if match else None
 
 
 def matches(salt: str, stored_digest: str, secret: str) -> bool:
-    """Whether ``secret`` hashes to ``stored_digest``, compared in constant time."""
+    """Whether ``secret`` hashes to ``stored_digest``, compared in constant time.
+
+    Args:
+        salt: the key's salt (hex).
+        stored_digest: what :func:`digest` gave when the key was made.
+        secret: the secret to check.
+    """
     return hmac.compare_digest(stored_digest, digest(salt, secret))

@@ -37,29 +37,52 @@ _EMAIL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}@[A-Za-z0-9-]+(\.[A-Za-z0
 _CATALOG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+ -]{0,127}$")
 
 
-def check_username(name: Any, field: str = "username") -> str:
-    """A username (also used for shared-with lists and ``user_configurations``)."""
+def _check_name(name: Any, field: str, kind: str) -> str:
+    """``name`` if it follows :data:`NAME_RULE`; else the error naming ``field`` and what ``kind`` of name it is."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInputError(field, f"{name!r} is not a valid user name", allowed=[NAME_RULE])
+        raise InvalidInputError(field, f"{name!r} is not a valid {kind} name", allowed=[NAME_RULE])
     return name
+
+
+def check_username(name: Any, field: str = "username") -> str:
+    """A username (also used for shared-with lists and ``user_configurations``).
+
+    Args:
+        name: the value to check.
+        field: the field named in the error (default ``"username"``).
+    """
+    return _check_name(name, field, "user")
 
 
 def check_group(name: Any, field: str = "groups") -> str:
-    """A group name (same rule as user names)."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInputError(field, f"{name!r} is not a valid group name", allowed=[NAME_RULE])
-    return name
+    """A group name (same rule as user names).
+
+    Args:
+        name: the value to check.
+        field: the field named in the error (default ``"groups"``).
+    """
+    return _check_name(name, field, "group")
 
 
 def check_email(email: Any, field: str = "email") -> str:
-    """An e-mail address, lower-cased (``user@example.org``)."""
+    """An e-mail address, lower-cased (``user@example.org``).
+
+    Args:
+        email: the value to check.
+        field: the field named in the error (default ``"email"``).
+    """
     if not isinstance(email, str) or len(email) > 254 or not _EMAIL.match(email):
         raise InvalidInputError(field, f"{email!r} is not a valid e-mail address", allowed=["user@domain.tld"])
     return email.lower()
 
 
 def check_catalog_name(name: Any, field: str) -> str:
-    """A machine or software name or alias (letters, digits, ``_ . + -`` and spaces), stripped."""
+    """A machine or software name or alias (letters, digits, ``_ . + -`` and spaces), stripped.
+
+    Args:
+        name: the value to check.
+        field: the field named in the error.
+    """
     if isinstance(name, str):
         name = name.strip()
     if not isinstance(name, str) or not _CATALOG.match(name):
@@ -70,14 +93,24 @@ def check_catalog_name(name: Any, field: str) -> str:
 
 
 def check_field_name(key: Any, field: str) -> str:
-    """A name that becomes part of a MongoDB field path (a parameter or processor name)."""
+    """A name that becomes part of a MongoDB field path (a parameter or processor name).
+
+    Args:
+        key: the value to check.
+        field: the field named in the error.
+    """
     if not isinstance(key, str) or not key or key.startswith("$") or "." in key or "\x00" in key:
         raise InvalidInputError(field, f"{key!r} cannot be used as a field name", allowed=[FIELD_RULE])
     return key
 
 
 def check_scalar(value: Any, field: str) -> str | int | float | bool:
-    """A value that goes into a filter as a literal: a finite number, a boolean or a plain string."""
+    """A value that goes into a filter as a literal: a finite number, a boolean or a plain string.
+
+    Args:
+        value: the value to check.
+        field: the field named in the error.
+    """
     if isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
         return value
     if isinstance(value, float) and math.isfinite(value):

@@ -139,7 +139,12 @@ class ProblemSpaceQuery:
 
     @classmethod
     def parse(cls, data: Any, field: str = "problem_space") -> "ProblemSpaceQuery":
-        """Validate ``data`` (``None`` is an empty query)."""
+        """Validate ``data`` (``None`` is an empty query).
+
+        Args:
+            data: the meta description's ``problem_space`` shape (ranges and categories), or ``None``.
+            field: the field named in errors (default ``"problem_space"``).
+        """
         if data is None:
             return cls()
         out: list[SpaceCondition] = []
@@ -206,7 +211,12 @@ class ConfigurationSpaceQuery:
 
     @classmethod
     def parse(cls, data: Any, field: str = "configuration_space") -> "ConfigurationSpaceQuery":
-        """Validate ``data`` (``None`` is an empty query)."""
+        """Validate ``data`` (``None`` is an empty query).
+
+        Args:
+            data: the meta description's ``configuration_space`` shape, or ``None``.
+            field: the field named in errors (default ``"configuration_space"``).
+        """
         if data is None:
             return cls()
         data = _mapping(data, field, list(_CONFIG_KEYS))
@@ -225,6 +235,11 @@ class ConfigurationSpaceQuery:
         ``machine_key`` / ``software_key`` turn a name into the stored match key
         (catalog alias resolution, lower case); ``owners`` resolves usernames and
         e-mail addresses to usernames.
+
+        Args:
+            machine_key: turns a machine name into its stored match key.
+            software_key: turns a software name into its stored match key.
+            owners: resolves usernames and e-mail addresses to usernames.
         """
         out: list[dict[str, Any]] = []
         if self.machines:

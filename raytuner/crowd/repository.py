@@ -40,40 +40,24 @@ Example:
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import logging
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Iterable, Mapping
 
 import pymongo
 from pymongo.collection import Collection
-from pymongo.errors import (
-    BulkWriteError,
-    ConfigurationError,
-    ConnectionFailure,
-    DuplicateKeyError,
-    PyMongoError,
-)
-from bson.errors import InvalidDocument
-from pydantic import BaseModel
+from pymongo.errors import BulkWriteError
 
 from raytuner.crowd.access import AccessSpec, User, visibility_filter
+from raytuner.crowd.accounts import KeyInfo, UserAccounts
 from raytuner.crowd.catalog import AliasCatalog, match_key
-from raytuner.crowd.errors import AccessDenied, Unauthenticated
-from raytuner.crowd.keys import matches, new_key, parse_key
-from raytuner.crowd.names import check_email, check_field_name, check_group, check_username
+from raytuner.crowd.documents import (TASK_INDEX, evaluation_document, iterate_records, json_text, record_dict,
+                                      record_document, task_hint)
 from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
-from raytuner.crowd.versions import version_key, version_parts
-from raytuner.errors import InvalidInputError, StoreError, validate
-from raytuner.records import (
-    EVALUATION_LIST,
-    MODEL_LIST,
-    FunctionEvaluation,
-    SurrogateModelRecord,
-    check_problem_name,
-)
+from raytuner.errors import InvalidInputError, StoreError
+from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord, check_problem_name
+from raytuner.store.mongo_client import mongo_errors, open_client
 from raytuner.store.mongo_store import DURABLE
 
 __all__ = ["CrowdRepository", "UploadResult", "KeyInfo", "DEFAULT_DATABASE"]
@@ -85,15 +69,12 @@ _DUPLICATE_KEY = 11000
 _CHUNK = 10_000
 _MAX_LIMIT = 10_000_000
 
-RecordT = TypeVar("RecordT", FunctionEvaluation, SurrogateModelRecord)
-
 _ACCESS_INDEX = pymongo.IndexModel([("problem", 1), ("access", 1), ("owner", 1)], name="problem_access_owner")
-_TASK_INDEX = "task_parameter_wildcard"
 _FUNC_EVAL_INDEXES = [
     _ACCESS_INDEX,
     pymongo.IndexModel([("problem", 1), ("machine", 1)], name="problem_machine"),
     pymongo.IndexModel([("problem", 1), ("software.name", 1), ("software.vkey", 1)], name="problem_software"),
-    pymongo.IndexModel([("record.task_parameter.$**", 1)], name=_TASK_INDEX),
+    pymongo.IndexModel([("record.task_parameter.$**", 1)], name=TASK_INDEX),
 ]
 
 
@@ -110,37 +91,26 @@ class UploadResult:
         return self.given - self.inserted
 
 
-@dataclass(frozen=True)
-class KeyInfo:
-    """A stored key's public part (never the secret)."""
-
-    key_id: str
-    username: str
-    created: _dt.datetime
-    revoked: bool
-
-
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
-
-
-class CrowdRepository:
+class CrowdRepository(UserAccounts):
     """The shared repository of tuning data (see the module documentation).
 
-    ``uri_or_client`` is a ``mongodb://`` URI (the repository owns and closes
-    the client) or a :class:`pymongo.MongoClient` (the caller owns it).
-    Opening creates the indexes if missing; an unreachable server raises
+    Users and API keys are :class:`~raytuner.crowd.accounts.UserAccounts`'
+    methods; the alias catalogs, uploads and queries are here. Opening
+    creates the indexes if missing; an unreachable server raises
     :class:`StoreError`.
+
+    Args:
+        uri_or_client: a ``mongodb://`` URI (the repository owns and closes
+            the client) or a :class:`pymongo.MongoClient` (the caller owns it).
+        database: the database's name.
+        server_selection_timeout_ms: how long a command waits for the server (a URI only).
     """
 
     def __init__(self, uri_or_client: str | pymongo.MongoClient[dict[str, Any]],
                  database: str = DEFAULT_DATABASE, server_selection_timeout_ms: int = 10000) -> None:
         if isinstance(uri_or_client, str):
-            try:
-                self.client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-                    uri_or_client, serverSelectionTimeoutMS=server_selection_timeout_ms, appname="raytuner-crowd")
-            except (ConfigurationError, ValueError, TypeError) as exc:
-                raise InvalidInputError("uri_or_client", f"invalid MongoDB URI: {exc}") from None
+            self.client: pymongo.MongoClient[dict[str, Any]] = open_client(
+                uri_or_client, timeout_ms=server_selection_timeout_ms, appname="raytuner-crowd", field="uri_or_client")
             self._owns_client = True
         else:
             self.client = uri_or_client
@@ -155,8 +125,7 @@ class CrowdRepository:
         self.software = AliasCatalog(db["software"], "software")
         try:
             with self._errors("create the indexes"):
-                self.users.create_indexes([pymongo.IndexModel([("email", 1)], unique=True, name="email_unique")])
-                self.api_keys.create_indexes([pymongo.IndexModel([("username", 1)], name="username")])
+                self._create_account_indexes()
                 self.func_eval.create_indexes(_FUNC_EVAL_INDEXES)
                 self.surrogate_model.create_indexes([_ACCESS_INDEX])
                 self.machines.create_indexes()
@@ -180,122 +149,10 @@ class CrowdRepository:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _errors(self, action: str, field: str = "records") -> Iterator[None]:
-        """Driver errors as :class:`StoreError` (unstorable data as :class:`InvalidInputError`)."""
-        try:
-            yield
-        except (InvalidDocument, OverflowError) as exc:
-            raise InvalidInputError(field, f"cannot be stored in MongoDB: {exc}") from None
-        except ConnectionFailure as exc:
-            reason = str(exc).split(", Topology Description:", 1)[0]
-            raise StoreError(f"cannot reach the crowd repository's MongoDB server to {action}: {reason}") from None
-        except PyMongoError as exc:
-            raise StoreError(f"crowd repository (database {self.database!r}) failed to {action}: {exc}") from None
-
-    # -- users and keys ------------------------------------------------------------------------
-
-    def add_user(self, username: str, email: str, groups: Iterable[str] = ()) -> User:
-        """Register a user; a taken username or e-mail address raises :class:`InvalidInputError`.
-
-        >>> repo.add_user("alice", "Alice@Example.org", ["hpc"])       # doctest: +SKIP
-        User(username='alice', email='alice@example.org', groups=('hpc',))
-        """
-        username = check_username(username)
-        email = check_email(email)
-        if isinstance(groups, str):
-            raise InvalidInputError("groups", "must be a list of group names, not one string")
-        group_list = tuple(sorted({check_group(g, f"groups[{i}]") for i, g in enumerate(groups)}))
-        with self._errors("add a user", "username"):
-            try:
-                self.users.insert_one({"_id": username, "email": email, "groups": list(group_list),
-                                       "created": _now()})
-            except DuplicateKeyError as exc:
-                field = "email" if "email" in (exc.details or {}).get("keyPattern", {}) else "username"
-                raise InvalidInputError(field, f"{email if field == 'email' else username!r} is already registered") \
-                    from None
-        log.info("added crowd user %s (groups %s)", username, list(group_list))
-        return User(username, email, group_list)
-
-    def set_groups(self, username: str, groups: Iterable[str]) -> User:
-        """Replace a user's groups (takes effect on their next call)."""
-        username = check_username(username)
-        group_list = sorted({check_group(g, f"groups[{i}]") for i, g in enumerate(groups)})
-        with self._errors("set groups", "username"):
-            doc = self.users.find_one_and_update({"_id": username}, {"$set": {"groups": group_list}},
-                                                 return_document=pymongo.ReturnDocument.AFTER)
-        if doc is None:
-            raise InvalidInputError("username", f"no user {username!r}")
-        return User(doc["_id"], doc["email"], tuple(doc["groups"]))
-
-    def get_user(self, username: str) -> User:
-        """The registered user ``username``."""
-        username = check_username(username)
-        with self._errors("read a user", "username"):
-            doc = self.users.find_one({"_id": username})
-        if doc is None:
-            raise InvalidInputError("username", f"no user {username!r}")
-        return User(doc["_id"], doc["email"], tuple(doc.get("groups", ())))
-
-    def create_key(self, username: str) -> str:
-        """A new API key for ``username``, returned once: only its salted hash is kept.
-
-        A user may hold several keys. The key is never logged; its id is.
-        """
-        username = self.get_user(username).username
-        key, key_id, salt, hashed = new_key()
-        with self._errors("create an API key", "username"):
-            self.api_keys.insert_one({"_id": key_id, "username": username, "salt": salt, "hash": hashed,
-                                      "created": _now(), "revoked": False})
-        log.info("created crowd API key %s for %s", key_id, username)
-        return key
-
-    def revoke_key(self, key_id: str, *, api_key: str | None = None) -> None:
-        """Revoke the key ``key_id`` (the part after ``rt_``); it no longer authenticates.
-
-        With ``api_key`` the caller must own the key (else :class:`AccessDenied`);
-        without it, this is the administrator's call.
-        """
-        if not isinstance(key_id, str) or len(key_id) != 16 or any(c not in "0123456789abcdef" for c in key_id):
-            raise InvalidInputError("key_id", f"{key_id!r} is not a key id", allowed=["16 lower-case hex digits"])
-        caller = self.authenticate(api_key) if api_key is not None else None
-        with self._errors("revoke an API key", "key_id"):
-            doc = self.api_keys.find_one({"_id": key_id}, {"username": 1})
-            if doc is None:
-                raise InvalidInputError("key_id", f"no key with id {key_id!r}")
-            if caller is not None and doc["username"] != caller.username:
-                raise AccessDenied(f"key {key_id} is not a key of {caller.username}")
-            self.api_keys.update_one({"_id": key_id}, {"$set": {"revoked": True, "revoked_at": _now()}})
-        log.info("revoked crowd API key %s", key_id)
-
-    def list_keys(self, username: str) -> list[KeyInfo]:
-        """The public part of ``username``'s keys, oldest first."""
-        username = check_username(username)
-        with self._errors("list API keys", "username"):
-            docs = list(self.api_keys.find({"username": username}, {"salt": 0, "hash": 0}).sort("created", 1))
-        return [KeyInfo(d["_id"], d["username"], d["created"], bool(d.get("revoked"))) for d in docs]
-
-    def authenticate(self, api_key: Any) -> User:
-        """The user ``api_key`` belongs to; :class:`Unauthenticated` when it is malformed, unknown, wrong or revoked.
-
-        The secret is compared in constant time; neither the key nor the
-        reason it failed reaches the message or the log (the key id may).
-        """
-        parsed = parse_key(api_key)
-        if parsed is None:
-            log.info("rejected a malformed API key")
-            raise Unauthenticated()
-        key_id, secret = parsed
-        with self._errors("check an API key", "api_key"):
-            entry = self.api_keys.find_one({"_id": key_id})
-            if entry is None or entry.get("revoked") or not matches(entry["salt"], entry["hash"], secret):
-                log.info("rejected API key id %s", key_id)
-                raise Unauthenticated()
-            doc = self.users.find_one({"_id": entry["username"]})
-        if doc is None:
-            log.info("rejected API key id %s: its user is gone", key_id)
-            raise Unauthenticated()
-        return User(doc["_id"], doc["email"], tuple(doc.get("groups", ())))
+    def _errors(self, action: str, field: str = "records") -> AbstractContextManager[None]:
+        """Driver errors as :class:`StoreError`, unstorable data as InvalidInputError: :func:`mongo_errors`."""
+        return mongo_errors(action, server="the crowd repository's MongoDB server",
+                            owner=f"crowd repository (database {self.database!r})", field=field)
 
     # -- catalogs ------------------------------------------------------------------------------
 
@@ -356,9 +213,9 @@ class CrowdRepository:
         with self._errors("read the catalogs", "records"):
             machines, packages = self.machines.mapping(), self.software.mapping()
         base = {"problem": problem, "owner": user.username, **spec.to_fields()}
-        docs = (self._evaluation_document(base, _as_dict(FunctionEvaluation, r, f"records[{i}]"),
-                                          machines, packages, f"records[{i}]")
-                for i, r in enumerate(_iterate(records, FunctionEvaluation)))
+        docs = (evaluation_document(base, record_dict(FunctionEvaluation, r, f"records[{i}]"),
+                                    machines, packages, f"records[{i}]")
+                for i, r in enumerate(iterate_records(records, FunctionEvaluation)))
         result = self._insert(self.func_eval, docs, problem)
         log.info("%s uploaded %d evaluations of %s (%d new, access %s)", user.username, result.given, problem,
                  result.inserted, spec.access)
@@ -374,8 +231,8 @@ class CrowdRepository:
         problem = check_problem_name(problem_name, "problem_name")
         spec = self._access(access, shared_with_users, shared_with_groups)
         base = {"problem": problem, "owner": user.username, **spec.to_fields()}
-        docs = (self._document(base, _as_dict(SurrogateModelRecord, r, f"records[{i}]"), f"records[{i}]")
-                for i, r in enumerate(_iterate(records, SurrogateModelRecord)))
+        docs = (record_document(base, record_dict(SurrogateModelRecord, r, f"records[{i}]"), f"records[{i}]")
+                for i, r in enumerate(iterate_records(records, SurrogateModelRecord)))
         result = self._insert(self.surrogate_model, docs, problem)
         log.info("%s uploaded %d surrogate models of %s (%d new)", user.username, result.given, problem,
                  result.inserted)
@@ -384,54 +241,17 @@ class CrowdRepository:
     def _access(self, access: Any, users: Iterable[Any], groups: Iterable[Any]) -> AccessSpec:
         spec = AccessSpec.build(access, users, groups)
         if spec.users:
-            with self._errors("check the shared-with users", "shared_with_users"):
-                known = {d["_id"] for d in self.users.find({"_id": {"$in": list(spec.users)}}, {"_id": 1})}
-            unknown = [u for u in spec.users if u not in known]
+            unknown = self._unknown_users(spec.users, "shared_with_users")
             if unknown:
                 raise InvalidInputError("shared_with_users", f"no registered user {unknown[0]!r}")
         return spec
-
-    @staticmethod
-    def _document(base: dict[str, Any], record: dict[str, Any], field: str) -> dict[str, Any]:
-        for key in record:
-            check_field_name(key, f"{field}.<key>")
-        uid = record["uid"]
-        return {"_id": f"{base['problem']}:{uid}", "uid": uid, **base, "record": record, "uploaded": _now()}
-
-    def _evaluation_document(self, base: dict[str, Any], record: dict[str, Any], machines: dict[str, str],
-                             packages: dict[str, str], field: str) -> dict[str, Any]:
-        for part in ("task_parameter", "tuning_parameter", "evaluation_result", "machine_configuration"):
-            for key in record[part]:
-                check_field_name(key, f"{field}.{part}.<name>")
-        doc = self._document(base, record, field)
-        machine_conf = record["machine_configuration"]
-        name = machine_conf.get("machine_name")
-        if isinstance(name, str) and name.strip():
-            canonical = machines.get(match_key(name), name.strip())
-            machine_conf["machine_name"] = canonical
-            doc["machine"] = match_key(canonical)
-        else:
-            doc["machine"] = None
-        software: dict[str, Any] = {}
-        entries = []
-        for package, entry in record["software_configuration"].items():
-            check_field_name(package, f"{field}.software_configuration.<name>")
-            canonical = packages.get(match_key(package), package.strip())
-            if canonical in software:
-                raise InvalidInputError(f"{field}.software_configuration.{package}",
-                                        f"names the same package as {canonical!r}")
-            software[canonical] = entry
-            entries.append({"name": match_key(canonical), "vkey": _version_key(entry)})
-        record["software_configuration"] = software
-        doc["software"] = entries
-        return doc
 
     def _insert(self, collection: Collection[dict[str, Any]], docs: Iterable[dict[str, Any]],
                 problem: str) -> UploadResult:
         """Insert ``docs`` in unordered bulk writes; a duplicate ``_id`` is "already there", not an error."""
         validated = list(docs)   # every record is checked before the first is written
         for doc in validated:    # the record as a query answers it: JSON text made once, here
-            doc["json"] = _json_text(doc["record"])
+            doc["json"] = json_text(doc["record"])
         inserted = 0
         for start in range(0, len(validated), _CHUNK):
             inserted += self._insert_chunk(collection, validated[start:start + _CHUNK], problem)
@@ -472,7 +292,7 @@ class CrowdRepository:
         """
         user = self.authenticate(api_key)
         query = self._filter(user, tuning_problem_name, problem_space, configuration_space)
-        texts = self._find_json(self.func_eval, query, limit, _task_hint(problem_space))
+        texts = self._find_json(self.func_eval, query, limit, task_hint(problem_space))
         return texts if raw else EVALUATION_LIST.validate_json("[" + ",".join(texts) + "]")
 
     def query_surrogate_models(self, api_key: str, tuning_problem_name: str,
@@ -505,14 +325,6 @@ class CrowdRepository:
                                                          self._usernames)]
         return {"$and": clauses}
 
-    def _usernames(self, names: Sequence[str]) -> list[str]:
-        emails = [n for n in names if "@" in n]
-        out = {n for n in names if "@" not in n}
-        if emails:
-            with self._errors("resolve user e-mail addresses", "configuration_space.user_configurations"):
-                out |= {d["_id"] for d in self.users.find({"email": {"$in": emails}}, {"_id": 1})}
-        return sorted(out)
-
     def _find_json(self, collection: Collection[dict[str, Any]], query: dict[str, Any],
                    limit: int | None, hint: str | None = None) -> list[str]:
         """The matching records' stored JSON texts (made at upload; a record stored without one gets it now)."""
@@ -529,50 +341,4 @@ class CrowdRepository:
             missing = [d["_id"] for d in docs if "json" not in d]
             records = {d["_id"]: d["record"] for d in collection.find({"_id": {"$in": missing}}, {"record": 1})} \
                 if missing else {}
-        return [d["json"] if "json" in d else _json_text(records[d["_id"]]) for d in docs]
-
-
-def _json_text(record: Mapping[str, Any]) -> str:
-    """Compact JSON text of a stored record."""
-    return json.dumps(record, separators=(",", ":"), default=str)
-
-
-def _task_hint(problem_space: Any) -> str | None:
-    """The task-parameter index when the query narrows a task parameter (the selective part of a crowd query).
-
-    MongoDB's planner otherwise races the candidate indexes on a new query
-    shape, which cost up to 0.8 s on 100,000 records (measured).
-    """
-    conditions = ProblemSpaceQuery.parse(problem_space).conditions
-    narrowed = any(c.space == "input_space" and (c.lower_bound is not None or c.upper_bound is not None
-                                                 or c.categories is not None) for c in conditions)
-    return _TASK_INDEX if narrowed else None
-
-
-def _iterate(records: Any, model: type[BaseModel]) -> Iterable[Any]:
-    if isinstance(records, (model, Mapping)):
-        return [records]
-    if isinstance(records, (str, bytes)) or not isinstance(records, Iterable):
-        raise InvalidInputError("records", f"must be a record or a list of records, not {type(records).__name__}")
-    return records
-
-
-def _as_dict(model: type[RecordT], record: Any, field: str) -> dict[str, Any]:
-    if isinstance(record, model):
-        return record.to_dict()
-    if not isinstance(record, Mapping):
-        raise InvalidInputError(field, f"must be a {model.__name__} or a GPTune record dictionary, "
-                                       f"not {type(record).__name__}")
-    return validate(model, record, field).to_dict()
-
-
-def _version_key(entry: Any) -> str | None:
-    """The sortable key of a GPTune software entry (``version_split``, ``version_str`` or a string)."""
-    if isinstance(entry, Mapping):
-        version = entry.get("version_split") or entry.get("version_str")
-    else:
-        version = entry
-    try:
-        return version_key(version_parts(version)) if version is not None else None
-    except InvalidInputError:
-        return None
+        return [d["json"] if "json" in d else json_text(records[d["_id"]]) for d in docs]

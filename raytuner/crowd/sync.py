@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.retry_buffer import RetryBuffer
 from raytuner.store.base import EvaluationQuery, HistoryStore
+from raytuner.store.ledger import Ledger
 
 __all__ = ["CrowdSyncStore", "Uploader", "made_by_raytuner", "SYNC_ACCESS"]
 
@@ -74,9 +76,8 @@ class CrowdSyncStore(HistoryStore):
     def __init__(self, store: HistoryStore, upload: Uploader, *,
                  owns: Callable[[FunctionEvaluation], bool] = made_by_raytuner) -> None:
         self.store = store
-        self._upload = upload
         self._owns = owns
-        self._unsent: dict[str, list[FunctionEvaluation]] = {}
+        self._unsent: RetryBuffer[FunctionEvaluation] = RetryBuffer(upload, "the crowd repository")
         self._caught_up: set[str] = set()
         self._lock = threading.Lock()
 
@@ -87,7 +88,7 @@ class CrowdSyncStore(HistoryStore):
     def unsent(self) -> int:
         """How many records are waiting to be uploaded."""
         with self._lock:
-            return sum(len(records) for records in self._unsent.values())
+            return self._unsent.waiting()
 
     def append(self, problem: str, record: FunctionEvaluation) -> None:
         """Persist locally (durable when this returns), then upload what is waiting."""
@@ -96,29 +97,14 @@ class CrowdSyncStore(HistoryStore):
             if problem not in self._caught_up:
                 self._caught_up.add(problem)
                 earlier = [r for r in self.store.evaluations(problem) if r.uid != record.uid and self._owns(r)]
-                self._unsent.setdefault(problem, []).extend(earlier)
-            self._unsent.setdefault(problem, []).append(record)
-            self._send(problem)
+                self._unsent.add(problem, earlier)
+            self._unsent.add(problem, [record])
+            self._unsent.send(problem)
 
     def flush(self) -> int:
         """Try again to upload every waiting record; returns how many are still waiting."""
         with self._lock:
-            for problem in list(self._unsent):
-                self._send(problem)
-        return self.unsent
-
-    def _send(self, problem: str) -> None:
-        records = self._unsent.get(problem)
-        if not records:
-            return
-        try:
-            self._upload(problem, list(records))
-        except Exception as exc:  # noqa: BLE001 - tuning goes on; the records are sent again later
-            log.warning("could not upload %d record(s) of %s to the crowd repository (%s); will retry",
-                        len(records), problem, exc)
-            return
-        log.debug("uploaded %d record(s) of %s to the crowd repository", len(records), problem)
-        del self._unsent[problem]
+            return self._unsent.send_all()
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
         """Persist a surrogate-model record locally (models are not synced)."""
@@ -136,6 +122,10 @@ class CrowdSyncStore(HistoryStore):
         """The local store's problems."""
         return self.store.problems()
 
+    def ledger(self) -> Ledger:
+        """The local store's trial ledger."""
+        return self.store.ledger()
+
     def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
                      models: Sequence[SurrogateModelRecord] = ()) -> None:
         """Persist records locally (all or none, durable), then upload the evaluations together.
@@ -148,8 +138,8 @@ class CrowdSyncStore(HistoryStore):
         self.store.append_batch(problem, evaluations, models)
         if evaluations:
             with self._lock:
-                self._unsent.setdefault(problem, []).extend(evaluations)
-                self._send(problem)
+                self._unsent.add(problem, evaluations)
+                self._unsent.send(problem)
 
     def close(self) -> None:
         """Upload what is waiting (once more), then close the local store."""

@@ -17,9 +17,9 @@ Example:
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
+from raytuner.environment import split_version
 from raytuner.errors import InvalidInputError
 
 __all__ = ["version_key", "version_parts", "PARTS", "WIDTH"]
@@ -33,19 +33,18 @@ _LIMIT = 10**WIDTH
 def version_parts(version: Any, field: str = "version") -> list[int]:
     """A version as a list of non-negative integers, from a list of ints or a ``"1.2.3"`` string.
 
-    A string keeps its leading numeric parts (``"2.60.0rc1"`` is ``[2, 60, 0]``),
-    as :func:`raytuner.environment.version_entry` does.
+    A string keeps its leading numeric parts (``"2.60.0rc1"`` is ``[2, 60, 0]``:
+    :func:`raytuner.environment.split_version`, as records store versions).
+
+    Args:
+        version: a list of ints or a version string.
+        field: the input's name in the error.
+
+    Raises:
+        InvalidInputError: ``version`` is empty, longer than :data:`PARTS`, or not non-negative integers.
     """
     if isinstance(version, str):
-        parts: list[int] = []
-        for piece in version.split("."):
-            match = re.match(r"\d+", piece)
-            if not match:
-                break
-            parts.append(int(match.group()))
-            if match.group() != piece:
-                break
-        version = parts
+        version = split_version(version)
     if (not isinstance(version, (list, tuple)) or not version or len(version) > PARTS
             or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < _LIMIT for p in version)):
         raise InvalidInputError(field, f"{version!r} is not a version",
@@ -54,7 +53,12 @@ def version_parts(version: Any, field: str = "version") -> list[int]:
 
 
 def version_key(version: Sequence[int] | str, field: str = "version") -> str:
-    """The sortable key of ``version`` (see the module documentation)."""
+    """The sortable key of ``version`` (see the module documentation).
+
+    Args:
+        version: a list of ints or a version string.
+        field: the input's name in the error.
+    """
     parts = version_parts(version, field)
     parts = parts + [0] * (PARTS - len(parts))
     return ".".join(f"{p:0{WIDTH}d}" for p in parts)

@@ -6,6 +6,7 @@
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM, Standardisation
 from raytuner.models.hyperparameters import Hyperparameters
-from raytuner.models.lcm import LCM, FitReport, LCMOptions
+from raytuner.models.lcm import LCM
+from raytuner.models.options import FitReport, LCMOptions
 
 __all__ = ["LCM", "LCMOptions", "FitReport", "FittedLCM", "Hyperparameters", "Standardisation", "TrainingData"]

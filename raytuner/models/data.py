@@ -81,6 +81,12 @@ class TrainingData:
         """Successful evaluations of ``tasks`` as training data, with the uids used.
 
         Records of other tasks and failed records are skipped.
+
+        Args:
+            problem: the problem the records are of.
+            tasks: the tasks to keep, in model order.
+            records: the evaluations.
+            objective: the modelled output (default: the first).
         """
         name = problem.objective(objective).name
         index = {task_key(t): i for i, t in enumerate(tasks)}

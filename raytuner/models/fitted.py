@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
@@ -38,9 +38,7 @@ from raytuner.models.data import TrainingData
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.kernels import KERNELS, scaled_distance, squared_distances
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
-
-if TYPE_CHECKING:  # pragma: no cover
-    from raytuner.models.lcm import FitReport, LCMOptions
+from raytuner.models.options import FitReport, LCMOptions
 
 __all__ = ["FittedLCM", "Standardisation", "cross_covariance"]
 
@@ -69,7 +67,12 @@ class Standardisation:
 
     @classmethod
     def of(cls, data: TrainingData, log_transform: bool) -> "Standardisation":
-        """The transform fitted to ``data``."""
+        """The transform fitted to ``data``.
+
+        Args:
+            data: the training data.
+            log_transform: model the logarithm of the outputs (positive outputs only).
+        """
         values = [cls._g(v, log_transform) for v in data.y]
         pooled = np.concatenate(values)
         pooled_mean = float(pooled.mean())
@@ -91,15 +94,31 @@ class Standardisation:
         return np.log(y)
 
     def forward(self, task: int, y: np.ndarray) -> np.ndarray:
-        """Outputs of ``task`` in model units."""
+        """Outputs of ``task`` in model units.
+
+        Args:
+            task: the task's index.
+            y: outputs in output units.
+        """
         return (self._g(y, self.log_transform) - self.means[task]) / self.stds[task]
 
     def forward_stacked(self, task: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """:meth:`forward` for stacked samples with a task index each."""
+        """:meth:`forward` for stacked samples with a task index each.
+
+        Args:
+            task: ``(n,)`` task index of each sample.
+            y: ``(n,)`` outputs in output units.
+        """
         return (self._g(y, self.log_transform) - self.means[task]) / self.stds[task]
 
     def backward(self, task: int, mean: np.ndarray, variance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Model-unit moments back in output units (log-normal moments under a log transform)."""
+        """Model-unit moments back in output units (log-normal moments under a log transform).
+
+        Args:
+            task: the task's index.
+            mean: means in model units.
+            variance: variances in model units.
+        """
         m = mean * self.stds[task] + self.means[task]
         v = variance * self.stds[task] ** 2
         if not self.log_transform:
@@ -109,7 +128,16 @@ class Standardisation:
 
 def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np.ndarray,
                      X2: np.ndarray, task2: np.ndarray) -> np.ndarray:
-    """``Σ_q B_q[task1, task2] ∘ k_q(X1, X2)`` (no noise), shape ``(len(X1), len(X2))``."""
+    """``Σ_q B_q[task1, task2] ∘ k_q(X1, X2)`` (no noise), shape ``(len(X1), len(X2))``.
+
+    Args:
+        hp: the hyperparameters.
+        kernel: the kernel's name.
+        X1: ``(n, d)`` unit-cube points.
+        task1: ``(n,)`` their task indices.
+        X2: ``(m, d)`` unit-cube points.
+        task2: ``(m,)`` their task indices.
+    """
     B = hp.coregionalization()
     sq = squared_distances(X1, X2)
     out = np.zeros((len(X1), len(X2)))
@@ -119,11 +147,22 @@ def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np
 
 
 class FittedLCM:
-    """An LCM conditioned on data; build with :meth:`condition` (or :meth:`LCM.fit`)."""
+    """An LCM conditioned on data; build with :meth:`condition` (or :meth:`LCM.fit`).
 
-    def __init__(self, options: "LCMOptions", data: TrainingData, transform: Standardisation,
+    Args:
+        options: the LCM's options.
+        data: the training data.
+        transform: the per-task output transform.
+        hyperparameters: the kernel's hyperparameters.
+        X: ``(n, d)`` unit-cube inputs of the samples.
+        task: ``(n,)`` task index of each sample.
+        z: ``(n,)`` outputs in model units.
+        report: how the fit went.
+    """
+
+    def __init__(self, options: LCMOptions, data: TrainingData, transform: Standardisation,
                  hyperparameters: Hyperparameters, X: np.ndarray, task: np.ndarray, z: np.ndarray,
-                 report: "FitReport") -> None:
+                 report: FitReport) -> None:
         self.options = options
         self.data = data
         self.transform = transform
@@ -139,9 +178,17 @@ class FittedLCM:
                                     - 0.5 * len(z) * math.log(2 * math.pi))
 
     @classmethod
-    def condition(cls, options: "LCMOptions", data: TrainingData, transform: Standardisation,
-                  hyperparameters: Hyperparameters, report: "FitReport") -> "FittedLCM":
-        """The model of ``data`` with the given hyperparameters (no fitting)."""
+    def condition(cls, options: LCMOptions, data: TrainingData, transform: Standardisation,
+                  hyperparameters: Hyperparameters, report: FitReport) -> "FittedLCM":
+        """The model of ``data`` with the given hyperparameters (no fitting).
+
+        Args:
+            options: the LCM's options.
+            data: the training data.
+            transform: the per-task output transform.
+            hyperparameters: the kernel's hyperparameters.
+            report: how the fit went.
+        """
         X, task, y = data.stacked()
         return cls(options, data, transform, hyperparameters, X, task, transform.forward_stacked(task, y), report)
 
@@ -155,7 +202,12 @@ class FittedLCM:
             raise InvalidInputError("task", f"task index {task} out of range", allowed=list(range(self.tasks)))
 
     def predict_standardised(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of the latent function of ``task`` at ``X``, in model units."""
+        """Posterior mean and variance of the latent function of ``task`` at ``X``, in model units.
+
+        Args:
+            task: the task's index.
+            X: ``(m, d)`` unit-cube points.
+        """
         self._check_task(task)
         X = np.atleast_2d(np.asarray(X, dtype=float))
         cross = cross_covariance(self.hyperparameters, self.options.kernel, X, np.full(len(X), task),
@@ -186,11 +238,21 @@ class FittedLCM:
         return self.z - self._alpha / diagonal, 1.0 / diagonal
 
     def predict(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of ``task`` at ``X`` in output units."""
+        """Posterior mean and variance of ``task`` at ``X`` in output units.
+
+        Args:
+            task: the task's index.
+            X: ``(m, d)`` unit-cube points.
+        """
         return self.transform.backward(task, *self.predict_standardised(task, X))
 
     def standardise(self, task: int, y: np.ndarray) -> np.ndarray:
-        """Outputs of ``task`` in model units."""
+        """Outputs of ``task`` in model units.
+
+        Args:
+            task: the task's index.
+            y: outputs in output units.
+        """
         return self.transform.forward(task, np.asarray(y, dtype=float))
 
     def condition_on(self, task: int, X: np.ndarray, z: np.ndarray) -> "FittedLCM":
@@ -198,6 +260,11 @@ class FittedLCM:
 
         Batch suggestions use it: a pending point enters with its predicted
         mean (Kriging believer) or a lie (constant liar).
+
+        Args:
+            task: the task's index.
+            X: ``(m, d)`` unit-cube points.
+            z: ``(m,)`` their outputs in model units.
         """
         self._check_task(task)
         X = np.atleast_2d(np.asarray(X, dtype=float))

@@ -73,7 +73,15 @@ class Hyperparameters:
     @classmethod
     def from_vector(cls, vector: np.ndarray, latent: int, tasks: int, dimension: int,
                     rank: int) -> "Hyperparameters":
-        """Inverse of :meth:`to_vector`."""
+        """Inverse of :meth:`to_vector`.
+
+        Args:
+            vector: what :meth:`to_vector` returned.
+            latent: the number of latent functions Q.
+            tasks: the number of tasks.
+            dimension: the number of tuning parameters.
+            rank: the rank of each coregionalisation matrix.
+        """
         sizes = [latent * dimension, latent * tasks * rank, latent * tasks, tasks]
         if len(vector) != sum(sizes):
             raise InvalidInputError("hyperparameters", f"a vector of length {len(vector)} does not fit "
@@ -86,7 +94,14 @@ class Hyperparameters:
 
     @staticmethod
     def vector_bounds(latent: int, tasks: int, dimension: int, rank: int) -> list[tuple[float, float]]:
-        """L-BFGS-B bounds matching :meth:`to_vector`."""
+        """L-BFGS-B bounds matching :meth:`to_vector`.
+
+        Args:
+            latent: the number of latent functions Q.
+            tasks: the number of tasks.
+            dimension: the number of tuning parameters.
+            rank: the rank of each coregionalisation matrix.
+        """
         def logs(name: str) -> tuple[float, float]:
             low, high = BOUNDS[name]
             return math.log(low), math.log(high)
@@ -104,6 +119,13 @@ class Hyperparameters:
         component plus some independence; random starts spread length scales
         log-uniformly over [0.03, 1] and draw ``W`` so that the prior
         variance of each task is near one.
+
+        Args:
+            latent: the number of latent functions Q.
+            tasks: the number of tasks.
+            dimension: the number of tuning parameters.
+            rank: the rank of each coregionalisation matrix.
+            rng: draws a random start (default: the deterministic default start).
         """
         if rng is None:
             scales = 0.5 * 0.3 ** np.arange(latent)
@@ -140,6 +162,9 @@ class Hyperparameters:
         Passed as ``fixed`` to :meth:`raytuner.models.LCM.fit`, it learns one
         task's weights on top of a model fitted to the others.
 
+        Args:
+            task: the index of the task whose entries are learned.
+
         >>> int((~Hyperparameters.initial(2, 3, 1, 1).fixed_except_task(2)).sum())   # 2 W + 2 κ + 1 noise
         5
         """
@@ -157,7 +182,11 @@ class Hyperparameters:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Hyperparameters":
-        """Inverse of :meth:`to_dict`; a missing or malformed entry names the field."""
+        """Inverse of :meth:`to_dict`; a missing or malformed entry names the field.
+
+        Args:
+            data: what :meth:`to_dict` returned.
+        """
         try:
             values = {name: np.asarray(data[name], dtype=float)
                       for name in ("lengthscales", "W", "kappa", "noise")}

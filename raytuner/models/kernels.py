@@ -41,13 +41,21 @@ class Kernel:
     fill: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
     def value_and_slope(self, r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``k(r²)`` and ``dk/d(r²)`` as new arrays."""
+        """``k(r²)`` and ``dk/d(r²)`` as new arrays.
+
+        Args:
+            r2: scaled squared distances (:func:`scaled_distance`).
+        """
         value, slope, scratch = np.empty_like(r2), np.empty_like(r2), np.empty_like(r2)
         self.fill(r2.copy(), value, slope, scratch)
         return value, slope
 
     def value(self, r2: np.ndarray) -> np.ndarray:
-        """``k(r²)``."""
+        """``k(r²)``.
+
+        Args:
+            r2: scaled squared distances (:func:`scaled_distance`).
+        """
         return self.value_and_slope(r2)[0]
 
 
@@ -90,6 +98,10 @@ KERNELS: dict[str, Kernel] = {name: Kernel(name, fn) for name, fn in
 def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per-dimension squared differences, shape ``(d, len(a), len(b))``.
 
+    Args:
+        a: ``(n, d)`` points.
+        b: ``(m, d)`` points.
+
     >>> squared_distances(np.array([[0.0], [1.0]]), np.array([[0.5]]))[0, :, 0].tolist()
     [0.25, 0.25]
     """
@@ -98,5 +110,10 @@ def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def scaled_distance(sq: np.ndarray, lengthscales: np.ndarray) -> np.ndarray:
-    """``r² = Σ_d Δ_d² / ℓ_d²`` from :func:`squared_distances` output."""
+    """``r² = Σ_d Δ_d² / ℓ_d²`` from :func:`squared_distances` output.
+
+    Args:
+        sq: per-dimension squared differences, shape ``(d, n, m)``.
+        lengthscales: one length scale per dimension.
+    """
     return np.tensordot(1.0 / (lengthscales * lengthscales), sq, axes=1)

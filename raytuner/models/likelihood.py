@@ -54,6 +54,9 @@ def robust_cholesky(K: np.ndarray) -> tuple[np.ndarray, float]:
     Raises :class:`numpy.linalg.LinAlgError` when even the largest of
     :data:`JITTERS` (scaled by the mean diagonal) fails.
 
+    Args:
+        K: a symmetric positive semi-definite matrix.
+
     >>> L, jitter = robust_cholesky(np.ones((2, 2)))
     >>> jitter > 0
     True
@@ -77,6 +80,15 @@ class NegativeLogLikelihood:
     :meth:`Hyperparameters.to_vector`. All ``n × n`` work arrays are
     allocated once: fresh allocations of that size cost page faults that
     would otherwise double the time of an evaluation.
+
+    Args:
+        X: ``(n, d)`` unit-cube inputs.
+        task: ``(n,)`` task indices in ``range(tasks)``.
+        y: ``(n,)`` standardised outputs.
+        tasks: the number of tasks.
+        latent: the number of latent functions.
+        rank: the rank of each coregionalisation matrix.
+        kernel: the kernel's name (:data:`~raytuner.models.kernels.KERNELS`).
     """
 
     def __init__(self, X: np.ndarray, task: np.ndarray, y: np.ndarray, *, tasks: int, latent: int,
@@ -104,11 +116,19 @@ class NegativeLogLikelihood:
         self._lower = np.tril(np.full((n, n), 2.0), -1) + np.eye(n)
 
     def hyperparameters(self, theta: np.ndarray) -> Hyperparameters:
-        """The hyperparameters of vector ``theta``."""
+        """The hyperparameters of vector ``theta``.
+
+        Args:
+            theta: a vector as :meth:`Hyperparameters.to_vector` makes.
+        """
         return Hyperparameters.from_vector(theta, self.latent, self.tasks, self.dimension, self.rank)
 
     def covariance(self, theta: np.ndarray) -> np.ndarray:
-        """The training covariance ``Σ(X, X)`` (noise included) at ``theta``."""
+        """The training covariance ``Σ(X, X)`` (noise included) at ``theta``.
+
+        Args:
+            theta: a vector as :meth:`Hyperparameters.to_vector` makes.
+        """
         self._fill_covariance(self.hyperparameters(theta))
         return self._K.copy()
 

@@ -10,12 +10,12 @@ Example:
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.models import LCM, LCMOptions, TrainingData
-    >>> problem = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real",
-    ...                                                   "lower_bound": 0, "upper_bound": 1}]})
-    >>> records = [FunctionEvaluation.create({}, {"x": x}, {"y": np.sin(5 * x)}) for x in np.linspace(0, 1, 6)]
-    >>> data, uids = TrainingData.from_records(problem, [{}], records)
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem, task = ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}
+    >>> records = [FunctionEvaluation.create(task, {"x": x}, {"y": np.sin(5 * x)}) for x in np.linspace(0, 1, 6)]
+    >>> data, uids = TrainingData.from_records(problem, [task], records)
     >>> fitted = LCM(LCMOptions(n_starts=1)).fit(data, seed=0)
-    >>> record = surrogate_record(fitted, problem, [{}], uids, modeler="doc")
+    >>> record = surrogate_record(fitted, problem, [task], uids, modeler="doc")
     >>> again = load_surrogate(record, records)
     >>> bool(np.allclose(again.predict(0, np.array([[0.3]]))[0], fitted.predict(0, np.array([[0.3]]))[0]))
     True
@@ -30,7 +30,8 @@ from raytuner.errors import InvalidInputError
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM
 from raytuner.models.hyperparameters import Hyperparameters
-from raytuner.models.lcm import LCM, FitReport, LCMOptions
+from raytuner.models.lcm import LCM
+from raytuner.models.options import FitReport, LCMOptions
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
 
@@ -39,7 +40,16 @@ __all__ = ["surrogate_record", "load_surrogate"]
 
 def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                      uids: Sequence[str], modeler: str, objective: str | None = None) -> SurrogateModelRecord:
-    """The ``surrogate_model`` record of ``fitted``, trained on the evaluations ``uids``."""
+    """The ``surrogate_model`` record of ``fitted``, trained on the evaluations ``uids``.
+
+    Args:
+        fitted: the fitted model.
+        problem: the problem it models.
+        tasks: its tasks' parameters, in model order.
+        uids: the uids of the evaluations it was trained on.
+        modeler: who made the model (a strategy's name), stored as the record's modeler.
+        objective: the modelled output (default: the first).
+    """
     spaces = problem.model_dump()
     spaces["output_space"] = [{k: v for k, v in o.items() if not (isinstance(v, float) and not math.isfinite(v))}
                               for o in spaces["output_space"]]   # JSON has no infinity
@@ -64,6 +74,10 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
 
     Raises :class:`~raytuner.errors.InvalidInputError` naming what is
     missing when the record is not an LCM record or evaluations are absent.
+
+    Args:
+        record: a ``surrogate_model`` record of an LCM.
+        evaluations: evaluations that include those it was trained on.
     """
     problem = ProblemSpace.parse({"input_space": record.input_space, "parameter_space": record.parameter_space,
                                   "output_space": record.output_space}, "surrogate_model")

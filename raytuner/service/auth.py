@@ -9,8 +9,8 @@ only key ids and names do.
 
 Example:
     >>> import tempfile
-    >>> from raytuner.service.catalog import JsonCatalog
-    >>> keys = ApiKeys(JsonCatalog(tempfile.mkdtemp()))
+    >>> from raytuner.store import JsonStore
+    >>> keys = ApiKeys(JsonStore(tempfile.mkdtemp()).ledger())
     >>> key = keys.create("alice")
     >>> keys.verify(key).name
     'alice'
@@ -33,7 +33,7 @@ from typing import Any
 
 from raytuner.crowd.keys import matches, new_key, parse_key
 from raytuner.errors import InvalidInputError
-from raytuner.service.catalog import Catalog, open_catalog
+from raytuner.store.ledger import Ledger
 
 __all__ = ["ApiKeys", "KeyInfo", "METADATA_KEY", "open_keys"]
 
@@ -59,10 +59,14 @@ class KeyInfo:
 
 
 class ApiKeys:
-    """The key registry over a catalog's ``keys`` log (see the module documentation)."""
+    """The key registry over a ledger's ``keys`` log (see the module documentation).
 
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
+    Args:
+        ledger: The ledger of the service's store (:meth:`raytuner.store.HistoryStore.ledger`).
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()
         self._entries: dict[str, dict[str, Any]] = {}
@@ -78,7 +82,7 @@ class ApiKeys:
         entries: dict[str, dict[str, Any]] = {}
         with self._lock:                       # a key created meanwhile in this process is not lost
             try:
-                for document in self.catalog.read("keys"):
+                for document in self.ledger.read("keys"):
                     self._apply(entries, document)
             finally:
                 self._loaded = time.monotonic()
@@ -94,31 +98,43 @@ class ApiKeys:
             entries[document["key_id"]] = dict(document, revoked=False)
 
     def create(self, name: str) -> str:
-        """A new key for ``name``, returned once (only its salted hash is kept)."""
+        """A new key for ``name``, returned once (only its salted hash is kept).
+
+        Args:
+            name: Whom the key is for: 1-64 of letters, digits, ``_ . @ -``.
+        """
         if not isinstance(name, str) or not _NAME.match(name):
             raise InvalidInputError("name", f"{name!r} is not a key name: 1-64 of letters, digits, _ . @ -")
         key, key_id, salt, digest = new_key()
         document = {"key_id": key_id, "name": name, "salt": salt, "hash": digest, "created": time.time()}
         with self._lock:
-            self.catalog.append("keys", document)
+            self.ledger.append("keys", document)
             self._entries = dict(self._entries)
             self._apply(self._entries, document)
         log.info("created API key %s for %s", key_id, name)
         return key
 
     def revoke(self, key_id: str) -> None:
-        """Revoke the key with id ``key_id``: it no longer authenticates."""
+        """Revoke the key with id ``key_id``: it no longer authenticates.
+
+        Args:
+            key_id: The key's public id.
+        """
         with self._lock:
             if key_id not in self._entries:
                 raise InvalidInputError("key_id", f"no key with id {key_id!r}")
             document = {"key_id": key_id, "revoke": True, "time": time.time()}
-            self.catalog.append("keys", document)
+            self.ledger.append("keys", document)
             self._entries = dict(self._entries)
             self._apply(self._entries, document)
         log.info("revoked API key %s", key_id)
 
     def verify(self, key: str | None) -> KeyInfo | None:
-        """The key's info when ``key`` is a valid, unrevoked key, else ``None``."""
+        """The key's info when ``key`` is a valid, unrevoked key, else ``None``.
+
+        Args:
+            key: The key a request carries (``None``: none).
+        """
         parts = parse_key(key)
         if parts is None:
             return None
@@ -144,7 +160,11 @@ class ApiKeys:
 
 
 def open_keys(location: str | os.PathLike[str]) -> ApiKeys:
-    """The key registry of the service whose store is at ``location`` (a directory or a ``mongodb://`` URI)."""
+    """The key registry of the service whose store is at ``location``.
+
+    Args:
+        location: The store's directory or ``mongodb://`` URI.
+    """
     from raytuner.store import open_store  # noqa: PLC0415 - the store package is heavier than this module
 
-    return ApiKeys(open_catalog(open_store(location)))
+    return ApiKeys(open_store(location).ledger())

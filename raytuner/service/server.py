@@ -3,7 +3,7 @@
 :class:`TuningServer` serves ``raytuner.v1.TuningService`` (see
 ``protos/raytuner/protocol/v1/tuning.proto``) over a history store — a JSON
 store directory (the embedded default) or MongoDB — with sessions kept in the
-store's catalog and rebuilt on start. Every request is checked and answered;
+store's ledger and rebuilt on start. Every request is checked and answered;
 bad input gets ``INVALID_ARGUMENT`` with a message naming the field, an
 unknown session or trial ``NOT_FOUND``, a conflicting tell
 ``FAILED_PRECONDITION``, a missing or wrong API key ``UNAUTHENTICATED``, and
@@ -31,7 +31,6 @@ import grpc
 from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.auth import METADATA_KEY, ApiKeys
-from raytuner.service.catalog import open_catalog
 from raytuner.protocol import MAX_JSON_BYTES, dumps
 from raytuner.service.handlers import Abort, json_field, rpc, status_of
 from raytuner.service.sessions import CROWD_OWNER, ServiceSession, SessionManager
@@ -171,15 +170,19 @@ class _Servicer(pb_grpc.TuningServiceServicer):
 
 
 class TuningServer:
-    """A gRPC server of the tuning service over one history store.
+    """A gRPC server of the tuning service over one history store and its ledger.
 
-    ``store`` is a :class:`HistoryStore` or its location (a directory or a
-    ``mongodb://`` URI). ``auth=False`` serves without API keys (one owner;
-    for a laptop). ``tls_cert``/``tls_key`` are PEM file paths. With
-    ``ray_address``, model fits run as Ray tasks on that cluster. ``crowd``,
-    a :class:`~raytuner.crowd.CrowdRepository` or its ``mongodb://`` URI, adds
-    the crowd repository's service (``raytuner.v1.CrowdService``, keys of
-    its own users).
+    Args:
+        store: A :class:`HistoryStore` or its location (a directory or a ``mongodb://`` URI).
+        host: The address to listen on.
+        port: The port (0: a free one, see :meth:`start`).
+        auth: Whether requests need an API key (``False``: one owner; for a laptop).
+        tls_cert: The PEM certificate file (with ``tls_key``: TLS).
+        tls_key: The PEM key file.
+        ray_address: A Ray cluster's address: model fits run as Ray tasks there.
+        max_workers: Threads that answer requests.
+        crowd: A :class:`~raytuner.crowd.CrowdRepository` or its ``mongodb://`` URI: adds the
+            crowd repository's service (``raytuner.v1.CrowdService``, keys of its own users).
     """
 
     def __init__(self, store: HistoryStore | str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
@@ -189,15 +192,15 @@ class TuningServer:
         if (tls_cert is None) != (tls_key is None):
             raise InvalidInputError("tls_key" if tls_key is None else "tls_cert",
                                     "TLS needs both a certificate and its key")
-        self.store = store if isinstance(store, HistoryStore) else open_store(store)
-        self.catalog = open_catalog(self.store)
-        self.keys = ApiKeys(self.catalog)
+        self.store = open_store(store)
+        self.ledger = self.store.ledger()
+        self.keys = ApiKeys(self.ledger)
         self.host, self.port = host, port
         self.tls = (tls_cert, tls_key) if tls_cert is not None else None
         self.auth = auth
         self.max_workers = max_workers
         self.crowd = self._crowd(crowd)
-        self.manager = SessionManager(self.store, self.catalog, executor=self._executor(ray_address),
+        self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address),
                                       crowd=self.crowd)
         self._owns_crowd = isinstance(crowd, str)
         self._server: grpc.Server | None = None
@@ -261,16 +264,24 @@ class TuningServer:
         return self.port
 
     def stop(self, grace: float | None = 1.0) -> None:
-        """Stop serving (requests in flight get ``grace`` seconds) and close the catalog."""
+        """Stop serving (requests in flight get ``grace`` seconds) and close the ledger.
+
+        Args:
+            grace: Seconds the requests in flight get (``None``: as long as they take).
+        """
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
-        self.catalog.close()
+        self.ledger.close()
         if self._owns_crowd:
             self.crowd.close()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the server stops (or ``timeout`` passes); True when it stopped."""
+        """Block until the server stops (or ``timeout`` passes); True when it stopped.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: no limit).
+        """
         return self._server.wait_for_termination(timeout) if self._server is not None else True
 
     def __enter__(self) -> "TuningServer":

@@ -1,31 +1,30 @@
 """The service's sessions: tuning sessions created by remote clients, rebuilt from the logs on restart.
 
 A :class:`SessionManager` owns every session of a server. A session is a
-:class:`~raytuner.session.TuningSession` (a strategy wired to the history
-store) plus what a remote client needs:
+:class:`~raytuner.session.TuningSession`, which owns the trial lifecycle —
+durable asks (a trial is in the store's ledger before ``Ask`` answers),
+idempotent asks and tells by trial id (a retried tell gets the first record
+back, ``duplicate``; another result is :class:`~raytuner.errors.TrialConflict`),
+the ``max_evaluations`` budget, what a result becomes (a value that is not a
+finite number, or a missing output, is stored as a failed record that says
+why; a name that is not an output is refused) and adopting the trials in
+flight after a restart — plus what is the service's own:
 
-- **durable asks**: a handed-out trial is written to the catalog before
-  ``ask`` returns, so a job that asked before a server restart can tell after;
-- **idempotent tells**: a trial told twice is one evaluation — a retry with
-  the same outputs gets the first record back (``duplicate``), a different
-  result is refused (:class:`TrialConflict`);
-- **idempotent asks**: a client-chosen trial id that is already pending
-  returns that trial;
-- **a budget** (``max_evaluations``) and **events** for watchers.
-
-On start, :meth:`SessionManager.load` replays each session's own
-evaluations from the store and adopts its trials that were asked and not told.
+- **owners**: a session is its creator's; another caller's request finds nothing;
+- **creation specs** in the ledger's ``sessions`` log, from which
+  :meth:`SessionManager.load` rebuilds every session on start;
+- **crowd sync** of a session's records (``sync_crowd_repo``);
+- **requests**: a trial id of the allowed characters, a task of the session,
+  a Tell that carries outputs or a failure;
+- **locks** and **events** for watchers.
 
 Example:
     >>> import tempfile
     >>> from raytuner.store import JsonStore
-    >>> from raytuner.service.catalog import JsonCatalog
-    >>> directory = tempfile.mkdtemp()
-    >>> manager = SessionManager(JsonStore(directory), JsonCatalog(directory))
-    >>> meta = {"tuning_problem_name": "demo", "problem_space": {
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-    ...     "output_space": [{"name": "y"}]}}
-    >>> session = manager.create("owner", meta, "random", seed=1, max_evaluations=1)
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> manager = SessionManager(JsonStore(tempfile.mkdtemp()))
+    >>> meta = {"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM}
+    >>> session = manager.create("owner", meta, "random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)
     >>> status, trial = manager.ask("owner", session.session_id)
     >>> record, duplicate = manager.tell("owner", session.session_id, trial.trial_id, {"y": 0.5})
     >>> manager.tell("owner", session.session_id, trial.trial_id, {"y": 0.5})[1]   # a retry
@@ -36,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 import threading
@@ -46,26 +44,24 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
 from raytuner.crowd.errors import Unauthenticated
-from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TuningFinished
+from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
 from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, Provenance, as_number, parse_outputs, task_key
-from raytuner.service.catalog import Catalog
+from raytuner.records import FunctionEvaluation, as_number, task_key
 from raytuner.session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
+from raytuner.store.ledger import Ledger
 from raytuner.store.source import StoreSource
 from raytuner.strategies.base import Strategy
-from raytuner.strategies.registry import STRATEGIES, make_strategy
+from raytuner.strategies.registry import ENGINES, EngineSpec, build_engine
 
 __all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "CROWD_OWNER",
-           "SERVICE_STRATEGIES", "AskStatus"]
+           "AskStatus"]
 
 log = logging.getLogger(__name__)
 
 #: Owner prefix of sessions created with a crowd user's key (the rest is the username).
 CROWD_OWNER = "crowd:"
 
-#: Strategies a service session can run.
-SERVICE_STRATEGIES = tuple(sorted([*STRATEGIES, "tla"]))
 
 AskStatus = Literal["TRIAL", "WAIT", "FINISHED"]
 
@@ -78,15 +74,9 @@ class SessionNotFound(RaytunerError):
     grpc_status = "NOT_FOUND"
 
 
-class TrialConflict(RaytunerError):
-    """A trial cannot take this request in its state (told before with another result; session over)."""
-
-    grpc_status = "FAILED_PRECONDITION"
-
-
 @dataclass(frozen=True)
 class SessionSpec:
-    """What a session was created from; stored once in the catalog's ``sessions`` log."""
+    """What a session was created from; stored once in the ledger's ``sessions`` log."""
 
     session_id: str
     owner: str
@@ -102,7 +92,12 @@ class SessionSpec:
 
 
 class ServiceSession:
-    """One live session: its tuning session, lock, told trials and event log."""
+    """One live session: its spec, its tuning session (the trial lifecycle), a lock and the event log.
+
+    Args:
+        spec: What the session was created from.
+        tuning: The tuning session.
+    """
 
     def __init__(self, spec: SessionSpec, tuning: TuningSession) -> None:
         self.spec = spec
@@ -110,9 +105,6 @@ class ServiceSession:
         self.lock = threading.Lock()
         self.changed = threading.Condition()
         self.events: list[dict[str, Any]] = []
-        self.told: dict[str, FunctionEvaluation] = {}
-        self.unsaved: set[str] = set()         # asked, but the trials log refused them: never handed out
-        self.strategy_finished = False
 
     @property
     def session_id(self) -> str:
@@ -122,11 +114,16 @@ class ServiceSession:
     @property
     def finished(self) -> bool:
         """Whether no more trials will be handed out (budget spent or plan done, none pending)."""
-        spent = 0 < self.spec.max_evaluations <= len(self.told)
-        return (spent or self.strategy_finished) and not self.tuning.pending
+        return self.tuning.finished
 
     def event(self, kind: str, trial: Trial | None = None, record: FunctionEvaluation | None = None) -> None:
-        """Log an event and wake the watchers."""
+        """Log an event and wake the watchers.
+
+        Args:
+            kind: ``ASKED``, ``TOLD`` or ``FINISHED``.
+            trial: The trial it concerns.
+            record: The record a tell made.
+        """
         item: dict[str, Any] = {"kind": kind, "time": time.time(), "sequence": len(self.events)}
         if trial is not None:
             item.update(trial_id=trial.trial_id, task=trial.task, config=trial.config)
@@ -143,21 +140,21 @@ class ServiceSession:
         return [(task, record) for task, record in found if record is not None]
 
 
-def _trial_document(session_id: str, trial: Trial) -> dict[str, Any]:
-    return {"session_id": session_id, "trial_id": trial.trial_id, "task": trial.task, "config": trial.config,
-            "provenance": trial.provenance.model_dump(by_alias=True, exclude_none=True)}
-
-
 class SessionManager:
-    """Every session of a server, over one history store and its catalog (see the module docs).
+    """Every session of a server, over one history store and its ledger (see the module docs).
 
-    ``executor`` runs model fits (a :class:`~raytuner.executors.RayExecutor`
-    when the server has a Ray cluster); it goes to the strategies that take one.
+    Args:
+        store: The history store.
+        ledger: Where sessions and handed-out trials are logged (default: ``store.ledger()``).
+        executor: Runs model fits (a :class:`~raytuner.executors.RayExecutor` when the server
+            has a Ray cluster); it goes to the strategies that take one.
+        crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions.
     """
 
-    def __init__(self, store: HistoryStore, catalog: Catalog, executor: Any = None, crowd: Any = None) -> None:
+    def __init__(self, store: HistoryStore, ledger: Ledger | None = None, executor: Any = None,
+                 crowd: Any = None) -> None:
         self.store = store
-        self.catalog = catalog
+        self.ledger = ledger if ledger is not None else store.ledger()
         self.executor = executor
         self.crowd = crowd
         self._sessions: dict[str, ServiceSession] = {}
@@ -166,30 +163,17 @@ class SessionManager:
     # -- building ---------------------------------------------------------------------------
 
     def _strategy(self, spec: SessionSpec, problem: Any) -> Strategy:
-        options = dict(spec.options)
-        name = spec.strategy
-        if self.executor is not None and name in STRATEGIES and \
-                "executor" in inspect.signature(STRATEGIES[name]).parameters:
-            options.setdefault("executor", self.executor)
-        if name == "tla":
-            return self._tla(spec, problem, options)
-        return make_strategy(name, problem, spec.tasks, seed=spec.seed, **options)
-
-    def _tla(self, spec: SessionSpec, problem: Any, options: dict[str, Any]) -> Strategy:
-        from raytuner.strategies.transfer import TransferLearning  # noqa: PLC0415 - heavy, only for tla
-
-        if len(spec.tasks) != 1:
-            raise InvalidInputError("tasks_json", f"strategy tla tunes one target task, not {len(spec.tasks)}")
-        source_problem = options.pop("source_problem", None)
-        if not isinstance(source_problem, str):
-            raise InvalidInputError("options.source_problem", "tla needs the name of the source problem in the store")
-        source = StoreSource(self.store, source_problem, options.pop("source_query", None))
-        if self.executor is not None:
-            options.setdefault("executor", self.executor)
-        try:
-            return TransferLearning(problem, spec.tasks[0], source, seed=spec.seed, **options)
-        except TypeError as exc:
-            raise InvalidInputError("options", f"tla: {exc}") from None
+        """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store."""
+        options, source = dict(spec.options), None
+        if spec.strategy in ENGINES and "source" in ENGINES[spec.strategy].needs:
+            source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
+            if len(spec.tasks) == 1 and not isinstance(source_problem, str):
+                raise InvalidInputError("options.source_problem",
+                                        f"{spec.strategy} needs the name of the source problem in the store")
+            if isinstance(source_problem, str):
+                source = StoreSource(self.store, source_problem, query)
+        return build_engine(EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed,
+                            executor=self.executor, source=source)
 
     def _open(self, spec: SessionSpec) -> ServiceSession:
         meta = MetaDescription.parse(spec.meta)
@@ -198,7 +182,7 @@ class SessionManager:
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
         strategy = self._strategy(spec, problem)
         tuning = TuningSession.resume(spec.problem_name, problem, strategy, self._store_of(spec),
-                                      session_only=True,
+                                      session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
                                       session_id=spec.session_id, machine=meta.machine_configuration,
                                       software=meta.software_configuration)
         return ServiceSession(spec, tuning)
@@ -219,7 +203,11 @@ class SessionManager:
                               owns=lambda r: r.raytuner is not None and r.raytuner.session_id == sid)
 
     def crowd_user_of(self, key: str) -> str | None:
-        """The crowd user whose API key ``key`` is, or ``None`` (no crowd repository, or not such a key)."""
+        """The crowd user whose API key ``key`` is, or ``None`` (no crowd repository, or not such a key).
+
+        Args:
+            key: A crowd user's API key.
+        """
         if self.crowd is None:
             return None
         try:
@@ -252,25 +240,33 @@ class SessionManager:
     def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
                options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
                seed: int = 0, max_evaluations: int = 0) -> ServiceSession:
-        """A new session of ``owner``; durable (in the catalog) when this returns."""
+        """A new session of ``owner``; durable (in the ledger) when this returns.
+
+        Args:
+            owner: Who creates it (a key id, or ``crowd:<username>``).
+            meta: The meta description (problem, spaces, configurations).
+            strategy: A registered engine's name (:data:`raytuner.strategies.ENGINES`).
+            options: The strategy's options.
+            tasks: The tasks to tune (one task without parameters when ``None``).
+            seed: The engine's seed (a random one when 0).
+            max_evaluations: The most trials to hand out (0: no limit).
+        """
         parsed = meta if isinstance(meta, MetaDescription) else MetaDescription.parse(meta)
-        if strategy not in SERVICE_STRATEGIES:
-            raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=SERVICE_STRATEGIES)
-        if not isinstance(max_evaluations, int) or max_evaluations < 0:
-            raise InvalidInputError("max_evaluations", f"{max_evaluations!r} is not a count (0 = no limit)")
+        if strategy not in ENGINES:
+            raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=sorted(ENGINES))
         tasks = list(tasks) if tasks else [{}]
         for i, task in enumerate(tasks):
             if not isinstance(task, Mapping):
                 raise InvalidInputError(f"tasks[{i}]", f"{task!r} is not an object of task parameters")
         tasks = [dict(t) for t in tasks]
         data = parsed.to_dict()
-        data.pop("api_key", None)                       # a secret never goes into the catalog
+        data.pop("api_key", None)                       # a secret never goes into the ledger
         spec = SessionSpec(session_id=uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,
                            meta=data, strategy=strategy, options=dict(options or {}), tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
                            max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
         session = self._open(spec)                      # validates everything before anything is stored
-        self.catalog.append("sessions", asdict(session.spec))
+        self.ledger.append("sessions", asdict(session.spec))
         with self._lock:
             self._sessions[spec.session_id] = session
         log.info("created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, strategy,
@@ -278,39 +274,38 @@ class SessionManager:
         return session
 
     def load(self) -> int:
-        """Rebuild every session from the catalog and the store (server start); returns how many."""
-        for document in self.catalog.read("sessions"):
+        """Rebuild every session from the ledger and the store (server start); returns how many."""
+        for document in self.ledger.read("sessions"):
             spec = SessionSpec(**document)
             try:
                 session = self._open(spec)
             except Exception:                          # one broken session must not stop the server
                 log.exception("cannot rebuild session %s", spec.session_id)
                 continue
-            self._restore_trials(session)
+            self._replay_events(session)
             with self._lock:
                 self._sessions[spec.session_id] = session
         log.info("loaded %d session(s)", len(self._sessions))
         return len(self._sessions)
 
-    def _restore_trials(self, session: ServiceSession) -> None:
-        for record in session.tuning.records:
-            trial_id = record.raytuner.trial_id if record.raytuner else None
-            if trial_id:
-                session.told[trial_id] = record
-        for document in self.catalog.read("trials", session_id=session.session_id):
-            trial = Trial(task=document["task"], config=document["config"],
-                          provenance=Provenance.model_validate(document["provenance"]),
-                          trial_id=document["trial_id"])
+    @staticmethod
+    def _replay_events(session: ServiceSession) -> None:
+        """The events of a rebuilt session's trials (its tuning session adopted the ones in flight)."""
+        for trial in session.tuning.asked_trials():
             session.event("ASKED", trial)
-            if trial.trial_id in session.told:
-                session.event("TOLD", trial, session.told[trial.trial_id])
-            else:
-                session.tuning.adopt(trial)
+            record = session.tuning.told_record(trial.trial_id)
+            if record is not None:
+                session.event("TOLD", trial, record)
 
     # -- access -----------------------------------------------------------------------------
 
     def get(self, owner: str, session_id: str) -> ServiceSession:
-        """The session ``session_id`` if ``owner`` owns it (another owner's session is not found)."""
+        """The session ``session_id`` if ``owner`` owns it (another owner's session is not found).
+
+        Args:
+            owner: Who calls.
+            session_id: The session.
+        """
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.spec.owner != owner:
             raise SessionNotFound(f"session_id: no session {session_id!r}")
@@ -322,7 +317,12 @@ class SessionManager:
             return set(self._sessions)
 
     def list(self, owner: str, problem_name: str | None = None) -> list[ServiceSession]:
-        """``owner``'s sessions (of ``problem_name`` when given), oldest first."""
+        """``owner``'s sessions (of ``problem_name`` when given), oldest first.
+
+        Args:
+            owner: Who calls.
+            problem_name: Only this problem's sessions (all when ``None``).
+        """
         with self._lock:
             sessions = list(self._sessions.values())
         return [s for s in sessions if s.spec.owner == owner and problem_name in (None, s.spec.problem_name)]
@@ -331,7 +331,14 @@ class SessionManager:
 
     def ask(self, owner: str, session_id: str, task: Mapping[str, Any] | None = None,
             trial_id: str | None = None) -> tuple[AskStatus, Trial | None]:
-        """The next trial of a session, or ``("WAIT", None)`` / ``("FINISHED", None)``."""
+        """The next trial of a session, or ``("WAIT", None)`` / ``("FINISHED", None)``.
+
+        Args:
+            owner: Who calls (the session's owner).
+            session_id: The session.
+            task: The task to ask for (any task of the session when ``None``).
+            trial_id: The client's id for the trial; asking again with it returns the same trial.
+        """
         session = self.get(owner, session_id)
         if trial_id is not None and not _TRIAL_ID.match(trial_id):
             raise InvalidInputError("trial_id", f"{trial_id[:80]!r} is not 1-64 of letters, digits, _ . -")
@@ -341,33 +348,15 @@ class SessionManager:
                 raise InvalidInputError("task_json", f"{task} is not a task of this session",
                                         allowed=session.spec.tasks)
         with session.lock:
-            if trial_id is not None:
-                if trial_id in session.tuning.pending:
-                    trial = session.tuning.pending[trial_id]
-                    if trial_id in session.unsaved:      # a retry after the log failed: save it now
-                        self.catalog.append("trials", _trial_document(session_id, trial))
-                        session.unsaved.discard(trial_id)
-                    return "TRIAL", trial
-                if trial_id in session.told:
-                    raise TrialConflict(f"trial_id: trial {trial_id!r} was told already")
-            if session.finished:
-                return "FINISHED", None
-            budget = session.spec.max_evaluations
-            if session.strategy_finished or (budget and len(session.told) + len(session.tuning.pending) >= budget):
-                return "WAIT", None
+            known = trial_id is not None and trial_id in session.tuning.pending
             try:
                 trial = session.tuning.ask(task, trial_id=trial_id)
             except AwaitingResults:
                 return "WAIT", None
             except TuningFinished:
-                session.strategy_finished = True
-                return ("FINISHED", None) if session.finished else ("WAIT", None)
-            try:
-                self.catalog.append("trials", _trial_document(session_id, trial))  # durable before handed out
-            except Exception:
-                session.unsaved.add(trial.trial_id)   # asking again with this trial id saves and hands it out
-                raise
-        session.event("ASKED", trial)
+                return "FINISHED", None
+        if not known:
+            session.event("ASKED", trial)
         return "TRIAL", trial
 
     def tell(self, owner: str, session_id: str, trial_id: str, outputs: Mapping[str, Any] | None = None, *,
@@ -376,10 +365,10 @@ class SessionManager:
              additional_output: Mapping[str, Any] | None = None) -> tuple[FunctionEvaluation, bool]:
         """Record a trial's result; returns the record and whether it was told before (a retry).
 
-        Every output of the problem must be told (or a failure), and nothing
-        else: a wrong name is an input error. A value that is not a finite
-        number (NaN, infinity, or no number at all) is a result too: it makes
-        a failed record that says why.
+        A Tell carries outputs or a failure (an empty one is an input error
+        naming the first output). The session makes the record: a name that
+        is not an output is refused; a missing output, or a value that is not
+        a finite number (NaN, infinity), makes a failed record that says why.
 
         Args:
             owner: Who calls (the session's owner).
@@ -392,46 +381,34 @@ class SessionManager:
             additional_output: Extra values kept with the record.
         """
         session = self.get(owner, session_id)
-        problem = session.tuning.problem
         outputs = dict(outputs or {})
-        if not failure:
-            for name in outputs:
-                if name not in problem.objectives:
-                    raise InvalidInputError(f"outputs[{name!r}]", "not an output of the problem",
-                                            allowed=problem.objectives)
-            missing = [o for o in problem.objectives if o not in outputs]
-            if missing:
-                raise InvalidInputError(f"outputs[{missing[0]!r}]", "missing; tell every output or a failure",
-                                        allowed=problem.objectives)
-            _, failure = parse_outputs(outputs)
+        if not failure and not outputs:
+            objectives = session.tuning.problem.objectives
+            raise InvalidInputError(f"outputs[{objectives[0]!r}]", "missing; tell the outputs or a failure",
+                                    allowed=objectives)
         with session.lock:
-            if trial_id in session.told:
-                return self._retold(session, trial_id, outputs, failure), True
-            if trial_id not in session.tuning.pending:
-                raise SessionNotFound(f"trial_id: no pending trial {str(trial_id)[:80]!r} in this session")
-            trial = session.tuning.pending[trial_id]
-            record = session.tuning.tell(trial_id, None if failure else outputs, failure=failure,
+            duplicate = session.tuning.told_record(trial_id) is not None
+            trial = session.tuning.pending.get(trial_id)
+            record = session.tuning.tell(trial_id, None if failure else outputs, failure=failure or None,
                                          additional_output=additional_output, machine=machine, software=software)
-            session.told[trial_id] = record
+        if duplicate or trial is None:
+            return record, True
         session.event("TOLD", trial, record)
         if session.finished:
             session.event("FINISHED")
         return record, False
 
-    @staticmethod
-    def _retold(session: ServiceSession, trial_id: str, outputs: Mapping[str, float],
-                failure: str | None) -> FunctionEvaluation:
-        record = session.told[trial_id]
-        same = (failure is not None) == (record.status != "ok") and (
-            failure is not None or all(record.value(k) == v for k, v in outputs.items()))
-        if not same:
-            raise TrialConflict(f"trial_id: trial {trial_id!r} was told before with another result "
-                                f"(record {record.uid})")
-        return record
-
     def watch(self, owner: str, session_id: str, from_start: bool = False,
               active: Any = lambda: True, poll: float = 0.5) -> Iterator[dict[str, Any]]:
-        """A session's events as they come, while ``active()``; the already logged ones first if ``from_start``."""
+        """A session's events as they come, while ``active()``; the already logged ones first if ``from_start``.
+
+        Args:
+            owner: Who calls (the session's owner).
+            session_id: The session.
+            from_start: Yield the events logged so far first.
+            active: Whether the watcher still listens (checked between events).
+            poll: Seconds between checks while no event comes.
+        """
         session = self.get(owner, session_id)
         with session.changed:
             position = 0 if from_start else len(session.events)

@@ -30,6 +30,7 @@ from raytuner.records import (
     SurrogateModelRecord,
     check_problem_name,
 )
+from raytuner.store.ledger import Ledger
 
 __all__ = ["HistoryStore", "EvaluationQuery", "VersionRange", "check_problem_name", "PROBLEM_NAME_RULE"]
 
@@ -85,7 +86,11 @@ class EvaluationQuery(BaseModel):
 
     @classmethod
     def parse(cls, data: Any) -> "EvaluationQuery":
-        """Validate a query given as plain data, naming the bad field on error."""
+        """Validate a query given as plain data, naming the bad field on error.
+
+        Args:
+            data: The query as plain data (JSON).
+        """
         return validate(cls, data, "query")
 
     def to_json(self) -> dict[str, Any]:
@@ -103,7 +108,11 @@ class EvaluationQuery(BaseModel):
         return data
 
     def matches(self, record: FunctionEvaluation) -> bool:
-        """Whether ``record`` passes every condition."""
+        """Whether ``record`` passes every condition.
+
+        Args:
+            record: The evaluation to check.
+        """
         if self.status is not None and record.status not in self.status:
             return False
         for name, cond in self.task.items():
@@ -150,7 +159,12 @@ class HistoryStore(ABC):
 
     @abstractmethod
     def append(self, problem: str, record: FunctionEvaluation) -> None:
-        """Persist one evaluation; durable when this returns; idempotent by uid."""
+        """Persist one evaluation; durable when this returns; idempotent by uid.
+
+        Args:
+            problem: The tuning problem's name.
+            record: The evaluation.
+        """
 
     @abstractmethod
     def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
@@ -180,19 +194,42 @@ class HistoryStore(ABC):
 
     @abstractmethod
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
-        """Persist one surrogate-model record; durable when this returns; idempotent by uid."""
+        """Persist one surrogate-model record; durable when this returns; idempotent by uid.
+
+        Args:
+            problem: The tuning problem's name.
+            record: The surrogate-model record.
+        """
 
     @abstractmethod
     def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
-        """The problem's evaluations that match ``query``, in the order they were appended."""
+        """The problem's evaluations that match ``query``, in the order they were appended.
+
+        Args:
+            problem: The tuning problem's name.
+            query: Which evaluations (all when ``None``).
+        """
 
     @abstractmethod
     def models(self, problem: str) -> list[SurrogateModelRecord]:
-        """The problem's surrogate-model records, in the order they were appended."""
+        """The problem's surrogate-model records, in the order they were appended.
+
+        Args:
+            problem: The tuning problem's name.
+        """
 
     @abstractmethod
     def problems(self) -> list[str]:
         """Names of the problems that have records, sorted."""
+
+    @abstractmethod
+    def ledger(self) -> Ledger:
+        """The trial ledger kept beside the store's records (see :mod:`raytuner.store.ledger`).
+
+        Sessions write their handed-out trials there before handing them out,
+        so a restarted session adopts the trials in flight; the service keeps
+        its sessions and API keys there too. Getting the ledger writes nothing.
+        """
 
     def close(self) -> None:
         """Release files or connections; the store is not used afterwards."""
@@ -236,7 +273,11 @@ class HistoryStore(ABC):
         return len(evaluations), len(models)
 
     def export_document(self, problem: str) -> HistoryDocument:
-        """The problem's records as one GPTune file."""
+        """The problem's records as one GPTune file.
+
+        Args:
+            problem: The tuning problem's name.
+        """
         return HistoryDocument(
             tuning_problem_name=check_problem_name(problem),
             func_eval=self.evaluations(problem),

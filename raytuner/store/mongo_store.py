@@ -39,28 +39,21 @@ from __future__ import annotations
 import logging
 import math
 import re
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Iterable, Mapping, Sequence
 
 import bson
 import pymongo
 from bson.errors import InvalidDocument
 from pymongo.collection import Collection
-from pymongo.errors import (
-    BulkWriteError,
-    ConfigurationError,
-    ConnectionFailure,
-    DocumentTooLarge,
-    DuplicateKeyError,
-    InvalidName,
-    OperationFailure,
-    PyMongoError,
-)
+from pymongo.errors import BulkWriteError, DuplicateKeyError, InvalidName, OperationFailure
 from pymongo.write_concern import WriteConcern
 
 from raytuner.errors import InvalidInputError, StoreError
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.store.mongo_client import mongo_errors, open_client
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
+from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
 
 __all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL"]
 
@@ -242,11 +235,8 @@ class MongoStore(HistoryStore):
         self.uri = uri
         self._timeout_ms = server_selection_timeout_ms
         self._display = _redact(uri)
-        try:
-            self.client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-                uri, serverSelectionTimeoutMS=server_selection_timeout_ms, appname="raytuner")
-        except (ConfigurationError, ValueError, TypeError) as exc:
-            raise InvalidInputError("uri", f"invalid MongoDB URI {self._display}: {exc}") from None
+        self.client: pymongo.MongoClient[dict[str, Any]] = open_client(
+            uri, timeout_ms=server_selection_timeout_ms, appname="raytuner", shown_as=self._display)
         try:
             try:
                 db = (self.client[database] if database is not None
@@ -297,19 +287,10 @@ class MongoStore(HistoryStore):
                 raise
             log.warning("%r: not allowed to create indexes (%s); queries may be slow", self, exc)
 
-    @contextmanager
-    def _errors(self, action: str, field: str = "record") -> Iterator[None]:
-        """Turn driver errors into :class:`StoreError` (or :class:`InvalidInputError` for unstorable data)."""
-        try:
-            yield
-        except (InvalidDocument, DocumentTooLarge, OverflowError) as exc:
-            raise InvalidInputError(field, f"cannot be stored in MongoDB: {exc}") from None
-        except ConnectionFailure as exc:
-            reason = str(exc).split(", Topology Description:", 1)[0]
-            raise StoreError(f"cannot reach the MongoDB server {self._display} to {action}: {reason}") from None
-        except PyMongoError as exc:
-            raise StoreError(f"MongoDB server {self._display} (database {self.database!r}) failed to "
-                             f"{action}: {exc}") from None
+    def _errors(self, action: str, field: str = "record") -> AbstractContextManager[None]:
+        """Driver errors as :class:`StoreError`, unstorable data as InvalidInputError: :func:`mongo_errors`."""
+        return mongo_errors(action, server=f"the MongoDB server {self._display}",
+                            owner=f"MongoDB server {self._display} (database {self.database!r})", field=field)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -413,6 +394,15 @@ class MongoStore(HistoryStore):
         with self._errors("list problems"):
             names = set(self._func_eval.distinct(_PROBLEM)) | set(self._models.distinct(_PROBLEM))
         return sorted(n for n in names if isinstance(n, str))
+
+    def ledger(self) -> MongoLedger:
+        """The store's trial ledger: collections ``service_sessions``, ``service_trials``, ``service_keys``.
+
+        They live in the store's database, with its journaled writes and its error mapping.
+        """
+        database = self._func_eval.database
+        return MongoLedger({name: database.get_collection(collection, write_concern=DURABLE)
+                            for name, collection in MONGO_COLLECTIONS.items()}, self._errors)
 
     def close(self) -> None:
         """Close the connection pool; the store is not used afterwards."""

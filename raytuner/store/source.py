@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store.base import EvaluationQuery, HistoryStore
+from raytuner.store.location import open_store
 
 __all__ = ["StoreSource"]
 
@@ -34,18 +35,16 @@ __all__ = ["StoreSource"]
 class StoreSource:
     """The evaluations of ``problem_name`` in ``store`` that match ``query`` (read on each call).
 
-    ``store`` is a :class:`HistoryStore` or where to open one (a directory or
-    a ``mongodb://`` URI); ``query`` an :class:`EvaluationQuery` or the same
-    as plain data (a bad field is named in the error).
+    Args:
+        store: A :class:`HistoryStore` or where to open one (a directory or a ``mongodb://`` URI).
+        problem_name: The source problem's name in the store.
+        query: An :class:`EvaluationQuery` or the same as plain data (a bad field is named in
+            the error); every evaluation when ``None``.
     """
 
     def __init__(self, store: HistoryStore | str | os.PathLike[str], problem_name: str,
                  query: EvaluationQuery | Mapping[str, Any] | None = None) -> None:
-        if not isinstance(store, HistoryStore):
-            from raytuner.store import open_store  # noqa: PLC0415 - the package imports this module
-
-            store = open_store(store)
-        self.store = store
+        self.store = open_store(store)
         self.problem_name = check_problem_name(problem_name)
         self.query = query if isinstance(query, EvaluationQuery) or query is None else EvaluationQuery.parse(query)
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -58,6 +57,7 @@ from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecor
 from raytuner.space import ProblemSpace, Space
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion
+from raytuner.strategies.brackets import Brackets
 from raytuner.strategies.mla import MLA
 
 __all__ = ["GPTuneBand", "LEVEL"]
@@ -66,23 +66,6 @@ log = logging.getLogger(__name__)
 
 #: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
 LEVEL = "gptuneband_level"
-
-RunKey = tuple[int, int, int]          # (pass, task index, bracket)
-
-
-@dataclass
-class _Run:
-    """Successive halving of one (pass, task, bracket): told uids per rung and promotions in flight."""
-
-    bracket: int
-    rungs: list[list[str]] = field(default_factory=list)
-    promoting: set[str] = field(default_factory=set)     # parent uids asked, not told
-    promoted: set[str] = field(default_factory=set)      # parent uids told at the next rung
-
-    def told(self, rung: int) -> list[str]:
-        while len(self.rungs) <= rung:
-            self.rungs.append([])
-        return self.rungs[rung]
 
 
 class _LevelSampler(MLA):
@@ -123,16 +106,30 @@ class _LevelSampler(MLA):
 class GPTuneBand(Strategy):
     """GPTuneBand over ``tasks``; see the module docstring.
 
-    The bandit structure is ``b_min``, ``b_max`` and ``eta`` (Hyperband's
-    brackets; ``integer_fidelities`` rounds them) or a custom fidelity list
-    ``fidelities = [B(0), ..., B(s_max)]`` with ``eta``. ``passes`` is the
-    number of passes; ``fidelity_mode`` is ``"one_shot"`` or ``"iterative"``.
-    ``n_initial`` is the size of each LCM-task's initial LHS design (default:
-    half of ``N(0)``, at least 1); ``options``, ``acquisition``,
-    ``acquisition_options``, ``executor`` and ``candidates`` are MLA's.
+    It offers a scheduler what :class:`~raytuner.strategies.MultiFidelityEngine` names.
+
+    Args:
+        problem: The problem's spaces (``gptuneband_level`` is a reserved name).
+        tasks: The tasks to tune.
+        seed: Seeds every sample and model fit.
+        b_min: The lowest fidelity of Hyperband's brackets (with ``b_max`` and ``eta``).
+        b_max: The highest fidelity.
+        eta: The halving factor.
+        fidelities: A custom fidelity list ``[B(0), ..., B(s_max)]``, instead of ``b_min`` and ``b_max``.
+        integer_fidelities: Round Hyperband's fidelities to integers.
+        passes: The number of passes.
+        fidelity_mode: ``"one_shot"`` or ``"iterative"``.
+        n_initial: Size of each LCM-task's initial LHS design (default: half of ``N(0)``, at least 1).
+        options: MLA's: configure the LCM.
+        acquisition: MLA's.
+        acquisition_options: MLA's.
+        executor: MLA's: runs the multi-start fits.
+        objective: The objective to tune (default: the first).
+        search_candidates: MLA's: the size of the acquisition search's global phase.
     """
 
     name = "gptuneband"
+    spec_name = "band"
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
                  b_min: float | None = None, b_max: float | None = None, eta: int | None = 3,
@@ -140,7 +137,7 @@ class GPTuneBand(Strategy):
                  fidelity_mode: FidelityMode = "one_shot", n_initial: int | None = None,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, executor: Executor | None = None,
-                 objective: str | None = None, candidates: int = 2048) -> None:
+                 objective: str | None = None, search_candidates: int = 2048) -> None:
         super().__init__(problem, tasks, seed)
         self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
         if not isinstance(passes, int) or isinstance(passes, bool) or passes < 1:
@@ -152,16 +149,21 @@ class GPTuneBand(Strategy):
         self.objective = problem.objective(objective)
         first = self.structure.samples(0)
         self.n_initial = n_initial if n_initial is not None else max(1, (first + 1) // 2)
+        self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
             n_initial=self.n_initial, options=options, acquisition=acquisition,
             acquisition_options=acquisition_options, executor=executor, objective=self.objective.name,
-            candidates=candidates)
+            search_candidates=search_candidates)
+        self._keep_options(b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
+                           integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode,
+                           n_initial=n_initial, options=options, acquisition=acquisition,
+                           acquisition_options=acquisition_options, objective=self.objective.name,
+                           search_candidates=search_candidates)
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})
         self._records: list[FunctionEvaluation] = []
-        self._by_uid: dict[str, FunctionEvaluation] = {}
-        self._runs: dict[RunKey, _Run] = {}
+        self._brackets = Brackets(self.structure, self.objective)
         self._pending_samples: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
         self._sampler: _LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
@@ -169,40 +171,8 @@ class GPTuneBand(Strategy):
         self._restored: list[SurrogateModelRecord] = []
 
     # -- plan state ------------------------------------------------------------------------------
-    def _run(self, key: RunKey) -> _Run:
-        if key not in self._runs:
-            self._runs[key] = _Run(bracket=key[2])
-        return self._runs[key]
-
-    def _rung_size(self, run: _Run, rung: int) -> int | None:
-        """How many evaluations rung ``rung`` of ``run`` holds when complete (``None``: not known yet)."""
-        if rung == 0:
-            return self.structure.samples(run.bracket)
-        below = self._rung_size(run, rung - 1)
-        if below is None or len(run.told(rung - 1)) < below:
-            return None
-        return min(self.structure.keep(below), len(self._successes(run.told(rung - 1))))
-
-    def _successes(self, uids: Sequence[str]) -> list[str]:
-        """The successful uids, best first (ties in log order)."""
-        sign = self.objective.sign()
-        scored = [(sign * v, n, u) for n, u in enumerate(uids)
-                  if (v := self._by_uid[u].value(self.objective.name)) is not None]
-        return [u for _, _, u in sorted(scored)]
-
-    def _run_complete(self, run: _Run) -> bool:
-        for rung in range(run.bracket + 1):
-            size = self._rung_size(run, rung)
-            if size is None:
-                return False
-            if size == 0 or (len(run.told(rung)) >= size and rung == run.bracket):
-                return True
-            if len(run.told(rung)) < size:
-                return False
-        return True
-
     def _sampled(self, p: int, i: int, j: int) -> int:
-        return len(self._run((p, i, j)).told(0))
+        return self._brackets.sampled((p, i, j))
 
     def _pass_sampling_done(self, p: int) -> bool:
         return all(self._sampled(p, i, j) >= self.structure.samples(j)
@@ -210,7 +180,7 @@ class GPTuneBand(Strategy):
 
     def _pass_complete(self, p: int) -> bool:
         return self._pass_sampling_done(p) and all(
-            self._run_complete(self._run((p, i, j)))
+            self._brackets.complete(self._brackets.run((p, i, j)))
             for i in range(len(self.tasks)) for j in range(self.structure.s_max + 1))
 
     @property
@@ -245,6 +215,9 @@ class GPTuneBand(Strategy):
         """The next evaluation: a ready promotion first, else a new sample for the least-sampled LCM-task.
 
         ``task`` restricts the choice to one task.
+
+        Args:
+            task: Restrict the choice to this task (default: any task).
         """
         only = None if task is None else self.task_index(task)
         if self.finished:
@@ -258,56 +231,30 @@ class GPTuneBand(Strategy):
         raise AwaitingResults("the next GPTuneBand step waits for evaluations in flight")
 
     def ready_promotions(self) -> int:
-        """How many promotions can be asked now (they come before new samples)."""
-        return len(self._promotions(None))
+        """How many promotions can be asked now.
 
-    def next_promotion_parent(self) -> FunctionEvaluation | None:
-        """The evaluation the next :meth:`ask` promotes (``None`` when no promotion is ready)."""
-        ready = self._promotions(None)
-        return self._by_uid[ready[0][2]] if ready else None
+        They come before new samples: the next :meth:`ask` returns one, naming its parent
+        (``provenance.parent``), so a scheduler asks once and routes it by that parent.
+        """
+        return len(self._brackets.promotions(None))
 
     def retired(self, uid: str) -> bool:
         """Whether evaluation ``uid`` will never be continued: it is at ``b_max``, failed, or lost its rung.
 
         An evaluation whose rung is still open is not retired (it may be promoted).
-        """
-        record = self._by_uid.get(uid)
-        if record is None or record.raytuner is None:
-            return True
-        prov = record.raytuner
-        if prov.rung == prov.bracket or record.value(self.objective.name) is None:
-            return True
-        run = self._run(((prov.pass_ or 1) - 1, self.task_index(record.task_parameter), prov.bracket))
-        size = self._rung_size(run, prov.rung)
-        if size is None or len(run.told(prov.rung)) < size:
-            return False
-        keep = self._rung_size(run, prov.rung + 1) or 0
-        return uid not in self._successes(run.told(prov.rung))[:keep]
 
-    def _promotions(self, only: int | None) -> list[tuple[RunKey, int, str]]:
-        ready = []
-        for key in sorted(self._runs):
-            if only is not None and key[1] != only:
-                continue
-            run = self._runs[key]
-            for rung in range(run.bracket):
-                size = self._rung_size(run, rung)
-                if size is None or len(run.told(rung)) < size:
-                    break
-                keep = self._rung_size(run, rung + 1) or 0
-                for uid in self._successes(run.told(rung))[:keep]:
-                    if uid not in run.promoting and uid not in run.promoted:
-                        ready.append((key, rung + 1, uid))
-        return ready
+        Args:
+            uid: The evaluation's uid (an unknown one is retired).
+        """
+        return self._brackets.retired(uid)
 
     def _next_promotion(self, only: int | None) -> Suggestion | None:
-        ready = self._promotions(only)
+        ready = self._brackets.promotions(only)
         if not ready:
             return None
         (p, i, s), rung, parent = ready[0]
-        run = self._runs[(p, i, s)]
-        run.promoting.add(parent)
-        source = self._by_uid[parent]
+        self._brackets.run((p, i, s)).promoting.add(parent)
+        source = self._brackets.by_uid[parent]
         level = s - rung
         fidelity = self.structure.fidelity(level)
         previous = (source.raytuner.fidelity if source.raytuner else None) or self.structure.fidelity(level + 1)
@@ -377,7 +324,7 @@ class GPTuneBand(Strategy):
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one evaluation in (a repeated uid, an unknown task or a record without a bracket is ignored)."""
         prov = record.raytuner
-        if record.uid in self._by_uid or prov is None or prov.bracket is None or prov.rung is None:
+        if record.uid in self._brackets.by_uid or prov is None or prov.bracket is None or prov.rung is None:
             return
         try:
             i = self.task_index(record.task_parameter)
@@ -389,9 +336,7 @@ class GPTuneBand(Strategy):
             return
         p = (prov.pass_ or 1) - 1
         self._records.append(record)
-        self._by_uid[record.uid] = record
-        run = self._run((p, i, prov.bracket))
-        run.told(prov.rung).append(record.uid)
+        self._brackets.add(record, (p, i, prov.bracket))
         if prov.rung == 0:
             pending = self._pending_samples[(p, i, prov.bracket)]
             key = task_key(record.tuning_parameter)
@@ -399,9 +344,6 @@ class GPTuneBand(Strategy):
                 if task_key(config) == key:
                     del pending[n]
                     break
-        elif prov.parent is not None:
-            run.promoting.discard(prov.parent)
-            run.promoted.add(prov.parent)
         if self._sampler is not None:
             lifted = self._lift(record, prov.bracket - prov.rung)
             if any(task_key(lifted.task_parameter) == task_key(t) for t in self._sampler.tasks):
@@ -409,7 +351,13 @@ class GPTuneBand(Strategy):
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
-        """Count an adopted trial as in flight, placed in the plan by its provenance."""
+        """Count an adopted trial as in flight, placed in the plan by its provenance.
+
+        Args:
+            task: The trial's task.
+            config: Its configuration.
+            provenance: What the engine wrote when it asked (bracket, rung, pass, parent).
+        """
         if provenance is None or provenance.bracket is None or provenance.rung is None:
             log.warning("an adopted GPTuneBand trial has no bracket/rung; it is not counted as in flight")
             return
@@ -421,7 +369,7 @@ class GPTuneBand(Strategy):
                     and provenance.bracket >= self._sampler.stage:
                 self._sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
         elif provenance.parent is not None:
-            self._run((p, i, provenance.bracket)).promoting.add(provenance.parent)
+            self._brackets.run((p, i, provenance.bracket)).promoting.add(provenance.parent)
 
     # -- results ---------------------------------------------------------------------------------
     def best(self) -> list[FunctionEvaluation | None]:
@@ -444,8 +392,7 @@ class GPTuneBand(Strategy):
 
     def progress(self) -> dict[str, Any]:
         """Where the run stands: pass, stage, evaluations told and in flight, cost per task."""
-        in_flight = sum(len(v) for v in self._pending_samples.values()) + sum(
-            len(r.promoting) for r in self._runs.values())
+        in_flight = sum(len(v) for v in self._pending_samples.values()) + self._brackets.in_flight()
         finished = self.finished
         return {"pass": min(self.current_pass, self.passes - 1) + 1, "passes": self.passes,
                 "stage": None if finished else self.stage(), "evaluations": len(self._records), "in_flight": in_flight,
@@ -457,6 +404,10 @@ class GPTuneBand(Strategy):
         return models
 
     def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
-        """Keep stored models so that a rebuilt sampler warm-starts from the last one of its LCM-tasks."""
+        """Keep stored models so that a rebuilt sampler warm-starts from the last one of its LCM-tasks.
+
+        Args:
+            models: The stored surrogate-model records, oldest first.
+        """
         self._restored = list(models)
         self._sampler, self._sampler_key = None, None

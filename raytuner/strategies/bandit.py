@@ -58,6 +58,12 @@ class BanditStructure:
         ``integer=True`` rounds each fidelity to the nearest integer (epochs,
         iterations), dropping repeats.
 
+        Args:
+            b_min: The lowest fidelity.
+            b_max: The highest fidelity.
+            eta: The halving factor (an integer >= 2).
+            integer: Round each fidelity to the nearest integer.
+
         >>> BanditStructure.hyperband(1, 52, 3, integer=True).fidelities
         (52.0, 17.0, 6.0, 2.0)
         """
@@ -87,19 +93,35 @@ class BanditStructure:
         return self.fidelities[0]
 
     def fidelity(self, s: int) -> float:
-        """``B(s)``."""
+        """``B(s)``.
+
+        Args:
+            s: The bracket.
+        """
         return self.fidelities[s]
 
     def samples(self, s: int) -> int:
-        """``N(s) = ⌊(s_max + 1)/(s + 1)⌋ η^s``, the configurations bracket ``s`` starts with."""
+        """``N(s) = ⌊(s_max + 1)/(s + 1)⌋ η^s``, the configurations bracket ``s`` starts with.
+
+        Args:
+            s: The bracket.
+        """
         return ((self.s_max + 1) // (s + 1)) * self.eta ** s
 
     def keep(self, count: int) -> int:
-        """How many of ``count`` evaluations successive halving promotes: ``⌊count/η⌋`` (at least 1)."""
+        """How many of ``count`` evaluations successive halving promotes: ``⌊count/η⌋`` (at least 1).
+
+        Args:
+            count: How many evaluations the rung holds.
+        """
         return max(1, count // self.eta)
 
     def rungs(self, s: int) -> list[tuple[int, float]]:
-        """``(evaluations, fidelity)`` of each rung of bracket ``s``, from ``B(s)`` up to ``b_max``."""
+        """``(evaluations, fidelity)`` of each rung of bracket ``s``, from ``B(s)`` up to ``b_max``.
+
+        Args:
+            s: The bracket.
+        """
         out = [(self.samples(s), self.fidelity(s))]
         for level in range(s - 1, -1, -1):
             out.append((self.keep(out[-1][0]), self.fidelity(level)))
@@ -110,12 +132,21 @@ class BanditStructure:
 
         In ``"iterative"`` mode a promotion from ``previous`` pays only the
         increment, ``(b - previous) / b_max``.
+
+        Args:
+            fidelity: The evaluation's fidelity.
+            previous: The fidelity it continues from (a promotion; ``None``: none).
+            mode: ``"one_shot"`` or ``"iterative"``.
         """
         start = previous if (mode == "iterative" and previous is not None) else 0.0
         return (fidelity - start) / self.b_max
 
     def cost_per_pass(self, mode: FidelityMode = "one_shot") -> float:
-        """The normalised cost one pass spends on one task (every rung of every bracket)."""
+        """The normalised cost one pass spends on one task (every rung of every bracket).
+
+        Args:
+            mode: ``"one_shot"`` or ``"iterative"``.
+        """
         total = 0.0
         for s in range(self.s_max + 1):
             previous: float | None = None
@@ -125,7 +156,11 @@ class BanditStructure:
         return total
 
     def lcm_task_count(self, tasks: int) -> int:
-        """LCM-tasks of the first LCM: ``tasks × (s_max + 1)``."""
+        """LCM-tasks of the first LCM: ``tasks × (s_max + 1)``.
+
+        Args:
+            tasks: The number of tasks.
+        """
         return tasks * (self.s_max + 1)
 
     def describe(self) -> list[dict[str, object]]:

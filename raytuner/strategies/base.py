@@ -31,11 +31,13 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from raytuner.errors import InvalidInputError
+from raytuner.executors import Executor
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
+from raytuner.strategies.spec import EngineSpec, plain_options
 
 __all__ = ["Suggestion", "Strategy", "task_key", "check_record", "fitting_records"]
 
@@ -120,12 +122,25 @@ class Strategy(ABC):
     """An ask/tell tuning engine over a fixed list of tasks.
 
     Subclasses set :attr:`name` (recorded in every record's provenance and in
-    GPTune's ``modeling`` field) and implement :meth:`ask` and :meth:`_fold`;
-    :meth:`tell` checks a record and then folds it, so every engine refuses
-    the same bad input with the same message.
+    GPTune's ``modeling`` field) and :attr:`spec_name` (the name the registry
+    builds them by), keep their options with :meth:`_keep_options` and
+    implement :meth:`ask` and :meth:`_fold`; :meth:`tell` checks a record and
+    then folds it, so every engine refuses the same bad input with the same
+    message.
+
+    Args:
+        problem: The problem's spaces.
+        tasks: The tasks to tune (at least one), each checked against the input space.
+        seed: Seeds every random stream of the engine.
     """
 
     name: str = "strategy"
+    #: The name :func:`raytuner.strategies.build_engine` builds this engine by (its :attr:`spec`'s name).
+    spec_name: ClassVar[str] = ""
+    #: Runs the engine's model fits (``None``: the engine has none, or picks the default).
+    executor: Executor | None = None
+    #: The source data the engine transfers from (``None``: it transfers from nothing).
+    source: Any = None
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None) -> None:
         if not tasks:
@@ -133,9 +148,37 @@ class Strategy(ABC):
         self.problem = problem
         self.tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
         self.seed = seed
+        self._spec_options: dict[str, Any] = {}
+
+    def _keep_options(self, **options: Any) -> None:
+        """Remember the options the engine was built with, as plain data (its :attr:`spec`).
+
+        Args:
+            **options: Every keyword option of the constructor but the executor and the source.
+        """
+        self._spec_options = {**self._spec_options, **plain_options(options)}
+
+    @property
+    def spec(self) -> EngineSpec:
+        """The registered name and the options this engine was built with (executor and source aside).
+
+        ``build_engine(engine.spec, engine.problem, engine.spec_tasks, engine.seed, executor=...,
+        source=...)`` builds a fresh engine that makes the same suggestions
+        (:func:`raytuner.strategies.fresh_engine` does exactly that).
+        """
+        return EngineSpec(self.spec_name, dict(self._spec_options))
+
+    @property
+    def spec_tasks(self) -> list[dict[str, Any]]:
+        """The tasks :func:`raytuner.strategies.build_engine` takes to build this engine again (its :attr:`tasks`)."""
+        return [dict(t) for t in self.tasks]
 
     def task_index(self, task: Mapping[str, Any]) -> int:
-        """Position of ``task`` in :attr:`tasks`."""
+        """Position of ``task`` in :attr:`tasks`.
+
+        Args:
+            task: One of the engine's tasks.
+        """
         key = task_key(task)
         for i, t in enumerate(self.tasks):
             if task_key(t) == key:
@@ -144,7 +187,11 @@ class Strategy(ABC):
 
     @abstractmethod
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
-        """Propose the next evaluation, for ``task`` when given."""
+        """Propose the next evaluation, for ``task`` when given.
+
+        Args:
+            task: Restrict the suggestion to this task (default: the engine's choice).
+        """
 
     def tell(self, record: FunctionEvaluation) -> None:
         """Check one finished (or failed) evaluation, then fold it into the state.
@@ -171,6 +218,11 @@ class Strategy(ABC):
 
         ``provenance`` is what the strategy wrote when it asked (its bracket
         and rung, for a multi-fidelity engine).
+
+        Args:
+            task: The trial's task.
+            config: Its configuration.
+            provenance: What the engine wrote when it asked.
         """
 
     def take_models(self) -> list[SurrogateModelRecord]:
@@ -178,7 +230,11 @@ class Strategy(ABC):
         return []
 
     def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
-        """Take back stored surrogate models (a model-based engine warm-starts from the last one)."""
+        """Take back stored surrogate models (a model-based engine warm-starts from the last one).
+
+        Args:
+            models: The stored surrogate-model records, oldest first.
+        """
 
     def replay(self, records: Iterable[FunctionEvaluation]) -> int:
         """Rebuild the state from a log; returns how many records were folded in.

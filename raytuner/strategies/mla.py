@@ -63,19 +63,29 @@ _BATCH_MODES = ("kriging_believer", "constant_liar")
 class MLA(Strategy):
     """Multitask BO over ``tasks`` (one task: single-task BO); see the module docstring.
 
-    ``options`` configure the LCM; ``acquisition`` is ``"ei"``, ``"pi"`` or
-    ``"lcb"`` with ``acquisition_options`` (``xi``, ``beta``); ``executor``
-    runs the multi-start fits (default: Ray tasks when Ray is initialised,
-    else a process pool); ``candidates`` is the size of the acquisition
-    search's global phase.
+    Args:
+        problem: The problem's spaces.
+        tasks: The tasks to tune (one task: single-task BO).
+        seed: Seeds every random stream and model fit.
+        n_initial: Size of each task's initial Latin hypercube design.
+        options: Configure the LCM.
+        acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
+        acquisition_options: The acquisition's parameters (``xi``, ``beta``).
+        batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
+        executor: Runs the multi-start fits (default: Ray tasks when Ray is
+            initialised, else a process pool).
+        objective: The objective to minimise or maximise (default: the first).
+        search_candidates: How many random points the acquisition search's global phase scores.
     """
 
     name = "mla"
+    spec_name = "mla"
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
                  n_initial: int = 10, options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
-                 executor: Executor | None = None, objective: str | None = None, candidates: int = 2048) -> None:
+                 executor: Executor | None = None, objective: str | None = None,
+                 search_candidates: int = 2048) -> None:
         super().__init__(problem, tasks, seed)
         if not isinstance(n_initial, int) or n_initial < 1:
             raise InvalidInputError("n_initial", f"must be an integer >= 1, got {n_initial!r}")
@@ -87,7 +97,10 @@ class MLA(Strategy):
         self.batch = batch
         self.executor = executor
         self.objective = problem.objective(objective)
-        self.candidates = candidates
+        self.search_candidates = search_candidates
+        self._keep_options(n_initial=n_initial, options=self.model.options, acquisition=acquisition,
+                           acquisition_options=acquisition_options, batch=batch, objective=self.objective.name,
+                           search_candidates=search_candidates)
         self.targets: list[int] = list(range(len(self.tasks)))   # tasks this engine suggests for
         self.evaluated: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
         self.pending: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
@@ -107,7 +120,11 @@ class MLA(Strategy):
 
     # -- ask -----------------------------------------------------------------------------------
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
-        """The next configuration for ``task`` (default: the task with the fewest evaluations)."""
+        """The next configuration for ``task`` (default: the task with the fewest evaluations).
+
+        Args:
+            task: The task (default: the task with the fewest evaluations).
+        """
         index = self._next_task() if task is None else self.task_index(task)
         config = self._initial_point(index)
         source = "initial"
@@ -120,7 +137,12 @@ class MLA(Strategy):
                           provenance=Provenance(strategy=self.name, source=source))
 
     def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:
-        """``size`` suggestions at once (each sees the earlier ones as pending fantasies)."""
+        """``size`` suggestions at once (each sees the earlier ones as pending fantasies).
+
+        Args:
+            size: How many suggestions.
+            task: The task (default: the engine's choice).
+        """
         return [self.ask(task) for _ in range(size)]
 
     def _next_task(self) -> int:
@@ -146,7 +168,11 @@ class MLA(Strategy):
         return None
 
     def initial_design(self, index: int) -> list[dict[str, Any]]:
-        """The task's initial sample: an LHS of ``n_initial`` valid configurations."""
+        """The task's initial sample: an LHS of ``n_initial`` valid configurations.
+
+        Args:
+            index: The task's position in :attr:`tasks`.
+        """
         stream = np.random.SeedSequence([self.seed or 0, 7919, index])
         return sample_configurations(self.problem, self.tasks[index], self.n_initial,
                                      seed=np.random.default_rng(stream))
@@ -194,7 +220,11 @@ class MLA(Strategy):
             return None
 
     def fit(self, data: TrainingData) -> FittedLCM:
-        """Fit the LCM to ``data`` (warm-started); TLA engines override this."""
+        """Fit the LCM to ``data`` (warm-started); TLA engines override this.
+
+        Args:
+            data: The successful evaluations, encoded.
+        """
         return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=self._warm)
 
     def _with_fantasies(self, fitted: FittedLCM) -> FittedLCM:
@@ -233,13 +263,19 @@ class MLA(Strategy):
             return self.acquisition(sign * mean, np.sqrt(variance), best)
 
         config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
-                                         candidates=self.candidates)
+                                         candidates=self.search_candidates)
         return config, "model"
 
     # -- tell, replay, models ----------------------------------------------------------------------
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
-        """Count an adopted trial as pending (a fantasy in the next search)."""
+        """Count an adopted trial as pending (a fantasy in the next search).
+
+        Args:
+            task: The trial's task.
+            config: Its configuration.
+            provenance: Unused.
+        """
         self.pending[self.task_index(task)].append(dict(config))
 
     def _fold(self, record: FunctionEvaluation) -> None:
@@ -264,7 +300,11 @@ class MLA(Strategy):
         return models
 
     def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
-        """Warm-start from the last stored model of this engine's modeler and tasks."""
+        """Warm-start from the last stored model of this engine's modeler and tasks.
+
+        Args:
+            models: The stored surrogate-model records, oldest first.
+        """
         names = self.problem.input_space.names
         mine = [[t[n] for n in names] for t in self.tasks]
         for record in reversed(models):

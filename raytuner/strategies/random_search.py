@@ -32,9 +32,16 @@ __all__ = ["RandomSearch"]
 
 
 class RandomSearch(Strategy):
-    """Uniform random search over the valid configurations of each task."""
+    """Uniform random search over the valid configurations of each task.
+
+    Args:
+        problem: The problem's spaces.
+        tasks: The tasks to tune.
+        seed: Seeds every draw.
+    """
 
     name = "random"
+    spec_name = "random"
 
     def __init__(self, problem: Any, tasks: Any, seed: int | None = None) -> None:
         super().__init__(problem, tasks, seed)
@@ -46,7 +53,11 @@ class RandomSearch(Strategy):
         return int(np.argmin(counts))
 
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
-        """A fresh valid configuration for ``task`` (or for the least-evaluated task)."""
+        """A fresh valid configuration for ``task`` (or for the least-evaluated task).
+
+        Args:
+            task: The task (default: the least-evaluated task).
+        """
         index = self._next_task() if task is None else self.task_index(task)
         stream = np.random.SeedSequence([self.seed or 0, index, len(self._seen[index]), self._pending[index]])
         config = sample_configurations(self.problem, self.tasks[index], 1, seed=np.random.default_rng(stream),
@@ -57,7 +68,13 @@ class RandomSearch(Strategy):
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
-        """Count an adopted trial as pending for its task."""
+        """Count an adopted trial as pending for its task.
+
+        Args:
+            task: The trial's task.
+            config: Its configuration.
+            provenance: Unused.
+        """
         self._pending[self.task_index(task)] += 1
 
     def _fold(self, record: FunctionEvaluation) -> None:

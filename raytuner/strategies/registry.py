@@ -1,49 +1,192 @@
-"""Strategies by name: how a service (the gRPC bridge, a CLI) builds the engine a client asks for.
+"""Engines by name: the one way a face (the gRPC service, a Ray searcher or scheduler, the CLI) builds one.
+
+:data:`ENGINES` knows every engine and what it needs besides its options:
+
+- ``"executor"``: it fits models, and runs their multi-start fits on the
+  executor it is given (Ray tasks, threads, inline); without one it picks
+  the default;
+- ``"source"``: it transfers from source data (an
+  :class:`~raytuner.records.EvaluationSource` such as
+  :class:`raytuner.store.StoreSource`, a list of
+  :class:`~raytuner.records.FunctionEvaluation`, or for ``tla`` a shared
+  :class:`~raytuner.strategies.transfer.SourceData`), and tunes one target task;
+- ``"fidelities"``: it is multi-fidelity; its options give the bandit
+  structure and it offers what :class:`~raytuner.strategies.MultiFidelityEngine`
+  names.
+
+A face builds any engine from an :class:`EngineSpec` plus what it has
+(:func:`build_engine`); every engine knows its own spec
+(:attr:`Strategy.spec <raytuner.strategies.Strategy.spec>`), so a face
+rebuilds a fresh one (to replay a store after a restore) with
+:func:`fresh_engine` instead of copying a blank engine.
 
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "bx", "type": "categorical", "categories": [32, 64, 128]}],
     ...     "output_space": [{"name": "time"}]})
-    >>> engine = make_strategy("discrete", problem, [{}], seed=0, n_initial=2)
-    >>> engine.name, sorted(STRATEGIES)
-    ('discrete', ['band', 'discrete', 'mla', 'random'])
-    >>> make_strategy("bogus", problem, [{}])
+    >>> engine = build_engine(EngineSpec("discrete", {"n_initial": 2}), problem, [{}], seed=0)
+    >>> engine.spec, sorted(ENGINES)
+    (EngineSpec(name='discrete', options={...'n_initial': 2...}), ['band', 'discrete', 'mla', 'random', 'tla', 'tla2'])
+    >>> fresh_engine(engine).ask().config == engine.ask().config
+    True
+    >>> build_engine(EngineSpec("bogus"), problem, [{}])
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: strategy: unknown strategy 'bogus' (allowed: band, discrete, mla, random)
+    raytuner.errors.InvalidInputError: strategy: unknown strategy 'bogus' (allowed: band, discrete, mla, random, tla, tla2)
+    >>> build_engine(EngineSpec("discrete", {"n_initail": 2}), problem, [{}])
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: options: discrete takes no option 'n_initail' (allowed: acquisitions, avoid_failures, candidates, discount_factor, exploration, improvement_factor, kernel, lengthscale, method, n_initial, objective, skip_threshold)
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from raytuner.errors import InvalidInputError
+from raytuner.executors import Executor
+from raytuner.models import Hyperparameters, LCMOptions
 from raytuner.space import ProblemSpace
 from raytuner.strategies.band import GPTuneBand
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.discrete import DiscreteBO
 from raytuner.strategies.mla import MLA
 from raytuner.strategies.random_search import RandomSearch
+from raytuner.strategies.spec import EngineSpec
+from raytuner.strategies.transfer import TLA2, TransferLearning
 
-__all__ = ["STRATEGIES", "make_strategy"]
+__all__ = ["ENGINES", "EngineEntry", "Need", "build_engine", "fresh_engine"]
 
-#: Strategy name -> its class; each takes ``(problem, tasks, seed, **options)``.
-STRATEGIES: dict[str, Callable[..., Strategy]] = {
-    "random": RandomSearch,
-    "mla": MLA,
-    "band": GPTuneBand,
-    "discrete": DiscreteBO,
+#: What an engine needs besides its options (see the module docstring).
+Need = Literal["executor", "source", "fidelities"]
+
+#: ``(problem, tasks, seed, source, options) -> engine``; the options include the executor when there is one.
+Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[str, Any]], Strategy]
+
+_MLA_OPTIONS = ("n_initial", "options", "acquisition", "acquisition_options", "batch", "objective",
+                "search_candidates")
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """One engine of the registry: its class, its option names and what else it needs.
+
+    Args:
+        engine: The engine's class.
+        options: The names of its keyword options (the executor and the source are not options).
+        needs: What it needs besides its options (:data:`Need`).
+        build: Builds it from ``(problem, tasks, seed, source, options)``; default:
+            ``engine(problem, tasks, seed, **options)``.
+    """
+
+    engine: type[Strategy]
+    options: tuple[str, ...]
+    needs: frozenset[Need] = frozenset()
+    build: Builder | None = None
+
+
+def _transfer(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
+              options: dict[str, Any]) -> Strategy:
+    return TransferLearning(problem, tasks[0], source, seed=seed, **options)
+
+
+def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
+          options: dict[str, Any]) -> Strategy:
+    return TLA2(problem, tasks[0], source, seed, **options)
+
+
+#: Every engine by the name a face builds it by.
+ENGINES: dict[str, EngineEntry] = {
+    "random": EngineEntry(RandomSearch, ()),
+    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"})),
+    "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
+                                     "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
+                                     "objective", "search_candidates"), frozenset({"executor", "fidelities"})),
+    "discrete": EngineEntry(DiscreteBO, ("method", "n_initial", "kernel", "lengthscale", "exploration",
+                                         "acquisitions", "skip_threshold", "discount_factor", "improvement_factor",
+                                         "candidates", "objective", "avoid_failures")),
+    "tla": EngineEntry(TransferLearning, ("algorithm", "pool", "weights", "candidates", "options", "acquisition",
+                                          "acquisition_options", "objective", "search_candidates"),
+                       frozenset({"executor", "source"}), _transfer),
+    "tla2": EngineEntry(TLA2, (*_MLA_OPTIONS, "source_model", "refit"), frozenset({"executor", "source"}), _tla2),
 }
 
 
-def make_strategy(name: str, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
-                  **options: Any) -> Strategy:
-    """The strategy ``name`` over ``tasks``; ``options`` are its keyword options (checked by the strategy)."""
-    factory = STRATEGIES.get(name)
-    if factory is None:
-        raise InvalidInputError("strategy", f"unknown strategy {name!r}", allowed=sorted(STRATEGIES))
+#: Options given as plain data that an engine takes as an object: how each is made.
+_DECODERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "options": lambda data: LCMOptions(**data),
+    "source_model": Hyperparameters.from_dict,
+}
+
+
+def _decode(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(options)
+    for key, decode in _DECODERS.items():
+        if isinstance(out.get(key), Mapping):
+            try:
+                out[key] = decode(out[key])
+            except TypeError as exc:        # an unknown field of LCMOptions
+                raise InvalidInputError(f"options.{key}", f"{name}: {exc}") from None
+    return out
+
+
+def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
+                 seed: int | None = None, *, executor: Executor | None = None, source: Any = None) -> Strategy:
+    """The engine ``spec`` names, over ``tasks``, given what the face has.
+
+    The executor goes only to engines that fit models, the source only to
+    those that transfer (see :data:`ENGINES`); either is ignored by the others.
+
+    Args:
+        spec: The engine's registered name and options.
+        problem: The problem's spaces.
+        tasks: The tasks to tune (one target task for an engine that needs a source).
+        seed: Seeds the engine.
+        executor: Runs model fits (default: the engine's own choice).
+        source: The source data of an engine that transfers.
+
+    Raises:
+        InvalidInputError: An unknown name (``strategy``) or option (``options``), more than one task
+            for an engine that transfers (``tasks``), no source for it (``source``), or an option the
+            engine refuses; one line that names the field and the allowed values.
+    """
+    entry = ENGINES.get(spec.name)
+    if entry is None:
+        raise InvalidInputError("strategy", f"unknown strategy {spec.name!r}", allowed=sorted(ENGINES))
+    unknown = sorted(set(spec.options) - set(entry.options))
+    if unknown:
+        raise InvalidInputError("options", f"{spec.name} takes no option {unknown[0]!r}",
+                                allowed=sorted(entry.options))
+    targets = [dict(t) for t in tasks]
+    if "source" in entry.needs:
+        if len(targets) != 1:
+            raise InvalidInputError("tasks", f"strategy {spec.name} tunes one target task, not {len(targets)}")
+        if source is None:
+            raise InvalidInputError("source", f"{spec.name} transfers from source data: pass an EvaluationSource "
+                                              f"(such as raytuner.store.StoreSource) or a list of records")
+    options = _decode(spec.name, spec.options)
+    if "executor" in entry.needs and executor is not None:
+        options["executor"] = executor
     try:
-        return factory(problem, list(tasks), seed, **options)
-    except TypeError as exc:        # an option the strategy does not take
-        raise InvalidInputError("options", f"{name}: {exc}") from None
+        if entry.build is not None:
+            return entry.build(problem, targets, seed, source, options)
+        return entry.engine(problem, targets, seed, **options)
+    except InvalidInputError:
+        raise
+    except (TypeError, ValueError) as exc:       # an option value of the wrong kind
+        raise InvalidInputError("options", f"{spec.name}: {exc}") from None
+
+
+def fresh_engine(strategy: Strategy) -> Strategy:
+    """A new engine built as ``strategy`` was (same spec, problem, tasks, seed, executor and source), told nothing.
+
+    A face replays its store into it after a restore, instead of copying a blank engine.
+
+    Args:
+        strategy: Any registered engine.
+    """
+    return build_engine(strategy.spec, strategy.problem, strategy.spec_tasks, strategy.seed,
+                        executor=strategy.executor, source=strategy.source)
+

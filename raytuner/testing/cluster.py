@@ -68,6 +68,10 @@ class LocalCluster:
 
     Node ``i`` also carries the custom resource ``raytuner_node_<i>``, so
     work can be pinned to a node. ``timeout`` bounds the wait for the nodes to join.
+
+    Args:
+        nodes: each node's CPU count, the head first (default two nodes of one CPU).
+        timeout: seconds to wait for the nodes to join (default 60).
     """
 
     def __init__(self, nodes: Sequence[int] = (1, 1), timeout: float = 60.0) -> None:

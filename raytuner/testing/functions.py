@@ -56,6 +56,10 @@ def demo(x: float, t: float) -> float:
     """GPTune's demo function (GPTuneBand paper, section 5.1).
 
     y(x, t) = 1 + exp(-(x + 1)^(t + 1)) cos(2πx) Σ_{i=1..3} sin(2πx(t + 2)^i)
+
+    Args:
+        x: the tuning parameter, in [0, 1].
+        t: the task parameter, in [0, 10].
     """
     series = sum(math.sin(2 * math.pi * x * (t + 2) ** i) for i in range(1, 4))
     return 1.0 + math.exp(-((x + 1) ** (t + 1))) * math.cos(2 * math.pi * x) * series
@@ -66,12 +70,25 @@ def demo_fidelity(x: float, t: float, b: float, b_max: float, a: float = 2 * mat
 
     ỹ(x, t, b) = y(x, t) (1 + e cos(a x) (1 - b / b_max)). The paper leaves ``a``
     open; 2π gives one full period of bias over x in [0, 1].
+
+    Args:
+        x: the tuning parameter, in [0, 1].
+        t: the task parameter, in [0, 10].
+        b: the fidelity, at most ``b_max``.
+        b_max: the highest fidelity.
+        a: the bias's angular frequency (default 2π).
+        e: the bias's size (default 0.1).
     """
     return demo(x, t) * (1.0 + e * math.cos(a * x) * (1.0 - b / b_max))
 
 
 def demo_grid_minimum(t: float, points: int = 200_001) -> tuple[float, float]:
-    """The demo function's minimum over x for task ``t``, by a dense grid: ``(x*, y*)``."""
+    """The demo function's minimum over x for task ``t``, by a dense grid: ``(x*, y*)``.
+
+    Args:
+        t: the task parameter.
+        points: grid points (default 200 001).
+    """
     xs = np.linspace(0.0, 1.0, points)
     series = sum(np.sin(2 * np.pi * xs * (t + 2) ** i) for i in range(1, 4))
     ys = 1.0 + np.exp(-((xs + 1) ** (t + 1))) * np.cos(2 * np.pi * xs) * series
@@ -84,12 +101,26 @@ def branin(x1: float, x2: float, a: float, b: float, c: float, r: float, s: floa
 
     y = a (x2 - b x1² + c x1 - r)² + s (1 - t) cos(x1) + s; with :data:`BRANIN_CLASSIC`
     its three global minima are y = 0.397887 at (-π, 12.275), (π, 2.275) and (3π, 2.475).
+
+    Args:
+        x1: the first tuning parameter, in [-5, 10].
+        x2: the second, in [0, 15].
+        a: task parameter (classic 1).
+        b: task parameter (classic 5.1/(4π²)).
+        c: task parameter (classic 5/π).
+        r: task parameter (classic 6).
+        s: task parameter (classic 10).
+        t: task parameter (classic 1/(8π)).
     """
     return a * (x2 - b * x1 ** 2 + c * x1 - r) ** 2 + s * (1 - t) * math.cos(x1) + s
 
 
 def branin_grid_minimum(task: Mapping[str, float], points: int = 1001) -> tuple[tuple[float, float], float]:
     """Branin's minimum over x1 in [-5, 10], x2 in [0, 15] for ``task``: a dense grid, then a bounded polish.
+
+    Args:
+        task: the six task parameters (``a`` ... ``t``).
+        points: grid points per axis (default 1001).
 
     >>> (x1, x2), y = branin_grid_minimum(BRANIN_CLASSIC)
     >>> round(y, 6), abs(abs(x1) - math.pi) < 1e-4 or abs(x1 - 3 * math.pi) < 1e-4
@@ -119,6 +150,11 @@ ISHIGAMI_PROBLEM: dict[str, object] = {
 def ishigami(config: Mapping[str, float], a: float = 7.0, b: float = 0.1) -> float:
     """The Ishigami function, the standard test of sensitivity analysis.
 
+    Args:
+        config: ``x1``, ``x2``, ``x3``, each in [-π, π].
+        a: default 7.
+        b: default 0.1.
+
     >>> round(ishigami({"x1": math.pi / 2, "x2": 0.0, "x3": 1.0}), 3)
     1.1
     """
@@ -128,6 +164,10 @@ def ishigami(config: Mapping[str, float], a: float = 7.0, b: float = 0.1) -> flo
 
 def ishigami_indices(a: float = 7.0, b: float = 0.1) -> tuple[list[float], list[float]]:
     """The analytic first-order (S1) and total (ST) Sobol indices of x1, x2, x3.
+
+    Args:
+        a: the function's ``a`` (default 7).
+        b: the function's ``b`` (default 0.1).
 
     >>> [round(v, 3) for v in ishigami_indices()[0]], [round(v, 3) for v in ishigami_indices()[1]]
     ([0.314, 0.442, 0.0], [0.558, 0.442, 0.244])
@@ -154,6 +194,9 @@ MIXED12_INDICES = {"x0": 0.8 / 3.6956, "nb": 0.84 / 3.6956, "alg": 2.0556 / 3.69
 
 def mixed12(config: Mapping[str, object]) -> float:
     """``3 x0^2 + 0.4 nb + effect(alg) + 10``: the other nine parameters do nothing.
+
+    Args:
+        config: the twelve parameters of :data:`MIXED12_PROBLEM` (``x0``, ``nb``, ``alg`` matter).
 
     >>> mixed12({"x0": 1.0, "nb": 5, "alg": "qr"})
     17.0

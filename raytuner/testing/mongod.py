@@ -134,6 +134,13 @@ class LocalMongod:
     its last lines are part of the :class:`StoreError` raised when the server
     does not come up.
 
+    Args:
+        dbpath: the data directory, created if missing and kept (default: a temporary one, removed at stop).
+        port: the port (default: a free one on each start).
+        binary: the ``mongod`` executable (default :func:`find_mongod`).
+        startup_timeout: seconds to wait for the server to answer (default 30).
+        extra_args: more ``mongod`` arguments, passed as they are.
+
     Example:
         >>> with LocalMongod() as server:                          # doctest: +SKIP
         ...     server.uri.startswith("mongodb://127.0.0.1:")
@@ -238,11 +245,12 @@ class LocalMongod:
         finally:
             console.close()
         deadline = time.monotonic() + self.startup_timeout
-        import pymongo  # imported here: finding the binary must not need the driver
-        from pymongo.errors import PyMongoError
+        from pymongo.errors import PyMongoError  # imported here: finding the binary must not need the driver
 
-        client: pymongo.MongoClient = pymongo.MongoClient(
-            self.uri, directConnection=True, serverSelectionTimeoutMS=250, connectTimeoutMS=250)
+        from raytuner.store.mongo_client import open_client
+
+        client = open_client(self.uri, timeout_ms=250, appname="raytuner-testing", directConnection=True,
+                             connectTimeoutMS=250)
         try:
             while True:
                 code = self._process.poll()
@@ -274,6 +282,9 @@ class LocalMongod:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s) and remove its temporary files.
 
         Safe to call more than once, and on a server that never started.
+
+        Args:
+            timeout: seconds between SIGTERM and SIGKILL (default 10).
         """
         with self._lock:
             self._stop_locked(timeout)

@@ -91,7 +91,13 @@ class CandidateSet:
     @classmethod
     def from_problem(cls, problem: ProblemSpace, task: Mapping[str, Any] | None = None,
                      limit: int = MAX_ENUMERATED) -> "CandidateSet":
-        """Enumerate the configurations of ``problem`` that meet its constraints for ``task``."""
+        """Enumerate the configurations of ``problem`` that meet its constraints for ``task``.
+
+        Args:
+            problem: The problem (listed values and restrictions).
+            task: The task the configurations must be valid for.
+            limit: The most configurations to enumerate.
+        """
         space = problem.parameter_space
         values = [_ordered_values(p) for p in space.parameters]
         total = math.prod(len(v) for v in values)
@@ -110,7 +116,12 @@ class CandidateSet:
 
     @classmethod
     def from_configs(cls, problem: ProblemSpace, configs: Sequence[Mapping[str, Any]]) -> "CandidateSet":
-        """The explicit list ``configs`` (duplicates dropped), checked against the parameter space."""
+        """The explicit list ``configs`` (duplicates dropped), checked against the parameter space.
+
+        Args:
+            problem: The problem the configurations belong to.
+            configs: The valid configurations.
+        """
         space = problem.parameter_space
         values = [_ordered_values(p) for p in space.parameters]
         unique: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -136,7 +147,11 @@ class CandidateSet:
                    list(space_names), positions, ranks)
 
     def locate(self, config: Mapping[str, Any]) -> int | None:
-        """The position of ``config`` among the candidates, or ``None`` if it is not one."""
+        """The position of ``config`` among the candidates, or ``None`` if it is not one.
+
+        Args:
+            config: A configuration.
+        """
         try:
             key = tuple(rank[repr(config[name])] for rank, name in zip(self._ranks, self._space_names))
         except KeyError:
@@ -150,6 +165,11 @@ class CandidateSet:
         of points is farthest apart is kept. A design point that is not a
         candidate (the restrictions rule it out) or repeats an earlier one is
         ``None``: the caller replaces it by a random valid configuration.
+
+        Args:
+            n: How many points.
+            rng: The random stream.
+            designs: How many random designs to draw (the maximin one is kept).
         """
         d = len(self.names)
         if d == 0 or n <= 0:

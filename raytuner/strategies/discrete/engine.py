@@ -276,25 +276,35 @@ class _TaskSearch:
 class DiscreteBO(Strategy):
     """Bayesian optimisation over an enumerated set of valid discrete configurations.
 
-    ``problem``'s tuning parameters must have listed values (categorical, or
-    integers); its constraints are the kernel's restrictions. ``candidates``
-    gives the valid configurations explicitly instead (for example those a
-    Kernel Tuner cache stores). ``method`` is one of :data:`METHODS`
-    (default ``"ei"``: the lowest MDF on the benchmark's four kernels, 0.45
-    against multi's 0.49 and advanced multi's 0.65); ``acquisitions`` orders a portfolio's
-    functions; ``exploration`` is ``"cv"`` (contextual variance) or a
-    constant. ``kernel`` is ``"matern32"`` or ``"matern52"``; the default
-    ``lengthscale`` follows Table I. ``avoid_failures=False`` turns the
-    validity model off (the paper's behaviour). ``tasks`` defaults to the one
-    empty task of a problem without task parameters; each task is tuned on
-    its own.
-
     Suggestions carry ``source`` (``"initial"``, ``"random"`` or
     ``"model"``) and, for model picks, ``acquisitions`` and ``round`` in
     their provenance.
+
+    Args:
+        problem: Its tuning parameters must have listed values (categorical,
+            or integers); its constraints are the kernel's restrictions.
+        tasks: Each is tuned on its own; default: the one empty task of a
+            problem without task parameters.
+        seed: Seeds the initial design and every random pick.
+        method: One of :data:`METHODS` (default ``"ei"``: the lowest MDF on
+            the benchmark's four kernels, 0.45 against multi's 0.49 and
+            advanced multi's 0.65).
+        n_initial: How many initial evaluations must succeed before the model proposes.
+        kernel: ``"matern32"`` or ``"matern52"``.
+        lengthscale: The GP's fixed length scale (default: Table I's, by ``exploration``).
+        exploration: ``"cv"`` (contextual variance) or a constant.
+        acquisitions: The order of a portfolio's functions.
+        skip_threshold: A portfolio's skip threshold.
+        discount_factor: A portfolio's discount factor (default by ``method``).
+        improvement_factor: Advanced multi's required improvement factor.
+        candidates: The valid configurations, explicitly (for example those a
+            Kernel Tuner cache stores), instead of enumerating the restrictions.
+        objective: The objective to tune (default: the first).
+        avoid_failures: ``False`` turns the validity model off (the paper's behaviour).
     """
 
     name = "discrete"
+    spec_name = "discrete"
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]] | None = None,
                  seed: int | None = None, *, method: Method = "ei", n_initial: int = 20,
@@ -340,6 +350,11 @@ class DiscreteBO(Strategy):
         self.objective = problem.objective(objective)
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
         self._searches: dict[str, _TaskSearch] = {}
+        self._keep_options(method=method, n_initial=n_initial, kernel=kernel, lengthscale=lengthscale,
+                           exploration=exploration, acquisitions=self.acquisitions, skip_threshold=skip_threshold,
+                           discount_factor=discount_factor, improvement_factor=improvement_factor,
+                           candidates=None if candidates is None else [dict(c) for c in candidates],
+                           objective=self.objective.name, avoid_failures=avoid_failures)
 
     def new_portfolio(self) -> Portfolio:
         """A fresh portfolio for :attr:`method`."""
@@ -351,7 +366,11 @@ class DiscreteBO(Strategy):
         return Single(self.method)
 
     def search(self, task: Mapping[str, Any] | None = None) -> _TaskSearch:
-        """The state of ``task`` (the first task by default), built on first use."""
+        """The state of ``task`` (the first task by default), built on first use.
+
+        Args:
+            task: The task (default: the first).
+        """
         number = 0 if task is None else self.task_index(task)
         key = task_key(self.tasks[number])
         if key not in self._searches:
@@ -360,15 +379,27 @@ class DiscreteBO(Strategy):
         return self._searches[key]
 
     def candidates(self, task: Mapping[str, Any] | None = None) -> CandidateSet:
-        """The valid configurations of ``task``."""
+        """The valid configurations of ``task``.
+
+        Args:
+            task: The task (default: the first).
+        """
         return self.search(task).cands
 
     def active_acquisitions(self, task: Mapping[str, Any] | None = None) -> list[str]:
-        """The acquisition functions that propose in ``task``'s next round."""
+        """The acquisition functions that propose in ``task``'s next round.
+
+        Args:
+            task: The task (default: the first).
+        """
         return self.search(task).portfolio.active
 
     def exploration_factor(self, task: Mapping[str, Any] | None = None) -> float:
-        """The exploration factor the next model round of ``task`` would use (needs two valid results)."""
+        """The exploration factor the next model round of ``task`` would use (needs two valid results).
+
+        Args:
+            task: The task (default: the first).
+        """
         search = self.search(task)
         if len(search.values) < 2:
             raise InvalidInputError("task", "the exploration factor needs at least two successful evaluations")
@@ -377,7 +408,11 @@ class DiscreteBO(Strategy):
 
     # -- ask/tell ---------------------------------------------------------------------------------
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
-        """The next configuration: an initial design point, or the best acquisition value among the unvisited."""
+        """The next configuration: an initial design point, or the best acquisition value among the unvisited.
+
+        Args:
+            task: The task (default: the one with the fewest evaluations).
+        """
         if task is None:
             task = min(self.tasks, key=lambda t: (lambda s: s.told + len(s.pending))(self.search(t)))
         search = self.search(task)
@@ -389,7 +424,13 @@ class DiscreteBO(Strategy):
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
-        """Treat an adopted trial as asked and not yet told."""
+        """Treat an adopted trial as asked and not yet told.
+
+        Args:
+            task: The trial's task.
+            config: Its configuration.
+            provenance: What the engine wrote when it asked (source, acquisitions, round).
+        """
         self.search(task).adopt(config, provenance)
 
     def _fold(self, record: FunctionEvaluation) -> None:

@@ -42,6 +42,11 @@ _MIN_PIVOT = 1e-10
 def matern(distance: np.ndarray, kernel: str, lengthscale: float) -> np.ndarray:
     """Matérn covariance (unit variance) of points ``distance`` apart.
 
+    Args:
+        distance: Scaled distances.
+        kernel: ``"matern32"`` or ``"matern52"``.
+        lengthscale: The length scale.
+
     >>> matern(np.array([0.0, 1.0]), "matern32", 1.0).round(6).tolist()
     [1.0, 0.483358]
     """
@@ -61,6 +66,12 @@ class CandidateGP:
     :meth:`add` folds in one observation of candidate ``i``; :meth:`posterior`
     returns the mean and standard deviation at every candidate, in the units
     of the observations.
+
+    Args:
+        units: The candidates on the unit cube, one row each.
+        kernel: ``"matern32"`` or ``"matern52"``.
+        lengthscale: The fixed length scale.
+        noise: The observation noise variance (relative to the prior).
     """
 
     def __init__(self, units: np.ndarray, kernel: str = "matern32", lengthscale: float = 1.5,
@@ -82,12 +93,21 @@ class CandidateGP:
         return len(self.indices)
 
     def covariance(self, i: int) -> np.ndarray:
-        """Prior covariance between candidate ``i`` and every candidate."""
+        """Prior covariance between candidate ``i`` and every candidate.
+
+        Args:
+            i: A candidate's index.
+        """
         diff = self.units - self.units[i]
         return matern(np.sqrt(np.einsum("ij,ij->i", diff, diff)), self.kernel, self.lengthscale)
 
     def add(self, index: int, value: float) -> None:
-        """Fold in the observation ``value`` of candidate ``index``."""
+        """Fold in the observation ``value`` of candidate ``index``.
+
+        Args:
+            index: The candidate's index.
+            value: Its observed value.
+        """
         n = len(self.indices)
         if n == len(self._L):
             grow = 2 * n

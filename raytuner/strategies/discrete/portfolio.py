@@ -53,6 +53,13 @@ def scores(name: str, mean: np.ndarray, std: np.ndarray, best: float, exploratio
     ``mean``, ``std`` and ``best`` are already standardised; ``exploration`` is
     EI's and PI's required improvement ``xi`` and LCB's ``beta``.
 
+    Args:
+        name: The acquisition function (``"ei"``, ``"pi"``, ``"lcb"``).
+        mean: Standardised posterior means.
+        std: Standardised posterior standard deviations.
+        best: The best standardised value.
+        exploration: The exploration factor.
+
     >>> scores("lcb", np.array([0.0, 1.0]), np.array([1.0, 0.0]), best=0.0, exploration=0.5).tolist()
     [0.5, -1.0]
     """
@@ -72,6 +79,12 @@ def contextual_variance(mean_variance: float, initial_mean_variance: float, init
     initial sample for a positive objective (run times); for one that is not
     positive the ratio is taken as 1 and only the variance term remains.
 
+    Args:
+        mean_variance: The mean posterior variance now.
+        initial_mean_variance: The mean posterior variance after the initial sample.
+        initial_mean: The mean of the initial sample's values.
+        best: The best value so far.
+
     >>> contextual_variance(0.5, 2.0, initial_mean=10.0, best=5.0)
     0.125
     """
@@ -84,6 +97,10 @@ def contextual_variance(mean_variance: float, initial_mean_variance: float, init
 def discounted_score(observations: Sequence[float], discount_factor: float) -> float:
     """``dos_t = sum_{i=1..t} o_i gamma^(t-i)``: recent observations weigh most.
 
+    Args:
+        observations: A function's observations, oldest first.
+        discount_factor: How fast older observations lose weight (``gamma``).
+
     >>> discounted_score([4.0, 2.0], 0.5)
     4.0
     """
@@ -92,7 +109,11 @@ def discounted_score(observations: Sequence[float], discount_factor: float) -> f
 
 
 class Portfolio:
-    """Which acquisition functions propose in the next round, updated after each round."""
+    """Which acquisition functions propose in the next round, updated after each round.
+
+    Args:
+        afs: The acquisition functions, in order.
+    """
 
     def __init__(self, afs: Sequence[str]) -> None:
         bad = [a for a in afs if a not in AFS]
@@ -112,7 +133,12 @@ class Portfolio:
         return [a for a in self.afs if a not in self.skipped]
 
     def end_round(self, observed: Mapping[str, float], duplicates: Iterable[str]) -> None:
-        """Fold in a round: each active function's observation, and which ones proposed a duplicate."""
+        """Fold in a round: each active function's observation, and which ones proposed a duplicate.
+
+        Args:
+            observed: Each function's observed (minimised) value this round.
+            duplicates: The functions that proposed the same candidate as another.
+        """
         for af, value in observed.items():
             if af in self.observations:
                 self.observations[af].append(float(value))
@@ -123,14 +149,24 @@ class Portfolio:
 
 
 class Single(Portfolio):
-    """One acquisition function throughout."""
+    """One acquisition function throughout.
+
+    Args:
+        af: The acquisition function.
+    """
 
     def __init__(self, af: str) -> None:
         super().__init__([af])
 
 
 class Multi(Portfolio):
-    """The paper's *multi*: skip functions that keep proposing the same candidates as another."""
+    """The paper's *multi*: skip functions that keep proposing the same candidates as another.
+
+    Args:
+        afs: The acquisition functions, in order.
+        skip_threshold: How many recent rounds a function must duplicate another's pick in to be stuck.
+        discount_factor: How fast older observations lose weight (``gamma``); the best stuck function stays.
+    """
 
     shares_candidates = True
 
@@ -152,7 +188,15 @@ class Multi(Portfolio):
 
 
 class AdvancedMulti(Portfolio):
-    """The paper's *advanced multi*: skip consistently worse functions, promote a consistently better one."""
+    """The paper's *advanced multi*: skip consistently worse functions, promote a consistently better one.
+
+    Args:
+        afs: The acquisition functions, in order.
+        skip_threshold: How many rounds a function must score worse (better) than the mean to be
+            skipped (to be kept alone).
+        discount_factor: How fast older observations lose weight (``gamma``).
+        improvement_factor: The margin around the mean score, relative to it, that counts as worse or better.
+    """
 
     def __init__(self, afs: Sequence[str] = AFS, skip_threshold: int = 5, discount_factor: float = 0.75,
                  improvement_factor: float = 0.1) -> None:

@@ -1,4 +1,9 @@
-"""Transfer learning from past data: GPTuneCrowd's TLA pool and its ensemble (paper 000, section V).
+"""Transfer learning from past data, in one place.
+
+GPTuneCrowd's TLA pool and its ensemble (paper 000, section V):
+:class:`TransferLearning` (the engine ``tla``); and GPTune's TLA1 and TLA2
+(paper 003, section 5): :class:`TLA1` predicts a new task's optimum,
+:class:`TLA2` (the engine ``tla2``) tunes it from the source tasks' LCM.
 
 >>> from raytuner.strategies.transfer import TransferLearning, SourceData, ALGORITHMS
 >>> ALGORITHMS[-3:]
@@ -9,6 +14,8 @@ from raytuner.strategies.transfer.data import SourceData, SourceTask
 from raytuner.strategies.transfer.engine import (ALGORITHMS, DEFAULT_POOL, ENSEMBLES, FIRST, SINGLE_ALGORITHMS,
                                                  TransferLearning)
 from raytuner.strategies.transfer.ensemble import ensemble_probabilities, exploration_rate
+from raytuner.strategies.transfer.tla import TLA1, TLA2, OptimumPrediction, best_per_task, centred_sample
 
 __all__ = ["TransferLearning", "SourceData", "SourceTask", "ALGORITHMS", "SINGLE_ALGORITHMS", "ENSEMBLES",
-           "DEFAULT_POOL", "FIRST", "ensemble_probabilities", "exploration_rate"]
+           "DEFAULT_POOL", "FIRST", "ensemble_probabilities", "exploration_rate", "TLA1", "TLA2",
+           "OptimumPrediction", "best_per_task", "centred_sample"]

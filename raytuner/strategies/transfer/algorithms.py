@@ -110,6 +110,11 @@ def dynamic_weights(source_means: list[np.ndarray], target_loo: np.ndarray, v: n
     deviation. All-zero weights (nothing explains the target) fall back to
     equal weights.
 
+    Args:
+        source_means: Each source model's mean at the target points.
+        target_loo: The target model's leave-one-out means.
+        v: The target's observed (minimised) values.
+
     >>> v = np.array([3.0, 1.0, 2.0])
     >>> dynamic_weights([2 * v / v.std(), np.zeros(3)], np.zeros(3), v).round(3).tolist()
     [0.5, 0.0, 0.0]

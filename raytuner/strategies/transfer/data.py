@@ -79,7 +79,13 @@ class SourceTask:
 
 def minimisation_values(problem: ProblemSpace, records: Iterable[FunctionEvaluation], objective: str
                         ) -> tuple[list[FunctionEvaluation], np.ndarray]:
-    """The successful records with a finite objective, and ``sign · y`` of each."""
+    """The successful records with a finite objective, and ``sign · y`` of each.
+
+    Args:
+        problem: The problem.
+        records: The evaluations.
+        objective: The objective's name.
+    """
     target = problem.objective(objective)
     kept, values = [], []
     for record in records:
@@ -92,7 +98,15 @@ def minimisation_values(problem: ProblemSpace, records: Iterable[FunctionEvaluat
 
 def fit_gp(X: np.ndarray, v: np.ndarray, options: LCMOptions, seed: int | np.random.Generator,
            executor: Executor) -> FittedLCM:
-    """A single-task GP (a one-task LCM) of ``v`` at the unit-cube points ``X``."""
+    """A single-task GP (a one-task LCM) of ``v`` at the unit-cube points ``X``.
+
+    Args:
+        X: Points on the unit cube, one row each.
+        v: Their values.
+        options: Configure the fit.
+        seed: Seeds the fit.
+        executor: Runs the multi-start fit.
+    """
     return LCM(replace(options, latent=1)).fit(TrainingData([X], [v]), seed=seed, executor=executor)
 
 
@@ -111,6 +125,11 @@ def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluati
 
     Tasks without a single successful evaluation are left out; records of
     another tuning space (a tuning parameter missing) are rejected.
+
+    Args:
+        problem: The problem.
+        records: The source evaluations.
+        objective: The objective's name.
     """
     names = problem.parameter_space.names
     groups: dict[tuple[Any, str, str], list[FunctionEvaluation]] = {}
@@ -139,7 +158,11 @@ def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluati
 
 
 def load_records(source: Any) -> list[FunctionEvaluation]:
-    """The evaluations of a source given as records or as an :class:`EvaluationSource`."""
+    """The evaluations of a source given as records or as an :class:`EvaluationSource`.
+
+    Args:
+        source: A list of :class:`FunctionEvaluation` or an :class:`EvaluationSource`.
+    """
     if isinstance(source, EvaluationSource):
         return list(source.evaluations())
     if isinstance(source, (list, tuple)) and all(isinstance(r, FunctionEvaluation) for r in source):
@@ -156,6 +179,13 @@ class SourceData:
     problem are skipped with one warning that counts them. ``options``
     configure every GP and LCM fit; ``executor`` runs their multi-start
     fits. Thread-safe: engines in several threads may share one.
+
+    Args:
+        problem: The problem.
+        records: The source evaluations, or an :class:`EvaluationSource`.
+        objective: The objective (default: the first).
+        options: Configure every GP and LCM fit.
+        executor: Runs their multi-start fits.
     """
 
     def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation] | EvaluationSource, *,
@@ -206,7 +236,11 @@ class SourceData:
         return self.options.latent or min(len(self.tasks) + 1, 3)
 
     def without(self, uids: Iterable[str]) -> "SourceData":
-        """The same source without the records ``uids`` (self when none of them is in it)."""
+        """The same source without the records ``uids`` (self when none of them is in it).
+
+        Args:
+            uids: The uids of the records to leave out.
+        """
         drop = self.uids & set(uids)
         if not drop:
             return self
@@ -214,7 +248,11 @@ class SourceData:
                           options=self.options, executor=self.executor)
 
     def gp(self, index: int) -> FittedLCM:
-        """The GP of source task ``index`` (task 0 of the returned model)."""
+        """The GP of source task ``index`` (task 0 of the returned model).
+
+        Args:
+            index: The source task's position.
+        """
         with self._lock:
             if index not in self._gps:
                 task = self.tasks[index]

@@ -93,17 +93,28 @@ REPEAT_DISTANCE = 0.002
 class TransferLearning(Strategy):
     """Tune ``target_task`` using ``source`` evaluations; see the module docstring.
 
-    ``source`` is a :class:`SourceData` (shareable between engines), a list
-    of :class:`FunctionEvaluation` or an :class:`EvaluationSource` such as
-    :class:`raytuner.store.StoreSource`. ``algorithm`` is one of
-    :data:`ALGORITHMS`; ``pool`` the algorithms an ensemble chooses from;
-    ``weights`` the static weights of ``weighted_sum_static`` (one per source
-    task, then the target). ``options`` configure the GP/LCM fits,
-    ``acquisition`` (``"ei"``, ``"pi"``, ``"lcb"``) the search;
-    ``search_candidates`` is the size of the continuous search's global phase.
+    Args:
+        problem: The problem's spaces.
+        target_task: The task to tune.
+        source: A :class:`SourceData` (shareable between engines), a list of
+            :class:`FunctionEvaluation` or an :class:`EvaluationSource` such as
+            :class:`raytuner.store.StoreSource`.
+        algorithm: One of :data:`ALGORITHMS`.
+        seed: Seeds every random draw and model fit.
+        pool: The algorithms an ensemble chooses from.
+        weights: The static weights of ``weighted_sum_static`` (one per source task, then the target).
+        candidates: The valid configurations of a discrete space (the acquisition is evaluated at
+            every unvisited one); ``None``: search the parameter space.
+        options: Configure the GP/LCM fits.
+        acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
+        acquisition_options: The acquisition's parameters (``xi``, ``beta``).
+        objective: The objective to tune (default: the first).
+        executor: Runs the multi-start fits (default: :func:`raytuner.executors.default_executor`).
+        search_candidates: How many random points the continuous search's global phase scores.
     """
 
     name = "tla"
+    spec_name = "tla"
 
     def __init__(self, problem: ProblemSpace, target_task: Mapping[str, Any],
                  source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
@@ -133,6 +144,9 @@ class TransferLearning(Strategy):
         self.pending: list[tuple[dict[str, Any], str]] = []
         self._visited: set[tuple[tuple[str, Any], ...]] = set()
         self._target_uids: set[str] = set()
+        self._keep_options(algorithm=algorithm, pool=self.pool, weights=self.weights, candidates=self.candidates,
+                           options=self.options, acquisition=acquisition, acquisition_options=acquisition_options,
+                           objective=self.objective.name, search_candidates=search_candidates)
 
     @property
     def target(self) -> dict[str, Any]:
@@ -195,7 +209,11 @@ class TransferLearning(Strategy):
                                                              len(self.pending), key]))
 
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
-        """The next configuration for the target, with the proposing algorithm in its provenance."""
+        """The next configuration for the target, with the proposing algorithm in its provenance.
+
+        Args:
+            task: The target task, or ``None``.
+        """
         if task is not None:
             self.task_index(task)
         rng = self._stream(1)
@@ -284,7 +302,13 @@ class TransferLearning(Strategy):
     # -- tell --------------------------------------------------------------------------------------
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
-        """Count an adopted trial as pending, proposed by the algorithm its provenance names."""
+        """Count an adopted trial as pending, proposed by the algorithm its provenance names.
+
+        Args:
+            task: The target task.
+            config: Its configuration.
+            provenance: What the engine wrote when it asked (the proposing algorithm).
+        """
         self.task_index(task)
         proposer = provenance.strategy if provenance is not None and provenance.strategy else ""
         self.pending.append((dict(config), proposer))

@@ -52,6 +52,11 @@ def ensemble_probabilities(best: Sequence[float | None], observed: Sequence[floa
     ``best[t]`` is the best value proposed by algorithm ``t`` (``None`` if it
     proposed nothing successful); ``observed`` every successful target value.
 
+    Args:
+        best: The best value each algorithm proposed (``None``: none yet).
+        observed: The target's observed values.
+        goal: ``"minimize"`` or ``"maximize"``.
+
     >>> ensemble_probabilities([2.0, 4.0], observed=[2.0, 4.0]).tolist()            # the paper's case
     [0.6666666666666666, 0.3333333333333333]
     >>> ensemble_probabilities([2.0, 4.0], observed=[2.0, 4.0], goal="maximize").tolist()
@@ -81,6 +86,11 @@ def ensemble_probabilities(best: Sequence[float | None], observed: Sequence[floa
 def exploration_rate(pool_size: int, n_parameters: int, n_samples: int) -> float:
     """Equation 4: ``r / (1 + r)`` with ``r = pool_size · n_parameters / n_samples`` (1 with no samples).
 
+    Args:
+        pool_size: The number of algorithms.
+        n_parameters: The number of tuning parameters.
+        n_samples: The number of target evaluations.
+
     >>> exploration_rate(3, 1, 0), round(exploration_rate(3, 1, 30), 4)
     (1.0, 0.0909)
     """
@@ -97,6 +107,17 @@ def choose_algorithm(policy: Policy, pool: Sequence[str], best: Sequence[float |
 
     ``turn`` counts the pool's proposals so far (Ensemble(toggling) takes
     the pool in turn); ``n_samples`` the target's evaluations so far.
+
+    Args:
+        policy: The ensemble's policy.
+        pool: The algorithms to choose from.
+        best: The best value each proposed (``None``: none yet).
+        observed: The target's observed values.
+        goal: ``"minimize"`` or ``"maximize"``.
+        n_parameters: The number of tuning parameters.
+        n_samples: The number of target evaluations.
+        turn: Whose turn it is (toggling).
+        rng: The random stream.
 
     >>> rng = np.random.default_rng(0)
     >>> choose_algorithm("toggling", ["a", "b", "c"], [None] * 3, [], "minimize", 1, 4, turn=4, rng=rng)

@@ -49,19 +49,34 @@ class TargetModel(Protocol):
     incumbent: float
 
     def predict(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and standard deviation of the minimisation value at unit-cube points ``U``."""
+        """Mean and standard deviation of the minimisation value at unit-cube points ``U``.
+
+        Args:
+            U: Points on the unit cube, one row each.
+        """
         ...  # pragma: no cover - protocol
 
 
 def fantasise(fitted: FittedLCM, task: int, X: np.ndarray) -> FittedLCM:
-    """``fitted`` with pending points of ``task`` added at their predicted mean (the Kriging believer)."""
+    """``fitted`` with pending points of ``task`` added at their predicted mean (the Kriging believer).
+
+    Args:
+        fitted: The fitted LCM.
+        task: The task the points belong to.
+        X: Pending points on the unit cube, one row each.
+    """
     if not len(X):
         return fitted
     return fitted.condition_on(task, X, fitted.predict_standardised(task, X)[0])
 
 
 class MultitaskModel:
-    """Task ``task`` of an LCM; the incumbent is that task's best standardised observation."""
+    """Task ``task`` of an LCM; the incumbent is that task's best standardised observation.
+
+    Args:
+        fitted: The fitted LCM.
+        task: The target's task index in it.
+    """
 
     def __init__(self, fitted: FittedLCM, task: int) -> None:
         self.fitted = fitted
@@ -70,7 +85,11 @@ class MultitaskModel:
         self.incumbent = float(observed.min()) if len(observed) else float(fitted.z.min())
 
     def predict(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Standardised mean and standard deviation of the target task."""
+        """Standardised mean and standard deviation of the target task.
+
+        Args:
+            U: Points on the unit cube, one row each.
+        """
         mean, variance = self.fitted.predict_standardised(self.task, U)
         return mean, np.sqrt(variance)
 
@@ -81,6 +100,11 @@ class WeightedSumModel:
     The incumbent is the smallest combined mean at the ``reference`` points
     (the target's evaluated points, or the sources' when the target has
     none).
+
+    Args:
+        models: The fitted models (sources, then the target).
+        weights: One weight per model.
+        reference: Points on the unit cube where the incumbent is taken (see above).
     """
 
     def __init__(self, models: Sequence[FittedLCM], weights: np.ndarray, reference: np.ndarray) -> None:
@@ -89,7 +113,11 @@ class WeightedSumModel:
         self.incumbent = float(self.predict(reference)[0].min())
 
     def predict(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The weighted sum of the means and the weighted product of the standard deviations."""
+        """The weighted sum of the means and the weighted product of the standard deviations.
+
+        Args:
+            U: Points on the unit cube, one row each.
+        """
         mean = np.zeros(len(U))
         log_std = np.zeros(len(U))
         total = float(self.weights.sum())
@@ -109,6 +137,11 @@ class StackedModel:
     target's residual model, ``counts`` their sample counts. ``σ`` is built
     along the chain: ``σ_k = σ'_k^β · σ_{k−1}^{1−β}`` with
     ``β = n_k / (n_k + n_{k−1})``.
+
+    Args:
+        chain: The residual GPs, source first, target last.
+        counts: How many points each was fitted to.
+        incumbent: The best target value (minimised).
     """
 
     def __init__(self, chain: Sequence[FittedLCM], counts: Sequence[int], incumbent: float) -> None:
@@ -117,7 +150,11 @@ class StackedModel:
         self.incumbent = float(incumbent)
 
     def predict(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Summed means; standard deviations combined along the chain."""
+        """Summed means; standard deviations combined along the chain.
+
+        Args:
+            U: Points on the unit cube, one row each.
+        """
         mean = np.zeros(len(U))
         log_std = np.zeros(len(U))
         for k, model in enumerate(self.chain):

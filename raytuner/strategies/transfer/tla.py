@@ -38,13 +38,13 @@ import numpy as np
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor, InlineExecutor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.records import FunctionEvaluation, task_key
+from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import fitting_records
 from raytuner.strategies.mla import MLA
 
-__all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task"]
+__all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task", "centred_sample"]
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,13 @@ class OptimumPrediction:
 
 def best_per_task(problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str | None = None
                   ) -> dict[tuple[tuple[str, Any], ...], FunctionEvaluation]:
-    """The best successful evaluation of every task in ``records`` (by the objective's goal)."""
+    """The best successful evaluation of every task in ``records`` (by the objective's goal).
+
+    Args:
+        problem: The problem (its objective decides "best").
+        records: The evaluations; failed ones and non-finite values are skipped.
+        objective: The objective's name (default: the first).
+    """
     target = problem.objective(objective)
     best: dict[tuple[tuple[str, Any], ...], tuple[float, FunctionEvaluation]] = {}
     for record in records:
@@ -84,8 +90,14 @@ def best_per_task(problem: ProblemSpace, records: Sequence[FunctionEvaluation], 
 class TLA1:
     """One GP per tuning parameter over the task space, fitted to the tuned tasks' optima.
 
-    ``records`` that do not fit the problem (task or configuration outside
-    it) are skipped with one warning that counts them.
+    Args:
+        problem: The problem; it must have a task space.
+        records: The tuned tasks' evaluations; those that do not fit the problem
+            (task or configuration outside it) are skipped with one warning that counts them.
+        objective: The objective's name (default: the first).
+        options: Configure the GPs (default: two starts).
+        seed: Seeds the fits.
+        executor: Runs the multi-start fits (default: inline).
     """
 
     def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation], *,
@@ -108,7 +120,11 @@ class TLA1:
             for j in range(U.shape[1])]
 
     def predict(self, task: Mapping[str, Any]) -> OptimumPrediction:
-        """The predicted optimal configuration of ``task`` with its uncertainty (no evaluation)."""
+        """The predicted optimal configuration of ``task`` with its uncertainty (no evaluation).
+
+        Args:
+            task: The task, checked against the input space.
+        """
         t = self.problem.input_space.check(task, "task")
         T = self.problem.input_space.encode([t])
         moments = [m.predict(0, T) for m in self._models]
@@ -132,6 +148,15 @@ def centred_sample(problem: ProblemSpace, task: Mapping[str, Any], centre: np.nd
     Draws outside the cube or breaking a constraint are discarded and
     replaced (paper 003, section 5.2.1); if too few are found, the rest
     comes from a Latin hypercube.
+
+    Args:
+        problem: The problem (its parameter space and constraints).
+        task: The task the configurations must be valid for.
+        centre: The mean, on the unit cube.
+        std: The standard deviation per dimension, on the unit cube.
+        n: How many configurations.
+        rng: The random stream.
+        max_rounds: How many rounds of ``4 n`` draws to try before the Latin hypercube.
     """
     space = problem.parameter_space
     chosen: list[dict[str, Any]] = []
@@ -153,20 +178,29 @@ def centred_sample(problem: ProblemSpace, task: Mapping[str, Any], centre: np.nd
 class TLA2(MLA):
     """Tune ``new_task`` starting from tuned source tasks; see the module docstring.
 
-    ``source`` are the source tasks' evaluations (those that do not fit the
-    problem are skipped with one warning); ``source_model`` their LCM
-    hyperparameters (fitted here when not given). ``refit="weights"`` learns
-    only the new task's weights; ``refit="all"`` refits every hyperparameter.
+    Args:
+        problem: The problem's spaces.
+        new_task: The task to tune.
+        source: The source tasks' evaluations, or an :class:`EvaluationSource`
+            (those that do not fit the problem are skipped with one warning).
+        seed: Seeds every random stream and model fit.
+        source_model: The source tasks' LCM hyperparameters (fitted here when not given).
+        refit: ``"weights"`` learns only the new task's weights; ``"all"`` refits every hyperparameter.
+        **mla_options: :class:`~raytuner.strategies.MLA`'s options (``n_initial``, ``options``,
+            ``executor``, ...).
     """
 
     name = "tla2"
+    spec_name = "tla2"
 
-    def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any], source: Sequence[FunctionEvaluation],
-                 seed: int | None = None, *, source_model: Hyperparameters | None = None,
-                 refit: Literal["weights", "all"] = "weights", **mla_options: Any) -> None:
+    def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any],
+                 source: Sequence[FunctionEvaluation] | EvaluationSource, seed: int | None = None, *,
+                 source_model: Hyperparameters | None = None, refit: Literal["weights", "all"] = "weights",
+                 **mla_options: Any) -> None:
         if refit not in ("weights", "all"):
             raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
-        source = fitting_records(problem, source, "TLA2 source")
+        records = list(source.evaluations()) if isinstance(source, EvaluationSource) else list(source)
+        source = fitting_records(problem, records, "TLA2 source")
         source_tasks: list[dict[str, Any]] = []
         for record in source:
             if record.status == "ok" and task_key(record.task_parameter) not in {task_key(t) for t in source_tasks}:
@@ -175,6 +209,8 @@ class TLA2(MLA):
             raise InvalidInputError("new_task", f"{dict(new_task)} is already one of the source tasks")
         super().__init__(problem, [*source_tasks, dict(new_task)], seed, **mla_options)
         self.refit = refit
+        self.source = source
+        self._keep_options(source_model=source_model, refit=refit)
         self.new_index = len(self.tasks) - 1
         self.targets = [self.new_index]
         self.tla1 = TLA1(problem, source, objective=self.objective.name, seed=seed)
@@ -183,12 +219,21 @@ class TLA2(MLA):
         self._source_model = source_model or self._fit_source()
         self._extended: Hyperparameters | None = None
 
+    @property
+    def spec_tasks(self) -> list[dict[str, Any]]:
+        """The new task only: the source tasks come from the source."""
+        return [dict(self.tasks[self.new_index])]
+
     def _fit_source(self) -> Hyperparameters:
         data, _ = TrainingData.from_records(self.problem, self.tasks[:-1], self._records, self.objective.name)
         return self.model.fit(data, seed=self._stream(1), executor=self.executor).hyperparameters
 
     def initial_design(self, index: int) -> list[dict[str, Any]]:
-        """Centred sampling around the TLA1 prediction for the new task."""
+        """Centred sampling around the TLA1 prediction for the new task.
+
+        Args:
+            index: The task's position in :attr:`tasks`.
+        """
         if index != self.new_index:
             return super().initial_design(index)
         prediction = self.tla1.predict(self.tasks[index])
@@ -205,7 +250,11 @@ class TLA2(MLA):
         return self._source_model.with_new_task()
 
     def fit(self, data: TrainingData) -> FittedLCM:
-        """The extended model: only the new task's weights learned, or everything with ``refit="all"``."""
+        """The extended model: only the new task's weights learned, or everything with ``refit="all"``.
+
+        Args:
+            data: The successful evaluations, encoded.
+        """
         start = self._warm if self._warm is not None else self.extended_hyperparameters()
         if self.refit == "all":
             return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start)

@@ -1,4 +1,5 @@
-"""The service's catalog, key registry and sessions under faults: torn logs, refresh races, refused writes."""
+"""The store's trial ledger, the key registry and service sessions under faults: torn logs, refresh races,
+refused writes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import pytest
 
 from raytuner.errors import StoreError
 from raytuner.service.auth import ApiKeys
-from raytuner.service.catalog import JsonCatalog
 from raytuner.service.sessions import SessionManager
-from raytuner.store import JsonStore
+from raytuner.store import JsonLedger, JsonStore
 
 META = {"tuning_problem_name": "cat_demo", "problem_space": {
     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
@@ -20,13 +20,13 @@ META = {"tuning_problem_name": "cat_demo", "problem_space": {
 
 
 def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path: Path) -> None:
-    catalog = JsonCatalog(tmp_path)
-    catalog.append("sessions", {"session_id": "s1"})
-    catalog.close()
+    ledger = JsonLedger(tmp_path)
+    ledger.append("sessions", {"session_id": "s1"})
+    ledger.close()
     path = tmp_path / ".service" / "sessions.jsonl"
     with open(path, "a", encoding="utf-8") as fh:      # a writer killed in the middle of a line
         fh.write('{"session_id": "s2", "probl')
-    reopened = JsonCatalog(tmp_path)
+    reopened = JsonLedger(tmp_path)
     assert [d["session_id"] for d in reopened.read("sessions")] == ["s1"]
     reopened.append("sessions", {"session_id": "s3"})
     assert [d["session_id"] for d in reopened.read("sessions")] == ["s1", "s3"]
@@ -34,16 +34,16 @@ def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path: Path) -> None:
 
 
 def test_a_line_that_is_not_json_is_skipped_not_fatal(tmp_path: Path) -> None:
-    catalog = JsonCatalog(tmp_path)
-    catalog.append("keys", {"key_id": "a"})
+    ledger = JsonLedger(tmp_path)
+    ledger.append("keys", {"key_id": "a"})
     with open(tmp_path / ".service" / "keys.jsonl", "a", encoding="utf-8") as fh:
         fh.write("garbage\n")
-    catalog.append("keys", {"key_id": "b"})
-    assert [d["key_id"] for d in catalog.read("keys")] == ["a", "b"]
+    ledger.append("keys", {"key_id": "b"})
+    assert [d["key_id"] for d in ledger.read("keys")] == ["a", "b"]
 
 
 def test_valid_keys_stay_valid_while_other_threads_refresh(tmp_path: Path) -> None:
-    keys = ApiKeys(JsonCatalog(tmp_path))
+    keys = ApiKeys(JsonLedger(tmp_path))
     issued = [keys.create(f"user{i}") for i in range(20)]
     refused: list[str] = []
     stop = threading.Event()
@@ -68,8 +68,8 @@ def test_valid_keys_stay_valid_while_other_threads_refresh(tmp_path: Path) -> No
     assert refused == []
 
 
-class FlakyCatalog(JsonCatalog):
-    """A JSON catalog whose next ``fail`` appends to the trials log raise, as a full disk would."""
+class FlakyLedger(JsonLedger):
+    """A JSON ledger whose next ``fail`` appends to the trials log raise, as a full disk would."""
 
     fail = 0
 
@@ -81,17 +81,17 @@ class FlakyCatalog(JsonCatalog):
 
 
 def test_a_trial_the_log_refused_is_saved_when_asked_again_and_survives_a_restart(tmp_path: Path) -> None:
-    catalog = FlakyCatalog(tmp_path)
-    manager = SessionManager(JsonStore(tmp_path), catalog)
+    ledger = FlakyLedger(tmp_path)
+    manager = SessionManager(JsonStore(tmp_path), ledger)
     session = manager.create("owner", META, "random", seed=3)
-    catalog.fail = 1
+    ledger.fail = 1
     with pytest.raises(StoreError):
         manager.ask("owner", session.session_id, trial_id="job-1")
-    assert list(catalog.read("trials")) == []              # nothing handed out, nothing logged
+    assert list(ledger.read("trials")) == []              # nothing handed out, nothing logged
     status, trial = manager.ask("owner", session.session_id, trial_id="job-1")     # the client's retry
     assert status == "TRIAL" and trial is not None
-    assert [d["trial_id"] for d in catalog.read("trials")] == ["job-1"]
-    restarted = SessionManager(JsonStore(tmp_path), JsonCatalog(tmp_path))
+    assert [d["trial_id"] for d in ledger.read("trials")] == ["job-1"]
+    restarted = SessionManager(JsonStore(tmp_path), JsonLedger(tmp_path))
     restarted.load()
     again = restarted.ask("owner", session.session_id, trial_id="job-1")[1]
     assert again is not None and again.config == trial.config
@@ -113,7 +113,7 @@ class LostAckStore(JsonStore):
 
 def test_a_tell_retried_after_a_lost_acknowledgement_is_stored_once(tmp_path: Path) -> None:
     store = LostAckStore(tmp_path)
-    manager = SessionManager(store, JsonCatalog(tmp_path))
+    manager = SessionManager(store, JsonLedger(tmp_path))
     session = manager.create("owner", META, "random", seed=3)
     assert manager.ask("owner", session.session_id, trial_id="job-7")[1] is not None
     store.lose = 1

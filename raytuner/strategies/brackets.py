@@ -1,0 +1,199 @@
+"""Successive-halving bookkeeping of GPTuneBand: which evaluations each rung of each bracket holds.
+
+A *run* is one (pass, task, bracket): the uids told at each rung, the
+promotions asked and not told, and those told. :class:`Brackets` keeps every
+run and answers what GPTuneBand asks of them: how many evaluations a rung
+holds when complete, which evaluations are ready to be promoted, whether a
+run is complete and whether an evaluation is retired. It is a fold over the
+told records, like the engine.
+
+Example:
+    >>> from raytuner.records import FunctionEvaluation, Provenance
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.strategies.bandit import BanditStructure
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> brackets = Brackets(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective())
+    >>> for x in (0.1, 0.5, 0.9):      # bracket 1 samples N(1) = 2 configurations at B(1) = 2
+    ...     record = FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": x},
+    ...                                        provenance=Provenance(bracket=1, rung=0, pass_=1))
+    ...     if x < 0.9:
+    ...         brackets.add(record, (0, 0, 1))
+    >>> [(key, rung) for key, rung, _ in brackets.promotions(None)]
+    [((0, 0, 1), 1)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from raytuner.records import FunctionEvaluation
+from raytuner.space import Objective
+from raytuner.strategies.bandit import BanditStructure
+
+__all__ = ["Brackets", "Run", "RunKey"]
+
+RunKey = tuple[int, int, int]          # (pass, task index, bracket)
+
+
+@dataclass
+class Run:
+    """Successive halving of one (pass, task, bracket): told uids per rung and promotions in flight.
+
+    Args:
+        bracket: The bracket ``s``; its rung 0 is at fidelity ``B(s)``.
+        rungs: The uids told at each rung, in log order.
+        promoting: Parent uids whose promotion was asked and not told.
+        promoted: Parent uids whose promotion was told.
+    """
+
+    bracket: int
+    rungs: list[list[str]] = field(default_factory=list)
+    promoting: set[str] = field(default_factory=set)
+    promoted: set[str] = field(default_factory=set)
+
+    def told(self, rung: int) -> list[str]:
+        """The uids told at ``rung`` (a list the caller may append to).
+
+        Args:
+            rung: The rung, 0 at the bracket's own fidelity.
+        """
+        while len(self.rungs) <= rung:
+            self.rungs.append([])
+        return self.rungs[rung]
+
+
+class Brackets:
+    """Every run of a GPTuneBand engine; see the module docstring.
+
+    Args:
+        structure: The bandit structure (fidelities, ``eta``).
+        objective: The objective that ranks evaluations within a rung.
+    """
+
+    def __init__(self, structure: BanditStructure, objective: Objective) -> None:
+        self.structure = structure
+        self.objective = objective
+        self.runs: dict[RunKey, Run] = {}
+        self.by_uid: dict[str, FunctionEvaluation] = {}
+        self._keys: dict[str, RunKey] = {}
+
+    def run(self, key: RunKey) -> Run:
+        """The run of ``key`` (created empty on first use).
+
+        Args:
+            key: ``(pass, task index, bracket)``.
+        """
+        if key not in self.runs:
+            self.runs[key] = Run(bracket=key[2])
+        return self.runs[key]
+
+    def add(self, record: FunctionEvaluation, key: RunKey) -> None:
+        """Fold in a told evaluation at its rung (its provenance has a rung; a promotion names its parent).
+
+        Args:
+            record: The evaluation, with ``raytuner.rung`` (and ``raytuner.parent`` for a promotion).
+            key: Its ``(pass, task index, bracket)``.
+        """
+        prov = record.raytuner
+        assert prov is not None and prov.rung is not None
+        self.by_uid[record.uid] = record
+        self._keys[record.uid] = key
+        run = self.run(key)
+        run.told(prov.rung).append(record.uid)
+        if prov.rung > 0 and prov.parent is not None:
+            run.promoting.discard(prov.parent)
+            run.promoted.add(prov.parent)
+
+    def rung_size(self, run: Run, rung: int) -> int | None:
+        """How many evaluations rung ``rung`` of ``run`` holds when complete (``None``: not known yet).
+
+        Args:
+            run: The run.
+            rung: The rung.
+        """
+        if rung == 0:
+            return self.structure.samples(run.bracket)
+        below = self.rung_size(run, rung - 1)
+        if below is None or len(run.told(rung - 1)) < below:
+            return None
+        return min(self.structure.keep(below), len(self.successes(run.told(rung - 1))))
+
+    def successes(self, uids: Sequence[str]) -> list[str]:
+        """The successful ones of ``uids``, best first (ties in log order).
+
+        Args:
+            uids: Told uids.
+        """
+        sign = self.objective.sign()
+        scored = [(sign * v, n, u) for n, u in enumerate(uids)
+                  if (v := self.by_uid[u].value(self.objective.name)) is not None]
+        return [u for _, _, u in sorted(scored)]
+
+    def complete(self, run: Run) -> bool:
+        """Whether every rung of ``run`` holds all it will hold.
+
+        Args:
+            run: The run.
+        """
+        for rung in range(run.bracket + 1):
+            size = self.rung_size(run, rung)
+            if size is None:
+                return False
+            if size == 0 or (len(run.told(rung)) >= size and rung == run.bracket):
+                return True
+            if len(run.told(rung)) < size:
+                return False
+        return True
+
+    def sampled(self, key: RunKey) -> int:
+        """How many rung-0 samples of ``key`` are told.
+
+        Args:
+            key: ``(pass, task index, bracket)``.
+        """
+        return len(self.run(key).told(0))
+
+    def promotions(self, only: int | None) -> list[tuple[RunKey, int, str]]:
+        """The promotions that can be asked now: ``(run key, rung promoted to, parent uid)``, in run order.
+
+        Args:
+            only: A task index to restrict them to (``None``: every task).
+        """
+        ready = []
+        for key in sorted(self.runs):
+            if only is not None and key[1] != only:
+                continue
+            run = self.runs[key]
+            for rung in range(run.bracket):
+                size = self.rung_size(run, rung)
+                if size is None or len(run.told(rung)) < size:
+                    break
+                keep = self.rung_size(run, rung + 1) or 0
+                for uid in self.successes(run.told(rung))[:keep]:
+                    if uid not in run.promoting and uid not in run.promoted:
+                        ready.append((key, rung + 1, uid))
+        return ready
+
+    def retired(self, uid: str) -> bool:
+        """Whether evaluation ``uid`` will never be continued: at ``b_max``, failed, or lost its rung.
+
+        Args:
+            uid: The evaluation (an unknown uid is retired).
+        """
+        record = self.by_uid.get(uid)
+        if record is None or record.raytuner is None:
+            return True
+        prov = record.raytuner
+        if prov.rung == prov.bracket or record.value(self.objective.name) is None:
+            return True
+        run = self.run(self._keys[uid])
+        size = self.rung_size(run, prov.rung)
+        if size is None or len(run.told(prov.rung)) < size:
+            return False
+        keep = self.rung_size(run, prov.rung + 1) or 0
+        return uid not in self.successes(run.told(prov.rung))[:keep]
+
+    def in_flight(self) -> int:
+        """How many promotions are asked and not told."""
+        return sum(len(r.promoting) for r in self.runs.values())

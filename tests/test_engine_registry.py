@@ -1,0 +1,187 @@
+"""One way to build an engine (issue 18, item 2): the registry, EngineSpec, Strategy.spec, fresh_engine.
+
+Every registered engine builds from a ``(name, options)`` spec plus what the face has (an executor,
+source data); every engine reports the spec it was built from, as JSON-able data, and an engine built
+again from it makes the same suggestions with the same seed. Bad specs are refused with one line
+that names the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor
+from raytuner.models import LCMOptions
+from raytuner.records import FunctionEvaluation
+from raytuner.space import ProblemSpace
+from raytuner.strategies import (ENGINES, EngineSpec, GPTuneBand, MultiFidelityEngine, Strategy,
+                                 Suggestion, build_engine, fresh_engine)
+from raytuner.strategies.transfer import SourceData, TransferLearning
+from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
+
+PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
+DISCRETE = ProblemSpace.parse({
+    "parameter_space": [{"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128]},
+                        {"name": "tile", "type": "categorical", "categories": [1, 2, 4]}],
+    "output_space": [{"name": "time"}]})
+FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=40, warm_iterations=10, screen=2).to_dict()
+TASK = {"t": 1.0}
+INLINE = InlineExecutor()
+
+#: name -> (problem, tasks, options); every registered engine is here (checked below).
+SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
+    "random": (PROBLEM, [TASK, {"t": 2.0}], {}),
+    "mla": (PROBLEM, [TASK, {"t": 2.0}], {"n_initial": 2, "options": FAST, "search_candidates": 128}),
+    "band": (PROBLEM, [TASK], {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "options": FAST,
+                               "search_candidates": 128}),
+    "discrete": (DISCRETE, [{}], {"n_initial": 2, "method": "pi"}),
+    "tla": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "options": FAST, "search_candidates": 128}),
+    "tla2": (PROBLEM, [TASK], {"n_initial": 2, "options": FAST, "search_candidates": 128}),
+}
+
+
+def source_records() -> list[FunctionEvaluation]:
+    """Evaluations of two other tasks (the transfer engines' source), deterministic."""
+    xs = np.linspace(0.05, 0.95, 8)
+    return [FunctionEvaluation.create({"t": t}, {"x": float(x)}, {"y": demo(float(x), t)})
+            for t in (0.5, 2.0) for x in xs]
+
+
+SOURCE = source_records()
+
+
+def outcome(s: Suggestion) -> FunctionEvaluation:
+    """The evaluation of a suggestion on the demo function (or a made-up kernel time)."""
+    if "x" in s.config:
+        y = demo_fidelity(s.config["x"], s.task["t"], b=s.fidelity, b_max=4) if s.fidelity else demo(
+            s.config["x"], s.task["t"])
+        return FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance)
+    time = abs(s.config["bx"] - 64) / 16 + abs(s.config["tile"] - 2)
+    return FunctionEvaluation.create(s.task, s.config, {"time": time}, provenance=s.provenance)
+
+
+def build(name: str, seed: int = 3) -> Strategy:
+    problem, tasks, options = SPECS[name]
+    return build_engine(EngineSpec(name, options), problem, tasks, seed, executor=INLINE, source=SOURCE)
+
+
+def test_every_registered_engine_is_tested_and_declares_its_constructor_options() -> None:
+    assert sorted(SPECS) == sorted(ENGINES)
+    for name, entry in ENGINES.items():
+        parameters = inspect.signature(entry.engine.__init__).parameters
+        keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor"}
+        if name == "tla2":      # TLA2 passes MLA's options on
+            keywords |= set(ENGINES["mla"].options)
+        if name == "tla":       # the target task, the source and the seed are given beside the spec
+            keywords |= {"algorithm"}
+        assert set(entry.options) == keywords, name
+        assert ("executor" in entry.needs) == ("executor" in parameters or name == "tla2"), name
+        assert entry.engine.spec_name == name
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_an_engine_rebuilt_from_its_spec_suggests_the_same(name: str) -> None:
+    engine = build(name)
+    spec = engine.spec
+    assert spec.name == name and spec.options.items() >= SPECS[name][2].items()
+    again = EngineSpec.from_dict(json.loads(json.dumps(spec.to_dict())))     # JSON-able, round trip
+    assert again == spec
+    problem, tasks, _ = SPECS[name]
+    rebuilt = build_engine(again, problem, tasks, 3, executor=INLINE, source=SOURCE)
+    fresh = fresh_engine(engine)
+    assert rebuilt.spec == fresh.spec == spec
+    first = engine.ask()
+    assert rebuilt.ask() == first and fresh.ask() == first
+    # after a few evaluations (the model-based engines fit a model), a rebuilt engine replaying
+    # the log, and warm-started from the stored models, makes the same next suggestion
+    records = [outcome(first)]
+    engine.tell(records[0])
+    for _ in range(3):
+        records.append(outcome(engine.ask()))
+        engine.tell(records[-1])
+    models = engine.take_models()
+    replayed = fresh_engine(engine)
+    replayed.replay(records)
+    replayed.restore_models(models)
+    assert replayed.ask() == engine.ask()
+
+
+def test_another_seed_changes_the_first_suggestion() -> None:
+    assert build("random", seed=1).ask().config != build("random", seed=2).ask().config
+
+
+def test_the_executor_goes_only_to_engines_that_fit_models() -> None:
+    for name, entry in ENGINES.items():
+        engine = build(name)
+        assert (engine.executor is INLINE) == ("executor" in entry.needs), name
+        assert "executor" not in engine.spec.options
+    assert "source" not in build("tla").spec.options
+
+
+def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
+    engine = build("tla")
+    assert isinstance(engine, TransferLearning) and isinstance(engine.source, SourceData)
+    assert fresh_engine(engine).source is engine.source
+
+
+@pytest.mark.parametrize(("name", "options", "tasks", "source", "message"), [
+    ("annealing", {}, [TASK], None,
+     "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla2)"),
+    ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
+    ("mla", {"candidates": 256}, [TASK], None,
+     "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, n_initial, "
+     "objective, options, search_candidates)"),
+    ("tla", {}, [TASK], None, "source: tla transfers from source data"),
+    ("tla2", {}, [TASK], None, "source: tla2 transfers from source data"),
+    ("tla", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: strategy tla tunes one target task, not 2"),
+    ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
+    ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
+    ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
+    ("mla", {"n_initial": 0}, [TASK], None, "n_initial: must be an integer >= 1, got 0"),
+    ("band", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
+    ("tla", {"algorithm": "best"}, [TASK], SOURCE, "algorithm: unknown TLA algorithm 'best' (allowed: "),
+])
+def test_bad_specs_are_refused_in_one_line_that_names_the_field(name: str, options: dict[str, Any],
+                                                                tasks: list[dict[str, Any]], source: Any,
+                                                                message: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        build_engine(EngineSpec(name, options), PROBLEM, tasks, 0, source=source)
+    text = str(caught.value)
+    assert text.startswith(message) and "\n" not in text, text
+
+
+def test_options_must_be_plain_data() -> None:
+    with pytest.raises(InvalidInputError, match=r"^options\.executor: InlineExecutor is not plain data"):
+        EngineSpec("mla", {"executor": INLINE})
+    with pytest.raises(InvalidInputError, match=r"^options: must be an object of option names"):
+        EngineSpec("mla", [1, 2])        # type: ignore[arg-type]
+    assert EngineSpec("mla", {"options": LCMOptions(n_starts=2)}).options["options"]["n_starts"] == 2
+
+
+def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
+    """Iterative fidelity: the ask after a complete rung is the promotion, naming its parent."""
+    band = build_engine(EngineSpec("band", {**SPECS["band"][2], "fidelity_mode": "iterative"}), PROBLEM,
+                        [TASK], 0, executor=INLINE)
+    assert isinstance(band, GPTuneBand) and isinstance(band, MultiFidelityEngine)
+    assert not isinstance(build("mla"), MultiFidelityEngine)
+    promotions = 0
+    while not band.finished:
+        ready = band.ready_promotions()
+        suggestion = band.ask()
+        if ready:
+            assert suggestion.provenance.source == "promotion" and suggestion.provenance.parent is not None
+            parent = suggestion.provenance.parent
+            assert not band.retired(parent)
+            promotions += 1
+        else:
+            assert suggestion.provenance.parent is None
+        band.tell(outcome(suggestion))
+    expected = sum(n for s in range(band.structure.s_max + 1) for n, _ in band.structure.rungs(s)[1:])
+    assert promotions == expected > 0
+    assert band.progress()["finished"] and band.best()[0] is not None

@@ -1,0 +1,60 @@
+"""Every ```python block of README.md runs on its own, as written, in a fresh interpreter.
+
+Each block runs as ``python -c CODE`` in an empty temporary directory (its
+stores land there) and must exit with status 0. The blocks that start Ray are
+marked slow (Ray's start costs 5-20 s a block on a busy machine); the crowd
+block starts a throwaway ``mongod`` (the ``test`` extra's binary). A README
+that lost its Python blocks fails the count check instead of passing with
+nothing to run.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+#: How many Python blocks README has today (quick start, GPTuneBand, transfer learning, GPU kernels,
+#: remote jobs, crowd repository); lower it only when a block is merged into another, never to pass.
+EXPECTED_BLOCKS = 6
+TIMEOUT_S = 300
+
+
+def python_blocks(text: str) -> list[str]:
+    """The code of every fenced ```python block of ``text``, in order.
+
+    Args:
+        text: Markdown.
+
+    >>> python_blocks("a\\n```python\\nx = 1\\n```\\n```bash\\nls\\n```\\n")
+    ['x = 1\\n']
+    """
+    return [match.group(1) for match in BLOCK.finditer(text)]
+
+
+BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+
+
+def _case(index: int, code: str) -> object:
+    first = next((line for line in code.splitlines() if line.startswith(("from raytuner", "import raytuner"))),
+                 code.splitlines()[0] if code.strip() else "")
+    marks = [pytest.mark.slow] if re.search(r"^(import ray|from ray )", code, re.MULTILINE) else []
+    return pytest.param(code, id=f"{index}:{first[:60]}", marks=marks)
+
+
+def test_readme_has_its_python_blocks() -> None:
+    assert len(BLOCKS) >= EXPECTED_BLOCKS, f"README.md has {len(BLOCKS)} ```python blocks, expected {EXPECTED_BLOCKS}"
+    assert all(block.strip() for block in BLOCKS)
+
+
+@pytest.mark.parametrize("code", [_case(i, code) for i, code in enumerate(BLOCKS)])
+def test_readme_block_runs_as_written(code: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert done.returncode == 0, f"exit status {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n" \
+                                 f"--- stderr\n{done.stderr[-5000:]}"
