@@ -315,7 +315,7 @@ def optimize_acquisition(
     *,
     rng: Seed,
     exclude: Sequence[Mapping[str, Any]] = (),
-    candidates: int = 2048,
+    search_candidates: int = 2048,
     rounds: int = 3,
     top: int = 16,
     tolerance: float = 1e-9,
@@ -323,7 +323,7 @@ def optimize_acquisition(
     """The valid configuration for ``task`` that maximises ``score``, and its score.
 
     ``score`` maps an ``(N, d)`` array of snapped unit-cube points to ``N``
-    scores (NaN counts as the worst). The search scores ``candidates``
+    scores (NaN counts as the worst). The search scores ``search_candidates``
     random and Latin hypercube points, then runs ``rounds`` rounds of
     Gaussian perturbation (scale 0.1 down to 0.01) around the ``top`` best
     points found so far. A candidate is dropped when it breaks a constraint
@@ -342,7 +342,7 @@ def optimize_acquisition(
         score: maps an ``(N, d)`` array of unit-cube points to ``N`` scores (larger is better).
         rng: a seed or ``numpy.random.Generator``.
         exclude: configurations not to propose again (default none).
-        candidates: how many initial random and Latin hypercube points (default 2048).
+        search_candidates: how many initial random and Latin hypercube points (default 2048).
         rounds: rounds of Gaussian perturbation (default 3).
         top: how many best points each round perturbs (default 16).
         tolerance: the unit-cube distance under which two configurations are equal (default 1e-9).
@@ -356,7 +356,7 @@ def optimize_acquisition(
     >>> optimize_acquisition(problem, {}, prefer_five_then_below, rng=0, exclude=[{"k": 5}])
     ({'k': 4}, -1.0)
     """
-    candidates = _check_count("candidates", candidates, 1)
+    search_candidates = _check_count("search_candidates", search_candidates, 1)
     rounds = _check_count("rounds", rounds, 0)
     top = _check_count("top", top, 1)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
@@ -369,13 +369,13 @@ def optimize_acquisition(
     search = _Search(problem, checked_task, score, known=space.encode(excluded),
                      tolerance=np.where(is_real, float(tolerance), 0.0))
 
-    search.add(_global_sample(space.dimension, candidates, generator))
+    search.add(_global_sample(space.dimension, search_candidates, generator))
     categorical = np.array([isinstance(p, Categorical) for p in space], dtype=bool)
     for r in range(rounds):
         order, points = search.best(top)
         if len(order) == 0:
             break
-        search.add(_perturb(points[order], max(len(order), candidates // 4), _scale(r, rounds),
+        search.add(_perturb(points[order], max(len(order), search_candidates // 4), _scale(r, rounds),
                             categorical, generator))
 
     found = search.result()
@@ -383,6 +383,6 @@ def optimize_acquisition(
         log.debug("acquisition maximum %.6g at %s after %d candidates", found[1], found[0], len(search.configs))
         return found
     log.info("no valid, new candidate among %d random points and %d local rounds for task %s; "
-             "falling back to a constrained Latin hypercube sample", candidates, rounds, checked_task)
+             "falling back to a constrained Latin hypercube sample", search_candidates, rounds, checked_task)
     config = sample_configurations(problem, checked_task, 1, seed=generator, exclude=excluded)[0]
     return config, float(search.evaluate(space.encode([config]))[0])

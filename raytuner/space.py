@@ -152,6 +152,10 @@ class Space(BaseModel):
 
         Returns the point with normalised values (ints as ``int``, the stored
         category objects) in space order.
+
+        Args:
+            point: the values by name.
+            field: the field named in errors (default ``"point"``).
         """
         if not isinstance(point, Mapping):
             raise InvalidInputError(field, f"expected a mapping of parameter names to values, "
@@ -168,7 +172,11 @@ class Space(BaseModel):
         return out
 
     def contains(self, point: Mapping[str, Any]) -> bool:
-        """Whether :meth:`check` accepts ``point``."""
+        """Whether :meth:`check` accepts ``point``.
+
+        Args:
+            point: the values by name.
+        """
         try:
             self.check(point)
         except InvalidInputError:
@@ -176,7 +184,11 @@ class Space(BaseModel):
         return True
 
     def encode(self, points: Iterable[Mapping[str, Any]]) -> np.ndarray:
-        """Encode points to an ``(n, dimension)`` array in the unit hypercube."""
+        """Encode points to an ``(n, dimension)`` array in the unit hypercube.
+
+        Args:
+            points: the points, values by name.
+        """
         rows = list(points)
         out = np.empty((len(rows), self.dimension), dtype=float)
         for j, p in enumerate(self.parameters):
@@ -184,7 +196,11 @@ class Space(BaseModel):
         return out
 
     def decode(self, unit: np.ndarray) -> list[dict[str, Any]]:
-        """Decode an ``(n, dimension)`` array of the unit hypercube to points."""
+        """Decode an ``(n, dimension)`` array of the unit hypercube to points.
+
+        Args:
+            unit: an ``(n, dimension)`` array with entries in ``[0, 1]``.
+        """
         u = np.atleast_2d(np.asarray(unit, dtype=float))
         if u.shape[1] != self.dimension:
             raise InvalidInputError("unit", f"expected {self.dimension} columns, got {u.shape[1]}")
@@ -255,7 +271,12 @@ class ProblemSpace(BaseModel):
 
     @classmethod
     def parse(cls, data: Any, field: str = "") -> "ProblemSpace":
-        """Validate ``data``, raising :class:`InvalidInputError` that names the field."""
+        """Validate ``data``, raising :class:`InvalidInputError` that names the field.
+
+        Args:
+            data: the problem description, as GPTune's JSON object (a mapping).
+            field: the prefix of the field names in errors (default ``""``: none).
+        """
         return validate(cls, data, field)
 
     @property
@@ -269,7 +290,11 @@ class ProblemSpace(BaseModel):
         return [o.name for o in self.output_space]
 
     def objective(self, name: str | None = None) -> Objective:
-        """The named objective, or the first one."""
+        """The named objective, or the first one.
+
+        Args:
+            name: the objective's output name (default ``None``: the first objective).
+        """
         if name is None:
             return self.output_space[0]
         for o in self.output_space:
@@ -278,17 +303,31 @@ class ProblemSpace(BaseModel):
         raise InvalidInputError("objective", f"no output {name!r}", allowed=self.objectives)
 
     def satisfies(self, values: Mapping[str, Any]) -> bool:
-        """Whether task and tuning values together satisfy every constraint."""
+        """Whether task and tuning values together satisfy every constraint.
+
+        Args:
+            values: the task and tuning parameter values together, by name.
+        """
         return all(c(values) for c in self._compiled)
 
     def is_valid(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> bool:
-        """Whether ``config`` lies in the parameter space and meets the constraints for ``task``."""
+        """Whether ``config`` lies in the parameter space and meets the constraints for ``task``.
+
+        Args:
+            task: the task parameter values.
+            config: the tuning parameter values.
+        """
         if not self.parameter_space.contains(config):
             return False
         return self.satisfies({**task, **config})
 
     def check(self, task: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Validate a task and a configuration; raise naming the field when either is bad."""
+        """Validate a task and a configuration; raise naming the field when either is bad.
+
+        Args:
+            task: the task parameter values.
+            config: the tuning parameter values.
+        """
         t = self.input_space.check(task, "task_parameter")
         x = self.parameter_space.check(config, "tuning_parameter")
         broken = [c.name for c in self._compiled if not c({**t, **x})]

@@ -19,9 +19,8 @@ Example:
     >>> from ray import tune
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.searchers import RandomSearcher
-    >>> problem = ProblemSpace.parse({
-    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> searcher = RandomSearcher(problem, tasks=[{"t": 1.0}, {"t": 2.0}],
     ...                           store=tempfile.mkdtemp(), problem_name="demo", seed=0)
     >>> def trainable(config):

@@ -197,7 +197,7 @@ def test_falls_back_to_a_constrained_sample(caplog: pytest.LogCaptureFixture) ->
         "parameter_space": [{"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 999}],
         "constraints": {"one": "k == 7"}})
     with caplog.at_level(logging.INFO, logger="raytuner.acquisition"):
-        config, value = optimize_acquisition(problem, {}, lambda u: 1 - u[:, 0], rng=0, candidates=1, rounds=0)
+        config, value = optimize_acquisition(problem, {}, lambda u: 1 - u[:, 0], rng=0, search_candidates=1, rounds=0)
     assert config == {"k": 7} and "falling back" in caplog.text
     assert value == pytest.approx(1 - problem.parameter_space.encode([config])[0, 0])
 
@@ -219,7 +219,7 @@ def test_nan_scores_count_as_the_worst() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"candidates": 0}, "candidates"), ({"rounds": -1}, "rounds"), ({"top": 1.5}, "top"),
+    [({"search_candidates": 0}, "search_candidates"), ({"rounds": -1}, "rounds"), ({"top": 1.5}, "top"),
      ({"tolerance": -1.0}, "tolerance"), ({"exclude": [{"x": 2.0}]}, "exclude[0].x")],
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> None:

@@ -39,7 +39,6 @@ from collections import defaultdict
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-import pytest
 from pydantic import BaseModel
 
 PACKAGES = ("raytuner", "raytuner.searchers", "raytuner.schedulers")
@@ -227,9 +226,6 @@ def test_the_walk_covers_the_library() -> None:
     assert not any(name.startswith("raytuner.protocol.v1") for name in names)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 18: Args: sections still missing in files other engineers are changing "
-                   "(session, store, service, strategies, searchers, schedulers, space, bench, crowd repository/sync/"
-                   "versions); remove this mark when they land")
 def test_every_public_class_and_function_is_documented() -> None:
     problems = _offenders()
     report = "\n".join(f"{path}:\n" + "\n".join(f"    {line}" for line in lines)

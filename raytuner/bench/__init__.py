@@ -41,6 +41,11 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     ``quick`` shrinks the workload so that the run takes well under a minute.
     An unknown ``name`` raises :class:`~raytuner.errors.InvalidInputError`.
 
+    Args:
+        name: the benchmark to run: ``band``, ``crowd``, ``discrete``, ``mla``, ``service``, ``store`` or ``tla``.
+        out: the folder for its ``results.json``, ``report.md`` and plots (made if missing).
+        quick: run the small workload instead of the full one (default ``False``).
+
     >>> run_benchmark("nope", Path("out"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...

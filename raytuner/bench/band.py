@@ -113,7 +113,12 @@ class Row:
         return peers.demo_budget(self.bandit())[1]
 
     def tasks(self, repeat: int, count: int = 10) -> list[float]:
-        """``count`` tasks drawn uniformly from the task range, seeded by the row and the repeat (sorted)."""
+        """``count`` tasks drawn uniformly from the task range, seeded by the row and the repeat (sorted).
+
+        Args:
+            repeat: the repeat's index (0, 1, ...), part of the seed.
+            count: how many tasks to draw (default 10).
+        """
         rng = np.random.default_rng(np.random.SeedSequence([self.id, repeat]))
         return sorted(float(t) for t in rng.uniform(*self.task_range, size=count))
 
@@ -182,6 +187,13 @@ def row_results(row: Row, finals: Mapping[str, np.ndarray], wall: Mapping[str, S
                 notes: Sequence[str] = ()) -> dict[str, Any]:
     """``results["table1"]["rows"][i]`` from each tuner's answers (repeats, tasks) and wall seconds.
 
+    Args:
+        row: the Table 1 row.
+        finals: per tuner, its answer (true ``y`` of its best configuration at ``b_max``), shaped (repeats, tasks);
+            ``"GPTuneBand"`` is the reference.
+        wall: per tuner, its wall seconds per repeat.
+        notes: remarks to keep in the results (default none).
+
     >>> f = {"GPTuneBand": np.array([[1.0, 1.0]]), "BOHB": np.array([[1.1, 1.0]])}
     >>> r = row_results(TABLE1[0], f, {"GPTuneBand": [2.0], "BOHB": [1.0]})
     >>> r["R_bar"], r["win_rate_vs"], r["paper_R_bar_GPTuneBand"], r["goals"]["lowest_R_bar"]
@@ -214,6 +226,12 @@ def run_row(row: Row, repeats: int, tasks: int, runners: Mapping[str, DemoRunner
     ``ray.init``) must hold ``"GPTuneBand"``, the reference. The curves are
     ``{"cost": grid, "curves": {tuner: best y at b_max / grid minimum}}``; see
     the module's example.
+
+    Args:
+        row: the Table 1 row (its bandit structure and task range).
+        repeats: how many seeded draws of tasks.
+        tasks: how many tasks per draw.
+        runners: tuner name to runner (default ``None``: :data:`DEMO_RUNNERS`); must hold ``"GPTuneBand"``.
     """
     runners = DEMO_RUNNERS if runners is None else runners
     structure = row.bandit()
@@ -268,6 +286,15 @@ def lcbench_results(task_ids: Sequence[int], budget: float, finals: Mapping[str,
                     wall: Mapping[str, Sequence[float]], passes: int, notes: Sequence[str] = ()) -> dict[str, Any]:
     """``results["lcbench"]`` from each tuner's best accuracy at epoch 52 per (repeat, task) cell.
 
+    Args:
+        task_ids: the LCBench task ids run, in column order.
+        budget: the budget per task, in normalised cost (epochs / 52).
+        finals: per tuner, its best ``val_accuracy`` at epoch 52, shaped (repeats, tasks); ``"GPTuneBand"`` is the
+            reference.
+        wall: per tuner, its wall seconds per repeat.
+        passes: how many GPTuneBand passes the budget holds.
+        notes: remarks to keep in the results (default none).
+
     >>> r = lcbench_results([3945], 25.4, {"GPTuneBand": np.array([[90.0]]), "ASHA": np.array([[80.0]])},
     ...                     {"GPTuneBand": [1.0], "ASHA": [1.0]}, 2)
     >>> r["mean_rank"], r["R_bar"], r["goal_best_mean_rank"]
@@ -289,7 +316,12 @@ def run_lcbench(task_ids: Sequence[int], repeats: int, passes: int, data_dir: Pa
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPTuneBand's engine and Ray's ASHA, HB and BOHB on LCBench: the results and the curves.
 
-    ``data_dir`` defaults to :func:`~raytuner.bench.lcbench.default_data_dir`.
+    Args:
+        task_ids: the LCBench task ids to tune.
+        repeats: how many seeded repeats per task.
+        passes: how many GPTuneBand passes the budget per task holds (the Ray tuners get the same budget).
+        data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.bench.lcbench.default_data_dir`).
+
     Example (after ``ray.init()``; about a minute per task on 2 cores)::
 
         result, history = run_lcbench([3945], repeats=1, passes=1)
@@ -323,6 +355,9 @@ def run_lcbench(task_ids: Sequence[int], repeats: int, passes: int, data_dir: Pa
 def goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
     """Each Table-1 goal over all rows run (``None`` where nothing was measured).
 
+    Args:
+        rows: the rows' results, as :func:`row_results` returns them (each with its ``"goals"``).
+
     >>> flags = {"lowest_R_bar": True, "R_bar_le_1.02": False, "win_rate_vs_BOHB_ge_0.8": None}
     >>> list(goals([{"goals": flags}, {"goals": {**flags, "R_bar_le_1.02": True}}]).values())
     [True, False, None]
@@ -341,6 +376,11 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
 
     It starts a local 2-CPU Ray unless one is running. ``settings`` overrides
     ``quick`` (:data:`QUICK` or :data:`FULL`).
+
+    Args:
+        out: the folder for the results, the report and the plots (made if missing).
+        quick: use :data:`QUICK` instead of :data:`FULL` (default ``False``).
+        settings: explicit settings; when given, ``quick`` is ignored (default ``None``).
 
     Example (the quick run takes about 3 minutes on 2 cores)::
 

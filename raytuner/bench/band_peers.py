@@ -63,12 +63,21 @@ class Trace:
     note: str = ""
 
     def add(self, cost: float, value: float | None) -> None:
-        """Append one evaluation (``value=None``: not at ``b_max``)."""
+        """Append one evaluation (``value=None``: not at ``b_max``).
+
+        Args:
+            cost: the evaluation's cost, in normalised fidelity units.
+            value: its value, or ``None`` when it was not evaluated at ``b_max``.
+        """
         self.costs.append(float(cost))
         self.values.append(math.nan if value is None else float(value))
 
     def curve(self, grid: Sequence[float], sign: float = 1.0) -> np.ndarray:
         """Best value at ``b_max`` so far at each cumulative cost of ``grid`` (``sign=-1``: maximised).
+
+        Args:
+            grid: cumulative costs to read the curve at, ascending.
+            sign: ``1.0`` when the value is minimised, ``-1.0`` when maximised (default ``1.0``).
 
         >>> t = Trace([0.5, 1.0, 1.0], [math.nan, 3.0, 2.0])
         >>> t.curve([0.5, 1.5, 2.5]).tolist()
@@ -84,6 +93,9 @@ class Trace:
 
 def demo_budget(structure: BanditStructure) -> tuple[float, int]:
     """``C``, the normalised cost per task of one one-shot pass, and ``⌊C⌋`` evaluations at ``b_max``.
+
+    Args:
+        structure: the bandit structure (``b_min``, ``b_max``, ``η``) of the row.
 
     >>> from raytuner.strategies import BanditStructure
     >>> demo_budget(BanditStructure.hyperband(1, 8, 2)), demo_budget(BanditStructure.hyperband(1, 9, 3))
@@ -103,6 +115,11 @@ def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed
 
     It spends exactly ``C`` per task (:func:`demo_budget`); its answer is the
     true ``demo(x, t)`` of its best configuration at ``b_max``.
+
+    Args:
+        tasks: the task values ``t`` to tune, one trace each.
+        structure: the bandit structure of the row.
+        seed: the engine's seed.
 
     >>> from raytuner.strategies import BanditStructure
     >>> (trace,) = run_demo_gptuneband([1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
@@ -137,6 +154,11 @@ def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     It runs in rounds (one suggestion per task, then all are told), so the LCM
     is refitted once per round.
 
+    Args:
+        tasks: the task values ``t`` to tune, one trace each.
+        structure: the bandit structure of the row (it sets the budget, see :func:`demo_budget`).
+        seed: the engine's seed.
+
     >>> from raytuner.strategies import BanditStructure
     >>> traces = run_demo_mla([1.0, 1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
     >>> [len(t.costs) for t in traces], [t.final == min(t.values) for t in traces]
@@ -159,6 +181,11 @@ def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) 
 
 def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
     """Optuna's TPE at ``b_max``, one study per task, ``⌊C⌋`` evaluations (half of them random startup).
+
+    Args:
+        tasks: the task values ``t`` to tune, one study and one trace each.
+        structure: the bandit structure of the row (it sets the budget, see :func:`demo_budget`).
+        seed: the samplers' seed.
 
     >>> from raytuner.strategies import BanditStructure
     >>> traces = run_demo_tpe([1.0, 1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
@@ -185,7 +212,13 @@ def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) 
 
 
 def run_demo_random(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
-    """``⌊C⌋`` uniform random evaluations per task at ``b_max`` (the module's example runs it)."""
+    """``⌊C⌋`` uniform random evaluations per task at ``b_max`` (the module's example runs it).
+
+    Args:
+        tasks: the task values ``t`` to tune, one trace each.
+        structure: the bandit structure of the row (it sets the budget, see :func:`demo_budget`).
+        seed: the random generator's seed.
+    """
     from raytuner.strategies import RandomSearch
     _, evaluations = demo_budget(structure)
     engine = RandomSearch(_demo_problem(), [{"t": t} for t in tasks], seed=seed)
@@ -201,6 +234,13 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
 
     A promotion pays only its extra epochs; the answer is the best
     ``val_accuracy`` at ``b_max`` epochs.
+
+    Args:
+        surrogate: the LCBench surrogate that answers the evaluations.
+        task_ids: the LCBench task ids to tune, one trace each.
+        structure: the bandit structure, in epochs.
+        budget: the normalised cost per task to spend.
+        seed: the engine's seed.
 
     >>> from raytuner.strategies import BanditStructure
     >>> structure = BanditStructure.hyperband(2, 8, 2, integer=True)

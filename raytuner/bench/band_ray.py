@@ -68,6 +68,9 @@ RAY_KINDS: tuple[str, ...] = ("ASHA", "HB", "BOHB")
 def tune_space(space: Space) -> dict[str, Any]:
     """Ray Tune's random-search domains for ``space`` (log scales kept; integer bounds inclusive).
 
+    Args:
+        space: the parameter space.
+
     >>> space = tune_space(ProblemSpace.parse(DEMO_PROBLEM).parameter_space)
     >>> sorted(space), type(space["x"]).__name__, (space["x"].lower, space["x"].upper)
     (['x'], 'Float', (0.0, 1.0))
@@ -89,7 +92,13 @@ def tune_space(space: Space) -> dict[str, Any]:
 def config_space(space: Space, seed: int) -> Any:
     """A ConfigSpace ``ConfigurationSpace`` for ``space`` (what TuneBOHB samples), seeded with ``seed``.
 
-    ConfigSpace comes with the ``[bench]`` extra. Example::
+    ConfigSpace comes with the ``[bench]`` extra.
+
+    Args:
+        space: the parameter space.
+        seed: the ConfigSpace sampler's seed.
+
+    Example::
 
         cs = config_space(ProblemSpace.parse(DEMO_PROBLEM).parameter_space, seed=0)
         list(cs)                 # ['x']
@@ -232,7 +241,14 @@ def demo_trainable(config: dict[str, Any], report_at: Sequence[int] = (), b_max:
     """Report ``demo_fidelity(x, t, b)`` at each ``b`` of ``report_at``; no checkpoints (a resume restarts).
 
     A Ray Tune function trainable; ``config`` holds the task ``t`` and the
-    configuration ``x``. Example (after ``ray.init()``)::
+    configuration ``x``.
+
+    Args:
+        config: the trial's configuration: the task ``t`` and ``x``.
+        report_at: the fidelities to report at (default none).
+        b_max: the largest fidelity (default 1).
+
+    Example (after ``ray.init()``)::
 
         trainable = tune.with_parameters(demo_trainable, report_at=(1, 2, 4, 8), b_max=8)
         tune.run(trainable, config={"t": 1.0, "x": tune.uniform(0.0, 1.0)}, num_samples=4)
@@ -245,6 +261,12 @@ def demo_trainable(config: dict[str, Any], report_at: Sequence[int] = (), b_max:
 
 def run_demo_ray(kind: str, tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
     """Ray Tune's ``kind`` (``"HB"`` or ``"BOHB"``), one ``tune.run`` per task, each stopped at ``C`` per task.
+
+    Args:
+        kind: Ray Tune's scheduler: ``"HB"`` or ``"BOHB"``.
+        tasks: the task values ``t`` to tune, one ``tune.run`` and one trace each.
+        structure: the bandit structure of the row (it sets ``max_t``, ``η`` and the budget).
+        seed: the searchers' seed.
 
     Example (after ``ray.init(num_cpus=2)``; some seconds per task)::
 
@@ -274,8 +296,14 @@ def lcbench_trainable(config: dict[str, Any], data_dir: str | None = None, repor
     """Train (on the surrogate) up to each epoch of ``report_at``, checkpointing the epoch; a restore continues.
 
     A Ray Tune function trainable; ``config`` holds ``task_id`` and the 7
-    hyperparameters (:data:`~raytuner.bench.lcbench.HYPERPARAMETERS`). Example
-    (after ``ray.init()``)::
+    hyperparameters (:data:`~raytuner.bench.lcbench.HYPERPARAMETERS`).
+
+    Args:
+        config: the trial's configuration: ``task_id`` and the 7 hyperparameters.
+        data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.bench.lcbench.default_data_dir`).
+        report_at: the epochs to report at (default none).
+
+    Example (after ``ray.init()``)::
 
         trainable = tune.with_parameters(lcbench_trainable, report_at=(2, 6, 18, 52))
         tune.run(trainable, config={"task_id": 3945, **tune_space(LCBenchSurrogate().problem().parameter_space)},
@@ -301,6 +329,14 @@ def lcbench_trainable(config: dict[str, Any], data_dir: str | None = None, repor
 def run_lcbench_ray(kind: str, surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
                     budget: float, seed: int) -> list[Trace]:
     """Ray Tune's ``kind`` (``"ASHA"``, ``"HB"``, ``"BOHB"``) per task, stopped at ``budget`` (epochs / 52).
+
+    Args:
+        kind: Ray Tune's scheduler: ``"ASHA"``, ``"HB"`` or ``"BOHB"``.
+        surrogate: the LCBench surrogate (its folder is passed to the trainables).
+        task_ids: the LCBench task ids to tune, one trace each.
+        structure: the bandit structure, in epochs.
+        budget: the normalised cost per task to spend.
+        seed: the searchers' seed.
 
     Example (after ``ray.init(num_cpus=2)``; tens of seconds per task)::
 

@@ -37,6 +37,12 @@ def report_points(kind: str, max_t: int, eta: int, grace: int = 1) -> tuple[int,
     milestones ``min(⌊max_t η^-s⌋ η^k, max_t)`` and ``ASHAScheduler`` rungs
     ``grace η^k < max_t``.
 
+    Args:
+        kind: Ray Tune's scheduler: ``"HB"``, ``"BOHB"`` or ``"ASHA"``.
+        max_t: the largest fidelity.
+        eta: the reduction factor ``η``.
+        grace: ASHA's grace period, the first rung (default 1).
+
     >>> report_points("HB", 52, 3), report_points("ASHA", 52, 3, grace=2)
     ((1, 3, 5, 9, 15, 17, 27, 45, 51, 52), (2, 6, 18, 52))
     >>> report_points("BOHB", 8, 2)
@@ -66,6 +72,11 @@ class ReportBudget:
     without a checkpoint). A report that would overrun the limit is not logged
     and ends the run. :meth:`stopper` gives the ``ray.tune.Stopper`` for ``stop``.
 
+    Args:
+        limit: the fidelity units the run may spend.
+        metric: the result key of the value to log.
+        fidelity_key: the result key of the fidelity (default ``"fidelity"``).
+
     >>> budget = ReportBudget(5.0, metric="y")
     >>> [budget.record("a", {"fidelity": f, "y": 1.0 / f}) for f in (1, 2, 1, 4)]
     [False, False, False, True]
@@ -81,7 +92,12 @@ class ReportBudget:
         self._full = False
 
     def record(self, trial_id: str, result: Mapping[str, Any]) -> bool:
-        """Log one report if the budget holds it; whether the budget is spent."""
+        """Log one report if the budget holds it; whether the budget is spent.
+
+        Args:
+            trial_id: the reporting trial's id.
+            result: the report: holds the fidelity and the metric.
+        """
         if not self._full:
             fidelity = float(result[self.fidelity_key])
             last = self._last.get(trial_id, 0.0)
@@ -122,6 +138,12 @@ def hyperband_trials(max_t: int, eta: int, limit: float, iterative: bool = False
     Its brackets run ``s = 0, 1, ...`` (``r0 = ⌊max_t η^-s⌋ > 0``, ``n0 = ⌈s_max_1 η^s / (s + 1)⌉``),
     band after band. A trial resumed without a checkpoint starts again from 0
     (``iterative=False``); with one it continues. Plus one bracket of slack.
+
+    Args:
+        max_t: the scheduler's largest fidelity.
+        eta: the scheduler's reduction factor ``η``.
+        limit: the fidelity units to spend.
+        iterative: whether a resumed trial continues from its checkpoint (default ``False``: it starts again).
 
     >>> hyperband_trials(8, 2, 120)      # brackets of 4, 4, 6 and 8 trials (136 units), then 4 more
     26

@@ -32,6 +32,12 @@ def save_plot(history: Mapping[str, Any], path: Path, title: str, ylabel: str) -
     :func:`~raytuner.bench.band.run_row` returns it; ``False`` (with a warning)
     without matplotlib.
 
+    Args:
+        history: the cost grid and the curves per tuner.
+        path: the PNG to write.
+        title: the plot's title.
+        ylabel: the y axis's label.
+
     >>> import tempfile
     >>> history = {"cost": [0.0, 7.5, 15.0], "curves": {"GPTuneBand": [None, 1.1, 1.0], "random": [1.4, 1.2, 1.1]}}
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -97,6 +103,9 @@ def _lcbench_lines(lc: Mapping[str, Any]) -> list[str]:
 
 def render_report(results: Mapping[str, Any]) -> str:
     """The human summary: Table 1 beside the paper's, LCBench, the goals, what is approximate, the machine.
+
+    Args:
+        results: the benchmark's results (``table1``, ``lcbench``, ``quick``, ``machine``, ``command``).
 
     >>> import numpy as np
     >>> from raytuner.bench.band import TABLE1, goals, lcbench_results, row_results

@@ -239,7 +239,13 @@ def render_report(results: dict[str, Any]) -> str:
 
 
 def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dict[str, Any]:
-    """Run the benchmark, write ``out/results.json`` and ``out/report.md``; returns the results."""
+    """Run the benchmark, write ``out/results.json`` and ``out/report.md``; returns the results.
+
+    Args:
+        out: the folder for the results and the report (made if missing).
+        quick: use :data:`QUICK` instead of :data:`FULL` (default ``False``).
+        settings: explicit settings; when given, ``quick`` is ignored (default ``None``).
+    """
     settings = settings or (QUICK if quick else FULL)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="raytuner-crowd-bench-") as workdir:

@@ -112,7 +112,15 @@ def _cache(kernel: str) -> KernelCache:
 
 def run_raytuner(cache: KernelCache, options: dict[str, Any], max_fevals: int, seed: int, n_initial: int = 20
                  ) -> tuple[Trace, list[float]]:
-    """Tune ``cache`` with :class:`~raytuner.strategies.discrete.DiscreteBO`; the trace and model-ask times (ms)."""
+    """Tune ``cache`` with :class:`~raytuner.strategies.discrete.DiscreteBO`; the trace and model-ask times (ms).
+
+    Args:
+        cache: the Kernel Tuner cache that answers the evaluations.
+        options: the engine's options.
+        max_fevals: how many evaluations to spend.
+        seed: the engine's seed.
+        n_initial: random evaluations before the model's first ask (default 20).
+    """
     from raytuner.strategies.discrete import DiscreteBO
 
     engine = DiscreteBO(cache.problem(), seed=seed, n_initial=n_initial, candidates=cache.configs, **options)
@@ -146,13 +154,27 @@ def best_so_far(trace: Trace, length: int) -> list[float | None]:
 
 
 def run_mae(curve: Sequence[float | None], optimum: float, checkpoints: Sequence[int], worst: float) -> float:
-    """``mean_i |f(x+_{c_i}) - f(x')|`` over the checkpoints; no success yet counts as the worst time."""
+    """``mean_i |f(x+_{c_i}) - f(x')|`` over the checkpoints; no success yet counts as the worst time.
+
+    Args:
+        curve: the best time found after each evaluation (``None``: no success yet).
+        optimum: the best time in the cache, ``f(x')``.
+        checkpoints: the evaluation counts ``c_i`` to compare at.
+        worst: the time that counts for a checkpoint with no success yet.
+    """
     return float(np.mean([abs((curve[c - 1] if curve[c - 1] is not None else worst) - optimum)
                           for c in checkpoints]))
 
 
 def run_job(method: str, kernel: str, seed: int, settings: Settings) -> dict[str, Any]:
-    """One run of ``method`` on ``kernel`` with ``seed``: its best-so-far curve, MAE and timings."""
+    """One run of ``method`` on ``kernel`` with ``seed``: its best-so-far curve, MAE and timings.
+
+    Args:
+        method: the tuner (a key of the benchmark's methods: raytuner's or a peer's).
+        kernel: the kernel whose cache is tuned.
+        seed: the run's seed.
+        settings: the benchmark's settings (evaluations, checkpoints, data folder).
+    """
     cache = _cache(kernel)
     started = time.perf_counter()
     ask_ms: list[float] = []
@@ -227,7 +249,12 @@ def _run_jobs(out: Path, settings: Settings) -> list[dict[str, Any]]:
 
 
 def summarise(jobs: Sequence[dict[str, Any]], settings: Settings) -> dict[str, Any]:
-    """The ``kernels`` and ``rows`` of ``results.json`` (MAE per kernel, MDF, timings) from finished jobs."""
+    """The ``kernels`` and ``rows`` of ``results.json`` (MAE per kernel, MDF, timings) from finished jobs.
+
+    Args:
+        jobs: the finished jobs, as :func:`run_job` returns them.
+        settings: the benchmark's settings.
+    """
     kernels = [k for k in settings.kernels if any(j["kernel"] == k for j in jobs)]
     methods = [m for m in settings.methods if any(j["method"] == m for j in jobs)]
     mae = {m: {k: float(np.mean([j["mae"] for j in jobs if j["method"] == m and j["kernel"] == k]))
@@ -278,7 +305,13 @@ def goals(summary: dict[str, Any], jobs: Sequence[dict[str, Any]]) -> dict[str, 
 
 
 def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dict[str, Any]:
-    """Run the discrete benchmark; write ``out/results.json``, ``out/report.md`` and a plot per kernel."""
+    """Run the discrete benchmark; write ``out/results.json``, ``out/report.md`` and a plot per kernel.
+
+    Args:
+        out: where ``results.json``, ``report.md`` and the PNG files go (made if missing).
+        quick: two repeats per kernel and method, :data:`QUICK` (default ``False``: :data:`FULL`).
+        settings: the kernels, methods, repeats and evaluations to run; overrides ``quick`` (default ``None``).
+    """
     from raytuner.bench.discrete_report import render_report, save_plots
 
     out = Path(out)

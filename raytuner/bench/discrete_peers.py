@@ -243,6 +243,13 @@ def run_kernel_tuner(cache: KernelCache, method: str, max_fevals: int, seed: int
     Returns the unique configurations Kernel Tuner evaluated, in order, with
     their times (``None`` for a failed one), at most ``max_fevals`` of them; a
     strategy that stops early returns fewer (and it is logged).
+
+    Args:
+        cache: the Kernel Tuner cache that answers the evaluations.
+        method: the strategy, a key of :data:`KERNEL_TUNER_METHODS`.
+        max_fevals: how many evaluations to spend at most.
+        seed: the run's seed.
+        workdir: the folder for Kernel Tuner's copy of the cache (default ``None``: a temporary one).
     """
     if method not in KERNEL_TUNER_METHODS:
         raise InvalidInputError("method", f"unknown Kernel Tuner method {method!r}; one of "
@@ -331,6 +338,12 @@ def run_optuna_tpe(cache: KernelCache, max_fevals: int, seed: int, n_startup: in
 
     Returns the unique evaluations in order (``None`` for a failed
     configuration); fewer than ``max_fevals`` only when the cache holds fewer.
+
+    Args:
+        cache: the Kernel Tuner cache that answers the evaluations.
+        max_fevals: how many evaluations to spend.
+        seed: the sampler's seed.
+        n_startup: random proposals before TPE's model (default 20).
     """
     max_fevals = _budget(max_fevals)
     try:

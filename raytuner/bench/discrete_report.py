@@ -23,7 +23,14 @@ def _fmt(value: float | None) -> str:
 
 def save_plots(jobs: Sequence[Mapping[str, Any]], settings: Any, kernels: Mapping[str, Mapping[str, Any]],
                out: Path) -> dict[str, str]:
-    """One PNG per kernel: each method's mean best time found (over the optimum) after 20 .. 220 evaluations."""
+    """One PNG per kernel: each method's mean best time found (over the optimum) after 20 .. 220 evaluations.
+
+    Args:
+        jobs: the finished jobs (each method's best-so-far curve per kernel and seed).
+        settings: the benchmark's settings (its checkpoints).
+        kernels: per kernel, its facts (the optimum among them).
+        out: the folder for the PNG files.
+    """
     plots: dict[str, str] = {}
     x = list(range(settings.n_initial, settings.evaluations + 1))
     for kernel, details in kernels.items():
@@ -44,7 +51,11 @@ def save_plots(jobs: Sequence[Mapping[str, Any]], settings: Any, kernels: Mappin
 
 
 def render_report(results: Mapping[str, Any]) -> str:
-    """``report.md``: settings, the table of MDF and MAE per kernel, the goals and the plots."""
+    """``report.md``: settings, the table of MDF and MAE per kernel, the goals and the plots.
+
+    Args:
+        results: the benchmark's results (settings, kernels, rows, goals, plots).
+    """
     s = results["settings"]
     kernels = results["kernels"]
     lines = [f"# Discrete BO on GPU-kernel spaces ({'quick' if results['quick'] else 'full'} run)", "",

@@ -94,7 +94,12 @@ def _close_open_json(text: str) -> str:
 
 
 def parse_cache_text(text: str, source: str = "<text>") -> dict[str, Any]:
-    """The JSON document of a cache file's text, closing an "open" cache first when it needs it."""
+    """The JSON document of a cache file's text, closing an "open" cache first when it needs it.
+
+    Args:
+        text: the file's text.
+        source: where it came from, for error messages (default ``"<text>"``).
+    """
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -154,7 +159,12 @@ class KernelCache:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], source: str = "<document>") -> "KernelCache":
-        """A cache from the parsed JSON of a cache file."""
+        """A cache from the parsed JSON of a cache file.
+
+        Args:
+            document: the cache file's JSON object.
+            source: where it came from, for error messages (default ``"<document>"``).
+        """
         names = [str(n) for n in document["tune_params_keys"]]
         values = {n: list(document["tune_params"][n]) for n in names}
         lookup = [_value_lookup(values[n]) for n in names]
@@ -200,7 +210,11 @@ class KernelCache:
         return len(self.configs)
 
     def entry(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """The stored measurements of ``config``; an error when it is outside the valid space."""
+        """The stored measurements of ``config``; an error when it is outside the valid space.
+
+        Args:
+            config: a configuration: parameter name to value.
+        """
         key = self._key(config)
         if key is None or key not in self._entries:
             raise InvalidInputError("config", f"{dict(config)} is not in the cache of {self.kernel} on "
@@ -208,15 +222,28 @@ class KernelCache:
         return self._entries[key]
 
     def value(self, config: Mapping[str, Any], name: str = "time") -> float | None:
-        """Output ``name`` of ``config``; ``None`` when it failed (a string or a non-finite value there)."""
+        """Output ``name`` of ``config``; ``None`` when it failed (a string or a non-finite value there).
+
+        Args:
+            config: a configuration: parameter name to value.
+            name: the output to read (default ``"time"``).
+        """
         return _number(self.entry(config).get(name))
 
     def time(self, config: Mapping[str, Any]) -> float | None:
-        """The measured time of ``config`` in ms; ``None`` for a failed configuration."""
+        """The measured time of ``config`` in ms; ``None`` for a failed configuration.
+
+        Args:
+            config: a configuration: parameter name to value.
+        """
         return self.value(config, "time")
 
     def failure(self, config: Mapping[str, Any]) -> str | None:
-        """Why ``config`` failed (Kernel Tuner's string, say ``"CompilationFailedConfig"``); ``None`` if it ran."""
+        """Why ``config`` failed (Kernel Tuner's string, say ``"CompilationFailedConfig"``); ``None`` if it ran.
+
+        Args:
+            config: a configuration: parameter name to value.
+        """
         if self.time(config) is not None:
             return None
         raw = self.entry(config).get("time")
@@ -261,6 +288,11 @@ class KernelCache:
         configurations satisfy, so that samplers and acquisition searches
         that honour constraints (MLA's) never propose a configuration outside
         the valid space. Such a problem does not serialise its constraint.
+
+        Args:
+            restrict_to_valid: add the constraint that keeps proposals among the stored configurations (default
+                ``False``).
+            name: the output to minimise (default ``"time"``).
         """
         spec: dict[str, Any] = {
             "parameter_space": [{"name": n, "type": "categorical", "categories": list(self.values[n])}
@@ -275,7 +307,13 @@ class KernelCache:
         return self._key(values) in self._entries
 
     def sample(self, n: int, seed: int | None = None, *, successful_only: bool = False) -> list[dict[str, Any]]:
-        """``n`` distinct stored configurations drawn uniformly at random (all of them when ``n`` is larger)."""
+        """``n`` distinct stored configurations drawn uniformly at random (all of them when ``n`` is larger).
+
+        Args:
+            n: how many configurations.
+            seed: the random generator's seed (default ``None``: unseeded).
+            successful_only: draw only configurations that ran (default ``False``).
+        """
         pool = [c for c, t in zip(self.configs, self._times) if not successful_only or t is not None]
         rng = np.random.default_rng(seed)
         picks = rng.choice(len(pool), size=min(n, len(pool)), replace=False)
@@ -306,6 +344,9 @@ def load_cache(path: str | Path) -> KernelCache:
 
     A missing file raises :class:`FileNotFoundError` naming it; a file that is
     not a cache, :class:`~raytuner.errors.InvalidInputError`.
+
+    Args:
+        path: the cache file.
     """
     path = Path(path)
     if not path.is_file():

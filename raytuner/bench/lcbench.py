@@ -68,6 +68,9 @@ class LCBenchSurrogate:
     """The LCBench surrogate of ``data_dir`` (default: :func:`default_data_dir`); see the module docstring.
 
     The ONNX session runs on one thread (trials run side by side on few cores).
+
+    Args:
+        data_dir: the surrogate's folder (default ``None``: :func:`default_data_dir`).
     """
 
     def __init__(self, data_dir: str | Path | None = None) -> None:
@@ -104,7 +107,11 @@ class LCBenchSurrogate:
         }).parameter_space
 
     def check_task(self, task_id: Any) -> int:
-        """``task_id`` as an int if the surrogate knows it, else an error listing the known ids."""
+        """``task_id`` as an int if the surrogate knows it, else an error listing the known ids.
+
+        Args:
+            task_id: the task id to check (an int or a string of one).
+        """
         try:
             value: int | None = None if isinstance(task_id, bool) else int(str(task_id))
         except ValueError:
@@ -115,7 +122,11 @@ class LCBenchSurrogate:
 
     def problem(self, task_ids: Sequence[int] | None = None) -> ProblemSpace:
         """The tuning problem: ``task_id`` (categorical over ``task_ids``, default all 34), the 7
-        hyperparameters (log-scaled as in the config space) and ``val_accuracy``, maximised."""
+        hyperparameters (log-scaled as in the config space) and ``val_accuracy``, maximised.
+
+        Args:
+            task_ids: the tasks to offer (default ``None``: all 34).
+        """
         ids = list(self.task_ids) if task_ids is None else [self.check_task(t) for t in task_ids]
         return ProblemSpace.parse({
             "input_space": [{"name": "task_id", "type": "categorical", "categories": ids}],
@@ -133,7 +144,13 @@ class LCBenchSurrogate:
 
     def evaluate_many(self, task_ids: Sequence[int], configs: Sequence[Mapping[str, Any]],
                       epochs: Sequence[float]) -> np.ndarray:
-        """The six outputs (columns in :data:`OUTPUTS` order) for each (task, config, epoch) row."""
+        """The six outputs (columns in :data:`OUTPUTS` order) for each (task, config, epoch) row.
+
+        Args:
+            task_ids: the task of each row.
+            configs: the configuration of each row (the 7 hyperparameters).
+            epochs: the epochs of each row.
+        """
         if not len(task_ids) == len(configs) == len(epochs):
             raise InvalidInputError("configs", f"task_ids, configs and epochs differ in length: "
                                     f"{len(task_ids)}, {len(configs)}, {len(epochs)}")
@@ -148,6 +165,12 @@ class LCBenchSurrogate:
         return np.asarray(out, dtype=float)
 
     def evaluate(self, task_id: int, config: Mapping[str, Any], epoch: float) -> dict[str, float]:
-        """All six outputs of one configuration of ``task_id`` after ``epoch`` epochs."""
+        """All six outputs of one configuration of ``task_id`` after ``epoch`` epochs.
+
+        Args:
+            task_id: the LCBench task.
+            config: the 7 hyperparameters.
+            epoch: how many epochs.
+        """
         row = self.evaluate_many([task_id], [config], [epoch])[0]
         return {name: float(v) for name, v in zip(OUTPUTS, row)}

@@ -79,7 +79,12 @@ TunerRun = Callable[[ProblemSpace, list[dict[str, float]], int, QualitySettings]
 
 
 def drive(engine: Strategy, evaluations: int) -> np.ndarray:
-    """Ask/tell ``engine`` on the demo until each of its tasks has ``evaluations`` values; (tasks, evaluations)."""
+    """Ask/tell ``engine`` on the demo until each of its tasks has ``evaluations`` values; (tasks, evaluations).
+
+    Args:
+        engine: the engine to drive (its tasks are demo tasks ``{"t": ...}``).
+        evaluations: how many values each task gets.
+    """
     history: list[list[float]] = [[] for _ in engine.tasks]
     while needy := [i for i, h in enumerate(history) if len(h) < evaluations]:
         suggestion = engine.ask()  # the engine balances the tasks
@@ -146,7 +151,12 @@ TUNERS: dict[str, TunerRun] = {"mla": run_mla, "single_task_bo": run_single_task
 
 def run_quality(settings: QualitySettings, tuners: Mapping[str, TunerRun] | None = None
                 ) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
-    """Every tuner on every seed: values (tuner -> (seeds, tasks, evaluations)) and wall seconds per run."""
+    """Every tuner on every seed: values (tuner -> (seeds, tasks, evaluations)) and wall seconds per run.
+
+    Args:
+        settings: the seeds, tasks and evaluations to run.
+        tuners: tuner name to runner (default ``None``: :data:`TUNERS`).
+    """
     tuners = TUNERS if tuners is None else tuners
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": t} for t in settings.tasks]
@@ -164,7 +174,12 @@ def run_quality(settings: QualitySettings, tuners: Mapping[str, TunerRun] | None
 
 
 def normalised_curves(values: Mapping[str, np.ndarray], tasks: Sequence[float]) -> dict[str, list[float]]:
-    """Per tuner: median over seeds of the mean over tasks of best-so-far / grid minimum, per evaluation."""
+    """Per tuner: median over seeds of the mean over tasks of best-so-far / grid minimum, per evaluation.
+
+    Args:
+        values: per tuner, its values shaped (seeds, tasks, evaluations).
+        tasks: the task values ``t``, in the order of the tasks axis.
+    """
     minima = np.array([demo_grid_minimum(t)[1] for t in tasks])
     return {name: np.median(np.mean(best_so_far(v) / minima[None, :, None], axis=1), axis=0).tolist()
             for name, v in values.items()}
@@ -173,6 +188,11 @@ def normalised_curves(values: Mapping[str, np.ndarray], tasks: Sequence[float]) 
 def quality_results(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
                     reference: str = REFERENCE) -> dict[str, Any]:
     """``results["quality"]`` from each tuner's best value per (seed, task) cell and its wall seconds per run.
+
+    Args:
+        best: per tuner, its best value per (seed, task) cell.
+        wall: per tuner, its wall seconds per run.
+        reference: the tuner the others are compared with (default ``"mla"``).
 
     >>> q = quality_results({"mla": np.array([[1.0, 1.0]]), "random": np.array([[2.0, 1.0]])},
     ...                     {"mla": [3.0], "random": [1.0]})
@@ -194,7 +214,13 @@ def quality_results(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[
 
 def goals(quality: Mapping[str, Any], overhead_rows: Sequence[Mapping[str, Any]],
           reference: str = REFERENCE) -> dict[str, bool | None]:
-    """Which goals were met; ``None`` where this run measured nothing to judge by."""
+    """Which goals were met; ``None`` where this run measured nothing to judge by.
+
+    Args:
+        quality: the quality results, as :func:`quality_results` returns them.
+        overhead_rows: the overhead rows, as :func:`~raytuner.bench.mla_overhead.overhead_row` returns them.
+        reference: the tuner the goals are about (default ``"mla"``).
+    """
     by_tuner = {row["tuner"]: row for row in quality["rows"]}
     lowest = min(row["R_bar"] for row in quality["rows"])
     win = by_tuner.get(reference, {}).get("win_rate_vs", {}).get("single_task_bo")
@@ -210,6 +236,13 @@ def build_results(quality: dict[str, Any], overhead_rows: list[dict[str, Any]], 
                   **extra: Any) -> dict[str, Any]:
     """The whole ``results.json``: quality, overhead, goals, quick flag, machine and ``extra`` keys.
 
+    Args:
+        quality: the quality results, as :func:`quality_results` returns them.
+        overhead_rows: the overhead rows, as :func:`~raytuner.bench.mla_overhead.overhead_row` returns them.
+        quick: whether this was the quick run.
+        machine: the machine's facts (:func:`~raytuner.bench.report.machine_info`).
+        overhead_extra: more keys for ``results["overhead"]`` (default ``None``: none).
+
     >>> q = quality_results({"mla": np.array([1.0]), "single_task_bo": np.array([2.0])}, {"mla": [1.0],
     ...                     "single_task_bo": [1.0]})
     >>> o = [{"tasks": 10, "samples_per_task": 30, "ask_seconds_median": 0.5, "naive_fit_seconds_median": None}]
@@ -222,7 +255,12 @@ def build_results(quality: dict[str, Any], overhead_rows: list[dict[str, Any]], 
 
 
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
-    """Run the MLA benchmark; write ``out/results.json``, ``out/report.md`` (and ``out/quality.png``)."""
+    """Run the MLA benchmark; write ``out/results.json``, ``out/report.md`` (and ``out/quality.png``).
+
+    Args:
+        out: the folder for the results, the report and the plot (made if missing).
+        quick: run the quick settings instead of the full ones (default ``False``).
+    """
     out = Path(out)
     qs, os_ = (QUICK_QUALITY, QUICK_OVERHEAD) if quick else (FULL_QUALITY, FULL_OVERHEAD)
     log.info("mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at %s samples per task",
@@ -245,7 +283,12 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
 
 
 def save_plot(curves: Mapping[str, Sequence[float]], path: Path) -> bool:
-    """Plot the normalised best-so-far curves to ``path``; ``False`` (with a warning) without matplotlib."""
+    """Plot the normalised best-so-far curves to ``path``; ``False`` (with a warning) without matplotlib.
+
+    Args:
+        curves: per tuner, its normalised best-so-far per evaluation (:func:`normalised_curves`).
+        path: the PNG to write.
+    """
     return save_history_plot(curves, path, "evaluations per task", "best so far / grid minimum",
                              "demo: mean over tasks, median over seeds", reference=1.0,
                              style={"marker": "o", "markersize": 3})
@@ -260,7 +303,11 @@ def _cell(value: Any) -> str:
 
 
 def render_report(results: Mapping[str, Any]) -> str:
-    """The human summary: quality and overhead tables, the goals and whether each was met."""
+    """The human summary: quality and overhead tables, the goals and whether each was met.
+
+    Args:
+        results: the benchmark's results, as :func:`build_results` returns them.
+    """
     q, o, g, m = results["quality"], results["overhead"], results["goals"], results["machine"]
     peers = [r["tuner"] for r in q["rows"] if r["tuner"] != q["reference"]]
     wins = next((r["win_rate_vs"] for r in q["rows"] if r["tuner"] == q["reference"]), {})

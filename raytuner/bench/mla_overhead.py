@@ -80,7 +80,14 @@ class History:
 
 def make_history(tasks: Sequence[float], samples_per_task: int, seed: int = _DATA_SEED,
                  problem: ProblemSpace | None = None) -> History:
-    """An independent LHS of ``samples_per_task`` points of x per task, with the demo's values."""
+    """An independent LHS of ``samples_per_task`` points of x per task, with the demo's values.
+
+    Args:
+        tasks: the task values ``t``.
+        samples_per_task: how many points per task.
+        seed: the sampler's seed (default 20240611).
+        problem: the tuning problem (default ``None``: the demo's).
+    """
     problem = problem or _demo_problem()
     task_dicts = [{"t": float(t)} for t in tasks]
     streams = np.random.SeedSequence([seed, samples_per_task]).spawn(len(task_dicts))
@@ -92,6 +99,9 @@ def make_history(tasks: Sequence[float], samples_per_task: int, seed: int = _DAT
 
 def standardise(ys: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Each task's values minus their mean, over their (population) standard deviation.
+
+    Args:
+        ys: each task's values.
 
     >>> [v.tolist() for v in standardise([np.array([1.0, 3.0]), np.array([5.0, 5.0])])]
     [[-1.0, 1.0], [0.0, 0.0]]
@@ -106,7 +116,15 @@ def standardise(ys: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 def time_asks(history: History, asks: int, n_initial: int, problem: ProblemSpace | None = None,
               seed: int = 0) -> tuple[float, list[float]]:
-    """Seconds of the cold first ``ask`` after replaying ``history``, and of ``asks`` warm ask/tell rounds."""
+    """Seconds of the cold first ``ask`` after replaying ``history``, and of ``asks`` warm ask/tell rounds.
+
+    Args:
+        history: the per-task samples the engine replays first.
+        asks: how many warm ask/tell rounds to time.
+        n_initial: the engine's random evaluations before its model.
+        problem: the tuning problem (default ``None``: the demo's).
+        seed: the engine's seed (default 0).
+    """
     from raytuner.strategies import MLA
 
     problem = problem or _demo_problem()
@@ -129,7 +147,13 @@ def time_asks(history: History, asks: int, n_initial: int, problem: ProblemSpace
 
 
 def fit_ours(history: History, repeats: int, problem: ProblemSpace | None = None) -> dict[str, Any]:
-    """Our LCM (3 latent functions) on the per-task standardised history: seconds, log-likelihood, agreement."""
+    """Our LCM (3 latent functions) on the per-task standardised history: seconds, log-likelihood, agreement.
+
+    Args:
+        history: the per-task samples to fit.
+        repeats: how many timed fits.
+        problem: the tuning problem (default ``None``: the demo's).
+    """
     from raytuner.models import LCM, LCMOptions, TrainingData
 
     problem = problem or _demo_problem()
@@ -152,7 +176,13 @@ def fit_ours(history: History, repeats: int, problem: ProblemSpace | None = None
 
 
 def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = None) -> dict[str, Any]:
-    """GPy's coregionalised regression (LCM, 3 RBF latents, W rank 1) on the standardised history."""
+    """GPy's coregionalised regression (LCM, 3 RBF latents, W rank 1) on the standardised history.
+
+    Args:
+        history: the per-task samples to fit.
+        restarts: GPy's optimiser restarts.
+        problem: the tuning problem (default ``None``: the demo's).
+    """
     import GPy
 
     problem = problem or _demo_problem()
@@ -170,7 +200,11 @@ def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = No
 
 
 def run_overhead(settings: OverheadSettings) -> list[dict[str, Any]]:
-    """One row per history size: ask, our fit and the naive fit (where it runs)."""
+    """One row per history size: ask, our fit and the naive fit (where it runs).
+
+    Args:
+        settings: the history sizes, asks, repeats and restarts to run.
+    """
     problem = _demo_problem()
     rows = []
     for samples in settings.samples:
@@ -190,6 +224,15 @@ def run_overhead(settings: OverheadSettings) -> list[dict[str, Any]]:
 def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[float], ours: dict[str, Any],
                  naive: dict[str, Any] | None, naive_restarts: int) -> dict[str, Any]:
     """One row of ``results["overhead"]["rows"]`` from the measured figures (``naive`` may be missing).
+
+    Args:
+        tasks: how many tasks the history has.
+        samples: how many samples per task.
+        first_ask: seconds of the cold first ask.
+        asks: seconds of each warm ask/tell round.
+        ours: our fit's figures, as :func:`fit_ours` returns them.
+        naive: the naive fit's figures (:func:`fit_naive`), or ``None`` where it did not run.
+        naive_restarts: the naive fit's optimiser restarts.
 
     >>> row = overhead_row(10, 30, 2.0, [0.5, 0.7, 0.6], {"seconds": [1.0], "loglik": -10.0,
     ...                    "standardisation_agrees": True}, {"seconds": 6.0, "loglik": -10.5}, 5)
@@ -219,6 +262,9 @@ def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[floa
 def overhead_goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
     """The overhead goals, met or not; ``None`` where the run measured nothing to judge by.
 
+    Args:
+        rows: the overhead rows, as :func:`overhead_row` returns them.
+
     >>> overhead_goals([{"tasks": 10, "samples_per_task": 30, "ask_seconds_median": 0.4,
     ...                  "naive_fit_seconds_median": 9.0, "fit_speedup_vs_naive": 4.5, "loglik": -3.0,
     ...                  "naive_loglik": -3.05}])
@@ -235,7 +281,11 @@ def overhead_goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
 
 
 def render_overhead(overhead: Mapping[str, Any]) -> list[str]:
-    """The report's overhead section, as lines."""
+    """The report's overhead section, as lines.
+
+    Args:
+        overhead: ``results["overhead"]``: its rows and settings.
+    """
     o = overhead
 
     def cell(value: Any) -> str:

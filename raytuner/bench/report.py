@@ -29,7 +29,13 @@ log = logging.getLogger(__name__)
 
 
 def write_results(out: Path, results: dict[str, Any], report_md: str) -> None:
-    """Write ``out/results.json`` (indent 2) and ``out/report.md``, creating ``out`` if needed."""
+    """Write ``out/results.json`` (indent 2) and ``out/report.md``, creating ``out`` if needed.
+
+    Args:
+        out: the folder (made if missing).
+        results: the results, JSON data.
+        report_md: the report's Markdown text.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "results.json", "w", encoding="utf-8") as fh:
@@ -156,7 +162,12 @@ def peak_rss_mb() -> float:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100) of ``values``, linearly interpolated."""
+    """The ``q``-th percentile (0-100) of ``values``, linearly interpolated.
+
+    Args:
+        values: the values (not empty).
+        q: the percentile, 0 to 100.
+    """
     if not values:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
@@ -167,14 +178,23 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table."""
+    """A GitHub-flavoured Markdown table.
+
+    Args:
+        header: the column titles.
+        rows: the rows, one value per column.
+    """
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def filesystem_of(path: Path) -> str:
-    """``"<type> on <device>"`` of the mount holding ``path``, from ``/proc/mounts`` where there is one."""
+    """``"<type> on <device>"`` of the mount holding ``path``, from ``/proc/mounts`` where there is one.
+
+    Args:
+        path: a file or folder.
+    """
     target = os.path.realpath(path)
     best = ("", "unknown", "unknown")
     try:
@@ -193,7 +213,11 @@ def filesystem_of(path: Path) -> str:
 
 
 def machine_info(data_dir: Path | None = None) -> dict[str, Any]:
-    """CPU model, core count, OS and Python; with ``data_dir``, the file system it lives on."""
+    """CPU model, core count, OS and Python; with ``data_dir``, the file system it lives on.
+
+    Args:
+        data_dir: the benchmark's data folder (default ``None``: no file system reported).
+    """
     info: dict[str, Any] = {
         "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
@@ -215,6 +239,17 @@ def save_history_plot(curves: Mapping[str, Sequence[float | None]], path: Path, 
     draws a dashed horizontal line (say 1.0 for a normalised optimum), ``style``
     goes to every ``ax.plot`` (markers, line widths), ``legend_fontsize`` sets
     the legend's font size (matplotlib's default when ``None``).
+
+    Args:
+        curves: tuner to its values (``None``: a gap).
+        path: the PNG to write.
+        xlabel: the x axis's label.
+        ylabel: the y axis's label.
+        title: the plot's title.
+        x: the x of each value (default ``None``: ``1, 2, ...``).
+        reference: the y of a dashed horizontal line (default ``None``: none).
+        style: keyword arguments for every ``ax.plot`` (default ``None``: none).
+        legend_fontsize: the legend's font size (default ``None``: matplotlib's).
 
     Example:
         >>> import tempfile

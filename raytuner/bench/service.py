@@ -212,7 +212,12 @@ def _summary(cell: Cell) -> dict[str, float]:
 
 
 def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every repeat of every cell, each repeat on fresh servers under ``work``; per-repeat figures and server facts."""
+    """Every repeat of every cell, each repeat on fresh servers under ``work``; per-repeat figures and server facts.
+
+    Args:
+        settings: the cells, repeats and rounds to run.
+        work: the folder for the servers' stores and logs.
+    """
     from raytuner.service.auth import open_keys
 
     figures: list[dict[str, Any]] = []
@@ -280,7 +285,12 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
 
 
 def summarise(figures: Sequence[dict[str, Any]], settings: Settings) -> list[dict[str, Any]]:
-    """One row per (system, strategy, clients): the medians over the repeats, and the repeats' figures."""
+    """One row per (system, strategy, clients): the medians over the repeats, and the repeats' figures.
+
+    Args:
+        figures: the per-repeat figures, as :func:`measure` returns them.
+        settings: the benchmark's settings.
+    """
     rows = []
     for system, strategy in settings.cells:
         for clients in settings.clients:
@@ -300,7 +310,12 @@ def summarise(figures: Sequence[dict[str, Any]], settings: Settings) -> list[dic
 
 
 def goals(rows: Sequence[dict[str, Any]], settings: Settings) -> dict[str, Any]:
-    """The issue's goals, each with the figures and whether it is met (where its cells ran)."""
+    """The issue's goals, each with the figures and whether it is met (where its cells ran).
+
+    Args:
+        rows: the summary rows, as :func:`summarise` returns them.
+        settings: the benchmark's settings (its cells and thresholds).
+    """
     def row(system: str, strategy: str, clients: int) -> dict[str, Any] | None:
         return next((r for r in rows if (r["system"], r["strategy"], r["clients"]) == (system, strategy, clients)),
                     None)
@@ -322,7 +337,11 @@ def goals(rows: Sequence[dict[str, Any]], settings: Settings) -> dict[str, Any]:
 
 
 def render_report(results: dict[str, Any]) -> str:
-    """``report.md``: the command, the table, the goals and how it was measured."""
+    """``report.md``: the command, the table, the goals and how it was measured.
+
+    Args:
+        results: the benchmark's results (command, rows, goals, settings, machine).
+    """
     s = results["settings"]
     table = markdown_table(
         ["system", "strategy", "sessions", "clients", "p50 ms", "p99 ms", "tells/s", "round trips"],
@@ -379,7 +398,13 @@ def render_report(results: dict[str, Any]) -> str:
 
 
 def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dict[str, Any]:
-    """Run the service benchmark; write ``out/results.json`` and ``out/report.md``; returns the results."""
+    """Run the service benchmark; write ``out/results.json`` and ``out/report.md``; returns the results.
+
+    Args:
+        out: the output folder (made if missing); the servers' stores and logs go to a temporary one.
+        quick: fewer requests and one repeat per cell, :data:`QUICK` (default ``False``: :data:`FULL`).
+        settings: the cells, requests and repeats; ``quick`` is ignored when they are given (default ``None``).
+    """
     out = Path(out)
     s = settings if settings is not None else (QUICK if quick else FULL)
     unknown = [c for c in s.cells if c not in CELLS]

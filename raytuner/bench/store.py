@@ -302,7 +302,12 @@ def bench_mongodb(n: int, make: RecordFactory) -> dict[str, Any]:
 
 
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
-    """Run the store benchmark; write ``out/results.json`` and ``out/report.md``; return the results."""
+    """Run the store benchmark; write ``out/results.json`` and ``out/report.md``; return the results.
+
+    Args:
+        out: the folder for the results and the report (made if missing).
+        quick: run the small workload instead of the full one (default ``False``).
+    """
     n = N_QUICK if quick else N_FULL
     m = NAIVE_QUICK if quick else NAIVE_FULL
     workdir = Path(tempfile.mkdtemp(prefix="raytuner-bench-store-"))

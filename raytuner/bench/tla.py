@@ -63,7 +63,12 @@ log = logging.getLogger(__name__)
 
 
 def run_scenario(sid: str, settings: Settings) -> dict[str, Any]:
-    """Every tuner and seed on scenario ``sid``: raw traces plus the scenario's optimum and regret scale."""
+    """Every tuner and seed on scenario ``sid``: raw traces plus the scenario's optimum and regret scale.
+
+    Args:
+        sid: the scenario's id.
+        settings: the seeds and evaluations to run.
+    """
     from raytuner.strategies.transfer import SourceData
 
     started = time.perf_counter()
@@ -124,6 +129,11 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
 
     ``settings`` overrides ``quick`` (:data:`QUICK` or :data:`FULL`). The quick
     run takes about 10 minutes on 2 cores.
+
+    Args:
+        out: the output folder (made if missing).
+        quick: two seeds instead of five (default ``False``).
+        settings: the scenarios' seeds and evaluations, instead of those ``quick`` picks (default ``None``).
     """
     out = Path(out)
     s = settings if settings is not None else (QUICK if quick else FULL)

@@ -38,7 +38,12 @@ KERNEL_SOURCE, KERNEL_TARGET = "dedispersion_A100.json.gz", "dedispersion_W7800.
 
 
 def run_cross_machine(settings: Settings, data_dir: Path | None = None) -> dict[str, Any]:
-    """NoTLA and the TLA tuners tuning dedispersion on the W7800 with 200 A100 measurements as the source."""
+    """NoTLA and the TLA tuners tuning dedispersion on the W7800 with 200 A100 measurements as the source.
+
+    Args:
+        settings: the seeds and evaluations to run.
+        data_dir: the folder holding the Kernel Tuner caches (default ``None``: the benchmark's data folder).
+    """
     from raytuner.strategies.transfer import SourceData
 
     started = time.perf_counter()

@@ -67,7 +67,12 @@ def _ranks(means: Mapping[str, float | None]) -> dict[str, float]:
 
 
 def summarise(raw: Mapping[str, Any], checkpoints: Sequence[int]) -> dict[str, Any]:
-    """One scenario's ``results.json`` entry from its raw traces (see :func:`raytuner.bench.tla.run_scenario`)."""
+    """One scenario's ``results.json`` entry from its raw traces (see :func:`raytuner.bench.tla.run_scenario`).
+
+    Args:
+        raw: the scenario's raw traces, as :func:`raytuner.bench.tla.run_scenario` returns them.
+        checkpoints: the evaluation counts to summarise at.
+    """
     optimum, scale = float(raw["optimum"]), float(raw["scale"])
     curves, bsf_stats, regret, norm, ranks, proposers, asks, failed, outside, runs = ({} for _ in range(10))
     for tuner, traces in raw["traces"].items():
@@ -118,6 +123,10 @@ def _no_worse(scenarios: Sequence[Mapping[str, Any]], better: str, worse: str, k
 def versus_reference(summary: Mapping[str, Any], reference: str = REFERENCE) -> dict[str, dict[str, float | None]]:
     """Each tuner's mean best so far over the reference's (NoTLA's), per checkpoint: below 1 is better.
 
+    Args:
+        summary: the scenario's summary (its ``best_so_far`` per tuner and checkpoint: mean and spread).
+        reference: the tuner to divide by (default ``"NoTLA"``).
+
     >>> versus_reference({"best_so_far": {"NoTLA": {"10": [2.0, 0.1]}, "Stacking": {"10": [1.5, 0.2]}}})
     {'Stacking': {'10': 0.75}}
     """
@@ -129,7 +138,12 @@ def versus_reference(summary: Mapping[str, Any], reference: str = REFERENCE) -> 
 
 
 def goals(scenarios: Sequence[Mapping[str, Any]], checkpoints: Sequence[int]) -> dict[str, dict[str, Any]]:
-    """The four claims of section VI-A, each ``{"met": bool | None, "detail": ...}`` (``None``: not measured)."""
+    """The four claims of section VI-A, each ``{"met": bool | None, "detail": ...}`` (``None``: not measured).
+
+    Args:
+        scenarios: the scenarios' summaries, as :func:`summarise` returns them.
+        checkpoints: the evaluation counts the claims are judged at.
+    """
     keys = [str(k) for k in checkpoints]
     at10 = "10" if "10" in keys else keys[-1]
     final = keys[-1]
@@ -164,7 +178,12 @@ def goals(scenarios: Sequence[Mapping[str, Any]], checkpoints: Sequence[int]) ->
 
 
 def save_plots(summary: Mapping[str, Any], out: Path) -> str | None:
-    """The scenario's mean best-so-far per tuner to ``out/tla_{id}.png``; its name, or ``None`` without matplotlib."""
+    """The scenario's mean best-so-far per tuner to ``out/tla_{id}.png``; its name, or ``None`` without matplotlib.
+
+    Args:
+        summary: the scenario's summary, as :func:`summarise` returns it.
+        out: the folder for the PNG.
+    """
     name = f"tla_{summary['id']}.png"
     done = save_history_plot(summary["curves"], Path(out) / name, "function evaluations",
                              "best so far (mean over seeds)", f"({summary['id']}) {summary['description']}",
@@ -209,7 +228,11 @@ def _scenario_lines(s: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
 
 
 def render_report(results: Mapping[str, Any]) -> str:
-    """The human summary: one table per scenario, the goals, the cross-machine case, the machine."""
+    """The human summary: one table per scenario, the goals, the cross-machine case, the machine.
+
+    Args:
+        results: the benchmark's results (scenarios, goals, cross-machine case, machine).
+    """
     st, g, m = results["settings"], results["goals"], results["machine"]
     keys = [str(k) for k in st["checkpoints"]]
     lines = [f"# TLA benchmark: GPTuneCrowd's transfer-learning algorithms vs NoTLA (Figure 3)"

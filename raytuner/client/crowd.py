@@ -243,8 +243,8 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
         access: the uploaded records' access level: ``public`` (default), ``registered`` or ``private``.
         **connection: :class:`CrowdClient`'s connection arguments.
 
-    >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": {
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]}})
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
     >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
     'JsonStore'
     """

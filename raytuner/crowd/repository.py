@@ -159,6 +159,10 @@ class CrowdRepository(UserAccounts):
     def add_machine(self, name: str, aliases: Iterable[str] = ()) -> str:
         """Register machine ``name`` (canonical) and other names for it; returns ``name``.
 
+        Args:
+            name: the machine's canonical name (letters, digits, ``_ . + -`` and spaces).
+            aliases: its other names, say host names (default none).
+
         >>> repo.add_machine("Cori", aliases=["cori", "cori.nersc.gov"])   # doctest: +SKIP
         'Cori'
         """
@@ -168,6 +172,10 @@ class CrowdRepository(UserAccounts):
     def add_software(self, name: str, aliases: Iterable[str] = ()) -> str:
         """Register package ``name`` (canonical) and other names for it; returns ``name``.
 
+        Args:
+            name: the package's canonical name, as :meth:`canonical_software` will answer it.
+            aliases: other spellings of it that uploads may use (default none).
+
         >>> repo.add_software("openmpi", aliases=["OpenMPI", "open-mpi"])  # doctest: +SKIP
         'openmpi'
         """
@@ -175,12 +183,20 @@ class CrowdRepository(UserAccounts):
             return self.software.add(name, aliases)
 
     def canonical_machine(self, name: str) -> str:
-        """The canonical name of machine ``name`` (itself when unknown)."""
+        """The canonical name of machine ``name`` (itself when unknown).
+
+        Args:
+            name: a machine name or alias.
+        """
         with self._errors("read the machine catalog", "name"):
             return self.machines.canonical(name)
 
     def canonical_software(self, name: str) -> str:
-        """The canonical name of package ``name`` (itself when unknown)."""
+        """The canonical name of package ``name`` (itself when unknown).
+
+        Args:
+            name: a package name or alias.
+        """
         with self._errors("read the software catalog", "name"):
             return self.software.canonical(name)
 
@@ -197,6 +213,15 @@ class CrowdRepository(UserAccounts):
         canonical names. A uid already stored for the problem is skipped
         (``UploadResult.duplicates``). ``shared_with_users`` must be registered users.
 
+        Args:
+            api_key: the uploader's API key.
+            problem_name: the tuning problem the records belong to.
+            records: one record or many.
+            access: who may read them: ``"public"``, ``"registered"``, ``"private"`` or ``"shared"`` (default
+                ``"public"``).
+            shared_with_users: with ``"shared"``, the registered users who may read them (default none).
+            shared_with_groups: with ``"shared"``, the groups who may read them (default none).
+
         >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
         UploadResult(given=3, inserted=3)
         """
@@ -207,7 +232,16 @@ class CrowdRepository(UserAccounts):
                   records: FunctionEvaluation | Mapping[str, Any] | Iterable[FunctionEvaluation | Mapping[str, Any]],
                   access: str = "public", shared_with_users: Iterable[str] = (),
                   shared_with_groups: Iterable[str] = ()) -> UploadResult:
-        """:meth:`upload` for a user the caller has already authenticated (the tuning service's sessions)."""
+        """:meth:`upload` for a user the caller has already authenticated (the tuning service's sessions).
+
+        Args:
+            user: the authenticated uploader.
+            problem_name: the tuning problem the records belong to.
+            records: one record or many.
+            access: who may read them, as for :meth:`upload` (default ``"public"``).
+            shared_with_users: with ``"shared"``, the registered users who may read them (default none).
+            shared_with_groups: with ``"shared"``, the groups who may read them (default none).
+        """
         problem = check_problem_name(problem_name, "problem_name")
         spec = self._access(access, shared_with_users, shared_with_groups)
         with self._errors("read the catalogs", "records"):
@@ -226,7 +260,16 @@ class CrowdRepository(UserAccounts):
                                 | Iterable[SurrogateModelRecord | Mapping[str, Any]],
                                 access: str = "public", shared_with_users: Iterable[str] = (),
                                 shared_with_groups: Iterable[str] = ()) -> UploadResult:
-        """Store surrogate-model records of ``problem_name``; the same rules as :meth:`upload`."""
+        """Store surrogate-model records of ``problem_name``; the same rules as :meth:`upload`.
+
+        Args:
+            api_key: the uploader's API key.
+            problem_name: the tuning problem the records belong to.
+            records: one surrogate-model record or many.
+            access: who may read them, as for :meth:`upload` (default ``"public"``).
+            shared_with_users: with ``"shared"``, the registered users who may read them (default none).
+            shared_with_groups: with ``"shared"``, the groups who may read them (default none).
+        """
         user = self.authenticate(api_key)
         problem = check_problem_name(problem_name, "problem_name")
         spec = self._access(access, shared_with_users, shared_with_groups)
@@ -284,6 +327,14 @@ class CrowdRepository(UserAccounts):
         With ``raw``, the records' stored JSON texts (validated when uploaded)
         instead of :class:`FunctionEvaluation` objects: what a server passes on.
 
+        Args:
+            api_key: the caller's API key.
+            tuning_problem_name: the tuning problem.
+            problem_space: the ranges of task, parameter and output values to match (default ``None``: any).
+            configuration_space: the machines, software versions and users to match (default ``None``: any).
+            limit: the most records to return (default ``None``: all).
+            raw: return the stored JSON texts instead of records (default ``False``).
+
         >>> repo.query_function_evaluations(key, "demo",                                    # doctest: +SKIP
         ...     problem_space={"input_space": [{"name": "t", "lower_bound": 1, "upper_bound": 10}]},
         ...     configuration_space={"software_configurations": [
@@ -302,6 +353,13 @@ class CrowdRepository(UserAccounts):
 
         ``configuration_space`` may hold ``user_configurations`` only (a model
         record carries no machine or software configuration).
+
+        Args:
+            api_key: the caller's API key.
+            tuning_problem_name: the tuning problem.
+            configuration_space: ``user_configurations`` to match (default ``None``: any).
+            limit: the most records to return (default ``None``: all).
+            raw: return the stored JSON texts instead of records (default ``False``).
         """
         user = self.authenticate(api_key)
         config = ConfigurationSpaceQuery.parse(configuration_space)

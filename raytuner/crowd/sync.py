@@ -61,7 +61,11 @@ Uploader = Callable[[str, list[FunctionEvaluation]], Any]
 
 
 def made_by_raytuner(record: FunctionEvaluation) -> bool:
-    """Whether a raytuner tuning session made ``record`` (its provenance names the session)."""
+    """Whether a raytuner tuning session made ``record`` (its provenance names the session).
+
+    Args:
+        record: a function evaluation.
+    """
     return record.raytuner is not None and record.raytuner.session_id is not None
 
 
@@ -71,6 +75,11 @@ class CrowdSyncStore(HistoryStore):
     ``upload(problem, records)`` sends records (raising when it could not);
     ``owns(record)`` says which earlier local records of a problem are this
     wrapper's to catch up on (see the module docs). Reads go to ``store``.
+
+    Args:
+        store: the local store every record goes to first, and every read.
+        upload: ``upload(problem, records)``, the crowd upload (raises when it could not).
+        owns: which earlier local records are this wrapper's to catch up on (default :func:`made_by_raytuner`).
     """
 
     def __init__(self, store: HistoryStore, upload: Uploader, *,

@@ -39,7 +39,12 @@ def _api_key(context: grpc.ServicerContext) -> str:
 
 
 class CrowdServicer(pb_grpc.CrowdServiceServicer):
-    """The gRPC face of a crowd repository."""
+    """The gRPC face of a crowd repository.
+
+    Args:
+        repository: the crowd repository it serves (a :class:`~raytuner.crowd.CrowdRepository`).
+        executor: where model fits run (default ``None``: a local process pool).
+    """
 
     def __init__(self, repository: Any, executor: Any = None) -> None:
         self.repository = repository

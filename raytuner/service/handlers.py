@@ -32,7 +32,12 @@ log = logging.getLogger(__name__)
 
 
 class Abort(Exception):
-    """End a call with ``code`` and ``message``."""
+    """End a call with ``code`` and ``message``.
+
+    Args:
+        code: the gRPC status code to end the call with.
+        message: the status message.
+    """
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
@@ -40,7 +45,11 @@ class Abort(Exception):
 
 
 def status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
-    """The status code and message a failed call answers with (see the module documentation)."""
+    """The status code and message a failed call answers with (see the module documentation).
+
+    Args:
+        exc: the exception the handler raised.
+    """
     if isinstance(exc, Abort):
         return exc.code, str(exc)
     if isinstance(exc, InvalidInputError):
@@ -55,7 +64,11 @@ def status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Answer every failure of a unary handler with a status; never let it escape."""
+    """Answer every failure of a unary handler with a status; never let it escape.
+
+    Args:
+        method: the servicer's unary handler.
+    """
 
     @functools.wraps(method)
     def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
@@ -69,7 +82,14 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def json_field(field: str, text: str, kind: type, default: Any) -> Any:
-    """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty."""
+    """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty.
+
+    Args:
+        field: the request field's name, for error messages.
+        text: its JSON text.
+        kind: the type it must hold: ``dict`` or ``list``.
+        default: what an empty field gives.
+    """
     if not text:
         return default
     if len(text) > MAX_JSON_BYTES:

@@ -101,6 +101,9 @@ def _entry(obj: Any) -> Entry:
 def decode_line(line: bytes) -> list[Entry]:
     """The entries of one journal line (without its newline).
 
+    Args:
+        line: the line's bytes, without its newline.
+
     Raises:
         ValueError: naming why the line cannot be read.
     """
@@ -143,7 +146,11 @@ def read_journal(path: Path) -> Journal:
 
 
 def fsync_dir(path: Path) -> None:
-    """fsync a directory, so that a file created or renamed in it survives a crash."""
+    """fsync a directory, so that a file created or renamed in it survives a crash.
+
+    Args:
+        path: the directory.
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

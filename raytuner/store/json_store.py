@@ -30,6 +30,9 @@ torn line starts on a new line.
 Several processes may append to the same problem at once: writes are
 serialised by the lock, fsyncs run outside it.
 
+A whole GPTune file is read and written (atomically) by
+:mod:`raytuner.store.gptune_file`; its functions are re-exported here.
+
 Example:
     >>> import tempfile
     >>> from raytuner.records import FunctionEvaluation
@@ -154,11 +157,19 @@ class JsonStore(HistoryStore):
         self.__init__(state["directory"], state["compact_min_bytes"])  # type: ignore[misc]
 
     def path(self, problem: str) -> Path:
-        """The GPTune file of ``problem``."""
+        """The GPTune file of ``problem``.
+
+        Args:
+            problem: the tuning problem's name.
+        """
         return self.directory / f"{check_problem_name(problem)}.json"
 
     def quarantine_path(self, problem: str) -> Path:
-        """Where journal lines of ``problem`` that could not be read are kept."""
+        """Where journal lines of ``problem`` that could not be read are kept.
+
+        Args:
+            problem: the tuning problem's name.
+        """
         return self.directory / f"{check_problem_name(problem)}.json.corrupt"
 
     def _journal_path(self, problem: str) -> Path:

@@ -152,6 +152,10 @@ def query_filter(problem: str, query: EvaluationQuery | None = None) -> dict[str
     query that would become MongoDB operators or paths raise
     :class:`InvalidInputError`.
 
+    Args:
+        problem: the tuning problem's name.
+        query: the conditions on tasks, configurations and outputs (default ``None``: all evaluations).
+
     >>> query_filter("demo", EvaluationQuery(task={"t": (0, 5), "kind": ["a"]}))
     {'$and': [{'tuning_problem_name': 'demo'}, {'task_parameter.t': {'$gte': 0.0, '$lte': 5.0}}, {'task_parameter.kind': {'$in': ['a']}}]}
     >>> query_filter("demo", EvaluationQuery(task={"$where": ["x"]}))
@@ -223,6 +227,11 @@ class MongoStore(HistoryStore):
     ``raytuner``. Opening connects (within ``server_selection_timeout_ms``);
     an unreachable server raises :class:`StoreError`. A store that only reads
     writes nothing: the indexes are created, if missing, by the first write.
+
+    Args:
+        uri: the MongoDB connection string (``mongodb://...``).
+        database: the database (default ``None``: the URI's path, else ``"raytuner"``).
+        server_selection_timeout_ms: how long to wait for the server, in ms (default 10000).
 
     Example:
         >>> store = MongoStore("mongodb://127.0.0.1:27017", database="tuning")  # doctest: +SKIP

@@ -167,7 +167,6 @@ class GPTuneBand(Strategy):
         self._pending_samples: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
         self._sampler: _LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
-        self._models: list[SurrogateModelRecord] = []
         self._restored: list[SurrogateModelRecord] = []
 
     # -- plan state ------------------------------------------------------------------------------
@@ -282,7 +281,7 @@ class GPTuneBand(Strategy):
         _, j, i = min(choices)
         sampler = self._level_sampler()
         suggestion = sampler.ask({**self.tasks[i], LEVEL: j})
-        self._models.extend(sampler.take_models())
+        self._new_models.extend(sampler.take_models())
         self._pending_samples[(p, i, j)].append(suggestion.config)
         provenance = self._provenance(p, j, 0, self.structure.fidelity(j), suggestion.provenance.source or "model")
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
@@ -397,11 +396,6 @@ class GPTuneBand(Strategy):
         return {"pass": min(self.current_pass, self.passes - 1) + 1, "passes": self.passes,
                 "stage": None if finished else self.stage(), "evaluations": len(self._records), "in_flight": in_flight,
                 "cost_per_task": float(np.mean(self.cost_per_task())), "finished": finished}
-
-    def take_models(self) -> list[SurrogateModelRecord]:
-        """The LCM records fitted since the last call."""
-        models, self._models = self._models, []
-        return models
 
     def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
         """Keep stored models so that a rebuilt sampler warm-starts from the last one of its LCM-tasks.

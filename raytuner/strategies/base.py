@@ -8,9 +8,8 @@ evaluation. Strategies know nothing of Ray, gRPC or databases; the
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.strategies import RandomSearch
-    >>> problem = ProblemSpace.parse({
-    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = RandomSearch(problem, tasks=[{"t": 1.0}, {"t": 2.0}], seed=0)
     >>> s = engine.ask()
     >>> s.task, 0 <= s.config["x"] <= 1
@@ -83,9 +82,9 @@ def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation]
         records: The records, in log order.
         what: What the records are, for the warning (``"history"``, ``"source"``, ...).
 
-    >>> problem = ProblemSpace.parse({
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
-    >>> records = [FunctionEvaluation.create({}, {"x": x}, {"y": 1.0}) for x in (0.5, 2.0, 3.0)]
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+    >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 1.0}) for x in (0.5, 2.0, 3.0)]
     >>> [r.tuning_parameter["x"] for r in fitting_records(problem, records)]
     [0.5]
     """
@@ -149,6 +148,7 @@ class Strategy(ABC):
         self.tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
         self.seed = seed
         self._spec_options: dict[str, Any] = {}
+        self._new_models: list[SurrogateModelRecord] = []     # fitted, not yet taken by the session
 
     def _keep_options(self, **options: Any) -> None:
         """Remember the options the engine was built with, as plain data (its :attr:`spec`).
@@ -227,7 +227,8 @@ class Strategy(ABC):
 
     def take_models(self) -> list[SurrogateModelRecord]:
         """Surrogate-model records made since the last call (the session stores them)."""
-        return []
+        models, self._new_models = self._new_models, []
+        return models
 
     def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
         """Take back stored surrogate models (a model-based engine warm-starts from the last one).

@@ -22,9 +22,8 @@ Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.executors import InlineExecutor
-    >>> problem = ProblemSpace.parse({
-    ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = MLA(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, n_initial=3, executor=InlineExecutor())
     >>> for _ in range(8):
     ...     s = engine.ask()
@@ -110,7 +109,6 @@ class MLA(Strategy):
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._warm: Hyperparameters | None = None
-        self._new_models: list[SurrogateModelRecord] = []
         self._restored: SurrogateModelRecord | None = None
 
     @property
@@ -263,7 +261,7 @@ class MLA(Strategy):
             return self.acquisition(sign * mean, np.sqrt(variance), best)
 
         config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
-                                         candidates=self.search_candidates)
+                                         search_candidates=self.search_candidates)
         return config, "model"
 
     # -- tell, replay, models ----------------------------------------------------------------------
@@ -293,11 +291,6 @@ class MLA(Strategy):
             if task_key(pending) == ckey:
                 del self.pending[index][j]
                 break
-
-    def take_models(self) -> list[SurrogateModelRecord]:
-        """The surrogate-model records fitted since the last call."""
-        models, self._new_models = self._new_models, []
-        return models
 
     def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
         """Warm-start from the last stored model of this engine's modeler and tasks.

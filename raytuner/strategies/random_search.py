@@ -9,11 +9,10 @@ same next suggestion as one that never stopped.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> problem = ProblemSpace.parse({
-    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-    ...     "output_space": [{"name": "y"}]})
-    >>> a = RandomSearch(problem, tasks=[{}], seed=3).ask().config
-    >>> b = RandomSearch(problem, tasks=[{}], seed=3).ask().config
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+    >>> a = RandomSearch(problem, tasks=[{"t": 1.0}], seed=3).ask().config
+    >>> b = RandomSearch(problem, tasks=[{"t": 1.0}], seed=3).ask().config
     >>> a == b
     True
 """
@@ -68,12 +67,12 @@ class RandomSearch(Strategy):
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
-        """Count an adopted trial as pending for its task.
+        """Count a trial in flight, adopted after a restart, as pending for its task.
 
         Args:
-            task: The trial's task.
-            config: Its configuration.
-            provenance: Unused.
+            task: The task the adopted trial runs.
+            config: What it runs (random draws need only the count).
+            provenance: Ignored.
         """
         self._pending[self.task_index(task)] += 1
 

@@ -296,7 +296,7 @@ class TransferLearning(Strategy):
             values = score(self._candidate_units[free])           # type: ignore[index]
             return dict(self.candidates[int(free[int(np.argmax(values))])])
         config, _ = optimize_acquisition(self.problem, self.target, score, rng=self._stream(4),
-                                         exclude=self._exclude(), candidates=self.search_candidates)
+                                         exclude=self._exclude(), search_candidates=self.search_candidates)
         return config
 
     # -- tell --------------------------------------------------------------------------------------
