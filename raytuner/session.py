@@ -268,6 +268,10 @@ class TuningSession:
             known = self._known(trial_id)
             if known is not None:
                 return known
+        elif self._unsaved:                     # the oldest trial the ledger refused: handed out once saved
+            oldest = next(tid for tid in self._pending if tid in self._unsaved)
+            self._save(self._pending[oldest])
+            return self._pending[oldest]
         self._check_budget()
         try:
             suggestion = self.strategy.ask(task)
@@ -357,7 +361,9 @@ class TuningSession:
             UnknownTrial: The trial was never handed out by this session.
             TrialConflict: The trial was told before with another result.
         """
-        trial_id = trial if isinstance(trial, str) else trial.trial_id
+        trial_id = trial if isinstance(trial, str) else getattr(trial, "trial_id", None)
+        if not isinstance(trial_id, str):
+            raise UnknownTrial(f"trial_id: {str(trial)[:80]!r} is not a trial or a trial id")
         if failure is None:
             failure = self._failure_of(result)
         if trial_id in self._told:

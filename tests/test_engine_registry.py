@@ -185,3 +185,21 @@ def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
     expected = sum(n for s in range(band.structure.s_max + 1) for n, _ in band.structure.rungs(s)[1:])
     assert promotions == expected > 0
     assert band.progress()["finished"] and band.best()[0] is not None
+
+
+@pytest.mark.parametrize("seed", [-5, 1.5, True, "7"])
+def test_a_bad_seed_is_refused_when_the_engine_is_built(seed: Any) -> None:
+    problem, tasks, options = SPECS["random"]
+    with pytest.raises(InvalidInputError, match=r"^seed: .* is not a seed"):
+        build_engine(EngineSpec("random", options), problem, tasks, seed)
+
+
+def test_fresh_engine_refuses_an_engine_the_registry_does_not_build() -> None:
+    from raytuner.strategies import RandomSearch  # noqa: PLC0415
+
+    class Mine(RandomSearch):
+        pass
+
+    problem, tasks, _ = SPECS["random"]
+    with pytest.raises(InvalidInputError, match=r"^strategy: Mine is not a registered engine"):
+        fresh_engine(Mine(problem, tasks, seed=0))

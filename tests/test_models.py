@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.models.lcm import FitReport
+from raytuner.models.options import FitReport
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.records import FunctionEvaluation

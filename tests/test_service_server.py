@@ -133,6 +133,7 @@ def test_ask_with_client_trial_id_is_idempotent(alice: Client) -> None:
     ({"tasks_json": '[{"t": 1.0}, 3]'}, "tasks[1]"),
     ({"options_json": json.dumps({"bogus_option": 1})}, "options"),
     ({"max_evaluations": -2}, "max_evaluations"),
+    ({"seed": -5}, "seed"),
 ])
 def test_bad_sessions_name_the_field(alice: Client, request_fields: dict[str, Any], field: str) -> None:
     fields = {"problem_json": json.dumps(META), "strategy": "random", "tasks_json": '[{"t": 1.0}]',

@@ -133,6 +133,19 @@ def test_a_refused_ledger_write_is_saved_by_the_retry_and_never_handed_out_befor
     assert set(session.pending) == {"job-1"} and session.ask(trial_id="job-1") is trial
 
 
+def test_a_refused_ledger_write_without_a_trial_id_is_handed_out_by_the_next_ask(tmp_path: Path) -> None:
+    """No trial is stranded: the next ask (any id) saves the refused trial and hands it out first."""
+    ledger = FlakyLedger(tmp_path)
+    session = session_on(JsonStore(tmp_path), ledger=ledger, max_evaluations=1)
+    ledger.fail = 1
+    with pytest.raises(StoreError):
+        session.ask()
+    trial = session.ask()
+    assert [d["trial_id"] for d in ledger.read("trials")] == [trial.trial_id] and list(session.pending) == [trial.trial_id]
+    session.tell(trial, {"y": 1.0})
+    assert session.finished
+
+
 def test_the_budget_waits_for_the_trials_in_flight_then_finishes(tmp_path: Path) -> None:
     session = session_on(JsonStore(tmp_path), max_evaluations=2)
     a, b = session.ask(), session.ask()

@@ -15,10 +15,12 @@ tests are in ``test_service_reliability.py``, the stores' in
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,8 @@ TASKS = [{"t": 1.0}, {"t": 6.0}]
 SEED = 7
 TRIALS = 6
 NAME = "three_faces"
+#: How long the killed session's process may take to print its next line (it starts Python and imports).
+LINE_TIMEOUT_S = 120
 
 
 def objective(task: dict[str, Any], config: dict[str, Any]) -> float:
@@ -124,11 +128,12 @@ def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_p
     proc = subprocess.Popen([sys.executable, "-c", SESSION_SCRIPT, str(tmp_path), str(told_before_kill)],
                             stdout=subprocess.PIPE, text=True)
     events: list[tuple[str, str]] = []
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:
-        assert proc.stdout is not None
         while len(events) < 2 * told_before_kill + 1:
-            line = proc.stdout.readline()
-            assert line, f"the session process ended early (exit {proc.poll()})"
+            line = lines.get(timeout=LINE_TIMEOUT_S)          # a stalled child fails the test, never hangs it
             kind, trial_id = line.split()
             events.append((kind, trial_id))
         assert proc.poll() is None

@@ -44,7 +44,7 @@ import click
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.jsonfile import parse_json_file
 from raytuner.records import HistoryDocument
-from raytuner.store.json_store import HISTORY_FILE
+from raytuner.store.gptune_file import HISTORY_FILE
 
 __all__ = ["EXIT_FAILED", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_STATUS_HELP", "CommandError", "CommandGroup",
            "JsonFile", "history_file", "store_location", "one_line"]

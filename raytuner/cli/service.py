@@ -41,7 +41,7 @@ import re
 import shlex
 import signal
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import click

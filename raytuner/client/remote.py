@@ -41,7 +41,7 @@ from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, parse_outputs
 from raytuner.store.base import EvaluationQuery
-from raytuner.protocol import dumps
+from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 
@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 #: Status codes a call is retried on (the request may not have reached the server, or it was busy).
 RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
 _MAX_BACKOFF = 10.0
-_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 Objective = Callable[[dict[str, Any], dict[str, Any], "float | None"], "Mapping[str, float] | float"]
 
 
@@ -137,10 +136,10 @@ class ServiceChannel:
                                     "must be positive (retries and backoff may be 0)")
         self.address = address
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
-        self._metadata = (("x-api-key", api_key),) if api_key else ()
+        self._metadata = ((METADATA_KEY, api_key),) if api_key else ()
         options: list[tuple[str, Any]] = [
-            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.enable_retries", 0),                    # this class retries, with its own policy
             ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 2000)]

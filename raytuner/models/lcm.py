@@ -40,7 +40,7 @@ from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.likelihood import NegativeLogLikelihood
 from raytuner.models.options import FitReport, LCMOptions
 
-__all__ = ["LCM", "LCMOptions", "FitReport"]
+__all__ = ["LCM"]
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["MAX_JSON_BYTES", "dumps"]
+__all__ = ["MAX_JSON_BYTES", "MAX_MESSAGE_BYTES", "METADATA_KEY", "dumps"]
 
 #: Largest JSON text field, and largest failure message.
 MAX_JSON_BYTES = 1024 * 1024
+#: Largest message either side sends or reads (larger ones get RESOURCE_EXHAUSTED from gRPC).
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: The request metadata entry that carries the API key.
+METADATA_KEY = "x-api-key"
 
 
 def _plain(value: Any) -> Any:

@@ -35,12 +35,9 @@ from raytuner.crowd.keys import matches, new_key, parse_key
 from raytuner.errors import InvalidInputError
 from raytuner.store.ledger import Ledger
 
-__all__ = ["ApiKeys", "KeyInfo", "METADATA_KEY", "open_keys"]
+__all__ = ["ApiKeys", "KeyInfo", "open_keys"]
 
 log = logging.getLogger(__name__)
-
-#: The request metadata entry that carries the API key.
-METADATA_KEY = "x-api-key"
 
 #: How often (at most) :meth:`ApiKeys.verify` re-reads the keys log.
 REFRESH_SECONDS = 1.0

@@ -20,7 +20,7 @@ import grpc
 from raytuner.analysis.sensitivity import sobol_analysis
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
-from raytuner.protocol import dumps
+from raytuner.protocol import METADATA_KEY, dumps
 from raytuner.service.handlers import json_field, rpc, status_of
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
@@ -35,7 +35,7 @@ BATCH = 500
 
 
 def _api_key(context: grpc.ServicerContext) -> str:
-    return dict(context.invocation_metadata()).get("x-api-key", "")
+    return dict(context.invocation_metadata()).get(METADATA_KEY, "")
 
 
 class CrowdServicer(pb_grpc.CrowdServiceServicer):

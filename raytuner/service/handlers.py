@@ -23,7 +23,7 @@ from typing import Any, Callable
 import grpc
 
 from raytuner.errors import InvalidInputError, StoreError
-from raytuner.protocol import MAX_JSON_BYTES, dumps
+from raytuner.protocol import MAX_JSON_BYTES
 
 __all__ = ["Abort", "status_of", "rpc", "json_field"]
 

@@ -30,8 +30,8 @@ import grpc
 
 from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, as_number, check_problem_name
-from raytuner.service.auth import METADATA_KEY, ApiKeys
-from raytuner.protocol import MAX_JSON_BYTES, dumps
+from raytuner.service.auth import ApiKeys
+from raytuner.protocol import MAX_JSON_BYTES, MAX_MESSAGE_BYTES, METADATA_KEY, dumps
 from raytuner.service.handlers import Abort, json_field, rpc, status_of
 from raytuner.service.sessions import CROWD_OWNER, ServiceSession, SessionManager
 from raytuner.protocol.v1 import tuning_pb2 as pb
@@ -39,12 +39,10 @@ from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import open_store
 from raytuner.store.base import EvaluationQuery, HistoryStore
 
-__all__ = ["TuningServer", "MAX_MESSAGE_BYTES", "MAX_JSON_BYTES"]
+__all__ = ["TuningServer"]
 
 log = logging.getLogger(__name__)
 
-#: Largest request the server reads (larger ones get RESOURCE_EXHAUSTED from gRPC).
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: Largest failure message.
 MAX_FAILURE_CHARS = 65536
 

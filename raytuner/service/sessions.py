@@ -276,11 +276,11 @@ class SessionManager:
     def load(self) -> int:
         """Rebuild every session from the ledger and the store (server start); returns how many."""
         for document in self.ledger.read("sessions"):
-            spec = SessionSpec(**document)
             try:
+                spec = SessionSpec(**document)
                 session = self._open(spec)
             except Exception:                          # one broken session must not stop the server
-                log.exception("cannot rebuild session %s", spec.session_id)
+                log.exception("cannot rebuild session %s", document.get("session_id"))
                 continue
             self._replay_events(session)
             with self._lock:
@@ -391,10 +391,11 @@ class SessionManager:
             trial = session.tuning.pending.get(trial_id)
             record = session.tuning.tell(trial_id, None if failure else outputs, failure=failure or None,
                                          additional_output=additional_output, machine=machine, software=software)
-        if duplicate or trial is None:
+            finished = session.finished
+        if duplicate:
             return record, True
         session.event("TOLD", trial, record)
-        if session.finished:
+        if finished:
             session.event("FINISHED")
         return record, False
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from raytuner.store.base import EvaluationQuery, HistoryStore, VersionRange, check_problem_name
-from raytuner.store.json_store import JsonStore, read_history_file, write_history_file
+from raytuner.store.gptune_file import read_history_file, write_history_file
+from raytuner.store.json_store import JsonStore
 from raytuner.store.ledger import JsonLedger, Ledger, MongoLedger
 from raytuner.store.location import is_mongodb_uri, open_store
 from raytuner.store.source import StoreSource

@@ -31,7 +31,7 @@ Several processes may append to the same problem at once: writes are
 serialised by the lock, fsyncs run outside it.
 
 A whole GPTune file is read and written (atomically) by
-:mod:`raytuner.store.gptune_file`; its functions are re-exported here.
+:mod:`raytuner.store.gptune_file`.
 
 Example:
     >>> import tempfile
@@ -61,7 +61,7 @@ from pydantic import ValidationError
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
-from raytuner.store.gptune_file import HISTORY_FILE, read_history_file, write_history_file
+from raytuner.store.gptune_file import write_history_file
 from raytuner.store.ledger import JsonLedger
 from raytuner.store.journal import (
     FUNC_EVAL as _FUNC_EVAL,
@@ -73,7 +73,7 @@ from raytuner.store.journal import (
     read_journal,
 )
 
-__all__ = ["JsonStore", "read_history_file", "write_history_file", "HISTORY_FILE"]
+__all__ = ["JsonStore"]
 
 log = logging.getLogger(__name__)
 

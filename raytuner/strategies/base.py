@@ -32,6 +32,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
@@ -144,6 +146,8 @@ class Strategy(ABC):
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None) -> None:
         if not tasks:
             raise InvalidInputError("tasks", "at least one task is needed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise InvalidInputError("seed", f"{seed!r} is not a seed: a whole number >= 0, or none")
         self.problem = problem
         self.tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
         self.seed = seed

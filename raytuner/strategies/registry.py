@@ -185,8 +185,16 @@ def fresh_engine(strategy: Strategy) -> Strategy:
     A face replays its store into it after a restore, instead of copying a blank engine.
 
     Args:
-        strategy: Any registered engine.
+        strategy: Any registered engine (of the class :data:`ENGINES` builds by its name).
+
+    Raises:
+        InvalidInputError: ``strategy`` is of a class the registry does not build by its name
+            (a subclass, or an engine of one's own): its spec cannot rebuild it.
     """
+    entry = ENGINES.get(strategy.spec_name)
+    if entry is None or type(strategy) is not entry.engine:
+        raise InvalidInputError("strategy", f"{type(strategy).__name__} is not a registered engine, so its spec "
+                                            f"cannot rebuild it; add it to ENGINES", allowed=sorted(ENGINES))
     return build_engine(strategy.spec, strategy.problem, strategy.spec_tasks, strategy.seed,
                         executor=strategy.executor, source=strategy.source)
 

@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -88,7 +90,7 @@ class EngineSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name": ..., "options": {...}}``, ready for ``json.dumps``."""
-        return {"name": self.name, "options": dict(self.options)}
+        return {"name": self.name, "options": copy.deepcopy(dict(self.options))}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "EngineSpec":
