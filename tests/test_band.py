@@ -184,3 +184,29 @@ def test_resume_mid_bracket_continues_exactly(tmp_path: Any) -> None:
     counts = Counter((r.raytuner.bracket, r.raytuner.rung) for r in store.evaluations("band"))
     assert counts == Counter({(s, rung): n * 2 for s in range(4)
                               for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))})
+
+
+def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:
+    band = engine(model="levels")
+    paper = engine()
+    seen_stages = set()
+    while not band.finished:
+        s = band.ask()
+        if s.provenance.rung == 0 and s.provenance.source == "model":
+            sampler = band._level_sampler()
+            seen_stages.add(sampler.stage)
+            # every level of every task is an LCM-task, at any stage
+            assert sorted(sampler.lcm_tasks) == [(i, j) for i in range(2) for j in range(4)]
+            k = sampler.task_index({**TASKS[1], "gptuneband_level": sampler.stage})
+            assert sampler.lcm_tasks[sampler.scored_task(k)] == (1, 0)     # scored by the prediction at b_max
+            assert len(sampler._records) == len(band._records)              # no evaluation left the model
+        band.tell(evaluate(s))
+    assert seen_stages >= {1, 2}
+    assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass()] * 2)
+    sampler = paper._level_sampler()
+    assert sampler.scored_task(0) == 0 and len(sampler.lcm_tasks) == 8   # the paper's model, stage 0
+
+
+def test_an_unknown_model_names_the_choices() -> None:
+    with pytest.raises(InvalidInputError, match="model.*allowed: paper, levels"):
+        engine(model="fancy")

@@ -1,20 +1,24 @@
 """The band benchmark's fast parts: the LCBench surrogate reader, Table 1's settings, the inner runners.
 
-No Ray here: the Ray peers are exercised by ``raytuner bench band --quick``. Nothing skips: the
-``[test]`` extra installs onnxruntime and Optuna, and CI provides ``../shared/data/yahpo_lcbench``;
-without them these tests fail and say what is missing.
+No Ray here: the Ray peers are exercised by ``raytuner bench band --quick``. Nothing skips but the
+SMAC peer's run (smac is in the ``[bench]`` extra only): the ``[test]`` extra installs onnxruntime and
+Optuna, and CI provides ``../shared/data/yahpo_lcbench``; without them these tests fail and say what is
+missing.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import sys
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pytest
 
-from raytuner.bench import band, band_peers, band_ray_budget
+from raytuner.bench import band, band_peers, band_ray_budget, band_smac
 from raytuner.bench.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
 from raytuner.errors import InvalidInputError
 from raytuner.strategies import BanditStructure
@@ -84,6 +88,24 @@ def test_table1_rows_match_the_paper() -> None:
     assert band.FULL.repeats >= 5 and band.QUICK.rows == band.TABLE1[:1] and band.QUICK.repeats == 2
 
 
+def test_full_and_quick_settings() -> None:
+    """Issue 19: all six rows x 5 repeats; LCBench on the 8 tasks, 3 repeats, two passes. Quick stays small."""
+    full, quick = band.FULL, band.QUICK
+    assert (full.rows, full.repeats, full.tasks) == (band.TABLE1, 5, 10)
+    assert (full.lcbench_tasks, full.lcbench_repeats, full.lcbench_passes) == (LCBENCH_TASKS, 3, 2)
+    assert len(LCBENCH_TASKS) == 8
+    assert (quick.rows, quick.repeats, quick.tasks) == (band.TABLE1[:1], 2, 10)
+    assert (quick.lcbench_tasks, quick.lcbench_repeats, quick.lcbench_passes) == (LCBENCH_TASKS[:2], 1, 1)
+
+
+def test_tuners_and_runners_line_up() -> None:
+    assert tuple(band.DEMO_RUNNERS) == band.DEMO_TUNERS and tuple(band.LCBENCH_RUNNERS) == band.LCBENCH_TUNERS
+    assert {"GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC"} == set(band.LCBENCH_TUNERS)
+    paper = band.DEMO_RUNNERS["GPTuneBand-paper"]      # the same runner, the engine's paper model
+    assert isinstance(paper, functools.partial) and paper.func is band_peers.run_demo_gptuneband
+    assert paper.keywords == {"model": "paper"} and not paper.args
+
+
 def test_lcbench_budget_and_ray_decision_points() -> None:
     structure = band.lcbench_structure()
     assert structure.fidelities == (52.0, 17.0, 6.0, 2.0)
@@ -122,6 +144,7 @@ def test_row_results_shape_and_goals() -> None:
     finals = {name: np.full((2, 3), 1.0 + 0.01 * k) for k, name in enumerate(band.DEMO_TUNERS)}
     wall = {name: [1.0, 2.0] for name in band.DEMO_TUNERS}
     row = band.row_results(band.TABLE1[0], finals, wall)
+    assert row["goals"]["lowest_R_bar_incl_mla"] is True
     assert {"id", "task_range", "structure", "R_bar", "win_rate_vs", "paper_R_bar_GPTuneBand", "repeats",
             "cost_per_task"} <= set(row)
     assert set(row["R_bar"]) == set(band.DEMO_TUNERS) and set(row["win_rate_vs"]) == set(band.DEMO_TUNERS[1:])
@@ -131,6 +154,35 @@ def test_row_results_shape_and_goals() -> None:
                                  "GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row": True}
 
 
+def test_lowest_r_bar_counts_our_mla_and_needs_it() -> None:
+    finals = {"GPTuneBand": np.full((1, 2), 1.01), "GPTune": np.full((1, 2), 1.0), "BOHB": np.full((1, 2), 1.1)}
+    row = band.row_results(band.TABLE1[0], finals, {n: [1.0] for n in finals})
+    assert row["goals"]["lowest_R_bar"] is False and row["goals"]["lowest_R_bar_incl_mla"] is False
+    no_mla = band.row_results(band.TABLE1[0], {n: v for n, v in finals.items() if n != "GPTune"},
+                              {n: [1.0] for n in finals})
+    assert no_mla["goals"]["lowest_R_bar"] is True and no_mla["goals"]["lowest_R_bar_incl_mla"] is None
+
+
+def test_run_goals_keep_the_old_keys_and_add_issue_19s() -> None:
+    finals = {name: np.full((1, 2), 1.0 + 0.01 * k) for k, name in enumerate(band.DEMO_TUNERS)}
+    row = band.row_results(band.TABLE1[0], finals, {n: [1.0] for n in finals})
+    lc = band.lcbench_results([3945], 25.4, {"GPTuneBand": np.array([[90.0]]), "SMAC": np.array([[91.0]])},
+                              {"GPTuneBand": [1.0], "SMAC": [1.0]}, 2, ask_seconds=[0.1, 6.0])
+    goals = band.all_goals([row], lc)
+    assert {k: goals[k] for k in band.goals([row])} == band.goals([row])
+    assert {k: goals[k] for k in ("lowest_R_bar_every_row_incl_mla", "R_bar_le_1.02_every_row",
+                                  "win_rate_vs_BOHB_ge_0.8_every_row", "lcbench_best_mean_rank",
+                                  "lcbench_longest_ask_lt_5s")} == {
+        "lowest_R_bar_every_row_incl_mla": True, "R_bar_le_1.02_every_row": True,
+        "win_rate_vs_BOHB_ge_0.8_every_row": True, "lcbench_best_mean_rank": False,
+        "lcbench_longest_ask_lt_5s": False}
+    unmeasured = band.all_goals([])
+    assert set(unmeasured) == set(goals) and set(unmeasured.values()) == {None}
+    text = band.render_report({"table1": {"rows": [row], "goals": band.goals([row])}, "lcbench": lc,
+                               "goals": goals, "quick": True, "machine": {}, "command": "raytuner bench band"})
+    assert "longest 6.0 s" in text and "GPTuneBand-paper" in text
+
+
 def test_lcbench_results_rank_maximised_accuracy() -> None:
     finals = {"GPTuneBand": np.array([[95.0, 80.0]]), "ASHA": np.array([[90.0, 80.0]]),
               "HB": np.array([[85.0, 70.0]]), "BOHB": np.array([[95.0, 60.0]])}
@@ -138,3 +190,44 @@ def test_lcbench_results_rank_maximised_accuracy() -> None:
     assert lc["mean_rank"] == {"GPTuneBand": 1.5, "ASHA": 2.25, "HB": 3.5, "BOHB": 2.75}
     assert lc["R_bar"]["GPTuneBand"] == 1.0 and lc["R_bar"]["HB"] > 1.0 and lc["goal_best_mean_rank"]
     assert lc["structure"] == [1, 52, 3] and lc["repeats"] == 1
+    assert lc["skipped"] == [] and lc["longest_ask_seconds"] is None and lc["goal_longest_ask_lt_5s"] is None
+
+
+def _fake_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
+                     budget: float, seed: int) -> list[band_peers.Trace]:
+    return [band_peers.Trace([budget], [90.0 + seed], 90.0 + seed, ask_seconds=[0.5, 2.0 + seed]) for _ in task_ids]
+
+
+def test_run_lcbench_skips_a_peer_that_is_not_installed_and_times_asks(monkeypatch: pytest.MonkeyPatch,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "smac", None)      # import smac raises ImportError
+    runners = {"GPTuneBand": _fake_gptuneband, "SMAC": band_smac.run_lcbench_smac}
+    with caplog.at_level("WARNING", logger="raytuner.bench.band"):
+        lc, history = band.run_lcbench([3945], repeats=2, passes=1, runners=runners)
+    assert lc["skipped"] == ["SMAC"] and list(lc["mean_rank"]) == ["GPTuneBand"] and "SMAC" in caplog.text
+    assert set(history["curves"]) == {"GPTuneBand"}
+    assert (lc["asks"], lc["longest_ask_seconds"], lc["ask_seconds_median"]) == (4, 3.0, 1.25)
+    assert lc["goal_longest_ask_lt_5s"] is True
+
+
+def test_lcbench_tpe_evaluates_at_full_fidelity_within_the_budget(surrogate: LCBenchSurrogate) -> None:
+    structure = BanditStructure.hyperband(2, 8, 2, integer=True)
+    traces = band_peers.run_lcbench_tpe(surrogate, [3945, 7593], structure, 3.9, seed=1)
+    assert [t.costs for t in traces] == [[1.0] * 3] * 2
+    assert all(t.final == max(t.values) for t in traces)
+    again = band_peers.run_lcbench_tpe(surrogate, [3945, 7593], structure, 3.9, seed=1)
+    assert [t.values for t in again] == [t.values for t in traces]
+    with pytest.raises(InvalidInputError, match="budget"):
+        band_peers.run_lcbench_tpe(surrogate, [3945], structure, 0.5, seed=1)
+
+
+def test_smac_peer_on_one_task_spends_at_most_the_budget(surrogate: LCBenchSurrogate) -> None:
+    pytest.importorskip("smac", reason="smac is in the [bench] extra")
+    structure = BanditStructure.hyperband(2, 8, 2, integer=True)
+    budget = structure.cost_per_pass("iterative")
+    (trace,) = band_smac.run_lcbench_smac(surrogate, [3945], structure, budget, seed=0)
+    assert 0.5 * budget < sum(trace.costs) <= budget + 1e-9
+    assert {round(c * 8) for c in trace.costs} <= {2, 4, 8}       # whole-epoch rungs and their increments
+    assert 0.0 < trace.final <= 100.0 and trace.final == pytest.approx(np.nanmax(trace.values)) and not trace.note
+    (again,) = band_smac.run_lcbench_smac(surrogate, [3945], structure, budget, seed=0)
+    assert again.costs == trace.costs and again.final == trace.final      # same seed, same process

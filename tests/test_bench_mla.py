@@ -10,9 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from raytuner.bench.mla import (QualitySettings, build_results, drive, normalised_curves, quality_results,
-                                render_report, run_quality)
+from raytuner.bench.mla import (TUNERS as ALL_TUNERS, QualitySettings, available_tuners, build_results, drive,
+                                normalised_curves, quality_results, render_report, run_quality)
 from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
+from raytuner.bench.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch
 from raytuner.testing.functions import DEMO_PROBLEM, demo_grid_minimum
@@ -99,3 +100,63 @@ def test_overhead_history_is_standardised_per_task() -> None:
         np.testing.assert_allclose(standardise([y])[0], y)  # standardising twice changes nothing
     for task, y in zip(history.tasks, history.y):
         assert min(y) >= demo_grid_minimum(task["t"])[1] - 1e-6
+
+
+class _FlatModel:
+    """A stand-in fitted model: mean 0 and variance 1 in model units everywhere, an approximation report."""
+
+    class report:  # noqa: N801 - an attribute namespace like FitReport
+        approximation = {"method": "fitc", "samples": 1020, "fit_samples": 500, "inducing": np.int64(200),
+                         "held_out": 20, "held_out_rmse": 0.1, "held_out_log_density": float("nan")}
+
+    def predict(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(len(X)), np.ones(len(X))
+
+
+def test_scale_rows_report_held_out_error_and_goals() -> None:
+    tasks = task_values(2)
+    rng = np.random.default_rng(0)
+    y = [rng.normal(3.0, 2.0, 510) for _ in tasks]  # 1,020 records: held-out figures, no exact model
+    X = [rng.random((510, 1)) for _ in tasks]
+    figures = scale_figures(_FlatModel(), X, y, standardise(y), tasks)
+    json.dumps(figures, allow_nan=False)  # numpy scalars and NaN in the report are made JSON data
+    assert figures["approximation"]["inducing"] == 200 and figures["approximation"]["held_out_log_density"] is None
+    heldout = make_heldout(tasks)
+    predicted_mean = np.concatenate([np.full(20, np.mean(v)) for v in y])
+    rmse = float(np.sqrt(np.mean((np.concatenate(heldout[1]) - predicted_mean) ** 2)))
+    assert figures["heldout_rmse"] == pytest.approx(rmse, rel=1e-4) and figures["heldout_log_density"] < 0
+    assert figures["exact_heldout_rmse"] is None and figures["exact_loglik"] is None
+    small = scale_figures(_FlatModel(), [x[:5] for x in X], [v[:5] for v in y], standardise([v[:5] for v in y]),
+                          tasks)
+    assert small["heldout_rmse"] is None and small["approximation"] is not None
+
+    ours = {"seconds": [4.0], "loglik": -50.0, "standardisation_agrees": True}
+    rows = [overhead_row(10, 30, 0.5, [0.2, 0.25], ours, None, 5),
+            overhead_row(10, 100, 1.5, [0.9], ours, None, 5, figures),
+            overhead_row(20, 250, 4.0, [3.5], ours, None, 5, {**figures, "heldout_rmse": 0.01})]
+    assert [r["records"] for r in rows] == [300, 1000, 5000] and rows[2]["heldout_rmse"] == 0.01
+    assert scale_goals(rows) == {"warm_ask_median_le_0.3s_at_10x30": True, "cold_fit_le_5s_at_10x30": True,
+                                 "ask_median_le_1s_at_10x100": True, "ask_median_le_3s_at_20x250": False}
+    section = "\n".join(render_scale(rows))
+    assert "10 x 100" in section and "fitc, fit on 500 of 1020, 200 inducing" in section
+    assert "10 x 30 |" not in section and render_scale(rows[:1]) == []
+
+
+def test_optuna_gp_is_a_peer_and_skipped_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "optuna_gp" in ALL_TUNERS
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)  # import torch raises ImportError
+    tuners, skipped = available_tuners()
+    assert "optuna_gp" not in tuners and "torch" in skipped["optuna_gp"] and "mla" in tuners
+    names = ("mla", "single_task_bo", "optuna_gp")
+    best = {"mla": np.array([[1.0, 1.0, 1.0]]), "single_task_bo": np.array([[2.0, 2.0, 2.0]]),
+            "optuna_gp": np.array([[2.0, 0.5, 0.5]])}
+    quality = {**quality_results(best, {n: [1.0] for n in names}), "tasks": [1.0], "seeds": [0],
+               "evaluations_per_task": 20, "n_initial": 10, "plot": None, "skipped": {"optuna_tpe": "why not"}}
+    results = build_results(quality, [], quick=True, machine={})
+    goals = results["goals"]
+    assert goals["mla_win_rate_vs_single_task_bo_ge_0.7"] is True and goals["win_rate_ge_0.7_vs_optuna_gp"] is False
+    assert goals["ask_median_le_3s_at_20x250"] is None and goals["warm_ask_median_le_0.3s_at_10x30"] is None
+    report = render_report({**results, "overhead": {**results["overhead"], "asks": 3, "fit_repeats": 1,
+                                                    "naive_restarts": 2, "naive_samples": [10]}})
+    assert "Skipped optuna_tpe: why not." in report and "against optuna_gp: **missed**" in report
+    assert "at 20 x 250 (5,000 records) at most 3 s: not measured" in report

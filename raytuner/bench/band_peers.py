@@ -11,9 +11,12 @@ fidelity ``b`` costs ``b / b_max``.
   :func:`run_demo_mla`), ``TPE`` (Optuna, :func:`run_demo_tpe`) and
   ``random`` (:func:`run_demo_random`).
 - LCBench (iterative fidelity, maximise ``val_accuracy``): ``GPTuneBand`` (the
-  engine, iterative mode, all tasks at once, :func:`run_lcbench_gptuneband`).
+  engine, iterative mode, all tasks at once, :func:`run_lcbench_gptuneband`;
+  it times every ``ask``) and ``TPE`` (Optuna at 52 epochs,
+  :func:`run_lcbench_tpe`).
 
-The Ray Tune peers (BOHB, HB, ASHA) are in :mod:`raytuner.bench.band_ray`.
+The Ray Tune peers (BOHB, HB, ASHA) are in :mod:`raytuner.bench.band_ray`, SMAC3's
+multi-fidelity facade in :mod:`raytuner.bench.band_smac`.
 The engines (SciPy, the LCM) load inside the runners: Ray's trial workers
 import this module through :mod:`raytuner.bench.band_ray` and start fast.
 
@@ -30,26 +33,31 @@ Example (no Ray needed):
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from raytuner.analysis import best_so_far
 from raytuner.bench.lcbench import LCBenchSurrogate
-from raytuner.space import ProblemSpace
+from raytuner.errors import InvalidInputError
+from raytuner.space import ProblemSpace, Space
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
 __all__ = ["Trace", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe", "run_demo_random",
-           "run_lcbench_gptuneband"]
+           "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
 @dataclass
 class Trace:
     """One tuner on one task: per evaluation its cost and value at ``b_max`` (NaN below), and the answer.
+
+    ``ask_seconds`` holds the wall seconds of each ``ask`` of an engine, where
+    its runner times them (GPTuneBand's on LCBench).
 
     >>> trace = Trace()
     >>> trace.add(0.5, None); trace.add(1.0, 2.0)
@@ -61,6 +69,7 @@ class Trace:
     values: list[float] = field(default_factory=list)
     final: float = math.nan
     note: str = ""
+    ask_seconds: list[float] = field(default_factory=list)
 
     def add(self, cost: float, value: float | None) -> None:
         """Append one evaluation (``value=None``: not at ``b_max``).
@@ -110,7 +119,8 @@ def _demo_problem() -> ProblemSpace:
     return ProblemSpace.parse(DEMO_PROBLEM)
 
 
-def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
+def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed: int, model: str | None = None
+                        ) -> list[Trace]:
     """GPTuneBand's engine, one one-shot pass over all tasks, model fits inline (deterministic).
 
     It spends exactly ``C`` per task (:func:`demo_budget`); its answer is the
@@ -120,6 +130,8 @@ def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed
         tasks: the task values ``t`` to tune, one trace each.
         structure: the bandit structure of the row.
         seed: the engine's seed.
+        model: the engine's ``model`` (``"paper"``: the paper's GPTuneBand model; default ``None``: the engine's
+            default).
 
     >>> from raytuner.strategies import BanditStructure
     >>> (trace,) = run_demo_gptuneband([1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
@@ -129,8 +141,9 @@ def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed
     from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
     from raytuner.strategies import GPTuneBand
+    options = {} if model is None else {"model": model}
     band = GPTuneBand(_demo_problem(), [{"t": t} for t in tasks], seed=seed, fidelities=structure.fidelities,
-                      eta=structure.eta, passes=1, executor=InlineExecutor())
+                      eta=structure.eta, passes=1, executor=InlineExecutor(), **options)
     traces = [Trace() for _ in tasks]
     b_max = structure.b_max
     while not band.finished:
@@ -144,8 +157,41 @@ def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed
     return traces
 
 
-def _at_b_max(history: np.ndarray) -> list[Trace]:
-    return [Trace([1.0] * len(row), [float(v) for v in row], float(np.min(row))) for row in history]
+def _at_b_max(history: np.ndarray, sign: float = 1.0) -> list[Trace]:
+    """One trace per row of values at ``b_max`` (each costs 1); the answer is the best (``sign=-1``: maximised)."""
+    return [Trace([1.0] * len(row), [float(v) for v in row], float(sign * np.min(sign * np.asarray(row))))
+            for row in history]
+
+
+def _suggest(trial: Any, space: Space) -> dict[str, Any]:
+    """An Optuna trial's configuration of ``space`` (log scales kept, integer bounds inclusive)."""
+    config: dict[str, Any] = {}
+    for p in space:
+        if p.type == "categorical":
+            config[p.name] = trial.suggest_categorical(p.name, list(p.categories))
+        elif p.type == "integer":
+            config[p.name] = trial.suggest_int(p.name, int(p.lower_bound), int(p.upper_bound), log=p.log)
+        else:
+            config[p.name] = trial.suggest_float(p.name, p.lower_bound, p.upper_bound, log=p.log)
+    return config
+
+
+def _tpe_values(space: Space, evaluations: int, seed: int, direction: str,
+                objective: Callable[[dict[str, Any]], float]) -> list[float]:
+    """One Optuna TPE study of ``evaluations`` (half of them random startup): the value of each, in order."""
+    try:
+        import optuna
+    except ImportError as exc:
+        raise ImportError("the band benchmark compares with Optuna: pip install 'raytuner[bench]'") from exc
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(1, evaluations // 2))
+    study = optuna.create_study(direction=direction, sampler=sampler)
+    values = []
+    for _ in range(evaluations):
+        trial = study.ask()
+        values.append(float(objective(_suggest(trial, space))))
+        study.tell(trial, values[-1])
+    return values
 
 
 def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
@@ -192,22 +238,10 @@ def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     >>> [sum(t.costs) for t in traces], [t.final == min(t.values) for t in traces]
     ([8.0, 8.0], [True, True])
     """
-    try:
-        import optuna
-    except ImportError as exc:
-        raise ImportError("the band benchmark compares with Optuna: pip install 'raytuner[bench]'") from exc
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     _, evaluations = demo_budget(structure)
-    rows = []
-    for j, t in enumerate(tasks):
-        sampler = optuna.samplers.TPESampler(seed=seed * 1000 + j, n_startup_trials=max(1, evaluations // 2))
-        study = optuna.create_study(direction="minimize", sampler=sampler)
-        values = []
-        for _ in range(evaluations):
-            trial = study.ask()
-            values.append(demo(trial.suggest_float("x", 0.0, 1.0), t))
-            study.tell(trial, values[-1])
-        rows.append(values)
+    space = _demo_problem().parameter_space
+    rows = [_tpe_values(space, evaluations, seed * 1000 + j, "minimize", lambda c, t=t: demo(c["x"], t))
+            for j, t in enumerate(tasks)]
     return _at_b_max(np.array(rows, dtype=float))
 
 
@@ -233,7 +267,8 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
     """GPTuneBand's engine in iterative mode over all tasks; as many passes as ``budget`` per task holds.
 
     A promotion pays only its extra epochs; the answer is the best
-    ``val_accuracy`` at ``b_max`` epochs.
+    ``val_accuracy`` at ``b_max`` epochs. The wall seconds of each ``ask`` go
+    to the asked task's ``Trace.ask_seconds``.
 
     Args:
         surrogate: the LCBench surrogate that answers the evaluations.
@@ -248,6 +283,8 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
     >>> (trace,) = run_lcbench_gptuneband(LCBenchSurrogate(), [3945], structure, budget, seed=0)
     >>> round(sum(trace.costs), 9) == round(budget, 9), 0.0 < trace.final <= 100.0
     (True, True)
+    >>> len(trace.ask_seconds) == len(trace.costs), min(trace.ask_seconds) >= 0.0
+    (True, True)
     """
     from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
@@ -259,12 +296,46 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
     traces = [Trace() for _ in task_ids]
     b_max = structure.b_max
     while not band.finished:
+        started = time.perf_counter()
         s = band.ask()
+        asked = time.perf_counter() - started
         epoch = float(s.fidelity or b_max)
         value = surrogate.evaluate(s.task["task_id"], s.config, epoch)["val_accuracy"]
         band.tell(FunctionEvaluation.create(s.task, s.config, {"val_accuracy": value}, provenance=s.provenance))
-        traces[band.task_index(s.task)].add(s.provenance.cost or 0.0, value if epoch >= b_max else None)
+        trace = traces[band.task_index(s.task)]
+        trace.add(s.provenance.cost or 0.0, value if epoch >= b_max else None)
+        trace.ask_seconds.append(asked)
     for trace, best in zip(traces, band.best()):
         trace.final = float(best.value("val_accuracy")) if best is not None else math.nan
     return traces
 
+
+def run_lcbench_tpe(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
+                    budget: float, seed: int) -> list[Trace]:
+    """Optuna's TPE at full fidelity (``b_max`` epochs), one study per task, ``⌊budget⌋`` evaluations each.
+
+    An evaluation at ``b_max`` costs 1, so ``⌊budget⌋`` of them fit the
+    budget; half of them are random startup (as on Table 1). The answer is
+    the best ``val_accuracy`` seen.
+
+    Args:
+        surrogate: the LCBench surrogate that answers the evaluations.
+        task_ids: the LCBench task ids to tune, one study and one trace each.
+        structure: the bandit structure, in epochs (its ``b_max`` is the fidelity evaluated).
+        budget: the normalised cost per task to spend (epochs / ``b_max``).
+        seed: the samplers' seed (task ``j`` gets ``seed * 1000 + j``).
+
+    >>> from raytuner.strategies import BanditStructure
+    >>> (trace,) = run_lcbench_tpe(LCBenchSurrogate(), [3945], BanditStructure.hyperband(2, 8, 2), 3.5, seed=0)
+    >>> trace.costs, trace.final == max(trace.values)
+    ([1.0, 1.0, 1.0], True)
+    """
+    evaluations = int(math.floor(budget + 1e-9))
+    if evaluations < 1:
+        raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
+    space = surrogate.problem(task_ids).parameter_space
+    b_max = structure.b_max
+    rows = [_tpe_values(space, evaluations, seed * 1000 + j, "maximize",
+                        lambda c, t=t: surrogate.evaluate(t, c, b_max)["val_accuracy"])
+            for j, t in enumerate(task_ids)]
+    return _at_b_max(np.array(rows, dtype=float), sign=-1.0)

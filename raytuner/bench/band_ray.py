@@ -57,7 +57,7 @@ if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial work
     from raytuner.strategies import BanditStructure
 
 __all__ = ["RAY_KINDS", "RayRun", "run_demo_ray", "run_lcbench_ray", "demo_trainable", "lcbench_trainable",
-           "tune_space", "config_space"]
+           "tune_space", "config_space", "budget_trace"]
 
 log = logging.getLogger(__name__)
 
@@ -219,9 +219,25 @@ def _ray_run(run: RayRun, trainable: Callable[..., None], constants: Mapping[str
     return budget, configs
 
 
-def _trace(budget: ReportBudget, configs: Mapping[str, dict[str, Any]], b_max: int, sign: float,
-           truth: Callable[[dict[str, Any]], float]) -> Trace:
-    """The run's trace; its answer is the best configuration at the highest fidelity reached (a note below b_max)."""
+def budget_trace(budget: ReportBudget, configs: Mapping[str, dict[str, Any]], b_max: int, sign: float,
+                 truth: Callable[[dict[str, Any]], float]) -> Trace:
+    """A run's trace from its budget's log; the answer is ``truth`` of the best configuration at the highest
+    fidelity reached (with a note when that is below ``b_max``).
+
+    Args:
+        budget: the run's budget, whose log holds (trial id, fidelity, value, cost) per report.
+        configs: trial id to the trial's configuration.
+        b_max: the highest fidelity (a cost is normalised by it).
+        sign: ``1.0`` when the value is minimised, ``-1.0`` when maximised.
+        truth: the objective at ``b_max`` of a configuration, the answer.
+
+    >>> budget = ReportBudget(8.0, metric="y")
+    >>> budget.record("a", {"fidelity": 2, "y": 3.0}), budget.record("a", {"fidelity": 4, "y": 2.0})
+    (False, False)
+    >>> trace = budget_trace(budget, {"a": {"x": 0.5}}, 4, 1.0, lambda c: c["x"])
+    >>> trace.costs, trace.values, trace.final, trace.note
+    ([0.5, 0.5], [nan, 2.0], 0.5, '')
+    """
     trace = Trace()
     for _, fidelity, value, cost in budget.log:
         trace.add(cost / b_max, value if fidelity >= b_max else None)
@@ -281,7 +297,7 @@ def run_demo_ray(kind: str, tasks: Sequence[float], structure: BanditStructure, 
     traces = []
     for j, t in enumerate(tasks):
         budget, configs = _ray_run(run, trainable, {"t": t}, space, seed * 1000 + j)
-        traces.append(_trace(budget, configs, run.b_max, 1.0, lambda c, t=t: demo(c["x"], t)))
+        traces.append(budget_trace(budget, configs, run.b_max, 1.0, lambda c, t=t: demo(c["x"], t)))
         if traces[-1].note:
             log.warning("%s on t=%.4f: %s", kind, t, traces[-1].note)
     return traces
@@ -357,7 +373,7 @@ def run_lcbench_ray(kind: str, surrogate: LCBenchSurrogate, task_ids: Sequence[i
             params = {name: config[name] for name in HYPERPARAMETERS}
             return surrogate.evaluate(task_id, params, run.b_max)["val_accuracy"]
 
-        traces.append(_trace(spent, configs, run.b_max, -1.0, truth))
+        traces.append(budget_trace(spent, configs, run.b_max, -1.0, truth))
         if traces[-1].note:
             log.warning("%s on task %s: %s", kind, task_id, traces[-1].note)
     return traces

@@ -1,18 +1,23 @@
 """The overhead half of the MLA benchmark: what one ``ask`` costs, and our LCM fit against GPy's.
 
-For each history size (``samples_per_task`` evaluations of each of 10 demo
-tasks, drawn by LHS) it measures:
+For each history size, a (``tasks``, ``samples_per_task``) pair (tasks
+t = linspace(1, 5.5, tasks), ``samples_per_task`` evaluations of each drawn
+by LHS; ``records`` = their product), it measures:
 
 - **ask**: an :class:`~raytuner.strategies.MLA` engine replays the history,
   answers one cold ``ask`` (``first_ask_seconds``), then ``asks`` more
   ask/tell rounds, each ask timed (its model refit warm-starts from the last
   one); ``ask_seconds_median`` is their median.
 - **our fit**: ``LCM(LCMOptions(latent=3)).fit(TrainingData(X, y), seed=0)``
-  on the history standardised per task, timed (``fit_seconds_median``), and
-  its ``log_likelihood``.
+  on the history standardised per task: each fit is cold (no warm start), and
+  ``fit_seconds_median`` is the median of their seconds; its
+  ``log_likelihood`` (``loglik``) and its report's ``approximation``.
 - **naive fit**: GPy's ``GPCoregionalizedRegression`` with a 3-latent-RBF LCM
   of rank 1 on the same standardised data, ``optimize_restarts`` timed, and
-  its ``log_likelihood()``.
+  its ``log_likelihood()``; only at the ``naive_samples`` sizes of at most
+  :data:`NAIVE_MAX_SAMPLES` samples per task (beyond, it is too slow).
+- **held-out error at scale** (:mod:`raytuner.bench.mla_scale`): from
+  1,000 records, our fit's and the exact model's error on fresh points.
 
 Both fits see the same values: the data are standardised per task here, and
 standardising again (as our fit does) changes nothing; each row says whether
@@ -29,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from raytuner.bench.mla_scale import SCALE_KEYS, dash, render_scale, scale_figures, task_values
 from raytuner.bench.report import markdown_table
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
@@ -36,7 +42,7 @@ from raytuner.space import ProblemSpace
 from raytuner.testing.functions import demo
 
 __all__ = ["OverheadSettings", "History", "make_history", "standardise", "time_asks", "fit_ours", "fit_naive",
-           "run_overhead", "overhead_row", "overhead_goals", "render_overhead"]
+           "run_overhead", "measure_size", "overhead_row", "overhead_goals", "render_overhead"]
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +50,18 @@ _DATA_SEED = 20240611
 GOAL_ASK_SECONDS = 1.0  # median ask at 10 tasks x 30 samples
 GOAL_SPEEDUP = 3.0  # our fit against GPy's
 LOGLIK_TOLERANCE = 0.1  # nats: "equal" log-likelihood
+NAIVE_MAX_SAMPLES = 50  # GPy's fit runs at most at this many samples per task
 
 
 @dataclass(frozen=True)
 class OverheadSettings:
-    """What the overhead measurement runs: history sizes, tasks, timed asks and the naive fit's effort."""
+    """What the overhead measurement runs: history sizes, timed asks and the naive fit's effort.
 
-    samples: tuple[int, ...]
-    tasks: tuple[float, ...]
+    ``sizes`` are (tasks, samples per task) pairs; a row of ``n`` tasks has
+    the tasks t = linspace(1, 5.5, n) (:func:`~raytuner.bench.mla_scale.task_values`).
+    """
+
+    sizes: tuple[tuple[int, int], ...]
     asks: int
     n_initial: int
     fit_repeats: int
@@ -149,6 +159,9 @@ def time_asks(history: History, asks: int, n_initial: int, problem: ProblemSpace
 def fit_ours(history: History, repeats: int, problem: ProblemSpace | None = None) -> dict[str, Any]:
     """Our LCM (3 latent functions) on the per-task standardised history: seconds, log-likelihood, agreement.
 
+    Each of the ``repeats`` fits is cold. The figures also hold the last fitted model (``model``) and
+    the standardised values it saw (``y_standardised``), for :func:`~raytuner.bench.mla_scale.scale_figures`.
+
     Args:
         history: the per-task samples to fit.
         repeats: how many timed fits.
@@ -172,7 +185,8 @@ def fit_ours(history: History, repeats: int, problem: ProblemSpace | None = None
     if not agrees:
         log.warning("our LCM re-standardised already standardised data: its log-likelihood is not on the "
                     "same values as GPy's")
-    return {"seconds": seconds, "loglik": float(fitted.log_likelihood), "standardisation_agrees": agrees}
+    return {"seconds": seconds, "loglik": float(fitted.log_likelihood), "standardisation_agrees": agrees,
+            "model": fitted, "X": X, "y_standardised": y}
 
 
 def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = None) -> dict[str, Any]:
@@ -188,11 +202,11 @@ def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = No
     problem = problem or _demo_problem()
     X = [problem.parameter_space.encode(configs) for configs in history.configs]
     Y = [y.reshape(-1, 1) for y in standardise(history.y)]
+    np.random.seed(0)  # GPy draws the coregionalisation's initial W, and its restarts, from numpy's global stream
     kernel = GPy.util.multioutput.LCM(input_dim=X[0].shape[1], num_outputs=len(X),
                                       kernels_list=[GPy.kern.RBF(X[0].shape[1], ARD=True) for _ in range(3)],
                                       W_rank=1)
     model = GPy.models.GPCoregionalizedRegression(X, Y, kernel=kernel)
-    np.random.seed(0)  # GPy draws its restarts from numpy's global stream
     t0 = time.perf_counter()
     model.optimize_restarts(num_restarts=restarts, verbose=False, robust=True)
     seconds = time.perf_counter() - t0
@@ -200,30 +214,45 @@ def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = No
 
 
 def run_overhead(settings: OverheadSettings) -> list[dict[str, Any]]:
-    """One row per history size: ask, our fit and the naive fit (where it runs).
+    """One row per history size: ask, our fit, the naive fit (where it runs) and the held-out figures.
 
     Args:
         settings: the history sizes, asks, repeats and restarts to run.
     """
-    problem = _demo_problem()
-    rows = []
-    for samples in settings.samples:
-        history = make_history(settings.tasks, samples, problem=problem)
-        first, asks = time_asks(history, settings.asks, settings.n_initial, problem)
-        ours = fit_ours(history, settings.fit_repeats, problem)
-        naive = fit_naive(history, settings.naive_restarts, problem) if samples in settings.naive_samples else None
-        row = overhead_row(len(settings.tasks), samples, first, asks, ours, naive, settings.naive_restarts)
-        log.info("overhead %d tasks x %d samples: ask median %.3f s (cold %.3f s), our fit %.3f s (loglik %.2f), "
-                 "naive fit %s s (loglik %s)", row["tasks"], samples, row["ask_seconds_median"],
-                 row["first_ask_seconds"], row["fit_seconds_median"], row["loglik"],
-                 row["naive_fit_seconds_median"], row["naive_loglik"])
-        rows.append(row)
-    return rows
+    return [measure_size(tasks, samples, settings) for tasks, samples in settings.sizes]
+
+
+def measure_size(tasks: int, samples: int, settings: OverheadSettings,
+                 problem: ProblemSpace | None = None) -> dict[str, Any]:
+    """The overhead row of ``tasks`` demo tasks x ``samples`` samples per task.
+
+    Args:
+        tasks: how many tasks (t = linspace(1, 5.5, tasks)).
+        samples: how many LHS samples per task.
+        settings: the asks, repeats and restarts to run (its ``sizes`` are not read).
+        problem: the tuning problem (default ``None``: the demo's).
+    """
+    problem = problem or _demo_problem()
+    t_values = task_values(tasks)
+    history = make_history(t_values, samples, problem=problem)
+    first, asks = time_asks(history, settings.asks, settings.n_initial, problem)
+    ours = fit_ours(history, settings.fit_repeats, problem)
+    run_naive = samples in settings.naive_samples and samples <= NAIVE_MAX_SAMPLES
+    naive = fit_naive(history, settings.naive_restarts, problem) if run_naive else None
+    scale = scale_figures(ours["model"], ours["X"], history.y, ours["y_standardised"], t_values, problem)
+    row = overhead_row(tasks, samples, first, asks, ours, naive, settings.naive_restarts, scale)
+    log.info("overhead %d tasks x %d samples: ask median %.3f s (cold %.3f s), our cold fit %.3f s (loglik %.2f), "
+             "naive fit %s s (loglik %s)", tasks, samples, row["ask_seconds_median"], row["first_ask_seconds"],
+             row["fit_seconds_median"], row["loglik"], row["naive_fit_seconds_median"], row["naive_loglik"])
+    return row
 
 
 def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[float], ours: dict[str, Any],
-                 naive: dict[str, Any] | None, naive_restarts: int) -> dict[str, Any]:
+                 naive: dict[str, Any] | None, naive_restarts: int,
+                 scale: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One row of ``results["overhead"]["rows"]`` from the measured figures (``naive`` may be missing).
+
+    ``fit_seconds_median`` is our cold fit's median seconds; ``records`` is tasks x samples.
 
     Args:
         tasks: how many tasks the history has.
@@ -233,11 +262,15 @@ def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[floa
         ours: our fit's figures, as :func:`fit_ours` returns them.
         naive: the naive fit's figures (:func:`fit_naive`), or ``None`` where it did not run.
         naive_restarts: the naive fit's optimiser restarts.
+        scale: the held-out and exact-model figures (:func:`~raytuner.bench.mla_scale.scale_figures`;
+            default ``None``: all ``None``).
 
     >>> row = overhead_row(10, 30, 2.0, [0.5, 0.7, 0.6], {"seconds": [1.0], "loglik": -10.0,
     ...                    "standardisation_agrees": True}, {"seconds": 6.0, "loglik": -10.5}, 5)
     >>> row["ask_seconds_median"], row["fit_speedup_vs_naive"], row["ask_speedup_vs_naive"]
     (0.6, 6.0, 10.0)
+    >>> row["records"], row["heldout_rmse"], row["approximation"]
+    (300, None, None)
     """
     ask_median = statistics.median(asks) if asks else first_ask
     fit_median = statistics.median(ours["seconds"])
@@ -245,6 +278,7 @@ def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[floa
     return {
         "tasks": tasks,
         "samples_per_task": samples,
+        "records": tasks * samples,
         "ask_seconds_median": round(ask_median, 4),
         "first_ask_seconds": round(first_ask, 4),
         "asks_timed": len(asks),
@@ -256,6 +290,7 @@ def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[floa
         "fit_speedup_vs_naive": None if naive_s is None else round(naive_s / fit_median, 2),
         "ask_speedup_vs_naive": None if naive_s is None else round(naive_s / ask_median, 2),
         "standardisation_agrees": ours["standardisation_agrees"],
+        **dict.fromkeys(SCALE_KEYS), **(scale or {}),
     }
 
 
@@ -286,27 +321,25 @@ def render_overhead(overhead: Mapping[str, Any]) -> list[str]:
     Args:
         overhead: ``results["overhead"]``: its rows and settings.
     """
-    o = overhead
-
-    def cell(value: Any) -> str:
-        return "-" if value is None else str(value)
-
+    o, cell = overhead, dash
     table = markdown_table(
-        ["tasks x samples", "ask median s", "first ask s", "our fit s", "GPy fit s", "fit speed-up",
-         "ask speed-up", "our loglik", "GPy loglik"],
-        [[f"{r['tasks']} x {r['samples_per_task']}", r["ask_seconds_median"], r["first_ask_seconds"],
+        ["tasks x samples", "records", "warm ask median s", "first ask s", "our cold fit s", "GPy fit s",
+         "fit speed-up", "ask speed-up", "our loglik", "GPy loglik"],
+        [[f"{r['tasks']} x {r['samples_per_task']}", r.get("records", r["tasks"] * r["samples_per_task"]),
+          r["ask_seconds_median"], r["first_ask_seconds"],
           r["fit_seconds_median"], cell(r["naive_fit_seconds_median"]), cell(r["fit_speedup_vs_naive"]),
           cell(r["ask_speedup_vs_naive"]), r["loglik"], cell(r["naive_loglik"])] for r in o["rows"]])
     lines = ["## Overhead", "",
-             f"{o['rows'][0]['tasks'] if o['rows'] else 10} demo tasks, LHS histories. Ask: median of "
+             "Demo tasks t = linspace(1, 5.5, tasks), LHS histories. Ask: median of "
              f"{o['asks']} warm ask/tell rounds after a cold first ask. Fits on the per-task standardised "
-             f"history: ours `LCM(LCMOptions(latent=3))` (median of {o['fit_repeats']}), GPy "
+             f"history: ours `LCM(LCMOptions(latent=3))`, cold (median of {o['fit_repeats']}), GPy "
              f"`GPCoregionalizedRegression` with a 3-RBF LCM, W rank 1, `optimize_restarts({o['naive_restarts']})`"
-             " once. Speed-ups are GPy's fit time over ours.", "", table, ""]
+             f" once, at {o.get('naive_samples')} samples per task only (at most {NAIVE_MAX_SAMPLES}: beyond, "
+             "too slow). Speed-ups are GPy's fit time over ours.", "", table, ""]
     if not all(r.get("standardisation_agrees", True) for r in o["rows"]):
         lines += ["Warning: our fit re-standardised the standardised data; the log-likelihoods may not compare.",
                   ""]
-    return lines
+    return lines + render_scale(o["rows"])
 
 
 def _demo_problem() -> ProblemSpace:

@@ -2,13 +2,10 @@
 
 Prediction of task ``i`` at new points uses the cross-covariance
 ``Σ_q B_q[i, task_j] k_q(x*, x_j)`` with every training sample of every
-task, so one task's prediction borrows the others' data. The training
-covariance is factorised once (with jitter retries) and the inverse of its
-Cholesky factor kept, so the variances of thousands of candidates cost one
-matrix product. The variance is ``prior − ‖L⁻¹ k*‖²``: with the noise at its
-floor (1e-8) the covariance's condition number reaches 1e11, and the form
-``prior − k*ᵀ K⁻¹ k*`` through an explicit ``K⁻¹`` lost two orders of
-magnitude near the data (4e-5 where the exact value is 5e-7).
+task, so one task's prediction borrows the others' data. Up to
+``LCMOptions.exact_limit`` samples the posterior is exact; past it, FITC
+whose inducing inputs are the samples the hyperparameters were fitted on
+(:func:`~raytuner.models.posterior.balanced_subset`, :mod:`raytuner.models.posterior`).
 
 Example:
     >>> import numpy as np
@@ -31,14 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
 
 from raytuner.errors import InvalidInputError
 from raytuner.models.data import TrainingData
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.kernels import KERNELS, scaled_distance, squared_distances
-from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
+from raytuner.models.likelihood import NegativeLogLikelihood
 from raytuner.models.options import FitReport, LCMOptions
+from raytuner.models.posterior import ExactPosterior, SparsePosterior, balanced_subset
 
 __all__ = ["FittedLCM", "Standardisation", "cross_covariance"]
 
@@ -169,13 +166,27 @@ class FittedLCM:
         self.hyperparameters = hyperparameters
         self.X, self.task, self.z = X, task, z
         self.report = report
-        K = cross_covariance(hyperparameters, options.kernel, X, task, X, task)
-        K[np.diag_indices_from(K)] += hyperparameters.noise[task]
-        self._L, self.jitter = robust_cholesky(K)
-        self._alpha = cho_solve((self._L, True), z, check_finite=False)
-        self._L_inverse = solve_triangular(self._L, np.eye(len(z)), lower=True, check_finite=False)
-        self.log_likelihood = float(-0.5 * z @ self._alpha - np.log(np.diag(self._L)).sum()
-                                    - 0.5 * len(z) * math.log(2 * math.pi))
+        hp, kernel = hyperparameters, options.kernel
+        self._prior = hp.coregionalization().sum(axis=0).diagonal()   # each task's prior variance
+        self._posterior: ExactPosterior | SparsePosterior
+        if options.exact_limit is None or len(z) <= options.exact_limit:
+            K = cross_covariance(hp, kernel, X, task, X, task)
+            K[np.diag_indices_from(K)] += hp.noise[task]
+            self._posterior = ExactPosterior(K, z)
+            self._inputs = (X, task)
+        else:
+            u = balanced_subset(task, self.tasks, options.inducing)
+            self._inputs = (X[u], task[u])
+            self._posterior = SparsePosterior(cross_covariance(hp, kernel, X[u], task[u], X[u], task[u]),
+                                              cross_covariance(hp, kernel, X[u], task[u], X, task),
+                                              self._prior[task], hp.noise[task], z)
+        self.jitter = self._posterior.jitter
+        self.log_likelihood = self._posterior.log_likelihood
+
+    @property
+    def exact(self) -> bool:
+        """Whether the posterior is exact (else FITC, past ``LCMOptions.exact_limit`` samples)."""
+        return isinstance(self._posterior, ExactPosterior)
 
     @classmethod
     def condition(cls, options: LCMOptions, data: TrainingData, transform: Standardisation,
@@ -211,12 +222,8 @@ class FittedLCM:
         self._check_task(task)
         X = np.atleast_2d(np.asarray(X, dtype=float))
         cross = cross_covariance(self.hyperparameters, self.options.kernel, X, np.full(len(X), task),
-                                 self.X, self.task)
-        mean = cross @ self._alpha
-        prior = float(self.hyperparameters.coregionalization()[:, task, task].sum())
-        whitened = cross @ self._L_inverse.T                      # rows L⁻¹ k*: a sum of squares, not K⁻¹
-        variance = prior - np.einsum("ij,ij->i", whitened, whitened)
-        return mean, np.maximum(variance, 1e-12 * prior)
+                                 *self._inputs)
+        return self._posterior.predict(cross, np.full(len(X), self._prior[task]))
 
     def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-out predictive mean and variance of every training sample, in model units.
@@ -234,8 +241,11 @@ class FittedLCM:
         >>> bool(np.max(np.abs(mean - fitted.z)[1:-1]) < 0.1), bool(np.all(variance > 0))
         (True, True)
         """
-        diagonal = np.einsum("ij,ij->j", self._L_inverse, self._L_inverse)   # diag(K⁻¹) = column sums of L⁻¹²
-        return self.z - self._alpha / diagonal, 1.0 / diagonal
+        if not isinstance(self._posterior, ExactPosterior):
+            raise InvalidInputError("exact_limit", f"leave-one-out needs the exact posterior; this model of "
+                                                   f"{len(self.z)} samples is sparse past exact_limit="
+                                                   f"{self.options.exact_limit}")
+        return self._posterior.leave_one_out(self.z)
 
     def predict(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of ``task`` at ``X`` in output units.
@@ -288,6 +298,9 @@ class FittedLCM:
     def to_gpy(self) -> Any:
         """The same model as a GPy ``GPCoregionalizedRegression`` (for checks and GPy users)."""
         import GPy  # noqa: PLC0415 - GPy is slow to import; only this method needs it
+
+        if not self.exact:
+            raise InvalidInputError("exact_limit", "GPy's coregionalised regression is exact; this model is sparse")
 
         latent, tasks, dim, rank = self.hyperparameters.shape
         kernels = []

@@ -89,10 +89,14 @@ class NegativeLogLikelihood:
         latent: the number of latent functions.
         rank: the rank of each coregionalisation matrix.
         kernel: the kernel's name (:data:`~raytuner.models.kernels.KERNELS`).
+        lengthscale_prior: ``(mean, sd)`` of a normal prior on each log length scale, whose negative
+            log density (up to a constant) is added: the value is then a negative log posterior
+            (default ``None``: the likelihood alone).
     """
 
     def __init__(self, X: np.ndarray, task: np.ndarray, y: np.ndarray, *, tasks: int, latent: int,
-                 rank: int, kernel: str) -> None:
+                 rank: int, kernel: str, lengthscale_prior: tuple[float, float] | None = None) -> None:
+        self.lengthscale_prior = lengthscale_prior
         self.X = np.asarray(X, dtype=float)
         self.task = np.asarray(task, dtype=int)
         self.y = np.asarray(y, dtype=float)
@@ -173,7 +177,13 @@ class NegativeLogLikelihood:
         A = np.outer(alpha, alpha, out=self._A)
         A -= inverse
         A *= self._lower
-        return value, self._gradient(hp, A)
+        gradient = self._gradient(hp, A)
+        if self.lengthscale_prior is not None:
+            mean, sd = self.lengthscale_prior
+            offset = (theta[:self.latent * self.dimension] - mean) / sd
+            value += 0.5 * float(offset @ offset)
+            gradient[:self.latent * self.dimension] += offset / sd
+        return value, gradient
 
     def _gradient(self, hp: Hyperparameters, A: np.ndarray) -> np.ndarray:
         """The gradient from ``A``: the lower triangle of ``ααᵀ − Σ⁻¹``, off-diagonal doubled."""

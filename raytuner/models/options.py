@@ -39,6 +39,18 @@ class LCMOptions:
     fits continue one optimisation over growing data, so each needs only a
     few steps. ``timeout`` bounds the wall time of the parallel starts.
 
+    Size: the hyperparameters are
+    fitted on at most ``fit_limit`` samples, as many per task as possible
+    (the others are held out, and the fit report gives the model's accuracy
+    on them); past ``exact_limit`` samples the posterior is FITC whose
+    inducing inputs are the samples the hyperparameters were fitted on. ``None`` lifts a limit. An engine
+    re-optimises warm hyperparameters only when its data grew by
+    ``refit_growth`` (a fraction) since the model it warm-starts from, and
+    otherwise conditions the new data on them.
+    ``lengthscale_prior`` is ``(mean, sd)`` of a normal prior on each
+    log length scale (``None``: maximum likelihood), against spiky fits
+    that interpolate with very short length scales.
+
     >>> LCMOptions(kernel="cubic")
     Traceback (most recent call last):
     ...
@@ -50,11 +62,15 @@ class LCMOptions:
     kernel: KernelName = "rbf"
     n_starts: int = 4
     warm_starts: int = 2
-    max_iterations: int = 1000
+    max_iterations: int = 200
     warm_iterations: int = 100
     screen: int = 8
     log_transform: bool = False
     timeout: float = 120.0
+    fit_limit: int | None = 500
+    exact_limit: int | None = 1500
+    refit_growth: float = 0.1
+    lengthscale_prior: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
@@ -69,6 +85,23 @@ class LCMOptions:
             raise InvalidInputError("latent", f"must be an integer >= 1 or None, got {self.latent!r}")
         if not self.timeout > 0:
             raise InvalidInputError("timeout", f"must be positive, got {self.timeout!r}")
+        for name in ("fit_limit", "exact_limit"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 10):
+                raise InvalidInputError(name, f"must be an integer >= 10 or None, got {value!r}")
+        if not (isinstance(self.refit_growth, (int, float)) and 0 <= self.refit_growth <= 10):
+            raise InvalidInputError("refit_growth", f"must be a number in [0, 10], got {self.refit_growth!r}")
+        prior = self.lengthscale_prior
+        if prior is not None:
+            if (not isinstance(prior, (tuple, list)) or len(prior) != 2
+                    or not all(isinstance(v, (int, float)) for v in prior) or not prior[1] > 0):
+                raise InvalidInputError("lengthscale_prior", f"must be (mean, sd) with sd > 0 or None, got {prior!r}")
+            object.__setattr__(self, "lengthscale_prior", (float(prior[0]), float(prior[1])))
+
+    @property
+    def inducing(self) -> int:
+        """How many inducing inputs a sparse posterior has: ``fit_limit`` (else ``exact_limit``)."""
+        return int(self.fit_limit or self.exact_limit or 0)
 
     def latent_for(self, tasks: int) -> int:
         """The number of latent functions for ``tasks`` tasks.
@@ -84,14 +117,29 @@ class LCMOptions:
                 "warm_starts": self.warm_starts,
                 "max_iterations": self.max_iterations,
                 "warm_iterations": self.warm_iterations, "screen": self.screen,
-                "log_transform": self.log_transform, "timeout": self.timeout}
+                "log_transform": self.log_transform, "timeout": self.timeout, "fit_limit": self.fit_limit, "exact_limit": self.exact_limit, "refit_growth": self.refit_growth,
+                "lengthscale_prior": None if self.lengthscale_prior is None else list(self.lengthscale_prior)}
 
 
 @dataclass
 class FitReport:
-    """What a fit did: per-start values and iterations, and the wall time."""
+    """What a fit did: per-start values and iterations, the wall time, and any approximation.
+
+    ``optimised`` is False when the hyperparameters were reused without
+    optimisation (the data had not grown by ``refit_growth``);
+    ``optimised_samples`` is how many samples they were last optimised on.
+    ``approximation`` is ``None`` for an exact fit on every sample, else a
+    dict: ``method`` (``"subset"``: hyperparameters fitted on a subset,
+    exact posterior; ``"fitc"``: also a sparse posterior), ``samples``,
+    ``fit_samples``, ``inducing`` (or ``None``), and the accuracy on
+    ``held_out`` samples left out of the fit: ``held_out_rmse`` and
+    ``held_out_log_density`` (mean log predictive density), in model units.
+    """
 
     starts: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     iterations: int = 0
     evaluations: int = 0
+    optimised: bool = True
+    optimised_samples: int | None = None
+    approximation: dict[str, Any] | None = None

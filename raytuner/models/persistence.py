@@ -57,7 +57,10 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
         hyperparameters=fitted.hyperparameters.to_dict(),
         modeling_options=fitted.options.to_dict(),
         model_stats={"log_likelihood": fitted.log_likelihood,
-                     "gradients": fitted.log_likelihood_gradient().tolist(),
+                     "gradients": (fitted.log_likelihood_gradient().tolist()
+                                   if fitted.report.optimised and fitted.report.approximation is None else None),
+                     "approximation": fitted.report.approximation,
+                     "optimised_samples": fitted.report.optimised_samples,
                      "iterations": fitted.report.iterations, "likelihood_evaluations": fitted.report.evaluations,
                      "starts": fitted.report.starts, "fit_seconds": fitted.report.seconds,
                      "jitter": fitted.jitter, "samples": fitted.data.counts},
@@ -95,6 +98,8 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     data, _ = TrainingData.from_records(problem, tasks, ordered, (record.objective or {}).get("name"))
     if len({task_key(t) for t in tasks}) != hp.shape[1]:
         raise InvalidInputError("task_parameters", "the record's tasks do not match its hyperparameters")
+    optimised = record.model_stats.get("optimised_samples")
     report = FitReport(seconds=float(record.model_stats.get("fit_seconds", 0.0)),
-                       iterations=int(record.model_stats.get("iterations", 0)))
+                       iterations=int(record.model_stats.get("iterations", 0)),
+                       optimised_samples=optimised if isinstance(optimised, int) else None)
     return FittedLCM.condition(options, data, LCM(options).standardisation(data), hp, report)

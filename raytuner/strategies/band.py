@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 #: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
 LEVEL = "gptuneband_level"
 
+#: GPTuneBand's models (the ``model`` option).
+MODELS = ("paper", "levels")
+
 
 class _LevelSampler(MLA):
     """MLA over LCM-tasks, refitting once per sampling round of the current pass."""
@@ -77,7 +80,9 @@ class _LevelSampler(MLA):
         self.pass_index = pass_index
         self.stage = stage
         structure = band.structure
-        self.lcm_tasks = [(i, j) for i in range(len(band.tasks)) for j in range(stage, structure.s_max + 1)]
+        self.every_level = band.model == "levels"
+        lowest = 0 if self.every_level else stage
+        self.lcm_tasks = [(i, j) for i in range(len(band.tasks)) for j in range(lowest, structure.s_max + 1)]
         tasks = [{**band.tasks[i], LEVEL: j} for i, j in self.lcm_tasks]
         super().__init__(band.level_problem, tasks, seed=band.seed, **options)
         self._quota = [structure.samples(j) for _, j in self.lcm_tasks]
@@ -87,6 +92,12 @@ class _LevelSampler(MLA):
 
     def fit_horizon(self) -> int:
         return self._horizon
+
+    def scored_task(self, index: int) -> int:
+        if not self.every_level:
+            return index
+        i, _ = self.lcm_tasks[index]
+        return self.lcm_tasks.index((i, 0))        # the prediction at b_max
 
     def _fold(self, record: FunctionEvaluation) -> None:
         before = len(self._records)
@@ -126,6 +137,11 @@ class GPTuneBand(Strategy):
         executor: MLA's: runs the multi-start fits.
         objective: The objective to tune (default: the first).
         search_candidates: MLA's: the size of the acquisition search's global phase.
+        model: ``"paper"``: the paper's LCM over the (task, bracket) pairs still sampling, each
+            bracket's samples chosen by the prediction at its own fidelity; ``"levels"``: every
+            fidelity level of every task stays in the LCM as a correlated output (no evaluation
+            leaves the model, lower rungs inform the prediction at ``b_max``), and every bracket's
+            samples are chosen by the prediction at ``b_max``.
     """
 
     name = "gptuneband"
@@ -137,8 +153,11 @@ class GPTuneBand(Strategy):
                  fidelity_mode: FidelityMode = "one_shot", n_initial: int | None = None,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, executor: Executor | None = None,
-                 objective: str | None = None, search_candidates: int = 2048) -> None:
+                 objective: str | None = None, search_candidates: int = 2048, model: str = "paper") -> None:
         super().__init__(problem, tasks, seed)
+        if model not in MODELS:
+            raise InvalidInputError("model", f"unknown GPTuneBand model {model!r}", allowed=list(MODELS))
+        self.model = model
         self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
         if not isinstance(passes, int) or isinstance(passes, bool) or passes < 1:
             raise InvalidInputError("passes", f"must be an integer >= 1, got {passes!r}")
@@ -158,7 +177,7 @@ class GPTuneBand(Strategy):
                            integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode,
                            n_initial=n_initial, options=options, acquisition=acquisition,
                            acquisition_options=acquisition_options, objective=self.objective.name,
-                           search_candidates=search_candidates)
+                           search_candidates=search_candidates, model=model)
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})

@@ -109,6 +109,7 @@ class MLA(Strategy):
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._warm: Hyperparameters | None = None
+        self._warm_optimised: int | None = None    # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
 
     @property
@@ -205,6 +206,7 @@ class MLA(Strategy):
             self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
                                                      self.objective.name))
         self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
+        self._warm_optimised = fitted.report.optimised_samples
         return fitted
 
     def _stored_fit(self, uids: list[str], horizon: int) -> FittedLCM | None:
@@ -220,9 +222,18 @@ class MLA(Strategy):
     def fit(self, data: TrainingData) -> FittedLCM:
         """Fit the LCM to ``data`` (warm-started); TLA engines override this.
 
+        The warm hyperparameters are re-optimised once the data have grown
+        by ``LCMOptions.refit_growth`` since they were last optimised;
+        until then the new data are conditioned on them.
+
         Args:
             data: The successful evaluations, encoded.
         """
+        growth, last = self.model.options.refit_growth, self._warm_optimised
+        samples = int(sum(np.isfinite(v).sum() for v in data.y))
+        if self._warm is not None and last is not None and samples < (1 + growth) * last \
+                and self._warm.shape[1] == data.tasks:
+            return self.model.condition(data, self._warm, optimised_samples=last)
         return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=self._warm)
 
     def _with_fantasies(self, fitted: FittedLCM) -> FittedLCM:
@@ -240,6 +251,17 @@ class MLA(Strategy):
             fitted = fitted.condition_on(i, X, z)
         return fitted
 
+    def scored_task(self, index: int) -> int:
+        """The model task whose prediction scores the candidates for task ``index``: itself.
+
+        GPTuneBand's multi-fidelity model scores every bracket's samples by
+        the prediction at the highest fidelity.
+
+        Args:
+            index: The task a configuration is sought for.
+        """
+        return index
+
     def _search(self, index: int) -> tuple[dict[str, Any], str]:
         exclude = self.evaluated[index] + self.pending[index]
         rng = self._stream(index)
@@ -253,11 +275,12 @@ class MLA(Strategy):
             return config, "random"
         model = self._with_fantasies(fitted)
         sign = self.objective.sign()
-        observed = sign * fitted.z[fitted.task == index]
+        target = self.scored_task(index)
+        observed = sign * fitted.z[fitted.task == target]
         best = float(observed.min()) if len(observed) else float(np.min(sign * fitted.z))
 
         def score(U: np.ndarray) -> np.ndarray:
-            mean, variance = model.predict_standardised(index, U)
+            mean, variance = model.predict_standardised(target, U)
             return self.acquisition(sign * mean, np.sqrt(variance), best)
 
         config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
@@ -306,5 +329,7 @@ class MLA(Strategy):
                     self._warm = Hyperparameters.from_dict(record.hyperparameters or {})
                 except InvalidInputError:
                     continue
+                optimised = record.model_stats.get("optimised_samples")
+                self._warm_optimised = optimised if isinstance(optimised, int) else None
                 self._restored = record
                 return

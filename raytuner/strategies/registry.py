@@ -103,7 +103,7 @@ ENGINES: dict[str, EngineEntry] = {
     "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"})),
     "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
                                      "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
-                                     "objective", "search_candidates"), frozenset({"executor", "fidelities"})),
+                                     "objective", "search_candidates", "model"), frozenset({"executor", "fidelities"})),
     "discrete": EngineEntry(DiscreteBO, ("method", "n_initial", "kernel", "lengthscale", "exploration",
                                          "acquisitions", "skip_threshold", "discount_factor", "improvement_factor",
                                          "candidates", "objective", "avoid_failures")),
