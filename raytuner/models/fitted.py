@@ -37,7 +37,7 @@ from raytuner.models.likelihood import NegativeLogLikelihood
 from raytuner.models.options import FitReport, LCMOptions
 from raytuner.models.posterior import ExactPosterior, SparsePosterior, balanced_subset
 
-__all__ = ["FittedLCM", "Standardisation", "cross_covariance"]
+__all__ = ["FittedLCM", "Standardisation", "cross_covariance", "training_covariance"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,20 @@ def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np
     return out
 
 
+def training_covariance(hp: Hyperparameters, kernel: str, X: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """``Σ(X, X)`` of samples with their tasks' noise on the diagonal.
+
+    Args:
+        hp: the hyperparameters.
+        kernel: the kernel's name.
+        X: ``(n, d)`` unit-cube points.
+        task: ``(n,)`` their task indices.
+    """
+    K = cross_covariance(hp, kernel, X, task, X, task)
+    K[np.diag_indices_from(K)] += hp.noise[task]
+    return K
+
+
 class FittedLCM:
     """An LCM conditioned on data; build with :meth:`condition` (or :meth:`LCM.fit`).
 
@@ -167,12 +181,10 @@ class FittedLCM:
         self.X, self.task, self.z = X, task, z
         self.report = report
         hp, kernel = hyperparameters, options.kernel
-        self._prior = hp.coregionalization().sum(axis=0).diagonal()   # each task's prior variance
+        self._prior = hp.prior_variances()
         self._posterior: ExactPosterior | SparsePosterior
-        if options.exact_limit is None or len(z) <= options.exact_limit:
-            K = cross_covariance(hp, kernel, X, task, X, task)
-            K[np.diag_indices_from(K)] += hp.noise[task]
-            self._posterior = ExactPosterior(K, z)
+        if not options.sparse(len(z)):
+            self._posterior = ExactPosterior(training_covariance(hp, kernel, X, task), z)
             self._inputs = (X, task)
         else:
             u = balanced_subset(task, self.tasks, options.inducing)

@@ -65,6 +65,10 @@ class Hyperparameters:
         B[:, idx, idx] += self.kappa
         return B
 
+    def prior_variances(self) -> np.ndarray:
+        """Each task's prior variance ``Σ_q B_q[i, i]`` (the latent kernels have unit variance)."""
+        return self.coregionalization().sum(axis=0).diagonal().copy()
+
     def to_vector(self) -> np.ndarray:
         """The flat vector L-BFGS optimises (logs of the positive parts)."""
         return np.concatenate([np.log(self.lengthscales).ravel(), self.W.ravel(),

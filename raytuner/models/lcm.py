@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_limits
 
 from raytuner.executors import Executor, default_executor
 from raytuner.models.data import TrainingData
-from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance
+from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, training_covariance
 from raytuner.models.hyperparameters import BOUNDS, Hyperparameters
 from raytuner.models.likelihood import NegativeLogLikelihood
 from raytuner.models.options import FitReport, LCMOptions
@@ -51,16 +51,11 @@ log = logging.getLogger(__name__)
 class _Start:
     """One L-BFGS start, shipped to an executor (plain arrays: cheap to pickle)."""
 
-    X: np.ndarray
-    task: np.ndarray
-    y: np.ndarray
-    shape: tuple[int, int, int]      # tasks, latent, rank
-    kernel: str
+    sample: "_Sample"
     theta: np.ndarray
     max_iterations: int
     free: np.ndarray | None = None   # mask of optimised entries (None: all)
     pid: int = 0                     # the fitting process, which has limited BLAS threads already
-    prior: tuple[float, float] | None = None   # the log length scales' normal prior
 
 
 @dataclass(frozen=True)
@@ -69,12 +64,6 @@ class _StartResult:
     value: float
     iterations: int
     evaluations: int
-
-
-def _objective(start: _Start) -> NegativeLogLikelihood:
-    tasks, latent, rank = start.shape
-    return NegativeLogLikelihood(start.X, start.task, start.y, tasks=tasks, latent=latent, rank=rank,
-                                 kernel=start.kernel, lengthscale_prior=start.prior)
 
 
 def run_start(start: _Start) -> _StartResult:
@@ -87,10 +76,8 @@ def run_start(start: _Start) -> _StartResult:
 
 def _optimise(start: _Start) -> _StartResult:
     """L-BFGS-B over the free entries of one start."""
-    objective = _objective(start)
-    dim = objective.dimension
-    tasks, latent, rank = start.shape
-    bounds = Hyperparameters.vector_bounds(latent, tasks, dim, rank)
+    objective = start.sample.objective()
+    bounds = Hyperparameters.vector_bounds(*start.sample.shape)
     free = np.ones(len(start.theta), bool) if start.free is None else start.free
     full = start.theta.copy()
 
@@ -207,9 +194,7 @@ class LCM:
     def _run(self, sample: "_Sample", thetas: list[np.ndarray], iterations: int, free: np.ndarray | None,
              executor: Executor | None, report: FitReport) -> np.ndarray | None:
         """Optimise each start on ``sample`` (in parallel); the best optimum, or ``None`` if all failed."""
-        jobs = [_Start(sample.X, sample.task, sample.z, (sample.shape[1], sample.shape[0], sample.shape[3]),
-                       self.options.kernel, theta, iterations, free, os.getpid(), self.options.lengthscale_prior)
-                for theta in thetas]
+        jobs = [_Start(sample, theta, iterations, free, os.getpid()) for theta in thetas]
         results = (executor or default_executor()).map(run_start, jobs, timeout=self.options.timeout)
         report.starts += [{"value": r.value, "iterations": r.iterations, "samples": len(sample.z)} if r
                           else {"failed": True, "samples": len(sample.z)} for r in results]
@@ -295,10 +280,8 @@ def held_out_accuracy(options: LCMOptions, hp: Hyperparameters, X: np.ndarray, t
     rest = np.setdiff1d(np.arange(len(z)), fit)
     if len(rest) > most:
         rest = np.sort(rng.choice(rest, size=most, replace=False))
-    K = cross_covariance(hp, options.kernel, X[fit], task[fit], X[fit], task[fit])
-    K[np.diag_indices_from(K)] += hp.noise[task[fit]]
-    posterior = ExactPosterior(K, z[fit])
-    prior = hp.coregionalization().sum(axis=0).diagonal()
+    posterior = ExactPosterior(training_covariance(hp, options.kernel, X[fit], task[fit]), z[fit])
+    prior = hp.prior_variances()
     mean, variance = posterior.predict(cross_covariance(hp, options.kernel, X[rest], task[rest], X[fit], task[fit]),
                                        prior[task[rest]])
     squared = (z[rest] - mean) ** 2
@@ -327,7 +310,7 @@ def approximation(options: LCMOptions, samples: int) -> dict[str, Any] | None:
     True
     """
     subset = options.fit_limit is not None and samples > options.fit_limit
-    sparse = options.exact_limit is not None and samples > options.exact_limit
+    sparse = options.sparse(samples)
     if not (subset or sparse):
         return None
     return {"method": "fitc" if sparse else "subset", "samples": samples,

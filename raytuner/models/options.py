@@ -103,6 +103,17 @@ class LCMOptions:
         """How many inducing inputs a sparse posterior has: ``fit_limit`` (else ``exact_limit``)."""
         return int(self.fit_limit or self.exact_limit or 0)
 
+    def sparse(self, samples: int) -> bool:
+        """Whether a model of ``samples`` samples has the FITC posterior (past ``exact_limit``).
+
+        Args:
+            samples: how many samples the model has.
+
+        >>> LCMOptions(exact_limit=100).sparse(101), LCMOptions(exact_limit=None).sparse(10**6)
+        (True, False)
+        """
+        return self.exact_limit is not None and samples > self.exact_limit
+
     def latent_for(self, tasks: int) -> int:
         """The number of latent functions for ``tasks`` tasks.
 
