@@ -13,9 +13,9 @@ Example:
     ...                                 provenance=Provenance(strategy="random", fidelity=9))
     >>> rec.status, rec.raytuner.fidelity, rec.value("y")
     ('ok', 9.0, 0.25)
-    >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault")
+    >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"])
     >>> failed.status, failed.evaluation_result
-    ('failed', {})
+    ('failed', {'y': None})
 
 Every result is a record: an output that is not a finite number makes a
 failed record that says why, whether it is reported now or read from a file.
@@ -34,10 +34,11 @@ import numbers
 import re
 import time as _time
 import uuid
-from typing import Any, Literal, Mapping, Protocol, runtime_checkable
+from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from raytuner.environment import split_machine
 from raytuner.errors import InvalidInputError
 
 __all__ = [
@@ -221,6 +222,7 @@ class Provenance(BaseModel):
     ``"promotion"`` (successive halving moved it up a rung). ``bracket``,
     ``rung`` and ``pass`` place a GPTuneBand evaluation in its plan;
     ``parent`` is the uid of the lower-rung evaluation a promotion continues.
+    ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -237,6 +239,7 @@ class Provenance(BaseModel):
     parent: str | None = None
     trial_id: str | None = None
     session_id: str | None = None
+    machine: dict[str, Any] | None = None
 
 
 class FunctionEvaluation(BaseModel):
@@ -277,13 +280,16 @@ class FunctionEvaluation(BaseModel):
         constants: Mapping[str, Any] | None = None,
         modeling: str | None = None,
         uid: str | None = None,
+        outputs: Sequence[str] = (),
     ) -> "FunctionEvaluation":
         """A new record; a failure message, or an output that is not a finite number, makes it a failed one.
 
-        A failed evaluation keeps no output values (GPTune's readers would take
-        them for measurements) and says why in ``raytuner.failure_message``
-        (for a bad output, the reason :func:`parse_outputs` gives). Never
-        raises for what a trial reported.
+        A failed evaluation keeps no output values: each output is null, as
+        GPTune writes a failed run (``{"y": null}``), and
+        ``raytuner.failure_message`` says why (for a bad output, the reason
+        :func:`parse_outputs` gives). ``machine_configuration`` keeps GPTune's
+        shape (``machine_name`` and processor entries); its other keys go to
+        ``raytuner.machine``. Never raises for what a trial reported.
 
         Args:
             task: The task parameters.
@@ -297,23 +303,29 @@ class FunctionEvaluation(BaseModel):
             constants: GPTune's constants.
             modeling: GPTune's ``modeling`` field (default: the strategy).
             uid: The record's uid (default: a fresh one).
+            outputs: The problem's output names, null in a failed record (default: the keys ``result`` has).
         """
         prov = (provenance or Provenance()).model_copy()
         values: dict[str, float] = {}
         if failure is None:
             values, failure = parse_outputs(result)
+        nulls: dict[str, Any] = {}
         if failure is not None:
             prov.status = "failed"
             prov.failure_message = failure
             values = {}
+            nulls = {str(n): None for n in (list(outputs) or (list(result) if isinstance(result, Mapping) else []))}
+        machine, details = split_machine(machine_configuration or {})
+        if details:
+            prov.machine = {**(prov.machine or {}), **details}
         detail = {k: {"evaluations": v, "objective_scheme": "average"} for k, v in values.items()}
         return cls(
             task_parameter=dict(task),
             tuning_parameter=dict(config),
             constants=dict(constants or {}),
-            machine_configuration=dict(machine_configuration or {}),
+            machine_configuration=machine,
             software_configuration=dict(software_configuration or {}),
-            evaluation_result=values,
+            evaluation_result=values or nulls,
             evaluation_detail=detail,
             additional_output=dict(additional_output or {}),
             modeling=modeling or prov.strategy,
@@ -376,10 +388,12 @@ class SurrogateModelRecord(BaseModel):
     objective: dict[str, Any] | None = None
     time: GPTuneTime = Field(default_factory=GPTuneTime.now)
     uid: str = Field(default_factory=new_uid, min_length=1)
+    #: raytuner's own description of a model it made (see :mod:`raytuner.models.persistence`).
+    raytuner: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as GPTune writes it."""
-        return self.model_dump(by_alias=True)
+        """The record as GPTune writes it (plus the ``raytuner`` key when set)."""
+        return self.model_dump(by_alias=True, exclude={"raytuner"} if self.raytuner is None else set())
 
 
 class HistoryDocument(BaseModel):
@@ -396,6 +410,8 @@ class HistoryDocument(BaseModel):
     tuning_problem_category: str | None = None
     surrogate_model: list[SurrogateModelRecord] = Field(default_factory=list)
     func_eval: list[FunctionEvaluation] = Field(default_factory=list)
+    #: What reading the file did (its schema, counts, skipped entries, notes); ``None`` when not read from a file.
+    read_report: Any = Field(default=None, exclude=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON object, in GPTune's key order."""

@@ -54,7 +54,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from raytuner.environment import machine_configuration, software_configuration
+from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
@@ -134,7 +134,7 @@ class TuningSession:
         self.store = store
         self.session_id = session_id or uuid.uuid4().hex
         self.max_evaluations = max_evaluations
-        self.machine_configuration = machine_configuration(machine)
+        self.machine = describe_machine(machine)
         self.software_configuration = software_configuration(software_packages, software)
         self._given_ledger = ledger
         self._store_ledger: Ledger | None = None
@@ -376,7 +376,8 @@ class TuningSession:
             prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})
         record = FunctionEvaluation.create(
             pending.task, pending.config, result, failure=failure, provenance=prov,
-            machine_configuration=self.machine_configuration if machine is None else dict(machine),
+            machine_configuration=self.machine if machine is None else dict(machine),
+            outputs=self.problem.objectives,
             software_configuration=self.software_configuration if software is None else dict(software),
             additional_output=additional_output,
             # one uid per (session, trial): a tell retried after a store error that had in fact

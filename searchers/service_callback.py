@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from ray.tune import Callback
 
-from raytuner.environment import machine_configuration, software_configuration
+from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name
 from raytuner.retry_buffer import RetryBuffer
@@ -66,7 +66,7 @@ class ServiceCallback(Callback):
         self.outputs = list(outputs)
         self.task_keys = list(task_keys)
         self.task = dict(task or {})
-        self.machine = machine_configuration(machine)
+        self.machine = describe_machine(machine)
         self.software = software_configuration((), software)
         self._buffer: RetryBuffer[FunctionEvaluation] = RetryBuffer(self._upload, "the tuning service")
 
@@ -98,7 +98,7 @@ class ServiceCallback(Callback):
             machine["host"] = result["hostname"]
         provenance = Provenance(strategy="ray_tune", trial_id=str(trial.trial_id))
         return FunctionEvaluation.create(task, config, None if failure else outputs, failure=failure,
-                                         provenance=provenance, machine_configuration=machine,
+                                         provenance=provenance, machine_configuration=machine, outputs=self.outputs,
                                          software_configuration=self.software,
                                          additional_output={"training_iteration": result.get("training_iteration")})
 

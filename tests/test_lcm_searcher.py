@@ -75,7 +75,7 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
         assert sources["initial"] == 3, sources                 # the LHS design, then the model
         assert sources["model"] == len(mine) - 3 >= 1, sources
     models = store.models("demo")
-    assert models and all(m.modeler.endswith(":mla") for m in models)
+    assert models and all(m.raytuner["modeler"].endswith(":mla") for m in models)
     uids = {r.uid for r in records}
     assert all(m.function_evaluations and set(m.function_evaluations) <= uids for m in models)
     assert searcher.session.records == records and not searcher.session.pending

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from raytuner.environment import machine_configuration, software_configuration, version_entry
+from raytuner.environment import (cpu_model, describe_machine, machine_configuration, machine_details,
+                                  software_configuration, version_entry)
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
@@ -101,8 +102,8 @@ def test_records_keep_provenance_under_an_extra_key() -> None:
     ({"y": 1.0}, "compile error", "compile error"),
 ])
 def test_failed_evaluations_are_records_with_a_message(result, failure, message) -> None:
-    record = FunctionEvaluation.create({"t": 1}, {"x": 0.1}, result, failure=failure)
-    assert record.status == "failed" and record.evaluation_result == {}
+    record = FunctionEvaluation.create({"t": 1}, {"x": 0.1}, result, failure=failure, outputs=["y"])
+    assert record.status == "failed" and record.evaluation_result == {"y": None}, "GPTune writes a failure as null"
     assert record.raytuner is not None and record.raytuner.failure_message == message
     assert record.value("y") is None
 
@@ -114,10 +115,21 @@ def test_machine_configuration_reads_slurm_and_user_values_win() -> None:
     assert machine["machine_name"] == "perlmutter"
     processors = [v for v in machine.values() if isinstance(v, dict) and "nodes" in v]
     assert processors == [{"nodes": 4, "cores": 128}]
-    assert machine["slurm"]["SLURM_JOB_ID"] == "123456"
+    assert len(machine) == 2, "GPTune's shape: machine_name and one processor, nothing else"
+    assert machine_details(env=env)["slurm_environment"]["SLURM_JOB_ID"] == "123456"
     assert machine_configuration({"machine_name": "cori"}, env=env)["machine_name"] == "cori"
+    given = {"machine_name": "cori", "haswell": {"nodes": 8, "cores": 32}, "slurm": "yes"}
+    assert machine_configuration(given, env=env) == {"machine_name": "cori", "haswell": {"nodes": 8, "cores": 32}}
+    assert machine_details(given, env=env)["slurm"] == "yes"
     local = machine_configuration(env={})
-    assert "slurm" not in local and local["machine_name"] == local["host"]
+    assert "slurm" not in local and local["machine_name"] == machine_details(env={})["host"]
+
+
+def test_a_record_keeps_gptunes_machine_shape_and_the_rest_under_raytuner() -> None:
+    record = FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 1.0},
+                                       machine_configuration=describe_machine({"machine_name": "m"}, env={}))
+    assert set(record.machine_configuration) == {"machine_name", cpu_model()}
+    assert record.raytuner.machine["host"] and record.raytuner.machine["cpu_model"] == cpu_model()
 
 
 def test_software_configuration_has_versions_and_user_values_win() -> None:

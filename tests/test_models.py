@@ -416,10 +416,11 @@ def test_surrogate_record_round_trips_through_the_store(store: HistoryStore) -> 
     store.append_model("persist", record)
 
     [stored] = store.models("persist")
-    assert stored.uid == record.uid and stored.function_evaluations == uids and stored.modeler == "test"
-    assert stored.task_parameters == [[1.0], [2.5]]
+    assert stored.uid == record.uid and stored.function_evaluations == uids and stored.raytuner["modeler"] == "test"
+    assert stored.modeler == "Model_LCM" and stored.task_parameters == [[1.0], [2.5]]
     assert stored.model_stats["log_likelihood"] == pytest.approx(fitted.log_likelihood)
-    assert stored.model_stats["samples"] == [9, 5]
+    assert stored.model_stats["neg_log_likelihood"] == pytest.approx(-fitted.log_likelihood)
+    assert stored.raytuner["fit"]["samples"] == [9, 5]
     again = load_surrogate(stored, store.evaluations("persist"))
     assert again.hyperparameters == fitted.hyperparameters
     np.testing.assert_array_equal(again.hyperparameters.to_vector(), fitted.hyperparameters.to_vector())
@@ -443,8 +444,8 @@ def test_surrogate_record_without_hyperparameters_names_the_field() -> None:
     records = _evaluations(12)
     data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
     fitted = LCM(LCMOptions(n_starts=1, max_iterations=10)).fit(data, seed=0, executor=INLINE)
-    record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test").model_copy(
-        update={"hyperparameters": {"W": [1.0]}})
+    record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test")
+    record = record.model_copy(update={"raytuner": {**record.raytuner, "hyperparameters": {"W": [1.0]}}})
     with pytest.raises(InvalidInputError) as err:
         load_surrogate(record, records)
     assert err.value.field == "hyperparameters"

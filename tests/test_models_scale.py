@@ -79,7 +79,7 @@ def test_a_sparse_model_refuses_leave_one_out_and_round_trips_through_a_record()
     with pytest.raises(InvalidInputError, match="exact_limit"):
         fitted.leave_one_out()
     record = surrogate_record(fitted, problem, tasks, uids, "test")
-    assert record.model_stats["approximation"]["method"] == "fitc"
+    assert record.raytuner["fit"]["approximation"]["method"] == "fitc"
     assert record.model_stats["gradients"] is None
     again = load_surrogate(record, records)
     X = np.linspace(0, 1, 7)[:, None]

@@ -55,7 +55,8 @@ def test_ray_trials_reach_the_repository_and_feed_transfer_learning(
     ok = {r.tuning_parameter["x"]: r for r in records if r.status == "ok"}
     assert ok[0.3].value("y") == pytest.approx(demo(0.3, 0.8)) and ok[0.3].task_parameter == {"t": 0.8}
     assert ok[0.3].machine_configuration["machine_name"] == "laptop"
-    assert ok[0.3].machine_configuration["host"] == socket.gethostname()
+    assert ok[0.3].raytuner.machine["host"] == socket.gethostname()
+    assert all(k == "machine_name" or "nodes" in v for k, v in ok[0.3].machine_configuration.items())
     assert ok[0.3].software_configuration["ray"]["version_str"] == ray.__version__
 
     source = RemoteSource(client, "ray_source", {"task": {"t": {"low": 0.5, "high": 1.0}}, "status": ["ok"]})

@@ -171,7 +171,7 @@ def test_example_job_script(server: TuningServer, env: dict[str, str]) -> None:
     assert session["finished"] and session["evaluations"] == 3 and session["tasks"] == [{"n": 64}]
     assert session["best"][0]["outputs"]["runtime"] > 0
     records = server.store.evaluations("blocked_matmul")
-    assert all(r.additional_output.get("job") == "local" and r.machine_configuration.get("host")
+    assert all(r.additional_output.get("job") == "local" and r.raytuner.machine.get("host")
                and "numpy" in r.software_configuration for r in records)
 
 

@@ -43,8 +43,7 @@ import click
 
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.jsonfile import parse_json_file
-from raytuner.records import HistoryDocument
-from raytuner.store.gptune_file import HISTORY_FILE
+from raytuner.store.gptune_file import HISTORY_FILE, parse_history
 
 __all__ = ["EXIT_FAILED", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_STATUS_HELP", "CommandError", "CommandGroup",
            "JsonFile", "history_file", "store_location", "one_line"]
@@ -151,7 +150,7 @@ def history_file(name_from_file_name: bool = False) -> JsonFile:
         name_from_file_name: a file without ``tuning_problem_name`` takes its file name without ``.json``
             (default False).
     """
-    return JsonFile(HistoryDocument.model_validate, HISTORY_FILE,
+    return JsonFile(parse_history, HISTORY_FILE,
                     (lambda path: {"tuning_problem_name": path.stem}) if name_from_file_name else None)
 
 

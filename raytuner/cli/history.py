@@ -24,7 +24,10 @@ __all__ = ["history", "summarise"]
 
 
 def summarise(document: HistoryDocument) -> dict[str, Any]:
-    """Counts that describe a history: records, statuses, tasks, objectives.
+    """Counts that describe a history: its schema, records, statuses, tasks (with statuses), objectives.
+
+    ``schema`` is what reading the file did (:class:`~raytuner.store.gptune_schemas.SchemaReport`:
+    the schema, what was read, skipped and converted); ``None`` for a store.
 
     Args:
         document: a parsed GPTune history.
@@ -33,14 +36,19 @@ def summarise(document: HistoryDocument) -> dict[str, Any]:
     0
     """
     statuses = Counter(r.status for r in document.func_eval)
-    tasks = {json.dumps(r.task_parameter, sort_keys=True) for r in document.func_eval}
+    by_task: dict[str, Counter[str]] = {}
+    for r in document.func_eval:
+        by_task.setdefault(json.dumps(r.task_parameter, sort_keys=True), Counter())[r.status] += 1
     objectives = sorted({k for r in document.func_eval for k in r.evaluation_result})
+    report = document.read_report
     return {
         "tuning_problem_name": document.tuning_problem_name,
+        "schema": report.to_dict() if report is not None else None,
         "func_eval": len(document.func_eval),
         "surrogate_model": len(document.surrogate_model),
         "status": dict(sorted(statuses.items())),
-        "tasks": len(tasks),
+        "tasks": len(by_task),
+        "by_task": {task: dict(sorted(counts.items())) for task, counts in sorted(by_task.items())},
         "objectives": objectives,
     }
 
@@ -88,7 +96,18 @@ def history_show(location: str, problem: str | None, as_json: bool) -> None:
         click.echo(json.dumps(summary, indent=2))
         return
     for key, value in summary.items():
-        click.echo(f"{key:>20}: {value}")
+        if key == "schema" and value is not None:
+            click.echo(f"{'schema':>20}: {value['schema']} ({value['description']})")
+            click.echo(f"{'read':>20}: {value['func_eval']} func_eval, {value['surrogate_model']} models")
+            click.echo(f"{'skipped':>20}: {len(value['skipped'])}" + "".join(f"\n{'':>22}{line}"
+                                                                            for line in value["skipped"]))
+            for note in value["notes"]:
+                click.echo(f"{'note':>20}: {note}")
+        elif key == "by_task":
+            for task, counts in value.items():
+                click.echo(f"{'task':>20}: {task} {counts}")
+        elif key != "schema":
+            click.echo(f"{key:>20}: {value}")
 
 
 @history.command("import")

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, Mapping, Self, Sequence
 
 import grpc
 
-from raytuner.environment import machine_configuration, software_configuration
+from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, parse_outputs
@@ -207,7 +207,7 @@ class RemoteTuner(ServiceChannel):
                          tls_server_name=tls_server_name)
         self.session_id = session_id
         self.finished = False
-        self.machine = machine_configuration(machine)
+        self.machine = describe_machine(machine)
         self.software = software_configuration((), software)
         self._outputs: dict[str, list[str]] = {}
 

@@ -1,14 +1,16 @@
 """Surrogate models as GPTune ``surrogate_model`` records, and back to a predictor.
 
-A record keeps the hyperparameters, the log-likelihood and its gradient, the
-iterations, the uids of the evaluations used, the task parameters, the three
-spaces and the modeler's name. :func:`load_surrogate` rebuilds the fitted
+A record carries GPTune's fields as GPTune reads them (``Model_LCM``, the
+flat hyperparameter list, the spaces with ``transformer`` and ``int`` types,
+``objective_id``, ``model_stats.neg_log_likelihood``) and raytuner's own
+details under the ``raytuner`` key (its modeler, hyperparameters by name,
+spaces, the fit report). :func:`load_surrogate` rebuilds the fitted
 model from a record and the stored evaluations it names, without refitting.
 
 Example:
     >>> import numpy as np
     >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.space import ProblemSpace, Space
     >>> from raytuner.models import LCM, LCMOptions, TrainingData
     >>> from raytuner.testing.functions import DEMO_PROBLEM
     >>> problem, task = ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}
@@ -26,6 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from raytuner.errors import InvalidInputError
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM
@@ -33,58 +37,149 @@ from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
 from raytuner.models.options import FitReport, LCMOptions
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord, task_key
-from raytuner.space import ProblemSpace
+from raytuner.space import ProblemSpace, Space
 
-__all__ = ["surrogate_record", "load_surrogate"]
+__all__ = ["GPTUNE_MODELER", "gptune_space", "gptune_hyperparameters", "surrogate_record", "own_model",
+           "load_surrogate"]
+
+
+#: What GPTune calls an LCM surrogate (its ``Model_LCM``, whose flat hyperparameter list ours follows).
+GPTUNE_MODELER = "Model_LCM"
+
+
+def gptune_space(space: Space) -> list[dict[str, Any]]:
+    """``space`` as GPTune's ``problem_space_to_dict`` writes it (``name``, ``transformer``, ``type``, bounds).
+
+    Args:
+        space: a problem space (task, parameter or output space).
+
+    >>> from raytuner.space import Space
+    >>> gptune_space(Space.model_validate([{"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 8}]))
+    [{'name': 'n', 'transformer': 'normalize', 'type': 'int', 'lower_bound': 1, 'upper_bound': 8, 'optimize': True}]
+    """
+    out = []
+    for p in space:
+        if p.type == "categorical":
+            out.append({"name": p.name, "transformer": "onehot", "type": "categorical",
+                        "categories": list(p.categories)})
+            continue
+        integer = p.type == "integer"
+        low, high = p.lower_bound, p.upper_bound
+        out.append({"name": p.name, "transformer": "normalize", "type": "int" if integer else "real",
+                    "lower_bound": int(low) if integer else float(low),
+                    "upper_bound": int(high) if integer else float(high), "optimize": True})
+    return out
+
+
+def _gptune_outputs(problem: ProblemSpace) -> list[dict[str, Any]]:
+    return [{"name": o.name, "transformer": "normalize", "type": "real", "lower_bound": float(o.lower_bound),
+             "upper_bound": float(o.upper_bound), "optimize": True} for o in problem.output_space]
+
+
+def gptune_hyperparameters(hp: Hyperparameters) -> list[float] | None:
+    """The flat list GPTune's ``Model_LCM`` reads: length scales, variances, κ, noise, W (rank 1 only; else ``None``).
+
+    GPTune's order is ``theta`` (Q·d), ``var`` (Q, here 1: the scale lives
+    in ``B_q``), ``kappa`` (Q·m), ``sigma`` (m) and ``WS`` (Q·m), each latent
+    function's block in turn.
+
+    Args:
+        hp: the LCM's hyperparameters.
+    """
+    latent, _, _, rank = hp.shape
+    if rank != 1:
+        return None
+    return [float(v) for v in np.concatenate([hp.lengthscales.ravel(), np.ones(latent), hp.kappa.ravel(),
+                                              hp.noise.ravel(), hp.W[:, :, 0].ravel()])]
 
 
 def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                      uids: Sequence[str], modeler: str, objective: str | None = None) -> SurrogateModelRecord:
     """The ``surrogate_model`` record of ``fitted``, trained on the evaluations ``uids``.
 
+    GPTune's fields are spelled as GPTune writes and reads them (its spaces,
+    ``Model_LCM``, the flat hyperparameter list, ``objective_id``,
+    ``model_stats.neg_log_likelihood``); raytuner's own details (its
+    modeler, the hyperparameters by name, the spaces with their options,
+    the fit report) are under the ``raytuner`` key. A model GPTune's
+    ``Model_LCM`` cannot express (rank > 1) is named ``raytuner_LCM``, so
+    GPTune never loads it as its own.
+
     Args:
         fitted: the fitted model.
         problem: the problem it models.
         tasks: its tasks' parameters, in model order.
         uids: the uids of the evaluations it was trained on.
-        modeler: who made the model (a strategy's name), stored as the record's modeler.
+        modeler: who made the model (a strategy's name), stored as raytuner's modeler.
         objective: the modelled output (default: the first).
     """
     spaces = problem.model_dump()
     spaces["output_space"] = [{k: v for k, v in o.items() if not (isinstance(v, float) and not math.isfinite(v))}
                               for o in spaces["output_space"]]   # JSON has no infinity
+    name = problem.objective(objective).name
+    objective_id = problem.objectives.index(name)
+    flat = gptune_hyperparameters(fitted.hyperparameters)
+    log_likelihood = float(fitted.log_likelihood)
+    gradients = (fitted.log_likelihood_gradient().tolist()
+                 if fitted.report.optimised and fitted.report.approximation is None else None)
     return SurrogateModelRecord(
-        hyperparameters=fitted.hyperparameters.to_dict(),
+        hyperparameters=flat if flat is not None else fitted.hyperparameters.to_vector().tolist(),
         modeling_options=fitted.options.to_dict(),
-        model_stats={"log_likelihood": fitted.log_likelihood,
-                     "gradients": (fitted.log_likelihood_gradient().tolist()
-                                   if fitted.report.optimised and fitted.report.approximation is None else None),
-                     "approximation": fitted.report.approximation,
-                     "optimised_samples": fitted.report.optimised_samples,
-                     "iterations": fitted.report.iterations, "likelihood_evaluations": fitted.report.evaluations,
-                     "starts": fitted.report.starts, "fit_seconds": fitted.report.seconds,
-                     "jitter": fitted.jitter, "samples": fitted.data.counts},
-        task_parameters=[[t[name] for name in problem.input_space.names] for t in tasks],
+        model_stats={"log_likelihood": log_likelihood, "neg_log_likelihood": -log_likelihood,
+                     "gradients": gradients, "iterations": fitted.report.iterations},
+        task_parameters=[[t[n] for n in problem.input_space.names] for t in tasks],
         function_evaluations=list(uids),
-        input_space=spaces["input_space"], parameter_space=spaces["parameter_space"],
-        output_space=spaces["output_space"], modeler=modeler,
-        objective={"name": problem.objective(objective).name},
+        input_space=gptune_space(problem.input_space), parameter_space=gptune_space(problem.parameter_space),
+        output_space=_gptune_outputs(problem),
+        modeler=GPTUNE_MODELER if flat is not None else "raytuner_LCM",
+        objective={**_gptune_outputs(problem)[objective_id], "objective_id": objective_id},
+        objective_id=objective_id, log_likelihood=log_likelihood,
+        raytuner={"modeler": modeler, "hyperparameters": fitted.hyperparameters.to_dict(), "spaces": spaces,
+                  "objective": name,
+                  "fit": {"approximation": fitted.report.approximation,
+                          "optimised_samples": fitted.report.optimised_samples,
+                          "likelihood_evaluations": fitted.report.evaluations, "starts": fitted.report.starts,
+                          "fit_seconds": fitted.report.seconds, "jitter": fitted.jitter,
+                          "samples": fitted.data.counts}},
     )
+
+
+def own_model(record: SurrogateModelRecord) -> dict[str, Any] | None:
+    """raytuner's description of a stored model (modeler, hyperparameters, spaces, objective, fit), or ``None``.
+
+    Records written before the ``raytuner`` key kept these at the top level;
+    they are read as well. A model of another tool is ``None``.
+
+    Args:
+        record: a stored ``surrogate_model`` record.
+    """
+    own = getattr(record, "raytuner", None)
+    if isinstance(own, Mapping):
+        return dict(own)
+    if isinstance(record.hyperparameters, Mapping) and record.modeler.startswith("raytuner"):
+        stats = record.model_stats
+        return {"modeler": record.modeler, "hyperparameters": dict(record.hyperparameters),
+                "spaces": {"input_space": record.input_space, "parameter_space": record.parameter_space,
+                           "output_space": record.output_space},
+                "objective": (record.objective or {}).get("name"), "fit": dict(stats)}
+    return None
 
 
 def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionEvaluation]) -> FittedLCM:
     """The model of ``record`` conditioned on its evaluations (found by uid among ``evaluations``).
 
     Raises :class:`~raytuner.errors.InvalidInputError` naming what is
-    missing when the record is not an LCM record or evaluations are absent.
+    missing when the record is not a raytuner LCM record or evaluations are absent.
 
     Args:
-        record: a ``surrogate_model`` record of an LCM.
+        record: a ``surrogate_model`` record of a raytuner LCM.
         evaluations: evaluations that include those it was trained on.
     """
-    problem = ProblemSpace.parse({"input_space": record.input_space, "parameter_space": record.parameter_space,
-                                  "output_space": record.output_space}, "surrogate_model")
-    hp = Hyperparameters.from_dict(record.hyperparameters or {})
+    own = own_model(record)
+    if own is None:
+        raise InvalidInputError("surrogate_model", f"a {record.modeler} model of another tool, not a raytuner LCM")
+    problem = ProblemSpace.parse(own["spaces"], "surrogate_model")
+    hp = Hyperparameters.from_dict(own["hyperparameters"] or {})
     known = {k: v for k, v in record.modeling_options.items() if k in LCMOptions.__dataclass_fields__}
     options = LCMOptions(**known)
     wanted = set(record.function_evaluations)
@@ -95,11 +190,12 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     tasks = [dict(zip(problem.input_space.names, values)) for values in record.task_parameters]
     by_uid = {e.uid: e for e in used}
     ordered = [by_uid[u] for u in record.function_evaluations]
-    data, _ = TrainingData.from_records(problem, tasks, ordered, (record.objective or {}).get("name"))
+    data, _ = TrainingData.from_records(problem, tasks, ordered, own.get("objective"))
     if len({task_key(t) for t in tasks}) != hp.shape[1]:
         raise InvalidInputError("task_parameters", "the record's tasks do not match its hyperparameters")
-    optimised = record.model_stats.get("optimised_samples")
-    report = FitReport(seconds=float(record.model_stats.get("fit_seconds", 0.0)),
-                       iterations=int(record.model_stats.get("iterations", 0)),
+    fit = own.get("fit") or {}
+    optimised = fit.get("optimised_samples")
+    report = FitReport(seconds=float(fit.get("fit_seconds", 0.0)),
+                       iterations=int(record.model_stats.get("iterations", fit.get("iterations", 0)) or 0),
                        optimised_samples=optimised if isinstance(optimised, int) else None)
     return FittedLCM.condition(options, data, LCM(options).standardisation(data), hp, report)

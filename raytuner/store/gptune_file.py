@@ -1,7 +1,10 @@
 """GPTune history files: read one (any schema GPTune wrote), write one atomically and durably.
 
 A GPTune history file is one JSON object: ``tuning_problem_name``, the
-``func_eval`` records and the ``surrogate_model`` records. Writing goes
+``func_eval`` records and the ``surrogate_model`` records. Older schemas
+(``name``, ``model_data``, ``I``/``P``/``O`` records: see
+:mod:`raytuner.store.gptune_schemas`) are read into today's; the document's
+``read_report`` says what was read, skipped and converted. Writing goes
 through a temporary file beside the target, fsync, an atomic rename and an
 fsync of the directory, so a reader sees the old file or the new one, never
 a torn one.
@@ -26,19 +29,39 @@ from typing import Any
 
 from raytuner.jsonfile import parse_json_file
 from raytuner.records import HistoryDocument
+from raytuner.space import ProblemSpace
+from raytuner.store.gptune_schemas import normalise_history
 from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL, SURROGATE_MODEL as _SURROGATE, fsync_dir
 
-__all__ = ["HISTORY_FILE", "read_history_file", "write_history_file"]
+__all__ = ["HISTORY_FILE", "parse_history", "read_history_file", "write_history_file"]
 
 #: What a GPTune history file holds, for error messages.
 HISTORY_FILE = "a GPTune history: tuning_problem_name, func_eval, surrogate_model"
 
 
-def read_history_file(path: str | os.PathLike[str]) -> HistoryDocument:
-    """Read a GPTune history file (for example one GPTune itself wrote).
+def parse_history(data: Any, problem: ProblemSpace | None = None) -> HistoryDocument:
+    """A GPTune history's JSON value (any schema) as a document whose ``read_report`` says what was read.
+
+    Args:
+        data: The parsed JSON.
+        problem: Converts values written as strings by the problem's types (default: by inference).
+
+    >>> doc = parse_history({"name": "old", "func_eval": [{"I": {"t": 1}, "P": {"x": "0.5"}, "O": {"y": 2}}]})
+    >>> doc.tuning_problem_name, doc.func_eval[0].tuning_parameter, doc.read_report.schema
+    ('old', {'x': 0.5}, 4)
+    """
+    normalised, report = normalise_history(data, problem)
+    document = HistoryDocument.model_validate(normalised)
+    document.read_report = report
+    return document
+
+
+def read_history_file(path: str | os.PathLike[str], problem: ProblemSpace | None = None) -> HistoryDocument:
+    """Read a GPTune history file of any schema (for example one GPTune itself wrote).
 
     Args:
         path: The file.
+        problem: Converts values written as strings by the problem's types (default: by inference).
 
     Raises:
         InvalidInputError: naming the file (and the field in it) when it cannot
@@ -48,7 +71,7 @@ def read_history_file(path: str | os.PathLike[str]) -> HistoryDocument:
     >>> len(doc.func_eval), len(doc.surrogate_model)                        # doctest: +SKIP
     (70, 35)
     """
-    return parse_json_file(path, HistoryDocument.model_validate, HISTORY_FILE)
+    return parse_json_file(path, lambda data: parse_history(data, problem), HISTORY_FILE)
 
 
 def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:

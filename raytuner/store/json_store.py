@@ -62,6 +62,7 @@ from raytuner.errors import InvalidInputError, StoreError, from_validation_error
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.gptune_file import write_history_file
+from raytuner.store.gptune_schemas import detect_schema, normalise_history
 from raytuner.store.ledger import JsonLedger
 from raytuner.store.journal import (
     FUNC_EVAL as _FUNC_EVAL,
@@ -262,6 +263,11 @@ class JsonStore(HistoryStore):
         if not isinstance(data, dict) or not all(isinstance(data.get(k, []), list) for k in (_FUNC_EVAL, _SURROGATE)):
             raise StoreError(f"{path} is not a GPTune history file (expected an object whose "
                              f"{_FUNC_EVAL} and {_SURROGATE} are lists)")
+        try:
+            if isinstance(data.get(_FUNC_EVAL), list) and detect_schema(data) != 1:
+                data, _ = normalise_history(data)  # an older GPTune file: read as today's (written so at compaction)
+        except InvalidInputError as exc:
+            raise StoreError(f"{path} is not a GPTune history file: {exc}") from None
         self._cache[str(path)] = (key, data)
         return data
 

@@ -45,7 +45,7 @@ from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.models.persistence import load_surrogate, surrogate_record
+from raytuner.models.persistence import load_surrogate, own_model, surrogate_record
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
@@ -324,12 +324,13 @@ class MLA(Strategy):
         names = self.problem.input_space.names
         mine = [[t[n] for n in names] for t in self.tasks]
         for record in reversed(models):
-            if record.modeler == self.modeler and record.task_parameters == mine:
+            own = own_model(record)
+            if own is not None and own["modeler"] == self.modeler and record.task_parameters == mine:
                 try:
-                    self._warm = Hyperparameters.from_dict(record.hyperparameters or {})
+                    self._warm = Hyperparameters.from_dict(own["hyperparameters"] or {})
                 except InvalidInputError:
                     continue
-                optimised = record.model_stats.get("optimised_samples")
+                optimised = (own.get("fit") or {}).get("optimised_samples")
                 self._warm_optimised = optimised if isinstance(optimised, int) else None
                 self._restored = record
                 return

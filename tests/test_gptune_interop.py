@@ -1,0 +1,284 @@
+"""GPTune interoperability: every history schema reads; what we write, GPTune's reader loads.
+
+``gptune_load`` below re-implements the key accesses of GPTune's reader
+(``HistoryDB.load_history_func_eval``, ``check_load_deps``,
+``search_func_eval_task_id``, ``check_surrogate_model_exact_match`` and the
+model loaders' ``modeler`` / ``objective_id`` / ``model_stats`` reads, from
+gptune/GPTune ``GPTune/historydb.py``): a key GPTune reads and we did not
+write raises ``KeyError`` here as it does there.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from raytuner.cli import main
+from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor
+from raytuner.models import LCMOptions
+from raytuner.records import FunctionEvaluation
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore, read_history_file, write_history_file
+from raytuner.store.gptune_file import parse_history
+from raytuner.strategies import MLA, GPTuneBand
+from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared/data/gptune"
+FILES = {"GPTune-Demo.json": (1, 70, 35), "hypre-2021.json": (4, 10, 5), "scalapack-pdqrdriver-2021.json": (3, 5, 0)}
+
+
+def _schema2() -> dict[str, Any]:
+    """GPTune's 2021 shape (``model_data`` with ``problem_space``, ``func_eval`` uids, ``objective_id``),
+    made from the shared current-schema file: no 2021 file is among the shared data."""
+    data = json.loads((DATA / "GPTune-Demo.json").read_text())
+    models = []
+    for m in data.pop("surrogate_model"):
+        models.append({"hyperparameters": [0.5, 1.0, 1e-3], "model_stats": {"neg_log_likelihood": 3.0},
+                       "func_eval": m["function_evaluations"], "task_parameters": m["task_parameters"],
+                       "problem_space": {"input_space": [{k: v for k, v in e.items() if k != "name"}
+                                                         for e in m["input_space"]],
+                                         "parameter_space": m["parameter_space"],
+                                         "output_space": m["output_space"]},
+                       "modeler": "Model_LCM", "objective_id": 0, "time": m["time"], "uid": m["uid"]})
+    data.pop("tuning_problem_category")
+    return {**data, "model_data": models}
+
+
+# -- reading every schema ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_shared_schema_reads_whole_and_round_trips(name: str, tmp_path: Path) -> None:
+    schema, evaluations, models = FILES[name]
+    document = read_history_file(DATA / name)
+    assert (document.read_report.schema, len(document.func_eval), len(document.surrogate_model)) == \
+        (schema, evaluations, models)
+    assert document.read_report.skipped == []
+    assert all(r.status == "ok" and r.evaluation_result and r.task_parameter for r in document.func_eval)
+    assert all("machine_name" in r.machine_configuration for r in document.func_eval)
+    # read -> import -> export -> read again: the same evaluations and models
+    with JsonStore(tmp_path / "store") as store:
+        store.import_document(document)
+        exported = store.export_document(document.tuning_problem_name)
+    write_history_file(tmp_path / "out.json", exported)
+    again = read_history_file(tmp_path / "out.json")
+    assert again.read_report.schema == 1
+    assert [r.to_dict() for r in again.func_eval] == [r.to_dict() for r in document.func_eval]
+    assert [m.to_dict() for m in again.surrogate_model] == [m.to_dict() for m in document.surrogate_model]
+
+
+def test_schema_4_is_mapped_field_by_field() -> None:
+    document = read_history_file(DATA / "hypre-2021.json")
+    raw = json.loads((DATA / "hypre-2021.json").read_text())
+    first, record = raw["func_eval"][0], document.func_eval[0]
+    assert record.uid == first["uid"] and record.task_parameter == first["I"]
+    assert record.tuning_parameter["Px"] == 3 and record.tuning_parameter["strong_threshold"] == pytest.approx(0.464082488892553)
+    assert record.evaluation_result == first["O"]
+    assert record.machine_configuration == {"machine_name": "cori", "haswell": {"nodes": 1, "cores": 32}}
+    assert record.time.tm_year == 2021
+    assert any("inference" in note for note in document.read_report.notes)
+    model = document.surrogate_model[0]
+    assert model.function_evaluations == raw["model_data"][0]["func_eval"]
+    assert model.hyperparameters == raw["model_data"][0]["hyperparameters"]
+    assert [e["name"] for e in model.parameter_space] == list(first["P"])      # named from the records' order
+    assert model.objective == {"objective_id": 0, "name": "r"}
+
+
+def test_schema_4_strings_follow_the_problems_types_when_given() -> None:
+    raw = json.loads((DATA / "hypre-2021.json").read_text())
+    params = [{"name": k, "type": "real" if "." in v else "integer", "lower_bound": 0, "upper_bound": 1e6}
+              for k, v in raw["func_eval"][0]["P"].items()]
+    params = [p if p["name"] != "coarsen_type" else {"name": "coarsen_type", "type": "categorical",
+                                                      "categories": ["0", "1", "2"]} for p in params]
+    problem = ProblemSpace.parse({"input_space": [{"name": n, "type": "integer", "lower_bound": 0,
+                                                   "upper_bound": 1000} for n in ("nx", "ny", "nz")],
+                                  "parameter_space": params, "output_space": [{"name": "r"}]})
+    document = read_history_file(DATA / "hypre-2021.json", problem=problem)
+    values = document.func_eval[0].tuning_parameter
+    assert values["coarsen_type"] == "1" and values["Px"] == 3 and isinstance(values["trunc_factor"], float)
+    assert document.read_report.notes == []
+
+
+def test_schema_3_maps_evaluated_result_and_the_old_machine_shape() -> None:
+    document = read_history_file(DATA / "scalapack-pdqrdriver-2021.json")
+    record = document.func_eval[0]
+    assert record.evaluation_result == {"r": 15.148637}
+    assert record.machine_configuration == {"machine_name": "cori1", "haswell": {"nodes": 8, "cores": 32}}
+    assert record.software_configuration["openmpi"]["version_split"] == [4, 0, 0]
+
+
+def test_schema_2_keeps_its_models_through_import_and_export(tmp_path: Path) -> None:
+    document = parse_history(_schema2())
+    assert document.read_report.schema == 2 and len(document.surrogate_model) == 35
+    model = document.surrogate_model[0]
+    assert model.input_space[0]["name"] == "t" and model.objective["objective_id"] == 0
+    assert model.function_evaluations
+    with JsonStore(tmp_path) as store:
+        store.import_document(document)
+        assert len(store.models("GPTune-Demo")) == 35
+
+
+def test_what_is_no_record_is_skipped_and_said_and_a_non_history_is_one_line(tmp_path: Path) -> None:
+    data = json.loads((DATA / "scalapack-pdqrdriver-2021.json").read_text())
+    data["func_eval"].append("garbage")
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(data))
+    document = read_history_file(path)
+    assert len(document.func_eval) == 5 and document.read_report.skipped == ["func_eval[5]: a str, not a record object"]
+    shown = CliRunner().invoke(main, ["history", "show", str(path)])
+    assert shown.exit_code == 0 and "func_eval[5]: a str" in shown.output and "schema: 3" in shown.output
+    assert "task: " in shown.output
+    (tmp_path / "perf.json").write_text(json.dumps({"name": "x", "perf_data": []}))
+    with pytest.raises(InvalidInputError, match="func_eval: missing"):
+        read_history_file(tmp_path / "perf.json")
+    refused = CliRunner().invoke(main, ["history", "show", str(tmp_path / "perf.json")])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert "func_eval" in refused.output and "Traceback" not in refused.output
+
+
+def test_a_store_directory_reads_an_older_gptune_file_without_writing(tmp_path: Path) -> None:
+    target = tmp_path / "hypre.json"
+    target.write_bytes((DATA / "hypre-2021.json").read_bytes())
+    before = target.read_bytes()
+    with JsonStore(tmp_path) as store:
+        assert store.problems() == ["hypre"]
+        assert len(store.evaluations("hypre")) == 10 and len(store.models("hypre")) == 5
+    assert target.read_bytes() == before, "a read never writes"
+
+
+# -- GPTune's reader over what we write --------------------------------------------------------------------------
+
+def _version(split: list[int]) -> int:
+    return int("".join(str(d) for d in split))
+
+
+def _check_load_deps(func_eval: dict[str, Any], machines: dict[str, Any], software: dict[str, Any]) -> bool:
+    """GPTune's ``check_load_deps``, key access for key access."""
+    machine = func_eval["machine_configuration"]
+    if "machine_name" not in machine:
+        return False
+    processors = [k for k in machine if k != "machine_name"]
+    if machine["machine_name"] not in machines:
+        return False
+    for processor in processors:
+        if processor not in machines[machine["machine_name"]]:
+            return False
+        for count in ("nodes", "cores"):
+            value, allowed = machine[processor][count], machines[machine["machine_name"]][processor][count]
+            if (isinstance(allowed, list) and value not in allowed) or (isinstance(allowed, int) and value != allowed):
+                return False
+    for name, rule in software.items():
+        if name not in func_eval["software_configuration"]:
+            return False
+        value = _version(func_eval["software_configuration"][name]["version_split"])
+        low = _version(rule.get("version_from", rule.get("version_split", [0])))
+        high = _version(rule.get("version_to", rule.get("version_split", [9] * 9)))
+        if not low <= value <= high:
+            return False
+    return True
+
+
+def _gptune_space(space: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GPTune's ``problem_space_to_dict`` of the same problem defined in GPTune."""
+    kinds = {"real": "real", "integer": "int"}
+    return [{"name": p["name"], "transformer": "normalize", "type": kinds[p["type"]],
+             "lower_bound": p.get("lower_bound", float("-inf")), "upper_bound": p.get("upper_bound", float("inf")),
+             "optimize": True} for p in space]
+
+
+def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[list[Any]], machine: dict[str, Any],
+                load_check: bool = True) -> tuple[list[list[list[Any]]], list[list[list[Any]]], list[dict[str, Any]]]:
+    """What GPTune loads from ``history``: parameters and outputs per task, and the matching LCM models."""
+    names = {key: [p["name"] for p in problem[key]] for key in ("input_space", "parameter_space")}
+    outputs = [o["name"] for o in problem["output_space"]]
+    machines = {machine["machine_name"]: {k: {"nodes": v["nodes"], "cores": v["cores"]}
+                                          for k, v in machine.items() if k != "machine_name"}}
+    P: list[list[list[Any]]] = [[] for _ in tasks]
+    O: list[list[list[Any]]] = [[] for _ in tasks]
+    for func_eval in history["func_eval"]:
+        if load_check and not _check_load_deps(func_eval, machines, {}):
+            continue
+        task = next((i for i, t in enumerate(tasks)
+                     if all(func_eval["task_parameter"][n] == v for n, v in zip(names["input_space"], t))), -1)
+        if task == -1:
+            continue
+        P[task].append([float(func_eval["tuning_parameter"][n]) for n in names["parameter_space"]])
+        O[task].append([func_eval["evaluation_result"][n] for n in outputs])
+    given = {key: _gptune_space(problem[key]) for key in ("input_space", "parameter_space", "output_space")}
+    models = []
+    for model in history["surrogate_model"]:
+        match = model["task_parameters"] == tasks and model["modeler"] == "Model_LCM" \
+            and model["objective_id"] == 0 and model["objective"]["objective_id"] == 0
+        for key in ("input_space", "parameter_space", "output_space"):
+            for entry in model[key]:
+                other = next((g for g in given[key] if g["name"] == entry["name"]), None)
+                match = match and other is not None and all(entry[k] == other[k] for k in
+                                                             ("type", "transformer", "lower_bound", "upper_bound"))
+        if match:
+            assert model["model_stats"]["neg_log_likelihood"] == -model["log_likelihood"]
+            assert all(isinstance(v, float) for v in model["hyperparameters"])
+            models.append(model)
+    return P, O, models
+
+
+def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    tasks = [{"t": 1.0}, {"t": 1.5}]
+    engine = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1), executor=InlineExecutor())
+    store = JsonStore(tmp_path / "mla")
+    session = TuningSession("mla-demo", problem, engine, store)
+    for n in range(12):
+        trial = session.ask()
+        if n == 4:
+            session.tell(trial, failure="segfault")
+        else:
+            session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
+    store.compact("mla-demo")
+    return json.loads(store.path("mla-demo").read_text()), session.machine
+
+
+def test_gptunes_reader_loads_every_record_and_model_of_an_mla_history(tmp_path: Path) -> None:
+    history, machine = _mla_history(tmp_path)
+    gptune_machine = {k: v for k, v in machine.items() if k == "machine_name" or isinstance(v, dict)}
+    P, O, models = gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], gptune_machine)
+    assert sum(len(p) for p in P) == 12, "with the load check on, every record is loaded"
+    assert [None] in O[0] + O[1], "the failed run is null, as GPTune writes one"
+    assert len(models) == len(history["surrogate_model"]) > 0
+    for m in models:          # GPTune's Model_LCM layout: theta (Q d), var (Q), kappa (Q m), sigma (m), WS (Q m)
+        latent = len(m["raytuner"]["hyperparameters"]["lengthscales"])
+        assert len(m["hyperparameters"]) == latent * 1 + latent + latent * 2 + 2 + latent * 2
+    P_off, _, _ = gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], {"machine_name": "elsewhere"}, load_check=False)
+    assert sum(len(p) for p in P_off) == 12
+    failed = [r for r in history["func_eval"] if r["raytuner"]["status"] == "failed"]
+    assert failed[0]["evaluation_result"] == {"y": None} and failed[0]["raytuner"]["failure_message"] == "segfault"
+    assert all(set(r["machine_configuration"]) == set(gptune_machine) for r in history["func_eval"])
+    assert all(r["raytuner"]["machine"]["host"] for r in history["func_eval"])
+
+
+def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    band = GPTuneBand(problem, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, executor=InlineExecutor(),
+                      options=LCMOptions(n_starts=1))
+    store = JsonStore(tmp_path)
+    session = TuningSession("band-demo", problem, band, store)
+    while not band.finished:
+        trial = session.ask()
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.0, b=trial.provenance.fidelity, b_max=4)})
+    store.compact("band-demo")
+    history = json.loads(store.path("band-demo").read_text())
+    machine = {k: v for k, v in session.machine.items() if k == "machine_name" or isinstance(v, dict)}
+    P, O, _ = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, [[1.0]], machine)
+    assert len(P[0]) == len(history["func_eval"]) > 0 and all(o[0] is not None for o in O[0])
+    assert all(r.get("raytuner", {}).get("fidelity") for r in history["func_eval"])
+
+
+def test_a_failure_read_from_a_gptune_file_is_a_failed_record() -> None:
+    record = FunctionEvaluation.model_validate({"task_parameter": {"t": 1}, "tuning_parameter": {"x": 0.5},
+                                                "evaluation_result": {"y": None}})
+    assert record.status == "failed" and record.value("y") is None
