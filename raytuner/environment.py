@@ -114,7 +114,7 @@ def machine_configuration(user: Mapping[str, Any] | None = None,
     env = os.environ if env is None else env
     given, _ = split_machine(user or {})
     captured: dict[str, Any] = {"machine_name": env.get("SLURM_CLUSTER_NAME") or socket.gethostname()}
-    if len(given) == len({k: v for k, v in given.items() if k == "machine_name"}):   # no processor named
+    if all(key == "machine_name" for key in given):                                 # no processor named
         nodes = _int_env(env, "SLURM_JOB_NUM_NODES") or _int_env(env, "SLURM_NNODES") or 1
         cores = _int_env(env, "SLURM_CPUS_ON_NODE") or os.cpu_count() or 1
         captured[cpu_model()] = {"nodes": nodes, "cores": cores}

@@ -169,9 +169,9 @@ def _typed(values: Mapping[str, Any], space: Space | None, what: str, report: Sc
             out[name] = next((c for c in param.categories if str(c) == out[name]), out[name])
         else:
             number = _infer(out[name])
-            out[name] = (int(number) if param.type == "integer" and isinstance(number, (int, float))
-                         and float(number).is_integer() else float(number) if isinstance(number, (int, float))
-                         else number)
+            if isinstance(number, (int, float)):
+                whole = param.type == "integer" and float(number).is_integer()
+                out[name] = int(number) if whole else float(number)
     return out
 
 
@@ -226,11 +226,9 @@ def _evaluation(record: Mapping[str, Any], problem: ProblemSpace | None, report:
     return out
 
 
-def _space_entries(entries: Any, names: list[str]) -> list[dict[str, Any]]:
+def _space_entries(entries: list[Mapping[str, Any]], names: list[str]) -> list[dict[str, Any]]:
     """A legacy model's space entries, named by ``names`` when they have no names and the counts match."""
-    if not isinstance(entries, list):
-        return []
-    out = [dict(e) for e in entries if isinstance(e, Mapping)]
+    out = [dict(e) for e in entries]
     if len(out) == len(names):
         for entry, name in zip(out, names):
             entry.setdefault("name", name)
@@ -246,13 +244,20 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
     if isinstance(space, Mapping):
         keys = {"input_space": ("input_space", "IS"), "parameter_space": ("parameter_space", "PS"),
                 "output_space": ("output_space", "OS")}
+        mapped: set[str] = set()
         for target, spellings in keys.items():
-            found = next((space[s] for s in spellings if s in space), None)
-            if found is not None and target not in out:
-                out[target] = _space_entries(found, names[target])
-        if not all(isinstance(e, Mapping) and "name" in e for k in keys for e in out.get(k, [])):
+            found = next((s for s in spellings if s in space), None)
+            entries = space[found] if found is not None else None
+            if isinstance(entries, list) and target not in out and all(isinstance(e, Mapping) for e in entries):
+                out[target] = _space_entries(entries, names[target])
+                mapped.add(found)
+        if not all("name" in e for k in keys for e in out.get(k, [])):
             report.note("some model space entries have no names (the file's records did not say them)")
-        out.pop("problem_space")
+        rest = {k: v for k, v in space.items() if k not in mapped}
+        if rest:
+            out["problem_space"] = rest          # what had no place in today's spaces, kept verbatim
+        else:
+            del out["problem_space"]
     objective_id = out.get("objective_id")
     if "objective" not in out and isinstance(objective_id, int):
         outputs = names["output_space"]
