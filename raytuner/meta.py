@@ -40,9 +40,11 @@ from pydantic import (
     SecretStr,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from raytuner.errors import InvalidInputError, validate
+from raytuner.history_options import HISTORY_FIELDS, HistoryOptions, yes_no
 from raytuner.records import check_problem_name
 from raytuner.space import ProblemSpace
 
@@ -100,20 +102,17 @@ class ConfigurationSpace(BaseModel):
     user_configurations: list[str] = Field(default_factory=list)
 
 
-def _yes_no(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in {"yes", "no", "true", "false"}:
-        return value.lower() in {"yes", "true"}
-    raise InvalidInputError("sync_crowd_repo", f"{value!r} is not a yes/no value",
-                            allowed=["yes", "no", "true", "false"])
-
-
 class MetaDescription(BaseModel):
     """A tuning problem's meta description (GPTuneCrowd section IV-A).
 
     ``api_key`` is a secret: it never shows in ``repr`` or logs, only in
-    :meth:`to_dict` (which writes the file the user gave back).
+    :meth:`to_dict` (which writes the file the user gave back). GPTune's
+    history-database options (``load_func_eval``, ``save_func_eval``,
+    ``save_model``, ``load_surrogate_model``, ``loadable_machine_configurations``,
+    ``loadable_software_configurations``, ``no_load_check``) sit at the top
+    level as in GPTune's files and are read into :attr:`history`;
+    ``historydb_path`` is where a face that opens the store from the
+    description finds it, ``tuning_problem_category`` GPTune's category of the problem.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -125,6 +124,17 @@ class MetaDescription(BaseModel):
     machine_configuration: dict[str, Any] = Field(default_factory=dict)
     software_configuration: dict[str, Any] = Field(default_factory=dict)
     sync_crowd_repo: bool = False
+    tuning_problem_category: str | None = None
+    historydb_path: str | None = Field(default=None, min_length=1)
+    history: HistoryOptions = Field(default_factory=HistoryOptions, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _history(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "history" not in data:
+            data = dict(data)
+            data["history"] = HistoryOptions.parse({k: data.pop(k) for k in HISTORY_FIELDS if k in data})
+        return data
 
     @field_validator("tuning_problem_name")
     @classmethod
@@ -134,7 +144,7 @@ class MetaDescription(BaseModel):
     @field_validator("sync_crowd_repo", mode="before")
     @classmethod
     def _sync(cls, v: Any) -> bool:
-        return _yes_no(v)
+        return yes_no(v, "")          # validate() names the field
 
     @field_serializer("sync_crowd_repo")
     def _sync_out(self, v: bool) -> str:
@@ -170,6 +180,8 @@ class MetaDescription(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data that :meth:`parse` reads back to an equal description."""
         data = self.model_dump(mode="python")
-        if data["api_key"] is None:
-            del data["api_key"]
+        for key in ("api_key", "tuning_problem_category", "historydb_path"):
+            if data[key] is None:
+                del data[key]
+        data.update(self.history.to_meta())
         return data

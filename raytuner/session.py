@@ -25,7 +25,13 @@ lives the same life everywhere:
   trials are pending and :class:`~raytuner.errors.TuningFinished` once none
   is; an engine's own ``TuningFinished`` likewise waits for the trials in flight;
 - **restarts**: :meth:`TuningSession.resume` replays the stored records and
-  adopts the trials this session id asked and never told.
+  adopts the trials this session id asked and never told;
+- **GPTune's history-database options** (:class:`~raytuner.history_options.HistoryOptions`,
+  ``history=``): which stored records a resumed session replays
+  (``load_func_eval``, the loadable machine and software configurations,
+  ``no_load_check``), whether stored models are used as they are
+  (``load_surrogate_model``), and whether evaluations and models go to the
+  store (``save_func_eval``, ``save_model``).
 
 Example:
     >>> import tempfile
@@ -51,50 +57,21 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
+from raytuner.history_options import HistoryOptions
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
-from raytuner.strategies.base import Strategy, Suggestion, fitting_records, task_key
+from raytuner.strategies.base import Strategy, fitting_records, task_key
+from raytuner.trial import Trial, TrialNamer
 
 __all__ = ["TuningSession", "Trial", "TrialNamer"]
 
 log = logging.getLogger(__name__)
-
-#: Names a trial once its suggestion is known (for a face that routes trials by what they are).
-TrialNamer = Callable[[Suggestion], str]
-
-
-@dataclass
-class Trial(Suggestion):
-    """A suggestion handed out by a session, with its trial id."""
-
-    trial_id: str = ""
-
-    def document(self, session_id: str) -> dict[str, Any]:
-        """The trial as the ledger's ``trials`` log keeps it.
-
-        Args:
-            session_id: The session that handed it out.
-        """
-        return {"session_id": session_id, "trial_id": self.trial_id, "task": self.task, "config": self.config,
-                "provenance": self.provenance.model_dump(by_alias=True, exclude_none=True)}
-
-    @classmethod
-    def from_document(cls, document: Mapping[str, Any]) -> "Trial":
-        """The trial a ``trials`` log document holds (see :meth:`document`).
-
-        Args:
-            document: The ledger's document.
-        """
-        return cls(task=document["task"], config=document["config"], trial_id=document["trial_id"],
-                   provenance=Provenance.model_validate(document.get("provenance") or {}))
-
 
 class TuningSession:
     """Ask/tell over an engine with the whole trial lifecycle (see the module documentation).
@@ -110,6 +87,7 @@ class TuningSession:
         session_id: The session's id (a new one when not given).
         max_evaluations: The most trials to hand out, told ones and pending ones (0: no limit).
         ledger: Where handed-out trials are written (default: ``store.ledger()``).
+        history: GPTune's history-database options (defaults: load and save everything).
     """
 
     def __init__(
@@ -125,6 +103,7 @@ class TuningSession:
         session_id: str | None = None,
         max_evaluations: int = 0,
         ledger: Ledger | None = None,
+        history: HistoryOptions | Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int) or max_evaluations < 0:
             raise InvalidInputError("max_evaluations", f"{max_evaluations!r} is not a count (0 = no limit)")
@@ -136,6 +115,10 @@ class TuningSession:
         self.max_evaluations = max_evaluations
         self.machine = describe_machine(machine)
         self.software_configuration = software_configuration(software_packages, software)
+        self.history = HistoryOptions.parse(history)
+        if not self.history.save_func_eval:
+            log.warning("session %s: save_func_eval is no: its evaluations stay out of the history store "
+                        "(kept in its ledger only)", self.session_id)
         self._given_ledger = ledger
         self._store_ledger: Ledger | None = None
         self._pending: dict[str, Trial] = {}
@@ -165,35 +148,48 @@ class TuningSession:
                *, session_only: bool = False, **kwargs: Any) -> "TuningSession":
         """A session whose engine replayed the stored evaluations, with its trials in flight adopted.
 
-        The engine replays every stored evaluation of its tasks (with
-        ``session_only``, only those this session made). Evaluations that do
-        not fit ``problem`` (another version of the problem wrote them) are
-        skipped with one warning that counts them. The session's own records
-        tell which of its trials were told; the trials the ledger holds as
-        asked by this ``session_id`` and not told are adopted (pending again,
-        so telling them later records them).
+        The engine replays the session's own evaluations (of an earlier run
+        of this ``session_id``) and, unless ``session_only`` or the history
+        options say otherwise (``load_func_eval``, the load check), every
+        other stored evaluation of its tasks. Evaluations that do not fit
+        ``problem`` (another version of the problem wrote them) are skipped
+        with one warning that counts them. The session's own records tell
+        which of its trials were told; the trials the ledger holds as asked
+        by this ``session_id`` and not told are adopted (pending again, so
+        telling them later records them).
 
         Args:
             problem_name: The problem's name in the store.
             problem: The problem's spaces.
             strategy: A fresh engine, to be rebuilt from the store.
             store: The history store.
-            session_only: Replay only this session's own evaluations.
-            **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ...).
+            session_only: By default replay only this session's own evaluations
+                (``load_func_eval`` in ``history`` decides when given).
+            **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ``history``, ...).
         """
         session = cls(problem_name, problem, strategy, store, **kwargs)
         keys = {task_key(t) for t in strategy.tasks}
         stored = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
-        own = [r for r in stored if r.raytuner is not None and r.raytuner.session_id == session.session_id]
+        kept_out = [r for r in session._kept_out() if task_key(r.task_parameter) in keys]
+        own = [r for r in stored if session._owns(r)] + kept_out
         session._told = {r.raytuner.trial_id: r for r in own if r.raytuner and r.raytuner.trial_id}
-        records = fitting_records(problem, own if session_only else stored, f"stored {problem_name}")
+        replayed = session.history.replayed(stored, session._owns, not session_only) + kept_out
+        records = fitting_records(problem, replayed, f"stored {problem_name}")
         session._records = records
         strategy.replay(records)
-        strategy.restore_models(store.models(problem_name))
+        strategy.restore_models(store.models(problem_name), fixed=session.history.load_surrogate_model)
         adopted = session._adopt_in_flight()
         log.info("resumed %s (session %s): replayed %d evaluations, adopted %d trial(s) in flight", problem_name,
                  session.session_id, len(records), adopted)
         return session
+
+    def _owns(self, record: FunctionEvaluation) -> bool:
+        return record.raytuner is not None and record.raytuner.session_id == self.session_id
+
+    def _kept_out(self) -> list[FunctionEvaluation]:
+        """This session's evaluations kept in its ledger instead of the store (``save_func_eval`` no)."""
+        return [FunctionEvaluation.model_validate(d["record"])
+                for d in self.ledger.read("session_evaluations", session_id=self.session_id)]
 
     def _adopt_in_flight(self) -> int:
         """Adopt the trials the ledger holds as asked by this session and not told; returns how many."""
@@ -282,7 +278,8 @@ class TuningSession:
                     from None
             raise
         for model in self.strategy.take_models():
-            self.store.append_model(self.problem_name, model)
+            if self.history.save_model:
+                self.store.append_model(self.problem_name, model)
         name = trial_id(suggestion) if callable(trial_id) else trial_id or uuid.uuid4().hex
         if name in self._pending or name in self._told:
             raise TrialConflict(f"trial_id: {name!r} names a trial of this session already")
@@ -384,7 +381,10 @@ class TuningSession:
             # written the record is absorbed by the store's uid check, not stored twice
             uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
         )
-        self.store.append(self.problem_name, record)  # durable before acknowledged
+        if self.history.save_func_eval:             # durable before acknowledged, in the store or the ledger
+            self.store.append(self.problem_name, record)
+        else:
+            self.ledger.append("session_evaluations", {"session_id": self.session_id, "record": record.to_dict()})
         del self._pending[trial_id]
         self._unsaved.discard(trial_id)
         self._told[trial_id] = record

@@ -90,16 +90,18 @@ def test_schema_4_is_mapped_field_by_field() -> None:
     assert model.objective == {"objective_id": 0, "name": "r"}
 
 
-def test_schema_4_strings_follow_the_problems_types_when_given() -> None:
+def _hypre_problem() -> dict[str, Any]:
     raw = json.loads((DATA / "hypre-2021.json").read_text())
     params = [{"name": k, "type": "real" if "." in v else "integer", "lower_bound": 0, "upper_bound": 1e6}
               for k, v in raw["func_eval"][0]["P"].items()]
     params = [p if p["name"] != "coarsen_type" else {"name": "coarsen_type", "type": "categorical",
                                                       "categories": ["0", "1", "2"]} for p in params]
-    problem = ProblemSpace.parse({"input_space": [{"name": n, "type": "integer", "lower_bound": 0,
-                                                   "upper_bound": 1000} for n in ("nx", "ny", "nz")],
-                                  "parameter_space": params, "output_space": [{"name": "r"}]})
-    document = read_history_file(DATA / "hypre-2021.json", problem=problem)
+    return {"input_space": [{"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 1000}
+                            for n in ("nx", "ny", "nz")], "parameter_space": params, "output_space": [{"name": "r"}]}
+
+
+def test_schema_4_strings_follow_the_problems_types_when_given() -> None:
+    document = read_history_file(DATA / "hypre-2021.json", problem=ProblemSpace.parse(_hypre_problem()))
     values = document.func_eval[0].tuning_parameter
     assert values["coarsen_type"] == "1" and values["Px"] == 3 and isinstance(values["trunc_factor"], float)
     assert document.read_report.notes == []
@@ -282,3 +284,62 @@ def test_a_failure_read_from_a_gptune_file_is_a_failed_record() -> None:
     record = FunctionEvaluation.model_validate({"task_parameter": {"t": 1}, "tuning_parameter": {"x": 0.5},
                                                 "evaluation_result": {"y": None}})
     assert record.status == "failed" and record.value("y") is None
+
+
+def _gptune_loads_all(history: dict[str, Any], tasks: list[list[Any]], machine: dict[str, Any]) -> None:
+    """GPTune's reader, load check on with the writer's machine, loads every record (failures as null)."""
+    gptune_machine = {k: v for k, v in machine.items() if k == "machine_name" or isinstance(v, dict)}
+    P, O, models = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, tasks, gptune_machine)
+    assert sum(len(p) for p in P) == len(history["func_eval"]) > 0
+    assert len(models) == sum(m["modeler"] == "Model_LCM" for m in history["surrogate_model"])
+    failed = [r for r in history["func_eval"] if r["raytuner"]["status"] == "failed"]
+    assert failed and all(r["evaluation_result"] == {"y": None} for r in failed)
+
+
+def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
+    from raytuner.searchers import TLASearcher  # noqa: PLC0415 - Ray's import only here
+
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    source = [FunctionEvaluation.create({"t": 0.8}, {"x": x / 20}, {"y": demo(x / 20, 0.8)}) for x in range(20)]
+    store = JsonStore(tmp_path)
+    searcher = TLASearcher(problem, {"t": 1.0}, source, store, "tla-demo", seed=0, algorithm="ensemble",
+                           options=LCMOptions(n_starts=1), executor=InlineExecutor())
+    for n in range(5):                                  # Ray's calls, in Ray's order, without a cluster
+        config = searcher.suggest(f"trial{n}")
+        searcher.on_trial_complete(f"trial{n}", None if n == 2 else {"y": demo(config["x"], config["t"])},
+                                   error=n == 2)
+    store.compact("tla-demo")
+    _gptune_loads_all(json.loads(store.path("tla-demo").read_text()), [[1.0]], searcher.session.machine)
+
+
+def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
+    from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only here
+
+    meta = {"tuning_problem_name": "svc-demo", "problem_space": DEMO_PROBLEM,
+            "machine_configuration": {"machine_name": "cori", "haswell": {"nodes": 2, "cores": 32}}}
+    with RemoteTuner(server.address, server.keys.create("alice"), timeout=20) as client:
+        client.create_session(meta, "mla", tasks=[{"t": 1.0}], options={"n_initial": 2}, seed=4)
+        for n in range(4):
+            trial = client.ask()
+            client.tell(trial.trial_id, None if n == 1 else {"y": demo(trial.config["x"], 1.0)},
+                        failure="timeout" if n == 1 else None)
+    server.store.compact("svc-demo")
+    history = json.loads(server.store.path("svc-demo").read_text())
+    assert all(r["machine_configuration"] == meta["machine_configuration"] for r in history["func_eval"])
+    _gptune_loads_all(history, [[1.0]], meta["machine_configuration"])
+
+
+def test_history_show_and_import_read_older_strings_by_the_meta_descriptions_types(tmp_path: Path) -> None:
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from raytuner.cli import main  # noqa: PLC0415
+
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"tuning_problem_name": "hypre", "problem_space": _hypre_problem()}))
+    file = str(DATA / "hypre-2021.json")
+    inferred = json.loads(CliRunner().invoke(main, ["history", "show", file, "--json"]).stdout)
+    typed = json.loads(CliRunner().invoke(main, ["history", "show", file, "--meta", str(meta), "--json"]).stdout)
+    assert inferred["schema"]["notes"] and typed["schema"]["notes"] == []
+    result = CliRunner().invoke(main, ["history", "import", file, "--to", str(tmp_path / "db"), "--meta", str(meta)])
+    assert result.exit_code == 0, result.output
+    assert JsonStore(tmp_path / "db").evaluations("hypre")[0].tuning_parameter["coarsen_type"] == "1"

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
     ("models", 2, ("raytuner.models", "raytuner.acquisition", "raytuner.analysis")),
     ("crowd", 3, ("raytuner.crowd",)),
     ("engines", 4, ("raytuner.strategies",)),
-    ("session", 5, ("raytuner.session",)),
+    ("session", 5, ("raytuner.session", "raytuner.trial")),
     ("protocol", 6, ("raytuner.protocol",)),
     ("harness", 7, ("raytuner.testing",)),             # for tests, examples and benchmarks only: may start a face
     ("faces", 7, ("raytuner.searchers", "raytuner.schedulers", "raytuner.service", "raytuner.client",

@@ -16,7 +16,8 @@ from typing import Any
 
 import click
 
-from raytuner.cli.errors import history_file, store_location
+from raytuner.cli.errors import JsonFile, store_location
+from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
 
@@ -65,10 +66,10 @@ def _problem_of(store: HistoryStore, problem: str | None, location: str) -> str:
                              param_hint="--problem")
 
 
-def _load(location: str, problem: str | None) -> HistoryDocument:
+def _load(location: str, problem: str | None, meta: MetaDescription | None = None) -> HistoryDocument:
     path = Path(location)
     if not is_mongodb_uri(location) and path.is_file():
-        document = read_history_file(path)
+        document = read_history_file(path, meta.problem_space if meta is not None else None)
         if problem is not None and problem != document.tuning_problem_name:
             raise click.BadParameter(f"{location} holds problem {document.tuning_problem_name!r}",
                                      param_hint="--problem")
@@ -80,6 +81,10 @@ def _load(location: str, problem: str | None) -> HistoryDocument:
         return store.export_document(_problem_of(store, problem, location))
 
 
+_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, "a meta description"),
+                     help="The problem's meta description: older files' string values are read by its types.")
+
+
 @click.group()
 def history() -> None:
     """Read, import and export GPTune-format tuning histories."""
@@ -88,10 +93,11 @@ def history() -> None:
 @history.command("show")
 @click.argument("location", metavar="PATH_OR_URI")
 @click.option("--problem", help="Problem name (needed when the store holds several).")
+@_META
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def history_show(location: str, problem: str | None, as_json: bool) -> None:
+def history_show(location: str, problem: str | None, meta: MetaDescription | None, as_json: bool) -> None:
     """Summarise a GPTune file, a store directory or a MongoDB store."""
-    summary = summarise(_load(location, problem))
+    summary = summarise(_load(location, problem, meta))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -111,14 +117,18 @@ def history_show(location: str, problem: str | None, as_json: bool) -> None:
 
 
 @history.command("import")
-@click.argument("document", metavar="FILE", type=history_file())
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @click.option("--to", "target", required=True, metavar="DIR_OR_MONGODB_URI", help="The store to add to.")
-def history_import(document: HistoryDocument, target: str) -> None:
+@_META
+def history_import(path: str, target: str, meta: MetaDescription | None) -> None:
     """Add every record of a GPTune FILE to a store (records already there are kept once).
 
     The whole file is read and checked first: a file that is not a GPTune
-    history changes nothing. Prints how many records were new.
+    history changes nothing. Prints how many records were new. With --meta,
+    values an older GPTune wrote as strings are converted by the problem's
+    types (else their types are inferred, with a note in `history show`).
     """
+    document = read_history_file(path, meta.problem_space if meta is not None else None)
     with open_store(store_location(target, "--to")) as store:
         new_evaluations, new_models = store.import_document(document)
     distinct = len({r.uid for r in document.func_eval}) + len({m.uid for m in document.surrogate_model})

@@ -37,8 +37,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
-import shlex
 import signal
 import threading
 from typing import Any, Callable
@@ -48,6 +46,7 @@ import click
 
 from raytuner.cli.errors import JsonFile, store_location
 from raytuner.cli.options import echo_json, json_arg, pairs
+from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
 from raytuner.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
@@ -292,19 +291,6 @@ def session_watch(tuner: Any, from_start: bool) -> None:
 
 # -- ask and tell -------------------------------------------------------------------------------
 
-def _shell_name(name: str) -> str:
-    out = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return out if re.match(r"[A-Za-z_]", out) else f"_{out}"
-
-
-def _shell_value(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value) if isinstance(value, (int, float, str)) else json.dumps(value)
-
-
 @click.command()
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="Ask for this task of the session.")
 @click.option("--format", "fmt", type=click.Choice(["env", "json"]), default="env", show_default=True,
@@ -321,54 +307,18 @@ def ask(ctx: click.Context, tuner: Any, task: tuple[str, ...], fmt: str, prefix:
     """Print the next trial's id, task and configuration; exit 3 when the session is over."""
     trial = tuner.ask(pairs(task, "--task") or None, wait=wait, poll=poll, trial_id=trial_id)
     status = "TRIAL" if trial is not None else "FINISHED" if tuner.finished else "WAIT"
-    if fmt == "json":
-        data: dict[str, Any] = {"status": status}
-        if trial is not None:
-            data.update(trial_id=trial.trial_id, task=trial.task, config=trial.config, fidelity=trial.fidelity)
-        click.echo(json.dumps(data))
-    else:
-        click.echo(f"RAYTUNER_STATUS={status}")
-        if trial is not None:
-            lines = {"TRIAL_ID": trial.trial_id, "FIDELITY": trial.fidelity}
-            lines.update({f"{prefix}TASK_{_shell_name(k)}": v for k, v in trial.task.items()})
-            lines.update({_shell_name(f"{prefix}{k}"): v for k, v in trial.config.items()})
-            for name, value in lines.items():
-                click.echo(f"{name}={shlex.quote(_shell_value(value))}")
+    echo_trial(trial, status, fmt, prefix)
     if trial is None:
         ctx.exit(EXIT_FINISHED if tuner.finished else EXIT_WAIT)
 
 
 @click.command()
 @click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that ask printed.")
-@click.option("--value", "values", multiple=True, metavar="[NAME=]Y",
-              help="An output value; a bare number is the output named by --output.")
-@click.option("--output", default=None, help="Name of a bare --value's output (default: the problem's only output).")
-@click.option("--failed", metavar="WHY", help="The trial failed (crash, timeout, failed build): why.")
-@click.option("--extra", multiple=True, metavar="NAME=VALUE", help="Additional output kept with the record.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"uid", "duplicate", "failed"}.')
+@report_options
 @_client(session=True)
 def tell(tuner: Any, trial: str, values: tuple[str, ...], output: str | None, failed: str | None,
          extra: tuple[str, ...], as_json: bool) -> None:
     """Report a trial's outputs (--value) or its failure (--failed)."""
-    if bool(values) == bool(failed):
-        raise click.UsageError("give --value (the outputs) or --failed (why the trial failed)")
-    parsed: list[tuple[str | None, float]] = []
-    for item in values:                                  # every value is checked before the service is asked
-        name, sep, text = item.rpartition("=")
-        try:
-            parsed.append((name if sep else None, float(text)))
-        except ValueError:
-            raise click.BadParameter(f"{item!r} is not a number or NAME=NUMBER", param_hint="--value") from None
-    outputs: dict[str, float] = {}
-    for name_or_none, number in parsed:
-        if name_or_none is None and output is None:
-            names = tuner.output_names()
-            if len(names) != 1:
-                raise click.UsageError(f"the problem has outputs {names}: say which with --output or NAME=Y")
-            output = names[0]
-        outputs[name_or_none if name_or_none is not None else output] = number
+    outputs = parse_values(values, output, failed, tuner.output_names)
     result = tuner.tell(trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None)
-    if as_json:
-        click.echo(json.dumps({"uid": result.uid, "duplicate": result.duplicate, "failed": result.failed}))
-    else:
-        click.echo(result.uid + (" (told before; the first record stands)" if result.duplicate else ""))
+    echo_told(result.uid, result.duplicate, result.failed, as_json)

@@ -184,7 +184,7 @@ class SessionManager:
         tuning = TuningSession.resume(spec.problem_name, problem, strategy, self._store_of(spec),
                                       session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
                                       session_id=spec.session_id, machine=meta.machine_configuration,
-                                      software=meta.software_configuration)
+                                      software=meta.software_configuration, history=meta.history)
         return ServiceSession(spec, tuning)
 
     def _store_of(self, spec: SessionSpec) -> HistoryStore:
@@ -239,19 +239,28 @@ class SessionManager:
 
     def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
                options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
-               seed: int = 0, max_evaluations: int = 0) -> ServiceSession:
+               seed: int = 0, max_evaluations: int = 0, session_id: str | None = None) -> ServiceSession:
         """A new session of ``owner``; durable (in the ledger) when this returns.
 
         Args:
             owner: Who creates it (a key id, or ``crowd:<username>``).
-            meta: The meta description (problem, spaces, configurations).
+            meta: The meta description (problem, spaces, configurations, GPTune's history-database
+                options: a session replays only its own records unless ``load_func_eval`` is yes;
+                ``historydb_path`` is refused, the server keeps its own store).
             strategy: A registered engine's name (:data:`raytuner.strategies.ENGINES`).
             options: The strategy's options.
             tasks: The tasks to tune (one task without parameters when ``None``).
             seed: The engine's seed (a random one when 0).
             max_evaluations: The most trials to hand out (0: no limit).
+            session_id: The session's id (a new one when ``None``; one the ledger holds is a conflict).
         """
+        if session_id is not None and (session_id in self._sessions
+                                       or next(self.ledger.read("sessions", session_id=session_id), None)):
+            raise TrialConflict(f"session_id: a session {session_id!r} exists already")
         parsed = meta if isinstance(meta, MetaDescription) else MetaDescription.parse(meta)
+        if parsed.historydb_path is not None:
+            raise InvalidInputError("historydb_path", "the service keeps its history in its own store; "
+                                    "leave historydb_path out of the meta description")
         if strategy not in ENGINES:
             raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=sorted(ENGINES))
         tasks = list(tasks) if tasks else [{}]
@@ -261,7 +270,7 @@ class SessionManager:
         tasks = [dict(t) for t in tasks]
         data = parsed.to_dict()
         data.pop("api_key", None)                       # a secret never goes into the ledger
-        spec = SessionSpec(session_id=uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,
+        spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,
                            meta=data, strategy=strategy, options=dict(options or {}), tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
                            max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
@@ -277,16 +286,28 @@ class SessionManager:
         """Rebuild every session from the ledger and the store (server start); returns how many."""
         for document in self.ledger.read("sessions"):
             try:
-                spec = SessionSpec(**document)
-                session = self._open(spec)
+                self._rebuild(document)
             except Exception:                          # one broken session must not stop the server
                 log.exception("cannot rebuild session %s", document.get("session_id"))
-                continue
-            self._replay_events(session)
-            with self._lock:
-                self._sessions[spec.session_id] = session
         log.info("loaded %d session(s)", len(self._sessions))
         return len(self._sessions)
+
+    def open(self, session_id: str) -> ServiceSession | None:
+        """Rebuild the one session ``session_id`` from the ledger and the store, or ``None`` when there is none.
+
+        Args:
+            session_id: The session.
+        """
+        document = next(self.ledger.read("sessions", session_id=session_id), None)
+        return None if document is None else self._rebuild(document)
+
+    def _rebuild(self, document: Mapping[str, Any]) -> ServiceSession:
+        spec = SessionSpec(**document)
+        session = self._open(spec)
+        self._replay_events(session)
+        with self._lock:
+            self._sessions[spec.session_id] = session
+        return session
 
     @staticmethod
     def _replay_events(session: ServiceSession) -> None:

@@ -12,7 +12,9 @@ in flight by replaying them:
   configuration, provenance), written before the trial is handed out, so a
   trial asked before a restart can be told after it;
 - **keys**: the service's API key documents (salted hashes, never the keys)
-  and their revocations.
+  and their revocations;
+- **session_evaluations**: the records of a session whose ``save_func_eval``
+  is no (kept out of the history store, still durable), with its session id.
 
 Get a store's ledger from the store: :meth:`raytuner.store.HistoryStore.ledger`.
 :class:`JsonLedger` keeps the logs as JSON-lines files in the store
@@ -53,7 +55,7 @@ __all__ = ["Ledger", "JsonLedger", "MongoLedger", "LOGS", "MONGO_COLLECTIONS"]
 log = logging.getLogger(__name__)
 
 #: The ledger's logs.
-LOGS = ("sessions", "trials", "keys")
+LOGS = ("sessions", "trials", "keys", "session_evaluations")
 #: The MongoDB collection of each log (names kept from the first release, so existing data loads).
 MONGO_COLLECTIONS = {name: f"service_{name}" for name in LOGS}
 

@@ -187,6 +187,7 @@ class GPTuneBand(Strategy):
         self._sampler: _LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
         self._restored: list[SurrogateModelRecord] = []
+        self._fixed_models = False
 
     # -- plan state ------------------------------------------------------------------------------
     def _sampled(self, p: int, i: int, j: int) -> int:
@@ -322,7 +323,7 @@ class GPTuneBand(Strategy):
             if p == key[0] and j >= key[1]:
                 for config in configs:
                     sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
-        sampler.restore_models(self._restored)
+        sampler.restore_models(self._restored, fixed=self._fixed_models)
         self._sampler, self._sampler_key = sampler, key
         log.debug("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1], len(sampler.lcm_tasks))
         return sampler
@@ -416,11 +417,12 @@ class GPTuneBand(Strategy):
                 "stage": None if finished else self.stage(), "evaluations": len(self._records), "in_flight": in_flight,
                 "cost_per_task": float(np.mean(self.cost_per_task())), "finished": finished}
 
-    def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
+    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
         """Keep stored models so that a rebuilt sampler warm-starts from the last one of its LCM-tasks.
 
         Args:
             models: The stored surrogate-model records, oldest first.
+            fixed: The sampler uses that model as it is (see :meth:`MLA.restore_models`).
         """
-        self._restored = list(models)
+        self._restored, self._fixed_models = list(models), fixed
         self._sampler, self._sampler_key = None, None

@@ -234,11 +234,13 @@ class Strategy(ABC):
         models, self._new_models = self._new_models, []
         return models
 
-    def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
+    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
         """Take back stored surrogate models (a model-based engine warm-starts from the last one).
 
         Args:
             models: The stored surrogate-model records, oldest first.
+            fixed: Use the last matching model as it is, never re-fitting its hyperparameters
+                (GPTune's ``load_surrogate_model``); an engine without a model ignores it.
         """
 
     def replay(self, records: Iterable[FunctionEvaluation]) -> int:

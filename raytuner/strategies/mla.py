@@ -111,6 +111,7 @@ class MLA(Strategy):
         self._warm: Hyperparameters | None = None
         self._warm_optimised: int | None = None    # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
+        self._fixed: Hyperparameters | None = None      # a stored model used as it is (load_surrogate_model)
 
     @property
     def modeler(self) -> str:
@@ -202,7 +203,8 @@ class MLA(Strategy):
             return None
         fitted = self._stored_fit(uids, horizon)
         if fitted is None:
-            fitted = self.fit(data)
+            fixed = self._fixed if self._fixed is not None and self._fixed.shape[1] == data.tasks else None
+            fitted = self.fit(data) if fixed is None else self.model.condition(data, fixed)
             self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
                                                      self.objective.name))
         self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
@@ -315,11 +317,13 @@ class MLA(Strategy):
                 del self.pending[index][j]
                 break
 
-    def restore_models(self, models: Sequence[SurrogateModelRecord]) -> None:
-        """Warm-start from the last stored model of this engine's modeler and tasks.
+    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
+        """Warm-start from the last stored model of this engine's modeler and tasks (or use it as it is).
 
         Args:
             models: The stored surrogate-model records, oldest first.
+            fixed: Use that model's hyperparameters as they are: every later model is conditioned
+                on them, never fitted (GPTune's ``load_surrogate_model``).
         """
         names = self.problem.input_space.names
         mine = [[t[n] for n in names] for t in self.tasks]
@@ -333,4 +337,7 @@ class MLA(Strategy):
                 optimised = (own.get("fit") or {}).get("optimised_samples")
                 self._warm_optimised = optimised if isinstance(optimised, int) else None
                 self._restored = record
+                self._fixed = self._warm if fixed else None
                 return
+        if fixed:
+            log.warning("load_surrogate_model: no stored model of %s for these tasks; fitting one", self.modeler)

@@ -1,0 +1,105 @@
+"""``raytuner rci next`` / ``rci report``: GPTune's reverse-communication interface over a store directory.
+
+For a job that can speak neither Python nor gRPC: each call is a process of
+its own, the session lives in the store directory (see
+:mod:`raytuner.service.rci`). The first ``next`` creates the session from
+``--meta``, ``--strategy`` and the tasks; later calls find it by ``--name``
+(default: the problem's name) or, for ``report``, by the trial id::
+
+    raytuner rci next --store db --meta meta.json --strategy mla --task n=100 > trial.env
+    while [ $? -eq 0 ]; do
+        . ./trial.env                              # TRIAL_ID, TASK_n, and each tuning parameter
+        raytuner rci report --store db --trial "$TRIAL_ID" --value "$(./my_program --nb "$nb")"
+        raytuner rci next --store db --name my_problem > trial.env
+    done                                           # exit status 3: the session is over
+
+``next`` prints the trial as ``ask`` does (``--format env`` or ``json``) and
+hands out the same trial until it is reported; exit status 3 when the
+session is over. One job at a time: calls on one store wait for each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from raytuner.cli.errors import JsonFile, store_location
+from raytuner.cli.options import json_arg, pairs
+from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
+from raytuner.meta import MetaDescription
+
+__all__ = ["rci"]
+
+#: Exit status of ``rci next`` once the session is over (as ``raytuner ask``).
+EXIT_FINISHED = 3
+DEFAULT_STORE = "./raytuner-db"
+
+
+def _where(store: str | None, meta: MetaDescription | None) -> str:
+    location = store or (meta.historydb_path if meta is not None else None) or DEFAULT_STORE
+    if location.startswith("mongodb://") or location.startswith("mongodb+srv://"):
+        raise click.BadParameter("the RCI keeps its session in a store directory, not MongoDB", param_hint="--store")
+    return store_location(location, "--store")
+
+
+_STORE = click.option("--store", metavar="DIR",
+                      help=f"The store directory (default: the meta description's historydb_path, else {DEFAULT_STORE}).")
+_NAME = click.option("--name", help="The RCI session's name (default: the problem's name).")
+_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, "a meta description"),
+                     help="The problem's meta description (GPTune's meta.json); needed by the first next.")
+
+
+@click.group("rci")
+def rci() -> None:
+    """GPTune's reverse-communication interface: next / report over a store directory."""
+
+
+@rci.command("next")
+@_STORE
+@_NAME
+@_META
+@click.option("--strategy", help="An engine (first call): random | mla | band | discrete | tla | tla2.")
+@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option (first call).")
+@click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters (first call).")
+@click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Strategy seed (0: one is drawn and kept).")
+@click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of reports (0: none).")
+@click.option("--format", "fmt", type=click.Choice(["env", "json"]), default="env", show_default=True,
+              help="env: shell assignments; json: one JSON object.")
+@click.option("--prefix", default="", help="Prefix of the parameter names in env format.")
+@click.pass_context
+def rci_next(ctx: click.Context, store: str | None, name: str | None, meta: MetaDescription | None,
+             strategy: str | None, option: tuple[str, ...], task: tuple[str, ...], tasks_json: str | None,
+             seed: int, max_evaluations: int, fmt: str, prefix: str) -> None:
+    """Print the trial to run now (the one not yet reported, else a new one); exit 3 when the session is over."""
+    from raytuner.service.rci import RciSession  # noqa: PLC0415 - the engines only when a command needs them
+
+    if task and tasks_json:
+        raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
+    tasks = json_arg(tasks_json, "--tasks-json", list) or ([pairs(task, "--task")] if task else None)
+    session = RciSession(_where(store, meta), name, meta=meta, strategy=strategy, options=pairs(option, "--option"),
+                         tasks=tasks, seed=seed, max_evaluations=max_evaluations)
+    trial = session.next()
+    echo_trial(trial, "TRIAL" if trial is not None else "FINISHED", fmt, prefix)
+    if trial is None:
+        ctx.exit(EXIT_FINISHED)
+
+
+@rci.command("report")
+@_STORE
+@_NAME
+@_META
+@click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that next printed.")
+@report_options
+def rci_report(store: str | None, name: str | None, meta: MetaDescription | None, trial: str,
+               values: tuple[str, ...], output: str | None, failed: str | None, extra: tuple[str, ...],
+               as_json: bool) -> None:
+    """Record a trial's outputs (--value) or its failure (--failed); in the store when this returns."""
+    from raytuner.service.rci import RciSession  # noqa: PLC0415
+
+    session = RciSession(_where(store, meta), name, meta=meta)
+    outputs: dict[str, Any] = parse_values(values, output, failed, lambda: session.output_names(trial))
+    record, duplicate = session.report(trial, outputs or None, failure=failed,
+                                       additional_output=pairs(extra, "--extra") or None)
+    echo_told(record.uid, duplicate, record.status != "ok", as_json)
