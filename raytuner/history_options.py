@@ -32,7 +32,9 @@ scheduler's ``history=`` session option, the service's meta description):
   number, which orders them the other way). Unlike GPTune, a missing list
   checks nothing (GPTune's default is the user's own configuration), so that
   a description without them loads what it loaded before; ``no_load_check``
-  turns the check off whatever the lists say.
+  turns the check off whatever the lists say. The check chooses evaluations;
+  stored surrogate models are not checked (``load_surrogate_model`` takes
+  the last model of the engine's modeler and tasks, wherever it was fitted).
 
 Example:
     >>> options = HistoryOptions.parse({"load_func_eval": "no", "loadable_machine_configurations": {
@@ -94,6 +96,11 @@ def _split(version: Any) -> tuple[int, ...] | None:
     return tuple(version)
 
 
+def _padded(version: Sequence[int], other: Sequence[int]) -> tuple[int, ...]:
+    """``version`` with zeros up to ``other``'s length, so that 8 and 8.0.0 compare equal."""
+    return tuple(version) + (0,) * max(0, len(other) - len(version))
+
+
 class LoadableProcessor(BaseModel):
     """The node and core counts a loadable processor may have: one count, or a list (absent: any)."""
 
@@ -141,8 +148,8 @@ class LoadableSoftware(BaseModel):
             return True
         if self.version_from is None and self.version_to is None:
             return False
-        low = self.version_from is None or version >= tuple(self.version_from)
-        high = self.version_to is None or version <= tuple(self.version_to)
+        low = self.version_from is None or _padded(version, self.version_from) >= _padded(self.version_from, version)
+        high = self.version_to is None or _padded(version, self.version_to) <= _padded(self.version_to, version)
         return low and high
 
 
@@ -210,7 +217,8 @@ class HistoryOptions(BaseModel):
     def _machine_allows(self, machine: Any) -> bool:
         if self.loadable_machine_configurations is None:
             return True
-        if not isinstance(machine, Mapping) or machine.get("machine_name") not in self.loadable_machine_configurations:
+        if not isinstance(machine, Mapping) or not isinstance(machine.get("machine_name"), str) \
+                or machine["machine_name"] not in self.loadable_machine_configurations:
             return False
         processors = self.loadable_machine_configurations[machine["machine_name"]]
         return all(name in processors and processors[name].allows(entry)

@@ -188,8 +188,9 @@ class TuningSession:
 
     def _kept_out(self) -> list[FunctionEvaluation]:
         """This session's evaluations kept in its ledger instead of the store (``save_func_eval`` no)."""
-        return [FunctionEvaluation.model_validate(d["record"])
-                for d in self.ledger.read("session_evaluations", session_id=self.session_id)]
+        records = [FunctionEvaluation.model_validate(d["record"])
+                   for d in self.ledger.read("session_evaluations", session_id=self.session_id)]
+        return list({r.uid: r for r in reversed(records)}.values())[::-1]   # a retried tell's line: once
 
     def _adopt_in_flight(self) -> int:
         """Adopt the trials the ledger holds as asked by this session and not told; returns how many."""

@@ -79,11 +79,22 @@ def test_what_a_resumed_session_replays(history: JsonStore, history_options: dic
     assert machines_replayed(history, history=history_options, session_only=session_only) == expected
 
 
+def _python(version: list[int]) -> dict[str, Any]:
+    return {"machine_configuration": {}, "software_configuration": {"python": {"version_split": version}}}
+
+
 def test_versions_are_compared_part_by_part() -> None:
     options = HistoryOptions.parse({"loadable_software_configurations": {"python": {"version_from": [3, 10]}}})
-    record = {"machine_configuration": {}, "software_configuration": {"python": {"version_split": [3, 9, 1]}}}
-    newer = {**record, "software_configuration": {"python": {"version_split": [3, 10, 2]}}}
-    assert not options.loadable(record) and options.loadable(newer)   # GPTune's joined digits: 391 >= 310
+    assert not options.loadable(_python([3, 9, 1]))            # GPTune's joined digits would load it: 391 >= 310
+    assert options.loadable(_python([3, 10, 2])) and options.loadable(_python([3, 10]))
+    upto = HistoryOptions.parse({"loadable_software_configurations": {"python": {"version_to": [3]}}})
+    assert upto.loadable(_python([3, 0, 0])) and not upto.loadable(_python([3, 0, 1]))   # missing parts are 0
+
+
+def test_an_odd_stored_machine_is_not_loadable_not_an_error() -> None:
+    options = HistoryOptions.parse({"loadable_machine_configurations": {"cori": {}}})
+    assert not options.loadable({"machine_configuration": {"machine_name": ["cori"]}, "software_configuration": {}})
+    assert not options.loadable({"machine_configuration": "cori", "software_configuration": {}})
 
 
 def test_save_func_eval_no_keeps_records_out_of_the_store_but_durable(history: JsonStore) -> None:
@@ -96,6 +107,11 @@ def test_save_func_eval_no_keeps_records_out_of_the_store_but_durable(history: J
     assert again.told_count == 2 and again.pending == {}                 # told, not adopted as in flight
     assert [r.uid for r in again.records[-2:]] == [r.uid for r in session.records[-2:]]
     assert len(machines_replayed(history)) == 6                          # another session does not see them
+    ledger = history.ledger()                                            # a retried tell's line written twice
+    ledger.append("session_evaluations", kept[-1])
+    twice = TuningSession.resume(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=0), history,
+                                 session_id=session.session_id, history={"save_func_eval": "no"})
+    assert [r.uid for r in twice.records] == [r.uid for r in again.records]
 
 
 def mla_session(store: JsonStore, seed: int, **options: Any) -> TuningSession:

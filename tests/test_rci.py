@@ -75,6 +75,8 @@ def test_a_report_retried_and_a_failure(tmp_path: Path) -> None:
     assert second is not None and second.trial_id != trial.trial_id
     failed = cli("rci", "report", "--store", store, "--trial", second.trial_id, "--failed", "segfault", "--json")
     assert json.loads(failed.stdout)["failed"] is True
+    missing = cli("rci", "report", "--store", str(tmp_path / "typo"), "--trial", second.trial_id, "--value", "1")
+    assert missing.exit_code == 1 and "no trial" in missing.output and not (tmp_path / "typo").exists()
     assert [r.status for r in JsonStore(store).evaluations("rcidemo")] == ["ok", "failed"]
 
 

@@ -87,7 +87,8 @@ def test_a_mongo_ledger_reads_without_writing_and_keeps_the_collection_names(mon
     # the first append makes the indexes (and so the collections) under the first release's names
     ledger.append("keys", {"key_id": "k1"})
     assert [d["key_id"] for d in ledger.read("keys")] == ["k1"]
-    assert sorted(database.list_collection_names()) == ["service_keys", "service_sessions", "service_trials"]
+    assert sorted(database.list_collection_names()) == ["service_keys", "service_session_evaluations", "service_sessions",
+                                                        "service_trials"]
 
 
 def test_asking_with_a_trial_id_is_idempotent_and_a_told_one_conflicts(tmp_path: Path) -> None:

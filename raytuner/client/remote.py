@@ -7,9 +7,8 @@ safe because a tell is idempotent by trial id and an ask carries a client-chosen
 retried ask gets the same trial back. (A retried *create* after a lost answer may leave one
 empty, unused session behind.) Failures surface as :class:`ServiceError` with the gRPC status
 name and the server's message. Each tell carries this machine's configuration (its Slurm
-allocation included) and software versions, captured once when the client is made; the
-user's values win (the ``machine`` argument, else the ``machine_configuration`` of the meta
-description the client created its session with).
+allocation included) and software versions, captured once; the user's values win (``machine``,
+else the created session's meta ``machine_configuration``).
 
 Example (needs a running service)::
 
@@ -196,8 +195,7 @@ class RemoteTuner(ServiceChannel):
         address: ``host:port`` of the server.
         api_key: the API key (``None``: a server without keys).
         session_id: the session to join (default: none until :meth:`create_session`).
-        machine: machine configuration values that win over the captured ones (default: the
-            meta description's ``machine_configuration`` once :meth:`create_session` gives one).
+        machine: machine configuration values that win over the captured ones (default: the meta's).
         software: software configuration values that win over the captured ones.
     """
 
@@ -210,8 +208,7 @@ class RemoteTuner(ServiceChannel):
                          tls_server_name=tls_server_name)
         self.session_id = session_id
         self.finished = False
-        self.machine = describe_machine(machine)
-        self._machine_given = machine is not None
+        self.machine, self._machine_given = describe_machine(machine), machine is not None
         self.software = software_configuration((), software)
         self._outputs: dict[str, list[str]] = {}
 
@@ -248,8 +245,7 @@ class RemoteTuner(ServiceChannel):
             data = MetaDescription.load(problem).to_dict()
         else:
             data = dict(problem)
-        # the crowd key is sent only when the server is to upload the session's records as its user
-        if str(data.get("sync_crowd_repo", "no")).lower() not in ("yes", "y", "true"):
+        if str(data.get("sync_crowd_repo", "no")).lower() not in ("yes", "y", "true"):  # key: for uploads only
             data.pop("api_key", None)
         request = pb.CreateSessionRequest(
             problem_json=dumps(data), strategy=strategy, options_json=dumps(dict(options or {})),
@@ -258,8 +254,8 @@ class RemoteTuner(ServiceChannel):
         message = self._call("CreateSession", request)
         self.session_id = message.session_id
         self.finished = False
-        if not self._machine_given and isinstance(data.get("machine_configuration"), Mapping):
-            self.machine = describe_machine(data["machine_configuration"])   # the user's description wins
+        if not self._machine_given:                                        # the user's description wins
+            self.machine = describe_machine(m if isinstance(m := data.get("machine_configuration"), Mapping) else None)
         try:
             self._outputs[message.session_id] = MetaDescription.parse(data).problem_space.objectives
         except InvalidInputError:                          # the server took it; its names stay unknown here

@@ -64,8 +64,13 @@ RCI_OWNER = "rci"
 
 
 @contextmanager
-def _exclusive(directory: Path, timeout: float) -> Iterator[None]:
-    """Hold ``directory/.rci.lock`` exclusively (waiting up to ``timeout`` seconds for another call)."""
+def _exclusive(directory: Path, timeout: float, create: bool = True) -> Iterator[None]:
+    """Hold ``directory/.rci.lock`` exclusively (waiting up to ``timeout`` seconds for another call).
+
+    Without ``create``, a directory that does not exist is no RCI store (nothing is made).
+    """
+    if not create and not directory.is_dir():
+        raise SessionNotFound(f"store: {directory} is no store directory")
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / ".rci.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -196,7 +201,7 @@ class RciSession:
             failure: Why the trial failed (the outputs are then ignored).
             additional_output: Extra values kept with the record.
         """
-        with _exclusive(self.directory, self.lock_timeout):
+        with _exclusive(self.directory, self.lock_timeout, create=False):
             manager = self._manager()
             session = self._session_of_trial(manager, trial_id)
             return manager.tell(RCI_OWNER, session.session_id, trial_id, outputs, failure=failure,

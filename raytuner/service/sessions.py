@@ -293,11 +293,15 @@ class SessionManager:
         return len(self._sessions)
 
     def open(self, session_id: str) -> ServiceSession | None:
-        """Rebuild the one session ``session_id`` from the ledger and the store, or ``None`` when there is none.
+        """The session ``session_id`` (rebuilt from the ledger and the store when not live), or ``None``.
 
         Args:
             session_id: The session.
         """
+        with self._lock:
+            live = self._sessions.get(session_id)
+        if live is not None:
+            return live
         document = next(self.ledger.read("sessions", session_id=session_id), None)
         return None if document is None else self._rebuild(document)
 

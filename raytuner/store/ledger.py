@@ -227,6 +227,7 @@ class MongoLedger(Ledger):
             return
         self._collections["trials"].create_index([("session_id", 1), ("_order", 1)])
         self._collections["sessions"].create_index([("session_id", 1)])
+        self._collections["session_evaluations"].create_index([("session_id", 1), ("_order", 1)])
         self._indexed = True
 
     def append(self, name: str, document: dict[str, Any]) -> None:
