@@ -210,9 +210,11 @@ class HistoryOptions(BaseModel):
         """
         if not self.checks_load:
             return True
-        data = record if isinstance(record, Mapping) else record.model_dump(by_alias=True)
-        return self._machine_allows(data.get("machine_configuration")) and \
-            self._software_allows(data.get("software_configuration"))
+        def field(name: str) -> Any:
+            return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
+
+        return self._machine_allows(field("machine_configuration")) and \
+            self._software_allows(field("software_configuration"))
 
     def _machine_allows(self, machine: Any) -> bool:
         if self.loadable_machine_configurations is None:
@@ -241,8 +243,12 @@ class HistoryOptions(BaseModel):
             default: The face's own default for ``load_func_eval``.
         """
         load = self.loads(default)
-        kept = [r for r in stored if owns(r) or (load and self.loadable(r))]
-        refused = sum(1 for r in stored if load and not owns(r) and not self.loadable(r))
+        kept, refused = [], 0
+        for record in stored:
+            if owns(record) or (load and self.loadable(record)):
+                kept.append(record)
+            elif load:
+                refused += 1
         if refused:
             log.info("%d stored evaluation(s) fail the load check (loadable machine and software configurations) "
                      "and are not replayed", refused)

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from raytuner.cli.errors import JsonFile, store_location
+from raytuner.cli.service import META_FILE
 from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
@@ -81,7 +82,7 @@ def _load(location: str, problem: str | None, meta: MetaDescription | None = Non
         return store.export_document(_problem_of(store, problem, location))
 
 
-_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, "a meta description"),
+_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
                      help="The problem's meta description: older files' string values are read by its types.")
 
 

@@ -26,27 +26,25 @@ import click
 
 from raytuner.cli.errors import JsonFile, store_location
 from raytuner.cli.options import json_arg, pairs
+from raytuner.cli.service import DEFAULT_STORE, EXIT_FINISHED, META_FILE
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
 from raytuner.meta import MetaDescription
+from raytuner.store import is_mongodb_uri
 
 __all__ = ["rci"]
-
-#: Exit status of ``rci next`` once the session is over (as ``raytuner ask``).
-EXIT_FINISHED = 3
-DEFAULT_STORE = "./raytuner-db"
 
 
 def _where(store: str | None, meta: MetaDescription | None) -> str:
     location = store or (meta.historydb_path if meta is not None else None) or DEFAULT_STORE
-    if location.startswith("mongodb://") or location.startswith("mongodb+srv://"):
+    if is_mongodb_uri(location):
         raise click.BadParameter("the RCI keeps its session in a store directory, not MongoDB", param_hint="--store")
     return store_location(location, "--store")
 
 
 _STORE = click.option("--store", metavar="DIR",
-                      help=f"The store directory (default: the meta description's historydb_path, else {DEFAULT_STORE}).")
+                      help=f"The store directory (default: the meta's historydb_path, else {DEFAULT_STORE}).")
 _NAME = click.option("--name", help="The RCI session's name (default: the problem's name).")
-_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, "a meta description"),
+_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
                      help="The problem's meta description (GPTune's meta.json); needed by the first next.")
 
 

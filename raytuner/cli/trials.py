@@ -122,7 +122,8 @@ def report_options(command: F) -> F:
             click.option("--output", default=None,
                          help="Name of a bare --value's output (default: the problem's only output)."),
             click.option("--failed", metavar="WHY", help="The trial failed (crash, timeout, failed build): why."),
-            click.option("--extra", multiple=True, metavar="NAME=VALUE", help="Additional output kept with the record."),
+            click.option("--extra", multiple=True, metavar="NAME=VALUE",
+                         help="Additional output kept with the record."),
             click.option("--json", "as_json", is_flag=True, help='Print {"uid", "duplicate", "failed"}.')]):
         command = option(command)
     return command

@@ -117,7 +117,6 @@ class RciSession:
         self.creation = {"strategy": strategy, "options": dict(options or {}), "max_evaluations": max_evaluations,
                          "tasks": [dict(t) for t in tasks] if tasks else None, "seed": seed}
         self.lock_timeout = lock_timeout
-        self.finished = False
 
     @property
     def session_id(self) -> str:
@@ -138,7 +137,8 @@ class RciSession:
                                         "the first call gives the meta description and the strategy")
             return manager.create(RCI_OWNER, self._meta_for_session(), str(self.creation["strategy"]),
                                   options=self.creation["options"], tasks=self.creation["tasks"],
-                                  seed=int(self.creation["seed"]), max_evaluations=int(self.creation["max_evaluations"]),
+                                  seed=int(self.creation["seed"]),
+                                  max_evaluations=int(self.creation["max_evaluations"]),
                                   session_id=self.session_id)
         self._check_agrees(session)
         return session
@@ -186,7 +186,6 @@ class RciSession:
             if pending:
                 return next(iter(pending.values()))
             status, trial = manager.ask(RCI_OWNER, session.session_id)
-            self.finished = status == "FINISHED"
             if status == "WAIT":             # an engine waiting on nothing reported: not for one job at a time
                 raise RaytunerError("the strategy waits for results that no trial in flight will bring")
             return trial

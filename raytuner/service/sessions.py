@@ -244,9 +244,8 @@ class SessionManager:
 
         Args:
             owner: Who creates it (a key id, or ``crowd:<username>``).
-            meta: The meta description (problem, spaces, configurations, GPTune's history-database
-                options: a session replays only its own records unless ``load_func_eval`` is yes;
-                ``historydb_path`` is refused, the server keeps its own store).
+            meta: The meta description (problem, spaces, configurations, GPTune's history options: only the
+                session's own records are replayed unless ``load_func_eval`` is yes; no ``historydb_path``).
             strategy: A registered engine's name (:data:`raytuner.strategies.ENGINES`).
             options: The strategy's options.
             tasks: The tasks to tune (one task without parameters when ``None``).
@@ -270,8 +269,9 @@ class SessionManager:
         tasks = [dict(t) for t in tasks]
         data = parsed.to_dict()
         data.pop("api_key", None)                       # a secret never goes into the ledger
-        spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner, problem_name=parsed.tuning_problem_name,
-                           meta=data, strategy=strategy, options=dict(options or {}), tasks=tasks,
+        spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner,
+                           problem_name=parsed.tuning_problem_name, meta=data, strategy=strategy,
+                           options=dict(options or {}), tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
                            max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
         session = self._open(spec)                      # validates everything before anything is stored
