@@ -6,7 +6,9 @@ cube with zero Dirichlet boundary, on a k³ grid of interior points (7-point
 finite differences; first-order upwind convection, so the matrix is an
 M-matrix for any a >= 0 and c > 0). The tasks are coefficient pairs (a, c);
 the objective is the wall time of the AMG setup plus the solve to relative
-residual 1e-8 (minimised). The tuning parameters mirror BoomerAMG's: strength
+residual 1e-8 (minimised), or with ``--objective work`` the solve's
+deterministic work (iterations × cycle complexity), with which a run
+repeats exactly by seed. The tuning parameters mirror BoomerAMG's: strength
 threshold, AMG method (classical Ruge-Stuben or smoothed aggregation), RS
 coarsening and interpolation, SA aggregation, smoother, its weight, pre/post
 sweeps, maximum coarse size, cycle type and Krylov acceleration. Two
@@ -27,6 +29,7 @@ else through the sequential engine raytuner.strategies.GPTuneBand):
     python examples/amg_tuning.py                 # 3 tasks, k = 10..40, [b_min, b_max, eta] = [1, 8, 2]
     python examples/amg_tuning.py --quick         # 2 tasks, k = 10..20, [1, 4, 2]: under a minute
     python examples/amg_tuning.py --runner engine # force the sequential engine
+    python examples/amg_tuning.py --runner engine --objective work --budget 12   # repeatable, 12 per task
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import argparse
 import contextlib
 import ctypes
 import functools
+import hashlib
+import json
 import logging
 import math
 import tempfile
@@ -78,6 +83,15 @@ AMG_PROBLEM: dict[str, Any] = {
     },
 }
 
+def amg_problem(objective: str = "runtime") -> dict[str, Any]:
+    """:data:`AMG_PROBLEM` with ``objective`` (``"runtime"`` or ``"work"``, see :data:`OBJECTIVES`) as its output.
+
+    >>> amg_problem("work")["output_space"]
+    [{'name': 'work', 'type': 'real', 'goal': 'minimize'}]
+    """
+    return {**AMG_PROBLEM, "output_space": [{"name": objective, "type": "real", "goal": "minimize"}]}
+
+
 #: Tasks (a, c) tuned by default: diffusion-dominated to convection-dominated.
 DEFAULT_TASKS: list[dict[str, float]] = [{"a": 0.0, "c": 1.0}, {"a": 5.0, "c": 1.0}, {"a": 10.0, "c": 0.5}]
 
@@ -100,6 +114,32 @@ class SolveTimeout(SolveFailure):
 
     def __init__(self, reason: str = "timeout: past the time limit") -> None:
         super().__init__(reason)
+
+
+@contextlib.contextmanager
+def numpy_seeded(*key: Any) -> Iterator[None]:
+    """Seed numpy's global random generator from ``key`` inside the block; restore the caller's state after.
+
+    PyAMG's PMIS coarsening and its Lloyd aggregation draw from
+    numpy's *global* generator, which nothing seeds: without this, one
+    configuration builds a different hierarchy at every solve (its work
+    varies by several per cent), and two tuning runs with the same seed
+    part ways at the first such solve. Seeded from the task, the
+    configuration and the grid, an evaluation repeats exactly.
+
+    >>> with numpy_seeded("a", 1):
+    ...     first = np.random.rand()
+    >>> with numpy_seeded("a", 1):
+    ...     first == np.random.rand()
+    True
+    """
+    state = np.random.get_state()
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).digest()
+    np.random.seed(int.from_bytes(digest[:4], "little"))
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 @contextlib.contextmanager
@@ -203,9 +243,13 @@ def build_solver(A: sp.csr_matrix, config: Mapping[str, Any], symmetric: bool) -
                                              aggregate=config["aggregate"], **common)
 
 
-def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: float = TOL,
-               maxiter: int = MAXITER, time_limit: float | None = None) -> float:
-    """Seconds of AMG setup + solve of task (a, c) on a k³ grid to relative residual ``tol``.
+def solve(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: float = TOL,
+          maxiter: int = MAXITER, time_limit: float | None = None) -> tuple[float, float]:
+    """AMG setup + solve of task (a, c) on a k³ grid to relative residual ``tol``: ``(seconds, work)``.
+
+    ``work`` is deterministic: the iterations times the cycle complexity
+    (one cycle's cost in fine-grid matrix-vector products). The seconds are
+    wall time, which varies from run to run.
 
     Raises :class:`SolveFailure` when the solve raises, diverges, stalls
     (``maxiter`` reached above ``tol``), runs past ``time_limit`` seconds, or
@@ -214,10 +258,11 @@ def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, to
     >>> cfg = dict(strength=0.25, method="ruge_stuben", coarsening="RS", interpolation="classical",
     ...            aggregate="standard", smoother="gauss_seidel", relax_weight=1.0, pre_sweeps=1,
     ...            post_sweeps=1, max_coarse=50, cycle="V", accel="none")
-    >>> solve_time({"a": 1.0, "c": 1.0}, cfg, k=8) > 0
-    True
+    >>> seconds, work = solve({"a": 1.0, "c": 1.0}, cfg, k=8)
+    >>> seconds > 0, work == solve({"a": 1.0, "c": 1.0}, cfg, k=8)[1]
+    (True, True)
     >>> try:
-    ...     solve_time({"a": 1.0, "c": 1.0}, cfg, k=8, maxiter=1)
+    ...     solve({"a": 1.0, "c": 1.0}, cfg, k=8, maxiter=1)
     ... except SolveFailure as exc:
     ...     print(exc.reason.split(":")[0])
     stalled
@@ -237,7 +282,8 @@ def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, to
 
     try:
         # the deadline is innermost: it is cancelled before the other context managers restore their state
-        with threadpool_limits(1), np.errstate(all="ignore"), warnings.catch_warnings(), deadline(time_limit):
+        with threadpool_limits(1), np.errstate(all="ignore"), warnings.catch_warnings(), \
+                numpy_seeded(dict(task), dict(config), int(k)), deadline(time_limit):
             warnings.simplefilter("ignore")
             ml = build_solver(A, config, symmetric=a == 0.0)
             cycle, accel = config["cycle"], config["accel"]
@@ -266,22 +312,36 @@ def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, to
     if info != 0 or not relative <= 10 * tol:
         raise SolveFailure(f"stalled: relative residual {relative:.3g} after {len(residuals) - 1} iterations "
                            f"(tolerance {tol:g})")
-    return elapsed
+    return elapsed, (len(residuals) - 1) * float(ml.cycle_complexity(cycle=cycle))
+
+
+def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, **options: Any) -> float:
+    """Seconds of AMG setup + solve (see :func:`solve`; ``options`` are its keywords)."""
+    return solve(task, config, k, **options)[0]
+
+
+def solve_work(task: Mapping[str, Any], config: Mapping[str, Any], k: int, **options: Any) -> float:
+    """Deterministic work of the solve: iterations × cycle complexity (see :func:`solve`)."""
+    return solve(task, config, k, **options)[1]
+
+
+#: What a solve is tuned for: its wall time, or its deterministic work (a run repeats exactly by seed).
+OBJECTIVES: dict[str, Callable[..., float]] = {"runtime": solve_time, "work": solve_work}
 
 
 # -- tuning ----------------------------------------------------------------------------------------
 
 def one_shot_trainable(config: dict[str, Any], *, b_min: float, b_max: float, k_min: int, k_max: int,
-                       time_limit: float | None = None) -> None:
-    """Ray Tune trainable: one solve at grid ``k(config["fidelity"])``; a failure reports NaN runtime."""
+                       time_limit: float | None = None, objective: str = "runtime") -> None:
+    """Ray Tune trainable: one solve at grid ``k(config["fidelity"])``; a failure reports a NaN objective."""
     from ray import tune  # noqa: PLC0415
 
     k = fidelity_to_k(float(config["fidelity"]), b_min, b_max, k_min, k_max)
     task = {"a": config["a"], "c": config["c"]}
     try:
-        tune.report({"runtime": solve_time(task, config, k, time_limit=time_limit), "k": k})
+        tune.report({objective: OBJECTIVES[objective](task, config, k, time_limit=time_limit), "k": k})
     except SolveFailure as exc:
-        tune.report({"runtime": float("nan"), "k": k, "failure": exc.reason})
+        tune.report({objective: float("nan"), "k": k, "failure": exc.reason})
 
 
 def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Namespace,
@@ -293,29 +353,26 @@ def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.
 
     ``evaluate(task, config, k)`` defaults to :func:`solve_time` with ``args.time_limit``.
     """
-    from raytuner.records import FunctionEvaluation  # noqa: PLC0415
     from raytuner.strategies import GPTuneBand  # noqa: PLC0415
 
-    evaluate = evaluate or functools.partial(solve_time, time_limit=args.time_limit)
+    evaluate = evaluate or functools.partial(OBJECTIVES[args.objective], time_limit=args.time_limit)
+    name = problem.objectives[0]
     band = GPTuneBand(problem, tasks, seed=args.seed, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                      passes=args.passes, fidelity_mode="one_shot", executor=executor, options=options)
+                      passes=args.passes, budget=args.budget, fidelity_mode="one_shot", executor=executor,
+                      options=options)
     records: list[Any] = []
     while not band.finished:
         s = band.ask()
         k = fidelity_to_k(s.fidelity, args.b_min, args.b_max, args.k_min, args.k_max)
         try:
-            t = evaluate(s.task, s.config, k)
-            record = FunctionEvaluation.create(s.task, s.config, {"runtime": t}, provenance=s.provenance,
-                                               additional_output={"k": k})
+            record = band.tell(s, {name: evaluate(s.task, s.config, k)}, additional_output={"k": k})
         except SolveFailure as exc:
-            record = FunctionEvaluation.create(s.task, s.config, failure=exc.reason, provenance=s.provenance,
-                                               additional_output={"k": k})
-        band.tell(record)
+            record = band.tell(s, None, failure=exc.reason, additional_output={"k": k})
         records.append(record)
-        value = record.value("runtime")
+        value = record.value(name)
         log.info("eval %3d task a=%g c=%g bracket %s rung %s b=%g k=%d: %s", len(records), s.task["a"],
                  s.task["c"], s.provenance.bracket, s.provenance.rung, s.fidelity, k,
-                 f"{value:.4f} s" if value is not None else f"FAILED ({record.raytuner.failure_message})")
+                 f"{name} {value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})")
     return band, records
 
 
@@ -332,10 +389,11 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
-    band = GPTuneBandScheduler(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                      passes=args.passes, fidelity_mode="one_shot", fidelity_key="fidelity", seed=args.seed)
+    band = GPTuneBandScheduler(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max,
+                               eta=args.eta, passes=args.passes, budget=args.budget, fidelity_mode="one_shot",
+                               fidelity_key="fidelity", seed=args.seed)
     trainable = tune.with_parameters(one_shot_trainable, b_min=args.b_min, b_max=args.b_max, k_min=args.k_min,
-                                     k_max=args.k_max, time_limit=args.time_limit)
+                                     k_max=args.k_max, time_limit=args.time_limit, objective=args.objective)
     local = args.address == "local"           # a fresh local Ray, not a stale or foreign running one
     ray.init(address=args.address, num_cpus=args.concurrent if local else None, include_dashboard=False,
              log_to_driver=False, ignore_reinit_error=True)
@@ -350,12 +408,12 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
 
 
 def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], best: Sequence[Any],
-                  k_max: int) -> None:
+                  k_max: int, objective: str = "runtime") -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max (k = k_max)."""
     print(f"\nAt k = {k_max} (b_max):")
     from raytuner.analysis import task_summary  # noqa: PLC0415
 
-    print("\n".join(task_summary(tasks, records, best, "runtime")))
+    print("\n".join(task_summary(tasks, records, best, objective)))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -369,7 +427,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--b-min", type=float, default=1.0)
     parser.add_argument("--b-max", type=float, default=None, help="default 8, 4 with --quick")
     parser.add_argument("--eta", type=int, default=2)
-    parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--passes", type=int, default=None, help="default 1 (with --budget: as the budget allows)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="normalised cost per task at which each task ends")
+    parser.add_argument("--objective", choices=sorted(OBJECTIVES), default="runtime",
+                        help="runtime: wall time of setup + solve; work: iterations x cycle complexity (deterministic)")
     parser.add_argument("--k-min", type=int, default=10)
     parser.add_argument("--k-max", type=int, default=None, help="grid size at b_max (default 40, 20 with --quick)")
     parser.add_argument("--time-limit", type=float, default=None,
@@ -401,7 +463,7 @@ def main(argv: list[str] | None = None) -> list[Any]:
     from raytuner.space import ProblemSpace  # noqa: PLC0415
     from raytuner.strategies import BanditStructure  # noqa: PLC0415
 
-    problem = ProblemSpace.parse(AMG_PROBLEM)
+    problem = ProblemSpace.parse(amg_problem(args.objective))
     tasks = args.task_list
     runner = args.runner
     fidelities = BanditStructure.hyperband(args.b_min, args.b_max, args.eta).fidelities
@@ -412,7 +474,7 @@ def main(argv: list[str] | None = None) -> list[Any]:
     band, records = (run_ray if runner == "ray" else run_engine)(problem, tasks, args)
     elapsed = time.perf_counter() - start
     best = band.best()
-    print_summary(tasks, records, best, args.k_max)
+    print_summary(tasks, records, best, args.k_max, args.objective)
     print(f"tuning took {elapsed:.1f} s")
     return best
 

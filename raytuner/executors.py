@@ -60,7 +60,12 @@ class Executor(Protocol):
 
 
 class InlineExecutor:
-    """Run every item in the calling thread (``timeout`` is not enforced)."""
+    """Run every item in the calling thread.
+
+    ``timeout`` is not enforced here: an item that must respect a time
+    limit stops itself (an LCM fit's starts stop their optimiser at the
+    fit's deadline, whatever the executor).
+    """
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
         """Apply ``fn`` to each item in turn; an exception becomes ``None`` and is logged.

@@ -62,6 +62,7 @@ from typing import Any, Iterator, Mapping
 from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
 from raytuner.history_options import HistoryOptions
+from raytuner.outcome import result_failure
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
@@ -363,7 +364,7 @@ class TuningSession:
         if not isinstance(trial_id, str):
             raise UnknownTrial(f"trial_id: {str(trial)[:80]!r} is not a trial or a trial id")
         if failure is None:
-            failure = self._failure_of(result)
+            failure = result_failure(self.problem, result)
         if trial_id in self._told:
             return self._retold(trial_id, result, failure)
         pending = self._pending.get(trial_id)
@@ -392,20 +393,6 @@ class TuningSession:
         self._records.append(record)
         self.strategy.tell(record)
         return record
-
-    def _failure_of(self, result: Mapping[str, Any] | None) -> str | None:
-        """Why ``result`` is no measurement (``None``: it is one); a measured name that is no objective is refused."""
-        if result is None or not isinstance(result, Mapping):
-            return parse_outputs(result)[1]
-        values, failure = parse_outputs(result) if result else ({}, None)
-        if failure is not None:
-            return failure
-        objectives = self.problem.objectives
-        for name in values:
-            if name not in objectives:
-                raise InvalidInputError(f"outputs[{name!r}]", "not an output of the problem", allowed=objectives)
-        missing = [o for o in objectives if o not in values]
-        return f"output {missing[0]!r} missing from the reported result" if missing else None
 
     def _retold(self, trial_id: str, result: Mapping[str, Any] | None, failure: str | None) -> FunctionEvaluation:
         record = self._told[trial_id]

@@ -119,8 +119,9 @@ class GPTuneBandScheduler(TrialScheduler):
         b_max: The highest fidelity.
         eta: The reduction factor between rungs.
         fidelities: The fidelities, highest first (instead of ``b_min``/``b_max``/``eta``).
-        integer_fidelities: Round fidelities to whole numbers.
-        passes: How many times the whole bracket plan runs.
+        integer_fidelities: Round fidelities to whole numbers (``None``: when ``b_min`` and ``b_max`` are).
+        passes: How many times the whole bracket plan runs (``None``: once, or as often as ``budget`` pays for).
+        budget: Normalised cost per task at which each task ends (``None``: the passes decide).
         fidelity_mode: ``"one_shot"`` or ``"iterative"`` (see the module docstring).
         fidelity_key: The config key of a one-shot trial's fidelity.
         time_attr: The result key that counts an iterative trial's fidelity.
@@ -140,7 +141,8 @@ class GPTuneBandScheduler(TrialScheduler):
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                  store: HistoryStore | str | os.PathLike[str], problem_name: str, *,
                  b_min: float | None = None, b_max: float | None = None, eta: int | None = 3,
-                 fidelities: Sequence[float] | None = None, integer_fidelities: bool = False, passes: int = 1,
+                 fidelities: Sequence[float] | None = None, integer_fidelities: bool | None = None,
+                 passes: int | None = None, budget: float | None = None,
                  fidelity_mode: FidelityMode = "one_shot", fidelity_key: str = "fidelity",
                  time_attr: str = "training_iteration", metric: str | None = None, mode: str | None = None,
                  seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
@@ -155,8 +157,9 @@ class GPTuneBandScheduler(TrialScheduler):
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
         self.engine: MultiFidelityEngine = build_engine(EngineSpec("band", {
-            "b_min": b_min, "b_max": b_max, "eta": eta, "fidelities": fidelities, "integer_fidelities": integer_fidelities,
-            "passes": passes, "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
+            "b_min": b_min, "b_max": b_max, "eta": eta, "fidelities": fidelities,
+            "integer_fidelities": integer_fidelities, "passes": passes, "budget": budget,
+            "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
             "acquisition": acquisition, "acquisition_options": acquisition_options, "objective": objective_name}),
             problem, tasks, seed, executor=executor)
         self.store = open_store(store)
@@ -299,7 +302,8 @@ class GPTuneBandScheduler(TrialScheduler):
     def debug_string(self) -> str:
         """A one-line progress summary for Ray's status output."""
         p = self.engine.progress()
-        return (f"GPTuneBand: pass {p['pass']}/{p['passes']}, stage {p['stage']}, {p['evaluations']} evaluations, "
+        passes = f"{p['pass']}/{p['passes']}" if p["passes"] is not None else f"{p['pass']}"
+        return (f"GPTuneBand: pass {passes}, stage {p['stage']}, {p['evaluations']} evaluations, "
                 f"{p['in_flight']} in flight, normalised cost per task {p['cost_per_task']:.2f}")
 
     # -- internals -------------------------------------------------------------------------------

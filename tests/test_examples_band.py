@@ -111,6 +111,36 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
     assert best is None or best.raytuner.fidelity == args.b_max
 
 
+@pytest.mark.parametrize("config", [{**GOOD, "coarsening": "PMIS"},
+                                    {**GOOD, "method": "smoothed_aggregation", "aggregate": "lloyd"}],
+                         ids=["PMIS", "lloyd"])      # unseeded, their work varies by a few per cent per solve
+def test_a_solve_repeats_though_pyamg_draws_from_numpys_global_generator(config: dict) -> None:
+    np.random.seed(123)
+    caller = np.random.get_state()[1].copy()
+    works = [amg.solve_work({"a": 5.0, "c": 1.0}, config, k=10) for _ in range(3)]
+    assert works[0] > 0 and works == [works[0]] * 3
+    assert (np.random.get_state()[1] == caller).all()          # the caller's stream is left as it was
+
+
+def test_two_seed_0_band_runs_over_the_amg_work_leave_the_same_records() -> None:
+    args = amg.parse_args(["--quick", "--runner", "engine", "--objective", "work", "--tasks", "5", "1", "8", "0.7",
+                           "--k-min", "4", "--k-max", "8", "--budget", "8", "--time-limit", "30"])
+    problem = ProblemSpace.parse(amg.amg_problem("work"))
+
+    def evaluate(task: dict, config: dict, k: int) -> float:
+        # half the space stalls (an unreachable tolerance): failures must replay the same way
+        return amg.solve_work(task, config, k, tol=1e-30 if config["strength"] > 0.45 else amg.TOL, maxiter=20)
+
+    runs = [amg.run_engine(problem, args.task_list, args, evaluate=evaluate, executor=InlineExecutor(), options=FAST)
+            for _ in range(2)]
+    (first_band, first), (second_band, second) = runs
+    assert [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.raytuner.fidelity) for r in first] == \
+        [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.raytuner.fidelity) for r in second]
+    assert first_band.cost_per_task() == second_band.cost_per_task()
+    assert all(c <= 8 + 1e-9 for c in first_band.cost_per_task()) and first_band.finished
+    assert any(r.status == "failed" for r in first) and any(r.raytuner.source == "model" for r in first)
+
+
 # -- scikit-learn epochs -----------------------------------------------------------------------------
 
 def test_validation_accuracy_improves_over_epochs() -> None:

@@ -46,6 +46,9 @@ __all__ = ["LCM", "approximation", "held_out_accuracy"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds an executor waits past a fit's deadline for its starts, which stop themselves at it, to return.
+GRACE = 10.0
+
 
 @dataclass(frozen=True)
 class _Start:
@@ -56,6 +59,7 @@ class _Start:
     max_iterations: int
     free: np.ndarray | None = None   # mask of optimised entries (None: all)
     pid: int = 0                     # the fitting process, which has limited BLAS threads already
+    deadline: float | None = None    # time.time() at which the optimiser stops, keeping its best point
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,11 @@ class _StartResult:
     value: float
     iterations: int
     evaluations: int
+    timed_out: bool = False          # stopped at the deadline (theta is the best point seen)
+
+
+class _Deadline(Exception):
+    """Raised inside the objective once a start's deadline has passed."""
 
 
 def run_start(start: _Start) -> _StartResult:
@@ -75,23 +84,52 @@ def run_start(start: _Start) -> _StartResult:
 
 
 def _optimise(start: _Start) -> _StartResult:
-    """L-BFGS-B over the free entries of one start."""
+    """L-BFGS-B over the free entries of one start, stopped at its deadline with the best point so far.
+
+    The deadline is checked before every likelihood evaluation but the
+    first, so a start overruns it by at most one evaluation, in any executor
+    (inline too), and always returns a point it has evaluated.
+    """
     objective = start.sample.objective()
     bounds = Hyperparameters.vector_bounds(*start.sample.shape)
     free = np.ones(len(start.theta), bool) if start.free is None else start.free
     full = start.theta.copy()
+    best: list[Any] = [math.inf, start.theta[free].copy()]
+    steps = [0]
 
     def fun(sub: np.ndarray) -> tuple[float, np.ndarray]:
+        if start.deadline is not None and math.isfinite(best[0]) and time.time() >= start.deadline:
+            raise _Deadline
         full[free] = sub
         value, gradient = objective(full)
+        if value < best[0]:
+            best[0], best[1] = float(value), sub.copy()
         return value, gradient[free]
 
-    result = minimize(fun, start.theta[free], jac=True, method="L-BFGS-B",
-                      bounds=[b for b, f in zip(bounds, free) if f],
-                      options={"maxiter": start.max_iterations})
+    def step(_: np.ndarray) -> None:
+        steps[0] += 1
+
     theta = start.theta.copy()
+    try:
+        result = minimize(fun, start.theta[free], jac=True, method="L-BFGS-B", callback=step,
+                          bounds=[b for b, f in zip(bounds, free) if f],
+                          options={"maxiter": start.max_iterations})
+    except _Deadline:
+        theta[free] = best[1]
+        return _StartResult(theta, best[0], steps[0], objective.evaluations, timed_out=True)
     theta[free] = result.x
     return _StartResult(theta, float(result.fun), int(result.nit), objective.evaluations)
+
+
+def _start_entry(result: _StartResult | None, samples: int) -> dict[str, Any]:
+    """One start in the fit report (JSON-safe: a start that never evaluated has no value)."""
+    if result is None or not math.isfinite(result.value):
+        entry: dict[str, Any] = {"failed": True, "samples": samples}
+    else:
+        entry = {"value": result.value, "iterations": result.iterations, "samples": samples}
+    if result is not None and result.timed_out:
+        entry["timed_out"] = True
+    return entry
 
 
 class LCM:
@@ -147,12 +185,14 @@ class LCM:
         free = None if fixed is None or warm is None else ~np.asarray(fixed, bool)
         fit = _limit(task, data.tasks, self.options.fit_limit)
         report = FitReport()
+        deadline = time.time() + self.options.timeout
         # One BLAS thread for the whole fit: parallelism comes from the starts, and a limit
         # changed while another start runs would make results depend on timing.
         with threadpool_limits(1, user_api="blas"):
             sample = _Sample(X[fit], task[fit], z[fit], shape, self.options)
             iterations = self.options.max_iterations if warm is None else self.options.warm_iterations
-            theta = self._run(sample, self._starts(sample, warm, rng, free), iterations, free, executor, report)
+            theta = self._run(sample, self._starts(sample, warm, rng, free), iterations, free, executor, report,
+                              deadline)
         if theta is None:
             log.warning("every LCM start failed; using the %s hyperparameters unoptimised",
                         "warm-start" if warm is not None else "default")
@@ -192,12 +232,22 @@ class LCM:
         return fitted
 
     def _run(self, sample: "_Sample", thetas: list[np.ndarray], iterations: int, free: np.ndarray | None,
-             executor: Executor | None, report: FitReport) -> np.ndarray | None:
-        """Optimise each start on ``sample`` (in parallel); the best optimum, or ``None`` if all failed."""
-        jobs = [_Start(sample, theta, iterations, free, os.getpid()) for theta in thetas]
-        results = (executor or default_executor()).map(run_start, jobs, timeout=self.options.timeout)
-        report.starts += [{"value": r.value, "iterations": r.iterations, "samples": len(sample.z)} if r
-                          else {"failed": True, "samples": len(sample.z)} for r in results]
+             executor: Executor | None, report: FitReport, deadline: float) -> np.ndarray | None:
+        """Optimise each start on ``sample`` (in parallel) until ``deadline``; the best optimum, or ``None``.
+
+        Every start stops itself at the deadline; the executor waits a
+        little longer (:data:`GRACE`) for the results to come back, then
+        drops what is still missing.
+        """
+        jobs = [_Start(sample, theta, iterations, free, os.getpid(), deadline) for theta in thetas]
+        wait = max(0.0, deadline - time.time()) + GRACE
+        results = (executor or default_executor()).map(run_start, jobs, timeout=wait)
+        report.starts += [_start_entry(r, len(sample.z)) for r in results]
+        if any(r is not None and r.timed_out for r in results):
+            report.timed_out = True
+            log.warning("the LCM fit reached its %.1f s time limit (LCMOptions.timeout): the best "
+                        "hyperparameters found so far are kept, and results now depend on timing",
+                        self.options.timeout)
         finite = [r for r in results if r is not None and math.isfinite(r.value) and r.value < 1e20]
         report.iterations += sum(r.iterations for r in finite)
         report.evaluations += sum(r.evaluations for r in finite)

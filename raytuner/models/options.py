@@ -37,7 +37,9 @@ class LCMOptions:
     optimised. A cold fit runs at most ``max_iterations`` L-BFGS iterations
     per start, a warm one ``warm_iterations``: in a tuning run consecutive
     fits continue one optimisation over growing data, so each needs only a
-    few steps. ``timeout`` bounds the wall time of the parallel starts.
+    few steps. ``timeout`` bounds the wall time of a fit in every executor:
+    each start stops its optimiser at the deadline and keeps the best
+    hyperparameters it found (the fit report's ``timed_out`` says so).
 
     Size: the hyperparameters are
     fitted on at most ``fit_limit`` samples, as many per task as possible
@@ -154,3 +156,4 @@ class FitReport:
     optimised: bool = True
     optimised_samples: int | None = None
     approximation: dict[str, Any] | None = None
+    timed_out: bool = False

@@ -139,7 +139,8 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
                   "fit": {"approximation": fitted.report.approximation,
                           "optimised_samples": fitted.report.optimised_samples,
                           "likelihood_evaluations": fitted.report.evaluations, "starts": fitted.report.starts,
-                          "fit_seconds": fitted.report.seconds, "jitter": fitted.jitter,
+                          "fit_seconds": fitted.report.seconds, "timed_out": fitted.report.timed_out,
+                          "jitter": fitted.jitter,
                           "samples": fitted.data.counts}},
     )
 
@@ -197,5 +198,6 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     optimised = fit.get("optimised_samples")
     report = FitReport(seconds=float(fit.get("fit_seconds", 0.0)),
                        iterations=int(record.model_stats.get("iterations", fit.get("iterations", 0)) or 0),
-                       optimised_samples=optimised if isinstance(optimised, int) else None)
+                       optimised_samples=optimised if isinstance(optimised, int) else None,
+                       timed_out=bool(fit.get("timed_out", False)))
     return FittedLCM.condition(options, data, LCM(options).standardisation(data), hp, report)

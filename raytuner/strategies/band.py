@@ -25,7 +25,6 @@ after the last pass.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
@@ -34,7 +33,7 @@ Example:
     >>> while not band.finished:
     ...     s = band.ask()
     ...     y = demo_fidelity(s.config["x"], s.task["t"], b=s.fidelity, b_max=4)
-    ...     band.tell(FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance))
+    ...     record = band.tell(s, {"y": y})
     >>> [round(c, 6) for c in band.cost_per_task()] == [band.structure.cost_per_pass()] * 2
     True
     >>> best = band.best()
@@ -45,7 +44,6 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -57,61 +55,15 @@ from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecor
 from raytuner.space import ProblemSpace, Space
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion
-from raytuner.strategies.brackets import Brackets
-from raytuner.strategies.mla import MLA
+from raytuner.strategies.band_plan import BandPlan, Step
+from raytuner.strategies.band_sampler import LEVEL, LevelSampler
 
 __all__ = ["GPTuneBand", "LEVEL"]
 
 log = logging.getLogger(__name__)
 
-#: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
-LEVEL = "gptuneband_level"
-
 #: GPTuneBand's models (the ``model`` option).
 MODELS = ("paper", "levels")
-
-
-class _LevelSampler(MLA):
-    """MLA over LCM-tasks, refitting once per sampling round of the current pass."""
-
-    name = "gptuneband"
-
-    def __init__(self, band: "GPTuneBand", pass_index: int, stage: int, **options: Any) -> None:
-        self.pass_index = pass_index
-        self.stage = stage
-        structure = band.structure
-        self.every_level = band.model == "levels"
-        lowest = 0 if self.every_level else stage
-        self.lcm_tasks = [(i, j) for i in range(len(band.tasks)) for j in range(lowest, structure.s_max + 1)]
-        tasks = [{**band.tasks[i], LEVEL: j} for i, j in self.lcm_tasks]
-        super().__init__(band.level_problem, tasks, seed=band.seed, **options)
-        self._quota = [structure.samples(j) for _, j in self.lcm_tasks]
-        self._sampled = [0] * len(self.lcm_tasks)
-        self._round: int | None = None
-        self._horizon = 0
-
-    def fit_horizon(self) -> int:
-        return self._horizon
-
-    def scored_task(self, index: int) -> int:
-        if not self.every_level:
-            return index
-        i, _ = self.lcm_tasks[index]
-        return self.lcm_tasks.index((i, 0))        # the prediction at b_max
-
-    def _fold(self, record: FunctionEvaluation) -> None:
-        before = len(self._records)
-        super()._fold(record)
-        if len(self._records) == before:
-            return
-        prov = record.raytuner or Provenance()
-        k = self.task_index(record.task_parameter)
-        if prov.rung == 0 and prov.pass_ == self.pass_index + 1:
-            self._sampled[k] += 1
-        open_counts = [c for c, q in zip(self._sampled, self._quota) if c < q]
-        current = min(open_counts) if open_counts else -1
-        if current != self._round:
-            self._round, self._horizon = current, len(self._records)
 
 
 class GPTuneBand(Strategy):
@@ -127,8 +79,11 @@ class GPTuneBand(Strategy):
         b_max: The highest fidelity.
         eta: The halving factor.
         fidelities: A custom fidelity list ``[B(0), ..., B(s_max)]``, instead of ``b_min`` and ``b_max``.
-        integer_fidelities: Round Hyperband's fidelities to integers.
-        passes: The number of passes.
+        integer_fidelities: Round Hyperband's fidelities to integers (``None``: when ``b_min`` and
+            ``b_max`` are whole numbers, so ``b_min=1, b_max=52, eta=3`` gives 52, 17, 6 and 2).
+        passes: The number of passes (``None``: one, or as many as ``budget`` pays for).
+        budget: Normalised cost per task (an evaluation at ``b`` costs ``b / b_max``): a task ends
+            when its next step does not fit in what is left (``None``: the passes decide).
         fidelity_mode: ``"one_shot"`` or ``"iterative"``.
         n_initial: Size of each LCM-task's initial LHS design (default: half of ``N(0)``, at least 1).
         options: MLA's: configure the LCM.
@@ -149,7 +104,8 @@ class GPTuneBand(Strategy):
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
                  b_min: float | None = None, b_max: float | None = None, eta: int | None = 3,
-                 fidelities: Sequence[float] | None = None, integer_fidelities: bool = False, passes: int = 1,
+                 fidelities: Sequence[float] | None = None, integer_fidelities: bool | None = None,
+                 passes: int | None = None, budget: float | None = None,
                  fidelity_mode: FidelityMode = "one_shot", n_initial: int | None = None,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, executor: Executor | None = None,
@@ -159,13 +115,12 @@ class GPTuneBand(Strategy):
             raise InvalidInputError("model", f"unknown GPTuneBand model {model!r}", allowed=list(MODELS))
         self.model = model
         self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
-        if not isinstance(passes, int) or isinstance(passes, bool) or passes < 1:
-            raise InvalidInputError("passes", f"must be an integer >= 1, got {passes!r}")
         if LEVEL in problem.input_space.names + problem.parameter_space.names:
             raise InvalidInputError("input_space", f"the name {LEVEL!r} is reserved by GPTuneBand")
-        self.passes = passes
         self.fidelity_mode = check_mode(fidelity_mode)
         self.objective = problem.objective(objective)
+        self.plan = BandPlan(self.structure, self.objective, len(self.tasks), passes, budget, self.fidelity_mode)
+        self.passes, self.budget = self.plan.passes, self.plan.budget
         first = self.structure.samples(0)
         self.n_initial = n_initial if n_initial is not None else max(1, (first + 1) // 2)
         self.executor = executor
@@ -174,110 +129,111 @@ class GPTuneBand(Strategy):
             acquisition_options=acquisition_options, executor=executor, objective=self.objective.name,
             search_candidates=search_candidates)
         self._keep_options(b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
-                           integer_fidelities=integer_fidelities, passes=passes, fidelity_mode=fidelity_mode,
-                           n_initial=n_initial, options=options, acquisition=acquisition,
+                           integer_fidelities=integer_fidelities, passes=passes, budget=budget,
+                           fidelity_mode=fidelity_mode, n_initial=n_initial, options=options, acquisition=acquisition,
                            acquisition_options=acquisition_options, objective=self.objective.name,
                            search_candidates=search_candidates, model=model)
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})
         self._records: list[FunctionEvaluation] = []
-        self._brackets = Brackets(self.structure, self.objective)
-        self._pending_samples: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
-        self._sampler: _LevelSampler | None = None
+        self._sampler: LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
         self._restored: list[SurrogateModelRecord] = []
         self._fixed_models = False
 
     # -- plan state ------------------------------------------------------------------------------
-    def _sampled(self, p: int, i: int, j: int) -> int:
-        return self._brackets.sampled((p, i, j))
-
-    def _pass_sampling_done(self, p: int) -> bool:
-        return all(self._sampled(p, i, j) >= self.structure.samples(j)
-                   for i in range(len(self.tasks)) for j in range(self.structure.s_max + 1))
-
-    def _pass_complete(self, p: int) -> bool:
-        return self._pass_sampling_done(p) and all(
-            self._brackets.complete(self._brackets.run((p, i, j)))
-            for i in range(len(self.tasks)) for j in range(self.structure.s_max + 1))
-
     @property
     def current_pass(self) -> int:
-        """The pass in progress (0-based; ``passes`` once every pass is complete)."""
-        p = 0
-        while p < self.passes and self._pass_complete(p):
-            p += 1
-        return p
+        """The pass in progress (0-based): the lowest pass an unfinished task has not completed."""
+        return self.plan.current_pass()
 
     @property
     def finished(self) -> bool:
-        """Whether every pass is complete."""
-        return self.current_pass >= self.passes
+        """Whether every task is finished (see :meth:`finished_tasks`)."""
+        return not self.plan.open_tasks()
+
+    def finished_tasks(self) -> list[bool]:
+        """Per task, whether it is finished: every pass complete, or (with a ``budget``) its next
+        step does not fit in what is left of its budget and nothing of it is in flight."""
+        return [self.plan.finished(i) for i in range(len(self.tasks))]
 
     def stage(self) -> int:
-        """The current pass's sampling stage: the lowest bracket still short of ``N(s)`` told samples."""
-        p = self.current_pass
-        for j in range(self.structure.s_max + 1):
-            if any(self._sampled(p, i, j) < self.structure.samples(j) for i in range(len(self.tasks))):
-                return j
-        return self.structure.s_max + 1
+        """The current pass's sampling stage: the lowest bracket an unfinished task has not sampled fully."""
+        return self.plan.stage(self.current_pass)
 
     def lcm_tasks(self) -> list[tuple[dict[str, Any], int]]:
         """The LCM-tasks of the current LCM: ``(task, bracket)`` for every bracket still sampling."""
-        p, stage = self.current_pass, self.stage()
-        return [(dict(self.tasks[i]), j) for i in range(len(self.tasks)) for j in range(stage, self.structure.s_max + 1)
-                if p < self.passes]
+        if self.finished:
+            return []
+        stage = self.stage()
+        return [(dict(self.tasks[i]), j) for i in range(len(self.tasks))
+                for j in range(stage, self.structure.s_max + 1)]
 
     # -- ask -------------------------------------------------------------------------------------
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
         """The next evaluation: a ready promotion first, else a new sample for the least-sampled LCM-task.
 
-        ``task`` restricts the choice to one task.
+        Promotions go first to the task that has spent least, so tasks
+        advance evenly; a task whose next step does not fit in its budget
+        gets nothing more. ``task`` restricts the choice to one task.
 
         Args:
             task: Restrict the choice to this task (default: any task).
+
+        Raises:
+            TuningFinished: Every task (or ``task``) is finished.
+            AwaitingResults: The next step waits for evaluations in flight.
         """
         only = None if task is None else self.task_index(task)
         if self.finished:
-            raise TuningFinished(f"all {self.passes} passes of GPTuneBand are complete")
-        promotion = self._next_promotion(only)
-        if promotion is not None:
-            return promotion
+            raise TuningFinished(f"GPTuneBand is finished: {self._finish_reason()}")
+        if only is not None and self.plan.finished(only):
+            raise TuningFinished(f"task {dict(self.tasks[only])} is finished: {self._finish_reason()}")
+        ready = self.plan.ready_promotions(only)
+        if ready:
+            return self._promotion(ready[0])
         sample = self._next_sample(only)
         if sample is not None:
             return sample
         raise AwaitingResults("the next GPTuneBand step waits for evaluations in flight")
 
-    def ready_promotions(self) -> int:
-        """How many promotions can be asked now.
+    def _finish_reason(self) -> str:
+        if self.budget is None:
+            return f"all {self.passes} passes are complete"
+        return f"its budget of {self.budget:g} (normalised cost per task) is spent as far as the plan allows"
 
-        They come before new samples: the next :meth:`ask` returns one, naming its parent
-        (``provenance.parent``), so a scheduler asks once and routes it by that parent.
+    def ready_promotions(self) -> int:
+        """How many tasks have a promotion to hand out now (0: the next ask is no promotion).
+
+        Promotions come before new samples: the next :meth:`ask` returns one,
+        naming its parent (``provenance.parent``), so a scheduler asks once
+        and routes it by that parent.
         """
-        return len(self._brackets.promotions(None))
+        return len(self.plan.ready_promotions(None))
 
     def retired(self, uid: str) -> bool:
-        """Whether evaluation ``uid`` will never be continued: it is at ``b_max``, failed, or lost its rung.
+        """Whether evaluation ``uid`` will never be continued: at ``b_max``, failed, lost its rung, or its task is done.
 
         An evaluation whose rung is still open is not retired (it may be promoted).
 
         Args:
             uid: The evaluation's uid (an unknown one is retired).
         """
-        return self._brackets.retired(uid)
+        record = self.plan.brackets.by_uid.get(uid)
+        if record is not None and self.plan.finished(self.task_index(record.task_parameter)):
+            return True
+        return self.plan.brackets.retired(uid)
 
-    def _next_promotion(self, only: int | None) -> Suggestion | None:
-        ready = self._brackets.promotions(only)
-        if not ready:
-            return None
-        (p, i, s), rung, parent = ready[0]
-        self._brackets.run((p, i, s)).promoting.add(parent)
-        source = self._brackets.by_uid[parent]
+    def _promotion(self, step: Step) -> Suggestion:
+        assert step.promotion is not None
+        (p, i, s), rung, parent = step.promotion
+        source = self.plan.brackets.by_uid[parent]
         level = s - rung
         fidelity = self.structure.fidelity(level)
         previous = (source.raytuner.fidelity if source.raytuner else None) or self.structure.fidelity(level + 1)
         provenance = self._provenance(p, s, rung, fidelity, "promotion", previous=previous, parent=parent)
+        self.plan.asked(i, source.tuning_parameter, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=dict(source.tuning_parameter), provenance=provenance)
 
     def _provenance(self, p: int, s: int, rung: int, fidelity: float, source: str,
@@ -287,31 +243,24 @@ class GPTuneBand(Strategy):
                           cost=self.structure.cost(fidelity, previous, self.fidelity_mode))
 
     def _next_sample(self, only: int | None) -> Suggestion | None:
-        p = self.current_pass
-        choices = []
-        for i in range(len(self.tasks)):
-            if only is not None and i != only:
-                continue
-            for j in range(self.structure.s_max + 1):
-                used = self._sampled(p, i, j) + len(self._pending_samples[(p, i, j)])
-                if used < self.structure.samples(j):
-                    choices.append((used, j, i))
-        if not choices:
+        place = self.plan.next_sample(only)
+        if place is None:
             return None
-        _, j, i = min(choices)
+        p, i, j = place
         sampler = self._level_sampler()
         suggestion = sampler.ask({**self.tasks[i], LEVEL: j})
         self._new_models.extend(sampler.take_models())
-        self._pending_samples[(p, i, j)].append(suggestion.config)
         provenance = self._provenance(p, j, 0, self.structure.fidelity(j), suggestion.provenance.source or "model")
+        self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
 
-    def _level_sampler(self) -> _LevelSampler:
+    def _level_sampler(self) -> LevelSampler:
         """The sampler of the current (pass, stage), rebuilt from the log when either moved."""
         key = (self.current_pass, self.stage())
         if self._sampler is not None and self._sampler_key == key:
             return self._sampler
-        sampler = _LevelSampler(self, key[0], key[1], **self._sampler_options)
+        sampler = LevelSampler(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
+                               self.seed, **self._sampler_options)
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)
@@ -319,7 +268,7 @@ class GPTuneBand(Strategy):
                 lifted = self._lift(record, level)
                 if task_key(lifted.task_parameter) in wanted:
                     sampler._fold(lifted)        # checked when told to the band
-        for (p, i, j), configs in self._pending_samples.items():
+        for (p, i, j), configs in self.plan.samples_in_flight.items():
             if p == key[0] and j >= key[1]:
                 for config in configs:
                     sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
@@ -340,10 +289,40 @@ class GPTuneBand(Strategy):
     def _lift(record: FunctionEvaluation, level: int) -> FunctionEvaluation:
         return record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level}})
 
+    def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
+        """``record`` with its place in the plan: as told, or taken from the one suggestion in flight it matches.
+
+        A record without a bracket and rung (created without the
+        suggestion's provenance) is matched by task and configuration (and
+        fidelity, when it has one) to a suggestion in flight, with a warning;
+        one that matches none, or several, is refused.
+
+        Args:
+            record: The checked record, of one of the engine's tasks.
+        """
+        prov = record.raytuner or Provenance()
+        if prov.bracket is not None and prov.rung is not None:
+            return record
+        i = self.task_index(record.task_parameter)
+        found = self.plan.in_flight.matches(i, record.tuning_parameter, prov.fidelity)
+        where = f"task {dict(record.task_parameter)} and configuration {dict(record.tuning_parameter)}"
+        if len({(p.pass_, p.bracket, p.rung) for p in found}) != 1:
+            places = ", ".join(f"pass {p.pass_} bracket {p.bracket} rung {p.rung}" for p in found) or "none"
+            raise InvalidInputError(
+                "provenance", f"the record of {where} has no bracket and rung, and it matches "
+                f"{len(found)} GPTuneBand suggestions in flight ({places}): tell the suggestion itself "
+                "(engine.tell(suggestion, outputs)) or create the record with provenance=suggestion.provenance")
+        log.warning("a record of %s came without its suggestion's provenance; matched to pass %s bracket %s rung %s",
+                    where, found[0].pass_, found[0].bracket, found[0].rung)
+        own = prov.model_dump(by_alias=True, exclude_none=True)
+        placed = Provenance.model_validate({**own, **found[0].model_dump(by_alias=True, exclude_none=True),
+                                            "status": prov.status, "failure_message": prov.failure_message})
+        return record.model_copy(update={"raytuner": placed})
+
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one evaluation in (a repeated uid, an unknown task or a record without a bracket is ignored)."""
         prov = record.raytuner
-        if record.uid in self._brackets.by_uid or prov is None or prov.bracket is None or prov.rung is None:
+        if record.uid in self.plan.brackets.by_uid or prov is None or prov.bracket is None or prov.rung is None:
             return
         try:
             i = self.task_index(record.task_parameter)
@@ -353,16 +332,8 @@ class GPTuneBand(Strategy):
             log.warning("record %s has bracket %s rung %s outside the plan; ignored", record.uid,
                         prov.bracket, prov.rung)
             return
-        p = (prov.pass_ or 1) - 1
         self._records.append(record)
-        self._brackets.add(record, (p, i, prov.bracket))
-        if prov.rung == 0:
-            pending = self._pending_samples[(p, i, prov.bracket)]
-            key = task_key(record.tuning_parameter)
-            for n, config in enumerate(pending):
-                if task_key(config) == key:
-                    del pending[n]
-                    break
+        self.plan.told(i, record)
         if self._sampler is not None:
             lifted = self._lift(record, prov.bracket - prov.rung)
             if any(task_key(lifted.task_parameter) == task_key(t) for t in self._sampler.tasks):
@@ -382,13 +353,10 @@ class GPTuneBand(Strategy):
             return
         i = self.task_index(task)
         p = (provenance.pass_ or 1) - 1
-        if provenance.rung == 0:
-            self._pending_samples[(p, i, provenance.bracket)].append(dict(config))
-            if self._sampler is not None and self._sampler_key == (p, self.stage()) \
-                    and provenance.bracket >= self._sampler.stage:
-                self._sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
-        elif provenance.parent is not None:
-            self._brackets.run((p, i, provenance.bracket)).promoting.add(provenance.parent)
+        self.plan.asked(i, config, provenance)
+        if provenance.rung == 0 and self._sampler is not None and self._sampler_key == (p, self.stage()) \
+                and provenance.bracket >= self._sampler.stage:
+            self._sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
 
     # -- results ---------------------------------------------------------------------------------
     def best(self) -> list[FunctionEvaluation | None]:
@@ -403,19 +371,21 @@ class GPTuneBand(Strategy):
         return out
 
     def cost_per_task(self) -> list[float]:
-        """The normalised cost told so far, per task."""
-        totals = [0.0] * len(self.tasks)
-        for record in self._records:
-            totals[self.task_index(record.task_parameter)] += (record.raytuner.cost or 0.0) if record.raytuner else 0.0
-        return totals
+        """The normalised cost told so far, per task (``b / b_max`` per evaluation, the increment when iterative)."""
+        return list(self.plan.told_cost)
 
     def progress(self) -> dict[str, Any]:
-        """Where the run stands: pass, stage, evaluations told and in flight, cost per task."""
-        in_flight = sum(len(v) for v in self._pending_samples.values()) + self._brackets.in_flight()
+        """Where the run stands: pass, stage, evaluations told and in flight, cost per task, budget, tasks finished.
+
+        ``passes`` is ``None`` when a budget alone ends the run.
+        """
+        in_flight = sum(len(v) for v in self.plan.samples_in_flight.values()) + self.plan.brackets.in_flight()
         finished = self.finished
-        return {"pass": min(self.current_pass, self.passes - 1) + 1, "passes": self.passes,
+        current = self.current_pass if self.passes is None else min(self.current_pass, self.passes - 1)
+        return {"pass": current + 1, "passes": self.passes,
                 "stage": None if finished else self.stage(), "evaluations": len(self._records), "in_flight": in_flight,
-                "cost_per_task": float(np.mean(self.cost_per_task())), "finished": finished}
+                "cost_per_task": float(np.mean(self.cost_per_task())), "budget": self.budget,
+                "tasks_finished": sum(self.finished_tasks()), "finished": finished}
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
         """Keep stored models so that a rebuilt sampler warm-starts from the last one of its LCM-tasks.

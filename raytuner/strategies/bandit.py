@@ -18,6 +18,7 @@ Example (the paper's Figure 1):
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
@@ -25,6 +26,8 @@ from typing import Literal, Sequence
 from raytuner.errors import InvalidInputError
 
 __all__ = ["BanditStructure", "FidelityMode", "FIDELITY_MODES"]
+
+log = logging.getLogger(__name__)
 
 #: ``"one_shot"``: a promotion is a new evaluation at the higher fidelity (HPC codes: grid size,
 #: time steps). ``"iterative"``: a promotion continues training from a checkpoint.
@@ -177,8 +180,25 @@ def check_mode(mode: str) -> FidelityMode:
 
 
 def structure_from(b_min: float | None, b_max: float | None, eta: int | None,
-                   fidelities: Sequence[float] | None, integer: bool = False) -> BanditStructure:
-    """A structure from either ``(b_min, b_max, eta)`` or ``(fidelities, eta)``; naming what is missing."""
+                   fidelities: Sequence[float] | None, integer: bool | None = None) -> BanditStructure:
+    """A structure from either ``(b_min, b_max, eta)`` or ``(fidelities, eta)``; naming what is missing.
+
+    ``integer=None`` rounds Hyperband's fidelities to whole numbers when
+    ``b_min`` and ``b_max`` are whole numbers (epochs, iterations, grid
+    sizes), and says at INFO when the fidelities stay fractional.
+
+    Args:
+        b_min: The lowest fidelity.
+        b_max: The highest fidelity.
+        eta: The halving factor.
+        fidelities: A custom fidelity list instead of ``b_min`` and ``b_max``.
+        integer: Round Hyperband's fidelities (``None``: when ``b_min`` and ``b_max`` are whole numbers).
+
+    >>> structure_from(1, 52, 3, None).fidelities
+    (52.0, 17.0, 6.0, 2.0)
+    >>> structure_from(1, 52, 3, None, integer=False).fidelities[1]
+    17.333333333333332
+    """
     if eta is None:
         raise InvalidInputError("eta", "the halving factor is required")
     if fidelities is not None:
@@ -187,4 +207,10 @@ def structure_from(b_min: float | None, b_max: float | None, eta: int | None,
         return BanditStructure(tuple(fidelities), eta)
     if b_min is None or b_max is None:
         raise InvalidInputError("b_min" if b_min is None else "b_max", "required unless fidelities are given")
-    return BanditStructure.hyperband(b_min, b_max, eta, integer=integer)
+    whole = all(isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer()
+                for b in (b_min, b_max))
+    structure = BanditStructure.hyperband(b_min, b_max, eta, integer=whole if integer is None else integer)
+    if any(not b.is_integer() for b in structure.fidelities):
+        log.info("Hyperband's fidelities %s are fractional%s", [round(b, 4) for b in structure.fidelities],
+                 "" if not whole else " (integer_fidelities=False); integer_fidelities=True rounds them")
+    return structure

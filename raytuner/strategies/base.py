@@ -36,6 +36,7 @@ import numpy as np
 
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
+from raytuner.outcome import result_failure
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.spec import EngineSpec, plain_options
@@ -153,6 +154,7 @@ class Strategy(ABC):
         self.seed = seed
         self._spec_options: dict[str, Any] = {}
         self._new_models: list[SurrogateModelRecord] = []     # fitted, not yet taken by the session
+        self._told_uids: set[str] = set()                       # every record told or replayed
 
     def _keep_options(self, **options: Any) -> None:
         """Remember the options the engine was built with, as plain data (its :attr:`spec`).
@@ -197,20 +199,67 @@ class Strategy(ABC):
             task: Restrict the suggestion to this task (default: the engine's choice).
         """
 
-    def tell(self, record: FunctionEvaluation) -> None:
-        """Check one finished (or failed) evaluation, then fold it into the state.
+    def tell(self, told: "FunctionEvaluation | Suggestion", outputs: Mapping[str, Any] | None = None, *,
+             failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+        """Fold one finished (or failed) evaluation into the state; returns the record folded in.
+
+        Tell either the suggestion with what the evaluation reported
+        (``engine.tell(suggestion, {"y": 0.3})``; a failure is
+        ``engine.tell(suggestion, None, failure="out of memory")``, and
+        outputs of ``None``, NaN or text make a failed record with the
+        reason), or a finished :class:`FunctionEvaluation` (a stored record).
+        Nothing is dropped without a word: a record that belongs to no task
+        of the engine, that was told already, or that the engine cannot
+        place (see :meth:`_admit`) is refused.
 
         Args:
-            record: The evaluation; its task and configuration must fit the
-                problem (see :func:`check_record`).
+            told: A suggestion this engine made, or a finished evaluation; its task and
+                configuration must fit the problem (see :func:`check_record`).
+            outputs: With a suggestion: output names to reported values (``None``: nothing reported).
+            failure: With a suggestion: why the evaluation failed (its outputs are then ignored).
+            additional_output: With a suggestion: extra values kept with the record (not modelled).
 
         Raises:
-            InvalidInputError: The record lies outside the problem; the error
-                names the field and the allowed values, and the engine's state
-                is unchanged.
+            InvalidInputError: The record lies outside the problem, belongs to no task of the
+                engine, was told before, or cannot be placed; the error names the field and the
+                allowed values, and the engine's state is unchanged.
+
+        >>> from raytuner.testing.functions import DEMO_PROBLEM
+        >>> from raytuner.strategies import RandomSearch
+        >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
+        >>> engine.tell(engine.ask(), {"y": None}).raytuner.failure_message
+        'y: no value'
         """
+        if isinstance(told, Suggestion):
+            record = FunctionEvaluation.create(
+                told.task, told.config, outputs, failure=failure or result_failure(self.problem, outputs),
+                provenance=told.provenance, outputs=self.problem.objectives, additional_output=additional_output)
+        elif not isinstance(told, FunctionEvaluation):
+            raise InvalidInputError("told", f"{type(told).__name__} is neither a Suggestion nor a FunctionEvaluation")
+        elif outputs is not None or failure is not None or additional_output is not None:
+            raise InvalidInputError("outputs", "a FunctionEvaluation carries its own outputs: give outputs, "
+                                    "failure and additional_output only with a Suggestion")
+        else:
+            record = told
         check_record(self.problem, record)
+        self.task_index(record.task_parameter)
+        if record.uid in self._told_uids:
+            raise InvalidInputError("uid", f"record {record.uid} was told to this engine already")
+        record = self._admit(record)
         self._fold(record)
+        self._told_uids.add(record.uid)
+        return record
+
+    def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
+        """The record to fold for a checked ``record`` of one of the engine's tasks (it as it is, by default).
+
+        An engine that places evaluations in a plan (GPTuneBand) matches a
+        record that lacks its place to a suggestion in flight, or refuses it.
+
+        Args:
+            record: The checked record.
+        """
+        return record
 
     @abstractmethod
     def _fold(self, record: FunctionEvaluation) -> None:
@@ -255,4 +304,5 @@ class Strategy(ABC):
         kept = fitting_records(self.problem, records, f"{self.name} replay")
         for record in kept:
             self._fold(record)
+            self._told_uids.add(record.uid)
         return len(kept)

@@ -24,14 +24,15 @@ Example:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
-from raytuner.records import FunctionEvaluation
+from raytuner.records import FunctionEvaluation, Provenance, task_key
 from raytuner.space import Objective
 from raytuner.strategies.bandit import BanditStructure
 
-__all__ = ["Brackets", "Run", "RunKey"]
+__all__ = ["Brackets", "InFlight", "Run", "RunKey"]
 
 RunKey = tuple[int, int, int]          # (pass, task index, bracket)
 
@@ -197,3 +198,63 @@ class Brackets:
     def in_flight(self) -> int:
         """How many promotions are asked and not told."""
         return sum(len(r.promoting) for r in self.runs.values())
+
+
+class InFlight:
+    """The suggestions asked and not told, with the provenance each was handed out with.
+
+    A told record is matched to its suggestion by its place in the plan
+    (pass, bracket, rung); a record that lost its provenance on the way back
+    can be matched by task and configuration (:meth:`matches`).
+
+    >>> flight = InFlight()
+    >>> flight.add(0, {"x": 0.5}, Provenance(bracket=1, rung=0, pass_=1, fidelity=2.0, cost=0.5))
+    >>> [p.bracket for p in flight.matches(0, {"x": 0.5}, None)], flight.cost(0)
+    ([1], 0.5)
+    """
+
+    def __init__(self) -> None:
+        self._asked: dict[tuple[int, str], list[Provenance]] = defaultdict(list)
+
+    def add(self, task: int, config: Mapping[str, Any], provenance: Provenance) -> None:
+        """Count a suggestion as in flight.
+
+        Args:
+            task: The task's index.
+            config: The configuration handed out.
+            provenance: What the engine wrote when it asked.
+        """
+        self._asked[(task, task_key(config))].append(provenance)
+
+    def remove(self, task: int, record: FunctionEvaluation) -> None:
+        """The suggestion ``record`` answers is no longer in flight (a record that answers none: no change).
+
+        Args:
+            task: The task's index.
+            record: The told record, with its place in the plan.
+        """
+        prov = record.raytuner or Provenance()
+        asked = self._asked.get((task, task_key(record.tuning_parameter)), [])
+        for n, p in enumerate(asked):
+            if (p.bracket, p.rung, p.pass_ or 1) == (prov.bracket, prov.rung, prov.pass_ or 1):
+                del asked[n]
+                return
+
+    def matches(self, task: int, config: Mapping[str, Any], fidelity: float | None) -> list[Provenance]:
+        """The provenances in flight for this task and configuration (at ``fidelity`` when given).
+
+        Args:
+            task: The task's index.
+            config: The configuration.
+            fidelity: The fidelity the record says it ran at (``None``: any).
+        """
+        asked = self._asked.get((task, task_key(config)), [])
+        return [p for p in asked if fidelity is None or p.fidelity is None or abs(p.fidelity - fidelity) < 1e-9]
+
+    def cost(self, task: int) -> float:
+        """The normalised cost in flight for a task.
+
+        Args:
+            task: The task's index.
+        """
+        return sum(p.cost or 0.0 for (t, _), asked in self._asked.items() if t == task for p in asked)

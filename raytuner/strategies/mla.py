@@ -20,15 +20,13 @@ With a single task this is ordinary single-task Bayesian optimisation.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.testing.functions import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = MLA(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, n_initial=3, executor=InlineExecutor())
     >>> for _ in range(8):
     ...     s = engine.ask()
-    ...     engine.tell(FunctionEvaluation.create(s.task, s.config, {"y": (s.config["x"] - 0.3 * s.task["t"]) ** 2},
-    ...                                           provenance=s.provenance))
+    ...     record = engine.tell(s, {"y": (s.config["x"] - 0.3 * s.task["t"]) ** 2})
     >>> [len(v) for v in engine.evaluated]
     [4, 4]
 """
@@ -300,6 +298,24 @@ class MLA(Strategy):
             provenance: Unused.
         """
         self.pending[self.task_index(task)].append(dict(config))
+
+    def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
+        """Take ``record`` as it is, saying so when no suggestion in flight has its configuration.
+
+        An evaluation that was not asked is still data of its task (the model
+        uses it); the warning catches a configuration changed on its way
+        back, which would leave the suggestion in flight.
+
+        Args:
+            record: The checked record, of one of the engine's tasks.
+        """
+        index = self.task_index(record.task_parameter)
+        key = task_key(record.tuning_parameter)
+        if not any(task_key(c) == key for c in self.pending[index]):
+            log.warning("%s: an evaluation of task %s at %s matches no suggestion in flight (%d in flight for "
+                        "this task); it is taken as extra data", self.name, dict(record.task_parameter),
+                        dict(record.tuning_parameter), len(self.pending[index]))
+        return record
 
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold an evaluation in (a failed one is remembered but never modelled; a repeated uid is ignored)."""

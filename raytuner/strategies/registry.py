@@ -102,7 +102,7 @@ ENGINES: dict[str, EngineEntry] = {
     "random": EngineEntry(RandomSearch, ()),
     "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"})),
     "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
-                                     "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
+                                     "budget", "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
                                      "objective", "search_candidates", "model"), frozenset({"executor", "fidelities"})),
     "discrete": EngineEntry(DiscreteBO, ("method", "n_initial", "kernel", "lengthscale", "exploration",
                                          "acquisitions", "skip_threshold", "discount_factor", "improvement_factor",

@@ -31,7 +31,6 @@ from the initial design and which functions in which round proposed it, so a
 resumed engine continues the portfolio where it stopped.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128, 256]},
@@ -42,7 +41,7 @@ Example:
     >>> for _ in range(8):
     ...     s = engine.ask()
     ...     t = abs(s.config["bx"] - 64) / 16 + abs(s.config["tile"] - 2)
-    ...     engine.tell(FunctionEvaluation.create(s.task, s.config, {"time": t}, provenance=s.provenance))
+    ...     record = engine.tell(s, {"time": t})
     >>> s.provenance.source, s.config["bx"] * s.config["tile"] <= 512
     ('model', True)
 """

@@ -45,8 +45,7 @@ Example:
     ...                           options=LCMOptions(n_starts=2), executor=InlineExecutor())
     >>> for _ in range(4):
     ...     s = engine.ask()
-    ...     engine.tell(FunctionEvaluation.create(s.task, s.config, {"y": demo(s.config["x"], 1.0)},
-    ...                                           provenance=s.provenance))
+    ...     record = engine.tell(s, {"y": demo(s.config["x"], 1.0)})
     >>> engine.proposers[0], all(p in DEFAULT_POOL for p in engine.proposers[1:])
     ('weighted_sum_equal', True)
 """

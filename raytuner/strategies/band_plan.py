@@ -1,0 +1,277 @@
+"""Where a GPTuneBand run stands: each task's place in the passes, what is in flight, and each task's budget.
+
+:class:`BandPlan` is GPTuneBand's bookkeeping without a model: the
+successive-halving runs (:class:`~raytuner.strategies.brackets.Brackets`),
+the samples and promotions in flight, and the normalised cost told per
+task. From these alone it answers which pass and sampling stage the run is
+in, each task's next step and its cost, and whether a task is finished:
+every pass of its plan complete, or (with a ``budget``) its next step does
+not fit in what is left of its budget and nothing of it is in flight. It is
+a fold over the told records, like the engine, so a replayed run stands
+where the original stood.
+
+Example:
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.strategies.bandit import BanditStructure
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> structure = BanditStructure.hyperband(1, 4, 2)
+    >>> plan = BandPlan(structure, ProblemSpace.parse(DEMO_PROBLEM).objective(), tasks=2, budget=1.0)
+    >>> plan.next_step(0, 0)          # bracket 0's first sample at b_max costs 1
+    Step(kind='sample', cost=1.0, bracket=0, promotion=None)
+    >>> plan.finished(0), plan.passes      # a budget without passes: as many passes as it pays for
+    (False, None)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from raytuner.errors import InvalidInputError
+from raytuner.records import FunctionEvaluation, Provenance, task_key
+from raytuner.space import Objective
+from raytuner.strategies.bandit import BanditStructure, FidelityMode
+from raytuner.strategies.brackets import Brackets, InFlight, RunKey
+
+__all__ = ["BandPlan", "Step", "check_budget"]
+
+#: Slack in budget comparisons (normalised costs are sums of fractions).
+EPSILON = 1e-9
+
+
+@dataclass(frozen=True)
+class Step:
+    """A task's next step: a new sample of ``bracket``, or the promotion ``(run key, rung, parent uid)``."""
+
+    kind: Literal["sample", "promotion"]
+    cost: float
+    bracket: int
+    promotion: tuple[RunKey, int, str] | None = None
+
+
+def check_budget(budget: float | None, passes: int | None) -> None:
+    """Refuse a budget or a pass count that is not one, naming the field.
+
+    Args:
+        budget: Normalised cost per task (``None``: no budget).
+        passes: Passes of the bracket plan (``None``: one, or as many as the budget pays for).
+
+    >>> check_budget(0, None)
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: budget: must be a number > 0 (normalised cost per task) or None, got 0
+    """
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                               or not 0 < budget < float("inf")):
+        raise InvalidInputError("budget", f"must be a number > 0 (normalised cost per task) or None, got {budget!r}")
+    if passes is not None and (not isinstance(passes, int) or isinstance(passes, bool) or passes < 1):
+        raise InvalidInputError("passes", f"must be an integer >= 1 or None, got {passes!r}")
+
+
+class BandPlan:
+    """GPTuneBand's plan state; see the module docstring.
+
+    Args:
+        structure: The bandit structure.
+        objective: The objective that ranks a rung.
+        tasks: How many tasks.
+        passes: The passes of the plan (``None``: one without a budget, unlimited with one).
+        budget: Normalised cost per task (``b / b_max`` per evaluation; ``None``: the passes decide).
+        mode: ``"one_shot"`` or ``"iterative"`` (what a promotion costs).
+    """
+
+    def __init__(self, structure: BanditStructure, objective: Objective, tasks: int, passes: int | None = None,
+                 budget: float | None = None, mode: FidelityMode = "one_shot") -> None:
+        check_budget(budget, passes)
+        self.structure = structure
+        self.tasks = tasks
+        self.passes = passes if passes is not None or budget is not None else 1
+        self.budget = None if budget is None else float(budget)
+        self.mode = mode
+        self.brackets = Brackets(structure, objective)
+        self.samples_in_flight: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
+        self.in_flight = InFlight()
+        self.told_cost = [0.0] * tasks
+
+    # -- folds -----------------------------------------------------------------------------------
+    def asked(self, task: int, config: Mapping[str, Any], provenance: Provenance) -> None:
+        """Count a suggestion (a sample at rung 0, or a promotion naming its parent) as in flight.
+
+        Args:
+            task: The task's index.
+            config: The configuration handed out.
+            provenance: Its place in the plan (pass, bracket, rung, parent) and cost.
+        """
+        p, s = (provenance.pass_ or 1) - 1, provenance.bracket
+        assert s is not None and provenance.rung is not None
+        if provenance.rung == 0:
+            self.samples_in_flight[(p, task, s)].append(dict(config))
+        elif provenance.parent is not None:
+            self.brackets.run((p, task, s)).promoting.add(provenance.parent)
+        self.in_flight.add(task, config, provenance)
+
+    def told(self, task: int, record: FunctionEvaluation) -> None:
+        """Fold in a told record that has its place in the plan.
+
+        Args:
+            task: The task's index.
+            record: The record, with ``raytuner.bracket``, ``rung`` and ``pass``.
+        """
+        prov = record.raytuner
+        assert prov is not None and prov.bracket is not None and prov.rung is not None
+        p = (prov.pass_ or 1) - 1
+        self.brackets.add(record, (p, task, prov.bracket))
+        if prov.rung == 0:
+            pending, key = self.samples_in_flight[(p, task, prov.bracket)], task_key(record.tuning_parameter)
+            for n, config in enumerate(pending):
+                if task_key(config) == key:
+                    del pending[n]
+                    break
+        self.in_flight.remove(task, record)
+        self.told_cost[task] += prov.cost or 0.0
+
+    # -- where each task stands -------------------------------------------------------------------
+    def sampled(self, p: int, i: int, j: int) -> int:
+        """Rung-0 samples told for pass ``p``, task ``i``, bracket ``j``.
+
+        Args:
+            p: The pass (0-based).
+            i: The task's index.
+            j: The bracket.
+        """
+        return self.brackets.sampled((p, i, j))
+
+    def _part_complete(self, i: int, p: int) -> bool:
+        s_max = self.structure.s_max
+        return all(self.sampled(p, i, j) >= self.structure.samples(j) for j in range(s_max + 1)) and all(
+            self.brackets.complete(self.brackets.run((p, i, j))) for j in range(s_max + 1))
+
+    def frontier(self, i: int) -> int:
+        """The first pass whose part for task ``i`` is not complete (``passes`` when all are).
+
+        Args:
+            i: The task's index.
+        """
+        p = 0
+        while (self.passes is None or p < self.passes) and self._part_complete(i, p):
+            p += 1
+        return p
+
+    def spent(self, i: int) -> float:
+        """Normalised cost of task ``i`` told and in flight.
+
+        Args:
+            i: The task's index.
+        """
+        return self.told_cost[i] + self.in_flight.cost(i)
+
+    def next_step(self, i: int, p: int) -> Step | None:
+        """Task ``i``'s next step in pass ``p``: its first ready promotion, else its least-sampled bracket.
+
+        Args:
+            i: The task's index.
+            p: The pass.
+        """
+        for key, rung, parent in self.brackets.promotions(i):
+            if key[0] == p:
+                level = key[2] - rung
+                source = self.brackets.by_uid[parent]
+                previous = (source.raytuner.fidelity if source.raytuner else None) or self.structure.fidelity(level + 1)
+                cost = self.structure.cost(self.structure.fidelity(level), previous, self.mode)
+                return Step("promotion", cost, key[2], (key, rung, parent))
+        choices = [(self.sampled(p, i, j) + len(self.samples_in_flight[(p, i, j)]), j)
+                   for j in range(self.structure.s_max + 1)]
+        open_choices = [(used, j) for used, j in choices if used < self.structure.samples(j)]
+        if not open_choices:
+            return None
+        j = min(open_choices)[1]
+        return Step("sample", self.structure.cost(self.structure.fidelity(j)), j)
+
+    def affordable(self, i: int, step: Step) -> bool:
+        """Whether ``step`` fits in what is left of task ``i``'s budget (always, without one).
+
+        Args:
+            i: The task's index.
+            step: The step.
+        """
+        return self.budget is None or self.spent(i) + step.cost <= self.budget + EPSILON
+
+    def finished(self, i: int) -> bool:
+        """Whether task ``i`` is done: every pass complete, or its next step does not fit its budget.
+
+        Args:
+            i: The task's index.
+        """
+        p = self.frontier(i)
+        if self.passes is not None and p >= self.passes:
+            return True
+        if self.budget is None or self.in_flight.cost(i) > 0 or self._has_in_flight(i):
+            return False
+        step = self.next_step(i, p)
+        return step is None or not self.affordable(i, step)
+
+    def _has_in_flight(self, i: int) -> bool:
+        return any(configs for (_, t, _), configs in self.samples_in_flight.items() if t == i) or any(
+            run.promoting for (_, t, _), run in self.brackets.runs.items() if t == i)
+
+    def open_tasks(self) -> list[int]:
+        """The tasks not finished."""
+        return [i for i in range(self.tasks) if not self.finished(i)]
+
+    def current_pass(self) -> int:
+        """The pass in progress: the lowest frontier of an open task (``passes`` or more when all are done)."""
+        frontiers = [self.frontier(i) for i in self.open_tasks()]
+        if frontiers:
+            return min(frontiers)
+        return max([self.frontier(i) for i in range(self.tasks)] + [self.passes or 0])
+
+    def stage(self, p: int) -> int:
+        """The sampling stage of pass ``p``: the lowest bracket an open task has not sampled fully.
+
+        Args:
+            p: The pass.
+        """
+        open_tasks = self.open_tasks()
+        for j in range(self.structure.s_max + 1):
+            if any(self.sampled(p, i, j) < self.structure.samples(j) for i in open_tasks):
+                return j
+        return self.structure.s_max + 1
+
+    # -- what to ask next ---------------------------------------------------------------------------
+    def ready_promotions(self, only: int | None) -> list[Step]:
+        """The promotions to hand out now, the task that spent least first (so tasks advance evenly).
+
+        Only open tasks' promotions that fit their budget count.
+
+        Args:
+            only: A task index to restrict them to (``None``: every task).
+        """
+        p = self.current_pass()
+        steps = []
+        for i in self.open_tasks():
+            if only is None or i == only:
+                step = self.next_step(i, p)
+                if step is not None and step.kind == "promotion" and self.affordable(i, step):
+                    steps.append((self.spent(i), i, step))
+        return [step for _, _, step in sorted(steps, key=lambda x: (x[0], x[1]))]
+
+    def next_sample(self, only: int | None) -> tuple[int, int, int] | None:
+        """``(pass, task, bracket)`` of the next sample: the open task that spent least, at its least-sampled bracket.
+
+        Args:
+            only: A task index to restrict it to (``None``: every task).
+        """
+        p = self.current_pass()
+        choices = []
+        for i in self.open_tasks():
+            if only is not None and i != only:
+                continue
+            step = self.next_step(i, p)
+            if step is None or step.kind != "sample" or not self.affordable(i, step):
+                continue
+            choices.append((round(self.spent(i), 9), i, step.bracket))
+        if not choices:
+            return None
+        _, i, j = min(choices)
+        return p, i, j

@@ -1,0 +1,76 @@
+"""GPTuneBand's sampler: MLA over the (task, bracket) pairs of one pass and stage, refitted once per round.
+
+The engine (:class:`raytuner.strategies.GPTuneBand`) builds one sampler per
+(pass, sampling stage) and folds into it the evaluations of the LCM-tasks it
+covers, each task lifted by the bracket's level (:data:`LEVEL`); the sampler
+refits its LCM when the least-sampled LCM-task gains a sample, not after
+every evaluation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.space import ProblemSpace
+from raytuner.strategies.bandit import BanditStructure
+from raytuner.strategies.mla import MLA
+
+__all__ = ["LEVEL", "LevelSampler"]
+
+#: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
+LEVEL = "gptuneband_level"
+
+
+class LevelSampler(MLA):
+    """MLA over LCM-tasks, refitting once per sampling round of the current pass.
+
+    Args:
+        level_problem: The engine's problem with the :data:`LEVEL` task parameter.
+        tasks: The engine's tasks.
+        structure: The bandit structure.
+        pass_index: The pass (0-based).
+        stage: The sampling stage: the lowest bracket still sampling.
+        every_level: Keep every fidelity level in the LCM (``model="levels"``), not only the brackets sampling.
+        seed: The engine's seed.
+        **options: MLA's options.
+    """
+
+    name = "gptuneband"
+
+    def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
+                 pass_index: int, stage: int, every_level: bool, seed: int | None, **options: Any) -> None:
+        self.pass_index = pass_index
+        self.stage = stage
+        self.every_level = every_level
+        lowest = 0 if self.every_level else stage
+        self.lcm_tasks = [(i, j) for i in range(len(tasks)) for j in range(lowest, structure.s_max + 1)]
+        lifted = [{**tasks[i], LEVEL: j} for i, j in self.lcm_tasks]
+        super().__init__(level_problem, lifted, seed=seed, **options)
+        self._quota = [structure.samples(j) for _, j in self.lcm_tasks]
+        self._sampled = [0] * len(self.lcm_tasks)
+        self._round: int | None = None
+        self._horizon = 0
+
+    def fit_horizon(self) -> int:
+        return self._horizon
+
+    def scored_task(self, index: int) -> int:
+        if not self.every_level:
+            return index
+        i, _ = self.lcm_tasks[index]
+        return self.lcm_tasks.index((i, 0))        # the prediction at b_max
+
+    def _fold(self, record: FunctionEvaluation) -> None:
+        before = len(self._records)
+        super()._fold(record)
+        if len(self._records) == before:
+            return
+        prov = record.raytuner or Provenance()
+        k = self.task_index(record.task_parameter)
+        if prov.rung == 0 and prov.pass_ == self.pass_index + 1:
+            self._sampled[k] += 1
+        open_counts = [c for c, q in zip(self._sampled, self._quota) if c < q]
+        current = min(open_counts) if open_counts else -1
+        if current != self._round:
+            self._round, self._horizon = current, len(self._records)
