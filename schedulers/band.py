@@ -289,10 +289,16 @@ class GPTuneBandScheduler(TrialScheduler):
         self._forget(trial.trial_id)
 
     def choose_trial_to_run(self, tune_controller: "TuneController") -> Trial | None:
-        """Promoted paused trials first (they complete rungs), then new trials in order."""
+        """Promoted paused trials first (they complete rungs), then new trials in order.
+
+        A paused trial whose evaluation is open (a promotion routed to it) runs
+        even if the routing missed its pause: nothing else would ever resume it.
+        """
         trials = tune_controller.get_trials()
         for trial in trials:
-            if trial.status == Trial.PAUSED and trial.trial_id in self._to_unpause:
+            state = self._states.get(trial.trial_id)
+            if trial.status == Trial.PAUSED and (trial.trial_id in self._to_unpause
+                                                 or (state is not None and state.live and not state.told)):
                 return trial
         for trial in trials:
             if trial.status == Trial.PENDING:

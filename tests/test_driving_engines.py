@@ -62,9 +62,15 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
     with pytest.raises(InvalidInputError, match=r"^provenance: .*matches 0 GPTuneBand suggestions in flight"):
         engine.tell(stray)
     assert engine.progress()["evaluations"] == 0 and engine.progress()["in_flight"] == 1
+    changed = FunctionEvaluation.create(s.task, {"x": round(s.config["x"], 2)}, {"y": 1.0}, provenance=s.provenance)
+    with pytest.raises(InvalidInputError, match=r"^provenance: .* at pass 1 bracket \d rung 0 matches 0"):
+        engine.tell(changed)                                     # a configuration changed on its way back
     record = engine.tell(s, outputs(s))
     with pytest.raises(InvalidInputError, match="^uid: .*told to this engine already"):
         engine.tell(record)
+    with pytest.raises(InvalidInputError, match="^provenance: .*matches 0 GPTuneBand suggestions in flight"):
+        engine.tell(s, outputs(s))                               # one suggestion told twice
+    assert engine.cost_per_task()[0] == pytest.approx(s.provenance.cost)
     with pytest.raises(InvalidInputError, match=r"^task: \{'t': 5.0\} is not one of the strategy's tasks"):
         engine.tell(FunctionEvaluation.create({"t": 5.0}, s.config, {"y": 1.0}, provenance=s.provenance))
     assert engine.progress()["evaluations"] == 1

@@ -290,34 +290,41 @@ class GPTuneBand(Strategy):
         return record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level}})
 
     def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
-        """``record`` with its place in the plan: as told, or taken from the one suggestion in flight it matches.
+        """``record`` placed in the plan: matched to the one suggestion in flight it answers, or refused.
 
-        A record without a bracket and rung (created without the
-        suggestion's provenance) is matched by task and configuration (and
-        fidelity, when it has one) to a suggestion in flight, with a warning;
-        one that matches none, or several, is refused.
+        A record with a bracket and rung must answer a suggestion in flight
+        at that place with its task and configuration (a second tell of one
+        suggestion, or a changed configuration, is refused). A record without
+        them (created without the suggestion's provenance) is matched by task
+        and configuration (and fidelity, when it has one), with a warning.
 
         Args:
             record: The checked record, of one of the engine's tasks.
         """
         prov = record.raytuner or Provenance()
-        if prov.bracket is not None and prov.rung is not None:
-            return record
+        placed = prov.bracket is not None and prov.rung is not None
         i = self.task_index(record.task_parameter)
-        found = self.plan.in_flight.matches(i, record.tuning_parameter, prov.fidelity)
+        found = self.plan.in_flight.matches(i, record.tuning_parameter, None if placed else prov.fidelity)
+        if placed:
+            found = [p for p in found if (p.pass_ or 1, p.bracket, p.rung) == (prov.pass_ or 1, prov.bracket, prov.rung)]
         where = f"task {dict(record.task_parameter)} and configuration {dict(record.tuning_parameter)}"
         if len({(p.pass_, p.bracket, p.rung) for p in found}) != 1:
             places = ", ".join(f"pass {p.pass_} bracket {p.bracket} rung {p.rung}" for p in found) or "none"
+            at = f" at pass {prov.pass_ or 1} bracket {prov.bracket} rung {prov.rung}" if placed else \
+                " has no bracket and rung, and it"
             raise InvalidInputError(
-                "provenance", f"the record of {where} has no bracket and rung, and it matches "
-                f"{len(found)} GPTuneBand suggestions in flight ({places}): tell the suggestion itself "
-                "(engine.tell(suggestion, outputs)) or create the record with provenance=suggestion.provenance")
+                "provenance", f"the record of {where}{at} matches {len(found)} GPTuneBand suggestions in flight "
+                f"({places}): tell each suggestion once, as it was asked (engine.tell(suggestion, outputs)), or "
+                "create the record with provenance=suggestion.provenance")
+        asked = found[0].model_dump(by_alias=True, exclude_none=True)
+        own = prov.model_dump(by_alias=True, exclude_none=True)
+        if placed:          # the record's own fidelity and cost (a trial that ran further) stand
+            return record.model_copy(update={"raytuner": Provenance.model_validate({**asked, **own})})
         log.warning("a record of %s came without its suggestion's provenance; matched to pass %s bracket %s rung %s",
                     where, found[0].pass_, found[0].bracket, found[0].rung)
-        own = prov.model_dump(by_alias=True, exclude_none=True)
-        placed = Provenance.model_validate({**own, **found[0].model_dump(by_alias=True, exclude_none=True),
-                                            "status": prov.status, "failure_message": prov.failure_message})
-        return record.model_copy(update={"raytuner": placed})
+        placed_prov = Provenance.model_validate({**own, **asked, "status": prov.status,
+                                                 "failure_message": prov.failure_message})
+        return record.model_copy(update={"raytuner": placed_prov})
 
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one evaluation in (a repeated uid, an unknown task or a record without a bracket is ignored)."""
