@@ -20,7 +20,7 @@ lives the same life everywhere:
   then the names — a name that is not an objective of the problem is refused
   (:class:`~raytuner.errors.InvalidInputError` naming ``outputs['name']``,
   nothing written), a missing objective makes a failed record;
-- **a budget** (``max_evaluations``, 0 = none): once told and pending trials
+- **an evaluation limit** (``max_evaluations``, 0 = none): once told and pending trials
   reach it, ``ask`` raises :class:`~raytuner.errors.AwaitingResults` while
   trials are pending and :class:`~raytuner.errors.TuningFinished` once none
   is; an engine's own ``TuningFinished`` likewise waits for the trials in flight;
@@ -243,7 +243,7 @@ class TuningSession:
 
     @property
     def finished(self) -> bool:
-        """Whether no trial will be handed out any more: the budget is spent or the plan done, none pending."""
+        """Whether no trial will be handed out any more: ``max_evaluations`` reached or the plan done, none pending."""
         spent = 0 < self.max_evaluations <= len(self._told)
         return (spent or self.strategy_finished) and not self._pending
 
@@ -260,7 +260,7 @@ class TuningSession:
 
         Raises:
             AwaitingResults: Nothing to hand out until trials in flight are told.
-            TuningFinished: The budget is spent or the engine's plan is done, and nothing is in flight.
+            TuningFinished: ``max_evaluations`` are told or the engine's plan is done, and nothing is in flight.
         """
         if isinstance(trial_id, str):
             known = self._known(trial_id)
@@ -270,7 +270,7 @@ class TuningSession:
             oldest = next(tid for tid in self._pending if tid in self._unsaved)
             self._save(self._pending[oldest])
             return self._pending[oldest]
-        self._check_budget()
+        self._check_open()
         try:
             suggestion = self.strategy.ask(task)
         except TuningFinished:
@@ -307,14 +307,14 @@ class TuningSession:
         self.ledger.append("trials", trial.document(self.session_id))
         self._unsaved.discard(trial.trial_id)
 
-    def _check_budget(self) -> None:
+    def _check_open(self) -> None:
         if self.finished:
-            raise TuningFinished("the session's budget is spent" if self.max_evaluations
+            raise TuningFinished(f"the session's {self.max_evaluations} evaluations are told" if self.max_evaluations
                                  and len(self._told) >= self.max_evaluations else "the engine's plan is done")
         if self.strategy_finished:
             raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight")
         if self.max_evaluations and len(self._told) + len(self._pending) >= self.max_evaluations:
-            raise AwaitingResults(f"all {self.max_evaluations} trials of the budget are handed out; "
+            raise AwaitingResults(f"all {self.max_evaluations} trials (max_evaluations) are handed out; "
                                   f"{len(self._pending)} are in flight")
 
     def adopt(self, trial: Trial) -> None:
@@ -383,6 +383,7 @@ class TuningSession:
             # written the record is absorbed by the store's uid check, not stored twice
             uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
         )
+        record = self.strategy.admit(record)         # refused before anything is written
         if self.history.save_func_eval:             # durable before acknowledged, in the store or the ledger
             self.store.append(self.problem_name, record)
         else:

@@ -144,11 +144,13 @@ def test_each_task_ends_at_its_budget_and_tasks_advance_evenly(budget: float) ->
     assert any(r.status == "failed" for r in engine._records)                  # the failing region was visited
 
 
-def test_a_budget_is_checked() -> None:
+def test_a_budget_and_the_plan_limits_are_checked() -> None:
     with pytest.raises(InvalidInputError, match="^budget: must be a number > 0"):
         band(budget=-1)
     with pytest.raises(InvalidInputError, match="^passes: must be an integer >= 1 or None"):
         band(passes=0)
+    with pytest.raises(InvalidInputError, match="^integer_fidelities: must be true, false or none"):
+        band(integer_fidelities="yes")
 
 
 def test_a_replayed_budgeted_run_stands_where_the_original_stood() -> None:

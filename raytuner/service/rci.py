@@ -32,7 +32,7 @@ Example:
     >>> RciSession(store, "demo").next().trial_id == trial.trial_id     # not reported: the same trial
     True
     >>> record, duplicate = RciSession(store, "demo").report(trial.trial_id, {"y": 0.5})
-    >>> RciSession(store, "demo").next() is None                         # the budget is spent
+    >>> RciSession(store, "demo").next() is None                         # max_evaluations are told
     True
 """
 

@@ -268,10 +268,9 @@ class GPTuneBand(Strategy):
                 lifted = self._lift(record, level)
                 if task_key(lifted.task_parameter) in wanted:
                     sampler._fold(lifted)        # checked when told to the band
-        for (p, i, j), configs in self.plan.samples_in_flight.items():
+        for p, i, j, config in self.plan.in_flight.places():
             if p == key[0] and j >= key[1]:
-                for config in configs:
-                    sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
+                sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
         sampler.restore_models(self._restored, fixed=self._fixed_models)
         self._sampler, self._sampler_key = sampler, key
         log.debug("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1], len(sampler.lcm_tasks))
@@ -306,7 +305,8 @@ class GPTuneBand(Strategy):
         i = self.task_index(record.task_parameter)
         found = self.plan.in_flight.matches(i, record.tuning_parameter, None if placed else prov.fidelity)
         if placed:
-            found = [p for p in found if (p.pass_ or 1, p.bracket, p.rung) == (prov.pass_ or 1, prov.bracket, prov.rung)]
+            place = (prov.pass_ or 1, prov.bracket, prov.rung)
+            found = [p for p in found if (p.pass_ or 1, p.bracket, p.rung) == place]
         where = f"task {dict(record.task_parameter)} and configuration {dict(record.tuning_parameter)}"
         if len({(p.pass_, p.bracket, p.rung) for p in found}) != 1:
             places = ", ".join(f"pass {p.pass_} bracket {p.bracket} rung {p.rung}" for p in found) or "none"
@@ -386,11 +386,11 @@ class GPTuneBand(Strategy):
 
         ``passes`` is ``None`` when a budget alone ends the run.
         """
-        in_flight = sum(len(v) for v in self.plan.samples_in_flight.values()) + self.plan.brackets.in_flight()
         finished = self.finished
         current = self.current_pass if self.passes is None else min(self.current_pass, self.passes - 1)
         return {"pass": current + 1, "passes": self.passes,
-                "stage": None if finished else self.stage(), "evaluations": len(self._records), "in_flight": in_flight,
+                "stage": None if finished else self.stage(), "evaluations": len(self._records),
+                "in_flight": self.plan.in_flight.count(),
                 "cost_per_task": float(np.mean(self.cost_per_task())), "budget": self.budget,
                 "tasks_finished": sum(self.finished_tasks()), "finished": finished}
 

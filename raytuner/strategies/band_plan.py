@@ -24,17 +24,16 @@ Example:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, Provenance, task_key
+from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.space import Objective
 from raytuner.strategies.bandit import BanditStructure, FidelityMode
 from raytuner.strategies.brackets import Brackets, InFlight, RunKey
 
-__all__ = ["BandPlan", "Step", "check_budget"]
+__all__ = ["BandPlan", "Step", "check_limits"]
 
 #: Slack in budget comparisons (normalised costs are sums of fractions).
 EPSILON = 1e-9
@@ -50,14 +49,14 @@ class Step:
     promotion: tuple[RunKey, int, str] | None = None
 
 
-def check_budget(budget: float | None, passes: int | None) -> None:
+def check_limits(budget: float | None, passes: int | None) -> None:
     """Refuse a budget or a pass count that is not one, naming the field.
 
     Args:
         budget: Normalised cost per task (``None``: no budget).
         passes: Passes of the bracket plan (``None``: one, or as many as the budget pays for).
 
-    >>> check_budget(0, None)
+    >>> check_limits(0, None)
     Traceback (most recent call last):
     ...
     raytuner.errors.InvalidInputError: budget: must be a number > 0 (normalised cost per task) or None, got 0
@@ -83,14 +82,13 @@ class BandPlan:
 
     def __init__(self, structure: BanditStructure, objective: Objective, tasks: int, passes: int | None = None,
                  budget: float | None = None, mode: FidelityMode = "one_shot") -> None:
-        check_budget(budget, passes)
+        check_limits(budget, passes)
         self.structure = structure
         self.tasks = tasks
         self.passes = passes if passes is not None or budget is not None else 1
         self.budget = None if budget is None else float(budget)
         self.mode = mode
         self.brackets = Brackets(structure, objective)
-        self.samples_in_flight: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
         self.in_flight = InFlight()
         self.told_cost = [0.0] * tasks
 
@@ -105,9 +103,7 @@ class BandPlan:
         """
         p, s = (provenance.pass_ or 1) - 1, provenance.bracket
         assert s is not None and provenance.rung is not None
-        if provenance.rung == 0:
-            self.samples_in_flight[(p, task, s)].append(dict(config))
-        elif provenance.parent is not None:
+        if provenance.rung > 0 and provenance.parent is not None:
             self.brackets.run((p, task, s)).promoting.add(provenance.parent)
         self.in_flight.add(task, config, provenance)
 
@@ -122,12 +118,6 @@ class BandPlan:
         assert prov is not None and prov.bracket is not None and prov.rung is not None
         p = (prov.pass_ or 1) - 1
         self.brackets.add(record, (p, task, prov.bracket))
-        if prov.rung == 0:
-            pending, key = self.samples_in_flight[(p, task, prov.bracket)], task_key(record.tuning_parameter)
-            for n, config in enumerate(pending):
-                if task_key(config) == key:
-                    del pending[n]
-                    break
         self.in_flight.remove(task, record)
         self.told_cost[task] += prov.cost or 0.0
 
@@ -180,7 +170,7 @@ class BandPlan:
                 previous = (source.raytuner.fidelity if source.raytuner else None) or self.structure.fidelity(level + 1)
                 cost = self.structure.cost(self.structure.fidelity(level), previous, self.mode)
                 return Step("promotion", cost, key[2], (key, rung, parent))
-        choices = [(self.sampled(p, i, j) + len(self.samples_in_flight[(p, i, j)]), j)
+        choices = [(self.sampled(p, i, j) + len(self.in_flight.samples(p, i, j)), j)
                    for j in range(self.structure.s_max + 1)]
         open_choices = [(used, j) for used, j in choices if used < self.structure.samples(j)]
         if not open_choices:
@@ -206,14 +196,10 @@ class BandPlan:
         p = self.frontier(i)
         if self.passes is not None and p >= self.passes:
             return True
-        if self.budget is None or self.in_flight.cost(i) > 0 or self._has_in_flight(i):
+        if self.budget is None or self.in_flight.count(i):
             return False
         step = self.next_step(i, p)
         return step is None or not self.affordable(i, step)
-
-    def _has_in_flight(self, i: int) -> bool:
-        return any(configs for (_, t, _), configs in self.samples_in_flight.items() if t == i) or any(
-            run.promoting for (_, t, _), run in self.brackets.runs.items() if t == i)
 
     def open_tasks(self) -> list[int]:
         """The tasks not finished."""

@@ -207,6 +207,8 @@ def structure_from(b_min: float | None, b_max: float | None, eta: int | None,
         return BanditStructure(tuple(fidelities), eta)
     if b_min is None or b_max is None:
         raise InvalidInputError("b_min" if b_min is None else "b_max", "required unless fidelities are given")
+    if integer is not None and not isinstance(integer, bool):
+        raise InvalidInputError("integer_fidelities", f"must be true, false or none, got {integer!r}")
     whole = all(isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer()
                 for b in (b_min, b_max))
     structure = BanditStructure.hyperband(b_min, b_max, eta, integer=whole if integer is None else integer)

@@ -230,6 +230,24 @@ class Strategy(ABC):
         >>> engine.tell(engine.ask(), {"y": None}).raytuner.failure_message
         'y: no value'
         """
+        record = self.admit(told, outputs, failure=failure, additional_output=additional_output)
+        self._fold(record)
+        self._told_uids.add(record.uid)
+        return record
+
+    def admit(self, told: "FunctionEvaluation | Suggestion", outputs: Mapping[str, Any] | None = None, *,
+              failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+        """The record :meth:`tell` would fold in, checked, and nothing changed (a face checks before it stores).
+
+        Args:
+            told: As for :meth:`tell`.
+            outputs: As for :meth:`tell`.
+            failure: As for :meth:`tell`.
+            additional_output: As for :meth:`tell`.
+
+        Raises:
+            InvalidInputError: As for :meth:`tell`.
+        """
         if isinstance(told, Suggestion):
             record = FunctionEvaluation.create(
                 told.task, told.config, outputs, failure=failure or result_failure(self.problem, outputs),
@@ -245,10 +263,7 @@ class Strategy(ABC):
         self.task_index(record.task_parameter)
         if record.uid in self._told_uids:
             raise InvalidInputError("uid", f"record {record.uid} was told to this engine already")
-        record = self._admit(record)
-        self._fold(record)
-        self._told_uids.add(record.uid)
-        return record
+        return self._admit(record)
 
     def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
         """The record to fold for a checked ``record`` of one of the engine's tasks (it as it is, by default).

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -195,13 +194,9 @@ class Brackets:
         keep = self.rung_size(run, prov.rung + 1) or 0
         return uid not in self.successes(run.told(prov.rung))[:keep]
 
-    def in_flight(self) -> int:
-        """How many promotions are asked and not told."""
-        return sum(len(r.promoting) for r in self.runs.values())
-
 
 class InFlight:
-    """The suggestions asked and not told, with the provenance each was handed out with.
+    """The suggestions asked and not told, with the provenance each was handed out with, in asking order.
 
     A told record is matched to its suggestion by its place in the plan
     (pass, bracket, rung); a record that lost its provenance on the way back
@@ -209,12 +204,12 @@ class InFlight:
 
     >>> flight = InFlight()
     >>> flight.add(0, {"x": 0.5}, Provenance(bracket=1, rung=0, pass_=1, fidelity=2.0, cost=0.5))
-    >>> [p.bracket for p in flight.matches(0, {"x": 0.5}, None)], flight.cost(0)
-    ([1], 0.5)
+    >>> [p.bracket for p in flight.matches(0, {"x": 0.5}, None)], flight.cost(0), flight.samples(0, 0, 1)
+    ([1], 0.5, [{'x': 0.5}])
     """
 
     def __init__(self) -> None:
-        self._asked: dict[tuple[int, str], list[Provenance]] = defaultdict(list)
+        self._asked: list[tuple[int, dict[str, Any], Provenance]] = []
 
     def add(self, task: int, config: Mapping[str, Any], provenance: Provenance) -> None:
         """Count a suggestion as in flight.
@@ -222,9 +217,9 @@ class InFlight:
         Args:
             task: The task's index.
             config: The configuration handed out.
-            provenance: What the engine wrote when it asked.
+            provenance: What the engine wrote when it asked (pass, bracket, rung, cost).
         """
-        self._asked[(task, task_key(config))].append(provenance)
+        self._asked.append((task, dict(config), provenance))
 
     def remove(self, task: int, record: FunctionEvaluation) -> None:
         """The suggestion ``record`` answers is no longer in flight (a record that answers none: no change).
@@ -234,10 +229,11 @@ class InFlight:
             record: The told record, with its place in the plan.
         """
         prov = record.raytuner or Provenance()
-        asked = self._asked.get((task, task_key(record.tuning_parameter)), [])
-        for n, p in enumerate(asked):
-            if (p.bracket, p.rung, p.pass_ or 1) == (prov.bracket, prov.rung, prov.pass_ or 1):
-                del asked[n]
+        key = task_key(record.tuning_parameter)
+        for n, (t, config, p) in enumerate(self._asked):
+            if t == task and (p.bracket, p.rung, p.pass_ or 1) == (prov.bracket, prov.rung, prov.pass_ or 1) \
+                    and task_key(config) == key:
+                del self._asked[n]
                 return
 
     def matches(self, task: int, config: Mapping[str, Any], fidelity: float | None) -> list[Provenance]:
@@ -248,8 +244,33 @@ class InFlight:
             config: The configuration.
             fidelity: The fidelity the record says it ran at (``None``: any).
         """
-        asked = self._asked.get((task, task_key(config)), [])
-        return [p for p in asked if fidelity is None or p.fidelity is None or abs(p.fidelity - fidelity) < 1e-9]
+        key = task_key(config)
+        return [p for t, c, p in self._asked if t == task and task_key(c) == key
+                and (fidelity is None or p.fidelity is None or abs(p.fidelity - fidelity) < 1e-9)]
+
+    def samples(self, p: int, task: int, bracket: int) -> list[dict[str, Any]]:
+        """The configurations of new samples in flight for pass ``p`` (0-based), ``task`` and ``bracket``.
+
+        Args:
+            p: The pass.
+            task: The task's index.
+            bracket: The bracket.
+        """
+        return [c for t, c, q in self._asked if t == task and q.rung == 0 and q.bracket == bracket
+                and (q.pass_ or 1) == p + 1]
+
+    def places(self) -> list[tuple[int, int, int, dict[str, Any]]]:
+        """``(pass, task, bracket, config)`` of every new sample in flight, in asking order."""
+        return [((q.pass_ or 1) - 1, t, q.bracket, c) for t, c, q in self._asked
+                if q.rung == 0 and q.bracket is not None]
+
+    def count(self, task: int | None = None) -> int:
+        """How many suggestions are in flight (for ``task`` when given).
+
+        Args:
+            task: The task's index (``None``: every task).
+        """
+        return sum(1 for t, _, _ in self._asked if task is None or t == task)
 
     def cost(self, task: int) -> float:
         """The normalised cost in flight for a task.
@@ -257,4 +278,4 @@ class InFlight:
         Args:
             task: The task's index.
         """
-        return sum(p.cost or 0.0 for (t, _), asked in self._asked.items() if t == task for p in asked)
+        return sum(p.cost or 0.0 for t, _, p in self._asked if t == task)
