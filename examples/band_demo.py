@@ -6,8 +6,10 @@ The objective observed at fidelity b is the paper's noisy version (section 5.1),
 exact at b_max, most biased at b_min. The trainable reads the fidelity from
 ``config["fidelity"]`` and reports once, as an HPC code run at one grid size
 would. Every evaluation goes to the embedded JSON history store before the
-next decision; a progress line follows each rung, and at the end the best
+next decision; a progress table (per task: evaluations, cost, best so far,
+pass/bracket/rung) follows every few seconds, and at the end the best
 configuration per task at b_max is printed beside the true optimum (a grid).
+The progress table is raytuner's own (``raytuner.searchers.TuningProgress``).
 
 Run (local Ray):
     python examples/band_demo.py --store raytuner_results
@@ -39,6 +41,7 @@ from ray import tune
 from raytuner.testing.cluster import LocalCluster
 from raytuner.executors import RayExecutor
 from raytuner.schedulers import GPTuneBandScheduler
+from raytuner.searchers import TuningProgress
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
@@ -54,19 +57,6 @@ def trainable(config: dict[str, Any], seconds: float = 0.0) -> None:
     time.sleep(seconds * config["fidelity"] / B_MAX)
     y = demo_fidelity(config["x"], config["t"], b=config["fidelity"], b_max=B_MAX, a=2 * math.pi, e=0.1)
     tune.report({"y": y, "node_id": ray.get_runtime_context().get_node_id()})
-
-
-class Progress(tune.Callback):
-    """A progress line whenever the plan moves on (pass, stage, rung counts), at most every few seconds."""
-
-    def __init__(self, band: GPTuneBandScheduler, every: float = 3.0) -> None:
-        self.band, self.every, self.last = band, every, 0.0
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every or self.band.engine.finished:
-            self.last = now
-            print(self.band.debug_string(), flush=True)
 
 
 def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
@@ -115,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         analysis = tune.run(tune.with_parameters(trainable, seconds=args.seconds),
                             search_alg=band.searcher(), scheduler=band, num_samples=-1,
                             max_concurrent_trials=concurrency, reuse_actors=not address, verbose=0,
-                            callbacks=[Progress(band)], storage_path=str(Path(args.store).resolve() / "ray"),
+                            callbacks=[TuningProgress(band, every=3.0)], storage_path=str(Path(args.store).resolve() / "ray"),
                             name=args.problem)
         if address:
             trial_nodes = Counter(t.last_result.get("node_id") for t in analysis.trials if t.last_result)

@@ -36,6 +36,7 @@ from ray.tune import Checkpoint
 
 from raytuner.bench.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.schedulers import GPTuneBandScheduler
+from raytuner.searchers import TuningProgress
 from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure
 
@@ -70,15 +71,6 @@ def trainable(config: dict[str, Any], data_dir: str | None = None) -> None:
                         checkpoint=Checkpoint.from_directory(folder))
 
 
-class ProgressLog(tune.Callback):
-    """Log each finished or stopped trial on the driver (Ray's own progress output is off)."""
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        result = trial.last_result or {}
-        log.info("trial %s task %s stopped at epoch %s: val_accuracy %.2f", trial.trial_id, trial.config["task_id"],
-                 result.get("training_iteration"), result.get("val_accuracy", float("nan")))
-
-
 def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default="raytuner_results", help="JSON store directory")
@@ -109,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
     try:
         tune.run(tune.with_parameters(trainable, data_dir=str(model.data_dir)), search_alg=band.searcher(),
                  scheduler=band, num_samples=-1, max_concurrent_trials=args.concurrent, reuse_actors=True,
-                 verbose=0, callbacks=[ProgressLog()], name=args.problem,
+                 verbose=0, callbacks=[TuningProgress(band)], name=args.problem,
                  storage_path=str(Path(args.store).resolve() / "ray"))
     finally:
         ray.shutdown()

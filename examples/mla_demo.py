@@ -24,9 +24,10 @@ from pathlib import Path
 import ray
 from ray import tune
 
-from raytuner.searchers import LCMSearcher
+from raytuner.searchers import LCMSearcher, TuningProgress
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.view import load_history, plot_history
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
 
 log = logging.getLogger("mla_demo")
@@ -35,55 +36,6 @@ log = logging.getLogger("mla_demo")
 def trainable(config: dict) -> None:
     """One evaluation of the demo function: a trial config holds the task t and the parameter x."""
     tune.report({"y": demo(config["x"], config["t"])})
-
-
-class ProgressLog(tune.Callback):
-    """Log every finished trial on the driver (Ray's own progress output is switched off)."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done = total, 0
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        self.done += 1
-        y = (trial.last_result or {}).get("y")
-        log.info("trial %d/%d: t=%g x=%.4f y=%s", self.done, self.total, trial.config["t"], trial.config["x"],
-                 f"{y:.4f}" if y is not None else "-")
-
-    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
-        self.done += 1
-        log.warning("trial %d/%d failed: %s", self.done, self.total, trial.config)
-
-
-def best_so_far(values: list[float | None]) -> list[float]:
-    """The running minimum of a task's values in evaluation order (failed evaluations keep the last)."""
-    out: list[float] = []
-    for value in values:
-        best = out[-1] if out else float("inf")
-        out.append(min(best, value) if value is not None else best)
-    return out
-
-
-def plot_best_so_far(curves: dict[float, list[float]], path: Path) -> None:
-    """One line per task: best-so-far y against the task's evaluations (skipped without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib is not installed; not writing %s", path)
-        return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for t, curve in curves.items():
-        ax.plot(range(1, len(curve) + 1), curve, marker=".", label=f"t = {t:g}")
-    ax.set_xlabel("evaluations of the task")
-    ax.set_ylabel("best y so far")
-    ax.set_title("MLA (LCMSearcher) on the demo function")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    log.info("wrote %s", path)
 
 
 def main(argv: list[str] | None = None) -> dict[float, dict]:
@@ -109,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     try:
         total = args.samples_per_task * len(tasks)
         tune.run(trainable, search_alg=searcher, num_samples=total, max_concurrent_trials=args.concurrent,
-                 reuse_actors=True, verbose=0, callbacks=[ProgressLog(total)],
+                 reuse_actors=True, verbose=0, callbacks=[TuningProgress(searcher)],
                  storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
     finally:
         ray.shutdown()
@@ -117,12 +69,10 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     log.info("%d surrogate models stored", len(store.models(args.problem)))
 
     best: dict[float, dict] = {}
-    curves: dict[float, list[float]] = {}
     print(f"\nBest configuration per task (store: {store.path(args.problem)}):")
     print(f"{'t':>6} {'evals':>6} {'best x':>9} {'best y':>9} {'grid x*':>9} {'grid y*':>9} {'y/y*':>7}")
     for task in tasks:
         values = [r.value("y") for r in searcher.session.records if r.task_parameter == task]
-        curves[task["t"]] = best_so_far(values)
         record = searcher.session.best(task)
         x_star, y_star = demo_grid_minimum(task["t"])
         if record is None:
@@ -132,8 +82,9 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
         best[task["t"]] = {"x": x, "y": y}
         print(f"{task['t']:>6g} {len(values):>6} {x:>9.4f} {y:>9.4f} {x_star:>9.4f} {y_star:>9.4f} "
               f"{y / y_star:>7.3f}")
+    plot_history(load_history(store, args.problem)).savefig(args.plot, dpi=120)
+    log.info("wrote %s", args.plot)
     store.close()
-    plot_best_so_far(curves, Path(args.plot))
     return best
 
 

@@ -29,8 +29,6 @@ failed record that says why, whether it is reported now or read from a file.
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 import time as _time
 import uuid
@@ -40,6 +38,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, mo
 
 from raytuner.environment import split_machine
 from raytuner.errors import InvalidInputError
+from raytuner.values import as_number, output_problem, parse_outputs
 
 __all__ = [
     "GPTuneTime",
@@ -78,95 +77,6 @@ def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
     if not isinstance(name, str) or not _PROBLEM_NAME.match(name):
         raise InvalidInputError(field, f"invalid problem name {name!r}", allowed=[PROBLEM_NAME_RULE])
     return name
-
-
-def as_number(value: Any) -> float | None:
-    """``value`` as a float when it is one finite real number, else ``None``.
-
-    Real numbers (numpy's included) and 0-d numeric values with ``__float__``
-    (a 0-d array, a framework's scalar tensor) count; a bool, a string,
-    ``None``, NaN and infinities do not. This is the one place where a
-    reported value becomes a number.
-
-    Args:
-        value: A reported or stored value.
-
-    >>> as_number(3), as_number("3"), as_number(True), as_number(float("nan"))
-    (3.0, None, None, None)
-    """
-    if isinstance(value, (bool, str, bytes)) or value is None:
-        return None
-    if not isinstance(value, numbers.Real):          # a 0-d array or tensor of numbers, not of bools
-        if (not hasattr(value, "__float__") or getattr(value, "ndim", 0) != 0
-                or getattr(getattr(value, "dtype", None), "kind", None) == "b"):
-            return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def output_problem(name: str, value: Any) -> str | None:
-    """Why the output ``name`` = ``value`` is not a measurement, or ``None`` when it is a finite number.
-
-    Args:
-        name: The output's name (it starts the reason).
-        value: The reported value.
-
-    >>> output_problem("runtime", "fast"), output_problem("runtime", None)
-    ("runtime: 'fast' is not a number", 'runtime: no value')
-    >>> output_problem("y", float("inf")), output_problem("y", 2) is None
-    ('non-finite output y=inf', True)
-    """
-    if as_number(value) is not None:
-        return None
-    if value is None:
-        return f"{name}: no value"
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return f"non-finite output {name}={float(value)}"
-    return f"{name}: {_shown(value)} is not a number"
-
-
-def parse_outputs(result: Mapping[str, Any] | None) -> tuple[dict[str, float], str | None]:
-    """A result's outputs as finite floats, or the reason it is no measurement.
-
-    Every face (a session, the Ray searchers and scheduler, the service and
-    its client) turns what a trial reported into outputs here, so the same
-    result fails the same way everywhere.
-
-    Args:
-        result: Output names to reported values (``None``: nothing reported).
-
-    Returns:
-        ``(values, None)`` when every value is a finite number, else
-        ``({}, reason)`` naming the first bad output.
-
-    >>> parse_outputs({"y": 1, "z": 2.5})
-    ({'y': 1.0, 'z': 2.5}, None)
-    >>> parse_outputs({"y": 1.0, "runtime": "fast"})
-    ({}, "runtime: 'fast' is not a number")
-    >>> parse_outputs({})
-    ({}, 'no output reported')
-    >>> parse_outputs(0.5)
-    ({}, 'result: float is not a mapping of output names to values')
-    """
-    if not isinstance(result, Mapping) and result is not None:
-        return {}, f"result: {type(result).__name__} is not a mapping of output names to values"
-    if not result:
-        return {}, "no output reported"
-    values: dict[str, float] = {}
-    for name, value in result.items():
-        number = as_number(value)
-        if number is None:
-            return {}, output_problem(str(name), value)
-        values[str(name)] = number
-    return values, None
 
 
 def new_uid() -> str:
@@ -333,6 +243,27 @@ class FunctionEvaluation(BaseModel):
             **({"uid": uid} if uid else {}),
         )
 
+    def __repr__(self) -> str:
+        """What a user reads: task, configuration, outputs (or the failure), fidelity and a short uid.
+
+        >>> FunctionEvaluation.create({"t": 1.0}, {"x": 0.25}, {"y": 0.5}, uid="4f2c9a1e-77")
+        FunctionEvaluation(task={'t': 1.0}, config={'x': 0.25}, outputs={'y': 0.5}, uid='4f2c9a1e')
+        """
+        p = self.raytuner
+        parts = [f"task={self.task_parameter!r}", f"config={self.tuning_parameter!r}"]
+        parts.append(f"failed={p.failure_message!r}" if p is not None and self.status == "failed"
+                     else f"outputs={self.evaluation_result!r}")
+        if p is not None and self.status == "pending":
+            parts.append("status='pending'")
+        for name in ("fidelity", "pass_", "bracket", "rung"):
+            value = getattr(p, name, None) if p is not None else None
+            if value is not None:
+                parts.append(f"{name.rstrip('_')}={value:g}")
+        parts.append(f"uid={self.uid[:8]!r}")
+        return f"FunctionEvaluation({', '.join(parts)})"
+
+    __str__ = __repr__
+
     @model_validator(mode="after")
     def _outputs_are_numbers(self) -> "FunctionEvaluation":
         """A record read as ``ok`` whose outputs are not all finite numbers is a failed one (data kept as read)."""
@@ -394,6 +325,23 @@ class SurrogateModelRecord(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The record as GPTune writes it (plus the ``raytuner`` key when set)."""
         return self.model_dump(by_alias=True, exclude={"raytuner"} if self.raytuner is None else set())
+
+    def __repr__(self) -> str:
+        """What a user reads: the modeler, objective, tasks, evaluations, log-likelihood and a short uid.
+
+        >>> SurrogateModelRecord(modeler="Model_LCM", uid="9d1e2f3a-01")
+        SurrogateModelRecord(modeler='Model_LCM', tasks=0, evaluations=0, uid='9d1e2f3a')
+        """
+        parts = [f"modeler={self.modeler!r}"]
+        if self.objective and self.objective.get("name"):
+            parts.append(f"objective={self.objective['name']!r}")
+        parts += [f"tasks={len(self.task_parameters)}", f"evaluations={len(self.function_evaluations)}"]
+        likelihood = self.model_stats.get("log_likelihood")
+        if isinstance(likelihood, (int, float)):
+            parts.append(f"log_likelihood={likelihood:.4g}")
+        return f"SurrogateModelRecord({', '.join(parts)}, uid={self.uid[:8]!r})"
+
+    __str__ = __repr__
 
 
 class HistoryDocument(BaseModel):

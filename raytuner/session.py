@@ -63,6 +63,7 @@ from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
 from raytuner.history_options import HistoryOptions
 from raytuner.outcome import result_failure
+from raytuner.progress import ProgressTally
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
@@ -126,6 +127,8 @@ class TuningSession:
         self._unsaved: set[str] = set()          # asked, but the ledger refused them: never handed out
         self._told: dict[str, FunctionEvaluation] = {}
         self._records: list[FunctionEvaluation] = []
+        #: Per task: evaluations, failures, cost and the best so far (logged at INFO with each tell).
+        self.progress = ProgressTally(problem)
         #: Whether the engine said its plan is done (no trial is asked of it again).
         self.strategy_finished = False
 
@@ -177,6 +180,7 @@ class TuningSession:
         replayed = session.history.replayed(stored, session._owns, not session_only) + kept_out
         records = fitting_records(problem, replayed, f"stored {problem_name}")
         session._records = records
+        session.progress.add_all(records)
         strategy.replay(records)
         strategy.restore_models(store.models(problem_name), fixed=session.history.load_surrogate_model)
         adopted = session._adopt_in_flight()
@@ -393,6 +397,7 @@ class TuningSession:
         self._told[trial_id] = record
         self._records.append(record)
         self.strategy.tell(record)
+        log.info("%s: %s", self.problem_name, self.progress.line(self.progress.add(record)))
         return record
 
     def _retold(self, trial_id: str, result: Mapping[str, Any] | None, failure: str | None) -> FunctionEvaluation:

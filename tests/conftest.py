@@ -213,6 +213,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def band_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The JSON store of a small run of the main job's example (``examples/band_demo.py``), once per worker."""
+    from dashboard_helpers import run_band_demo  # noqa: PLC0415
+
+    store = tmp_path_factory.mktemp("band") / "store"
+    run_band_demo(store)
+    return store
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Any]:
     """A real tuning service (:class:`~raytuner.service.server.TuningServer`) on a free loopback port."""

@@ -150,7 +150,8 @@ def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(tmp_path: 
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)},
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "GPTuneBand: pass 1/1, stage None, 12 evaluations" in proc.stdout
+    assert "GPTune-Demo-Band: 12 evaluations; GPTuneBand pass 1/1, done, 0 in flight, 2 of 2 tasks finished" \
+        in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["1"], ["1.2"])]
     assert len(rows) == 2 and all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)   # ratio to the grid optimum
     assert len(JsonStore(tmp_path / "s").evaluations("GPTune-Demo-Band")) == 12

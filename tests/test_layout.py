@@ -36,9 +36,10 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
     ("engines", 4, ("raytuner.strategies",)),
     ("session", 5, ("raytuner.session", "raytuner.trial")),
     ("protocol", 6, ("raytuner.protocol",)),
+    ("views", 6, ("raytuner.view",)),                  # read-only views of histories and sessions: tables, plots
     ("harness", 7, ("raytuner.testing",)),             # for tests, examples and benchmarks only: may start a face
     ("faces", 7, ("raytuner.searchers", "raytuner.schedulers", "raytuner.service", "raytuner.client",
-                  "raytuner.cli", "raytuner.bench")),
+                  "raytuner.cli", "raytuner.bench", "raytuner.dashboard")),
 ]
 #: Third-party packages that only faces, stores and the executor seam may import.
 SERVICES = ("ray", "grpc", "pymongo")

@@ -96,3 +96,32 @@ def test_readme_main_job_runs_and_prints_the_best_per_task(tmp_path: Path) -> No
     assert len(rows) == 2 and all(row[1] == "3" for row in rows)
     with JsonStore(tmp_path / "store") as store:
         assert len(store.evaluations("GPTune-Demo")) == 6
+
+
+def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(local_ray, tmp_path: Path) -> None:
+    import io
+
+    from raytuner.searchers import TuningProgress
+
+    store = JsonStore(tmp_path)
+    searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=6)
+    out = io.StringIO()
+    tuner = tune.Tuner(
+        sometimes_fails,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
+                                    metric="y", mode="min", reuse_actors=True),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0,
+                                  callbacks=[TuningProgress(searcher, every=3600, stream=out)]),
+    )
+    tuner.fit()
+    records = store.evaluations("demo")
+    table = out.getvalue().splitlines()[-3:]           # the last table: the one written at the end
+    assert out.getvalue().splitlines()[-4] == "demo: 8 evaluations"
+    for line, task in zip(table[1:], TASKS):
+        mine = [r for r in records if r.task_parameter == task]
+        ok = [r.value("y") for r in mine if r.status == "ok"]
+        label, evals, failed, cost, best = line.split()
+        assert (label, int(evals), int(failed)) == (f"t={task['t']:g}", len(mine), len(mine) - len(ok))
+        assert float(cost) == len(mine) and (best == "-" if not ok else float(best) == pytest.approx(min(ok), rel=1e-5))
+    with pytest.raises(InvalidInputError, match="tuner: .* has no tuning session"):
+        TuningProgress(object())

@@ -3,6 +3,8 @@
 Examples::
 
     raytuner history show ../shared/data/gptune/GPTune-Demo.json --json
+    raytuner history show raytuner_results --csv > evaluations.csv
+    raytuner history plot raytuner_results --kind brackets --task t=1.3 --out brackets.png
     raytuner history import GPTune-Demo.json --to ./history
     raytuner history export --from ./history --problem GPTune-Demo --out demo.json
 """
@@ -21,6 +23,8 @@ from raytuner.cli.service import META_FILE
 from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
+from raytuner.view import PLOTS, HistoryView, config_label, load_history, task_label
+from raytuner.view import plot_brackets, plot_history, plot_parameter, plot_task_correlation
 
 __all__ = ["history", "summarise"]
 
@@ -91,16 +95,53 @@ def history() -> None:
     """Read, import and export GPTune-format tuning histories."""
 
 
+def _view(document: HistoryDocument, meta: MetaDescription | None, objective: str | None) -> HistoryView:
+    return load_history(document, objective=objective, problem_space=meta.problem_space if meta is not None else None)
+
+
+def best_lines(view: HistoryView) -> list[str]:
+    """Lines of ``history show``: per task its best value and configuration (at full fidelity) and counts.
+
+    Args:
+        view: the history.
+    """
+    width = max([len(task_label(t)) for t in view.tasks] + [4])
+    fidelity = f" at fidelity {view.full_fidelity:g}" if view.full_fidelity is not None else ""
+    lines = [f"best {view.objective} per task ({view.goal}{fidelity}):",
+             f"  {'task':<{width}} {'evals':>6} {'failed':>6} {'cost':>8} {'best':>12}  configuration"]
+    for task, record, (_, row) in zip(view.tasks, view.best_records(), view.best().iterrows()):
+        value = "-" if record is None else f"{record.value(view.objective):.6g}"
+        config = "no successful evaluation" if record is None else config_label(record.tuning_parameter)
+        lines.append(f"  {task_label(task):<{width}} {row['evaluations']:>6} {row['failed']:>6} "
+                     f"{row['total_cost']:>8.4g} {value:>12}  {config}")
+    return lines
+
+
+_OBJECTIVE = click.option("--objective", help="The output the best values are of (default: the first).")
+
+
 @history.command("show")
 @click.argument("location", metavar="PATH_OR_URI")
 @click.option("--problem", help="Problem name (needed when the store holds several).")
 @_META
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def history_show(location: str, problem: str | None, meta: MetaDescription | None, as_json: bool) -> None:
-    """Summarise a GPTune file, a store directory or a MongoDB store."""
-    summary = summarise(_load(location, problem, meta))
+@_OBJECTIVE
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (counts and the best per task).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print every evaluation as CSV (one row each).")
+@click.option("--last", default=10, show_default=True, type=click.IntRange(min=0),
+              help="How many of the latest evaluations the table shows.")
+def history_show(location: str, problem: str | None, meta: MetaDescription | None, objective: str | None,
+                 as_json: bool, as_csv: bool, last: int) -> None:
+    """Summarise a GPTune file, a store directory or a MongoDB store: counts, best per task, latest evaluations."""
+    if as_json and as_csv:
+        raise click.BadParameter("choose one of --json and --csv", param_hint="--json/--csv")
+    document = _load(location, problem, meta)
+    view = _view(document, meta, objective)
+    if as_csv:
+        click.echo(view.frame.to_csv(index=False), nl=False)
+        return
+    summary = summarise(document)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json.dumps({**summary, "best": view.summary()}, indent=2, default=str))
         return
     for key, value in summary.items():
         if key == "schema" and value is not None:
@@ -115,6 +156,47 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
                 click.echo(f"{'task':>20}: {task} {counts}")
         elif key != "schema":
             click.echo(f"{key:>20}: {value}")
+    if view.records:
+        click.echo("")
+        click.echo("\n".join(best_lines(view)))
+    if view.records and last:
+        columns = [c for c in view.frame.columns if c not in ("failure", "time", "machine", "software", "session",
+                                                               "trial", "uid", "source")]
+        table = view.frame[columns].tail(last).dropna(axis=1, how="all")
+        click.echo(f"\nlatest {len(table)} of {len(view.frame)} evaluations:")
+        click.echo(table.to_string(index=False))
+
+
+@history.command("plot")
+@click.argument("location", metavar="PATH_OR_URI")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The image to write (.png, .svg, .pdf).")
+@click.option("--kind", type=click.Choice(PLOTS), default="history", show_default=True, help="What to draw.")
+@click.option("--problem", help="Problem name (needed when the store holds several).")
+@_META
+@_OBJECTIVE
+@click.option("--task", help="Only this task, as `history show` labels it (e.g. t=1.3).")
+@click.option("--parameter", help="The tuning parameter of --kind parameter (default: the first).")
+@click.option("--by", type=click.Choice(["evaluations", "cost"]), default="evaluations", show_default=True,
+              help="The x axis of --kind history.")
+def history_plot(location: str, out: str, kind: str, problem: str | None, meta: MetaDescription | None,
+                 objective: str | None, task: str | None, parameter: str | None, by: str) -> None:
+    """Draw a history: best so far per task, a parameter against the objective, the LCM's task correlation,
+    or GPTuneBand's brackets and promotions."""
+    if not Path(out).resolve().parent.is_dir():
+        raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
+    view = _view(_load(location, problem, meta), meta, objective)
+    if not view.records:
+        raise click.BadParameter(f"{location} holds no evaluations of {view.problem}", param_hint="PATH_OR_URI")
+    if kind == "history":
+        figure = plot_history(view, by=by, task=task)  # type: ignore[arg-type]
+    elif kind == "parameter":
+        figure = plot_parameter(view, parameter or next(iter(view.columns["parameter"])), task=task)
+    elif kind == "correlation":
+        figure = plot_task_correlation(view)
+    else:
+        figure = plot_brackets(view, task=task)
+    figure.savefig(out, dpi=120)
+    click.echo(f"wrote {out}")
 
 
 @history.command("import")

@@ -341,10 +341,37 @@ class CrowdRepository(UserAccounts):
         ...         {"gcc": {"version_from": [8, 0, 0], "version_to": [9, 0, 0]}}]})
         [FunctionEvaluation(...), ...]
         """
-        user = self.authenticate(api_key)
+        return self.evaluations_for(self.authenticate(api_key), tuning_problem_name, problem_space,
+                                    configuration_space, limit, raw)
+
+    def evaluations_for(self, user: User | None, tuning_problem_name: str,
+                        problem_space: Mapping[str, Any] | None = None,
+                        configuration_space: Mapping[str, Any] | None = None,
+                        limit: int | None = None, raw: bool = False) -> list[Any]:
+        """:meth:`query_function_evaluations` for a user already known (``None``: signed out, public only).
+
+        Args:
+            user: the caller (from :meth:`authenticate`), or ``None`` for anonymous.
+            tuning_problem_name: the tuning problem.
+            problem_space: the ranges of task, parameter and output values to match (default ``None``: any).
+            configuration_space: the machines, software versions and users to match (default ``None``: any).
+            limit: the most records to return (default ``None``: all).
+            raw: return the stored JSON texts instead of records (default ``False``).
+        """
         query = self._filter(user, tuning_problem_name, problem_space, configuration_space)
         texts = self._find_json(self.func_eval, query, limit, task_hint(problem_space))
         return texts if raw else EVALUATION_LIST.validate_json("[" + ",".join(texts) + "]")
+
+    def problems_for(self, user: User | None) -> dict[str, int]:
+        """The problems with evaluations ``user`` may see (``None``: anonymous), and how many of each.
+
+        Args:
+            user: the caller (from :meth:`authenticate`), or ``None`` for anonymous.
+        """
+        with self._errors("list the problems", "user"):
+            rows = self.func_eval.aggregate([{"$match": visibility_filter(user)},
+                                             {"$group": {"_id": "$problem", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}])
+            return {row["_id"]: int(row["n"]) for row in rows}
 
     def query_surrogate_models(self, api_key: str, tuning_problem_name: str,
                                configuration_space: Mapping[str, Any] | None = None,
@@ -370,7 +397,7 @@ class CrowdRepository(UserAccounts):
         texts = self._find_json(self.surrogate_model, query, limit)
         return texts if raw else MODEL_LIST.validate_json("[" + ",".join(texts) + "]")
 
-    def _filter(self, user: User, problem_name: Any, problem_space: Any, configuration_space: Any) -> dict[str, Any]:
+    def _filter(self, user: User | None, problem_name: Any, problem_space: Any, configuration_space: Any) -> dict[str, Any]:
         problem = check_problem_name(problem_name)
         space = ProblemSpaceQuery.parse(problem_space)
         config = ConfigurationSpaceQuery.parse(configuration_space)

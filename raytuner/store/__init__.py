@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from raytuner.store.base import EvaluationQuery, HistoryStore, VersionRange, check_problem_name
-from raytuner.store.gptune_file import read_history_file, write_history_file
+from raytuner.store.gptune_file import history_text, read_history_file, write_history_file
 from raytuner.store.json_store import JsonStore
 from raytuner.store.ledger import JsonLedger, Ledger, MongoLedger
 from raytuner.store.location import is_mongodb_uri, open_store
@@ -38,6 +38,7 @@ __all__ = [
     "is_mongodb_uri",
     "read_history_file",
     "write_history_file",
+    "history_text",
     "check_problem_name",
 ]
 

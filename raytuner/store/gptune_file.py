@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
@@ -33,7 +34,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store.gptune_schemas import normalise_history
 from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL, SURROGATE_MODEL as _SURROGATE, fsync_dir
 
-__all__ = ["HISTORY_FILE", "parse_history", "read_history_file", "write_history_file"]
+__all__ = ["HISTORY_FILE", "parse_history", "read_history_file", "write_history_file", "history_text"]
 
 #: What a GPTune history file holds, for error messages.
 HISTORY_FILE = "a GPTune history: tuning_problem_name, func_eval, surrogate_model"
@@ -92,6 +93,20 @@ def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
             fh.write(("\n" if j == 0 else ",\n") + json.dumps(record))
         fh.write("\n]" if data[kind] else "]")
     fh.write("}\n")
+
+
+def history_text(document: HistoryDocument) -> str:
+    """A GPTune history file's text (one record per line, as :func:`write_history_file` writes it).
+
+    Args:
+        document: the records.
+
+    >>> parse_history(json.loads(history_text(HistoryDocument(tuning_problem_name="p")))).tuning_problem_name
+    'p'
+    """
+    buffer = io.StringIO()
+    _dump_one_record_per_line(document.to_dict(), buffer)
+    return buffer.getvalue()
 
 
 def _create_temporary(target: Path) -> tuple[int, Path]:

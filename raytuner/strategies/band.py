@@ -273,7 +273,7 @@ class GPTuneBand(Strategy):
                 sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
         sampler.restore_models(self._restored, fixed=self._fixed_models)
         self._sampler, self._sampler_key = sampler, key
-        log.debug("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1], len(sampler.lcm_tasks))
+        log.info("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1], len(sampler.lcm_tasks))
         return sampler
 
     # -- tell ------------------------------------------------------------------------------------

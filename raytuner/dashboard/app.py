@@ -1,0 +1,289 @@
+"""``raytuner dashboard``: a read-only web application over a history store and a crowd repository.
+
+Pages of a store (a JSON store directory by default, or a MongoDB history):
+
+- ``/``: the problems, with evaluations, tasks and the best value of each;
+- ``/problem/NAME``: per task the best configuration, the best-so-far plot, the LCM's task correlation;
+- ``/problem/NAME/task?task=LABEL``: one task: its best, its history and parameter plots, its evaluations;
+- ``/problem/NAME/evaluations``: the evaluations table, sortable by any column and filtered by task,
+  task-parameter range, machine, software and status, paginated on the server;
+- ``/problem/NAME/brackets?task=LABEL``: GPTuneBand's brackets and promotions;
+- ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results).
+
+The crowd repository's pages are in :mod:`raytuner.dashboard.crowd_pages`.
+Every page is read-only (the only forms that post are sign-in and sign-out).
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.store import JsonStore
+    >>> folder = tempfile.mkdtemp()
+    >>> with JsonStore(folder) as store:
+    ...     store.append("demo", FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 0.25}))
+    >>> client = create_app(store=folder).test_client()
+    >>> page = client.get("/").get_data(as_text=True)
+    >>> "demo" in page and "0.25" in page
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Flask, Response, abort, jsonify, redirect, request
+from markupsafe import escape
+
+from raytuner.dashboard.pages import render, svg, table_html
+from raytuner.dashboard.state import config
+from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
+from raytuner.errors import InvalidInputError
+from raytuner.store import HistoryStore
+from raytuner.view import HistoryView, plot_brackets, plot_history, plot_parameter, plot_task_correlation
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+#: Columns the evaluations table leaves out (long; they are in the CSV of ``raytuner history show``).
+HIDDEN = ("session", "trial", "uid", "source", "failure")
+
+
+def _source() -> HistoryViews:
+    source = config().get("store")
+    if source is None:
+        abort(404)
+    return source  # type: ignore[no-any-return]
+
+
+def _view(problem: str) -> HistoryView:
+    try:
+        return _source().view(problem)
+    except InvalidInputError:
+        abort(404)
+
+
+def _url(path: str, **args: Any) -> str:
+    kept = {k: v for k, v in args.items() if v not in (None, "", False)}
+    return path + ("?" + urlencode(kept) if kept else "")
+
+
+def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str:
+    best = view.best()
+    if task is not None:
+        best = best[best["task"] == task]
+    shown = best[["task", *view.columns["parameter"].values(), view.objective_column, "fidelity", "pass", "bracket",
+                  "rung", "evaluations", "failed", "total_cost"]].dropna(axis=1, how="all")
+    links = {"task": {t: _url(f"/problem/{problem}/task", task=t) for t in best["task"]}} if task is None else {}
+    return table_html(shown, "best", links=links)
+
+
+def _overview() -> tuple[str, int]:
+    source = _source()
+    rows = []
+    for name in source.problems():
+        view = source.view(name)
+        best = view.best()[view.objective_column] if view.records else []
+        shown = ", ".join(f"{v:.6g}" for v in best if v == v) or "-"
+        rows.append(f'<tr><td><a href="/problem/{escape(name)}">{escape(name)}</a></td>'
+                    f'<td class="num">{len(view.records)}</td><td class="num">{len(view.tasks)}</td>'
+                    f"<td>{escape(view.objective)} ({view.goal})</td><td>{escape(shown)}</td></tr>")
+    body = ('<table id="problems"><thead><tr><th>problem</th><th>evaluations</th><th>tasks</th><th>objective</th>'
+            f'<th>best per task</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    if isinstance(source, ServiceViews):
+        return render("Tuning service", body + _sessions_table(source))
+    return render(f"Histories in {source.directory or 'MongoDB'}", body)
+
+
+def _sessions_table(source: ServiceViews) -> str:
+    rows = "".join(
+        f'<tr><td>{escape(s["session_id"])}</td><td><a href="/problem/{escape(s["problem_name"])}/live">'
+        f'{escape(s["problem_name"])}</a></td><td>{escape(s["strategy"])}</td><td class="num">{s["evaluations"]}'
+        f'</td><td class="num">{s["failed"]}</td><td class="num">{s["pending"]}</td>'
+        f'<td>{"finished" if s["finished"] else "running"}</td></tr>' for s in source.sessions())
+    return ('<h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>problem</th><th>strategy</th>'
+            f"<th>evaluations</th><th>failed</th><th>pending</th><th>state</th></tr></thead><tbody>{rows}</tbody>"
+            "</table>")
+
+
+def _problem(problem: str) -> tuple[str, int]:
+    view = _view(problem)
+    has_model = any((m.raytuner or {}).get("hyperparameters") for m in view.models)
+    has_brackets = view.frame["bracket"].notna().any()
+    body = (f'<p class="note">{len(view.records)} evaluations, {len(view.tasks)} tasks, {len(view.models)} models; '
+            f'objective {escape(view.objective)} ({view.goal}; from the {view.goal_source}).'
+            f' <a href="/problem/{escape(problem)}/evaluations">all evaluations</a> ·'
+            f' <a href="/problem/{escape(problem)}/live">live view</a>'
+            + (f' · <a href="/problem/{escape(problem)}/brackets">brackets</a>' if has_brackets else "") + "</p>"
+            f"<h2>Best per task</h2>{_best_table(view, problem)}"
+            f'<h2>Best so far</h2><img class="chart" id="history-plot" alt="best so far" '
+            f'src="/problem/{escape(problem)}/plot/history.svg">'
+            f'<img class="chart" alt="best so far against cost" '
+            f'src="/problem/{escape(problem)}/plot/history.svg?by=cost">'
+            + (f'<h2>Task correlation</h2><img class="chart" alt="task correlation" '
+               f'src="/problem/{escape(problem)}/plot/correlation.svg">' if has_model else ""))
+    return render(problem, body)
+
+
+def _task(problem: str) -> tuple[str, int]:
+    view = _view(problem)
+    label = request.args.get("task", "")
+    if label not in set(view.frame["task"]):
+        return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
+    recent = view.frame[view.frame["task"] == label].drop(columns=list(HIDDEN)).tail(PAGE_SIZE)
+    plots = "".join(f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
+                    f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
+                    for p in view.columns["parameter"])
+    body = (f"<h2>Best</h2>{_best_table(view, problem, label)}"
+            f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
+            f"</a></p>"
+            f'<img class="chart" id="history-plot" alt="best so far" '
+            f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", task=label))}">{plots}'
+            f"<h2>Latest evaluations</h2>{table_html(recent.iloc[::-1], 'latest')}")
+    return render(f"{problem}: {label}", body)
+
+
+def _evaluations(problem: str) -> tuple[str, int]:
+    view = _view(problem)
+    frame = view.frame.drop(columns=list(HIDDEN))
+    task_columns = list(view.columns["task"].values())
+    try:
+        query = TableQuery.from_args(request.args, task_columns)
+        rows, total = query.apply(frame)
+    except InvalidInputError as exc:
+        return render(f"{problem}: evaluations", "", error=str(exc), status=400)
+    args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")}
+    sort_links = {c: _url(f"/problem/{problem}/evaluations", **args, sort=c,
+                          desc="1" if query.sort == c and not query.descending else "") for c in frame.columns}
+    pages = max(1, -(-total // PAGE_SIZE))
+    here = f"/problem/{problem}/evaluations"
+    order = {"sort": query.sort, "desc": "1" if query.descending else ""}
+    nav = " ".join(f'<a id="page-{label}" href="{escape(_url(here, **args, **order, page=p))}">{label}</a>'
+                   for label, p in (("previous", query.page - 1), ("next", query.page + 1)) if 1 <= p <= pages)
+    options = "".join(f'<option{" selected" if t == query.task else ""}>{escape(t)}</option>'
+                      for t in sorted(set(view.frame["task"])))
+
+    def bound(column: str, end: str, word: str) -> str:
+        value = escape(request.args.get(f"{end}.{column}", ""))
+        return f'<label>{escape(column)} {word}<input name="{end}.{escape(column)}" size="6" value="{value}"></label>'
+
+    ranges = "".join(bound(c, "min", "from") + bound(c, "max", "to") for c in task_columns)
+    statuses = "".join(f'<option{" selected" if s == query.status else ""}>{s}</option>' for s in ("ok", "failed"))
+    form = (f'<form class="filters" id="filters" method="get"><label>task<select name="task"><option value="">any'
+            f"</option>{options}</select></label>{ranges}"
+            f'<label>machine<input name="machine" value="{escape(query.machine)}"></label>'
+            f'<label>software<input name="software" value="{escape(query.software)}"></label>'
+            f'<label>status<select name="status"><option value="">any</option>{statuses}</select></label>'
+            f'<button id="apply">filter</button></form>')
+    body = (f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {query.page} of '
+            f"{pages}. {nav}</p>{table_html(rows, 'evaluations', sort_links=sort_links)}")
+    return render(f"{problem}: evaluations", body)
+
+
+_LIVE_SCRIPT = """<script>
+let seen = -1;
+async function poll() {
+  try {
+    const answer = await fetch(location.pathname + ".json", {cache: "no-store"});
+    const data = await answer.json();
+    if (data.evaluations !== seen) { seen = data.evaluations; document.getElementById("live").innerHTML = data.html; }
+  } catch (e) {}
+  setTimeout(poll, 1000);
+}
+poll();
+</script>"""
+
+
+def _live_fragment(problem: str) -> tuple[int, str]:
+    view = _view(problem)
+    recent = view.frame.drop(columns=list(HIDDEN)).tail(20).iloc[::-1]
+    return len(view.records), (f'<p id="live-count">{len(view.records)} evaluations</p>'
+                               f"{_best_table(view, problem)}<h2>Latest</h2>{table_html(recent, 'latest')}")
+
+
+def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd: Any = None,
+               service: Any = None, warm: bool = False) -> Flask:
+    """The dashboard's Flask application over a store or a tuning service, and/or a crowd repository.
+
+    Args:
+        store: a store directory, a ``mongodb://`` URI or an open store (``None``: no store pages).
+        crowd: a :class:`~raytuner.crowd.CrowdRepository` or its MongoDB URI (``None``: no crowd pages).
+        service: a :class:`~raytuner.client.RemoteTuner` of a running tuning service: its sessions and
+            their problems take the place of a store's (``None``: none).
+        warm: read every problem now, so the first page is as fast as the next.
+    """
+    if store is None and crowd is None and service is None:
+        raise InvalidInputError("store", "the dashboard needs a store, a tuning service or a crowd repository")
+    if store is not None and service is not None:
+        raise InvalidInputError("service", "show a store or a tuning service, not both")
+    app = Flask("raytuner.dashboard")
+    app.secret_key = secrets.token_bytes(32)          # sign-in cookies last as long as the process
+    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
+    source = StoreViews(store) if store is not None else ServiceViews(service) if service is not None else None
+    if source is not None and warm:
+        source.warm()
+    app.config["RAYTUNER"] = {"store": source, "crowd": None}
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        return Response(status=204)
+
+    @app.errorhandler(404)
+    def not_found(_: Any) -> tuple[str, int]:
+        return render("Not found", "", error="no such page", status=404)
+
+    app.add_url_rule("/", "overview", _overview if source is not None else lambda: redirect("/crowd"))
+    app.add_url_rule("/problem/<problem>", "problem", _problem)
+    app.add_url_rule("/problem/<problem>/task", "task", _task)
+    app.add_url_rule("/problem/<problem>/evaluations", "evaluations", _evaluations)
+
+    @app.get("/problem/<problem>/brackets")
+    def brackets(problem: str) -> tuple[str, int]:
+        view = _view(problem)
+        tasks = [t for t in sorted(set(view.frame["task"]))]
+        links = " · ".join(f'<a href="{escape(_url(f"/problem/{problem}/brackets", task=t))}">{escape(t)}</a>'
+                           for t in tasks)
+        chosen = request.args.get("task") or (tasks[0] if tasks else "")
+        return render(f"{problem}: brackets", f"<p>{links}</p>" + (
+            f'<img class="chart" id="brackets-plot" alt="brackets" '
+            f'src="{escape(_url(f"/problem/{problem}/plot/brackets.svg", task=chosen))}">'))
+
+    @app.get("/problem/<problem>/plot/<kind>.svg")
+    def plot(problem: str, kind: str) -> Response:
+        view = _view(problem)
+        task = request.args.get("task") or None
+        try:
+            if kind == "history":
+                figure = plot_history(view, by="cost" if request.args.get("by") == "cost" else "evaluations",
+                                      task=task)
+            elif kind == "parameter":
+                figure = plot_parameter(view, request.args.get("parameter", ""), task=task)
+            elif kind == "correlation":
+                figure = plot_task_correlation(view)
+            elif kind == "brackets":
+                figure = plot_brackets(view, task=task)
+            else:
+                abort(404)
+        except InvalidInputError as exc:
+            return Response(str(exc), status=400, mimetype="text/plain")
+        return Response(svg(figure), mimetype="image/svg+xml")
+
+    @app.get("/problem/<problem>/live")
+    def live(problem: str) -> tuple[str, int]:
+        _, fragment = _live_fragment(problem)
+        return render(f"{problem}: live", f'<p class="note">Refreshes as evaluations arrive.</p>'
+                                          f'<div id="live">{fragment}</div>{_LIVE_SCRIPT}')
+
+    @app.get("/problem/<problem>/live.json")
+    def live_json(problem: str) -> Response:
+        count, fragment = _live_fragment(problem)
+        return jsonify(evaluations=count, html=fragment)
+
+    if crowd is not None:
+        from raytuner.dashboard.crowd_pages import register_crowd
+
+        register_crowd(app, crowd)
+    return app

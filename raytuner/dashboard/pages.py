@@ -1,0 +1,119 @@
+"""The dashboard's HTML: one layout, small templates, no script or style fetched from elsewhere.
+
+Templates are Jinja2 (autoescaped by Flask); charts are SVG images drawn on
+the server by :mod:`raytuner.view.plots`. The only script is the live view's
+few lines, inline.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from typing import Any, Mapping
+
+import pandas as pd
+from flask import render_template_string
+from matplotlib.figure import Figure
+
+from raytuner.dashboard.signin import signed_in_user
+from raytuner.dashboard.state import config
+
+__all__ = ["LAYOUT", "svg", "table_html", "cell", "render"]
+
+_RENDER = threading.Lock()
+
+LAYOUT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }} · raytuner</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:0;color:#222}
+header{background:#1f3a5f;color:#fff;padding:.6em 1.2em;display:flex;gap:1.5em;align-items:center}
+header a{color:#fff;text-decoration:none}header .who{margin-left:auto;font-size:.9em}
+main{padding:1em 1.5em}table{border-collapse:collapse;font-size:.88em;margin:.6em 0}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left}th{background:#eef2f7}
+th a{color:#1f3a5f}td.num{text-align:right;font-variant-numeric:tabular-nums}
+form.filters{display:flex;flex-wrap:wrap;gap:.6em;align-items:end;margin:.5em 0}
+form.filters label{display:flex;flex-direction:column;font-size:.8em}
+textarea{width:100%;font-family:monospace}.note{color:#666;font-size:.9em}.error{color:#a00}
+img.chart{width:49%;min-width:420px;max-width:100%;border:1px solid #eee;vertical-align:top}
+</style></head><body>
+<header><a href="/"><b>raytuner</b></a>{% if has_store %}<a href="/">histories</a>{% endif %}
+{% if has_crowd %}<a href="/crowd">crowd repository</a>{% endif %}
+{% if has_crowd %}<span class="who">{% if user %}signed in as <b id="user">{{ user }}</b>
+<form method="post" action="/signout" style="display:inline"><button>sign out</button></form>
+{% else %}<a href="/signin">sign in</a>{% endif %}</span>{% endif %}</header>
+<main><h1>{{ title }}</h1>
+{% if error %}<p class="error" id="error">{{ error }}</p>{% endif %}
+{{ body|safe }}</main></body></html>"""
+
+
+def svg(figure: Figure) -> bytes:
+    """A figure as SVG bytes (rendering is serialised: matplotlib's text layout is shared state).
+
+    Args:
+        figure: a matplotlib figure.
+    """
+    buffer = io.BytesIO()
+    with _RENDER:
+        figure.savefig(buffer, format="svg")
+    return buffer.getvalue()
+
+
+def cell(value: Any) -> str:
+    """A table cell's text: reals to 6 significant digits, missing values empty.
+
+    Args:
+        value: the value.
+
+    >>> cell(0.123456789), cell(float("nan")), cell(None), cell(3)
+    ('0.123457', '', '', '3')
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def table_html(frame: pd.DataFrame, table_id: str, sort_links: Mapping[str, str] | None = None,
+               links: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """An HTML table of ``frame`` (escaped); headers link to ``sort_links[column]`` where given.
+
+    Args:
+        frame: the rows to show.
+        table_id: the table's HTML id.
+        sort_links: per column, the URL that sorts by it.
+        links: per column, cell text to URL (a cell becomes a link).
+    """
+    from markupsafe import escape
+
+    head = "".join(f'<th><a href="{escape(sort_links[c])}">{escape(c)}</a></th>' if sort_links and c in sort_links
+                   else f"<th>{escape(c)}</th>" for c in frame.columns)
+    rows = []
+    for values in frame.itertuples(index=False):
+        cells = []
+        for column, value in zip(frame.columns, values):
+            text = cell(value)
+            target = (links or {}).get(column, {}).get(text)
+            body = f'<a href="{escape(target)}">{escape(text)}</a>' if target else escape(text)
+            cls = ' class="num"' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+            cells.append(f"<td{cls}>{body}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def render(title: str, body: str, error: str | None = None, status: int = 200) -> tuple[str, int]:
+    """A page in the dashboard's layout.
+
+    Args:
+        title: the page's title.
+        body: its HTML (already escaped).
+        error: an error line to show above it.
+        status: the HTTP status.
+    """
+    state = config()
+    user = signed_in_user() if state.get("crowd") is not None else None
+    return render_template_string(LAYOUT, title=title, body=body, error=error, user=user and user.username,
+                                  has_store=state.get("store") is not None,
+                                  has_crowd=state.get("crowd") is not None), status

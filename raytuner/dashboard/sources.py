@@ -1,0 +1,261 @@
+"""What the dashboard reads: a history store (JSON directory or MongoDB) or a tuning service, as cached views.
+
+A :class:`StoreViews` reads each problem once into a
+:class:`~raytuner.view.HistoryView` and keeps it until the store changes: for
+a JSON store directory, when the problem's file or journal changes (size or
+time); for MongoDB, when the view is older than ``refresh`` seconds. Pages
+then filter, sort and slice the cached table, so a page of a large history
+costs the rows it shows, not the history. Reading never writes.
+:class:`ServiceViews` does the same for a running tuning service (its
+sessions' problems, read over gRPC at most every ``refresh`` seconds).
+
+Example:
+    >>> import tempfile
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.store import JsonStore
+    >>> store = JsonStore(tempfile.mkdtemp())
+    >>> store.append("demo", FunctionEvaluation.create({"t": 2.0}, {"x": 0.1}, {"y": 1.5}))
+    >>> views = StoreViews(store)
+    >>> views.problems(), views.view("demo").best()["y"].tolist()
+    (['demo'], [1.5])
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from abc import ABC, abstractmethod
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from raytuner.errors import InvalidInputError
+from raytuner.records import HistoryDocument
+from raytuner.store import HistoryStore, is_mongodb_uri, open_store
+from raytuner.view import HistoryView, load_history
+
+__all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE"]
+
+log = logging.getLogger(__name__)
+
+#: Rows per page of an evaluations table.
+PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class TableQuery:
+    """A page of an evaluations table: filters, order and page.
+
+    Args:
+        task: only this task label (``""``: every task).
+        status: only this status (``""``: any).
+        machine: only rows whose machine contains this text (``""``: any).
+        software: only rows whose software contains this text (``""``: any).
+        ranges: per task parameter, ``(low, high)`` bounds (either may be ``None``).
+        sort: the column to order by (``""``: evaluation order).
+        descending: order from the largest.
+        page: the page, from 1.
+    """
+
+    task: str = ""
+    status: str = ""
+    machine: str = ""
+    software: str = ""
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
+    sort: str = ""
+    descending: bool = False
+    page: int = 1
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str], task_columns: list[str]) -> "TableQuery":
+        """Read a query from a page's URL arguments (``min.NAME``/``max.NAME`` bound task parameter NAME).
+
+        Args:
+            args: the URL's arguments.
+            task_columns: the table's task-parameter columns.
+        """
+        def number(key: str) -> float | None:
+            text = (args.get(key) or "").strip()
+            if not text:
+                return None
+            try:
+                return float(text)
+            except ValueError:
+                raise InvalidInputError(key, f"{text[:40]!r} is not a number") from None
+
+        try:
+            page = max(1, int(args.get("page") or 1))
+        except ValueError:
+            raise InvalidInputError("page", f"{str(args.get('page'))[:40]!r} is not a page number") from None
+        ranges = tuple((c, number(f"min.{c}"), number(f"max.{c}")) for c in task_columns)
+        return cls(task=args.get("task", ""), status=args.get("status", ""), machine=args.get("machine", ""),
+                   software=args.get("software", ""), ranges=tuple(r for r in ranges if r[1:] != (None, None)),
+                   sort=args.get("sort", ""), descending=args.get("desc") == "1", page=page)
+
+    def apply(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+        """The rows of this page, and how many rows match in all.
+
+        Args:
+            frame: a history's table.
+        """
+        keep = pd.Series(True, index=frame.index)
+        if self.task:
+            keep &= frame["task"] == self.task
+        if self.status:
+            keep &= frame["status"] == self.status
+        for column, text in (("machine", self.machine), ("software", self.software)):
+            if text:
+                keep &= frame[column].str.contains(text, case=False, regex=False)
+        for column, low, high in self.ranges:
+            values = pd.to_numeric(frame[column], errors="coerce")
+            if low is not None:
+                keep &= values >= low
+            if high is not None:
+                keep &= values <= high
+        rows = frame[keep]
+        if self.sort:
+            if self.sort not in frame.columns:
+                raise InvalidInputError("sort", f"{self.sort[:40]!r} is not a column", allowed=list(frame.columns))
+            rows = rows.sort_values(self.sort, ascending=not self.descending, kind="stable", na_position="last")
+        start = (self.page - 1) * PAGE_SIZE
+        return rows.iloc[start:start + PAGE_SIZE], len(rows)
+
+
+class HistoryViews(ABC):
+    """What the dashboard's history pages read: problems, each as a :class:`~raytuner.view.HistoryView`."""
+
+    @abstractmethod
+    def problems(self) -> list[str]:
+        """The problems there are."""
+
+    @abstractmethod
+    def view(self, problem: str) -> HistoryView:
+        """The problem's view (cached while nothing changed).
+
+        Args:
+            problem: the problem's name.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of the store or the connection."""
+
+    def warm(self) -> None:
+        """Read every problem now (the server does this as it starts)."""
+        for problem in self.problems():
+            self.view(problem)
+
+
+class StoreViews(HistoryViews):
+    """A history store the dashboard shows: its problems, each as a cached :class:`HistoryView`.
+
+    Args:
+        location: a store directory or a ``mongodb://`` URI (or an open store).
+        refresh: for MongoDB, the most seconds a view is kept before it is read again.
+    """
+
+    def __init__(self, location: HistoryStore | str | os.PathLike[str], refresh: float = 2.0) -> None:
+        if isinstance(location, (str, os.PathLike)) and not is_mongodb_uri(location) \
+                and not Path(location).is_dir():
+            raise InvalidInputError("location", f"{location} is neither a store directory nor a mongodb:// URI")
+        self.store = open_store(location)
+        self.directory = None if isinstance(location, HistoryStore) or is_mongodb_uri(location) else Path(location)
+        self.refresh = refresh
+        self._views: dict[str, tuple[Any, HistoryView]] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"StoreViews({self.directory or type(self.store).__name__})"
+
+    def problems(self) -> list[str]:
+        """The problems the store holds."""
+        return self.store.problems()
+
+    def _signature(self, problem: str) -> Any:
+        if self.directory is None:
+            return int(time.monotonic() / self.refresh) if self.refresh > 0 else time.monotonic()
+        stats = []
+        for suffix in (".json", ".json.journal"):
+            path = self.directory / f"{problem}{suffix}"
+            stat = path.stat() if path.exists() else None
+            stats.append((stat.st_mtime_ns, stat.st_size) if stat else None)
+        return tuple(stats)
+
+    def view(self, problem: str) -> HistoryView:
+        """The problem's view, read again only when the store changed since the last read.
+
+        Args:
+            problem: the problem's name.
+        """
+        if problem not in self.problems():
+            raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store",
+                                    allowed=self.problems())
+        signature = self._signature(problem)
+        with self._lock:
+            held = self._views.get(problem)
+            if held is not None and held[0] == signature:
+                return held[1]
+            started = time.perf_counter()
+            view = load_history(self.store, problem)
+            view.best()          # the table and the best per task built here, not by the first page
+            self._views[problem] = (signature, view)
+            log.info("read %s: %d evaluations in %.2f s", problem, len(view.records), time.perf_counter() - started)
+            return view
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+
+class ServiceViews(HistoryViews):
+    """A running tuning service the dashboard shows: the problems of the caller's sessions, as views.
+
+    Args:
+        tuner: a :class:`~raytuner.client.RemoteTuner` connected to the service (with the caller's API key).
+        refresh: the most seconds a view is kept before it is read again.
+    """
+
+    def __init__(self, tuner: Any, refresh: float = 1.0) -> None:
+        self.tuner, self.refresh = tuner, refresh
+        self.directory = None
+        self._views: dict[str, tuple[float, HistoryView]] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ServiceViews({self.tuner!r})"
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """The caller's sessions on the service, oldest first (as :meth:`RemoteTuner.sessions` gives them)."""
+        return self.tuner.sessions()  # type: ignore[no-any-return]
+
+    def problems(self) -> list[str]:
+        """The problems of the caller's sessions."""
+        return sorted({s["problem_name"] for s in self.sessions()})
+
+    def view(self, problem: str) -> HistoryView:
+        """The problem's stored evaluations on the service, read again after ``refresh`` seconds.
+
+        Args:
+            problem: the problem's name.
+        """
+        with self._lock:
+            held = self._views.get(problem)
+            if held is not None and time.monotonic() - held[0] < self.refresh:
+                return held[1]
+        if problem not in self.problems():
+            raise InvalidInputError("problem", f"no session of problem {problem[:80]!r} on this service",
+                                    allowed=self.problems())
+        records = self.tuner.query_evaluations(problem)
+        view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
+        view.best()
+        with self._lock:
+            self._views[problem] = (time.monotonic(), view)
+        return view
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.tuner.close()

@@ -1,0 +1,341 @@
+"""A tuning history as a table: its evaluations, the best per task, and best-so-far curves.
+
+:func:`load_history` reads a problem from any store (a JSON store directory,
+a MongoDB URI, an open :class:`~raytuner.store.HistoryStore`), a GPTune file,
+a :class:`~raytuner.records.HistoryDocument` or a live
+:class:`~raytuner.session.TuningSession`, and gives a :class:`HistoryView`:
+``view.frame`` is a pandas DataFrame with one row per evaluation (task,
+parameters, fidelity, outputs, status, bracket/rung/pass, cost, time, machine,
+software), ``view.best()`` the best configuration per task at full fidelity,
+``view.best_so_far()`` the running best against evaluations and normalised
+cost. The objective's goal (minimise or maximise) comes from the problem when
+given, else from the newest stored surrogate model, else minimise.
+
+Example:
+    >>> from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
+    >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
+    ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, {"y": 0.9}, provenance=Provenance(cost=1.0)),
+    ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 0.7}, provenance=Provenance(cost=1.0)),
+    ...     FunctionEvaluation.create({"t": 2.0}, {"x": 0.5}, failure="diverged")])
+    >>> view = load_history(doc)
+    >>> view.best()[["task", "x", "y", "evaluations"]].to_dict("records")
+    [{'task': 't=1', 'x': 0.4, 'y': 0.7, 'evaluations': 2}, {'task': 't=2', 'x': nan, 'y': nan, 'evaluations': 1}]
+    >>> view.best_so_far()["best"].tolist()
+    [0.9, 0.7, nan]
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal, Mapping, Sequence
+
+import pandas as pd
+
+from raytuner.errors import InvalidInputError
+from raytuner.progress import config_label, task_label
+from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord, task_key
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
+
+__all__ = ["HistoryView", "load_history", "task_label", "config_label"]
+
+Goal = Literal["minimize", "maximize"]
+
+#: Columns every frame has, after the task label (task, parameters and outputs come between).
+FIXED_COLUMNS = ("task", "fidelity", "cost", "pass", "bracket", "rung", "status", "failure", "strategy", "source",
+                 "time", "machine", "software", "session", "trial", "uid")
+
+
+def _when(record: FunctionEvaluation) -> _dt.datetime | None:
+    t = record.time
+    try:
+        return _dt.datetime(t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+    except (TypeError, ValueError):
+        return None
+
+
+def _machine(record: FunctionEvaluation) -> str:
+    return str(record.machine_configuration.get("machine_name", "")) if record.machine_configuration else ""
+
+
+def _software(record: FunctionEvaluation) -> str:
+    parts = []
+    for name, value in sorted(record.software_configuration.items()):
+        version = value.get("version_split") if isinstance(value, Mapping) else None
+        parts.append(f"{name} {'.'.join(map(str, version))}" if isinstance(version, list) else str(name))
+    return ", ".join(parts)
+
+
+def _goal_from_models(models: Sequence[SurrogateModelRecord], objective: str) -> Goal | None:
+    for model in reversed(models):
+        spaces = (model.raytuner or {}).get("spaces") or {}
+        for output in spaces.get("output_space") or []:
+            if isinstance(output, Mapping) and output.get("name") == objective and output.get("goal") in (
+                    "minimize", "maximize"):
+                return output["goal"]  # type: ignore[no-any-return]
+    return None
+
+
+@dataclass
+class HistoryView:
+    """One problem's evaluations as a table, with the best per task and best-so-far curves.
+
+    Build it with :func:`load_history`.
+
+    Args:
+        problem: the tuning problem's name.
+        records: its evaluations, oldest first.
+        models: its surrogate-model records, oldest first.
+        objective: the output the best values are of.
+        goal: ``minimize`` or ``maximize`` (of ``objective``).
+        goal_source: where the goal came from (``problem``, ``model`` or ``default``).
+    """
+
+    problem: str
+    records: list[FunctionEvaluation]
+    models: list[SurrogateModelRecord] = field(default_factory=list)
+    objective: str = "y"
+    goal: Goal = "minimize"
+    goal_source: str = "default"
+
+    def __repr__(self) -> str:
+        return (f"HistoryView(problem={self.problem!r}, evaluations={len(self.records)}, tasks={len(self.tasks)}, "
+                f"objective={self.objective!r}, goal={self.goal!r})")
+
+    @cached_property
+    def tasks(self) -> list[dict[str, Any]]:
+        """The distinct tasks, sorted by their parameter values (as they first appear where values do not sort)."""
+        seen: dict[Any, dict[str, Any]] = {}
+        for record in self.records:
+            seen.setdefault(task_key(record.task_parameter), dict(record.task_parameter))
+        try:
+            return [seen[k] for k in sorted(seen)]
+        except TypeError:
+            return list(seen.values())
+
+    @cached_property
+    def full_fidelity(self) -> float | None:
+        """The highest fidelity any evaluation ran at (``None``: no evaluation has a fidelity)."""
+        levels = [r.raytuner.fidelity for r in self.records if r.raytuner and r.raytuner.fidelity is not None]
+        return max(levels) if levels else None
+
+    def is_full_fidelity(self, record: FunctionEvaluation) -> bool:
+        """Whether ``record`` counts towards the best: it ran at full fidelity, or there are no fidelities.
+
+        Args:
+            record: an evaluation of this history.
+        """
+        fidelity = record.raytuner.fidelity if record.raytuner else None
+        return fidelity is None or self.full_fidelity is None or math.isclose(fidelity, self.full_fidelity)
+
+    @cached_property
+    def columns(self) -> dict[str, dict[str, str]]:
+        """The frame's column of each name, by kind (``task``, ``parameter``, ``output``).
+
+        A name that clashes with a fixed column or an earlier kind is prefixed
+        ``task.``, ``param.`` or ``output.``.
+        """
+        taken = set(FIXED_COLUMNS)
+
+        def column(prefix: str, name: str) -> str:
+            chosen = name if name not in taken else f"{prefix}.{name}"
+            taken.add(chosen)
+            return chosen
+
+        kinds = (("task", "task", sorted({k for r in self.records for k in r.task_parameter})),
+                 ("parameter", "param", list(dict.fromkeys(k for r in self.records for k in r.tuning_parameter))),
+                 ("output", "output", list(dict.fromkeys(k for r in self.records for k in r.evaluation_result))))
+        return {kind: {n: column(prefix, n) for n in names} for kind, prefix, names in kinds}
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """One row per evaluation, oldest first (columns: :attr:`columns`, then the fixed ones)."""
+        task_cols, param_cols, output_cols = (self.columns[k] for k in ("task", "parameter", "output"))
+        rows = []
+        for r in self.records:
+            p = r.raytuner
+            row: dict[str, Any] = {"task": task_label(r.task_parameter)}
+            row.update({task_cols[k]: v for k, v in r.task_parameter.items()})
+            row.update({param_cols[k]: v for k, v in r.tuning_parameter.items()})
+            row.update({output_cols[k]: (r.value(k) if r.status == "ok" else None) for k in r.evaluation_result})
+            row.update({"fidelity": p.fidelity if p else None, "cost": p.cost if p else None,
+                        "pass": p.pass_ if p else None, "bracket": p.bracket if p else None,
+                        "rung": p.rung if p else None, "status": r.status,
+                        "failure": (p.failure_message if p else None) or "", "strategy": (p.strategy if p else None)
+                        or r.modeling or "", "source": r.source, "time": _when(r), "machine": _machine(r),
+                        "software": _software(r), "session": (p.session_id if p else None) or "",
+                        "trial": (p.trial_id if p else None) or "", "uid": r.uid})
+            rows.append(row)
+        order = ["task", *task_cols.values(), *param_cols.values(), *output_cols.values(), *FIXED_COLUMNS[1:]]
+        frame = pd.DataFrame(rows, columns=order)
+        for name in output_cols.values():
+            frame[name] = pd.to_numeric(frame[name], errors="coerce")
+        return frame
+
+    @property
+    def objective_column(self) -> str:
+        """The frame's column of the objective (its name, or ``output.NAME`` where the name clashes)."""
+        return self.columns["output"].get(self.objective, self.objective)
+
+    def _ranked(self, values: pd.Series) -> pd.Series:
+        return values if self.goal == "minimize" else -values
+
+    def best_records(self) -> list[FunctionEvaluation | None]:
+        """Per task (in :attr:`tasks` order) its best successful evaluation at full fidelity, or ``None``."""
+        return list(self._best_records)
+
+    @cached_property
+    def _best_records(self) -> list[FunctionEvaluation | None]:
+        best: dict[Any, tuple[float, FunctionEvaluation]] = {}
+        sign = 1.0 if self.goal == "minimize" else -1.0
+        for record in self.records:
+            value = record.value(self.objective)
+            if value is None or not self.is_full_fidelity(record):
+                continue
+            key = task_key(record.task_parameter)
+            if key not in best or sign * value < best[key][0]:
+                best[key] = (sign * value, record)
+        return [best[k][1] if (k := task_key(t)) in best else None for t in self.tasks]
+
+    def best(self) -> pd.DataFrame:
+        """One row per task: its best evaluation's row of :attr:`frame` (NaN where none), plus counts.
+
+        ``evaluations``, ``failed`` and ``total_cost`` count every evaluation of
+        the task, at any fidelity (an evaluation without a cost counts 1).
+        """
+        return self._best.copy()
+
+    @cached_property
+    def _best(self) -> pd.DataFrame:
+        frame = self.frame
+        rows = []
+        by_uid = {uid: i for i, uid in enumerate(frame["uid"])}
+        for task, record in zip(self.tasks, self.best_records()):
+            label = task_label(task)
+            mine = frame[frame["task"] == label]
+            if record is not None:
+                row = frame.iloc[by_uid[record.uid]].to_dict()
+            else:
+                row = {c: float("nan") for c in frame.columns}
+                row.update({"task": label, **{k: v for k, v in task.items() if k in frame.columns}})
+            row.update({"evaluations": len(mine), "failed": int((mine["status"] != "ok").sum()),
+                        "total_cost": float(pd.to_numeric(mine["cost"], errors="coerce").fillna(1.0).sum())})
+            rows.append(row)
+        return pd.DataFrame(rows, columns=[*frame.columns, "evaluations", "failed", "total_cost"])
+
+    def best_so_far(self) -> pd.DataFrame:
+        """Per task, after each of its evaluations: the running best at full fidelity and the cost spent.
+
+        Columns: ``task``, ``evaluation`` (1, 2, ... within the task), ``cost``
+        (normalised cost spent by the task so far; an evaluation without a
+        cost counts 1), ``value`` (this evaluation's objective, NaN when failed
+        or below full fidelity) and ``best`` (NaN until the first full-fidelity
+        success).
+        """
+        frame = self.frame
+        column = self.objective_column
+        full = [self.is_full_fidelity(r) for r in self.records]
+        out = pd.DataFrame({"task": frame["task"], "value": frame[column].where(full)})
+        out["evaluation"] = out.groupby("task", sort=False).cumcount() + 1
+        out["cost"] = pd.to_numeric(frame["cost"], errors="coerce").fillna(1.0).groupby(frame["task"]).cumsum()
+        running = self._ranked(out["value"]).groupby(out["task"], sort=False).cummin()
+        running = running.groupby(out["task"], sort=False).ffill()     # a failure keeps the best so far
+        out["best"] = self._ranked(running)
+        return out[["task", "evaluation", "cost", "value", "best"]]
+
+    def summary(self) -> dict[str, Any]:
+        """What ``raytuner history show`` prints: the objective, goal and per task its best and counts."""
+        tasks = []
+        for task, record, (_, row) in zip(self.tasks, self.best_records(), self._best.iterrows()):
+            tasks.append({"task": task, "evaluations": int(row["evaluations"]), "failed": int(row["failed"]),
+                          "total_cost": round(float(row["total_cost"]), 6),
+                          "best": None if record is None else {
+                              "value": record.value(self.objective), "config": record.tuning_parameter,
+                              "fidelity": record.raytuner.fidelity if record.raytuner else None,
+                              "uid": record.uid}})
+        return {"problem": self.problem, "objective": self.objective, "goal": self.goal,
+                "goal_source": self.goal_source, "evaluations": len(self.records), "models": len(self.models),
+                "full_fidelity": self.full_fidelity, "tasks": tasks}
+
+
+def _objective_of(records: Sequence[FunctionEvaluation], problem: ProblemSpace | None, objective: str | None) -> str:
+    names = list(dict.fromkeys(k for r in records for k in r.evaluation_result))
+    if problem is not None:
+        chosen = problem.objective(objective).name
+    elif objective is not None:
+        chosen = objective
+    else:
+        return names[0] if names else "y"
+    if records and chosen not in names:
+        raise InvalidInputError("objective", f"{chosen!r} is no output of these evaluations", allowed=names)
+    return chosen
+
+
+def _document(source: Any, problem: str | None) -> tuple[str, list[FunctionEvaluation], list[SurrogateModelRecord]]:
+    """The problem's name, evaluations and models, from any source :func:`load_history` takes."""
+    if isinstance(source, HistoryDocument):
+        return source.tuning_problem_name, list(source.func_eval), list(source.surrogate_model)
+    if isinstance(source, TuningSession):
+        return source.problem_name, source.records, source.store.models(source.problem_name)
+    if isinstance(source, HistoryStore):
+        name = problem if problem is not None else _only_problem(source.problems(), "store")
+        return name, source.evaluations(name), source.models(name)
+    if isinstance(source, (str, os.PathLike)):
+        location = os.fspath(source)
+        if not is_mongodb_uri(location) and os.path.isfile(location):
+            document = read_history_file(location)
+            return document.tuning_problem_name, list(document.func_eval), list(document.surrogate_model)
+        if not is_mongodb_uri(location) and not os.path.isdir(location):
+            raise InvalidInputError("source", f"{location} is neither a GPTune file, a store directory nor a "
+                                    "mongodb:// URI")
+        with open_store(location) as store:
+            return _document(store, problem)
+    raise InvalidInputError("source", f"cannot read a history from {type(source).__name__}",
+                            allowed=["store directory", "mongodb:// URI", "GPTune file", "HistoryStore",
+                                     "HistoryDocument", "TuningSession"])
+
+
+def _only_problem(names: Sequence[str], what: str) -> str:
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise InvalidInputError("problem", f"the {what} holds no tuning problem")
+    raise InvalidInputError("problem", f"the {what} holds several problems; choose one", allowed=list(names))
+
+
+def load_history(source: Any, problem: str | None = None, *, objective: str | None = None,
+                 problem_space: ProblemSpace | None = None, goal: Goal | None = None) -> HistoryView:
+    """Read one problem's history as a :class:`HistoryView` (a read never writes).
+
+    Args:
+        source: a store directory or ``mongodb://`` URI, a GPTune file, an open
+            :class:`~raytuner.store.HistoryStore`, a :class:`~raytuner.records.HistoryDocument`
+            or a :class:`~raytuner.session.TuningSession`.
+        problem: the problem's name (needed when a store holds several).
+        objective: the output the best values are of (default: the problem's first objective, or
+            the first output the evaluations have).
+        problem_space: the problem, for the objective's goal (default: read from the newest stored model).
+        goal: ``minimize`` or ``maximize``, overriding the problem's and the model's.
+
+    >>> from raytuner.records import HistoryDocument
+    >>> load_history(HistoryDocument(tuning_problem_name="empty"))
+    HistoryView(problem='empty', evaluations=0, tasks=0, objective='y', goal='minimize')
+    """
+    if goal is not None and goal not in ("minimize", "maximize"):
+        raise InvalidInputError("goal", f"{goal!r} is not a goal", allowed=["minimize", "maximize"])
+    name, records, models = _document(source, problem)
+    if problem_space is None and isinstance(source, TuningSession):
+        problem_space = source.problem      # a session knows its problem
+    chosen = _objective_of(records, problem_space, objective)
+    found: tuple[Goal | None, str] = (goal, "argument")
+    if found[0] is None and problem_space is not None:
+        found = (problem_space.objective(chosen).goal, "problem")
+    if found[0] is None:
+        found = (_goal_from_models(models, chosen), "model")
+    resolved: Goal = found[0] or "minimize"
+    return HistoryView(name, records, models, chosen, resolved, found[1] if found[0] else "default")

@@ -1,0 +1,192 @@
+"""``raytuner dashboard`` in a real headless Chromium: histories, the live view, a tuning service, scale.
+
+Every page is opened the way a user would, and what it shows is checked
+against the store: best values equal the store's, a filtered table's count
+equals the same query on the records. Screenshots go to the test's folder
+(and to ``$RAYTUNER_SCREENSHOTS`` when set: README's picture is made so).
+The crowd repository's pages are in ``test_dashboard_crowd.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from click.testing import CliRunner
+from dashboard_helpers import BAND_PROBLEM, chromium, screenshot
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from raytuner.cli import main
+from raytuner.client import RemoteTuner
+from raytuner.dashboard import create_app, serve
+from raytuner.dashboard.sources import PAGE_SIZE
+from raytuner.records import FunctionEvaluation, HistoryDocument
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore, write_history_file
+from raytuner.strategies import RandomSearch
+from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.view import load_history, task_label
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def band_dashboard(band_store: Path) -> Iterator[str]:
+    with serve(create_app(store=band_store, warm=True), port=0) as server:
+        yield server.url.rstrip("/")
+
+
+def _rows(driver: Any, table: str) -> list[dict[str, str]]:
+    heads = [h.text for h in driver.find_elements(By.CSS_SELECTOR, f"#{table} thead th")]
+    return [dict(zip(heads, [c.text for c in row.find_elements(By.TAG_NAME, "td")]))
+            for row in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
+
+
+def _no_broken_images(driver: Any) -> None:
+    images = driver.find_elements(By.CSS_SELECTOR, "img.chart")
+    assert images and all(driver.execute_script("return arguments[0].naturalWidth", i) > 100 for i in images)
+
+
+def test_overview_problem_task_and_bracket_pages_show_the_stores_best(browser: Any, band_dashboard: str,
+                                                                        band_store: Path, tmp_path: Path) -> None:
+    view = load_history(band_store)
+    best = dict(zip(view.best()["task"], view.best()["y"]))
+    browser.get(band_dashboard + "/")
+    [row] = _rows(browser, "problems")
+    assert row["problem"] == BAND_PROBLEM and int(row["evaluations"]) == len(view.records)
+    screenshot(browser, tmp_path, "dashboard-overview")
+    browser.find_element(By.LINK_TEXT, BAND_PROBLEM).click()
+    shown = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
+    assert shown == pytest.approx(best, rel=1e-5)
+    _no_broken_images(browser)
+    screenshot(browser, tmp_path, "dashboard-problem")
+    browser.find_element(By.LINK_TEXT, "t=1.3").click()
+    [task_best] = _rows(browser, "best")
+    assert float(task_best["y"]) == pytest.approx(best["t=1.3"], rel=1e-5) and float(task_best["fidelity"]) == 27
+    _no_broken_images(browser)
+    screenshot(browser, tmp_path, "dashboard-task")
+    browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/brackets")
+    _no_broken_images(browser)
+    screenshot(browser, tmp_path, "dashboard-brackets")
+
+
+def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(browser: Any, band_dashboard: str,
+                                                                           band_store: Path, tmp_path: Path) -> None:
+    frame = load_history(band_store).frame
+    browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/evaluations")
+    Select(browser.find_element(By.NAME, "task")).select_by_visible_text("t=1.3")
+    browser.find_element(By.NAME, "min.t").send_keys("1.2")
+    Select(browser.find_element(By.NAME, "status")).select_by_visible_text("ok")
+    browser.find_element(By.ID, "apply").click()
+    expected = frame[(frame["task"] == "t=1.3") & (frame["t"] >= 1.2) & (frame["status"] == "ok")]
+    count = browser.find_element(By.ID, "count").text
+    assert count.startswith(f"{len(expected)} of {len(frame)} evaluations match")
+    assert len(_rows(browser, "evaluations")) == min(PAGE_SIZE, len(expected))
+    browser.find_element(By.LINK_TEXT, "y").click()                    # sort by y, smallest first
+    rows = _rows(browser, "evaluations")
+    assert float(rows[0]["y"]) == pytest.approx(expected["y"].min(), rel=1e-5)
+    assert [float(r["y"]) for r in rows] == sorted(float(r["y"]) for r in rows)
+    browser.find_element(By.LINK_TEXT, "y").click()                    # again: largest first
+    assert float(_rows(browser, "evaluations")[0]["y"]) == pytest.approx(expected["y"].max(), rel=1e-5)
+    screenshot(browser, tmp_path, "dashboard-evaluations")
+    if len(expected) > PAGE_SIZE:
+        browser.find_element(By.ID, "page-next").click()
+        assert len(_rows(browser, "evaluations")) == len(expected) - PAGE_SIZE
+    browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/evaluations?min.t=abc")
+    assert browser.find_element(By.ID, "error").text == "min.t: 'abc' is not a number"
+
+
+def _tell(session: TuningSession, n: int) -> None:
+    for _ in range(n):
+        trial = session.ask()
+        session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
+
+
+def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp_path: Path) -> None:
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    with JsonStore(tmp_path / "live") as store:
+        session = TuningSession("live-demo", problem, RandomSearch(problem, [{"t": 1.0}, {"t": 2.0}], seed=5), store)
+        _tell(session, 3)
+        with serve(create_app(store=tmp_path / "live"), port=0) as server:
+            browser.get(server.url + "problem/live-demo/live")
+            wait = WebDriverWait(browser, 30)
+            wait.until(lambda d: d.find_element(By.ID, "live-count").text == "3 evaluations")
+            teller = threading.Thread(target=_tell, args=(session, 5))
+            teller.start()
+            teller.join(timeout=60)
+            wait.until(lambda d: d.find_element(By.ID, "live-count").text == "8 evaluations")
+            best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
+            assert best == pytest.approx({task_label(t): session.best(t).value("y") for t in session.strategy.tasks},
+                                         rel=1e-5)
+            screenshot(browser, tmp_path, "dashboard-live")
+
+
+def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) -> None:
+    key = server.keys.create("alice")
+    with RemoteTuner(server.address, key) as tuner:
+        tuner.create_session({"tuning_problem_name": "served-demo", "problem_space": DEMO_PROBLEM}, "random",
+                             tasks=[{"t": 1.0}], seed=2)
+        for _ in range(4):
+            trial = tuner.ask()
+            tuner.tell(trial, {"y": demo(trial.config["x"], 1.0)})
+        with serve(create_app(service=RemoteTuner(server.address, key)), port=0) as dashboard:
+            browser.get(dashboard.url)
+            [session] = _rows(browser, "sessions")
+            assert session["problem"] == "served-demo" and session["evaluations"] == "4"
+            browser.find_element(By.CSS_SELECTOR, "#sessions a").click()
+            WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "live-count").text == "4 evaluations")
+            assert key not in browser.page_source
+
+
+def _big_store(folder: Path, n: int) -> None:
+    """A store of ``n`` evaluations (10 tasks), written as a GPTune file directly (fast)."""
+    template = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0}).to_dict()
+    records = []
+    for i in range(n):
+        record = copy.deepcopy(template)
+        record["task_parameter"] = {"t": float(1 + i % 10)}
+        record["tuning_parameter"] = {"x": (i * 0.6180339887) % 1.0}
+        record["evaluation_result"] = {"y": ((i * 7919) % 100_003) / 100_003}
+        record["uid"] = str(uuid.UUID(int=i))
+        records.append(record)
+    folder.mkdir()
+    write_history_file(folder / "big.json", {**HistoryDocument(tuning_problem_name="big").to_dict(),
+                                             "func_eval": records})
+
+
+def test_a_page_of_a_store_of_100000_evaluations_loads_in_under_2_seconds(browser: Any, tmp_path: Path) -> None:
+    _big_store(tmp_path / "big", 100_000)
+    with serve(create_app(store=tmp_path / "big", warm=True), port=0) as server:   # read once, as it starts
+        for path in ("problem/big", "problem/big/evaluations?sort=y&desc=1&page=1000",
+                     "problem/big/evaluations?task=t%3D7&min.t=5&sort=x"):
+            started = time.perf_counter()
+            browser.get(server.url + path)
+            seconds = time.perf_counter() - started
+            assert seconds < 2.0, f"{path}: {seconds:.2f} s"
+        assert len(_rows(browser, "evaluations")) == PAGE_SIZE
+        assert browser.find_element(By.ID, "count").text.startswith("10000 of 100000 evaluations match")
+
+
+def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for args, words in ((["dashboard"], "give a store"),
+                        (["dashboard", str(tmp_path / "missing")], "is not a store directory"),
+                        (["dashboard", "--crowd", "http://x"], "is not a mongodb:// URI"),
+                        (["dashboard", str(tmp_path), "--service", "127.0.0.1:1"], "not both")):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and words in result.output and result.output.count("\n") == 1, result.output
+    assert re.search(r"loopback by default", runner.invoke(main, ["dashboard", "--help"]).output)
