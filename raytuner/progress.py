@@ -29,7 +29,7 @@ __all__ = ["TaskProgress", "ProgressTally", "task_label", "config_label"]
 
 
 def _number(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{value:.15g}" if isinstance(value, float) else str(value)   # distinct floats keep distinct labels
 
 
 def task_label(task: Mapping[str, Any]) -> str:
@@ -129,12 +129,13 @@ class ProgressTally:
         return list(self._tasks.values())
 
     def best(self, progress: TaskProgress) -> tuple[float, dict[str, Any]] | None:
-        """A task's best ``(value, configuration)`` at full fidelity, or ``None`` when it has none there.
+        """A task's best ``(value, configuration)`` at full fidelity (or without a fidelity), or ``None``.
 
         Args:
             progress: the task's progress.
         """
-        return progress.best.get(self.full_fidelity)
+        held = [b for f in {self.full_fidelity, None} if (b := progress.best.get(f)) is not None]
+        return min(held, key=lambda b: self._sign * b[0]) if held else None
 
     def line(self, progress: TaskProgress) -> str:
         """One line: the task, its counts, its cost, its best so far and where GPTuneBand's plan stands.

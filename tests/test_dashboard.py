@@ -56,6 +56,14 @@ def _rows(driver: Any, table: str) -> list[dict[str, str]]:
             for row in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
 
 
+def _click(driver: Any, element: Any) -> None:
+    """Click ``element`` (a link or a form's button) and wait until the page it leads to has loaded."""
+    before = driver.current_url
+    element.click()
+    WebDriverWait(driver, 30).until(lambda d: d.current_url != before
+                                    and d.execute_script("return document.readyState") == "complete")
+
+
 def _no_broken_images(driver: Any) -> None:
     images = driver.find_elements(By.CSS_SELECTOR, "img.chart")
     assert images and all(driver.execute_script("return arguments[0].naturalWidth", i) > 100 for i in images)
@@ -69,12 +77,12 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(browser: A
     [row] = _rows(browser, "problems")
     assert row["problem"] == BAND_PROBLEM and int(row["evaluations"]) == len(view.records)
     screenshot(browser, tmp_path, "dashboard-overview")
-    browser.find_element(By.LINK_TEXT, BAND_PROBLEM).click()
+    _click(browser, browser.find_element(By.LINK_TEXT, BAND_PROBLEM))
     shown = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
     assert shown == pytest.approx(best, rel=1e-5)
     _no_broken_images(browser)
     screenshot(browser, tmp_path, "dashboard-problem")
-    browser.find_element(By.LINK_TEXT, "t=1.3").click()
+    _click(browser, browser.find_element(By.LINK_TEXT, "t=1.3"))
     [task_best] = _rows(browser, "best")
     assert float(task_best["y"]) == pytest.approx(best["t=1.3"], rel=1e-5) and float(task_best["fidelity"]) == 27
     _no_broken_images(browser)
@@ -91,21 +99,18 @@ def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(browse
     Select(browser.find_element(By.NAME, "task")).select_by_visible_text("t=1.3")
     browser.find_element(By.NAME, "min.t").send_keys("1.2")
     Select(browser.find_element(By.NAME, "status")).select_by_visible_text("ok")
-    browser.find_element(By.ID, "apply").click()
+    _click(browser, browser.find_element(By.ID, "apply"))
     expected = frame[(frame["task"] == "t=1.3") & (frame["t"] >= 1.2) & (frame["status"] == "ok")]
     count = browser.find_element(By.ID, "count").text
     assert count.startswith(f"{len(expected)} of {len(frame)} evaluations match")
     assert len(_rows(browser, "evaluations")) == min(PAGE_SIZE, len(expected))
-    browser.find_element(By.LINK_TEXT, "y").click()                    # sort by y, smallest first
+    _click(browser, browser.find_element(By.LINK_TEXT, "y"))           # sort by y, smallest first
     rows = _rows(browser, "evaluations")
     assert float(rows[0]["y"]) == pytest.approx(expected["y"].min(), rel=1e-5)
     assert [float(r["y"]) for r in rows] == sorted(float(r["y"]) for r in rows)
-    browser.find_element(By.LINK_TEXT, "y").click()                    # again: largest first
+    _click(browser, browser.find_element(By.LINK_TEXT, "y"))           # again: largest first
     assert float(_rows(browser, "evaluations")[0]["y"]) == pytest.approx(expected["y"].max(), rel=1e-5)
     screenshot(browser, tmp_path, "dashboard-evaluations")
-    if len(expected) > PAGE_SIZE:
-        browser.find_element(By.ID, "page-next").click()
-        assert len(_rows(browser, "evaluations")) == len(expected) - PAGE_SIZE
     browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/evaluations?min.t=abc")
     assert browser.find_element(By.ID, "error").text == "min.t: 'abc' is not a number"
 
@@ -147,7 +152,7 @@ def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) 
             browser.get(dashboard.url)
             [session] = _rows(browser, "sessions")
             assert session["problem"] == "served-demo" and session["evaluations"] == "4"
-            browser.find_element(By.CSS_SELECTOR, "#sessions a").click()
+            _click(browser, browser.find_element(By.CSS_SELECTOR, "#sessions a"))
             WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "live-count").text == "4 evaluations")
             assert key not in browser.page_source
 
@@ -178,7 +183,34 @@ def test_a_page_of_a_store_of_100000_evaluations_loads_in_under_2_seconds(browse
             seconds = time.perf_counter() - started
             assert seconds < 2.0, f"{path}: {seconds:.2f} s"
         assert len(_rows(browser, "evaluations")) == PAGE_SIZE
-        assert browser.find_element(By.ID, "count").text.startswith("10000 of 100000 evaluations match")
+        assert browser.find_element(By.ID, "count").text.startswith("10000 of 100000 evaluations match; page 1 of 200")
+        first = _rows(browser, "evaluations")
+        _click(browser, browser.find_element(By.ID, "page-next"))       # the next page, in the same order
+        second = _rows(browser, "evaluations")
+        assert "page 2 of 200" in browser.find_element(By.ID, "count").text and len(second) == PAGE_SIZE
+        assert float(first[-1]["x"]) <= float(second[0]["x"]) and not {r["x"] for r in first} & {r["x"] for r in second}
+        browser.get(server.url + "problem/big/evaluations?page=99999")        # past the end: the last page
+        assert "page 2000 of 2000" in browser.find_element(By.ID, "count").text
+        assert browser.find_elements(By.ID, "page-previous") and not browser.find_elements(By.ID, "page-next")
+
+
+def test_odd_histories_and_odd_urls_get_a_page_never_a_crash(tmp_path: Path) -> None:
+    with JsonStore(tmp_path / "odd") as store:
+        store.append("failed-only", FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, failure="crashed", outputs=["y"]))
+        for value in ("a", 3, "b"):                                   # a column with text and numbers
+            store.append("mixed", FunctionEvaluation.create({"t": 1.0}, {"c": value}, {"y": 1.0}))
+    client = create_app(store=tmp_path / "odd").test_client()
+    for path in ("/", "/problem/failed-only", "/problem/failed-only/live.json", "/problem/failed-only/evaluations",
+                 "/problem/failed-only/task?task=t%3D1", "/problem/mixed/evaluations?sort=c&desc=1",
+                 "/problem/mixed/evaluations?path=1&task=t%3D1", "/problem/failed-only/plot/history.svg"):
+        assert client.get(path).status_code == 200, path
+    for path, status in (("/problem/mixed/evaluations?sort=nope", 400), ("/problem/mixed/task?task=t%3D9", 404),
+                         ("/problem/nope", 404), ("/problem/mixed/plot/parameter.svg?parameter=zz", 400)):
+        answer = client.get(path)
+        assert answer.status_code == status and "Traceback" not in answer.get_data(as_text=True), path
+    page = client.get("/problem/mixed/evaluations?sort=c").get_data(as_text=True)
+    column = re.findall(r"<tr><td>t=1</td><td[^>]*>1</td><td[^>]*>([^<]*)</td>", page)
+    assert column == ["3", "a", "b"]                                                   # sorted as text
 
 
 def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:

@@ -83,13 +83,13 @@ def _sign_in(driver: Any, site: str, key: str | None) -> None:
 
 
 def _visible_t(driver: Any) -> set[float]:
+    """The task values of the evaluations table, checked against the page's count of matches."""
+    count = int(driver.find_element(By.ID, "count").text.split()[0])       # the page rendered, whatever matched
     heads = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#evaluations thead th")]
-    if "t" not in heads:                                                   # no record matched: no columns
-        assert not driver.find_elements(By.CSS_SELECTOR, "#evaluations tbody tr")
-        return set()
-    column = heads.index("t")
-    return {float(row.find_elements(By.TAG_NAME, "td")[column].text)
-            for row in driver.find_elements(By.CSS_SELECTOR, "#evaluations tbody tr")}
+    rows = driver.find_elements(By.CSS_SELECTOR, "#evaluations tbody tr")
+    seen = {float(row.find_elements(By.TAG_NAME, "td")[heads.index("t")].text) for row in rows}
+    assert len(rows) == len(seen) == count                                  # every record has its own t here
+    return seen
 
 
 def _submit(driver: Any, button: str, result: str) -> None:
@@ -152,6 +152,11 @@ def test_a_wrong_or_revoked_key_signs_no_one_in(browser: Any, site: str, world: 
     repo, keys = world
     _sign_in(browser, site, keys["alice"][:-2] + "xx")
     assert browser.find_element(By.ID, "error").text == "that API key was not accepted"
+    browser.execute_script("document.getElementsByName('form')[0].value = 'forged'")   # a post from elsewhere
+    browser.find_element(By.ID, "api-key").send_keys(keys["alice"])
+    browser.find_element(By.ID, "signin").click()
+    WebDriverWait(browser, 30).until(lambda d: "stale or from another site" in d.find_element(By.ID, "error").text)
+    assert not browser.find_elements(By.ID, "user")
     assert keys["alice"][:-2] not in browser.page_source
     spare = repo.create_key("dave")
     _sign_in(browser, site, spare)
@@ -184,3 +189,8 @@ def test_machines_software_prediction_and_sobol_pages(browser: Any, site: str, t
     assert rows["a"] > 0.95 and rows["b"] < 0.05
     assert browser.find_elements(By.CSS_SELECTOR, "#sobol-chart svg")
     screenshot(browser, tmp_path, "dashboard-crowd-sobol")
+    browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/sensitivity?task=%7B%7D&num_samples=%C2%B2")
+    assert browser.find_element(By.ID, "error").text.startswith("num_samples: '²' is not a count")
+    browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/predict?task=%7B%7D&parameters=%5B%7B%22a%22%3A1%7D%5D")
+    assert browser.find_element(By.ID, "error").text.startswith("parameters: a JSON list of objects, each with "
+                                                                "every tuning parameter (allowed: a, b)")

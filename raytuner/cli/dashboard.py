@@ -10,6 +10,7 @@ Examples::
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
@@ -17,6 +18,8 @@ import click
 from raytuner.cli.errors import store_location
 
 __all__ = ["dashboard"]
+
+log = logging.getLogger(__name__)
 
 
 @click.command("dashboard")
@@ -50,6 +53,8 @@ def dashboard(location: str | None, crowd_uri: str | None, service: str | None, 
     if crowd_uri is not None and not is_mongodb_uri(crowd_uri):
         raise click.BadParameter(f"{crowd_uri[:80]} is not a mongodb:// URI", param_hint="--crowd")
     tuner = None
+    if service is not None and host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("--service on %s: whoever reaches the dashboard sees this API key's sessions", host)
     if service is not None:
         from raytuner.client import RemoteTuner  # noqa: PLC0415
 

@@ -23,7 +23,7 @@ from raytuner.cli.service import META_FILE
 from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
-from raytuner.view import PLOTS, HistoryView, config_label, load_history, task_label
+from raytuner.view import DETAIL_COLUMNS, PLOTS, HistoryView, config_label, load_history, task_label
 from raytuner.view import plot_brackets, plot_history, plot_parameter, plot_task_correlation
 
 __all__ = ["history", "summarise"]
@@ -160,8 +160,7 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
         click.echo("")
         click.echo("\n".join(best_lines(view)))
     if view.records and last:
-        columns = [c for c in view.frame.columns if c not in ("failure", "time", "machine", "software", "session",
-                                                               "trial", "uid", "source")]
+        columns = [c for c in view.frame.columns if c not in (*DETAIL_COLUMNS, "time", "machine", "software")]
         table = view.frame[columns].tail(last).dropna(axis=1, how="all")
         click.echo(f"\nlatest {len(table)} of {len(view.frame)} evaluations:")
         click.echo(table.to_string(index=False))

@@ -96,18 +96,20 @@ class CrowdRepository(UserAccounts):
 
     Users and API keys are :class:`~raytuner.crowd.accounts.UserAccounts`'
     methods; the alias catalogs, uploads and queries are here. Opening
-    creates the indexes if missing; an unreachable server raises
-    :class:`StoreError`.
+    creates the indexes if missing (unless ``create_indexes`` is false); an
+    unreachable server raises :class:`StoreError`.
 
     Args:
         uri_or_client: a ``mongodb://`` URI (the repository owns and closes
             the client) or a :class:`pymongo.MongoClient` (the caller owns it).
         database: the database's name.
         server_selection_timeout_ms: how long a command waits for the server (a URI only).
+        create_indexes: create the indexes when missing (``False`` for a reader that must not write).
     """
 
     def __init__(self, uri_or_client: str | pymongo.MongoClient[dict[str, Any]],
-                 database: str = DEFAULT_DATABASE, server_selection_timeout_ms: int = 10000) -> None:
+                 database: str = DEFAULT_DATABASE, server_selection_timeout_ms: int = 10000,
+                 create_indexes: bool = True) -> None:
         if isinstance(uri_or_client, str):
             self.client: pymongo.MongoClient[dict[str, Any]] = open_client(
                 uri_or_client, timeout_ms=server_selection_timeout_ms, appname="raytuner-crowd", field="uri_or_client")
@@ -123,6 +125,8 @@ class CrowdRepository(UserAccounts):
         self.surrogate_model: Collection[dict[str, Any]] = db["surrogate_model"]
         self.machines = AliasCatalog(db["machines"], "machine")
         self.software = AliasCatalog(db["software"], "software")
+        if not create_indexes:                      # a reader (the dashboard) leaves the database as it is
+            return
         try:
             with self._errors("create the indexes"):
                 self._create_account_indexes()

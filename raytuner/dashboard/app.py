@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import logging
 import os
+
+import pandas as pd
 import secrets
 from typing import Any
 from urllib.parse import urlencode
@@ -40,16 +42,15 @@ from markupsafe import escape
 from raytuner.dashboard.pages import render, svg, table_html
 from raytuner.dashboard.state import config
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.store import HistoryStore
-from raytuner.view import HistoryView, plot_brackets, plot_history, plot_parameter, plot_task_correlation
+from raytuner.view import (DETAIL_COLUMNS, HistoryView, plot_brackets, plot_history, plot_parameter,
+                           plot_task_correlation)
 
 __all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
 
-#: Columns the evaluations table leaves out (long; they are in the CSV of ``raytuner history show``).
-HIDDEN = ("session", "trial", "uid", "source", "failure")
 
 
 def _source() -> HistoryViews:
@@ -66,7 +67,7 @@ def _view(problem: str) -> HistoryView:
         abort(404)
 
 
-def _url(path: str, **args: Any) -> str:
+def _url(path: str, /, **args: Any) -> str:
     kept = {k: v for k, v in args.items() if v not in (None, "", False)}
     return path + ("?" + urlencode(kept) if kept else "")
 
@@ -133,7 +134,7 @@ def _task(problem: str) -> tuple[str, int]:
     label = request.args.get("task", "")
     if label not in set(view.frame["task"]):
         return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
-    recent = view.frame[view.frame["task"] == label].drop(columns=list(HIDDEN)).tail(PAGE_SIZE)
+    recent = view.frame[view.frame["task"] == label].drop(columns=list(DETAIL_COLUMNS)).tail(PAGE_SIZE)
     plots = "".join(f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
                     f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
                     for p in view.columns["parameter"])
@@ -148,11 +149,11 @@ def _task(problem: str) -> tuple[str, int]:
 
 def _evaluations(problem: str) -> tuple[str, int]:
     view = _view(problem)
-    frame = view.frame.drop(columns=list(HIDDEN))
-    task_columns = list(view.columns["task"].values())
+    frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
+    task_columns = [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
     try:
         query = TableQuery.from_args(request.args, task_columns)
-        rows, total = query.apply(frame)
+        rows, total, page = query.apply(frame)
     except InvalidInputError as exc:
         return render(f"{problem}: evaluations", "", error=str(exc), status=400)
     args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")}
@@ -162,7 +163,7 @@ def _evaluations(problem: str) -> tuple[str, int]:
     here = f"/problem/{problem}/evaluations"
     order = {"sort": query.sort, "desc": "1" if query.descending else ""}
     nav = " ".join(f'<a id="page-{label}" href="{escape(_url(here, **args, **order, page=p))}">{label}</a>'
-                   for label, p in (("previous", query.page - 1), ("next", query.page + 1)) if 1 <= p <= pages)
+                   for label, p in (("previous", page - 1), ("next", page + 1)) if 1 <= p <= pages)
     options = "".join(f'<option{" selected" if t == query.task else ""}>{escape(t)}</option>'
                       for t in sorted(set(view.frame["task"])))
 
@@ -178,7 +179,7 @@ def _evaluations(problem: str) -> tuple[str, int]:
             f'<label>software<input name="software" value="{escape(query.software)}"></label>'
             f'<label>status<select name="status"><option value="">any</option>{statuses}</select></label>'
             f'<button id="apply">filter</button></form>')
-    body = (f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {query.page} of '
+    body = (f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of '
             f"{pages}. {nav}</p>{table_html(rows, 'evaluations', sort_links=sort_links)}")
     return render(f"{problem}: evaluations", body)
 
@@ -199,7 +200,7 @@ poll();
 
 def _live_fragment(problem: str) -> tuple[int, str]:
     view = _view(problem)
-    recent = view.frame.drop(columns=list(HIDDEN)).tail(20).iloc[::-1]
+    recent = view.frame.drop(columns=list(DETAIL_COLUMNS)).tail(20).iloc[::-1]
     return len(view.records), (f'<p id="live-count">{len(view.records)} evaluations</p>'
                                f"{_best_table(view, problem)}<h2>Latest</h2>{table_html(recent, 'latest')}")
 
@@ -230,6 +231,10 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
     @app.get("/favicon.ico")
     def favicon() -> Response:
         return Response(status=204)
+
+    @app.errorhandler(RaytunerError)
+    def refused(exc: RaytunerError) -> tuple[str, int]:      # one line, never a traceback
+        return render("Not possible", "", error=str(exc), status=400 if isinstance(exc, InvalidInputError) else 503)
 
     @app.errorhandler(404)
     def not_found(_: Any) -> tuple[str, int]:

@@ -29,7 +29,7 @@ from markupsafe import escape
 from raytuner.analysis import sobol_analysis, surrogate_from_records
 from raytuner.crowd import CrowdRepository, Unauthenticated
 from raytuner.dashboard.pages import render, svg, table_html
-from raytuner.dashboard.signin import sign_in, sign_out, signed_in_user
+from raytuner.dashboard.signin import form_token, sign_in, sign_out, signed_in_user
 from raytuner.dashboard.state import repository
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.executors import InlineExecutor
@@ -37,11 +37,14 @@ from raytuner.progress import task_label
 from raytuner.records import FunctionEvaluation, HistoryDocument
 from raytuner.space import ProblemSpace
 from raytuner.store import history_text
-from raytuner.view import load_history, plot_sobol
+from raytuner.view import DETAIL_COLUMNS, load_history, plot_sobol
 
 __all__ = ["register_crowd", "infer_problem_space"]
 
 log = logging.getLogger(__name__)
+
+#: The most Sobol base samples a page may ask for (each costs (2 d + 2) surrogate predictions).
+MAX_SOBOL_SAMPLES = 1 << 14
 
 def infer_problem_space(records: list[FunctionEvaluation]) -> dict[str, Any]:
     """A ``problem_space`` query spanning ``records``: each task parameter, parameter and output with its range.
@@ -126,7 +129,7 @@ def _crowd_problem(problem: str) -> tuple[str, int]:
         return render(f"Crowd: {problem}", "", error=str(exc), status=400)
     view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
     best = view.best()[["task", *view.columns["parameter"].values(), view.objective_column, "evaluations"]]
-    frame = view.frame.drop(columns=["session", "trial", "uid", "source", "failure"])
+    frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
     shown = frame.head(200)
     suggestion = problem_space or infer_problem_space(records)
     query = request.query_string.decode()
@@ -169,9 +172,12 @@ def _surrogate_page(problem: str, title: str, fields: str, button: str,
         problem_space, space, records = _surrogate_inputs(problem)
         task = _json_arg("task", {})
         if request.args.get("task") is not None:
+            if not isinstance(task, dict):
+                raise InvalidInputError("task", "a JSON object of task parameters",
+                                        allowed=problem_space.input_space.names)
             model = surrogate_from_records(problem_space, records, task=task or None, executor=InlineExecutor())
             result = compute(model, task, len(records))
-    except (InvalidInputError, RaytunerError, ValueError, KeyError, TypeError) as exc:   # a user's input
+    except (InvalidInputError, RaytunerError) as exc:
         space, error = _json_arg_safe("problem_space"), str(exc)
     form = (f'<form method="get" style="display:block">{_textarea("problem_space", space, 6)}'
             f'{_textarea("task", _json_arg_safe("task"), 2)}{fields}<button id="{button}">{button[4:]}</button></form>')
@@ -188,8 +194,11 @@ def _json_arg_safe(name: str) -> Any:
 def _predict(problem: str) -> tuple[str, int]:
     def compute(model: Any, task: dict[str, Any], n: int) -> str:
         points = _json_arg("parameters", [])
-        if not isinstance(points, list) or not points or not all(isinstance(p, dict) for p in points):
-            raise InvalidInputError("parameters", "a JSON list of parameter objects")
+        names = list(model.parameter_names)
+        if not isinstance(points, list) or not points or not all(isinstance(p, dict) and set(p) == set(names)
+                                                                 for p in points):
+            raise InvalidInputError("parameters", "a JSON list of objects, each with every tuning parameter",
+                                    allowed=names)
         mean, variance = model.predict([dict(p) for p in points], task=task or None)
         rows = "".join(f"<tr><td>{escape(json.dumps(p))}</td><td class=\"num\">{m:.6g}</td>"
                        f'<td class="num">{v:.6g}</td></tr>' for p, m, v in zip(points, mean, variance))
@@ -205,8 +214,9 @@ def _sensitivity(problem: str) -> tuple[str, int]:
     text = request.args.get("num_samples") or "512"
 
     def compute(model: Any, task: dict[str, Any], n: int) -> str:
-        if not text.isdigit():
-            raise InvalidInputError("num_samples", f"{text[:20]!r} is not a count", allowed=["a power of 2"])
+        if not (text.isascii() and text.isdigit() and 0 < int(text) <= MAX_SOBOL_SAMPLES):
+            raise InvalidInputError("num_samples", f"{text[:20]!r} is not a count",
+                                    allowed=[f"a power of 2 up to {MAX_SOBOL_SAMPLES}"])
         analysis = sobol_analysis(model, num_samples=int(text), task=task or None, seed=0)
         rows = "".join(f"<tr><td>{escape(p)}</td>" + "".join(
             f'<td class="num">{v:.4f}</td>' for v in (analysis.S1[p], analysis.S1_conf[p], analysis.ST[p],
@@ -220,19 +230,23 @@ def _sensitivity(problem: str) -> tuple[str, int]:
     return _surrogate_page(problem, "Sobol sensitivity", fields, "run-sensitivity", compute)
 
 
-_SIGNIN = ('<form method="post" action="/signin" autocomplete="off"><label>crowd API key '
-           '<input type="password" name="api_key" id="api-key" autocomplete="off"></label> '
-           '<button id="signin">sign in</button></form>')
+def _signin_form() -> str:
+    return ('<form method="post" action="/signin" autocomplete="off"><label>crowd API key '
+            '<input type="password" name="api_key" id="api-key" autocomplete="off"></label> '
+            f'<input type="hidden" name="form" value="{form_token()}"><button id="signin">sign in</button></form>')
 
 
 def _signin() -> Any:
     if request.method == "GET":
-        return render("Sign in", _SIGNIN)
+        return render("Sign in", _signin_form())
+    if not form_token(request.form.get("form", "")):
+        return render("Sign in", _signin_form(), error="form: this sign-in form is stale or from another site; "
+                                                       "sign in from this page", status=400)
     key = request.form.get("api_key", "")
     try:
         user = repository().authenticate(key)
     except Unauthenticated:
-        return render("Sign in", _SIGNIN, error="that API key was not accepted", status=401)
+        return render("Sign in", _signin_form(), error="that API key was not accepted", status=401)
     sign_in(key, user)
     log.info("dashboard sign-in of %s", user.username)
     return redirect("/crowd", code=303)
@@ -248,13 +262,14 @@ def register_crowd(app: Flask, crowd: CrowdRepository | str) -> None:
 
     Args:
         app: the dashboard's application.
-        crowd: a crowd repository, or its MongoDB URI (the database is the URI's path, else the default).
+        crowd: a crowd repository, or its MongoDB URI (the database is the URI's path, else the default;
+            opened without creating indexes: the dashboard only reads).
     """
     if isinstance(crowd, str):
         from pymongo.uri_parser import parse_uri
 
         database = parse_uri(crowd).get("database")
-        crowd = CrowdRepository(crowd, **({"database": database} if database else {}))
+        crowd = CrowdRepository(crowd, create_indexes=False, **({"database": database} if database else {}))
     app.config["RAYTUNER"].update(crowd=crowd, signins={})
     app.add_url_rule("/crowd", "crowd", _crowd_home)
     app.add_url_rule("/crowd/problem/<problem>", "crowd_problem", _crowd_problem)

@@ -16,7 +16,7 @@ from raytuner.crowd import Unauthenticated
 from raytuner.crowd.access import User
 from raytuner.dashboard.state import config, repository
 
-__all__ = ["signed_in_user", "sign_in", "sign_out", "RECHECK_SECONDS"]
+__all__ = ["signed_in_user", "sign_in", "sign_out", "form_token", "RECHECK_SECONDS"]
 
 #: Seconds a sign-in is trusted before its key is checked again (a revoked key stops working within this).
 RECHECK_SECONDS = 30.0
@@ -56,3 +56,15 @@ def sign_out() -> None:
     token = session.pop("token", None)
     if token:
         config()["signins"].pop(token, None)
+
+
+def form_token(given: str | None = None) -> str | bool:
+    """The sign-in form's token against cross-site posts: a new one (``given`` ``None``) or whether ``given`` is it.
+
+    Args:
+        given: the token a posted form carried (``None``: make the token for a new form).
+    """
+    if given is None:
+        session["form"] = secrets.token_urlsafe(16)
+        return str(session["form"])
+    return bool(given) and secrets.compare_digest(given, str(session.pop("form", "")))

@@ -96,8 +96,8 @@ class TableQuery:
                    software=args.get("software", ""), ranges=tuple(r for r in ranges if r[1:] != (None, None)),
                    sort=args.get("sort", ""), descending=args.get("desc") == "1", page=page)
 
-    def apply(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-        """The rows of this page, and how many rows match in all.
+    def apply(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+        """The rows of this page, how many rows match in all, and the page shown (the last one when past it).
 
         Args:
             frame: a history's table.
@@ -120,9 +120,12 @@ class TableQuery:
         if self.sort:
             if self.sort not in frame.columns:
                 raise InvalidInputError("sort", f"{self.sort[:40]!r} is not a column", allowed=list(frame.columns))
-            rows = rows.sort_values(self.sort, ascending=not self.descending, kind="stable", na_position="last")
-        start = (self.page - 1) * PAGE_SIZE
-        return rows.iloc[start:start + PAGE_SIZE], len(rows)
+            mixed = rows[self.sort].dtype == object            # numbers and text together sort as text
+            rows = rows.sort_values(self.sort, ascending=not self.descending, kind="stable", na_position="last",
+                                    key=(lambda column: column.map(str)) if mixed else None)
+        page = min(self.page, max(1, -(-len(rows) // PAGE_SIZE)))     # past the end: the last page
+        start = (page - 1) * PAGE_SIZE
+        return rows.iloc[start:start + PAGE_SIZE], len(rows), page
 
 
 class HistoryViews(ABC):
@@ -167,6 +170,7 @@ class StoreViews(HistoryViews):
         self.refresh = refresh
         self._views: dict[str, tuple[Any, HistoryView]] = {}
         self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
 
     def __repr__(self) -> str:
         return f"StoreViews({self.directory or type(self.store).__name__})"
@@ -196,6 +200,8 @@ class StoreViews(HistoryViews):
                                     allowed=self.problems())
         signature = self._signature(problem)
         with self._lock:
+            lock = self._locks.setdefault(problem, threading.Lock())
+        with lock:                                   # one reader per problem; other problems go on
             held = self._views.get(problem)
             if held is not None and held[0] == signature:
                 return held[1]

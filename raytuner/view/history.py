@@ -42,9 +42,12 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
 
-__all__ = ["HistoryView", "load_history", "task_label", "config_label"]
+__all__ = ["HistoryView", "load_history", "task_label", "config_label", "DETAIL_COLUMNS"]
 
 Goal = Literal["minimize", "maximize"]
+
+#: Columns that identify where a record came from: tables for reading leave them out (the CSV keeps them).
+DETAIL_COLUMNS = ("failure", "source", "session", "trial", "uid")
 
 #: Columns every frame has, after the task label (task, parameters and outputs come between).
 FIXED_COLUMNS = ("task", "fidelity", "cost", "pass", "bracket", "rung", "status", "failure", "strategy", "source",
@@ -149,7 +152,8 @@ class HistoryView:
 
         kinds = (("task", "task", sorted({k for r in self.records for k in r.task_parameter})),
                  ("parameter", "param", list(dict.fromkeys(k for r in self.records for k in r.tuning_parameter))),
-                 ("output", "output", list(dict.fromkeys(k for r in self.records for k in r.evaluation_result))))
+                 ("output", "output", list(dict.fromkeys([*(k for r in self.records for k in r.evaluation_result),
+                                                          self.objective]))))   # the objective's column always
         return {kind: {n: column(prefix, n) for n in names} for kind, prefix, names in kinds}
 
     @cached_property
@@ -187,19 +191,20 @@ class HistoryView:
 
     def best_records(self) -> list[FunctionEvaluation | None]:
         """Per task (in :attr:`tasks` order) its best successful evaluation at full fidelity, or ``None``."""
-        return list(self._best_records)
+        return [None if i is None else self.records[i] for i in self._best_rows]
 
     @cached_property
-    def _best_records(self) -> list[FunctionEvaluation | None]:
-        best: dict[Any, tuple[float, FunctionEvaluation]] = {}
+    def _best_rows(self) -> list[int | None]:
+        """Per task (in :attr:`tasks` order) the index of its best evaluation at full fidelity, or ``None``."""
+        best: dict[Any, tuple[float, int]] = {}
         sign = 1.0 if self.goal == "minimize" else -1.0
-        for record in self.records:
+        for index, record in enumerate(self.records):
             value = record.value(self.objective)
             if value is None or not self.is_full_fidelity(record):
                 continue
             key = task_key(record.task_parameter)
             if key not in best or sign * value < best[key][0]:
-                best[key] = (sign * value, record)
+                best[key] = (sign * value, index)
         return [best[k][1] if (k := task_key(t)) in best else None for t in self.tasks]
 
     def best(self) -> pd.DataFrame:
@@ -214,12 +219,11 @@ class HistoryView:
     def _best(self) -> pd.DataFrame:
         frame = self.frame
         rows = []
-        by_uid = {uid: i for i, uid in enumerate(frame["uid"])}
-        for task, record in zip(self.tasks, self.best_records()):
+        for task, index in zip(self.tasks, self._best_rows):
             label = task_label(task)
             mine = frame[frame["task"] == label]
-            if record is not None:
-                row = frame.iloc[by_uid[record.uid]].to_dict()
+            if index is not None:
+                row = frame.iloc[index].to_dict()
             else:
                 row = {c: float("nan") for c in frame.columns}
                 row.update({"task": label, **{k: v for k, v in task.items() if k in frame.columns}})
