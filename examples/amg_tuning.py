@@ -386,6 +386,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from ray import tune  # noqa: PLC0415
 
     from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.searchers import TuningProgress  # noqa: PLC0415
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
@@ -399,8 +400,8 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
              log_to_driver=False, ignore_reinit_error=True)
     try:
         tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1,
-                 max_concurrent_trials=args.concurrent, reuse_actors=True, verbose=1,
-                 storage_path=str(store / "ray"), name=args.problem)
+                 max_concurrent_trials=args.concurrent, reuse_actors=True, verbose=0,
+                 callbacks=[TuningProgress(band)], storage_path=str(store / "ray"), name=args.problem)
     finally:
         ray.shutdown()
     log.info("evaluations stored under %s", store)

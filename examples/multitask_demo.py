@@ -21,7 +21,7 @@ from pathlib import Path
 import ray
 from ray import tune
 
-from raytuner.searchers import RandomSearcher
+from raytuner.searchers import RandomSearcher, TuningProgress
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         tune.run(trainable, search_alg=searcher, num_samples=args.samples_per_task * len(tasks),
-                 max_concurrent_trials=args.cpus, reuse_actors=True, verbose=1,
+                 max_concurrent_trials=args.cpus, reuse_actors=True, verbose=0, callbacks=[TuningProgress(searcher)],
                  storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
     finally:
         ray.shutdown()

@@ -230,6 +230,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from ray import tune  # noqa: PLC0415
 
     from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.searchers import TuningProgress  # noqa: PLC0415
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()
@@ -245,7 +246,8 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         tuner = tune.Tuner(trainable, tune_config=tune.TuneConfig(
             search_alg=band.searcher(), scheduler=band, num_samples=-1, max_concurrent_trials=args.concurrent,
             reuse_actors=True),
-            run_config=tune.RunConfig(storage_path=str(store / "ray"), name=args.problem, verbose=1))
+            run_config=tune.RunConfig(storage_path=str(store / "ray"), name=args.problem, verbose=0,
+                                      callbacks=[TuningProgress(band)]))
         tuner.fit()
     finally:
         ray.shutdown()

@@ -32,7 +32,7 @@ from ray import tune
 
 from raytuner.analysis import task_summary
 from raytuner.models import LCMOptions
-from raytuner.searchers import TLASearcher
+from raytuner.searchers import TLASearcher, TuningProgress
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         print(f"Target: t={args.target_t:g} with {args.algorithm}, {samples} evaluations"
               + (f" after {replayed} stored ones" if replayed else ""), flush=True)
         tune.run(trainable, search_alg=searcher, num_samples=samples, max_concurrent_trials=args.concurrent,
-                 reuse_actors=True, verbose=0, storage_path=str(directory.resolve() / "ray"), name=args.problem)
+                 reuse_actors=True, verbose=0, callbacks=[TuningProgress(searcher)],
+                 storage_path=str(directory.resolve() / "ray"), name=args.problem)
     finally:
         ray.shutdown()
 
