@@ -63,6 +63,7 @@ from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
 from raytuner.history_options import HistoryOptions
 from raytuner.outcome import result_failure
+from raytuner.pareto import pareto_front
 from raytuner.progress import ProgressTally
 from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
@@ -422,3 +423,13 @@ class TuningSession:
         scored = [(target.sign() * v, r) for r in self._records
                   if task_key(r.task_parameter) == key and (v := r.value(target.name)) is not None]
         return min(scored, key=lambda pair: pair[0])[1] if scored else None
+
+    def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
+        """The evaluations of ``task`` that meet every output constraint and no other such one dominates.
+
+        With one objective it is the best evaluation (the first of those tied).
+
+        Args:
+            task: The task.
+        """
+        return pareto_front(self.problem, self._records, task)

@@ -43,6 +43,7 @@ from pydantic import (
 from raytuner.constraints import Constraint
 from raytuner.errors import InvalidInputError, validate
 from raytuner.parameters import PARAMETER_TYPES, Categorical, Integer, Parameter, Real, normalise_parameter_type
+from raytuner.values import as_number
 
 __all__ = [
     "Real",
@@ -57,10 +58,18 @@ __all__ = [
 
 
 class Objective(BaseModel):
-    """One output of the output space, minimised or maximised.
+    """One output of the output space: optimised (minimised or maximised), bounded, or both.
+
+    An output with ``optimize`` (GPTune's field, default true) is an
+    objective; a finite ``lower_bound`` or ``upper_bound`` makes the output
+    a constraint a configuration must meet (``lower_bound <= value <=
+    upper_bound``), whether it is optimised or not. An output that is
+    neither optimised nor bounded is only recorded.
 
     >>> Objective(name="runtime").goal
     'minimize'
+    >>> Objective(name="memory", optimize=False, upper_bound=64).bounded
+    True
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -70,6 +79,27 @@ class Objective(BaseModel):
     goal: Literal["minimize", "maximize"] = "minimize"
     lower_bound: float = -math.inf
     upper_bound: float = math.inf
+    optimize: bool = True
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Objective":
+        if math.isnan(self.lower_bound) or math.isnan(self.upper_bound) or self.lower_bound >= self.upper_bound:
+            raise ValueError(f"output {self.name!r}: lower_bound {self.lower_bound} must be below upper_bound "
+                             f"{self.upper_bound}")
+        return self
+
+    @property
+    def bounded(self) -> bool:
+        """Whether a bound makes this output a constraint."""
+        return math.isfinite(self.lower_bound) or math.isfinite(self.upper_bound)
+
+    def meets(self, value: float | None) -> bool:
+        """Whether ``value`` lies within the bounds (a missing value meets none).
+
+        Args:
+            value: the output's value.
+        """
+        return value is not None and self.lower_bound <= value <= self.upper_bound
 
     def sign(self) -> float:
         """+1 to minimise, -1 to maximise: multiply to turn the goal into minimisation."""
@@ -239,6 +269,8 @@ class ProblemSpace(BaseModel):
     def _has_output(cls, v: list[Objective]) -> list[Objective]:
         if not v:
             raise ValueError("output_space must hold at least one objective")
+        if not any(o.optimize for o in v):
+            raise ValueError("no output is optimised: give at least one output \"optimize\": true")
         return v
 
     @model_validator(mode="after")
@@ -286,17 +318,41 @@ class ProblemSpace(BaseModel):
 
     @property
     def objectives(self) -> list[str]:
-        """Names of the outputs."""
+        """Names of the outputs (every output a record holds: optimised, bounded or recorded)."""
         return [o.name for o in self.output_space]
 
-    def objective(self, name: str | None = None) -> Objective:
-        """The named objective, or the first one.
+    @property
+    def optimised(self) -> list[Objective]:
+        """The outputs to optimise, in order (several: a multi-objective problem)."""
+        return [o for o in self.output_space if o.optimize]
+
+    @property
+    def output_constraints(self) -> list[Objective]:
+        """The outputs with a bound a configuration must meet."""
+        return [o for o in self.output_space if o.bounded]
+
+    def meets_output_constraints(self, outputs: Mapping[str, Any]) -> bool:
+        """Whether reported ``outputs`` meet every output constraint (a missing bounded output does not).
 
         Args:
-            name: the objective's output name (default ``None``: the first objective).
+            outputs: output names to values.
+
+        >>> p = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
+        ...     "upper_bound": 1}], "output_space": [{"name": "t"}, {"name": "mem", "optimize": False,
+        ...     "upper_bound": 8}]})
+        >>> p.meets_output_constraints({"t": 1.0, "mem": 4.0}), p.meets_output_constraints({"t": 1.0, "mem": 9})
+        (True, False)
+        """
+        return all(o.meets(as_number(outputs.get(o.name))) for o in self.output_constraints)
+
+    def objective(self, name: str | None = None) -> Objective:
+        """The named output, or the first optimised one.
+
+        Args:
+            name: the output's name (default ``None``: the first optimised output).
         """
         if name is None:
-            return self.output_space[0]
+            return self.optimised[0]
         for o in self.output_space:
             if o.name == name:
                 return o

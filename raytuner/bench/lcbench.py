@@ -131,7 +131,7 @@ class LCBenchSurrogate:
         return ProblemSpace.parse({
             "input_space": [{"name": "task_id", "type": "categorical", "categories": ids}],
             "parameter_space": self._parameters,
-            "output_space": [{"name": "val_accuracy", "goal": "maximize", "lower_bound": 0, "upper_bound": 100}],
+            "output_space": [{"name": "val_accuracy", "goal": "maximize"}],      # in [0, 100]: no constraint
         })
 
     @staticmethod

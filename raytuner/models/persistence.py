@@ -73,7 +73,7 @@ def gptune_space(space: Space) -> list[dict[str, Any]]:
 
 def _gptune_outputs(problem: ProblemSpace) -> list[dict[str, Any]]:
     return [{"name": o.name, "transformer": "normalize", "type": "real", "lower_bound": float(o.lower_bound),
-             "upper_bound": float(o.upper_bound), "optimize": True} for o in problem.output_space]
+             "upper_bound": float(o.upper_bound), "optimize": o.optimize} for o in problem.output_space]
 
 
 def gptune_hyperparameters(hp: Hyperparameters) -> list[float] | None:

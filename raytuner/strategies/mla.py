@@ -345,7 +345,8 @@ class MLA(Strategy):
         mine = [[t[n] for n in names] for t in self.tasks]
         for record in reversed(models):
             own = own_model(record)
-            if own is not None and own["modeler"] == self.modeler and record.task_parameters == mine:
+            if own is not None and own["modeler"] == self.modeler and record.task_parameters == mine \
+                    and own.get("objective") in (None, self.objective.name):      # several outputs: this one's
                 try:
                     self._warm = Hyperparameters.from_dict(own["hyperparameters"] or {})
                 except InvalidInputError:

@@ -53,6 +53,7 @@ from raytuner.strategies.band import GPTuneBand
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.discrete import DiscreteBO
 from raytuner.strategies.mla import MLA
+from raytuner.strategies.multiobjective import mla_engine
 from raytuner.strategies.random_search import RandomSearch
 from raytuner.strategies.spec import EngineSpec
 from raytuner.strategies.transfer import TLA2, TransferLearning
@@ -92,6 +93,11 @@ def _transfer(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | No
     return TransferLearning(problem, tasks[0], source, seed=seed, **options)
 
 
+def _mla(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
+         options: dict[str, Any]) -> Strategy:
+    return mla_engine(problem, tasks, seed, **options)
+
+
 def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
           options: dict[str, Any]) -> Strategy:
     return TLA2(problem, tasks[0], source, seed, **options)
@@ -100,7 +106,7 @@ def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, 
 #: Every engine by the name a face builds it by.
 ENGINES: dict[str, EngineEntry] = {
     "random": EngineEntry(RandomSearch, ()),
-    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"})),
+    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"}), _mla),   # several objectives: MultiObjectiveMLA
     "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
                                      "budget", "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
                                      "objective", "search_candidates", "model"), frozenset({"executor", "fidelities"})),

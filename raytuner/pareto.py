@@ -1,0 +1,151 @@
+"""Pareto fronts and hypervolume for problems with several objectives and output constraints.
+
+Values are turned into minimisation by each objective's goal. A record
+counts for a front when it succeeded and meets every output constraint; the
+front is the set of such records that no other dominates (at least as good
+in every objective, better in one).
+
+Example:
+    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.space import ProblemSpace
+    >>> problem = ProblemSpace.parse({
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+    ...     "output_space": [{"name": "time"}, {"name": "accuracy", "goal": "maximize"},
+    ...                      {"name": "memory", "optimize": False, "upper_bound": 8}]})
+    >>> records = [FunctionEvaluation.create({}, {"x": x}, {"time": t, "accuracy": a, "memory": m})
+    ...            for x, t, a, m in [(0.1, 1.0, 0.5, 2), (0.2, 2.0, 0.9, 4), (0.3, 3.0, 0.8, 4), (0.4, 0.5, 0.99, 9)]]
+    >>> [r.tuning_parameter["x"] for r in pareto_front(problem, records)]     # x=0.4 breaks memory <= 8
+    [0.1, 0.2]
+    >>> hypervolume(objective_values(problem, pareto_front(problem, records)), reference=[4.0, 0.0])
+    2.3
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from raytuner.errors import InvalidInputError
+from raytuner.records import FunctionEvaluation, task_key
+from raytuner.space import ProblemSpace
+
+__all__ = ["objective_values", "non_dominated", "pareto_front", "hypervolume", "feasible"]
+
+
+def feasible(problem: ProblemSpace, record: FunctionEvaluation) -> bool:
+    """Whether ``record`` succeeded with every objective a number and meets every output constraint.
+
+    Args:
+        problem: the problem (its objectives and output constraints).
+        record: an evaluation.
+    """
+    return (record.status == "ok" and all(record.value(o.name) is not None for o in problem.optimised)
+            and problem.meets_output_constraints(record.evaluation_result))
+
+
+def objective_values(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> np.ndarray:
+    """The records' objectives as an ``(n, m)`` array to minimise (a maximised objective negated).
+
+    Args:
+        problem: the problem (its optimised outputs, in order).
+        records: successful evaluations with every objective.
+    """
+    objectives = problem.optimised
+    rows = [[o.sign() * float(r.value(o.name)) for o in objectives] for r in records]  # type: ignore[arg-type]
+    return np.array(rows, dtype=float).reshape(len(rows), len(objectives))
+
+
+def non_dominated(values: np.ndarray) -> np.ndarray:
+    """A boolean mask of the rows of ``values`` (to minimise) that no other row dominates.
+
+    Of rows that are equal, the first is kept.
+
+    Args:
+        values: an ``(n, m)`` array, one row per point.
+
+    >>> non_dominated(np.array([[1.0, 2.0], [2.0, 1.0], [2.0, 2.0], [1.0, 2.0]])).tolist()
+    [True, True, False, False]
+    """
+    Y = np.atleast_2d(np.asarray(values, dtype=float))
+    keep = np.ones(len(Y), dtype=bool)
+    for i in range(len(Y)):
+        if not keep[i]:
+            continue
+        others = Y[keep]
+        dominated = np.all(others <= Y[i], axis=1) & np.any(others < Y[i], axis=1)
+        if dominated.any():
+            keep[i] = False
+            continue
+        equal_before = np.all(Y[:i] == Y[i], axis=1) & keep[:i]
+        if equal_before.any():
+            keep[i] = False
+    return keep
+
+
+def pareto_front(problem: ProblemSpace, records: Sequence[FunctionEvaluation],
+                 task: Mapping[str, Any] | None = None) -> list[FunctionEvaluation]:
+    """The feasible records no other feasible record dominates, by the first objective (then the next).
+
+    Args:
+        problem: the problem (its objectives, goals and output constraints).
+        records: evaluations (failed ones and those breaking an output constraint are left out).
+        task: only this task's records (default: all the records given).
+    """
+    key = task_key(task) if task is not None else None
+    candidates = [r for r in records if (key is None or task_key(r.task_parameter) == key) and feasible(problem, r)]
+    if not candidates:
+        return []
+    values = objective_values(problem, candidates)
+    front = [i for i in np.flatnonzero(non_dominated(values))]
+    front.sort(key=lambda i: tuple(values[i]))
+    return [candidates[i] for i in front]
+
+
+def hypervolume(values: np.ndarray, reference: Sequence[float]) -> float:
+    """The volume the points (to minimise) dominate below ``reference``, exactly.
+
+    Points that do not dominate the reference point add nothing. Two
+    objectives take a sweep; more take slices along the last objective
+    (exact, meant for the fronts of a tuning run: up to a few hundred points
+    and a few objectives).
+
+    Args:
+        values: an ``(n, m)`` array of points to minimise.
+        reference: the reference point, ``m`` values (each worse than every point that counts).
+
+    >>> hypervolume(np.array([[1.0, 3.0], [2.0, 2.0], [3.0, 1.0]]), [4.0, 4.0])
+    6.0
+    >>> hypervolume(np.array([[1.0, 1.0, 1.0]]), [2.0, 2.0, 3.0])
+    2.0
+    """
+    ref = np.asarray(reference, dtype=float)
+    Y = np.atleast_2d(np.asarray(values, dtype=float))
+    if Y.size == 0:
+        return 0.0
+    if Y.shape[1] != len(ref):
+        raise InvalidInputError("reference", f"{len(ref)} values for points of {Y.shape[1]} objectives")
+    Y = Y[np.all(Y < ref, axis=1)]
+    if len(Y) == 0:
+        return 0.0
+    return float(_volume(Y if Y.shape[1] <= 2 else Y[non_dominated(Y)], ref))    # the sweep skips dominated points
+
+
+def _volume(Y: np.ndarray, ref: np.ndarray) -> float:
+    if Y.shape[1] == 1:
+        return float(ref[0] - Y[:, 0].min())
+    if Y.shape[1] == 2:
+        order = Y[np.argsort(Y[:, 0])]
+        total, ceiling = 0.0, ref[1]
+        for x, y in order:
+            if y < ceiling:
+                total += (ref[0] - x) * (ceiling - y)
+                ceiling = y
+        return total
+    levels = np.unique(Y[:, -1])
+    total = 0.0
+    for k, level in enumerate(levels):
+        top = levels[k + 1] if k + 1 < len(levels) else ref[-1]
+        slab = Y[Y[:, -1] <= level][:, :-1]
+        total += (top - level) * _volume(slab[non_dominated(slab)], ref[:-1])
+    return total

@@ -1,0 +1,196 @@
+"""Multitask BO for several objectives and output constraints: one LCM per output, a random scalarisation per ask.
+
+When a problem optimises several outputs, or bounds one (an output
+constraint such as memory below the node's), :func:`mla_engine` builds a
+:class:`MultiObjectiveMLA`. It keeps one multitask model (the LCM of
+:class:`~raytuner.strategies.MLA`, with its task correlations learnt per
+output) for each optimised or bounded output, all fitted to the same
+evaluations, and chooses each suggestion by:
+
+- **Pareto improvement**: each ask draws weights ``λ`` from the simplex and
+  scores a candidate by the expected improvement of the augmented Chebyshev
+  scalarisation ``max_k λ_k f̃_k + 0.05 Σ_k λ_k f̃_k`` of its objectives
+  (each normalised to the range the task has seen), estimated from common
+  Monte Carlo draws of the per-output posteriors (ParEGO's scalarisation,
+  with the models kept per output). Successive asks spread along the front.
+- **Constraints**: the score is multiplied by the posterior probability that
+  each bounded output meets its bounds; the improvement is measured from the
+  best feasible evaluation.
+
+The initial design, batch fantasies, replay and stored models are MLA's.
+A problem with one objective and no output constraint gets a plain
+:class:`~raytuner.strategies.MLA`, so its behaviour is unchanged.
+
+Example:
+    >>> from raytuner.executors import InlineExecutor
+    >>> from raytuner.space import ProblemSpace
+    >>> problem = ProblemSpace.parse({
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+    ...     "output_space": [{"name": "f1"}, {"name": "f2"}]})
+    >>> engine = mla_engine(problem, [{}], seed=0, n_initial=4, executor=InlineExecutor())
+    >>> type(engine).__name__
+    'MultiObjectiveMLA'
+    >>> for _ in range(6):
+    ...     s = engine.ask()
+    ...     _ = engine.tell(s, {"f1": s.config["x"] ** 2, "f2": (s.config["x"] - 1) ** 2})
+    >>> len(engine.pareto_front({})) >= 2
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.stats import norm
+
+from raytuner.acquisition import optimize_acquisition
+from raytuner.pareto import feasible, pareto_front
+from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.space import ProblemSpace
+from raytuner.strategies.base import Strategy
+from raytuner.strategies.mla import MLA
+
+__all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective"]
+
+log = logging.getLogger(__name__)
+
+#: Monte Carlo draws per candidate for the expected improvement of the scalarisation.
+DRAWS = 64
+#: The augmentation of the Chebyshev scalarisation (ParEGO's rho).
+RHO = 0.05
+#: The weight of the predicted scalarisation that orders candidates no Monte Carlo draw improves on.
+TIE = 1e-9
+#: The probability of meeting every output constraint below which a candidate ranks after every likelier one.
+CONFIDENT = 0.9
+
+
+def is_multiobjective(problem: ProblemSpace) -> bool:
+    """Whether ``problem`` optimises several outputs or bounds one (it then needs :class:`MultiObjectiveMLA`).
+
+    Args:
+        problem: the problem.
+    """
+    return len(problem.optimised) > 1 or bool(problem.output_constraints)
+
+
+def mla_engine(problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
+               **options: Any) -> Strategy:
+    """MLA for ``problem``: :class:`MultiObjectiveMLA` when it has several objectives or an output constraint.
+
+    Args:
+        problem: the problem.
+        tasks: the tasks to tune.
+        seed: the engine's seed.
+        **options: MLA's options.
+    """
+    engine = MultiObjectiveMLA if is_multiobjective(problem) else MLA
+    return engine(problem, tasks, seed, **options)
+
+
+class MultiObjectiveMLA(MLA):
+    """MLA with one LCM per optimised or bounded output; see the module docstring.
+
+    Args:
+        problem: The problem (several optimised outputs, or output constraints).
+        tasks: The tasks to tune.
+        seed: Seeds every random stream and model fit.
+        **options: MLA's options (``objective`` names the output :meth:`best` ranks by; the search uses all).
+    """
+
+    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
+                 **options: Any) -> None:
+        super().__init__(problem, tasks, seed, **options)
+        modelled = [o for o in problem.output_space if o.optimize or o.bounded]
+        shared = {k: v for k, v in options.items() if k != "objective"}
+        self.components: list[MLA] = []
+        for output in modelled:
+            component = MLA(problem, tasks, seed, **{**shared, "objective": output.name})
+            component._records, component.pending = self._records, self.pending   # the same data and fantasies
+            self.components.append(component)
+
+    def take_models(self) -> list[SurrogateModelRecord]:
+        """The surrogate models fitted since the last call, one per modelled output and fit."""
+        models = super().take_models()
+        for component in self.components:
+            models += component.take_models()
+        return models
+
+    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
+        """Warm-start each output's model from its last stored one.
+
+        Args:
+            models: The stored surrogate-model records, oldest first.
+            fixed: Use the stored hyperparameters as they are (GPTune's ``load_surrogate_model``).
+        """
+        for component in self.components:
+            component.restore_models(models, fixed)
+
+    def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
+        """The feasible evaluations of ``task`` no other one dominates.
+
+        Args:
+            task: The task.
+        """
+        return pareto_front(self.problem, self._records, task)
+
+    def _weights(self, index: int) -> np.ndarray:
+        count = len(self.evaluated[index]) + len(self.pending[index])
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 48271, index, count]))
+        return rng.dirichlet(np.ones(len(self.problem.optimised)))
+
+    def _search(self, index: int) -> tuple[dict[str, Any], str]:
+        exclude = self.evaluated[index] + self.pending[index]
+        rng = self._stream(index)
+        try:
+            fits = [c.fitted_model() for c in self.components]
+        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+            log.exception("model fit failed; suggesting a random configuration for task %d", index)
+            fits = [None]
+        if any(f is None for f in fits):
+            return super()._search(index)        # too little data for some output: MLA's own fallback
+        models = [c._with_fantasies(f) for c, f in zip(self.components, fits)]  # type: ignore[arg-type]
+        outputs = [c.objective for c in self.components]
+        objectives = [k for k, o in enumerate(outputs) if o.optimize]
+        bounded = [k for k, o in enumerate(outputs) if o.bounded]
+        mine = [r for r in self._records if self.task_index(r.task_parameter) == index and r.status == "ok"
+                and all(r.value(outputs[k].name) is not None for k in objectives)]
+        if not mine:
+            return super()._search(index)
+        seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
+        low, span = seen.min(axis=0), np.maximum(np.ptp(seen, axis=0), 1e-12)
+        weights = self._weights(index)
+
+        def scalarise(values: np.ndarray) -> np.ndarray:
+            scaled = (values - low) / span * weights
+            return scaled.max(axis=-1) + RHO * scaled.sum(axis=-1)
+
+        good = [s for s, r in zip(seen, mine) if feasible(self.problem, r)]
+        best = float(scalarise(np.array(good)).min()) if good else float(scalarise(seen).max())
+        draws = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 69621, index])).standard_normal(
+            (DRAWS, len(objectives)))
+
+        def score(U: np.ndarray) -> np.ndarray:
+            means, sds = [], []
+            for k in objectives:
+                mean, variance = models[k].predict(index, U)
+                means.append(outputs[k].sign() * mean)
+                sds.append(np.sqrt(np.maximum(variance, 0.0)))
+            mean, sd = np.stack(means, axis=-1), np.stack(sds, axis=-1)       # (n, m)
+            samples = mean[:, None, :] + sd[:, None, :] * draws[None, :, :]   # (n, draws, m)
+            improvement = np.maximum(best - scalarise(samples), 0.0).mean(axis=1)
+            # where no draw improves, the predicted scalarisation still orders the candidates (never a flat score)
+            improvement = improvement + TIE / (1.0 + np.maximum(scalarise(mean) - best, 0.0))
+            chance = np.ones(len(U))
+            for k in bounded:
+                mean_c, variance_c = models[k].predict(index, U)
+                sd_c = np.sqrt(np.maximum(variance_c, 1e-300))
+                o = outputs[k]
+                chance = chance * (norm.cdf((o.upper_bound - mean_c) / sd_c) - norm.cdf((o.lower_bound - mean_c) / sd_c))
+            # a likely breach ranks below every likely success: the edge of the feasible region is not a coin toss
+            return improvement * chance * np.where(chance >= CONFIDENT, 1.0, 1e-6)
+
+        config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
+                                         search_candidates=self.search_candidates)
+        return config, "model"
