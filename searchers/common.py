@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ray.tune.search import Searcher
 
@@ -32,20 +33,48 @@ log = logging.getLogger(__name__)
 RAY_MODES = {"minimize": "min", "maximize": "max"}
 
 
-def ray_mode(problem: ProblemSpace, metric: str | None, mode: str | None) -> tuple[str, str]:
-    """The Ray ``(metric, mode)`` of ``problem``'s objective ``metric``; a contradicting ``mode`` is an error.
+def ray_mode(problem: ProblemSpace, metric: str | list[str] | None,
+             mode: str | list[str] | None) -> tuple[Any, Any]:
+    """The Ray ``(metric, mode)`` of ``problem``'s objectives; a contradicting ``mode`` is an error.
+
+    One objective gives strings, as Ray Tune's searchers take them; several
+    (a list of ``metric``, or by default every optimised output of a
+    multi-objective problem) give lists in the same order, as Ray Tune's
+    ``OptunaSearch`` takes them.
 
     Args:
-        problem: The problem whose objective is tuned.
-        metric: The objective's name (``None``: the first objective).
-        mode: Ray's ``"min"`` or ``"max"`` as the caller gave it (``None``: from the goal).
+        problem: The problem whose objectives are tuned.
+        metric: An objective's name, a list of them (``None``: the first objective, or every
+            optimised one when there are several).
+        mode: Ray's ``"min"`` or ``"max"`` (a list for a list of metrics) as the caller gave it
+            (``None``: from the goals).
+
+    >>> from raytuner.space import ProblemSpace
+    >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
+    ...     "upper_bound": 1}], "output_space": [{"name": "time"}, {"name": "acc", "goal": "maximize"}]})
+    >>> ray_mode(two, None, None), ray_mode(two, ["acc", "time"], ["max", "min"])
+    ((['time', 'acc'], ['min', 'max']), (['acc', 'time'], ['max', 'min']))
     """
-    objective = problem.objective(metric)
-    expected = RAY_MODES[objective.goal]
-    if mode is not None and mode != expected:
-        raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
-                                        f"which is to {objective.goal}", allowed=[expected])
-    return objective.name, expected
+    several = isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1)
+    if not several:
+        if isinstance(mode, (list, tuple)):
+            raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}",
+                                    allowed=["min", "max"])
+        objective = problem.objective(metric)
+        expected = RAY_MODES[objective.goal]
+        if mode is not None and mode != expected:
+            raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
+                                            f"which is to {objective.goal}", allowed=[expected])
+        return objective.name, expected
+    names = list(metric) if metric is not None else [o.name for o in problem.optimised]
+    optimised = [o.name for o in problem.optimised]
+    for i, name in enumerate(names):
+        if name not in optimised:
+            raise InvalidInputError(f"metric[{i}]", f"{name!r} is not an optimised output", allowed=optimised)
+    expected_modes = [RAY_MODES[problem.objective(n).goal] for n in names]
+    if mode is not None and list(mode if isinstance(mode, (list, tuple)) else [mode]) != expected_modes:
+        raise InvalidInputError("mode", f"{mode!r} contradicts the objectives' goals", allowed=[expected_modes])
+    return names, expected_modes
 
 
 def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:

@@ -31,7 +31,7 @@ from raytuner.models import LCMOptions
 from raytuner.searchers.strategy_searcher import StrategySearcher
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
-from raytuner.strategies import MLA
+from raytuner.strategies.multiobjective import mla_engine
 from raytuner.strategies.mla import BatchMode
 
 __all__ = ["LCMSearcher"]
@@ -44,15 +44,20 @@ class LCMSearcher(StrategySearcher):
     suggestions; ``options``, ``acquisition``, ``acquisition_options``,
     ``batch`` and ``executor`` are those of :class:`raytuner.strategies.MLA`.
     Stored evaluations of the same problem and tasks are replayed first, so a
-    new searcher continues an old run.
+    new searcher continues an old run. A problem with several objectives or
+    an output constraint is tuned by
+    :class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` (``metric`` and
+    ``mode`` are then lists, as Ray Tune's ``OptunaSearch`` takes them), and
+    ``session.pareto_front(task)`` gives each task's front.
 
     Args:
         problem: The problem's spaces.
         tasks: The tasks, tuned together (one task: single-task BO).
         store: A :class:`~raytuner.store.HistoryStore`, a directory or a ``mongodb://`` URI.
         problem_name: The problem's name in the store.
-        metric: The objective Ray reports (default: the first objective).
-        mode: Ray's ``"min"``/``"max"``, which must agree with the objective's goal.
+        metric: The objective Ray reports, or a list of them (default: the first objective; every
+            optimised output of a multi-objective problem).
+        mode: Ray's ``"min"``/``"max"`` (a list for several metrics), which must agree with the goals.
         seed: The engine's seed.
         n_initial: LHS configurations per task before the model guides.
         options: The LCM's fitting options.
@@ -64,11 +69,12 @@ class LCMSearcher(StrategySearcher):
     """
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | None = None,
+                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | list[str] | None = None,
                  mode: str | None = None, seed: int | None = None, *, n_initial: int = 10,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
                  executor: Executor | None = None, **session_options: Any) -> None:
-        engine = MLA(problem, tasks, seed=seed, n_initial=n_initial, options=options, acquisition=acquisition,
-                     acquisition_options=acquisition_options, batch=batch, executor=executor, objective=metric)
+        engine = mla_engine(problem, tasks, seed=seed, n_initial=n_initial, options=options, acquisition=acquisition,
+                            acquisition_options=acquisition_options, batch=batch, executor=executor,
+                            objective=metric if isinstance(metric, str) else None)
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)

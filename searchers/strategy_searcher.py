@@ -37,7 +37,8 @@ from typing import Any, Mapping, Sequence
 
 from ray.tune.search import Searcher
 
-from raytuner.searchers.common import RAY_MODES, ask_for_ray, ray_mode
+from raytuner.errors import InvalidInputError
+from raytuner.searchers.common import ask_for_ray, ray_mode
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
@@ -82,15 +83,13 @@ class StrategySearcher(Searcher):
         self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, strategy, self.store, **session_options)
 
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],
-                              **spec: Any) -> bool:
-        """Accept Tuner-level metric/mode when they agree with the problem's objective."""
-        if metric is not None and metric not in self.problem.objectives:
+    def set_search_properties(self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any) -> bool:
+        """Accept Tuner-level metric/mode when they agree with the problem's objectives."""
+        try:
+            self._metric, self._mode = ray_mode(self.problem, metric or self._metric,
+                                                mode if metric is not None or mode is not None else self._mode)
+        except InvalidInputError:
             return False
-        objective = self.problem.objective(metric or self._metric)
-        if mode is not None and mode != RAY_MODES[objective.goal]:
-            return False
-        self._metric, self._mode = objective.name, RAY_MODES[objective.goal]
         return True
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:

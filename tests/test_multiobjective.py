@@ -146,3 +146,68 @@ def test_the_service_takes_two_values_per_tell(server) -> None:
             tuner.tell(trial, zdt(trial.config, 0.0))
         stored = tuner.query_evaluations("zdt-served")
     assert len(stored) == 5 and all(set(r.evaluation_result) == {"f1", "f2", "mem"} for r in stored)
+
+
+def test_the_service_shows_the_pareto_front_as_best(server) -> None:
+    from raytuner.client import RemoteTuner
+
+    key = server.keys.create("bob")
+    with RemoteTuner(server.address, key) as tuner:
+        tuner.create_session({"tuning_problem_name": "zdt-front", "problem_space": PROBLEM.model_dump()},
+                             "random", tasks=[{"t": 0.0}], seed=4)
+        told = []
+        for _ in range(8):
+            trial = tuner.ask()
+            outputs = zdt(trial.config, 0.0)
+            tuner.tell(trial, {"f1": outputs["f1"], "f2": outputs["f2"]})
+            told.append(FunctionEvaluation.create({"t": 0.0}, trial.config, {"f1": outputs["f1"], "f2": outputs["f2"]}))
+        best = tuner.session()["best"]
+    front = pareto_front(PROBLEM, told)
+    assert len(best) == len(front) >= 2
+    assert sorted(b["outputs"]["f1"] for b in best) == sorted(r.value("f1") for r in front)
+
+
+def test_the_ray_searcher_tunes_two_metrics_under_tune_run(local_ray, tmp_path: Path) -> None:
+    from ray import tune
+
+    from raytuner.searchers import LCMSearcher
+
+    def trainable(config: dict) -> None:
+        tune.report(zdt(config, config["t"]))
+
+    with pytest.raises(InvalidInputError, match=r"mode: \['min', 'max'\] contradicts the objectives' goals"):
+        LCMSearcher(CONSTRAINED, TASKS, JsonStore(tmp_path / "x"), "zdt", metric=["f1", "f2"], mode=["min", "max"])
+    with pytest.raises(InvalidInputError, match=r"metric\[1\]: 'mem' is not an optimised output"):
+        LCMSearcher(CONSTRAINED, TASKS, JsonStore(tmp_path / "x"), "zdt", metric=["f1", "mem"])
+    store = JsonStore(tmp_path / "s")
+    searcher = LCMSearcher(CONSTRAINED, TASKS, store, "zdt", metric=["f1", "f2"], mode=["min", "min"], seed=2,
+                           n_initial=3, executor=InlineExecutor())
+    assert isinstance(searcher.session.strategy, MultiObjectiveMLA)
+    tune.run(trainable, search_alg=searcher, num_samples=10, max_concurrent_trials=2, reuse_actors=True,
+             storage_path=str(tmp_path / "ray"), verbose=0)
+    records = store.evaluations("zdt")
+    assert len(records) == 10 and all(set(r.evaluation_result) == {"f1", "f2", "mem"} for r in records)
+    for task in TASKS:
+        assert [r.uid for r in searcher.session.pareto_front(task)] == [r.uid for r in pareto_front(CONSTRAINED,
+                                                                                                      records, task)]
+
+
+def test_history_show_prints_the_pareto_front_of_each_task(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from raytuner.cli import main
+
+    records = [FunctionEvaluation.create({"t": 0.0}, {"a": a, "b": b}, zdt({"a": a, "b": b}, 0.0))
+               for a, b in ((0.1, 0.0), (0.5, 0.0), (0.7, 0.0), (0.5, 0.5))]
+    with JsonStore(tmp_path / "s") as store:
+        store.append_many("zdt", records)
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"tuning_problem_name": "zdt", "problem_space": CONSTRAINED.model_dump()}))
+    shown = CliRunner().invoke(main, ["history", "show", str(tmp_path / "s"), "--meta", str(meta)])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    start = lines.index("Pareto front per task (f1 minimize, f2 minimize; output constraints met):")
+    assert [line.split("[")[1] for line in lines[start + 1:start + 3]] == ["a=0.1, b=0]", "a=0.5, b=0]"]
+    assert not lines[start + 3:] or not lines[start + 3].startswith("  t=0:")      # mem 0.7 > 0.6 is left out

@@ -159,6 +159,14 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
     if view.records:
         click.echo("")
         click.echo("\n".join(best_lines(view)))
+    if view.records and view.problem_space is not None and len(view.problem_space.optimised) > 1:
+        names = [o.name for o in view.problem_space.optimised]
+        click.echo(f"\nPareto front per task ({', '.join(f'{o.name} {o.goal}' for o in view.problem_space.optimised)}"
+                   f"; output constraints met):")
+        for task in view.tasks:
+            for record in view.pareto_front(task):
+                values = ", ".join(f"{n} {record.value(n):.6g}" for n in names)
+                click.echo(f"  {task_label(task)}: {values}  [{config_label(record.tuning_parameter)}]")
     if view.records and last:
         columns = [c for c in view.frame.columns if c not in (*DETAIL_COLUMNS, "time", "machine", "software")]
         table = view.frame[columns].tail(last).dropna(axis=1, how="all")

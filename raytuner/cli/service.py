@@ -256,7 +256,7 @@ def _print_best(best: list[dict[str, Any]]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {task, config, outputs, uid}.")
 @_client(session=True)
 def session_best(tuner: Any, as_json: bool) -> None:
-    """The best configuration found for each task of a session."""
+    """The best configuration found for each task of a session (several objectives: each task's Pareto front)."""
     best = tuner.session()["best"]
     if as_json:
         echo_json(best)

@@ -135,9 +135,8 @@ class ServiceSession:
             self.changed.notify_all()
 
     def best(self) -> list[tuple[dict[str, Any], FunctionEvaluation]]:
-        """The best successful evaluation of each task that has one."""
-        found = [(task, self.tuning.best(task)) for task in self.spec.tasks]
-        return [(task, record) for task, record in found if record is not None]
+        """Per task, its best evaluation, or with several objectives its Pareto front (output constraints met)."""
+        return [(task, record) for task in self.spec.tasks for record in self.tuning.pareto_front(task)]
 
 
 class SessionManager:

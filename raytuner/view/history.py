@@ -36,6 +36,7 @@ from typing import Any, Literal, Mapping, Sequence
 import pandas as pd
 
 from raytuner.errors import InvalidInputError
+from raytuner.pareto import pareto_front
 from raytuner.progress import config_label, task_label
 from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord, task_key
 from raytuner.session import TuningSession
@@ -97,6 +98,7 @@ class HistoryView:
         objective: the output the best values are of.
         goal: ``minimize`` or ``maximize`` (of ``objective``).
         goal_source: where the goal came from (``problem``, ``model`` or ``default``).
+        problem_space: the problem, when known (its objectives and output constraints give the Pareto front).
     """
 
     problem: str
@@ -105,6 +107,7 @@ class HistoryView:
     objective: str = "y"
     goal: Goal = "minimize"
     goal_source: str = "default"
+    problem_space: ProblemSpace | None = None
 
     def __repr__(self) -> str:
         return (f"HistoryView(problem={self.problem!r}, evaluations={len(self.records)}, tasks={len(self.tasks)}, "
@@ -252,6 +255,19 @@ class HistoryView:
         out["best"] = self._ranked(running)
         return out[["task", "evaluation", "cost", "value", "best"]]
 
+    def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
+        """The task's evaluations at full fidelity that meet the output constraints and no other one dominates.
+
+        Without a problem (or with one objective) it is the task's best evaluation.
+
+        Args:
+            task: The task.
+        """
+        if self.problem_space is None or len(self.problem_space.optimised) < 2:
+            best = dict(zip((task_key(t) for t in self.tasks), self.best_records())).get(task_key(task))
+            return [best] if best is not None else []
+        return pareto_front(self.problem_space, [r for r in self.records if self.is_full_fidelity(r)], task)
+
     def summary(self) -> dict[str, Any]:
         """What ``raytuner history show`` prints: the objective, goal and per task its best and counts."""
         tasks = []
@@ -342,4 +358,4 @@ def load_history(source: Any, problem: str | None = None, *, objective: str | No
     if found[0] is None:
         found = (_goal_from_models(models, chosen), "model")
     resolved: Goal = found[0] or "minimize"
-    return HistoryView(name, records, models, chosen, resolved, found[1] if found[0] else "default")
+    return HistoryView(name, records, models, chosen, resolved, found[1] if found[0] else "default", problem_space)
