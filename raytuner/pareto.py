@@ -30,7 +30,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
 
-__all__ = ["objective_values", "non_dominated", "pareto_front", "hypervolume", "feasible"]
+__all__ = ["objective_values", "non_dominated", "pareto_front", "hypervolume", "hypervolume_improvement", "feasible"]
 
 
 def feasible(problem: ProblemSpace, record: FunctionEvaluation) -> bool:
@@ -149,3 +149,30 @@ def _volume(Y: np.ndarray, ref: np.ndarray) -> float:
         slab = Y[Y[:, -1] <= level][:, :-1]
         total += (top - level) * _volume(slab[non_dominated(slab)], ref[:-1])
     return total
+
+
+def hypervolume_improvement(front: np.ndarray, reference: Sequence[float], points: np.ndarray) -> np.ndarray:
+    """What each of ``points`` would add to the hypervolume of ``front`` (two objectives, to minimise), vectorised.
+
+    Below the front's staircase, a point adds the area between it and the
+    staircase up to the reference point; a point the front dominates adds 0.
+
+    Args:
+        front: a ``(k, 2)`` array of non-dominated points (``k`` may be 0).
+        reference: the reference point (2 values).
+        points: an array of shape ``(..., 2)``.
+
+    >>> front = np.array([[1.0, 3.0], [3.0, 1.0]])
+    >>> hypervolume_improvement(front, [4.0, 4.0], np.array([[2.0, 2.0], [3.5, 3.5], [0.0, 0.0]])).tolist()
+    [1.0, 0.0, 11.0]
+    """
+    ref = np.asarray(reference, dtype=float)
+    F = np.atleast_2d(np.asarray(front, dtype=float)).reshape(-1, 2)
+    F = F[np.argsort(F[:, 0])]
+    starts = np.concatenate([[-np.inf], F[:, 0]])
+    ends = np.concatenate([F[:, 0], [ref[0]]])
+    heights = np.concatenate([[ref[1]], F[:, 1]])
+    P = np.asarray(points, dtype=float)[..., None, :]
+    width = np.clip(np.minimum(ends, ref[0]) - np.maximum(starts, P[..., 0]), 0.0, None)
+    height = np.clip(np.minimum(heights, ref[1]) - P[..., 1], 0.0, None)
+    return (width * height).sum(axis=-1)

@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'crowd', 'discrete', 'mla', 'service', 'store', 'tla']
+    ['band', 'crowd', 'discrete', 'mla', 'multiobjective', 'service', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "discrete": "raytuner.bench.discrete",
     "service": "raytuner.bench.service",
     "crowd": "raytuner.bench.crowd",
+    "multiobjective": "raytuner.bench.multiobjective",
 }
 
 
@@ -42,7 +43,8 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     An unknown ``name`` raises :class:`~raytuner.errors.InvalidInputError`.
 
     Args:
-        name: the benchmark to run: ``band``, ``crowd``, ``discrete``, ``mla``, ``service``, ``store`` or ``tla``.
+        name: the benchmark to run: ``band``, ``crowd``, ``discrete``, ``mla``, ``multiobjective``, ``service``,
+            ``store`` or ``tla``.
         out: the folder for its ``results.json``, ``report.md`` and plots (made if missing).
         quick: run the small workload instead of the full one (default ``False``).
 

@@ -48,8 +48,8 @@ from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe", "run_demo_random",
-           "run_lcbench_gptuneband", "run_lcbench_tpe"]
+__all__ = ["Trace", "suggest_config", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe",
+           "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
 @dataclass
@@ -163,8 +163,13 @@ def _at_b_max(history: np.ndarray, sign: float = 1.0) -> list[Trace]:
             for row in history]
 
 
-def _suggest(trial: Any, space: Space) -> dict[str, Any]:
-    """An Optuna trial's configuration of ``space`` (log scales kept, integer bounds inclusive)."""
+def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
+    """An Optuna trial's configuration of ``space`` (log scales kept, integer bounds inclusive).
+
+    Args:
+        trial: an Optuna trial (from ``study.ask()``).
+        space: the parameter space.
+    """
     config: dict[str, Any] = {}
     for p in space:
         if p.type == "categorical":
@@ -189,7 +194,7 @@ def _tpe_values(space: Space, evaluations: int, seed: int, direction: str,
     values = []
     for _ in range(evaluations):
         trial = study.ask()
-        values.append(float(objective(_suggest(trial, space))))
+        values.append(float(objective(suggest_config(trial, space))))
         study.tell(trial, values[-1])
     return values
 

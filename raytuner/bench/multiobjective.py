@@ -1,0 +1,195 @@
+"""Multi-objective benchmark: our multi-objective MLA against Optuna's NSGA-II, MOTPE and GPSampler, and random.
+
+Run it with::
+
+    raytuner bench multiobjective --out DIR [--quick]
+
+It writes ``DIR/results.json`` and ``DIR/report.md``. The problems and
+tuners are in :mod:`raytuner.bench.mo_problems` (a shifted ZDT1 family with a
+known front, the same with an output constraint, and LCBench's accuracy
+against training time on 4 tasks). Each tuner's hypervolume (of each
+task's feasible front, mean over tasks; reference point fixed per problem
+and written in the results) is taken at 25, 50 and 100 % of its evaluations
+per task, mean and sd over 10 seeds (quick: 2); on a constrained problem
+the share of suggestions after the initial design that broke the output
+constraint; and the median time of a suggestion.
+
+``results.json``: ``problems[{id, reference_point, rows[{tuner,
+hypervolume_by_fraction, hv_sd_by_fraction, constraint_violations,
+suggest_ms_median}]}]``, ``goals``.
+
+Goals: our MLA has the highest mean hypervolume at 50 and 100 % on every
+problem; at most 10 % of its suggestions after the initial design break an
+output constraint; a suggestion takes at most 1 s at 4 tasks x 50
+evaluations x 2 objectives (LCBench: the longest of its last asks).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from raytuner.bench.mo_problems import RUNNERS, MOProblem, Run, lcbench_problem, zdt_problem
+from raytuner.bench.report import finish_run, markdown_table
+from raytuner.pareto import hypervolume, objective_values, pareto_front
+from raytuner.progress import task_label
+
+__all__ = ["run", "FRACTIONS", "problems", "measure", "goals", "render_report"]
+
+log = logging.getLogger(__name__)
+
+#: The points of each run's budget the hypervolume is taken at.
+FRACTIONS = (0.25, 0.5, 1.0)
+GOAL_VIOLATIONS = 0.10
+GOAL_SUGGEST_S = 1.0
+
+
+def problems(quick: bool) -> list[MOProblem]:
+    """The benchmark's problems (LCBench only where its data and onnxruntime are there).
+
+    Args:
+        quick: fewer evaluations per task.
+    """
+    chosen = [zdt_problem(False, quick), zdt_problem(True, quick)]
+    try:
+        chosen.append(lcbench_problem(quick))
+    except (ImportError, OSError) as exc:
+        log.warning("skipping the LCBench problem: %s", exc)
+    return chosen
+
+
+def _hypervolumes(mo: MOProblem, run: Run) -> list[float]:
+    """Mean over tasks of the feasible front's hypervolume after each fraction of the evaluations."""
+    out = []
+    for fraction in FRACTIONS:
+        per_task = []
+        for records in run.records:
+            seen = records[:max(1, round(fraction * len(records)))]
+            front = pareto_front(mo.problem, seen)
+            per_task.append(hypervolume(objective_values(mo.problem, front), mo.reference) if front else 0.0)
+        out.append(float(np.mean(per_task)))
+    return out
+
+
+def _violations(mo: MOProblem, run: Run) -> float | None:
+    if not mo.problem.output_constraints:
+        return None
+    guided = [r for records in run.records for r in records[mo.n_initial:]]
+    broken = [r for r in guided if r.status == "ok" and not mo.problem.meets_output_constraints(r.evaluation_result)]
+    return len(broken) / len(guided) if guided else None
+
+
+def measure(mo: MOProblem, seeds: list[int], tuners: Mapping[str, Any]) -> dict[str, Any]:
+    """Every tuner on every seed of ``mo``: the problem's row of ``results.json``.
+
+    Args:
+        mo: the problem.
+        seeds: the seeds.
+        tuners: tuner name to runner.
+    """
+    rows = []
+    for name, runner in tuners.items():
+        volumes, violations, asks, last_asks = [], [], [], []
+        for seed in seeds:
+            started = time.perf_counter()
+            run = runner(mo, seed)
+            volumes.append(_hypervolumes(mo, run))
+            violations.append(_violations(mo, run))
+            asks += run.ask_seconds
+            last_asks += run.ask_seconds[-len(mo.tasks):]
+            log.info("%s %s seed %d: hypervolume %s in %.1f s", mo.id, name, seed,
+                     [round(v, 4) for v in volumes[-1]], time.perf_counter() - started)
+        table = np.array(volumes)
+        counted = [v for v in violations if v is not None]
+        rows.append({"tuner": name,
+                     "hypervolume_by_fraction": {f"{f:g}": round(float(m), 6)
+                                                 for f, m in zip(FRACTIONS, table.mean(0))},
+                     "hv_sd_by_fraction": {f"{f:g}": round(float(s), 6) for f, s in zip(FRACTIONS, table.std(0))},
+                     "constraint_violations": round(float(np.mean(counted)), 4) if counted else None,
+                     "suggest_ms_median": round(1000 * statistics.median(asks), 2),
+                     "suggest_ms_last_max": round(1000 * max(last_asks), 2)})
+    exact = None if mo.exact is None else {k: round(v, 6) for k, v in mo.exact.items()}
+    return {"id": mo.id, "reference_point": mo.reference, "tasks": [task_label(t) for t in mo.tasks],
+            "evaluations_per_task": mo.evaluations, "n_initial": mo.n_initial, "exact_hypervolume": exact,
+            "objectives": [f"{o.name} ({o.goal})" for o in mo.problem.optimised],
+            "output_constraints": [f"{o.lower_bound} <= {o.name} <= {o.upper_bound}"
+                                   for o in mo.problem.output_constraints], "rows": rows}
+
+
+def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's goals over the problems' rows.
+
+    Args:
+        rows: the ``problems`` of ``results.json``.
+    """
+    leading: dict[str, Any] = {}
+    for p in rows:
+        for f in ("0.5", "1"):
+            ranked = sorted(p["rows"], key=lambda r: -r["hypervolume_by_fraction"][f])
+            leading[f"{p['id']}@{f}"] = ranked[0]["tuner"]
+    ours = {p["id"]: next(r for r in p["rows"] if r["tuner"] == "mla") for p in rows}
+    violations = {k: r["constraint_violations"] for k, r in ours.items() if r["constraint_violations"] is not None}
+    lcbench = ours.get("lcbench")
+    return {
+        "mla_highest_hypervolume_at_50_and_100": {"met": all(v == "mla" for v in leading.values()),
+                                                  "leader": leading},
+        "violations_at_most_10pct": {"met": all(v <= GOAL_VIOLATIONS for v in violations.values()) if violations
+                                     else None, "detail": violations},
+        "suggest_at_most_1s_at_4x50x2": {"met": None if lcbench is None else lcbench["suggest_ms_last_max"]
+                                         <= 1000 * GOAL_SUGGEST_S,
+                                         "detail": None if lcbench is None else lcbench["suggest_ms_last_max"]},
+    }
+
+
+def render_report(results: Mapping[str, Any]) -> str:
+    """The Markdown report.
+
+    Args:
+        results: the benchmark's results.
+    """
+    lines = ["# Multi-objective benchmark", "", f"Command: `{results['command']}`. Elapsed {results['elapsed_s']} s; "
+             f"seeds {results['seeds']}.", ""]
+    for p in results["problems"]:
+        lines += [f"## {p['id']}", "", f"Objectives {', '.join(p['objectives'])}; output constraints "
+                  f"{', '.join(p['output_constraints']) or 'none'}; tasks {', '.join(p['tasks'])}; "
+                  f"{p['evaluations_per_task']} evaluations per task ({p['n_initial']} initial); reference point "
+                  f"{p['reference_point']} (minimisation terms)."
+                  + (f" Exact hypervolume per task: {p['exact_hypervolume']}." if p["exact_hypervolume"] else ""), ""]
+        lines.append(markdown_table(
+            ["tuner", *[f"HV @{float(f):.0%}" for f in p["rows"][0]["hypervolume_by_fraction"]], "violations",
+             "suggest ms (median)", "last asks ms (max)"],
+            [[r["tuner"], *[f"{m:.4g} ± {s:.2g}" for m, s in zip(r["hypervolume_by_fraction"].values(),
+                                                                  r["hv_sd_by_fraction"].values())],
+              "-" if r["constraint_violations"] is None else f"{r['constraint_violations']:.1%}",
+              r["suggest_ms_median"], r["suggest_ms_last_max"]] for r in p["rows"]]))
+        lines.append("")
+    lines += ["## Goals", ""]
+    for name, g in results["goals"].items():
+        state = "met" if g["met"] else "not met" if g["met"] is False else "not measured"
+        lines.append(f"- {name}: {state} ({g.get('leader') or g.get('detail')})")
+    return "\n".join(lines) + "\n"
+
+
+def run(out: Path, quick: bool = False) -> dict[str, Any]:
+    """Run the benchmark and write ``out/results.json`` and ``out/report.md``.
+
+    Args:
+        out: the output folder.
+        quick: 2 seeds and fewer evaluations (full: 10 seeds).
+    """
+    started = time.perf_counter()
+    seeds = [0, 1] if quick else list(range(10))
+    tuners = dict(RUNNERS)
+    try:
+        import torch  # noqa: F401  (Optuna's GPSampler needs it)
+    except Exception as exc:  # noqa: BLE001 - an ImportError or a broken install: skip the peer, say why
+        log.warning("skipping the optuna_gp peer: torch cannot be imported (%s)", exc)
+        del tuners["optuna_gp"]
+    rows = [measure(mo, seeds, tuners) for mo in problems(quick)]
+    results = {"problems": rows, "goals": goals(rows), "seeds": seeds, "tuners": list(tuners)}
+    return finish_run(out, "multiobjective", results, render_report, quick=quick, started=started)
