@@ -59,7 +59,7 @@ def objective_values(problem: ProblemSpace, records: Sequence[FunctionEvaluation
 def non_dominated(values: np.ndarray) -> np.ndarray:
     """A boolean mask of the rows of ``values`` (to minimise) that no other row dominates.
 
-    Of rows that are equal, the first is kept.
+    Of rows that are equal, the first is kept; a row that is not finite is refused.
 
     Args:
         values: an ``(n, m)`` array, one row per point.
@@ -68,6 +68,8 @@ def non_dominated(values: np.ndarray) -> np.ndarray:
     [True, True, False, False]
     """
     Y = np.atleast_2d(np.asarray(values, dtype=float))
+    if not np.isfinite(Y).all():
+        raise InvalidInputError("values", "every point needs finite values (a failed evaluation has no point)")
     keep = np.ones(len(Y), dtype=bool)
     for i in range(len(Y)):
         if not keep[i]:
@@ -154,6 +156,8 @@ def _volume(Y: np.ndarray, ref: np.ndarray) -> float:
 def hypervolume_improvement(front: np.ndarray, reference: Sequence[float], points: np.ndarray) -> np.ndarray:
     """What each of ``points`` would add to the hypervolume of ``front`` (two objectives, to minimise), vectorised.
 
+    Dominated points of ``front`` are left out first.
+
     Below the front's staircase, a point adds the area between it and the
     staircase up to the reference point; a point the front dominates adds 0.
 
@@ -168,6 +172,7 @@ def hypervolume_improvement(front: np.ndarray, reference: Sequence[float], point
     """
     ref = np.asarray(reference, dtype=float)
     F = np.atleast_2d(np.asarray(front, dtype=float)).reshape(-1, 2)
+    F = F[non_dominated(F)] if len(F) else F
     F = F[np.argsort(F[:, 0])]
     starts = np.concatenate([[-np.inf], F[:, 0]])
     ends = np.concatenate([F[:, 0], [ref[0]]])

@@ -125,8 +125,11 @@ class ProgressTally:
             self.add(record)
 
     def tasks(self) -> list[TaskProgress]:
-        """Every task seen, in the order first seen."""
-        return list(self._tasks.values())
+        """Every task seen, sorted by its parameter values (in the order first seen where values do not sort)."""
+        try:
+            return [self._tasks[k] for k in sorted(self._tasks)]
+        except TypeError:
+            return list(self._tasks.values())
 
     def best(self, progress: TaskProgress) -> tuple[float, dict[str, Any]] | None:
         """A task's best ``(value, configuration)`` at full fidelity (or without a fidelity), or ``None``.

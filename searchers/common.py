@@ -33,14 +33,14 @@ log = logging.getLogger(__name__)
 RAY_MODES = {"minimize": "min", "maximize": "max"}
 
 
-def ray_mode(problem: ProblemSpace, metric: str | list[str] | None,
-             mode: str | list[str] | None) -> tuple[Any, Any]:
+def ray_mode(problem: ProblemSpace, metric: str | list[str] | None, mode: str | list[str] | None,
+             several: bool = False) -> tuple[Any, Any]:
     """The Ray ``(metric, mode)`` of ``problem``'s objectives; a contradicting ``mode`` is an error.
 
-    One objective gives strings, as Ray Tune's searchers take them; several
-    (a list of ``metric``, or by default every optimised output of a
-    multi-objective problem) give lists in the same order, as Ray Tune's
-    ``OptunaSearch`` takes them.
+    One objective gives strings, as Ray Tune's searchers take them; a face
+    that tunes ``several`` objectives gets lists in the same order (a list of
+    ``metric``, or by default every optimised output of a multi-objective
+    problem), as Ray Tune's ``OptunaSearch`` takes them.
 
     Args:
         problem: The problem whose objectives are tuned.
@@ -48,15 +48,20 @@ def ray_mode(problem: ProblemSpace, metric: str | list[str] | None,
             optimised one when there are several).
         mode: Ray's ``"min"`` or ``"max"`` (a list for a list of metrics) as the caller gave it
             (``None``: from the goals).
+        several: the face tunes several objectives at once (else one: by default the first).
 
     >>> from raytuner.space import ProblemSpace
     >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
     ...     "upper_bound": 1}], "output_space": [{"name": "time"}, {"name": "acc", "goal": "maximize"}]})
-    >>> ray_mode(two, None, None), ray_mode(two, ["acc", "time"], ["max", "min"])
+    >>> ray_mode(two, None, None, several=True), ray_mode(two, ["acc", "time"], ["max", "min"], several=True)
     ((['time', 'acc'], ['min', 'max']), (['acc', 'time'], ['max', 'min']))
+    >>> ray_mode(two, None, None)
+    ('time', 'min')
     """
-    several = isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1)
-    if not several:
+    if isinstance(metric, (list, tuple)) and not several:
+        raise InvalidInputError("metric", f"{list(metric)!r}: this face tunes one objective",
+                                allowed=[o.name for o in problem.optimised])
+    if not (several and (isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1))):
         if isinstance(mode, (list, tuple)):
             raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}",
                                     allowed=["min", "max"])
@@ -73,7 +78,7 @@ def ray_mode(problem: ProblemSpace, metric: str | list[str] | None,
             raise InvalidInputError(f"metric[{i}]", f"{name!r} is not an optimised output", allowed=optimised)
     expected_modes = [RAY_MODES[problem.objective(n).goal] for n in names]
     if mode is not None and list(mode if isinstance(mode, (list, tuple)) else [mode]) != expected_modes:
-        raise InvalidInputError("mode", f"{mode!r} contradicts the objectives' goals", allowed=[expected_modes])
+        raise InvalidInputError("mode", f"{mode!r} contradicts the objectives' goals", allowed=expected_modes)
     return names, expected_modes
 
 

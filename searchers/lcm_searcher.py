@@ -68,9 +68,11 @@ class LCMSearcher(StrategySearcher):
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
+    several_objectives = True
+
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                  store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | list[str] | None = None,
-                 mode: str | None = None, seed: int | None = None, *, n_initial: int = 10,
+                 mode: str | list[str] | None = None, seed: int | None = None, *, n_initial: int = 10,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
                  executor: Executor | None = None, **session_options: Any) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from ray.tune.search import Searcher
 
@@ -61,11 +61,16 @@ class StrategySearcher(Searcher):
         store: A :class:`~raytuner.store.HistoryStore` or where to open one (a directory or a
             ``mongodb://`` URI).
         problem_name: The problem's name in the store.
-        metric: The objective Ray reports (default: the first objective).
-        mode: Ray's ``"min"``/``"max"``; follows the objective's goal (a contradicting one is an error).
+        metric: The objective Ray reports (default: the first objective), or a list of them for an engine
+            that tunes several (:attr:`several_objectives`).
+        mode: Ray's ``"min"``/``"max"`` (a list for a list of metrics); follows the goals (a contradicting one
+            is an error).
         **session_options: Options of the :class:`~raytuner.session.TuningSession` (``session_id``,
             ``max_evaluations``, ``machine``, ...).
     """
+
+    #: Whether the engine tunes several objectives at once (Ray's metric and mode may then be lists).
+    several_objectives: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -73,11 +78,11 @@ class StrategySearcher(Searcher):
         strategy: Strategy,
         store: HistoryStore | str | os.PathLike[str],
         problem_name: str,
-        metric: str | None = None,
-        mode: str | None = None,
+        metric: str | list[str] | None = None,
+        mode: str | list[str] | None = None,
         **session_options: Any,
     ) -> None:
-        super().__init__(*ray_mode(problem, metric, mode))
+        super().__init__(*ray_mode(problem, metric, mode, self.several_objectives))
         self.problem = problem
         self.store = open_store(store)
         self._session_options = session_options
@@ -87,7 +92,8 @@ class StrategySearcher(Searcher):
         """Accept Tuner-level metric/mode when they agree with the problem's objectives."""
         try:
             self._metric, self._mode = ray_mode(self.problem, metric or self._metric,
-                                                mode if metric is not None or mode is not None else self._mode)
+                                                mode if metric is not None or mode is not None else self._mode,
+                                                self.several_objectives)
         except InvalidInputError:
             return False
         return True

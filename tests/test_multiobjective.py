@@ -15,7 +15,7 @@ from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA, EngineSpec, build_engine
+from raytuner.strategies import MLA, EngineSpec, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
 
 #: A two-task family of ZDT1 (Zitzler, Deb and Thiele), shifted by the task t: f2 = g (1 - sqrt(f1 / g)) + 0.2 t,
@@ -102,7 +102,7 @@ def test_multiobjective_mla_finds_most_of_a_known_front(seed: int) -> None:
     for task in TASKS:
         front = pareto_front(PROBLEM, records, task)
         ratio = hypervolume(objective_values(PROBLEM, front), REFERENCE) / true_hypervolume(task["t"])
-        assert ratio > 0.9, (task, ratio)                    # measured 0.94-0.99; random search 0.83-0.91
+        assert ratio > 0.98, (task, ratio)       # measured 0.996-0.997 (seeds 0-3); random search 0.83-0.94
         assert [r.uid for r in engine.pareto_front(task)] == [r.uid for r in front]
 
 
@@ -130,6 +130,7 @@ def test_a_multiobjective_run_resumes_from_its_store(tmp_path: Path) -> None:
                                      session_id=session.session_id)
         assert {task["t"]: [r.uid for r in again.pareto_front(task)] for task in TASKS} == front
         trial = again.ask()
+        assert trial.config == session.ask().config            # the resumed engine suggests what the live one does
         record = again.tell(trial, zdt(trial.config, trial.task["t"]))
         assert set(record.evaluation_result) == {"f1", "f2", "mem"} and len(store.evaluations("zdt")) == 17
 
@@ -211,3 +212,28 @@ def test_history_show_prints_the_pareto_front_of_each_task(tmp_path: Path) -> No
     start = lines.index("Pareto front per task (f1 minimize, f2 minimize; output constraints met):")
     assert [line.split("[")[1] for line in lines[start + 1:start + 3]] == ["a=0.1, b=0]", "a=0.5, b=0]"]
     assert not lines[start + 3:] or not lines[start + 3].startswith("  t=0:")      # mem 0.7 > 0.6 is left out
+
+
+def test_an_engine_that_tunes_several_outputs_is_rebuilt_as_itself() -> None:
+    engine = mla_engine(CONSTRAINED, TASKS, 5, n_initial=3, executor=InlineExecutor())
+    again = fresh_engine(engine)
+    assert type(again) is MultiObjectiveMLA and again.spec == engine.spec
+    drive(engine, 4)
+    drive_same = drive(again, 4)
+    assert [r.tuning_parameter for _, r in drive_same] == [r.tuning_parameter for r in engine._records]
+
+
+def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
+    from raytuner.schedulers import GPTuneBandScheduler
+    from raytuner.searchers import LCMSearcher, RandomSearcher
+
+    assert type(mla_engine(PROBLEM, TASKS, 0, objective="f2")) is MLA
+    assert type(build_engine(EngineSpec("mla", {"objective": "f2"}), PROBLEM, TASKS, 0)) is MLA
+    searcher = LCMSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "a"), "p", metric="f2")
+    assert type(searcher.session.strategy) is MLA and (searcher.metric, searcher.mode) == ("f2", "min")
+    random = RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "b"), "p")
+    assert (random.metric, random.mode) == ("f1", "min")                  # one objective: the first
+    with pytest.raises(InvalidInputError, match=r"metric: \['f1', 'f2'\]: this face tunes one objective"):
+        RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "c"), "p", metric=["f1", "f2"])
+    band = GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "d"), "p", b_min=1, b_max=3, eta=3)
+    assert band.engine.objective.name == "f1"

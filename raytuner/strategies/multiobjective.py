@@ -87,13 +87,18 @@ def mla_engine(problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: 
                **options: Any) -> Strategy:
     """MLA for ``problem``: :class:`MultiObjectiveMLA` when it has several objectives or an output constraint.
 
+    Naming an ``objective`` in the options tunes that output alone with a plain
+    :class:`~raytuner.strategies.MLA` (the other outputs are recorded), as before
+    several objectives were supported.
+
     Args:
         problem: the problem.
         tasks: the tasks to tune.
         seed: the engine's seed.
         **options: MLA's options.
     """
-    engine = MultiObjectiveMLA if is_multiobjective(problem) else MLA
+    named = options.get("objective") is not None          # a named objective: tune it alone, as before
+    engine = MultiObjectiveMLA if is_multiobjective(problem) and not named else MLA
     return engine(problem, tasks, seed, **options)
 
 
@@ -104,7 +109,7 @@ class MultiObjectiveMLA(MLA):
         problem: The problem (several optimised outputs, or output constraints).
         tasks: The tasks to tune.
         seed: Seeds every random stream and model fit.
-        **options: MLA's options (``objective`` names the output :meth:`best` ranks by; the search uses all).
+        **options: MLA's options (no ``objective``: every optimised output is one).
     """
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
@@ -115,8 +120,11 @@ class MultiObjectiveMLA(MLA):
         self.components: list[MLA] = []
         for output in modelled:
             component = MLA(problem, tasks, seed, **{**shared, "objective": output.name})
-            component._records, component.pending = self._records, self.pending   # the same data and fantasies
+            # the same data, evaluated configurations and fantasies as this engine: the components only model
+            component._records, component.evaluated, component.pending = self._records, self.evaluated, self.pending
             self.components.append(component)
+        self._lead = next(k for k, o in enumerate(modelled) if o.optimize)      # the first objective's model
+        self._keep_options(objective=None)          # rebuilt by its spec as what it is: every output tuned
 
     def take_models(self) -> list[SurrogateModelRecord]:
         """The surrogate models fitted since the last call, one per modelled output and fit."""
@@ -156,8 +164,8 @@ class MultiObjectiveMLA(MLA):
         except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
             log.exception("model fit failed; suggesting a random configuration for task %d", index)
             fits = [None]
-        if any(f is None for f in fits):
-            return super()._search(index)        # too little data for some output: MLA's own fallback
+        if any(f is None for f in fits):     # too little data for some output: the first objective's search
+            return self.components[self._lead]._search(index)
         models = [c._with_fantasies(f) for c, f in zip(self.components, fits)]  # type: ignore[arg-type]
         outputs = [c.objective for c in self.components]
         objectives = [k for k, o in enumerate(outputs) if o.optimize]
@@ -165,7 +173,7 @@ class MultiObjectiveMLA(MLA):
         mine = [r for r in self._records if self.task_index(r.task_parameter) == index and r.status == "ok"
                 and all(r.value(outputs[k].name) is not None for k in objectives)]
         if not mine:
-            return super()._search(index)
+            return self.components[self._lead]._search(index)
         seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
         low, span = seen.min(axis=0), np.maximum(np.ptp(seen, axis=0), 1e-12)
         weights = self._weights(index)

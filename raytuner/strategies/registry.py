@@ -53,7 +53,7 @@ from raytuner.strategies.band import GPTuneBand
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.discrete import DiscreteBO
 from raytuner.strategies.mla import MLA
-from raytuner.strategies.multiobjective import mla_engine
+from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.strategies.random_search import RandomSearch
 from raytuner.strategies.spec import EngineSpec
 from raytuner.strategies.transfer import TLA2, TransferLearning
@@ -80,12 +80,14 @@ class EngineEntry:
         needs: What it needs besides its options (:data:`Need`).
         build: Builds it from ``(problem, tasks, seed, source, options)``; default:
             ``engine(problem, tasks, seed, **options)``.
+        variants: Other classes ``build`` makes by this name, for some problems.
     """
 
     engine: type[Strategy]
     options: tuple[str, ...]
     needs: frozenset[Need] = frozenset()
     build: Builder | None = None
+    variants: tuple[type[Strategy], ...] = ()
 
 
 def _transfer(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
@@ -106,7 +108,7 @@ def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, 
 #: Every engine by the name a face builds it by.
 ENGINES: dict[str, EngineEntry] = {
     "random": EngineEntry(RandomSearch, ()),
-    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"}), _mla),   # several objectives: MultiObjectiveMLA
+    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"}), _mla, (MultiObjectiveMLA,)),   # several objectives
     "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
                                      "budget", "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
                                      "objective", "search_candidates", "model"), frozenset({"executor", "fidelities"})),
@@ -198,7 +200,8 @@ def fresh_engine(strategy: Strategy) -> Strategy:
             (a subclass, or an engine of one's own): its spec cannot rebuild it.
     """
     entry = ENGINES.get(strategy.spec_name)
-    if entry is None or type(strategy) is not entry.engine:
+    built_by_name = entry is not None and (type(strategy) is entry.engine or type(strategy) in entry.variants)
+    if not built_by_name:
         raise InvalidInputError("strategy", f"{type(strategy).__name__} is not a registered engine, so its spec "
                                             f"cannot rebuild it; add it to ENGINES", allowed=sorted(ENGINES))
     return build_engine(strategy.spec, strategy.problem, strategy.spec_tasks, strategy.seed,

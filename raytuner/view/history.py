@@ -258,12 +258,12 @@ class HistoryView:
     def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
         """The task's evaluations at full fidelity that meet the output constraints and no other one dominates.
 
-        Without a problem (or with one objective) it is the task's best evaluation.
+        Without a problem it is the task's best evaluation.
 
         Args:
             task: The task.
         """
-        if self.problem_space is None or len(self.problem_space.optimised) < 2:
+        if self.problem_space is None:
             best = dict(zip((task_key(t) for t in self.tasks), self.best_records())).get(task_key(task))
             return [best] if best is not None else []
         return pareto_front(self.problem_space, [r for r in self.records if self.is_full_fidelity(r)], task)
