@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import pytest
 from click.testing import CliRunner
 from dashboard_helpers import BAND_PROBLEM, chromium, screenshot
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -62,6 +63,12 @@ def _click(driver: Any, element: Any) -> None:
     element.click()
     WebDriverWait(driver, 30).until(lambda d: d.current_url != before
                                     and d.execute_script("return document.readyState") == "complete")
+
+
+def _wait_live(driver: Any, count: int) -> None:
+    """Wait until the live view shows ``count`` evaluations (its script replaces the block: stale reads retry)."""
+    WebDriverWait(driver, 30, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
+        lambda d: d.find_element(By.ID, "live-count").text == f"{count} evaluations")
 
 
 def _no_broken_images(driver: Any) -> None:
@@ -128,12 +135,11 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
         _tell(session, 3)
         with serve(create_app(store=tmp_path / "live"), port=0) as server:
             browser.get(server.url + "problem/live-demo/live")
-            wait = WebDriverWait(browser, 30)
-            wait.until(lambda d: d.find_element(By.ID, "live-count").text == "3 evaluations")
+            _wait_live(browser, 3)
             teller = threading.Thread(target=_tell, args=(session, 5))
             teller.start()
             teller.join(timeout=60)
-            wait.until(lambda d: d.find_element(By.ID, "live-count").text == "8 evaluations")
+            _wait_live(browser, 8)
             best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
             assert best == pytest.approx({task_label(t): session.best(t).value("y") for t in session.strategy.tasks},
                                          rel=1e-5)
@@ -153,7 +159,7 @@ def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) 
             [session] = _rows(browser, "sessions")
             assert session["problem"] == "served-demo" and session["evaluations"] == "4"
             _click(browser, browser.find_element(By.CSS_SELECTOR, "#sessions a"))
-            WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "live-count").text == "4 evaluations")
+            _wait_live(browser, 4)
             assert key not in browser.page_source
 
 

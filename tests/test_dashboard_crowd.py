@@ -19,6 +19,7 @@ import numpy as np
 import pymongo
 import pytest
 from dashboard_helpers import chromium, screenshot
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from test_crowd_access import PROBLEM, UPLOADS, USERS, _may_see, _record
@@ -155,7 +156,8 @@ def test_a_wrong_or_revoked_key_signs_no_one_in(browser: Any, site: str, world: 
     browser.execute_script("document.getElementsByName('form')[0].value = 'forged'")   # a post from elsewhere
     browser.find_element(By.ID, "api-key").send_keys(keys["alice"])
     browser.find_element(By.ID, "signin").click()
-    WebDriverWait(browser, 30).until(lambda d: "stale or from another site" in d.find_element(By.ID, "error").text)
+    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(   # the page is replaced
+        lambda d: "stale or from another site" in d.find_element(By.ID, "error").text)
     assert not browser.find_elements(By.ID, "user")
     assert keys["alice"][:-2] not in browser.page_source
     spare = repo.create_key("dave")
