@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
 
-__all__ = ["TaskProgress", "ProgressTally", "task_label", "config_label"]
+__all__ = ["TaskProgress", "ProgressTally", "task_label", "config_label", "in_task_order"]
 
 
 def _number(value: Any) -> str:
@@ -42,6 +42,23 @@ def task_label(task: Mapping[str, Any]) -> str:
     'n=200 t=1'
     """
     return " ".join(f"{k}={_number(v)}" for k, v in task_key(task)) or "(no task parameters)"
+
+
+def in_task_order(by_task: Mapping[Any, Any]) -> list[Any]:
+    """The values of a mapping keyed by :func:`~raytuner.records.task_key`, sorted by task values.
+
+    Where the values do not sort (text against numbers), the mapping's own order.
+
+    Args:
+        by_task: task keys to anything.
+
+    >>> in_task_order({(("t", 2.0),): "b", (("t", 1.0),): "a"})
+    ['a', 'b']
+    """
+    try:
+        return [by_task[k] for k in sorted(by_task)]
+    except TypeError:
+        return list(by_task.values())
 
 
 def config_label(config: Mapping[str, Any]) -> str:
@@ -126,10 +143,7 @@ class ProgressTally:
 
     def tasks(self) -> list[TaskProgress]:
         """Every task seen, sorted by its parameter values (in the order first seen where values do not sort)."""
-        try:
-            return [self._tasks[k] for k in sorted(self._tasks)]
-        except TypeError:
-            return list(self._tasks.values())
+        return in_task_order(self._tasks)
 
     def best(self, progress: TaskProgress) -> tuple[float, dict[str, Any]] | None:
         """A task's best ``(value, configuration)`` at full fidelity (or without a fidelity), or ``None``.

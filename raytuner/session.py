@@ -398,7 +398,9 @@ class TuningSession:
         self._told[trial_id] = record
         self._records.append(record)
         self.strategy.tell(record)
-        log.info("%s: %s", self.problem_name, self.progress.line(self.progress.add(record)))
+        progress = self.progress.add(record)
+        if log.isEnabledFor(logging.INFO):            # the line is built only when someone reads it
+            log.info("%s: %s", self.problem_name, self.progress.line(progress))
         return record
 
     def _retold(self, trial_id: str, result: Mapping[str, Any] | None, failure: str | None) -> FunctionEvaluation:

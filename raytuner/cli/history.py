@@ -22,8 +22,8 @@ from raytuner.cli.errors import JsonFile, store_location
 from raytuner.cli.service import META_FILE
 from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
-from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file, write_history_file
-from raytuner.view import DETAIL_COLUMNS, PLOTS, HistoryView, config_label, load_history, task_label
+from raytuner.store import open_store, read_history_file, write_history_file
+from raytuner.view import DETAIL_COLUMNS, PLOTS, HistoryView, config_label, load_history, read_history, task_label
 from raytuner.view import plot_brackets, plot_history, plot_parameter, plot_task_correlation
 
 __all__ = ["history", "summarise"]
@@ -59,31 +59,8 @@ def summarise(document: HistoryDocument) -> dict[str, Any]:
     }
 
 
-def _problem_of(store: HistoryStore, problem: str | None, location: str) -> str:
-    if problem is not None:
-        return problem
-    names = store.problems()
-    if len(names) == 1:
-        return names[0]
-    if not names:
-        raise click.BadParameter(f"{location} holds no tuning problem", param_hint="PATH_OR_URI")
-    raise click.BadParameter(f"{location} holds several problems; choose one of: {', '.join(names)}",
-                             param_hint="--problem")
-
-
 def _load(location: str, problem: str | None, meta: MetaDescription | None = None) -> HistoryDocument:
-    path = Path(location)
-    if not is_mongodb_uri(location) and path.is_file():
-        document = read_history_file(path, meta.problem_space if meta is not None else None)
-        if problem is not None and problem != document.tuning_problem_name:
-            raise click.BadParameter(f"{location} holds problem {document.tuning_problem_name!r}",
-                                     param_hint="--problem")
-        return document
-    if not is_mongodb_uri(location) and not path.is_dir():
-        raise click.BadParameter(f"{location} is neither a GPTune file, a store directory nor a "
-                                 f"mongodb:// URI", param_hint="PATH_OR_URI")
-    with open_store(location) as store:
-        return store.export_document(_problem_of(store, problem, location))
+    return read_history(location, problem, meta.problem_space if meta is not None else None)
 
 
 _META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),

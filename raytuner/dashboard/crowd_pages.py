@@ -34,6 +34,7 @@ from raytuner.dashboard.state import repository
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.executors import InlineExecutor
 from raytuner.progress import task_label
+from raytuner.protocol import json_field
 from raytuner.records import FunctionEvaluation, HistoryDocument
 from raytuner.space import ProblemSpace
 from raytuner.store import history_text
@@ -80,14 +81,12 @@ def infer_problem_space(records: list[FunctionEvaluation]) -> dict[str, Any]:
             "output_space": space(lambda r: r.evaluation_result if r.status == "ok" else {}) if ok else []}
 
 
+#: The JSON a crowd page's form takes, by field: what each must hold.
+_FIELDS: dict[str, type] = {"problem_space": dict, "configuration_space": dict, "task": dict, "parameters": list}
+
+
 def _json_arg(name: str, default: Any) -> Any:
-    text = (request.values.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(name, f"not JSON ({exc.msg} at character {exc.pos})") from None
+    return json_field(name, (request.values.get(name) or "").strip(), _FIELDS[name], default)
 
 
 def _query(problem: str) -> tuple[list[FunctionEvaluation], dict[str, Any], dict[str, Any]]:
@@ -123,10 +122,7 @@ def _crowd_home() -> tuple[str, int]:
 
 
 def _crowd_problem(problem: str) -> tuple[str, int]:
-    try:
-        records, problem_space, configuration_space = _query(problem)
-    except (InvalidInputError, RaytunerError) as exc:
-        return render(f"Crowd: {problem}", "", error=str(exc), status=400)
+    records, problem_space, configuration_space = _query(problem)   # bad input: the app's one-line error page
     view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
     best = view.best()[["task", *view.columns["parameter"].values(), view.objective_column, "evaluations"]]
     frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
@@ -147,11 +143,8 @@ def _crowd_problem(problem: str) -> tuple[str, int]:
     return render(f"Crowd: {problem}", body)
 
 
-def _download(problem: str) -> Response | tuple[str, int]:
-    try:
-        records, _, _ = _query(problem)
-    except (InvalidInputError, RaytunerError) as exc:
-        return render(f"Crowd: {problem}", "", error=str(exc), status=400)
+def _download(problem: str) -> Response:
+    records, _, _ = _query(problem)
     text = history_text(HistoryDocument(tuning_problem_name=problem, func_eval=records))
     return Response(text, mimetype="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{problem}.json"'})
@@ -172,12 +165,9 @@ def _surrogate_page(problem: str, title: str, fields: str, button: str,
         problem_space, space, records = _surrogate_inputs(problem)
         task = _json_arg("task", {})
         if request.args.get("task") is not None:
-            if not isinstance(task, dict):
-                raise InvalidInputError("task", "a JSON object of task parameters",
-                                        allowed=problem_space.input_space.names)
             model = surrogate_from_records(problem_space, records, task=task or None, executor=InlineExecutor())
             result = compute(model, task, len(records))
-    except (InvalidInputError, RaytunerError) as exc:
+    except RaytunerError as exc:           # bad input or a refused query: shown above the form
         space, error = _json_arg_safe("problem_space"), str(exc)
     form = (f'<form method="get" style="display:block">{_textarea("problem_space", space, 6)}'
             f'{_textarea("task", _json_arg_safe("task"), 2)}{fields}<button id="{button}">{button[4:]}</button></form>')
@@ -195,8 +185,7 @@ def _predict(problem: str) -> tuple[str, int]:
     def compute(model: Any, task: dict[str, Any], n: int) -> str:
         points = _json_arg("parameters", [])
         names = list(model.parameter_names)
-        if not isinstance(points, list) or not points or not all(isinstance(p, dict) and set(p) == set(names)
-                                                                 for p in points):
+        if not points or not all(isinstance(p, dict) and set(p) == set(names) for p in points):
             raise InvalidInputError("parameters", "a JSON list of objects, each with every tuning parameter",
                                     allowed=names)
         mean, variance = model.predict([dict(p) for p in points], task=task or None)

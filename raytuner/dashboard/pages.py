@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 from flask import render_template_string
+from markupsafe import escape
 from matplotlib.figure import Figure
 
 from raytuner.dashboard.signin import signed_in_user
@@ -86,8 +87,6 @@ def table_html(frame: pd.DataFrame, table_id: str, sort_links: Mapping[str, str]
         sort_links: per column, the URL that sorts by it.
         links: per column, cell text to URL (a cell becomes a link).
     """
-    from markupsafe import escape
-
     head = "".join(f'<th><a href="{escape(sort_links[c])}">{escape(c)}</a></th>' if sort_links and c in sort_links
                    else f"<th>{escape(c)}</th>" for c in frame.columns)
     rows = []

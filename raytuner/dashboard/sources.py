@@ -195,15 +195,18 @@ class StoreViews(HistoryViews):
         Args:
             problem: the problem's name.
         """
-        if problem not in self.problems():
-            raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store",
-                                    allowed=self.problems())
         signature = self._signature(problem)
+        held = self._views.get(problem)
+        if held is not None and held[0] == signature:              # the hot path: a page of a cached problem
+            return held[1]
+        known = self.problems()
+        if problem not in known:
+            raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store", allowed=known)
         with self._lock:
             lock = self._locks.setdefault(problem, threading.Lock())
         with lock:                                   # one reader per problem; other problems go on
             held = self._views.get(problem)
-            if held is not None and held[0] == signature:
+            if held is not None and held[0] == signature:          # another page read it meanwhile
                 return held[1]
             started = time.perf_counter()
             view = load_history(self.store, problem)

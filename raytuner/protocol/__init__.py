@@ -8,6 +8,8 @@ holds the generated stubs. JSON travels in string fields, written by
 Example:
     >>> dumps({"x": 1.5, "n": [1, 2]})
     '{"x":1.5,"n":[1,2]}'
+    >>> json_field("options_json", '{"a": 1}', dict, {})
+    {'a': 1}
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["MAX_JSON_BYTES", "MAX_MESSAGE_BYTES", "METADATA_KEY", "dumps"]
+from raytuner.errors import InvalidInputError
+
+__all__ = ["MAX_JSON_BYTES", "MAX_MESSAGE_BYTES", "METADATA_KEY", "dumps", "json_field"]
 
 #: Largest JSON text field, and largest failure message.
 MAX_JSON_BYTES = 1024 * 1024
@@ -36,3 +40,28 @@ def dumps(value: Any) -> str:
         value: What to write.
     """
     return json.dumps(value, separators=(",", ":"), default=_plain)
+
+
+def json_field(field: str, text: str, kind: type, default: Any) -> Any:
+    """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty.
+
+    At most :data:`MAX_JSON_BYTES` long; what is not JSON, or not a ``kind``, is refused naming ``field``.
+
+    Args:
+        field: the request field's name, for error messages.
+        text: its JSON text.
+        kind: the type it must hold: ``dict`` or ``list``.
+        default: what an empty field gives.
+    """
+    if not text:
+        return default
+    if len(text) > MAX_JSON_BYTES:
+        raise InvalidInputError(field, f"{len(text)} characters; at most {MAX_JSON_BYTES}")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidInputError(field, f"not valid JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
+                                f"{type(value).__name__}")
+    return value

@@ -20,8 +20,8 @@ import grpc
 from raytuner.analysis.sensitivity import sobol_analysis
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
-from raytuner.protocol import METADATA_KEY, dumps
-from raytuner.service.handlers import json_field, rpc, status_of
+from raytuner.protocol import METADATA_KEY, dumps, json_field
+from raytuner.service.handlers import rpc, status_of
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.space import ProblemSpace

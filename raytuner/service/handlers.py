@@ -1,4 +1,6 @@
-"""What every gRPC handler of the server shares: errors to status codes, JSON fields, the handler wrapper.
+"""What every gRPC handler of the server shares: errors to status codes and the handler wrapper.
+
+JSON fields are read with :func:`raytuner.protocol.json_field`.
 
 An exception says its own status: :class:`~raytuner.errors.InvalidInputError`
 is ``INVALID_ARGUMENT``, :class:`~raytuner.errors.StoreError` ``UNAVAILABLE``
@@ -9,23 +11,19 @@ else is ``INTERNAL``, logged with its stack.
 Example:
     >>> status_of(InvalidInputError("x", "bad"))[0].name
     'INVALID_ARGUMENT'
-    >>> json_field("options_json", '{"a": 1}', dict, {})
-    {'a': 1}
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from typing import Any, Callable
 
 import grpc
 
 from raytuner.errors import InvalidInputError, StoreError
-from raytuner.protocol import MAX_JSON_BYTES
 
-__all__ = ["Abort", "status_of", "rpc", "json_field"]
+__all__ = ["Abort", "status_of", "rpc"]
 
 log = logging.getLogger(__name__)
 
@@ -79,27 +77,3 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         context.abort(code, message)
 
     return handler
-
-
-def json_field(field: str, text: str, kind: type, default: Any) -> Any:
-    """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty.
-
-    Args:
-        field: the request field's name, for error messages.
-        text: its JSON text.
-        kind: the type it must hold: ``dict`` or ``list``.
-        default: what an empty field gives.
-    """
-    if not text:
-        return default
-    if len(text) > MAX_JSON_BYTES:
-        raise InvalidInputError(field, f"{len(text)} characters; at most {MAX_JSON_BYTES}")
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidInputError(field, f"not valid JSON: {exc}") from None
-    if not isinstance(value, kind):
-        raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
-                                f"{type(value).__name__}")
-    return value
-

@@ -193,12 +193,9 @@ class MultiObjectiveMLA(MLA):
             (DRAWS, len(objectives)))
 
         def score(U: np.ndarray) -> np.ndarray:
-            means, sds = [], []
-            for k in objectives:
-                mean, variance = models[k].predict(index, U)
-                means.append(outputs[k].sign() * mean)
-                sds.append(np.sqrt(np.maximum(variance, 0.0)))
-            mean, sd = np.stack(means, axis=-1), np.stack(sds, axis=-1)       # (n, m)
+            predicted = [models[k].predict(index, U) for k in range(len(models))]   # each output once
+            mean = np.stack([outputs[k].sign() * predicted[k][0] for k in objectives], axis=-1)       # (n, m)
+            sd = np.stack([np.sqrt(np.maximum(predicted[k][1], 0.0)) for k in objectives], axis=-1)
             samples = mean[:, None, :] + sd[:, None, :] * draws[None, :, :]   # (n, draws, m)
             if front is not None:        # two objectives: the expected hypervolume improvement
                 improvement = hypervolume_improvement(front, reference, samples).mean(axis=1)
@@ -208,7 +205,7 @@ class MultiObjectiveMLA(MLA):
             improvement = improvement + TIE / (1.0 + np.maximum(scalarise(mean) - best, 0.0))
             chance = np.ones(len(U))
             for k in bounded:
-                mean_c, variance_c = models[k].predict(index, U)
+                mean_c, variance_c = predicted[k]
                 sd_c = np.sqrt(np.maximum(variance_c, 1e-300))
                 o = outputs[k]
                 chance = chance * (norm.cdf((o.upper_bound - mean_c) / sd_c)

@@ -37,13 +37,13 @@ import pandas as pd
 
 from raytuner.errors import InvalidInputError
 from raytuner.pareto import pareto_front
-from raytuner.progress import config_label, task_label
+from raytuner.progress import config_label, in_task_order, task_label
 from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord, task_key
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
 
-__all__ = ["HistoryView", "load_history", "task_label", "config_label", "DETAIL_COLUMNS"]
+__all__ = ["HistoryView", "load_history", "read_history", "task_label", "config_label", "DETAIL_COLUMNS"]
 
 Goal = Literal["minimize", "maximize"]
 
@@ -119,10 +119,7 @@ class HistoryView:
         seen: dict[Any, dict[str, Any]] = {}
         for record in self.records:
             seen.setdefault(task_key(record.task_parameter), dict(record.task_parameter))
-        try:
-            return [seen[k] for k in sorted(seen)]
-        except TypeError:
-            return list(seen.values())
+        return in_task_order(seen)
 
     @cached_property
     def full_fidelity(self) -> float | None:
@@ -296,36 +293,55 @@ def _objective_of(records: Sequence[FunctionEvaluation], problem: ProblemSpace |
     return chosen
 
 
-def _document(source: Any, problem: str | None) -> tuple[str, list[FunctionEvaluation], list[SurrogateModelRecord]]:
-    """The problem's name, evaluations and models, from any source :func:`load_history` takes."""
+def read_history(source: Any, problem: str | None = None,
+                 problem_space: ProblemSpace | None = None) -> HistoryDocument:
+    """One problem's records from any source :func:`load_history` takes, as a document (a read never writes).
+
+    Args:
+        source: a store directory or ``mongodb://`` URI, a GPTune file, an open
+            :class:`~raytuner.store.HistoryStore`, a :class:`~raytuner.records.HistoryDocument`
+            or a :class:`~raytuner.session.TuningSession`.
+        problem: the problem's name (needed when a store holds several; a file's must match).
+        problem_space: types an older GPTune file's string values (default: inferred, with a note).
+
+    >>> read_history(HistoryDocument(tuning_problem_name="p")).tuning_problem_name
+    'p'
+    """
     if isinstance(source, HistoryDocument):
-        return source.tuning_problem_name, list(source.func_eval), list(source.surrogate_model)
+        return source
     if isinstance(source, TuningSession):
-        return source.problem_name, source.records, source.store.models(source.problem_name)
+        return HistoryDocument(tuning_problem_name=source.problem_name, func_eval=source.records,
+                               surrogate_model=source.store.models(source.problem_name))
     if isinstance(source, HistoryStore):
-        name = problem if problem is not None else _only_problem(source.problems(), "store")
-        return name, source.evaluations(name), source.models(name)
-    if isinstance(source, (str, os.PathLike)):
-        location = os.fspath(source)
-        if not is_mongodb_uri(location) and os.path.isfile(location):
-            document = read_history_file(location)
-            return document.tuning_problem_name, list(document.func_eval), list(document.surrogate_model)
-        if not is_mongodb_uri(location) and not os.path.isdir(location):
-            raise InvalidInputError("source", f"{location} is neither a GPTune file, a store directory nor a "
-                                    "mongodb:// URI")
-        with open_store(location) as store:
-            return _document(store, problem)
-    raise InvalidInputError("source", f"cannot read a history from {type(source).__name__}",
-                            allowed=["store directory", "mongodb:// URI", "GPTune file", "HistoryStore",
-                                     "HistoryDocument", "TuningSession"])
+        return source.export_document(_problem_in(source, problem, "the store"))
+    if not isinstance(source, (str, os.PathLike)):
+        raise InvalidInputError("source", f"cannot read a history from {type(source).__name__}",
+                                allowed=["store directory", "mongodb:// URI", "GPTune file", "HistoryStore",
+                                         "HistoryDocument", "TuningSession"])
+    location = os.fspath(source)
+    if not is_mongodb_uri(location) and os.path.isfile(location):
+        document = read_history_file(location, problem_space)
+        if problem is not None and problem != document.tuning_problem_name:
+            raise InvalidInputError("problem", f"{location} holds problem {document.tuning_problem_name!r}",
+                                    allowed=[document.tuning_problem_name])
+        return document
+    if not is_mongodb_uri(location) and not os.path.isdir(location):
+        raise InvalidInputError("source", f"{location} is neither a GPTune file, a store directory nor a "
+                                "mongodb:// URI")
+    with open_store(location) as store:
+        return store.export_document(_problem_in(store, problem, location))
 
 
-def _only_problem(names: Sequence[str], what: str) -> str:
+def _problem_in(store: HistoryStore, problem: str | None, where: str) -> str:
+    """``problem``, or the store's only problem; ``where`` names the store in the error."""
+    if problem is not None:
+        return problem
+    names = store.problems()
     if len(names) == 1:
         return names[0]
     if not names:
-        raise InvalidInputError("problem", f"the {what} holds no tuning problem")
-    raise InvalidInputError("problem", f"the {what} holds several problems; choose one", allowed=list(names))
+        raise InvalidInputError("problem", f"{where} holds no tuning problem")
+    raise InvalidInputError("problem", f"{where} holds several problems; choose one", allowed=list(names))
 
 
 def load_history(source: Any, problem: str | None = None, *, objective: str | None = None,
@@ -333,13 +349,12 @@ def load_history(source: Any, problem: str | None = None, *, objective: str | No
     """Read one problem's history as a :class:`HistoryView` (a read never writes).
 
     Args:
-        source: a store directory or ``mongodb://`` URI, a GPTune file, an open
-            :class:`~raytuner.store.HistoryStore`, a :class:`~raytuner.records.HistoryDocument`
-            or a :class:`~raytuner.session.TuningSession`.
+        source: anything :func:`read_history` reads.
         problem: the problem's name (needed when a store holds several).
         objective: the output the best values are of (default: the problem's first objective, or
             the first output the evaluations have).
-        problem_space: the problem, for the objective's goal (default: read from the newest stored model).
+        problem_space: the problem, for the objective's goal, the Pareto front and an older file's types
+            (default: the session's; else the goal is read from the newest stored model).
         goal: ``minimize`` or ``maximize``, overriding the problem's and the model's.
 
     >>> from raytuner.records import HistoryDocument
@@ -348,9 +363,10 @@ def load_history(source: Any, problem: str | None = None, *, objective: str | No
     """
     if goal is not None and goal not in ("minimize", "maximize"):
         raise InvalidInputError("goal", f"{goal!r} is not a goal", allowed=["minimize", "maximize"])
-    name, records, models = _document(source, problem)
     if problem_space is None and isinstance(source, TuningSession):
         problem_space = source.problem      # a session knows its problem
+    document = read_history(source, problem, problem_space)
+    name, records, models = document.tuning_problem_name, list(document.func_eval), list(document.surrogate_model)
     chosen = _objective_of(records, problem_space, objective)
     found: tuple[Goal | None, str] = (goal, "argument")
     if found[0] is None and problem_space is not None:
