@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from raytuner.bench.mo_problems import RUNNERS, lcbench_problem, zdt_problem
+from raytuner.bench.mo_problems import AMG_REFERENCE, RUNNERS, amg_mo_problem, lcbench_problem, zdt_problem
 from raytuner.bench.multiobjective import FRACTIONS, goals, measure, render_report
 
 pytestmark = pytest.mark.slow
@@ -39,3 +39,31 @@ def test_the_lcbench_problem_has_two_objectives_and_a_fixed_reference() -> None:
     assert [(o.name, o.goal) for o in problem.problem.optimised] == [("val_accuracy", "maximize"), ("time", "minimize")]
     assert len(problem.tasks) == 4 and problem.reference[0] == 0.0 and problem.reference[1] > 0
     assert problem.reference == lcbench_problem(quick=True).reference                # fixed: the same every time
+
+
+def test_the_amg_problem_trades_work_against_memory_and_records_failed_solves() -> None:
+    from raytuner.bench.amg import SolveFailure
+
+    amg = amg_mo_problem(True, quick=True)
+    assert [o.name for o in amg.problem.optimised] == ["work", "memory"]
+    assert [(o.name, o.upper_bound) for o in amg.problem.output_constraints] == [("memory", 2.0)]
+    calls: list[int] = []
+
+    def evaluate(task: dict, config: dict) -> dict:
+        calls.append(1)
+        if len(calls) % 3 == 0:               # every third solve fails: a failed record, never a crash
+            raise SolveFailure("stalled: forced by the test")
+        return amg.evaluate(task, config)
+
+    tiny = dataclasses.replace(amg, evaluate=evaluate, evaluations=4, n_initial=3, tasks=amg.tasks[:2])
+    row = measure(tiny, [0], {name: RUNNERS[name] for name in ("mla", "optuna_nsga2", "random")})
+    assert row["reference_point"] == list(AMG_REFERENCE)
+    for r in row["rows"]:
+        volumes = list(r["hypervolume_by_fraction"].values())
+        assert volumes == sorted(volumes) and volumes[-1] > 0
+    for runner in (RUNNERS["mla"], RUNNERS["optuna_motpe"]):
+        records = [r for task in runner(tiny, 1).records for r in task]
+        failed = [r for r in records if r.status != "ok"]
+        assert len(records) == 8 and failed
+        assert all(r.raytuner.failure_message.startswith("stalled") and r.value("work") is None for r in failed)
+        assert all(r.value("work") > 0 and r.value("memory") >= 1 for r in records if r.status == "ok")

@@ -10,7 +10,13 @@ reference point per problem, fixed before any tuner runs):
 - ``zdt-constrained``: the same with the recorded output ``mem = a + (b1 + b2) / 2``
   bounded by ``mem <= 0.6`` (an output constraint that cuts the front);
 - ``lcbench``: YAHPO's LCBench surrogate (``../shared/data/yahpo_lcbench``),
-  maximise ``val_accuracy`` and minimise ``time`` at epoch 52, 4 tasks.
+  maximise ``val_accuracy`` and minimise ``time`` at epoch 52, 4 tasks;
+- ``amg`` and ``amg-constrained``: PyAMG on 3-D convection-diffusion
+  (:mod:`raytuner.bench.amg`, the problem of ``examples/amg_tuning.py``) on a
+  10³ grid, 3 tasks (a, c): minimise the solve's deterministic ``work``
+  (in fine-grid matrix-vector products) and its ``memory`` (the hierarchy's
+  nonzeros over the fine matrix's); once more with ``memory <= 2`` as an
+  output constraint. A solve that fails is a failed evaluation.
 
 Tuners: ``mla`` (:class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` over
 all tasks), and per task Optuna's ``nsga2``, ``motpe`` (TPE with several
@@ -27,6 +33,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from raytuner.bench.amg import SolveFailure
 from raytuner.bench.band_peers import suggest_config
 from raytuner.executors import InlineExecutor
 from raytuner.records import FunctionEvaluation
@@ -34,7 +41,7 @@ from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch
 from raytuner.strategies.multiobjective import mla_engine
 
-__all__ = ["MOProblem", "zdt_problem", "lcbench_problem", "RUNNERS", "Run"]
+__all__ = ["MOProblem", "zdt_problem", "lcbench_problem", "amg_mo_problem", "RUNNERS", "Run"]
 
 Evaluate = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, float]]
 
@@ -140,6 +147,51 @@ def lcbench_problem(quick: bool) -> MOProblem:
     return MOProblem("lcbench", problem, tasks, evaluate, [0.0, round(1.1 * longest, 3)], 25 if quick else 50, 10)
 
 
+#: The grid of the AMG problem (k³ unknowns) and the seconds after which a solve counts as failed.
+AMG_GRID, AMG_TIME_LIMIT = 10, 10.0
+#: The output constraint of ``amg-constrained``.
+AMG_MEMORY_BOUND = 2.0
+#: The AMG problems' reference point (work, memory): near the medians of 64 random configurations per task
+#: (seed 0: 117.1 and 2.04), fixed so that every run and every tuner is measured against the same point.
+AMG_REFERENCE = (120.0, 2.5)
+
+
+def amg_mo_problem(constrained: bool, quick: bool) -> MOProblem:
+    """PyAMG: minimise the solve's work and memory on 3 tasks (``constrained``: with ``memory <= 2``).
+
+    The reference point (:data:`AMG_REFERENCE`) lies near each objective's
+    median over random configurations, so the hypervolume measures the better
+    half of the space.
+
+    Args:
+        constrained: bound the memory (it stays an objective).
+        quick: fewer evaluations per task.
+    """
+    from raytuner.bench.amg import AMG_PROBLEM, DEFAULT_TASKS, solve
+
+    memory: dict[str, Any] = {"name": "memory", "goal": "minimize"}
+    if constrained:
+        memory["upper_bound"] = AMG_MEMORY_BOUND
+    problem = ProblemSpace.parse({**AMG_PROBLEM, "output_space": [{"name": "work", "goal": "minimize"}, memory]})
+    tasks = [dict(t) for t in DEFAULT_TASKS]
+
+    def evaluate(task: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, float]:
+        done = solve(task, config, AMG_GRID, time_limit=AMG_TIME_LIMIT)
+        return {"work": done.work, "memory": done.memory}
+
+    return MOProblem("amg-constrained" if constrained else "amg", problem, tasks, evaluate, list(AMG_REFERENCE),
+                     20 if quick else 40, 10)
+
+
+def _measure(mo: MOProblem, task: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[dict[str, float] | None,
+                                                                                         str | None]:
+    """``(outputs, None)``, or ``(None, why)`` for an evaluation that failed."""
+    try:
+        return mo.evaluate(task, config), None
+    except SolveFailure as exc:
+        return None, exc.reason
+
+
 def _drive(engine: Any, mo: MOProblem) -> Run:
     run = Run([[] for _ in mo.tasks])
     for _ in range(mo.evaluations * len(mo.tasks)):
@@ -147,7 +199,8 @@ def _drive(engine: Any, mo: MOProblem) -> Run:
         suggestion = engine.ask()
         run.ask_seconds.append(time.perf_counter() - started)
         index = engine.task_index(suggestion.task)
-        run.records[index].append(engine.tell(suggestion, mo.evaluate(suggestion.task, suggestion.config)))
+        outputs, failure = _measure(mo, suggestion.task, suggestion.config)
+        run.records[index].append(engine.tell(suggestion, outputs, failure=failure))
     return run
 
 
@@ -185,7 +238,12 @@ def _optuna(sampler: str, mo: MOProblem, seed: int) -> Run:
             trial = study.ask()
             config = suggest_config(trial, mo.problem.parameter_space)
             run.ask_seconds.append(time.perf_counter() - started)
-            outputs = mo.evaluate(task, config)
+            outputs, failure = _measure(mo, task, config)
+            if outputs is None:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                run.records[j].append(FunctionEvaluation.create(task, config, failure=failure,
+                                                                  outputs=[o.name for o in mo.problem.output_space]))
+                continue
             trial.set_user_attr("violations", [max(o.lower_bound - outputs[o.name], outputs[o.name] - o.upper_bound)
                                                for o in bounded])
             study.tell(trial, [outputs[o.name] for o in objectives])

@@ -6,8 +6,9 @@ Run it with::
 
 It writes ``DIR/results.json`` and ``DIR/report.md``. The problems and
 tuners are in :mod:`raytuner.bench.mo_problems` (a shifted ZDT1 family with a
-known front, the same with an output constraint, and LCBench's accuracy
-against training time on 4 tasks). Each tuner's hypervolume (of each
+known front, the same with an output constraint, LCBench's accuracy
+against training time on 4 tasks, and PyAMG's solve work against its memory
+on 3 tasks, without and with a bound on the memory). Each tuner's hypervolume (of each
 task's feasible front, mean over tasks; reference point fixed per problem
 and written in the results) is taken at 25, 50 and 100 % of its evaluations
 per task, mean and sd over 10 seeds (quick: 2); on a constrained problem
@@ -27,19 +28,22 @@ evaluations x 2 objectives (LCBench: the longest of its last asks).
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from raytuner.bench.mo_problems import RUNNERS, MOProblem, Run, lcbench_problem, zdt_problem
+from raytuner.bench.mo_problems import RUNNERS, MOProblem, Run, amg_mo_problem, lcbench_problem, zdt_problem
 from raytuner.bench.report import finish_run, markdown_table
 from raytuner.pareto import hypervolume, objective_values, pareto_front
 from raytuner.progress import task_label
 
-__all__ = ["run", "FRACTIONS", "problems", "measure", "goals", "render_report"]
+__all__ = ["run", "FRACTIONS", "PROBLEMS", "problems", "measure", "goals", "render_report"]
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +53,36 @@ GOAL_VIOLATIONS = 0.10
 GOAL_SUGGEST_S = 1.0
 
 
-def problems(quick: bool) -> list[MOProblem]:
-    """The benchmark's problems (LCBench only where its data and onnxruntime are there).
+#: Problem id -> its builder (``quick``), in the order of the report.
+PROBLEMS: dict[str, Callable[[bool], MOProblem]] = {
+    "zdt": lambda quick: zdt_problem(False, quick), "zdt-constrained": lambda quick: zdt_problem(True, quick),
+    "lcbench": lcbench_problem,
+    "amg": lambda quick: amg_mo_problem(False, quick), "amg-constrained": lambda quick: amg_mo_problem(True, quick)}
 
-    Args:
-        quick: fewer evaluations per task.
-    """
-    chosen = [zdt_problem(False, quick), zdt_problem(True, quick)]
+
+def problems() -> list[str]:
+    """The ids of the problems this machine can run (LCBench needs its data and onnxruntime, AMG PyAMG)."""
+    chosen = ["zdt", "zdt-constrained"]
     try:
-        chosen.append(lcbench_problem(quick))
+        from raytuner.bench.lcbench import LCBenchSurrogate
+
+        LCBenchSurrogate()
+        chosen.append("lcbench")
     except (ImportError, OSError) as exc:
         log.warning("skipping the LCBench problem: %s", exc)
+    try:
+        import pyamg  # noqa: F401
+    except ImportError as exc:
+        log.warning("skipping the AMG problems: %s", exc)
+    else:
+        chosen += ["amg", "amg-constrained"]
     return chosen
+
+
+def _measure_problem(problem_id: str, quick: bool, seeds: list[int], names: list[str]) -> dict[str, Any]:
+    """One problem's row, built and measured in this process (a worker of :func:`run`)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return measure(PROBLEMS[problem_id](quick), seeds, {name: RUNNERS[name] for name in names})
 
 
 def _hypervolumes(mo: MOProblem, run: Run) -> list[float]:
@@ -153,7 +175,8 @@ def render_report(results: Mapping[str, Any]) -> str:
         results: the benchmark's results.
     """
     lines = ["# Multi-objective benchmark", "", f"Command: `{results['command']}`. Elapsed {results['elapsed_s']} s; "
-             f"seeds {results['seeds']}.", ""]
+             f"seeds {results['seeds']}; problems run side by side in {results.get('processes', 1)} processes "
+             "(suggest times are taken under that load).", ""]
     for p in results["problems"]:
         lines += [f"## {p['id']}", "", f"Objectives {', '.join(p['objectives'])}; output constraints "
                   f"{', '.join(p['output_constraints']) or 'none'}; tasks {', '.join(p['tasks'])}; "
@@ -190,6 +213,11 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - an ImportError or a broken install: skip the peer, say why
         log.warning("skipping the optuna_gp peer: torch cannot be imported (%s)", exc)
         del tuners["optuna_gp"]
-    rows = [measure(mo, seeds, tuners) for mo in problems(quick)]
-    results = {"problems": rows, "goals": goals(rows), "seeds": seeds, "tuners": list(tuners)}
+    chosen = problems()
+    # the problems run side by side, one process per core (at most 2): each ask is timed under that load
+    jobs = max(1, min(2, os.cpu_count() or 1, len(chosen)))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_measure_problem, p, quick, seeds, list(tuners)) for p in chosen]
+        rows = [f.result() for f in futures]
+    results = {"problems": rows, "goals": goals(rows), "seeds": seeds, "tuners": list(tuners), "processes": jobs}
     return finish_run(out, "multiobjective", results, render_report, quick=quick, started=started)

@@ -108,6 +108,31 @@ class Standardisation:
         """
         return (self._g(y, self.log_transform) - self.means[task]) / self.stds[task]
 
+    def inverse(self, task: int, z: np.ndarray) -> np.ndarray:
+        """Values in model units back in output units (the inverse of :meth:`forward`).
+
+        Args:
+            task: the task's index.
+            z: values in model units.
+
+        >>> t = Standardisation(np.array([0.0]), np.array([2.0]), log_transform=True)
+        >>> t.inverse(0, t.forward(0, np.array([5.0]))).round(12).tolist()
+        [5.0]
+        """
+        g = np.asarray(z, dtype=float) * self.stds[task] + self.means[task]
+        return np.exp(g) if self.log_transform else g
+
+    def bound(self, task: int, value: float) -> float:
+        """An output bound in model units (under a log transform, a bound at or below 0 is minus infinity).
+
+        Args:
+            task: the task's index.
+            value: the bound in output units (maybe infinite).
+        """
+        if self.log_transform:
+            value = float(np.log(value)) if value > 0 else -np.inf
+        return (value - self.means[task]) / self.stds[task]
+
     def backward(self, task: int, mean: np.ndarray, variance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-unit moments back in output units (log-normal moments under a log transform).
 
