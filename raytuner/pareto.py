@@ -30,7 +30,8 @@ from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
 
-__all__ = ["objective_values", "non_dominated", "pareto_front", "hypervolume", "hypervolume_improvement", "feasible"]
+__all__ = ["objective_values", "non_dominated", "pareto_front", "hypervolume", "hypervolume_improvement", "feasible",
+           "nsga_order"]
 
 
 def feasible(problem: ProblemSpace, record: FunctionEvaluation) -> bool:
@@ -102,6 +103,71 @@ def pareto_front(problem: ProblemSpace, records: Sequence[FunctionEvaluation],
     front = [i for i in np.flatnonzero(non_dominated(values))]
     front.sort(key=lambda i: tuple(values[i]))
     return [candidates[i] for i in front]
+
+
+def nsga_order(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> list[int]:
+    """The indices of the records with every objective, best first, as NSGA-II ranks a population.
+
+    Feasible records come first, front by front (non-dominated sorting); within
+    a front, the larger crowding distance first (the ends of a front first),
+    so a cut keeps the front's spread; ties keep the records' order. Then the
+    records that break an output constraint, the smaller total violation (in
+    ranges of each bound's output) first. A failed record is left out.
+
+    Args:
+        problem: the problem (its objectives and output constraints).
+        records: the evaluations, in the order they were told.
+
+    >>> from raytuner.records import FunctionEvaluation
+    >>> problem = ProblemSpace.parse({
+    ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+    ...     "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 5}]})
+    >>> rows = [(1, 5, 1), (2, 2, 1), (5, 1, 1), (3, 3, 1), (0, 0, 9), (4, 4, 1), (2.5, 2.5, 1)]
+    >>> nsga_order(problem, [FunctionEvaluation.create({}, {"x": 0.5}, {"f1": a, "f2": b, "mem": m})
+    ...                      for a, b, m in rows])
+    [0, 2, 1, 6, 3, 5, 4]
+    """
+    ranked = [n for n, r in enumerate(records)
+              if r.status == "ok" and all(r.value(o.name) is not None for o in problem.optimised)]
+    good = [n for n in ranked if feasible(problem, records[n])]
+    order: list[int] = []
+    left = good
+    while left:
+        values = objective_values(problem, [records[n] for n in left])
+        mask = non_dominated(values)
+        front = [n for n, keep in zip(left, mask) if keep]
+        crowding = _crowding(values[mask])
+        order += [front[k] for k in sorted(range(len(front)), key=lambda k: (-crowding[k], k))]
+        left = [n for n, keep in zip(left, mask) if not keep]
+    bad = [n for n in ranked if n not in set(good)]
+    return order + sorted(bad, key=lambda n: (_violation(problem, records[n]), n))
+
+
+def _crowding(values: np.ndarray) -> np.ndarray:
+    """NSGA-II's crowding distance of each point of one front (the ends of each objective: infinite)."""
+    n, m = values.shape
+    distance = np.zeros(n)
+    if n <= 2:
+        return np.full(n, np.inf)
+    for k in range(m):
+        order = np.argsort(values[:, k], kind="stable")
+        span = values[order[-1], k] - values[order[0], k]
+        distance[order[0]] = distance[order[-1]] = np.inf
+        if span > 0:
+            distance[order[1:-1]] += (values[order[2:], k] - values[order[:-2], k]) / span
+    return distance
+
+
+def _violation(problem: ProblemSpace, record: FunctionEvaluation) -> float:
+    """How far ``record`` lies outside its output constraints, each in units of its bound's size."""
+    total = 0.0
+    for o in problem.output_constraints:
+        value = record.value(o.name)
+        if value is None:
+            return float("inf")
+        scale = max(abs(b) for b in (o.lower_bound, o.upper_bound) if np.isfinite(b)) or 1.0
+        total += max(o.lower_bound - value, value - o.upper_bound, 0.0) / scale
+    return total
 
 
 def hypervolume(values: np.ndarray, reference: Sequence[float]) -> float:

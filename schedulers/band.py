@@ -125,8 +125,10 @@ class GPTuneBandScheduler(TrialScheduler):
         fidelity_mode: ``"one_shot"`` or ``"iterative"`` (see the module docstring).
         fidelity_key: The config key of a one-shot trial's fidelity.
         time_attr: The result key that counts an iterative trial's fidelity.
-        metric: The objective (default: the first one).
-        mode: Ray's ``"min"``/``"max"`` (follows the objective's goal).
+        metric: The objective, or a list of objectives tuned together (default: every optimised output, so a
+            problem with several objectives or an output constraint ranks each rung by non-dominated
+            sorting with crowding, as Ray Tune's ``OptunaSearch`` takes ``metric=[...]``).
+        mode: Ray's ``"min"``/``"max"``, a list for a list of metrics (follows the goals).
         seed: The engine's seed.
         n_initial: The engine's initial samples per LCM-task.
         options: The LCM's fitting options.
@@ -144,23 +146,34 @@ class GPTuneBandScheduler(TrialScheduler):
                  fidelities: Sequence[float] | None = None, integer_fidelities: bool | None = None,
                  passes: int | None = None, budget: float | None = None,
                  fidelity_mode: FidelityMode = "one_shot", fidelity_key: str = "fidelity",
-                 time_attr: str = "training_iteration", metric: str | None = None, mode: str | None = None,
+                 time_attr: str = "training_iteration", metric: str | list[str] | None = None,
+                 mode: str | list[str] | None = None,
                  seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
                  acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
                  executor: Executor | None = None, **session_options: Any) -> None:
         super().__init__()
-        objective_name, ray_goal = ray_mode(problem, metric, mode)
+        objective_name, ray_goal = ray_mode(problem, metric, mode, several=True)
+        # a list of metrics, or none named: every objective and output constraint counts; one named: it alone
+        several = isinstance(objective_name, list)
+        if several and sorted(objective_name) != sorted(o.name for o in problem.optimised):
+            raise InvalidInputError("metric", f"{objective_name!r}: GPTuneBand tunes one objective or all of them",
+                                    allowed=[o.name for o in problem.optimised])
         if fidelity_key in problem.input_space.names + problem.parameter_space.names:
             raise InvalidInputError("fidelity_key", f"{fidelity_key!r} is already a task or tuning parameter")
         self.problem = problem
-        self._metric, self.mode = objective_name, ray_goal
+        #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
+        self.metrics: list[str] = list(objective_name) if several else [objective_name]
+        self.modes: list[str] = list(ray_goal) if several else [ray_goal]
+        # Ray's trial schedulers take one metric (its controller checks each result for it): the first
+        self._metric, self.mode = self.metrics[0], self.modes[0]
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
         self.engine: MultiFidelityEngine = build_engine(EngineSpec("band", {
             "b_min": b_min, "b_max": b_max, "eta": eta, "fidelities": fidelities,
             "integer_fidelities": integer_fidelities, "passes": passes, "budget": budget,
             "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
-            "acquisition": acquisition, "acquisition_options": acquisition_options, "objective": objective_name}),
+            "acquisition": acquisition, "acquisition_options": acquisition_options,
+            "objective": None if several or metric is None else objective_name}),
             problem, tasks, seed, executor=executor)
         self.store = open_store(store)
         self._session_options = session_options
@@ -186,11 +199,18 @@ class GPTuneBandScheduler(TrialScheduler):
         """Per task, the best recorded evaluation at ``b_max``."""
         return self.engine.best()
 
-    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        """Accept a Tuner-level metric/mode only when it agrees with the problem's objective."""
-        if metric is not None and metric != self._metric:
+    def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None,
+                              **spec: Any) -> bool:
+        """Accept a Tuner-level metric/mode only when it agrees with the problem's objectives.
+
+        Args:
+            metric: The Tuner's metric (or list of metrics).
+            mode: The Tuner's mode (or list of modes).
+            **spec: Ray's other search properties (ignored).
+        """
+        if metric is not None and [metric] != self.metrics and metric != self.metrics:
             return False
-        return mode is None or mode == self.mode
+        return mode is None or [mode] == self.modes or mode == self.modes
 
     # -- searcher side ---------------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
@@ -320,7 +340,7 @@ class GPTuneBandScheduler(TrialScheduler):
             self._states[tid].live = False
 
     def _reached(self, state: _TrialState, result: Mapping[str, Any]) -> bool:
-        if self._metric not in result:
+        if any(m not in result for m in self.metrics):
             return False
         if not self.iterative:
             return True

@@ -31,9 +31,11 @@ class BracketDriver(Protocol):
 
     metric: str
     mode: str
+    metrics: list[str]
+    modes: list[str]
     max_concurrent: int | None
 
-    def set_search_properties(self, metric: str | None, mode: str | None) -> bool:
+    def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None) -> bool:
         """Accept a Tuner-level metric/mode only when it agrees with the scheduler's.
 
         Args:
@@ -88,7 +90,8 @@ class GPTuneBandSearcher(Searcher):
     """
 
     def __init__(self, band: BracketDriver) -> None:
-        super().__init__(metric=band.metric, mode=band.mode)
+        several = len(band.metrics) > 1          # Ray's searchers take lists, as OptunaSearch does
+        super().__init__(metric=band.metrics if several else band.metric, mode=band.modes if several else band.mode)
         self.band = band
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],

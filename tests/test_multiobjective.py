@@ -236,4 +236,6 @@ def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"metric: \['f1', 'f2'\]: this face tunes one objective"):
         RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "c"), "p", metric=["f1", "f2"])
     band = GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "d"), "p", b_min=1, b_max=3, eta=3)
-    assert band.engine.objective.name == "f1"
+    assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])  # every objective
+    single = GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "e"), "p", b_min=1, b_max=3, eta=3, metric="f2")
+    assert not single.engine.several and single.engine.objective.name == "f2"

@@ -53,10 +53,12 @@ from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
+from raytuner.pareto import pareto_front
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion
 from raytuner.strategies.band_plan import BandPlan, Step
-from raytuner.strategies.band_sampler import LEVEL, LevelSampler
+from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler
+from raytuner.strategies.multiobjective import is_multiobjective
 
 __all__ = ["GPTuneBand", "LEVEL"]
 
@@ -119,19 +121,23 @@ class GPTuneBand(Strategy):
             raise InvalidInputError("input_space", f"the name {LEVEL!r} is reserved by GPTuneBand")
         self.fidelity_mode = check_mode(fidelity_mode)
         self.objective = problem.objective(objective)
-        self.plan = BandPlan(self.structure, self.objective, len(self.tasks), passes, budget, self.fidelity_mode)
+        # several objectives or output constraints (none named): rungs ranked by all, samples by one LCM per output
+        self.several = objective is None and is_multiobjective(problem)
+        self.plan = BandPlan(self.structure, self.objective, len(self.tasks), passes, budget, self.fidelity_mode,
+                             problem=problem if self.several else None)
+        named = None if self.several else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget
         first = self.structure.samples(0)
         self.n_initial = n_initial if n_initial is not None else max(1, (first + 1) // 2)
         self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
             n_initial=self.n_initial, options=options, acquisition=acquisition,
-            acquisition_options=acquisition_options, executor=executor, objective=self.objective.name,
+            acquisition_options=acquisition_options, executor=executor, objective=named,
             search_candidates=search_candidates)
         self._keep_options(b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
                            integer_fidelities=integer_fidelities, passes=passes, budget=budget,
                            fidelity_mode=fidelity_mode, n_initial=n_initial, options=options, acquisition=acquisition,
-                           acquisition_options=acquisition_options, objective=self.objective.name,
+                           acquisition_options=acquisition_options, objective=named,
                            search_candidates=search_candidates, model=model)
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
@@ -259,8 +265,9 @@ class GPTuneBand(Strategy):
         key = (self.current_pass, self.stage())
         if self._sampler is not None and self._sampler_key == key:
             return self._sampler
-        sampler = LevelSampler(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
-                               self.seed, **self._sampler_options)
+        kind = MultiObjectiveLevelSampler if self.several else LevelSampler
+        sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
+                       self.seed, **self._sampler_options)
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)
@@ -376,6 +383,14 @@ class GPTuneBand(Strategy):
                       and (v := r.value(self.objective.name)) is not None]
             out.append(min(scored, key=lambda x: (x[0], x[1]))[2] if scored else None)
         return out
+
+    def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
+        """The feasible evaluations of ``task`` at ``b_max`` that no other one dominates.
+
+        Args:
+            task: The task.
+        """
+        return pareto_front(self.problem, [r for r in self._records if self._level_of(r) == 0], task)
 
     def cost_per_task(self) -> list[float]:
         """The normalised cost told so far, per task (``b / b_max`` per evaluation, the increment when iterative)."""

@@ -29,7 +29,7 @@ from typing import Any, Literal, Mapping
 
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.space import Objective
+from raytuner.space import Objective, ProblemSpace
 from raytuner.strategies.bandit import BanditStructure, FidelityMode
 from raytuner.strategies.brackets import Brackets, InFlight, RunKey
 
@@ -78,17 +78,20 @@ class BandPlan:
         passes: The passes of the plan (``None``: one without a budget, unlimited with one).
         budget: Normalised cost per task (``b / b_max`` per evaluation; ``None``: the passes decide).
         mode: ``"one_shot"`` or ``"iterative"`` (what a promotion costs).
+        problem: With several objectives or output constraints: rank a rung by all of them (see
+            :class:`~raytuner.strategies.brackets.Brackets`).
     """
 
     def __init__(self, structure: BanditStructure, objective: Objective, tasks: int, passes: int | None = None,
-                 budget: float | None = None, mode: FidelityMode = "one_shot") -> None:
+                 budget: float | None = None, mode: FidelityMode = "one_shot",
+                 problem: ProblemSpace | None = None) -> None:
         check_limits(budget, passes)
         self.structure = structure
         self.tasks = tasks
         self.passes = passes if passes is not None or budget is not None else 1
         self.budget = None if budget is None else float(budget)
         self.mode = mode
-        self.brackets = Brackets(structure, objective)
+        self.brackets = Brackets(structure, objective, problem)
         self.in_flight = InFlight()
         self.told_cost = [0.0] * tasks
 

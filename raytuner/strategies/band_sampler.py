@@ -15,8 +15,9 @@ from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.space import ProblemSpace
 from raytuner.strategies.bandit import BanditStructure
 from raytuner.strategies.mla import MLA
+from raytuner.strategies.multiobjective import MultiObjectiveMLA
 
-__all__ = ["LEVEL", "LevelSampler"]
+__all__ = ["LEVEL", "LevelSampler", "MultiObjectiveLevelSampler"]
 
 #: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
 LEVEL = "gptuneband_level"
@@ -74,3 +75,27 @@ class LevelSampler(MLA):
         current = min(open_counts) if open_counts else -1
         if current != self._round:
             self._round, self._horizon = current, len(self._records)
+
+
+class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
+    """:class:`LevelSampler` with one LCM per optimised or bounded output, choosing as MultiObjectiveMLA does.
+
+    Every output's model is refitted at the sampler's rounds, and with
+    ``model="levels"`` scores a bracket's samples by the front at ``b_max``.
+
+    Args:
+        level_problem: As for :class:`LevelSampler`.
+        tasks: As for :class:`LevelSampler`.
+        structure: As for :class:`LevelSampler`.
+        pass_index: As for :class:`LevelSampler`.
+        stage: As for :class:`LevelSampler`.
+        every_level: As for :class:`LevelSampler`.
+        seed: As for :class:`LevelSampler`.
+        **options: MLA's options (no ``objective``).
+    """
+
+    def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
+                 pass_index: int, stage: int, every_level: bool, seed: int | None, **options: Any) -> None:
+        super().__init__(level_problem, tasks, structure, pass_index, stage, every_level, seed, **options)
+        for component in self.components:
+            component.fit_horizon = self.fit_horizon          # type: ignore[method-assign]  # the sampler's rounds

@@ -27,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from raytuner.pareto import nsga_order
 from raytuner.records import FunctionEvaluation, Provenance, task_key
-from raytuner.space import Objective
+from raytuner.space import Objective, ProblemSpace
 from raytuner.strategies.bandit import BanditStructure
 
 __all__ = ["Brackets", "InFlight", "Run", "RunKey"]
@@ -69,11 +70,14 @@ class Brackets:
     Args:
         structure: The bandit structure (fidelities, ``eta``).
         objective: The objective that ranks evaluations within a rung.
+        problem: With several objectives or output constraints: rank a rung by them instead, as NSGA-II
+            does (:func:`~raytuner.pareto.nsga_order`: feasible first, non-dominated fronts, crowding).
     """
 
-    def __init__(self, structure: BanditStructure, objective: Objective) -> None:
+    def __init__(self, structure: BanditStructure, objective: Objective, problem: ProblemSpace | None = None) -> None:
         self.structure = structure
         self.objective = objective
+        self.problem = problem
         self.runs: dict[RunKey, Run] = {}
         self.by_uid: dict[str, FunctionEvaluation] = {}
         self._keys: dict[str, RunKey] = {}
@@ -125,6 +129,8 @@ class Brackets:
         Args:
             uids: Told uids.
         """
+        if self.problem is not None:
+            return [uids[n] for n in nsga_order(self.problem, [self.by_uid[u] for u in uids])]
         sign = self.objective.sign()
         scored = [(sign * v, n, u) for n, u in enumerate(uids)
                   if (v := self.by_uid[u].value(self.objective.name)) is not None]

@@ -197,7 +197,8 @@ class MultiObjectiveMLA(MLA):
         outputs = [c.objective for c in self.components]
         objectives = [k for k, o in enumerate(outputs) if o.optimize]
         bounded = [k for k, o in enumerate(outputs) if o.bounded]
-        mine = [r for r in self._records if self.task_index(r.task_parameter) == index and r.status == "ok"
+        target = self.scored_task(index)         # GPTuneBand's levels model: the front at b_max
+        mine = [r for r in self._records if self.task_index(r.task_parameter) == target and r.status == "ok"
                 and all(r.value(outputs[k].name) is not None for k in objectives)]
         if not mine:
             return self.components[self._lead]._search(index)
@@ -221,11 +222,11 @@ class MultiObjectiveMLA(MLA):
 
         def score(U: np.ndarray) -> np.ndarray:
             # each output once, in model units; draws are taken there and mapped back (log-normal where logged)
-            predicted = [models[k].predict_standardised(index, U) for k in range(len(models))]
+            predicted = [models[k].predict_standardised(target, U) for k in range(len(models))]
             spread = [np.sqrt(np.maximum(v, 0.0)) for _, v in predicted]
             value = [models[k].transform.inverse for k in range(len(models))]
-            mean = np.stack([outputs[k].sign() * value[k](index, predicted[k][0]) for k in objectives], axis=-1)
-            samples = np.stack([outputs[k].sign() * value[k](index, predicted[k][0][:, None]
+            mean = np.stack([outputs[k].sign() * value[k](target, predicted[k][0]) for k in objectives], axis=-1)
+            samples = np.stack([outputs[k].sign() * value[k](target, predicted[k][0][:, None]
                                                              + spread[k][:, None] * draws[None, :, j])
                                 for j, k in enumerate(objectives)], axis=-1)          # (n, draws, m)
             if front is not None:        # two objectives: the expected hypervolume improvement
@@ -237,8 +238,8 @@ class MultiObjectiveMLA(MLA):
             chance = np.ones(len(U))
             for k in bounded:
                 o, to_model, sd_c = outputs[k], models[k].transform.bound, np.maximum(spread[k], 1e-150)
-                chance = chance * (norm.cdf((to_model(index, o.upper_bound) - predicted[k][0]) / sd_c)
-                                   - norm.cdf((to_model(index, o.lower_bound) - predicted[k][0]) / sd_c))
+                chance = chance * (norm.cdf((to_model(target, o.upper_bound) - predicted[k][0]) / sd_c)
+                                   - norm.cdf((to_model(target, o.lower_bound) - predicted[k][0]) / sd_c))
             # a likely breach ranks below every likely success: the edge of the feasible region is not a coin toss
             return improvement * chance * np.where(chance >= CONFIDENT, 1.0, 1e-6)
 

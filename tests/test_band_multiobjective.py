@@ -1,0 +1,116 @@
+"""GPTuneBand with several objectives and an output constraint: rungs ranked as NSGA-II ranks, the engine and the
+Ray scheduler (``metric=[...]``), fronts at b_max, replay."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor
+from raytuner.pareto import nsga_order, pareto_front
+from raytuner.records import FunctionEvaluation
+from raytuner.space import ProblemSpace
+from raytuner.store import JsonStore
+from raytuner.strategies import GPTuneBand, fresh_engine
+from raytuner.strategies.band_sampler import MultiObjectiveLevelSampler
+
+SPACES = {"input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+          "parameter_space": [{"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                              {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1}]}
+#: ZDT1 shifted by the task t, with a fidelity error that vanishes at b_max = 9; ``mem`` <= 0.6 is a constraint.
+CONSTRAINED = ProblemSpace.parse({**SPACES, "output_space": [
+    {"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 0.6}]})
+TASKS = [{"t": 0.0}, {"t": 0.5}]
+B_MAX = 9
+
+
+def zdt(config: dict, t: float, fidelity: float) -> dict[str, float]:
+    a, b = config["a"], config["b"]
+    g = 1 + 9 * b
+    error = (B_MAX - fidelity) * 0.05 * math.sin(20 * a)
+    return {"f1": a, "f2": g * (1 - math.sqrt(a / g)) + 0.2 * t + error, "mem": a + b}
+
+
+def run_band(seed: int, model: str = "paper") -> tuple[GPTuneBand, list[FunctionEvaluation]]:
+    band = GPTuneBand(CONSTRAINED, TASKS, seed=seed, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(),
+                      model=model)
+    records = []
+    while not band.finished:
+        s = band.ask()
+        records.append(band.tell(s, zdt(s.config, s.task["t"], s.fidelity)))
+    return band, records
+
+
+@pytest.mark.parametrize("model", ["paper", "levels"])
+def test_each_rung_promotes_what_nsga_ii_ranks_first(model: str) -> None:
+    band, records = run_band(0, model)
+    assert band.several and isinstance(band._sampler, MultiObjectiveLevelSampler)
+    by_uid = {r.uid: r for r in records}
+    rungs: dict[tuple, list[FunctionEvaluation]] = {}
+    for r in records:
+        p = r.raytuner
+        rungs.setdefault((p.pass_, r.task_parameter["t"], p.bracket, p.rung), []).append(r)
+    checked = 0
+    for (pass_, t, bracket, rung), told in rungs.items():
+        promoted = rungs.get((pass_, t, bracket, rung + 1), [])
+        if not promoted:
+            continue
+        parents = {by_uid[r.raytuner.parent].uid for r in promoted}
+        ranked = [told[n].uid for n in nsga_order(CONSTRAINED, told)]
+        assert parents == set(ranked[:len(promoted)]), (pass_, t, bracket, rung)
+        checked += 1
+    assert checked >= 4
+    for task in TASKS:            # the front at b_max: feasible, non-dominated, only full-fidelity evaluations
+        front = band.pareto_front(task)
+        at_b_max = [r for r in records if r.raytuner.fidelity == B_MAX]
+        assert front and [r.uid for r in front] == [r.uid for r in pareto_front(CONSTRAINED, at_b_max, task)]
+        assert all(r.evaluation_result["mem"] <= 0.6 for r in front)
+
+
+def test_a_feasible_evaluation_is_promoted_before_one_that_breaks_the_constraint() -> None:
+    records = [FunctionEvaluation.create({"t": 0.0}, {"a": a, "b": b}, zdt({"a": a, "b": b}, 0.0, B_MAX))
+               for a, b in ((0.0, 0.9), (0.5, 0.0), (0.2, 0.05), (1.0, 0.5))]
+    # a=0 has the best f1 but breaks mem <= 0.6 by less than a=1 does: the feasible ones first, then the nearer miss
+    assert nsga_order(CONSTRAINED, records) == [1, 2, 0, 3]
+
+
+def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
+    first, records = run_band(3)
+    again = fresh_engine(first)
+    assert isinstance(again, GPTuneBand) and again.several and again.spec == first.spec
+    replayed = []
+    while not again.finished:
+        s = again.ask()
+        replayed.append(again.tell(s, zdt(s.config, s.task["t"], s.fidelity)))
+    assert [(r.tuning_parameter, r.raytuner.fidelity) for r in replayed] == \
+        [(r.tuning_parameter, r.raytuner.fidelity) for r in records]
+
+
+def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Path) -> None:
+    from ray import tune
+
+    from raytuner.schedulers import GPTuneBandScheduler
+
+    def trainable(config: dict) -> None:
+        tune.report(zdt(config, config["t"], config["fidelity"]))
+
+    with pytest.raises(InvalidInputError, match=r"metric: \['f2'\]: GPTuneBand tunes one objective or all of them"):
+        GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "x"), "zdt", metric=["f2"])
+    named = GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", b_min=1, b_max=3, eta=3,
+                                metric="f2")
+    assert not named.engine.several and named.engine.objective.name == "f2"       # one named: it alone
+    store = JsonStore(tmp_path / "s")
+    band = GPTuneBandScheduler(CONSTRAINED, TASKS, store, "zdt", b_min=1, b_max=B_MAX, eta=3, seed=1,
+                               metric=["f1", "f2"], mode=["min", "min"], executor=InlineExecutor())
+    assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])
+    tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1, max_concurrent_trials=2,
+             reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"))
+    records = store.evaluations("zdt")
+    assert band.engine.finished and all(r.status == "ok" for r in records)
+    assert {r.raytuner.fidelity for r in records} == {1, 3, 9}
+    for task in TASKS:
+        assert [r.uid for r in band.engine.pareto_front(task)] == \
+            [r.uid for r in pareto_front(CONSTRAINED, [r for r in records if r.raytuner.fidelity == B_MAX], task)]
