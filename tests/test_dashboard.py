@@ -146,6 +146,40 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
             screenshot(browser, tmp_path, "dashboard-live")
 
 
+def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_front(browser: Any,
+                                                                                     tmp_path: Path) -> None:
+    from raytuner.executors import InlineExecutor
+    from raytuner.pareto import pareto_front
+    from raytuner.strategies.multiobjective import mla_engine
+
+    problem = ProblemSpace.parse({"input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+                                  "parameter_space": [{"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                                                      {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+                                  "output_space": [{"name": "f1"}, {"name": "f2"},
+                                                   {"name": "mem", "optimize": False, "upper_bound": 0.6}]})
+    tasks = [{"t": 0.0}, {"t": 0.5}]
+    with JsonStore(tmp_path / "mo") as store:      # the models the session stores keep the spaces: no meta needed
+        session = TuningSession("zdt", problem, mla_engine(problem, tasks, 0, n_initial=4,
+                                                           executor=InlineExecutor()), store)
+        for _ in range(16):
+            trial = session.ask()
+            a, b, t = trial.config["a"], trial.config["b"], trial.task["t"]
+            session.tell(trial, {"f1": a, "f2": (1 + 9 * b) * (1 - (a / (1 + 9 * b)) ** 0.5) + 0.2 * t, "mem": a + b})
+        records = store.evaluations("zdt")
+    assert load_history(tmp_path / "mo").several
+    with serve(create_app(store=tmp_path / "mo"), port=0) as server:
+        browser.get(server.url + "problem/zdt")
+        shown = sorted((r["task"], r["uid"]) for r in _rows(browser, "front"))
+        expected = sorted((task_label(t), r.uid) for t in tasks for r in pareto_front(problem, records, t))
+        assert shown == expected and all(float(r["mem"]) <= 0.6 for r in _rows(browser, "front"))
+        assert browser.find_element(By.ID, "front-plot")
+        _no_broken_images(browser)
+        screenshot(browser, tmp_path, "dashboard-front")
+        browser.get(server.url + "problem/zdt/task?task=t%3D0.5")
+        assert {r["task"] for r in _rows(browser, "front")} == {"t=0.5"}
+        _no_broken_images(browser)
+
+
 def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) -> None:
     key = server.keys.create("alice")
     with RemoteTuner(server.address, key) as tuner:

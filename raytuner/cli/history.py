@@ -24,7 +24,7 @@ from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
 from raytuner.store import open_store, read_history_file, write_history_file
 from raytuner.view import DETAIL_COLUMNS, PLOTS, HistoryView, config_label, load_history, read_history, task_label
-from raytuner.view import plot_brackets, plot_history, plot_parameter, plot_task_correlation
+from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation
 
 __all__ = ["history", "summarise"]
 
@@ -165,7 +165,7 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
 def history_plot(location: str, out: str, kind: str, problem: str | None, meta: MetaDescription | None,
                  objective: str | None, task: str | None, parameter: str | None, by: str) -> None:
     """Draw a history: best so far per task, a parameter against the objective, the LCM's task correlation,
-    or GPTuneBand's brackets and promotions."""
+    GPTuneBand's brackets and promotions, or each task's Pareto front (several objectives)."""
     if not Path(out).resolve().parent.is_dir():
         raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
     view = _view(_load(location, problem, meta), meta, objective)
@@ -177,6 +177,8 @@ def history_plot(location: str, out: str, kind: str, problem: str | None, meta: 
         figure = plot_parameter(view, parameter or next(iter(view.columns["parameter"])), task=task)
     elif kind == "correlation":
         figure = plot_task_correlation(view)
+    elif kind == "front":
+        figure = plot_front(view, task=task)
     else:
         figure = plot_brackets(view, task=task)
     figure.savefig(out, dpi=120)

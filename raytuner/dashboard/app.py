@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 
 import pandas as pd
@@ -43,8 +44,8 @@ from raytuner.dashboard.state import config
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.store import HistoryStore
-from raytuner.view import (DETAIL_COLUMNS, HistoryView, plot_brackets, plot_history, plot_parameter,
-                           plot_task_correlation)
+from raytuner.view import (DETAIL_COLUMNS, HistoryView, plot_brackets, plot_front, plot_history, plot_parameter,
+                           plot_task_correlation, task_label)
 
 __all__ = ["create_app"]
 
@@ -77,6 +78,34 @@ def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str
                   "rung", "evaluations", "failed", "total_cost"]].dropna(axis=1, how="all")
     links = {"task": {t: _url(f"/problem/{problem}/task", task=t) for t in best["task"]}} if task is None else {}
     return table_html(shown, "best", links=links)
+
+
+def _front_section(view: HistoryView, problem: str, task: str | None = None) -> str:
+    """With several objectives or output constraints: each task's Pareto front as a table and a chart."""
+    if not view.several:
+        return ""
+    space = view.problem_space
+    assert space is not None
+    outputs = [o.name for o in space.output_space if o.optimize or o.bounded]
+    rows = []
+    for parameters in view.tasks:
+        label = task_label(parameters)
+        if task is not None and label != task:
+            continue
+        for record in view.pareto_front(parameters):
+            rows.append({"task": label, **record.tuning_parameter, **{o: record.value(o) for o in outputs},
+                         "uid": record.uid})
+    frame = pd.DataFrame(rows, columns=["task", *view.columns["parameter"], *outputs, "uid"])
+    chart = (f'<img class="chart" id="front-plot" alt="Pareto front" '
+             f'src="{escape(_url(f"/problem/{problem}/plot/front.svg", task=task))}">'
+             if len(space.optimised) > 1 else "")
+    bounds = ", ".join(" <= ".join([*([f"{o.lower_bound:g}"] if math.isfinite(o.lower_bound) else []), o.name,
+                                    *([f"{o.upper_bound:g}"] if math.isfinite(o.upper_bound) else [])])
+                       for o in space.output_constraints)
+    return (f'<h2>Pareto front{" per task" if task is None else ""}</h2><p class="note">'
+            f'{escape(", ".join(f"{o.name} ({o.goal})" for o in space.optimised))}'
+            + (f"; output constraints met: {escape(bounds)}" if bounds else "")
+            + f"; at full fidelity.</p>{table_html(frame, 'front')}{chart}")
 
 
 def _overview() -> tuple[str, int]:
@@ -116,7 +145,7 @@ def _problem(problem: str) -> tuple[str, int]:
             f' <a href="/problem/{escape(problem)}/evaluations">all evaluations</a> ·'
             f' <a href="/problem/{escape(problem)}/live">live view</a>'
             + (f' · <a href="/problem/{escape(problem)}/brackets">brackets</a>' if has_brackets else "") + "</p>"
-            f"<h2>Best per task</h2>{_best_table(view, problem)}"
+            f"<h2>Best per task</h2>{_best_table(view, problem)}" + _front_section(view, problem) +
             f'<h2>Best so far</h2><img class="chart" id="history-plot" alt="best so far" '
             f'src="/problem/{escape(problem)}/plot/history.svg">'
             f'<img class="chart" alt="best so far against cost" '
@@ -135,7 +164,7 @@ def _task(problem: str) -> tuple[str, int]:
     plots = "".join(f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
                     f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
                     for p in view.columns["parameter"])
-    body = (f"<h2>Best</h2>{_best_table(view, problem, label)}"
+    body = (f"<h2>Best</h2>{_best_table(view, problem, label)}" + _front_section(view, problem, label) +
             f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
             f"</a></p>"
             f'<img class="chart" id="history-plot" alt="best so far" '
@@ -264,6 +293,8 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
                 figure = plot_task_correlation(view)
             elif kind == "brackets":
                 figure = plot_brackets(view, task=task)
+            elif kind == "front":
+                figure = plot_front(view, task=task)
             else:
                 abort(404)
         except InvalidInputError as exc:

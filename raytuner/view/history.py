@@ -85,6 +85,18 @@ def _goal_from_models(models: Sequence[SurrogateModelRecord], objective: str) ->
     return None
 
 
+def _space_from_models(models: Sequence[SurrogateModelRecord]) -> ProblemSpace | None:
+    """The spaces the newest stored model was fitted in, when it kept them (a store made by raytuner)."""
+    for model in reversed(models):
+        spaces = (model.raytuner or {}).get("spaces")
+        if isinstance(spaces, Mapping):
+            try:
+                return ProblemSpace.parse(dict(spaces), "surrogate_model")
+            except InvalidInputError:
+                continue
+    return None
+
+
 @dataclass
 class HistoryView:
     """One problem's evaluations as a table, with the best per task and best-so-far curves.
@@ -98,7 +110,8 @@ class HistoryView:
         objective: the output the best values are of.
         goal: ``minimize`` or ``maximize`` (of ``objective``).
         goal_source: where the goal came from (``problem``, ``model`` or ``default``).
-        problem_space: the problem, when known (its objectives and output constraints give the Pareto front).
+        problem_space: the problem, when known (its objectives and output constraints give the Pareto front):
+            given, or the newest stored model's.
     """
 
     problem: str
@@ -120,6 +133,12 @@ class HistoryView:
         for record in self.records:
             seen.setdefault(task_key(record.task_parameter), dict(record.task_parameter))
         return in_task_order(seen)
+
+    @property
+    def several(self) -> bool:
+        """Whether the problem is known to tune several objectives or bound an output (it then has fronts)."""
+        space = self.problem_space
+        return space is not None and (len(space.optimised) > 1 or bool(space.output_constraints))
 
     @cached_property
     def full_fidelity(self) -> float | None:
@@ -374,4 +393,5 @@ def load_history(source: Any, problem: str | None = None, *, objective: str | No
     if found[0] is None:
         found = (_goal_from_models(models, chosen), "model")
     resolved: Goal = found[0] or "minimize"
-    return HistoryView(name, records, models, chosen, resolved, found[1] if found[0] else "default", problem_space)
+    return HistoryView(name, records, models, chosen, resolved, found[1] if found[0] else "default",
+                       problem_space if problem_space is not None else _space_from_models(models))

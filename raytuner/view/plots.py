@@ -4,7 +4,8 @@
 - :func:`plot_parameter`: one tuning parameter against the objective (coloured by fidelity);
 - :func:`plot_task_correlation`: the task correlation of the newest stored LCM;
 - :func:`plot_sobol`: Sobol indices (S1 and ST with their intervals);
-- :func:`plot_brackets`: GPTuneBand's brackets of one task: each evaluation at its fidelity, promotions as lines.
+- :func:`plot_brackets`: GPTuneBand's brackets of one task: each evaluation at its fidelity, promotions as lines;
+- :func:`plot_front`: with several objectives, each task's Pareto front over its evaluations (the first two).
 
 Save one with ``figure.savefig("history.png")``; the dashboard renders the
 same figures as SVG.
@@ -35,10 +36,10 @@ from raytuner.records import SurrogateModelRecord
 from raytuner.view.history import HistoryView, task_label
 
 __all__ = ["plot_history", "plot_parameter", "plot_task_correlation", "task_correlation", "plot_sobol",
-           "plot_brackets", "PLOTS"]
+           "plot_brackets", "plot_front", "PLOTS"]
 
 #: The plots a view can draw by name (``raytuner history plot --kind``, the dashboard).
-PLOTS = ("history", "parameter", "correlation", "brackets")
+PLOTS = ("history", "parameter", "correlation", "brackets", "front")
 
 
 def _figure(width: float = 6.4, height: float = 4.0) -> tuple[Figure, Any]:
@@ -222,4 +223,44 @@ def plot_brackets(view: HistoryView, task: Mapping[str, Any] | str | None = None
     ax.set_xlabel("pass and bracket")
     ax.set_ylabel("fidelity")
     ax.set_title(f"{view.problem}, {label}: brackets and promotions")
+    return figure
+
+
+def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -> Figure:
+    """Each task's Pareto front at full fidelity, over its evaluations, in the first two objectives.
+
+    Evaluations that meet the output constraints are dots, those that break
+    one crosses; the front is joined by a step line (lower-left is better
+    after each maximised objective is negated, as the axis labels say).
+
+    Args:
+        view: the history of a problem with several objectives (its ``problem_space`` known).
+        task: only this task (its parameters or its label; default: every task).
+    """
+    space = view.problem_space
+    if space is None or len(space.optimised) < 2:
+        raise InvalidInputError("problem_space", f"{view.problem} has no known second objective: no front to draw "
+                                "(give the meta description)", allowed=["a problem with several objectives"])
+    first, second = space.optimised[:2]
+    figure, ax = _figure()
+    full = [r for r in view.records if view.is_full_fidelity(r) and r.status == "ok"
+            and r.value(first.name) is not None and r.value(second.name) is not None]
+    for label, parameters in zip(_tasks(view, task), [t for t in view.tasks if task is None
+                                                      or task_label(t) in _tasks(view, task)]):
+        mine = [r for r in full if task_label(r.task_parameter) == label]
+        ok = [r for r in mine if space.meets_output_constraints(r.evaluation_result)]
+        broken = [r for r in mine if r not in ok]
+        front = sorted(view.pareto_front(parameters), key=lambda r: first.sign() * r.value(first.name))
+        dots = ax.scatter([r.value(first.name) for r in ok], [r.value(second.name) for r in ok], s=10, alpha=0.45)
+        colour = dots.get_facecolor()[0]
+        if broken:
+            ax.scatter([r.value(first.name) for r in broken], [r.value(second.name) for r in broken], s=14,
+                       marker="x", color=colour, alpha=0.45)
+        ax.step([r.value(first.name) for r in front], [r.value(second.name) for r in front], where="post",
+                color=colour, marker="o", markersize=4, label=f"{label} ({len(front)} on the front)")
+    ax.set_xlabel(f"{first.name} ({first.goal})")
+    ax.set_ylabel(f"{second.name} ({second.goal})")
+    ax.set_title(f"{view.problem}: Pareto front per task" + (" (x: breaks an output constraint)"
+                                                            if space.output_constraints else ""))
+    ax.legend(fontsize="small")
     return figure
