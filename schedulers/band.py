@@ -62,7 +62,7 @@ from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, as_number
 from raytuner.schedulers.band_searcher import GPTuneBandSearcher
-from raytuner.searchers.common import ask_for_ray, ray_mode
+from raytuner.searchers.common import ask_for_ray, one_or_all
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -152,18 +152,11 @@ class GPTuneBandScheduler(TrialScheduler):
                  acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
                  executor: Executor | None = None, **session_options: Any) -> None:
         super().__init__()
-        objective_name, ray_goal = ray_mode(problem, metric, mode, several=True)
-        # a list of metrics, or none named: every objective and output constraint counts; one named: it alone
-        several = isinstance(objective_name, list)
-        if several and sorted(objective_name) != sorted(o.name for o in problem.optimised):
-            raise InvalidInputError("metric", f"{objective_name!r}: GPTuneBand tunes one objective or all of them",
-                                    allowed=[o.name for o in problem.optimised])
+        #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
+        self.metrics, self.modes = one_or_all(problem, metric, mode)
         if fidelity_key in problem.input_space.names + problem.parameter_space.names:
             raise InvalidInputError("fidelity_key", f"{fidelity_key!r} is already a task or tuning parameter")
         self.problem = problem
-        #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
-        self.metrics: list[str] = list(objective_name) if several else [objective_name]
-        self.modes: list[str] = list(ray_goal) if several else [ray_goal]
         # Ray's trial schedulers take one metric (its controller checks each result for it): the first
         self._metric, self.mode = self.metrics[0], self.modes[0]
         self.fidelity_key = fidelity_key
@@ -173,7 +166,7 @@ class GPTuneBandScheduler(TrialScheduler):
             "integer_fidelities": integer_fidelities, "passes": passes, "budget": budget,
             "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
             "acquisition": acquisition, "acquisition_options": acquisition_options,
-            "objective": None if several or metric is None else objective_name}),
+            "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
             problem, tasks, seed, executor=executor)
         self.store = open_store(store)
         self._session_options = session_options
@@ -201,13 +194,7 @@ class GPTuneBandScheduler(TrialScheduler):
 
     def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None,
                               **spec: Any) -> bool:
-        """Accept a Tuner-level metric/mode only when it agrees with the problem's objectives.
-
-        Args:
-            metric: The Tuner's metric (or list of metrics).
-            mode: The Tuner's mode (or list of modes).
-            **spec: Ray's other search properties (ignored).
-        """
+        """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned."""
         if metric is not None and [metric] != self.metrics and metric != self.metrics:
             return False
         return mode is None or [mode] == self.modes or mode == self.modes

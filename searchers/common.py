@@ -25,7 +25,7 @@ from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputE
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 
-__all__ = ["RAY_MODES", "ray_mode", "ask_for_ray"]
+__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,33 @@ def ray_mode(problem: ProblemSpace, metric: str | list[str] | None, mode: str | 
     if mode is not None and list(mode if isinstance(mode, (list, tuple)) else [mode]) != expected_modes:
         raise InvalidInputError("mode", f"{mode!r} contradicts the objectives' goals", allowed=expected_modes)
     return names, expected_modes
+
+
+def one_or_all(problem: ProblemSpace, metric: str | list[str] | None,
+               mode: str | list[str] | None) -> tuple[list[str], list[str]]:
+    """The metrics and modes of a face that tunes one objective or every one (GPTuneBand's scheduler).
+
+    A list of metrics must name every optimised output (in any order);
+    ``None`` means every one; a single name means that one alone.
+
+    Args:
+        problem: The problem.
+        metric: As for :func:`ray_mode` with ``several``.
+        mode: As for :func:`ray_mode` with ``several``.
+
+    >>> from raytuner.space import ProblemSpace
+    >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
+    ...     "upper_bound": 1}], "output_space": [{"name": "time"}, {"name": "acc", "goal": "maximize"}]})
+    >>> one_or_all(two, None, None), one_or_all(two, "acc", None)
+    ((['time', 'acc'], ['min', 'max']), (['acc'], ['max']))
+    """
+    names, modes = ray_mode(problem, metric, mode, several=True)
+    if isinstance(names, str):
+        return [names], [modes]
+    if sorted(names) != sorted(o.name for o in problem.optimised):
+        raise InvalidInputError("metric", f"{names!r}: this face tunes one objective or all of them",
+                                allowed=[o.name for o in problem.optimised])
+    return list(names), list(modes)
 
 
 def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:

@@ -56,8 +56,9 @@ class DiscreteBOSearcher(StrategySearcher):
         store: A history store or where one is (a directory, a ``mongodb://`` URI).
         problem_name: Under which name the store keeps the evaluations.
         tasks: The tasks (needed only when the problem has task parameters).
-        metric: Which objective Ray reports; the first by default.
-        mode: ``"min"`` or ``"max"`` as Ray says it; must match the objective's goal.
+        metric: Which objective Ray reports (a list: several tuned at once, with a Pareto score); by default
+            every optimised output of a problem with several, else the one.
+        mode: ``"min"`` or ``"max"`` as Ray says it (a list for several metrics); must match the goals.
         seed: The engine's random seed.
         method: One of :data:`raytuner.strategies.discrete.engine.METHODS` (a single acquisition or a portfolio).
         n_initial: How many initial evaluations must succeed before the model proposes.
@@ -69,15 +70,18 @@ class DiscreteBOSearcher(StrategySearcher):
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
+    several_objectives = True
+
     def __init__(self, problem: ProblemSpace, store: HistoryStore | str | os.PathLike[str], problem_name: str,
-                 tasks: Sequence[Mapping[str, Any]] | None = None, metric: str | None = None,
-                 mode: str | None = None, seed: int | None = None, *, method: str = "ei",
+                 tasks: Sequence[Mapping[str, Any]] | None = None, metric: str | list[str] | None = None,
+                 mode: str | list[str] | None = None, seed: int | None = None, *, method: str = "ei",
                  n_initial: int = 20, kernel: str = "matern32", lengthscale: float | None = None,
                  exploration: str | float = "cv", acquisitions: Sequence[str] = AFS,
                  candidates: Sequence[Mapping[str, Any]] | None = None, **session_options: Any) -> None:
         engine = DiscreteBO(problem, tasks, seed=seed, method=method, n_initial=n_initial,  # type: ignore[arg-type]
                             kernel=kernel, lengthscale=lengthscale, exploration=exploration,  # type: ignore[arg-type]
-                            acquisitions=acquisitions, candidates=candidates, objective=metric)
+                            acquisitions=acquisitions, candidates=candidates,
+                            objective=metric if isinstance(metric, str) else None)
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 
     @classmethod

@@ -97,7 +97,7 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
     def trainable(config: dict) -> None:
         tune.report(zdt(config, config["t"], config["fidelity"]))
 
-    with pytest.raises(InvalidInputError, match=r"metric: \['f2'\]: GPTuneBand tunes one objective or all of them"):
+    with pytest.raises(InvalidInputError, match=r"metric: \[.f2.\]: this face tunes one objective or all of them"):
         GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "x"), "zdt", metric=["f2"])
     named = GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", b_min=1, b_max=3, eta=3,
                                 metric="f2")

@@ -55,31 +55,22 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import norm, skew
+from scipy.stats import skew
 
 from raytuner.acquisition import optimize_acquisition
-from raytuner.pareto import feasible, hypervolume_improvement, non_dominated, pareto_front
+from raytuner.pareto import feasible, pareto_front
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.mla import MLA
+from raytuner.strategies.pareto_score import DRAWS, ParetoScore, chance_within
 
 __all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective"]
 
 log = logging.getLogger(__name__)
 
-#: Monte Carlo draws per candidate for the expected improvement of the scalarisation.
-DRAWS = 64
-#: The augmentation of the Chebyshev scalarisation (ParEGO's rho).
-RHO = 0.05
-#: How far beyond the worst feasible point seen (in ranges of each objective) the reference point lies.
-REFERENCE_MARGIN = 0.1
-#: The weight of the predicted scalarisation that orders candidates no Monte Carlo draw improves on.
-TIE = 1e-9
 #: How much less skewed an output's logarithm must be than its values for the model to take the logarithm.
 SKEW_MARGIN = 0.5
-#: The probability of meeting every output constraint below which a candidate ranks after every likelier one.
-CONFIDENT = 0.9
 
 
 def is_multiobjective(problem: ProblemSpace) -> bool:
@@ -203,20 +194,8 @@ class MultiObjectiveMLA(MLA):
         if not mine:
             return self.components[self._lead]._search(index)
         seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
-        low, span = seen.min(axis=0), np.maximum(np.ptp(seen, axis=0), 1e-12)
-        weights = self._weights(index)
-
-        def scalarise(values: np.ndarray) -> np.ndarray:
-            scaled = (values - low) / span * weights
-            return scaled.max(axis=-1) + RHO * scaled.sum(axis=-1)
-
-        good = [s for s, r in zip(seen, mine) if feasible(self.problem, r)]
-        best = float(scalarise(np.array(good)).min()) if good else float(scalarise(seen).max())
-        front, reference = None, None
-        if len(objectives) == 2 and good:
-            points = np.array(good)
-            front = points[non_dominated(points)]
-            reference = points.max(axis=0) + REFERENCE_MARGIN * span       # beyond the worst feasible point
+        good = np.array([s for s, r in zip(seen, mine) if feasible(self.problem, r)]).reshape(-1, len(objectives))
+        pareto = ParetoScore(seen, good, self._weights(index))
         draws = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 69621, index])).standard_normal(
             (DRAWS, len(objectives)))
 
@@ -229,19 +208,12 @@ class MultiObjectiveMLA(MLA):
             samples = np.stack([outputs[k].sign() * value[k](target, predicted[k][0][:, None]
                                                              + spread[k][:, None] * draws[None, :, j])
                                 for j, k in enumerate(objectives)], axis=-1)          # (n, draws, m)
-            if front is not None:        # two objectives: the expected hypervolume improvement
-                improvement = hypervolume_improvement(front, reference, samples).mean(axis=1)
-            else:
-                improvement = np.maximum(best - scalarise(samples), 0.0).mean(axis=1)
-            # where no draw improves, the predicted scalarisation still orders the candidates (never a flat score)
-            improvement = improvement + TIE / (1.0 + np.maximum(scalarise(mean) - best, 0.0))
             chance = np.ones(len(U))
             for k in bounded:
-                o, to_model, sd_c = outputs[k], models[k].transform.bound, np.maximum(spread[k], 1e-150)
-                chance = chance * (norm.cdf((to_model(target, o.upper_bound) - predicted[k][0]) / sd_c)
-                                   - norm.cdf((to_model(target, o.lower_bound) - predicted[k][0]) / sd_c))
-            # a likely breach ranks below every likely success: the edge of the feasible region is not a coin toss
-            return improvement * chance * np.where(chance >= CONFIDENT, 1.0, 1e-6)
+                o, to_model = outputs[k], models[k].transform.bound
+                chance = chance * chance_within(predicted[k][0], spread[k], to_model(target, o.lower_bound),
+                                                to_model(target, o.upper_bound))
+            return pareto(mean, samples, chance)
 
         config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
                                          search_candidates=self.search_candidates)

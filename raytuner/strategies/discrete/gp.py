@@ -147,3 +147,27 @@ class CandidateGP:
         mean = offset + scale * (w @ self._V[:n])
         var = np.maximum(1.0 - self._explained, 0.0)
         return mean, scale * np.sqrt(var)
+
+    def posterior_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation at every candidate of other outputs observed at the same points.
+
+        The length scale is fixed, so one factorisation serves every output
+        measured at the points added so far; each column is standardised on its own.
+
+        Args:
+            values: ``(len(self), m)`` one column per output, rows in the order the points were added.
+
+        >>> gp = CandidateGP(np.array([[0.0], [0.5], [1.0]]))
+        >>> gp.add(0, 1.0); gp.add(2, 3.0)
+        >>> mean, std = gp.posterior_of(np.array([[1.0, 10.0], [3.0, 30.0]]))
+        >>> mean.shape, bool(np.allclose(mean[0], gp.posterior()[0]))
+        ((2, 3), True)
+        """
+        n = len(self.indices)
+        Y = np.asarray(values, dtype=float).reshape(n, -1)
+        offset = Y.mean(axis=0)
+        scale = np.where(Y.std(axis=0) > 1e-12, Y.std(axis=0), 1.0)
+        W = solve_triangular(self._L[:n, :n], (Y - offset) / scale, lower=True, check_finite=False)
+        mean = offset[:, None] + scale[:, None] * (W.T @ self._V[:n])
+        sd = np.sqrt(np.maximum(1.0 - self._explained, 0.0))
+        return mean, scale[:, None] * sd[None, :]

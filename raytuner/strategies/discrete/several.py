@@ -1,0 +1,100 @@
+"""DiscreteBO for several objectives and output constraints: one candidate GP per output, a Pareto score.
+
+A task's :class:`SeveralSearch` keeps DiscreteBO's initial design, validity
+model and bookkeeping; after the design each suggestion is the unvisited,
+likely valid candidate with the best
+:class:`~raytuner.strategies.pareto_score.ParetoScore` (the expected
+hypervolume improvement over the task's feasible front with two objectives,
+a random Chebyshev scalarisation with more), times the probability of
+meeting every output constraint. The outputs share the GP's fixed length
+scale, so one factorisation serves them all
+(:meth:`~raytuner.strategies.discrete.gp.CandidateGP.posterior_of`). The
+score is computed exactly on the :data:`SHORTLIST` candidates whose optimistic
+point (each objective's mean less two standard deviations) would add the most
+hypervolume, or on all of them when fewer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from raytuner.errors import InfeasibleSpaceError
+from raytuner.records import FunctionEvaluation
+from raytuner.strategies.discrete.candidates import CandidateSet
+from raytuner.strategies.discrete.search import Pick, TaskSearch
+from raytuner.strategies.pareto_score import DRAWS, ParetoScore, chance_within
+
+__all__ = ["SeveralSearch", "SHORTLIST"]
+
+#: Candidates scored by Monte Carlo in each round (the rest are ranked by their optimistic point first).
+SHORTLIST = 1024
+
+
+class SeveralSearch(TaskSearch):
+    """DiscreteBO's state for one task of a problem with several objectives or output constraints.
+
+    Args:
+        engine: the :class:`~raytuner.strategies.discrete.DiscreteBO` (its ``modelled`` outputs).
+        number: the task's index.
+        candidates: the task's valid configurations.
+    """
+
+    def __init__(self, engine: Any, number: int, candidates: CandidateSet) -> None:
+        super().__init__(engine, number, candidates)
+        self.outputs = engine.modelled
+        #: Per successful evaluation, in the GP's order: each modelled output (objectives to minimise).
+        self.rows: list[list[float]] = []
+        self.feasible: list[bool] = []
+
+    def tell(self, record: FunctionEvaluation, value: float | None) -> None:
+        """Fold in one evaluation (``value``: the first objective, ``None`` when it failed).
+
+        Args:
+            record: the evaluation.
+            value: its first objective to minimise, or ``None``.
+        """
+        before = len(self.gp)
+        super().tell(record, value)
+        if len(self.gp) > before:
+            self.rows.append([o.sign() * record.value(o.name) if o.optimize else record.value(o.name)  # type: ignore[operator]
+                              for o in self.outputs])
+            self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
+
+    def model_round(self) -> None:
+        """Queue the candidate with the best Pareto score."""
+        free = ~self.busy()
+        if not free.any():
+            raise InfeasibleSpaceError("every valid configuration has been evaluated")
+        chosen = np.flatnonzero(self.likely_valid(free))
+        means, sds = self.gp.posterior_of(np.array(self.rows))
+        objectives = [k for k, o in enumerate(self.outputs) if o.optimize]
+        seen = np.array(self.rows)[:, objectives]
+        good = seen[np.array(self.feasible, dtype=bool)]
+        rng = np.random.default_rng([self.engine.seed or 0, self.number, 3, self.told, len(self.pending)])
+        pareto = ParetoScore(seen, good, rng.dirichlet(np.ones(len(objectives))))
+        if len(chosen) > SHORTLIST:
+            optimistic = (means[objectives] - 2 * sds[objectives]).T[chosen]
+            quick = pareto(optimistic, optimistic[:, None, :], np.ones(len(chosen)))
+            chosen = chosen[np.argsort(-quick, kind="stable")[:SHORTLIST]]
+        mean, sd = means[objectives].T[chosen], sds[objectives].T[chosen]
+        samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]
+        chance = np.ones(len(chosen))
+        for k, o in enumerate(self.outputs):
+            if o.bounded:
+                chance = chance * chance_within(means[k][chosen], sds[k][chosen], o.lower_bound, o.upper_bound)
+        index = int(chosen[int(np.argmax(pareto(mean, samples, chance)))])
+        self.queue.append(Pick(index, "model"))
+
+
+def several_value(engine: Any, record: FunctionEvaluation) -> float | None:
+    """The first objective to minimise of ``record``, or ``None`` when any modelled output is missing.
+
+    Args:
+        engine: the engine (its ``objective`` and ``modelled`` outputs).
+        record: the evaluation.
+    """
+    if any(record.value(o.name) is None for o in engine.modelled):
+        return None
+    return engine.objective.sign() * record.value(engine.objective.name)

@@ -1,0 +1,109 @@
+"""The acquisition of a multi-objective search, shared by every engine that tunes several objectives.
+
+:class:`ParetoScore` turns posterior draws of a task's objectives (to
+minimise) into one score per candidate: with two objectives the expected
+hypervolume improvement over the task's feasible front (the reference point
+10 % of each objective's range beyond the worst feasible evaluation), with
+more the expected improvement of an augmented Chebyshev scalarisation with
+random weights (ParEGO's, normalised to the range the task has seen). Where
+no draw improves, the predicted scalarisation still orders the candidates
+(a tiny tie term), and the score is multiplied by the probability of meeting
+every output constraint, a likely breach ranking after every likely success.
+:class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` scores its LCMs'
+predictions with it, :class:`~raytuner.strategies.discrete.DiscreteBO` its
+candidate GPs'.
+
+Example:
+    >>> import numpy as np
+    >>> seen = np.array([[0.0, 1.0], [1.0, 0.0], [0.8, 0.8]])
+    >>> score = ParetoScore(seen, seen, weights=np.array([0.5, 0.5]))
+    >>> mean = np.array([[0.3, 0.3], [0.9, 0.9]])      # a candidate inside the front's hollow, one behind it
+    >>> samples = mean[:, None, :] + 0.01 * np.random.default_rng(0).standard_normal((2, 16, 2))
+    >>> values = score(mean, samples, chance=np.ones(2))
+    >>> bool(values[0] > values[1] > 0)
+    True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import norm
+
+from raytuner.pareto import hypervolume_improvement, non_dominated
+
+__all__ = ["ParetoScore", "chance_within", "DRAWS", "CONFIDENT"]
+
+#: Monte Carlo draws per candidate.
+DRAWS = 64
+#: The augmentation of the Chebyshev scalarisation (ParEGO's rho).
+RHO = 0.05
+#: How far beyond the worst feasible point seen (in ranges of each objective) the reference point lies.
+REFERENCE_MARGIN = 0.1
+#: The weight of the predicted scalarisation that orders candidates no Monte Carlo draw improves on.
+TIE = 1e-9
+#: The probability of meeting every output constraint below which a candidate ranks after every likelier one.
+CONFIDENT = 0.9
+
+
+def chance_within(mean: np.ndarray, sd: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """The probability that a normal output with ``mean`` and ``sd`` lies in ``[lower, upper]`` (bounds may be infinite).
+
+    Args:
+        mean: the predicted means.
+        sd: the predicted standard deviations (0 where certain).
+        lower: the lower bound.
+        upper: the upper bound.
+
+    >>> chance_within(np.array([0.0]), np.array([1.0]), -np.inf, 0.0).tolist()
+    [0.5]
+    """
+    sd = np.maximum(sd, 1e-150)
+    return norm.cdf((upper - mean) / sd) - norm.cdf((lower - mean) / sd)
+
+
+class ParetoScore:
+    """The score of candidates for one task, from its evaluations so far; see the module docstring.
+
+    Args:
+        seen: ``(k, m)`` the objectives (to minimise) of the task's successful evaluations.
+        good: ``(j, m)`` those that meet every output constraint.
+        weights: ``(m,)`` the scalarisation's weights (random per ask: successive asks spread along the front).
+    """
+
+    def __init__(self, seen: np.ndarray, good: np.ndarray, weights: np.ndarray) -> None:
+        self.low = seen.min(axis=0)
+        self.span = np.maximum(np.ptp(seen, axis=0), 1e-12)
+        self.weights = weights
+        self.best = float(self.scalarise(good).min()) if len(good) else float(self.scalarise(seen).max())
+        self.front: np.ndarray | None = None
+        self.reference: np.ndarray | None = None
+        if seen.shape[1] == 2 and len(good):
+            self.front = good[non_dominated(good)]
+            self.reference = good.max(axis=0) + REFERENCE_MARGIN * self.span     # beyond the worst feasible point
+
+    def scalarise(self, values: np.ndarray) -> np.ndarray:
+        """The augmented Chebyshev scalarisation of ``values`` (``(..., m)``, to minimise).
+
+        Args:
+            values: objective vectors.
+        """
+        scaled = (values - self.low) / self.span * self.weights
+        return scaled.max(axis=-1) + RHO * scaled.sum(axis=-1)
+
+    def __call__(self, mean: np.ndarray, samples: np.ndarray, chance: np.ndarray) -> np.ndarray:
+        """One score per candidate (larger is better).
+
+        Args:
+            mean: ``(n, m)`` the predicted objectives.
+            samples: ``(n, draws, m)`` posterior draws of them.
+            chance: ``(n,)`` the probability of meeting every output constraint.
+        """
+        if self.front is not None:          # two objectives: the expected hypervolume improvement
+            assert self.reference is not None
+            improvement = hypervolume_improvement(self.front, self.reference, samples).mean(axis=1)
+        else:
+            improvement = np.maximum(self.best - self.scalarise(samples), 0.0).mean(axis=1)
+        # where no draw improves, the predicted scalarisation still orders the candidates (never a flat score)
+        improvement = improvement + TIE / (1.0 + np.maximum(self.scalarise(mean) - self.best, 0.0))
+        # a likely breach ranks below every likely success: the edge of the feasible region is not a coin toss
+        return improvement * chance * np.where(chance >= CONFIDENT, 1.0, 1e-6)
