@@ -430,8 +430,10 @@ class TuningSession:
         """The evaluations of ``task`` that meet every output constraint and no other such one dominates.
 
         With one objective it is the best evaluation (the first of those tied).
+        An engine with its own front (GPTuneBand's: at ``b_max`` only) gives it.
 
         Args:
             task: The task.
         """
-        return pareto_front(self.problem, self._records, task)
+        own = getattr(self.strategy, "pareto_front", None)
+        return own(task) if callable(own) else pareto_front(self.problem, self._records, task)

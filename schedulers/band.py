@@ -54,7 +54,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ray.tune.experiment import Trial
-from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.schedulers import TrialScheduler
 
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
@@ -62,7 +61,7 @@ from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, as_number
 from raytuner.schedulers.band_searcher import GPTuneBandSearcher
-from raytuner.searchers.common import ask_for_ray, one_or_all
+from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -77,17 +76,6 @@ if TYPE_CHECKING:
 __all__ = ["GPTuneBandScheduler"]
 
 log = logging.getLogger(__name__)
-
-_RAY_KEYS = frozenset(AUTO_RESULT_KEYS) | {"done", "trial_id", "experiment_id", "experiment_tag", "should_checkpoint"}
-_KEEP = ("training_iteration", "time_total_s", "hostname", "pid")
-
-
-def _extra_outputs(result: Mapping[str, Any], objectives: Sequence[str]) -> dict[str, Any]:
-    """What a trial reported besides the objectives (its own scalars, and where and how long it ran)."""
-    own = {k: v for k, v in result.items() if k not in _RAY_KEYS and k not in objectives
-           and not k.startswith("config/") and isinstance(v, (str, int, float, bool))}
-    return {**own, **{k: result[k] for k in _KEEP if k in result}}
-
 
 @dataclass
 class _TrialState:
@@ -168,6 +156,9 @@ class GPTuneBandScheduler(TrialScheduler):
             "acquisition": acquisition, "acquisition_options": acquisition_options,
             "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
             problem, tasks, seed, executor=executor)
+        # a result counts once it has every objective tuned (with several, every bounded output too)
+        self._awaited = [o.name for o in problem.output_space if o.optimize or o.bounded] \
+            if getattr(self.engine, "several", False) else self.metrics
         self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, self.engine, self.store, **session_options)
@@ -195,9 +186,10 @@ class GPTuneBandScheduler(TrialScheduler):
     def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None,
                               **spec: Any) -> bool:
         """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned."""
-        if metric is not None and [metric] != self.metrics and metric != self.metrics:
+        names, modes = ([metric] if isinstance(metric, str) else metric), ([mode] if isinstance(mode, str) else mode)
+        if names is not None and sorted(names) != sorted(self.metrics):
             return False
-        return mode is None or [mode] == self.modes or mode == self.modes
+        return modes is None or [dict(zip(self.metrics, self.modes))[n] for n in names or self.metrics] == modes
 
     # -- searcher side ---------------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
@@ -327,7 +319,7 @@ class GPTuneBandScheduler(TrialScheduler):
             self._states[tid].live = False
 
     def _reached(self, state: _TrialState, result: Mapping[str, Any]) -> bool:
-        if any(m not in result for m in self.metrics):
+        if any(m not in result for m in self._awaited):
             return False
         if not self.iterative:
             return True
@@ -357,7 +349,7 @@ class GPTuneBandScheduler(TrialScheduler):
         outputs = {o: result[o] for o in self.problem.objectives if o in result} if result else None
         if failure is None and result is not None and isinstance(result.get("failure"), str):
             failure = result["failure"]           # the trainable said why it failed
-        extra = _extra_outputs(result, self.problem.objectives) if result else {}
+        extra = extra_outputs(result, self.problem.objectives) if result else {}
         record = self.session.tell(state.session_trial, outputs, failure=failure, additional_output=extra,
                                    provenance=update)
         state.told, state.uid = True, record.uid

@@ -17,15 +17,16 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Mapping, Sequence
 
+from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.search import Searcher
 
 from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 
-__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray"]
+__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "extra_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,25 @@ def one_or_all(problem: ProblemSpace, metric: str | list[str] | None,
         raise InvalidInputError("metric", f"{names!r}: this face tunes one objective or all of them",
                                 allowed=[o.name for o in problem.optimised])
     return list(names), list(modes)
+
+
+_RAY_KEYS = frozenset(AUTO_RESULT_KEYS) | {"done", "trial_id", "experiment_id", "experiment_tag", "should_checkpoint"}
+_KEEP = ("training_iteration", "time_total_s", "hostname", "pid")
+
+
+def extra_outputs(result: Mapping[str, Any], objectives: Sequence[str]) -> dict[str, Any]:
+    """What a trial reported besides the objectives (its own scalars, and where and how long it ran).
+
+    Args:
+        result: the trial's result.
+        objectives: the outputs recorded as such.
+
+    >>> extra_outputs({"y": 1.0, "k": 3, "pid": 7, "done": True, "config/x": 0.2}, ["y"])
+    {'k': 3, 'pid': 7}
+    """
+    own = {k: v for k, v in result.items() if k not in _RAY_KEYS and k not in objectives
+           and not k.startswith("config/") and isinstance(v, (str, int, float, bool))}
+    return {**own, **{k: result[k] for k in _KEEP if k in result}}
 
 
 def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:

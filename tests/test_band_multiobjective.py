@@ -89,6 +89,26 @@ def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
         [(r.tuning_parameter, r.raytuner.fidelity) for r in records]
 
 
+@pytest.mark.parametrize("model", ["paper", "levels"])
+def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_does(model: str, tmp_path: Path) -> None:
+    from raytuner.session import TuningSession
+
+    band = GPTuneBand(CONSTRAINED, TASKS, seed=2, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(), model=model)
+    with JsonStore(tmp_path / "s") as store:
+        live = TuningSession("zdt", CONSTRAINED, band, store)
+        for _ in range(23):                 # mid-pass: the first brackets promoted, the last still sampling
+            trial = live.ask()
+            live.tell(trial, zdt(trial.config, trial.task["t"], trial.provenance.fidelity))
+        resumed = TuningSession.resume("zdt", CONSTRAINED, fresh_engine(band), store)
+        for _ in range(6):
+            ahead, again = live.ask(), resumed.ask()
+            assert (again.task, again.config, again.provenance.fidelity) == \
+                (ahead.task, ahead.config, ahead.provenance.fidelity)
+            outputs = zdt(ahead.config, ahead.task["t"], ahead.provenance.fidelity)
+            live.tell(ahead, outputs)
+            resumed.tell(again, outputs)
+
+
 def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Path) -> None:
     from ray import tune
 

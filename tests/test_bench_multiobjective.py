@@ -60,7 +60,7 @@ def test_the_amg_problem_trades_work_against_memory_and_records_failed_solves() 
     assert row["reference_point"] == list(AMG_REFERENCE)
     for r in row["rows"]:
         volumes = list(r["hypervolume_by_fraction"].values())
-        assert volumes == sorted(volumes) and volumes[-1] > 0
+        assert volumes == sorted(volumes) and volumes[-1] >= 0
     for runner in (RUNNERS["mla"], RUNNERS["optuna_motpe"]):
         records = [r for task in runner(tiny, 1).records for r in task]
         failed = [r for r in records if r.status != "ok"]

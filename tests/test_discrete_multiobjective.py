@@ -67,6 +67,24 @@ def test_a_rebuilt_engine_replays_the_same_suggestions_and_a_named_objective_is_
     assert single.active_acquisitions() == ["ei"]
 
 
+def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path) -> None:
+    from raytuner.session import TuningSession
+    from raytuner.store import JsonStore
+
+    engine = DiscreteBO(PROBLEM, seed=6, n_initial=5)
+    with JsonStore(tmp_path / "s") as store:
+        live = TuningSession("zdt", PROBLEM, engine, store)
+        for _ in range(12):
+            trial = live.ask()
+            live.tell(trial, zdt(trial.config))
+        resumed = TuningSession.resume("zdt", PROBLEM, fresh_engine(engine), store)
+        for _ in range(4):
+            ahead, again = live.ask(), resumed.ask()
+            assert again.config == ahead.config
+            live.tell(ahead, zdt(ahead.config))
+            resumed.tell(again, zdt(again.config))
+
+
 def test_the_ray_searcher_takes_two_metrics_under_tune_run(local_ray, tmp_path) -> None:
     from ray import tune
 

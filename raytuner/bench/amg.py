@@ -339,6 +339,7 @@ def solve(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: fl
                                    residuals=residuals, callback=watch)
             else:
                 raise SolveFailure(f"unknown accelerator {accel!r}")
+            per_cycle, stored = cycle_cost(ml, config), _stored(ml)      # inside: an error here is a failure too
     except SolveTimeout as exc:
         raise SolveTimeout(f"timeout: over {time_limit:g} s") from exc
     except SolveFailure:
@@ -354,7 +355,7 @@ def solve(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: fl
         raise SolveFailure(f"stalled: relative residual {relative:.3g} after {len(residuals) - 1} iterations "
                            f"(tolerance {tol:g})")
     applications = (len(residuals) - 1) * (2 if accel == "bicgstab" else 1)
-    return Solve(elapsed, applications * cycle_cost(ml, config), _stored(ml) / A.nnz)
+    return Solve(elapsed, applications * per_cycle, stored / A.nnz)
 
 
 #: One sweep of each smoother in fine-grid matrix-vector products (the symmetric sweeps go forward and back).

@@ -53,7 +53,7 @@ from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
-from raytuner.pareto import pareto_front
+from raytuner.pareto import feasible, pareto_front
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion
 from raytuner.strategies.band_plan import BandPlan, Step
@@ -374,13 +374,18 @@ class GPTuneBand(Strategy):
 
     # -- results ---------------------------------------------------------------------------------
     def best(self) -> list[FunctionEvaluation | None]:
-        """Per task, the best successful evaluation at ``b_max`` (``None`` where there is none)."""
+        """Per task, the best successful evaluation at ``b_max`` (``None`` where there is none).
+
+        With several objectives or output constraints: the best in the first objective of those that meet
+        every output constraint (:meth:`pareto_front` gives the front).
+        """
         sign = self.objective.sign()
         out: list[FunctionEvaluation | None] = []
         for i in range(len(self.tasks)):
             scored = [(sign * v, n, r) for n, r in enumerate(self._records)
                       if self._level_of(r) == 0 and task_key(r.task_parameter) == task_key(self.tasks[i])
-                      and (v := r.value(self.objective.name)) is not None]
+                      and (v := r.value(self.objective.name)) is not None
+                      and (not self.several or feasible(self.problem, r))]
             out.append(min(scored, key=lambda x: (x[0], x[1]))[2] if scored else None)
         return out
 

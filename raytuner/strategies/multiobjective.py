@@ -121,6 +121,7 @@ class MultiObjectiveMLA(MLA):
             component = MLA(problem, tasks, seed, **{**shared, "objective": output.name})
             # the same data, evaluated configurations and fantasies as this engine: the components only model
             component._records, component.evaluated, component.pending = self._records, self.evaluated, self.pending
+            component.scored_task = self.scored_task          # type: ignore[method-assign]  # GPTuneBand's levels
             self.components.append(component)
         self._lead = next(k for k, o in enumerate(modelled) if o.optimize)      # the first objective's model
         self._keep_options(objective=None)          # rebuilt by its spec as what it is: every output tuned
@@ -163,6 +164,8 @@ class MultiObjectiveMLA(MLA):
         the scale); the choice depends only on the data up to the fit horizon,
         so a replay makes it again.
         """
+        if self.model.options.log_transform:          # the user chose the log for every output
+            return
         horizon = self.fit_horizon()
         for component in self.components:
             name = component.objective.name

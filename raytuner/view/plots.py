@@ -230,8 +230,8 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
     """Each task's Pareto front at full fidelity, over its evaluations, in the first two objectives.
 
     Evaluations that meet the output constraints are dots, those that break
-    one crosses; the front is joined by a step line (lower-left is better
-    after each maximised objective is negated, as the axis labels say).
+    one crosses; the front is joined by a step line. Values are plotted as
+    they are: each axis label says its objective's goal.
 
     Args:
         view: the history of a problem with several objectives (its ``problem_space`` known).

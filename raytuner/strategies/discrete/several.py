@@ -9,9 +9,9 @@ a random Chebyshev scalarisation with more), times the probability of
 meeting every output constraint. The outputs share the GP's fixed length
 scale, so one factorisation serves them all
 (:meth:`~raytuner.strategies.discrete.gp.CandidateGP.posterior_of`). The
-score is computed exactly on the :data:`SHORTLIST` candidates whose optimistic
-point (each objective's mean less two standard deviations) would add the most
-hypervolume, or on all of them when fewer.
+score is computed by Monte Carlo on the :data:`SHORTLIST` candidates whose
+optimistic point (each objective's mean less two standard deviations) scores
+best, with the probability of meeting the constraints, or on all of them when fewer.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class SeveralSearch(TaskSearch):
     def __init__(self, engine: Any, number: int, candidates: CandidateSet) -> None:
         super().__init__(engine, number, candidates)
         self.outputs = engine.modelled
-        #: Per successful evaluation, in the GP's order: each modelled output (objectives to minimise).
+        #: Per successful evaluation, in the GP's order: each modelled output's value.
         self.rows: list[list[float]] = []
         self.feasible: list[bool] = []
 
@@ -58,8 +58,7 @@ class SeveralSearch(TaskSearch):
         before = len(self.gp)
         super().tell(record, value)
         if len(self.gp) > before:
-            self.rows.append([o.sign() * record.value(o.name) if o.optimize else record.value(o.name)  # type: ignore[operator]
-                              for o in self.outputs])
+            self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
 
     def model_round(self) -> None:
@@ -68,23 +67,24 @@ class SeveralSearch(TaskSearch):
         if not free.any():
             raise InfeasibleSpaceError("every valid configuration has been evaluated")
         chosen = np.flatnonzero(self.likely_valid(free))
-        means, sds = self.gp.posterior_of(np.array(self.rows))
+        means, sds = self.gp.posterior_of(np.array(self.rows))       # each output's, in its own units
         objectives = [k for k, o in enumerate(self.outputs) if o.optimize]
-        seen = np.array(self.rows)[:, objectives]
+        signs = np.array([self.outputs[k].sign() for k in objectives])
+        seen = np.array(self.rows)[:, objectives] * signs          # to minimise
         good = seen[np.array(self.feasible, dtype=bool)]
         rng = np.random.default_rng([self.engine.seed or 0, self.number, 3, self.told, len(self.pending)])
         pareto = ParetoScore(seen, good, rng.dirichlet(np.ones(len(objectives))))
-        if len(chosen) > SHORTLIST:
-            optimistic = (means[objectives] - 2 * sds[objectives]).T[chosen]
-            quick = pareto(optimistic, optimistic[:, None, :], np.ones(len(chosen)))
-            chosen = chosen[np.argsort(-quick, kind="stable")[:SHORTLIST]]
-        mean, sd = means[objectives].T[chosen], sds[objectives].T[chosen]
-        samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]
-        chance = np.ones(len(chosen))
+        chance = np.ones(len(means[0]))
         for k, o in enumerate(self.outputs):
             if o.bounded:
-                chance = chance * chance_within(means[k][chosen], sds[k][chosen], o.lower_bound, o.upper_bound)
-        index = int(chosen[int(np.argmax(pareto(mean, samples, chance)))])
+                chance = chance * chance_within(means[k], sds[k], o.lower_bound, o.upper_bound)
+        if len(chosen) > SHORTLIST:
+            optimistic = (means[objectives] * signs[:, None] - 2 * sds[objectives]).T[chosen]
+            quick = pareto(optimistic, optimistic[:, None, :], chance[chosen])
+            chosen = chosen[np.argsort(-quick, kind="stable")[:SHORTLIST]]
+        mean, sd = (means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen]
+        samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]
+        index = int(chosen[int(np.argmax(pareto(mean, samples, chance[chosen])))])
         self.queue.append(Pick(index, "model"))
 
 
