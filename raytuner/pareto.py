@@ -139,7 +139,8 @@ def nsga_order(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> 
         crowding = _crowding(values[mask])
         order += [front[k] for k in sorted(range(len(front)), key=lambda k: (-crowding[k], k))]
         left = [n for n, keep in zip(left, mask) if not keep]
-    bad = [n for n in ranked if n not in set(good)]
+    kept = set(good)
+    bad = [n for n in ranked if n not in kept]
     return order + sorted(bad, key=lambda n: (_violation(problem, records[n]), n))
 
 

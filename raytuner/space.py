@@ -331,6 +331,11 @@ class ProblemSpace(BaseModel):
         """The outputs with a bound a configuration must meet."""
         return [o for o in self.output_space if o.bounded]
 
+    @property
+    def modelled(self) -> list[Objective]:
+        """The outputs a multi-objective engine models: every optimised or bounded one, in order."""
+        return [o for o in self.output_space if o.optimize or o.bounded]
+
     def meets_output_constraints(self, outputs: Mapping[str, Any]) -> bool:
         """Whether reported ``outputs`` meet every output constraint (a missing bounded output does not).
 

@@ -157,8 +157,7 @@ class GPTuneBandScheduler(TrialScheduler):
             "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
             problem, tasks, seed, executor=executor)
         # a result counts once it has every objective tuned (with several, every bounded output too)
-        self._awaited = [o.name for o in problem.output_space if o.optimize or o.bounded] \
-            if getattr(self.engine, "several", False) else self.metrics
+        self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics
         self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, self.engine, self.store, **session_options)

@@ -224,7 +224,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - an ImportError or a broken install: skip the peer, say why
         log.warning("skipping the optuna_gp peer: torch cannot be imported (%s)", exc)
         del tuners["optuna_gp"]
-    # the problems run side by side, one process per core (at most 2; the longest first): asks are timed so
+    # the problems run side by side, one process per core (at most 2), the longest first; asks are timed
+    # under that load
     chosen = sorted(problems(), key=lambda p: p not in ("lcbench", "amg-constrained"))
     jobs = max(1, min(2, os.cpu_count() or 1, len(chosen)))
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -86,7 +86,7 @@ def _front_section(view: HistoryView, problem: str, task: str | None = None) -> 
         return ""
     space = view.problem_space
     assert space is not None
-    outputs = [o.name for o in space.output_space if o.optimize or o.bounded]
+    outputs = [o.name for o in space.modelled]
     rows = []
     for parameters in view.tasks:
         label = task_label(parameters)

@@ -58,7 +58,7 @@ from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode
 from raytuner.strategies.base import Strategy, Suggestion
 from raytuner.strategies.band_plan import BandPlan, Step
 from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler
-from raytuner.strategies.multiobjective import is_multiobjective
+from raytuner.strategies.multiobjective import tunes_several
 
 __all__ = ["GPTuneBand", "LEVEL"]
 
@@ -122,7 +122,7 @@ class GPTuneBand(Strategy):
         self.fidelity_mode = check_mode(fidelity_mode)
         self.objective = problem.objective(objective)
         # several objectives or output constraints (none named): rungs ranked by all, samples by one LCM per output
-        self.several = objective is None and is_multiobjective(problem)
+        self.several = tunes_several(problem, objective)
         self.plan = BandPlan(self.structure, self.objective, len(self.tasks), passes, budget, self.fidelity_mode,
                              problem=problem if self.several else None)
         named = None if self.several else self.objective.name

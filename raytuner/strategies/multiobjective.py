@@ -65,7 +65,7 @@ from raytuner.strategies.base import Strategy
 from raytuner.strategies.mla import MLA
 from raytuner.strategies.pareto_score import DRAWS, ParetoScore, chance_within
 
-__all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective"]
+__all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_several"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,18 @@ def is_multiobjective(problem: ProblemSpace) -> bool:
     return len(problem.optimised) > 1 or bool(problem.output_constraints)
 
 
+def tunes_several(problem: ProblemSpace, objective: str | None) -> bool:
+    """Whether an engine given ``objective`` tunes every objective and output constraint of ``problem``.
+
+    Naming one objective tunes it alone, as before several objectives were supported.
+
+    Args:
+        problem: the problem.
+        objective: the objective an engine was given (``None``: none named).
+    """
+    return objective is None and is_multiobjective(problem)
+
+
 def mla_engine(problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
                **options: Any) -> Strategy:
     """MLA for ``problem``: :class:`MultiObjectiveMLA` when it has several objectives or an output constraint.
@@ -96,8 +108,7 @@ def mla_engine(problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: 
         seed: the engine's seed.
         **options: MLA's options.
     """
-    named = options.get("objective") is not None          # a named objective: tune it alone, as before
-    engine = MultiObjectiveMLA if is_multiobjective(problem) and not named else MLA
+    engine = MultiObjectiveMLA if tunes_several(problem, options.get("objective")) else MLA
     return engine(problem, tasks, seed, **options)
 
 
@@ -114,7 +125,7 @@ class MultiObjectiveMLA(MLA):
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
                  **options: Any) -> None:
         super().__init__(problem, tasks, seed, **options)
-        modelled = [o for o in problem.output_space if o.optimize or o.bounded]
+        modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k != "objective"}
         self.components: list[MLA] = []
         for output in modelled:

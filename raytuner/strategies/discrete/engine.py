@@ -63,7 +63,7 @@ from raytuner.strategies.discrete.gp import KERNELS
 from raytuner.strategies.discrete.portfolio import AFS, AdvancedMulti, Multi, Portfolio, Single
 from raytuner.strategies.discrete.search import TaskSearch
 from raytuner.strategies.discrete.several import SeveralSearch, several_value
-from raytuner.strategies.multiobjective import is_multiobjective
+from raytuner.strategies.multiobjective import tunes_several
 
 __all__ = ["DiscreteBO", "METHODS"]
 
@@ -149,8 +149,8 @@ class DiscreteBO(Strategy):
         Portfolio(self.acquisitions)              # validates the acquisitions, whatever the method
         self.objective = problem.objective(objective)
         #: Several objectives or output constraints (none named): one GP per output, a Pareto score.
-        self.several = objective is None and is_multiobjective(problem)
-        self.modelled = [o for o in problem.output_space if o.optimize or o.bounded] if self.several else []
+        self.several = tunes_several(problem, objective)
+        self.modelled = problem.modelled if self.several else []
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
         self._searches: dict[str, TaskSearch] = {}
         self._records: list[FunctionEvaluation] = []          # for the Pareto fronts
