@@ -19,6 +19,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.options import FitReport
+from raytuner.models.fitted import cross_covariance
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.records import FunctionEvaluation
@@ -131,6 +132,73 @@ def test_gradient_matches_finite_differences(kernel: str) -> None:
             numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-7)
         np.testing.assert_allclose(gradient, numeric, rtol=1e-4, atol=1e-4 * np.abs(numeric).max())
         assert np.isfinite(value)
+
+
+# -- categorical columns -------------------------------------------------------------------------------
+CATEGORIES = ProblemSpace.parse({"parameter_space": [
+    {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+    {"name": "alg", "type": "categorical", "categories": ["a", "b", "c", "d", "e"]}]})
+
+
+def test_a_categorical_column_is_compared_by_category() -> None:
+    """Every two categories are equally far apart, whatever their places on [0, 1]; a real column by position."""
+    space = CATEGORIES.parameter_space
+    options = LCMOptions().over(space)
+    assert options.categorical == (1,) and LCMOptions(categorical=[]).over(space).categorical == ()
+    hp = Hyperparameters.initial(1, 1, 2, 1, rng=np.random.default_rng(0))
+    first = space.encode([{"x": 0.5, "alg": "a"}])
+    others = space.encode([{"x": 0.5, "alg": c} for c in "abcde"])
+    zero = np.zeros(1, dtype=int)
+    by_category = cross_covariance(hp, "rbf", first, zero, others, np.zeros(5, dtype=int),
+                                   categorical=options.categorical_columns)[0]
+    by_position = cross_covariance(hp, "rbf", first, zero, others, np.zeros(5, dtype=int))[0]
+    assert by_category[0] == by_position[0] and np.ptp(by_category[1:]) == 0.0 and by_category[1] < by_category[0]
+    assert np.all(np.diff(by_position) < 0)                 # by position: farther categories are less alike
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_gradient_with_a_categorical_column_matches_finite_differences(kernel: str) -> None:
+    rng = np.random.default_rng(3)
+    configs = [{"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]} for _ in range(14)]
+    X = CATEGORIES.parameter_space.encode(configs)
+    task = np.repeat([0, 1], 7)
+    z = np.array([c["x"] ** 2 + "abcde".index(c["alg"]) % 2 for c in configs])
+    objective = NegativeLogLikelihood(X, task, (z - z.mean()) / z.std(), tasks=2, latent=1, rank=1, kernel=kernel,
+                                      categorical=(1,))
+    hp = Hyperparameters.initial(1, 2, 2, 1, rng=np.random.default_rng(1))
+    theta = dataclasses.replace(hp, noise=np.maximum(hp.noise, 1e-3)).to_vector()
+    value, gradient = objective(theta)
+    with threadpool_limits(1, user_api="blas"):
+        numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-7)
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-4, atol=1e-4 * np.abs(numeric).max())
+    assert np.isfinite(value)
+
+
+def test_categorical_columns_are_stored_with_the_model_and_old_models_keep_positions() -> None:
+    """A stored model keeps the columns it was fitted with; one stored before the option compares by position."""
+    rng = np.random.default_rng(5)
+    tasks = [{}]
+    problem = ProblemSpace.parse({**CATEGORIES.model_dump(), "output_space": [{"name": "y"}]})
+    records = [FunctionEvaluation.create({}, c, {"y": c["x"] + "abcde".index(c["alg"]) % 2})
+               for c in ({"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]} for _ in range(12))]
+    data, uids = TrainingData.from_records(problem, tasks, records)
+    fitted = LCM(LCMOptions(n_starts=1, max_iterations=30).over(problem.parameter_space)).fit(
+        data, seed=0, executor=INLINE)
+    record = surrogate_record(fitted, problem, tasks, uids, modeler="test")
+    assert record.modeling_options["categorical"] == [1]
+    again = load_surrogate(record, records)
+    assert again.options.categorical == (1,)
+    grid = problem.parameter_space.encode([{"x": 0.3, "alg": c} for c in "abcde"])
+    np.testing.assert_allclose(again.predict(0, grid)[0], fitted.predict(0, grid)[0], rtol=1e-9)
+    old = record.model_copy(update={"modeling_options": {k: v for k, v in record.modeling_options.items()
+                                                         if k != "categorical"}})
+    assert load_surrogate(old, records).options.categorical_columns == ()
+    with pytest.raises(InvalidInputError) as err:
+        fitted.to_gpy()
+    assert err.value.field == "categorical"
+    with pytest.raises(InvalidInputError) as err:
+        LCMOptions(categorical=[-1])
+    assert err.value.field == "categorical"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

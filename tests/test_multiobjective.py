@@ -17,6 +17,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA, EngineSpec, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
+from raytuner.strategies.pareto_score import CONFIDENT, ParetoScore
 
 #: A two-task family of ZDT1 (Zitzler, Deb and Thiele), shifted by the task t: f2 = g (1 - sqrt(f1 / g)) + 0.2 t,
 #: g = 1 + 9 b. The Pareto set is b = 0, its front f2 = 1 - sqrt(f1) + 0.2 t; ``mem`` = a + b is only recorded.
@@ -86,6 +87,16 @@ def test_fronts_and_hypervolumes_are_exact_on_known_points() -> None:
     assert [r.tuning_parameter["a"] for r in pareto_front(PROBLEM, records)] == [0.1, 0.5, 0.7]
     assert [r.tuning_parameter["a"] for r in pareto_front(CONSTRAINED, records)] == [0.1, 0.5]   # mem 0.7 > 0.6
     assert objective_values(PROBLEM, records[:1]).tolist() == [[0.1, 1 - math.sqrt(0.1)]]
+
+
+def test_a_likely_breach_ranks_after_every_likely_success_by_its_chance() -> None:
+    """However much a candidate below the gate would improve the front, a likely success with none ranks first."""
+    seen = np.array([[0.0, 1.0], [1.0, 0.0]])
+    score = ParetoScore(seen, seen, weights=np.array([0.5, 0.5]))
+    mean = np.array([[2.0, 2.0], [0.1, 0.1], [0.1, 0.1], [0.2, 0.2]])   # behind the front, then three far ahead
+    samples = np.repeat(mean[:, None, :], 8, axis=1)
+    values = score(mean, samples, chance=np.array([1.0, 0.8, 0.5, CONFIDENT]))
+    assert values[3] > values[0] > 0 > values[1] > values[2]
 
 
 def test_a_problem_with_one_objective_keeps_plain_mla() -> None:

@@ -291,7 +291,7 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
         raise InvalidInputError("records", f"{count} successful record(s) of objective {target.name!r} for "
                                            f"task {dict(chosen)}; a surrogate needs at least {min_records}")
     data, uids = TrainingData.from_records(problem, tasks, usable, target.name)
-    fitted = LCM(options).fit(data, seed=seed, executor=executor)
+    fitted = LCM((options or LCMOptions()).over(problem.parameter_space)).fit(data, seed=seed, executor=executor)
     log.info("surrogate of %r fitted to %d records over %d task(s) in %.2f s", target.name, len(uids),
              len(tasks), fitted.report.seconds)
     return SurrogateModel(problem, target, tasks, index, fitted, uids, chunk_size)

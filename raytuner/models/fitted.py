@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -149,7 +149,7 @@ class Standardisation:
 
 
 def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np.ndarray,
-                     X2: np.ndarray, task2: np.ndarray) -> np.ndarray:
+                     X2: np.ndarray, task2: np.ndarray, *, categorical: Sequence[int] = ()) -> np.ndarray:
     """``Σ_q B_q[task1, task2] ∘ k_q(X1, X2)`` (no noise), shape ``(len(X1), len(X2))``.
 
     Args:
@@ -159,16 +159,18 @@ def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np
         task1: ``(n,)`` their task indices.
         X2: ``(m, d)`` unit-cube points.
         task2: ``(m,)`` their task indices.
+        categorical: the columns compared by category (:func:`~raytuner.models.kernels.squared_distances`).
     """
     B = hp.coregionalization()
-    sq = squared_distances(X1, X2)
+    sq = squared_distances(X1, X2, categorical)
     out = np.zeros((len(X1), len(X2)))
     for q in range(B.shape[0]):
         out += B[q][np.ix_(task1, task2)] * KERNELS[kernel].value(scaled_distance(sq, hp.lengthscales[q]))
     return out
 
 
-def training_covariance(hp: Hyperparameters, kernel: str, X: np.ndarray, task: np.ndarray) -> np.ndarray:
+def training_covariance(hp: Hyperparameters, kernel: str, X: np.ndarray, task: np.ndarray, *,
+                        categorical: Sequence[int] = ()) -> np.ndarray:
     """``Σ(X, X)`` of samples with their tasks' noise on the diagonal.
 
     Args:
@@ -176,8 +178,9 @@ def training_covariance(hp: Hyperparameters, kernel: str, X: np.ndarray, task: n
         kernel: the kernel's name.
         X: ``(n, d)`` unit-cube points.
         task: ``(n,)`` their task indices.
+        categorical: the columns compared by category.
     """
-    K = cross_covariance(hp, kernel, X, task, X, task)
+    K = cross_covariance(hp, kernel, X, task, X, task, categorical=categorical)
     K[np.diag_indices_from(K)] += hp.noise[task]
     return K
 
@@ -205,17 +208,19 @@ class FittedLCM:
         self.hyperparameters = hyperparameters
         self.X, self.task, self.z = X, task, z
         self.report = report
-        hp, kernel = hyperparameters, options.kernel
+        hp, kernel, columns = hyperparameters, options.kernel, options.categorical_columns
         self._prior = hp.prior_variances()
         self._posterior: ExactPosterior | SparsePosterior
         if not options.sparse(len(z)):
-            self._posterior = ExactPosterior(training_covariance(hp, kernel, X, task), z)
+            self._posterior = ExactPosterior(training_covariance(hp, kernel, X, task, categorical=columns), z)
             self._inputs = (X, task)
         else:
             u = balanced_subset(task, self.tasks, options.inducing)
             self._inputs = (X[u], task[u])
-            self._posterior = SparsePosterior(cross_covariance(hp, kernel, X[u], task[u], X[u], task[u]),
-                                              cross_covariance(hp, kernel, X[u], task[u], X, task),
+            self._posterior = SparsePosterior(cross_covariance(hp, kernel, X[u], task[u], X[u], task[u],
+                                                               categorical=columns),
+                                              cross_covariance(hp, kernel, X[u], task[u], X, task,
+                                                               categorical=columns),
                                               self._prior[task], hp.noise[task], z)
         self.jitter = self._posterior.jitter
         self.log_likelihood = self._posterior.log_likelihood
@@ -259,7 +264,7 @@ class FittedLCM:
         self._check_task(task)
         X = np.atleast_2d(np.asarray(X, dtype=float))
         cross = cross_covariance(self.hyperparameters, self.options.kernel, X, np.full(len(X), task),
-                                 *self._inputs)
+                                 *self._inputs, categorical=self.options.categorical_columns)
         return self._posterior.predict(cross, np.full(len(X), self._prior[task]))
 
     def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
@@ -329,7 +334,8 @@ class FittedLCM:
         """Gradient of the log-likelihood in :meth:`Hyperparameters.to_vector` coordinates."""
         latent, tasks, _, rank = self.hyperparameters.shape
         objective = NegativeLogLikelihood(self.X, self.task, self.z, tasks=tasks, latent=latent, rank=rank,
-                                          kernel=self.options.kernel)
+                                          kernel=self.options.kernel,
+                                          categorical=self.options.categorical_columns)
         return -objective(self.hyperparameters.to_vector())[1]
 
     def to_gpy(self) -> Any:
@@ -338,6 +344,9 @@ class FittedLCM:
 
         if not self.exact:
             raise InvalidInputError("exact_limit", "GPy's coregionalised regression is exact; this model is sparse")
+        if self.options.categorical_columns:
+            raise InvalidInputError("categorical", "GPy's kernels compare every column by position; this model "
+                                                   "compares columns by category (allowed: categorical=[])")
 
         latent, tasks, dim, rank = self.hyperparameters.shape
         kernels = []

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -95,18 +95,33 @@ KERNELS: dict[str, Kernel] = {name: Kernel(name, fn) for name, fn in
                               (("rbf", _rbf), ("matern32", _matern32), ("matern52", _matern52))}
 
 
-def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def squared_distances(a: np.ndarray, b: np.ndarray, categorical: Sequence[int] = ()) -> np.ndarray:
     """Per-dimension squared differences, shape ``(d, len(a), len(b))``.
+
+    A ``categorical`` column compares its values by category, not by
+    position: 0 where they are equal, 1 where they differ (the overlap, or
+    Hamming, distance). On the unit cube a categorical parameter's values are
+    the centres of equal bins; by position, an RBF would take the first
+    category for a close relative of the second and a stranger to the last,
+    an order the categories do not have. By category every two differ
+    alike, and the column's length scale says how much any change matters.
 
     Args:
         a: ``(n, d)`` points.
         b: ``(m, d)`` points.
+        categorical: the columns compared by category.
 
     >>> squared_distances(np.array([[0.0], [1.0]]), np.array([[0.5]]))[0, :, 0].tolist()
     [0.25, 0.25]
+    >>> squared_distances(np.array([[0.1], [0.9]]), np.array([[0.1]]), categorical=[0])[0, :, 0].tolist()
+    [0.0, 1.0]
     """
     diff = a.T[:, :, None] - b.T[:, None, :]
-    return diff * diff
+    out = diff * diff
+    if len(categorical):
+        columns = list(categorical)
+        out[columns] = out[columns] > 0.0
+    return out
 
 
 def scaled_distance(sq: np.ndarray, lengthscales: np.ndarray) -> np.ndarray:

@@ -293,7 +293,8 @@ class _Sample:
     def objective(self) -> NegativeLogLikelihood:
         latent, tasks, _, rank = self.shape
         return NegativeLogLikelihood(self.X, self.task, self.z, tasks=tasks, latent=latent, rank=rank,
-                                     kernel=self.options.kernel, lengthscale_prior=self.options.lengthscale_prior)
+                                     kernel=self.options.kernel, lengthscale_prior=self.options.lengthscale_prior,
+                                     categorical=self.options.categorical_columns)
 
 
 def _limit(task: np.ndarray, tasks: int, limit: int | None) -> np.ndarray:
@@ -330,9 +331,12 @@ def held_out_accuracy(options: LCMOptions, hp: Hyperparameters, X: np.ndarray, t
     rest = np.setdiff1d(np.arange(len(z)), fit)
     if len(rest) > most:
         rest = np.sort(rng.choice(rest, size=most, replace=False))
-    posterior = ExactPosterior(training_covariance(hp, options.kernel, X[fit], task[fit]), z[fit])
+    columns = options.categorical_columns
+    posterior = ExactPosterior(training_covariance(hp, options.kernel, X[fit], task[fit], categorical=columns),
+                               z[fit])
     prior = hp.prior_variances()
-    mean, variance = posterior.predict(cross_covariance(hp, options.kernel, X[rest], task[rest], X[fit], task[fit]),
+    mean, variance = posterior.predict(cross_covariance(hp, options.kernel, X[rest], task[rest], X[fit], task[fit],
+                                                        categorical=columns),
                                        prior[task[rest]])
     squared = (z[rest] - mean) ** 2
     noise = hp.noise.copy()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Sequence
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
@@ -92,10 +93,12 @@ class NegativeLogLikelihood:
         lengthscale_prior: ``(mean, sd)`` of a normal prior on each log length scale, whose negative
             log density (up to a constant) is added: the value is then a negative log posterior
             (default ``None``: the likelihood alone).
+        categorical: the columns compared by category (:func:`~raytuner.models.kernels.squared_distances`).
     """
 
     def __init__(self, X: np.ndarray, task: np.ndarray, y: np.ndarray, *, tasks: int, latent: int,
-                 rank: int, kernel: str, lengthscale_prior: tuple[float, float] | None = None) -> None:
+                 rank: int, kernel: str, lengthscale_prior: tuple[float, float] | None = None,
+                 categorical: Sequence[int] = ()) -> None:
         self.lengthscale_prior = lengthscale_prior
         self.X = np.asarray(X, dtype=float)
         self.task = np.asarray(task, dtype=int)
@@ -104,7 +107,7 @@ class NegativeLogLikelihood:
         self.dimension = self.X.shape[1]
         self.kernel = KERNELS[kernel]
         n = len(self.y)
-        self.sq = squared_distances(self.X, self.X)
+        self.sq = squared_distances(self.X, self.X, categorical)
         self._sq_flat = self.sq.reshape(self.dimension, n * n)
         self.one_hot = np.eye(tasks)[self.task]
         self.evaluations = 0

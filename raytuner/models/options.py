@@ -14,11 +14,12 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
+from raytuner.space import Space
 
 __all__ = ["FitReport", "KernelName", "LCMOptions"]
 
@@ -52,6 +53,13 @@ class LCMOptions:
     ``lengthscale_prior`` is ``(mean, sd)`` of a normal prior on each
     log length scale (``None``: maximum likelihood), against spiky fits
     that interpolate with very short length scales.
+    ``categorical`` lists the input columns compared by category (0 between
+    equal values, 1 between different ones: :func:`~raytuner.models.kernels.squared_distances`)
+    rather than by position on ``[0, 1]``; ``None`` leaves the choice to
+    :meth:`over`, which an engine calls with its space (every categorical
+    parameter), and means none to the LCM alone. A stored model keeps the
+    columns it was fitted with: one stored before the option existed
+    compares every column by position, as it was fitted.
 
     >>> LCMOptions(kernel="cubic")
     Traceback (most recent call last):
@@ -73,6 +81,7 @@ class LCMOptions:
     exact_limit: int | None = 1500
     refit_growth: float = 0.1
     lengthscale_prior: tuple[float, float] | None = None
+    categorical: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
@@ -99,6 +108,34 @@ class LCMOptions:
                     or not all(isinstance(v, (int, float)) for v in prior) or not prior[1] > 0):
                 raise InvalidInputError("lengthscale_prior", f"must be (mean, sd) with sd > 0 or None, got {prior!r}")
             object.__setattr__(self, "lengthscale_prior", (float(prior[0]), float(prior[1])))
+        if self.categorical is not None:
+            columns = self.categorical
+            if (not isinstance(columns, (tuple, list))
+                    or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in columns)):
+                raise InvalidInputError("categorical", f"must be a list of column indices >= 0 or None, "
+                                                       f"got {columns!r}")
+            object.__setattr__(self, "categorical", tuple(sorted(set(columns))))
+
+    @property
+    def categorical_columns(self) -> tuple[int, ...]:
+        """The columns compared by category (none when :attr:`categorical` is ``None``)."""
+        return self.categorical or ()
+
+    def over(self, space: Space) -> "LCMOptions":
+        """These options for a model over ``space``'s columns: ``categorical`` its categorical parameters when unset.
+
+        Args:
+            space: the space the model's inputs encode (parameters, or tasks for TLA1).
+
+        >>> from raytuner.space import Space
+        >>> space = Space.model_validate([{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+        ...                               {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}])
+        >>> LCMOptions().over(space).categorical, LCMOptions(categorical=[]).over(space).categorical
+        ((1,), ())
+        """
+        if self.categorical is not None:
+            return self
+        return replace(self, categorical=tuple(i for i, p in enumerate(space) if p.type == "categorical"))
 
     @property
     def inducing(self) -> int:
@@ -131,7 +168,8 @@ class LCMOptions:
                 "max_iterations": self.max_iterations,
                 "warm_iterations": self.warm_iterations, "screen": self.screen,
                 "log_transform": self.log_transform, "timeout": self.timeout, "fit_limit": self.fit_limit, "exact_limit": self.exact_limit, "refit_growth": self.refit_growth,
-                "lengthscale_prior": None if self.lengthscale_prior is None else list(self.lengthscale_prior)}
+                "lengthscale_prior": None if self.lengthscale_prior is None else list(self.lengthscale_prior),
+                "categorical": None if self.categorical is None else list(self.categorical)}
 
 
 @dataclass

@@ -89,13 +89,14 @@ class MLA(Strategy):
         if batch not in _BATCH_MODES:
             raise InvalidInputError("batch", f"unknown batch mode {batch!r}", allowed=list(_BATCH_MODES))
         self.n_initial = n_initial
-        self.model = LCM(options)
+        requested = options or LCMOptions()
+        self.model = LCM(requested.over(problem.parameter_space))
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
         self.batch = batch
         self.executor = executor
         self.objective = problem.objective(objective)
         self.search_candidates = search_candidates
-        self._keep_options(n_initial=n_initial, options=self.model.options, acquisition=acquisition,
+        self._keep_options(n_initial=n_initial, options=requested, acquisition=acquisition,
                            acquisition_options=acquisition_options, batch=batch, objective=self.objective.name,
                            search_candidates=search_candidates)
         self.targets: list[int] = list(range(len(self.tasks)))   # tasks this engine suggests for

@@ -8,7 +8,8 @@ more the expected improvement of an augmented Chebyshev scalarisation with
 random weights (ParEGO's, normalised to the range the task has seen). Where
 no draw improves, the predicted scalarisation still orders the candidates
 (a tiny tie term), and the score is multiplied by the probability of meeting
-every output constraint, a likely breach ranking after every likely success.
+every output constraint; a likely breach (below :data:`CONFIDENT`) ranks after every likely
+success, by its chance alone.
 :class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` scores its LCMs'
 predictions with it, :class:`~raytuner.strategies.discrete.DiscreteBO` its
 candidate GPs'.
@@ -105,5 +106,6 @@ class ParetoScore:
             improvement = np.maximum(self.best - self.scalarise(samples), 0.0).mean(axis=1)
         # where no draw improves, the predicted scalarisation still orders the candidates (never a flat score)
         improvement = improvement + TIE / (1.0 + np.maximum(self.scalarise(mean) - self.best, 0.0))
-        # a likely breach ranks below every likely success: the edge of the feasible region is not a coin toss
-        return improvement * chance * np.where(chance >= CONFIDENT, 1.0, 1e-6)
+        # a likely breach ranks below every likely success, however small its improvement (the edge of the
+        # feasible region is not a coin toss); among likely breaches, the likeliest to meet the constraints first
+        return np.where(chance >= CONFIDENT, improvement * chance, chance - 1.0)

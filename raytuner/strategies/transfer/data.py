@@ -193,7 +193,7 @@ class SourceData:
                  executor: Executor | None = None) -> None:
         self.problem = problem
         self.objective = problem.objective(objective).name
-        self.options = options or LCMOptions()
+        self.options = (options or LCMOptions()).over(problem.parameter_space)
         self.executor = executor
         self.records = fitting_records(problem, load_records(records), "source")
         self.tasks = group_source_tasks(problem, self.records, self.objective)

@@ -128,7 +128,8 @@ class TransferLearning(Strategy):
         self.pool = _check_pool(pool)
         self.algorithm = algorithm
         self.objective = problem.objective(objective)
-        self.options = options or LCMOptions()
+        requested = options or LCMOptions()
+        self.options = requested.over(problem.parameter_space)
         self.executor = executor
         self.source = source if isinstance(source, SourceData) else SourceData(
             problem, source, objective=self.objective.name, options=self.options, executor=executor)
@@ -144,7 +145,7 @@ class TransferLearning(Strategy):
         self._visited: set[tuple[tuple[str, Any], ...]] = set()
         self._target_uids: set[str] = set()
         self._keep_options(algorithm=algorithm, pool=self.pool, weights=self.weights, candidates=self.candidates,
-                           options=self.options, acquisition=acquisition, acquisition_options=acquisition_options,
+                           options=requested, acquisition=acquisition, acquisition_options=acquisition_options,
                            objective=self.objective.name, search_candidates=search_candidates)
 
     @property

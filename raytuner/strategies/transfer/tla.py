@@ -114,7 +114,7 @@ class TLA1:
         self.optima = optima
         T = problem.input_space.encode([r.task_parameter for r in optima])
         U = problem.parameter_space.encode([r.tuning_parameter for r in optima])
-        lcm = LCM(options or LCMOptions(n_starts=2))
+        lcm = LCM((options or LCMOptions(n_starts=2)).over(problem.input_space))
         self._models: list[FittedLCM] = [
             lcm.fit(TrainingData([T], [U[:, j]]), seed=seed, executor=executor or InlineExecutor())
             for j in range(U.shape[1])]
