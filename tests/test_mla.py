@@ -211,3 +211,38 @@ def test_maximisation_finds_the_maximum() -> None:
             if best is None or gain > best[0]:
                 best = (gain, s.config["x"])
         assert abs(best[1] - 0.7) < 0.05, (seed, best)
+
+
+CATEGORICAL = ProblemSpace.parse({
+    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                        {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}],
+    "output_space": [{"name": "y"}]})
+
+
+def _categorical_engine(options: LCMOptions | None) -> MLA:
+    return MLA(CATEGORICAL, [{}], 0, n_initial=4, options=options, executor=InlineExecutor())
+
+
+@pytest.mark.parametrize("stored_by_position, refitted", [(False, False), (True, True)])
+def test_a_stored_model_of_other_categorical_columns_is_fitted_again_not_used_as_it_is(
+        stored_by_position: bool, refitted: bool, caplog: pytest.LogCaptureFixture) -> None:
+    first = _categorical_engine(LCMOptions(n_starts=1, categorical=[]) if stored_by_position else LCMOptions(n_starts=1))
+    assert first.model.options.categorical == (() if stored_by_position else (1,))
+    records = []
+    for _ in range(6):
+        s = first.ask()
+        records.append(first.tell(s, {"y": s.config["x"] + ["lu", "qr", "svd"].index(s.config["alg"])}))
+    models = first.take_models()
+    assert models and models[-1].modeling_options["categorical"] == list(first.model.options.categorical)
+    again = _categorical_engine(LCMOptions(n_starts=1))
+    again.replay(records)
+    again.restore_models(models, fixed=True)                  # GPTune's load_surrogate_model
+    fitted = again.fitted_model()
+    assert fitted is not None and fitted.report.optimised is refitted
+    assert ("fitting again from it" in caplog.text) is refitted
+
+
+def test_categorical_columns_must_be_categorical_parameters() -> None:
+    with pytest.raises(InvalidInputError) as err:
+        _categorical_engine(LCMOptions(categorical=[0]))
+    assert err.value.field == "categorical" and "allowed: 1" in str(err.value)

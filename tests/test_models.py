@@ -186,6 +186,7 @@ def test_categorical_columns_are_stored_with_the_model_and_old_models_keep_posit
         data, seed=0, executor=INLINE)
     record = surrogate_record(fitted, problem, tasks, uids, modeler="test")
     assert record.modeling_options["categorical"] == [1]
+    assert record.modeler == "raytuner_LCM"         # GPTune's Model_LCM would read the categories by position
     again = load_surrogate(record, records)
     assert again.options.categorical == (1,)
     grid = problem.parameter_space.encode([{"x": 0.3, "alg": c} for c in "abcde"])

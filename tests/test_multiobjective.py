@@ -97,6 +97,8 @@ def test_a_likely_breach_ranks_after_every_likely_success_by_its_chance() -> Non
     samples = np.repeat(mean[:, None, :], 8, axis=1)
     values = score(mean, samples, chance=np.array([1.0, 0.8, 0.5, CONFIDENT]))
     assert values[3] > values[0] > 0 > values[1] > values[2]
+    tiny = score(mean[1:3], samples[1:3], chance=np.array([1e-20, 1e-30]))      # sure breaches still ordered
+    assert tiny[0] > tiny[1]
 
 
 def test_a_problem_with_one_objective_keeps_plain_mla() -> None:

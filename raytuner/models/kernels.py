@@ -4,7 +4,9 @@ Each kernel is ``k(r²)`` with ``r² = Σ_d (x_d − x'_d)² / ℓ_d²`` and uni
 variance (the LCM's coregionalization matrices carry the scale). A kernel
 also gives ``dk/d(r²)``, which is all the likelihood gradient needs: the
 derivative with respect to ``log ℓ_d`` is ``dk/d(r²) · (−2 Δ_d² / ℓ_d²)``.
-The definitions match GPy's ``RBF``, ``Matern32`` and ``Matern52``.
+The definitions match GPy's ``RBF``, ``Matern32`` and ``Matern52``. In a
+categorical column, ``Δ_d²`` is 0 between equal values and 1 between
+different ones (:func:`squared_distances`).
 
 Example:
     >>> import numpy as np

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from numbers import Integral
 from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
@@ -111,10 +112,10 @@ class LCMOptions:
         if self.categorical is not None:
             columns = self.categorical
             if (not isinstance(columns, (tuple, list))
-                    or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in columns)):
+                    or not all(isinstance(c, Integral) and not isinstance(c, bool) and c >= 0 for c in columns)):
                 raise InvalidInputError("categorical", f"must be a list of column indices >= 0 or None, "
                                                        f"got {columns!r}")
-            object.__setattr__(self, "categorical", tuple(sorted(set(columns))))
+            object.__setattr__(self, "categorical", tuple(sorted({int(c) for c in columns})))
 
     @property
     def categorical_columns(self) -> tuple[int, ...]:
@@ -134,6 +135,11 @@ class LCMOptions:
         ((1,), ())
         """
         if self.categorical is not None:
+            named = {i for i, p in enumerate(space) if p.type == "categorical"}
+            wrong = [c for c in self.categorical if c not in named]
+            if wrong:
+                raise InvalidInputError("categorical", f"columns {wrong} are not categorical parameters of the space",
+                                        allowed=sorted(named))
             return self
         return replace(self, categorical=tuple(i for i, p in enumerate(space) if p.type == "categorical"))
 

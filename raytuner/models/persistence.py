@@ -118,7 +118,8 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
                               for o in spaces["output_space"]]   # JSON has no infinity
     name = problem.objective(objective).name
     objective_id = problem.objectives.index(name)
-    flat = gptune_hyperparameters(fitted.hyperparameters)
+    # GPTune's kernel reads every length scale by position: a model that compares categories is ours alone
+    flat = None if fitted.options.categorical_columns else gptune_hyperparameters(fitted.hyperparameters)
     log_likelihood = float(fitted.log_likelihood)
     gradients = (fitted.log_likelihood_gradient().tolist()
                  if fitted.report.optimised and fitted.report.approximation is None else None)

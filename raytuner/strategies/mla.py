@@ -356,6 +356,13 @@ class MLA(Strategy):
                 self._warm_optimised = optimised if isinstance(optimised, int) else None
                 self._restored = record
                 self._fixed = self._warm if fixed else None
+                stored = tuple(record.modeling_options.get("categorical") or ())
+                if stored != self.model.options.categorical_columns:
+                    # its length scales measure other distances: a warm start to re-optimise, never used as is
+                    log.warning("the stored model of %s compares categorical columns %s, this engine %s: "
+                                "fitting again from it", self.modeler, list(stored),
+                                list(self.model.options.categorical_columns))
+                    self._warm_optimised, self._restored, self._fixed = None, None, None
                 return
         if fixed:
             log.warning("load_surrogate_model: no stored model of %s for these tasks; fitting one", self.modeler)

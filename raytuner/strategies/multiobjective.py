@@ -21,7 +21,11 @@ evaluations, and chooses each suggestion by:
   (quick benchmark: 11.61 against 10.92-11.35 at 20 evaluations per task).
 - **Constraints**: the score is multiplied by the posterior probability that
   each bounded output meets its bounds; the improvement is measured from the
-  best feasible evaluation.
+  best feasible evaluation. A candidate below
+  :data:`~raytuner.strategies.pareto_score.CONFIDENT` ranks after every
+  likelier one, by its chance alone.
+- **Length scales**: without ``options``, each LCM has a normal prior on its
+  log length scales (:data:`LENGTHSCALE_PRIOR`) against spiky fits.
 - **Skewed outputs**: an output whose values so far are positive and whose
   logarithm is clearly less skewed (a run time, a memory footprint) is
   modelled in log space; the draws are taken there and mapped back. On the
@@ -129,7 +133,8 @@ class MultiObjectiveMLA(MLA):
         tasks: The tasks to tune.
         seed: Seeds every random stream and model fit.
         **options: MLA's options (no ``objective``: every optimised output is one). Without ``options``,
-            the LCMs have a length-scale prior (:data:`LENGTHSCALE_PRIOR`).
+            the LCMs have a length-scale prior (:data:`LENGTHSCALE_PRIOR`); given ``options`` are used as
+            they are (add ``lengthscale_prior=LENGTHSCALE_PRIOR`` to keep it).
     """
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,

@@ -108,4 +108,5 @@ class ParetoScore:
         improvement = improvement + TIE / (1.0 + np.maximum(self.scalarise(mean) - self.best, 0.0))
         # a likely breach ranks below every likely success, however small its improvement (the edge of the
         # feasible region is not a coin toss); among likely breaches, the likeliest to meet the constraints first
-        return np.where(chance >= CONFIDENT, improvement * chance, chance - 1.0)
+        # (in log: a chance of 1e-20 still ranks above one of 1e-30; every log is below log(CONFIDENT) < 0)
+        return np.where(chance >= CONFIDENT, improvement * chance, np.log(np.maximum(chance, 1e-300)))

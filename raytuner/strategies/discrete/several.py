@@ -6,7 +6,8 @@ likely valid candidate with the best
 :class:`~raytuner.strategies.pareto_score.ParetoScore` (the expected
 hypervolume improvement over the task's feasible front with two objectives,
 a random Chebyshev scalarisation with more), times the probability of
-meeting every output constraint. The outputs share the GP's fixed length
+meeting every output constraint (below 0.9, a candidate ranks after every
+likelier one, by that probability alone). The outputs share the GP's fixed length
 scale, so one factorisation serves them all
 (:meth:`~raytuner.strategies.discrete.gp.CandidateGP.posterior_of`). The
 score is computed by Monte Carlo on the :data:`SHORTLIST` candidates whose
