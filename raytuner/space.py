@@ -332,6 +332,11 @@ class ProblemSpace(BaseModel):
         return [o for o in self.output_space if o.bounded]
 
     @property
+    def several(self) -> bool:
+        """Whether the problem optimises several outputs or bounds one: its best is then a Pareto front per task."""
+        return len(self.optimised) > 1 or bool(self.output_constraints)
+
+    @property
     def modelled(self) -> list[Objective]:
         """The outputs a multi-objective engine models: every optimised or bounded one, in order."""
         return [o for o in self.output_space if o.optimize or o.bounded]

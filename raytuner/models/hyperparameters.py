@@ -3,7 +3,8 @@
 For ``Q`` latent functions over ``m`` tasks in ``d`` dimensions with
 coregionalization rank ``r``:
 
-- ``lengthscales`` ``(Q, d)``: ARD length scales of each latent kernel (unit-cube units; in a categorical column, units of one change of category);
+- ``lengthscales`` ``(Q, d)``: ARD length scales of each latent kernel (unit-cube units; in a
+  categorical column, units of one change of category);
 - ``W`` ``(Q, m, r)`` and ``kappa`` ``(Q, m)``: ``B_q = W_q W_qᵀ + diag(κ_q)``;
 - ``noise`` ``(m,)``: per-task noise variance, in standardised output units.
 

@@ -134,14 +134,14 @@ class LCMOptions:
         >>> LCMOptions().over(space).categorical, LCMOptions(categorical=[]).over(space).categorical
         ((1,), ())
         """
-        if self.categorical is not None:
-            named = {i for i, p in enumerate(space) if p.type == "categorical"}
-            wrong = [c for c in self.categorical if c not in named]
-            if wrong:
-                raise InvalidInputError("categorical", f"columns {wrong} are not categorical parameters of the space",
-                                        allowed=sorted(named))
-            return self
-        return replace(self, categorical=tuple(i for i, p in enumerate(space) if p.type == "categorical"))
+        named = tuple(i for i, p in enumerate(space) if p.type == "categorical")
+        if self.categorical is None:
+            return replace(self, categorical=named)
+        wrong = [c for c in self.categorical if c not in named]
+        if wrong:
+            raise InvalidInputError("categorical", f"columns {wrong} are not categorical parameters of the space",
+                                    allowed=list(named))
+        return self
 
     @property
     def inducing(self) -> int:

@@ -92,7 +92,7 @@ def is_multiobjective(problem: ProblemSpace) -> bool:
     Args:
         problem: the problem.
     """
-    return len(problem.optimised) > 1 or bool(problem.output_constraints)
+    return problem.several
 
 
 def tunes_several(problem: ProblemSpace, objective: str | None) -> bool:

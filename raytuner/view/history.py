@@ -137,8 +137,7 @@ class HistoryView:
     @property
     def several(self) -> bool:
         """Whether the problem is known to tune several objectives or bound an output (it then has fronts)."""
-        space = self.problem_space
-        return space is not None and (len(space.optimised) > 1 or bool(space.output_constraints))
+        return self.problem_space is not None and self.problem_space.several
 
     @cached_property
     def full_fidelity(self) -> float | None:
