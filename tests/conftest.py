@@ -51,12 +51,13 @@ import os
 for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
+import contextlib
 import socket
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -118,21 +119,37 @@ def mongo_uri(mongod: LocalMongod) -> str:
     return mongod.uri
 
 
+@contextlib.contextmanager
+def _own_database(mongo_uri: str, prefix: str, open_: Callable[[str], Any]) -> Iterator[Any]:
+    """What ``open_(database)`` opens on a fresh database, closed and the database dropped afterwards."""
+    import pymongo
+
+    database = f"{prefix}_{uuid.uuid4().hex}"
+    opened = open_(database)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        with pymongo.MongoClient(mongo_uri) as client:
+            client.drop_database(database)
+
+
 @pytest.fixture
 def mongo_store(mongo_uri: str) -> Iterator[HistoryStore]:
     """A :class:`MongoStore` on a database of its own, dropped after the test."""
-    import pymongo
-
     from raytuner.store.mongo_store import MongoStore
 
-    database = f"test_{uuid.uuid4().hex}"
-    store = MongoStore(mongo_uri, database=database)
-    try:
+    with _own_database(mongo_uri, "test", lambda database: MongoStore(mongo_uri, database=database)) as store:
         yield store
-    finally:
-        store.close()
-        with pymongo.MongoClient(mongo_uri) as client:
-            client.drop_database(database)
+
+
+@pytest.fixture
+def repo(mongo_uri: str) -> Iterator[Any]:
+    """A :class:`~raytuner.crowd.CrowdRepository` on a database of its own, dropped after the test."""
+    from raytuner.crowd import CrowdRepository  # noqa: PLC0415
+
+    with _own_database(mongo_uri, "crowd", lambda database: CrowdRepository(mongo_uri, database=database)) as rep:
+        yield rep
 
 
 @pytest.fixture(params=["json", "mongodb"])

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import uuid
-from typing import Any, Iterator
+from typing import Any
 
-import pymongo
 import pytest
 
 from raytuner.crowd import AccessDenied, CrowdRepository, Unauthenticated, visibility_filter
@@ -15,18 +13,6 @@ from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 
 PROBLEM = "matrix"
-
-
-@pytest.fixture
-def repo(mongo_uri: str) -> Iterator[CrowdRepository]:
-    database = f"crowd_{uuid.uuid4().hex}"
-    with pymongo.MongoClient(mongo_uri) as client:
-        repository = CrowdRepository(client, database=database)
-        try:
-            yield repository
-        finally:
-            repository.close()
-            client.drop_database(database)
 
 
 def _record(t: float, label: str) -> FunctionEvaluation:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -17,17 +16,6 @@ from raytuner.records import FunctionEvaluation, HistoryDocument
 log = logging.getLogger(__name__)
 
 GPTUNE_DEMO = "../shared/data/gptune/GPTune-Demo.json"
-
-
-@pytest.fixture
-def repo(mongo_uri: str) -> Iterator[CrowdRepository]:
-    database = f"crowd_{uuid.uuid4().hex}"
-    repository = CrowdRepository(mongo_uri, database=database)
-    try:
-        yield repository
-    finally:
-        repository.client.drop_database(database)
-        repository.close()
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 The access matrix of ``test_crowd_access.py`` (4 users, 2 groups, every
 access level) is checked through the web pages and the download: no private
 record reaches another user, a signed-out visitor sees public records only,
-and no API key ever appears in a page, a URL or a log line.
+and no API key ever appears in a page, a URL or a log line. A token signed
+with a user's private key signs in once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from test_crowd_access import PROBLEM, UPLOADS, USERS, _may_see, _record
 
 from raytuner.crowd import CrowdRepository
+from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, Signer, generate_key_pair
 from raytuner.dashboard import create_app, serve, signin
 from raytuner.records import FunctionEvaluation
 from raytuner.store.gptune_file import parse_history
@@ -152,7 +154,7 @@ def test_a_wrong_or_revoked_key_signs_no_one_in(browser: Any, site: str, world: 
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     repo, keys = world
     _sign_in(browser, site, keys["alice"][:-2] + "xx")
-    assert browser.find_element(By.ID, "error").text == "that API key was not accepted"
+    assert browser.find_element(By.ID, "error").text == "that API key or token was not accepted"
     browser.execute_script("document.getElementsByName('form')[0].value = 'forged'")   # a post from elsewhere
     browser.find_element(By.ID, "api-key").send_keys(keys["alice"])
     browser.find_element(By.ID, "signin").click()
@@ -165,6 +167,30 @@ def test_a_wrong_or_revoked_key_signs_no_one_in(browser: Any, site: str, world: 
     assert browser.find_element(By.ID, "user").text == "dave"
     key_id = repo.list_keys("dave")[-1].key_id
     repo.revoke_key(key_id)
+    monkeypatch.setattr(signin, "RECHECK_SECONDS", 0.0)                     # check the key on the next page
+    browser.get(site + f"/crowd/problem/{PROBLEM}")
+    assert not browser.find_elements(By.ID, "user") and _visible_t(browser) == _expected_t(None)
+
+
+def test_a_signed_token_signs_in_once_and_a_revoked_public_key_signs_out(
+        browser: Any, site: str, world: tuple[CrowdRepository, dict[str, str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = world[0]
+    signer = Signer.from_pem(generate_key_pair()[0])
+    repo.register_public_key("bob", signer.public_key)
+    _sign_in(browser, site, signer.credential("upload"))                       # signed for another method
+    assert browser.find_element(By.ID, "error").text == "that API key or token was not accepted"
+    token = signer.credential(DASHBOARD_SIGN_IN)
+    _sign_in(browser, site, token)
+    assert browser.find_element(By.ID, "user").text == "bob"
+    assert token not in browser.page_source
+    browser.get(site + f"/crowd/problem/{PROBLEM}")
+    assert _visible_t(browser) == _expected_t("bob")
+    _sign_in(browser, site, token)                                              # the same token again
+    assert browser.find_element(By.ID, "error").text == "that API key or token was not accepted"
+    _sign_in(browser, site, signer.credential(DASHBOARD_SIGN_IN))
+    assert browser.find_element(By.ID, "user").text == "bob"
+    repo.revoke_key(signer.key_id)
     monkeypatch.setattr(signin, "RECHECK_SECONDS", 0.0)                     # check the key on the next page
     browser.get(site + f"/crowd/problem/{PROBLEM}")
     assert not browser.find_elements(By.ID, "user") and _visible_t(browser) == _expected_t(None)

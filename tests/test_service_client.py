@@ -136,7 +136,7 @@ def test_errors_keep_the_status_and_the_message(server: TuningServer, tuner: Rem
     assert info.value.code == "NOT_FOUND" and "trial_id" in info.value.message
     with pytest.raises(RaytunerError):
         tuner.tell("never-asked")                                      # neither outputs nor failure
-    caplog.set_level(logging.INFO, logger="raytuner.client.remote")
+    caplog.set_level(logging.INFO, logger="raytuner.client.channel")
     for key in (None, "rt_0123456789abcdef_" + "x" * 43):
         with RemoteTuner(server.address, key, retries=3, backoff=1.0) as stranger:
             with pytest.raises(ServiceError) as info:

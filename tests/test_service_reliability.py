@@ -151,7 +151,7 @@ def test_kill_9_of_the_server_under_16_clients_loses_and_duplicates_nothing(tmp_
         held = RemoteTuner(address, key, session_id=sessions[0], timeout=5.0, retries=30, backoff=0.05)
         held_trial = held.ask()                      # asked before the kill, told after the restart
         assert held_trial is not None
-        with caplog.at_level(logging.INFO, logger="raytuner.client.remote"):
+        with caplog.at_level(logging.INFO, logger="raytuner.client.channel"):
             load = Load(address, key, sessions, 16)
             load.wait_for(150, timeout=PROGRESS_S)
             server.kill()
@@ -199,7 +199,7 @@ def test_a_mongod_restart_under_load_loses_and_duplicates_nothing(tmp_path: Path
             server = start_server(uri, 0, tmp_path / "server.log", create_key=True)    # 0: any free port
             key, address = server.info["key"], f"127.0.0.1:{server.info['port']}"
             admin, sessions = start_sessions(address, key, 2)
-            with caplog.at_level(logging.INFO, logger="raytuner.client.remote"):
+            with caplog.at_level(logging.INFO, logger="raytuner.client.channel"):
                 # a 2-s deadline: calls waiting on the store while it is down expire and are retried
                 load = Load(address, key, sessions, 8, timeout=2.0)
                 load.wait_for(60, timeout=PROGRESS_S)

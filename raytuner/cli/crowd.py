@@ -6,10 +6,16 @@ holds it (``--mongodb URI``, default ``$RAYTUNER_CROWD_MONGODB``)::
     raytuner crowd users add --mongodb URI --username alice --email a@x.org --group lbl
     raytuner crowd keys create --mongodb URI --username alice      # prints the key once
     raytuner crowd keys revoke --mongodb URI --key-id ID
+    raytuner crowd keys register --mongodb URI --username alice --public-key KEY   # an Ed25519 public key
     raytuner crowd machines add --mongodb URI Cori --alias cori --alias cori.nersc.gov
 
 Users work through the server (``--server``/``$RAYTUNER_SERVER``) with their
-key (``--api-key``/``$RAYTUNER_CROWD_API_KEY``)::
+API key (``--api-key``/``$RAYTUNER_CROWD_API_KEY``) or their private key
+(``--private-key FILE``/``$RAYTUNER_CROWD_PRIVATE_KEY``), which signs each
+call and never leaves their machine::
+
+    raytuner crowd keys generate --out ~/.raytuner/crowd.pem   # prints the public key to register
+    raytuner crowd keys token --private-key ~/.raytuner/crowd.pem   # a one-time dashboard sign-in
 
     raytuner crowd upload history.json --access registered
     raytuner crowd query --problem pdgeqrf --problem-space @meta.json --json
@@ -38,6 +44,7 @@ __all__ = ["crowd"]
 
 ENV_MONGODB = "RAYTUNER_CROWD_MONGODB"
 ENV_KEY = "RAYTUNER_CROWD_API_KEY"
+ENV_PRIVATE_KEY = "RAYTUNER_CROWD_PRIVATE_KEY"
 
 
 def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
@@ -54,6 +61,14 @@ def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
         raise click.BadParameter("must be a JSON object", param_hint=option)
     inner = value.get(name)
     return inner if isinstance(inner, dict) else value
+
+
+def _read_text(path: str, option: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint=option) from None
 
 
 def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -77,22 +92,34 @@ def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
                         help=f"The crowd repository's MongoDB (default: ${ENV_MONGODB}).")(wrapper)
 
 
+def _signer(path: str) -> Any:
+    from raytuner.crowd.signatures import Signer  # noqa: PLC0415 - cryptography only for these commands
+
+    return Signer.from_file(path)
+
+
 def _client(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the connection options and pass a ready CrowdClient as the first argument."""
 
     @functools.wraps(command)
-    def wrapper(server: str, api_key: str, tls_ca: str | None, timeout: float, **kwargs: Any) -> Any:
+    def wrapper(server: str, api_key: str | None, private_key: str | None, tls_ca: Any, timeout: float,
+                **kwargs: Any) -> Any:
         from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
 
+        if (api_key is None) == (private_key is None):
+            raise click.UsageError(f"give one of --api-key (${ENV_KEY}) and --private-key (${ENV_PRIVATE_KEY})")
         ca = tls_ca.read() if tls_ca else None
-        with CrowdClient(server, api_key, root_certificates=ca, timeout=timeout) as client:
+        credential = api_key if private_key is None else _signer(private_key)
+        with CrowdClient(server, credential, root_certificates=ca, timeout=timeout) as client:
             return command(client, **kwargs)
 
     for option in reversed([
             click.option("--server", envvar="RAYTUNER_SERVER", required=True, metavar="HOST:PORT",
                          help="The server (default: $RAYTUNER_SERVER)."),
-            click.option("--api-key", envvar=ENV_KEY, required=True, metavar="KEY",
+            click.option("--api-key", envvar=ENV_KEY, metavar="KEY",
                          help=f"Your crowd API key (default: ${ENV_KEY})."),
+            click.option("--private-key", envvar=ENV_PRIVATE_KEY, metavar="FILE",
+                         help=f"Your Ed25519 private key file, instead of an API key (default: ${ENV_PRIVATE_KEY})."),
             click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
                          help="CA certificate (PEM) of a TLS server."),
             click.option("--timeout", type=float, default=60.0, show_default=True,
@@ -157,9 +184,55 @@ def keys_revoke(repository: Any, key_id: str) -> None:
 @_repository
 @click.option("--username", required=True)
 def keys_list(repository: Any, username: str) -> None:
-    """A user's keys (ids and dates, never the secrets)."""
+    """A user's keys (ids, kinds and dates, never the secrets)."""
     for info in repository.list_keys(username):
-        click.echo(f"{info.key_id}  {info.created:%Y-%m-%d %H:%M}  {'revoked' if info.revoked else 'active'}")
+        click.echo(f"{info.key_id}  {info.kind:8}  {info.created:%Y-%m-%d %H:%M}  "
+                   f"{'revoked' if info.revoked else 'active'}")
+
+
+@crowd_keys.command("register")
+@_repository
+@click.option("--username", required=True)
+@click.option("--public-key", required=True, help="The user's Ed25519 public key (`keys generate` prints it), "
+              "or @FILE holding it or a PEM PUBLIC KEY block.")
+def keys_register(repository: Any, username: str, public_key: str) -> None:
+    """Register a user's public key and print its key id (the private key stays with the user)."""
+    if public_key.startswith("@"):
+        public_key = _read_text(public_key[1:], "--public-key")
+    click.echo(repository.register_public_key(username, public_key))
+
+
+@crowd_keys.command("generate")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="Where to write the private key (PEM, readable by you only); an existing file is kept.")
+def keys_generate(out: str) -> None:
+    """Make an Ed25519 key pair on this machine: write the private key, print the public key to register."""
+    import os  # noqa: PLC0415
+
+    from raytuner.crowd.signatures import generate_key_pair, key_id_of  # noqa: PLC0415
+
+    private_pem, public_key = generate_key_pair()
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise click.BadParameter(f"{out} exists; choose another file (a key is never overwritten)",
+                                 param_hint="--out") from None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(private_pem)
+    click.echo(f"private key: {out} (keep it; it never leaves this machine)")
+    click.echo(f"public key:  {public_key}")
+    click.echo(f"key id:      {key_id_of(public_key)}")
+
+
+@crowd_keys.command("token")
+@click.option("--private-key", envvar=ENV_PRIVATE_KEY, required=True, metavar="FILE",
+              help=f"Your Ed25519 private key file (default: ${ENV_PRIVATE_KEY}).")
+def keys_token(private_key: str) -> None:
+    """Print a one-time dashboard sign-in token signed with your private key (good for a minute)."""
+    from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, WINDOW_SECONDS  # noqa: PLC0415
+
+    click.echo(_signer(private_key).credential(DASHBOARD_SIGN_IN))
+    click.echo(f"(paste it into the dashboard's sign-in within {WINDOW_SECONDS} s; it works once)", err=True)
 
 
 def _catalog_command(kind: str, plural: str, noun: str) -> click.Command:

@@ -36,12 +36,13 @@ from typing import Any, Mapping, Sequence
 from pydantic import TypeAdapter
 
 from raytuner.analysis.sensitivity import SensitivityResult
+from raytuner.crowd.signatures import Signer
 from raytuner.crowd.sync import SYNC_ACCESS, CrowdSyncStore
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
-from raytuner.client.remote import ServiceChannel
+from raytuner.client.channel import ServiceChannel
 from raytuner.protocol import MAX_JSON_BYTES, dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
@@ -80,21 +81,42 @@ def _batches(records: Sequence[Record]) -> list[str]:
     return ["[" + ",".join(batch) + "]" for batch in out if batch]
 
 
+#: The repository action each call is signed for (:mod:`raytuner.crowd.signatures`); uploads by kind.
+SIGNED_METHODS = {"QueryFunctionEvaluations": "query_function_evaluations",
+                  "QueryPredictOutput": "query_function_evaluations",
+                  "QuerySensitivityAnalysis": "query_function_evaluations",
+                  "QuerySurrogateModels": "query_surrogate_models"}
+
+
 class CrowdClient(ServiceChannel):
     """A crowd repository's client; the connection arguments are :class:`ServiceChannel`'s.
 
     Args:
         address: ``host:port`` of the server.
-        api_key: the crowd user's API key (``raytuner crowd keys create``).
+        api_key: the crowd user's API key (``raytuner crowd keys create``), or a
+            :class:`~raytuner.crowd.signatures.Signer` of their private key, which signs each call
+            afresh (its public key registered with ``raytuner crowd keys register``).
         **connection: :class:`ServiceChannel`'s keyword arguments (TLS, ``timeout``, ``retries``,
             ``backoff``).
+
+    Example (needs a running server)::
+
+        signer = Signer.from_file("~/.raytuner/crowd_ed25519.pem")
+        with CrowdClient("repo.example.org:50051", signer) as crowd:
+            records = crowd.query_function_evaluations("pdgeqrf")
     """
 
-    def __init__(self, address: str, api_key: str, **connection: Any) -> None:
+    def __init__(self, address: str, api_key: str | Signer, **connection: Any) -> None:
         if not api_key:
             raise InvalidInputError("api_key", "the crowd repository needs a user's API key "
-                                    "(`raytuner crowd keys create`)")
+                                    "(`raytuner crowd keys create`) or private key")
         super().__init__(address, api_key, pb_grpc.CrowdServiceStub, **connection)
+
+    def _signed_method(self, name: str, request: Any) -> str:
+        """The repository action a call is signed for (:data:`SIGNED_METHODS`; an upload by its kind)."""
+        if name in SIGNED_METHODS:
+            return SIGNED_METHODS[name]
+        return "upload_surrogate_models" if getattr(request, "kind", "") == "surrogate_model" else "upload"
 
     def __repr__(self) -> str:
         return f"CrowdClient({self.address!r})"
@@ -261,18 +283,18 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
     return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access))
 
 
-def _client(api_key: str, server: str | None, **connection: Any) -> CrowdClient:
+def _client(api_key: str | Signer, server: str | None, **connection: Any) -> CrowdClient:
     return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key, **connection)
 
 
-def query_function_evaluations(api_key: str, tuning_problem_name: str,
+def query_function_evaluations(api_key: str | Signer, tuning_problem_name: str,
                                problem_space: Mapping[str, Any] | None = None,
                                configuration_space: Mapping[str, Any] | None = None, *,
                                server: str | None = None) -> list[FunctionEvaluation]:
     """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`.
 
     Args:
-        api_key: the crowd user's API key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape
             (``None``: any).
@@ -284,13 +306,13 @@ def query_function_evaluations(api_key: str, tuning_problem_name: str,
         return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
 
 
-def query_surrogate_model(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
+def query_surrogate_model(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
                           configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
                           server: str | None = None) -> Any:
     """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
 
     Args:
-        api_key: the crowd user's API key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
             parameter space is the model's.
@@ -303,14 +325,14 @@ def query_surrogate_model(api_key: str, tuning_problem_name: str, problem_space:
         return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective)
 
 
-def query_predict_output(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
+def query_predict_output(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
                          parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
                          configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
                          server: str | None = None) -> list[dict[str, float]]:
     """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
 
     Args:
-        api_key: the crowd user's API key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
             parameter space is the model's.
@@ -326,7 +348,7 @@ def query_predict_output(api_key: str, tuning_problem_name: str, problem_space: 
                                           configuration_space, objective)
 
 
-def query_sensitivity_analysis(api_key: str, tuning_problem_name: str, problem_space: Mapping[str, Any],
+def query_sensitivity_analysis(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
                                task: Mapping[str, Any] | None = None,
                                configuration_space: Mapping[str, Any] | None = None, *, method: str = "sobol",
                                num_samples: int = 0, second_order: bool = False, objective: str | None = None,
@@ -334,7 +356,7 @@ def query_sensitivity_analysis(api_key: str, tuning_problem_name: str, problem_s
     """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
 
     Args:
-        api_key: the crowd user's API key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
             parameter space is the model's.

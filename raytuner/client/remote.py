@@ -29,20 +29,21 @@ import json
 import logging
 import numbers
 import os
-import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Self, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import grpc
 
+from raytuner.client.channel import RETRIED_CODES, ServiceChannel, ServiceError
+from raytuner.crowd.signatures import Signer
 from raytuner.environment import describe_machine, software_configuration
-from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, parse_outputs
 from raytuner.store.base import EvaluationQuery
-from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps
+from raytuner.protocol import dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 
@@ -50,27 +51,7 @@ __all__ = ["ServiceChannel", "RemoteTuner", "RemoteTrial", "TellResult", "Servic
 
 log = logging.getLogger(__name__)
 
-#: Status codes a call is retried on (the request may not have reached the server, or it was busy).
-RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
-_MAX_BACKOFF = 10.0
 Objective = Callable[[dict[str, Any], dict[str, Any], "float | None"], "Mapping[str, float] | float"]
-
-
-class ServiceError(RaytunerError):
-    """A call to the tuning service failed: ``code`` is the gRPC status name, ``message`` the server's text.
-
-    Args:
-        code: the gRPC status name (``"NOT_FOUND"``).
-        message: the server's text.
-
-    >>> str(ServiceError("NOT_FOUND", "session_id: no session 'x'"))
-    "NOT_FOUND: session_id: no session 'x'"
-    """
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        self.message = message
-        super().__init__(f"{code}: {message}")
 
 
 @dataclass(frozen=True)
@@ -111,80 +92,6 @@ def _event_dict(event: pb.SessionEvent) -> dict[str, Any]:
             "failure": event.failure or None}
 
 
-class ServiceChannel:
-    """A channel to a raytuner server with deadlines and retries: the plumbing of every client here.
-
-    Args:
-        address: ``host:port`` of the server.
-        api_key: the API key sent in each request's metadata, never logged (``None``: none).
-        stub: the generated stub class of the service this client calls.
-        root_certificates: PEM bytes of the CA; turns TLS on.
-        tls: TLS with the system's roots (default: only with ``root_certificates``).
-        timeout: each call's deadline in seconds (default 10).
-        retries: how many times a failed call is tried again, the n-th after about
-            ``backoff * 2**n`` seconds (default 5).
-        backoff: seconds before the first retry (default 0.2).
-        tls_server_name: the name the server's certificate is checked for (default: the host).
-    """
-
-    def __init__(self, address: str, api_key: str | None, stub: Callable[[grpc.Channel], Any], *,
-                 root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
-                 retries: int = 5, backoff: float = 0.2, tls_server_name: str | None = None) -> None:
-        if not isinstance(address, str) or not address:
-            raise InvalidInputError("address", f"{address!r} is not a host:port address")
-        if timeout <= 0 or retries < 0 or backoff < 0:
-            raise InvalidInputError("timeout" if timeout <= 0 else "retries" if retries < 0 else "backoff",
-                                    "must be positive (retries and backoff may be 0)")
-        self.address = address
-        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
-        self._metadata = ((METADATA_KEY, api_key),) if api_key else ()
-        options: list[tuple[str, Any]] = [
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.enable_retries", 0),                    # this class retries, with its own policy
-            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 2000)]
-        if root_certificates is not None or tls:
-            if tls_server_name:
-                options.append(("grpc.ssl_target_name_override", tls_server_name))
-            credentials = grpc.ssl_channel_credentials(root_certificates)
-            self._channel = grpc.secure_channel(address, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(address, options=options)
-        self._stub = stub(self._channel)
-
-    def _call(self, name: str, request: Any) -> Any:
-        """Call method ``name``, retrying on :data:`RETRIED_CODES`; a stream's answers are read in full."""
-        method = getattr(self._stub, name)
-        attempt = 0
-        while True:
-            try:
-                answer = method(request, timeout=self.timeout, metadata=self._metadata)
-                return list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
-            except grpc.RpcError as exc:
-                code = exc.code().name if exc.code() is not None else "UNKNOWN"
-                message = exc.details() or ""
-                retry = code in RETRIED_CODES and "larger than max" not in message  # oversized: never
-                if not retry or attempt >= self.retries:
-                    if retry:
-                        message = f"{message} (after {attempt + 1} attempts)"
-                    raise ServiceError(code, message) from None
-                delay = min(_MAX_BACKOFF, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.5)
-                log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
-                time.sleep(delay)
-                attempt += 1
-
-    def close(self) -> None:
-        """Close the channel."""
-        self._channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
 class RemoteTuner(ServiceChannel):
     """A client of one tuning service (see the module documentation).
 
@@ -193,13 +100,15 @@ class RemoteTuner(ServiceChannel):
 
     Args:
         address: ``host:port`` of the server.
-        api_key: the API key (``None``: a server without keys).
+        api_key: the API key (``None``: a server without keys), or a
+            :class:`~raytuner.crowd.signatures.Signer` of a crowd user's private key (a server with a
+            crowd repository where its public key is registered).
         session_id: the session to join (default: none until :meth:`create_session`).
         machine: machine configuration values that win over the captured ones (default: the meta's).
         software: software configuration values that win over the captured ones.
     """
 
-    def __init__(self, address: str, api_key: str | None = None, *, session_id: str | None = None,
+    def __init__(self, address: str, api_key: str | Signer | None = None, *, session_id: str | None = None,
                  root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
                  retries: int = 5, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
                  software: Mapping[str, Any] | None = None, tls_server_name: str | None = None) -> None:
@@ -300,8 +209,8 @@ class RemoteTuner(ServiceChannel):
             from_start: replay the events that happened before the call (default False).
             session_id: the session (default: this client's).
         """
-        call = self._stub.WatchSession(pb.WatchSessionRequest(session_id=self._session(session_id),
-                                                              from_start=from_start), metadata=self._metadata)
+        request = pb.WatchSessionRequest(session_id=self._session(session_id), from_start=from_start)
+        call = self._stub.WatchSession(request, metadata=self._call_metadata("WatchSession", request))
         try:
             for event in call:
                 yield _event_dict(event)

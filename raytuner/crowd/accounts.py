@@ -2,11 +2,15 @@
 
 :class:`UserAccounts` is the part of
 :class:`~raytuner.crowd.repository.CrowdRepository` that registers users,
-sets their groups, makes, lists and revokes their API keys and
-authenticates a key: a user is ``{_id: username, email, groups, created}``
-(a unique index on ``email``), a key ``{_id: key id, username, salt, hash,
-created, revoked, revoked_at}`` of which only ``sha256(salt + secret)`` is
-kept (:mod:`raytuner.crowd.keys`).
+sets their groups, makes, lists and revokes their API keys, registers their
+Ed25519 public keys and authenticates a caller: a user is ``{_id:
+username, email, groups, created}`` (a unique index on ``email``), an API key
+``{_id: key id, username, salt, hash, created, revoked, revoked_at}`` of
+which only ``sha256(salt + secret)`` is kept (:mod:`raytuner.crowd.keys`),
+a public key ``{_id: key id, username, kind: "ed25519", public_key, created,
+revoked, revoked_at}`` (:mod:`raytuner.crowd.signatures`). A signed
+credential's nonce is kept in ``signatures`` (``{_id: "<key id>:<nonce>",
+at}``, expiring after :data:`NONCE_SECONDS`), so it is accepted once.
 
 Example:
     >>> repo = CrowdRepository("mongodb://127.0.0.1:27017")             # doctest: +SKIP
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -32,15 +37,24 @@ from pymongo.errors import DuplicateKeyError
 from raytuner.crowd.access import User
 from raytuner.crowd.errors import AccessDenied, Unauthenticated
 from raytuner.crowd.keys import matches, new_key, parse_key
+from raytuner.crowd.signatures import (WINDOW_SECONDS, is_signed, key_id_of, parse_signed, public_key_text,
+                                       verify)
 from raytuner.crowd.names import check_email, check_group, check_username
 from raytuner.errors import InvalidInputError
 
-__all__ = ["UserAccounts", "KeyInfo"]
+__all__ = ["UserAccounts", "KeyInfo", "NONCE_SECONDS", "KEY_KINDS"]
 
 log = logging.getLogger(__name__)
 
 _USER_INDEXES = [pymongo.IndexModel([("email", 1)], unique=True, name="email_unique")]
 _KEY_INDEXES = [pymongo.IndexModel([("username", 1)], name="username")]
+
+#: Seconds a signed credential's nonce is remembered: past the window either way, so a replay is always seen.
+NONCE_SECONDS = 2 * WINDOW_SECONDS + 60
+_NONCE_INDEXES = [pymongo.IndexModel([("at", 1)], expireAfterSeconds=NONCE_SECONDS, name="expiry")]
+
+#: The kinds of stored key: a random API key, or an Ed25519 public key.
+KEY_KINDS = ("api_key", "ed25519")
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,7 @@ class KeyInfo:
     username: str
     created: _dt.datetime
     revoked: bool
+    kind: str = "api_key"
 
 
 def _now() -> _dt.datetime:
@@ -67,6 +82,7 @@ class UserAccounts:
 
     users: Collection[dict[str, Any]]
     api_keys: Collection[dict[str, Any]]
+    signatures: Collection[dict[str, Any]]
 
     def _errors(self, action: str, field: str = "records") -> AbstractContextManager[None]:
         raise NotImplementedError
@@ -75,6 +91,7 @@ class UserAccounts:
         """Create the users' and keys' indexes if missing."""
         self.users.create_indexes(_USER_INDEXES)
         self.api_keys.create_indexes(_KEY_INDEXES)
+        self.signatures.create_indexes(_NONCE_INDEXES)
 
     def add_user(self, username: str, email: str, groups: Iterable[str] = ()) -> User:
         """Register a user; a taken username or e-mail address raises :class:`InvalidInputError`.
@@ -160,7 +177,7 @@ class UserAccounts:
         """
         if not isinstance(key_id, str) or len(key_id) != 16 or any(c not in "0123456789abcdef" for c in key_id):
             raise InvalidInputError("key_id", f"{key_id!r} is not a key id", allowed=["16 lower-case hex digits"])
-        caller = self.authenticate(api_key) if api_key is not None else None
+        caller = self.authenticate(api_key, "revoke_key") if api_key is not None else None
         with self._errors("revoke an API key", "key_id"):
             doc = self.api_keys.find_one({"_id": key_id}, {"username": 1})
             if doc is None:
@@ -179,17 +196,48 @@ class UserAccounts:
         username = check_username(username)
         with self._errors("list API keys", "username"):
             docs = list(self.api_keys.find({"username": username}, {"salt": 0, "hash": 0}).sort("created", 1))
-        return [KeyInfo(d["_id"], d["username"], d["created"], bool(d.get("revoked"))) for d in docs]
+        return [KeyInfo(d["_id"], d["username"], d["created"], bool(d.get("revoked")), d.get("kind", "api_key"))
+                for d in docs]
 
-    def authenticate(self, api_key: Any) -> User:
-        """The user ``api_key`` belongs to; :class:`Unauthenticated` when it is malformed, unknown, wrong or revoked.
+    def register_public_key(self, username: str, public_key: Any) -> str:
+        """Register ``username``'s Ed25519 public key; returns its key id (the private key stays with the user).
 
-        The secret is compared in constant time; neither the key nor the
-        reason it failed reaches the message or the log (the key id may).
+        The user then signs each call (:class:`~raytuner.crowd.signatures.Signer`). Revoke it
+        like an API key, by its id.
 
         Args:
-            api_key: the key a caller presented.
+            username: a registered user's name.
+            public_key: the public key text (``raytuner crowd keys generate`` prints it) or a PEM block.
         """
+        text = public_key_text(public_key)
+        username = self.get_user(username).username
+        key_id = key_id_of(text)
+        with self._errors("register a public key", "public_key"):
+            try:
+                self.api_keys.insert_one({"_id": key_id, "username": username, "kind": "ed25519",
+                                          "public_key": text, "created": _now(), "revoked": False})
+            except DuplicateKeyError:
+                raise InvalidInputError("public_key", f"already registered (key id {key_id})") from None
+        log.info("registered crowd public key %s for %s", key_id, username)
+        return key_id
+
+    def authenticate(self, api_key: Any, method: str | None = None) -> User:
+        """The caller's user; :class:`Unauthenticated` when the credential is malformed, unknown, wrong or revoked.
+
+        The credential is an API key, or a credential signed for ``method``
+        (:mod:`raytuner.crowd.signatures`): one signed for another method,
+        more than ``WINDOW_SECONDS`` from the server's clock, or seen before
+        is refused. A secret is compared in constant time; neither the
+        credential nor the reason it failed reaches the message or the log
+        (the key id may).
+
+        Args:
+            api_key: the API key or signed credential a caller presented.
+            method: the action called, which a signed credential must be signed for (``None``: none
+                is accepted).
+        """
+        if is_signed(api_key):
+            return self._signed_user(api_key, method)
         parsed = parse_key(api_key)
         if parsed is None:
             log.info("rejected a malformed API key")
@@ -197,12 +245,54 @@ class UserAccounts:
         key_id, secret = parsed
         with self._errors("check an API key", "api_key"):
             entry = self.api_keys.find_one({"_id": key_id})
-            if entry is None or entry.get("revoked") or not matches(entry["salt"], entry["hash"], secret):
+            if entry is None or entry.get("revoked") or entry.get("kind", "api_key") != "api_key" \
+                    or not matches(entry["salt"], entry["hash"], secret):
                 log.info("rejected API key id %s", key_id)
                 raise Unauthenticated()
+        return self._owner(entry)
+
+    def _signed_user(self, credential: str, method: str | None) -> User:
+        signed = parse_signed(credential)
+        if signed is None or method is None:
+            log.info("rejected a malformed signed credential" if signed is None
+                     else "rejected a signed credential where only API keys are accepted")
+            raise Unauthenticated()
+        if abs(time.time() - signed.timestamp) > WINDOW_SECONDS:
+            log.info("rejected an expired signed credential of key id %s", signed.key_id)
+            raise Unauthenticated()
+        with self._errors("check a signed credential", "api_key"):
+            entry = self.api_keys.find_one({"_id": signed.key_id})
+            if entry is None or entry.get("revoked") or entry.get("kind") != "ed25519" \
+                    or not verify(entry["public_key"], signed, method):
+                log.info("rejected a signed credential of key id %s", signed.key_id)
+                raise Unauthenticated()
+            try:              # a credential counts once: its nonce is taken, or it is a replay
+                self.signatures.insert_one({"_id": f"{signed.key_id}:{signed.nonce}", "at": _now()})
+            except DuplicateKeyError:
+                log.info("rejected a replayed signed credential of key id %s", signed.key_id)
+                raise Unauthenticated() from None
+        return self._owner(entry)
+
+    def user_of_key(self, key_id: str) -> User:
+        """The user of the unrevoked key ``key_id`` (either kind); :class:`Unauthenticated` otherwise.
+
+        For a caller that authenticated earlier (the dashboard's sign-in) and checks that the
+        key still stands, without holding the credential.
+
+        Args:
+            key_id: the key's id.
+        """
+        with self._errors("check a key", "key_id"):
+            entry = self.api_keys.find_one({"_id": key_id}) if isinstance(key_id, str) else None
+        if entry is None or entry.get("revoked"):
+            raise Unauthenticated()
+        return self._owner(entry)
+
+    def _owner(self, entry: dict[str, Any]) -> User:
+        with self._errors("read a key's user", "api_key"):
             doc = self.users.find_one({"_id": entry["username"]})
         if doc is None:
-            log.info("rejected API key id %s: its user is gone", key_id)
+            log.info("rejected key id %s: its user is gone", entry["_id"])
             raise Unauthenticated()
         return User(doc["_id"], doc["email"], tuple(doc.get("groups", ())))
 

@@ -5,7 +5,9 @@ write uses the journaled write concern ``{w: 1, j: true}``:
 
 - ``users``: ``{_id: username, email, groups: [...], created}``; unique index on ``email``;
 - ``api_keys``: ``{_id: key id, username, salt, hash, created, revoked, revoked_at}``
-  (only ``sha256(salt + secret)`` is kept; see :mod:`raytuner.crowd.keys`); index on ``username``;
+  (only ``sha256(salt + secret)`` is kept; see :mod:`raytuner.crowd.keys`), or a public key
+  ``{_id: key id, username, kind: "ed25519", public_key, ...}``; index on ``username``;
+- ``signatures``: the nonces of accepted signed credentials, expiring (:mod:`raytuner.crowd.accounts`);
 - ``machines`` / ``software``: the alias catalogs (:mod:`raytuner.crowd.catalog`);
 - ``func_eval`` / ``surrogate_model``: one document per record::
 
@@ -121,6 +123,7 @@ class CrowdRepository(UserAccounts):
         self.database = db.name
         self.users: Collection[dict[str, Any]] = db["users"]
         self.api_keys: Collection[dict[str, Any]] = db["api_keys"]
+        self.signatures: Collection[dict[str, Any]] = db["signatures"]
         self.func_eval: Collection[dict[str, Any]] = db["func_eval"]
         self.surrogate_model: Collection[dict[str, Any]] = db["surrogate_model"]
         self.machines = AliasCatalog(db["machines"], "machine")
@@ -218,7 +221,7 @@ class CrowdRepository(UserAccounts):
         (``UploadResult.duplicates``). ``shared_with_users`` must be registered users.
 
         Args:
-            api_key: the uploader's API key.
+            api_key: the uploader's API key, or a credential signed for this method.
             problem_name: the tuning problem the records belong to.
             records: one record or many.
             access: who may read them: ``"public"``, ``"registered"``, ``"private"`` or ``"shared"`` (default
@@ -229,7 +232,7 @@ class CrowdRepository(UserAccounts):
         >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
         UploadResult(given=3, inserted=3)
         """
-        return self.upload_as(self.authenticate(api_key), problem_name, records, access, shared_with_users,
+        return self.upload_as(self.authenticate(api_key, "upload"), problem_name, records, access, shared_with_users,
                               shared_with_groups)
 
     def upload_as(self, user: User, problem_name: str,
@@ -267,14 +270,14 @@ class CrowdRepository(UserAccounts):
         """Store surrogate-model records of ``problem_name``; the same rules as :meth:`upload`.
 
         Args:
-            api_key: the uploader's API key.
+            api_key: the uploader's API key, or a credential signed for this method.
             problem_name: the tuning problem the records belong to.
             records: one surrogate-model record or many.
             access: who may read them, as for :meth:`upload` (default ``"public"``).
             shared_with_users: with ``"shared"``, the registered users who may read them (default none).
             shared_with_groups: with ``"shared"``, the groups who may read them (default none).
         """
-        user = self.authenticate(api_key)
+        user = self.authenticate(api_key, "upload_surrogate_models")
         problem = check_problem_name(problem_name, "problem_name")
         spec = self._access(access, shared_with_users, shared_with_groups)
         base = {"problem": problem, "owner": user.username, **spec.to_fields()}
@@ -332,7 +335,7 @@ class CrowdRepository(UserAccounts):
         instead of :class:`FunctionEvaluation` objects: what a server passes on.
 
         Args:
-            api_key: the caller's API key.
+            api_key: the caller's API key, or a credential signed for this method.
             tuning_problem_name: the tuning problem.
             problem_space: the ranges of task, parameter and output values to match (default ``None``: any).
             configuration_space: the machines, software versions and users to match (default ``None``: any).
@@ -345,7 +348,7 @@ class CrowdRepository(UserAccounts):
         ...         {"gcc": {"version_from": [8, 0, 0], "version_to": [9, 0, 0]}}]})
         [FunctionEvaluation(...), ...]
         """
-        return self.evaluations_for(self.authenticate(api_key), tuning_problem_name, problem_space,
+        return self.evaluations_for(self.authenticate(api_key, "query_function_evaluations"), tuning_problem_name, problem_space,
                                     configuration_space, limit, raw)
 
     def evaluations_for(self, user: User | None, tuning_problem_name: str,
@@ -386,13 +389,13 @@ class CrowdRepository(UserAccounts):
         record carries no machine or software configuration).
 
         Args:
-            api_key: the caller's API key.
+            api_key: the caller's API key, or a credential signed for this method.
             tuning_problem_name: the tuning problem.
             configuration_space: ``user_configurations`` to match (default ``None``: any).
             limit: the most records to return (default ``None``: all).
             raw: return the stored JSON texts instead of records (default ``False``).
         """
-        user = self.authenticate(api_key)
+        user = self.authenticate(api_key, "query_surrogate_models")
         config = ConfigurationSpaceQuery.parse(configuration_space)
         if config.machines or config.software:
             raise InvalidInputError("configuration_space", "surrogate models are filtered by users only",

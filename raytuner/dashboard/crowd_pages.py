@@ -220,7 +220,8 @@ def _sensitivity(problem: str) -> tuple[str, int]:
 
 
 def _signin_form() -> str:
-    return ('<form method="post" action="/signin" autocomplete="off"><label>crowd API key '
+    return ('<form method="post" action="/signin" autocomplete="off"><label>crowd API key, or a sign-in token '
+            '(<code>raytuner crowd keys token</code>) '
             '<input type="password" name="api_key" id="api-key" autocomplete="off"></label> '
             f'<input type="hidden" name="form" value="{form_token()}"><button id="signin">sign in</button></form>')
 
@@ -231,12 +232,10 @@ def _signin() -> Any:
     if not form_token(request.form.get("form", "")):
         return render("Sign in", _signin_form(), error="form: this sign-in form is stale or from another site; "
                                                        "sign in from this page", status=400)
-    key = request.form.get("api_key", "")
     try:
-        user = repository().authenticate(key)
+        user = sign_in(request.form.get("api_key", ""))
     except Unauthenticated:
-        return render("Sign in", _signin_form(), error="that API key was not accepted", status=401)
-    sign_in(key, user)
+        return render("Sign in", _signin_form(), error="that API key or token was not accepted", status=401)
     log.info("dashboard sign-in of %s", user.username)
     return redirect("/crowd", code=303)
 

@@ -1,7 +1,9 @@
-"""Who is signed in to the dashboard: a crowd user behind a random cookie token, the key kept in memory only.
+"""Who is signed in to the dashboard: a crowd user behind a random cookie token.
 
-The browser's cookie (signed by Flask) holds a random token; the server maps
-it to the API key and the user it authenticated. The key is checked again
+A user signs in with an API key or a one-time token signed with their private
+key (``raytuner crowd keys token``). The browser's cookie (signed by Flask)
+holds a random token; the server maps it to the id of the key that
+authenticated and its user (never the key itself). The key is checked again
 every ``RECHECK_SECONDS``, so a revoked key stops working within that time.
 """
 
@@ -14,6 +16,8 @@ from flask import session
 
 from raytuner.crowd import Unauthenticated
 from raytuner.crowd.access import User
+from raytuner.crowd.keys import parse_key
+from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, parse_signed
 from raytuner.dashboard.state import config, repository
 
 __all__ = ["signed_in_user", "sign_in", "sign_out", "form_token", "RECHECK_SECONDS"]
@@ -28,27 +32,33 @@ def signed_in_user() -> User | None:
     held = config()["signins"].get(token) if token else None
     if held is None:
         return None
-    key, user, checked = held
+    key_id, user, checked = held
     if time.monotonic() - checked > RECHECK_SECONDS:
         try:
-            user = repository().authenticate(key)
+            user = repository().user_of_key(key_id)
         except Unauthenticated:
             config()["signins"].pop(token, None)
             return None
-        config()["signins"][token] = (key, user, time.monotonic())
+        config()["signins"][token] = (key_id, user, time.monotonic())
     return user  # type: ignore[no-any-return]
 
 
-def sign_in(key: str, user: User) -> None:
-    """Remember that this browser is ``user`` (after ``key`` authenticated): a new random token in its cookie.
+def sign_in(credential: str) -> User:
+    """Sign this browser in with an API key or a signed sign-in token: a new random token in its cookie.
+
+    Raises :class:`~raytuner.crowd.Unauthenticated` when the credential is not accepted.
 
     Args:
-        key: the API key that authenticated (kept in the server's memory only).
-        user: the user it belongs to.
+        credential: what the user gave (an API key, or a token signed for
+            :data:`~raytuner.crowd.signatures.DASHBOARD_SIGN_IN`).
     """
+    user = repository().authenticate(credential, DASHBOARD_SIGN_IN)
+    signed = parse_signed(credential)
+    key_id = signed.key_id if signed is not None else parse_key(credential)[0]  # type: ignore[index]
     token = secrets.token_urlsafe(32)
-    config()["signins"][token] = (key, user, time.monotonic())
+    config()["signins"][token] = (key_id, user, time.monotonic())
     session["token"] = token
+    return user
 
 
 def sign_out() -> None:

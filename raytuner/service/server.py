@@ -72,15 +72,15 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         self.manager = manager
         self.keys = keys
 
-    def _owner(self, context: grpc.ServicerContext) -> str:
-        """Who calls: a service key's id, or ``crowd:<username>`` for a crowd user's key (one identity)."""
+    def _owner(self, context: grpc.ServicerContext, method: str) -> str:
+        """Who calls ``method``: a service key's id, or ``crowd:<username>`` for a crowd user's key or signature."""
         if self.keys is None:
             return ""
         key = dict(context.invocation_metadata()).get(METADATA_KEY)
         info = self.keys.verify(key if isinstance(key, str) else None)
         if info is not None:
             return info.key_id
-        user = self.manager.crowd_user_of(key) if isinstance(key, str) else None
+        user = self.manager.crowd_user_of(key, method) if isinstance(key, str) else None
         if user is None:
             raise Abort(grpc.StatusCode.UNAUTHENTICATED,
                         f"{METADATA_KEY}: {'missing' if key is None else 'invalid or revoked'} API key")
@@ -88,7 +88,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
 
     @rpc
     def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.ServicerContext) -> pb.Session:
-        owner = self._owner(context)
+        owner = self._owner(context, "create_session")
         session = self.manager.create(
             owner, json_field("problem_json", request.problem_json, dict, None) or {}, request.strategy,
             options=json_field("options_json", request.options_json, dict, {}),
@@ -98,7 +98,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
 
     @rpc
     def Ask(self, request: pb.AskRequest, context: grpc.ServicerContext) -> pb.AskResponse:
-        owner = self._owner(context)
+        owner = self._owner(context, "ask")
         status, trial = self.manager.ask(owner, request.session_id, json_field("task_json", request.task_json, dict, None),
                                          request.trial_id or None)
         if trial is None:
@@ -109,7 +109,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
 
     @rpc
     def Tell(self, request: pb.TellRequest, context: grpc.ServicerContext) -> pb.TellResponse:
-        owner = self._owner(context)
+        owner = self._owner(context, "tell")
         if len(request.failure) > MAX_FAILURE_CHARS:
             raise InvalidInputError("failure", f"{len(request.failure)} characters; at most {MAX_FAILURE_CHARS}")
         record, duplicate = self.manager.tell(
@@ -121,18 +121,18 @@ class _Servicer(pb_grpc.TuningServiceServicer):
 
     @rpc
     def GetSession(self, request: pb.GetSessionRequest, context: grpc.ServicerContext) -> pb.Session:
-        return _session_message(self.manager.get(self._owner(context), request.session_id))
+        return _session_message(self.manager.get(self._owner(context, "get_session"), request.session_id))
 
     @rpc
     def ListSessions(self, request: pb.ListSessionsRequest,
                      context: grpc.ServicerContext) -> pb.ListSessionsResponse:
-        sessions = self.manager.list(self._owner(context), request.problem_name or None)
+        sessions = self.manager.list(self._owner(context, "list_sessions"), request.problem_name or None)
         return pb.ListSessionsResponse(sessions=[_session_message(s) for s in sessions])
 
     @rpc
     def UploadEvaluations(self, request: pb.UploadEvaluationsRequest,
                           context: grpc.ServicerContext) -> pb.UploadEvaluationsResponse:
-        self._owner(context)
+        self._owner(context, "upload_evaluations")
         problem = check_problem_name(request.problem_name, field="problem_name")
         raw = json_field("records_json", request.records_json, list, [])
         records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
@@ -145,7 +145,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     @rpc
     def QueryEvaluations(self, request: pb.QueryEvaluationsRequest,
                          context: grpc.ServicerContext) -> pb.QueryEvaluationsResponse:
-        self._owner(context)
+        self._owner(context, "query_evaluations")
         problem = check_problem_name(request.problem_name, field="problem_name")
         query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))
         records = self.manager.store.evaluations(problem, query)
@@ -154,8 +154,8 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     def WatchSession(self, request: pb.WatchSessionRequest,
                      context: grpc.ServicerContext) -> Iterator[pb.SessionEvent]:
         try:
-            events = self.manager.watch(self._owner(context), request.session_id, request.from_start,
-                                        active=context.is_active)
+            owner = self._owner(context, "watch_session")
+            events = self.manager.watch(owner, request.session_id, request.from_start, active=context.is_active)
             for item in events:
                 yield pb.SessionEvent(kind=item["kind"], trial_id=item.get("trial_id", ""),
                                       task_json=dumps(item.get("task", {})),

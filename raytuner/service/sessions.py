@@ -201,16 +201,17 @@ class SessionManager:
         return CrowdSyncStore(self.store, lambda problem, records: self.crowd.upload_as(user, problem, records),
                               owns=lambda r: r.raytuner is not None and r.raytuner.session_id == sid)
 
-    def crowd_user_of(self, key: str) -> str | None:
+    def crowd_user_of(self, key: str, method: str | None = None) -> str | None:
         """The crowd user whose API key ``key`` is, or ``None`` (no crowd repository, or not such a key).
 
         Args:
-            key: A crowd user's API key.
+            key: A crowd user's API key, or a credential signed for ``method``.
+            method: The call it authenticates (the service method in snake case: ``create_session``).
         """
         if self.crowd is None:
             return None
         try:
-            return str(self.crowd.authenticate(key).username)
+            return str(self.crowd.authenticate(key, method).username)
         except Unauthenticated:
             return None
 

@@ -1,0 +1,135 @@
+"""The plumbing of every client here: a gRPC channel with deadlines, retries and the caller's credential.
+
+:class:`ServiceChannel` calls a raytuner server's methods with a deadline,
+retrying with exponential backoff and jitter on :data:`RETRIED_CODES`; a
+failure surfaces as :class:`ServiceError` with the gRPC status name and the
+server's message. Each attempt carries the credential in the metadata
+(:meth:`ServiceChannel._call_metadata`: an API key here; a fresh signed
+credential in :class:`~raytuner.client.crowd.CrowdClient` with a private key).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from typing import Any, Callable, Self
+
+import grpc
+
+from raytuner.crowd.signatures import Signer
+from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY
+
+__all__ = ["ServiceChannel", "ServiceError", "RETRIED_CODES"]
+
+log = logging.getLogger(__name__)
+
+#: Status codes a call is retried on (the request may not have reached the server, or it was busy).
+RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
+_MAX_BACKOFF = 10.0
+
+
+class ServiceError(RaytunerError):
+    """A call to the tuning service failed: ``code`` is the gRPC status name, ``message`` the server's text.
+
+    Args:
+        code: the gRPC status name (``"NOT_FOUND"``).
+        message: the server's text.
+
+    >>> str(ServiceError("NOT_FOUND", "session_id: no session 'x'"))
+    "NOT_FOUND: session_id: no session 'x'"
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+class ServiceChannel:
+    """A channel to a raytuner server with deadlines and retries: the plumbing of every client here.
+
+    Args:
+        address: ``host:port`` of the server.
+        api_key: the API key sent in each request's metadata, never logged (``None``: none), or a
+            :class:`~raytuner.crowd.signatures.Signer` of a crowd user's private key, which signs
+            each attempt of each call afresh.
+        stub: the generated stub class of the service this client calls.
+        root_certificates: PEM bytes of the CA; turns TLS on.
+        tls: TLS with the system's roots (default: only with ``root_certificates``).
+        timeout: each call's deadline in seconds (default 10).
+        retries: how many times a failed call is tried again, the n-th after about
+            ``backoff * 2**n`` seconds (default 5).
+        backoff: seconds before the first retry (default 0.2).
+        tls_server_name: the name the server's certificate is checked for (default: the host).
+    """
+
+    def __init__(self, address: str, api_key: str | Signer | None, stub: Callable[[grpc.Channel], Any], *,
+                 root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
+                 retries: int = 5, backoff: float = 0.2, tls_server_name: str | None = None) -> None:
+        if not isinstance(address, str) or not address:
+            raise InvalidInputError("address", f"{address!r} is not a host:port address")
+        if timeout <= 0 or retries < 0 or backoff < 0:
+            raise InvalidInputError("timeout" if timeout <= 0 else "retries" if retries < 0 else "backoff",
+                                    "must be positive (retries and backoff may be 0)")
+        self.address = address
+        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.signer = api_key if isinstance(api_key, Signer) else None
+        self._metadata = ((METADATA_KEY, str(api_key)),) if api_key and self.signer is None else ()
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),                    # this class retries, with its own policy
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000)]
+        if root_certificates is not None or tls:
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            credentials = grpc.ssl_channel_credentials(root_certificates)
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = stub(self._channel)
+
+    def _signed_method(self, name: str, request: Any) -> str:
+        """The method a call of ``name`` is signed for: its name in snake case (``CreateSession``: ``create_session``)."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+    def _call_metadata(self, name: str, request: Any) -> tuple[tuple[str, str], ...]:
+        """The metadata of one attempt at calling ``name`` with ``request``: a fresh signed credential, or the key."""
+        if self.signer is None:
+            return self._metadata
+        return ((METADATA_KEY, self.signer.credential(self._signed_method(name, request))),)
+
+    def _call(self, name: str, request: Any) -> Any:
+        """Call method ``name``, retrying on :data:`RETRIED_CODES`; a stream's answers are read in full."""
+        method = getattr(self._stub, name)
+        attempt = 0
+        while True:
+            try:
+                answer = method(request, timeout=self.timeout, metadata=self._call_metadata(name, request))
+                return list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
+            except grpc.RpcError as exc:
+                code = exc.code().name if exc.code() is not None else "UNKNOWN"
+                message = exc.details() or ""
+                retry = code in RETRIED_CODES and "larger than max" not in message  # oversized: never
+                if not retry or attempt >= self.retries:
+                    if retry:
+                        message = f"{message} (after {attempt + 1} attempts)"
+                    raise ServiceError(code, message) from None
+                delay = min(_MAX_BACKOFF, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.5)
+                log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
+                time.sleep(delay)
+                attempt += 1
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
