@@ -16,7 +16,8 @@ from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.strategies import RandomSearch
+from raytuner.executors import InlineExecutor
+from raytuner.strategies import MLA, RandomSearch
 
 PROBLEM = "synced"
 SPACE = {"input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
@@ -66,6 +67,32 @@ def test_a_synced_session_uploads_every_record(alice: tuple[str, str], crowd: tu
                                                                  .evaluations(PROBLEM)}
     bob = crowd[1].create_key("bob")
     assert crowd_uids(address, bob) == set()                       # private: alice's only
+
+
+def test_surrogate_models_sync_like_evaluations(alice: tuple[str, str], crowd: tuple[Any, Any, str],
+                                                tmp_path: Path) -> None:
+    """A run's surrogate-model records reach the crowd too: from a local run and from a service session."""
+    address, key = alice
+    problem = meta(None).problem_space
+    store = sync_store_for(meta(key), tmp_path / "history", server=address, access="private")
+    session = TuningSession.resume(PROBLEM, problem, MLA(problem, [{"t": 3}], seed=0, n_initial=3,
+                                                         executor=InlineExecutor()), store)
+    for _ in range(5):
+        trial = session.ask()
+        session.tell(trial, {"y": (trial.config["x"] - 0.3) ** 2})
+    local = {m.uid for m in JsonStore(tmp_path / "history").models(PROBLEM)}
+    assert local and store.unsent == 0
+    with CrowdClient(address, key) as client:
+        assert {m.uid for m in client.query_surrogate_models(PROBLEM)} == local
+    with RemoteTuner(address, crowd[0].keys.create("alice-at-the-service"), timeout=60) as tuner:
+        tuner.create_session(meta(key), "mla", tasks=[{"t": 2}], seed=1, options={"n_initial": 3})
+        assert tuner.run(lambda config, task, fidelity: (config["x"] - 0.2) ** 2, max_trials=5) == 5
+    served = {m.uid for m in crowd[0].store.models(PROBLEM)}
+    assert served and served.isdisjoint(local)
+    with CrowdClient(address, key) as client:
+        assert {m.uid for m in client.query_surrogate_models(PROBLEM)} == local | served
+    with CrowdClient(address, crowd[1].create_key("bob")) as client:     # the local run's are private
+        assert {m.uid for m in client.query_surrogate_models(PROBLEM)} == served
 
 
 def test_sync_off_is_the_plain_store_and_bad_settings_name_the_field(tmp_path: Path) -> None:

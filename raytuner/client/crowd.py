@@ -252,6 +252,8 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
                    server: str | None = None, access: str = "public", **connection: Any) -> HistoryStore:
     """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
 
+    Evaluations and surrogate-model records are both synced.
+
     The crowd server is ``server``, else the ``RAYTUNER_SERVER``
     environment variable, else ``127.0.0.1:50051``; the key is the meta
     description's ``api_key``. ``access`` is the uploaded records' access
@@ -280,7 +282,9 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
         raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
                                 "user's API key (`raytuner crowd keys create`)")
     client = _client(meta.api_key.get_secret_value(), server, **connection)
-    return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access))
+    return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access),
+                          upload_models=lambda problem, records: client.upload(
+                              problem, records, kind="surrogate_model", access=access))
 
 
 def _client(api_key: str | Signer, server: str | None, **connection: Any) -> CrowdClient:

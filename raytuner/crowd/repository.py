@@ -62,7 +62,11 @@ from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, Su
 from raytuner.store.mongo_client import mongo_errors, open_client
 from raytuner.store.mongo_store import DURABLE
 
-__all__ = ["CrowdRepository", "UploadResult", "KeyInfo", "DEFAULT_DATABASE"]
+__all__ = ["CrowdRepository", "UploadResult", "KeyInfo", "DEFAULT_DATABASE", "RECORD_KINDS"]
+
+#: The kinds of record the repository keeps (the ``kind`` of an upload).
+RECORD_KINDS = ("function_evaluation", "surrogate_model")
+Record = FunctionEvaluation | SurrogateModelRecord
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +240,11 @@ class CrowdRepository(UserAccounts):
                               shared_with_groups)
 
     def upload_as(self, user: User, problem_name: str,
-                  records: FunctionEvaluation | Mapping[str, Any] | Iterable[FunctionEvaluation | Mapping[str, Any]],
+                  records: Record | Mapping[str, Any] | Iterable[Record | Mapping[str, Any]],
                   access: str = "public", shared_with_users: Iterable[str] = (),
-                  shared_with_groups: Iterable[str] = ()) -> UploadResult:
-        """:meth:`upload` for a user the caller has already authenticated (the tuning service's sessions).
+                  shared_with_groups: Iterable[str] = (), *, kind: str = "function_evaluation") -> UploadResult:
+        """:meth:`upload` (or of ``kind`` ``"surrogate_model"``, :meth:`upload_surrogate_models`) for a user the
+        caller has already authenticated (the tuning service's sessions).
 
         Args:
             user: the authenticated uploader.
@@ -248,17 +253,25 @@ class CrowdRepository(UserAccounts):
             access: who may read them, as for :meth:`upload` (default ``"public"``).
             shared_with_users: with ``"shared"``, the registered users who may read them (default none).
             shared_with_groups: with ``"shared"``, the groups who may read them (default none).
+            kind: ``"function_evaluation"`` (default) or ``"surrogate_model"``.
         """
+        if kind not in RECORD_KINDS:
+            raise InvalidInputError("kind", f"{kind!r} is not a record kind", allowed=list(RECORD_KINDS))
         problem = check_problem_name(problem_name, "problem_name")
         spec = self._access(access, shared_with_users, shared_with_groups)
-        with self._errors("read the catalogs", "records"):
-            machines, packages = self.machines.mapping(), self.software.mapping()
         base = {"problem": problem, "owner": user.username, **spec.to_fields()}
-        docs = (evaluation_document(base, record_dict(FunctionEvaluation, r, f"records[{i}]"),
-                                    machines, packages, f"records[{i}]")
-                for i, r in enumerate(iterate_records(records, FunctionEvaluation)))
-        result = self._insert(self.func_eval, docs, problem)
-        log.info("%s uploaded %d evaluations of %s (%d new, access %s)", user.username, result.given, problem,
+        if kind == "surrogate_model":
+            docs = (record_document(base, record_dict(SurrogateModelRecord, r, f"records[{i}]"), f"records[{i}]")
+                    for i, r in enumerate(iterate_records(records, SurrogateModelRecord)))
+            result = self._insert(self.surrogate_model, docs, problem)
+        else:
+            with self._errors("read the catalogs", "records"):
+                machines, packages = self.machines.mapping(), self.software.mapping()
+            docs = (evaluation_document(base, record_dict(FunctionEvaluation, r, f"records[{i}]"),
+                                        machines, packages, f"records[{i}]")
+                    for i, r in enumerate(iterate_records(records, FunctionEvaluation)))
+            result = self._insert(self.func_eval, docs, problem)
+        log.info("%s uploaded %d %s records of %s (%d new, access %s)", user.username, result.given, kind, problem,
                  result.inserted, spec.access)
         return result
 
@@ -277,16 +290,8 @@ class CrowdRepository(UserAccounts):
             shared_with_users: with ``"shared"``, the registered users who may read them (default none).
             shared_with_groups: with ``"shared"``, the groups who may read them (default none).
         """
-        user = self.authenticate(api_key, "upload_surrogate_models")
-        problem = check_problem_name(problem_name, "problem_name")
-        spec = self._access(access, shared_with_users, shared_with_groups)
-        base = {"problem": problem, "owner": user.username, **spec.to_fields()}
-        docs = (record_document(base, record_dict(SurrogateModelRecord, r, f"records[{i}]"), f"records[{i}]")
-                for i, r in enumerate(iterate_records(records, SurrogateModelRecord)))
-        result = self._insert(self.surrogate_model, docs, problem)
-        log.info("%s uploaded %d surrogate models of %s (%d new)", user.username, result.given, problem,
-                 result.inserted)
-        return result
+        return self.upload_as(self.authenticate(api_key, "upload_surrogate_models"), problem_name, records, access,
+                              shared_with_users, shared_with_groups, kind="surrogate_model")
 
     def _access(self, access: Any, users: Iterable[Any], groups: Iterable[Any]) -> AccessSpec:
         spec = AccessSpec.build(access, users, groups)

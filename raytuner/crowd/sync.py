@@ -5,7 +5,8 @@ persisted locally (durable, as always), then uploaded to the crowd repository.
 An upload that fails (the repository is down, the network is out) is logged,
 kept, and sent again with the next evaluation and at :meth:`CrowdSyncStore.flush`
 or ``close``; tuning never stops for the crowd. Uploads are idempotent by
-uid, so sending a record twice is harmless.
+uid, so sending a record twice is harmless. Given ``upload_models``, the
+surrogate-model records a run stores are synced the same way.
 
 Killing the run can leave the last records local only. The first evaluation
 a wrapper appends to a problem therefore first sends the problem's earlier
@@ -41,16 +42,18 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any, Callable, Sequence
 
+from raytuner.crowd.access import User
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.retry_buffer import RetryBuffer
 from raytuner.store.base import EvaluationQuery, HistoryStore
 from raytuner.store.ledger import Ledger
 
-__all__ = ["CrowdSyncStore", "Uploader", "made_by_raytuner", "SYNC_ACCESS"]
+__all__ = ["CrowdSyncStore", "Uploader", "ModelUploader", "made_by_raytuner", "SYNC_ACCESS"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,8 @@ log = logging.getLogger(__name__)
 SYNC_ACCESS = ("public", "registered", "private")
 #: Sends a problem's evaluations to the crowd repository; raises when it could not.
 Uploader = Callable[[str, list[FunctionEvaluation]], Any]
+#: Sends a problem's surrogate-model records to the crowd repository; raises when it could not.
+ModelUploader = Callable[[str, list[SurrogateModelRecord]], Any]
 
 
 def made_by_raytuner(record: FunctionEvaluation) -> bool:
@@ -80,24 +85,45 @@ class CrowdSyncStore(HistoryStore):
         store: the local store every record goes to first, and every read.
         upload: ``upload(problem, records)``, the crowd upload (raises when it could not).
         owns: which earlier local records are this wrapper's to catch up on (default :func:`made_by_raytuner`).
+        upload_models: ``upload_models(problem, records)``, the crowd upload of surrogate-model records
+            (default ``None``: models stay local).
     """
 
     def __init__(self, store: HistoryStore, upload: Uploader, *,
-                 owns: Callable[[FunctionEvaluation], bool] = made_by_raytuner) -> None:
+                 owns: Callable[[FunctionEvaluation], bool] = made_by_raytuner,
+                 upload_models: ModelUploader | None = None) -> None:
         self.store = store
         self._owns = owns
         self._unsent: RetryBuffer[FunctionEvaluation] = RetryBuffer(upload, "the crowd repository")
+        self._unsent_models: RetryBuffer[SurrogateModelRecord] | None = (
+            None if upload_models is None else RetryBuffer(upload_models, "the crowd repository (models)"))
         self._caught_up: set[str] = set()
         self._lock = threading.Lock()
+
+    @classmethod
+    def as_user(cls, store: HistoryStore, repository: Any, user: User, session_id: str) -> "CrowdSyncStore":
+        """``store``, session ``session_id``'s evaluations and models uploaded to ``repository`` as ``user``.
+
+        For the tuning service, which holds the crowd repository itself (no client, no key per call).
+
+        Args:
+            store: the local store.
+            repository: the crowd repository (a :class:`~raytuner.crowd.CrowdRepository`).
+            user: the authenticated user the records are uploaded as.
+            session_id: the session whose earlier records are caught up on.
+        """
+        upload = functools.partial(repository.upload_as, user)
+        return cls(store, upload, upload_models=functools.partial(upload, kind="surrogate_model"),
+                   owns=lambda r: r.raytuner is not None and r.raytuner.session_id == session_id)
 
     def __repr__(self) -> str:
         return f"CrowdSyncStore({self.store!r})"
 
     @property
     def unsent(self) -> int:
-        """How many records are waiting to be uploaded."""
+        """How many records (evaluations and surrogate models) are waiting to be uploaded."""
         with self._lock:
-            return self._unsent.waiting()
+            return self._unsent.waiting() + (self._unsent_models.waiting() if self._unsent_models else 0)
 
     def append(self, problem: str, record: FunctionEvaluation) -> None:
         """Persist locally (durable when this returns), then upload what is waiting."""
@@ -113,11 +139,18 @@ class CrowdSyncStore(HistoryStore):
     def flush(self) -> int:
         """Try again to upload every waiting record; returns how many are still waiting."""
         with self._lock:
-            return self._unsent.send_all()
+            return self._unsent.send_all() + (self._unsent_models.send_all() if self._unsent_models else 0)
+
+    def _send_models(self, problem: str, records: Sequence[SurrogateModelRecord]) -> None:
+        if self._unsent_models is not None and records:
+            with self._lock:
+                self._unsent_models.add(problem, records)
+                self._unsent_models.send(problem)
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
-        """Persist a surrogate-model record locally (models are not synced)."""
+        """Persist a surrogate-model record locally (durable when this returns), then upload it when models sync."""
         self.store.append_model(problem, record)
+        self._send_models(problem, [record])
 
     def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
         """The local store's evaluations."""
@@ -137,18 +170,19 @@ class CrowdSyncStore(HistoryStore):
 
     def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
                      models: Sequence[SurrogateModelRecord] = ()) -> None:
-        """Persist records locally (all or none, durable), then upload the evaluations together.
+        """Persist records locally (all or none, durable), then upload them together.
 
         Args:
             problem: The tuning problem's name.
             evaluations: ``func_eval`` records to add and upload.
-            models: ``surrogate_model`` records to add (models are not synced).
+            models: ``surrogate_model`` records to add (and upload when models sync).
         """
         self.store.append_batch(problem, evaluations, models)
         if evaluations:
             with self._lock:
                 self._unsent.add(problem, evaluations)
                 self._unsent.send(problem)
+        self._send_models(problem, models)
 
     def close(self) -> None:
         """Upload what is waiting (once more), then close the local store."""

@@ -19,6 +19,7 @@ import grpc
 
 from raytuner.analysis.sensitivity import sobol_analysis
 from raytuner.analysis.surrogate import surrogate_from_records
+from raytuner.crowd.repository import RECORD_KINDS
 from raytuner.errors import InvalidInputError
 from raytuner.protocol import METADATA_KEY, dumps, json_field
 from raytuner.service.handlers import rpc, status_of
@@ -56,9 +57,8 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
     def UploadRecords(self, request: pb.CrowdUploadRequest,
                       context: grpc.ServicerContext) -> pb.CrowdUploadResponse:
         kind = request.kind or "function_evaluation"
-        if kind not in ("function_evaluation", "surrogate_model"):
-            raise InvalidInputError("kind", f"{kind!r} is not a record kind",
-                                    allowed=["function_evaluation", "surrogate_model"])
+        if kind not in RECORD_KINDS:
+            raise InvalidInputError("kind", f"{kind!r} is not a record kind", allowed=list(RECORD_KINDS))
         records = json_field("records_json", request.records_json, list, [])   # the repository validates each
         upload = self.repository.upload if kind == "function_evaluation" else self.repository.upload_surrogate_models
         result = upload(_api_key(context), request.tuning_problem_name, records, access=request.access or "public",

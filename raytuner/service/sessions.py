@@ -197,9 +197,7 @@ class SessionManager:
         except RaytunerError as exc:   # restarted without the crowd, or the user is gone: tune, sync later
             log.warning("session %s is not synced to the crowd repository: %s", spec.session_id, exc)
             return self.store
-        sid = spec.session_id
-        return CrowdSyncStore(self.store, lambda problem, records: self.crowd.upload_as(user, problem, records),
-                              owns=lambda r: r.raytuner is not None and r.raytuner.session_id == sid)
+        return CrowdSyncStore.as_user(self.store, self.crowd, user, spec.session_id)
 
     def crowd_user_of(self, key: str, method: str | None = None) -> str | None:
         """The crowd user whose API key ``key`` is, or ``None`` (no crowd repository, or not such a key).
