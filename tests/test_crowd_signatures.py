@@ -14,20 +14,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from pydantic import SecretStr
 
 from raytuner.cli import main
 from raytuner.client.channel import ServiceError
-from raytuner.client.crowd import CrowdClient
+from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner
 from raytuner.crowd import CrowdRepository, Unauthenticated
 from raytuner.crowd.signatures import (DASHBOARD_SIGN_IN, WINDOW_SECONDS, Signer, generate_key_pair, key_id_of,
                                        parse_signed, public_key_text, verify)
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
+from raytuner.protocol import METADATA_KEY
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.records import FunctionEvaluation
 
 PROBLEM = "signed"
@@ -68,16 +73,23 @@ def test_keys_in_every_accepted_form_and_refusals_naming_the_field(tmp_path: Pat
     for bad in ("x" * 43 + "=", 42, public[:-1]):
         with pytest.raises(InvalidInputError, match="^public_key: "):
             public_key_text(bad)
-    rsa_like = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+    ec_key = ec.generate_private_key(ec.SECP256R1()).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     with pytest.raises(InvalidInputError, match="^private_key: a .*not an Ed25519 key"):
-        Signer.from_pem(rsa_like)
+        Signer.from_pem(ec_key)
     with pytest.raises(InvalidInputError, match="^private_key: not an unencrypted PEM"):
         Signer.from_pem(b"garbage")
     with pytest.raises(InvalidInputError, match="^private_key: cannot read"):
         Signer.from_file(tmp_path / "missing.pem")
     with pytest.raises(InvalidInputError, match="^method: "):
         signer.credential("Upload; drop")
+    with pytest.raises(InvalidInputError, match="^method: "):
+        signer.credential("upload\n")
+    identity = "AQ" + "A" * 41                        # the identity point: anyone can sign for it
+    with pytest.raises(InvalidInputError, match="^public_key: a weak Ed25519 key"):
+        public_key_text(identity)
+    with pytest.raises(InvalidInputError, match="^api_key: a SecretStr"):
+        CrowdClient("127.0.0.1:1", SecretStr("rt_x"))   # type: ignore[arg-type]
 
 
 # -- the repository on a real mongod ---------------------------------------------------------------------
@@ -122,7 +134,7 @@ def test_api_keys_and_key_pairs_side_by_side(repo: CrowdRepository) -> None:
     api_key = repo.create_key("alice")
     signer = _signer()
     key_id = repo.register_public_key("alice", signer.public_key)
-    assert [(k.kind, k.revoked) for k in repo.list_keys("alice")] == [("api_key", False), ("ed25519", False)]
+    assert sorted((k.kind, k.revoked) for k in repo.list_keys("alice")) == [("api_key", False), ("ed25519", False)]
     assert repo.authenticate(api_key, "upload").username == "alice"
     assert repo.authenticate(api_key).username == "alice"
     assert repo.user_of_key(key_id).username == repo.user_of_key(api_key.split("_")[1]).username == "alice"
@@ -134,6 +146,8 @@ def test_api_keys_and_key_pairs_side_by_side(repo: CrowdRepository) -> None:
         repo.register_public_key("zed", _signer().public_key)
     with pytest.raises(InvalidInputError, match="^public_key: "):
         repo.register_public_key("alice", "not a key")
+    with pytest.raises(InvalidInputError, match="^public_key: a weak"):
+        repo.register_public_key("alice", "AQ" + "A" * 41)
     assert repo.api_keys.count_documents({}) == 2                                        # nothing written by a refusal
     assert repo.signatures.index_information()["expiry"]["expireAfterSeconds"] > 2 * WINDOW_SECONDS
 
@@ -141,7 +155,7 @@ def test_api_keys_and_key_pairs_side_by_side(repo: CrowdRepository) -> None:
 # -- over gRPC: the crowd's client, the tuning service's client and the CLI --------------------------------
 
 
-def test_the_clients_sign_every_call(crowd: tuple[Any, CrowdRepository, str]) -> None:
+def test_the_clients_sign_every_call(crowd: tuple[Any, CrowdRepository, str], tmp_path: Path) -> None:
     server, repository, _ = crowd
     repository.add_user("alice", "alice@example.org")
     repository.add_user("bob", "bob@example.org")
@@ -160,6 +174,20 @@ def test_the_clients_sign_every_call(crowd: tuple[Any, CrowdRepository, str]) ->
         tuner.create_session(meta, "random", tasks=[{"t": 2}], seed=1)
         assert tuner.run(lambda config, task, fidelity: {"y": config["x"]}, max_trials=2) == 2
         assert [s["evaluations"] for s in tuner.sessions()] == [2]
+    with grpc.insecure_channel(server.address) as channel:                     # the service refuses a replay
+        stub, request = pb_grpc.TuningServiceStub(channel), pb.ListSessionsRequest()
+        once = ((METADATA_KEY, signer.credential("list_sessions")),)
+        assert len(stub.ListSessions(request, metadata=once, timeout=20).sessions) == 1
+        for metadata in (once, ((METADATA_KEY, signer.credential("get_session")),)):     # again; another method
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ListSessions(request, metadata=metadata, timeout=20)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert "check the clock" in refused.value.details()
+    synced = sync_store_for(MetaDescription.parse({"tuning_problem_name": "synced", "problem_space": SPACE,
+                                                   "sync_crowd_repo": "yes"}), tmp_path / "history",
+                            server=server.address, credential=signer, access="private")
+    synced.append("synced", _records(1)[0])
+    assert synced.unsent == 0 and len(repository.evaluations_for(repository.get_user("alice"), "synced")) == 1
     repository.revoke_key(signer.key_id)
     with CrowdClient(server.address, signer, retries=0) as client:
         with pytest.raises(ServiceError) as info:
@@ -171,9 +199,10 @@ def test_the_key_pair_commands(crowd: tuple[Any, CrowdRepository, str], tmp_path
     server, repository, uri = crowd
     repository.add_user("carol", "carol@example.org")
     runner = CliRunner()
-    env = {"RAYTUNER_CROWD_MONGODB": uri, "RAYTUNER_SERVER": server.address}
+    env: dict[str, str | None] = {"RAYTUNER_CROWD_MONGODB": uri, "RAYTUNER_SERVER": server.address,
+                                  "RAYTUNER_CROWD_API_KEY": None, "RAYTUNER_CROWD_PRIVATE_KEY": None}
 
-    def run(*args: str, code: int = 0, **more: str) -> str:
+    def run(*args: str, code: int = 0, **more: str | None) -> str:
         result = runner.invoke(main, ["crowd", *args], env={**env, **more})
         assert result.exit_code == code, result.output
         return str(result.output)
@@ -194,5 +223,10 @@ def test_the_key_pair_commands(crowd: tuple[Any, CrowdRepository, str], tmp_path
     assert len(json.loads(run("query", "--problem", PROBLEM, "--json", "--private-key", str(private)))) == 5
     assert "give one of --api-key" in run("query", "--problem", PROBLEM, "--private-key", str(private),
                                           "--api-key", "rt_x", code=2)
+    assert "give one of --api-key" in run("query", "--problem", PROBLEM, code=2)
+    stale = "rt_" + "0" * 16 + "_" + "A" * 43                  # an API key in the environment, a key file typed
+    assert len(json.loads(run("query", "--problem", PROBLEM, "--json", "--private-key", str(private),
+                              RAYTUNER_CROWD_API_KEY=stale))) == 5
+    assert "cannot write" in run("keys", "generate", "--out", str(tmp_path / "no" / "such.pem"), code=2)
     token = run("keys", "token", "--private-key", str(private)).splitlines()[0]
     assert repository.authenticate(token, DASHBOARD_SIGN_IN).username == "carol"

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import click
 
 from raytuner.cli.errors import history_file
-from raytuner.cli.options import echo_json, pairs
+from raytuner.cli.options import ENV_PRIVATE_KEY, credential, echo_json, pairs, private_key_option
 from raytuner.jsonfile import read_json_file
 from raytuner.errors import InvalidInputError
 from raytuner.records import HistoryDocument
@@ -44,7 +44,6 @@ __all__ = ["crowd"]
 
 ENV_MONGODB = "RAYTUNER_CROWD_MONGODB"
 ENV_KEY = "RAYTUNER_CROWD_API_KEY"
-ENV_PRIVATE_KEY = "RAYTUNER_CROWD_PRIVATE_KEY"
 
 
 def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
@@ -92,12 +91,6 @@ def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
                         help=f"The crowd repository's MongoDB (default: ${ENV_MONGODB}).")(wrapper)
 
 
-def _signer(path: str) -> Any:
-    from raytuner.crowd.signatures import Signer  # noqa: PLC0415 - cryptography only for these commands
-
-    return Signer.from_file(path)
-
-
 def _client(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the connection options and pass a ready CrowdClient as the first argument."""
 
@@ -106,11 +99,11 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
                 **kwargs: Any) -> Any:
         from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
 
-        if (api_key is None) == (private_key is None):
+        given = credential(api_key, private_key)
+        if given is None:
             raise click.UsageError(f"give one of --api-key (${ENV_KEY}) and --private-key (${ENV_PRIVATE_KEY})")
         ca = tls_ca.read() if tls_ca else None
-        credential = api_key if private_key is None else _signer(private_key)
-        with CrowdClient(server, credential, root_certificates=ca, timeout=timeout) as client:
+        with CrowdClient(server, given, root_certificates=ca, timeout=timeout) as client:
             return command(client, **kwargs)
 
     for option in reversed([
@@ -118,8 +111,7 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
                          help="The server (default: $RAYTUNER_SERVER)."),
             click.option("--api-key", envvar=ENV_KEY, metavar="KEY",
                          help=f"Your crowd API key (default: ${ENV_KEY})."),
-            click.option("--private-key", envvar=ENV_PRIVATE_KEY, metavar="FILE",
-                         help=f"Your Ed25519 private key file, instead of an API key (default: ${ENV_PRIVATE_KEY})."),
+            private_key_option,
             click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
                          help="CA certificate (PEM) of a TLS server."),
             click.option("--timeout", type=float, default=60.0, show_default=True,
@@ -213,10 +205,12 @@ def keys_generate(out: str) -> None:
 
     private_pem, public_key = generate_key_pair()
     try:
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(os.path.expanduser(out), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise click.BadParameter(f"{out} exists; choose another file (a key is never overwritten)",
                                  param_hint="--out") from None
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {out} ({exc.strerror})", param_hint="--out") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(private_pem)
     click.echo(f"private key: {out} (keep it; it never leaves this machine)")
@@ -231,7 +225,7 @@ def keys_token(private_key: str) -> None:
     """Print a one-time dashboard sign-in token signed with your private key (good for a minute)."""
     from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, WINDOW_SECONDS  # noqa: PLC0415
 
-    click.echo(_signer(private_key).credential(DASHBOARD_SIGN_IN))
+    click.echo(credential(None, private_key).credential(DASHBOARD_SIGN_IN))
     click.echo(f"(paste it into the dashboard's sign-in within {WINDOW_SECONDS} s; it works once)", err=True)
 
 

@@ -1,4 +1,4 @@
-"""Option values shared by the command groups: ``NAME=VALUE`` pairs, JSON arguments, JSON output.
+"""Option values shared by the command groups: ``NAME=VALUE`` pairs, JSON arguments, JSON output, credentials.
 
 Example:
     >>> pairs(["n=3", "name=cori", "ok=true"], "--task")
@@ -14,7 +14,10 @@ from typing import Any, Iterable
 
 import click
 
-__all__ = ["parse_value", "pairs", "json_arg", "echo_json"]
+__all__ = ["parse_value", "pairs", "json_arg", "echo_json", "credential", "private_key_option", "ENV_PRIVATE_KEY"]
+
+#: Where ``--private-key`` is read from when it is not given.
+ENV_PRIVATE_KEY = "RAYTUNER_CROWD_PRIVATE_KEY"
 
 
 def parse_value(text: str) -> Any:
@@ -71,3 +74,39 @@ def echo_json(value: Any) -> None:
         value: What to print.
     """
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def private_key_option(command: Any) -> Any:
+    """Add ``--private-key FILE`` (default ``$RAYTUNER_CROWD_PRIVATE_KEY``): a crowd user's Ed25519 private key.
+
+    Args:
+        command: The command to add it to.
+    """
+    return click.option("--private-key", envvar=ENV_PRIVATE_KEY, metavar="FILE",
+                        help=f"Your crowd Ed25519 private key file, which signs each call, instead of an API key "
+                             f"(default: ${ENV_PRIVATE_KEY}).")(command)
+
+
+def credential(api_key: str | None, private_key: str | None) -> Any:
+    """The API key, or the :class:`~raytuner.crowd.signatures.Signer` of the private key, the caller gave.
+
+    With both, the one given on the command line wins over the other's
+    environment variable; both on the command line (or both from the
+    environment) is a usage error. ``None`` when neither is given.
+
+    Args:
+        api_key: The ``--api-key`` value.
+        private_key: The ``--private-key`` value (a file).
+    """
+    if api_key is not None and private_key is not None:
+        context = click.get_current_context()
+        typed = [name for name in ("api_key", "private_key")
+                 if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        if len(typed) != 1:
+            raise click.UsageError("give one of --api-key and --private-key")
+        api_key, private_key = (api_key, None) if typed == ["api_key"] else (None, private_key)
+    if private_key is None:
+        return api_key
+    from raytuner.crowd.signatures import Signer  # noqa: PLC0415 - cryptography only when a key file is given
+
+    return Signer.from_file(private_key)

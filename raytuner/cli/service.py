@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import click
 
 from raytuner.cli.errors import JsonFile, store_location
-from raytuner.cli.options import echo_json, json_arg, pairs
+from raytuner.cli.options import credential, echo_json, json_arg, pairs, private_key_option
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
 from raytuner.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
@@ -66,12 +66,13 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(command)
-        def wrapper(server: str, api_key: str | None, tls_ca: str | None, timeout: float,
+        def wrapper(server: str, api_key: str | None, private_key: str | None, tls_ca: str | None, timeout: float,
                     session_id: str | None = None, **kwargs: Any) -> Any:
             from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
 
             ca = tls_ca.read() if tls_ca else None
-            with RemoteTuner(server, api_key, session_id=session_id, root_certificates=ca, timeout=timeout) as tuner:
+            given = credential(api_key, private_key)
+            with RemoteTuner(server, given, session_id=session_id, root_certificates=ca, timeout=timeout) as tuner:
                 return command(tuner, **kwargs)
 
         options = [
@@ -79,6 +80,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                          help="The tuning service (default: $RAYTUNER_SERVER)."),
             click.option("--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY",
                          help="API key (default: $RAYTUNER_API_KEY)."),
+            private_key_option,
             click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
                          help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA)."),
             click.option("--timeout", type=float, default=10.0, show_default=True,

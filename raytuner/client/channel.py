@@ -4,8 +4,9 @@
 retrying with exponential backoff and jitter on :data:`RETRIED_CODES`; a
 failure surfaces as :class:`ServiceError` with the gRPC status name and the
 server's message. Each attempt carries the credential in the metadata
-(:meth:`ServiceChannel._call_metadata`: an API key here; a fresh signed
-credential in :class:`~raytuner.client.crowd.CrowdClient` with a private key).
+(:meth:`ServiceChannel._call_metadata`): the API key, or with a crowd user's
+private key a fresh signed credential for the method called (its name in
+snake case; the crowd client signs the repository's action instead).
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ class ServiceChannel:
                                     "must be positive (retries and backoff may be 0)")
         self.address = address
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        if api_key is not None and not isinstance(api_key, (str, Signer)):
+            raise InvalidInputError("api_key", f"a {type(api_key).__name__}; give the key as text, or a Signer",
+                                    allowed=["str", "raytuner.crowd.signatures.Signer", "None"])
         self.signer = api_key if isinstance(api_key, Signer) else None
-        self._metadata = ((METADATA_KEY, str(api_key)),) if api_key and self.signer is None else ()
+        self._metadata = ((METADATA_KEY, api_key),) if isinstance(api_key, str) and api_key else ()
         options: list[tuple[str, Any]] = [
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

@@ -81,11 +81,12 @@ def _batches(records: Sequence[Record]) -> list[str]:
     return ["[" + ",".join(batch) + "]" for batch in out if batch]
 
 
-#: The repository action each call is signed for (:mod:`raytuner.crowd.signatures`); uploads by kind.
+#: The repository action each call is signed for (:mod:`raytuner.crowd.signatures`); an upload by its kind.
 SIGNED_METHODS = {"QueryFunctionEvaluations": "query_function_evaluations",
                   "QueryPredictOutput": "query_function_evaluations",
                   "QuerySensitivityAnalysis": "query_function_evaluations",
-                  "QuerySurrogateModels": "query_surrogate_models"}
+                  "QuerySurrogateModels": "query_surrogate_models",
+                  "UploadRecords": "upload"}
 
 
 class CrowdClient(ServiceChannel):
@@ -101,7 +102,7 @@ class CrowdClient(ServiceChannel):
 
     Example (needs a running server)::
 
-        signer = Signer.from_file("~/.raytuner/crowd_ed25519.pem")
+        signer = Signer.from_file("~/.raytuner/crowd.pem")
         with CrowdClient("repo.example.org:50051", signer) as crowd:
             records = crowd.query_function_evaluations("pdgeqrf")
     """
@@ -114,9 +115,9 @@ class CrowdClient(ServiceChannel):
 
     def _signed_method(self, name: str, request: Any) -> str:
         """The repository action a call is signed for (:data:`SIGNED_METHODS`; an upload by its kind)."""
-        if name in SIGNED_METHODS:
-            return SIGNED_METHODS[name]
-        return "upload_surrogate_models" if getattr(request, "kind", "") == "surrogate_model" else "upload"
+        if name == "UploadRecords" and request.kind == "surrogate_model":
+            return "upload_surrogate_models"
+        return SIGNED_METHODS[name]          # a call not listed there is a bug here, not a bad input
 
     def __repr__(self) -> str:
         return f"CrowdClient({self.address!r})"
@@ -249,14 +250,15 @@ class CrowdClient(ServiceChannel):
 
 
 def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
-                   server: str | None = None, access: str = "public", **connection: Any) -> HistoryStore:
+                   server: str | None = None, access: str = "public", credential: str | Signer | None = None,
+                   **connection: Any) -> HistoryStore:
     """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
 
     Evaluations and surrogate-model records are both synced.
 
     The crowd server is ``server``, else the ``RAYTUNER_SERVER``
     environment variable, else ``127.0.0.1:50051``; the key is the meta
-    description's ``api_key``. ``access`` is the uploaded records' access
+    description's ``api_key`` unless ``credential`` is given. ``access`` is the uploaded records' access
     level (``public``, ``registered``, ``private``); ``connection`` goes to
     :class:`CrowdClient`.
 
@@ -265,6 +267,8 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
         store: a history store or its location (a directory or a ``mongodb://`` URI).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
         access: the uploaded records' access level: ``public`` (default), ``registered`` or ``private``.
+        credential: the crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default ``None``:
+            the meta description's ``api_key``).
         **connection: :class:`CrowdClient`'s connection arguments.
 
     >>> from raytuner.testing.functions import DEMO_PROBLEM
@@ -278,10 +282,10 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
     opened = open_store(store)
     if not meta.sync_crowd_repo:
         return opened
-    if meta.api_key is None:
+    if credential is None and meta.api_key is None:
         raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
-                                "user's API key (`raytuner crowd keys create`)")
-    client = _client(meta.api_key.get_secret_value(), server, **connection)
+                                "user's API key (`raytuner crowd keys create`), or pass credential=")
+    client = _client(credential or meta.api_key.get_secret_value(), server, **connection)  # type: ignore[union-attr]
     return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access),
                           upload_models=lambda problem, records: client.upload(
                               problem, records, kind="surrogate_model", access=access))

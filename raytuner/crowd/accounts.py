@@ -75,9 +75,9 @@ def _now() -> _dt.datetime:
 class UserAccounts:
     """Users and their API keys; the crowd repository's first part (see the module documentation).
 
-    A class that mixes it in sets ``users`` and ``api_keys`` (the
-    collections, journaled writes) and ``_errors(action, field)`` (driver
-    errors as :class:`~raytuner.errors.StoreError`).
+    A class that mixes it in sets ``users``, ``api_keys`` and ``signatures``
+    (the collections, journaled writes) and ``_errors(action, field)``
+    (driver errors as :class:`~raytuner.errors.StoreError`).
     """
 
     users: Collection[dict[str, Any]]
@@ -166,7 +166,7 @@ class UserAccounts:
         return key
 
     def revoke_key(self, key_id: str, *, api_key: str | None = None) -> None:
-        """Revoke the key ``key_id`` (the part after ``rt_``); it no longer authenticates.
+        """Revoke the key ``key_id`` (an API key's part after ``rt_``, or a public key's id); it no longer authenticates.
 
         With ``api_key`` the caller must own the key (else :class:`AccessDenied`);
         without it, this is the administrator's call.
@@ -185,7 +185,7 @@ class UserAccounts:
             if caller is not None and doc["username"] != caller.username:
                 raise AccessDenied(f"key {key_id} is not a key of {caller.username}")
             self.api_keys.update_one({"_id": key_id}, {"$set": {"revoked": True, "revoked_at": _now()}})
-        log.info("revoked crowd API key %s", key_id)
+        log.info("revoked crowd key %s", key_id)
 
     def list_keys(self, username: str) -> list[KeyInfo]:
         """The public part of ``username``'s keys, oldest first.
@@ -227,9 +227,9 @@ class UserAccounts:
         The credential is an API key, or a credential signed for ``method``
         (:mod:`raytuner.crowd.signatures`): one signed for another method,
         more than ``WINDOW_SECONDS`` from the server's clock, or seen before
-        is refused. A secret is compared in constant time; neither the
-        credential nor the reason it failed reaches the message or the log
-        (the key id may).
+        is refused. A secret is compared in constant time. The credential
+        never reaches the message or the log; the caller is not told why it
+        failed, the server's log says so with the key id.
 
         Args:
             api_key: the API key or signed credential a caller presented.

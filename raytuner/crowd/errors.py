@@ -4,8 +4,8 @@ Both are :class:`~raytuner.errors.RaytunerError`; neither message ever
 contains the API key that was presented.
 
 Example:
-    >>> str(Unauthenticated())
-    'api_key: not a valid, unrevoked API key'
+    >>> str(Unauthenticated()).startswith("api_key: not a valid, unrevoked API key or signed credential")
+    True
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ class Unauthenticated(RaytunerError):
 
     grpc_status = "UNAUTHENTICATED"
 
-    def __init__(self, message: str = "not a valid, unrevoked API key") -> None:
+    def __init__(self, message: str = "not a valid, unrevoked API key or signed credential (a signed one counts "
+                                      "once, within a minute of the server's clock)") -> None:
         super().__init__(f"api_key: {message}")
 
 

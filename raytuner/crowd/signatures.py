@@ -43,14 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from raytuner.errors import InvalidInputError
 
 __all__ = ["Signer", "SignedCredential", "generate_key_pair", "parse_signed", "verify", "key_id_of",
-           "public_key_text", "WINDOW_SECONDS", "CONTEXT", "is_signed", "DASHBOARD_SIGN_IN"]
+           "public_key_text", "WINDOW_SECONDS", "CONTEXT", "is_signed", "DASHBOARD_SIGN_IN", "weak_key"]
 
 #: How far (seconds) a credential's time may lie from the server's clock, either way.
 WINDOW_SECONDS = 60
@@ -61,8 +61,8 @@ DASHBOARD_SIGN_IN = "dashboard_sign_in"
 #: What every signed message starts with (a signature for anything else never verifies here).
 CONTEXT = "raytuner-crowd-v1"
 
-_SIGNED = re.compile(r"^rtsig_([0-9a-f]{16})_([0-9]{1,12})_([0-9a-f]{16})_([A-Za-z0-9_-]{86})$")
-_METHOD = re.compile(r"^[a-z_]{1,64}$")
+_SIGNED = re.compile(r"rtsig_([0-9a-f]{16})_([0-9]{1,12})_([0-9a-f]{16})_([A-Za-z0-9_-]{86})")
+_METHOD = re.compile(r"[a-z_]{1,64}")
 
 
 def _b64(data: bytes) -> str:
@@ -82,6 +82,57 @@ def key_id_of(public_key: str) -> str:
     return hashlib.sha256(_unb64(public_key)).hexdigest()[:16]
 
 
+_P = 2 ** 255 - 19
+_D = -121665 * pow(121666, _P - 2, _P) % _P
+
+
+def _double(point: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """A point of edwards25519 doubled, in extended coordinates (RFC 8032, 5.1.4)."""
+    x, y, z, _ = point
+    a, b, c = x * x % _P, y * y % _P, 2 * z * z % _P
+    h = (a + b) % _P
+    e = (h - (x + y) * (x + y)) % _P
+    g = (a - b) % _P
+    f = (c + g) % _P
+    return e * f % _P, g * h % _P, f * g % _P, e * h % _P
+
+
+def weak_key(raw: bytes) -> bool:
+    """Whether 32 bytes are no safe Ed25519 public key: off the curve, not canonical, or of small order.
+
+    A key of small order (the identity among them) verifies signatures that
+    anyone can make, so it is refused at registration (RFC 8032 decoding,
+    then [8]A must not be the identity).
+
+    Args:
+        raw: the raw public key.
+
+    >>> weak_key(bytes([1]) + bytes(31)), weak_key(bytes(32))      # the identity; a point of order 4
+    (True, True)
+    >>> weak_key(Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw,
+    ...                                                                 serialization.PublicFormat.Raw))
+    False
+    """
+    if len(raw) != 32:
+        return True
+    y = int.from_bytes(raw, "little") & ((1 << 255) - 1)
+    sign = raw[31] >> 7
+    if y >= _P:
+        return True
+    x2 = (y * y - 1) * pow(_D * y * y + 1, _P - 2, _P) % _P
+    x = pow(x2, (_P + 3) // 8, _P)
+    if (x * x - x2) % _P:
+        x = x * pow(2, (_P - 1) // 4, _P) % _P
+    if (x * x - x2) % _P or (x == 0 and sign):
+        return True
+    if x & 1 != sign:
+        x = _P - x
+    point = (x, y, 1, x * y % _P)
+    for _ in range(3):
+        point = _double(point)
+    return point[0] == 0 and point[1] == point[2]
+
+
 def public_key_text(value: Any) -> str:
     """``value`` as the canonical public key text (32 raw bytes, URL-safe base64 without padding).
 
@@ -97,18 +148,22 @@ def public_key_text(value: Any) -> str:
     """
     allowed = ["43 characters of URL-safe base64 (raytuner crowd keys generate)", "a PEM PUBLIC KEY block"]
     text = value.strip() if isinstance(value, str) else ""
+    raw = b""
     try:
         if text.startswith("-----BEGIN PUBLIC KEY-----"):
             key = serialization.load_pem_public_key(text.encode())
-            if not isinstance(key, Ed25519PublicKey):
-                raise ValueError("not Ed25519")
-            return _b64(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
-        if re.fullmatch(r"[A-Za-z0-9_-]{43}", text):
-            Ed25519PublicKey.from_public_bytes(_unb64(text))
-            return text
-    except (ValueError, TypeError, binascii.Error):
+            if isinstance(key, Ed25519PublicKey):
+                raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        elif re.fullmatch(r"[A-Za-z0-9_-]{43}", text):
+            raw = _unb64(text)
+    except (ValueError, TypeError, binascii.Error, UnsupportedAlgorithm):
         pass
-    raise InvalidInputError("public_key", "not an Ed25519 public key", allowed=allowed)
+    if not raw:
+        raise InvalidInputError("public_key", "not an Ed25519 public key", allowed=allowed)
+    if weak_key(raw):
+        raise InvalidInputError("public_key", "a weak Ed25519 key (off the curve or of small order) that anyone "
+                                              "could sign for", allowed=allowed)
+    return _b64(raw)
 
 
 def generate_key_pair() -> tuple[bytes, str]:
@@ -154,7 +209,7 @@ class Signer:
         """
         try:
             key = serialization.load_pem_private_key(pem, password=None)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
             raise InvalidInputError("private_key", f"not an unencrypted PEM private key ({exc})") from None
         if not isinstance(key, Ed25519PrivateKey):
             raise InvalidInputError("private_key", f"a {type(key).__name__}, not an Ed25519 key",
@@ -169,7 +224,7 @@ class Signer:
             path: the private key file (``raytuner crowd keys generate --out PATH``).
         """
         try:
-            pem = Path(path).read_bytes()
+            pem = Path(path).expanduser().read_bytes()
         except OSError as exc:
             raise InvalidInputError("private_key", f"cannot read {os.fspath(path)!r} ({exc.strerror})") from None
         return cls.from_pem(pem)
@@ -181,7 +236,7 @@ class Signer:
             method: the repository action called (``upload``, ``query_function_evaluations``, ...).
             now: the time to sign (default ``None``: the clock's).
         """
-        if not isinstance(method, str) or not _METHOD.match(method):
+        if not isinstance(method, str) or not _METHOD.fullmatch(method):
             raise InvalidInputError("method", f"{method!r} is not a method name", allowed=["1-64 of a-z and _"])
         timestamp = int(time.time() if now is None else now)
         nonce = secrets.token_hex(8)
@@ -214,7 +269,7 @@ def parse_signed(credential: Any) -> SignedCredential | None:
     Args:
         credential: what a caller presented.
     """
-    match = _SIGNED.match(credential) if isinstance(credential, str) else None
+    match = _SIGNED.fullmatch(credential) if isinstance(credential, str) else None
     if match is None:
         return None
     return SignedCredential(match.group(1), int(match.group(2)), match.group(3), _unb64(match.group(4)))

@@ -11,7 +11,8 @@ Pages of a store (a JSON store directory by default, or a MongoDB history):
 - ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results).
 
 The crowd repository's pages are in :mod:`raytuner.dashboard.crowd_pages`.
-Every page is read-only (the only forms that post are sign-in and sign-out).
+Every page is read-only (the only forms that post are sign-in and sign-out; a sign-in
+with a signed token records its nonce in the crowd repository, so that it counts once).
 
 Example:
     >>> import tempfile

@@ -251,7 +251,7 @@ def register_crowd(app: Flask, crowd: CrowdRepository | str) -> None:
     Args:
         app: the dashboard's application.
         crowd: a crowd repository, or its MongoDB URI (the database is the URI's path, else the default;
-            opened without creating indexes: the dashboard only reads).
+            opened without creating indexes: the dashboard only reads, but for a signed sign-in's nonce).
     """
     if isinstance(crowd, str):
         from pymongo.uri_parser import parse_uri

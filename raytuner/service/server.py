@@ -82,8 +82,9 @@ class _Servicer(pb_grpc.TuningServiceServicer):
             return info.key_id
         user = self.manager.crowd_user_of(key, method) if isinstance(key, str) else None
         if user is None:
-            raise Abort(grpc.StatusCode.UNAUTHENTICATED,
-                        f"{METADATA_KEY}: {'missing' if key is None else 'invalid or revoked'} API key")
+            why = "missing API key" if key is None else ("invalid or revoked API key, or a signed credential used "
+                                                         "twice or out of its minute (check the clock)")
+            raise Abort(grpc.StatusCode.UNAUTHENTICATED, f"{METADATA_KEY}: {why}")
         return CROWD_OWNER + user
 
     @rpc
