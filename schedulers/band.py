@@ -123,6 +123,8 @@ class GPTuneBandScheduler(TrialScheduler):
         acquisition: The acquisition function.
         acquisition_options: Its options.
         executor: Runs the LCM's multi-start fits.
+        source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
+            crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
@@ -138,7 +140,7 @@ class GPTuneBandScheduler(TrialScheduler):
                  mode: str | list[str] | None = None,
                  seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
                  acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
-                 executor: Executor | None = None, **session_options: Any) -> None:
+                 executor: Executor | None = None, source: Any = None, **session_options: Any) -> None:
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
         self.metrics, self.modes = one_or_all(problem, metric, mode)
@@ -155,7 +157,7 @@ class GPTuneBandScheduler(TrialScheduler):
             "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
             "acquisition": acquisition, "acquisition_options": acquisition_options,
             "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
-            problem, tasks, seed, executor=executor)
+            problem, tasks, seed, executor=executor, source=source)
         # a result counts once it has every objective tuned (with several, every bounded output too)
         self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics
         self.store = open_store(store)

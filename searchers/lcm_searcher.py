@@ -65,6 +65,8 @@ class LCMSearcher(StrategySearcher):
         acquisition_options: Its options.
         batch: How the suggestions asked while trials run see each other (pending fantasies).
         executor: Runs the multi-start fits.
+        source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
+            crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
@@ -75,8 +77,8 @@ class LCMSearcher(StrategySearcher):
                  mode: str | list[str] | None = None, seed: int | None = None, *, n_initial: int = 10,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
-                 executor: Executor | None = None, **session_options: Any) -> None:
+                 executor: Executor | None = None, source: Any = None, **session_options: Any) -> None:
         engine = mla_engine(problem, tasks, seed=seed, n_initial=n_initial, options=options, acquisition=acquisition,
                             acquisition_options=acquisition_options, batch=batch, executor=executor,
-                            objective=metric if isinstance(metric, str) else None)
+                            objective=metric if isinstance(metric, str) else None, source=source)
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)

@@ -75,13 +75,14 @@ def test_every_registered_engine_is_tested_and_declares_its_constructor_options(
     assert sorted(SPECS) == sorted(ENGINES)
     for name, entry in ENGINES.items():
         parameters = inspect.signature(entry.engine.__init__).parameters
-        keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor"}
+        keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor", "source"}
         if name == "tla2":      # TLA2 passes MLA's options on
             keywords |= set(ENGINES["mla"].options)
         if name == "tla":       # the target task, the source and the seed are given beside the spec
             keywords |= {"algorithm"}
         assert set(entry.options) == keywords, name
         assert ("executor" in entry.needs) == ("executor" in parameters or name == "tla2"), name
+        assert ("sources" in entry.needs) == ("source" in parameters and "source" not in entry.needs), name
         assert entry.engine.spec_name == name
 
 

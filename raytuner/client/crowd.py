@@ -49,7 +49,7 @@ from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
 
-__all__ = ["CrowdClient", "sync_store_for", "query_function_evaluations", "query_surrogate_model",
+__all__ = ["CrowdClient", "connect", "sync_store_for", "query_function_evaluations", "query_surrogate_model",
            "query_predict_output", "query_sensitivity_analysis", "UPLOAD_BATCH_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -285,13 +285,20 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
     if credential is None and meta.api_key is None:
         raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
                                 "user's API key (`raytuner crowd keys create`), or pass credential=")
-    client = _client(credential or meta.api_key.get_secret_value(), server, **connection)  # type: ignore[union-attr]
+    client = connect(credential or meta.api_key.get_secret_value(), server, **connection)  # type: ignore[union-attr]
     return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access),
                           upload_models=lambda problem, records: client.upload(
                               problem, records, kind="surrogate_model", access=access))
 
 
-def _client(api_key: str | Signer, server: str | None, **connection: Any) -> CrowdClient:
+def connect(api_key: str | Signer, server: str | None = None, **connection: Any) -> CrowdClient:
+    """A client of the crowd server at ``server``, else ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``.
+
+    Args:
+        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
+        server: ``host:port`` of the crowd server (default ``None``: the environment's, or the local default).
+        **connection: :class:`CrowdClient`'s connection arguments.
+    """
     return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key, **connection)
 
 
@@ -310,7 +317,7 @@ def query_function_evaluations(api_key: str | Signer, tuning_problem_name: str,
             any).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
-    with _client(api_key, server) as crowd:
+    with connect(api_key, server) as crowd:
         return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
 
 
@@ -329,7 +336,7 @@ def query_surrogate_model(api_key: str | Signer, tuning_problem_name: str, probl
         objective: the modelled output (default: the first).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
-    with _client(api_key, server) as crowd:
+    with connect(api_key, server) as crowd:
         return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective)
 
 
@@ -351,7 +358,7 @@ def query_predict_output(api_key: str | Signer, tuning_problem_name: str, proble
         objective: the predicted output (default: the first).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
-    with _client(api_key, server) as crowd:
+    with connect(api_key, server) as crowd:
         return crowd.query_predict_output(tuning_problem_name, problem_space, parameters, task,
                                           configuration_space, objective)
 
@@ -378,7 +385,7 @@ def query_sensitivity_analysis(api_key: str | Signer, tuning_problem_name: str, 
         seed: seeds the sample and the bootstrap (default 0).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
-    with _client(api_key, server) as crowd:
+    with connect(api_key, server) as crowd:
         return crowd.query_sensitivity_analysis(tuning_problem_name, problem_space, task, configuration_space,
                                                 method=method, num_samples=num_samples,
                                                 second_order=second_order, objective=objective, seed=seed)

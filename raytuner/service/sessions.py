@@ -164,9 +164,10 @@ class SessionManager:
     def _strategy(self, spec: SessionSpec, problem: Any) -> Strategy:
         """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store."""
         options, source = dict(spec.options), None
-        if spec.strategy in ENGINES and "source" in ENGINES[spec.strategy].needs:
+        if spec.strategy in ENGINES and ENGINES[spec.strategy].needs & {"source", "sources"}:
             source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
-            if len(spec.tasks) == 1 and not isinstance(source_problem, str):
+            if "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1 \
+                    and not isinstance(source_problem, str):
                 raise InvalidInputError("options.source_problem",
                                         f"{spec.strategy} needs the name of the source problem in the store")
             if isinstance(source_problem, str):

@@ -51,11 +51,11 @@ import numpy as np
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
 from raytuner.pareto import feasible, pareto_front
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
-from raytuner.strategies.base import Strategy, Suggestion
+from raytuner.strategies.base import Strategy, Suggestion, source_records
 from raytuner.strategies.band_plan import BandPlan, Step
 from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler
 from raytuner.strategies.multiobjective import tunes_several
@@ -99,6 +99,10 @@ class GPTuneBand(Strategy):
             fidelity level of every task stays in the LCM as a correlated output (no evaluation
             leaves the model, lower rungs inform the prediction at ``b_max``), and every bracket's
             samples are chosen by the prediction at ``b_max``.
+        source: Evaluations to learn from besides the engine's own (the crowd's records): each
+            sampler's LCM takes them as tasks of their own, at the level of their fidelity (one of
+            the brackets' fidelities; a record without one is at ``b_max``, as GPTune's are), as
+            :class:`~raytuner.strategies.MLA` does; default ``None``: none.
     """
 
     name = "gptuneband"
@@ -111,7 +115,8 @@ class GPTuneBand(Strategy):
                  fidelity_mode: FidelityMode = "one_shot", n_initial: int | None = None,
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, executor: Executor | None = None,
-                 objective: str | None = None, search_candidates: int = 2048, model: str = "paper") -> None:
+                 objective: str | None = None, search_candidates: int = 2048, model: str = "paper",
+                 source: Sequence[FunctionEvaluation] | EvaluationSource | None = None) -> None:
         super().__init__(problem, tasks, seed)
         if model not in MODELS:
             raise InvalidInputError("model", f"unknown GPTuneBand model {model!r}", allowed=list(MODELS))
@@ -142,6 +147,9 @@ class GPTuneBand(Strategy):
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})
+        self.source = source
+        if source is not None:
+            self._sampler_options["source"] = self._source_levels(source_records(problem, source))
         self._records: list[FunctionEvaluation] = []
         self._sampler: LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
@@ -290,6 +298,20 @@ class GPTuneBand(Strategy):
         if prov is None or prov.bracket is None or prov.rung is None:
             return None
         return prov.bracket - prov.rung
+
+    def _source_levels(self, records: list[FunctionEvaluation]) -> list[FunctionEvaluation]:
+        """Source records lifted to their level (see the ``source`` argument), without their provenance."""
+        fidelities = [self.structure.fidelity(j) for j in range(self.structure.s_max + 1)]
+        lifted = []
+        for record in records:        # a fidelity names a level of this structure; a bracket of another run may not
+            fidelity = record.raytuner.fidelity if record.raytuner is not None else None
+            level = 0 if fidelity is None else next((j for j, b in enumerate(fidelities) if b == fidelity), None)
+            if level is not None:
+                lifted.append(self._lift(record, level).model_copy(update={"raytuner": None}))
+        if len(lifted) < len(records):
+            log.warning("GPTuneBand: %d of %d source records are at fidelities of no bracket; left out",
+                        len(records) - len(lifted), len(records))
+        return lifted
 
     @staticmethod
     def _lift(record: FunctionEvaluation, level: int) -> FunctionEvaluation:

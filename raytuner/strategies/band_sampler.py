@@ -47,11 +47,11 @@ class LevelSampler(MLA):
         lowest = 0 if self.every_level else stage
         self.lcm_tasks = [(i, j) for i in range(len(tasks)) for j in range(lowest, structure.s_max + 1)]
         lifted = [{**tasks[i], LEVEL: j} for i, j in self.lcm_tasks]
-        super().__init__(level_problem, lifted, seed=seed, **options)
         self._quota = [structure.samples(j) for _, j in self.lcm_tasks]
         self._sampled = [0] * len(self.lcm_tasks)
         self._round: int | None = None
         self._horizon = 0
+        super().__init__(level_problem, lifted, seed=seed, **options)     # folds the sources (no provenance)
 
     def fit_horizon(self) -> int:
         return self._horizon

@@ -37,11 +37,11 @@ import numpy as np
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.outcome import result_failure
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.spec import EngineSpec, plain_options
 
-__all__ = ["Suggestion", "Strategy", "task_key", "check_record", "fitting_records"]
+__all__ = ["Suggestion", "Strategy", "task_key", "check_record", "fitting_records", "source_records", "other_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,40 @@ def check_record(problem: ProblemSpace, record: FunctionEvaluation) -> None:
     raytuner.errors.InvalidInputError: tuning_parameter.alg: 'svd' is not a category (allowed: lu, qr)
     """
     problem.check(record.task_parameter, record.tuning_parameter)
+
+
+def source_records(problem: ProblemSpace, source: Iterable[FunctionEvaluation] | EvaluationSource,
+                   what: str = "source") -> list[FunctionEvaluation]:
+    """The records of ``source`` (a list or an :class:`~raytuner.records.EvaluationSource`, read once) that fit.
+
+    Args:
+        problem: The problem the records must fit (see :func:`fitting_records`).
+        source: The source records, or where to read them.
+        what: What they are, for the warning about those that do not fit.
+    """
+    records = list(source.evaluations()) if isinstance(source, EvaluationSource) else list(source)
+    return fitting_records(problem, records, what)
+
+
+def other_tasks(records: Iterable[FunctionEvaluation], tasks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks of the successful ``records`` that are not among ``tasks``, in order of first appearance.
+
+    Args:
+        records: Source evaluations.
+        tasks: The tasks already known.
+
+    >>> records = [FunctionEvaluation.create({"t": t}, {"x": 0.5}, {"y": 1.0}) for t in (2.0, 1.0, 3.0, 2.0)]
+    >>> other_tasks(records, [{"t": 1.0}])
+    [{'t': 2.0}, {'t': 3.0}]
+    """
+    seen = {task_key(t) for t in tasks}
+    out: list[dict[str, Any]] = []
+    for record in records:
+        key = task_key(record.task_parameter)
+        if record.status == "ok" and key not in seen:
+            seen.add(key)
+            out.append(dict(record.task_parameter))
+    return out
 
 
 def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation], what: str = "history"

@@ -18,6 +18,13 @@ worst observed value (``batch="constant_liar"``), so a batch spreads out.
 
 With a single task this is ordinary single-task Bayesian optimisation.
 
+Given ``source`` data (other users' evaluations from the crowd, earlier runs
+of other tasks), each source task enters the LCM as a task of its own, as
+GPTuneCrowd's Multitask(TS) does: its evaluations shape the model from the
+first fit on, and the engine still suggests for its own tasks only. A
+source evaluation of one of the engine's tasks is data of that task (its
+initial design is shorter by it). The source is read once, at the start.
+
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.executors import InlineExecutor
@@ -44,10 +51,10 @@ from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.persistence import load_surrogate, own_model, surrogate_record
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import Strategy, Suggestion
+from raytuner.strategies.base import Strategy, Suggestion, other_tasks, source_records
 
 __all__ = ["MLA", "BatchMode"]
 
@@ -73,6 +80,9 @@ class MLA(Strategy):
             initialised, else a process pool).
         objective: The objective to minimise or maximise (default: the first).
         search_candidates: How many random points the acquisition search's global phase scores.
+        source: Evaluations to learn from besides the engine's own (a list of records or an
+            :class:`~raytuner.records.EvaluationSource` such as :class:`raytuner.store.StoreSource`;
+            default ``None``: none); see the module docstring.
     """
 
     name = "mla"
@@ -82,8 +92,10 @@ class MLA(Strategy):
                  n_initial: int = 10, options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
                  executor: Executor | None = None, objective: str | None = None,
-                 search_candidates: int = 2048) -> None:
-        super().__init__(problem, tasks, seed)
+                 search_candidates: int = 2048,
+                 source: Sequence[FunctionEvaluation] | EvaluationSource | None = None) -> None:
+        sources = [] if source is None else source_records(problem, source)
+        super().__init__(problem, [*tasks, *other_tasks(sources, tasks)], seed)
         if not isinstance(n_initial, int) or n_initial < 1:
             raise InvalidInputError("n_initial", f"must be an integer >= 1, got {n_initial!r}")
         if batch not in _BATCH_MODES:
@@ -99,7 +111,8 @@ class MLA(Strategy):
         self._keep_options(n_initial=n_initial, options=requested, acquisition=acquisition,
                            acquisition_options=acquisition_options, batch=batch, objective=self.objective.name,
                            search_candidates=search_candidates)
-        self.targets: list[int] = list(range(len(self.tasks)))   # tasks this engine suggests for
+        self.source = source
+        self.targets: list[int] = list(range(len(tasks)))   # tasks this engine suggests for (sources follow)
         self.evaluated: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
         self.pending: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
         self._records: list[FunctionEvaluation] = []
@@ -111,6 +124,13 @@ class MLA(Strategy):
         self._warm_optimised: int | None = None    # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
         self._fixed: Hyperparameters | None = None      # a stored model used as it is (load_surrogate_model)
+        for record in sources:
+            self._fold(record)
+
+    @property
+    def spec_tasks(self) -> list[dict[str, Any]]:
+        """The engine's own tasks (the source tasks come from the source)."""
+        return [dict(self.tasks[i]) for i in self.targets]
 
     @property
     def modeler(self) -> str:

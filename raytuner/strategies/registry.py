@@ -10,6 +10,8 @@
   :class:`raytuner.store.StoreSource`, a list of
   :class:`~raytuner.records.FunctionEvaluation`, or for ``tla`` a shared
   :class:`~raytuner.strategies.transfer.SourceData`), and tunes one target task;
+- ``"sources"``: it may learn from source data too (the crowd's records), as
+  extra tasks of its model, and tunes any number of tasks;
 - ``"fidelities"``: it is multi-fidelity; its options give the bandit
   structure and it offers what :class:`~raytuner.strategies.MultiFidelityEngine`
   names.
@@ -61,7 +63,7 @@ from raytuner.strategies.transfer import TLA2, TransferLearning
 __all__ = ["ENGINES", "EngineEntry", "Need", "build_engine", "fresh_engine"]
 
 #: What an engine needs besides its options (see the module docstring).
-Need = Literal["executor", "source", "fidelities"]
+Need = Literal["executor", "source", "sources", "fidelities"]
 
 #: ``(problem, tasks, seed, source, options) -> engine``; the options include the executor when there is one.
 Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[str, Any]], Strategy]
@@ -97,7 +99,12 @@ def _transfer(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | No
 
 def _mla(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
          options: dict[str, Any]) -> Strategy:
-    return mla_engine(problem, tasks, seed, **options)
+    return mla_engine(problem, tasks, seed, source=source, **options)
+
+
+def _band(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
+          options: dict[str, Any]) -> Strategy:
+    return GPTuneBand(problem, tasks, seed, source=source, **options)
 
 
 def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
@@ -108,10 +115,12 @@ def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, 
 #: Every engine by the name a face builds it by.
 ENGINES: dict[str, EngineEntry] = {
     "random": EngineEntry(RandomSearch, ()),
-    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor"}), _mla, (MultiObjectiveMLA,)),   # several objectives
+    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor", "sources"}), _mla,
+                       (MultiObjectiveMLA,)),   # several objectives
     "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
                                      "budget", "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
-                                     "objective", "search_candidates", "model"), frozenset({"executor", "fidelities"})),
+                                     "objective", "search_candidates", "model"),
+                        frozenset({"executor", "fidelities", "sources"}), _band),
     "discrete": EngineEntry(DiscreteBO, ("method", "n_initial", "kernel", "lengthscale", "exploration",
                                          "acquisitions", "skip_threshold", "discount_factor", "improvement_factor",
                                          "candidates", "objective", "avoid_failures")),
@@ -145,7 +154,7 @@ def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mappin
     """The engine ``spec`` names, over ``tasks``, given what the face has.
 
     The executor goes only to engines that fit models, the source only to
-    those that transfer (see :data:`ENGINES`); either is ignored by the others.
+    those that transfer or may (see :data:`ENGINES`); either is ignored by the others.
 
     Args:
         spec: The engine's registered name and options.
@@ -153,7 +162,7 @@ def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mappin
         tasks: The tasks to tune (one target task for an engine that needs a source).
         seed: Seeds the engine.
         executor: Runs model fits (default: the engine's own choice).
-        source: The source data of an engine that transfers.
+        source: The source data of an engine that transfers (or may: default ``None``, none).
 
     Raises:
         InvalidInputError: An unknown name (``strategy``) or option (``options``), more than one task

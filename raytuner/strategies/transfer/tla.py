@@ -41,7 +41,7 @@ from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, Trainin
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import fitting_records
+from raytuner.strategies.base import fitting_records, other_tasks, source_records
 from raytuner.strategies.mla import MLA
 
 __all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task", "centred_sample"]
@@ -199,12 +199,8 @@ class TLA2(MLA):
                  **mla_options: Any) -> None:
         if refit not in ("weights", "all"):
             raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
-        records = list(source.evaluations()) if isinstance(source, EvaluationSource) else list(source)
-        source = fitting_records(problem, records, "TLA2 source")
-        source_tasks: list[dict[str, Any]] = []
-        for record in source:
-            if record.status == "ok" and task_key(record.task_parameter) not in {task_key(t) for t in source_tasks}:
-                source_tasks.append(dict(record.task_parameter))
+        source = source_records(problem, source, "TLA2 source")
+        source_tasks = other_tasks(source, [])
         if task_key(new_task) in {task_key(t) for t in source_tasks}:
             raise InvalidInputError("new_task", f"{dict(new_task)} is already one of the source tasks")
         super().__init__(problem, [*source_tasks, dict(new_task)], seed, **mla_options)
@@ -218,11 +214,6 @@ class TLA2(MLA):
             self._fold(record)          # checked above
         self._source_model = source_model or self._fit_source()
         self._extended: Hyperparameters | None = None
-
-    @property
-    def spec_tasks(self) -> list[dict[str, Any]]:
-        """The new task only: the source tasks come from the source."""
-        return [dict(self.tasks[self.new_index])]
 
     def _fit_source(self) -> Hyperparameters:
         data, _ = TrainingData.from_records(self.problem, self.tasks[:-1], self._records, self.objective.name)

@@ -1,0 +1,118 @@
+"""Tuning that starts from the crowd's data: download the matching records once, keep them apart, learn from them.
+
+GPTuneCrowd (paper 000) downloads performance data for a problem before
+tuning. :func:`crowd_source` does that for any engine that learns from
+sources (:class:`~raytuner.strategies.MLA`, GPTuneBand, the TLA engines):
+
+- the query is the meta description's ``problem_space`` (ranges and
+  categories of the task and tuning parameters) and ``configuration_space``
+  (machines, software, users), with the user's credential, so only what the
+  user may see comes back (GPTuneCrowd's access levels);
+- the records are cached in the local store under their own problem name,
+  ``<problem>.crowd`` (:func:`crowd_cache_name`): never mixed with the run's
+  records, never uploaded back (a :class:`~raytuner.crowd.sync.CrowdSyncStore`
+  is bypassed), and records the run's store already holds (this user's own
+  synced evaluations) are left out;
+- the download happens once: a later run (a resumed one included) reads the
+  cache, so it learns from the same sources and makes the same suggestions
+  (``refresh=True`` downloads again);
+- a crowd that cannot be reached never stops tuning: the run starts from what
+  is cached, or without sources, and the log says so.
+
+It returns a :class:`~raytuner.store.StoreSource` over the cache, which every
+face takes as ``source=``::
+
+    meta = MetaDescription.load("meta.json")      # problem_space, configuration_space, api_key
+    source = crowd_source(meta, "history/", server="crowd.example.org:50051")
+    scheduler = GPTuneBandScheduler(meta.problem_space, tasks, "history/", meta.tuning_problem_name,
+                                    b_min=1, b_max=27, source=source)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from raytuner.crowd.signatures import Signer
+from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.meta import MetaDescription
+from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.store import HistoryStore, StoreSource, open_store
+
+__all__ = ["crowd_source", "crowd_cache_name", "CACHE_SUFFIX"]
+
+log = logging.getLogger(__name__)
+
+#: What a problem's crowd cache is named after it.
+CACHE_SUFFIX = ".crowd"
+
+
+def crowd_cache_name(problem_name: str) -> str:
+    """The name the crowd's records of ``problem_name`` are cached under in a local store.
+
+    Args:
+        problem_name: The tuning problem's name.
+
+    >>> crowd_cache_name("GPTune-Demo")
+    'GPTune-Demo.crowd'
+    """
+    name = check_problem_name(problem_name)
+    return name[:128 - len(CACHE_SUFFIX)] + CACHE_SUFFIX
+
+
+def _local(store: HistoryStore) -> HistoryStore:
+    """The store records are written to without being synced (a CrowdSyncStore's own store)."""
+    from raytuner.crowd.sync import CrowdSyncStore  # noqa: PLC0415
+
+    return store.store if isinstance(store, CrowdSyncStore) else store
+
+
+def crowd_source(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
+                 credential: str | Signer | None = None, server: str | None = None, refresh: bool = False,
+                 **connection: Any) -> StoreSource | None:
+    """The crowd's records matching ``meta``, downloaded once and cached in ``store``; see the module docstring.
+
+    Args:
+        meta: The meta description: ``tuning_problem_name``, ``problem_space`` and
+            ``configuration_space`` make the query.
+        store: The run's history store, or its location.
+        credential: The crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default
+            ``None``: the meta description's ``api_key``).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+        refresh: Download again even when records are cached (default ``False``).
+        **connection: :class:`~raytuner.client.crowd.CrowdClient`'s connection arguments.
+
+    Returns:
+        A source over the cached records, or ``None`` when there are none (nothing matched, or the
+        crowd could not be reached and nothing was cached).
+    """
+    from raytuner.client.crowd import connect  # noqa: PLC0415 - gRPC only when the crowd is asked
+
+    local = _local(open_store(store))
+    problem = meta.tuning_problem_name
+    cache = crowd_cache_name(problem)
+    cached = local.evaluations(cache)
+    if cached and not refresh:
+        log.info("learning from %d crowd records of %s cached in the store (downloaded before)", len(cached), problem)
+        return StoreSource(local, cache)
+    if credential is None and meta.api_key is None:
+        raise InvalidInputError("api_key", "downloading from the crowd needs the user's API key in the meta "
+                                           "description, or credential=")
+    space = meta.problem_space.model_dump(mode="json")
+    query = {k: space[k] for k in ("input_space", "parameter_space") if space.get(k)}
+    try:
+        with connect(credential or meta.api_key.get_secret_value(), server, **connection) as client:  # type: ignore[union-attr]
+            records = client.query_function_evaluations(problem, query,
+                                                        meta.configuration_space.model_dump(mode="json"))
+    except RaytunerError as exc:        # down, unreachable, refused: tune on, from what is cached
+        log.warning("the crowd repository could not be reached (%s); tuning starts %s", exc,
+                    f"from the {len(cached)} crowd records cached before" if cached else "without crowd sources")
+        return StoreSource(local, cache) if cached else None
+    own = {r.uid for r in local.evaluations(problem)} | {r.uid for r in cached}
+    new: list[FunctionEvaluation] = [r for r in records if r.uid not in own]
+    if new:
+        local.append_many(cache, new)
+    log.info("downloaded %d crowd records of %s (%d new, %d the run's own or cached before)", len(records),
+             problem, len(new), len(records) - len(new))
+    return StoreSource(local, cache) if cached or new else None
