@@ -63,6 +63,27 @@ def test_upload_query_predict_and_sobol_through_the_server(crowd: tuple[TuningSe
         assert len(client.query_function_evaluations(PROBLEM)) == 250
 
 
+def test_a_query_chooses_one_lcm_over_every_task_or_one_gp_per_task(
+        crowd: tuple[TuningServer, CrowdRepository, str]) -> None:
+    server, repository, _ = crowd
+    repository.add_user("alice", "alice@example.org")
+    key = repository.create_key("alice")
+    problem = ProblemSpace.parse(PROBLEM_SPACE)
+    other = [FunctionEvaluation.create({"a": 3.0}, c, {"y": ishigami(c, a=3.0)})
+             for c in sample_configurations(problem, {"a": 3.0}, 20, seed=5)]
+    points = [{"x1": 0.3, "x2": -1.0, "x3": 2.0}]
+    with CrowdClient(server.address, key, timeout=120) as client:
+        client.upload(PROBLEM, records(20) + other)
+        lcm = client.query_surrogate_model(PROBLEM, PROBLEM_SPACE, task={"a": 7.0})
+        gp = client.query_surrogate_model(PROBLEM, PROBLEM_SPACE, task={"a": 7.0}, modeler="GP")
+        assert len(lcm.tasks) == 2 and gp.tasks == [{"a": 7.0}]
+        remote = client.query_predict_output(PROBLEM, PROBLEM_SPACE, points, task={"a": 7.0}, modeler="GP")
+        assert remote[0]["mean"] == pytest.approx(float(gp.predict(points)[0][0]), abs=1e-6)
+        with pytest.raises(ServiceError) as info:
+            client.query_predict_output(PROBLEM, PROBLEM_SPACE, points, task={"a": 7.0}, modeler="RF")
+    assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("modeler: ")
+
+
 def test_errors_have_their_status(crowd: tuple[TuningServer, CrowdRepository, str]) -> None:
     server, repository, _ = crowd
     repository.add_user("alice", "alice@example.org")

@@ -36,12 +36,14 @@ from raytuner.models import LCM, FittedLCM, LCMOptions, TrainingData
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import Objective, ProblemSpace, Space
 
-__all__ = ["SurrogateModel", "surrogate_from_records", "snap_to_space", "DEFAULT_CHUNK_SIZE"]
+__all__ = ["SurrogateModel", "surrogate_from_records", "snap_to_space", "DEFAULT_CHUNK_SIZE", "MODELERS"]
 
 log = logging.getLogger(__name__)
 
 #: Rows per model call when predicting many points (bounds the ``(rows, samples)`` cross-covariance).
 DEFAULT_CHUNK_SIZE = 8192
+#: The surrogate models a crowd query may ask for: one LCM over every task, or one GP of the task alone.
+MODELERS = ("LCM", "GP")
 
 Points = Sequence[Mapping[str, Any]] | np.ndarray
 
@@ -90,6 +92,7 @@ class SurrogateModel:
         fitted: the underlying :class:`~raytuner.models.FittedLCM`.
         function_evaluations: the uids of the records it was fitted to.
         chunk_size: rows per prediction call (default 8192).
+        modeler: ``"LCM"`` (default: every task's records in one model) or ``"GP"`` (the chosen task's only).
     """
 
     def __init__(self, problem: ProblemSpace, objective: Objective, tasks: list[dict[str, Any]], task: int,
@@ -218,14 +221,16 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
                            objective: str | None = None, task: Mapping[str, Any] | None = None, *,
                            options: LCMOptions | None = None, seed: int | np.random.Generator | None = 0,
                            executor: Executor | None = None, min_records: int = 3,
-                           chunk_size: int = DEFAULT_CHUNK_SIZE) -> SurrogateModel:
+                           chunk_size: int = DEFAULT_CHUNK_SIZE, modeler: str = "LCM") -> SurrogateModel:
     """Fit a surrogate of ``objective`` (default: the first output) to the successful ``records``.
 
     Failed records, records without a finite value of the objective and
     records whose configuration lies outside the parameter space are
     skipped (the last with a warning). The tasks are the distinct
     ``task_parameter`` values of the remaining records; several tasks give
-    one LCM over all of them. ``task`` is the default task of predictions
+    one LCM over all of them (``modeler="LCM"``), or one GP of the chosen
+    task's records alone (``modeler="GP"``), as crowdtune lets a query
+    choose. ``task`` is the default task of predictions
     (required when the records span several tasks). ``options`` configure the
     LCM (default :class:`~raytuner.models.LCMOptions`), ``executor`` runs its
     multi-start fit, and at least ``min_records`` successful records of the
@@ -253,6 +258,8 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
     raytuner.errors.InvalidInputError: records: 1 successful record(s) of objective 'y' for task {'t': 1.0}; a surrogate needs at least 3
     """
     target = problem.objective(objective)
+    if modeler not in MODELERS:
+        raise InvalidInputError("modeler", f"{modeler!r} is not a surrogate model", allowed=list(MODELERS))
     if not isinstance(min_records, int) or isinstance(min_records, bool) or min_records < 1:
         raise InvalidInputError("min_records", f"must be an integer >= 1, got {min_records!r}")
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
@@ -290,6 +297,9 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
     if index < 0 or count < min_records:
         raise InvalidInputError("records", f"{count} successful record(s) of objective {target.name!r} for "
                                            f"task {dict(chosen)}; a surrogate needs at least {min_records}")
+    if modeler == "GP":                     # the chosen task's records alone
+        usable = [r for r in usable if task_key(r.task_parameter) == task_key(chosen)]
+        tasks, index = [dict(chosen)], 0
     data, uids = TrainingData.from_records(problem, tasks, usable, target.name)
     fitted = LCM((options or LCMOptions()).over(problem.parameter_space)).fit(data, seed=seed, executor=executor)
     log.info("surrogate of %r fitted to %d records over %d task(s) in %.2f s", target.name, len(uids),

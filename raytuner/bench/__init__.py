@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'crowd', 'discrete', 'mla', 'multiobjective', 'service', 'store', 'tla']
+    ['band', 'crowd', 'crowd-transfer', 'discrete', 'mla', 'multiobjective', 'service', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "service": "raytuner.bench.service",
     "crowd": "raytuner.bench.crowd",
     "multiobjective": "raytuner.bench.multiobjective",
+    "crowd-transfer": "raytuner.bench.crowd_transfer",
 }
 
 
@@ -43,15 +44,15 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     An unknown ``name`` raises :class:`~raytuner.errors.InvalidInputError`.
 
     Args:
-        name: the benchmark to run: ``band``, ``crowd``, ``discrete``, ``mla``, ``multiobjective``, ``service``,
-            ``store`` or ``tla``.
+        name: the benchmark to run: ``band``, ``crowd``, ``crowd-transfer``, ``discrete``, ``mla``,
+            ``multiobjective``, ``service``, ``store`` or ``tla``.
         out: the folder for its ``results.json``, ``report.md`` and plots (made if missing).
         quick: run the small workload instead of the full one (default ``False``).
 
     >>> run_benchmark("nope", Path("out"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, crowd, discrete, mla, ...)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, crowd, crowd-transfer, ...)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:

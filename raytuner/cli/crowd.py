@@ -299,10 +299,12 @@ def query(client: Any, problem_name: str, problem_space: str | None, configurati
 @click.option("--num-samples", type=int, default=0, help="Saltelli base samples, a power of two (0: default).")
 @click.option("--second-order", is_flag=True, help="Also the second-order indices S2.")
 @click.option("--seed", type=int, default=0)
+@click.option("--modeler", type=click.Choice(["LCM", "GP"]), default="LCM", show_default=True,
+              help="One LCM over every queried task, or one GP of the task's records alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
 def sensitivity(client: Any, problem_name: str, problem_space: str | None, configuration_space: str | None,
                 task: tuple[str, ...], objective: str | None, num_samples: int, second_order: bool, seed: int,
-                as_json: bool) -> None:
+                modeler: str, as_json: bool) -> None:
     """Sobol sensitivity analysis on a surrogate of the evaluations you may see (a table like GPTuneCrowd's)."""
 
     space = _space(problem_space, "--problem-space", "problem_space")
@@ -311,7 +313,7 @@ def sensitivity(client: Any, problem_name: str, problem_space: str | None, confi
     result = client.query_sensitivity_analysis(
         problem_name, space, pairs(task, "--task"), _space(configuration_space, "--configuration-space",
                                                              "configuration_space"),
-        num_samples=num_samples, second_order=second_order, objective=objective, seed=seed)
+        num_samples=num_samples, second_order=second_order, objective=objective, seed=seed, modeler=modeler)
     if as_json:
         echo_json(result.to_dict())
         return

@@ -186,7 +186,8 @@ class CrowdClient(ServiceChannel):
 
     def query_surrogate_model(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
                               configuration_space: Mapping[str, Any] | None = None,
-                              objective: str | None = None) -> Any:
+                              objective: str | None = None, task: Mapping[str, Any] | None = None,
+                              modeler: str = "LCM") -> Any:
         """A surrogate (``predict(points, task=...) -> (mean, variance)``) fitted here to the queried evaluations.
 
         Args:
@@ -196,14 +197,17 @@ class CrowdClient(ServiceChannel):
             configuration_space: machines, software versions and users, in the meta description's shape
                 (``None``: any).
             objective: the modelled output (default: the first).
+            task: the task predictions are for by default (required when the records span several tasks).
+            modeler: ``"LCM"`` (default: one model over every queried task) or ``"GP"`` (``task``'s records alone).
         """
         records = self.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
-        return surrogate_from_records(ProblemSpace.parse(dict(problem_space)), records, objective=objective)
+        return surrogate_from_records(ProblemSpace.parse(dict(problem_space)), records, objective=objective,
+                                      task=task, modeler=modeler)
 
     def query_predict_output(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
                              parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
                              configuration_space: Mapping[str, Any] | None = None,
-                             objective: str | None = None) -> list[dict[str, float]]:
+                             objective: str | None = None, modeler: str = "LCM") -> list[dict[str, float]]:
         """Predicted ``{"mean", "variance"}`` of the output at each of ``parameters``, computed on the server.
 
         Args:
@@ -215,10 +219,12 @@ class CrowdClient(ServiceChannel):
             configuration_space: machines, software versions and users, in the meta description's shape
                 (``None``: any).
             objective: the predicted output (default: the first).
+            modeler: ``"LCM"`` (default) or ``"GP"``, as for :meth:`query_surrogate_model`.
         """
         answer = self._call("QueryPredictOutput", pb.CrowdPredictRequest(
             query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
-            task_json=dumps(dict(task or {})), parameters_json=dumps([dict(p) for p in parameters])))
+            task_json=dumps(dict(task or {})), parameters_json=dumps([dict(p) for p in parameters]),
+            modeler=modeler))
         predictions: list[dict[str, float]] = json.loads(answer.predictions_json)
         return predictions
 
@@ -226,7 +232,8 @@ class CrowdClient(ServiceChannel):
                                    task: Mapping[str, Any] | None = None,
                                    configuration_space: Mapping[str, Any] | None = None, *,
                                    method: str = "sobol", num_samples: int = 0, second_order: bool = False,
-                                   objective: str | None = None, seed: int = 0) -> SensitivityResult:
+                                   objective: str | None = None, seed: int = 0,
+                                   modeler: str = "LCM") -> SensitivityResult:
         """Sobol indices (S1, S1_conf, ST, ST_conf, and S2 on request) per parameter, computed on the server.
 
         Args:
@@ -241,11 +248,12 @@ class CrowdClient(ServiceChannel):
             second_order: also compute S2 (default False).
             objective: the output to analyse (default: the first).
             seed: seeds the sample and the bootstrap (default 0).
+            modeler: ``"LCM"`` (default) or ``"GP"``, as for :meth:`query_surrogate_model`.
         """
         answer = self._call("QuerySensitivityAnalysis", pb.CrowdSensitivityRequest(
             query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
             task_json=dumps(dict(task or {})), method=method, num_samples=num_samples,
-            second_order=second_order, seed=seed))
+            second_order=second_order, seed=seed, modeler=modeler))
         return SensitivityResult.from_dict(json.loads(answer.result_json))
 
 
@@ -323,6 +331,7 @@ def query_function_evaluations(api_key: str | Signer, tuning_problem_name: str,
 
 def query_surrogate_model(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
                           configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
+                          task: Mapping[str, Any] | None = None, modeler: str = "LCM",
                           server: str | None = None) -> Any:
     """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
 
@@ -334,16 +343,19 @@ def query_surrogate_model(api_key: str | Signer, tuning_problem_name: str, probl
         configuration_space: machines, software versions and users, in the meta description's shape (``None``:
             any).
         objective: the modelled output (default: the first).
+        task: the task predictions are for by default (required when the records span several tasks).
+        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
     with connect(api_key, server) as crowd:
-        return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective)
+        return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective,
+                                           task, modeler)
 
 
 def query_predict_output(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
                          parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
                          configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
-                         server: str | None = None) -> list[dict[str, float]]:
+                         modeler: str = "LCM", server: str | None = None) -> list[dict[str, float]]:
     """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
 
     Args:
@@ -356,18 +368,19 @@ def query_predict_output(api_key: str | Signer, tuning_problem_name: str, proble
         configuration_space: machines, software versions and users, in the meta description's shape (``None``:
             any).
         objective: the predicted output (default: the first).
+        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
     with connect(api_key, server) as crowd:
         return crowd.query_predict_output(tuning_problem_name, problem_space, parameters, task,
-                                          configuration_space, objective)
+                                          configuration_space, objective, modeler)
 
 
 def query_sensitivity_analysis(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
                                task: Mapping[str, Any] | None = None,
                                configuration_space: Mapping[str, Any] | None = None, *, method: str = "sobol",
                                num_samples: int = 0, second_order: bool = False, objective: str | None = None,
-                               seed: int = 0, server: str | None = None) -> SensitivityResult:
+                               seed: int = 0, modeler: str = "LCM", server: str | None = None) -> SensitivityResult:
     """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
 
     Args:
@@ -383,9 +396,10 @@ def query_sensitivity_analysis(api_key: str | Signer, tuning_problem_name: str, 
         second_order: also compute S2 (default False).
         objective: the output to analyse (default: the first).
         seed: seeds the sample and the bootstrap (default 0).
+        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
     with connect(api_key, server) as crowd:
         return crowd.query_sensitivity_analysis(tuning_problem_name, problem_space, task, configuration_space,
-                                                method=method, num_samples=num_samples,
-                                                second_order=second_order, objective=objective, seed=seed)
+                                                method=method, num_samples=num_samples, second_order=second_order,
+                                                objective=objective, seed=seed, modeler=modeler)

@@ -99,8 +99,8 @@ def crowd_source(meta: MetaDescription, store: HistoryStore | str | os.PathLike[
     if credential is None and meta.api_key is None:
         raise InvalidInputError("api_key", "downloading from the crowd needs the user's API key in the meta "
                                            "description, or credential=")
-    space = meta.problem_space.model_dump(mode="json")
-    query = {k: space[k] for k in ("input_space", "parameter_space") if space.get(k)}
+    spaces = {"input_space": meta.problem_space.input_space, "parameter_space": meta.problem_space.parameter_space}
+    query = {name: space.model_dump(mode="json") for name, space in spaces.items() if len(space.names)}
     try:
         with connect(credential or meta.api_key.get_secret_value(), server, **connection) as client:  # type: ignore[union-attr]
             records = client.query_function_evaluations(problem, query,

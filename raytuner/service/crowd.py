@@ -99,7 +99,7 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
 
     # -- models ---------------------------------------------------------------------------------------
 
-    def _surrogate(self, query: pb.CrowdQuery, objective: str, task_json: str,
+    def _surrogate(self, query: pb.CrowdQuery, objective: str, task_json: str, modeler: str,
                    context: grpc.ServicerContext) -> tuple[Any, dict[str, Any], int]:
         space = json_field("query.problem_space_json", query.problem_space_json, dict, None)
         if not space:
@@ -109,13 +109,14 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         records = self._query("query_function_evaluations", query, context)
         task = json_field("task_json", task_json, dict, {})
         model = surrogate_from_records(problem, records, objective=objective or None, task=task or None,
-                                       executor=self.executor)
+                                       executor=self.executor, modeler=modeler or "LCM")
         return model, task, len(records)
 
     @rpc
     def QueryPredictOutput(self, request: pb.CrowdPredictRequest,
                            context: grpc.ServicerContext) -> pb.CrowdPredictResponse:
-        model, task, n = self._surrogate(request.query, request.objective, request.task_json, context)
+        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
+                                         context)
         points = json_field("parameters_json", request.parameters_json, list, [])
         if not points or not all(isinstance(p, Mapping) for p in points):
             raise InvalidInputError("parameters_json", "a non-empty JSON list of parameter objects")
@@ -130,7 +131,8 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         method = request.method or "sobol"
         if method != "sobol":
             raise InvalidInputError("method", f"{method!r} is not an analysis method", allowed=["sobol"])
-        model, task, n = self._surrogate(request.query, request.objective, request.task_json, context)
+        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
+                                         context)
         # the seed as given, 0 included (the client's default): `seed or None` made every default call
         # draw fresh Sobol samples, and the indices differed from call to call (issue 17)
         options: dict[str, Any] = {"second_order": request.second_order, "seed": int(request.seed)}

@@ -275,16 +275,18 @@ class CrowdRecords(_message.Message):
     def __init__(self, records_json: _Optional[str] = ...) -> None: ...
 
 class CrowdPredictRequest(_message.Message):
-    __slots__ = ("query", "objective", "task_json", "parameters_json")
+    __slots__ = ("query", "objective", "task_json", "parameters_json", "modeler")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     TASK_JSON_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODELER_FIELD_NUMBER: _ClassVar[int]
     query: CrowdQuery
     objective: str
     task_json: str
     parameters_json: str
-    def __init__(self, query: _Optional[_Union[CrowdQuery, _Mapping]] = ..., objective: _Optional[str] = ..., task_json: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
+    modeler: str
+    def __init__(self, query: _Optional[_Union[CrowdQuery, _Mapping]] = ..., objective: _Optional[str] = ..., task_json: _Optional[str] = ..., parameters_json: _Optional[str] = ..., modeler: _Optional[str] = ...) -> None: ...
 
 class CrowdPredictResponse(_message.Message):
     __slots__ = ("predictions_json", "evaluations")
@@ -295,7 +297,7 @@ class CrowdPredictResponse(_message.Message):
     def __init__(self, predictions_json: _Optional[str] = ..., evaluations: _Optional[int] = ...) -> None: ...
 
 class CrowdSensitivityRequest(_message.Message):
-    __slots__ = ("query", "objective", "task_json", "method", "num_samples", "second_order", "seed")
+    __slots__ = ("query", "objective", "task_json", "method", "num_samples", "second_order", "seed", "modeler")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     TASK_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +305,7 @@ class CrowdSensitivityRequest(_message.Message):
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SECOND_ORDER_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    MODELER_FIELD_NUMBER: _ClassVar[int]
     query: CrowdQuery
     objective: str
     task_json: str
@@ -310,7 +313,8 @@ class CrowdSensitivityRequest(_message.Message):
     num_samples: int
     second_order: bool
     seed: int
-    def __init__(self, query: _Optional[_Union[CrowdQuery, _Mapping]] = ..., objective: _Optional[str] = ..., task_json: _Optional[str] = ..., method: _Optional[str] = ..., num_samples: _Optional[int] = ..., second_order: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
+    modeler: str
+    def __init__(self, query: _Optional[_Union[CrowdQuery, _Mapping]] = ..., objective: _Optional[str] = ..., task_json: _Optional[str] = ..., method: _Optional[str] = ..., num_samples: _Optional[int] = ..., second_order: _Optional[bool] = ..., seed: _Optional[int] = ..., modeler: _Optional[str] = ...) -> None: ...
 
 class CrowdSensitivityResponse(_message.Message):
     __slots__ = ("result_json", "evaluations")

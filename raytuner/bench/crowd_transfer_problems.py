@@ -1,0 +1,147 @@
+"""The problems of ``raytuner bench crowd-transfer``: a target task, and other users' data about related ones.
+
+- ``lcbench``: the LCBench surrogate (:mod:`raytuner.bench.lcbench`), task
+  ``task_id``, ``val_accuracy`` maximised, fidelity the epoch (1..52). The
+  target is the first of :data:`~raytuner.bench.lcbench.LCBENCH_TASKS`; each
+  of the other seven tasks was tuned earlier by another user, who shared
+  ``source_per_task`` random configurations measured at epoch 52.
+- ``kernel``: the dedispersion kernel (Kernel Tuner caches,
+  :mod:`raytuner.bench.kernel_cache`), task ``machine``, time minimised, one
+  fidelity. A user shared ``source_per_task`` random configurations measured
+  on the A100; the target is the Radeon PRO W7800. Every tuner searches the
+  configurations valid on the W7800 (a constraint), as the TLA benchmark does.
+
+The target's best-known value is the best over a large random sample at full
+fidelity (LCBench) or the cache's optimum (kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from raytuner.records import FunctionEvaluation
+from raytuner.sampling import sample_configurations
+from raytuner.space import ProblemSpace, Space
+
+__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "SOURCE_SEED"]
+
+#: Seeds the sources' random configurations (the same crowd for every tuner and seed).
+SOURCE_SEED = 20261124
+
+#: ``evaluate(config, fidelity)``: the target's value, or ``None`` and why it failed.
+Evaluate = Callable[[Mapping[str, Any], "float | None"], "tuple[float | None, str | None]"]
+
+
+@dataclass
+class TransferProblem:
+    """One problem of the benchmark (see the module docstring).
+
+    Args:
+        id: its name in ``results.json``.
+        problem: the tuning problem (task parameters included).
+        meta_space: the problem as a meta description's ``problem_space`` (plain data: the crowd query).
+        target: the target task.
+        uploads: per crowd user, the records they shared.
+        evaluate: the target's value at a fidelity (``None``: full).
+        best_known: the target's best-known value.
+        band: GPTuneBand's bandit structure (``b_min``, ``b_max``, ``eta`` or ``fidelities``).
+        b_max: the full fidelity (the cost of an evaluation at ``b`` is ``b / b_max``).
+        candidates: the valid configurations, for the engines that take a list (``None``: any).
+    """
+
+    id: str
+    problem: ProblemSpace
+    meta_space: dict[str, Any]
+    target: dict[str, Any]
+    uploads: dict[str, list[FunctionEvaluation]]
+    evaluate: Evaluate
+    best_known: float
+    band: dict[str, Any]
+    b_max: float = 1.0
+    candidates: list[dict[str, Any]] | None = None
+    objective: str = field(init=False)
+    maximize: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        output = self.problem.objective()
+        self.objective, self.maximize = output.name, output.goal == "maximize"
+
+    def reached(self, value: float) -> bool:
+        """Whether ``value`` is within 1 % of the best-known value (99 % of it).
+
+        Args:
+            value: a value of the target.
+        """
+        return value >= 0.99 * self.best_known if self.maximize else value <= self.best_known / 0.99
+
+
+def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: int = 4000) -> TransferProblem:
+    """LCBench: the first task the target, the other seven the crowd's (one user each).
+
+    Args:
+        source_per_task: how many configurations each user shared (at epoch 52).
+        data_dir: the LCBench data folder (default ``None``: the shared one).
+        sample: how many random configurations give the target's best-known value.
+    """
+    from raytuner.bench.lcbench import EPOCHS, LCBENCH_TASKS, LCBenchSurrogate
+
+    bench = LCBenchSurrogate(data_dir)
+    tasks = list(LCBENCH_TASKS)
+    problem = bench.problem(tasks)
+    target, b_max = {"task_id": tasks[0]}, float(EPOCHS[1])
+    uploads = {}
+    for k, task_id in enumerate(tasks[1:], start=1):
+        configs = sample_configurations(problem, {"task_id": task_id}, source_per_task, seed=SOURCE_SEED + k)
+        values = bench.evaluate_many([task_id] * len(configs), configs, [b_max] * len(configs))[:, 1]
+        uploads[f"user{k}"] = [FunctionEvaluation.create({"task_id": task_id}, c, {"val_accuracy": float(v)})
+                               for c, v in zip(configs, values)]
+    probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
+    best = float(np.max(bench.evaluate_many([tasks[0]] * sample, probe, [b_max] * sample)[:, 1]))
+
+    def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
+        return bench.evaluate(tasks[0], config, fidelity or b_max)["val_accuracy"], None
+
+    meta_space = {"input_space": problem.input_space.model_dump(mode="json"),
+                  "parameter_space": problem.parameter_space.model_dump(mode="json"),
+                  "output_space": [o.model_dump(mode="json") for o in problem.output_space]}
+    return TransferProblem("lcbench", problem, meta_space, target, uploads, evaluate, best,
+                           {"b_min": 1, "b_max": b_max, "eta": 3}, b_max)
+
+
+def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> TransferProblem:
+    """Dedispersion: the A100's measurements in the crowd, the W7800 the target.
+
+    Args:
+        source_per_task: how many A100 configurations the user shared.
+        data_dir: the Kernel Tuner caches' folder (default ``None``: the shared one).
+    """
+    from raytuner.bench.kernel_cache import default_data_dir, load_cache
+    from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
+
+    folder = Path(data_dir) if data_dir is not None else default_data_dir()
+    a100, w7800 = load_cache(folder / KERNEL_SOURCE), load_cache(folder / KERNEL_TARGET)
+    machines = Space.model_validate([{"name": "machine", "type": "categorical", "categories": ["A100", "W7800"]}])
+    plain = w7800.problem()
+    problem = w7800.problem(restrict_to_valid=True).model_copy(update={"input_space": machines})
+    records = []
+    for config in a100.sample(source_per_task, seed=SOURCE_SEED):
+        t, why = a100.time(config), a100.failure(config)
+        records.append(FunctionEvaluation.create({"machine": "A100"}, config, None if t is None else {"time": t},
+                                                 failure=why, outputs=["time"],
+                                                 machine_configuration={"machine_name": "A100"}))
+
+    def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
+        if config not in w7800:                     # a tuner that ignores the constraint (TPE) proposed it
+            return None, "outside the valid space"
+        return w7800.time(config), w7800.failure(config)
+
+    meta_space = {"input_space": machines.model_dump(mode="json"),
+                  "parameter_space": plain.parameter_space.model_dump(mode="json"),
+                  "output_space": [o.model_dump(mode="json") for o in plain.output_space]}
+    return TransferProblem("kernel", problem, meta_space, {"machine": "W7800"}, {"a100user": records}, evaluate,
+                           w7800.optimum, {"fidelities": [1.0]}, 1.0,
+                           [dict(c) for c in w7800.configs])

@@ -1,0 +1,56 @@
+"""``raytuner bench crowd-transfer``: its metrics on known traces, and a small run end to end (real crowd)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from raytuner.bench.crowd_transfer import Settings, goals, run, summarise
+from raytuner.bench.crowd_transfer_problems import TransferProblem
+from raytuner.bench.kernel_cache import default_data_dir
+from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
+from raytuner.space import ProblemSpace
+from raytuner.testing.functions import DEMO_PROBLEM
+
+HAVE_KERNELS = all((default_data_dir() / name).is_file() for name in (KERNEL_SOURCE, KERNEL_TARGET))
+
+
+def _problem(best: float = 1.0) -> TransferProblem:
+    return TransferProblem("demo", ProblemSpace.parse(DEMO_PROBLEM), {}, {"t": 1.0}, {},
+                           lambda config, fidelity: (0.0, None), best, {"fidelities": [1.0]})
+
+
+def test_cost_to_target_and_best_at_budget_from_known_traces() -> None:
+    tp = _problem(best=1.0)                                   # minimised: the target is reached at 1 / 0.99
+    traces = {"gptuneband+crowd": [[(0.5, None), (1.0, 1.2), (2.0, 1.005)], [(1.0, 1.001), (2.0, 1.3)]],
+              "gptuneband": [[(1.0, 2.0), (3.0, 1.009)], [(1.0, 2.0), (2.0, 1.5)]],
+              "mla": [[(1.0, 1.0)], [(1.0, 1.0)]]}
+    summary = summarise(tp, traces)
+    rows = {r["tuner"]: r for r in summary["rows"]}
+    assert rows["gptuneband+crowd"]["cost_to_target_median"] == 1.5 and rows["gptuneband+crowd"]["reached_share"] == 1
+    assert rows["gptuneband"]["cost_to_target_median"] is None and rows["gptuneband"]["reached_share"] == 0.5
+    assert rows["gptuneband+crowd"]["best_at_budget_mean"] == pytest.approx((1.005 + 1.001) / 2)
+    assert math.isclose(rows["mla"]["best_at_budget_mean"], 1.0)
+    assert goals([summary]) == {"demo_band_crowd_cost_30pct_less": True, "demo_band_crowd_best_at_budget": False}
+
+
+def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
+    problems = ("lcbench", "kernel") if HAVE_KERNELS else ("lcbench",)
+    results = run(tmp_path, settings=Settings(seeds=(0,), budget=3.0, source_per_task=3, problems=problems))
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["goals"] == results["goals"] and (tmp_path / "report.md").is_file()
+    assert [p["id"] for p in saved["problems"]] == list(problems)
+    lcbench = saved["problems"][0]
+    assert lcbench["crowd_records"] == 7 * 3                   # each other task's user shared 3; all downloaded
+    assert lcbench["maximize"] and lcbench["best_known"] > 90
+    assert [r["tuner"] for r in lcbench["rows"]] == list(Settings.tuners)
+    for problem in saved["problems"]:
+        for row in problem["rows"]:
+            assert set(row) == {"tuner", "cost_to_target_median", "reached_share", "best_at_budget_mean",
+                                "best_at_budget_sd", "evaluations_median"}
+            assert row["best_at_budget_mean"] is not None
+    assert set(saved["goals"]) == {f"{p}_band_crowd_{g}" for p in problems for g in ("cost_30pct_less",
+                                                                                     "best_at_budget")}
