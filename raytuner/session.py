@@ -173,7 +173,7 @@ class TuningSession:
             **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ``history``, ...).
         """
         session = cls(problem_name, problem, strategy, store, **kwargs)
-        keys = {task_key(t) for t in strategy.tasks}
+        keys = {task_key(t) for t in strategy.spec_tasks}        # the engine's own tasks (not its sources')
         stored = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
         kept_out = [r for r in session._kept_out() if task_key(r.task_parameter) in keys]
         own = [r for r in stored if session._owns(r)] + kept_out

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from raytuner.client.crowd import CrowdClient
+from raytuner.client.channel import ServiceError
+from raytuner.client.crowd import CrowdClient, sync_store_for
+from raytuner.client.remote import RemoteTuner
 from raytuner.client.crowd_sources import crowd_cache_name, crowd_source
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
@@ -23,7 +25,9 @@ from raytuner.sampling import sample_configurations
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.errors import InvalidInputError
 from raytuner.strategies import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
+from raytuner.strategies.multiobjective import mla_engine
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -71,11 +75,52 @@ def test_mla_takes_source_tasks_into_its_model_and_tunes_its_own_tasks_only() ->
 
 def test_sources_of_the_target_task_are_its_data() -> None:
     """Shared evaluations of the very task: no initial design, and none of them is proposed again."""
-    shared = tuned(1.0, 30, seed=3)
-    engine = mla(source=shared)
-    suggestion = engine.ask()
-    assert suggestion.provenance.source == "model" and engine.tasks == [{"t": 1.0}]
-    assert suggestion.config not in [r.tuning_parameter for r in shared]
+    engine = mla(source=tuned(1.0, 30, seed=3))
+    assert engine.tasks == [{"t": 1.0}] and len(engine.evaluated[0]) == 30
+    assert engine.ask().provenance.source == "model"
+
+
+class CountingSource:
+    """An EvaluationSource that counts how often it is read."""
+
+    def __init__(self, records: list[FunctionEvaluation]) -> None:
+        self.records, self.reads = records, 0
+
+    def evaluations(self) -> list[FunctionEvaluation]:
+        self.reads += 1
+        return list(self.records)
+
+
+def test_several_objectives_read_the_source_once_and_model_the_same_tasks() -> None:
+    problem = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "z"}]})
+    records = [r.model_copy(update={"evaluation_result": {"y": r.evaluation_result["y"], "z": 1 - r.tuning_parameter["x"]}})
+               for r in tuned(2.0, 6)]
+    source = CountingSource(records)
+    engine = mla_engine(problem, [{"t": 1.0}], 0, n_initial=2, options=FAST, executor=InlineExecutor(),
+                        search_candidates=128, source=source)
+    assert source.reads == 1 and len(engine.components) == 2
+    assert all(c.tasks == engine.tasks == [{"t": 1.0}, {"t": 2.0}] for c in engine.components)
+    for _ in range(3):
+        s = engine.ask()
+        engine.tell(s, {"y": demo(s.config["x"], 1.0), "z": 1 - s.config["x"]})
+    assert source.reads == 1
+
+
+def test_a_source_that_is_no_records_is_refused_naming_the_field() -> None:
+    for bad in ("history/", 5, [{"t": 1.0}]):
+        with pytest.raises(InvalidInputError, match="^source: "):
+            mla(source=bad)
+
+
+def test_the_first_model_of_a_later_pass_sees_every_earlier_record() -> None:
+    """GPTuneBand's sampler of pass 2 (or one with sources) fits to all the data it was built with."""
+    engine = band(passes=2, source=tuned(2.0, 5))
+    while engine.current_pass == 0:
+        drive(engine, 1, b_max=8.0)
+    drive(engine, 1, b_max=8.0)
+    sampler = engine._sampler
+    assert sampler is not None and sampler.pass_index == 1
+    assert sampler.fit_horizon() >= len(sampler._records) - 1        # all but the newest record, told just now
 
 
 def band(tasks: list[dict[str, float]] | None = None, **kwargs: Any) -> GPTuneBand:
@@ -119,10 +164,11 @@ def test_gptuneband_lifts_sources_to_the_level_of_their_fidelity() -> None:
     records = [r.model_copy(update={"raytuner": r.raytuner.model_copy(update={"fidelity": b})})
                for b, group in at.items() for r in group] + tuned(3.0, 2, seed=4)      # no fidelity: b_max
     engine = band(source=records)
-    levels = sorted({(r.task_parameter["t"], r.task_parameter["gptuneband_level"])
-                     for r in engine._sampler_options["source"]})
-    assert levels == [(2.0, 0), (2.0, 1), (3.0, 0)]            # 3 is no bracket's fidelity: left out
-    assert all(r.raytuner is None for r in engine._sampler_options["source"])
+    failed = FunctionEvaluation.create({"t": 5.0}, {"x": 0.5}, failure="crashed", outputs=["y"])
+    engine = band(source=records + [failed])
+    levels = sorted({(r.task_parameter["t"], r.task_parameter["gptuneband_level"]) for r in engine._sources})
+    assert levels == [(2.0, 0), (2.0, 1), (3.0, 0)]            # 3 is no bracket's fidelity, 5 failed: left out
+    assert all(r.raytuner is None for r in engine._sources)
     drive(engine, 3, b_max=8.0)
     assert engine._sampler is not None and {"t": 2.0, "gptuneband_level": 1} in engine._sampler.tasks
 
@@ -179,3 +225,61 @@ def test_a_crowd_outage_at_start_up_tunes_without_sources(tmp_path: Path, reserv
     told = drive(mla(source=source), 4)
     assert len(told) == 4 and np.isfinite([r.evaluation_result["y"] for r in told]).all()
     assert JsonStore(tmp_path / "history").problems() == []              # nothing cached, nothing written
+
+
+def test_a_synced_run_learns_from_the_crowd_and_sends_back_only_its_own(
+        shared_crowd: tuple[str, dict[str, str], list[FunctionEvaluation]], tmp_path: Path) -> None:
+    """bob's synced run: the cache bypasses the sync, his evaluations go up, his source-fitted models stay local."""
+    address, keys, public = shared_crowd
+    synced = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM,
+                                    "api_key": keys["bob"], "sync_crowd_repo": "yes"})
+    store = sync_store_for(synced, tmp_path / "history", server=address)
+    source = crowd_source(synced, store, server=address)
+    assert source is not None and len(source.evaluations()) == len(public)
+    session = TuningSession.resume("demo", PROBLEM, mla(source=source), store)
+    for _ in range(5):
+        trial = session.ask()
+        session.tell(trial, {"y": demo(trial.config["x"], 1.0)})
+    assert store.unsent == 0 and JsonStore(tmp_path / "history").models("demo")      # models were fitted
+    with CrowdClient(address, keys["bob"]) as client:
+        up = client.query_function_evaluations("demo")
+        assert {r.uid for r in up} == {r.uid for r in public} | {r.uid for r in session.records}
+        assert client.query_surrogate_models("demo") == []          # each was fitted to alice's records too
+
+
+def test_the_download_is_noted_even_when_nothing_matched_and_refresh_downloads_again(
+        shared_crowd: tuple[str, dict[str, str], list[FunctionEvaluation]], tmp_path: Path,
+        reserved_port: int) -> None:
+    address, keys, public = shared_crowd
+    narrow = MetaDescription.parse({"tuning_problem_name": "demo", "api_key": keys["bob"], "problem_space": {
+        **DEMO_PROBLEM, "input_space": [{"name": "t", "type": "real", "lower_bound": 8, "upper_bound": 9}]}})
+    assert crowd_source(narrow, tmp_path / "h", server=address) is None           # nothing of tasks 8..9
+    down = f"127.0.0.1:{reserved_port}"
+    assert crowd_source(narrow, tmp_path / "h", server=down, timeout=0.5, retries=0) is None   # noted: not asked
+    with CrowdClient(address, keys["alice"]) as client:
+        client.upload("demo", tuned(8.5, 3, seed=9), access="public")
+    again = crowd_source(narrow, tmp_path / "h", server=address, refresh=True)
+    assert again is not None and len(again.evaluations()) == 3
+
+
+def test_a_refused_download_is_an_error_not_an_outage(crowd: tuple[Any, Any, str], tmp_path: Path) -> None:
+    wrong = "rt_" + "0" * 16 + "_" + "A" * 43
+    with pytest.raises(ServiceError) as info:
+        crowd_source(meta(wrong), tmp_path / "h", server=crowd[0].address, retries=0)
+    assert info.value.code == "UNAUTHENTICATED"
+
+
+def test_a_service_session_of_mla_takes_a_source_problem(crowd: tuple[Any, Any, str]) -> None:
+    server = crowd[0]
+    server.store.append_many("demo.crowd", tuned(2.0, 6))
+    meta_plain = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
+    with RemoteTuner(server.address, server.keys.create("carol"), timeout=30) as tuner:
+        tuner.create_session(meta_plain, "mla", tasks=[{"t": 1.0}], seed=0,
+                             options={"n_initial": 2, "source_problem": "demo.crowd"})
+        assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3
+        engine = next(iter(server.manager._sessions.values())).tuning.strategy
+        assert engine.tasks == [{"t": 1.0}, {"t": 2.0}]
+        for bad in ({"source_problem": "demo"}, {"source_problem": 3}, {"source_query": {}}):
+            with pytest.raises(ServiceError) as info:
+                tuner.create_session(meta_plain, "mla", tasks=[{"t": 1.0}], options=bad)
+            assert info.value.code == "INVALID_ARGUMENT" and "options.source_problem" in info.value.message

@@ -88,7 +88,7 @@ def test_surrogate_models_sync_like_evaluations(alice: tuple[str, str], crowd: t
         tuner.create_session(meta(key), "mla", tasks=[{"t": 2}], seed=1, options={"n_initial": 3})
         assert tuner.run(lambda config, task, fidelity: (config["x"] - 0.2) ** 2, max_trials=5) == 5
     served = {m.uid for m in crowd[0].store.models(PROBLEM)}
-    assert served and served.isdisjoint(local)
+    assert served
     with CrowdClient(address, key) as client:
         assert {m.uid for m in client.query_surrogate_models(PROBLEM)} == local | served
     with CrowdClient(address, crowd[1].create_key("bob")) as client:     # the local run's are private

@@ -92,7 +92,6 @@ class SurrogateModel:
         fitted: the underlying :class:`~raytuner.models.FittedLCM`.
         function_evaluations: the uids of the records it was fitted to.
         chunk_size: rows per prediction call (default 8192).
-        modeler: ``"LCM"`` (default: every task's records in one model) or ``"GP"`` (the chosen task's only).
     """
 
     def __init__(self, problem: ProblemSpace, objective: Objective, tasks: list[dict[str, Any]], task: int,
@@ -247,6 +246,7 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
             initialised, else a process pool).
         min_records: the fewest usable records (default 3).
         chunk_size: rows per prediction call (default 8192).
+        modeler: ``"LCM"`` (default: every task's records in one model) or ``"GP"`` (the chosen task's only).
 
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace

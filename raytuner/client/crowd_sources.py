@@ -13,11 +13,13 @@ sources (:class:`~raytuner.strategies.MLA`, GPTuneBand, the TLA engines):
   records, never uploaded back (a :class:`~raytuner.crowd.sync.CrowdSyncStore`
   is bypassed), and records the run's store already holds (this user's own
   synced evaluations) are left out;
-- the download happens once: a later run (a resumed one included) reads the
-  cache, so it learns from the same sources and makes the same suggestions
+- the download happens once (the store's ledger notes it, even when nothing
+  matched): a later run (a resumed one included) reads the cache, so it
+  learns from the same sources and makes the same suggestions
   (``refresh=True`` downloads again);
 - a crowd that cannot be reached never stops tuning: the run starts from what
-  is cached, or without sources, and the log says so.
+  is cached, or without sources, and the log says so; a later run tries again.
+  A refusal (a wrong key, a bad query) is an error, not an outage.
 
 It returns a :class:`~raytuner.store.StoreSource` over the cache, which every
 face takes as ``source=``::
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from raytuner.crowd.signatures import Signer
@@ -40,25 +43,39 @@ from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store import HistoryStore, StoreSource, open_store
 
-__all__ = ["crowd_source", "crowd_cache_name", "CACHE_SUFFIX"]
+__all__ = ["crowd_source", "crowd_cache_name", "CACHE_SUFFIX", "DOWNLOADS"]
 
 log = logging.getLogger(__name__)
 
 #: What a problem's crowd cache is named after it.
 CACHE_SUFFIX = ".crowd"
+#: The store ledger's log of downloads (one entry per download): a later run reads the cache instead.
+DOWNLOADS = "crowd_downloads"
 
 
 def crowd_cache_name(problem_name: str) -> str:
     """The name the crowd's records of ``problem_name`` are cached under in a local store.
+
+    A name that ends in the suffix itself, or is too long to take it, is refused.
 
     Args:
         problem_name: The tuning problem's name.
 
     >>> crowd_cache_name("GPTune-Demo")
     'GPTune-Demo.crowd'
+    >>> crowd_cache_name("GPTune-Demo.crowd")
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: tuning_problem_name: 'GPTune-Demo.crowd' names a crowd cache; a problem tuned from the crowd needs another name
     """
     name = check_problem_name(problem_name)
-    return name[:128 - len(CACHE_SUFFIX)] + CACHE_SUFFIX
+    if name.endswith(CACHE_SUFFIX):
+        raise InvalidInputError("tuning_problem_name", f"{name!r} names a crowd cache; a problem tuned from the "
+                                                       "crowd needs another name")
+    if len(name) + len(CACHE_SUFFIX) > 128:
+        raise InvalidInputError("tuning_problem_name", f"{len(name)} characters; a problem tuned from the crowd "
+                                                       f"has at most {128 - len(CACHE_SUFFIX)}")
+    return name + CACHE_SUFFIX
 
 
 def _local(store: HistoryStore) -> HistoryStore:
@@ -87,32 +104,42 @@ def crowd_source(meta: MetaDescription, store: HistoryStore | str | os.PathLike[
         A source over the cached records, or ``None`` when there are none (nothing matched, or the
         crowd could not be reached and nothing was cached).
     """
-    from raytuner.client.crowd import connect  # noqa: PLC0415 - gRPC only when the crowd is asked
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from raytuner.client.channel import RETRIED_CODES, ServiceError  # noqa: PLC0415
+    from raytuner.client.crowd import connect  # noqa: PLC0415
 
     local = _local(open_store(store))
     problem = meta.tuning_problem_name
     cache = crowd_cache_name(problem)
     cached = local.evaluations(cache)
-    if cached and not refresh:
-        log.info("learning from %d crowd records of %s cached in the store (downloaded before)", len(cached), problem)
-        return StoreSource(local, cache)
-    if credential is None and meta.api_key is None:
+    ledger = local.ledger()
+    if not refresh and any(True for _ in ledger.read(DOWNLOADS, cache=cache)):
+        log.info("learning from the %d crowd records of %s cached in the store (downloaded before)",
+                 len(cached), problem)
+        return StoreSource(local, cache) if cached else None
+    if not credential and meta.api_key is None:
         raise InvalidInputError("api_key", "downloading from the crowd needs the user's API key in the meta "
                                            "description, or credential=")
     spaces = {"input_space": meta.problem_space.input_space, "parameter_space": meta.problem_space.parameter_space}
     query = {name: space.model_dump(mode="json") for name, space in spaces.items() if len(space.names)}
+    key = credential or meta.api_key.get_secret_value()  # type: ignore[union-attr]
     try:
-        with connect(credential or meta.api_key.get_secret_value(), server, **connection) as client:  # type: ignore[union-attr]
+        with connect(key, server, **connection) as client:
             records = client.query_function_evaluations(problem, query,
                                                         meta.configuration_space.model_dump(mode="json"))
-    except RaytunerError as exc:        # down, unreachable, refused: tune on, from what is cached
-        log.warning("the crowd repository could not be reached (%s); tuning starts %s", exc,
-                    f"from the {len(cached)} crowd records cached before" if cached else "without crowd sources")
+    except (ServiceError, ValidationError) as exc:
+        if isinstance(exc, ServiceError) and exc.code not in RETRIED_CODES:
+            raise                    # refused (the key, the query): the user's to fix, not an outage
+        log.warning("the crowd repository could not be reached or read (%s); tuning starts %s; a later run "
+                    "tries again", exc, f"from the {len(cached)} crowd records cached before" if cached
+                    else "without crowd sources")
         return StoreSource(local, cache) if cached else None
     own = {r.uid for r in local.evaluations(problem)} | {r.uid for r in cached}
     new: list[FunctionEvaluation] = [r for r in records if r.uid not in own]
     if new:
         local.append_many(cache, new)
+    ledger.append(DOWNLOADS, {"cache": cache, "records": len(new), "time": time.time()})
     log.info("downloaded %d crowd records of %s (%d new, %d the run's own or cached before)", len(records),
              problem, len(new), len(records) - len(new))
     return StoreSource(local, cache) if cached or new else None

@@ -6,7 +6,11 @@ An upload that fails (the repository is down, the network is out) is logged,
 kept, and sent again with the next evaluation and at :meth:`CrowdSyncStore.flush`
 or ``close``; tuning never stops for the crowd. Uploads are idempotent by
 uid, so sending a record twice is harmless. Given ``upload_models``, the
-surrogate-model records a run stores are synced the same way.
+surrogate-model records a run stores go along with its next evaluations
+(and at ``flush``), but only a model fitted to the problem's own records: one
+fitted to other data too (the crowd's records, as a source) would carry that
+data's values and uids into the crowd, so it stays local. Models are not
+caught up on by a later run.
 
 Killing the run can leave the last records local only. The first evaluation
 a wrapper appends to a problem therefore first sends the problem's earlier
@@ -134,23 +138,30 @@ class CrowdSyncStore(HistoryStore):
                 earlier = [r for r in self.store.evaluations(problem) if r.uid != record.uid and self._owns(r)]
                 self._unsent.add(problem, earlier)
             self._unsent.add(problem, [record])
-            self._unsent.send(problem)
+            if self._unsent.send(problem) and self._unsent_models is not None:
+                self._unsent_models.send(problem)
 
     def flush(self) -> int:
         """Try again to upload every waiting record; returns how many are still waiting."""
         with self._lock:
             return self._unsent.send_all() + (self._unsent_models.send_all() if self._unsent_models else 0)
 
-    def _send_models(self, problem: str, records: Sequence[SurrogateModelRecord]) -> None:
-        if self._unsent_models is not None and records:
-            with self._lock:
-                self._unsent_models.add(problem, records)
-                self._unsent_models.send(problem)
+    def _queue_models(self, problem: str, records: Sequence[SurrogateModelRecord]) -> None:
+        """Queue the models fitted to the problem's own records alone (see the module docs)."""
+        if self._unsent_models is None or not records:
+            return
+        own = {r.uid for r in self.store.evaluations(problem)}
+        mine = [m for m in records if set(m.function_evaluations) <= own]
+        if len(mine) < len(records):
+            log.info("%d surrogate model(s) of %s were fitted to records from elsewhere too (sources); kept local",
+                     len(records) - len(mine), problem)
+        with self._lock:
+            self._unsent_models.add(problem, mine)
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
-        """Persist a surrogate-model record locally (durable when this returns), then upload it when models sync."""
+        """Persist a surrogate-model record locally (durable when this returns); it goes up with the next evaluations."""
         self.store.append_model(problem, record)
-        self._send_models(problem, [record])
+        self._queue_models(problem, [record])
 
     def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
         """The local store's evaluations."""
@@ -175,19 +186,20 @@ class CrowdSyncStore(HistoryStore):
         Args:
             problem: The tuning problem's name.
             evaluations: ``func_eval`` records to add and upload.
-            models: ``surrogate_model`` records to add (and upload when models sync).
+            models: ``surrogate_model`` records to add (and upload with the evaluations when models sync).
         """
         self.store.append_batch(problem, evaluations, models)
+        self._queue_models(problem, models)
         if evaluations:
             with self._lock:
                 self._unsent.add(problem, evaluations)
-                self._unsent.send(problem)
-        self._send_models(problem, models)
+                if self._unsent.send(problem) and self._unsent_models is not None:
+                    self._unsent_models.send(problem)
 
     def close(self) -> None:
         """Upload what is waiting (once more), then close the local store."""
         left = self.flush()
         if left:
             log.error("%d record(s) never reached the crowd repository; a later synced run of the same "
-                      "problem sends them", left)
+                      "problem sends the evaluations among them", left)
         self.store.close()

@@ -166,10 +166,11 @@ class SessionManager:
         options, source = dict(spec.options), None
         if spec.strategy in ENGINES and ENGINES[spec.strategy].needs & {"source", "sources"}:
             source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
-            if "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1 \
-                    and not isinstance(source_problem, str):
-                raise InvalidInputError("options.source_problem",
-                                        f"{spec.strategy} needs the name of the source problem in the store")
+            needed = "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1
+            if (needed or source_problem is not None or query is not None) and not isinstance(source_problem, str) \
+                    or source_problem == spec.problem_name:
+                raise InvalidInputError("options.source_problem", f"{spec.strategy} needs the name of a source "
+                                        f"problem in the store, other than the session's own")
             if isinstance(source_problem, str):
                 source = StoreSource(self.store, source_problem, query)
         return build_engine(EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed,

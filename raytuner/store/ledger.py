@@ -14,7 +14,10 @@ in flight by replaying them:
 - **keys**: the service's API key documents (salted hashes, never the keys)
   and their revocations;
 - **session_evaluations**: the records of a session whose ``save_func_eval``
-  is no (kept out of the history store, still durable), with its session id.
+  is no (kept out of the history store, still durable), with its session id;
+- **crowd_downloads**: one document per download of the crowd's records into
+  the store's cache (:mod:`raytuner.client.crowd_sources`), so a later run
+  reads the cache rather than downloading again.
 
 Get a store's ledger from the store: :meth:`raytuner.store.HistoryStore.ledger`.
 :class:`JsonLedger` keeps the logs as JSON-lines files in the store
@@ -55,7 +58,7 @@ __all__ = ["Ledger", "JsonLedger", "MongoLedger", "LOGS", "MONGO_COLLECTIONS"]
 log = logging.getLogger(__name__)
 
 #: The ledger's logs.
-LOGS = ("sessions", "trials", "keys", "session_evaluations")
+LOGS = ("sessions", "trials", "keys", "session_evaluations", "crowd_downloads")
 #: The MongoDB collection of each log (names kept from the first release, so existing data loads).
 MONGO_COLLECTIONS = {name: f"service_{name}" for name in LOGS}
 

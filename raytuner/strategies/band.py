@@ -57,7 +57,7 @@ from raytuner.pareto import feasible, pareto_front
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion, source_records
 from raytuner.strategies.band_plan import BandPlan, Step
-from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler
+from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler, lift_sources, sources_for
 from raytuner.strategies.multiobjective import tunes_several
 
 __all__ = ["GPTuneBand", "LEVEL"]
@@ -148,8 +148,9 @@ class GPTuneBand(Strategy):
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})
         self.source = source
+        self._sources: list[FunctionEvaluation] = []
         if source is not None:
-            self._sampler_options["source"] = self._source_levels(source_records(problem, source))
+            self._sources = lift_sources(source_records(problem, source), self.structure)
         self._records: list[FunctionEvaluation] = []
         self._sampler: LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
@@ -274,8 +275,9 @@ class GPTuneBand(Strategy):
         if self._sampler is not None and self._sampler_key == key:
             return self._sampler
         kind = MultiObjectiveLevelSampler if self.several else LevelSampler
+        sources = sources_for(self._sources, self.tasks, 0 if self.model == "levels" else key[1])
         sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
-                       self.seed, **self._sampler_options)
+                       self.seed, **self._sampler_options, **({"source": sources} if sources else {}))
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)
@@ -298,20 +300,6 @@ class GPTuneBand(Strategy):
         if prov is None or prov.bracket is None or prov.rung is None:
             return None
         return prov.bracket - prov.rung
-
-    def _source_levels(self, records: list[FunctionEvaluation]) -> list[FunctionEvaluation]:
-        """Source records lifted to their level (see the ``source`` argument), without their provenance."""
-        fidelities = [self.structure.fidelity(j) for j in range(self.structure.s_max + 1)]
-        lifted = []
-        for record in records:        # a fidelity names a level of this structure; a bracket of another run may not
-            fidelity = record.raytuner.fidelity if record.raytuner is not None else None
-            level = 0 if fidelity is None else next((j for j, b in enumerate(fidelities) if b == fidelity), None)
-            if level is not None:
-                lifted.append(self._lift(record, level).model_copy(update={"raytuner": None}))
-        if len(lifted) < len(records):
-            log.warning("GPTuneBand: %d of %d source records are at fidelities of no bracket; left out",
-                        len(records) - len(lifted), len(records))
-        return lifted
 
     @staticmethod
     def _lift(record: FunctionEvaluation, level: int) -> FunctionEvaluation:

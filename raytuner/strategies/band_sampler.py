@@ -9,18 +9,61 @@ every evaluation.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Sequence
 
-from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.records import FunctionEvaluation, Provenance, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.bandit import BanditStructure
 from raytuner.strategies.mla import MLA
 from raytuner.strategies.multiobjective import MultiObjectiveMLA
 
-__all__ = ["LEVEL", "LevelSampler", "MultiObjectiveLevelSampler"]
+__all__ = ["LEVEL", "LevelSampler", "MultiObjectiveLevelSampler", "lift_sources", "sources_for"]
+
+log = logging.getLogger(__name__)
 
 #: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
 LEVEL = "gptuneband_level"
+
+
+def lift_sources(records: Sequence[FunctionEvaluation], structure: BanditStructure) -> list[FunctionEvaluation]:
+    """The successful source records at the :data:`LEVEL` of their fidelity, without their provenance.
+
+    A fidelity names a level of ``structure`` when it is one of its brackets'
+    (a bracket number of another run's structure may not); a record without
+    one is at ``b_max``, as GPTune's are; the others are left out, with a warning.
+
+    Args:
+        records: the source evaluations.
+        structure: the engine's bandit structure.
+    """
+    fidelities = [structure.fidelity(j) for j in range(structure.s_max + 1)]
+    ok = [r for r in records if r.status == "ok"]
+    lifted = []
+    for record in ok:
+        fidelity = record.raytuner.fidelity if record.raytuner is not None else None
+        level = 0 if fidelity is None else next((j for j, b in enumerate(fidelities) if b == fidelity), None)
+        if level is not None:
+            lifted.append(record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level},
+                                                    "raytuner": None}))
+    if len(lifted) < len(ok):
+        log.warning("GPTuneBand: %d of %d source records are at fidelities of no bracket; left out",
+                    len(ok) - len(lifted), len(ok))
+    return lifted
+
+
+def sources_for(sources: Sequence[FunctionEvaluation], tasks: Sequence[Mapping[str, Any]],
+                lowest: int) -> list[FunctionEvaluation]:
+    """The lifted sources a sampler takes: the engine's own tasks only at the levels it models (``>= lowest``).
+
+    Args:
+        sources: the lifted source records (:func:`lift_sources`).
+        tasks: the engine's tasks.
+        lowest: the lowest level the sampler's LCM holds.
+    """
+    own = {task_key(t) for t in tasks}
+    return [r for r in sources if r.task_parameter[LEVEL] >= lowest
+            or task_key({k: v for k, v in r.task_parameter.items() if k != LEVEL}) not in own]
 
 
 class LevelSampler(MLA):
@@ -75,6 +118,10 @@ class LevelSampler(MLA):
         current = min(open_counts) if open_counts else -1
         if current != self._round:
             self._round, self._horizon = current, len(self._records)
+        if not any(self._sampled):
+            # nothing of this pass sampled yet: every record so far is earlier data (earlier passes, the
+            # sources), all of it the first round's model's; the horizon stayed at the first record before
+            self._horizon = len(self._records)
 
 
 class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):

@@ -81,7 +81,15 @@ def source_records(problem: ProblemSpace, source: Iterable[FunctionEvaluation] |
         source: The source records, or where to read them.
         what: What they are, for the warning about those that do not fit.
     """
-    records = list(source.evaluations()) if isinstance(source, EvaluationSource) else list(source)
+    if isinstance(source, EvaluationSource):
+        records = list(source.evaluations())
+    elif isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):
+        raise InvalidInputError("source", f"a {type(source).__name__}; give evaluation records, or an "
+                                          "EvaluationSource such as raytuner.store.StoreSource(store, problem)")
+    else:
+        records = list(source)
+        if not all(isinstance(r, FunctionEvaluation) for r in records):
+            raise InvalidInputError("source", "every item must be a FunctionEvaluation record")
     return fitting_records(problem, records, what)
 
 

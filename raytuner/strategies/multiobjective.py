@@ -143,7 +143,9 @@ class MultiObjectiveMLA(MLA):
             options["options"] = LCMOptions(lengthscale_prior=LENGTHSCALE_PRIOR)
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
-        shared = {k: v for k, v in options.items() if k != "objective"}
+        shared = {k: v for k, v in options.items() if k not in ("objective", "source")}
+        if self._source_records:                        # the records read once, not the source read again
+            shared["source"] = self._source_records
         self.components: list[MLA] = []
         for output in modelled:
             component = MLA(problem, tasks, seed, **{**shared, "objective": output.name})
