@@ -1,9 +1,9 @@
-"""Transfer learning on GPTune's demo function: tune a new task from another task's history, on a local Ray.
+"""Transfer learning on GPTune's demo function: tune a new task from other tasks' history, on a local Ray.
 
-First a source task (t = 0.8 by default) is sampled at random and its
-evaluations are stored in the embedded JSON history store under their own
-problem name (``demo-source``), as an earlier tuning run would have left
-them. Then the target task (t = 1.0 by default) is tuned with
+First the source tasks (t = 0.8 by default; several with ``--source-t``) are
+sampled at random and their evaluations are stored in the embedded JSON
+history store under their own problem name (``demo-source``), as earlier
+tuning runs would have left them. Then the target task (t = 1.0 by default) is tuned with
 raytuner.searchers.TLASearcher, which reads the source back through
 ``raytuner.store.StoreSource``: with ``--algorithm ensemble`` (the default)
 each suggestion comes from one algorithm of the pool (multitask_ts,
@@ -12,8 +12,15 @@ first one, before the target has any data, from weighted_sum_equal. Each
 evaluation of the target is printed with the algorithm that proposed it, and
 the best one found beside the true optimum (a dense grid).
 
+With ``--algorithm tla2`` the target is tuned with GPTune's TLA2
+(raytuner.searchers.TLA2Searcher) from two or more tuned source tasks: TLA1
+first predicts the target's optimum from the sources' optima (printed, no
+evaluation needed), TLA2 samples around it and then models the target as a
+new task of the sources' LCM.
+
 Run:
     python examples/transfer_demo.py --store raytuner_results --samples 20
+    python examples/transfer_demo.py --algorithm tla2 --source-t 0.6 0.8 1.2 1.4 --samples 10
 
 Running it again with the same --store continues the target's tuning (the
 source is sampled only up to --source-samples).
@@ -32,7 +39,7 @@ from ray import tune
 
 from raytuner.analysis import task_summary
 from raytuner.models import LCMOptions
-from raytuner.searchers import TLASearcher, TuningProgress
+from raytuner.searchers import TLA2Searcher, TLASearcher, TuningProgress
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
@@ -48,16 +55,17 @@ def trainable(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
 
-def collect_source(problem: ProblemSpace, store: JsonStore, name: str, t: float, samples: int, seed: int) -> int:
-    """Random samples of task ``t`` under ``name`` until there are ``samples`` (no Ray: the demo is cheap).
+def collect_source(problem: ProblemSpace, store: JsonStore, name: str, ts: list[float], samples: int,
+                   seed: int) -> int:
+    """Random samples of the tasks ``ts`` under ``name`` until each has ``samples`` (no Ray: the demo is cheap).
 
     A session records them as any tuning run would (with the machine and
     software configuration). Returns how many evaluations the source holds.
     """
-    session = TuningSession.resume(name, problem, RandomSearch(problem, [{"t": t}], seed=seed), store)
-    for _ in range(samples - len(session.records)):
+    session = TuningSession.resume(name, problem, RandomSearch(problem, [{"t": t} for t in ts], seed=seed), store)
+    for _ in range(samples * len(ts) - len(session.records)):
         trial = session.ask()
-        session.tell(trial, {"y": demo(trial.config["x"], t)})
+        session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
     store.compact(name)
     return len(session.records)
 
@@ -67,13 +75,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--store", default=None, help="JSON store directory (default: a new temporary one)")
     parser.add_argument("--source-problem", default="demo-source", help="problem name of the source history")
     parser.add_argument("--problem", default="demo-target", help="problem name of the target's evaluations")
-    parser.add_argument("--source-t", type=float, default=0.8, help="task of the source history")
+    parser.add_argument("--source-t", type=float, nargs="+", default=[0.8],
+                        help="tasks of the source history (tla2: two or more)")
     parser.add_argument("--target-t", type=float, default=1.0, help="task to tune")
     parser.add_argument("--source-samples", type=int, default=None,
-                        help="random evaluations of the source task (default 200, 100 with --quick)")
+                        help="random evaluations of each source task (default 200, 100 with --quick)")
     parser.add_argument("--samples", type=int, default=None,
                         help="evaluations of the target task in this run (default 20, 6 with --quick)")
-    parser.add_argument("--algorithm", default="ensemble", choices=ALGORITHMS, help="transfer-learning algorithm")
+    parser.add_argument("--algorithm", default="ensemble", choices=[*ALGORITHMS, "tla2"],
+                        help="transfer-learning algorithm (tla2: GPTune's TLA2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrent", type=int, default=2, help="trials running at once (and Ray CPUs)")
     parser.add_argument("--quick", action="store_true",
@@ -88,13 +98,22 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     directory = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="transfer_demo_"))
     store = JsonStore(directory)
     n_source = collect_source(problem, store, args.source_problem, args.source_t, source_samples, args.seed)
-    print(f"Source: {n_source} random evaluations of t={args.source_t:g} in {store.path(args.source_problem)}")
+    tasks_text = ", ".join(f"{t:g}" for t in args.source_t)
+    print(f"Source: {n_source} random evaluations of t={tasks_text} in {store.path(args.source_problem)}")
 
     target = {"t": args.target_t}
     ray.init(address="local", num_cpus=args.concurrent, include_dashboard=False, log_to_driver=False)
     try:
-        searcher = TLASearcher(problem, target, StoreSource(store, args.source_problem), store, args.problem,
-                               seed=args.seed, algorithm=args.algorithm, options=options)
+        source = StoreSource(store, args.source_problem)
+        if args.algorithm == "tla2":
+            searcher: TLASearcher | TLA2Searcher = TLA2Searcher(problem, target, source, store, args.problem,
+                                                                seed=args.seed, options=options)
+            predicted = searcher.engine.tla1.predict(target)
+            print(f"TLA1 predicts x = {predicted.config['x']:.4f} (sd {predicted.std['x']:.4f}) for "
+                  f"t={args.target_t:g}, where y = {demo(predicted.config['x'], args.target_t):.4f}")
+        else:
+            searcher = TLASearcher(problem, target, source, store, args.problem, seed=args.seed,
+                                   algorithm=args.algorithm, options=options)
         replayed = len(searcher.session.records)
         print(f"Target: t={args.target_t:g} with {args.algorithm}, {samples} evaluations"
               + (f" after {replayed} stored ones" if replayed else ""), flush=True)
@@ -113,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         best_y = min(best_y, y) if y is not None else best_y
         y_text = f"{y:>8.4f}" if y is not None else f"{'failed':>8}"
         print(f"{i:>3} {record.modeling or '-':<22} {record.tuning_parameter['x']:>8.4f} {y_text} {best_y:>8.4f}")
-    if args.algorithm in ENSEMBLES:
+    if isinstance(searcher, TLASearcher) and args.algorithm in ENSEMBLES:
         shares = ", ".join(f"{name} {p:.2f}" for name, p in searcher.engine.probabilities().items())
         print(f"Ensemble probabilities now: {shares}; exploration rate {searcher.engine.exploration_rate():.3f}")
 

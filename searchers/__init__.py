@@ -4,7 +4,7 @@ The GPTuneBand scheduler's own searcher is ``raytuner.schedulers.GPTuneBandSearc
 (get it from the scheduler: ``band.searcher()``).
 
 >>> from raytuner.searchers import (DiscreteBOSearcher, LCMSearcher, RandomSearcher, ServiceCallback,
-...                                 StrategySearcher, TLASearcher, TuningProgress)
+...                                 StrategySearcher, TLA2Searcher, TLASearcher, TuningProgress)
 """
 
 from raytuner.searchers.discrete_searcher import DiscreteBOSearcher
@@ -12,7 +12,7 @@ from raytuner.searchers.lcm_searcher import LCMSearcher
 from raytuner.searchers.progress import TuningProgress
 from raytuner.searchers.service_callback import ServiceCallback
 from raytuner.searchers.strategy_searcher import RandomSearcher, StrategySearcher
-from raytuner.searchers.tla_searcher import TLASearcher
+from raytuner.searchers.tla_searcher import TLA2Searcher, TLASearcher
 
-__all__ = ["StrategySearcher", "RandomSearcher", "LCMSearcher", "TLASearcher", "DiscreteBOSearcher",
+__all__ = ["StrategySearcher", "RandomSearcher", "LCMSearcher", "TLASearcher", "TLA2Searcher", "DiscreteBOSearcher",
            "ServiceCallback", "TuningProgress"]

@@ -1,4 +1,8 @@
-"""TLASearcher: transfer learning from source tasks (TLA pool and ensembles) as a Ray Tune searcher.
+"""TLASearcher and TLA2Searcher: transfer learning from source tasks as Ray Tune searchers.
+
+:class:`TLA2Searcher` tunes a new task with GPTune's TLA2
+(:class:`raytuner.strategies.transfer.TLA2`): its first samples around TLA1's
+prediction, its model the source tasks' LCM extended by the new task.
 
 The searcher tunes one **target** task with
 :class:`raytuner.strategies.transfer.TransferLearning`: the source
@@ -48,9 +52,9 @@ from raytuner.records import EvaluationSource, FunctionEvaluation
 from raytuner.searchers.strategy_searcher import StrategySearcher
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
-from raytuner.strategies.transfer import DEFAULT_POOL, SourceData, TransferLearning
+from raytuner.strategies.transfer import DEFAULT_POOL, TLA2, SourceData, TransferLearning
 
-__all__ = ["TLASearcher"]
+__all__ = ["TLASearcher", "TLA2Searcher"]
 
 
 class TLASearcher(StrategySearcher):
@@ -98,4 +102,56 @@ class TLASearcher(StrategySearcher):
     @property
     def engine(self) -> TransferLearning:
         """The session's transfer-learning engine (a new one after :meth:`restore`)."""
+        return self.session.strategy  # type: ignore[return-value]
+
+
+class TLA2Searcher(StrategySearcher):
+    """GPTune's TLA2 tuning ``new_task`` from the tuned ``source`` tasks, for ``tune.run`` and ``Tuner``.
+
+    The configs are flat, as for every raytuner searcher; stored evaluations
+    of the new task under ``problem_name`` are replayed first, so a new
+    searcher continues an old run; the source is read, never written.
+
+    Args:
+        problem: The problem's spaces (a task space: TLA1 models the optima over it).
+        new_task: The task tuned.
+        source: The tuned tasks' evaluations (a list, or an EvaluationSource such as
+            :class:`raytuner.store.StoreSource`; at least two tasks).
+        store: Where the new task's evaluations go: a :class:`~raytuner.store.HistoryStore` or its location.
+        problem_name: The new task's problem name in the store.
+        metric: The objective Ray reports (the first one when ``None``).
+        mode: Ray's ``"min"``/``"max"``; it follows the objective's goal.
+        seed: The engine's seed.
+        n_initial: The samples drawn around TLA1's prediction before the model guides.
+        refit: ``"weights"`` (the new task's LCM weights only) or ``"all"``.
+        options: The LCM's fitting options.
+        executor: Runs the model fits.
+        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+
+    Example:
+        >>> import tempfile
+        >>> from raytuner.records import FunctionEvaluation
+        >>> from raytuner.space import ProblemSpace
+        >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
+        >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": demo(x / 10, t)})
+        ...          for t in (1.0, 2.0, 3.0) for x in range(11)]
+        >>> searcher = TLA2Searcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 2.5}, tuned, tempfile.mkdtemp(),
+        ...                         "demo-new", seed=0, n_initial=3)
+        >>> searcher.engine.name, searcher.engine.tasks[-1]
+        ('tla2', {'t': 2.5})
+    """
+
+    def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any],
+                 source: Sequence[FunctionEvaluation] | EvaluationSource,
+                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | None = None,
+                 mode: str | None = None, seed: int | None = None, *, n_initial: int = 5, refit: str = "weights",
+                 options: LCMOptions | None = None, executor: Executor | None = None,
+                 **session_options: Any) -> None:
+        engine = TLA2(problem, new_task, source, seed, n_initial=n_initial, refit=refit,  # type: ignore[arg-type]
+                      options=options, objective=metric, executor=executor)
+        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+
+    @property
+    def engine(self) -> TLA2:
+        """The session's TLA2 engine (a new one after :meth:`restore`)."""
         return self.session.strategy  # type: ignore[return-value]

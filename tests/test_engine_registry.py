@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation
@@ -42,6 +42,7 @@ SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
                                "search_candidates": 128}),
     "discrete": (DISCRETE, [{}], {"n_initial": 2, "method": "pi"}),
     "tla": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "options": FAST, "search_candidates": 128}),
+    "tla1": (PROBLEM, [TASK], {"options": FAST}),
     "tla2": (PROBLEM, [TASK], {"n_initial": 2, "options": FAST, "search_candidates": 128}),
 }
 
@@ -104,6 +105,10 @@ def test_an_engine_rebuilt_from_its_spec_suggests_the_same(name: str) -> None:
     assert rebuilt.spec == fresh.spec == spec
     first = engine.ask()
     assert rebuilt.ask() == first and fresh.ask() == first
+    if name == "tla1":                  # one prediction, then nothing more to suggest
+        with pytest.raises(TuningFinished):
+            engine.ask()
+        return
     # after a few evaluations (the model-based engines fit a model), a rebuilt engine replaying
     # the log, and warm-started from the stored models, makes the same next suggestion
     records = [outcome(first)]
@@ -138,7 +143,7 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
 
 @pytest.mark.parametrize(("name", "options", "tasks", "source", "message"), [
     ("annealing", {}, [TASK], None,
-     "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla2)"),
+     "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)"),
     ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
     ("mla", {"candidates": 256}, [TASK], None,
      "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, n_initial, "

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from raytuner.cli import main
+from raytuner.records import FunctionEvaluation
 from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.service.server import TuningServer
 
@@ -184,3 +185,22 @@ def test_example_job_python(server: TuningServer, env: dict[str, str], meta: Pat
         assert done.returncode == 0, done.stdout + done.stderr
         assert "ran 2 trial(s)" in done.stdout
         assert tuner.session()["evaluations"] == 2 and not tuner.session()["finished"]
+
+
+def test_tla1_predicts_and_tla2_tunes_a_new_task_through_the_commands(env: dict[str, str], meta: Path,
+                                                                       server: TuningServer) -> None:
+    tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10, "my-alg": "lu"}, {"y": (x / 10 - 0.1 * t) ** 2})
+             for t in (1, 2, 4, 5) for x in range(11)]
+    server.store.append_many("cli_demo_tuned", tuned)
+    source = ("--option", "source_problem=cli_demo_tuned", "--task", "t=3")
+    out = cli(["session", "create", "--problem", str(meta), "--strategy", "tla1", "--json", *source], env)
+    predict = {**env, "RAYTUNER_SESSION": json.loads(out.stdout)["session_id"]}
+    trial = json.loads(cli(["ask", "--format", "json"], predict).stdout)
+    assert trial["status"] == "TRIAL" and abs(trial["config"]["x"] - 0.3) < 0.1      # no evaluation needed
+    out = cli(["session", "create", "--problem", str(meta), "--strategy", "tla2", "--json", *source,
+               "--option", "n_initial=2"], env)
+    tune = {**env, "RAYTUNER_SESSION": json.loads(out.stdout)["session_id"]}
+    for _ in range(3):
+        trial = json.loads(cli(["ask", "--format", "json"], tune).stdout)
+        cli(["tell", "--trial", trial["trial_id"], "--value", str((trial["config"]["x"] - 0.3) ** 2)], tune)
+    assert json.loads(cli(["session", "show", "--json"], tune).stdout)["evaluations"] == 3

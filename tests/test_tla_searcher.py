@@ -1,5 +1,6 @@
-"""TLASearcher (transfer learning to a target task) on a real local Ray: tune.run, Tuner with failures,
-save/restore, a source read from a history store."""
+"""TLASearcher and TLA2Searcher (transfer learning to a target task) on a real local Ray.
+
+tune.run, Tuner with failures, save/restore, a source read from a history store."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ray import tune  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.records import FunctionEvaluation  # noqa: E402
-from raytuner.searchers import TLASearcher  # noqa: E402
+from raytuner.searchers import TLA2Searcher, TLASearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore, StoreSource  # noqa: E402
 from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
@@ -172,3 +173,19 @@ def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
     assert records[0].modeling == FIRST                         # asked before any result: no target data
     assert len(store.evaluations("demo-source")) == 40          # the source is untouched
     assert sorted(store.problems()) == ["demo-source", "demo-target"]
+
+
+def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_path: Path) -> None:
+    store = JsonStore(tmp_path / "store")
+    tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 19}, {"y": demo(x / 19, t)})
+             for t in (0.8, 1.6) for x in range(20)]
+    store.append_many("demo-tuned", tuned)
+    searcher = TLA2Searcher(PROBLEM, TARGET, StoreSource(store, "demo-tuned"), store, "demo-new", seed=3,
+                            n_initial=2, options=FAST)
+    prediction = searcher.engine.tla1.predict(TARGET).config["x"]
+    tune.run(objective, search_alg=searcher, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
+             storage_path=str(tmp_path / "ray"), verbose=0)
+    records = store.evaluations("demo-new")
+    assert len(records) == 4 and all(r.status == "ok" and r.task_parameter == TARGET for r in records)
+    assert [r.raytuner.source for r in records].count("initial") == 2         # around TLA1's prediction first
+    assert len(store.evaluations("demo-tuned")) == 40 and 0 <= prediction <= 1

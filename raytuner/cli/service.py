@@ -214,7 +214,7 @@ def session_group() -> None:
 @session_group.command("create")
 @click.option("--problem", required=True, metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
               help="The problem's meta description (JSON); checked before the service is called.")
-@click.option("--strategy", required=True, help="An engine: random | mla | band | discrete | tla | tla2.")
+@click.option("--strategy", required=True, help="An engine: random | mla | band | discrete | tla | tla1 | tla2.")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
 @click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
 @click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option.")

@@ -29,13 +29,13 @@ Example:
     ...     "output_space": [{"name": "time"}]})
     >>> engine = build_engine(EngineSpec("discrete", {"n_initial": 2}), problem, [{}], seed=0)
     >>> engine.spec, sorted(ENGINES)
-    (EngineSpec(name='discrete', options={...'n_initial': 2...}), ['band', 'discrete', 'mla', 'random', 'tla', 'tla2'])
+    (EngineSpec(name='discrete', options={...'n_initial': 2...}), ['band', 'discrete', 'mla', 'random', 'tla', 'tla1', 'tla2'])
     >>> fresh_engine(engine).ask().config == engine.ask().config
     True
     >>> build_engine(EngineSpec("bogus"), problem, [{}])
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: strategy: unknown strategy 'bogus' (allowed: band, discrete, mla, random, tla, tla2)
+    raytuner.errors.InvalidInputError: strategy: unknown strategy 'bogus' (allowed: band, discrete, mla, random, tla, tla1, tla2)
     >>> build_engine(EngineSpec("discrete", {"n_initail": 2}), problem, [{}])
     Traceback (most recent call last):
     ...
@@ -58,7 +58,7 @@ from raytuner.strategies.mla import MLA
 from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.strategies.random_search import RandomSearch
 from raytuner.strategies.spec import EngineSpec
-from raytuner.strategies.transfer import TLA2, TransferLearning
+from raytuner.strategies.transfer import TLA2, TLA1Engine, TransferLearning
 
 __all__ = ["ENGINES", "EngineEntry", "Need", "build_engine", "fresh_engine"]
 
@@ -107,6 +107,11 @@ def _band(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, 
     return GPTuneBand(problem, tasks, seed, source=source, **options)
 
 
+def _tla1(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
+          options: dict[str, Any]) -> Strategy:
+    return TLA1Engine(problem, tasks, seed, source, **options)
+
+
 def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
           options: dict[str, Any]) -> Strategy:
     return TLA2(problem, tasks[0], source, seed, **options)
@@ -127,6 +132,7 @@ ENGINES: dict[str, EngineEntry] = {
     "tla": EngineEntry(TransferLearning, ("algorithm", "pool", "weights", "candidates", "options", "acquisition",
                                           "acquisition_options", "objective", "search_candidates"),
                        frozenset({"executor", "source"}), _transfer),
+    "tla1": EngineEntry(TLA1Engine, ("objective", "options"), frozenset({"executor", "source"}), _tla1),
     "tla2": EngineEntry(TLA2, (*_MLA_OPTIONS, "source_model", "refit"), frozenset({"executor", "source"}), _tla2),
 }
 

@@ -2,8 +2,9 @@
 
 GPTuneCrowd's TLA pool and its ensemble (paper 000, section V):
 :class:`TransferLearning` (the engine ``tla``); and GPTune's TLA1 and TLA2
-(paper 003, section 5): :class:`TLA1` predicts a new task's optimum,
-:class:`TLA2` (the engine ``tla2``) tunes it from the source tasks' LCM.
+(paper 003, section 5): :class:`TLA1` predicts a new task's optimum (the
+engine ``tla1``, :class:`TLA1Engine`), :class:`TLA2` (the engine ``tla2``)
+tunes it from the source tasks' LCM.
 
 >>> from raytuner.strategies.transfer import TransferLearning, SourceData, ALGORITHMS
 >>> ALGORITHMS[-3:]
@@ -15,7 +16,8 @@ from raytuner.strategies.transfer.engine import (ALGORITHMS, DEFAULT_POOL, ENSEM
                                                  TransferLearning)
 from raytuner.strategies.transfer.ensemble import ensemble_probabilities, exploration_rate
 from raytuner.strategies.transfer.tla import TLA1, TLA2, OptimumPrediction, best_per_task, centred_sample
+from raytuner.strategies.transfer.tla1_engine import TLA1Engine
 
 __all__ = ["TransferLearning", "SourceData", "SourceTask", "ALGORITHMS", "SINGLE_ALGORITHMS", "ENSEMBLES",
-           "DEFAULT_POOL", "FIRST", "ensemble_probabilities", "exploration_rate", "TLA1", "TLA2",
+           "DEFAULT_POOL", "FIRST", "ensemble_probabilities", "exploration_rate", "TLA1", "TLA1Engine", "TLA2",
            "OptimumPrediction", "best_per_task", "centred_sample"]

@@ -1,0 +1,98 @@
+"""The engine ``tla1``: GPTune's TLA1 as a strategy, so every face can predict a new task's optimum.
+
+It suggests one configuration for its task, TLA1's prediction from the tuned
+source tasks (:class:`~raytuner.strategies.transfer.TLA1`), and is then
+finished: there is nothing to evaluate for it (paper 003, section 5.1). The
+user may still run the prediction and tell the result, which is kept like any
+evaluation. A service session of strategy ``tla1`` (with
+``options.source_problem``) answers its first ask with the prediction.
+
+Example:
+    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.records import FunctionEvaluation
+    >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": (x / 10 - 0.1 * t) ** 2})
+    ...          for t in (1.0, 2.0, 3.0, 4.0) for x in range(11)]
+    >>> engine = TLA1Engine(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 2.5}], 0, tuned)
+    >>> suggestion = engine.ask()
+    >>> suggestion.provenance.source, bool(abs(suggestion.config["x"] - 0.25) < 0.06)
+    ('tla1', True)
+    >>> engine.ask()
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.TuningFinished: TLA1 predicted the optimum of {'t': 2.5}; nothing more to suggest
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from raytuner.errors import InvalidInputError, TuningFinished
+from raytuner.executors import Executor
+from raytuner.models import LCMOptions
+from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance
+from raytuner.space import ProblemSpace
+from raytuner.strategies.base import Strategy, Suggestion, source_records
+from raytuner.strategies.transfer.tla import TLA1, OptimumPrediction
+
+__all__ = ["TLA1Engine"]
+
+
+class TLA1Engine(Strategy):
+    """TLA1's prediction for one new task, as an engine (see the module docstring).
+
+    Args:
+        problem: The problem's spaces (it needs a task space).
+        tasks: The one new task.
+        seed: Seeds TLA1's fits.
+        source: The tuned tasks' evaluations (a list, or an :class:`~raytuner.records.EvaluationSource`).
+        objective: The objective whose optima are modelled (default: the first).
+        options: Configure TLA1's GPs.
+        executor: Runs their multi-start fits (default: inline).
+    """
+
+    name = "tla1"
+    spec_name = "tla1"
+
+    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None,
+                 source: Sequence[FunctionEvaluation] | EvaluationSource, *, objective: str | None = None,
+                 options: LCMOptions | None = None, executor: Executor | None = None) -> None:
+        super().__init__(problem, tasks, seed)
+        if len(self.tasks) != 1:
+            raise InvalidInputError("tasks", f"TLA1 predicts for one new task, not {len(self.tasks)}")
+        self.source = source
+        self.executor = executor
+        self.tla1 = TLA1(problem, source_records(problem, source, "TLA1 source"), objective=objective,
+                         options=options, seed=seed, executor=executor)
+        self._keep_options(objective=objective, options=options)
+        #: The prediction (its configuration and its uncertainty per parameter).
+        self.prediction: OptimumPrediction = self.tla1.predict(self.tasks[0])
+        self._handed_out = False
+
+    def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
+        """The predicted optimum, once; then :class:`~raytuner.errors.TuningFinished`.
+
+        Args:
+            task: The new task (default: it).
+        """
+        if task is not None:
+            self.task_index(task)
+        if self._handed_out:
+            raise TuningFinished(f"TLA1 predicted the optimum of {self.tasks[0]}; nothing more to suggest")
+        self._handed_out = True
+        return Suggestion(task=dict(self.tasks[0]), config=dict(self.prediction.config),
+                          provenance=Provenance(strategy=self.name, source="tla1"))
+
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
+                    provenance: Provenance | None = None) -> None:
+        """The prediction is out (a trial adopted after a restore).
+
+        Args:
+            task: The new task.
+            config: The configuration handed out.
+            provenance: Unused.
+        """
+        self._handed_out = True
+
+    def _fold(self, record: FunctionEvaluation) -> None:
+        self._handed_out = True             # the prediction was run (or something else was): nothing more to say
