@@ -39,13 +39,14 @@ def test_cost_to_target_and_best_at_budget_from_known_traces() -> None:
 
 def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
     problems = ("lcbench", "kernel") if HAVE_KERNELS else ("lcbench",)
-    results = run(tmp_path, settings=Settings(seeds=(0,), budget=3.0, source_per_task=3, problems=problems))
+    results = run(tmp_path, settings=Settings(seeds=(0,), budgets=tuple((p, 3.0) for p in problems),
+                                              source_per_task=3))
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["goals"] == results["goals"] and (tmp_path / "report.md").is_file()
     assert [p["id"] for p in saved["problems"]] == list(problems)
     lcbench = saved["problems"][0]
     assert lcbench["crowd_records"] == 7 * 3                   # each other task's user shared 3; all downloaded
-    assert lcbench["maximize"] and lcbench["best_known"] > 90
+    assert lcbench["maximize"] and lcbench["best_known"] > 90 and lcbench["budget"] == 3.0
     assert [r["tuner"] for r in lcbench["rows"]] == list(Settings.tuners)
     for problem in saved["problems"]:
         for row in problem["rows"]:

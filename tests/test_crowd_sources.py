@@ -62,6 +62,10 @@ def test_mla_takes_source_tasks_into_its_model_and_tunes_its_own_tasks_only() ->
     assert [len(e) for e in engine.evaluated] == [1, 8, 8]
     told = drive(engine, 4)
     assert {r.task_parameter["t"] for r in told} == {1.0}
+    with pytest.raises(InvalidInputError, match="^task: .* is a source task of this engine"):
+        engine.ask({"t": 2.0})
+    with pytest.raises(InvalidInputError, match="^task: "):
+        engine.tell(FunctionEvaluation.create({"t": 3.0}, {"x": 0.5}, {"y": 1.0}))
     assert [r.raytuner.source for r in told] == ["initial", "initial", "model", "model"]   # 3 - 1 initial points
     fitted = engine.fitted_model()
     assert fitted is not None and fitted.hyperparameters.shape[1] == 3                 # three tasks in the LCM

@@ -11,7 +11,8 @@ repository (a real ``TuningServer`` on a local ``mongod``, through
 ``CrowdClient``); the tuning user downloads the matching records once with
 :func:`~raytuner.client.crowd_sources.crowd_source` (their access level
 applies). Then, per seed, each tuner spends the same budget of normalised
-cost on the target (an evaluation at fidelity ``b`` costs ``b / b_max``):
+cost on the target (an evaluation at fidelity ``b`` costs ``b / b_max``; 20
+on LCBench, 40 evaluations of the kernel; quick: 10 and 20):
 
 - ``gptuneband+crowd`` and ``gptuneband``: GPTuneBand with and without the
   crowd's records as source tasks of its LCM;
@@ -25,8 +26,8 @@ cost on the target (an evaluation at fidelity ``b`` costs ``b / b_max``):
 Per run: the normalised cost at which a full-fidelity value first comes
 within 1 % of the target's best-known value, and the best full-fidelity value
 at the budget. ``results.json``: ``problems[{id, target, maximize, best_known,
-rows[{tuner, cost_to_target_median, best_at_budget_mean, best_at_budget_sd,
-reached_share}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
+budget, crowd_records, rows[{tuner, cost_to_target_median, best_at_budget_mean,
+best_at_budget_sd, reached_share, evaluations_median}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
 less cost than GPTuneBand alone to reach the target, and has the best value at
 the budget, on each problem), ``settings``. A median cost is ``null`` when
 fewer than half of the runs reached the target.
@@ -63,17 +64,21 @@ Trace = list[tuple[float, "float | None"]]
 
 @dataclass(frozen=True)
 class Settings:
-    """The seeds, the budget (normalised cost per run), the crowd's size and what runs."""
+    """The seeds, the budget per problem (normalised cost per run), the crowd's size and what runs."""
 
     seeds: tuple[int, ...]
-    budget: float
+    budgets: tuple[tuple[str, float], ...]
     source_per_task: int
-    problems: tuple[str, ...] = ("lcbench", "kernel")
     tuners: tuple[str, ...] = ("gptuneband+crowd", "gptuneband", "mla+crowd", "mla", "tla_ensemble", "tpe_warm")
 
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The problems run, in order."""
+        return tuple(name for name, _ in self.budgets)
 
-FULL = Settings(seeds=tuple(range(10)), budget=20.0, source_per_task=20)
-QUICK = Settings(seeds=(0, 1), budget=10.0, source_per_task=12)
+
+FULL = Settings(seeds=tuple(range(10)), budgets=(("lcbench", 20.0), ("kernel", 40.0)), source_per_task=20)
+QUICK = Settings(seeds=(0, 1), budgets=(("lcbench", 10.0), ("kernel", 20.0)), source_per_task=12)
 MLA_INITIAL = 5
 
 
@@ -262,7 +267,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     makers: dict[str, Callable[[int], TransferProblem]] = {"lcbench": lcbench_problem, "kernel": kernel_problem}
     machine = machine_at_start()
     problems = []
-    for problem_id in s.problems:
+    for problem_id, budget in s.budgets:
         tp = makers[problem_id](s.source_per_task)
         with tempfile.TemporaryDirectory() as workdir:
             sources = crowd_records(tp, Path(workdir))
@@ -271,10 +276,10 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         for name in s.tuners:
             for seed in s.seeds:
                 t0 = time.perf_counter()
-                traces.setdefault(name, []).append(run_tuner(name, tp, sources, seed, s.budget))
+                traces.setdefault(name, []).append(run_tuner(name, tp, sources, seed, budget))
                 log.info("%s %s seed %d: %.1f s", tp.id, name, seed, time.perf_counter() - t0)
         summary = summarise(tp, traces)
-        summary["crowd_records"] = len(sources)
+        summary["crowd_records"], summary["budget"] = len(sources), budget
         problems.append(summary)
     results = {"problems": problems, "goals": goals(problems), "settings": asdict(s), "machine": machine}
     return finish_run(out, "crowd-transfer", results, render, quick=quick, started=started)

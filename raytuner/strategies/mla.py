@@ -145,7 +145,7 @@ class MLA(Strategy):
         Args:
             task: The task (default: the task with the fewest evaluations).
         """
-        index = self._next_task() if task is None else self.task_index(task)
+        index = self._next_task() if task is None else self._own_index(task)
         config = self._initial_point(index)
         source = "initial"
         if config is None:
@@ -164,6 +164,14 @@ class MLA(Strategy):
             task: The task (default: the engine's choice).
         """
         return [self.ask(task) for _ in range(size)]
+
+    def _own_index(self, task: Mapping[str, Any]) -> int:
+        """The position of one of the tasks this engine tunes; a source task is refused, naming the field."""
+        index = self.task_index(task)
+        if index not in self.targets:
+            raise InvalidInputError("task", f"{dict(task)} is a source task of this engine, not one it tunes",
+                                    allowed=self.spec_tasks)
+        return index
 
     def _next_task(self) -> int:
         counts = [len(self.evaluated[i]) + len(self.pending[i]) for i in self.targets]
@@ -331,7 +339,7 @@ class MLA(Strategy):
         Args:
             record: The checked record, of one of the engine's tasks.
         """
-        index = self.task_index(record.task_parameter)
+        index = self._own_index(record.task_parameter)
         key = task_key(record.tuning_parameter)
         if not any(task_key(c) == key for c in self.pending[index]):
             log.warning("%s: an evaluation of task %s at %s matches no suggestion in flight (%d in flight for "
