@@ -16,7 +16,8 @@ import pytest
 from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner
-from raytuner.client.crowd_sources import crowd_cache_name, crowd_source
+from raytuner.client.crowd_sources import crowd_source
+from raytuner.crowd.cache import crowd_cache_name
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
@@ -287,3 +288,27 @@ def test_a_service_session_of_mla_takes_a_source_problem(crowd: tuple[Any, Any, 
             with pytest.raises(ServiceError) as info:
                 tuner.create_session(meta_plain, "mla", tasks=[{"t": 1.0}], options=bad)
             assert info.value.code == "INVALID_ARGUMENT" and "options.source_problem" in info.value.message
+
+
+def test_a_service_session_downloads_the_crowd_sources_its_user_may_see_once(
+        shared_crowd: tuple[str, dict[str, str], list[FunctionEvaluation]], crowd: tuple[Any, Any, str]) -> None:
+    address, keys, public = shared_crowd
+    server = crowd[0]
+    plain = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
+    with RemoteTuner(address, keys["bob"], timeout=30) as tuner:             # bob signs in with his crowd key
+        tuner.create_session(plain, "mla", tasks=[{"t": 1.0}], seed=0,
+                             options={"crowd_sources": True, "n_initial": 2})
+        assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3
+        engine = server.manager._sessions[tuner.session_id].tuning.strategy
+        assert engine.tasks == [{"t": 1.0}, {"t": 2.0}, {"t": 3.0}]               # alice's private task 4: never
+        assert {r.uid for r in server.store.evaluations("demo.crowd.bob")} == {r.uid for r in public}
+        with CrowdClient(address, keys["alice"]) as client:
+            client.upload("demo", tuned(5.0, 2, seed=7), access="public")
+        second = tuner.create_session(plain, "mla", tasks=[{"t": 1.5}], options={"crowd_sources": True})
+        assert server.manager._sessions[second].spec.options["source_problem"] == "demo.crowd.bob"
+        assert len(server.store.evaluations("demo.crowd.bob")) == len(public)    # downloaded once
+        for bad, strategy in (({"crowd_sources": True}, "random"), ({"crowd_sources": "yes"}, "mla"),
+                              ({"crowd_sources": True, "source_problem": "x"}, "mla")):
+            with pytest.raises(ServiceError) as info:
+                tuner.create_session(plain, strategy, tasks=[{"t": 1.0}], options=bad)
+            assert info.value.code == "INVALID_ARGUMENT" and "options.crowd_sources" in info.value.message

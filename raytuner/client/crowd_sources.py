@@ -12,7 +12,7 @@ sources (:class:`~raytuner.strategies.MLA`, GPTuneBand, the TLA engines):
   ``<problem>.crowd`` (:func:`crowd_cache_name`): never mixed with the run's
   records, never uploaded back (a :class:`~raytuner.crowd.sync.CrowdSyncStore`
   is bypassed), and records the run's store already holds (this user's own
-  synced evaluations) are left out;
+  synced evaluations) are left out (:mod:`raytuner.crowd.cache`);
 - the download happens once (the store's ledger notes it, even when nothing
   matched): a later run (a resumed one included) reads the cache, so it
   learns from the same sources and makes the same suggestions
@@ -34,48 +34,17 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any
 
+from raytuner.crowd.cache import cached_source, crowd_cache_name, downloaded, fill_cache, meta_query
 from raytuner.crowd.signatures import Signer
-from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store import HistoryStore, StoreSource, open_store
 
-__all__ = ["crowd_source", "crowd_cache_name", "CACHE_SUFFIX", "DOWNLOADS"]
+__all__ = ["crowd_source"]
 
 log = logging.getLogger(__name__)
-
-#: What a problem's crowd cache is named after it.
-CACHE_SUFFIX = ".crowd"
-#: The store ledger's log of downloads (one entry per download): a later run reads the cache instead.
-DOWNLOADS = "crowd_downloads"
-
-
-def crowd_cache_name(problem_name: str) -> str:
-    """The name the crowd's records of ``problem_name`` are cached under in a local store.
-
-    A name that ends in the suffix itself, or is too long to take it, is refused.
-
-    Args:
-        problem_name: The tuning problem's name.
-
-    >>> crowd_cache_name("GPTune-Demo")
-    'GPTune-Demo.crowd'
-    >>> crowd_cache_name("GPTune-Demo.crowd")
-    Traceback (most recent call last):
-    ...
-    raytuner.errors.InvalidInputError: tuning_problem_name: 'GPTune-Demo.crowd' names a crowd cache; a problem tuned from the crowd needs another name
-    """
-    name = check_problem_name(problem_name)
-    if name.endswith(CACHE_SUFFIX):
-        raise InvalidInputError("tuning_problem_name", f"{name!r} names a crowd cache; a problem tuned from the "
-                                                       "crowd needs another name")
-    if len(name) + len(CACHE_SUFFIX) > 128:
-        raise InvalidInputError("tuning_problem_name", f"{len(name)} characters; a problem tuned from the crowd "
-                                                       f"has at most {128 - len(CACHE_SUFFIX)}")
-    return name + CACHE_SUFFIX
 
 
 def _local(store: HistoryStore) -> HistoryStore:
@@ -112,34 +81,21 @@ def crowd_source(meta: MetaDescription, store: HistoryStore | str | os.PathLike[
     local = _local(open_store(store))
     problem = meta.tuning_problem_name
     cache = crowd_cache_name(problem)
-    cached = local.evaluations(cache)
-    ledger = local.ledger()
-    if not refresh and any(True for _ in ledger.read(DOWNLOADS, cache=cache)):
-        log.info("learning from the %d crowd records of %s cached in the store (downloaded before)",
-                 len(cached), problem)
-        return StoreSource(local, cache) if cached else None
+    if not refresh and downloaded(local, cache):
+        log.info("learning from the crowd records of %s cached in the store (downloaded before)", problem)
+        return cached_source(local, cache)
     if not credential and meta.api_key is None:
         raise InvalidInputError("api_key", "downloading from the crowd needs the user's API key in the meta "
                                            "description, or credential=")
-    spaces = {"input_space": meta.problem_space.input_space, "parameter_space": meta.problem_space.parameter_space}
-    query = {name: space.model_dump(mode="json") for name, space in spaces.items() if len(space.names)}
     key = credential or meta.api_key.get_secret_value()  # type: ignore[union-attr]
     try:
         with connect(key, server, **connection) as client:
-            records = client.query_function_evaluations(problem, query,
-                                                        meta.configuration_space.model_dump(mode="json"))
+            records = client.query_function_evaluations(problem, *meta_query(meta))
     except (ServiceError, ValidationError) as exc:
         if isinstance(exc, ServiceError) and exc.code not in RETRIED_CODES:
             raise                    # refused (the key, the query): the user's to fix, not an outage
+        source = cached_source(local, cache)
         log.warning("the crowd repository could not be reached or read (%s); tuning starts %s; a later run "
-                    "tries again", exc, f"from the {len(cached)} crowd records cached before" if cached
-                    else "without crowd sources")
-        return StoreSource(local, cache) if cached else None
-    own = {r.uid for r in local.evaluations(problem)} | {r.uid for r in cached}
-    new: list[FunctionEvaluation] = [r for r in records if r.uid not in own]
-    if new:
-        local.append_many(cache, new)
-    ledger.append(DOWNLOADS, {"cache": cache, "records": len(new), "time": time.time()})
-    log.info("downloaded %d crowd records of %s (%d new, %d the run's own or cached before)", len(records),
-             problem, len(new), len(records) - len(new))
-    return StoreSource(local, cache) if cached or new else None
+                    "tries again", exc, "from the crowd records cached before" if source else "without crowd sources")
+        return source
+    return fill_cache(local, problem, cache, records)

@@ -33,7 +33,8 @@ from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.auth import ApiKeys
 from raytuner.protocol import MAX_JSON_BYTES, MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.service.handlers import Abort, rpc, status_of
-from raytuner.service.sessions import CROWD_OWNER, ServiceSession, SessionManager
+from raytuner.service.session_crowd import CROWD_OWNER
+from raytuner.service.sessions import ServiceSession, SessionManager
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import open_store

@@ -43,10 +43,10 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
-from raytuner.crowd.errors import Unauthenticated
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, as_number, task_key
+from raytuner.service.session_crowd import CrowdSessions
 from raytuner.session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
@@ -54,14 +54,9 @@ from raytuner.store.source import StoreSource
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.registry import ENGINES, EngineSpec, build_engine
 
-__all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "CROWD_OWNER",
-           "AskStatus"]
+__all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "AskStatus"]
 
 log = logging.getLogger(__name__)
-
-#: Owner prefix of sessions created with a crowd user's key (the rest is the username).
-CROWD_OWNER = "crowd:"
-
 
 AskStatus = Literal["TRIAL", "WAIT", "FINISHED"]
 
@@ -139,7 +134,7 @@ class ServiceSession:
         return [(task, record) for task in self.spec.tasks for record in self.tuning.pareto_front(task)]
 
 
-class SessionManager:
+class SessionManager(CrowdSessions):
     """Every session of a server, over one history store and its ledger (see the module docs).
 
     Args:
@@ -147,7 +142,8 @@ class SessionManager:
         ledger: Where sessions and handed-out trials are logged (default: ``store.ledger()``).
         executor: Runs model fits (a :class:`~raytuner.executors.RayExecutor` when the server
             has a Ray cluster); it goes to the strategies that take one.
-        crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions.
+        crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions and
+            crowd sources (:mod:`raytuner.service.session_crowd`).
     """
 
     def __init__(self, store: HistoryStore, ledger: Ledger | None = None, executor: Any = None,
@@ -182,60 +178,12 @@ class SessionManager:
         tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(spec.tasks)]
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
         strategy = self._strategy(spec, problem)
-        tuning = TuningSession.resume(spec.problem_name, problem, strategy, self._store_of(spec),
+        tuning = TuningSession.resume(spec.problem_name, problem, strategy,
+                                      self._store_of(spec.session_id, spec.crowd_user),
                                       session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
                                       session_id=spec.session_id, machine=meta.machine_configuration,
                                       software=meta.software_configuration, history=meta.history)
         return ServiceSession(spec, tuning)
-
-    def _store_of(self, spec: SessionSpec) -> HistoryStore:
-        """The server's store, synced to the crowd repository as ``spec.crowd_user`` when the session asked."""
-        if not spec.crowd_user:
-            return self.store
-        from raytuner.crowd.sync import CrowdSyncStore  # noqa: PLC0415 - the crowd only when asked for
-
-        try:
-            user = self._crowd().get_user(spec.crowd_user)
-        except RaytunerError as exc:   # restarted without the crowd, or the user is gone: tune, sync later
-            log.warning("session %s is not synced to the crowd repository: %s", spec.session_id, exc)
-            return self.store
-        return CrowdSyncStore.as_user(self.store, self.crowd, user, spec.session_id)
-
-    def crowd_user_of(self, key: str, method: str | None = None) -> str | None:
-        """The crowd user whose API key ``key`` is, or ``None`` (no crowd repository, or not such a key).
-
-        Args:
-            key: A crowd user's API key, or a credential signed for ``method``.
-            method: The call it authenticates (the service method in snake case: ``create_session``).
-        """
-        if self.crowd is None:
-            return None
-        try:
-            return str(self.crowd.authenticate(key, method).username)
-        except Unauthenticated:
-            return None
-
-    def _crowd_user(self, meta: MetaDescription, owner: str) -> str:
-        """The crowd user a ``sync_crowd_repo`` session uploads as (its key checked now); '' without sync.
-
-        The meta description's ``api_key`` names the user; without one, a
-        caller who signed in with a crowd key is that user.
-        """
-        if not meta.sync_crowd_repo:
-            return ""
-        crowd = self._crowd()
-        if meta.api_key is not None:
-            return str(crowd.authenticate(meta.api_key.get_secret_value()).username)
-        if owner.startswith(CROWD_OWNER):
-            return owner[len(CROWD_OWNER):]
-        raise InvalidInputError("api_key", "sync_crowd_repo is yes: give the crowd user's API key "
-                                "(or call with it)")
-
-    def _crowd(self) -> Any:
-        if self.crowd is None:
-            raise InvalidInputError("sync_crowd_repo", "this server keeps no crowd repository "
-                                    "(start it with `raytuner serve --crowd mongodb://...`)")
-        return self.crowd
 
     def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
                options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -271,7 +219,8 @@ class SessionManager:
         data.pop("api_key", None)                       # a secret never goes into the ledger
         spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner,
                            problem_name=parsed.tuning_problem_name, meta=data, strategy=strategy,
-                           options=dict(options or {}), tasks=tasks,
+                           options=self._with_crowd_sources(parsed, owner, strategy, dict(options or {})),
+                           tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
                            max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
         session = self._open(spec)                      # validates everything before anything is stored

@@ -16,7 +16,7 @@ in flight by replaying them:
 - **session_evaluations**: the records of a session whose ``save_func_eval``
   is no (kept out of the history store, still durable), with its session id;
 - **crowd_downloads**: one document per download of the crowd's records into
-  the store's cache (:mod:`raytuner.client.crowd_sources`), so a later run
+  the store's cache (:mod:`raytuner.crowd.cache`), so a later run
   reads the cache rather than downloading again.
 
 Get a store's ledger from the store: :meth:`raytuner.store.HistoryStore.ledger`.
