@@ -3,12 +3,13 @@
 - ``lcbench``: the LCBench surrogate (:mod:`raytuner.bench.lcbench`), task
   ``task_id``, ``val_accuracy`` maximised, fidelity the epoch (1..52). The
   target is the first of :data:`~raytuner.bench.lcbench.LCBENCH_TASKS`; each
-  of the other seven tasks was tuned earlier by another user, who shared
-  ``source_per_task`` random configurations measured at epoch 52.
+  of the other seven tasks was tuned earlier by another user (Optuna's TPE,
+  ``source_per_task`` evaluations at epoch 52: :func:`earlier_run`), who
+  shared that run.
 - ``kernel``: the dedispersion kernel (Kernel Tuner caches,
   :mod:`raytuner.bench.kernel_cache`), task ``machine``, time minimised, one
-  fidelity. A user shared ``source_per_task`` random configurations measured
-  on the A100; the target is the Radeon PRO W7800. Every tuner searches the
+  fidelity. A user shared an earlier TPE run of ``source_per_task``
+  evaluations on the A100; the target is the Radeon PRO W7800. Every tuner searches the
   configurations valid on the W7800 (a constraint), as the TLA benchmark does.
 
 The target's best-known value is the best over a large random sample at full
@@ -17,6 +18,7 @@ fidelity (LCBench) or the cache's optimum (kernel).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -27,7 +29,7 @@ from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "SOURCE_SEED"]
+__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "earlier_run", "SOURCE_SEED"]
 
 #: Seeds the sources' random configurations (the same crowd for every tuner and seed).
 SOURCE_SEED = 20261124
@@ -79,6 +81,40 @@ class TransferProblem:
         return value >= 0.99 * self.best_known if self.maximize else value <= self.best_known / 0.99
 
 
+def earlier_run(problem: ProblemSpace, task: dict[str, Any],
+                measure: Callable[[Mapping[str, Any]], "tuple[float | None, str | None]"], n: int,
+                seed: int) -> list[FunctionEvaluation]:
+    """Another user's earlier tuning run of ``task``: ``n`` evaluations by Optuna's TPE (half of them random).
+
+    Args:
+        problem: the problem (its parameter space and objective).
+        task: the task tuned.
+        measure: the value of a configuration, or ``None`` and why it failed.
+        n: how many evaluations.
+        seed: the run's seed.
+    """
+    import optuna  # noqa: PLC0415 - a peer, from the bench extra
+
+    from raytuner.bench.band_peers import suggest_config  # noqa: PLC0415
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    output = problem.objective()
+    study = optuna.create_study(direction="maximize" if output.goal == "maximize" else "minimize",
+                                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(1, n // 2)))
+    records = []
+    for _ in range(n):
+        trial = study.ask()
+        config = suggest_config(trial, problem.parameter_space)
+        value, why = measure(config)
+        if value is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+        records.append(FunctionEvaluation.create(task, config, None if value is None else {output.name: value},
+                                                 failure=why, outputs=[output.name]))
+    return records
+
+
 def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: int = 4000) -> TransferProblem:
     """LCBench: the first task the target, the other seven the crowd's (one user each).
 
@@ -93,12 +129,11 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
     tasks = list(LCBENCH_TASKS)
     problem = bench.problem(tasks)
     target, b_max = {"task_id": tasks[0]}, float(EPOCHS[1])
-    uploads = {}
-    for k, task_id in enumerate(tasks[1:], start=1):
-        configs = sample_configurations(problem, {"task_id": task_id}, source_per_task, seed=SOURCE_SEED + k)
-        values = bench.evaluate_many([task_id] * len(configs), configs, [b_max] * len(configs))[:, 1]
-        uploads[f"user{k}"] = [FunctionEvaluation.create({"task_id": task_id}, c, {"val_accuracy": float(v)})
-                               for c, v in zip(configs, values)]
+    def accuracy(task_id: int, config: Mapping[str, Any]) -> tuple[float | None, str | None]:
+        return bench.evaluate(task_id, config, b_max)["val_accuracy"], None
+
+    uploads = {f"user{k}": earlier_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
+                                       source_per_task, SOURCE_SEED + k) for k, task_id in enumerate(tasks[1:], 1)}
     probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
     best = float(np.max(bench.evaluate_many([tasks[0]] * sample, probe, [b_max] * sample)[:, 1]))
 
@@ -127,12 +162,10 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     machines = Space.model_validate([{"name": "machine", "type": "categorical", "categories": ["A100", "W7800"]}])
     plain = w7800.problem()
     problem = w7800.problem(restrict_to_valid=True).model_copy(update={"input_space": machines})
-    records = []
-    for config in a100.sample(source_per_task, seed=SOURCE_SEED):
-        t, why = a100.time(config), a100.failure(config)
-        records.append(FunctionEvaluation.create({"machine": "A100"}, config, None if t is None else {"time": t},
-                                                 failure=why, outputs=["time"],
-                                                 machine_configuration={"machine_name": "A100"}))
+    run = earlier_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
+                      lambda c: (a100.time(c), a100.failure(c)) if c in a100 else (None, "outside the valid space"),
+                      source_per_task, SOURCE_SEED)
+    records = [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]
 
     def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
         if config not in w7800:                     # a tuner that ignores the constraint (TPE) proposed it
