@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--quick", action="store_true",
                         help="a short run: fewer source samples and target evaluations, cheaper model fits")
     args = parser.parse_args(argv)
+    if args.algorithm == "tla2" and (len(set(args.source_t)) < 2 or args.target_t in args.source_t):
+        parser.error("--algorithm tla2 needs two or more --source-t tasks, none of them the --target-t")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     source_samples = args.source_samples if args.source_samples is not None else (100 if args.quick else 200)
     samples = args.samples if args.samples is not None else (6 if args.quick else 20)

@@ -29,6 +29,7 @@ from raytuner.store import JsonStore
 from raytuner.errors import InvalidInputError
 from raytuner.strategies import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import mla_engine
+from raytuner.strategies.transfer import TLA1Engine
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -254,13 +255,16 @@ def test_a_synced_run_learns_from_the_crowd_and_sends_back_only_its_own(
 
 def test_the_download_is_noted_even_when_nothing_matched_and_refresh_downloads_again(
         shared_crowd: tuple[str, dict[str, str], list[FunctionEvaluation]], tmp_path: Path,
-        reserved_port: int) -> None:
+        reserved_port: int, caplog: pytest.LogCaptureFixture) -> None:
     address, keys, public = shared_crowd
     narrow = MetaDescription.parse({"tuning_problem_name": "demo", "api_key": keys["bob"], "problem_space": {
         **DEMO_PROBLEM, "input_space": [{"name": "t", "type": "real", "lower_bound": 8, "upper_bound": 9}]}})
     assert crowd_source(narrow, tmp_path / "h", server=address) is None           # nothing of tasks 8..9
     down = f"127.0.0.1:{reserved_port}"
+    caplog.set_level(logging.INFO, logger="raytuner.client.crowd_sources")
     assert crowd_source(narrow, tmp_path / "h", server=down, timeout=0.5, retries=0) is None   # noted: not asked
+    assert "downloaded before" in caplog.text and "could not be reached" not in caplog.text
+    assert len(list(JsonStore(tmp_path / "h").ledger().read("crowd_downloads"))) == 1
     with CrowdClient(address, keys["alice"]) as client:
         client.upload("demo", tuned(8.5, 3, seed=9), access="public")
     again = crowd_source(narrow, tmp_path / "h", server=address, refresh=True)
@@ -276,11 +280,11 @@ def test_a_refused_download_is_an_error_not_an_outage(crowd: tuple[Any, Any, str
 
 def test_a_service_session_of_mla_takes_a_source_problem(crowd: tuple[Any, Any, str]) -> None:
     server = crowd[0]
-    server.store.append_many("demo.crowd", tuned(2.0, 6))
+    server.store.append_many("demo-tuned", tuned(2.0, 6))
     meta_plain = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
     with RemoteTuner(server.address, server.keys.create("carol"), timeout=30) as tuner:
         tuner.create_session(meta_plain, "mla", tasks=[{"t": 1.0}], seed=0,
-                             options={"n_initial": 2, "source_problem": "demo.crowd"})
+                             options={"n_initial": 2, "source_problem": "demo-tuned"})
         assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3
         engine = next(iter(server.manager._sessions.values())).tuning.strategy
         assert engine.tasks == [{"t": 1.0}, {"t": 2.0}]
@@ -307,8 +311,21 @@ def test_a_service_session_downloads_the_crowd_sources_its_user_may_see_once(
         second = tuner.create_session(plain, "mla", tasks=[{"t": 1.5}], options={"crowd_sources": True})
         assert server.manager._sessions[second].spec.options["source_problem"] == "demo.crowd.bob"
         assert len(server.store.evaluations("demo.crowd.bob")) == len(public)    # downloaded once
-        for bad, strategy in (({"crowd_sources": True}, "random"), ({"crowd_sources": "yes"}, "mla"),
-                              ({"crowd_sources": True, "source_problem": "x"}, "mla")):
-            with pytest.raises(ServiceError) as info:
+        for bad, strategy, field in (({"crowd_sources": True}, "random", "options.crowd_sources"),
+                                     ({"crowd_sources": "yes"}, "mla", "options.crowd_sources"),
+                                     ({"crowd_sources": True, "source_problem": "x"}, "mla", "options.crowd_sources"),
+                                     ({"source_problem": "demo.crowd.alice"}, "mla", "options.source_problem")):
+            with pytest.raises(ServiceError) as info:             # the last: alice's cache, other access levels
                 tuner.create_session(plain, strategy, tasks=[{"t": 1.0}], options=bad)
-            assert info.value.code == "INVALID_ARGUMENT" and "options.crowd_sources" in info.value.message
+            assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith(field)
+
+
+def test_a_tla1_prediction_that_breaks_a_constraint_gives_way_to_the_nearest_valid_point(
+        caplog: pytest.LogCaptureFixture) -> None:
+    bounded = ProblemSpace.parse({**DEMO_PROBLEM, "constraints": {"small": "x <= 0.3"}})
+    tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 100}, {"y": (x / 100 - 0.1 * t) ** 2})
+             for t in (1.0, 2.0, 3.0) for x in range(0, 31, 5)]          # optima at x = 0.1 t: 0.3 at t = 3
+    engine = TLA1Engine(bounded, [{"t": 7.0}], 0, tuned)
+    assert engine.prediction.config["x"] > 0.5                           # the trend, past the bound
+    x = engine.ask().config["x"]
+    assert 0.29 <= x <= 0.3 and "breaks a constraint" in caplog.text  # 2048 valid points: one lies this close

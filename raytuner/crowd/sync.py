@@ -7,9 +7,10 @@ kept, and sent again with the next evaluation and at :meth:`CrowdSyncStore.flush
 or ``close``; tuning never stops for the crowd. Uploads are idempotent by
 uid, so sending a record twice is harmless. Given ``upload_models``, the
 surrogate-model records a run stores go along with its next evaluations
-(and at ``flush``), but only a model fitted to the problem's own records: one
-fitted to other data too (the crowd's records, as a source) would carry that
-data's values and uids into the crowd, so it stays local. Models are not
+(and at ``flush``), but only a model fitted to records this wrapper owns
+(``owns``): one fitted to other data too (the crowd's records as a source,
+records imported from a file, another user's on a shared server) would carry
+that data's values and uids into the crowd, so it stays local. Models are not
 caught up on by a later run.
 
 Killing the run can leave the last records local only. The first evaluation
@@ -150,7 +151,7 @@ class CrowdSyncStore(HistoryStore):
         """Queue the models fitted to the problem's own records alone (see the module docs)."""
         if self._unsent_models is None or not records:
             return
-        own = {r.uid for r in self.store.evaluations(problem)}
+        own = {r.uid for r in self.store.evaluations(problem) if self._owns(r)}   # not imported ones, not others'
         mine = [m for m in records if set(m.function_evaluations) <= own]
         if len(mine) < len(records):
             log.info("%d surrogate model(s) of %s were fitted to records from elsewhere too (sources); kept local",

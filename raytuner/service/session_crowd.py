@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from raytuner.crowd.cache import crowd_cache_name, downloaded, fill_cache, meta_query
+from raytuner.crowd.cache import CACHE_SUFFIX, crowd_cache_name, downloaded, fill_cache, meta_query
 from raytuner.crowd.errors import Unauthenticated
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription
@@ -93,6 +93,10 @@ class CrowdSessions:
     def _with_crowd_sources(self, meta: MetaDescription, owner: str, strategy: str,
                             options: dict[str, Any]) -> dict[str, Any]:
         """``options`` with ``crowd_sources: true`` replaced by the ``source_problem`` of the crowd's cached records."""
+        given = options.get("source_problem")
+        if isinstance(given, str) and CACHE_SUFFIX in given:      # another user's cache: other access levels
+            raise InvalidInputError("options.source_problem", f"{given!r} is a crowd cache; a session learns from "
+                                                              "the crowd through options.crowd_sources")
         wanted = options.pop("crowd_sources", False)
         if wanted is False:
             return options

@@ -22,8 +22,8 @@ in flight by replaying them:
 Get a store's ledger from the store: :meth:`raytuner.store.HistoryStore.ledger`.
 :class:`JsonLedger` keeps the logs as JSON-lines files in the store
 directory's ``.service`` folder (flushed and fsync'd per line);
-:class:`MongoLedger` in collections ``service_sessions``, ``service_trials``
-and ``service_keys`` of the store's database (journaled writes). Reading a
+:class:`MongoLedger` in collections ``service_<log>`` of the store's database
+(:data:`MONGO_COLLECTIONS`; journaled writes). Reading a
 ledger writes nothing: the folder, files and indexes are made by the first
 append.
 

@@ -405,7 +405,7 @@ class MongoStore(HistoryStore):
         return sorted(n for n in names if isinstance(n, str))
 
     def ledger(self) -> MongoLedger:
-        """The store's trial ledger: collections ``service_sessions``, ``service_trials``, ``service_keys``.
+        """The store's trial ledger: a collection ``service_<log>`` per log (:data:`~raytuner.store.ledger.LOGS`).
 
         They live in the store's database, with its journaled writes and its error mapping.
         """

@@ -100,9 +100,10 @@ class GPTuneBand(Strategy):
             leaves the model, lower rungs inform the prediction at ``b_max``), and every bracket's
             samples are chosen by the prediction at ``b_max``.
         source: Evaluations to learn from besides the engine's own (the crowd's records): each
-            sampler's LCM takes them as tasks of their own, at the level of their fidelity (one of
-            the brackets' fidelities; a record without one is at ``b_max``, as GPTune's are), as
-            :class:`~raytuner.strategies.MLA` does; default ``None``: none.
+            sampler's LCM takes the successful ones as tasks of their own, at the level of their
+            fidelity (one of the brackets'; a record without one is at ``b_max``, as GPTune's are),
+            as :class:`~raytuner.strategies.MLA` does, those of the engine's own tasks only at the
+            levels the sampler models; default ``None``: none.
     """
 
     name = "gptuneband"

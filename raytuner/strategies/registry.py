@@ -198,7 +198,7 @@ def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mappin
         return entry.engine(problem, targets, seed, **options)
     except InvalidInputError:
         raise
-    except (TypeError, ValueError) as exc:       # an option value of the wrong kind
+    except (TypeError, ValueError, AttributeError) as exc:       # an option value of the wrong kind
         raise InvalidInputError("options", f"{spec.name}: {exc}") from None
 
 

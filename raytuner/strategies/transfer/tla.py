@@ -199,6 +199,7 @@ class TLA2(MLA):
                  **mla_options: Any) -> None:
         if refit not in ("weights", "all"):
             raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
+        new_task = problem.input_space.check(new_task, "new_task")
         source = source_records(problem, source, "TLA2 source")
         source_tasks = other_tasks(source, [])
         if task_key(new_task) in {task_key(t) for t in source_tasks}:

@@ -2,10 +2,13 @@
 
 It suggests one configuration for its task, TLA1's prediction from the tuned
 source tasks (:class:`~raytuner.strategies.transfer.TLA1`), and is then
-finished: there is nothing to evaluate for it (paper 003, section 5.1). The
-user may still run the prediction and tell the result, which is kept like any
-evaluation. A service session of strategy ``tla1`` (with
-``options.source_problem``) answers its first ask with the prediction.
+finished: the prediction needs no evaluation (paper 003, section 5.1). A
+prediction that breaks one of the problem's constraints (TLA1 models each
+parameter alone) is replaced by the nearest of many valid points. The user
+may run the prediction and tell the result, which is kept like any
+evaluation; a session (a service session of strategy ``tla1``, with
+``options.source_problem``) waits for that tell before it says it is finished,
+and an engine told any evaluation of its task has nothing more to suggest.
 
 Example:
     >>> from raytuner.space import ProblemSpace
@@ -25,7 +28,10 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.executors import Executor
@@ -33,9 +39,15 @@ from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy, Suggestion, source_records
+from raytuner.sampling import sample_configurations
 from raytuner.strategies.transfer.tla import TLA1, OptimumPrediction
 
-__all__ = ["TLA1Engine"]
+__all__ = ["TLA1Engine", "NEAREST_OF"]
+
+log = logging.getLogger(__name__)
+
+#: How many valid points a prediction that breaks a constraint is replaced by the nearest of.
+NEAREST_OF = 2048
 
 
 class TLA1Engine(Strategy):
@@ -67,6 +79,16 @@ class TLA1Engine(Strategy):
         self._keep_options(objective=objective, options=options)
         #: The prediction (its configuration and its uncertainty per parameter).
         self.prediction: OptimumPrediction = self.tla1.predict(self.tasks[0])
+        self.config = dict(self.prediction.config)
+        if not problem.is_valid(self.tasks[0], self.config):
+            # TLA1 models each parameter alone, so its optimum may break a constraint: of many valid
+            # points, the one nearest it on the unit cube stands in
+            rng = np.random.default_rng(np.random.SeedSequence([seed or 0, 104723]))
+            valid = sample_configurations(problem, self.tasks[0], NEAREST_OF, seed=rng)
+            gaps = np.linalg.norm(problem.parameter_space.encode(valid) - self.prediction.unit_mean, axis=1)
+            self.config = valid[int(np.argmin(gaps))]
+            log.warning("TLA1's prediction %s breaks a constraint of task %s; suggesting %s, the valid point "
+                        "nearest it of %d", self.prediction.config, self.tasks[0], self.config, len(valid))
         self._handed_out = False
 
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
@@ -80,7 +102,7 @@ class TLA1Engine(Strategy):
         if self._handed_out:
             raise TuningFinished(f"TLA1 predicted the optimum of {self.tasks[0]}; nothing more to suggest")
         self._handed_out = True
-        return Suggestion(task=dict(self.tasks[0]), config=dict(self.prediction.config),
+        return Suggestion(task=dict(self.tasks[0]), config=dict(self.config),
                           provenance=Provenance(strategy=self.name, source="tla1"))
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
