@@ -46,11 +46,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from raytuner.bench.crowd_transfer_problems import TransferProblem, kernel_problem, lcbench_problem
+from raytuner.bench.crowd_transfer_problems import TransferProblem, kernel_problem, lcbench_problem, tpe_run
 from raytuner.bench.report import finish_run, machine_at_start, markdown_table
 from raytuner.errors import TuningFinished
 from raytuner.executors import InlineExecutor
-from raytuner.records import FunctionEvaluation
+from raytuner.records import FunctionEvaluation, task_key
 
 __all__ = ["run", "Settings", "FULL", "QUICK", "TUNERS", "crowd_records", "run_tuner", "summarise", "GOAL_SAVING"]
 
@@ -130,32 +130,18 @@ def _drive(engine: Any, tp: TransferProblem, budget: float) -> Trace:
 
 
 def _tpe_warm(tp: TransferProblem, sources: list[FunctionEvaluation], seed: int, budget: float) -> Trace:
-    import optuna  # noqa: PLC0415 - a peer, from the bench extra
-
-    from raytuner.bench.band_peers import suggest_config  # noqa: PLC0415
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize" if tp.maximize else "minimize",
-                                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=MLA_INITIAL))
+    """Optuna's TPE, the best of each source task evaluated first (the five best of a single one)."""
     sign = -1.0 if tp.maximize else 1.0
-    by_task: dict[str, list[FunctionEvaluation]] = {}
+    by_task: dict[tuple[tuple[str, Any], ...], list[FunctionEvaluation]] = {}
     for record in sources:
         if record.status == "ok":
-            by_task.setdefault(repr(sorted(record.task_parameter.items())), []).append(record)
+            by_task.setdefault(task_key(record.task_parameter), []).append(record)
     per_task = 1 if len(by_task) > 1 else 5
-    for records in by_task.values():
-        for record in sorted(records, key=lambda r: sign * r.evaluation_result[tp.objective])[:per_task]:
-            study.enqueue_trial(dict(record.tuning_parameter))
-    trace: Trace = []
-    for n in range(int(round(budget))):
-        trial = study.ask()
-        value, _ = tp.evaluate(suggest_config(trial, tp.problem.parameter_space), None)
-        if value is None:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        else:
-            study.tell(trial, value)
-        trace.append((float(n + 1), value))
-    return trace
+    first = [r.tuning_parameter for records in by_task.values()
+             for r in sorted(records, key=lambda r: sign * r.evaluation_result[tp.objective])[:per_task]]
+    run = tpe_run(tp.problem, tp.target, lambda config: tp.evaluate(config, None), int(round(budget)), seed,
+                  startup=MLA_INITIAL, first=first)
+    return [(float(n + 1), r.value(tp.objective)) for n, r in enumerate(run)]
 
 
 def _engine(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], seed: int,

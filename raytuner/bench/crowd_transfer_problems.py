@@ -4,7 +4,7 @@
   ``task_id``, ``val_accuracy`` maximised, fidelity the epoch (1..52). The
   target is the first of :data:`~raytuner.bench.lcbench.LCBENCH_TASKS`; each
   of the other seven tasks was tuned earlier by another user (Optuna's TPE,
-  ``source_per_task`` evaluations at epoch 52: :func:`earlier_run`), who
+  ``source_per_task`` evaluations at epoch 52: :func:`tpe_run`), who
   shared that run.
 - ``kernel``: the dedispersion kernel (Kernel Tuner caches,
   :mod:`raytuner.bench.kernel_cache`), task ``machine``, time minimised, one
@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "earlier_run", "SOURCE_SEED"]
+__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "tpe_run", "SOURCE_SEED"]
 
 #: Seeds the sources' random configurations (the same crowd for every tuner and seed).
 SOURCE_SEED = 20261124
@@ -81,10 +81,12 @@ class TransferProblem:
         return value >= 0.99 * self.best_known if self.maximize else value <= self.best_known / 0.99
 
 
-def earlier_run(problem: ProblemSpace, task: dict[str, Any],
-                measure: Callable[[Mapping[str, Any]], "tuple[float | None, str | None]"], n: int,
-                seed: int) -> list[FunctionEvaluation]:
-    """Another user's earlier tuning run of ``task``: ``n`` evaluations by Optuna's TPE (half of them random).
+def tpe_run(problem: ProblemSpace, task: dict[str, Any],
+            measure: Callable[[Mapping[str, Any]], "tuple[float | None, str | None]"], n: int, seed: int, *,
+            startup: int | None = None, first: Sequence[Mapping[str, Any]] = ()) -> list[FunctionEvaluation]:
+    """A tuning run of ``task`` by Optuna's TPE: ``n`` evaluations, ``first`` configurations enqueued first.
+
+    Another user's earlier run (the crowd's data), or the warm-started peer.
 
     Args:
         problem: the problem (its parameter space and objective).
@@ -92,6 +94,8 @@ def earlier_run(problem: ProblemSpace, task: dict[str, Any],
         measure: the value of a configuration, or ``None`` and why it failed.
         n: how many evaluations.
         seed: the run's seed.
+        startup: TPE's random startup trials (default ``None``: half of ``n``).
+        first: configurations to evaluate first (``enqueue_trial``).
     """
     import optuna  # noqa: PLC0415 - a peer, from the bench extra
 
@@ -99,8 +103,10 @@ def earlier_run(problem: ProblemSpace, task: dict[str, Any],
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     output = problem.objective()
-    study = optuna.create_study(direction="maximize" if output.goal == "maximize" else "minimize",
-                                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(1, n // 2)))
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(1, n // 2) if startup is None else startup)
+    study = optuna.create_study(direction="maximize" if output.goal == "maximize" else "minimize", sampler=sampler)
+    for config in first:
+        study.enqueue_trial(dict(config))
     records = []
     for _ in range(n):
         trial = study.ask()
@@ -132,7 +138,7 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
     def accuracy(task_id: int, config: Mapping[str, Any]) -> tuple[float | None, str | None]:
         return bench.evaluate(task_id, config, b_max)["val_accuracy"], None
 
-    uploads = {f"user{k}": earlier_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
+    uploads = {f"user{k}": tpe_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
                                        source_per_task, SOURCE_SEED + k) for k, task_id in enumerate(tasks[1:], 1)}
     probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
     best = float(np.max(bench.evaluate_many([tasks[0]] * sample, probe, [b_max] * sample)[:, 1]))
@@ -162,7 +168,7 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     machines = Space.model_validate([{"name": "machine", "type": "categorical", "categories": ["A100", "W7800"]}])
     plain = w7800.problem()
     problem = w7800.problem(restrict_to_valid=True).model_copy(update={"input_space": machines})
-    run = earlier_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
+    run = tpe_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
                       lambda c: (a100.time(c), a100.failure(c)) if c in a100 else (None, "outside the valid space"),
                       source_per_task, SOURCE_SEED)
     records = [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]

@@ -42,7 +42,7 @@ from raytuner.crowd.signatures import (WINDOW_SECONDS, is_signed, key_id_of, par
 from raytuner.crowd.names import check_email, check_group, check_username
 from raytuner.errors import InvalidInputError
 
-__all__ = ["UserAccounts", "KeyInfo", "NONCE_SECONDS", "KEY_KINDS"]
+__all__ = ["UserAccounts", "KeyInfo", "NONCE_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,6 @@ _KEY_INDEXES = [pymongo.IndexModel([("username", 1)], name="username")]
 #: Seconds a signed credential's nonce is remembered: past the window either way, so a replay is always seen.
 NONCE_SECONDS = 2 * WINDOW_SECONDS + 60
 _NONCE_INDEXES = [pymongo.IndexModel([("at", 1)], expireAfterSeconds=NONCE_SECONDS, name="expiry")]
-
-#: The kinds of stored key: a random API key, or an Ed25519 public key.
-KEY_KINDS = ("api_key", "ed25519")
 
 
 @dataclass(frozen=True)

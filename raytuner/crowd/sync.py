@@ -103,6 +103,7 @@ class CrowdSyncStore(HistoryStore):
         self._unsent_models: RetryBuffer[SurrogateModelRecord] | None = (
             None if upload_models is None else RetryBuffer(upload_models, "the crowd repository (models)"))
         self._caught_up: set[str] = set()
+        self._owned: dict[str, set[str]] = {}          # per problem, the uids of the records this wrapper owns
         self._lock = threading.Lock()
 
     @classmethod
@@ -134,6 +135,7 @@ class CrowdSyncStore(HistoryStore):
         """Persist locally (durable when this returns), then upload what is waiting."""
         self.store.append(problem, record)
         with self._lock:
+            self._note_owned(problem, [record])
             if problem not in self._caught_up:
                 self._caught_up.add(problem)
                 earlier = [r for r in self.store.evaluations(problem) if r.uid != record.uid and self._owns(r)]
@@ -151,13 +153,23 @@ class CrowdSyncStore(HistoryStore):
         """Queue the models fitted to the problem's own records alone (see the module docs)."""
         if self._unsent_models is None or not records:
             return
-        own = {r.uid for r in self.store.evaluations(problem) if self._owns(r)}   # not imported ones, not others'
-        mine = [m for m in records if set(m.function_evaluations) <= own]
+        with self._lock:
+            own = self._owned_uids(problem)
+            mine = [m for m in records if set(m.function_evaluations) <= own]
+            self._unsent_models.add(problem, mine)
         if len(mine) < len(records):
             log.info("%d surrogate model(s) of %s were fitted to records from elsewhere too (sources); kept local",
                      len(records) - len(mine), problem)
-        with self._lock:
-            self._unsent_models.add(problem, mine)
+
+    def _owned_uids(self, problem: str) -> set[str]:
+        """The uids of the problem's records this wrapper owns (not imported ones, not others'): read once."""
+        if problem not in self._owned:
+            self._owned[problem] = {r.uid for r in self.store.evaluations(problem) if self._owns(r)}
+        return self._owned[problem]
+
+    def _note_owned(self, problem: str, records: Sequence[FunctionEvaluation]) -> None:
+        if problem in self._owned:
+            self._owned[problem].update(r.uid for r in records if self._owns(r))
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
         """Persist a surrogate-model record locally (durable when this returns); it goes up with the next evaluations."""
@@ -190,6 +202,8 @@ class CrowdSyncStore(HistoryStore):
             models: ``surrogate_model`` records to add (and upload with the evaluations when models sync).
         """
         self.store.append_batch(problem, evaluations, models)
+        with self._lock:
+            self._note_owned(problem, evaluations)
         self._queue_models(problem, models)
         if evaluations:
             with self._lock:

@@ -112,7 +112,6 @@ class MLA(Strategy):
                            acquisition_options=acquisition_options, batch=batch, objective=self.objective.name,
                            search_candidates=search_candidates)
         self.source = source
-        self._source_records = sources                       # read once: a component model reuses them
         self.targets: list[int] = list(range(len(tasks)))   # tasks this engine suggests for (sources follow)
         self.evaluated: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
         self.pending: list[list[dict[str, Any]]] = [[] for _ in self.tasks]

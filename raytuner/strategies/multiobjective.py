@@ -144,12 +144,12 @@ class MultiObjectiveMLA(MLA):
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k not in ("objective", "source")}
-        if self._source_records:                        # the records read once, not the source read again
-            shared["source"] = self._source_records
         self.components: list[MLA] = []
         for output in modelled:
-            component = MLA(problem, tasks, seed, **{**shared, "objective": output.name})
-            # the same data, evaluated configurations and fantasies as this engine: the components only model
+            # over this engine's tasks (source tasks included), with its data, evaluated configurations and
+            # fantasies: the components only model, and the source is read once, by this engine
+            component = MLA(problem, self.tasks, seed, **{**shared, "objective": output.name})
+            component.targets = self.targets
             component._records, component.evaluated, component.pending = self._records, self.evaluated, self.pending
             component.scored_task = self.scored_task          # type: ignore[method-assign]  # GPTuneBand's levels
             self.components.append(component)
