@@ -8,7 +8,9 @@ element-wise on numpy arrays.
 :func:`optimize_acquisition` maximises a score over the parameter space
 encoded to the unit cube (see :mod:`raytuner.space`): a global phase scores a
 large random + Latin hypercube sample, a local phase refines the best points
-by Gaussian perturbation with a shrinking scale. Candidates are snapped
+by Gaussian perturbation with a shrinking scale. A finite space (integers and
+categoricals only) of at most ``ENUMERATION_FACTOR`` times the global phase's
+size is scored whole instead, so the search returns the maximum itself. Candidates are snapped
 (``encode(decode(U))``) so integers and categoricals sit at their bin
 centres, and candidates that break a constraint for the task or repeat an
 excluded (evaluated or pending) configuration are dropped before scoring.
@@ -68,6 +70,12 @@ Acquisition = Callable[[ArrayLike, ArrayLike, float], np.ndarray]
 # Share of each local-phase batch's categorical coordinates redrawn uniformly,
 # so every category stays reachable whatever the perturbation scale.
 _CATEGORICAL_REDRAW = 0.2
+
+#: A finite space of at most this many times ``search_candidates`` points is scored whole.
+ENUMERATION_FACTOR = 16
+# (id(problem), task) -> (problem, valid unit rows, their configurations), the last _GRIDS_KEPT scored whole.
+_GRIDS: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[ProblemSpace, np.ndarray, list[dict[str, Any]]]] = {}
+_GRIDS_KEPT = 4
 
 
 def _improvement(mean: ArrayLike, std: ArrayLike, best: float, xi: float
@@ -259,6 +267,13 @@ class _Search:
             valid = np.fromiter((self.problem.is_valid(self.task, configs[i]) for i in keep),
                                 dtype=bool, count=len(keep))
             keep = keep[valid]
+        self._score(unit, configs, keep)
+
+    def add_valid(self, unit: np.ndarray, configs: list[dict[str, Any]]) -> None:
+        """Score the distinct, snapped, valid points ``unit`` (``configs``) that are new."""
+        self._score(unit, configs, np.flatnonzero(~_duplicates(unit, self.known, self.tolerance)))
+
+    def _score(self, unit: np.ndarray, configs: list[dict[str, Any]], keep: np.ndarray) -> None:
         if len(keep) == 0:
             return
         unit = unit[keep]
@@ -298,6 +313,33 @@ def _global_sample(dimension: int, count: int, rng: np.random.Generator) -> np.n
     return np.vstack([lhs, rng.random((count - n_lhs, dimension))])
 
 
+def _valid_grid(problem: ProblemSpace, task: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """Every valid point of ``problem``'s finite parameter space for ``task``: unit rows and configurations.
+
+    Lexicographic order. Kept for the last few (problem, task) pairs, since a
+    search asks again at every suggestion and a constraint may be slow.
+    """
+    key = (id(problem), tuple(task.items()))
+    kept = _GRIDS.get(key)
+    if kept is not None and kept[0] is problem:
+        return kept[1], kept[2]
+    space = problem.parameter_space
+    axes = []
+    for p in space:
+        values = p.categories if isinstance(p, Categorical) else range(int(p.lower_bound), int(p.upper_bound) + 1)
+        axes.append(p.to_unit(list(values)))
+    mesh = np.meshgrid(*axes, indexing="ij")
+    unit = np.stack([m.reshape(-1) for m in mesh], axis=1)
+    configs = space.decode(unit)
+    if problem.compiled_constraints:
+        keep = [i for i, config in enumerate(configs) if problem.is_valid(task, config)]
+        unit, configs = unit[keep], [configs[i] for i in keep]
+    while len(_GRIDS) >= _GRIDS_KEPT:
+        _GRIDS.pop(next(iter(_GRIDS)))
+    _GRIDS[key] = (problem, unit, configs)
+    return unit, configs
+
+
 def _perturb(centres: np.ndarray, count: int, scale: float, categorical: np.ndarray,
              rng: np.random.Generator) -> np.ndarray:
     """``count`` Gaussian perturbations of ``centres`` (cycled), some categorical coordinates redrawn."""
@@ -326,7 +368,9 @@ def optimize_acquisition(
     scores (NaN counts as the worst). The search scores ``search_candidates``
     random and Latin hypercube points, then runs ``rounds`` rounds of
     Gaussian perturbation (scale 0.1 down to 0.01) around the ``top`` best
-    points found so far. A candidate is dropped when it breaks a constraint
+    points found so far. When the space is finite and holds at most
+    :data:`ENUMERATION_FACTOR` ``* search_candidates`` points, it scores every
+    one of them instead (and runs no rounds). A candidate is dropped when it breaks a constraint
     for ``task`` or duplicates a configuration in ``exclude``: equal in every
     integer and categorical parameter and within ``tolerance`` in the unit
     cube in every real one. When no valid, new candidate turns up, a
@@ -369,7 +413,11 @@ def optimize_acquisition(
     search = _Search(problem, checked_task, score, known=space.encode(excluded),
                      tolerance=np.where(is_real, float(tolerance), 0.0))
 
-    search.add(_global_sample(space.dimension, search_candidates, generator))
+    if space.cardinality() <= ENUMERATION_FACTOR * search_candidates:
+        search.add_valid(*_valid_grid(problem, checked_task))      # all of them: the maximum itself, no rounds
+        rounds = 0
+    else:
+        search.add(_global_sample(space.dimension, search_candidates, generator))
     categorical = np.array([isinstance(p, Categorical) for p in space], dtype=bool)
     for r in range(rounds):
         order, points = search.best(top)

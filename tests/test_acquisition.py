@@ -157,6 +157,30 @@ def test_never_returns_an_excluded_point() -> None:
     assert optimize_acquisition(problem, {}, score, rng=0, exclude=pending) == ({"k": 8, "alg": "b"}, -1.0)
 
 
+def test_a_small_finite_space_is_scored_whole_and_its_constraint_checked_once() -> None:
+    checks: list[tuple[int, str]] = []
+
+    def allowed(k: int, alg: str) -> bool:
+        checks.append((k, alg))
+        return k % 3 != 0
+
+    problem = ProblemSpace.parse({"parameter_space": [
+        {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 99},
+        {"name": "alg", "type": "categorical", "categories": ["a", "b"]}], "constraints": {"allowed": allowed}})
+    needle = {"k": 61, "alg": "a"}        # one spike among 200 points: a random sample of 16 would miss it
+
+    def score(unit: np.ndarray) -> np.ndarray:
+        return np.array([1.0 if c == needle else -c["k"] for c in problem.parameter_space.decode(unit)])
+
+    scored: list[int] = []
+    assert optimize_acquisition(problem, {}, lambda u: scored.append(len(u)) or score(u), rng=0,
+                                search_candidates=16) == (needle, 1.0)     # 200 <= 16 * 16: every point
+    assert scored == [132] and len(checks) == 200                          # the 132 valid ones; each checked once
+    assert optimize_acquisition(problem, {}, score, rng=5, search_candidates=16, exclude=[needle]) \
+        == ({"k": 1, "alg": "a"}, -1.0)
+    assert len(checks) == 200                                              # the second search checked nothing
+
+
 def test_real_duplicates_are_judged_within_the_tolerance() -> None:
     problem = ProblemSpace.parse({"parameter_space": [X]})
     scored: list[np.ndarray] = []

@@ -58,7 +58,7 @@ class LCMOptions:
     equal values, 1 between different ones: :func:`~raytuner.models.kernels.squared_distances`)
     rather than by position on ``[0, 1]``; ``None`` leaves the choice to
     :meth:`over`, which an engine calls with its space (every categorical
-    parameter), and means none to the LCM alone. A stored model keeps the
+    parameter but those of numbers in increasing order), and means none to the LCM alone. A stored model keeps the
     columns it was fitted with: one stored before the option existed
     compares every column by position, as it was fitted.
 
@@ -123,7 +123,11 @@ class LCMOptions:
         return self.categorical or ()
 
     def over(self, space: Space) -> "LCMOptions":
-        """These options for a model over ``space``'s columns: ``categorical`` its categorical parameters when unset.
+        """These options for a model over ``space``'s columns: ``categorical`` its unordered categoricals when unset.
+
+        A categorical parameter whose categories are numbers in increasing
+        order (Kernel Tuner's ``[1, 2, 4, 8]``) is an ordinal: compared by
+        position, its neighbours alike. The others are compared by category.
 
         Args:
             space: the space the model's inputs encode (parameters, or tasks for TLA1).
@@ -133,10 +137,13 @@ class LCMOptions:
         ...                               {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}])
         >>> LCMOptions().over(space).categorical, LCMOptions(categorical=[]).over(space).categorical
         ((1,), ())
+        >>> tiles = Space.model_validate([{"name": "tile", "type": "categorical", "categories": [1, 2, 4, 8]}])
+        >>> LCMOptions().over(tiles).categorical, LCMOptions(categorical=[0]).over(tiles).categorical
+        ((), (0,))
         """
         named = tuple(i for i, p in enumerate(space) if p.type == "categorical")
         if self.categorical is None:
-            return replace(self, categorical=named)
+            return replace(self, categorical=tuple(i for i in named if not space.parameters[i].ordered))
         wrong = [c for c in self.categorical if c not in named]
         if wrong:
             raise InvalidInputError("categorical", f"columns {wrong} are not categorical parameters of the space",
