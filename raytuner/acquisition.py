@@ -46,6 +46,7 @@ from numpy.typing import ArrayLike
 from scipy.stats import norm, qmc
 
 from raytuner.errors import InvalidInputError
+from raytuner.grid import valid_grid
 from raytuner.sampling import Seed, sample_configurations
 from raytuner.space import Categorical, ProblemSpace, Real, Space
 
@@ -73,9 +74,6 @@ _CATEGORICAL_REDRAW = 0.2
 
 #: A finite space of at most this many times ``search_candidates`` points is scored whole.
 ENUMERATION_FACTOR = 16
-# (id(problem), task) -> (problem, valid unit rows, their configurations), the last _GRIDS_KEPT scored whole.
-_GRIDS: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[ProblemSpace, np.ndarray, list[dict[str, Any]]]] = {}
-_GRIDS_KEPT = 4
 
 
 def _improvement(mean: ArrayLike, std: ArrayLike, best: float, xi: float
@@ -269,9 +267,12 @@ class _Search:
             keep = keep[valid]
         self._score(unit, configs, keep)
 
-    def add_valid(self, unit: np.ndarray, configs: list[dict[str, Any]]) -> None:
-        """Score the distinct, snapped, valid points ``unit`` (``configs``) that are new."""
-        self._score(unit, configs, np.flatnonzero(~_duplicates(unit, self.known, self.tolerance)))
+    def add_valid(self, unit: np.ndarray, configs: list[dict[str, Any]], chunk: int) -> None:
+        """Score the distinct, snapped, valid points ``unit`` (``configs``) that are new, ``chunk`` at a time."""
+        new = ~_duplicates(unit, self.known, self.tolerance)     # the rows are distinct: compare with the known once
+        for start in range(0, len(unit), chunk):
+            part = slice(start, start + chunk)
+            self._score(unit[part], configs[part], np.flatnonzero(new[part]))
 
     def _score(self, unit: np.ndarray, configs: list[dict[str, Any]], keep: np.ndarray) -> None:
         if len(keep) == 0:
@@ -311,33 +312,6 @@ def _global_sample(dimension: int, count: int, rng: np.random.Generator) -> np.n
     n_lhs = count // 2
     lhs = qmc.LatinHypercube(d=dimension, rng=rng).random(n_lhs) if n_lhs else np.empty((0, dimension))
     return np.vstack([lhs, rng.random((count - n_lhs, dimension))])
-
-
-def _valid_grid(problem: ProblemSpace, task: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """Every valid point of ``problem``'s finite parameter space for ``task``: unit rows and configurations.
-
-    Lexicographic order. Kept for the last few (problem, task) pairs, since a
-    search asks again at every suggestion and a constraint may be slow.
-    """
-    key = (id(problem), tuple(task.items()))
-    kept = _GRIDS.get(key)
-    if kept is not None and kept[0] is problem:
-        return kept[1], kept[2]
-    space = problem.parameter_space
-    axes = []
-    for p in space:
-        values = p.categories if isinstance(p, Categorical) else range(int(p.lower_bound), int(p.upper_bound) + 1)
-        axes.append(p.to_unit(list(values)))
-    mesh = np.meshgrid(*axes, indexing="ij")
-    unit = np.stack([m.reshape(-1) for m in mesh], axis=1)
-    configs = space.decode(unit)
-    if problem.compiled_constraints:
-        keep = [i for i, config in enumerate(configs) if problem.is_valid(task, config)]
-        unit, configs = unit[keep], [configs[i] for i in keep]
-    while len(_GRIDS) >= _GRIDS_KEPT:
-        _GRIDS.pop(next(iter(_GRIDS)))
-    _GRIDS[key] = (problem, unit, configs)
-    return unit, configs
 
 
 def _perturb(centres: np.ndarray, count: int, scale: float, categorical: np.ndarray,
@@ -413,8 +387,9 @@ def optimize_acquisition(
     search = _Search(problem, checked_task, score, known=space.encode(excluded),
                      tolerance=np.where(is_real, float(tolerance), 0.0))
 
-    if space.cardinality() <= ENUMERATION_FACTOR * search_candidates:
-        search.add_valid(*_valid_grid(problem, checked_task))      # all of them: the maximum itself, no rounds
+    enumerated = bool(space.dimension) and space.cardinality() <= ENUMERATION_FACTOR * search_candidates
+    if enumerated:
+        search.add_valid(*valid_grid(problem, checked_task, generator), search_candidates)   # the maximum itself
         rounds = 0
     else:
         search.add(_global_sample(space.dimension, search_candidates, generator))
@@ -430,7 +405,8 @@ def optimize_acquisition(
     if found is not None:
         log.debug("acquisition maximum %.6g at %s after %d candidates", found[1], found[0], len(search.configs))
         return found
-    log.info("no valid, new candidate among %d random points and %d local rounds for task %s; "
-             "falling back to a constrained Latin hypercube sample", search_candidates, rounds, checked_task)
+    scope = "the whole space" if enumerated else f"{search_candidates} random points and {rounds} local rounds"
+    log.info("no valid, new candidate among %s for task %s; falling back to a constrained Latin hypercube sample",
+             scope, checked_task)
     config = sample_configurations(problem, checked_task, 1, seed=generator, exclude=excluded)[0]
     return config, float(search.evaluate(space.encode([config]))[0])

@@ -222,13 +222,16 @@ class Categorical(_ParameterBase):
 
     @property
     def ordered(self) -> bool:
-        """Whether the categories are numbers in increasing order (Kernel Tuner's ``[1, 2, 4, 8]``): an ordinal.
+        """Whether the categories are numbers in increasing (or decreasing) order, as Kernel Tuner's ``[1, 2, 4, 8]``.
+
+        Such a parameter is an ordinal: a model compares its values by position.
 
         >>> Categorical(name="tile", categories=[1, 2, 4, 8]).ordered, Categorical(name="alg", categories=["lu"]).ordered
         (True, False)
         """
         numbers = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.categories)
-        return numbers and all(a < b for a, b in zip(self.categories, self.categories[1:]))
+        pairs = list(zip(self.categories, self.categories[1:]))
+        return numbers and (all(a < b for a, b in pairs) or all(a > b for a, b in pairs))
 
     def check(self, value: Any, field: str) -> Scalar:
         """Return the matching category, or raise naming ``field`` and the categories.

@@ -50,6 +50,10 @@ import os
 # does not depend on how many cores the machine has. A variable set by the caller wins.
 for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
+# A plain ray.init() here and in the scripts a test runs (README's blocks, the examples) starts a Ray of its
+# own: while another test worker's cluster (``ray start``) lives, Ray's note of it would make such a call join
+# that cluster and refuse its num_cpus. An explicit address (a cluster test's) still wins.
+os.environ.setdefault("RAY_ADDRESS", "local")
 
 import contextlib
 import socket

@@ -170,15 +170,26 @@ def test_a_small_finite_space_is_scored_whole_and_its_constraint_checked_once() 
     needle = {"k": 61, "alg": "a"}        # one spike among 200 points: a random sample of 16 would miss it
 
     def score(unit: np.ndarray) -> np.ndarray:
-        return np.array([1.0 if c == needle else -c["k"] for c in problem.parameter_space.decode(unit)])
+        return np.array([1.0 if c == needle else -c["k"] - 0.5 * (c["alg"] == "b")
+                         for c in problem.parameter_space.decode(unit)])
 
     scored: list[int] = []
     assert optimize_acquisition(problem, {}, lambda u: scored.append(len(u)) or score(u), rng=0,
                                 search_candidates=16) == (needle, 1.0)     # 200 <= 16 * 16: every point
-    assert scored == [132] and len(checks) == 200                          # the 132 valid ones; each checked once
+    assert sum(scored) == 132 and max(scored) <= 16                        # the valid ones, 16 at a time
+    assert len(checks) == 200                                              # each checked once
     assert optimize_acquisition(problem, {}, score, rng=5, search_candidates=16, exclude=[needle]) \
         == ({"k": 1, "alg": "a"}, -1.0)
     assert len(checks) == 200                                              # the second search checked nothing
+
+
+def test_ties_in_a_finite_space_go_by_chance_and_an_empty_space_has_one_point() -> None:
+    problem = ProblemSpace.parse({"parameter_space": [
+        {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 9}]})
+    picks = {optimize_acquisition(problem, {}, lambda u: np.zeros(len(u)), rng=seed)[0]["k"] for seed in range(20)}
+    assert len(picks) > 1                         # a flat score (EI underflowing) is not always the first point
+    empty = ProblemSpace.parse({"parameter_space": []})
+    assert optimize_acquisition(empty, {}, lambda u: np.ones(len(u)), rng=0) == ({}, 1.0)
 
 
 def test_real_duplicates_are_judged_within_the_tolerance() -> None:

@@ -223,9 +223,10 @@ def _categorical_engine(options: LCMOptions | None) -> MLA:
     return MLA(CATEGORICAL, [{}], 0, n_initial=4, options=options, executor=InlineExecutor())
 
 
-@pytest.mark.parametrize("stored_by_position, refitted", [(False, False), (True, True)])
-def test_a_stored_model_of_other_categorical_columns_is_fitted_again_not_used_as_it_is(
-        stored_by_position: bool, refitted: bool, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("stored_by_position, asked, refitted",
+                         [(False, None, False), (True, None, False), (True, [1], True)])
+def test_a_stored_model_of_other_categorical_columns_is_adopted_unless_columns_were_asked_for(
+        stored_by_position: bool, asked: list[int] | None, refitted: bool, caplog: pytest.LogCaptureFixture) -> None:
     first = _categorical_engine(LCMOptions(n_starts=1, categorical=[]) if stored_by_position else LCMOptions(n_starts=1))
     assert first.model.options.categorical == (() if stored_by_position else (1,))
     records = []
@@ -234,12 +235,13 @@ def test_a_stored_model_of_other_categorical_columns_is_fitted_again_not_used_as
         records.append(first.tell(s, {"y": s.config["x"] + ["lu", "qr", "svd"].index(s.config["alg"])}))
     models = first.take_models()
     assert models and models[-1].modeling_options["categorical"] == list(first.model.options.categorical)
-    again = _categorical_engine(LCMOptions(n_starts=1))
+    again = _categorical_engine(LCMOptions(n_starts=1, categorical=asked))
     again.replay(records)
     again.restore_models(models, fixed=True)                  # GPTune's load_surrogate_model
     fitted = again.fitted_model()
     assert fitted is not None and fitted.report.optimised is refitted
     assert ("fitting again from it" in caplog.text) is refitted
+    assert again.model.options.categorical == (tuple(asked) if refitted else first.model.options.categorical)
 
 
 def test_categorical_columns_must_be_categorical_parameters() -> None:

@@ -7,7 +7,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -154,6 +154,17 @@ def test_a_categorical_column_is_compared_by_category() -> None:
     by_position = cross_covariance(hp, "rbf", first, zero, others, np.zeros(5, dtype=int))[0]
     assert by_category[0] == by_position[0] and np.ptp(by_category[1:]) == 0.0 and by_category[1] < by_category[0]
     assert np.all(np.diff(by_position) < 0)                 # by position: farther categories are less alike
+
+
+@pytest.mark.parametrize("categories, ordinal", [([1, 2, 4, 8], True), ([256, 128, 64.5], True),
+                                                 ([32, 256, 64], False), (["lu", "qr"], False), ([True, False], False)])
+def test_a_categorical_of_numbers_in_order_is_an_ordinal(categories: list[Any], ordinal: bool) -> None:
+    space = ProblemSpace.parse({"parameter_space": [
+        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+        {"name": "c", "type": "categorical", "categories": categories}]}).parameter_space
+    assert space["c"].ordered is ordinal
+    assert LCMOptions().over(space).categorical == (() if ordinal else (1,))
+    assert LCMOptions(categorical=[1]).over(space).categorical == (1,)       # asked for: by category
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

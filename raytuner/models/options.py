@@ -58,9 +58,10 @@ class LCMOptions:
     equal values, 1 between different ones: :func:`~raytuner.models.kernels.squared_distances`)
     rather than by position on ``[0, 1]``; ``None`` leaves the choice to
     :meth:`over`, which an engine calls with its space (every categorical
-    parameter but those of numbers in increasing order), and means none to the LCM alone. A stored model keeps the
-    columns it was fitted with: one stored before the option existed
-    compares every column by position, as it was fitted.
+    parameter but those of numbers in order), and means none to the LCM
+    alone. A stored model keeps the columns it was fitted with: one stored
+    before the option existed compares every column by position, as it was
+    fitted, and an engine asked for no columns adopts a stored model's.
 
     >>> LCMOptions(kernel="cubic")
     Traceback (most recent call last):
@@ -125,9 +126,10 @@ class LCMOptions:
     def over(self, space: Space) -> "LCMOptions":
         """These options for a model over ``space``'s columns: ``categorical`` its unordered categoricals when unset.
 
-        A categorical parameter whose categories are numbers in increasing
-        order (Kernel Tuner's ``[1, 2, 4, 8]``) is an ordinal: compared by
-        position, its neighbours alike. The others are compared by category.
+        A categorical parameter whose categories are numbers in increasing or
+        decreasing order (Kernel Tuner's ``[1, 2, 4, 8]``) is an ordinal:
+        compared by position, its neighbours alike. The others are compared
+        by category.
 
         Args:
             space: the space the model's inputs encode (parameters, or tasks for TLA1).

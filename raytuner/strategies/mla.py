@@ -41,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
@@ -103,6 +104,7 @@ class MLA(Strategy):
         self.n_initial = n_initial
         requested = options or LCMOptions()
         self.model = LCM(requested.over(problem.parameter_space))
+        self._chosen_columns = requested.categorical is not None      # else a stored model's are adopted
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
         self.batch = batch
         self.executor = executor
@@ -248,6 +250,14 @@ class MLA(Strategy):
         except InvalidInputError:
             return None
 
+    def _adopt_columns(self, stored: tuple[int, ...]) -> None:
+        """Compare categorical columns as a stored model did (say, one fitted before ordinals), none being asked for."""
+        try:
+            self.model = LCM(replace(self.model.options, categorical=stored).over(self.problem.parameter_space))
+        except InvalidInputError:         # columns that are not categorical parameters here: fit again
+            return
+        log.info("%s compares the categorical columns %s, as its stored model does", self.modeler, list(stored))
+
     def fit(self, data: TrainingData) -> FittedLCM:
         """Fit the LCM to ``data`` (warm-started); TLA engines override this.
 
@@ -385,6 +395,8 @@ class MLA(Strategy):
                 self._restored = record
                 self._fixed = self._warm if fixed else None
                 stored = tuple(record.modeling_options.get("categorical") or ())
+                if stored != self.model.options.categorical_columns and not self._chosen_columns:
+                    self._adopt_columns(stored)
                 if stored != self.model.options.categorical_columns:
                     # its length scales measure other distances: a warm start to re-optimise, never used as is
                     log.warning("the stored model of %s compares categorical columns %s, this engine %s: "
