@@ -72,6 +72,10 @@ class StoreError(RaytunerError):
     """A history store cannot do what was asked (unreadable file, unreachable server)."""
 
 
+class MissingPackageError(RaytunerError):
+    """Something optional was asked for whose packages are not installed; the message says which extra has them."""
+
+
 def field_path(loc: Sequence[int | str], prefix: str = "") -> str:
     """Render a pydantic error location as ``a.b[0].c``.
 
