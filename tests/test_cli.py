@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -75,7 +76,11 @@ def test_a_benchmark_without_its_peers_is_refused_before_it_runs(tmp_path: Path,
     needed = {m.lower() for modules in bench.PEER_MODULES.values() for m in modules}
     assert needed <= listed                                   # every peer module comes with the bench extra
     monkeypatch.setitem(bench.PEER_MODULES, "store", ("raytuner_no_such_peer",))
-    refused = CliRunner().invoke(main, ["bench", "store", "--out", str(tmp_path / "b"), "--quick"])
+    root, level = logging.getLogger(), logging.getLogger().level
+    try:
+        refused = CliRunner().invoke(main, ["bench", "store", "--out", str(tmp_path / "b"), "--quick"])
+    finally:
+        root.setLevel(level)                                  # `bench` sets the root logger to INFO
     assert refused.exit_code == 1 and refused.output.count("\n") == 1
     assert "raytuner_no_such_peer" in refused.output and "pip install 'raytuner[bench]'" in refused.output
     assert not (tmp_path / "b").exists()
