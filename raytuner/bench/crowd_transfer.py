@@ -30,7 +30,8 @@ budget, crowd_records, rows[{tuner, cost_to_target_median, best_at_budget_mean,
 best_at_budget_sd, reached_share, evaluations_median}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
 less cost than GPTuneBand alone to reach the target, and has the best value at
 the budget, on each problem), ``settings``. A median cost is ``null`` when
-fewer than half of the runs reached the target.
+half of the runs or more never reached the target (the median of an even number
+of runs is the mean of the middle two, so exactly half leaves it infinite too).
 """
 
 from __future__ import annotations
