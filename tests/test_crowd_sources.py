@@ -17,7 +17,7 @@ from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner
 from raytuner.client.crowd_sources import crowd_source
-from raytuner.crowd.cache import crowd_cache_name
+from raytuner.crowd.cache import DOWNLOADS, crowd_cache_name
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
@@ -300,6 +300,10 @@ def test_a_service_session_downloads_the_crowd_sources_its_user_may_see_once(
     server = crowd[0]
     plain = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
     with RemoteTuner(address, keys["bob"], timeout=30) as tuner:             # bob signs in with his crowd key
+        with pytest.raises(ServiceError) as info:               # refused: nothing downloaded into the store
+            tuner.create_session(plain, "mla", tasks=[{"t": 1.0}], options={"crowd_sources": True, "n_initail": 2})
+        assert info.value.code == "INVALID_ARGUMENT" and "n_initail" in info.value.message
+        assert server.store.evaluations("demo.crowd.bob") == [] and not list(server.store.ledger().read(DOWNLOADS))
         tuner.create_session(plain, "mla", tasks=[{"t": 1.0}], seed=0,
                              options={"crowd_sources": True, "n_initial": 2})
         assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3

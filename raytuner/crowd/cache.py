@@ -7,7 +7,9 @@ writes the records into the local store under the cache's own problem name
 user's own synced evaluations come back from the crowd too), and notes the
 download in the store's ledger (log ``crowd_downloads``), even when nothing
 matched: a later or resumed run reads the cache, so it learns from the same
-sources and makes the same suggestions.
+sources and makes the same suggestions. A cache is named after the problem (and
+user), not the query: a later query of other spaces for the same problem reads
+what the first one brought.
 
 Example:
     >>> import tempfile
@@ -32,8 +34,8 @@ from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store import HistoryStore, StoreSource
 
-__all__ = ["crowd_cache_name", "cached_source", "downloaded", "fill_cache", "meta_query", "CACHE_SUFFIX",
-           "DOWNLOADS"]
+__all__ = ["crowd_cache_name", "is_cache_name", "cached_source", "downloaded", "uncached", "fill_cache", "meta_query",
+           "CACHE_SUFFIX", "DOWNLOADS"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ def crowd_cache_name(problem_name: str, user: str | None = None) -> str:
     raytuner.errors.InvalidInputError: tuning_problem_name: 'GPTune-Demo.crowd' names a crowd cache; a problem tuned from the crowd needs another name
     """
     name = check_problem_name(problem_name)
-    if name.endswith(CACHE_SUFFIX) or CACHE_SUFFIX + "." in name:
+    if is_cache_name(name):
         raise InvalidInputError("tuning_problem_name", f"{name!r} names a crowd cache; a problem tuned from the "
                                                        "crowd needs another name")
     cache = name + CACHE_SUFFIX + (f".{user}" if user else "")
@@ -68,6 +70,18 @@ def crowd_cache_name(problem_name: str, user: str | None = None) -> str:
         raise InvalidInputError("tuning_problem_name", f"{len(name)} characters; a problem tuned from the crowd "
                                                        f"has at most {128 - len(cache) + len(name)}")
     return cache
+
+
+def is_cache_name(name: str) -> bool:
+    """Whether ``name`` is the name of a crowd cache (``<problem>.crowd``, ``<problem>.crowd.<user>``).
+
+    Args:
+        name: A problem name.
+
+    >>> is_cache_name("demo.crowd.alice"), is_cache_name("fft.crowdsourced")
+    (True, False)
+    """
+    return name.endswith(CACHE_SUFFIX) or CACHE_SUFFIX + "." in name
 
 
 def meta_query(meta: MetaDescription) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -101,9 +115,23 @@ def downloaded(store: HistoryStore, cache: str) -> bool:
     return any(True for _ in store.ledger().read(DOWNLOADS, cache=cache))
 
 
+def uncached(store: HistoryStore, problem: str, cache: str,
+             records: Sequence[FunctionEvaluation]) -> list[FunctionEvaluation]:
+    """The downloaded ``records`` the store holds neither as the run's own nor in the cache: what the cache takes.
+
+    Args:
+        store: The local store.
+        problem: The tuned problem's name (its records are the run's own).
+        cache: The cache's problem name.
+        records: What the crowd answered.
+    """
+    held = {r.uid for r in store.evaluations(problem)} | {r.uid for r in store.evaluations(cache)}
+    return [r for r in records if r.uid not in held]
+
+
 def fill_cache(store: HistoryStore, problem: str, cache: str,
                records: Sequence[FunctionEvaluation]) -> StoreSource | None:
-    """Cache the downloaded ``records`` (those the store holds already left out) and note the download.
+    """Cache the downloaded ``records`` (those the store holds already left out: :func:`uncached`) and note the download.
 
     Args:
         store: The local store (not a syncing one: the cache is never uploaded).
@@ -111,12 +139,10 @@ def fill_cache(store: HistoryStore, problem: str, cache: str,
         cache: The cache's problem name.
         records: What the crowd answered.
     """
-    cached = store.evaluations(cache)
-    own = {r.uid for r in store.evaluations(problem)} | {r.uid for r in cached}
-    new = [r for r in records if r.uid not in own]
+    new = uncached(store, problem, cache, records)
     if new:
         store.append_many(cache, new)
     store.ledger().append(DOWNLOADS, {"cache": cache, "records": len(new), "time": time.time()})
     log.info("downloaded %d crowd records of %s into %s (%d new, %d the store's already)", len(records), problem,
              cache, len(new), len(records) - len(new))
-    return StoreSource(store, cache) if cached or new else None
+    return cached_source(store, cache)

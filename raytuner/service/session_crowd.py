@@ -22,10 +22,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from raytuner.crowd.cache import CACHE_SUFFIX, crowd_cache_name, downloaded, fill_cache, meta_query
+from raytuner.crowd.cache import crowd_cache_name, downloaded, is_cache_name, meta_query
 from raytuner.crowd.errors import Unauthenticated
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription
+from raytuner.records import FunctionEvaluation
 from raytuner.store.base import HistoryStore
 from raytuner.strategies.registry import ENGINES
 
@@ -90,34 +91,40 @@ class CrowdSessions:
             return self.store
         return CrowdSyncStore.as_user(self.store, self.crowd, user, session_id)
 
-    def _with_crowd_sources(self, meta: MetaDescription, owner: str, strategy: str,
-                            options: dict[str, Any]) -> dict[str, Any]:
-        """``options`` with ``crowd_sources: true`` replaced by the ``source_problem`` of the crowd's cached records."""
+    def _with_crowd_sources(self, meta: MetaDescription, owner: str, strategy: str, options: dict[str, Any]
+                            ) -> tuple[dict[str, Any], list[FunctionEvaluation] | None]:
+        """``options`` with ``crowd_sources: true`` replaced by the ``source_problem`` of the crowd's cache.
+
+        Also returns the records downloaded now, for the cache (``None``: nothing to write, the cache
+        holds them already or the crowd could not be read). The caller writes them with
+        :func:`~raytuner.crowd.cache.fill_cache` once the session is known to be good, so that a
+        refused session leaves nothing behind.
+        """
         given = options.get("source_problem")
-        if isinstance(given, str) and CACHE_SUFFIX in given:      # another user's cache: other access levels
+        if isinstance(given, str) and is_cache_name(given):      # another user's cache: other access levels
             raise InvalidInputError("options.source_problem", f"{given!r} is a crowd cache; a session learns from "
                                                               "the crowd through options.crowd_sources")
         wanted = options.pop("crowd_sources", False)
         if wanted is False:
-            return options
+            return options, None
         if wanted is not True:
             raise InvalidInputError("options.crowd_sources", f"{wanted!r} is not a yes or no", allowed=[True, False])
-        if not ENGINES[strategy].needs & {"source", "sources"}:
+        if not ENGINES[strategy].learns_from_sources:
             raise InvalidInputError("options.crowd_sources", f"{strategy} learns from no source data",
-                                    allowed=sorted(n for n, e in ENGINES.items() if e.needs & {"source", "sources"}))
+                                    allowed=sorted(n for n, e in ENGINES.items() if e.learns_from_sources))
         if "source_problem" in options:
             raise InvalidInputError("options.crowd_sources", "give crowd_sources or source_problem, not both")
         user = self._crowd("options.crowd_sources").get_user(self._crowd_identity(meta, owner,
                                                                                  "options.crowd_sources"))
         problem = meta.tuning_problem_name
         cache = crowd_cache_name(problem, user.username)
+        fresh = None
         if not downloaded(self.store, cache):
             try:
-                records = self.crowd.evaluations_for(user, problem, *meta_query(meta))
+                fresh = self.crowd.evaluations_for(user, problem, *meta_query(meta))
             except StoreError as exc:      # the crowd's database is down: tune without its data
                 log.warning("the crowd repository could not be read (%s); session of %s starts without crowd "
                             "sources", exc, problem)
-                return options
-            fill_cache(self.store, problem, cache, records)
+                return options, None
         options["source_problem"] = cache
-        return options
+        return options, fresh

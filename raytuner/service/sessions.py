@@ -46,6 +46,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, as_number, task_key
+from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.service.session_crowd import CrowdSessions
 from raytuner.session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
@@ -157,27 +158,33 @@ class SessionManager(CrowdSessions):
 
     # -- building ---------------------------------------------------------------------------
 
-    def _strategy(self, spec: SessionSpec, problem: Any) -> Strategy:
-        """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store."""
+    def _strategy(self, spec: SessionSpec, problem: Any,
+                  fresh: Sequence[FunctionEvaluation] | None = None) -> Strategy:
+        """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store.
+
+        ``fresh``: the records of its source problem, given while they are not stored yet (crowd sources
+        downloaded at creation).
+        """
         options, source = dict(spec.options), None
-        if spec.strategy in ENGINES and ENGINES[spec.strategy].needs & {"source", "sources"}:
+        if spec.strategy in ENGINES and ENGINES[spec.strategy].learns_from_sources:
             source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
             needed = "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1
-            if (needed or source_problem is not None or query is not None) and not isinstance(source_problem, str) \
-                    or source_problem == spec.problem_name:
+            if (needed or source_problem is not None or query is not None) and not isinstance(source_problem, str):
                 raise InvalidInputError("options.source_problem", f"{spec.strategy} needs the name of a source "
                                         f"problem in the store, other than the session's own")
             if isinstance(source_problem, str):
                 source = StoreSource(self.store, source_problem, query)
+                if fresh is not None:      # what source.evaluations() will read once they are stored
+                    source = [r for r in fresh if source.query is None or source.query.matches(r)]
         return build_engine(EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed,
                             executor=self.executor, source=source)
 
-    def _open(self, spec: SessionSpec) -> ServiceSession:
+    def _open(self, spec: SessionSpec, fresh: Sequence[FunctionEvaluation] | None = None) -> ServiceSession:
         meta = MetaDescription.parse(spec.meta)
         problem = meta.problem_space
         tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(spec.tasks)]
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
-        strategy = self._strategy(spec, problem)
+        strategy = self._strategy(spec, problem, fresh)
         tuning = TuningSession.resume(spec.problem_name, problem, strategy,
                                       self._store_of(spec.session_id, spec.crowd_user),
                                       session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
@@ -215,15 +222,21 @@ class SessionManager(CrowdSessions):
             if not isinstance(task, Mapping):
                 raise InvalidInputError(f"tasks[{i}]", f"{task!r} is not an object of task parameters")
         tasks = [dict(t) for t in tasks]
+        if (options or {}).get("source_problem") == parsed.tuning_problem_name:
+            raise InvalidInputError("options.source_problem", f"{strategy} needs the name of a source problem in "
+                                                              "the store, other than the session's own")
         data = parsed.to_dict()
         data.pop("api_key", None)                       # a secret never goes into the ledger
+        chosen, fresh = self._with_crowd_sources(parsed, owner, strategy, dict(options or {}))
         spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner,
                            problem_name=parsed.tuning_problem_name, meta=data, strategy=strategy,
-                           options=self._with_crowd_sources(parsed, owner, strategy, dict(options or {})),
-                           tasks=tasks,
+                           options=chosen, tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
                            max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
-        session = self._open(spec)                      # validates everything before anything is stored
+        fresh = None if fresh is None else uncached(self.store, spec.problem_name, chosen["source_problem"], fresh)
+        session = self._open(spec, fresh)               # validates everything before anything is stored
+        if fresh is not None:                           # the crowd's records, cached as the engine took them
+            fill_cache(self.store, spec.problem_name, chosen["source_problem"], fresh)
         self.ledger.append("sessions", asdict(session.spec))
         with self._lock:
             self._sessions[spec.session_id] = session

@@ -91,6 +91,11 @@ class EngineEntry:
     build: Builder | None = None
     variants: tuple[type[Strategy], ...] = ()
 
+    @property
+    def learns_from_sources(self) -> bool:
+        """Whether the engine learns from source data: it must (``source``) or may (``sources``)."""
+        return bool(self.needs & {"source", "sources"})
+
 
 def _transfer(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
               options: dict[str, Any]) -> Strategy:
