@@ -154,6 +154,8 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
     ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
     ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
     ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
+    ("mla", {"options": "fast"}, [TASK], None, "options.options: mla: expected an object of fields, got 'fast'"),
+    ("tla2", {"source_model": 3}, [TASK], SOURCE, "options.source_model: tla2: expected an object of fields"),
     ("mla", {"n_initial": 0}, [TASK], None, "n_initial: must be an integer >= 1, got 0"),
     ("band", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
     ("tla", {"algorithm": "best"}, [TASK], SOURCE, "algorithm: unknown TLA algorithm 'best' (allowed: "),

@@ -53,7 +53,7 @@ from raytuner.errors import TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.records import FunctionEvaluation, task_key
 
-__all__ = ["run", "Settings", "FULL", "QUICK", "TUNERS", "crowd_records", "run_tuner", "summarise", "GOAL_SAVING"]
+__all__ = ["run", "Settings", "FULL", "QUICK", "crowd_records", "run_tuner", "summarise", "GOAL_SAVING"]
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,6 @@ class Settings:
     budgets: tuple[tuple[str, float], ...]
     source_per_task: int
     tuners: tuple[str, ...] = ("gptuneband+crowd", "gptuneband", "mla+crowd", "mla", "tla_ensemble", "tpe_warm")
-
-    @property
-    def problems(self) -> tuple[str, ...]:
-        """The problems run, in order."""
-        return tuple(name for name, _ in self.budgets)
 
 
 FULL = Settings(seeds=tuple(range(10)), budgets=(("lcbench", 20.0), ("kernel", 40.0)), source_per_task=20)

@@ -9,8 +9,9 @@
 - ``kernel``: the dedispersion kernel (Kernel Tuner caches,
   :mod:`raytuner.bench.kernel_cache`), task ``machine``, time minimised, one
   fidelity. A user shared an earlier TPE run of ``source_per_task``
-  evaluations on the A100; the target is the Radeon PRO W7800. Every tuner searches the
-  configurations valid on the W7800 (a constraint), as the TLA benchmark does.
+  evaluations on the A100; the target is the Radeon PRO W7800. Every tuner but TPE searches the
+  configurations valid on the W7800 (a constraint), as the TLA benchmark does; a TPE
+  suggestion outside them is a failed evaluation.
 
 The target's best-known value is the best over a large random sample at full
 fidelity (LCBench) or the cache's optimum (kernel).

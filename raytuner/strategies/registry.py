@@ -142,21 +142,24 @@ ENGINES: dict[str, EngineEntry] = {
 }
 
 
-#: Options given as plain data that an engine takes as an object: how each is made.
-_DECODERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
-    "options": lambda data: LCMOptions(**data),
-    "source_model": Hyperparameters.from_dict,
+#: Options given as plain data that an engine takes as an object: the object's class, and how one is made.
+_DECODERS: dict[str, tuple[type, Callable[[Mapping[str, Any]], Any]]] = {
+    "options": (LCMOptions, lambda data: LCMOptions(**data)),
+    "source_model": (Hyperparameters, Hyperparameters.from_dict),
 }
 
 
 def _decode(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(options)
-    for key, decode in _DECODERS.items():
-        if isinstance(out.get(key), Mapping):
+    for key, (kind, decode) in _DECODERS.items():
+        value = out.get(key)
+        if isinstance(value, Mapping):
             try:
-                out[key] = decode(out[key])
+                out[key] = decode(value)
             except TypeError as exc:        # an unknown field of LCMOptions
                 raise InvalidInputError(f"options.{key}", f"{name}: {exc}") from None
+        elif value is not None and not isinstance(value, kind):
+            raise InvalidInputError(f"options.{key}", f"{name}: expected an object of fields, got {value!r}")
     return out
 
 
@@ -203,7 +206,7 @@ def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mappin
         return entry.engine(problem, targets, seed, **options)
     except InvalidInputError:
         raise
-    except (TypeError, ValueError, AttributeError) as exc:       # an option value of the wrong kind
+    except (TypeError, ValueError) as exc:       # an option value of the wrong kind
         raise InvalidInputError("options", f"{spec.name}: {exc}") from None
 
 

@@ -46,9 +46,9 @@ from raytuner.executors import Executor, default_executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import fitting_records
+from raytuner.strategies.base import source_records
 
-__all__ = ["SourceTask", "SourceData", "fit_gp", "minimisation_values", "group_source_tasks", "load_records"]
+__all__ = ["SourceTask", "SourceData", "fit_gp", "minimisation_values", "group_source_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -157,20 +157,6 @@ def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluati
     return tasks
 
 
-def load_records(source: Any) -> list[FunctionEvaluation]:
-    """The evaluations of a source given as records or as an :class:`EvaluationSource`.
-
-    Args:
-        source: A list of :class:`FunctionEvaluation` or an :class:`EvaluationSource`.
-    """
-    if isinstance(source, EvaluationSource):
-        return list(source.evaluations())
-    if isinstance(source, (list, tuple)) and all(isinstance(r, FunctionEvaluation) for r in source):
-        return list(source)
-    raise InvalidInputError("source", f"expected SourceData, a list of FunctionEvaluation or an object with "
-                                      f".evaluations(), got {type(source).__name__}")
-
-
 class SourceData:
     """The source tasks of a transfer and their surrogates (fitted lazily, once); see the module docstring.
 
@@ -195,7 +181,7 @@ class SourceData:
         self.objective = problem.objective(objective).name
         self.options = (options or LCMOptions()).over(problem.parameter_space)
         self.executor = executor
-        self.records = fitting_records(problem, load_records(records), "source")
+        self.records = source_records(problem, records)
         self.tasks = group_source_tasks(problem, self.records, self.objective)
         if not self.tasks:
             raise InvalidInputError("source", "no successful source evaluation of the objective "

@@ -56,7 +56,7 @@ class TLA1Engine(Strategy):
     Args:
         problem: The problem's spaces (it needs a task space).
         tasks: The one new task.
-        seed: Seeds TLA1's fits.
+        seed: Seeds TLA1's fits and the sample a prediction that breaks a constraint gives way to.
         source: The tuned tasks' evaluations (a list, or an :class:`~raytuner.records.EvaluationSource`).
         objective: The objective whose optima are modelled (default: the first).
         options: Configure TLA1's GPs.
