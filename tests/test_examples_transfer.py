@@ -81,4 +81,5 @@ def test_tla2_example_predicts_with_tla1_then_tunes_the_new_task(tmp_path: Path)
     assert 0 <= x_tla1 <= 1 and y_tla1 == pytest.approx(demo(x_tla1, 1.0), abs=0.01)    # x printed to 4 places
     with JsonStore(tmp_path / "store") as store:
         assert len(store.evaluations("demo-target")) == 7 and len(store.evaluations("demo-source")) == 400
-        assert [r.raytuner.source for r in store.evaluations("demo-target")][5:] == ["model", "model"]
+        # two trials run at once, so the store holds them in the order they ended, not the order suggested
+        assert sorted(r.raytuner.source for r in store.evaluations("demo-target")) == ["initial"] * 5 + ["model"] * 2
