@@ -44,6 +44,7 @@ from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.strategies.band import MODELS
 from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 
 B_MAX = 27.0
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
     parser.add_argument("--b-max", type=float, default=B_MAX, help=f"must equal {B_MAX:g}, the demo's b_max")
     parser.add_argument("--eta", type=int, default=3)
     parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--model", choices=MODELS, default="paper",
+                        help="GPTuneBand's model: the paper's LCM over (task, bracket) pairs, or every fidelity level")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray (and concurrent trials)")
     parser.add_argument("--seconds", type=float, default=0.0, help="wall time of one evaluation at b_max")
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         stack.callback(ray.shutdown)
         executor = RayExecutor()
         band = GPTuneBandScheduler(problem, tasks, store, args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                          passes=args.passes, seed=args.seed, executor=executor)
+                          passes=args.passes, seed=args.seed, executor=executor, model=args.model)
         structure = band.engine.structure
         print(f"GPTuneBand: {len(tasks)} tasks, brackets B(s) = {list(structure.fidelities)}, "
               f"N(s) = {[structure.samples(s) for s in range(structure.s_max + 1)]}, "

@@ -123,6 +123,10 @@ class GPTuneBandScheduler(TrialScheduler):
         acquisition: The acquisition function.
         acquisition_options: Its options.
         executor: Runs the LCM's multi-start fits.
+        search_candidates: The size of the acquisition search's global phase.
+        model: The engine's model: ``"paper"`` (the paper's LCM over (task, bracket) pairs) or ``"levels"``
+            (every fidelity level of every task in one LCM, samples chosen by the prediction at ``b_max``);
+            see :class:`raytuner.strategies.GPTuneBand`.
         source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
             crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
@@ -140,7 +144,8 @@ class GPTuneBandScheduler(TrialScheduler):
                  mode: str | list[str] | None = None,
                  seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
                  acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
-                 executor: Executor | None = None, source: Any = None, **session_options: Any) -> None:
+                 executor: Executor | None = None, search_candidates: int = 2048, model: str = "paper",
+                 source: Any = None, **session_options: Any) -> None:
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
         self.metrics, self.modes = one_or_all(problem, metric, mode)
@@ -156,6 +161,7 @@ class GPTuneBandScheduler(TrialScheduler):
             "integer_fidelities": integer_fidelities, "passes": passes, "budget": budget,
             "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
             "acquisition": acquisition, "acquisition_options": acquisition_options,
+            "search_candidates": search_candidates, "model": model,
             "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
             problem, tasks, seed, executor=executor, source=source)
         # a result counts once it has every objective tuned (with several, every bounded output too)

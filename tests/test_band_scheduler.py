@@ -14,6 +14,7 @@ ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 
 from ray_helpers import InterruptOnce  # noqa: E402
+from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
@@ -64,8 +65,10 @@ def planned(scheduler: GPTuneBandScheduler) -> Counter:
                     for rung, (n, _) in enumerate(structure.rungs(s))})
 
 
-def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path) -> None:
-    scheduler = band(tmp_path)
+@pytest.mark.parametrize("model", ["paper", "levels"])
+def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, model: str) -> None:
+    scheduler = band(tmp_path, model=model, search_candidates=256)
+    assert scheduler.engine.model == model
     analysis = tune.run(one_shot, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
                         max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"))
     records = JsonStore(tmp_path / "store").evaluations("band")
@@ -112,6 +115,12 @@ def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_
     assert all("error" in (r.raytuner.failure_message or "") for r in failed)
     assert not {r.raytuner.parent for r in records} & {r.uid for r in failed}
     assert scheduler.engine.finished
+
+
+def test_an_unknown_model_is_refused_naming_the_field_before_anything_is_stored(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"^model: .*\(allowed: paper, levels\)$"):
+        band(tmp_path, model="fancy")
+    assert JsonStore(tmp_path / "store").problems() == []
 
 
 def test_a_foreign_search_alg_is_refused(local_ray, tmp_path: Path) -> None:
