@@ -36,7 +36,8 @@ from raytuner.models import LCM, FittedLCM, LCMOptions, TrainingData
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import Objective, ProblemSpace, Space
 
-__all__ = ["SurrogateModel", "surrogate_from_records", "snap_to_space", "DEFAULT_CHUNK_SIZE", "MODELERS"]
+__all__ = ["SurrogateModel", "surrogate_from_records", "snap_to_space", "DEFAULT_CHUNK_SIZE", "MODELERS",
+           "check_modeler"]
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +217,24 @@ class SurrogateModel:
                 f"parameters={self.parameter_names}, samples={len(self.function_evaluations)})")
 
 
+def check_modeler(modeler: str) -> str:
+    """``modeler`` if it names a surrogate model (:data:`MODELERS`); else one line naming the field and the choices.
+
+    Args:
+        modeler: ``"LCM"`` or ``"GP"``.
+
+    >>> check_modeler("GP")
+    'GP'
+    >>> check_modeler("RF")
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: modeler: 'RF' is not a surrogate model (allowed: LCM, GP)
+    """
+    if modeler not in MODELERS:
+        raise InvalidInputError("modeler", f"{modeler!r} is not a surrogate model", allowed=list(MODELERS))
+    return modeler
+
+
 def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEvaluation],
                            objective: str | None = None, task: Mapping[str, Any] | None = None, *,
                            options: LCMOptions | None = None, seed: int | np.random.Generator | None = 0,
@@ -258,8 +277,7 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
     raytuner.errors.InvalidInputError: records: 1 successful record(s) of objective 'y' for task {'t': 1.0}; a surrogate needs at least 3
     """
     target = problem.objective(objective)
-    if modeler not in MODELERS:
-        raise InvalidInputError("modeler", f"{modeler!r} is not a surrogate model", allowed=list(MODELERS))
+    check_modeler(modeler)
     if not isinstance(min_records, int) or isinstance(min_records, bool) or min_records < 1:
         raise InvalidInputError("min_records", f"must be an integer >= 1, got {min_records!r}")
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping
 import grpc
 
 from raytuner.analysis.sensitivity import sobol_analysis
-from raytuner.analysis.surrogate import surrogate_from_records
+from raytuner.analysis.surrogate import check_modeler, surrogate_from_records
 from raytuner.crowd.repository import RECORD_KINDS
 from raytuner.errors import InvalidInputError
 from raytuner.protocol import METADATA_KEY, dumps, json_field
@@ -106,20 +106,23 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
             raise InvalidInputError("query.problem_space_json", "a surrogate needs the problem space "
                                     "(input_space, parameter_space, output_space)")
         problem = ProblemSpace.parse(space)
-        records = self._query("query_function_evaluations", query, context)
+        # every field is checked before the repository is read (the query may be large)
         task = json_field("task_json", task_json, dict, {})
+        problem.objective(objective or None)
+        modeler = check_modeler(modeler or "LCM")
+        records = self._query("query_function_evaluations", query, context)
         model = surrogate_from_records(problem, records, objective=objective or None, task=task or None,
-                                       executor=self.executor, modeler=modeler or "LCM")
+                                       executor=self.executor, modeler=modeler)
         return model, task, len(records)
 
     @rpc
     def QueryPredictOutput(self, request: pb.CrowdPredictRequest,
                            context: grpc.ServicerContext) -> pb.CrowdPredictResponse:
-        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
-                                         context)
         points = json_field("parameters_json", request.parameters_json, list, [])
         if not points or not all(isinstance(p, Mapping) for p in points):
             raise InvalidInputError("parameters_json", "a non-empty JSON list of parameter objects")
+        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
+                                         context)
         mean, variance = model.predict([dict(p) for p in points], task=task or None)
         return pb.CrowdPredictResponse(
             predictions_json=dumps([{"mean": float(m), "variance": float(v)} for m, v in zip(mean, variance)]),
