@@ -87,7 +87,9 @@ class GPTuneBand(Strategy):
         budget: Normalised cost per task (an evaluation at ``b`` costs ``b / b_max``): a task ends
             when its next step does not fit in what is left (``None``: the passes decide).
         fidelity_mode: ``"one_shot"`` or ``"iterative"``.
-        n_initial: Size of each LCM-task's initial LHS design (default: half of ``N(0)``, at least 1).
+        n_initial: Size of each LCM-task's initial LHS design (default: ``N(0)``, the highest-fidelity
+            bracket's samples, as GPTune's ``MB_LCM`` takes ``NS1 = min(N(s))``; half of that, at least 1,
+            when ``source`` gives records: they inform the model from the start).
         options: MLA's: configure the LCM.
         acquisition: MLA's.
         acquisition_options: MLA's.
@@ -133,8 +135,13 @@ class GPTuneBand(Strategy):
                              problem=problem if self.several else None)
         named = None if self.several else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget
+        self.source = source
+        self._sources: list[FunctionEvaluation] = []
+        if source is not None:
+            self._sources = lift_sources(source_records(problem, source), self.structure)
+        # GPTune's MB_LCM starts each LCM-task with N(0) random samples; the crowd's records stand in for half
         first = self.structure.samples(0)
-        self.n_initial = n_initial if n_initial is not None else max(1, (first + 1) // 2)
+        self.n_initial = n_initial if n_initial is not None else max(1, (first + 1) // 2) if self._sources else first
         self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
             n_initial=self.n_initial, options=options, acquisition=acquisition,
@@ -148,10 +155,6 @@ class GPTuneBand(Strategy):
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})
-        self.source = source
-        self._sources: list[FunctionEvaluation] = []
-        if source is not None:
-            self._sources = lift_sources(source_records(problem, source), self.structure)
         self._records: list[FunctionEvaluation] = []
         self._sampler: LevelSampler | None = None
         self._sampler_key: tuple[int, int] | None = None
