@@ -102,7 +102,15 @@ def test_errors_have_their_status(crowd: tuple[TuningServer, CrowdRepository, st
         assert info.value.code == "INVALID_ARGUMENT" and "access" in info.value.message
         with pytest.raises(ServiceError) as info:
             client.query_sensitivity_analysis(PROBLEM, PROBLEM_SPACE, {"a": 7.0}, num_samples=1000)
-        assert info.value.code == "INVALID_ARGUMENT"
+        assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("num_samples: ")
+        # a point or a task outside the spaces is refused before anything is read or fitted
+        with pytest.raises(ServiceError) as info:
+            client.query_predict_output(PROBLEM, PROBLEM_SPACE, [{"x1": 0.3, "x2": -1.0}], task={"a": 7.0})
+        assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("parameters_json")
+        with pytest.raises(ServiceError) as info:
+            client.query_predict_output(PROBLEM, PROBLEM_SPACE, [{"x1": 0.3, "x2": -1.0, "x3": 2.0}],
+                                        task={"b": 7.0})
+        assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("task_json")
 
 
 def test_the_crowd_commands(crowd: tuple[TuningServer, CrowdRepository, str], tmp_path: Path) -> None:

@@ -333,3 +333,19 @@ def test_a_tla1_prediction_that_breaks_a_constraint_gives_way_to_the_nearest_val
     assert engine.prediction.config["x"] > 0.5                           # the trend, past the bound
     x = engine.ask().config["x"]
     assert 0.29 <= x <= 0.3 and "breaks a constraint" in caplog.text  # 2048 valid points: one lies this close
+
+
+def test_gptuneband_starts_each_lcm_task_with_the_fewest_samples_of_a_bracket_or_half_with_sources() -> None:
+    def band(**kwargs: Any) -> GPTuneBand:
+        return GPTuneBand(PROBLEM, [{"t": 1.0}], 0, b_min=1, b_max=16, eta=2, options=FAST,
+                          executor=InlineExecutor(), **kwargs)
+
+    plain = band()
+    assert [plain.structure.samples(s) for s in range(5)] == [5, 4, 4, 8, 16]
+    assert plain.n_initial == 4                              # min N(s), as GPTune's MB_LCM (NS1)
+    assert band(source=tuned(2.0, 8, seed=1)).n_initial == 2    # the crowd's records stand in for half
+    assert band(source=[]).n_initial == 4                      # a crowd that gave nothing: as without
+    assert band(n_initial=3).n_initial == 3
+    # the spec keeps the number chosen: a rebuilt engine starts the same way whatever its source gives later
+    sourced = band(source=tuned(2.0, 8, seed=1))
+    assert sourced.spec.options["n_initial"] == 2 and fresh_engine(sourced).n_initial == 2

@@ -186,7 +186,8 @@ def test_a_fit_stops_at_its_time_limit_and_keeps_the_best_hyperparameters(execut
 # -- 4. same seed, same inputs, same results -------------------------------------------------------
 def _drive(store: Path, executor: Any) -> list[dict[str, Any]]:
     """A budgeted GPTuneBand run through a session into a JSON store; its records, uids made positional."""
-    engine = band(budget=6.0, executor=executor, options=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80))
+    engine = band(budget=6.0, executor=executor, n_initial=2,     # fewer than N(0): the model suggests too
+                  options=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80))
     session = TuningSession("demo", PROBLEM, engine, JsonStore(store))
     while not engine.finished:
         trial = session.ask()

@@ -49,7 +49,8 @@ from raytuner.constraints import Constraint
 from raytuner.errors import InvalidInputError
 from raytuner.space import Categorical, Integer, Parameter, ProblemSpace, Space
 
-__all__ = ["SensitivityResult", "sobol_analysis", "reduce_space", "SOBOL_INDICES", "surrogate_from_records"]
+__all__ = ["SensitivityResult", "sobol_analysis", "reduce_space", "SOBOL_INDICES", "surrogate_from_records",
+           "check_num_samples"]
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,15 @@ class SensitivityResult:
         return "\n".join(line(r) for r in [header, *rows])
 
 
-def _check_power_of_two(num_samples: Any) -> int:
+def check_num_samples(num_samples: Any) -> int:
+    """``num_samples`` as an int if it is a positive power of two (SALib's Sobol sequence); else one line.
+
+    Args:
+        num_samples: the base sample size of a Sobol analysis.
+
+    >>> check_num_samples(1024)
+    1024
+    """
     if (isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1
             or int(num_samples) & (int(num_samples) - 1)):
         raise InvalidInputError("num_samples", f"must be a positive power of two (SALib's Sobol sequence "
@@ -224,7 +233,7 @@ def sobol_analysis(model: SurrogateModel, num_samples: int = 4096, task: Mapping
     ...
     raytuner.errors.InvalidInputError: num_samples: must be a positive power of two (SALib's Sobol sequence keeps its balance only then), got 1000 (allowed: 64, 256, 1024, 4096, 16384, ...)
     """
-    N = _check_power_of_two(num_samples)
+    N = check_num_samples(num_samples)
     if not isinstance(model, SurrogateModel):
         raise InvalidInputError("model", f"expected a SurrogateModel, got {type(model).__name__}")
     if not isinstance(num_resamples, int) or num_resamples < 1:

@@ -13,11 +13,11 @@ evaluations the caller may see, so the records need not travel.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import grpc
 
-from raytuner.analysis.sensitivity import sobol_analysis
+from raytuner.analysis.sensitivity import check_num_samples, sobol_analysis
 from raytuner.analysis.surrogate import check_modeler, surrogate_from_records
 from raytuner.crowd.repository import RECORD_KINDS
 from raytuner.errors import InvalidInputError
@@ -100,7 +100,9 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
     # -- models ---------------------------------------------------------------------------------------
 
     def _surrogate(self, query: pb.CrowdQuery, objective: str, task_json: str, modeler: str,
-                   context: grpc.ServicerContext) -> tuple[Any, dict[str, Any], int]:
+                   context: grpc.ServicerContext, check: Callable[[ProblemSpace], Any] | None = None
+                   ) -> tuple[Any, dict[str, Any], int]:
+        """The surrogate of the queried records; every field (``check``: the caller's too) is checked first."""
         space = json_field("query.problem_space_json", query.problem_space_json, dict, None)
         if not space:
             raise InvalidInputError("query.problem_space_json", "a surrogate needs the problem space "
@@ -108,8 +110,12 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         problem = ProblemSpace.parse(space)
         # every field is checked before the repository is read (the query may be large)
         task = json_field("task_json", task_json, dict, {})
+        if task:
+            problem.input_space.check(task, "task_json")
         problem.objective(objective or None)
         modeler = check_modeler(modeler or "LCM")
+        if check is not None:
+            check(problem)
         records = self._query("query_function_evaluations", query, context)
         model = surrogate_from_records(problem, records, objective=objective or None, task=task or None,
                                        executor=self.executor, modeler=modeler)
@@ -121,8 +127,9 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         points = json_field("parameters_json", request.parameters_json, list, [])
         if not points or not all(isinstance(p, Mapping) for p in points):
             raise InvalidInputError("parameters_json", "a non-empty JSON list of parameter objects")
-        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
-                                         context)
+        model, task, n = self._surrogate(
+            request.query, request.objective, request.task_json, request.modeler, context,
+            check=lambda problem: [problem.parameter_space.check(p, "parameters_json") for p in points])
         mean, variance = model.predict([dict(p) for p in points], task=task or None)
         return pb.CrowdPredictResponse(
             predictions_json=dumps([{"mean": float(m), "variance": float(v)} for m, v in zip(mean, variance)]),
@@ -134,12 +141,12 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         method = request.method or "sobol"
         if method != "sobol":
             raise InvalidInputError("method", f"{method!r} is not an analysis method", allowed=["sobol"])
-        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
-                                         context)
         # the seed as given, 0 included (the client's default): `seed or None` made every default call
         # draw fresh Sobol samples, and the indices differed from call to call (issue 17)
         options: dict[str, Any] = {"second_order": request.second_order, "seed": int(request.seed)}
         if request.num_samples:
-            options["num_samples"] = int(request.num_samples)
+            options["num_samples"] = check_num_samples(int(request.num_samples))
+        model, task, n = self._surrogate(request.query, request.objective, request.task_json, request.modeler,
+                                         context)
         result = sobol_analysis(model, task=task or None, **options)
         return pb.CrowdSensitivityResponse(result_json=dumps(result.to_dict()), evaluations=n)

@@ -60,7 +60,7 @@ from raytuner.strategies.band_plan import BandPlan, Step
 from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler, lift_sources, sources_for
 from raytuner.strategies.multiobjective import tunes_several
 
-__all__ = ["GPTuneBand", "LEVEL"]
+__all__ = ["GPTuneBand", "LEVEL", "MODELS"]
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +87,10 @@ class GPTuneBand(Strategy):
         budget: Normalised cost per task (an evaluation at ``b`` costs ``b / b_max``): a task ends
             when its next step does not fit in what is left (``None``: the passes decide).
         fidelity_mode: ``"one_shot"`` or ``"iterative"``.
-        n_initial: Size of each LCM-task's initial LHS design (default: ``N(0)``, the highest-fidelity
-            bracket's samples, as GPTune's ``MB_LCM`` takes ``NS1 = min(N(s))``; half of that, at least 1,
-            when ``source`` gives records: they inform the model from the start).
+        n_initial: Size of each LCM-task's initial LHS design (default: the fewest samples of any bracket,
+            ``min N(s)``, as GPTune's ``MB_LCM`` takes ``NS1``; half of that, at least 1, when ``source``
+            gives usable records, successful and at one of the brackets' fidelities: they inform the model
+            from the start). The spec keeps the number chosen, so a rebuilt engine starts the same way.
         options: MLA's: configure the LCM.
         acquisition: MLA's.
         acquisition_options: MLA's.
@@ -139,9 +140,9 @@ class GPTuneBand(Strategy):
         self._sources: list[FunctionEvaluation] = []
         if source is not None:
             self._sources = lift_sources(source_records(problem, source), self.structure)
-        # GPTune's MB_LCM starts each LCM-task with N(0) random samples; the crowd's records stand in for half
-        first = self.structure.samples(0)
-        self.n_initial = n_initial if n_initial is not None else max(1, (first + 1) // 2) if self._sources else first
+        # GPTune's MB_LCM starts each LCM-task with min N(s) random samples; the crowd's records stand in for half
+        fewest = min(self.structure.samples(s) for s in range(self.structure.s_max + 1))
+        self.n_initial = n_initial if n_initial is not None else max(1, (fewest + 1) // 2) if self._sources else fewest
         self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
             n_initial=self.n_initial, options=options, acquisition=acquisition,
@@ -149,7 +150,8 @@ class GPTuneBand(Strategy):
             search_candidates=search_candidates)
         self._keep_options(b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
                            integer_fidelities=integer_fidelities, passes=passes, budget=budget,
-                           fidelity_mode=fidelity_mode, n_initial=n_initial, options=options, acquisition=acquisition,
+                           fidelity_mode=fidelity_mode, n_initial=self.n_initial, options=options,
+                           acquisition=acquisition,
                            acquisition_options=acquisition_options, objective=named,
                            search_candidates=search_candidates, model=model)
         levels = Space.model_validate(problem.input_space.model_dump() + [
