@@ -125,8 +125,13 @@ def uncached(store: HistoryStore, problem: str, cache: str,
         cache: The cache's problem name.
         records: What the crowd answered.
     """
-    held = {r.uid for r in store.evaluations(problem)} | {r.uid for r in store.evaluations(cache)}
-    return [r for r in records if r.uid not in held]
+    return _not_held(records, store.evaluations(problem), store.evaluations(cache))
+
+
+def _not_held(records: Sequence[FunctionEvaluation], *held: Sequence[FunctionEvaluation]) -> list[FunctionEvaluation]:
+    """``records`` whose uid none of the ``held`` lists has."""
+    uids = {r.uid for records_held in held for r in records_held}
+    return [r for r in records if r.uid not in uids]
 
 
 def fill_cache(store: HistoryStore, problem: str, cache: str,
@@ -139,10 +144,11 @@ def fill_cache(store: HistoryStore, problem: str, cache: str,
         cache: The cache's problem name.
         records: What the crowd answered.
     """
-    new = uncached(store, problem, cache, records)
+    cached = store.evaluations(cache)         # read once: what the cache held decides the source too
+    new = _not_held(records, store.evaluations(problem), cached)
     if new:
         store.append_many(cache, new)
     store.ledger().append(DOWNLOADS, {"cache": cache, "records": len(new), "time": time.time()})
     log.info("downloaded %d crowd records of %s into %s (%d new, %d the store's already)", len(records), problem,
              cache, len(new), len(records) - len(new))
-    return cached_source(store, cache)
+    return StoreSource(store, cache) if cached or new else None

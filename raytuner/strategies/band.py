@@ -141,8 +141,10 @@ class GPTuneBand(Strategy):
         if source is not None:
             self._sources = lift_sources(source_records(problem, source), self.structure)
         # GPTune's MB_LCM starts each LCM-task with min N(s) random samples; the crowd's records stand in for half
-        fewest = min(self.structure.samples(s) for s in range(self.structure.s_max + 1))
-        self.n_initial = n_initial if n_initial is not None else max(1, (fewest + 1) // 2) if self._sources else fewest
+        if n_initial is None:
+            fewest = min(self.structure.samples(s) for s in range(self.structure.s_max + 1))
+            n_initial = max(1, (fewest + 1) // 2) if self._sources else fewest
+        self.n_initial = n_initial
         self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
             n_initial=self.n_initial, options=options, acquisition=acquisition,
