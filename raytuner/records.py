@@ -128,8 +128,10 @@ class Provenance(BaseModel):
     ``cost`` is the normalised cost of the evaluation (fidelity / maximum
     fidelity for multi-fidelity strategies, 1.0 otherwise). ``source`` says
     how the strategy chose the point: ``"initial"`` (its initial design),
-    ``"model"`` (surrogate search), ``"random"`` (no model available) or
-    ``"promotion"`` (successive halving moved it up a rung). ``bracket``,
+    ``"model"`` (surrogate search), ``"plain_model"`` (GPTuneBand's surrogate
+    search without its source records, in turn with the one with them),
+    ``"random"`` (no model available) or ``"promotion"`` (successive halving
+    moved it up a rung). ``bracket``,
     ``rung`` and ``pass`` place a GPTuneBand evaluation in its plan;
     ``parent`` is the uid of the lower-rung evaluation a promotion continues.
     ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).

@@ -129,6 +129,7 @@ class GPTuneBandScheduler(TrialScheduler):
             see :class:`raytuner.strategies.GPTuneBand`.
         source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
             crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
+        source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.strategies.GPTuneBand`.
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
@@ -145,7 +146,7 @@ class GPTuneBandScheduler(TrialScheduler):
                  seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
                  acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
                  executor: Executor | None = None, search_candidates: int = 2048, model: str = "paper",
-                 source: Any = None, **session_options: Any) -> None:
+                 source: Any = None, source_proposals: str = "alternate", **session_options: Any) -> None:
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
         self.metrics, self.modes = one_or_all(problem, metric, mode)
@@ -161,7 +162,7 @@ class GPTuneBandScheduler(TrialScheduler):
             "integer_fidelities": integer_fidelities, "passes": passes, "budget": budget,
             "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
             "acquisition": acquisition, "acquisition_options": acquisition_options,
-            "search_candidates": search_candidates, "model": model,
+            "search_candidates": search_candidates, "model": model, "source_proposals": source_proposals,
             "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
             problem, tasks, seed, executor=executor, source=source)
         # a result counts once it has every objective tuned (with several, every bounded output too)

@@ -179,6 +179,26 @@ def test_gptuneband_lifts_sources_to_the_level_of_their_fidelity() -> None:
     assert engine._sampler is not None and {"t": 2.0, "gptuneband_level": 1} in engine._sampler.tasks
 
 
+def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_one_without() -> None:
+    """Sources that mislead about the task cannot hold its search: every other model-chosen sample is the plain LCM's."""
+    engine = band(source=tuned(2.0, 6), n_initial=1)
+    told = []
+    while len([r for r in told if r.raytuner.rung == 0]) < 8:
+        told += drive(engine, 1, b_max=8.0)
+    how = [r.raytuner.source for r in told if r.raytuner.rung == 0]
+    chosen = [(k % 2, h) for k, h in enumerate(how) if h != "initial"]     # the k-th sample of the task
+    assert chosen and set(chosen) == {(1, "plain_model"), (0, "model")}, how
+    sampler, plain = engine._sampler, engine._plain
+    assert sampler is not None and plain is not None
+    assert {"t": 2.0, "gptuneband_level": 0} in sampler.tasks and all(t["t"] == 1.15 for t in plain.tasks)
+    assert [len(e) for e in plain.evaluated] == [len(e) for e in sampler.evaluated[:len(plain.tasks)]]
+    every = band(source=tuned(2.0, 6), n_initial=1, source_proposals="every")
+    assert {r.raytuner.source for r in drive(every, 8, b_max=8.0)} <= {"initial", "model", "promotion"}
+    assert every._plain is None and band(n_initial=1)._plain is None          # no sources: one LCM
+    with pytest.raises(InvalidInputError, match="^source_proposals: unknown choice 'some'.*alternate, every"):
+        band(source=tuned(2.0, 6), source_proposals="some")
+
+
 # -- the download, from a real crowd repository ---------------------------------------------------------------
 
 

@@ -57,10 +57,11 @@ from raytuner.pareto import feasible, pareto_front
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion, source_records
 from raytuner.strategies.band_plan import BandPlan, Step
-from raytuner.strategies.band_sampler import LEVEL, LevelSampler, MultiObjectiveLevelSampler, lift_sources, sources_for
+from raytuner.strategies.band_sampler import (LEVEL, SOURCE_PROPOSALS, LevelSampler, MultiObjectiveLevelSampler,
+                                              lift_sources, sources_for)
 from raytuner.strategies.multiobjective import tunes_several
 
-__all__ = ["GPTuneBand", "LEVEL", "MODELS"]
+__all__ = ["GPTuneBand", "LEVEL", "MODELS", "SOURCE_PROPOSALS"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,11 @@ class GPTuneBand(Strategy):
             fidelity (one of the brackets'; a record without one is at ``b_max``, as GPTune's are),
             as :class:`~raytuner.strategies.MLA` does, those of the engine's own tasks only at the
             levels the sampler models; default ``None``: none.
+        source_proposals: With sources: ``"alternate"`` (default) gives each task's model-chosen samples in
+            turn to the LCM with the source tasks and to the LCM without them (paper 000's Ensemble(toggling)
+            over the two; the plain one's are marked ``source="plain_model"``), so that sources which mislead
+            about the task cannot hold its search in their region; ``"every"``: every sample from the LCM with
+            the sources.
     """
 
     name = "gptuneband"
@@ -120,10 +126,15 @@ class GPTuneBand(Strategy):
                  options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, executor: Executor | None = None,
                  objective: str | None = None, search_candidates: int = 2048, model: str = "paper",
-                 source: Sequence[FunctionEvaluation] | EvaluationSource | None = None) -> None:
+                 source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
+                 source_proposals: str = "alternate") -> None:
         super().__init__(problem, tasks, seed)
         if model not in MODELS:
             raise InvalidInputError("model", f"unknown GPTuneBand model {model!r}", allowed=list(MODELS))
+        if source_proposals not in SOURCE_PROPOSALS:
+            raise InvalidInputError("source_proposals", f"unknown choice {source_proposals!r}",
+                                    allowed=list(SOURCE_PROPOSALS))
+        self.source_proposals = source_proposals
         self.model = model
         self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
         if LEVEL in problem.input_space.names + problem.parameter_space.names:
@@ -155,12 +166,13 @@ class GPTuneBand(Strategy):
                            fidelity_mode=fidelity_mode, n_initial=self.n_initial, options=options,
                            acquisition=acquisition,
                            acquisition_options=acquisition_options, objective=named,
-                           search_candidates=search_candidates, model=model)
+                           search_candidates=search_candidates, model=model, source_proposals=source_proposals)
         levels = Space.model_validate(problem.input_space.model_dump() + [
             {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
         self.level_problem = problem.model_copy(update={"input_space": levels})
         self._records: list[FunctionEvaluation] = []
         self._sampler: LevelSampler | None = None
+        self._plain: LevelSampler | None = None      # the sampler without the sources, when they alternate
         self._sampler_key: tuple[int, int] | None = None
         self._restored: list[SurrogateModelRecord] = []
         self._fixed_models = False
@@ -270,20 +282,45 @@ class GPTuneBand(Strategy):
         if place is None:
             return None
         p, i, j = place
-        sampler = self._level_sampler()
-        suggestion = sampler.ask({**self.tasks[i], LEVEL: j})
+        sampler, lifted = self._level_sampler(), {**self.tasks[i], LEVEL: j}
+        other = self._plain
+        if other is not None and self._samples_given(i) % 2 == 1 and not sampler.designing(lifted):
+            sampler, other = other, sampler                 # the plain LCM's turn
+        suggestion = sampler.ask(lifted)
         self._new_models.extend(sampler.take_models())
-        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), suggestion.provenance.source or "model")
+        if other is not None:
+            other.add_pending(lifted, suggestion.config)
+        how = suggestion.provenance.source or "model"
+        how = "plain_model" if sampler is self._plain and how == "model" else how
+        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how)
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
 
+    def _samples_given(self, i: int) -> int:
+        """How many new samples task ``i`` was given so far, told and in flight (whose turn it is to propose)."""
+        k = task_key(self.tasks[i])
+        told = sum(1 for r in self._records if r.raytuner and r.raytuner.rung == 0 and task_key(r.task_parameter) == k)
+        return told + sum(1 for _, t, _, _ in self.plan.in_flight.places() if t == i)
+
     def _level_sampler(self) -> LevelSampler:
-        """The sampler of the current (pass, stage), rebuilt from the log when either moved."""
+        """The sampler of the current (pass, stage), with the sources, rebuilt from the log when either moved.
+
+        With sources that alternate (``source_proposals``), its twin without them is rebuilt beside it.
+        """
         key = (self.current_pass, self.stage())
         if self._sampler is not None and self._sampler_key == key:
             return self._sampler
-        kind = MultiObjectiveLevelSampler if self.several else LevelSampler
         sources = sources_for(self._sources, self.tasks, 0 if self.model == "levels" else key[1])
+        self._sampler = self._build_sampler(key, sources)
+        self._plain = self._build_sampler(key, []) if sources and self.source_proposals == "alternate" else None
+        self._sampler_key = key
+        log.info("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1],
+                 len(self._sampler.lcm_tasks))
+        return self._sampler
+
+    def _build_sampler(self, key: tuple[int, int], sources: list[FunctionEvaluation]) -> LevelSampler:
+        """A sampler of (pass, stage) ``key`` holding ``sources`` and the log's records of its LCM-tasks."""
+        kind = MultiObjectiveLevelSampler if self.several else LevelSampler
         sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
                        self.seed, **self._sampler_options, **({"source": sources} if sources else {}))
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
@@ -297,8 +334,6 @@ class GPTuneBand(Strategy):
             if p == key[0] and j >= key[1]:
                 sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
         sampler.restore_models(self._restored, fixed=self._fixed_models)
-        self._sampler, self._sampler_key = sampler, key
-        log.info("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1], len(sampler.lcm_tasks))
         return sampler
 
     # -- tell ------------------------------------------------------------------------------------
@@ -314,42 +349,12 @@ class GPTuneBand(Strategy):
         return record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level}})
 
     def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
-        """``record`` placed in the plan: matched to the one suggestion in flight it answers, or refused.
-
-        A record with a bracket and rung must answer a suggestion in flight
-        at that place with its task and configuration (a second tell of one
-        suggestion, or a changed configuration, is refused). A record without
-        them (created without the suggestion's provenance) is matched by task
-        and configuration (and fidelity, when it has one), with a warning.
+        """``record`` placed in the plan (:meth:`BandPlan.place`).
 
         Args:
             record: The checked record, of one of the engine's tasks.
         """
-        prov = record.raytuner or Provenance()
-        placed = prov.bracket is not None and prov.rung is not None
-        i = self.task_index(record.task_parameter)
-        found = self.plan.in_flight.matches(i, record.tuning_parameter, None if placed else prov.fidelity)
-        if placed:
-            place = (prov.pass_ or 1, prov.bracket, prov.rung)
-            found = [p for p in found if (p.pass_ or 1, p.bracket, p.rung) == place]
-        where = f"task {dict(record.task_parameter)} and configuration {dict(record.tuning_parameter)}"
-        if len({(p.pass_, p.bracket, p.rung) for p in found}) != 1:
-            places = ", ".join(f"pass {p.pass_} bracket {p.bracket} rung {p.rung}" for p in found) or "none"
-            at = f" at pass {prov.pass_ or 1} bracket {prov.bracket} rung {prov.rung}" if placed else \
-                " has no bracket and rung, and it"
-            raise InvalidInputError(
-                "provenance", f"the record of {where}{at} matches {len(found)} GPTuneBand suggestions in flight "
-                f"({places}): tell each suggestion once, as it was asked (engine.tell(suggestion, outputs)), or "
-                "create the record with provenance=suggestion.provenance")
-        asked = found[0].model_dump(by_alias=True, exclude_none=True)
-        own = prov.model_dump(by_alias=True, exclude_none=True)
-        if placed:          # the record's own fidelity and cost (a trial that ran further) stand
-            return record.model_copy(update={"raytuner": Provenance.model_validate({**asked, **own})})
-        log.warning("a record of %s came without its suggestion's provenance; matched to pass %s bracket %s rung %s",
-                    where, found[0].pass_, found[0].bracket, found[0].rung)
-        placed_prov = Provenance.model_validate({**own, **asked, "status": prov.status,
-                                                 "failure_message": prov.failure_message})
-        return record.model_copy(update={"raytuner": placed_prov})
+        return self.plan.place(self.task_index(record.task_parameter), record)
 
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one evaluation in (a repeated uid, an unknown task or a record without a bracket is ignored)."""
@@ -366,10 +371,10 @@ class GPTuneBand(Strategy):
             return
         self._records.append(record)
         self.plan.told(i, record)
-        if self._sampler is not None:
-            lifted = self._lift(record, prov.bracket - prov.rung)
-            if any(task_key(lifted.task_parameter) == task_key(t) for t in self._sampler.tasks):
-                self._sampler._fold(lifted)      # checked when told to the band
+        lifted = self._lift(record, prov.bracket - prov.rung)
+        for sampler in (self._sampler, self._plain):
+            if sampler is not None and any(task_key(lifted.task_parameter) == task_key(t) for t in sampler.tasks):
+                sampler._fold(lifted)      # checked when told to the band
 
     def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
                     provenance: Provenance | None = None) -> None:
@@ -388,7 +393,9 @@ class GPTuneBand(Strategy):
         self.plan.asked(i, config, provenance)
         if provenance.rung == 0 and self._sampler is not None and self._sampler_key == (p, self.stage()) \
                 and provenance.bracket >= self._sampler.stage:
-            self._sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
+            for sampler in (self._sampler, self._plain):
+                if sampler is not None:
+                    sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
 
     # -- results ---------------------------------------------------------------------------------
     def best(self) -> list[FunctionEvaluation | None]:
@@ -440,4 +447,4 @@ class GPTuneBand(Strategy):
             fixed: The sampler uses that model as it is (see :meth:`MLA.restore_models`).
         """
         self._restored, self._fixed_models = list(models), fixed
-        self._sampler, self._sampler_key = None, None
+        self._sampler, self._plain, self._sampler_key = None, None, None

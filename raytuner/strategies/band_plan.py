@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
@@ -34,6 +35,8 @@ from raytuner.strategies.bandit import BanditStructure, FidelityMode
 from raytuner.strategies.brackets import Brackets, InFlight, RunKey
 
 __all__ = ["BandPlan", "Step", "check_limits"]
+
+log = logging.getLogger(__name__)
 
 #: Slack in budget comparisons (normalised costs are sums of fractions).
 EPSILON = 1e-9
@@ -109,6 +112,47 @@ class BandPlan:
         if provenance.rung > 0 and provenance.parent is not None:
             self.brackets.run((p, task, s)).promoting.add(provenance.parent)
         self.in_flight.add(task, config, provenance)
+
+    def place(self, task: int, record: FunctionEvaluation) -> FunctionEvaluation:
+        """``record`` placed in the plan: matched to the one suggestion in flight it answers, or refused.
+
+        A record with a bracket and rung must answer a suggestion in flight
+        at that place with its task and configuration (a second tell of one
+        suggestion, or a changed configuration, is refused). A record without
+        them (created without the suggestion's provenance) is matched by task
+        and configuration (and fidelity, when it has one), with a warning.
+
+        Args:
+            task: The task's index.
+            record: The checked record, of that task.
+
+        Raises:
+            InvalidInputError: It answers no suggestion in flight, or several at different places.
+        """
+        prov = record.raytuner or Provenance()
+        placed = prov.bracket is not None and prov.rung is not None
+        found = self.in_flight.matches(task, record.tuning_parameter, None if placed else prov.fidelity)
+        if placed:
+            place = (prov.pass_ or 1, prov.bracket, prov.rung)
+            found = [p for p in found if (p.pass_ or 1, p.bracket, p.rung) == place]
+        where = f"task {dict(record.task_parameter)} and configuration {dict(record.tuning_parameter)}"
+        if len({(p.pass_, p.bracket, p.rung) for p in found}) != 1:
+            places = ", ".join(f"pass {p.pass_} bracket {p.bracket} rung {p.rung}" for p in found) or "none"
+            at = f" at pass {prov.pass_ or 1} bracket {prov.bracket} rung {prov.rung}" if placed else \
+                " has no bracket and rung, and it"
+            raise InvalidInputError(
+                "provenance", f"the record of {where}{at} matches {len(found)} GPTuneBand suggestions in flight "
+                f"({places}): tell each suggestion once, as it was asked (engine.tell(suggestion, outputs)), or "
+                "create the record with provenance=suggestion.provenance")
+        asked = found[0].model_dump(by_alias=True, exclude_none=True)
+        own = prov.model_dump(by_alias=True, exclude_none=True)
+        if placed:          # the record's own fidelity and cost (a trial that ran further) stand
+            return record.model_copy(update={"raytuner": Provenance.model_validate({**asked, **own})})
+        log.warning("a record of %s came without its suggestion's provenance; matched to pass %s bracket %s rung %s",
+                    where, found[0].pass_, found[0].bracket, found[0].rung)
+        placed_prov = Provenance.model_validate({**own, **asked, "status": prov.status,
+                                                 "failure_message": prov.failure_message})
+        return record.model_copy(update={"raytuner": placed_prov})
 
     def told(self, task: int, record: FunctionEvaluation) -> None:
         """Fold in a told record that has its place in the plan.

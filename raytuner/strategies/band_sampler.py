@@ -18,12 +18,15 @@ from raytuner.strategies.bandit import BanditStructure
 from raytuner.strategies.mla import MLA
 from raytuner.strategies.multiobjective import MultiObjectiveMLA
 
-__all__ = ["LEVEL", "LevelSampler", "MultiObjectiveLevelSampler", "lift_sources", "sources_for"]
+__all__ = ["LEVEL", "SOURCE_PROPOSALS", "LevelSampler", "MultiObjectiveLevelSampler", "lift_sources", "sources_for"]
 
 log = logging.getLogger(__name__)
 
 #: The extra task parameter that tells the LCM-tasks of one task apart (the bracket's fidelity index).
 LEVEL = "gptuneband_level"
+#: How GPTuneBand's samples use source records (its ``source_proposals`` option): the LCM with them and the one
+#: without them take turns, or the LCM with them chooses every sample.
+SOURCE_PROPOSALS = ("alternate", "every")
 
 
 def lift_sources(records: Sequence[FunctionEvaluation], structure: BanditStructure) -> list[FunctionEvaluation]:

@@ -196,6 +196,14 @@ class MLA(Strategy):
                 return config
         return None
 
+    def designing(self, task: Mapping[str, Any]) -> bool:
+        """Whether the next suggestion for ``task`` comes from its initial design (not from the model).
+
+        Args:
+            task: One of the tasks this engine tunes.
+        """
+        return self._initial_point(self._own_index(task)) is not None
+
     def initial_design(self, index: int) -> list[dict[str, Any]]:
         """The task's initial sample: an LHS of ``n_initial`` valid configurations.
 

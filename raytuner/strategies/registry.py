@@ -129,7 +129,8 @@ ENGINES: dict[str, EngineEntry] = {
                        (MultiObjectiveMLA,)),   # several objectives
     "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
                                      "budget", "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
-                                     "objective", "search_candidates", "model"),
+                                     "objective", "search_candidates", "model",
+                                     "source_proposals"),
                         frozenset({"executor", "fidelities", "sources"}), _band),
     "discrete": EngineEntry(DiscreteBO, ("method", "n_initial", "kernel", "lengthscale", "exploration",
                                          "acquisitions", "skip_threshold", "discount_factor", "improvement_factor",
