@@ -165,6 +165,32 @@ def test_gptuneband_resumes_a_crowd_sourced_run_mid_bracket(tmp_path: Path) -> N
         twin.tell(resumed.records[-1])
 
 
+@pytest.mark.parametrize("model", ["paper", "levels"])
+def test_a_gptuneband_run_resumed_before_a_new_pass_starts_its_samplers_as_the_live_one_does(
+        tmp_path: Path, model: str) -> None:
+    """A sampler warm-starts only from the models it fitted itself, never from an earlier pass's or stage's."""
+    def make() -> GPTuneBand:
+        return band(source=tuned(2.0, 6), n_initial=1, passes=2, model=model)
+
+    def run(engine: Any, session: Any, steps: int) -> None:
+        for _ in range(steps):
+            a, b = session.ask(), engine.ask()
+            assert (a.config, a.provenance.pass_, a.provenance.bracket) == \
+                (b.config, b.provenance.pass_, b.provenance.bracket)
+            session.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=a.fidelity, b_max=8.0)})
+            engine.tell(session.records[-1])
+
+    first = make()
+    while first.current_pass == 0:
+        drive(first, 1, b_max=8.0)
+    twin = make()
+    live = TuningSession("band", PROBLEM, make(), JsonStore(tmp_path))
+    run(twin, live, len(first._records) - 2)               # two samples before pass 2 starts
+    resumed = TuningSession.resume("band", PROBLEM, make(), JsonStore(tmp_path))
+    run(twin, resumed, 8)
+    assert {r.raytuner.pass_ for r in resumed.records[-6:]} == {2}
+
+
 def test_gptuneband_lifts_sources_to_the_level_of_their_fidelity() -> None:
     at = {8.0: tuned(2.0, 3), 4.0: tuned(2.0, 3, seed=1), 3.0: tuned(2.0, 3, seed=2)}
     records = [r.model_copy(update={"raytuner": r.raytuner.model_copy(update={"fidelity": b})})
@@ -180,23 +206,45 @@ def test_gptuneband_lifts_sources_to_the_level_of_their_fidelity() -> None:
 
 
 def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_one_without() -> None:
-    """Sources that mislead about the task cannot hold its search: every other model-chosen sample is the plain LCM's."""
+    """Sources that mislead cannot hold a search: every other model-chosen sample of a bracket is the plain LCM's."""
     engine = band(source=tuned(2.0, 6), n_initial=1)
     told = []
-    while len([r for r in told if r.raytuner.rung == 0]) < 8:
+    while len([r for r in told if r.raytuner.rung == 0]) < 16:
         told += drive(engine, 1, b_max=8.0)
-    how = [r.raytuner.source for r in told if r.raytuner.rung == 0]
-    chosen = [(k % 2, h) for k, h in enumerate(how) if h != "initial"]     # the k-th sample of the task
-    assert chosen and set(chosen) == {(1, "plain_model"), (0, "model")}, how
+    for j in range(4):                       # the k-th sample of bracket j: the initial one, then in turn
+        how = [r.raytuner.source for r in told if (r.raytuner.rung, r.raytuner.bracket) == (0, j)]
+        assert len(how) >= 3 and how == ["initial", "plain_model", "model", "plain_model", "model"][:len(how)], how
     sampler, plain = engine._sampler, engine._plain
     assert sampler is not None and plain is not None
     assert {"t": 2.0, "gptuneband_level": 0} in sampler.tasks and all(t["t"] == 1.15 for t in plain.tasks)
     assert [len(e) for e in plain.evaluated] == [len(e) for e in sampler.evaluated[:len(plain.tasks)]]
+    assert (sampler.modeler, plain.modeler) == ("raytuner.LCM:gptuneband", "raytuner.LCM:gptuneband_plain")   # stored apart
     every = band(source=tuned(2.0, 6), n_initial=1, source_proposals="every")
     assert {r.raytuner.source for r in drive(every, 8, b_max=8.0)} <= {"initial", "model", "promotion"}
     assert every._plain is None and band(n_initial=1)._plain is None          # no sources: one LCM
     with pytest.raises(InvalidInputError, match="^source_proposals: unknown choice 'some'.*alternate, every"):
         band(source=tuned(2.0, 6), source_proposals="some")
+
+
+def test_gptuneband_resumes_a_run_whose_sources_are_its_own_task_with_the_plain_lcms_own_models(tmp_path: Path) -> None:
+    """With sources of the very task, both LCMs have the same tasks: each warm-starts from its own stored models."""
+    shared = tuned(1.15, 6, seed=7)
+    session = TuningSession("band", PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path))
+    twin = band(source=shared, n_initial=1)
+    for _ in range(9):
+        trial, other = session.ask(), twin.ask()
+        assert (trial.config, trial.provenance.source) == (other.config, other.provenance.source)
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=trial.fidelity, b_max=8.0)})
+        twin.tell(session.records[-1])
+    resumed = TuningSession.resume("band", PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path))
+    sources = []
+    for _ in range(6):
+        a, b = resumed.ask(), twin.ask()
+        assert (a.config, a.provenance.bracket, a.provenance.rung) == (b.config, b.provenance.bracket, b.provenance.rung)
+        sources.append(a.provenance.source)
+        resumed.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=a.fidelity, b_max=8.0)})
+        twin.tell(resumed.records[-1])
+    assert "plain_model" in sources
 
 
 # -- the download, from a real crowd repository ---------------------------------------------------------------

@@ -94,7 +94,8 @@ def gptune_hyperparameters(hp: Hyperparameters) -> list[float] | None:
 
 
 def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                     uids: Sequence[str], modeler: str, objective: str | None = None) -> SurrogateModelRecord:
+                     uids: Sequence[str], modeler: str, objective: str | None = None,
+                     sampler: Mapping[str, Any] | None = None) -> SurrogateModelRecord:
     """The ``surrogate_model`` record of ``fitted``, trained on the evaluations ``uids``.
 
     GPTune's fields are spelled as GPTune writes and reads them (its spaces,
@@ -112,6 +113,8 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
         uids: the uids of the evaluations it was trained on.
         modeler: who made the model (a strategy's name), stored as raytuner's modeler.
         objective: the modelled output (default: the first).
+        sampler: which of the engine's samplers fitted it (GPTuneBand's pass and stage), kept as raytuner's
+            ``sampler`` (default: none, the engine's only one).
     """
     spaces = problem.model_dump()
     spaces["output_space"] = [{k: v for k, v in o.items() if not (isinstance(v, float) and not math.isfinite(v))}
@@ -142,7 +145,8 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
                           "likelihood_evaluations": fitted.report.evaluations, "starts": fitted.report.starts,
                           "fit_seconds": fitted.report.seconds, "timed_out": fitted.report.timed_out,
                           "jitter": fitted.jitter,
-                          "samples": fitted.data.counts}},
+                          "samples": fitted.data.counts},
+                  **({"sampler": dict(sampler)} if sampler is not None else {})},
     )
 
 

@@ -284,7 +284,8 @@ class GPTuneBand(Strategy):
         p, i, j = place
         sampler, lifted = self._level_sampler(), {**self.tasks[i], LEVEL: j}
         other = self._plain
-        if other is not None and self._samples_given(i) % 2 == 1 and not sampler.designing(lifted):
+        if other is not None and self.plan.samples_given(i, j) % 2 == 1 and not sampler.designing(lifted) \
+                and not other.designing(lifted):
             sampler, other = other, sampler                 # the plain LCM's turn
         suggestion = sampler.ask(lifted)
         self._new_models.extend(sampler.take_models())
@@ -296,12 +297,6 @@ class GPTuneBand(Strategy):
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
 
-    def _samples_given(self, i: int) -> int:
-        """How many new samples task ``i`` was given so far, told and in flight (whose turn it is to propose)."""
-        k = task_key(self.tasks[i])
-        told = sum(1 for r in self._records if r.raytuner and r.raytuner.rung == 0 and task_key(r.task_parameter) == k)
-        return told + sum(1 for _, t, _, _ in self.plan.in_flight.places() if t == i)
-
     def _level_sampler(self) -> LevelSampler:
         """The sampler of the current (pass, stage), with the sources, rebuilt from the log when either moved.
 
@@ -312,17 +307,24 @@ class GPTuneBand(Strategy):
             return self._sampler
         sources = sources_for(self._sources, self.tasks, 0 if self.model == "levels" else key[1])
         self._sampler = self._build_sampler(key, sources)
-        self._plain = self._build_sampler(key, []) if sources and self.source_proposals == "alternate" else None
+        self._plain = self._build_sampler(key, [], plain=True) if sources and self.source_proposals == "alternate" \
+            else None
         self._sampler_key = key
         log.info("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1],
                  len(self._sampler.lcm_tasks))
         return self._sampler
 
-    def _build_sampler(self, key: tuple[int, int], sources: list[FunctionEvaluation]) -> LevelSampler:
-        """A sampler of (pass, stage) ``key`` holding ``sources`` and the log's records of its LCM-tasks."""
+    def _build_sampler(self, key: tuple[int, int], sources: list[FunctionEvaluation],
+                       plain: bool = False) -> LevelSampler:
+        """A sampler of (pass, stage) ``key`` holding ``sources`` and the log's records of its LCM-tasks.
+
+        The ``plain`` twin's models are stored under a modeler of their own, apart from those fitted with sources.
+        """
         kind = MultiObjectiveLevelSampler if self.several else LevelSampler
         sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
                        self.seed, **self._sampler_options, **({"source": sources} if sources else {}))
+        for model in [sampler, *getattr(sampler, "components", [])] if plain else []:
+            model.name = f"{model.name}_plain"
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)
@@ -349,11 +351,7 @@ class GPTuneBand(Strategy):
         return record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level}})
 
     def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
-        """``record`` placed in the plan (:meth:`BandPlan.place`).
-
-        Args:
-            record: The checked record, of one of the engine's tasks.
-        """
+        """``record``, of one of the engine's tasks, placed in the plan (:meth:`BandPlan.place`)."""
         return self.plan.place(self.task_index(record.task_parameter), record)
 
     def _fold(self, record: FunctionEvaluation) -> None:

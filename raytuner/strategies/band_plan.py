@@ -169,6 +169,16 @@ class BandPlan:
         self.told_cost[task] += prov.cost or 0.0
 
     # -- where each task stands -------------------------------------------------------------------
+    def samples_given(self, i: int, j: int) -> int:
+        """New samples of task ``i``'s bracket ``j`` in every pass so far, told and in flight.
+
+        Args:
+            i: The task's index.
+            j: The bracket.
+        """
+        told = sum(len(run.told(0)) for (_, t, s), run in self.brackets.runs.items() if (t, s) == (i, j))
+        return told + sum(1 for _, t, s, _ in self.in_flight.places() if (t, s) == (i, j))
+
     def sampled(self, p: int, i: int, j: int) -> int:
         """Rung-0 samples told for pass ``p``, task ``i``, bracket ``j``.
 

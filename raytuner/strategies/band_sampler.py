@@ -102,6 +102,9 @@ class LevelSampler(MLA):
     def fit_horizon(self) -> int:
         return self._horizon
 
+    def sampler(self) -> dict[str, int]:
+        return {"pass": self.pass_index + 1, "stage": self.stage}
+
     def scored_task(self, index: int) -> int:
         if not self.every_level:
             return index
@@ -149,3 +152,4 @@ class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
         super().__init__(level_problem, tasks, structure, pass_index, stage, every_level, seed, **options)
         for component in self.components:
             component.fit_horizon = self.fit_horizon          # type: ignore[method-assign]  # the sampler's rounds
+            component.sampler = self.sampler                  # type: ignore[method-assign]  # and its models

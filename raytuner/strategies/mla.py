@@ -243,10 +243,17 @@ class MLA(Strategy):
             fixed = self._fixed if self._fixed is not None and self._fixed.shape[1] == data.tasks else None
             fitted = self.fit(data) if fixed is None else self.model.condition(data, fixed)
             self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
-                                                     self.objective.name))
+                                                     self.objective.name, self.sampler()))
         self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
         self._warm_optimised = fitted.report.optimised_samples
         return fitted
+
+    def sampler(self) -> dict[str, int] | None:
+        """Which of an engine's samplers this is, stored with its models (``None``: the engine's only one).
+
+        GPTuneBand builds one per pass and sampling stage; each warm-starts only from the models it fitted.
+        """
+        return None
 
     def _stored_fit(self, uids: list[str], horizon: int) -> FittedLCM | None:
         """The restored model when it was fitted to exactly this data (a resumed run does not refit)."""
@@ -381,7 +388,7 @@ class MLA(Strategy):
                 break
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
-        """Warm-start from the last stored model of this engine's modeler and tasks (or use it as it is).
+        """Warm-start from the last stored model of this modeler, tasks and :meth:`sampler` (or use it as it is).
 
         Args:
             models: The stored surrogate-model records, oldest first.
@@ -393,7 +400,9 @@ class MLA(Strategy):
         for record in reversed(models):
             own = own_model(record)
             if own is not None and own["modeler"] == self.modeler and record.task_parameters == mine \
-                    and own.get("objective") in (None, self.objective.name):      # several outputs: this one's
+                    and own.get("objective") in (None, self.objective.name) \
+                    and (fixed or own.get("sampler") == self.sampler()):   # several outputs: this one's, and
+                # warm starts from this sampler's own models only (a model used as it is may be any sampler's)
                 try:
                     self._warm = Hyperparameters.from_dict(own["hyperparameters"] or {})
                 except InvalidInputError:
