@@ -318,13 +318,11 @@ class GPTuneBand(Strategy):
                        plain: bool = False) -> LevelSampler:
         """A sampler of (pass, stage) ``key`` holding ``sources`` and the log's records of its LCM-tasks.
 
-        The ``plain`` twin's models are stored under a modeler of their own, apart from those fitted with sources.
+        The ``plain`` twin's models are stored apart from those fitted with sources (its :meth:`~LevelSampler.sampler`).
         """
         kind = MultiObjectiveLevelSampler if self.several else LevelSampler
         sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
-                       self.seed, **self._sampler_options, **({"source": sources} if sources else {}))
-        for model in [sampler, *getattr(sampler, "components", [])] if plain else []:
-            model.name = f"{model.name}_plain"
+                       self.seed, plain=plain, **self._sampler_options, **({"source": sources} if sources else {}))
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)

@@ -176,7 +176,7 @@ class BandPlan:
             i: The task's index.
             j: The bracket.
         """
-        told = sum(len(run.told(0)) for (_, t, s), run in self.brackets.runs.items() if (t, s) == (i, j))
+        told = sum(self.brackets.sampled(key) for key in self.brackets.runs if key[1:] == (i, j))
         return told + sum(1 for _, t, s, _ in self.in_flight.places() if (t, s) == (i, j))
 
     def sampled(self, p: int, i: int, j: int) -> int:

@@ -80,14 +80,18 @@ class LevelSampler(MLA):
         stage: The sampling stage: the lowest bracket still sampling.
         every_level: Keep every fidelity level in the LCM (``model="levels"``), not only the brackets sampling.
         seed: The engine's seed.
+        plain: This is the twin without the engine's sources (``source_proposals="alternate"``): its
+            models are stored apart (:meth:`sampler`).
         **options: MLA's options.
     """
 
     name = "gptuneband"
 
     def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
-                 pass_index: int, stage: int, every_level: bool, seed: int | None, **options: Any) -> None:
+                 pass_index: int, stage: int, every_level: bool, seed: int | None, *, plain: bool = False,
+                 **options: Any) -> None:
         self.pass_index = pass_index
+        self.plain = plain
         self.stage = stage
         self.every_level = every_level
         lowest = 0 if self.every_level else stage
@@ -102,8 +106,8 @@ class LevelSampler(MLA):
     def fit_horizon(self) -> int:
         return self._horizon
 
-    def sampler(self) -> dict[str, int]:
-        return {"pass": self.pass_index + 1, "stage": self.stage}
+    def sampler(self) -> dict[str, int | bool]:
+        return {"pass": self.pass_index + 1, "stage": self.stage, **({"plain": True} if self.plain else {})}
 
     def scored_task(self, index: int) -> int:
         if not self.every_level:
@@ -144,7 +148,7 @@ class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
         stage: As for :class:`LevelSampler`.
         every_level: As for :class:`LevelSampler`.
         seed: As for :class:`LevelSampler`.
-        **options: MLA's options (no ``objective``).
+        **options: MLA's options (no ``objective``), and ``plain`` as for :class:`LevelSampler`.
     """
 
     def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,

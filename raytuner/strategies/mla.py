@@ -248,10 +248,11 @@ class MLA(Strategy):
         self._warm_optimised = fitted.report.optimised_samples
         return fitted
 
-    def sampler(self) -> dict[str, int] | None:
+    def sampler(self) -> dict[str, int | bool] | None:
         """Which of an engine's samplers this is, stored with its models (``None``: the engine's only one).
 
-        GPTuneBand builds one per pass and sampling stage; each warm-starts only from the models it fitted.
+        GPTuneBand builds one per pass and sampling stage (and, with alternating sources, a plain twin);
+        each warm-starts only from the models it fitted.
         """
         return None
 
@@ -401,8 +402,8 @@ class MLA(Strategy):
             own = own_model(record)
             if own is not None and own["modeler"] == self.modeler and record.task_parameters == mine \
                     and own.get("objective") in (None, self.objective.name) \
-                    and (fixed or own.get("sampler") == self.sampler()):   # several outputs: this one's, and
-                # warm starts from this sampler's own models only (a model used as it is may be any sampler's)
+                    and (fixed or own.get("sampler") == self.sampler()):
+                # several outputs: this output's model; a warm start: this sampler's own (used as it is: any)
                 try:
                     self._warm = Hyperparameters.from_dict(own["hyperparameters"] or {})
                 except InvalidInputError:
