@@ -105,6 +105,15 @@ class Objective(BaseModel):
         """+1 to minimise, -1 to maximise: multiply to turn the goal into minimisation."""
         return 1.0 if self.goal == "minimize" else -1.0
 
+    def minimised_bounds(self) -> tuple[float, float]:
+        """The bounds on ``sign() * value``, the output turned into minimisation.
+
+        >>> Objective(name="accuracy", goal="maximize", lower_bound=0.9).minimised_bounds()
+        (-inf, -0.9)
+        """
+        low, high = sorted((self.sign() * self.lower_bound, self.sign() * self.upper_bound))
+        return low, high
+
 
 class Space(BaseModel):
     """An ordered list of uniquely named parameters; serialises as a plain list.

@@ -13,7 +13,7 @@ from raytuner.executors import InlineExecutor
 from raytuner.pareto import hypervolume, non_dominated, objective_values, pareto_front
 from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.space import Objective, ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA, EngineSpec, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
@@ -99,6 +99,24 @@ def test_a_likely_breach_ranks_after_every_likely_success_by_its_chance() -> Non
     assert values[3] > values[0] > 0 > values[1] > values[2]
     tiny = score(mean[1:3], samples[1:3], chance=np.array([1e-20, 1e-30]))      # sure breaches still ordered
     assert tiny[0] > tiny[1]
+
+
+def test_a_bounded_objective_values_a_candidate_only_for_its_draws_within_the_bound() -> None:
+    """A draw past an objective's own bound improves nothing: the edge candidate is not valued for its breaches."""
+    seen = np.array([[0.0, 1.0], [1.0, 0.0]])
+    limits = np.array([[-np.inf, np.inf], [-np.inf, 0.5]])          # the second objective must stay <= 0.5
+    mean = np.array([[0.2, 0.45], [0.2, 0.45]])
+    rng = np.random.default_rng(0)
+    inside = mean[0] + np.abs(0.02 * rng.standard_normal((64, 2))) * [1, -1]      # every draw meets the bound
+    edge = inside + [0.1, 0.0]                                         # a little behind the first candidate ...
+    edge[::2] = [-1.0, 0.6]                                            # ... but half its draws break the bound far
+    samples = np.stack([inside, edge])
+    bounded = ParetoScore(seen, seen, np.array([0.5, 0.5]), limits)(mean, samples, chance=np.array([0.95, 0.95]))
+    free = ParetoScore(seen, seen, np.array([0.5, 0.5]))(mean, samples, chance=np.array([0.95, 0.95]))
+    assert free[1] > free[0]                          # without the bound the breaching draws carry the edge
+    assert bounded[0] == pytest.approx(free[0])       # every draw inside: unchanged
+    assert bounded[1] < bounded[0]                    # given the bound holds, the edge candidate adds less
+    assert Objective(name="acc", goal="maximize", lower_bound=0.9).minimised_bounds() == (-math.inf, -0.9)
 
 
 def test_a_problem_with_one_objective_keeps_plain_mla() -> None:

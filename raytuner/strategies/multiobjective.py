@@ -228,7 +228,8 @@ class MultiObjectiveMLA(MLA):
             return self.components[self._lead]._search(index)
         seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
         good = np.array([s for s, r in zip(seen, mine) if feasible(self.problem, r)]).reshape(-1, len(objectives))
-        pareto = ParetoScore(seen, good, self._weights(index))
+        limits = np.array([outputs[k].minimised_bounds() for k in objectives])
+        pareto = ParetoScore(seen, good, self._weights(index), limits)
         draws = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 69621, index])).standard_normal(
             (DRAWS, len(objectives)))
 

@@ -9,7 +9,11 @@ random weights (ParEGO's, normalised to the range the task has seen). Where
 no draw improves, the predicted scalarisation still orders the candidates
 (a tiny tie term), and the score is multiplied by the probability of meeting
 every output constraint; a likely breach (below :data:`CONFIDENT`) ranks after every likely
-success, by its chance alone.
+success, by its chance alone. Where an objective is itself bounded, the
+improvement is averaged over the draws within its bounds only (the expected
+improvement given that the bound holds; the chance then weighs in that it
+holds): a draw past the bound improves nothing, however good it looks, so a
+candidate at the bound's edge is not valued for the draws that break it.
 :class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` scores its LCMs'
 predictions with it, :class:`~raytuner.strategies.discrete.DiscreteBO` its
 candidate GPs'.
@@ -69,9 +73,13 @@ class ParetoScore:
         seen: ``(k, m)`` the objectives (to minimise) of the task's successful evaluations.
         good: ``(j, m)`` those that meet every output constraint.
         weights: ``(m,)`` the scalarisation's weights (random per ask: successive asks spread along the front).
+        limits: ``(m, 2)`` each objective's bounds in minimisation terms (``Objective.minimised_bounds``;
+            infinite where it has none); ``None``: no objective is bounded.
     """
 
-    def __init__(self, seen: np.ndarray, good: np.ndarray, weights: np.ndarray) -> None:
+    def __init__(self, seen: np.ndarray, good: np.ndarray, weights: np.ndarray,
+                 limits: np.ndarray | None = None) -> None:
+        self.limits = None if limits is None or np.isinf(limits).all() else np.asarray(limits, dtype=float)
         self.low = seen.min(axis=0)
         self.span = np.maximum(np.ptp(seen, axis=0), 1e-12)
         self.weights = weights
@@ -101,9 +109,14 @@ class ParetoScore:
         """
         if self.front is not None:          # two objectives: the expected hypervolume improvement
             assert self.reference is not None
-            improvement = hypervolume_improvement(self.front, self.reference, samples).mean(axis=1)
+            gains = hypervolume_improvement(self.front, self.reference, samples)
         else:
-            improvement = np.maximum(self.best - self.scalarise(samples), 0.0).mean(axis=1)
+            gains = np.maximum(self.best - self.scalarise(samples), 0.0)
+        if self.limits is None:
+            improvement = gains.mean(axis=1)
+        else:                               # given the objectives' own bounds hold (``chance`` weighs that they do)
+            inside = ((samples >= self.limits[:, 0]) & (samples <= self.limits[:, 1])).all(axis=-1)
+            improvement = (gains * inside).sum(axis=1) / np.maximum(inside.sum(axis=1), 1)
         # where no draw improves, the predicted scalarisation still orders the candidates (never a flat score)
         improvement = improvement + TIE / (1.0 + np.maximum(self.scalarise(mean) - self.best, 0.0))
         # a likely breach ranks below every likely success, however small its improvement (the edge of the

@@ -74,7 +74,8 @@ class SeveralSearch(TaskSearch):
         seen = np.array(self.rows)[:, objectives] * signs          # to minimise
         good = seen[np.array(self.feasible, dtype=bool)]
         rng = np.random.default_rng([self.engine.seed or 0, self.number, 3, self.told, len(self.pending)])
-        pareto = ParetoScore(seen, good, rng.dirichlet(np.ones(len(objectives))))
+        pareto = ParetoScore(seen, good, rng.dirichlet(np.ones(len(objectives))),
+                             np.array([self.outputs[k].minimised_bounds() for k in objectives]))
         chance = np.ones(len(means[0]))
         for k, o in enumerate(self.outputs):
             if o.bounded:
