@@ -119,6 +119,18 @@ def test_a_bounded_objective_values_a_candidate_only_for_its_draws_within_the_bo
     assert Objective(name="acc", goal="maximize", lower_bound=0.9).minimised_bounds() == (-math.inf, -0.9)
 
 
+def test_the_optimistic_shortlist_score_keeps_the_point_within_an_objectives_bounds() -> None:
+    """An accuracy bounded by 1 whose optimism reaches past 1 is still the better candidate (DiscreteBO's shortlist)."""
+    accuracy = Objective(name="acc", goal="maximize", lower_bound=0.0, upper_bound=1.0)
+    limits = np.array([accuracy.minimised_bounds(), Objective(name="runtime").minimised_bounds()])
+    seen = np.array([[-0.90, 1.0], [-0.80, 0.5], [-0.95, 2.0]])
+    mean = np.array([[-0.97, 1.0], [-0.91, 1.0]])                    # accuracy 0.97 (sd 0.02) against 0.91 (0.005)
+    sd = np.array([[0.02, 0.1], [0.005, 0.1]])
+    score = ParetoScore(seen, seen, np.array([0.5, 0.5]), limits)
+    quick = score.optimistic(mean, sd, chance=np.array([0.93, 1.0]))
+    assert quick[0] > quick[1] > 1e-6                # without the clip the first point (accuracy 1.01) scored ~1e-9
+
+
 def test_a_problem_with_one_objective_keeps_plain_mla() -> None:
     single = ProblemSpace.parse({**SPACES, "output_space": [{"name": "f1"}]})
     assert type(mla_engine(single, TASKS, 0)) is MLA

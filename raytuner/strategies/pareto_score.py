@@ -99,6 +99,22 @@ class ParetoScore:
         scaled = (values - self.low) / self.span * self.weights
         return scaled.max(axis=-1) + RHO * scaled.sum(axis=-1)
 
+    def optimistic(self, mean: np.ndarray, sd: np.ndarray, chance: np.ndarray) -> np.ndarray:
+        """A cheap score per candidate, from one point: its optimistic objectives (``mean - 2 sd``).
+
+        The point is kept within the objectives' own bounds: past them it would improve nothing, and a
+        candidate whose optimism reaches past a bound (an accuracy bounded by 1) is among the best.
+
+        Args:
+            mean: ``(n, m)`` the predicted objectives (to minimise).
+            sd: ``(n, m)`` their standard deviations.
+            chance: ``(n,)`` the probability of meeting every output constraint.
+        """
+        point = mean - 2.0 * sd
+        if self.limits is not None:
+            point = np.clip(point, self.limits[:, 0], self.limits[:, 1])
+        return self(point, point[:, None, :], chance)
+
     def __call__(self, mean: np.ndarray, samples: np.ndarray, chance: np.ndarray) -> np.ndarray:
         """One score per candidate (larger is better).
 

@@ -81,8 +81,8 @@ class SeveralSearch(TaskSearch):
             if o.bounded:
                 chance = chance * chance_within(means[k], sds[k], o.lower_bound, o.upper_bound)
         if len(chosen) > SHORTLIST:
-            optimistic = (means[objectives] * signs[:, None] - 2 * sds[objectives]).T[chosen]
-            quick = pareto(optimistic, optimistic[:, None, :], chance[chosen])
+            quick = pareto.optimistic((means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen],
+                                      chance[chosen])
             chosen = chosen[np.argsort(-quick, kind="stable")[:SHORTLIST]]
         mean, sd = (means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen]
         samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]
