@@ -154,11 +154,15 @@ def test_two_passes_reuse_all_earlier_data() -> None:
     assert all(r.raytuner.source != "initial" for r in records if r.raytuner.pass_ == 2)
 
 
-def test_resume_mid_bracket_continues_exactly(tmp_path: Any) -> None:
-    """A session killed in the middle of a bracket resumes from the store with the same next steps."""
+@pytest.mark.parametrize("passes", [1, 2])
+def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> None:
+    """A session killed in the middle of a bracket resumes from the store with the same next steps.
+
+    In the second pass, the samplers warm-start from the first pass's models: the stored ones after the resume.
+    """
     store = JsonStore(tmp_path)
-    session = TuningSession("band", PROBLEM, engine(), store)
-    uninterrupted = engine()
+    session = TuningSession("band", PROBLEM, engine(passes=passes), store)
+    uninterrupted = engine(passes=passes)
     steps = 0
     while True:   # stop mid-bracket: after some promotions were told, others still to come
         trial = session.ask()
@@ -169,9 +173,9 @@ def test_resume_mid_bracket_continues_exactly(tmp_path: Any) -> None:
         session.tell(trial, record.evaluation_result)
         uninterrupted.tell(session.records[-1])
         steps += 1
-        if trial.provenance.rung == 1 and trial.provenance.bracket == 3:
+        if trial.provenance.rung == 1 and trial.provenance.bracket == 3 and trial.provenance.pass_ == passes:
             break
-    resumed_engine = engine()
+    resumed_engine = engine(passes=passes)
     resumed = TuningSession.resume("band", PROBLEM, resumed_engine, JsonStore(tmp_path))
     assert len(resumed.records) == steps
     while not uninterrupted.finished:
@@ -182,8 +186,27 @@ def test_resume_mid_bracket_continues_exactly(tmp_path: Any) -> None:
         uninterrupted.tell(resumed.records[-1])
     assert resumed_engine.finished
     counts = Counter((r.raytuner.bracket, r.raytuner.rung) for r in store.evaluations("band"))
-    assert counts == Counter({(s, rung): n * 2 for s in range(4)
+    assert counts == Counter({(s, rung): n * 2 * passes for s in range(4)
                               for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))})
+
+
+def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one() -> None:
+    """Only the first sampler's first fit is cold; later stages and passes warm-start from the last model fitted.
+
+    An LCM-task the earlier model lacks (pass 2's level 0, after pass 1's stage 2) takes the same task's nearest level.
+    """
+    options = LCMOptions(n_starts=3, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
+    band = engine(passes=2, b_max=4, options=options, tasks=[{"t": 1.0}, {"t": 1.2}, {"t": 1.4}])
+    first: dict[tuple[int, int], Any] = {}
+    while not band.finished:
+        band.tell(evaluate(band.ask(), b_max=4))
+        for model in band.take_models():
+            sampler = model.raytuner["sampler"]
+            first.setdefault((sampler["pass"], sampler["stage"]), (model.raytuner["fit"], model.task_parameters))
+    assert list(first) == [(1, 0), (1, 2), (2, 0), (2, 2)]      # stage 1 has no model: N(1) = 3, its initial design
+    assert [len(first[key][1]) for key in first] == [9, 3, 9, 3]    # LCM-tasks: 3 tasks x the levels sampling
+    assert len(first[1, 0][0]["starts"]) == 3                       # cold: nothing to start from
+    assert all(len(first[key][0]["starts"]) == 1 for key in [(1, 2), (2, 0), (2, 2)])      # warm: one start
 
 
 def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:

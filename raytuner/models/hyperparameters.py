@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -69,6 +69,22 @@ class Hyperparameters:
     def prior_variances(self) -> np.ndarray:
         """Each task's prior variance ``Σ_q B_q[i, i]`` (the latent kernels have unit variance)."""
         return self.coregionalization().sum(axis=0).diagonal().copy()
+
+    def for_tasks(self, rows: Sequence[int]) -> "Hyperparameters":
+        """These hyperparameters over other tasks: task ``k`` takes the entries of this model's task ``rows[k]``.
+
+        The length scales are shared by every task and stay as they are.
+
+        Args:
+            rows: for each new task, the index of one of this model's tasks.
+
+        >>> hp = Hyperparameters.initial(latent=1, tasks=2, dimension=1, rank=1)
+        >>> hp.for_tasks([1, 0, 1]).shape
+        (1, 3, 1, 1)
+        """
+        index = np.asarray(rows, dtype=int)
+        return Hyperparameters(lengthscales=self.lengthscales.copy(), W=self.W[:, index, :].copy(),
+                               kappa=self.kappa[:, index].copy(), noise=self.noise[index].copy())
 
     def to_vector(self) -> np.ndarray:
         """The flat vector L-BFGS optimises (logs of the positive parts)."""

@@ -174,7 +174,7 @@ class GPTuneBand(Strategy):
         self._sampler: LevelSampler | None = None
         self._plain: LevelSampler | None = None      # the sampler without the sources, when they alternate
         self._sampler_key: tuple[int, int] | None = None
-        self._restored: list[SurrogateModelRecord] = []
+        self._models: list[SurrogateModelRecord] = []       # the stored models and those fitted since
         self._fixed_models = False
 
     # -- plan state ------------------------------------------------------------------------------
@@ -288,7 +288,9 @@ class GPTuneBand(Strategy):
                 and not other.designing(lifted):
             sampler, other = other, sampler                 # the plain LCM's turn
         suggestion = sampler.ask(lifted)
-        self._new_models.extend(sampler.take_models())
+        made = sampler.take_models()
+        self._new_models.extend(made)
+        self._models.extend(made)
         if other is not None:
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.source or "model"
@@ -333,7 +335,7 @@ class GPTuneBand(Strategy):
         for p, i, j, config in self.plan.in_flight.places():
             if p == key[0] and j >= key[1]:
                 sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
-        sampler.restore_models(self._restored, fixed=self._fixed_models)
+        sampler.restore_models(self._models, fixed=self._fixed_models)
         return sampler
 
     # -- tell ------------------------------------------------------------------------------------
@@ -436,11 +438,12 @@ class GPTuneBand(Strategy):
                 "tasks_finished": sum(self.finished_tasks()), "finished": finished}
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
-        """Keep stored models so that a rebuilt sampler warm-starts from the last one of its LCM-tasks.
+        """Keep stored models: a rebuilt sampler warm-starts from the last one of its LCM-tasks, a new one from the
+        last of an earlier pass or stage (of these and of those fitted since; :mod:`~raytuner.strategies.stored_models`).
 
         Args:
             models: The stored surrogate-model records, oldest first.
             fixed: The sampler uses that model as it is (see :meth:`MLA.restore_models`).
         """
-        self._restored, self._fixed_models = list(models), fixed
+        self._models, self._fixed_models = list(models), fixed
         self._sampler, self._plain, self._sampler_key = None, None, None

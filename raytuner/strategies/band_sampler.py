@@ -109,6 +109,27 @@ class LevelSampler(MLA):
     def sampler(self) -> dict[str, int | bool]:
         return {"pass": self.pass_index + 1, "stage": self.stage, **({"plain": True} if self.plain else {})}
 
+    def warms_from(self, sampler: Mapping[str, Any] | None) -> bool:
+        # an earlier (pass, stage), with the sources or without them as this one is
+        if not isinstance(sampler, Mapping) or bool(sampler.get("plain")) != self.plain:
+            return False
+        earlier = (sampler.get("pass"), sampler.get("stage"))
+        return all(isinstance(v, int) for v in earlier) and earlier < (self.pass_index + 1, self.stage)
+
+    def warm_rows(self, tasks: Sequence[Sequence[Any]]) -> list[int] | None:
+        # an LCM-task the stored model lacks (a level of a lower stage) takes the same task's nearest level in it
+        at = self.problem.input_space.names.index(LEVEL)
+        levels: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+        for k, values in enumerate(tasks):
+            levels.setdefault(tuple(v for n, v in enumerate(values) if n != at), []).append((int(values[at]), k))
+        rows = []
+        for values in self._task_values():
+            found = levels.get(tuple(v for n, v in enumerate(values) if n != at))
+            if not found:
+                return None
+            rows.append(min(found, key=lambda lk: (abs(lk[0] - int(values[at])), lk[0]))[1])
+        return rows
+
     def scored_task(self, index: int) -> int:
         if not self.every_level:
             return index
@@ -157,3 +178,5 @@ class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
         for component in self.components:
             component.fit_horizon = self.fit_horizon          # type: ignore[method-assign]  # the sampler's rounds
             component.sampler = self.sampler                  # type: ignore[method-assign]  # and its models
+            component.warms_from = self.warms_from            # type: ignore[method-assign]  # and warm starts
+            component.warm_rows = self.warm_rows              # type: ignore[method-assign]

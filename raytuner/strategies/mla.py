@@ -41,7 +41,6 @@ Example:
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
@@ -51,11 +50,12 @@ from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.models.persistence import load_surrogate, own_model, surrogate_record
+from raytuner.models.persistence import surrogate_record
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy, Suggestion, other_tasks, source_records
+from raytuner.strategies.stored_models import StoredModels
 
 __all__ = ["MLA", "BatchMode"]
 
@@ -65,7 +65,7 @@ BatchMode = Literal["kriging_believer", "constant_liar"]
 _BATCH_MODES = ("kriging_believer", "constant_liar")
 
 
-class MLA(Strategy):
+class MLA(StoredModels, Strategy):
     """Multitask BO over ``tasks`` (one task: single-task BO); see the module docstring.
 
     Args:
@@ -133,11 +133,6 @@ class MLA(Strategy):
     def spec_tasks(self) -> list[dict[str, Any]]:
         """The engine's own tasks (the source tasks come from the source)."""
         return [dict(self.tasks[i]) for i in self.targets]
-
-    @property
-    def modeler(self) -> str:
-        """The name written into this engine's surrogate-model records."""
-        return f"{self.model.name}:{self.name}"
 
     # -- ask -----------------------------------------------------------------------------------
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
@@ -247,32 +242,6 @@ class MLA(Strategy):
         self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
         self._warm_optimised = fitted.report.optimised_samples
         return fitted
-
-    def sampler(self) -> dict[str, int | bool] | None:
-        """Which of an engine's samplers this is, stored with its models (``None``: the engine's only one).
-
-        GPTuneBand builds one per pass and sampling stage (and, with alternating sources, a plain twin);
-        each warm-starts only from the models it fitted.
-        """
-        return None
-
-    def _stored_fit(self, uids: list[str], horizon: int) -> FittedLCM | None:
-        """The restored model when it was fitted to exactly this data (a resumed run does not refit)."""
-        record, self._restored = self._restored, None
-        if record is None or list(record.function_evaluations) != uids:
-            return None
-        try:
-            return load_surrogate(record, self._records[:horizon])
-        except InvalidInputError:
-            return None
-
-    def _adopt_columns(self, stored: tuple[int, ...]) -> None:
-        """Compare categorical columns as a stored model did (say, one fitted before ordinals), none being asked for."""
-        try:
-            self.model = LCM(replace(self.model.options, categorical=stored).over(self.problem.parameter_space))
-        except InvalidInputError:         # columns that are not categorical parameters here: fit again
-            return
-        log.info("%s compares the categorical columns %s, as its stored model does", self.modeler, list(stored))
 
     def fit(self, data: TrainingData) -> FittedLCM:
         """Fit the LCM to ``data`` (warm-started); TLA engines override this.
@@ -387,40 +356,3 @@ class MLA(Strategy):
             if task_key(pending) == ckey:
                 del self.pending[index][j]
                 break
-
-    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
-        """Warm-start from the last stored model of this modeler, tasks and :meth:`sampler` (or use it as it is).
-
-        Args:
-            models: The stored surrogate-model records, oldest first.
-            fixed: Use that model's hyperparameters as they are: every later model is conditioned
-                on them, never fitted (GPTune's ``load_surrogate_model``).
-        """
-        names = self.problem.input_space.names
-        mine = [[t[n] for n in names] for t in self.tasks]
-        for record in reversed(models):
-            own = own_model(record)
-            if own is not None and own["modeler"] == self.modeler and record.task_parameters == mine \
-                    and own.get("objective") in (None, self.objective.name) \
-                    and (fixed or own.get("sampler") == self.sampler()):
-                # several outputs: this output's model; a warm start: this sampler's own (used as it is: any)
-                try:
-                    self._warm = Hyperparameters.from_dict(own["hyperparameters"] or {})
-                except InvalidInputError:
-                    continue
-                optimised = (own.get("fit") or {}).get("optimised_samples")
-                self._warm_optimised = optimised if isinstance(optimised, int) else None
-                self._restored = record
-                self._fixed = self._warm if fixed else None
-                stored = tuple(record.modeling_options.get("categorical") or ())
-                if stored != self.model.options.categorical_columns and not self._chosen_columns:
-                    self._adopt_columns(stored)
-                if stored != self.model.options.categorical_columns:
-                    # its length scales measure other distances: a warm start to re-optimise, never used as is
-                    log.warning("the stored model of %s compares categorical columns %s, this engine %s: "
-                                "fitting again from it", self.modeler, list(stored),
-                                list(self.model.options.categorical_columns))
-                    self._warm_optimised, self._restored, self._fixed = None, None, None
-                return
-        if fixed:
-            log.warning("load_surrogate_model: no stored model of %s for these tasks; fitting one", self.modeler)
