@@ -11,7 +11,7 @@ import pytest
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation
+from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
@@ -190,13 +190,16 @@ def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> Non
                               for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))})
 
 
-def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one() -> None:
-    """Only the first sampler's first fit is cold; later stages and passes warm-start from the last model fitted.
+@pytest.mark.parametrize("tasks, starts", [(3, [3, 1, 1, 1]), (2, [3, 3, 1, 1])])
+def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one(tasks: int, starts: list[int]) -> None:
+    """Later stages and passes warm-start from the last model fitted with as many latent functions (min(tasks, 3)).
 
-    An LCM-task the earlier model lacks (pass 2's level 0, after pass 1's stage 2) takes the same task's nearest level.
+    An LCM-task the earlier model lacks (pass 2's level 0, after pass 1's stage 2) takes the same task's nearest
+    level. With 2 tasks, stage 2's 2 LCM-tasks have 2 latent functions, stage 0's 6 have 3: stage 2 of pass 1
+    starts cold, and stage 0 of pass 2 passes over it for pass 1's stage 0.
     """
     options = LCMOptions(n_starts=3, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
-    band = engine(passes=2, b_max=4, options=options, tasks=[{"t": 1.0}, {"t": 1.2}, {"t": 1.4}])
+    band = engine(passes=2, b_max=4, options=options, tasks=[{"t": 1.0}, {"t": 1.2}, {"t": 1.4}][:tasks])
     first: dict[tuple[int, int], Any] = {}
     while not band.finished:
         band.tell(evaluate(band.ask(), b_max=4))
@@ -204,9 +207,27 @@ def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one() -> None:
             sampler = model.raytuner["sampler"]
             first.setdefault((sampler["pass"], sampler["stage"]), (model.raytuner["fit"], model.task_parameters))
     assert list(first) == [(1, 0), (1, 2), (2, 0), (2, 2)]      # stage 1 has no model: N(1) = 3, its initial design
-    assert [len(first[key][1]) for key in first] == [9, 3, 9, 3]    # LCM-tasks: 3 tasks x the levels sampling
-    assert len(first[1, 0][0]["starts"]) == 3                       # cold: nothing to start from
-    assert all(len(first[key][0]["starts"]) == 1 for key in [(1, 2), (2, 0), (2, 2)])      # warm: one start
+    assert [len(first[key][1]) for key in first] == [3 * tasks, tasks, 3 * tasks, tasks]   # tasks x levels sampling
+    # cold: n_starts = 3; warm: one start (the earlier hyperparameters are always optimised again)
+    assert [len(first[key][0]["starts"]) for key in first] == starts
+
+
+def test_only_this_runs_models_of_its_own_task_parameters_warm_start_a_new_sampler() -> None:
+    band = engine(passes=2, b_max=4)
+    while band.current_pass == 0:
+        band.tell(evaluate(band.ask(), b_max=4))
+    sampler = band._level_sampler()                    # pass 2, stage 0
+    told = [r.uid for r in band._records[:5]]
+    ours = SurrogateModelRecord(task_parameters=[[1.0, 0]], function_evaluations=told)
+    other_run = ours.model_copy(update={"function_evaluations": [*told, "a-uid-of-another-session"]})
+    assert sampler.warms_from(ours, {"pass": 1, "stage": 2})
+    assert not sampler.warms_from(other_run, {"pass": 1, "stage": 2})
+    assert not sampler.warms_from(ours, {"pass": 1, "stage": 2, "plain": True})     # the twin without sources
+    assert not sampler.warms_from(ours, {"pass": 2, "stage": sampler.stage})           # not an earlier one
+    assert sampler.warm_rows([[1.0, 0], [1.3, 2]]) == [0, 0, 0, 1, 1, 1]    # a missing level takes the nearest
+    assert sampler.warm_rows([[1.0], [1.3]]) is None                      # a model of other task parameters
+    assert sampler.warm_rows([[1.0, "0"], [1.3, "2"]]) is None
+    assert sampler.warm_rows([[1.0, 0]]) is None                          # task 1.3 is missing
 
 
 def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:

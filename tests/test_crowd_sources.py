@@ -168,9 +168,14 @@ def test_gptuneband_resumes_a_crowd_sourced_run_mid_bracket(tmp_path: Path) -> N
 @pytest.mark.parametrize("model", ["paper", "levels"])
 def test_a_gptuneband_run_resumed_before_a_new_pass_starts_its_samplers_as_the_live_one_does(
         tmp_path: Path, model: str) -> None:
-    """A sampler warm-starts only from the models it fitted itself, never from an earlier pass's or stage's."""
+    """A new pass's samplers warm-start from the stored models of the earlier pass, as the live run's did.
+
+    The source records are the same ones (uids included) each time, as the local cache of the crowd's gives them.
+    """
+    shared = tuned(2.0, 6)
+
     def make() -> GPTuneBand:
-        return band(source=tuned(2.0, 6), n_initial=1, passes=2, model=model)
+        return band(source=shared, n_initial=1, passes=2, model=model)
 
     def run(engine: Any, session: Any, steps: int) -> None:
         for _ in range(steps):

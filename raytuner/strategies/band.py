@@ -288,9 +288,8 @@ class GPTuneBand(Strategy):
                 and not other.designing(lifted):
             sampler, other = other, sampler                 # the plain LCM's turn
         suggestion = sampler.ask(lifted)
-        made = sampler.take_models()
-        self._new_models.extend(made)
-        self._models.extend(made)
+        self._new_models.extend(made := sampler.take_models())
+        self._models.extend([] if self._fixed_models else made)       # as it is: a stored model only, as GPTune's
         if other is not None:
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.source or "model"
@@ -323,8 +322,10 @@ class GPTuneBand(Strategy):
         The ``plain`` twin's models are stored apart from those fitted with sources (its :meth:`~LevelSampler.sampler`).
         """
         kind = MultiObjectiveLevelSampler if self.several else LevelSampler
+        known = [*self.plan.brackets.by_uid, *(r.uid for r in self._sources)]      # this run's: warm starts
         sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
-                       self.seed, plain=plain, **self._sampler_options, **({"source": sources} if sources else {}))
+                       self.seed, plain=plain, known=known, **self._sampler_options,
+                       **({"source": sources} if sources else {}))
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)
@@ -438,12 +439,11 @@ class GPTuneBand(Strategy):
                 "tasks_finished": sum(self.finished_tasks()), "finished": finished}
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
-        """Keep stored models: a rebuilt sampler warm-starts from the last one of its LCM-tasks, a new one from the
-        last of an earlier pass or stage (of these and of those fitted since; :mod:`~raytuner.strategies.stored_models`).
+        """Keep stored models, which a sampler warm-starts from (:mod:`~raytuner.strategies.stored_models`).
 
         Args:
             models: The stored surrogate-model records, oldest first.
-            fixed: The sampler uses that model as it is (see :meth:`MLA.restore_models`).
+            fixed: The sampler uses that model as it is (see :meth:`StoredModels.restore_models`).
         """
         self._models, self._fixed_models = list(models), fixed
         self._sampler, self._plain, self._sampler_key = None, None, None

@@ -10,9 +10,9 @@ every evaluation.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
-from raytuner.records import FunctionEvaluation, Provenance, task_key
+from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.bandit import BanditStructure
 from raytuner.strategies.mla import MLA
@@ -82,6 +82,8 @@ class LevelSampler(MLA):
         seed: The engine's seed.
         plain: This is the twin without the engine's sources (``source_proposals="alternate"``): its
             models are stored apart (:meth:`sampler`).
+        known: The uids of the run's records and sources: a model of an earlier pass or stage fitted on
+            them alone may warm-start this sampler (:meth:`warms_from`), none of another run.
         **options: MLA's options.
     """
 
@@ -89,9 +91,10 @@ class LevelSampler(MLA):
 
     def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
                  pass_index: int, stage: int, every_level: bool, seed: int | None, *, plain: bool = False,
-                 **options: Any) -> None:
+                 known: Collection[str] = (), **options: Any) -> None:
         self.pass_index = pass_index
         self.plain = plain
+        self.known = frozenset(known)
         self.stage = stage
         self.every_level = every_level
         lowest = 0 if self.every_level else stage
@@ -109,25 +112,29 @@ class LevelSampler(MLA):
     def sampler(self) -> dict[str, int | bool]:
         return {"pass": self.pass_index + 1, "stage": self.stage, **({"plain": True} if self.plain else {})}
 
-    def warms_from(self, sampler: Mapping[str, Any] | None) -> bool:
-        # an earlier (pass, stage), with the sources or without them as this one is
+    def warms_from(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> bool:
+        # an earlier (pass, stage) of this run (fitted on its records only), with or without the sources as this one
         if not isinstance(sampler, Mapping) or bool(sampler.get("plain")) != self.plain:
             return False
         earlier = (sampler.get("pass"), sampler.get("stage"))
-        return all(isinstance(v, int) for v in earlier) and earlier < (self.pass_index + 1, self.stage)
+        return all(isinstance(v, int) for v in earlier) and earlier < (self.pass_index + 1, self.stage) \
+            and self.known.issuperset(record.function_evaluations)
 
     def warm_rows(self, tasks: Sequence[Sequence[Any]]) -> list[int] | None:
         # an LCM-task the stored model lacks (a level of a lower stage) takes the same task's nearest level in it
-        at = self.problem.input_space.names.index(LEVEL)
+        names = self.problem.input_space.names
+        at = names.index(LEVEL)
         levels: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
         for k, values in enumerate(tasks):
-            levels.setdefault(tuple(v for n, v in enumerate(values) if n != at), []).append((int(values[at]), k))
+            if len(values) != len(names) or not isinstance(values[at], int) or isinstance(values[at], bool):
+                return None             # a model of other task parameters
+            levels.setdefault(tuple(v for n, v in enumerate(values) if n != at), []).append((values[at], k))
         rows = []
         for values in self._task_values():
             found = levels.get(tuple(v for n, v in enumerate(values) if n != at))
             if not found:
                 return None
-            rows.append(min(found, key=lambda lk: (abs(lk[0] - int(values[at])), lk[0]))[1])
+            rows.append(min(found, key=lambda lk: (abs(lk[0] - values[at]), lk[0]))[1])
         return rows
 
     def scored_task(self, index: int) -> int:
@@ -169,7 +176,7 @@ class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
         stage: As for :class:`LevelSampler`.
         every_level: As for :class:`LevelSampler`.
         seed: As for :class:`LevelSampler`.
-        **options: MLA's options (no ``objective``), and ``plain`` as for :class:`LevelSampler`.
+        **options: MLA's options (no ``objective``), and ``plain`` and ``known`` as for :class:`LevelSampler`.
     """
 
     def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,

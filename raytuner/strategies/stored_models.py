@@ -1,8 +1,8 @@
 """How a model-based engine takes back its stored surrogate models: the warm start, or the model as it is.
 
 :class:`StoredModels` is a mixin of :class:`~raytuner.strategies.MLA`: it
-reads the engine's ``problem``, ``tasks``, ``modeler``, ``objective``,
-``model`` and ``_records``, and sets the warm start (``_warm``, with the
+reads the engine's ``problem``, ``tasks``, ``name``, ``objective``,
+``model``, ``_chosen_columns`` and ``_records``, and sets the warm start (``_warm``, with the
 samples it was optimised on, ``_warm_optimised``), the model to reuse as it
 is when its data are the same (``_restored``) and a fixed model
 (``_fixed``, GPTune's ``load_surrogate_model``).
@@ -54,13 +54,14 @@ class StoredModels:
         """
         return None
 
-    def warms_from(self, sampler: Mapping[str, Any] | None) -> bool:
+    def warms_from(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> bool:
         """Whether a stored model of another of the engine's samplers may warm-start this one: never by default.
 
-        GPTuneBand's sampler of a later pass or stage starts from an earlier one's model.
+        GPTuneBand's sampler of a later pass or stage starts from an earlier one's model of the same run.
 
         Args:
-            sampler: The other model's sampler (:meth:`sampler`).
+            record: The other model.
+            sampler: Its sampler (:meth:`sampler`).
         """
         return False
 
@@ -101,7 +102,7 @@ class StoredModels:
             if record.task_parameters == mine and (fixed or own.get("sampler") == self.sampler()):
                 if self._adopt_model(record, own, fixed):
                     return
-            elif not fixed and self.warms_from(own.get("sampler")):
+            elif not fixed and self.warms_from(record, own.get("sampler")):
                 rows = self.warm_rows(record.task_parameters)
                 if rows is not None:
                     earlier.append((record, own, rows))
@@ -118,9 +119,14 @@ class StoredModels:
         """
         try:
             warm = Hyperparameters.from_dict(own["hyperparameters"] or {})
-            self._warm = warm if rows is None else warm.for_tasks(rows)
+            if rows is not None:
+                warm = warm.for_tasks(rows)
         except (InvalidInputError, IndexError):
             return False
+        latent, _, _, rank = warm.shape
+        if rows is not None and (latent, rank) != (self.model.options.latent_for(len(rows)), self.model.options.rank):
+            return False            # another number of latent functions (fewer tasks): an older model may fit
+        self._warm = warm
         optimised = (own.get("fit") or {}).get("optimised_samples")
         # another sampler's model was optimised on other data: only a start, always optimised again
         self._warm_optimised = optimised if isinstance(optimised, int) and rows is None else None
