@@ -218,16 +218,20 @@ def test_only_this_runs_models_of_its_own_task_parameters_warm_start_a_new_sampl
         band.tell(evaluate(band.ask(), b_max=4))
     sampler = band._level_sampler()                    # pass 2, stage 0
     told = [r.uid for r in band._records[:5]]
-    ours = SurrogateModelRecord(task_parameters=[[1.0, 0]], function_evaluations=told)
-    other_run = ours.model_copy(update={"function_evaluations": [*told, "a-uid-of-another-session"]})
-    assert sampler.warms_from(ours, {"pass": 1, "stage": 2})
-    assert not sampler.warms_from(other_run, {"pass": 1, "stage": 2})
-    assert not sampler.warms_from(ours, {"pass": 1, "stage": 2, "plain": True})     # the twin without sources
-    assert not sampler.warms_from(ours, {"pass": 2, "stage": sampler.stage})           # not an earlier one
-    assert sampler.warm_rows([[1.0, 0], [1.3, 2]]) == [0, 0, 0, 1, 1, 1]    # a missing level takes the nearest
-    assert sampler.warm_rows([[1.0], [1.3]]) is None                      # a model of other task parameters
-    assert sampler.warm_rows([[1.0, "0"], [1.3, "2"]]) is None
-    assert sampler.warm_rows([[1.0, 0]]) is None                          # task 1.3 is missing
+    ours = SurrogateModelRecord(task_parameters=[[1.0, 0], [1.3, 2]], function_evaluations=told)
+    earlier = {"pass": 1, "stage": 2}
+
+    def rows(tasks: list[list[Any]], sampler_of: dict[str, Any] = earlier, uids: list[str] = told) -> Any:
+        return sampler.warm_rows(ours.model_copy(update={"task_parameters": tasks, "function_evaluations": uids}),
+                                 sampler_of)
+
+    assert sampler.warm_rows(ours, earlier) == [0, 0, 0, 1, 1, 1]        # a missing level takes the nearest
+    assert rows(ours.task_parameters, uids=[*told, "a-uid-of-another-session"]) is None
+    assert rows(ours.task_parameters, {**earlier, "plain": True}) is None          # the twin without sources
+    assert rows(ours.task_parameters, {"pass": 2, "stage": sampler.stage}) is None   # not an earlier one
+    assert rows([[1.0], [1.3]]) is None                                    # a model of other task parameters
+    assert rows([[1.0, "0"], [1.3, "2"]]) is None
+    assert rows([[1.0, 0]]) is None                                        # task 1.3 is missing
 
 
 def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:

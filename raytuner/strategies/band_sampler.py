@@ -83,7 +83,7 @@ class LevelSampler(MLA):
         plain: This is the twin without the engine's sources (``source_proposals="alternate"``): its
             models are stored apart (:meth:`sampler`).
         known: The uids of the run's records and sources: a model of an earlier pass or stage fitted on
-            them alone may warm-start this sampler (:meth:`warms_from`), none of another run.
+            them alone may warm-start this sampler (:meth:`warm_rows`), none of another run.
         **options: MLA's options.
     """
 
@@ -112,20 +112,19 @@ class LevelSampler(MLA):
     def sampler(self) -> dict[str, int | bool]:
         return {"pass": self.pass_index + 1, "stage": self.stage, **({"plain": True} if self.plain else {})}
 
-    def warms_from(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> bool:
-        # an earlier (pass, stage) of this run (fitted on its records only), with or without the sources as this one
+    def warm_rows(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> list[int] | None:
+        # a model of an earlier (pass, stage) of this run (fitted on its records alone), with or without the sources
+        # as this one; an LCM-task it lacks (a level of a lower stage) takes the same task's nearest level in it
         if not isinstance(sampler, Mapping) or bool(sampler.get("plain")) != self.plain:
-            return False
+            return None
         earlier = (sampler.get("pass"), sampler.get("stage"))
-        return all(isinstance(v, int) for v in earlier) and earlier < (self.pass_index + 1, self.stage) \
-            and self.known.issuperset(record.function_evaluations)
-
-    def warm_rows(self, tasks: Sequence[Sequence[Any]]) -> list[int] | None:
-        # an LCM-task the stored model lacks (a level of a lower stage) takes the same task's nearest level in it
+        if not all(isinstance(v, int) for v in earlier) or not earlier < (self.pass_index + 1, self.stage) \
+                or not self.known.issuperset(record.function_evaluations):
+            return None
         names = self.problem.input_space.names
         at = names.index(LEVEL)
         levels: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
-        for k, values in enumerate(tasks):
+        for k, values in enumerate(record.task_parameters):
             if len(values) != len(names) or not isinstance(values[at], int) or isinstance(values[at], bool):
                 return None             # a model of other task parameters
             levels.setdefault(tuple(v for n, v in enumerate(values) if n != at), []).append((values[at], k))
@@ -185,5 +184,4 @@ class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
         for component in self.components:
             component.fit_horizon = self.fit_horizon          # type: ignore[method-assign]  # the sampler's rounds
             component.sampler = self.sampler                  # type: ignore[method-assign]  # and its models
-            component.warms_from = self.warms_from            # type: ignore[method-assign]  # and warm starts
-            component.warm_rows = self.warm_rows              # type: ignore[method-assign]
+            component.warm_rows = self.warm_rows              # type: ignore[method-assign]  # and warm starts

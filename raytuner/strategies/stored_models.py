@@ -8,10 +8,11 @@ is when its data are the same (``_restored``) and a fixed model
 (``_fixed``, GPTune's ``load_surrogate_model``).
 
 A stored model of the engine's own sampler and tasks comes first. Without
-one, the last model of a sampler it :meth:`~StoredModels.warms_from` (one
-of GPTuneBand's earlier passes or stages) starts it, each task taking the
+one, the last model of another sampler that may start it (one of
+GPTuneBand's earlier passes or stages) does, each task taking the
 hyperparameters of a task of that model (:meth:`~StoredModels.warm_rows`),
-so that a new sampler's first fit is a short warm one, not a cold one.
+so that a new sampler's first fit is a short warm one, not a cold one; a
+model with another number of latent functions is passed over.
 
 Example:
     >>> from raytuner.models import Hyperparameters
@@ -54,28 +55,17 @@ class StoredModels:
         """
         return None
 
-    def warms_from(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> bool:
-        """Whether a stored model of another of the engine's samplers may warm-start this one: never by default.
+    def warm_rows(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> list[int] | None:
+        """For each of this engine's tasks, the task of another sampler's model whose hyperparameters start it.
 
-        GPTuneBand's sampler of a later pass or stage starts from an earlier one's model of the same run.
+        ``None`` (always, by default) when that model may not warm-start this engine. GPTuneBand's sampler of
+        a later pass or stage starts from an earlier one's model of the same run.
 
         Args:
-            record: The other model.
+            record: The other sampler's model.
             sampler: Its sampler (:meth:`sampler`).
         """
-        return False
-
-    def warm_rows(self, tasks: Sequence[Sequence[Any]]) -> list[int] | None:
-        """For each of this engine's tasks, the task of a stored model's ``tasks`` it takes its warm start from.
-
-        By default the same task; ``None`` when one of the engine's tasks is not among them.
-
-        Args:
-            tasks: The stored model's tasks, each as its values in the input space's order.
-        """
-        rows = {tuple(t): k for k, t in enumerate(tasks)}
-        found = [rows.get(tuple(t)) for t in self._task_values()]
-        return None if any(k is None for k in found) else [int(k) for k in found if k is not None]
+        return None
 
     def _task_values(self) -> list[list[Any]]:
         names = self.problem.input_space.names          # type: ignore[attr-defined]
@@ -84,7 +74,7 @@ class StoredModels:
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
         """Warm-start from the last stored model of this modeler, tasks and :meth:`sampler` (or use it as it is).
 
-        Without a model of its own sampler, the last one of a sampler it :meth:`warms_from` is the warm start.
+        Without a model of its own sampler, the last one of another sampler it :meth:`warm_rows` maps is the start.
 
         Args:
             models: The stored surrogate-model records, oldest first.
@@ -92,21 +82,15 @@ class StoredModels:
                 on them, never fitted (GPTune's ``load_surrogate_model``).
         """
         mine = self._task_values()
-        earlier: list[tuple[SurrogateModelRecord, dict[str, Any], list[int]]] = []
-        for record in reversed(models):
-            own = own_model(record)
-            if own is None or own["modeler"] != self.modeler \
-                    or own.get("objective") not in (None, self.objective.name):     # type: ignore[attr-defined]
-                continue
-            # several outputs: this output's model; as it is: any sampler's; a warm start: this sampler's first
-            if record.task_parameters == mine and (fixed or own.get("sampler") == self.sampler()):
-                if self._adopt_model(record, own, fixed):
-                    return
-            elif not fixed and self.warms_from(record, own.get("sampler")):
-                rows = self.warm_rows(record.task_parameters)
-                if rows is not None:
-                    earlier.append((record, own, rows))
-        if any(self._adopt_model(record, own, False, rows) for record, own, rows in earlier):
+        candidates = [(record, own) for record in reversed(models) if (own := own_model(record)) is not None
+                      and own["modeler"] == self.modeler
+                      and own.get("objective") in (None, self.objective.name)]      # type: ignore[attr-defined]
+        # several outputs: this output's model; as it is: any sampler's; a warm start: this sampler's first
+        if any(self._adopt_model(record, own, fixed) for record, own in candidates
+               if record.task_parameters == mine and (fixed or own.get("sampler") == self.sampler())):
+            return
+        if not fixed and any(self._adopt_model(record, own, False, rows) for record, own in candidates
+                             if (rows := self.warm_rows(record, own.get("sampler"))) is not None):
             return
         if fixed:
             log.warning("load_surrogate_model: no stored model of %s for these tasks; fitting one", self.modeler)
