@@ -17,6 +17,7 @@ from raytuner.space import Objective, ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA, EngineSpec, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
+from raytuner.strategies.breaches import BreachValues, tail_at_least
 from raytuner.strategies.pareto_score import CONFIDENT, ParetoScore
 
 #: A two-task family of ZDT1 (Zitzler, Deb and Thiele), shifted by the task t: f2 = g (1 - sqrt(f1 / g)) + 0.2 t,
@@ -156,6 +157,55 @@ def test_suggestions_after_the_initial_design_keep_to_the_output_constraint() ->
     broken = [r for r in guided if r.evaluation_result["mem"] > 0.6]
     assert len(guided) == 36 and len(broken) <= 0.1 * len(guided)          # the goal; measured 0 of 36
     assert all(r.evaluation_result["mem"] <= 0.6 for t in TASKS for r in engine.pareto_front(t))
+
+
+#: A cliff no stationary GP follows: n = 1000, the upper bound of n, breaks the memory bound twentyfold, 999 meets it
+#: (PyAMG's max_coarse at the size of its grid); f1 and f2 improve with n, so the search is drawn to the bound, and
+#: the categoricals (which do not matter) make each try there look new to the model.
+CLIFF = ProblemSpace.parse({
+    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                        {"name": "n", "type": "integer", "lower_bound": 10, "upper_bound": 1000, "log": True},
+                        {"name": "c", "type": "categorical", "categories": ["a", "b", "c", "d"]},
+                        {"name": "e", "type": "categorical", "categories": ["p", "q", "r"]},
+                        {"name": "h", "type": "categorical", "categories": ["u", "v", "w", "z"]},
+                        {"name": "m", "type": "integer", "lower_bound": 1, "upper_bound": 3}],
+    "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "memory", "optimize": False, "upper_bound": 2.0}]})
+
+
+def cliff(config: dict) -> dict[str, float]:
+    x, g = config["x"], 1.0 - math.log(config["n"] / 10) / math.log(100)
+    return {"f1": x + g, "f2": 1 - math.sqrt(x) + g, "memory": 20.0 if config["n"] == 1000 else 1.0 + 0.5 * x}
+
+
+def test_tail_at_least_is_the_poisson_binomial_tail() -> None:
+    p = np.array([0.1, 0.3, 0.5, 0.9])
+    outcomes = np.array(np.meshgrid(*[[0, 1]] * 4)).reshape(4, -1).T
+    weight = np.prod(np.where(outcomes == 1, p, 1 - p), axis=1)
+    for count in range(5):
+        assert tail_at_least(p, count) == pytest.approx(weight[outcomes.sum(axis=1) >= count].sum(), abs=1e-12)
+
+
+def test_a_value_whose_confident_suggestions_keep_breaking_the_bound_is_demoted() -> None:
+    values = np.array([[0.9, 0.1], [0.9, 0.3], [0.5, 0.1], [0.5, 0.3], [0.5, 0.1], [0.5, 0.3], [0.5, 0.1]])
+    broke = np.array([True, True, True, False, False, False, False])
+    breaches = BreachValues(values, broke, np.full(len(values), CONFIDENT))
+    # column 0 at 0.9: 2 breaches of 2 where the model gave each 10 %; at 0.5 one of five is no surprise
+    assert [(c, v) for c, v, _ in breaches.flagged] == [(0, 0.9)]
+    assert breaches.factor(np.array([[0.9, 0.3], [0.5, 0.3]])) == pytest.approx([1 / (1 + 2 * CONFIDENT), 1.0])
+    assert BreachValues(values, broke, np.full(len(values), 0.2)).flagged == []        # breaches it expected
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_the_search_stops_returning_to_a_cliff_the_model_cannot_see(seed: int) -> None:
+    """Two confident suggestions at n = 1000 broke the bound: the third is a likely breach and ranks last."""
+    engine = mla_engine(CLIFF, [{}], seed, n_initial=8, executor=InlineExecutor())
+    told = []
+    for _ in range(30):
+        suggestion = engine.ask()
+        told.append((suggestion.provenance.source, suggestion.config["n"]))
+        engine.tell(suggestion, cliff(suggestion.config))
+    at_cliff = [n for source, n in told if source == "model" and n == 1000]
+    assert len(at_cliff) == 2, told          # measured 6 and 5 for these seeds without the demotion
 
 
 def test_a_multiobjective_run_resumes_from_its_store(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ likely valid candidate with the best
 hypervolume improvement over the task's feasible front with two objectives,
 a random Chebyshev scalarisation with more), times the probability of
 meeting every output constraint (below 0.9, a candidate ranks after every
-likelier one, by that probability alone). The outputs share the GP's fixed length
+likelier one, by that probability alone), and a value at which the task's
+model-chosen candidates broke a constraint far more often than their chances
+promised lowers it further (:class:`~raytuner.strategies.breaches.BreachValues`). The outputs share the GP's fixed length
 scale, so one factorisation serves them all
 (:meth:`~raytuner.strategies.discrete.gp.CandidateGP.posterior_of`). The
 score is computed by Monte Carlo on the :data:`SHORTLIST` candidates whose
@@ -25,7 +27,8 @@ from raytuner.errors import InfeasibleSpaceError
 from raytuner.records import FunctionEvaluation
 from raytuner.strategies.discrete.candidates import CandidateSet
 from raytuner.strategies.discrete.search import Pick, TaskSearch
-from raytuner.strategies.pareto_score import DRAWS, ParetoScore, chance_within
+from raytuner.strategies.breaches import BreachValues
+from raytuner.strategies.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 
 __all__ = ["SeveralSearch", "SHORTLIST"]
 
@@ -48,6 +51,8 @@ class SeveralSearch(TaskSearch):
         #: Per successful evaluation, in the GP's order: each modelled output's value.
         self.rows: list[list[float]] = []
         self.feasible: list[bool] = []
+        #: Per model-chosen candidate told with every bounded output: its index and whether it broke a constraint.
+        self.guided: list[tuple[int, bool]] = []
 
     def tell(self, record: FunctionEvaluation, value: float | None) -> None:
         """Fold in one evaluation (``value``: the first objective, ``None`` when it failed).
@@ -61,6 +66,8 @@ class SeveralSearch(TaskSearch):
         if len(self.gp) > before:
             self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
+            if record.raytuner is not None and record.raytuner.source == "model":
+                self.guided.append((self.gp.indices[-1], not self.feasible[-1]))
 
     def model_round(self) -> None:
         """Queue the candidate with the best Pareto score."""
@@ -80,6 +87,10 @@ class SeveralSearch(TaskSearch):
         for k, o in enumerate(self.outputs):
             if o.bounded:
                 chance = chance * chance_within(means[k], sds[k], o.lower_bound, o.upper_bound)
+        if self.guided:                 # a likely success when chosen: values where such breaches surprise
+            picked, broke = (np.array(v) for v in zip(*self.guided))
+            chance = chance * BreachValues(self.cands.units[picked], broke.astype(bool),
+                                           np.full(len(picked), CONFIDENT)).factor(self.cands.units)
         if len(chosen) > SHORTLIST:
             quick = pareto.optimistic((means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen],
                                       chance[chosen])

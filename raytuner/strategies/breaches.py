@@ -1,0 +1,106 @@
+"""Values of discrete parameters at which the model's confident suggestions keep breaking an output constraint.
+
+A GP over the unit cube is smooth: a bound that one value of a parameter
+breaks outright, while its neighbours meet it, is a cliff the GP cannot
+follow. PyAMG's ``max_coarse`` is one: at its upper bound (1000 on a grid of
+1000 unknowns) nothing is coarsened and the memory jumps twentyfold, while
+999 coarsens and stays small. The memory model fits each breach it has seen
+but, at a new configuration with that value and other values of parameters
+that do not matter there, stays sure that the bound holds, and the Pareto
+search, drawn to the bound's low work, went back 5 to 7 times per run.
+
+A suggestion the model chose was a likely success: its chance of meeting
+every constraint was at least :data:`~raytuner.strategies.pareto_score.CONFIDENT`.
+:class:`BreachValues` takes, for each value of an integer or categorical
+parameter, the model's suggestions at that value (pooled over every task: the
+cause of a breach is the configuration) and the chances they were given, and
+flags the value where that many breaches would occur with probability below
+:data:`SURPRISE` had the chances been right (a Poisson-binomial tail): two
+breaches of two suggestions, or four of ten. A candidate with a flagged value
+has its chance multiplied by the suggestions' successes over the successes
+they were expected to have (each count plus one): after two breaches at 90 %,
+0.36, so a 0.95 chance becomes 0.34 and the candidate ranks after every likely
+success and stays open when nothing else is likely to succeed. A value whose
+confident suggestions break the bound about as often as promised is left alone.
+
+Example:
+    >>> values = np.array([[0.1], [0.9], [0.9], [0.5]])      # one integer column, encoded
+    >>> broke = np.array([False, True, True, False])
+    >>> sure = BreachValues(values, broke, chance=np.array([0.9, 0.9, 0.9, 0.9]))      # wrong twice at 0.9
+    >>> sure.factor(np.array([[0.9], [0.5]])).round(3).tolist()
+    [0.357, 1.0]
+    >>> BreachValues(values, broke, chance=np.array([0.9, 0.2, 0.2, 0.9])).flagged      # it expected them
+    []
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from raytuner.parameters import Categorical, Integer
+from raytuner.space import Space
+
+__all__ = ["BreachValues", "SURPRISE", "discrete_columns", "tail_at_least"]
+
+#: How unlikely the breaches at a value must be under the model's chances for the value to be flagged.
+SURPRISE = 0.05
+
+
+def discrete_columns(space: Space) -> np.ndarray:
+    """The positions of a space's integer and categorical parameters in its encoding.
+
+    Args:
+        space: the parameter space.
+    """
+    return np.array([k for k, p in enumerate(space) if isinstance(p, (Integer, Categorical))], dtype=int)
+
+
+def tail_at_least(probabilities: np.ndarray, count: int) -> float:
+    """The chance that at least ``count`` of independent events with ``probabilities`` happen (Poisson-binomial).
+
+    Args:
+        probabilities: each event's probability.
+        count: how many at least.
+
+    >>> round(tail_at_least(np.array([0.1, 0.1]), 2), 4)
+    0.01
+    """
+    pmf = np.zeros(len(probabilities) + 1)
+    pmf[0] = 1.0
+    for p in probabilities:
+        pmf[1:] = pmf[1:] * (1.0 - p) + pmf[:-1] * p
+        pmf[0] *= 1.0 - p
+    return float(pmf[count:].sum())
+
+
+class BreachValues:
+    """The flagged values of discrete columns and the factor they put on a candidate's chance; see the module docstring.
+
+    Args:
+        values: ``(n, d)`` the evaluated configurations' discrete columns, encoded (bin centres).
+        broke: ``(n,)`` whether each broke an output constraint.
+        chance: ``(n,)`` the model's chance that each meets every output constraint.
+    """
+
+    def __init__(self, values: np.ndarray, broke: np.ndarray, chance: np.ndarray) -> None:
+        self.flagged: list[tuple[int, float, float]] = []       # (column, encoded value, factor)
+        broke, chance = np.asarray(broke, dtype=bool), np.clip(np.asarray(chance, dtype=float), 0.0, 1.0)
+        for column in range(values.shape[1] if values.ndim == 2 else 0):
+            for value in np.unique(values[:, column]):
+                at = np.isclose(values[:, column], value, rtol=0.0, atol=1e-9)
+                breaches = int(np.count_nonzero(broke & at))
+                if breaches and tail_at_least(1.0 - chance[at], breaches) < SURPRISE:
+                    met, expected = int(np.count_nonzero(at)) - breaches, float(chance[at].sum())
+                    self.flagged.append((column, float(value), min(1.0, (1 + met) / (1 + expected))))
+
+    def factor(self, candidates: np.ndarray) -> np.ndarray:
+        """Per candidate (``(m, d)``, the same columns encoded), the factor on its chance (1 where none is flagged).
+
+        Args:
+            candidates: the candidates' discrete columns, encoded.
+        """
+        factor = np.ones(len(candidates))
+        for column, value, share in self.flagged:
+            at = np.isclose(candidates[:, column], value, rtol=0.0, atol=1e-9)
+            factor[at] = np.minimum(factor[at], share)
+        return factor
