@@ -16,6 +16,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import GPTuneBand, fresh_engine
 from raytuner.strategies.band_sampler import MultiObjectiveLevelSampler
+from raytuner.strategies.breaches import NOTE
 
 SPACES = {"input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
           "parameter_space": [{"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
@@ -87,6 +88,11 @@ def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
         replayed.append(again.tell(s, zdt(s.config, s.task["t"], s.fidelity)))
     assert [(r.tuning_parameter, r.raytuner.fidelity) for r in replayed] == \
         [(r.tuning_parameter, r.raytuner.fidelity) for r in records]
+    # a sample its LCMs chose as a likely success carries the mark the breach check reads; a promotion does not
+    noted = [r for r in records if (r.raytuner.model_extra or {}).get(NOTE) is True]
+    assert noted and {r.raytuner.source for r in noted} == {"model"}
+    assert [(r.raytuner.model_extra or {}).get(NOTE) for r in replayed] == \
+        [(r.raytuner.model_extra or {}).get(NOTE) for r in records]
 
 
 @pytest.mark.parametrize("model", ["paper", "levels"])

@@ -272,10 +272,10 @@ class GPTuneBand(Strategy):
         return Suggestion(task=dict(self.tasks[i]), config=dict(source.tuning_parameter), provenance=provenance)
 
     def _provenance(self, p: int, s: int, rung: int, fidelity: float, source: str,
-                    previous: float | None = None, parent: str | None = None) -> Provenance:
+                    previous: float | None = None, parent: str | None = None, **notes: Any) -> Provenance:
         return Provenance(strategy=self.name, source=source, bracket=s, rung=rung, pass_=p + 1,
                           fidelity=fidelity, parent=parent,
-                          cost=self.structure.cost(fidelity, previous, self.fidelity_mode))
+                          cost=self.structure.cost(fidelity, previous, self.fidelity_mode), **notes)
 
     def _next_sample(self, only: int | None) -> Suggestion | None:
         place = self.plan.next_sample(only)
@@ -294,7 +294,8 @@ class GPTuneBand(Strategy):
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.source or "model"
         how = "plain_model" if sampler is self._plain and how == "model" else how
-        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how)
+        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how,
+                                      **(suggestion.provenance.model_extra or {}))      # the sampler's notes
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
 

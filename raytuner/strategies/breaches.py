@@ -9,24 +9,30 @@ but, at a new configuration with that value and other values of parameters
 that do not matter there, stays sure that the bound holds, and the Pareto
 search, drawn to the bound's low work, went back 5 to 7 times per run.
 
-A suggestion the model chose was a likely success: its chance of meeting
-every constraint was at least :data:`~raytuner.strategies.pareto_score.CONFIDENT`.
-:class:`BreachValues` takes, for each value of an integer or categorical
-parameter, the model's suggestions at that value (pooled over every task: the
-cause of a breach is the configuration) and the chances they were given, and
-flags the value where that many breaches would occur with probability below
-:data:`SURPRISE` had the chances been right (a Poisson-binomial tail): two
-breaches of two suggestions, or four of ten. A candidate with a flagged value
-has its chance multiplied by the suggestions' successes over the successes
-they were expected to have (each count plus one): after two breaches at 90 %,
-0.36, so a 0.95 chance becomes 0.34 and the candidate ranks after every likely
-success and stays open when nothing else is likely to succeed. A value whose
-confident suggestions break the bound about as often as promised is left alone.
+An engine with output constraints marks a suggestion whose chance of meeting
+every constraint was at least :data:`~raytuner.strategies.pareto_score.CONFIDENT`
+when its model chose it (:data:`NOTE` in the provenance: a likely success;
+not an initial design point, not a fallback search, not a pick made when no
+candidate reached that chance). :class:`BreachValues` takes these suggestions
+(an engine's own, pooled over its tasks: the cause of a breach is the
+configuration) and looks for values of integer or categorical parameters at
+which so many of them broke a constraint that, had each broken it with
+probability ``1 - CONFIDENT``, that would happen with probability below
+:data:`SURPRISE` (a Poisson-binomial tail: two breaches of two suggestions,
+four of ten). The most surprising value is flagged and its suggestions set
+aside, and the search goes on among the rest, so that a value which only
+shared its breaches with the culprit (another parameter's value in the same
+runs) is not flagged too. A candidate with a flagged value has its chance
+multiplied by the successes of that value's suggestions over the successes
+they were expected to have (each count plus one): after two breaches, 0.36,
+so a 0.95 chance becomes 0.34. That is below the gate: the candidate ranks
+after every likely success and is taken only when nothing else is likely to
+succeed.
 
 Example:
     >>> values = np.array([[0.1], [0.9], [0.9], [0.5]])      # one integer column, encoded
     >>> broke = np.array([False, True, True, False])
-    >>> sure = BreachValues(values, broke, chance=np.array([0.9, 0.9, 0.9, 0.9]))      # wrong twice at 0.9
+    >>> sure = BreachValues(values, broke, chance=np.full(4, 0.9))      # wrong twice at 0.9
     >>> sure.factor(np.array([[0.9], [0.5]])).round(3).tolist()
     [0.357, 1.0]
     >>> BreachValues(values, broke, chance=np.array([0.9, 0.2, 0.2, 0.9])).flagged      # it expected them
@@ -40,10 +46,12 @@ import numpy as np
 from raytuner.parameters import Categorical, Integer
 from raytuner.space import Space
 
-__all__ = ["BreachValues", "SURPRISE", "discrete_columns", "tail_at_least"]
+__all__ = ["BreachValues", "SURPRISE", "NOTE", "discrete_columns", "tail_at_least"]
 
 #: How unlikely the breaches at a value must be under the model's chances for the value to be flagged.
 SURPRISE = 0.05
+#: The provenance key of a suggestion chosen as a likely success (its value ``True``).
+NOTE = "confident"
 
 
 def discrete_columns(space: Space) -> np.ndarray:
@@ -85,13 +93,31 @@ class BreachValues:
     def __init__(self, values: np.ndarray, broke: np.ndarray, chance: np.ndarray) -> None:
         self.flagged: list[tuple[int, float, float]] = []       # (column, encoded value, factor)
         broke, chance = np.asarray(broke, dtype=bool), np.clip(np.asarray(chance, dtype=float), 0.0, 1.0)
+        remaining = np.ones(len(broke), dtype=bool)
+        while (found := self._most_surprising(values, broke, chance, remaining)) is not None:
+            column, value, at = found
+            breaches = int(np.count_nonzero(broke & at))
+            met, expected = int(np.count_nonzero(at)) - breaches, float(chance[at].sum())
+            self.flagged.append((column, value, min(1.0, (1 + met) / (1 + expected))))
+            remaining &= ~at                # its suggestions explain no other value's breaches
+
+    @staticmethod
+    def _most_surprising(values: np.ndarray, broke: np.ndarray, chance: np.ndarray,
+                         remaining: np.ndarray) -> tuple[int, float, np.ndarray] | None:
+        """The (column, value, its remaining suggestions) least likely under the chances, if below :data:`SURPRISE`.
+
+        Ties go to the value with more suggestions, then to the first column and the smallest value.
+        """
+        best: tuple[float, int, int, float, np.ndarray] | None = None
         for column in range(values.shape[1] if values.ndim == 2 else 0):
-            for value in np.unique(values[:, column]):
-                at = np.isclose(values[:, column], value, rtol=0.0, atol=1e-9)
+            for value in np.unique(values[remaining, column]):
+                at = remaining & (values[:, column] == value)
                 breaches = int(np.count_nonzero(broke & at))
-                if breaches and tail_at_least(1.0 - chance[at], breaches) < SURPRISE:
-                    met, expected = int(np.count_nonzero(at)) - breaches, float(chance[at].sum())
-                    self.flagged.append((column, float(value), min(1.0, (1 + met) / (1 + expected))))
+                tail = tail_at_least(1.0 - chance[at], breaches) if breaches else 1.0
+                key = (tail, -int(np.count_nonzero(at)), column, float(value))
+                if tail < SURPRISE and (best is None or key < best[:4]):
+                    best = (*key, at)
+        return None if best is None else (best[2], best[3], best[4])
 
     def factor(self, candidates: np.ndarray) -> np.ndarray:
         """Per candidate (``(m, d)``, the same columns encoded), the factor on its chance (1 where none is flagged).
@@ -101,6 +127,6 @@ class BreachValues:
         """
         factor = np.ones(len(candidates))
         for column, value, share in self.flagged:
-            at = np.isclose(candidates[:, column], value, rtol=0.0, atol=1e-9)
+            at = candidates[:, column] == value          # both sides encoded alike (bin centres)
             factor[at] = np.minimum(factor[at], share)
         return factor

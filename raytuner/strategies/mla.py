@@ -126,6 +126,7 @@ class MLA(StoredModels, Strategy):
         self._warm_optimised: int | None = None    # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
         self._fixed: Hyperparameters | None = None      # a stored model used as it is (load_surrogate_model)
+        self._notes: dict[str, Any] = {}      # what the last search adds to its suggestion's provenance
         for record in sources:
             self._fold(record)
 
@@ -144,13 +145,15 @@ class MLA(StoredModels, Strategy):
         index = self._next_task() if task is None else self._own_index(task)
         config = self._initial_point(index)
         source = "initial"
+        notes: dict[str, Any] = {}
         if config is None:
             # small matrices: one BLAS thread is faster, and keeps results independent of timing
             with threadpool_limits(1, user_api="blas"):
                 config, source = self._search(index)
+            notes, self._notes = self._notes, {}
         self.pending[index].append(config)
         return Suggestion(task=dict(self.tasks[index]), config=config,
-                          provenance=Provenance(strategy=self.name, source=source))
+                          provenance=Provenance(strategy=self.name, source=source, **notes))
 
     def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:
         """``size`` suggestions at once (each sees the earlier ones as pending fantasies).

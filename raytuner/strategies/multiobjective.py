@@ -23,11 +23,12 @@ evaluations, and chooses each suggestion by:
   each bounded output meets its bounds; the improvement is measured from the
   best feasible evaluation. A candidate below
   :data:`~raytuner.strategies.pareto_score.CONFIDENT` ranks after every
-  likelier one, by its chance alone. Where the suggestions at one value of
-  a discrete parameter (every task's) broke a constraint far more often than
-  their chances promised, that value's candidates have their chance lowered
-  (:class:`~raytuner.strategies.breaches.BreachValues`): on PyAMG, with the
-  memory bound, 6.3 % of suggestions broke it instead of 9.8 % (seeds 0-9).
+  likelier one, by its chance alone. Where the likely successes at one value
+  of a discrete parameter (every task's) broke a constraint far more often
+  than that chance allows, that value's candidates fall below the gate
+  (:class:`~raytuner.strategies.breaches.BreachValues`): on PyAMG with the
+  memory bound, 6.1 % of the suggestions after the initial design broke it
+  instead of 9.3 % (30 seeds), at a hypervolume as large or larger.
 - **Length scales**: without ``options``, each LCM has a normal prior on its
   log length scales (:data:`LENGTHSCALE_PRIOR`) against spiky fits.
 - **Skewed outputs**: an output whose values so far are positive and whose
@@ -71,7 +72,7 @@ from raytuner.pareto import feasible, pareto_front
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy
-from raytuner.strategies.breaches import BreachValues, discrete_columns
+from raytuner.strategies.breaches import NOTE, BreachValues, discrete_columns
 from raytuner.strategies.mla import MLA
 from raytuner.strategies.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 
@@ -212,14 +213,18 @@ class MultiObjectiveMLA(MLA):
                 component.model.options = replace(component.model.options, log_transform=logged)
 
     def _breaches(self, bounded: Sequence[int]) -> BreachValues:
-        """The discrete values at which the model's suggestions (every task's) broke an output constraint too often.
+        """The discrete values at which this engine's likely successes (every task's) broke a constraint too often.
 
-        Each was suggested as a likely success: its chance of meeting every constraint was at least
-        :data:`~raytuner.strategies.pareto_score.CONFIDENT` when the model chose it.
+        Each was marked (:data:`~raytuner.strategies.breaches.NOTE`) when its chance of meeting every
+        constraint, for the task it was scored for, was at least
+        :data:`~raytuner.strategies.pareto_score.CONFIDENT`; with GPTuneBand's levels model only the
+        samples at ``b_max``, whose own prediction scored them, count.
         """
         names = [self.components[k].objective.name for k in bounded]
+        own = {self.scored_task(i) for i in self.targets}
         told = [r for r in self._records if r.status == "ok" and r.raytuner is not None
-                and r.raytuner.source == "model" and all(r.value(name) is not None for name in names)]
+                and (r.raytuner.model_extra or {}).get(NOTE) is True and self.task_index(r.task_parameter) in own
+                and all(r.value(name) is not None for name in names)]
         space = self.problem.parameter_space
         values = space.encode([r.tuning_parameter for r in told]) if told else np.zeros((0, space.dimension))
         broke = [not self.problem.meets_output_constraints(r.evaluation_result) for r in told]
@@ -269,8 +274,10 @@ class MultiObjectiveMLA(MLA):
                 chance = chance * breach.factor(U[:, columns])
             return pareto(mean, samples, chance)
 
-        config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
-                                         search_candidates=self.search_candidates)
+        config, best = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
+                                            search_candidates=self.search_candidates)
+        if bounded and best >= 0.0:         # a likely success (a likely breach scores its log chance, below 0)
+            self._notes = {NOTE: True}
         return config, "model"
 
 

@@ -51,8 +51,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, Mapping, Sequence
 
-import numpy as np
-
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, task_key
 from raytuner.space import ProblemSpace
@@ -223,6 +221,7 @@ class DiscreteBO(Strategy):
         pick = search.next_pick()
         search.pending[pick.index] = pick
         extra: dict[str, Any] = {"acquisitions": pick.afs, "round": pick.round} if pick.afs else {}
+        extra.update(pick.notes)
         return Suggestion(task=dict(self.tasks[search.number]), config=dict(search.cands.configs[pick.index]),
                           provenance=Provenance(strategy=self.name, source=pick.source, **extra))
 

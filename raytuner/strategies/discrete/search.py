@@ -39,6 +39,7 @@ class Pick:
     source: str
     afs: list[str] = field(default_factory=list)
     round: int | None = None
+    notes: dict[str, Any] = field(default_factory=dict)      # added to the suggestion's provenance
 
 
 @dataclass

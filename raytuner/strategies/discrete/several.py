@@ -8,8 +8,8 @@ hypervolume improvement over the task's feasible front with two objectives,
 a random Chebyshev scalarisation with more), times the probability of
 meeting every output constraint (below 0.9, a candidate ranks after every
 likelier one, by that probability alone), and a value at which the task's
-model-chosen candidates broke a constraint far more often than their chances
-promised lowers it further (:class:`~raytuner.strategies.breaches.BreachValues`). The outputs share the GP's fixed length
+likely successes broke a constraint far more often than that chance allows
+lowers it further (:class:`~raytuner.strategies.breaches.BreachValues`). The outputs share the GP's fixed length
 scale, so one factorisation serves them all
 (:meth:`~raytuner.strategies.discrete.gp.CandidateGP.posterior_of`). The
 score is computed by Monte Carlo on the :data:`SHORTLIST` candidates whose
@@ -27,7 +27,7 @@ from raytuner.errors import InfeasibleSpaceError
 from raytuner.records import FunctionEvaluation
 from raytuner.strategies.discrete.candidates import CandidateSet
 from raytuner.strategies.discrete.search import Pick, TaskSearch
-from raytuner.strategies.breaches import BreachValues
+from raytuner.strategies.breaches import NOTE, BreachValues
 from raytuner.strategies.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 
 __all__ = ["SeveralSearch", "SHORTLIST"]
@@ -51,7 +51,8 @@ class SeveralSearch(TaskSearch):
         #: Per successful evaluation, in the GP's order: each modelled output's value.
         self.rows: list[list[float]] = []
         self.feasible: list[bool] = []
-        #: Per model-chosen candidate told with every bounded output: its index and whether it broke a constraint.
+        #: Per likely success told with every modelled output (:data:`~raytuner.strategies.breaches.NOTE`): its
+        #: candidate index and whether it broke a constraint.
         self.guided: list[tuple[int, bool]] = []
 
     def tell(self, record: FunctionEvaluation, value: float | None) -> None:
@@ -66,7 +67,7 @@ class SeveralSearch(TaskSearch):
         if len(self.gp) > before:
             self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
-            if record.raytuner is not None and record.raytuner.source == "model":
+            if record.raytuner is not None and (record.raytuner.model_extra or {}).get(NOTE) is True:
                 self.guided.append((self.gp.indices[-1], not self.feasible[-1]))
 
     def model_round(self) -> None:
@@ -97,8 +98,10 @@ class SeveralSearch(TaskSearch):
             chosen = chosen[np.argsort(-quick, kind="stable")[:SHORTLIST]]
         mean, sd = (means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen]
         samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]
-        index = int(chosen[int(np.argmax(pareto(mean, samples, chance[chosen])))])
-        self.queue.append(Pick(index, "model"))
+        scores = pareto(mean, samples, chance[chosen])
+        best = int(np.argmax(scores))
+        bounded = any(o.bounded for o in self.outputs)       # a likely success scores >= 0, a likely breach below
+        self.queue.append(Pick(int(chosen[best]), "model", notes={NOTE: True} if bounded and scores[best] >= 0 else {}))
 
 
 def several_value(engine: Any, record: FunctionEvaluation) -> float | None:
