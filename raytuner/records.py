@@ -134,8 +134,8 @@ class Provenance(BaseModel):
     moved it up a rung). ``bracket``,
     ``rung`` and ``pass`` place a GPTuneBand evaluation in its plan;
     ``parent`` is the uid of the lower-rung evaluation a promotion continues.
-    An engine with output constraints adds ``confident: true`` (an extra key) to a model suggestion
-    whose chance of meeting every constraint was at least 0.9 when chosen
+    With output constraints, MLA, GPTuneBand and DiscreteBO add ``confident: true`` (an extra key)
+    to a model suggestion whose chance of meeting every constraint was at least 0.9 when chosen
     (:mod:`raytuner.strategies.breaches`).
     ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).
     """

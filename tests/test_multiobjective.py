@@ -186,27 +186,37 @@ def test_tail_at_least_is_the_poisson_binomial_tail() -> None:
 
 
 def test_a_value_whose_confident_suggestions_keep_breaking_the_bound_is_demoted() -> None:
-    values = np.array([[0.9, 0.1], [0.9, 0.3], [0.5, 0.1], [0.5, 0.3], [0.5, 0.3], [0.5, 0.3], [0.5, 0.3]])
-    broke = np.array([True, True, True, False, False, False, False])
+    values = np.array([[0.9, 0.1], [0.9, 0.3], [0.9, 0.1]] + [[0.5, 0.1], [0.5, 0.3]] * 4)
+    broke = np.array([True] * 3 + [False] * 8)
     breaches = BreachValues(values, broke, np.full(len(values), CONFIDENT))
-    # column 0 at 0.9: 2 breaches of 2 where the model gave each 10 %; at 0.5 one of five is no surprise, nor is
-    # column 1 at 0.1 once the breach at 0.9 is set aside (1 of 2)
+    # column 0 at 0.9: 3 breaches of 3 where the model gave each 10 % (chance 0.001, below 5 % over the 3 values
+    # with a breach); column 1 at 0.1 and 0.3 only shared them
     assert [(c, v) for c, v, _ in breaches.flagged] == [(0, 0.9)]
-    assert breaches.factor(np.array([[0.9, 0.3], [0.5, 0.3]])) == pytest.approx([1 / (1 + 2 * CONFIDENT), 1.0])
+    assert breaches.factor(np.array([[0.9, 0.3], [0.5, 0.3]])) == pytest.approx([1 / (1 + 3 * CONFIDENT), 1.0])
     assert BreachValues(values, broke, np.full(len(values), 0.2)).flagged == []        # breaches it expected
 
 
 def test_a_value_that_only_shared_the_culprits_breaches_is_not_flagged() -> None:
-    """Column 1 takes 0.2 in both breaches at column 0's 0.9; the culprit is flagged and explains them away."""
-    values = np.array([[0.9, 0.2], [0.9, 0.2], [0.9, 0.6], [0.5, 0.2], [0.5, 0.6], [0.5, 0.6]])
-    broke = np.array([True, True, True, False, False, False])
+    """Column 1's 0.2 holds the 4 breaches at column 0's 0.9 (4 of its 10: 1.3 % at 10 % odds, flagged on its own);
+    the culprit is flagged first and explains them away."""
+    values = np.array([[0.9, 0.2]] * 4 + [[0.5, 0.2]] * 6 + [[0.5, 0.6]] * 10)
+    broke = np.array([True] * 4 + [False] * 16)
     flagged = BreachValues(values, broke, np.full(len(values), CONFIDENT)).flagged
     assert [(c, v) for c, v, _ in flagged] == [(0, 0.9)]
+    assert BreachValues(values[:, 1:], broke, np.full(len(values), CONFIDENT)).flagged == [(0, 0.2, pytest.approx(
+        7 / (1 + 10 * CONFIDENT)))]                     # without the culprit's column, 0.2 takes the blame
+
+
+def test_a_model_too_sure_everywhere_flags_no_value() -> None:
+    """18 % of the likely successes break the bound, at random: no value is worse than the others."""
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 4, (100, 6)) / 4 + 0.125
+    assert BreachValues(values, rng.random(100) < 0.18, np.full(100, CONFIDENT)).flagged == []
 
 
 @pytest.mark.parametrize("seed", [0, 2])
 def test_the_search_stops_returning_to_a_cliff_the_model_cannot_see(seed: int) -> None:
-    """After two likely successes at n = 1000 broke the bound, n = 1000 is a likely breach and ranks last."""
+    """After three likely successes at n = 1000 broke the bound, n = 1000 is a likely breach and ranks last."""
     engine = mla_engine(CLIFF, [{}], seed, n_initial=8, executor=InlineExecutor())
     told = []
     for _ in range(30):
@@ -214,11 +224,11 @@ def test_the_search_stops_returning_to_a_cliff_the_model_cannot_see(seed: int) -
         record = engine.tell(suggestion, cliff(suggestion.config))
         told.append(((record.raytuner.model_extra or {}).get(NOTE), record.tuning_parameter["n"]))
     confident = [n for note, n in told if note]
-    assert len(confident) >= 20 and all(note is None for note, _ in told[:8])      # the design is not scored
+    assert len(confident) >= 15 and all(note is None for note, _ in told[:8])      # the design is not scored
     breaches = [k for k, (note, n) in enumerate(told) if note and n == 1000]
-    assert len(breaches) <= 2, told              # measured 6 and 5 for these seeds without the demotion
-    if len(breaches) == 2:
-        assert all(n != 1000 for _, n in told[breaches[1] + 1:]), told
+    assert len(breaches) <= 3, told              # measured 6 and 5 for these seeds without the demotion
+    if len(breaches) == 3:
+        assert all(n != 1000 for _, n in told[breaches[-1] + 1:]), told
         assert [c for c, _, _ in engine._breaches([2]).flagged] == [0]        # n alone, not the other columns
 
 

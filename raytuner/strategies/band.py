@@ -59,6 +59,7 @@ from raytuner.strategies.base import Strategy, Suggestion, source_records
 from raytuner.strategies.band_plan import BandPlan, Step
 from raytuner.strategies.band_sampler import (LEVEL, SOURCE_PROPOSALS, LevelSampler, MultiObjectiveLevelSampler,
                                               lift_sources, sources_for)
+from raytuner.strategies.breaches import NOTE
 from raytuner.strategies.multiobjective import tunes_several
 
 __all__ = ["GPTuneBand", "LEVEL", "MODELS", "SOURCE_PROPOSALS"]
@@ -273,9 +274,8 @@ class GPTuneBand(Strategy):
 
     def _provenance(self, p: int, s: int, rung: int, fidelity: float, source: str,
                     previous: float | None = None, parent: str | None = None, **notes: Any) -> Provenance:
-        return Provenance(strategy=self.name, source=source, bracket=s, rung=rung, pass_=p + 1,
-                          fidelity=fidelity, parent=parent,
-                          cost=self.structure.cost(fidelity, previous, self.fidelity_mode), **notes)
+        return Provenance(strategy=self.name, source=source, bracket=s, rung=rung, pass_=p + 1, fidelity=fidelity,
+                          parent=parent, cost=self.structure.cost(fidelity, previous, self.fidelity_mode), **notes)
 
     def _next_sample(self, only: int | None) -> Suggestion | None:
         place = self.plan.next_sample(only)
@@ -294,8 +294,8 @@ class GPTuneBand(Strategy):
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.source or "model"
         how = "plain_model" if sampler is self._plain and how == "model" else how
-        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how,
-                                      **(suggestion.provenance.model_extra or {}))      # the sampler's notes
+        noted = {k: v for k, v in (suggestion.provenance.model_extra or {}).items() if k == NOTE}
+        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how, **noted)   # a likely success
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
 

@@ -15,19 +15,24 @@ when its model chose it (:data:`NOTE` in the provenance: a likely success;
 not an initial design point, not a fallback search, not a pick made when no
 candidate reached that chance). :class:`BreachValues` takes these suggestions
 (an engine's own, pooled over its tasks: the cause of a breach is the
-configuration) and looks for values of integer or categorical parameters at
-which so many of them broke a constraint that, had each broken it with
-probability ``1 - CONFIDENT``, that would happen with probability below
-:data:`SURPRISE` (a Poisson-binomial tail: two breaches of two suggestions,
-four of ten). The most surprising value is flagged and its suggestions set
-aside, and the search goes on among the rest, so that a value which only
-shared its breaches with the culprit (another parameter's value in the same
-runs) is not flagged too. A candidate with a flagged value has its chance
-multiplied by the successes of that value's suggestions over the successes
-they were expected to have (each count plus one): after two breaches, 0.36,
-so a 0.95 chance becomes 0.34. That is below the gate: the candidate ranks
-after every likely success and is taken only when nothing else is likely to
-succeed.
+configuration; DiscreteBO's per task, over every column of its candidates)
+and looks for values of integer or categorical parameters at which so many of
+them broke a constraint that, had each broken it with probability
+``1 - CONFIDENT`` (or with the breach rate of the other suggestions, where
+that is higher: a model too sure everywhere is not blamed on one value), that
+would happen with probability below :data:`SURPRISE` over the number of
+values with a breach (a Poisson-binomial tail with Bonferroni's correction: a
+value is one of many tested). With a handful of values to test, three
+breaches of three suggestions are enough (chance 0.001). The most surprising
+value is flagged and its suggestions set aside, and the search goes on among
+the rest, so that a value which only shared its breaches with the culprit
+(another parameter's value in the same runs) is not flagged too. A candidate
+with a flagged value has its chance multiplied by the successes of that
+value's suggestions over the successes they were expected to have (each count
+plus one): after three breaches of three, 0.27, so a 0.95 chance becomes
+0.26, below the gate: the candidate ranks after every likely success and is
+taken only when nothing else is likely to succeed. A value with many
+suggestions and a milder shortfall would be scaled less (16 breaches of 100: 0.93).
 
 Example:
     >>> values = np.array([[0.1], [0.9], [0.9], [0.5]])      # one integer column, encoded
@@ -95,29 +100,38 @@ class BreachValues:
         broke, chance = np.asarray(broke, dtype=bool), np.clip(np.asarray(chance, dtype=float), 0.0, 1.0)
         remaining = np.ones(len(broke), dtype=bool)
         while (found := self._most_surprising(values, broke, chance, remaining)) is not None:
-            column, value, at = found
-            breaches = int(np.count_nonzero(broke & at))
-            met, expected = int(np.count_nonzero(at)) - breaches, float(chance[at].sum())
-            self.flagged.append((column, value, min(1.0, (1 + met) / (1 + expected))))
+            column, value, at, odds = found
+            met = int(np.count_nonzero(at & ~broke))
+            self.flagged.append((column, value, min(1.0, (1 + met) / (1 + float((1.0 - odds).sum())))))
             remaining &= ~at                # its suggestions explain no other value's breaches
 
     @staticmethod
-    def _most_surprising(values: np.ndarray, broke: np.ndarray, chance: np.ndarray,
-                         remaining: np.ndarray) -> tuple[int, float, np.ndarray] | None:
-        """The (column, value, its remaining suggestions) least likely under the chances, if below :data:`SURPRISE`.
+    def _most_surprising(values: np.ndarray, broke: np.ndarray, chance: np.ndarray, remaining: np.ndarray
+                         ) -> tuple[int, float, np.ndarray, np.ndarray] | None:
+        """The (column, value, its remaining suggestions, their breach odds) least likely, if below :data:`SURPRISE`.
 
-        Ties go to the value with more suggestions, then to the first column and the smallest value.
+        A suggestion's breach odds are one minus its chance, or the breach rate of the other remaining
+        suggestions where that is higher: a model too sure everywhere flags no value for it. Ties go to the
+        value with more suggestions, then to the first column and the smallest value.
         """
-        best: tuple[float, int, int, float, np.ndarray] | None = None
+        best: tuple[float, int, int, float, np.ndarray, np.ndarray] | None = None
+        tested = 0
         for column in range(values.shape[1] if values.ndim == 2 else 0):
             for value in np.unique(values[remaining, column]):
                 at = remaining & (values[:, column] == value)
                 breaches = int(np.count_nonzero(broke & at))
-                tail = tail_at_least(1.0 - chance[at], breaches) if breaches else 1.0
-                key = (tail, -int(np.count_nonzero(at)), column, float(value))
-                if tail < SURPRISE and (best is None or key < best[:4]):
-                    best = (*key, at)
-        return None if best is None else (best[2], best[3], best[4])
+                if not breaches:
+                    continue
+                tested += 1
+                rest = remaining & ~at
+                rate = np.count_nonzero(broke & rest) / max(1, np.count_nonzero(rest))
+                odds = np.maximum(1.0 - chance[at], rate)
+                key = (tail_at_least(odds, breaches), -int(np.count_nonzero(at)), column, float(value))
+                if best is None or key < best[:4]:
+                    best = (*key, at, odds)
+        if best is None or best[0] >= SURPRISE / tested:         # Bonferroni: one of the values tested
+            return None
+        return best[2], best[3], best[4], best[5]
 
     def factor(self, candidates: np.ndarray) -> np.ndarray:
         """Per candidate (``(m, d)``, the same columns encoded), the factor on its chance (1 where none is flagged).

@@ -25,10 +25,10 @@ evaluations, and chooses each suggestion by:
   :data:`~raytuner.strategies.pareto_score.CONFIDENT` ranks after every
   likelier one, by its chance alone. Where the likely successes at one value
   of a discrete parameter (every task's) broke a constraint far more often
-  than that chance allows, that value's candidates fall below the gate
-  (:class:`~raytuner.strategies.breaches.BreachValues`): on PyAMG with the
-  memory bound, 6.1 % of the suggestions after the initial design broke it
-  instead of 9.3 % (30 seeds), at a hypervolume as large or larger.
+  than that chance allows, that value's candidates have their chance scaled
+  down by the shortfall (:class:`~raytuner.strategies.breaches.BreachValues`):
+  on PyAMG with the memory bound, 6.6 % of the suggestions after the initial
+  design broke it instead of 9.3 % (30 seeds), at a hypervolume as large.
 - **Length scales**: without ``options``, each LCM has a normal prior on its
   log length scales (:data:`LENGTHSCALE_PRIOR`) against spiky fits.
 - **Skewed outputs**: an output whose values so far are positive and whose
@@ -217,14 +217,15 @@ class MultiObjectiveMLA(MLA):
 
         Each was marked (:data:`~raytuner.strategies.breaches.NOTE`) when its chance of meeting every
         constraint, for the task it was scored for, was at least
-        :data:`~raytuner.strategies.pareto_score.CONFIDENT`; with GPTuneBand's levels model only the
-        samples at ``b_max``, whose own prediction scored them, count.
+        :data:`~raytuner.strategies.pareto_score.CONFIDENT`; only marks of this kind of engine count (a
+        resumed session may replay another engine's records), and with GPTuneBand's levels model only the
+        samples at ``b_max``, whose own prediction scored them.
         """
         names = [self.components[k].objective.name for k in bounded]
         own = {self.scored_task(i) for i in self.targets}
         told = [r for r in self._records if r.status == "ok" and r.raytuner is not None
-                and (r.raytuner.model_extra or {}).get(NOTE) is True and self.task_index(r.task_parameter) in own
-                and all(r.value(name) is not None for name in names)]
+                and r.raytuner.strategy == self.name and (r.raytuner.model_extra or {}).get(NOTE) is True
+                and self.task_index(r.task_parameter) in own and all(r.value(name) is not None for name in names)]
         space = self.problem.parameter_space
         values = space.encode([r.tuning_parameter for r in told]) if told else np.zeros((0, space.dimension))
         broke = [not self.problem.meets_output_constraints(r.evaluation_result) for r in told]
