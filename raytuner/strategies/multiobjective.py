@@ -259,7 +259,7 @@ class MultiObjectiveMLA(MLA):
         draws = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 69621, index])).standard_normal(
             (DRAWS, len(objectives)))
         columns = discrete_columns(self.problem.parameter_space)
-        breaches = [self._breaches(bounded)] if bounded else []
+        breaches = self._breaches(bounded) if bounded else None
 
         def score(U: np.ndarray) -> np.ndarray:
             # each output once, in model units; draws are taken there and mapped back (log-normal where logged)
@@ -270,24 +270,17 @@ class MultiObjectiveMLA(MLA):
             samples = np.stack([outputs[k].sign() * value[k](target, predicted[k][0][:, None]
                                                              + spread[k][:, None] * draws[None, :, j])
                                 for j, k in enumerate(objectives)], axis=-1)          # (n, draws, m)
-            chance = _meets(models, outputs, bounded, target, predicted)
-            for breach in breaches:
-                chance = chance * breach.factor(U[:, columns])
+            chance = np.ones(len(U))
+            for k in bounded:
+                o, to_model = outputs[k], models[k].transform.bound
+                chance = chance * chance_within(predicted[k][0], spread[k], to_model(target, o.lower_bound),
+                                                to_model(target, o.upper_bound))
+            if breaches is not None:
+                chance = chance * breaches.factor(U[:, columns])
             return pareto(mean, samples, chance)
 
         config, best = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
                                             search_candidates=self.search_candidates)
-        if bounded and best >= 0.0:         # a likely success (a likely breach scores its log chance, below 0)
+        if bounded and ParetoScore.likely_success(best):
             self._notes = {NOTE: True}
         return config, "model"
-
-
-def _meets(models: Sequence[Any], outputs: Sequence[Any], bounded: Sequence[int], task: int,
-           predicted: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """The posterior chance that each point meets every output constraint, from each output's prediction for ``task``."""
-    chance = np.ones(len(predicted[0][0]))
-    for k in bounded:
-        o, to_model = outputs[k], models[k].transform.bound
-        chance = chance * chance_within(predicted[k][0], np.sqrt(np.maximum(predicted[k][1], 0.0)),
-                                        to_model(task, o.lower_bound), to_model(task, o.upper_bound))
-    return chance

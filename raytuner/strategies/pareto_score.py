@@ -90,6 +90,21 @@ class ParetoScore:
             self.front = good[non_dominated(good)]
             self.reference = good.max(axis=0) + REFERENCE_MARGIN * self.span     # beyond the worst feasible point
 
+    @staticmethod
+    def likely_success(score: float) -> bool:
+        """Whether a candidate with this score met every output constraint with a chance of at least :data:`CONFIDENT`.
+
+        A likely success scores its improvement times its chance (never below 0), a likely breach the log of its
+        chance (below 0).
+
+        Args:
+            score: a score this class gave.
+
+        >>> ParetoScore.likely_success(0.0), ParetoScore.likely_success(float(np.log(0.5)))
+        (True, False)
+        """
+        return score >= 0.0
+
     def scalarise(self, values: np.ndarray) -> np.ndarray:
         """The augmented Chebyshev scalarisation of ``values`` (``(..., m)``, to minimise).
 

@@ -67,7 +67,8 @@ class SeveralSearch(TaskSearch):
         if len(self.gp) > before:
             self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
-            if record.raytuner is not None and (record.raytuner.model_extra or {}).get(NOTE) is True:
+            if record.raytuner is not None and record.raytuner.strategy == self.engine.name \
+                    and (record.raytuner.model_extra or {}).get(NOTE) is True:
                 self.guided.append((self.gp.indices[-1], not self.feasible[-1]))
 
     def model_round(self) -> None:
@@ -100,8 +101,8 @@ class SeveralSearch(TaskSearch):
         samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]
         scores = pareto(mean, samples, chance[chosen])
         best = int(np.argmax(scores))
-        bounded = any(o.bounded for o in self.outputs)       # a likely success scores >= 0, a likely breach below
-        self.queue.append(Pick(int(chosen[best]), "model", notes={NOTE: True} if bounded and scores[best] >= 0 else {}))
+        confident = any(o.bounded for o in self.outputs) and ParetoScore.likely_success(float(scores[best]))
+        self.queue.append(Pick(int(chosen[best]), "model", notes={NOTE: True} if confident else {}))
 
 
 def several_value(engine: Any, record: FunctionEvaluation) -> float | None:
