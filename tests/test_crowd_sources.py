@@ -29,7 +29,7 @@ from raytuner.store import JsonStore
 from raytuner.errors import InvalidInputError
 from raytuner.strategies import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import mla_engine
-from raytuner.strategies.transfer import TLA1Engine
+from raytuner.strategies.transfer import FIRST, TLA1Engine, TransferLearning
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -79,6 +79,18 @@ def test_mla_takes_source_tasks_into_its_model_and_tunes_its_own_tasks_only() ->
     assert built.tasks == engine.tasks
 
 
+def test_a_task_without_data_starts_where_the_source_tasks_agree() -> None:
+    """Its first point is TransferLearning's with no target data (WeightedSum(equal)); the LHS follows."""
+    source = tuned(2.0, 8) + tuned(3.0, 8, seed=1)
+    engine = mla(source=source)
+    told = drive(engine, 4)
+    assert [r.raytuner.source for r in told] == ["source_start", "initial", "initial", "model"]
+    consensus = TransferLearning(PROBLEM, {"t": 1.0}, source, FIRST, 0, options=FAST, executor=InlineExecutor())
+    assert told[0].tuning_parameter == consensus.ask().config
+    assert [r.tuning_parameter for r in drive(fresh_engine(engine), 4)] == [r.tuning_parameter for r in told]
+    assert mla().ask().provenance.source == "initial"                      # no sources: a plain LHS
+
+
 def test_sources_of_the_target_task_are_its_data() -> None:
     """Shared evaluations of the very task: no initial design, and none of them is proposed again."""
     engine = mla(source=tuned(1.0, 30, seed=3))
@@ -108,6 +120,7 @@ def test_several_objectives_read_the_source_once_and_model_the_same_tasks() -> N
     assert all(c.tasks == engine.tasks == [{"t": 1.0}, {"t": 2.0}] for c in engine.components)
     for _ in range(3):
         s = engine.ask()
+        assert s.provenance.source != "source_start"      # one objective's consensus would ignore the other
         engine.tell(s, {"y": demo(s.config["x"], 1.0), "z": 1 - s.config["x"]})
     assert source.reads == 1
 
@@ -218,14 +231,15 @@ def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_on
         told += drive(engine, 1, b_max=8.0)
     for j in range(4):                       # the k-th sample of bracket j: the initial one, then in turn
         how = [r.raytuner.source for r in told if (r.raytuner.rung, r.raytuner.bracket) == (0, j)]
-        assert len(how) >= 3 and how == ["initial", "plain_model", "model", "plain_model", "model"][:len(how)], how
+        first = "source_start" if j == 0 else "initial"          # the sources are at b_max, bracket 0's fidelity
+        assert len(how) >= 3 and how == [first, "plain_model", "model", "plain_model", "model"][:len(how)], how
     sampler, plain = engine._sampler, engine._plain
     assert sampler is not None and plain is not None
     assert {"t": 2.0, "gptuneband_level": 0} in sampler.tasks and all(t["t"] == 1.15 for t in plain.tasks)
     assert [len(e) for e in plain.evaluated] == [len(e) for e in sampler.evaluated[:len(plain.tasks)]]
     assert plain.sampler() == {**sampler.sampler(), "plain": True}           # their models are stored apart
     every = band(source=tuned(2.0, 6), n_initial=1, source_proposals="every")
-    assert {r.raytuner.source for r in drive(every, 8, b_max=8.0)} <= {"initial", "model", "promotion"}
+    assert {r.raytuner.source for r in drive(every, 8, b_max=8.0)} <= {"source_start", "initial", "model", "promotion"}
     assert every._plain is None and band(n_initial=1)._plain is None          # no sources: one LCM
     with pytest.raises(InvalidInputError, match="^source_proposals: unknown choice 'some'.*alternate, every"):
         band(source=tuned(2.0, 6), source_proposals="some")

@@ -136,7 +136,7 @@ def _tpe_warm(tp: TransferProblem, sources: list[FunctionEvaluation], seed: int,
     first = [r.tuning_parameter for records in by_task.values()
              for r in sorted(records, key=lambda r: sign * r.evaluation_result[tp.objective])[:per_task]]
     run = tpe_run(tp.problem, tp.target, lambda config: tp.evaluate(config, None), int(round(budget)), seed,
-                  startup=MLA_INITIAL, first=first)
+                  startup=MLA_INITIAL, first=first, runs=tp.runs)
     return [(float(n + 1), r.value(tp.objective)) for n, r in enumerate(run)]
 
 

@@ -10,8 +10,9 @@
   :mod:`raytuner.bench.kernel_cache`), task ``machine``, time minimised, one
   fidelity. A user shared an earlier TPE run of ``source_per_task``
   evaluations on the A100; the target is the Radeon PRO W7800. Every tuner but TPE searches the
-  configurations valid on the W7800 (a constraint), as the TLA benchmark does; a TPE
-  suggestion outside them is a failed evaluation.
+  configurations valid on the W7800 (a constraint), as the TLA benchmark does; TPE's
+  suggestions outside them are skipped unmeasured, at no cost, as Kernel Tuner skips a configuration
+  that breaks the kernel's restrictions (the A100 user's run too: all its evaluations ran).
 
 The target's best-known value is the best over a large random sample at full
 fidelity (LCBench) or the cache's optimum (kernel).
@@ -35,6 +36,8 @@ __all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "tpe_run", "S
 #: Seeds the sources' random configurations (the same crowd for every tuner and seed).
 SOURCE_SEED = 20261124
 
+#: How many configurations TPE may propose per evaluation when some break the restrictions (``tpe_run``'s ``runs``).
+RESTRICTED_ASKS = 50
 #: ``evaluate(config, fidelity)``: the target's value, or ``None`` and why it failed.
 Evaluate = Callable[[Mapping[str, Any], "float | None"], "tuple[float | None, str | None]"]
 
@@ -54,6 +57,7 @@ class TransferProblem:
         band: GPTuneBand's bandit structure (``b_min``, ``b_max``, ``eta`` or ``fidelities``).
         b_max: the full fidelity (the cost of an evaluation at ``b`` is ``b / b_max``).
         candidates: the valid configurations, for the engines that take a list (``None``: any).
+        runs: whether a configuration runs at all, for TPE (``tpe_run``'s ``runs``; ``None``: every one).
     """
 
     id: str
@@ -66,6 +70,7 @@ class TransferProblem:
     band: dict[str, Any]
     b_max: float = 1.0
     candidates: list[dict[str, Any]] | None = None
+    runs: Callable[[Mapping[str, Any]], bool] | None = None
     objective: str = field(init=False)
     maximize: bool = field(init=False)
 
@@ -84,7 +89,8 @@ class TransferProblem:
 
 def tpe_run(problem: ProblemSpace, task: dict[str, Any],
             measure: Callable[[Mapping[str, Any]], "tuple[float | None, str | None]"], n: int, seed: int, *,
-            startup: int | None = None, first: Sequence[Mapping[str, Any]] = ()) -> list[FunctionEvaluation]:
+            startup: int | None = None, first: Sequence[Mapping[str, Any]] = (),
+            runs: Callable[[Mapping[str, Any]], bool] | None = None) -> list[FunctionEvaluation]:
     """A tuning run of ``task`` by Optuna's TPE: ``n`` evaluations, ``first`` configurations enqueued first.
 
     Another user's earlier run (the crowd's data), or the warm-started peer.
@@ -97,6 +103,10 @@ def tpe_run(problem: ProblemSpace, task: dict[str, Any],
         seed: the run's seed.
         startup: TPE's random startup trials (default ``None``: half of ``n``).
         first: configurations to evaluate first (``enqueue_trial``).
+        runs: whether a configuration runs at all (default ``None``: every one does). One that does not
+            (it breaks the kernel's restrictions, which Kernel Tuner checks before compiling) is neither
+            measured nor counted: TPE is told it failed and asks again, at most ``RESTRICTED_ASKS`` times
+            per evaluation.
     """
     import optuna  # noqa: PLC0415 - a peer, from the bench extra
 
@@ -108,10 +118,15 @@ def tpe_run(problem: ProblemSpace, task: dict[str, Any],
     study = optuna.create_study(direction="maximize" if output.goal == "maximize" else "minimize", sampler=sampler)
     for config in first:
         study.enqueue_trial(dict(config))
-    records = []
-    for _ in range(n):
+    records: list[FunctionEvaluation] = []
+    for _ in range(n * RESTRICTED_ASKS):
+        if len(records) == n:
+            break
         trial = study.ask()
         config = suggest_config(trial, problem.parameter_space)
+        if runs is not None and not runs(config):
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
         value, why = measure(config)
         if value is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -170,8 +185,7 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     plain = w7800.problem()
     problem = w7800.problem(restrict_to_valid=True).model_copy(update={"input_space": machines})
     run = tpe_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
-                      lambda c: (a100.time(c), a100.failure(c)) if c in a100 else (None, "outside the valid space"),
-                      source_per_task, SOURCE_SEED)
+                  lambda c: (a100.time(c), a100.failure(c)), source_per_task, SOURCE_SEED, runs=a100.__contains__)
     records = [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]
 
     def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
@@ -184,4 +198,4 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
                   "output_space": [o.model_dump(mode="json") for o in plain.output_space]}
     return TransferProblem("kernel", problem, meta_space, {"machine": "W7800"}, {"a100user": records}, evaluate,
                            w7800.optimum, {"fidelities": [1.0]}, 1.0,
-                           [dict(c) for c in w7800.configs])
+                           [dict(c) for c in w7800.configs], w7800.__contains__)

@@ -107,8 +107,8 @@ class GPTuneBand(Strategy):
         source: Evaluations to learn from besides the engine's own (the crowd's records): each
             sampler's LCM takes the successful ones as tasks of their own, at the level of their
             fidelity (one of the brackets'; a record without one is at ``b_max``, as GPTune's are),
-            as :class:`~raytuner.strategies.MLA` does, those of the engine's own tasks only at the
-            levels the sampler models; default ``None``: none.
+            as :class:`~raytuner.strategies.MLA` does (a task's first ``b_max`` sample is their consensus there),
+            those of the engine's own tasks only at the levels the sampler models; default ``None``: none.
         source_proposals: With sources: ``"alternate"`` (default) gives each task's model-chosen samples in
             turn to the LCM with the source tasks and to the LCM without them (paper 000's Ensemble(toggling)
             over the two; the plain one's are marked ``source="plain_model"``), so that sources which mislead

@@ -136,6 +136,16 @@ class LevelSampler(MLA):
             rows.append(min(found, key=lambda lk: (abs(lk[0] - values[at]), lk[0]))[1])
         return rows
 
+    def start_sources(self, index: int) -> list[FunctionEvaluation]:
+        """The source records at ``b_max`` for an LCM-task at ``b_max`` (bracket 0); none for the others.
+
+        Args:
+            index: The LCM-task's position.
+        """
+        if self.lcm_tasks[index][1] != 0:
+            return []
+        return [r for r in super().start_sources(index) if r.task_parameter[LEVEL] == 0]
+
     def scored_task(self, index: int) -> int:
         if not self.every_level:
             return index

@@ -24,6 +24,10 @@ GPTuneCrowd's Multitask(TS) does: its evaluations shape the model from the
 first fit on, and the engine still suggests for its own tasks only. A
 source evaluation of one of the engine's tasks is data of that task (its
 initial design is shorter by it). The source is read once, at the start.
+A task with no data of its own starts where the source tasks agree: the
+first point of its initial design is the one TransferLearning proposes with
+no target data (WeightedSum(equal) over a GP per source task, paper 000),
+marked ``source="source_start"`` in its provenance.
 
 Example:
     >>> from raytuner.space import ProblemSpace
@@ -120,6 +124,9 @@ class MLA(StoredModels, Strategy):
         self._records: list[FunctionEvaluation] = []
         self._uids: set[str] = set()
         self._initial: list[list[dict[str, Any]] | None] = [None for _ in self.tasks]
+        self._start: dict[int, dict[str, Any]] = {}       # per task, its design's point from the source tasks
+        self._from_sources = [r for r in sources      # the source tasks' records (a start for a task with none)
+                              if r.status == "ok" and self.task_index(r.task_parameter) not in self.targets]
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._warm: Hyperparameters | None = None
@@ -144,7 +151,7 @@ class MLA(StoredModels, Strategy):
         """
         index = self._next_task() if task is None else self._own_index(task)
         config = self._initial_point(index)
-        source = "initial"
+        source = "source_start" if config is not None and config == self._start.get(index) else "initial"
         notes: dict[str, Any] = {}
         if config is None:
             # small matrices: one BLAS thread is faster, and keeps results independent of timing
@@ -203,14 +210,34 @@ class MLA(StoredModels, Strategy):
         return self._initial_point(self._own_index(task)) is not None
 
     def initial_design(self, index: int) -> list[dict[str, Any]]:
-        """The task's initial sample: an LHS of ``n_initial`` valid configurations.
+        """The task's initial sample: an LHS of ``n_initial`` valid configurations, the first from the sources.
+
+        A task with no evaluation of its own and :meth:`start_sources` takes as
+        its first point the sources' consensus (see the module docstring).
 
         Args:
             index: The task's position in :attr:`tasks`.
         """
         stream = np.random.SeedSequence([self.seed or 0, 7919, index])
-        return sample_configurations(self.problem, self.tasks[index], self.n_initial,
-                                     seed=np.random.default_rng(stream))
+        design = sample_configurations(self.problem, self.tasks[index], self.n_initial,
+                                       seed=np.random.default_rng(stream))
+        records = self.start_sources(index)
+        if not records or self.evaluated[index]:
+            return design
+        from raytuner.strategies.transfer import FIRST, TransferLearning  # noqa: PLC0415 - it builds on MLA
+
+        start = TransferLearning(self.problem, self.tasks[index], records, FIRST, self.seed, options=self.model.options,
+                                 objective=self.objective.name, executor=self.executor).ask().config
+        self._start[index] = start
+        return [start, *[c for c in design if c != start]][:self.n_initial]
+
+    def start_sources(self, index: int) -> list[FunctionEvaluation]:
+        """The source records a task's first initial point is chosen from: every source task's.
+
+        Args:
+            index: The task's position in :attr:`tasks`.
+        """
+        return self._from_sources
 
     # -- model and search ------------------------------------------------------------------------
     def _training(self, count: int) -> tuple[TrainingData | None, list[str]]:

@@ -179,6 +179,14 @@ class MultiObjectiveMLA(MLA):
         for component in self.components:
             component.restore_models(models, fixed)
 
+    def start_sources(self, index: int) -> list[FunctionEvaluation]:
+        """None: the sources' consensus is one objective's, so the initial design stays a plain LHS.
+
+        Args:
+            index: The task's position.
+        """
+        return []
+
     def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
         """The feasible evaluations of ``task`` no other one dominates.
 
