@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raytuner.bench.crowd_transfer import Settings, goals, run, summarise
-from raytuner.bench.crowd_transfer_problems import TransferProblem
+from raytuner.bench.crowd_transfer_problems import TransferProblem, tpe_run
 from raytuner.bench.kernel_cache import default_data_dir
 from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
 from raytuner.space import ProblemSpace
@@ -35,6 +35,24 @@ def test_cost_to_target_and_best_at_budget_from_known_traces() -> None:
     assert rows["gptuneband+crowd"]["best_at_budget_mean"] == pytest.approx((1.005 + 1.001) / 2)
     assert math.isclose(rows["mla"]["best_at_budget_mean"], 1.0)
     assert goals([summary]) == {"demo_band_crowd_cost_30pct_less": True, "demo_band_crowd_best_at_budget": False}
+
+
+def test_a_tpe_run_never_measures_a_configuration_that_cannot_run() -> None:
+    """As Kernel Tuner skips a configuration that breaks the restrictions: not measured, not counted, not shared."""
+    measured, refused = [], []
+
+    def measure(config: dict) -> tuple[float, None]:
+        measured.append(config)
+        return (config["x"] - 0.2) ** 2, None
+
+    def runs(config: dict) -> bool:
+        refused.extend([] if config["x"] < 0.5 else [config])
+        return config["x"] < 0.5
+
+    run = tpe_run(ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}, measure, 8, seed=0, runs=runs)
+    # TPE leaves failed trials out of its model, so it may keep proposing where they are: the asks are capped
+    assert refused and 1 <= len(run) == len(measured) <= 8
+    assert all(r.status == "ok" and r.tuning_parameter["x"] < 0.5 for r in run)
 
 
 def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
