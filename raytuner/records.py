@@ -128,6 +128,7 @@ class Provenance(BaseModel):
     ``cost`` is the normalised cost of the evaluation (fidelity / maximum
     fidelity for multi-fidelity strategies, 1.0 otherwise). ``source`` says
     how the strategy chose the point: ``"initial"`` (its initial design),
+    ``"source_start"`` (the design's first point, where the source tasks agree),
     ``"model"`` (surrogate search), ``"plain_model"`` (GPTuneBand's surrogate
     search without its source records, in turn with the one with them),
     ``"random"`` (no model available) or ``"promotion"`` (successive halving

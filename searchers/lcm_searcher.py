@@ -40,7 +40,8 @@ __all__ = ["LCMSearcher"]
 class LCMSearcher(StrategySearcher):
     """Multitask BO with an LCM over ``tasks`` (one task: single-task BO), for ``tune.run`` and ``Tuner``.
 
-    ``n_initial`` LHS configurations per task come first, then model-guided
+    ``n_initial`` LHS configurations per task come first (with ``source``, the
+    first is where the source tasks agree: :class:`raytuner.strategies.MLA`), then model-guided
     suggestions; ``options``, ``acquisition``, ``acquisition_options``,
     ``batch`` and ``executor`` are those of :class:`raytuner.strategies.MLA`.
     Stored evaluations of the same problem and tasks are replayed first, so a

@@ -89,6 +89,10 @@ def test_a_task_without_data_starts_where_the_source_tasks_agree() -> None:
     assert told[0].tuning_parameter == consensus.ask().config
     assert [r.tuning_parameter for r in drive(fresh_engine(engine), 4)] == [r.tuning_parameter for r in told]
     assert mla().ask().provenance.source == "initial"                      # no sources: a plain LHS
+    two = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "z"}]})
+    other = MLA(two, [{"t": 1.0}], 0, n_initial=2, options=FAST, executor=InlineExecutor(), objective="z",
+                source=source)                                  # the sources have no value of the output tuned
+    assert other.ask().provenance.source == "initial"
 
 
 def test_sources_of_the_target_task_are_its_data() -> None:

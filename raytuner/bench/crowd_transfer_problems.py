@@ -36,7 +36,7 @@ __all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "tpe_run", "S
 #: Seeds the sources' random configurations (the same crowd for every tuner and seed).
 SOURCE_SEED = 20261124
 
-#: How many configurations TPE may propose per evaluation when some break the restrictions (``tpe_run``'s ``runs``).
+#: TPE's asks per evaluation asked for, in all, when some break the restrictions (``tpe_run``'s ``runs``).
 RESTRICTED_ASKS = 50
 #: ``evaluate(config, fidelity)``: the target's value, or ``None`` and why it failed.
 Evaluate = Callable[[Mapping[str, Any], "float | None"], "tuple[float | None, str | None]"]
@@ -105,8 +105,9 @@ def tpe_run(problem: ProblemSpace, task: dict[str, Any],
         first: configurations to evaluate first (``enqueue_trial``).
         runs: whether a configuration runs at all (default ``None``: every one does). One that does not
             (it breaks the kernel's restrictions, which Kernel Tuner checks before compiling) is neither
-            measured nor counted: TPE is told it failed and asks again, at most ``RESTRICTED_ASKS`` times
-            per evaluation.
+            measured nor counted: TPE is told it failed and asks again (TPE leaves failed trials out of its
+            model, so it may keep asking there: after ``n * RESTRICTED_ASKS`` asks in all the run ends,
+            with fewer than ``n`` evaluations).
     """
     import optuna  # noqa: PLC0415 - a peer, from the bench extra
 

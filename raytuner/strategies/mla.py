@@ -125,8 +125,9 @@ class MLA(StoredModels, Strategy):
         self._uids: set[str] = set()
         self._initial: list[list[dict[str, Any]] | None] = [None for _ in self.tasks]
         self._start: dict[int, dict[str, Any]] = {}       # per task, its design's point from the source tasks
-        self._from_sources = [r for r in sources      # the source tasks' records (a start for a task with none)
-                              if r.status == "ok" and self.task_index(r.task_parameter) not in self.targets]
+        self._from_sources = [r for r in sources      # the source tasks' values (a start for a task with none)
+                              if (v := r.value(self.objective.name)) is not None and np.isfinite(v)
+                              and self.task_index(r.task_parameter) not in self.targets]
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._warm: Hyperparameters | None = None
@@ -212,8 +213,8 @@ class MLA(StoredModels, Strategy):
     def initial_design(self, index: int) -> list[dict[str, Any]]:
         """The task's initial sample: an LHS of ``n_initial`` valid configurations, the first from the sources.
 
-        A task with no evaluation of its own and :meth:`start_sources` takes as
-        its first point the sources' consensus (see the module docstring).
+        A task with no successful evaluation of its own and :meth:`start_sources` takes
+        as its first point the sources' consensus (see the module docstring).
 
         Args:
             index: The task's position in :attr:`tasks`.
@@ -222,14 +223,16 @@ class MLA(StoredModels, Strategy):
         design = sample_configurations(self.problem, self.tasks[index], self.n_initial,
                                        seed=np.random.default_rng(stream))
         records = self.start_sources(index)
-        if not records or self.evaluated[index]:
+        if not records or any(r.status == "ok" and self.task_index(r.task_parameter) == index for r in self._records):
             return design
-        from raytuner.strategies.transfer import FIRST, TransferLearning  # noqa: PLC0415 - it builds on MLA
+        from raytuner.strategies.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415 - tla builds on MLA
 
         start = TransferLearning(self.problem, self.tasks[index], records, FIRST, self.seed, options=self.model.options,
-                                 objective=self.objective.name, executor=self.executor).ask().config
-        self._start[index] = start
-        return [start, *[c for c in design if c != start]][:self.n_initial]
+                                 objective=self.objective.name, executor=self.executor).ask()
+        if start.provenance.source != "model":          # its model failed: no consensus, the plain LHS
+            return design
+        self._start[index] = start.config
+        return [start.config, *[c for c in design if c != start.config]][:self.n_initial]
 
     def start_sources(self, index: int) -> list[FunctionEvaluation]:
         """The source records a task's first initial point is chosen from: every source task's.

@@ -37,7 +37,8 @@ evaluations, and chooses each suggestion by:
   PyAMG problem this cut the suggestions that broke the memory bound from
   26 % to 14-19 % (seeds 0 and 1).
 
-The initial design, batch fantasies, replay and stored models are MLA's.
+The initial design (a plain LHS: no start from the sources, whose consensus is
+one objective's), batch fantasies, replay and stored models are MLA's.
 A problem with one objective and no output constraint gets a plain
 :class:`~raytuner.strategies.MLA`, so its behaviour is unchanged.
 
