@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 

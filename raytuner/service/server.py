@@ -31,7 +31,7 @@ import grpc
 from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.auth import ApiKeys
-from raytuner.protocol import MAX_JSON_BYTES, MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
+from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.service.handlers import Abort, rpc, status_of
 from raytuner.service.session_crowd import CROWD_OWNER
 from raytuner.service.sessions import ServiceSession, SessionManager
