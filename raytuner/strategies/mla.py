@@ -45,7 +45,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -60,6 +60,9 @@ from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy, Suggestion, other_tasks, source_records
 from raytuner.strategies.stored_models import StoredModels
+
+if TYPE_CHECKING:
+    from raytuner.strategies.transfer.data import SourceData
 
 __all__ = ["MLA", "BatchMode"]
 
@@ -125,6 +128,7 @@ class MLA(StoredModels, Strategy):
         self._uids: set[str] = set()
         self._initial: list[list[dict[str, Any]] | None] = [None for _ in self.tasks]
         self._start: dict[int, dict[str, Any]] = {}       # per task, its design's point from the source tasks
+        self._start_data: SourceData | None = None           # the source tasks' GPs the starts are proposed from
         self._from_sources = [r for r in sources      # the source tasks' values (a start for a task with none)
                               if (v := r.value(self.objective.name)) is not None and np.isfinite(v)
                               and self.task_index(r.task_parameter) not in self.targets]
@@ -225,10 +229,15 @@ class MLA(StoredModels, Strategy):
         records = self.start_sources(index)
         if not records or any(r.status == "ok" and self.task_index(r.task_parameter) == index for r in self._records):
             return design
-        from raytuner.strategies.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415 - tla builds on MLA
+        from raytuner.strategies.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
+        from raytuner.strategies.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415
 
-        start = TransferLearning(self.problem, self.tasks[index], records, FIRST, self.seed, options=self.model.options,
-                                 objective=self.objective.name, executor=self.executor).ask()
+        if self._start_data is None or self._start_data.uids != {r.uid for r in records}:   # its GPs serve every task
+            self._start_data = SourceData(self.problem, records, objective=self.objective.name,
+                                          options=self.model.options, executor=self.executor)
+        start = TransferLearning(self.problem, self.tasks[index], self._start_data, FIRST, self.seed,
+                                 options=self.model.options, objective=self.objective.name,
+                                 executor=self.executor).ask()
         if start.provenance.source != "model":          # its model failed: no consensus, the plain LHS
             return design
         self._start[index] = start.config
