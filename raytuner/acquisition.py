@@ -230,6 +230,10 @@ def _duplicates(points: np.ndarray, known: np.ndarray, tolerance: np.ndarray) ->
     return out
 
 
+#: The scale (in the unit cube) of the perturbations of the configurations ``optimize_acquisition`` searches around.
+AROUND_SCALE = 0.05
+
+
 def _scale(round_index: int, rounds: int) -> float:
     """Perturbation scale of a local round: 0.1 shrinking geometrically to 0.01."""
     return 0.1 * 10.0 ** (-round_index / (rounds - 1)) if rounds > 1 else 0.1
@@ -331,6 +335,7 @@ def optimize_acquisition(
     *,
     rng: Seed,
     exclude: Sequence[Mapping[str, Any]] = (),
+    around: Sequence[Mapping[str, Any]] = (),
     search_candidates: int = 2048,
     rounds: int = 3,
     top: int = 16,
@@ -340,7 +345,10 @@ def optimize_acquisition(
 
     ``score`` maps an ``(N, d)`` array of snapped unit-cube points to ``N``
     scores (NaN counts as the worst). The search scores ``search_candidates``
-    random and Latin hypercube points, then runs ``rounds`` rounds of
+    random and Latin hypercube points and ``search_candidates // 4``
+    Gaussian perturbations (scale :data:`AROUND_SCALE`) of the configurations
+    ``around`` (a task's Pareto front, say: where an improvement is likeliest
+    found), then runs ``rounds`` rounds of
     Gaussian perturbation (scale 0.1 down to 0.01) around the ``top`` best
     points found so far. When the space is finite and holds at most
     :data:`ENUMERATION_FACTOR` ``* search_candidates`` points, it scores every
@@ -360,6 +368,8 @@ def optimize_acquisition(
         score: maps an ``(N, d)`` array of unit-cube points to ``N`` scores (larger is better).
         rng: a seed or ``numpy.random.Generator``.
         exclude: configurations not to propose again (default none).
+        around: configurations whose neighbourhoods are searched from the start, besides the whole space
+            (default none).
         search_candidates: how many initial random and Latin hypercube points (default 2048).
         rounds: rounds of Gaussian perturbation (default 3).
         top: how many best points each round perturbs (default 16).
@@ -394,6 +404,9 @@ def optimize_acquisition(
     else:
         search.add(_global_sample(space.dimension, search_candidates, generator))
     categorical = np.array([isinstance(p, Categorical) for p in space], dtype=bool)
+    if around and not enumerated:
+        centres = space.encode([space.check(point, f"around[{i}]") for i, point in enumerate(around)])
+        search.add(_perturb(centres, search_candidates // 4, AROUND_SCALE, categorical, generator))
     for r in range(rounds):
         order, points = search.best(top)
         if len(order) == 0:

@@ -255,13 +255,35 @@ def test_nan_scores_count_as_the_worst() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [({"search_candidates": 0}, "search_candidates"), ({"rounds": -1}, "rounds"), ({"top": 1.5}, "top"),
-     ({"tolerance": -1.0}, "tolerance"), ({"exclude": [{"x": 2.0}]}, "exclude[0].x")],
+     ({"tolerance": -1.0}, "tolerance"), ({"exclude": [{"x": 2.0}]}, "exclude[0].x"),
+     ({"around": [{"x": -1.0}]}, "around[0].x")],
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> None:
     problem = ProblemSpace.parse({"parameter_space": [X]})
     with pytest.raises(InvalidInputError) as info:
         optimize_acquisition(problem, {}, lambda u: u[:, 0], rng=0, **kwargs)
     assert info.value.field == field
+
+
+def test_the_neighbourhoods_of_given_configurations_are_searched_from_the_start() -> None:
+    # in 8 dimensions a uniform point lies in the corner box [0, 0.3]^8 with probability 0.3^8 < 1e-4; a
+    # perturbation of the corner (scale AROUND_SCALE = 0.05, clipped) lies there unless one of its 8 coordinates
+    # is 6 scales away
+    problem = ProblemSpace.parse({"parameter_space": [{**X, "name": f"x{i}"} for i in range(8)]})
+    corner = {f"x{i}": 0.0 for i in range(8)}
+
+    def near(around: list[dict[str, float]]) -> int:
+        seen: list[np.ndarray] = []
+
+        def score(unit: np.ndarray) -> np.ndarray:
+            seen.append(unit)
+            return -unit.sum(axis=1)
+
+        optimize_acquisition(problem, {}, score, rng=0, around=around, search_candidates=512, rounds=0)
+        return int((np.vstack(seen) <= 0.3).all(axis=1).sum())
+
+    assert near([]) < 5
+    assert near([corner]) >= 120          # of the 512 // 4 perturbations
 
 
 def test_a_score_of_the_wrong_shape_is_reported() -> None:

@@ -159,6 +159,25 @@ def test_suggestions_after_the_initial_design_keep_to_the_output_constraint() ->
     assert all(r.evaluation_result["mem"] <= 0.6 for t in TASKS for r in engine.pareto_front(t))
 
 
+def test_the_search_also_perturbs_the_tasks_feasible_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    import raytuner.strategies.multiobjective as multiobjective
+
+    engine = mla_engine(CONSTRAINED, TASKS, 0, n_initial=6, executor=InlineExecutor())
+    searched: list[tuple[list[dict], list[dict]]] = []
+    real = multiobjective.optimize_acquisition
+
+    def spy(problem, task, score, **kwargs):        # the real search; what it was given and the front at the time
+        front = [r.tuning_parameter for r in engine.pareto_front(task)]
+        searched.append((list(kwargs["around"]), front))
+        return real(problem, task, score, **kwargs)
+
+    monkeypatch.setattr(multiobjective, "optimize_acquisition", spy)
+    drive(engine, 9)
+    assert len(searched) == 6 and sum(1 for around, _ in searched if around) >= 4
+    for around, front in searched:      # none where the task has no feasible evaluation yet
+        assert sorted(map(str, around)) == sorted(map(str, front))
+
+
 #: A cliff no stationary GP follows: n = 1000, the upper bound of n, breaks the memory bound twentyfold, 999 meets it
 #: (PyAMG's max_coarse at the size of its grid); f1 and f2 improve with n, so the search is drawn to the bound, and
 #: the categoricals (which do not matter) make each try there look new to the model.

@@ -19,6 +19,10 @@ evaluations, and chooses each suggestion by:
   predicted scalarisation still orders the candidates. Measured on the
   shifted ZDT1 family, the hypervolume improvement beat the scalarisation
   (quick benchmark: 11.61 against 10.92-11.35 at 20 evaluations per task).
+  The search for the best score also perturbs the task's feasible front
+  (``optimize_acquisition(around=...)``), where an improvement is likeliest:
+  over 20 seeds, LCBench's hypervolume at the full budget rose from 2,977,247
+  to 2,992,923 and PyAMG's from 119.9 to 122.0.
 - **Constraints**: the score is multiplied by the posterior probability that
   each bounded output meets its bounds; the improvement is measured from the
   best feasible evaluation. A candidate below
@@ -69,7 +73,7 @@ from scipy.stats import skew
 
 from raytuner.acquisition import optimize_acquisition
 from raytuner.models import LCMOptions
-from raytuner.pareto import feasible, pareto_front
+from raytuner.pareto import feasible, non_dominated, pareto_front
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy
@@ -288,8 +292,10 @@ class MultiObjectiveMLA(MLA):
                 chance = chance * breaches.factor(U[:, columns])
             return pareto(mean, samples, chance)
 
+        met = [r.tuning_parameter for r in mine if feasible(self.problem, r)]       # the rows of ``good``
+        front = [c for c, keep in zip(met, non_dominated(good)) if keep] if met else []
         config, best = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
-                                            search_candidates=self.search_candidates)
+                                            around=front, search_candidates=self.search_candidates)
         if bounded and ParetoScore.likely_success(best):
             self._notes = {NOTE: True}
         return config, "model"
