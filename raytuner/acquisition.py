@@ -7,7 +7,8 @@ element-wise on numpy arrays.
 
 :func:`optimize_acquisition` maximises a score over the parameter space
 encoded to the unit cube (see :mod:`raytuner.space`): a global phase scores a
-large random + Latin hypercube sample, a local phase refines the best points
+large random + Latin hypercube sample (and perturbations of any configurations
+it is told to search ``around``), a local phase refines the best points
 by Gaussian perturbation with a shrinking scale. A finite space (integers and
 categoricals only) of at most ``ENUMERATION_FACTOR`` times the global phase's
 size is scored whole instead, so the search returns the maximum itself. Candidates are snapped
@@ -348,7 +349,8 @@ def optimize_acquisition(
     random and Latin hypercube points and ``search_candidates // 4``
     Gaussian perturbations (scale :data:`AROUND_SCALE`) of the configurations
     ``around`` (a task's Pareto front, say: where an improvement is likeliest
-    found), then runs ``rounds`` rounds of
+    found), taken in turn (the first ``search_candidates // 4`` of them where
+    there are more), then runs ``rounds`` rounds of
     Gaussian perturbation (scale 0.1 down to 0.01) around the ``top`` best
     points found so far. When the space is finite and holds at most
     :data:`ENUMERATION_FACTOR` ``* search_candidates`` points, it scores every
@@ -370,7 +372,8 @@ def optimize_acquisition(
         exclude: configurations not to propose again (default none).
         around: configurations whose neighbourhoods are searched from the start, besides the whole space
             (default none).
-        search_candidates: how many initial random and Latin hypercube points (default 2048).
+        search_candidates: how many initial random and Latin hypercube points (default 2048); a quarter as many
+            perturbations of ``around``.
         rounds: rounds of Gaussian perturbation (default 3).
         top: how many best points each round perturbs (default 16).
         tolerance: the unit-cube distance under which two configurations are equal (default 1e-9).
@@ -393,6 +396,7 @@ def optimize_acquisition(
     space = problem.parameter_space
     checked_task = problem.input_space.check(task, "task")
     excluded = [space.check(point, f"exclude[{i}]") for i, point in enumerate(exclude)]
+    centres = space.encode([space.check(point, f"around[{i}]") for i, point in enumerate(around)])
     is_real = np.array([isinstance(p, Real) for p in space], dtype=bool)
     search = _Search(problem, checked_task, score, known=space.encode(excluded),
                      tolerance=np.where(is_real, float(tolerance), 0.0))
@@ -404,8 +408,7 @@ def optimize_acquisition(
     else:
         search.add(_global_sample(space.dimension, search_candidates, generator))
     categorical = np.array([isinstance(p, Categorical) for p in space], dtype=bool)
-    if around and not enumerated:
-        centres = space.encode([space.check(point, f"around[{i}]") for i, point in enumerate(around)])
+    if len(centres) and not enumerated:
         search.add(_perturb(centres, search_candidates // 4, AROUND_SCALE, categorical, generator))
     for r in range(rounds):
         order, points = search.best(top)

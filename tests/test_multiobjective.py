@@ -173,7 +173,7 @@ def test_the_search_also_perturbs_the_tasks_feasible_front(monkeypatch: pytest.M
 
     monkeypatch.setattr(multiobjective, "optimize_acquisition", spy)
     drive(engine, 9)
-    assert len(searched) == 6 and sum(1 for around, _ in searched if around) >= 4
+    assert len(searched) == 6 and sum(1 for around, _ in searched if around) >= 3   # measured 5
     for around, front in searched:      # none where the task has no feasible evaluation yet
         assert sorted(map(str, around)) == sorted(map(str, front))
 
