@@ -20,7 +20,7 @@ BAND_PROBLEM = "GPTune-Demo-Band"
 def run_band_demo(store: Path) -> str:
     """Run the main job's example on a local Ray, small (2 tasks, fidelities 27/9/3), into ``store``; its output."""
     proc = subprocess.run([sys.executable, str(ROOT / "examples/band_demo.py"), "--store", str(store),
-                           "--tasks", "1.0", "1.3", "--b-min", "3", "--seed", "1"],
+                           "--tasks", "1.0", "1.3", "--b-min", "3", "--seed", "1", "--passes", "1"],
                           capture_output=True, text=True, timeout=600, cwd=store.parent,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]

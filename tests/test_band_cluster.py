@@ -32,7 +32,7 @@ def test_band_demo_on_a_two_node_cluster_uses_both_nodes_and_stops_them(tmp_path
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples/band_demo.py"), "--store", str(tmp_path / "store"),
-         "--local-cluster", "2", "--tasks", "1.0", "1.2", "--b-min", "9", "--seconds", "0.5"],
+         "--local-cluster", "2", "--tasks", "1.0", "1.2", "--b-min", "9", "--seconds", "0.5", "--passes", "1"],
         capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout

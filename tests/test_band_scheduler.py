@@ -155,7 +155,7 @@ def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(tmp_path: 
 
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run([sys.executable, str(root / "examples/band_demo.py"), "--store", str(tmp_path / "s"),
-                           "--tasks", "1.0", "1.2", "--b-min", "9"],
+                           "--tasks", "1.0", "1.2", "--b-min", "9", "--passes", "1"],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)},
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
