@@ -73,7 +73,7 @@ from scipy.stats import skew
 
 from raytuner.acquisition import optimize_acquisition
 from raytuner.models import LCMOptions
-from raytuner.pareto import feasible, non_dominated, pareto_front
+from raytuner.pareto import feasible, pareto_front
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy
@@ -266,8 +266,7 @@ class MultiObjectiveMLA(MLA):
         if not mine:
             return self.components[self._lead]._search(index)
         seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
-        met = [feasible(self.problem, r) for r in mine]
-        good = seen[np.array(met, dtype=bool)]
+        good = np.array([s for s, r in zip(seen, mine) if feasible(self.problem, r)]).reshape(-1, len(objectives))
         limits = np.array([outputs[k].minimised_bounds() for k in objectives])
         pareto = ParetoScore(seen, good, self._weights(index), limits)
         draws = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 69621, index])).standard_normal(
@@ -293,8 +292,8 @@ class MultiObjectiveMLA(MLA):
                 chance = chance * breaches.factor(U[:, columns])
             return pareto(mean, samples, chance)
 
-        feasible_configs = [r.tuning_parameter for r, ok in zip(mine, met) if ok]       # the rows of ``good``
-        front = [c for c, keep in zip(feasible_configs, non_dominated(good)) if keep] if len(good) else []
+        on_front = {r.uid for r in pareto_front(self.problem, mine)}
+        front = [r.tuning_parameter for r in mine if r.uid in on_front]         # in the order they were told
         config, best = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
                                             around=front, search_candidates=self.search_candidates)
         if bounded and ParetoScore.likely_success(best):
