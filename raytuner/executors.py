@@ -9,10 +9,10 @@ implementations:
   threads fitting run no faster than one). Workers are started with
   ``spawn``, so a script that fits models must guard its entry point with
   ``if __name__ == "__main__":``, as for any multiprocessing code;
-- :class:`RayExecutor` runs them as zero-CPU Ray tasks, so they are spread
-  over a cluster and never wait for CPUs that trials hold (no deadlock when
-  every CPU is taken); results that miss the timeout are dropped, and if
-  none arrive the first item runs inline.
+- :class:`RayExecutor` runs them on warm zero-CPU Ray actors, so they are
+  spread over a cluster and never wait for CPUs that trials hold (no
+  deadlock when every CPU is taken); results that miss the timeout are
+  dropped, and if none arrive the first item runs inline.
 
 :func:`default_executor` picks Ray when it is imported and initialised, and a
 process pool otherwise. An executor returns ``None`` for an item that failed
@@ -166,24 +166,32 @@ def _single_blas_thread() -> None:
 
 
 class RayExecutor:
-    """Items as Ray tasks that reserve no CPU (``num_cpus``), spread over the cluster.
+    """Items on warm zero-CPU Ray actors (``num_cpus``), spread over the cluster.
 
-    Needs ``ray.init`` to have been called. Tasks still running at the
-    timeout are cancelled; when none finished, the first item runs inline so
-    a fit always returns.
+    Needs ``ray.init`` to have been called. Each item runs on an actor of
+    its own, taken from a pool that every :class:`RayExecutor` of this
+    process shares (per Ray session and ``num_cpus``) and that grows to the
+    most items mapped at once: an actor has imported everything a fit needs
+    already. (Plain Ray tasks would not do: Ray stops a worker that has been
+    idle about a second beyond its CPU count, so fits a few seconds apart
+    each paid a cold worker's start, about 0.8 s, more than the fit itself.)
+    A new actor goes to the alive node on which the pool has made fewest,
+    so the starts of a fit spread over the cluster (a node that joins later
+    gets only actors made after it joined). An actor whose item is still running at
+    the timeout is killed and leaves the pool; when no item finished, the
+    first runs inline so a fit always returns.
 
     Args:
-        num_cpus: the CPUs each task reserves (default 0).
+        num_cpus: the CPUs each actor reserves (default 0).
     """
 
     def __init__(self, num_cpus: float = 0.0) -> None:
         self.num_cpus = num_cpus
-        self._remote: Any = None
         #: How many items ran on each Ray node (by node id), for checking the spread over a cluster.
         self.nodes: Counter[str] = Counter()
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
-        """Run the items as Ray tasks and gather what finishes within ``timeout``.
+        """Run the items on the pool's actors and gather what finishes within ``timeout``.
 
         Args:
             fn: a picklable function of one item.
@@ -192,25 +200,31 @@ class RayExecutor:
         """
         import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
 
-        if self._remote is None:
-            self._remote = ray.remote(num_cpus=self.num_cpus, max_retries=0, scheduling_strategy="SPREAD")(_on_node)
-        refs = [self._remote.remote(fn, item) for item in items]
+        actors = _ACTORS.take(self.num_cpus, len(items))
+        refs = [actor.run.remote(fn, item) for actor, item in zip(actors, items)]
         ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        for ref in waiting:
-            ray.cancel(ref, force=True)
         if waiting:
             log.warning("%d of %d Ray tasks missed the %.1f s timeout", len(waiting), len(refs), timeout or 0.0)
-        done = {ref.hex(): ref for ref in ready}
+        done = {ref.hex() for ref in ready}
         results: list[R | None] = []
-        for ref in refs:
-            try:
-                located = ray.get(done[ref.hex()], timeout=0) if ref.hex() in done else None
-            except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
-                log.error("Ray task failed: %r", exc)
-                located = None
+        healthy = []
+        for actor, ref in zip(actors, refs):
+            located = None
+            if ref.hex() not in done:
+                ray.kill(actor)                        # still busy with a late item: not reusable
+            else:
+                try:
+                    located = ray.get(ref, timeout=0)
+                    healthy.append(actor)
+                except ray.exceptions.RayActorError as exc:   # the actor (or its node) died: drop it
+                    log.error("Ray actor lost: %r", exc)
+                except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
+                    log.error("Ray task failed: %r", exc)
+                    healthy.append(actor)
             if located is not None:
                 self.nodes[located[0]] += 1
             results.append(located[1] if located is not None else None)
+        _ACTORS.give_back(self.num_cpus, healthy)
         if items and all(r is None for r in results):
             results[0] = InlineExecutor().map(fn, items[:1])[0]
         return results
@@ -222,8 +236,80 @@ class RayExecutor:
         self.__init__(state["num_cpus"])  # type: ignore[misc]
 
 
+class _ActorPool:
+    """Idle executor actors of this process, per Ray session and ``num_cpus``; safe across threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session: tuple[str, str] | None = None
+        self._idle: dict[float, list[Any]] = {}
+        self._placed: Counter[str] = Counter()    # actors made per node id
+        self._worker: Any = None                  # the Ray actor class
+
+    @staticmethod
+    def _current() -> tuple[str, str]:
+        import ray  # noqa: PLC0415
+
+        context = ray.get_runtime_context()    # a new local Ray has a new node; a new connection a new job
+        return context.get_job_id(), context.get_node_id()
+
+    def take(self, num_cpus: float, count: int) -> list[Any]:
+        """``count`` actors: idle ones (the last given back first), then new ones on the nodes with fewest."""
+        session = self._current()
+        with self._lock:
+            if session != self._session:       # the actors of an earlier Ray session are gone with it
+                self._session, self._idle, self._placed, self._worker = session, {}, Counter(), None
+            idle = self._idle.setdefault(num_cpus, [])
+            keep = max(0, len(idle) - count)          # the most recently used first: the warmest
+            taken, idle[:] = idle[keep:], idle[:keep]
+            nodes = self._least_used_nodes(count - len(taken))
+        return taken + [self._new_actor(num_cpus, node) for node in nodes]
+
+    def _least_used_nodes(self, count: int) -> list[str]:
+        """``count`` alive nodes, each the one on which this pool made fewest actors (node order on ties)."""
+        if count <= 0:
+            return []
+        import ray  # noqa: PLC0415
+
+        alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        chosen = []
+        for _ in range(count):
+            node = min(alive, key=lambda n: self._placed[n])
+            self._placed[node] += 1
+            chosen.append(node)
+        return chosen
+
+    def _new_actor(self, num_cpus: float, node: str) -> Any:
+        import ray  # noqa: PLC0415
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+
+        if self._worker is None:
+            self._worker = ray.remote(max_restarts=0)(_Worker)
+        # soft: a node that left meanwhile gives way to any other
+        return self._worker.options(num_cpus=num_cpus,
+                                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote()
+
+    def give_back(self, num_cpus: float, actors: list[Any]) -> None:
+        """Return ``actors`` to the idle ones (dropped if the Ray session changed meanwhile)."""
+        session = self._current()
+        with self._lock:
+            if session == self._session:
+                self._idle.setdefault(num_cpus, []).extend(actors)
+
+
+_ACTORS = _ActorPool()
+
+
+class _Worker:
+    """A Ray actor that runs executor items (the pool keeps it warm between fits)."""
+
+    def run(self, fn: Callable[[T], R], item: T) -> tuple[str, R]:
+        """Run ``fn(item)`` and say on which node it ran."""
+        return _on_node(fn, item)
+
+
 def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
-    """Run ``fn(item)`` in a Ray task and say on which node it ran."""
+    """Run ``fn(item)`` in a Ray worker and say on which node it ran."""
     import ray  # noqa: PLC0415 - runs inside a Ray worker
 
     return ray.get_runtime_context().get_node_id(), fn(item)

@@ -11,12 +11,13 @@ import pytest
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure, GPTuneBand
 from raytuner.strategies.base import Suggestion
+from raytuner.strategies.brackets import Brackets
 from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -258,3 +259,26 @@ def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:
 def test_an_unknown_model_names_the_choices() -> None:
     with pytest.raises(InvalidInputError, match="model.*allowed: paper, levels"):
         engine(model="fancy")
+
+
+def test_a_rungs_ranking_follows_what_it_is_told() -> None:
+    """The ranking of a rung is kept between calls; a record told since, better or failed, is in the next one."""
+    brackets = Brackets(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective())
+    key = (0, 0, 2)
+    run = brackets.run(key)
+
+    def tell(y: float | None) -> str:
+        outputs = {"y": y} if y is not None else {}
+        record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, outputs,
+                                           provenance=Provenance(bracket=2, rung=0, pass_=1))
+        brackets.add(record, key)
+        return record.uid
+
+    middle, worst = tell(0.5), tell(0.9)
+    assert brackets.successes(run, 0) == [middle, worst]
+    assert brackets.successes(run, 0) == [middle, worst]          # asked again: the same
+    best = tell(0.1)
+    assert brackets.successes(run, 0) == [best, middle, worst]
+    tell(None)                                                     # a failed evaluation is no success
+    assert brackets.successes(run, 0) == [best, middle, worst]
+    assert brackets.rung_size(run, 1) == 2                        # N(2) = 4 told: keep 4 // 2

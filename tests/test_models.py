@@ -582,3 +582,24 @@ def test_ray_executor_timeouts(local_ray) -> None:  # noqa: ANN001
     began = time.perf_counter()
     assert executor.map(_sleep_then, [1.0, 300.0], timeout=0.2) == [1.0, None]
     assert time.perf_counter() - began < 100
+    # the actor that was still busy with the 300 s item was killed, not put back: the next map is not queued
+    # behind it (it would wait 300 s)
+    began = time.perf_counter()
+    assert executor.map(_sleep_then, [0.0, 0.0, 0.0], timeout=120) == [0.0, 0.0, 0.0]
+    assert time.perf_counter() - began < 100
+
+
+def _process_id(_: object) -> int:
+    return os.getpid()
+
+
+@pytest.mark.slow
+def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray) -> None:  # noqa: ANN001
+    """Fits seconds apart run in the same worker processes: Ray stops an idle task worker after about a second,
+    and a cold one costs more than a small fit."""
+    first = RayExecutor().map(_process_id, [0, 1], timeout=120)
+    time.sleep(3)                                  # longer than Ray keeps an idle task worker beyond its CPUs
+    again = RayExecutor().map(_process_id, [0, 1, 2], timeout=120)   # another executor shares the pool
+    assert None not in first and None not in again
+    assert len(set(first)) == 2 and set(first) < set(again) and len(set(again)) == 3
+    assert os.getpid() not in again

@@ -163,8 +163,12 @@ def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np
     B = hp.coregionalization()
     sq = squared_distances(X1, X2, categorical)
     out = np.zeros((len(X1), len(X2)))
+    value, slope, scratch = np.empty_like(out), np.empty_like(out), np.empty_like(out)
+    one_task = len(task1) > 0 and bool(np.all(task1 == task1[0]))    # a prediction: one row of B_q, broadcast
     for q in range(B.shape[0]):
-        out += B[q][np.ix_(task1, task2)] * KERNELS[kernel].value(scaled_distance(sq, hp.lengthscales[q]))
+        KERNELS[kernel].fill(scaled_distance(sq, hp.lengthscales[q]), value, slope, scratch)
+        value *= B[q][task1[0], task2] if one_task else B[q][np.ix_(task1, task2)]
+        out += value
     return out
 
 

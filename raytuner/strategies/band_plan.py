@@ -97,6 +97,7 @@ class BandPlan:
         self.brackets = Brackets(structure, objective, problem)
         self.in_flight = InFlight()
         self.told_cost = [0.0] * tasks
+        self._complete_parts = [0] * tasks    # per task, passes known complete (a complete part stays complete)
 
     # -- folds -----------------------------------------------------------------------------------
     def asked(self, task: int, config: Mapping[str, Any], provenance: Provenance) -> None:
@@ -200,9 +201,10 @@ class BandPlan:
         Args:
             i: The task's index.
         """
-        p = 0
+        p = self._complete_parts[i]
         while (self.passes is None or p < self.passes) and self._part_complete(i, p):
             p += 1
+        self._complete_parts[i] = p
         return p
 
     def spent(self, i: int) -> float:

@@ -46,12 +46,15 @@ class Run:
         rungs: The uids told at each rung, in log order.
         promoting: Parent uids whose promotion was asked and not told.
         promoted: Parent uids whose promotion was told.
+        ranked: Per rung, how many uids :meth:`Brackets.successes` last ranked and the successful ones best
+            first (valid while the rung holds that many: a rung only grows).
     """
 
     bracket: int
     rungs: list[list[str]] = field(default_factory=list)
     promoting: set[str] = field(default_factory=set)
     promoted: set[str] = field(default_factory=set)
+    ranked: dict[int, tuple[int, list[str]]] = field(default_factory=dict, repr=False)
 
     def told(self, rung: int) -> list[str]:
         """The uids told at ``rung`` (a list the caller may append to).
@@ -121,20 +124,30 @@ class Brackets:
         below = self.rung_size(run, rung - 1)
         if below is None or len(run.told(rung - 1)) < below:
             return None
-        return min(self.structure.keep(below), len(self.successes(run.told(rung - 1))))
+        return min(self.structure.keep(below), len(self.successes(run, rung - 1)))
 
-    def successes(self, uids: Sequence[str]) -> list[str]:
-        """The successful ones of ``uids``, best first (ties in log order).
+    def successes(self, run: Run, rung: int) -> list[str]:
+        """The successful uids told at ``rung`` of ``run``, best first (ties in log order).
+
+        The ranking is kept until the rung grows: GPTuneBand asks it many times per suggestion.
 
         Args:
-            uids: Told uids.
+            run: The run.
+            rung: The rung.
         """
+        uids = run.told(rung)
+        count, ranked = run.ranked.get(rung, (-1, []))
+        if count == len(uids):
+            return ranked
         if self.problem is not None:
-            return [uids[n] for n in nsga_order(self.problem, [self.by_uid[u] for u in uids])]
-        sign = self.objective.sign()
-        scored = [(sign * v, n, u) for n, u in enumerate(uids)
-                  if (v := self.by_uid[u].value(self.objective.name)) is not None]
-        return [u for _, _, u in sorted(scored)]
+            ranked = [uids[n] for n in nsga_order(self.problem, [self.by_uid[u] for u in uids])]
+        else:
+            sign = self.objective.sign()
+            scored = [(sign * v, n, u) for n, u in enumerate(uids)
+                      if (v := self.by_uid[u].value(self.objective.name)) is not None]
+            ranked = [u for _, _, u in sorted(scored)]
+        run.ranked[rung] = (len(uids), ranked)
+        return ranked
 
     def complete(self, run: Run) -> bool:
         """Whether every rung of ``run`` holds all it will hold.
@@ -176,7 +189,7 @@ class Brackets:
                 if size is None or len(run.told(rung)) < size:
                     break
                 keep = self.rung_size(run, rung + 1) or 0
-                for uid in self.successes(run.told(rung))[:keep]:
+                for uid in self.successes(run, rung)[:keep]:
                     if uid not in run.promoting and uid not in run.promoted:
                         ready.append((key, rung + 1, uid))
         return ready
@@ -198,7 +211,7 @@ class Brackets:
         if size is None or len(run.told(prov.rung)) < size:
             return False
         keep = self.rung_size(run, prov.rung + 1) or 0
-        return uid not in self.successes(run.told(prov.rung))[:keep]
+        return uid not in self.successes(run, prov.rung)[:keep]
 
 
 class InFlight:
