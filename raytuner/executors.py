@@ -34,7 +34,9 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 __all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor"]
@@ -169,17 +171,19 @@ class RayExecutor:
     """Items on warm zero-CPU Ray actors (``num_cpus``), spread over the cluster.
 
     Needs ``ray.init`` to have been called. Each item runs on an actor of
-    its own, taken from a pool that every :class:`RayExecutor` of this
-    process shares (per Ray session and ``num_cpus``) and that grows to the
-    most items mapped at once: an actor has imported everything a fit needs
-    already. (Plain Ray tasks would not do: Ray stops a worker that has been
-    idle about a second beyond its CPU count, so fits a few seconds apart
-    each paid a cold worker's start, about 0.8 s, more than the fit itself.)
-    A new actor goes to the alive node on which the pool has made fewest,
-    so the starts of a fit spread over the cluster (a node that joins later
-    gets only actors made after it joined). An actor whose item is still running at
-    the timeout is killed and leaves the pool; when no item finished, the
-    first runs inline so a fit always returns.
+    its own. Zero-CPU actors come from a pool that every
+    :class:`RayExecutor` of this process shares (per Ray session), which
+    grows to the most items in flight at once, across threads, and drops an
+    actor left idle for :data:`IDLE_SECONDS`: a warm actor has imported
+    everything a fit needs already. (Plain Ray tasks would not do: Ray stops
+    a worker that has been idle about a second beyond its CPU count, so fits
+    a few seconds apart each paid a cold worker's start, about 0.8 s, more
+    than the fit itself.) Actors that reserve CPUs are not kept: an idle one
+    would hold its CPUs from trials. A new actor goes to the alive node
+    that has fewest of the pool's actors, so the starts of a fit spread over
+    the cluster. An actor whose item is still running at the timeout is
+    killed; when no item finished, the first runs inline so a fit always
+    returns.
 
     Args:
         num_cpus: the CPUs each actor reserves (default 0).
@@ -201,30 +205,31 @@ class RayExecutor:
         import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
 
         actors = _ACTORS.take(self.num_cpus, len(items))
-        refs = [actor.run.remote(fn, item) for actor, item in zip(actors, items)]
-        ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        if waiting:
-            log.warning("%d of %d Ray tasks missed the %.1f s timeout", len(waiting), len(refs), timeout or 0.0)
-        done = {ref.hex() for ref in ready}
+        healthy: list[_Pooled] = []
         results: list[R | None] = []
-        healthy = []
-        for actor, ref in zip(actors, refs):
-            located = None
-            if ref.hex() not in done:
-                ray.kill(actor)                        # still busy with a late item: not reusable
-            else:
-                try:
-                    located = ray.get(ref, timeout=0)
-                    healthy.append(actor)
-                except ray.exceptions.RayActorError as exc:   # the actor (or its node) died: drop it
-                    log.error("Ray actor lost: %r", exc)
-                except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
-                    log.error("Ray task failed: %r", exc)
-                    healthy.append(actor)
-            if located is not None:
-                self.nodes[located[0]] += 1
-            results.append(located[1] if located is not None else None)
-        _ACTORS.give_back(self.num_cpus, healthy)
+        try:
+            refs = [pooled.actor.run.remote(fn, item) for pooled, item in zip(actors, items)]
+            ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+            if waiting:
+                log.warning("%d of %d Ray tasks missed the %.1f s timeout", len(waiting), len(refs),
+                            timeout or 0.0)
+            done = {ref.hex() for ref in ready}
+            for pooled, ref in zip(actors, refs):
+                located = None
+                if ref.hex() in done:                  # else still busy with a late item: not reusable
+                    try:
+                        located = ray.get(ref, timeout=0)
+                        healthy.append(pooled)
+                    except ray.exceptions.RayActorError as exc:   # the actor (or its node) died
+                        log.error("Ray actor lost: %r", exc)
+                    except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
+                        log.error("Ray task failed: %r", exc)
+                        healthy.append(pooled)
+                if located is not None:
+                    self.nodes[located[0]] += 1
+                results.append(located[1] if located is not None else None)
+        finally:
+            _ACTORS.give_back(self.num_cpus, actors, healthy)
         if items and all(r is None for r in results):
             results[0] = InlineExecutor().map(fn, items[:1])[0]
         return results
@@ -236,15 +241,26 @@ class RayExecutor:
         self.__init__(state["num_cpus"])  # type: ignore[misc]
 
 
+#: Seconds a pooled executor actor may stay idle before the pool lets it go.
+IDLE_SECONDS = 300.0
+
+
+@dataclass
+class _Pooled:
+    actor: Any
+    node: str | None          # where it was placed (None: anywhere)
+    idle_since: float = 0.0
+
+
 class _ActorPool:
-    """Idle executor actors of this process, per Ray session and ``num_cpus``; safe across threads."""
+    """Idle zero-CPU executor actors of this process, per Ray session; safe across threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._session: tuple[str, str] | None = None
-        self._idle: dict[float, list[Any]] = {}
-        self._placed: Counter[str] = Counter()    # actors made per node id
-        self._worker: Any = None                  # the Ray actor class
+        self._idle: list[_Pooled] = []
+        self._placed: Counter[str | None] = Counter()    # live actors per node id
+        self._worker: Any = None                         # the Ray actor class
 
     @staticmethod
     def _current() -> tuple[str, str]:
@@ -253,48 +269,74 @@ class _ActorPool:
         context = ray.get_runtime_context()    # a new local Ray has a new node; a new connection a new job
         return context.get_job_id(), context.get_node_id()
 
-    def take(self, num_cpus: float, count: int) -> list[Any]:
-        """``count`` actors: idle ones (the last given back first), then new ones on the nodes with fewest."""
+    def take(self, num_cpus: float, count: int) -> list[_Pooled]:
+        """``count`` actors: idle zero-CPU ones (the last given back first), then new ones."""
+        import ray  # noqa: PLC0415
+
         session = self._current()
+        now = time.monotonic()
         with self._lock:
             if session != self._session:       # the actors of an earlier Ray session are gone with it
-                self._session, self._idle, self._placed, self._worker = session, {}, Counter(), None
-            idle = self._idle.setdefault(num_cpus, [])
-            keep = max(0, len(idle) - count)          # the most recently used first: the warmest
-            taken, idle[:] = idle[keep:], idle[:keep]
-            nodes = self._least_used_nodes(count - len(taken))
-        return taken + [self._new_actor(num_cpus, node) for node in nodes]
+                self._session, self._idle, self._placed = session, [], Counter()
+                self._worker = ray.remote(max_restarts=0)(_Worker)
+            stale = [p for p in self._idle if now - p.idle_since > IDLE_SECONDS]
+            self._idle = [p for p in self._idle if now - p.idle_since <= IDLE_SECONDS]
+            keep = len(self._idle) - count if num_cpus == 0 else len(self._idle)
+            keep = max(0, keep)                # the most recently used first: the warmest
+            taken, self._idle = self._idle[keep:], self._idle[:keep]
+            nodes = self._fewest_actors(count - len(taken))
+            worker = self._worker
+        self._drop(stale)
+        return taken + [_Pooled(self._new_actor(worker, num_cpus, node), node) for node in nodes]
 
-    def _least_used_nodes(self, count: int) -> list[str]:
-        """``count`` alive nodes, each the one on which this pool made fewest actors (node order on ties)."""
+    def give_back(self, num_cpus: float, actors: list[_Pooled], healthy: list[_Pooled]) -> None:
+        """Keep the ``healthy`` zero-CPU ``actors`` for later (in this Ray session); let the others go."""
+        session = self._current()
+        reuse = {id(p) for p in healthy} if num_cpus == 0 else set()
+        now = time.monotonic()
+        with self._lock:
+            if session != self._session:
+                reuse = set()
+            for pooled in actors:
+                if id(pooled) in reuse:
+                    pooled.idle_since = now
+                    self._idle.append(pooled)
+        self._drop([p for p in actors if id(p) not in reuse])
+
+    def _drop(self, actors: list[_Pooled]) -> None:
+        import ray  # noqa: PLC0415
+
+        for pooled in actors:
+            with self._lock:
+                self._placed[pooled.node] -= 1
+            try:
+                ray.kill(pooled.actor)
+            except Exception as exc:  # noqa: BLE001 - an actor already gone is gone
+                log.debug("killing a pooled actor: %r", exc)
+
+    def _fewest_actors(self, count: int) -> list[str | None]:
+        """``count`` alive nodes, each with the fewest live actors of the pool (node order on ties); counted."""
         if count <= 0:
             return []
         import ray  # noqa: PLC0415
 
-        alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        alive: list[str | None] = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
         chosen = []
         for _ in range(count):
-            node = min(alive, key=lambda n: self._placed[n])
+            node = min(alive or [None], key=lambda n: self._placed[n])
             self._placed[node] += 1
             chosen.append(node)
         return chosen
 
-    def _new_actor(self, num_cpus: float, node: str) -> Any:
-        import ray  # noqa: PLC0415
+    @staticmethod
+    def _new_actor(worker: Any, num_cpus: float, node: str | None) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
-        if self._worker is None:
-            self._worker = ray.remote(max_restarts=0)(_Worker)
-        # soft: a node that left meanwhile gives way to any other
-        return self._worker.options(num_cpus=num_cpus,
-                                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote()
-
-    def give_back(self, num_cpus: float, actors: list[Any]) -> None:
-        """Return ``actors`` to the idle ones (dropped if the Ray session changed meanwhile)."""
-        session = self._current()
-        with self._lock:
-            if session == self._session:
-                self._idle.setdefault(num_cpus, []).extend(actors)
+        if node is None:
+            return worker.options(num_cpus=num_cpus).remote()
+        # soft, spilling: a node that is gone or busy gives way to another
+        strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
+        return worker.options(num_cpus=num_cpus, scheduling_strategy=strategy).remote()
 
 
 _ACTORS = _ActorPool()

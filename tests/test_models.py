@@ -603,3 +603,13 @@ def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray) -> None:  # 
     assert None not in first and None not in again
     assert len(set(first)) == 2 and set(first) < set(again) and len(set(again)) == 3
     assert os.getpid() not in again
+
+
+@pytest.mark.slow
+def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray) -> None:  # noqa: ANN001
+    """An idle actor that reserves a CPU would keep it from trials: those actors go when their map ends."""
+    assert RayExecutor(num_cpus=1).map(_process_id, [0, 1], timeout=120) != [None, None]
+    deadline = time.monotonic() + 60                 # Ray frees a killed actor's CPU soon after, not at once
+    while local_ray.available_resources().get("CPU", 0.0) < 2.0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert local_ray.available_resources().get("CPU", 0.0) == 2.0

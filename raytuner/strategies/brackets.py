@@ -54,7 +54,7 @@ class Run:
     rungs: list[list[str]] = field(default_factory=list)
     promoting: set[str] = field(default_factory=set)
     promoted: set[str] = field(default_factory=set)
-    ranked: dict[int, tuple[int, list[str]]] = field(default_factory=dict, repr=False)
+    ranked: dict[int, tuple[int, list[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     def told(self, rung: int) -> list[str]:
         """The uids told at ``rung`` (a list the caller may append to).
