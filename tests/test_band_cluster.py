@@ -41,6 +41,7 @@ def test_band_demo_on_a_two_node_cluster_uses_both_nodes_and_stops_them(tmp_path
     assert "Ray nodes alive: 2" in out
     assert len(trials) == 2 and all(n > 0 for n in trials.values())          # trials ran on both nodes
     assert len(fits) == 2 and all(n > 0 for n in fits.values())              # and so did the LCM fits
+    assert max(fits.values()) - min(fits.values()) <= 1                      # evenly: pinned, not soft
     assert sum(trials.values()) == 12                                        # [9, 27, 3]: 2 + 3 + 1 per task
     assert "Best configuration per task at b_max" in out
     address = re.search(r"Local Ray cluster at (\S+) stopped", out).group(1)
