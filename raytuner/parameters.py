@@ -251,10 +251,18 @@ class Categorical(_ParameterBase):
     def index(self, value: Any) -> int:
         """Position of ``value`` among the categories.
 
+        The category :meth:`check` matched is found by identity, not ``==``:
+        ``True == 1`` and ``1 == 1.0``, so ``list.index`` would put the later of
+        two such categories in the earlier one's bin.
+
         Args:
             value: one of the categories.
+
+        >>> Categorical(name="flag", categories=[True, 1, 1.0]).index(1.0)
+        2
         """
-        return self.categories.index(self.check(value, self.name))
+        found = self.check(value, self.name)
+        return next(i for i, c in enumerate(self.categories) if c is found)
 
     def to_unit(self, values: Sequence[Any]) -> np.ndarray:
         """Map categories to the centres of their bins.

@@ -224,3 +224,12 @@ def test_a_log_scaled_upper_bound_encodes_inside_the_unit_interval() -> None:
         unit = p.to_unit([1.0, hi])
         assert unit.tolist() == [0.0, 1.0]
     assert Real(name="x", lower_bound=1.0, upper_bound=10.0, log=True).to_unit([100.0])[0] == pytest.approx(2.0)
+
+
+def test_categories_equal_under_double_equals_keep_bins_of_their_own() -> None:
+    # True == 1 == 1.0 in Python; each is still its own category, in its own bin
+    space = Space(parameters=[Categorical(name="c", categories=[True, 1, 1.0, "1"])])
+    points = [{"c": v} for v in (1, 1.0, "1", True)]
+    assert space.encode(points)[:, 0].tolist() == [0.375, 0.625, 0.875, 0.125]
+    assert space.decode(space.encode(points)) == points
+    assert [type(p["c"]) for p in space.decode(space.encode(points))] == [int, float, str, bool]
