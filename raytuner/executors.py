@@ -9,8 +9,8 @@ implementations:
   threads fitting run no faster than one). Workers are started with
   ``spawn``, so a script that fits models must guard its entry point with
   ``if __name__ == "__main__":``, as for any multiprocessing code;
-- :class:`RayExecutor` runs them on warm zero-CPU Ray actors, so they are
-  spread over a cluster and never wait for CPUs that trials hold (no
+- :class:`RayExecutor` runs them on Ray actors (warm pooled zero-CPU ones by
+  default), so they are spread over a cluster and never wait for CPUs that trials hold (no
   deadlock when every CPU is taken); results that miss the timeout are
   dropped, and if none arrive the first item runs inline.
 
@@ -168,20 +168,22 @@ def _single_blas_thread() -> None:
 
 
 class RayExecutor:
-    """Items on warm zero-CPU Ray actors (``num_cpus``), spread over the cluster.
+    """Items on Ray actors, spread over the cluster: warm pooled ones that reserve no CPU, by default.
 
     Needs ``ray.init`` to have been called. Each item runs on an actor of
     its own. Zero-CPU actors come from a pool that every
     :class:`RayExecutor` of this process shares (per Ray session), which
-    grows to the most items in flight at once, across threads, and drops an
-    actor left idle for :data:`IDLE_SECONDS`: a warm actor has imported
-    everything a fit needs already. (Plain Ray tasks would not do: Ray stops
+    grows to the most items in flight at once, across threads; each map
+    first lets go of the actors idle for over :data:`IDLE_SECONDS` and of
+    those whose node is gone (an idle actor is not swept at other times). A
+    warm actor has imported everything a fit needs already. (Plain Ray tasks would not do: Ray stops
     a worker that has been idle about a second beyond its CPU count, so fits
     a few seconds apart each paid a cold worker's start, about 0.8 s, more
     than the fit itself.) Actors that reserve CPUs are not kept: an idle one
     would hold its CPUs from trials. A new actor goes to the alive node
     that has fewest of the pool's actors, so the starts of a fit spread over
-    the cluster. An actor whose item is still running at the timeout is
+    the cluster (pinned there; see :meth:`_ActorPool._new_actor`); one that
+    reserves CPUs is spread by Ray instead. An actor whose item is still running at the timeout is
     killed; when no item finished, the first runs inline so a fit always
     returns.
 
@@ -197,42 +199,55 @@ class RayExecutor:
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
         """Run the items on the pool's actors and gather what finishes within ``timeout``.
 
+        An item whose actor died (an idle actor killed, say for memory) runs
+        once more on a new actor if time is left.
+
         Args:
             fn: a picklable function of one item.
             items: the items.
             timeout: seconds to wait in all (default: no limit).
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results: list[R | None] = [None] * len(items)
+        lost = self._run(fn, items, list(range(len(items))), deadline, results)
+        if lost and (deadline is None or deadline > time.monotonic()):
+            self._run(fn, items, lost, deadline, results)
+        if items and all(r is None for r in results):
+            results[0] = InlineExecutor().map(fn, items[:1])[0]
+        return results
+
+    def _run(self, fn: Callable[[T], R], items: Sequence[T], indices: list[int], deadline: float | None,
+             results: list[R | None]) -> list[int]:
+        """Run ``items[i]`` for each index on an actor, into ``results``; the indices whose actor was lost."""
         import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
 
-        actors = _ACTORS.take(self.num_cpus, len(items))
+        actors = _ACTORS.take(self.num_cpus, len(indices))
         healthy: list[_Pooled] = []
-        results: list[R | None] = []
+        lost: list[int] = []
         try:
-            refs = [pooled.actor.run.remote(fn, item) for pooled, item in zip(actors, items)]
+            refs = [pooled.actor.run.remote(fn, items[i]) for pooled, i in zip(actors, indices)]
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
             if waiting:
                 log.warning("%d of %d Ray tasks missed the %.1f s timeout", len(waiting), len(refs),
                             timeout or 0.0)
             done = {ref.hex() for ref in ready}
-            for pooled, ref in zip(actors, refs):
-                located = None
-                if ref.hex() in done:                  # else still busy with a late item: not reusable
-                    try:
-                        located = ray.get(ref, timeout=0)
-                        healthy.append(pooled)
-                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
-                        log.error("Ray actor lost: %r", exc)      # it (or its node) died, or its node is gone
-                    except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
-                        log.error("Ray task failed: %r", exc)
-                        healthy.append(pooled)
-                if located is not None:
-                    self.nodes[located[0]] += 1
-                results.append(located[1] if located is not None else None)
+            for pooled, ref, i in zip(actors, refs, indices):
+                if ref.hex() not in done:              # still busy with a late item: not reusable
+                    continue
+                try:
+                    node, results[i] = ray.get(ref, timeout=0)
+                    self.nodes[node] += 1
+                    healthy.append(pooled)
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
+                    log.error("Ray actor lost: %r", exc)      # it (or its node) died, or its node is gone
+                    lost.append(i)
+                except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
+                    log.error("Ray task failed: %r", exc)
+                    healthy.append(pooled)
         finally:
             _ACTORS.give_back(self.num_cpus, actors, healthy)
-        if items and all(r is None for r in results):
-            results[0] = InlineExecutor().map(fn, items[:1])[0]
-        return results
+        return lost
 
     def __getstate__(self) -> dict[str, Any]:
         return {"num_cpus": self.num_cpus}
@@ -249,6 +264,7 @@ IDLE_SECONDS = 300.0
 class _Pooled:
     actor: Any
     node: str | None          # where it was placed (None: anywhere)
+    session: tuple[str, str]  # the Ray session it belongs to (see _ActorPool._current)
     idle_since: float = 0.0
 
 
@@ -259,7 +275,7 @@ class _ActorPool:
         self._lock = threading.Lock()
         self._session: tuple[str, str] | None = None
         self._idle: list[_Pooled] = []
-        self._placed: Counter[str | None] = Counter()    # live actors per node id
+        self._placed: Counter[str | None] = Counter()    # live actors per node id, of this session
         self._worker: Any = None                         # the Ray actor class
 
     @staticmethod
@@ -270,59 +286,75 @@ class _ActorPool:
         return context.get_job_id(), context.get_node_id()
 
     def take(self, num_cpus: float, count: int) -> list[_Pooled]:
-        """``count`` actors: idle zero-CPU ones (the last given back first), then new ones."""
+        """``count`` actors: idle zero-CPU ones on alive nodes (the last given back first), then new ones.
+
+        Idle actors past :data:`IDLE_SECONDS`, and those whose node is gone,
+        are dropped here. If Ray fails while new actors are made, everything
+        taken or made is let go and the error is raised.
+        """
         import ray  # noqa: PLC0415
 
         session = self._current()
+        alive: list[str | None] = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
         now = time.monotonic()
         with self._lock:
             if session != self._session:       # the actors of an earlier Ray session are gone with it
                 self._session, self._idle, self._placed = session, [], Counter()
                 self._worker = ray.remote(max_restarts=0)(_Worker)
-            stale = [p for p in self._idle if now - p.idle_since > IDLE_SECONDS]
-            self._idle = [p for p in self._idle if now - p.idle_since <= IDLE_SECONDS]
-            keep = len(self._idle) - count if num_cpus == 0 else len(self._idle)
-            keep = max(0, keep)                # the most recently used first: the warmest
-            taken, self._idle = self._idle[keep:], self._idle[:keep]
-            nodes = self._fewest_actors(count - len(taken))
+            usable = [p for p in self._idle if now - p.idle_since <= IDLE_SECONDS and (p.node is None or p.node in alive)]
+            stale = [p for p in self._idle if all(p is not u for u in usable)]
+            keep = max(0, len(usable) - count) if num_cpus == 0 else len(usable)
+            taken, self._idle = usable[keep:], usable[:keep]      # the most recently used: the warmest
+            nodes = self._fewest_actors(alive, count - len(taken))
             worker = self._worker
         self._drop(stale)
-        return taken + [_Pooled(self._new_actor(worker, num_cpus, node), node) for node in nodes]
+        made: list[_Pooled] = []
+        try:
+            for node in nodes:
+                made.append(_Pooled(self._new_actor(worker, num_cpus, node), node, session))
+        except BaseException:
+            self._drop(taken + made)
+            with self._lock:
+                for node in nodes[len(made):]:
+                    if self._session == session:
+                        self._placed[node] -= 1
+            raise
+        return taken + made
 
     def give_back(self, num_cpus: float, actors: list[_Pooled], healthy: list[_Pooled]) -> None:
         """Keep the ``healthy`` zero-CPU ``actors`` for later (in this Ray session); let the others go."""
         session = self._current()
         reuse = {id(p) for p in healthy} if num_cpus == 0 else set()
         now = time.monotonic()
+        drop = []
         with self._lock:
-            if session != self._session:
-                reuse = set()
             for pooled in actors:
-                if id(pooled) in reuse:
+                if id(pooled) in reuse and pooled.session == session == self._session:
                     pooled.idle_since = now
                     self._idle.append(pooled)
-        self._drop([p for p in actors if id(p) not in reuse])
+                else:
+                    drop.append(pooled)
+        self._drop(drop)
 
     def _drop(self, actors: list[_Pooled]) -> None:
         import ray  # noqa: PLC0415
 
         for pooled in actors:
             with self._lock:
-                self._placed[pooled.node] -= 1
+                if pooled.session == self._session:      # an earlier session's counts are gone already
+                    self._placed[pooled.node] -= 1
             try:
                 ray.kill(pooled.actor)
             except Exception as exc:  # noqa: BLE001 - an actor already gone is gone
                 log.debug("killing a pooled actor: %r", exc)
 
-    def _fewest_actors(self, count: int) -> list[str | None]:
-        """``count`` alive nodes, each with the fewest live actors of the pool (node order on ties); counted."""
-        if count <= 0:
-            return []
-        import ray  # noqa: PLC0415
+    def _fewest_actors(self, alive: list[str | None], count: int) -> list[str | None]:
+        """``count`` of the ``alive`` nodes, each with the fewest live actors (node order on ties); counted.
 
-        alive: list[str | None] = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        Called with the lock held.
+        """
         chosen = []
-        for _ in range(count):
+        for _ in range(max(0, count)):
             node = min(alive or [None], key=lambda n: self._placed[n])
             self._placed[node] += 1
             chosen.append(node)

@@ -27,7 +27,7 @@ including results of trials the scheduler stops; a trial that errors or ends
 before its fidelity is a failed evaluation. Every trial is in the store's
 ledger before Ray gets it (the session's durable ask), so the checkpoint holds
 only the session id and which Ray trial runs which evaluation. Suggestions come from the
-driver; LCM fits run as zero-CPU Ray tasks, so they never wait for CPUs
+driver; LCM fits run on zero-CPU Ray actors, so they never wait for CPUs
 that trials hold and spread over the nodes of a cluster.
 
 Example:

@@ -606,6 +606,21 @@ def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray) -> None:  # 
 
 
 @pytest.mark.slow
+def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray) -> None:  # noqa: ANN001
+    """An idle pooled actor killed between fits (say for memory): its item runs again on a new actor."""
+    import ray
+
+    from raytuner.executors import _ACTORS
+
+    first = RayExecutor().map(_process_id, [0, 1], timeout=120)
+    dead = _ACTORS._idle[-1]                    # the next map takes it first
+    ray.kill(dead.actor)
+    again = RayExecutor().map(_process_id, [0, 1], timeout=120)
+    assert None not in first and None not in again
+    assert all(p is not dead for p in _ACTORS._idle)       # and it is not pooled again
+
+
+@pytest.mark.slow
 def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray) -> None:  # noqa: ANN001
     """An idle actor that reserves a CPU would keep it from trials: those actors go when their map ends."""
     assert RayExecutor(num_cpus=1).map(_process_id, [0, 1], timeout=120) != [None, None]

@@ -84,7 +84,7 @@ class MLA(StoredModels, Strategy):
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
-        executor: Runs the multi-start fits (default: Ray tasks when Ray is
+        executor: Runs the multi-start fits (default: Ray actors when Ray is
             initialised, else a process pool).
         objective: The objective to minimise or maximise (default: the first).
         search_candidates: How many random points the acquisition search's global phase scores.

@@ -3,7 +3,7 @@
 :data:`ENGINES` knows every engine and what it needs besides its options:
 
 - ``"executor"``: it fits models, and runs their multi-start fits on the
-  executor it is given (Ray tasks, threads, inline); without one it picks
+  executor it is given (Ray actors, a process pool, inline); without one it picks
   the default;
 - ``"source"``: it transfers from source data (an
   :class:`~raytuner.records.EvaluationSource` such as
