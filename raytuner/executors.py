@@ -10,8 +10,8 @@ implementations:
   ``spawn``, so a script that fits models must guard its entry point with
   ``if __name__ == "__main__":``, as for any multiprocessing code;
 - :class:`RayExecutor` runs them on Ray actors (warm pooled zero-CPU ones by
-  default), so they are spread over a cluster and never wait for CPUs that trials hold (no
-  deadlock when every CPU is taken); results that miss the timeout are
+  default), so they are spread over a cluster and never wait for CPUs that
+  trials hold (no deadlock when every CPU is taken); results that miss the timeout are
   dropped, and if none arrive the first item runs inline.
 
 :func:`default_executor` picks Ray when it is imported and initialised, and a
@@ -175,17 +175,17 @@ class RayExecutor:
     :class:`RayExecutor` of this process shares (per Ray session), which
     grows to the most items in flight at once, across threads; each map
     first lets go of the actors idle for over :data:`IDLE_SECONDS` and of
-    those whose node is gone (an idle actor is not swept at other times). A
-    warm actor has imported everything a fit needs already. (Plain Ray tasks would not do: Ray stops
+    those whose node is gone (an idle actor is not swept at other times).
+    A warm actor has imported everything a fit needs already. (Plain Ray tasks would not do: Ray stops
     a worker that has been idle about a second beyond its CPU count, so fits
     a few seconds apart each paid a cold worker's start, about 0.8 s, more
     than the fit itself.) Actors that reserve CPUs are not kept: an idle one
     would hold its CPUs from trials. A new actor goes to the alive node
     that has fewest of the pool's actors, so the starts of a fit spread over
     the cluster (pinned there; see :meth:`_ActorPool._new_actor`); one that
-    reserves CPUs is spread by Ray instead. An actor whose item is still running at the timeout is
-    killed; when no item finished, the first runs inline so a fit always
-    returns.
+    reserves CPUs is spread by Ray instead. An actor whose item is still
+    running at the timeout is killed; when no item finished, the first runs
+    inline so a fit always returns.
 
     Args:
         num_cpus: the CPUs each actor reserves (default 0).
@@ -301,8 +301,11 @@ class _ActorPool:
             if session != self._session:       # the actors of an earlier Ray session are gone with it
                 self._session, self._idle, self._placed = session, [], Counter()
                 self._worker = ray.remote(max_restarts=0)(_Worker)
-            usable = [p for p in self._idle if now - p.idle_since <= IDLE_SECONDS and (p.node is None or p.node in alive)]
-            stale = [p for p in self._idle if all(p is not u for u in usable)]
+            usable: list[_Pooled] = []
+            stale: list[_Pooled] = []
+            for pooled in self._idle:
+                fresh = now - pooled.idle_since <= IDLE_SECONDS and (pooled.node is None or pooled.node in alive)
+                (usable if fresh else stale).append(pooled)
             keep = max(0, len(usable) - count) if num_cpus == 0 else len(usable)
             taken, self._idle = usable[keep:], usable[:keep]      # the most recently used: the warmest
             nodes = self._fewest_actors(alive, count - len(taken))
@@ -315,9 +318,8 @@ class _ActorPool:
         except BaseException:
             self._drop(taken + made)
             with self._lock:
-                for node in nodes[len(made):]:
-                    if self._session == session:
-                        self._placed[node] -= 1
+                if self._session == session:      # the nodes chosen for actors never made
+                    self._placed.subtract(nodes[len(made):])
             raise
         return taken + made
 
@@ -326,7 +328,7 @@ class _ActorPool:
         session = self._current()
         reuse = {id(p) for p in healthy} if num_cpus == 0 else set()
         now = time.monotonic()
-        drop = []
+        drop: list[_Pooled] = []
         with self._lock:
             for pooled in actors:
                 if id(pooled) in reuse and pooled.session == session == self._session:
