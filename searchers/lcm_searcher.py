@@ -32,7 +32,7 @@ from raytuner.searchers.strategy_searcher import StrategySearcher
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
 from raytuner.strategies.multiobjective import mla_engine
-from raytuner.strategies.mla import BatchMode
+from raytuner.strategies.mla import BatchMode, Design
 
 __all__ = ["LCMSearcher"]
 
@@ -42,7 +42,7 @@ class LCMSearcher(StrategySearcher):
 
     ``n_initial`` LHS configurations per task come first (with ``source``, the
     first is where the source tasks agree: :class:`raytuner.strategies.MLA`), then model-guided
-    suggestions; ``options``, ``acquisition``, ``acquisition_options``,
+    suggestions; ``design``, ``options``, ``acquisition``, ``acquisition_options``,
     ``batch`` and ``executor`` are those of :class:`raytuner.strategies.MLA`.
     Stored evaluations of the same problem and tasks are replayed first, so a
     new searcher continues an old run. A problem with several objectives or
@@ -61,6 +61,7 @@ class LCMSearcher(StrategySearcher):
         mode: Ray's ``"min"``/``"max"`` (a list for several metrics), which must agree with the goals.
         seed: The engine's seed.
         n_initial: LHS configurations per task before the model guides.
+        design: ``"per_task"`` (each task draws its own initial design) or ``"shared"`` (one for all).
         options: The LCM's fitting options.
         acquisition: The acquisition function.
         acquisition_options: Its options.
@@ -76,10 +77,11 @@ class LCMSearcher(StrategySearcher):
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                  store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | list[str] | None = None,
                  mode: str | list[str] | None = None, seed: int | None = None, *, n_initial: int = 10,
-                 options: LCMOptions | None = None, acquisition: str = "ei",
+                 design: Design = "per_task", options: LCMOptions | None = None, acquisition: str = "ei",
                  acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
                  executor: Executor | None = None, source: Any = None, **session_options: Any) -> None:
-        engine = mla_engine(problem, tasks, seed=seed, n_initial=n_initial, options=options, acquisition=acquisition,
+        engine = mla_engine(problem, tasks, seed=seed, n_initial=n_initial, design=design, options=options,
+                            acquisition=acquisition,
                             acquisition_options=acquisition_options, batch=batch, executor=executor,
                             objective=metric if isinstance(metric, str) else None, source=source)
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)

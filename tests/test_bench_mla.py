@@ -1,6 +1,7 @@
-"""The MLA benchmark's pure parts: the ask/tell driver, the metrics it reports and the results layout.
+"""The MLA benchmark's parts: the ask/tell driver, the metrics it reports and the results layout.
 
-Nothing here fits a model; the benchmark itself runs with ``raytuner bench mla --quick``.
+Only the LCBench cells' test fits models (a tiny run of each tuner on the real surrogate); the
+benchmark itself runs with ``raytuner bench mla --quick``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import pytest
 
 from raytuner.bench.mla import (TUNERS as ALL_TUNERS, QualitySettings, available_tuners, build_results, drive,
                                 normalised_curves, quality_results, render_report, run_quality)
+from raytuner.bench.lcbench import LCBenchSurrogate
+from raytuner.bench.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_rows, run_lcbench_quality
 from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
 from raytuner.bench.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
 from raytuner.space import ProblemSpace
@@ -160,3 +163,50 @@ def test_optuna_gp_is_a_peer_and_skipped_without_torch(monkeypatch: pytest.Monke
                                                     "naive_restarts": 2, "naive_samples": [10]}})
     assert "Skipped optuna_tpe: why not." in report and "against optuna_gp: **missed**" in report
     assert "at 20 x 250 (5,000 records) at most 3 s: not measured" in report
+
+
+def _fake_lcbench() -> dict:
+    rng = np.random.default_rng(1)
+    best = {name: 90.0 + rng.random((3, 4)) for name in ("mla", "mla_shared", "single_task_bo", "random")}
+    best["mla_shared"] = np.maximum(best["mla_shared"], best["single_task_bo"] + 0.01)  # always ahead of it
+    rows = lcbench_rows(best, {name: [1.0, 2.0, 3.0] for name in best})
+    return {"rows": rows, "references": ["mla", "mla_shared"], "tasks": [3945, 7593], "seeds": [0, 1, 2],
+            "epoch": 52, "evaluations_per_task": 20, "n_initial": 10}
+
+
+def test_the_lcbench_cells_give_win_rates_with_their_errors_and_a_goal() -> None:
+    lcbench = _fake_lcbench()
+    by_tuner = {row["tuner"]: row for row in lcbench["rows"]}
+    assert by_tuner["mla_shared"]["win_rate_vs"]["single_task_bo"] == 1.0
+    assert by_tuner["mla_shared"]["win_rate_se_vs"]["single_task_bo"] == 0.0    # every seed won whole
+    assert set(by_tuner["mla"]["win_rate_vs"]) == {"mla_shared", "single_task_bo", "random"}
+    assert by_tuner["random"]["win_rate_vs"] == {} and by_tuner["random"]["win_rate_se_vs"] == {}
+    results = build_results(_fake_quality(), _fake_overhead(), quick=False, machine={"cores": 2},
+                            quality_lcbench=lcbench)
+    expected = by_tuner["mla"]["win_rate_vs"]["single_task_bo"] >= 0.7
+    assert results["goals"]["mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench"] is expected
+    skipped = build_results(_fake_quality(), _fake_overhead(), quick=False, machine={},
+                            quality_lcbench={"skipped": "FileNotFoundError: no data"})
+    assert skipped["goals"]["mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench"] is None
+    json.dumps(results, allow_nan=False)
+    report = render_report({**results, "elapsed_s": 1.0, "quality": {
+        **results["quality"], "tasks": [1.0], "seeds": [0], "evaluations_per_task": 20, "n_initial": 10,
+        "plot": None}, "overhead": {**results["overhead"], "asks": 5, "fit_repeats": 3, "naive_restarts": 5,
+                                    "naive_samples": [10]}})
+    assert "## Quality on LCBench" in report and "| mla_shared |" in report and " ± " in report
+
+
+def test_the_lcbench_cells_run_every_tuner_on_the_real_surrogate() -> None:
+    try:
+        surrogate = LCBenchSurrogate()
+    except (FileNotFoundError, ImportError) as exc:   # the [test] extra and CI's shared data provide both
+        pytest.fail(f"the LCBench surrogate does not load: {exc}", pytrace=False)
+    settings = LCBenchQuality(seeds=(0, 1), tasks=(3945, 7593), evaluations=4, n_initial=2)
+    out = run_lcbench_quality(settings, surrogate=surrogate)
+    assert [row["tuner"] for row in out["rows"]] == list(LCBENCH_TUNERS)
+    for name, cells in out["best"].items():
+        assert np.shape(cells) == (2, 2) and all(0.0 < v <= 100.0 for row in cells for v in row), name
+    by_tuner = {row["tuner"]: row for row in out["rows"]}
+    for reference in ("mla", "mla_shared"):
+        assert set(by_tuner[reference]["win_rate_vs"]) == set(LCBENCH_TUNERS) - {reference}
+        assert all(0.0 <= w <= 1.0 for w in by_tuner[reference]["win_rate_vs"].values())

@@ -146,7 +146,7 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
      "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)"),
     ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
     ("mla", {"candidates": 256}, [TASK], None,
-     "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, n_initial, "
+     "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, n_initial, "
      "objective, options, search_candidates)"),
     ("tla", {}, [TASK], None, "source: tla transfers from source data"),
     ("tla2", {}, [TASK], None, "source: tla2 transfers from source data"),

@@ -171,6 +171,36 @@ def test_invalid_batch_mode_names_the_field() -> None:
     assert err.value.field == "n_initial"
 
 
+def _initial_designs(problem: ProblemSpace, tasks: list[dict[str, Any]], n: int,
+                     **engine_args: Any) -> list[list[dict[str, Any]]]:
+    """Each task's initial configurations, asked task by task."""
+    engine = MLA(problem, tasks, seed=3, n_initial=n, options=FAST, executor=INLINE, **engine_args)
+    designs: list[list[dict[str, Any]]] = []
+    for task in tasks:
+        designs.append([])
+        for _ in range(n):
+            s = engine.ask(task)
+            assert s.provenance.source == "initial"
+            designs[-1].append(s.config)
+            engine.tell(evaluate(s, 1.0))
+    return designs
+
+
+def test_each_task_draws_its_own_initial_design_unless_they_share_one() -> None:
+    tasks = [{"t": 1.0}, {"t": 2.0}, {"t": 3.5}]
+    own = _initial_designs(DEMO, tasks, 4)
+    assert own[1] != own[0] and own[2] != own[0] and own[1] != own[2]
+    shared = _initial_designs(DEMO, tasks, 4, design="shared")
+    assert shared[0] == shared[1] == shared[2] and len({c["x"] for c in shared[0]}) == 4
+    assert own[0] == shared[0] == _initial_designs(DEMO, tasks[:1], 4)[0]   # task 0's, as single-task BO's
+    # under a task-dependent constraint each task's shared design stays valid for it
+    constrained = _initial_designs(MIXED, [{"t": 1.0}, {"t": 2.6}], 5, design="shared")
+    assert all(MIXED.is_valid({"t": t}, c) for t, design in zip((1.0, 2.6), constrained) for c in design)
+    with pytest.raises(InvalidInputError) as err:
+        MLA(DEMO, tasks, design="isotropic")  # type: ignore[arg-type]
+    assert err.value.field == "design" and "per_task" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_failed_evaluations_are_never_suggested_again_nor_modelled() -> None:
     task = {"t": 1.0}
     engine = MLA(DEMO, [task], seed=5, n_initial=5, options=FAST, executor=INLINE, search_candidates=256)

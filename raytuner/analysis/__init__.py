@@ -8,10 +8,10 @@ Example:
     1.5
 """
 
-from raytuner.analysis.metrics import best_so_far, r_bar, relative_performance, win_rate
+from raytuner.analysis.metrics import best_so_far, r_bar, relative_performance, win_rate, win_rate_se
 from raytuner.analysis.sensitivity import SensitivityResult, reduce_space, sobol_analysis
 from raytuner.analysis.summary import task_summary
 from raytuner.analysis.surrogate import SurrogateModel, surrogate_from_records
 
-__all__ = ["relative_performance", "r_bar", "win_rate", "best_so_far", "task_summary", "SurrogateModel",
+__all__ = ["relative_performance", "r_bar", "win_rate", "win_rate_se", "best_so_far", "task_summary", "SurrogateModel",
            "surrogate_from_records", "SensitivityResult", "sobol_analysis", "reduce_space"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from raytuner.errors import InvalidInputError
 
-__all__ = ["relative_performance", "r_bar", "win_rate", "best_so_far"]
+__all__ = ["relative_performance", "r_bar", "win_rate", "win_rate_se", "best_so_far"]
 
 
 def relative_performance(best: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -94,6 +94,29 @@ def win_rate(a: np.ndarray, b: np.ndarray) -> float:
         raise InvalidInputError("a", "win rate of no cells")
     wins = np.count_nonzero(a_values < b_values) + 0.5 * np.count_nonzero(a_values == b_values)
     return float(wins / a_values.size)
+
+
+def win_rate_se(a: np.ndarray, b: np.ndarray) -> float | None:
+    """The standard error of :func:`win_rate` over seeds: the rows of ``a`` and ``b`` are seeds.
+
+    The cells of one seed share its draws, so the error comes from the spread
+    of the per-seed win rates (their sample standard deviation over the
+    square root of the number of seeds); ``None`` with fewer than two seeds.
+
+    Args:
+        a: the values of the first tuner, shaped (seeds, cells per seed).
+        b: the values of the second, same shape.
+
+    >>> win_rate_se(np.array([[1.0, 1.0], [2.0, 2.0]]), np.array([[2.0, 2.0], [1.0, 1.0]]))
+    0.5
+    >>> win_rate_se(np.array([[1.0, 2.0]]), np.array([[2.0, 1.0]])) is None
+    True
+    """
+    a_values, b_values = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a_values.ndim != 2 or a_values.shape[0] < 2:
+        return None
+    per_seed = [win_rate(x, y) for x, y in zip(a_values, b_values)]
+    return float(np.std(per_seed, ddof=1) / np.sqrt(len(per_seed)))
 
 
 def best_so_far(values: np.ndarray) -> np.ndarray:

@@ -48,7 +48,7 @@ from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "suggest_config", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe",
+__all__ = ["Trace", "suggest_config", "tpe_values", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe",
            "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
@@ -181,9 +181,17 @@ def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
     return config
 
 
-def _tpe_values(space: Space, evaluations: int, seed: int, direction: str,
+def tpe_values(space: Space, evaluations: int, seed: int, direction: str,
                 objective: Callable[[dict[str, Any]], float]) -> list[float]:
-    """One Optuna TPE study of ``evaluations`` (half of them random startup): the value of each, in order."""
+    """One Optuna TPE study of ``evaluations`` (half of them random startup): the value of each, in order.
+
+    Args:
+        space: the parameter space.
+        evaluations: how many trials.
+        seed: the sampler's seed.
+        direction: Optuna's ``"minimize"`` or ``"maximize"``.
+        objective: a configuration's value.
+    """
     try:
         import optuna
     except ImportError as exc:
@@ -245,7 +253,7 @@ def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     """
     _, evaluations = demo_budget(structure)
     space = _demo_problem().parameter_space
-    rows = [_tpe_values(space, evaluations, seed * 1000 + j, "minimize", lambda c, t=t: demo(c["x"], t))
+    rows = [tpe_values(space, evaluations, seed * 1000 + j, "minimize", lambda c, t=t: demo(c["x"], t))
             for j, t in enumerate(tasks)]
     return _at_b_max(np.array(rows, dtype=float))
 
@@ -340,7 +348,7 @@ def run_lcbench_tpe(surrogate: LCBenchSurrogate, task_ids: Sequence[int], struct
         raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
     space = surrogate.problem(task_ids).parameter_space
     b_max = structure.b_max
-    rows = [_tpe_values(space, evaluations, seed * 1000 + j, "maximize",
+    rows = [tpe_values(space, evaluations, seed * 1000 + j, "maximize",
                         lambda c, t=t: surrogate.evaluate(t, c, b_max)["val_accuracy"])
             for j, t in enumerate(task_ids)]
     return _at_b_max(np.array(rows, dtype=float), sign=-1.0)

@@ -68,7 +68,7 @@ Need = Literal["executor", "source", "sources", "fidelities"]
 #: ``(problem, tasks, seed, source, options) -> engine``; the options include the executor when there is one.
 Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[str, Any]], Strategy]
 
-_MLA_OPTIONS = ("n_initial", "options", "acquisition", "acquisition_options", "batch", "objective",
+_MLA_OPTIONS = ("n_initial", "design", "options", "acquisition", "acquisition_options", "batch", "objective",
                 "search_candidates")
 
 
