@@ -186,7 +186,7 @@ def test_the_lcbench_cells_give_win_rates_with_their_errors_and_a_goal() -> None
     expected = by_tuner["mla"]["win_rate_vs"]["single_task_bo"] >= 0.7
     assert results["goals"]["mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench"] is expected
     skipped = build_results(_fake_quality(), _fake_overhead(), quick=False, machine={},
-                            quality_lcbench={"skipped": "FileNotFoundError: no data"})
+                            quality_lcbench={"skipped": {"lcbench": "FileNotFoundError: no data"}})
     assert skipped["goals"]["mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench"] is None
     json.dumps(results, allow_nan=False)
     report = render_report({**results, "elapsed_s": 1.0, "quality": {
@@ -196,6 +196,7 @@ def test_the_lcbench_cells_give_win_rates_with_their_errors_and_a_goal() -> None
     assert "## Quality on LCBench" in report and "| mla_shared |" in report and " ± " in report
 
 
+@pytest.mark.slow
 def test_the_lcbench_cells_run_every_tuner_on_the_real_surrogate() -> None:
     try:
         surrogate = LCBenchSurrogate()

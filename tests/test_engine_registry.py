@@ -37,7 +37,8 @@ INLINE = InlineExecutor()
 #: name -> (problem, tasks, options); every registered engine is here (checked below).
 SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
     "random": (PROBLEM, [TASK, {"t": 2.0}], {}),
-    "mla": (PROBLEM, [TASK, {"t": 2.0}], {"n_initial": 2, "options": FAST, "search_candidates": 128}),
+    "mla": (PROBLEM, [TASK, {"t": 2.0}], {"n_initial": 2, "design": "shared", "options": FAST,
+                                          "search_candidates": 128}),
     "band": (PROBLEM, [TASK], {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "options": FAST,
                                "search_candidates": 128}),
     "discrete": (DISCRETE, [{}], {"n_initial": 2, "method": "pi"}),

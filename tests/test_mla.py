@@ -193,9 +193,14 @@ def test_each_task_draws_its_own_initial_design_unless_they_share_one() -> None:
     shared = _initial_designs(DEMO, tasks, 4, design="shared")
     assert shared[0] == shared[1] == shared[2] and len({c["x"] for c in shared[0]}) == 4
     assert own[0] == shared[0] == _initial_designs(DEMO, tasks[:1], 4)[0]   # task 0's, as single-task BO's
-    # under a task-dependent constraint each task's shared design stays valid for it
-    constrained = _initial_designs(MIXED, [{"t": 1.0}, {"t": 2.6}], 5, design="shared")
-    assert all(MIXED.is_valid({"t": t}, c) for t, design in zip((1.0, 2.6), constrained) for c in design)
+    # under a task-dependent constraint (x < t / 4) a task keeps the first task's points it accepts
+    strict_first = _initial_designs(MIXED, [{"t": 1.0}, {"t": 2.6}], 5, design="shared")
+    assert strict_first[0] == strict_first[1]            # every point with x < 0.25 has x < 0.65
+    loose_first = _initial_designs(MIXED, [{"t": 2.6}, {"t": 1.0}], 5, design="shared")
+    accepted = [c for c in loose_first[0] if c["x"] < 0.25]
+    assert loose_first[1][:len(accepted)] == accepted and len(loose_first[1]) == 5
+    assert all(MIXED.is_valid({"t": 1.0}, c) for c in loose_first[1])
+    assert len({(c["x"], c["n"], c["alg"]) for c in loose_first[1]}) == 5
     with pytest.raises(InvalidInputError) as err:
         MLA(DEMO, tasks, design="isotropic")  # type: ignore[arg-type]
     assert err.value.field == "design" and "per_task" in str(err.value) and "\n" not in str(err.value)

@@ -111,8 +111,14 @@ def win_rate_se(a: np.ndarray, b: np.ndarray) -> float | None:
     0.5
     >>> win_rate_se(np.array([[1.0, 2.0]]), np.array([[2.0, 1.0]])) is None
     True
+    >>> win_rate_se(np.ones((3, 2)), np.ones((2, 2)))
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: b: shape (2, 2) differs from a's (3, 2)
     """
     a_values, b_values = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a_values.shape != b_values.shape:
+        raise InvalidInputError("b", f"shape {b_values.shape} differs from a's {a_values.shape}")
     if a_values.ndim != 2 or a_values.shape[0] < 2:
         return None
     per_seed = [win_rate(x, y) for x, y in zip(a_values, b_values)]

@@ -48,8 +48,8 @@ from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "suggest_config", "tpe_values", "demo_budget", "run_demo_gptuneband", "run_demo_mla", "run_demo_tpe",
-           "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
+__all__ = ["Trace", "suggest_config", "tpe_values", "demo_budget", "run_demo_gptuneband", "run_demo_mla",
+           "run_demo_tpe", "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
 @dataclass
@@ -182,7 +182,7 @@ def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
 
 
 def tpe_values(space: Space, evaluations: int, seed: int, direction: str,
-                objective: Callable[[dict[str, Any]], float]) -> list[float]:
+               objective: Callable[[dict[str, Any]], float]) -> list[float]:
     """One Optuna TPE study of ``evaluations`` (half of them random startup): the value of each, in order.
 
     Args:

@@ -38,6 +38,7 @@ from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.bench.mla_scale import dash
 from raytuner.bench.report import markdown_table
 from raytuner.strategies import MLA, RandomSearch, Strategy
+from raytuner.strategies.mla import Design
 
 __all__ = ["LCBenchQuality", "FULL_LCBENCH", "QUICK_LCBENCH", "LCBENCH_TUNERS", "REFERENCES", "drive_lcbench",
            "run_lcbench_quality", "lcbench_rows", "lcbench_cells", "render_lcbench"]
@@ -84,7 +85,7 @@ def _tasks(s: LCBenchQuality) -> list[dict[str, Any]]:
     return [{"task_id": t} for t in s.tasks]
 
 
-def _mla(design: str) -> LCBenchRun:
+def _mla(design: Design) -> LCBenchRun:
     def run(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
         engine = MLA(surrogate.problem(s.tasks), _tasks(s), seed=seed, n_initial=s.n_initial, design=design)
         return drive_lcbench(engine, surrogate, s.evaluations)
@@ -115,7 +116,8 @@ LCBENCH_TUNERS: dict[str, LCBenchRun] = {"mla": _mla("per_task"), "mla_shared": 
 
 def lcbench_rows(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
                  references: Sequence[str] = REFERENCES) -> list[dict[str, Any]]:
-    """One row per tuner: its mean best accuracy, wall seconds per run, and for the references their win rates.
+    """One row per tuner: its mean best accuracy (and the standard deviation over seeds of the per-seed mean),
+    wall seconds per run, and for the references their win rates.
 
     Args:
         best: per tuner, its best accuracy per (seed, task) cell, shaped (seeds, tasks).
@@ -127,7 +129,7 @@ def lcbench_rows(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[flo
         peers = [p for p in best if p != name] if name in references else []
         errors = {p: win_rate_se(-values, -best[p]) for p in peers}      # accuracies: higher wins
         rows.append({"tuner": name, "best_mean": round(float(np.mean(values)), 4),
-                     "best_sd": round(float(np.std(values)), 4),
+                     "best_sd": round(float(np.std(np.mean(values, axis=1))), 4),    # over seeds
                      "win_rate_vs": {p: round(win_rate(-values, -best[p]), 4) for p in peers},
                      "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()},
                      "wall_seconds_median": round(statistics.median(wall[name]), 3)})
@@ -163,16 +165,27 @@ def run_lcbench_quality(settings: LCBenchQuality, tuners: Mapping[str, LCBenchRu
 
 
 def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
-    """:func:`run_lcbench_quality`, or ``{"skipped": why}`` where the data, onnxruntime or Optuna is missing.
+    """:func:`run_lcbench_quality` with every tuner this environment runs; ``skipped`` names the others and why.
+
+    Without the LCBench data or onnxruntime nothing runs (``skipped`` names
+    ``lcbench``); without Optuna only ``optuna_tpe`` is left out.
 
     Args:
         settings: the seeds, tasks and evaluations.
     """
     try:
-        return run_lcbench_quality(settings)
+        surrogate = LCBenchSurrogate()
     except (OSError, ImportError) as exc:
         log.warning("skipping the LCBench cells: %s", exc)
-        return {"skipped": f"{type(exc).__name__}: {exc}"}
+        return {"skipped": {"lcbench": f"{type(exc).__name__}: {exc}"}}
+    tuners, skipped = dict(LCBENCH_TUNERS), dict[str, str]()
+    try:
+        import optuna  # noqa: F401  (the TPE peer)
+    except ImportError as exc:
+        skipped["optuna_tpe"] = f"Optuna cannot be imported ({exc})"
+        log.warning("skipping the optuna_tpe peer on LCBench: %s", skipped["optuna_tpe"])
+        del tuners["optuna_tpe"]
+    return {**run_lcbench_quality(settings, tuners, surrogate), "skipped": skipped}
 
 
 def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
@@ -183,8 +196,9 @@ def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
     """
     if not lcbench:
         return []
-    if "skipped" in lcbench:
-        return ["## Quality on LCBench", "", f"Skipped: {lcbench['skipped']}.", ""]
+    skipped = [f"Skipped {name}: {why}." for name, why in lcbench.get("skipped", {}).items()]
+    if "rows" not in lcbench:
+        return ["## Quality on LCBench", "", *skipped, ""]
     references = lcbench["references"]
     by_tuner = {row["tuner"]: row for row in lcbench["rows"]}
 
@@ -202,4 +216,4 @@ def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
             f"maximised; {lcbench['evaluations_per_task']} evaluations per task ({lcbench['n_initial']} initial), "
             f"seeds {lcbench['seeds']}. `mla` gives each task its own initial design, `mla_shared` one design "
             "for all. Win rate: share of (seed, task) cells with a strictly higher best accuracy (ties count "
-            "half), ± its standard error over the seeds.", "", table, ""]
+            "half), ± its standard error over the seeds.", "", table, "", *skipped, *([""] if skipped else [])]

@@ -187,7 +187,8 @@ class TLA2(MLA):
         source_model: The source tasks' LCM hyperparameters (fitted here when not given).
         refit: ``"weights"`` learns only the new task's weights; ``"all"`` refits every hyperparameter.
         **mla_options: :class:`~raytuner.strategies.MLA`'s options (``n_initial``, ``options``,
-            ``executor``, ...).
+            ``executor``, ...); ``design`` changes nothing: the new task's sample is centred on TLA1's
+            prediction and the source tasks need none.
     """
 
     name = "tla2"
