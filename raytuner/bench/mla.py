@@ -57,15 +57,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from raytuner.analysis import best_so_far, r_bar, relative_performance, win_rate, win_rate_se
+from raytuner.analysis import best_so_far, r_bar, relative_performance
 from raytuner.bench.ask_tell import drive_tasks
 from raytuner.bench.mla_lcbench import FULL_LCBENCH, QUICK_LCBENCH, lcbench_cells, render_lcbench
 from raytuner.bench.mla_overhead import (GOAL_ASK_SECONDS, GOAL_SPEEDUP, LOGLIK_TOLERANCE, OverheadSettings,
                                          overhead_goals, render_overhead, run_overhead)
 from raytuner.bench.mla_scale import (EXACT_MAX_RECORDS, GOAL_ASK_AT_SCALE, GOAL_COLD_FIT_SECONDS,
-                                      GOAL_WARM_ASK_SECONDS, HELDOUT_MIN_RECORDS, HELDOUT_PER_TASK, dash,
+                                      GOAL_WARM_ASK_SECONDS, HELDOUT_MIN_RECORDS, HELDOUT_PER_TASK,
                                       scale_goals)
-from raytuner.bench.report import machine_at_start, markdown_table, publish, save_history_plot
+from raytuner.bench.report import (machine_at_start, markdown_table, peer_win_rates, publish, save_history_plot,
+                                   win_cell)
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch, Strategy
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
@@ -246,12 +247,10 @@ def quality_results(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[
     rows = []
     for name in best:
         peers = [p for p in best if p != name] if name == reference else []
-        errors = {p: win_rate_se(best[name], best[p]) for p in peers}
         rows.append({"tuner": name, "R_bar": round(r_bar(r_tilde[name]), 4),
                      "R_tilde_mean": round(float(np.mean(r_tilde[name])), 4),
                      "R_tilde_median": round(float(np.median(r_tilde[name])), 4),
-                     "win_rate_vs": {p: round(win_rate(best[name], best[p]), 4) for p in peers},
-                     "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()},
+                     **peer_win_rates(best, name, peers),
                      "wall_seconds_median": round(statistics.median(wall[name]), 3)})
     return {"rows": rows, "reference": reference,
             "best": {name: np.round(v, 6).tolist() for name, v in best.items()},
@@ -368,16 +367,10 @@ def render_report(results: Mapping[str, Any]) -> str:
     q, o, g, m = results["quality"], results["overhead"], results["goals"], results["machine"]
     peers = [r["tuner"] for r in q["rows"] if r["tuner"] != q["reference"]]
     reference = next((r for r in q["rows"] if r["tuner"] == q["reference"]), {})
-    wins, errors = reference.get("win_rate_vs", {}), reference.get("win_rate_se_vs", {})
-
-    def win_cell(tuner: str) -> str:
-        error = errors.get(tuner)
-        return dash(wins.get(tuner)) + ("" if error is None else f" ± {error:.2f}")
-
     quality_table = markdown_table(
         ["tuner", "R-bar", "R-tilde mean", "R-tilde median", f"{q['reference']} wins vs (± standard error over seeds)",
          "median wall s per run"],
-        [[r["tuner"], r["R_bar"], r["R_tilde_mean"], r["R_tilde_median"], win_cell(r["tuner"]),
+        [[r["tuner"], r["R_bar"], r["R_tilde_mean"], r["R_tilde_median"], win_cell(reference, r["tuner"]),
           r["wall_seconds_median"]] for r in q["rows"]])
     lines = [f"# MLA benchmark{' (quick)' if results['quick'] else ''}", ""]
     if results["quick"]:

@@ -31,12 +31,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from raytuner.analysis import win_rate, win_rate_se
 from raytuner.bench.ask_tell import drive_tasks
 from raytuner.bench.band_peers import tpe_values
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
-from raytuner.bench.mla_scale import dash
-from raytuner.bench.report import markdown_table
+from raytuner.bench.report import markdown_table, peer_win_rates, win_cell
 from raytuner.strategies import MLA, RandomSearch, Strategy
 from raytuner.strategies.mla import Design
 
@@ -127,11 +125,9 @@ def lcbench_rows(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[flo
     rows = []
     for name, values in best.items():
         peers = [p for p in best if p != name] if name in references else []
-        errors = {p: win_rate_se(-values, -best[p]) for p in peers}      # accuracies: higher wins
         rows.append({"tuner": name, "best_mean": round(float(np.mean(values)), 4),
                      "best_sd": round(float(np.std(np.mean(values, axis=1))), 4),    # over seeds
-                     "win_rate_vs": {p: round(win_rate(-values, -best[p]), 4) for p in peers},
-                     "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()},
+                     **peer_win_rates(best, name, peers, sign=-1.0),                 # accuracies: higher wins
                      "wall_seconds_median": round(statistics.median(wall[name]), 3)})
     return rows
 
@@ -202,14 +198,9 @@ def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
     references = lcbench["references"]
     by_tuner = {row["tuner"]: row for row in lcbench["rows"]}
 
-    def cell(reference: str, tuner: str) -> str:
-        row = by_tuner[reference]
-        error = row["win_rate_se_vs"].get(tuner)
-        return dash(row["win_rate_vs"].get(tuner)) + ("" if error is None else f" ± {error:.2f}")
-
     table = markdown_table(
         ["tuner", "mean best val_accuracy", "sd", *[f"{r} wins vs" for r in references], "median wall s per run"],
-        [[row["tuner"], row["best_mean"], row["best_sd"], *[cell(r, row["tuner"]) for r in references],
+        [[row["tuner"], row["best_mean"], row["best_sd"], *[win_cell(by_tuner[r], row["tuner"]) for r in references],
           row["wall_seconds_median"]] for row in lcbench["rows"]])
     return ["## Quality on LCBench", "",
             f"LCBench tasks {', '.join(map(str, lcbench['tasks']))}, val_accuracy at epoch {lcbench['epoch']}, "

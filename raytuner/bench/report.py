@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from raytuner.analysis.metrics import win_rate, win_rate_se
 from raytuner.environment import cpu_model
 
 __all__ = ["write_results", "publish", "finish_run", "machine_at_start", "goal_lines", "verdict", "rss_mb",
            "peak_rss_mb", "percentile", "markdown_table", "machine_info",
-           "filesystem_of", "save_history_plot"]
+           "filesystem_of", "save_history_plot", "peer_win_rates", "win_cell"]
 
 log = logging.getLogger(__name__)
 
@@ -284,3 +285,35 @@ def save_history_plot(curves: Mapping[str, Sequence[float | None]], path: Path, 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def peer_win_rates(best: Mapping[str, Any], name: str, peers: Sequence[str], sign: float = 1.0) -> dict[str, Any]:
+    """A results row's ``win_rate_vs`` and ``win_rate_se_vs``: ``name``'s win rate over each peer and its standard error.
+
+    Args:
+        best: per tuner, its best value per (seed, cell), shaped (seeds, cells).
+        name: the tuner whose win rates these are.
+        peers: the tuners it is compared with.
+        sign: 1 where lower values win, -1 where higher ones do.
+
+    >>> import numpy as np
+    >>> peer_win_rates({"a": np.array([[1.0], [3.0]]), "b": np.array([[2.0], [2.0]])}, "a", ["b"], sign=-1.0)
+    {'win_rate_vs': {'b': 0.5}, 'win_rate_se_vs': {'b': 0.5}}
+    """
+    errors = {p: win_rate_se(sign * best[name], sign * best[p]) for p in peers}
+    return {"win_rate_vs": {p: round(win_rate(sign * best[name], sign * best[p]), 4) for p in peers},
+            "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()}}
+
+
+def win_cell(row: Mapping[str, Any], peer: str) -> str:
+    """A report cell: ``row``'s win rate over ``peer`` and its standard error (``"-"`` where none).
+
+    Args:
+        row: a results row with ``win_rate_vs`` and ``win_rate_se_vs`` (:func:`peer_win_rates`).
+        peer: the peer's name.
+
+    >>> win_cell({"win_rate_vs": {"b": 0.75}, "win_rate_se_vs": {"b": 0.125}}, "b"), win_cell({}, "b")
+    ('0.75 ± 0.12', '-')
+    """
+    rate, error = row.get("win_rate_vs", {}).get(peer), row.get("win_rate_se_vs", {}).get(peer)
+    return ("-" if rate is None else str(rate)) + ("" if error is None else f" ± {error:.2f}")
