@@ -277,19 +277,19 @@ class GPTuneBandScheduler(TrialScheduler):
             return TrialScheduler.CONTINUE
         if not state.told:
             self._tell(tid, state, result)
-        return self._settle(tune_controller, tid)
+        return self._settle(tid)
 
     def on_trial_complete(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> None:
         """Record a trial that ended before reaching its fidelity (a failed evaluation)."""
         self._forget(trial.trial_id)
         self.finish(trial.trial_id, result, error=False)
-        self._settle(tune_controller)
+        self._settle()
 
     def on_trial_error(self, tune_controller: "TuneController", trial: Trial) -> None:
         """A trial that raised is a failed evaluation."""
         self._forget(trial.trial_id)
         self.finish(trial.trial_id, None, error=True)
-        self._settle(tune_controller)
+        self._settle()
 
     def on_trial_remove(self, tune_controller: "TuneController", trial: Trial) -> None:
         """Drop a trial Ray removed."""
@@ -300,8 +300,13 @@ class GPTuneBandScheduler(TrialScheduler):
 
         A paused trial whose evaluation is open (a promotion routed to it) runs
         even if the routing missed its pause: nothing else would ever resume it.
+        A paused trial the engine retired is stopped here, at Ray's every step: Ray
+        pauses a trial only after saving its checkpoint, so a trial retired while its
+        pause was in flight is paused after every result that could have stopped it
+        (the run then never ended).
         """
         trials = tune_controller.get_trials()
+        self._stop_retired(tune_controller, trials)
         for trial in trials:
             state = self._states.get(trial.trial_id)
             if trial.status == Trial.PAUSED and (trial.trial_id in self._to_unpause
@@ -362,21 +367,26 @@ class GPTuneBandScheduler(TrialScheduler):
                                    provenance=update)
         state.told, state.uid = True, record.uid
 
-    def _settle(self, tune_controller: "TuneController | None", current: str | None = None) -> str:
-        """After a tell: continue promoted trials, stop retired paused ones; the current trial's action."""
+    def _retired(self, state: _TrialState) -> bool:
+        """Whether the trial's last evaluation is recorded and will never be promoted."""
+        return state.told and state.uid is not None and self.engine.retired(state.uid)
+
+    def _stop_retired(self, tune_controller: "TuneController", trials: Sequence[Trial]) -> None:
+        """Stop the paused trials whose evaluation the engine retired (they would wait forever)."""
+        for trial in trials:
+            state = self._states.get(trial.trial_id)
+            if trial.status == Trial.PAUSED and state is not None and self._retired(state):
+                tune_controller.stop_trial(trial)
+
+    def _settle(self, current: str | None = None) -> str:
+        """After a tell: continue promoted trials; the current trial's action (retired paused ones stop
+        in :meth:`choose_trial_to_run`)."""
         if self.iterative:
             self._continue_promoted()
-        for tid in sorted(self._paused):
-            state = self._states[tid]
-            if tune_controller and state.told and state.uid is not None and self.engine.retired(state.uid):
-                trial = next((t for t in tune_controller.get_trials() if t.trial_id == tid), None)
-                self._paused.discard(tid)
-                if trial is not None and trial.status == Trial.PAUSED:
-                    tune_controller.stop_trial(trial)
         if current is None:
             return TrialScheduler.CONTINUE
         state = self._states[current]
-        if not self.iterative or (state.told and state.uid is not None and self.engine.retired(state.uid)):
+        if not self.iterative or self._retired(state):
             return TrialScheduler.STOP
         if not state.told:                        # promoted on the spot: keep training
             return TrialScheduler.CONTINUE

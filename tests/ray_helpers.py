@@ -29,6 +29,26 @@ class InterruptOnce(tune.Callback):
             os.kill(os.getpid(), signal.SIGINT)                 # Tune's handler ends the run, saving its state
 
 
+class StallGuard(tune.Stopper):
+    """End a run that would never end, and say so: the engine has finished, yet Ray keeps stepping.
+
+    A trial left ``PAUSED`` after its engine finished keeps Tune's loop alive for ever (a scheduler bug
+    once hung CI for 15 minutes). Ray asks ``stop_all`` once per step of its loop, so ``steps`` counts loop
+    steps, not seconds: a finished run ends within a handful of steps however busy the machine is.
+    """
+
+    def __init__(self, scheduler, steps: int = 200) -> None:
+        self.scheduler, self.steps, self.after, self.stalled = scheduler, steps, 0, False
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        self.after += self.scheduler.engine.finished
+        self.stalled = self.after > self.steps
+        return self.stalled
+
+
 def interrupted_then_restored(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path):
     """Run ``samples`` trials under ``Tuner``, interrupted after 3 and restored; check nothing is lost.
 

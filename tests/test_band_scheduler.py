@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 
-from ray_helpers import InterruptOnce  # noqa: E402
+from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
@@ -54,6 +55,32 @@ def training(config: dict) -> None:
             tune.report({"y": y, "started_at": start}, checkpoint=tune.Checkpoint.from_directory(d))
 
 
+class SlowPause(tune.Trainable):
+    """An iterative trainable whose checkpoint takes half a second to save, so every pause is in flight a while.
+
+    Ray pauses a trial only once its checkpoint is saved: while it saves, the other trial's results can
+    complete the rung and retire the pausing trial.
+    """
+
+    def setup(self, config: dict) -> None:
+        self.epoch = 0
+
+    def step(self) -> dict:
+        self.epoch += 1
+        return {"y": demo_fidelity(self.config["x"], self.config["t"], b=min(self.epoch, B_MAX), b_max=B_MAX)}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        time.sleep(0.5)
+        (Path(checkpoint_dir) / "state.json").write_text(json.dumps({"epoch": self.epoch}))
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        self.epoch = json.loads((Path(checkpoint_dir) / "state.json").read_text())["epoch"]
+
+    def reset_config(self, new_config: dict) -> bool:
+        self.epoch = 0
+        return True
+
+
 def band(tmp_path: Path, **kwargs) -> GPTuneBandScheduler:
     return GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "store"), "band", b_min=1, b_max=B_MAX, eta=2, seed=0,
                       options=FAST, executor=InlineExecutor(), **kwargs)
@@ -83,13 +110,14 @@ def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, mod
 def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_path: Path) -> None:
     scheduler = band(tmp_path, fidelity_mode="iterative")
     # reuse_actors: a fresh actor per trial cost about a second each (20 s of the test's 21 on 2 idle cores)
+    guard = StallGuard(scheduler)
     tuner = tune.Tuner(training, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
                                                              num_samples=-1, max_concurrent_trials=2,
                                                              reuse_actors=True),
-                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0))
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=guard))
     results = tuner.fit()
     records = JsonStore(tmp_path / "store").evaluations("band")
-    assert not results.errors and scheduler.engine.finished
+    assert not results.errors and scheduler.engine.finished and not guard.stalled
     assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
     by_uid = {r.uid: r for r in records}
     promotions = [r for r in records if r.raytuner.parent]
@@ -102,6 +130,24 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
     expected = scheduler.engine.structure.cost_per_pass("iterative")
     assert scheduler.engine.cost_per_task() == pytest.approx([expected] * len(TASKS))
     assert len(results) == sum(1 for r in records if r.raytuner.rung == 0)   # one Ray trial per sample
+
+
+def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_and_the_run_ends(local_ray, tmp_path: Path) -> None:
+    """Each pause takes half a second (a slow checkpoint); a trial the engine retires meanwhile ends up PAUSED
+    after every result that could stop it. Before the fix the run never ended (3 runs of 3; a CI run hung
+    on it once with an instant checkpoint): ``StallGuard`` turns that hang into a failure."""
+    scheduler = band(tmp_path, fidelity_mode="iterative")
+    guard = StallGuard(scheduler)
+    tuner = tune.Tuner(SlowPause, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
+                                                              num_samples=-1, max_concurrent_trials=2,
+                                                              reuse_actors=True),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=guard))
+    results = tuner.fit()
+    records = JsonStore(tmp_path / "store").evaluations("band")
+    assert not guard.stalled, "the run did not end: a trial stayed PAUSED after the engine finished"
+    assert not results.errors and scheduler.engine.finished
+    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
+    assert all(r.additional_output["training_iteration"] == r.raytuner.fidelity for r in records)
 
 
 def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_path: Path) -> None:
