@@ -172,8 +172,6 @@ class GPTuneBandScheduler(TrialScheduler):
         self.session = TuningSession.resume(problem_name, problem, self.engine, self.store, **session_options)
         self._states: dict[str, _TrialState] = {}
         self._held: list[SessionTrial] = []         # asked, for the next suggests: their Ray trial is gone
-        self._to_unpause: set[str] = set()
-        self._paused: set[str] = set()
         self._warned_restart = False
         #: Most evaluations in flight at once (``max_concurrent_trials``; paused trials do not count).
         self.max_concurrent: int | None = None
@@ -242,18 +240,6 @@ class GPTuneBandScheduler(TrialScheduler):
             self._tell(trial_id, state, None, failure=f"trial ended before fidelity {state.target:g} "
                                                       f"({self.time_attr} = {got})")
 
-    def mark_paused(self, trial_id: str, paused: bool) -> None:
-        """Note that Ray paused (or resumed) ``trial_id``.
-
-        Args:
-            trial_id: Ray's trial id.
-            paused: Paused (``True``) or resumed.
-        """
-        if paused and trial_id in self._states:
-            self._paused.add(trial_id)
-        else:
-            self._paused.discard(trial_id)
-
     # -- scheduler side --------------------------------------------------------------------------
     def on_trial_add(self, tune_controller: "TuneController", trial: Trial) -> None:
         """Check that the trial came from this scheduler's searcher."""
@@ -266,8 +252,6 @@ class GPTuneBandScheduler(TrialScheduler):
     def on_trial_result(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> str:
         """Record the evaluation when the trial reaches its fidelity; then STOP, PAUSE or CONTINUE it."""
         tid = trial.trial_id
-        self._to_unpause.discard(tid)
-        self._paused.discard(tid)
         state = self._states.get(tid)
         if state is None:
             return TrialScheduler.CONTINUE
@@ -296,26 +280,20 @@ class GPTuneBandScheduler(TrialScheduler):
         self._forget(trial.trial_id)
 
     def choose_trial_to_run(self, tune_controller: "TuneController") -> Trial | None:
-        """Promoted paused trials first (they complete rungs), then new trials in order.
+        """Paused trials with an open evaluation first (promotions: they complete rungs), then new trials in order.
 
-        A paused trial whose evaluation is open (a promotion routed to it) runs
-        even if the routing missed its pause: nothing else would ever resume it.
-        A paused trial the engine retired is stopped here, at Ray's every step: Ray
-        pauses a trial only after saving its checkpoint, so a trial retired while its
-        pause was in flight is paused after every result that could have stopped it
-        (the run then never ended).
+        Paused trials the engine retired stop here, at Ray's every step: Ray pauses a trial only once its
+        checkpoint is saved, so a trial retired while that save was in flight is paused after every result
+        that could have stopped it (the run then never ended).
         """
         trials = tune_controller.get_trials()
-        self._stop_retired(tune_controller, trials)
-        for trial in trials:
-            state = self._states.get(trial.trial_id)
-            if trial.status == Trial.PAUSED and (trial.trial_id in self._to_unpause
-                                                 or (state is not None and state.live and not state.told)):
-                return trial
-        for trial in trials:
-            if trial.status == Trial.PENDING:
-                return trial
-        return None
+        paused = [(t, self._states[t.trial_id]) for t in trials
+                  if t.status == Trial.PAUSED and t.trial_id in self._states]
+        for trial, state in paused:
+            if self._retired(state):
+                tune_controller.stop_trial(trial)
+        return next((t for t, state in paused if state.live and not state.told), None) or next(
+            (t for t in trials if t.status == Trial.PENDING), None)
 
     def debug_string(self) -> str:
         """A one-line progress summary for Ray's status output."""
@@ -326,8 +304,6 @@ class GPTuneBandScheduler(TrialScheduler):
 
     # -- internals -------------------------------------------------------------------------------
     def _forget(self, tid: str) -> None:
-        self._to_unpause.discard(tid)
-        self._paused.discard(tid)
         if tid in self._states:
             self._states[tid].live = False
 
@@ -371,13 +347,6 @@ class GPTuneBandScheduler(TrialScheduler):
         """Whether the trial's last evaluation is recorded and will never be promoted."""
         return state.told and state.uid is not None and self.engine.retired(state.uid)
 
-    def _stop_retired(self, tune_controller: "TuneController", trials: Sequence[Trial]) -> None:
-        """Stop the paused trials whose evaluation the engine retired (they would wait forever)."""
-        for trial in trials:
-            state = self._states.get(trial.trial_id)
-            if trial.status == Trial.PAUSED and state is not None and self._retired(state):
-                tune_controller.stop_trial(trial)
-
     def _settle(self, current: str | None = None) -> str:
         """After a tell: continue promoted trials; the current trial's action (retired paused ones stop
         in :meth:`choose_trial_to_run`)."""
@@ -390,7 +359,6 @@ class GPTuneBandScheduler(TrialScheduler):
             return TrialScheduler.STOP
         if not state.told:                        # promoted on the spot: keep training
             return TrialScheduler.CONTINUE
-        self._paused.add(current)
         return TrialScheduler.PAUSE
 
     def _continue_promoted(self) -> None:
@@ -412,8 +380,6 @@ class GPTuneBandScheduler(TrialScheduler):
             state = self._states[tid]
             state.session_trial, state.target, state.told = trial.trial_id, float(trial.fidelity or 0), False
             state.start, state.rung = state.reached, trial.provenance.rung or 0
-            if tid in self._paused:
-                self._to_unpause.add(tid)
 
     def _promotion_name(self, suggestion: Suggestion) -> str:
         """A promotion's trial id: ``<Ray trial>@<records told>`` when it continues that Ray trial."""
@@ -455,6 +421,5 @@ class GPTuneBandScheduler(TrialScheduler):
         self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}
         running = {s.session_trial for s in self._states.values() if not s.told}
         self._held = [t for tid, t in self.session.pending.items() if tid not in running]
-        self._paused, self._to_unpause = set(), set()
         log.info("restored GPTuneBand: %d evaluations replayed, %d open trials, %d trials for new Ray trials",
                  len(self.session.records), len(self._states), len(self._held))

@@ -59,14 +59,6 @@ class BracketDriver(Protocol):
             error: Whether it raised.
         """
 
-    def mark_paused(self, trial_id: str, paused: bool) -> None:
-        """Note that Ray paused (or resumed) a trial.
-
-        Args:
-            trial_id: Ray's trial id.
-            paused: Paused (``True``) or resumed.
-        """
-
     def save_state(self, path: str) -> None:
         """Write the scheduler's checkpoint.
 
@@ -114,22 +106,6 @@ class GPTuneBandSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         """Record the trial's open evaluation if the scheduler has not (an error or an early end)."""
         self.band.finish(trial_id, result, error)
-
-    def on_pause(self, trial_id: str) -> None:
-        """A trial waits for its rung: it no longer counts as in flight (the scheduler pauses its own trials).
-
-        Args:
-            trial_id: Ray's trial id.
-        """
-        self.band.mark_paused(trial_id, True)
-
-    def on_unpause(self, trial_id: str) -> None:
-        """A paused trial runs again.
-
-        Args:
-            trial_id: Ray's trial id.
-        """
-        self.band.mark_paused(trial_id, False)
 
     def save(self, checkpoint_path: str) -> None:
         """Save the session id and which Ray trial runs which evaluation (the ledger and store hold the rest)."""
