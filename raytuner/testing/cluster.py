@@ -108,12 +108,24 @@ class LocalCluster:
         self.address = f"127.0.0.1:{port}"
         self._start_node(0, ["--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                              "--include-dashboard=false"])
-        self._wait(1)
+        self._wait_for_head(port)       # a socket check: each `ray status` costs seconds of Python start-up
         for index in range(1, len(self.cpus)):
             self._start_node(index, [f"--address={self.address}", "--node-ip-address=127.0.0.1"])
         self._wait(len(self.cpus))
         log.info("local Ray cluster of %d nodes at %s", len(self.cpus), self.address)
         return self.address
+
+    def _wait_for_head(self, port: int) -> None:
+        """Wait until the head's GCS accepts connections (the other nodes join through it)."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self._processes[0].poll() is not None:
+                raise RaytunerError(f"the head node exited while starting; see the logs in {self._dir}")
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.2)
+        raise RaytunerError(f"the head node did not come up within {self.timeout:.0f} s; logs in {self._dir}")
 
     def _wait(self, count: int) -> None:
         """Wait until ``count`` nodes are alive (``ray status`` lists them)."""
@@ -130,13 +142,17 @@ class LocalCluster:
         raise RaytunerError(f"{count} Ray nodes did not come up within {self.timeout:.0f} s; logs in {self._dir}")
 
     def stop(self) -> None:
-        """End every process the nodes started (each node is its own process group)."""
+        """End every process the nodes started (each node is its own process group).
+
+        A node gets a second to end on SIGTERM, then SIGKILL: Ray's daemons here outlived SIGTERM by 6 s
+        and more (a 10 s grace cost every stop 10 s), and a throwaway cluster keeps nothing worth a grace.
+        """
         for process in reversed(self._processes):
             try:
                 os.killpg(process.pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + 1.0
         for process in reversed(self._processes):
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
