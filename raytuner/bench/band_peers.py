@@ -48,7 +48,7 @@ from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "suggest_config", "tpe_values", "demo_budget", "run_demo_gptuneband", "run_demo_mla",
+__all__ = ["Trace", "suggest_config", "optuna_values", "torch_missing", "demo_budget", "run_demo_gptuneband", "run_demo_mla",
            "run_demo_tpe", "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
@@ -181,9 +181,10 @@ def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
     return config
 
 
-def tpe_values(space: Space, evaluations: int, seed: int, direction: str,
-               objective: Callable[[dict[str, Any]], float]) -> list[float]:
-    """One Optuna TPE study of ``evaluations`` (half of them random startup): the value of each, in order.
+def optuna_values(space: Space, evaluations: int, seed: int, direction: str,
+                  objective: Callable[[dict[str, Any]], float], sampler: str = "TPESampler",
+                  n_startup: int | None = None) -> list[float]:
+    """One Optuna study of ``evaluations`` trials, the first ``n_startup`` random: the value of each, in order.
 
     Args:
         space: the parameter space.
@@ -191,20 +192,33 @@ def tpe_values(space: Space, evaluations: int, seed: int, direction: str,
         seed: the sampler's seed.
         direction: Optuna's ``"minimize"`` or ``"maximize"``.
         objective: a configuration's value.
+        sampler: the name of Optuna's sampler class: ``"TPESampler"`` (default) or ``"GPSampler"`` (it needs
+            torch: see :func:`torch_missing`).
+        n_startup: the random startup trials (default ``None``: half of ``evaluations``, at least 1).
     """
     try:
         import optuna
     except ImportError as exc:
-        raise ImportError("the band benchmark compares with Optuna: pip install 'raytuner[bench]'") from exc
+        raise ImportError("the benchmarks compare with Optuna: pip install 'raytuner[bench]'") from exc
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(1, evaluations // 2))
-    study = optuna.create_study(direction=direction, sampler=sampler)
+    startup = max(1, evaluations // 2) if n_startup is None else n_startup
+    study = optuna.create_study(direction=direction,
+                                sampler=getattr(optuna.samplers, sampler)(seed=seed, n_startup_trials=startup))
     values = []
     for _ in range(evaluations):
         trial = study.ask()
         values.append(float(objective(suggest_config(trial, space))))
         study.tell(trial, values[-1])
     return values
+
+
+def torch_missing() -> str | None:
+    """Why Optuna's GPSampler cannot run here (torch does not import), or ``None`` when it can."""
+    try:
+        import torch  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - an ImportError, or a broken install's OSError: skip, never crash
+        return f"torch cannot be imported ({type(exc).__name__}: {exc})"
+    return None
 
 
 def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
@@ -253,7 +267,7 @@ def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     """
     _, evaluations = demo_budget(structure)
     space = _demo_problem().parameter_space
-    rows = [tpe_values(space, evaluations, seed * 1000 + j, "minimize", lambda c, t=t: demo(c["x"], t))
+    rows = [optuna_values(space, evaluations, seed * 1000 + j, "minimize", lambda c, t=t: demo(c["x"], t))
             for j, t in enumerate(tasks)]
     return _at_b_max(np.array(rows, dtype=float))
 
@@ -348,7 +362,7 @@ def run_lcbench_tpe(surrogate: LCBenchSurrogate, task_ids: Sequence[int], struct
         raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
     space = surrogate.problem(task_ids).parameter_space
     b_max = structure.b_max
-    rows = [tpe_values(space, evaluations, seed * 1000 + j, "maximize",
+    rows = [optuna_values(space, evaluations, seed * 1000 + j, "maximize",
                         lambda c, t=t: surrogate.evaluate(t, c, b_max)["val_accuracy"])
             for j, t in enumerate(task_ids)]
     return _at_b_max(np.array(rows, dtype=float), sign=-1.0)

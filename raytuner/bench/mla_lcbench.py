@@ -7,8 +7,8 @@ tasks are 8 OpenML datasets of LCBench (:data:`~raytuner.bench.lcbench.LCBENCH_T
 YAHPO Gym's surrogate. Tuners, 20 evaluations per task (10 initial):
 ``mla`` (one :class:`~raytuner.strategies.MLA` over all tasks, each task its
 own initial design), ``mla_shared`` (the same with ``design="shared"``),
-``single_task_bo`` (one MLA per task), ``optuna_tpe`` (per task, 10 startup
-trials) and ``random``. Per (seed, task) cell each tuner's best accuracy is
+``single_task_bo`` (one MLA per task), Optuna's ``optuna_tpe`` and
+``optuna_gp`` (``GPSampler``; per task, 10 startup trials each) and ``random``. Per (seed, task) cell each tuner's best accuracy is
 compared; the results give the mean best accuracy per tuner and, for both
 MLA variants, the win rate over each peer with its standard error over the
 seeds.
@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from raytuner.bench.ask_tell import drive_tasks
-from raytuner.bench.band_peers import tpe_values
+from raytuner.bench.band_peers import optuna_values, torch_missing
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.bench.report import markdown_table, peer_win_rates, win_cell
 from raytuner.strategies import MLA, RandomSearch, Strategy
@@ -96,11 +96,14 @@ def _single_task_bo(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -
                                     s.evaluations) for j, task in enumerate(_tasks(s))])
 
 
-def _optuna_tpe(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
-    space = surrogate.problem(s.tasks).parameter_space
-    return np.array([tpe_values(space, s.evaluations, seed * 1000 + j, "maximize",
-                                lambda c, t=t: surrogate.evaluate(t, c, EPOCH)["val_accuracy"])
-                     for j, t in enumerate(s.tasks)], dtype=float)
+def _optuna(sampler: str) -> LCBenchRun:
+    def run(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
+        space = surrogate.problem(s.tasks).parameter_space
+        return np.array([optuna_values(space, s.evaluations, seed * 1000 + j, "maximize",
+                                       lambda c, t=t: surrogate.evaluate(t, c, EPOCH)["val_accuracy"],
+                                       sampler=sampler, n_startup=s.n_initial)
+                         for j, t in enumerate(s.tasks)], dtype=float)
+    return run
 
 
 def _random(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
@@ -108,8 +111,8 @@ def _random(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.nda
 
 
 LCBENCH_TUNERS: dict[str, LCBenchRun] = {"mla": _mla("per_task"), "mla_shared": _mla("shared"),
-                                         "single_task_bo": _single_task_bo, "optuna_tpe": _optuna_tpe,
-                                         "random": _random}
+                                         "single_task_bo": _single_task_bo, "optuna_tpe": _optuna("TPESampler"),
+                                         "optuna_gp": _optuna("GPSampler"), "random": _random}
 
 
 def lcbench_rows(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
@@ -164,7 +167,7 @@ def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
     """:func:`run_lcbench_quality` with every tuner this environment runs; ``skipped`` names the others and why.
 
     Without the LCBench data or onnxruntime nothing runs (``skipped`` names
-    ``lcbench``); without Optuna only ``optuna_tpe`` is left out.
+    ``lcbench``); without Optuna the Optuna peers are left out, without torch ``optuna_gp``.
 
     Args:
         settings: the seeds, tasks and evaluations.
@@ -176,11 +179,14 @@ def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
         return {"skipped": {"lcbench": f"{type(exc).__name__}: {exc}"}}
     tuners, skipped = dict(LCBENCH_TUNERS), dict[str, str]()
     try:
-        import optuna  # noqa: F401  (the TPE peer)
+        import optuna  # noqa: F401  (the Optuna peers)
     except ImportError as exc:
-        skipped["optuna_tpe"] = f"Optuna cannot be imported ({exc})"
-        log.warning("skipping the optuna_tpe peer on LCBench: %s", skipped["optuna_tpe"])
-        del tuners["optuna_tpe"]
+        skipped.update(dict.fromkeys(("optuna_tpe", "optuna_gp"), f"Optuna cannot be imported ({exc})"))
+    if "optuna_gp" not in skipped and (why := torch_missing()) is not None:
+        skipped["optuna_gp"] = why
+    for name, why in skipped.items():
+        log.warning("skipping the %s peer on LCBench: %s", name, why)
+        del tuners[name]
     return {**run_lcbench_quality(settings, tuners, surrogate), "skipped": skipped}
 
 

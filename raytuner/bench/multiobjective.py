@@ -38,6 +38,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from raytuner.bench.band_peers import torch_missing
 from raytuner.bench.mo_problems import RUNNERS, MOProblem, Run, amg_mo_problem, lcbench_problem, zdt_problem
 from raytuner.bench.report import finish_run, markdown_table
 from raytuner.pareto import hypervolume, objective_values, pareto_front
@@ -219,10 +220,8 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     seeds = [0, 1] if quick else list(range(10))
     tuners = dict(RUNNERS)
-    try:
-        import torch  # noqa: F401  (Optuna's GPSampler needs it)
-    except Exception as exc:  # noqa: BLE001 - an ImportError or a broken install: skip the peer, say why
-        log.warning("skipping the optuna_gp peer: torch cannot be imported (%s)", exc)
+    if (why := torch_missing()) is not None:
+        log.warning("skipping the optuna_gp peer: %s", why)
         del tuners["optuna_gp"]
     # the problems run side by side, one process per core (at most 2), the longest first; asks are timed
     # under that load
