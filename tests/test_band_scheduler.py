@@ -107,17 +107,25 @@ def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, mod
     assert JsonStore(tmp_path / "store").models("band")          # the LCM fits are stored too
 
 
-def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_path: Path) -> None:
+@pytest.mark.parametrize("trainable", [training, SlowPause], ids=["function", "slow_checkpoint"])
+def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_path: Path, trainable) -> None:
+    """Iterative fidelity under Tuner: promotions continue their trials from checkpoints, and the run ends.
+
+    With a slow checkpoint (``SlowPause``) a trial the engine retired while its pause was in flight used to
+    stay PAUSED for ever (3 runs of 3; a CI run once hung with the instant one): ``StallGuard`` turns such
+    a hang into a failure.
+    """
     scheduler = band(tmp_path, fidelity_mode="iterative")
-    # reuse_actors: a fresh actor per trial cost about a second each (20 s of the test's 21 on 2 idle cores)
     guard = StallGuard(scheduler)
-    tuner = tune.Tuner(training, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
-                                                             num_samples=-1, max_concurrent_trials=2,
-                                                             reuse_actors=True),
+    # reuse_actors: a fresh actor per trial cost about a second each (20 s of the test's 21 on 2 idle cores)
+    tuner = tune.Tuner(trainable, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
+                                                              num_samples=-1, max_concurrent_trials=2,
+                                                              reuse_actors=True),
                        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=guard))
     results = tuner.fit()
     records = JsonStore(tmp_path / "store").evaluations("band")
-    assert not results.errors and scheduler.engine.finished and not guard.stalled
+    assert not guard.stalled, "the run did not end: a trial stayed PAUSED after the engine finished"
+    assert not results.errors and scheduler.engine.finished
     assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
     by_uid = {r.uid: r for r in records}
     promotions = [r for r in records if r.raytuner.parent]
@@ -130,24 +138,6 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
     expected = scheduler.engine.structure.cost_per_pass("iterative")
     assert scheduler.engine.cost_per_task() == pytest.approx([expected] * len(TASKS))
     assert len(results) == sum(1 for r in records if r.raytuner.rung == 0)   # one Ray trial per sample
-
-
-def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_and_the_run_ends(local_ray, tmp_path: Path) -> None:
-    """Each pause takes half a second (a slow checkpoint); a trial the engine retires meanwhile ends up PAUSED
-    after every result that could stop it. Before the fix the run never ended (3 runs of 3; a CI run hung
-    on it once with an instant checkpoint): ``StallGuard`` turns that hang into a failure."""
-    scheduler = band(tmp_path, fidelity_mode="iterative")
-    guard = StallGuard(scheduler)
-    tuner = tune.Tuner(SlowPause, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
-                                                              num_samples=-1, max_concurrent_trials=2,
-                                                              reuse_actors=True),
-                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=guard))
-    results = tuner.fit()
-    records = JsonStore(tmp_path / "store").evaluations("band")
-    assert not guard.stalled, "the run did not end: a trial stayed PAUSED after the engine finished"
-    assert not results.errors and scheduler.engine.finished
-    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
-    assert all(r.additional_output["training_iteration"] == r.raytuner.fidelity for r in records)
 
 
 def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_path: Path) -> None:
