@@ -9,19 +9,20 @@
 - :mod:`raytuner.cli.errors`: exit statuses and one error line for every command.
 
 >>> from raytuner.cli import main
->>> sorted(main.commands)
+>>> main.list_commands(None)
 ['ask', 'bench', 'crowd', 'dashboard', 'history', 'keys', 'rci', 'serve', 'session', 'tell']
+
+Each command group is imported when its command runs (``CommandGroup.lazy``), so a
+command loads only what it needs: ``raytuner ask`` in a job script does not pay for
+the history views' pandas and matplotlib.
 """
 
-from raytuner.cli.bench import bench
-from raytuner.cli.crowd import crowd
-from raytuner.cli.dashboard import dashboard
-from raytuner.cli.history import history
 from raytuner.cli.main import main
-from raytuner.cli.rci import rci
-from raytuner.cli.service import ask, keys, serve, session_group, tell
 
 __all__ = ["main"]
 
-for _command in (history, bench, serve, keys, session_group, ask, tell, crowd, rci, dashboard):
-    main.add_command(_command)
+main.lazy = {"history": "raytuner.cli.history:history", "bench": "raytuner.cli.bench:bench",
+             "serve": "raytuner.cli.service:serve", "keys": "raytuner.cli.service:keys",
+             "session": "raytuner.cli.service:session_group", "ask": "raytuner.cli.service:ask",
+             "tell": "raytuner.cli.service:tell", "crowd": "raytuner.cli.crowd:crowd",
+             "rci": "raytuner.cli.rci:rci", "dashboard": "raytuner.cli.dashboard:dashboard"}

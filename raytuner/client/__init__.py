@@ -7,10 +7,28 @@
   data read through the service.
 
 >>> from raytuner.client import CrowdClient, RemoteSource, RemoteTuner
+
+Each is imported on first use, so ``raytuner.client.remote`` (what ``raytuner
+ask`` and ``tell`` need) loads without the crowd client's models and analysis.
 """
 
-from raytuner.client.crowd import CrowdClient
-from raytuner.client.remote import RemoteTuner
-from raytuner.client.source import RemoteSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raytuner.client.crowd import CrowdClient
+    from raytuner.client.remote import RemoteTuner
+    from raytuner.client.source import RemoteSource
 
 __all__ = ["RemoteTuner", "CrowdClient", "RemoteSource"]
+
+_MODULES = {"RemoteTuner": "raytuner.client.remote", "CrowdClient": "raytuner.client.crowd",
+            "RemoteSource": "raytuner.client.source"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module 'raytuner.client' has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODULES[name]), name)
