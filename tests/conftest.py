@@ -56,6 +56,7 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("RAY_ADDRESS", "local")
 
 import contextlib
+import shutil
 import socket
 import sys
 import time
@@ -239,13 +240,27 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def band_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The JSON store of a small run of the main job's example (``examples/band_demo.py``), once per worker."""
+def band_store(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The JSON store of a small run of the main job's example (``examples/band_demo.py``), once per test run.
+
+    The run costs about 35 s: the first test worker that needs it makes it, under a file lock in the
+    folder every worker's temporary folder lies in, and the others read the same files (no test writes
+    to them; a read never writes). A run that failed is made again by the next worker that needs it.
+    """
+    import filelock  # noqa: PLC0415 - Ray's own dependency
+
     from dashboard_helpers import run_band_demo  # noqa: PLC0415
 
-    store = tmp_path_factory.mktemp("band") / "store"
-    run_band_demo(store)
-    return store
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    folder, done = shared / "band_store", shared / "band_store.done"
+    with filelock.FileLock(str(shared / "band_store.lock")):
+        if not done.exists():
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir()
+            run_band_demo(folder / "store")
+            done.touch()
+    return folder / "store"
 
 
 @pytest.fixture
