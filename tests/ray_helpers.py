@@ -34,10 +34,11 @@ class StallGuard(tune.Stopper):
 
     A trial left ``PAUSED`` after its engine finished keeps Tune's loop alive for ever (a scheduler bug
     once hung CI for 15 minutes). Ray asks ``stop_all`` once per step of its loop, so ``steps`` counts loop
-    steps, not seconds: a finished run ends within a handful of steps however busy the machine is.
+    steps, not seconds: a finished run ends within a handful of steps that handle events, and a step with
+    no event waits 0.1 s, so 1,000 steps leave a pause still saving (or any last event) at least 100 s.
     """
 
-    def __init__(self, scheduler, steps: int = 200) -> None:
+    def __init__(self, scheduler, steps: int = 1000) -> None:
         self.scheduler, self.steps, self.after, self.stalled = scheduler, steps, 0, False
 
     def __call__(self, trial_id: str, result: dict) -> bool:

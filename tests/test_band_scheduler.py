@@ -112,8 +112,8 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
     """Iterative fidelity under Tuner: promotions continue their trials from checkpoints, and the run ends.
 
     With a slow checkpoint (``SlowPause``) a trial the engine retired while its pause was in flight used to
-    stay PAUSED for ever (3 runs of 3; a CI run once hung with the instant one): ``StallGuard`` turns such
-    a hang into a failure.
+    stay PAUSED for ever. It is a race: it hung 5 runs of 5 on an idle machine, none of 1 under heavy load,
+    and a CI run once with the instant checkpoint. ``StallGuard`` turns such a hang into a failure.
     """
     scheduler = band(tmp_path, fidelity_mode="iterative")
     guard = StallGuard(scheduler)
