@@ -240,7 +240,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def band_store(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+def band_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The JSON store of a small run of the main job's example (``examples/band_demo.py``), once per test run.
 
     The run costs about 35 s: the first test worker that needs it makes it, under a file lock in the
@@ -251,7 +251,8 @@ def band_store(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path
 
     from dashboard_helpers import run_band_demo  # noqa: PLC0415
 
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    base = tmp_path_factory.getbasetemp()          # an xdist worker's is <the run's folder>/popen-gwN
+    shared = base.parent if base.name.startswith("popen-gw") else base
     folder, done = shared / "band_store", shared / "band_store.done"
     with filelock.FileLock(str(shared / "band_store.lock")):
         if not done.exists():

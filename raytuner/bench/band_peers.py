@@ -48,8 +48,8 @@ from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "suggest_config", "optuna_values", "torch_missing", "demo_budget", "run_demo_gptuneband", "run_demo_mla",
-           "run_demo_tpe", "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
+__all__ = ["Trace", "suggest_config", "optuna_values", "torch_missing", "demo_budget", "run_demo_gptuneband",
+           "run_demo_mla", "run_demo_tpe", "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
 @dataclass

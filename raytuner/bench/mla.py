@@ -149,8 +149,9 @@ def run_optuna_gp(problem: ProblemSpace, tasks: list[dict[str, float]], seed: in
 
 def _run_optuna(sampler_name: str, problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
                 s: QualitySettings) -> np.ndarray:
+    x = problem.parameter_space.parameters[0].name
     return np.array([optuna_values(problem.parameter_space, s.evaluations, seed * 1000 + j, "minimize",
-                                   lambda c, t=task["t"]: demo(c["x"], t), sampler=sampler_name,
+                                   lambda c, t=task["t"]: demo(c[x], t), sampler=sampler_name,
                                    n_startup=s.n_initial) for j, task in enumerate(tasks)], dtype=float)
 
 

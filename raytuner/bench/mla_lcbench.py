@@ -8,9 +8,10 @@ YAHPO Gym's surrogate. Tuners, 20 evaluations per task (10 initial):
 ``mla`` (one :class:`~raytuner.strategies.MLA` over all tasks, each task its
 own initial design), ``mla_shared`` (the same with ``design="shared"``),
 ``single_task_bo`` (one MLA per task), Optuna's ``optuna_tpe`` and
-``optuna_gp`` (``GPSampler``; per task, 10 startup trials each) and ``random``. Per (seed, task) cell each tuner's best accuracy is
-compared; the results give the mean best accuracy per tuner and, for both
-MLA variants, the win rate over each peer with its standard error over the
+``optuna_gp`` (``GPSampler``; per task, 10 startup trials each) and
+``random``. Per (seed, task) cell each tuner's best accuracy is compared;
+the results give the mean best accuracy per tuner and, for both MLA
+variants, the win rate over each peer with its standard error over the
 seeds.
 
 Example:

@@ -38,7 +38,8 @@ import logging
 import os
 import traceback
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, NoReturn
 
 import click
 
@@ -209,7 +210,7 @@ class CommandGroup(click.Group):
 
     #: Subcommands imported only when used (name -> ``"module:attribute"``): ``raytuner ask`` then loads the
     #: service's client alone, not the history views' pandas and matplotlib (3.5 s -> about 1 s per call).
-    lazy: dict[str, str] = {}
+    lazy: Mapping[str, str] = MappingProxyType({})
 
     def list_commands(self, ctx: click.Context | None) -> list[str]:
         """Every subcommand's name, the lazy ones included."""

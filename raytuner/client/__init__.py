@@ -32,3 +32,7 @@ def __getattr__(name: str) -> Any:
     if name not in _MODULES:
         raise AttributeError(f"module 'raytuner.client' has no attribute {name!r}")
     return getattr(importlib.import_module(_MODULES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULES])
