@@ -48,7 +48,7 @@ from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "suggest_config", "optuna_values", "torch_missing", "demo_budget", "run_demo_gptuneband",
+__all__ = ["Trace", "suggest_config", "optuna_rows", "torch_missing", "demo_budget", "run_demo_gptuneband",
            "run_demo_mla", "run_demo_tpe", "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
 
 
@@ -181,17 +181,20 @@ def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
     return config
 
 
-def optuna_values(space: Space, evaluations: int, seed: int, direction: str,
-                  objective: Callable[[dict[str, Any]], float], sampler: str = "TPESampler",
-                  n_startup: int | None = None) -> list[float]:
-    """One Optuna study of ``evaluations`` trials, the first ``n_startup`` random: the value of each, in order.
+def optuna_rows(space: Space, tasks: Sequence[Any], evaluations: int, seed: int, direction: str,
+                objective: Callable[[Any, dict[str, Any]], float], sampler: str = "TPESampler",
+                n_startup: int | None = None) -> np.ndarray:
+    """One Optuna study per task (task ``j`` seeded ``seed * 1000 + j``): the values, shaped (tasks, evaluations).
+
+    Each study runs ``evaluations`` trials, the first ``n_startup`` random.
 
     Args:
         space: the parameter space.
-        evaluations: how many trials.
-        seed: the sampler's seed.
+        tasks: the tasks, one study each.
+        evaluations: how many trials per study.
+        seed: the samplers' seed.
         direction: Optuna's ``"minimize"`` or ``"maximize"``.
-        objective: a configuration's value.
+        objective: a (task, configuration)'s value.
         sampler: the name of Optuna's sampler class: ``"TPESampler"`` (default) or ``"GPSampler"`` (it needs
             torch: see :func:`torch_missing`).
         n_startup: the random startup trials (default ``None``: half of ``evaluations``, at least 1).
@@ -202,14 +205,17 @@ def optuna_values(space: Space, evaluations: int, seed: int, direction: str,
         raise ImportError("the benchmarks compare with Optuna: pip install 'raytuner[bench]'") from exc
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     startup = max(1, evaluations // 2) if n_startup is None else n_startup
-    study = optuna.create_study(direction=direction,
-                                sampler=getattr(optuna.samplers, sampler)(seed=seed, n_startup_trials=startup))
-    values = []
-    for _ in range(evaluations):
-        trial = study.ask()
-        values.append(float(objective(suggest_config(trial, space))))
-        study.tell(trial, values[-1])
-    return values
+    rows = []
+    for j, task in enumerate(tasks):
+        study = optuna.create_study(direction=direction, sampler=getattr(optuna.samplers, sampler)(
+            seed=seed * 1000 + j, n_startup_trials=startup))
+        values = []
+        for _ in range(evaluations):
+            trial = study.ask()
+            values.append(float(objective(task, suggest_config(trial, space))))
+            study.tell(trial, values[-1])
+        rows.append(values)
+    return np.array(rows, dtype=float).reshape(len(rows), evaluations)
 
 
 def torch_missing() -> str | None:
@@ -267,9 +273,7 @@ def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     """
     _, evaluations = demo_budget(structure)
     space = _demo_problem().parameter_space
-    rows = [optuna_values(space, evaluations, seed * 1000 + j, "minimize", lambda c, t=t: demo(c["x"], t))
-            for j, t in enumerate(tasks)]
-    return _at_b_max(np.array(rows, dtype=float))
+    return _at_b_max(optuna_rows(space, tasks, evaluations, seed, "minimize", lambda t, c: demo(c["x"], t)))
 
 
 def run_demo_random(tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
@@ -362,7 +366,5 @@ def run_lcbench_tpe(surrogate: LCBenchSurrogate, task_ids: Sequence[int], struct
         raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
     space = surrogate.problem(task_ids).parameter_space
     b_max = structure.b_max
-    rows = [optuna_values(space, evaluations, seed * 1000 + j, "maximize",
-                        lambda c, t=t: surrogate.evaluate(t, c, b_max)["val_accuracy"])
-            for j, t in enumerate(task_ids)]
-    return _at_b_max(np.array(rows, dtype=float), sign=-1.0)
+    return _at_b_max(optuna_rows(space, task_ids, evaluations, seed, "maximize",
+                                 lambda t, c: surrogate.evaluate(t, c, b_max)["val_accuracy"]), sign=-1.0)

@@ -60,7 +60,7 @@ import numpy as np
 
 from raytuner.analysis import best_so_far, r_bar, relative_performance
 from raytuner.bench.ask_tell import drive_tasks
-from raytuner.bench.band_peers import optuna_values, torch_missing
+from raytuner.bench.band_peers import optuna_rows, torch_missing
 from raytuner.bench.mla_lcbench import FULL_LCBENCH, QUICK_LCBENCH, lcbench_cells, render_lcbench
 from raytuner.bench.mla_overhead import (GOAL_ASK_SECONDS, GOAL_SPEEDUP, LOGLIK_TOLERANCE, OverheadSettings,
                                          overhead_goals, render_overhead, run_overhead)
@@ -150,9 +150,8 @@ def run_optuna_gp(problem: ProblemSpace, tasks: list[dict[str, float]], seed: in
 def _run_optuna(sampler_name: str, problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
                 s: QualitySettings) -> np.ndarray:
     x = problem.parameter_space.parameters[0].name
-    return np.array([optuna_values(problem.parameter_space, s.evaluations, seed * 1000 + j, "minimize",
-                                   lambda c, t=task["t"]: demo(c[x], t), sampler=sampler_name,
-                                   n_startup=s.n_initial) for j, task in enumerate(tasks)], dtype=float)
+    return optuna_rows(problem.parameter_space, tasks, s.evaluations, seed, "minimize",
+                       lambda task, c: demo(c[x], task["t"]), sampler=sampler_name, n_startup=s.n_initial)
 
 
 TUNERS: dict[str, TunerRun] = {"mla": run_mla, "single_task_bo": run_single_task_bo,

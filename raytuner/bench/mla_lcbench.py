@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from raytuner.bench.ask_tell import drive_tasks
-from raytuner.bench.band_peers import optuna_values, torch_missing
+from raytuner.bench.band_peers import optuna_rows, torch_missing
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.bench.report import markdown_table, peer_win_rates, win_cell
 from raytuner.strategies import MLA, RandomSearch, Strategy
@@ -99,11 +99,9 @@ def _single_task_bo(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -
 
 def _optuna(sampler: str) -> LCBenchRun:
     def run(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
-        space = surrogate.problem(s.tasks).parameter_space
-        return np.array([optuna_values(space, s.evaluations, seed * 1000 + j, "maximize",
-                                       lambda c, t=t: surrogate.evaluate(t, c, EPOCH)["val_accuracy"],
-                                       sampler=sampler, n_startup=s.n_initial)
-                         for j, t in enumerate(s.tasks)], dtype=float)
+        return optuna_rows(surrogate.problem(s.tasks).parameter_space, s.tasks, s.evaluations, seed, "maximize",
+                           lambda t, c: surrogate.evaluate(t, c, EPOCH)["val_accuracy"], sampler=sampler,
+                           n_startup=s.n_initial)
     return run
 
 
