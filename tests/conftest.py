@@ -68,6 +68,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from threadpoolctl import threadpool_limits
 
+from dashboard_helpers import BandRun, run_band_demo
 from raytuner.store import HistoryStore, JsonStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
 
@@ -240,16 +241,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def band_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The JSON store of a small run of the main job's example (``examples/band_demo.py``), once per test run.
+def band_run(tmp_path_factory: pytest.TempPathFactory) -> BandRun:
+    """A small run of the main job's example (``examples/band_demo.py``), once per test run: its store and output.
 
-    The run costs about 35 s: the first test worker that needs it makes it, under a file lock in the
+    The run costs about 20 s: the first test worker that needs it makes it, under a file lock in the
     folder every worker's temporary folder lies in, and the others read the same files (no test writes
     to them; a read never writes). A run that failed is made again by the next worker that needs it.
     """
     import filelock  # noqa: PLC0415 - Ray's own dependency
-
-    from dashboard_helpers import run_band_demo  # noqa: PLC0415
 
     base = tmp_path_factory.getbasetemp()          # an xdist worker's is <the run's folder>/popen-gwN
     shared = base.parent if base.name.startswith("popen-gw") else base
@@ -259,9 +258,15 @@ def band_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if folder.exists():
                 shutil.rmtree(folder)
             folder.mkdir()
-            run_band_demo(folder / "store")
+            (folder / "output.txt").write_text(run_band_demo(folder / "store"))
             done.touch()
-    return folder / "store"
+    return BandRun(folder / "store", (folder / "output.txt").read_text())
+
+
+@pytest.fixture(scope="session")
+def band_store(band_run: BandRun) -> Path:
+    """The JSON store of :func:`band_run`."""
+    return band_run.store
 
 
 @pytest.fixture

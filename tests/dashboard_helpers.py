@@ -8,13 +8,20 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The problem ``examples/band_demo.py`` writes.
 BAND_PROBLEM = "GPTune-Demo-Band"
+
+
+class BandRun(NamedTuple):
+    """A run of the main job's example: its JSON store and what it printed."""
+
+    store: Path
+    output: str
 
 
 def run_band_demo(store: Path) -> str:

@@ -14,12 +14,14 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 
+from dashboard_helpers import BAND_PROBLEM, BandRun  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.strategies.bandit import BanditStructure  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 
@@ -35,8 +37,15 @@ def one_shot(config: dict) -> None:
     tune.report({"y": demo_fidelity(config["x"], config["t"], b=config["fidelity"], b_max=B_MAX)})
 
 
-def fails_on_the_left(config: dict) -> None:
-    if config["x"] < 0.15:
+def diverges(x: float) -> bool:
+    # a narrow band inside the space: each failed trial costs a new actor (about 3 s), and a failure region at
+    # the edge drew the model's samples to x = 0 (4 failures of 26 with x < 0.15). Seed 0's initial design of
+    # bracket 1 has x = 0.030 in the band, so some trial fails whatever order Ray finishes trials in.
+    return 0.02 < x < 0.05
+
+
+def sometimes_diverges(config: dict) -> None:
+    if diverges(config["x"]):
         raise RuntimeError("solver diverged")
     one_shot(config)
 
@@ -142,12 +151,13 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
 
 def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
-    tune.run(fails_on_the_left, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
+    tune.run(sometimes_diverges, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
              max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"),
              raise_on_failed_trial=False)
     records = JsonStore(tmp_path / "store").evaluations("band")
     failed = [r for r in records if r.status != "ok"]
-    assert failed and all(r.tuning_parameter["x"] < 0.15 for r in failed)
+    assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
+    assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
     assert all("error" in (r.raytuner.failure_message or "") for r in failed)
     assert not {r.raytuner.parent for r in records} & {r.uid for r in failed}
     assert scheduler.engine.finished
@@ -185,18 +195,16 @@ def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray, tmp_path: P
     assert {r.uid for r in before} <= {r.uid for r in records}
 
 
-def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, str(root / "examples/band_demo.py"), "--store", str(tmp_path / "s"),
-                           "--tasks", "1.0", "1.2", "--b-min", "9", "--passes", "1"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)},
-                          cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "GPTune-Demo-Band: 12 evaluations; GPTuneBand pass 1/1, done, 0 in flight, 2 of 2 tasks finished" \
-        in proc.stdout
-    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["1"], ["1.2"])]
-    assert len(rows) == 2 and all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)   # ratio to the grid optimum
-    assert len(JsonStore(tmp_path / "s").evaluations("GPTune-Demo-Band")) == 12
+def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(band_run: BandRun) -> None:
+    # the main job's example as a user runs it (a subprocess on its own local Ray): the run the dashboard
+    # tests read too (conftest's band_run: tasks t = 1 and 1.3, b_min 3, one pass), made once per test run
+    plan = BanditStructure.hyperband(3, 27, 3)
+    per_task = sum(n for s in range(plan.s_max + 1) for n, _ in plan.rungs(s))
+    with JsonStore(band_run.store) as store:
+        records = store.evaluations(BAND_PROBLEM)
+    assert len(records) == 2 * per_task == 40
+    assert (f"{BAND_PROBLEM}: {len(records)} evaluations; GPTuneBand pass 1/1, done, 0 in flight, 2 of 2 tasks "
+            "finished") in band_run.output
+    rows = [line.split() for line in band_run.output.splitlines() if line.split()[:1] in (["1"], ["1.3"])]
+    assert [row[:2] for row in rows] == [["1", str(per_task)], ["1.3", str(per_task)]]
+    assert all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)   # ratio to the grid optimum, its lower bound

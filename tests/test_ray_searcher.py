@@ -29,8 +29,15 @@ def objective(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
 
+def diverges(x: float) -> bool:
+    # a narrow band: each failed trial costs a new actor (about 3 s; x > 0.5 failed 3 and 4 trials of 8). A
+    # task's first random draw does not depend on the order trials end in, and one of each failure test's
+    # seed lies in the band (seed 4: x = 0.096 of t = 0.5; seed 6: x = 0.083 of t = 2), so some trial fails.
+    return 0.08 < x < 0.1
+
+
 def sometimes_fails(config: dict) -> None:
-    if config["x"] > 0.5:
+    if diverges(config["x"]):
         raise RuntimeError("solver diverged")
     tune.report({"y": demo(config["x"], config["t"])})
 
@@ -71,7 +78,7 @@ def test_tuner_records_failed_trials_as_failed_evaluations(local_ray, tmp_path: 
     records = store.evaluations("demo")
     assert len(records) == 8
     failed = [r for r in records if r.status == "failed"]
-    assert failed and all(r.tuning_parameter["x"] > 0.5 for r in failed)
+    assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
     assert all(r.raytuner.failure_message == "trial raised an error" for r in failed)
     assert len(results.errors) == len(failed)
     best = results.get_best_result()
@@ -117,6 +124,7 @@ def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(l
     records = store.evaluations("demo")
     table = out.getvalue().splitlines()[-3:]           # the last table: the one written at the end
     assert out.getvalue().splitlines()[-4] == "demo: 8 evaluations"
+    assert any(r.status == "failed" for r in records)                # so the table shows failures too
     for line, task in zip(table[1:], TASKS):
         mine = [r for r in records if r.task_parameter == task]
         ok = [r.value("y") for r in mine if r.status == "ok"]

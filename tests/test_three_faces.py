@@ -69,8 +69,8 @@ def _through_ray(directory: Path) -> None:
         tune.report({"y": (config["x"] - 0.1 * config["t"]) ** 2})
 
     searcher = RandomSearcher(PROBLEM, TASKS, store=str(directory), problem_name=NAME, seed=SEED)
-    tune.run(trainable, search_alg=searcher, num_samples=TRIALS, max_concurrent_trials=1, verbose=0,
-             storage_path=str(directory.parent / "ray_results"))
+    tune.run(trainable, search_alg=searcher, num_samples=TRIALS, max_concurrent_trials=1, reuse_actors=True,
+             verbose=0, storage_path=str(directory.parent / "ray_results"))
 
 
 def _through_the_service(server: Any) -> None:
