@@ -17,12 +17,14 @@ command loads only what it needs: ``raytuner ask`` in a job script does not pay 
 the history views' pandas and matplotlib.
 """
 
+from types import MappingProxyType
+
 from raytuner.cli.main import main
 
 __all__ = ["main"]
 
-main.lazy = {"history": "raytuner.cli.history:history", "bench": "raytuner.cli.bench:bench",
-             "serve": "raytuner.cli.service:serve", "keys": "raytuner.cli.service:keys",
-             "session": "raytuner.cli.service:session_group", "ask": "raytuner.cli.service:ask",
-             "tell": "raytuner.cli.service:tell", "crowd": "raytuner.cli.crowd:crowd",
-             "rci": "raytuner.cli.rci:rci", "dashboard": "raytuner.cli.dashboard:dashboard"}
+main.lazy = MappingProxyType({"history": "raytuner.cli.history:history", "bench": "raytuner.cli.bench:bench",
+                              "serve": "raytuner.cli.service:serve", "keys": "raytuner.cli.service:keys",
+                              "session": "raytuner.cli.service:session_group", "ask": "raytuner.cli.service:ask",
+                              "tell": "raytuner.cli.service:tell", "crowd": "raytuner.cli.crowd:crowd",
+                              "rci": "raytuner.cli.rci:rci", "dashboard": "raytuner.cli.dashboard:dashboard"})
