@@ -76,6 +76,11 @@ _CATEGORICAL_REDRAW = 0.2
 #: A finite space of at most this many times ``search_candidates`` points is scored whole.
 ENUMERATION_FACTOR = 16
 
+#: The global phase scores at most this many points per parameter dimension: a space of few dimensions is
+#: covered densely by fewer points, and each scored point costs a prediction (on the main job, one parameter
+#: and up to 1,300 training samples, 300 points found the same optima as 2,048 in half the time).
+CANDIDATES_PER_DIMENSION = 300
+
 
 def _improvement(mean: ArrayLike, std: ArrayLike, best: float, xi: float
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -345,13 +350,14 @@ def optimize_acquisition(
     """The valid configuration for ``task`` that maximises ``score``, and its score.
 
     ``score`` maps an ``(N, d)`` array of snapped unit-cube points to ``N``
-    scores (NaN counts as the worst). The search scores ``search_candidates``
-    random and Latin hypercube points and ``search_candidates // 4``
+    scores (NaN counts as the worst). The search scores ``G`` random and
+    Latin hypercube points, where ``G`` is ``search_candidates`` or
+    :data:`CANDIDATES_PER_DIMENSION` ``* d`` if that is fewer, and ``G // 4``
     Gaussian perturbations (scale :data:`AROUND_SCALE`) of the configurations
     ``around`` (a task's Pareto front, say: where an improvement is likeliest
-    found), taken in turn (the first ``search_candidates // 4`` of them where
-    there are more), then runs ``rounds`` rounds of
-    Gaussian perturbation (scale 0.1 down to 0.01) around the ``top`` best
+    found), taken in turn (the first ``G // 4`` of them where
+    there are more), then runs ``rounds`` rounds of ``G // 4`` (at least ``top``)
+    Gaussian perturbations (scale 0.1 down to 0.01) around the ``top`` best
     points found so far. When the space is finite and holds at most
     :data:`ENUMERATION_FACTOR` ``* search_candidates`` points, it scores every
     one of them instead (and runs no rounds). A candidate is dropped when it breaks a constraint
@@ -372,8 +378,9 @@ def optimize_acquisition(
         exclude: configurations not to propose again (default none).
         around: configurations whose neighbourhoods are searched from the start, besides the whole space
             (default none).
-        search_candidates: how many initial random and Latin hypercube points (default 2048); a quarter as many
-            perturbations of ``around``.
+        search_candidates: how many initial random and Latin hypercube points at most (default 2048; at most
+            :data:`CANDIDATES_PER_DIMENSION` per dimension are used); a quarter as many perturbations of ``around``
+            and in each round.
         rounds: rounds of Gaussian perturbation (default 3).
         top: how many best points each round perturbs (default 16).
         tolerance: the unit-cube distance under which two configurations are equal (default 1e-9).
@@ -402,26 +409,27 @@ def optimize_acquisition(
                      tolerance=np.where(is_real, float(tolerance), 0.0))
 
     enumerated = bool(space.dimension) and space.cardinality() <= ENUMERATION_FACTOR * search_candidates
+    sampled = min(search_candidates, max(1, CANDIDATES_PER_DIMENSION * space.dimension))
     if enumerated:
         search.add_valid(*valid_grid(problem, checked_task, generator), search_candidates)   # the maximum itself
         rounds = 0
     else:
-        search.add(_global_sample(space.dimension, search_candidates, generator))
+        search.add(_global_sample(space.dimension, sampled, generator))
     categorical = np.array([isinstance(p, Categorical) for p in space], dtype=bool)
     if len(centres) and not enumerated:
-        search.add(_perturb(centres, search_candidates // 4, AROUND_SCALE, categorical, generator))
+        search.add(_perturb(centres, sampled // 4, AROUND_SCALE, categorical, generator))
     for r in range(rounds):
         order, points = search.best(top)
         if len(order) == 0:
             break
-        search.add(_perturb(points[order], max(len(order), search_candidates // 4), _scale(r, rounds),
+        search.add(_perturb(points[order], max(len(order), sampled // 4), _scale(r, rounds),
                             categorical, generator))
 
     found = search.result()
     if found is not None:
         log.debug("acquisition maximum %.6g at %s after %d candidates", found[1], found[0], len(search.configs))
         return found
-    scope = "the whole space" if enumerated else f"{search_candidates} random points and {rounds} local rounds"
+    scope = "the whole space" if enumerated else f"{sampled} random points and {rounds} local rounds"
     log.info("no valid, new candidate among %s for task %s; falling back to a constrained Latin hypercube sample",
              scope, checked_task)
     config = sample_configurations(problem, checked_task, 1, seed=generator, exclude=excluded)[0]

@@ -37,9 +37,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, ContextManager, Protocol, Sequence, TypeVar
 
-__all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor"]
+__all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor", "one_blas_thread"]
 
 log = logging.getLogger(__name__)
 
@@ -160,11 +160,34 @@ class ProcessExecutor:
         self.__init__(state["workers"])  # type: ignore[misc]
 
 
+_BLAS: Any = None     # this process's threadpoolctl controller, made at the first limit
+
+
+def one_blas_thread() -> ContextManager[Any]:
+    """Limit BLAS to one thread in this process, until the ``with`` block ends (or for good, called alone).
+
+    Small matrices factorise faster on one thread, a fit's parallelism comes
+    from its starts, and a limit that changed while another start ran would
+    make results depend on timing. One ``threadpoolctl`` controller serves the
+    process: made afresh for every limit (as ``threadpool_limits`` does), it
+    scanned every loaded library, about 5 ms a time in a process that has
+    imported Ray. It is made at the first limit, after NumPy and SciPy have
+    loaded their BLAS.
+
+    >>> with one_blas_thread():
+    ...     pass
+    """
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
 def _single_blas_thread() -> None:
     """Worker initialiser: one BLAS thread per worker process."""
-    from threadpoolctl import threadpool_limits  # noqa: PLC0415
-
-    threadpool_limits(1, user_api="blas")
+    one_blas_thread()
 
 
 class RayExecutor:

@@ -11,6 +11,7 @@ import pytest
 
 from raytuner.acquisition import (
     ACQUISITIONS,
+    CANDIDATES_PER_DIMENSION,
     _duplicates,
     acquisition_function,
     expected_improvement,
@@ -284,6 +285,21 @@ def test_the_neighbourhoods_of_given_configurations_are_searched_from_the_start(
 
     assert near([]) < 5
     assert near([corner]) >= 120          # of the 512 // 4 perturbations
+
+
+@pytest.mark.parametrize("dimension", [1, 3, 7, 8])
+def test_the_global_phase_scores_at_most_its_share_per_dimension(dimension: int) -> None:
+    problem = ProblemSpace.parse({"parameter_space": [{**X, "name": f"x{i}"} for i in range(dimension)]})
+    batches: list[int] = []
+
+    def score(unit: np.ndarray) -> np.ndarray:
+        batches.append(len(unit))
+        return -((unit - 0.3) ** 2).sum(axis=1)
+
+    optimize_acquisition(problem, {}, score, rng=0, search_candidates=2048, rounds=3)
+    sampled = min(2048, CANDIDATES_PER_DIMENSION * dimension)
+    # real points drawn at random never repeat: every batch is scored whole
+    assert batches == [sampled] + [sampled // 4] * 3
 
 
 def test_a_score_of_the_wrong_shape_is_reported() -> None:

@@ -21,6 +21,7 @@ from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, Trainin
 from raytuner.models.options import FitReport
 from raytuner.models.fitted import cross_covariance
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
+from raytuner.models.posterior import ExactPosterior
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
@@ -289,6 +290,24 @@ def test_heterotopic_data_and_a_task_without_samples() -> None:
     with pytest.raises(InvalidInputError) as err:
         fitted.predict(3, data.X[2])
     assert err.value.field == "task"
+
+
+def test_fantasies_grow_the_factorisation_as_a_new_factorisation_would() -> None:
+    data = _three_tasks(8)
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100)).fit(data, seed=0, executor=INLINE)
+    pending = np.random.default_rng(9).random((3, 2))
+    z = fitted.predict_standardised(1, pending)[0]
+    grown = fitted.condition_on(1, pending, z)
+    anew = FittedLCM(fitted.options, fitted.data, fitted.transform, fitted.hyperparameters, grown.X, grown.task,
+                     grown.z, fitted.report)
+    grid = np.random.default_rng(10).random((50, 2))
+    for i in range(3):
+        for ours, theirs in zip(grown.predict_standardised(i, grid), anew.predict_standardised(i, grid)):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-9)
+    assert grown.log_likelihood == pytest.approx(anew.log_likelihood, rel=1e-9)
+    assert np.all(grown.predict_standardised(1, pending)[1] < fitted.predict_standardised(1, pending)[1])
+    # a block whose Schur complement is not positive definite is left to a whole new factorisation
+    assert ExactPosterior(np.eye(2), np.zeros(2)).extended(np.ones((1, 2)), np.zeros((1, 1)), np.zeros(3)) is None
 
 
 def test_single_task_gp_interpolates() -> None:

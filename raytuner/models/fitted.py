@@ -200,11 +200,12 @@ class FittedLCM:
         task: ``(n,)`` task index of each sample.
         z: ``(n,)`` outputs in model units.
         report: how the fit went.
+        posterior: the exact posterior of these samples when it is known already (default ``None``: computed).
     """
 
     def __init__(self, options: LCMOptions, data: TrainingData, transform: Standardisation,
                  hyperparameters: Hyperparameters, X: np.ndarray, task: np.ndarray, z: np.ndarray,
-                 report: FitReport) -> None:
+                 report: FitReport, *, posterior: ExactPosterior | None = None) -> None:
         self.options = options
         self.data = data
         self.transform = transform
@@ -214,7 +215,9 @@ class FittedLCM:
         hp, kernel, columns = hyperparameters, options.kernel, options.categorical_columns
         self._prior = hp.prior_variances()
         self._posterior: ExactPosterior | SparsePosterior
-        if not options.sparse(len(z)):
+        if posterior is not None:
+            self._posterior, self._inputs = posterior, (X, task)
+        elif not options.sparse(len(z)):
             self._posterior = ExactPosterior(training_covariance(hp, kernel, X, task, categorical=columns), z)
             self._inputs = (X, task)
         else:
@@ -314,7 +317,9 @@ class FittedLCM:
         """The same model with extra (fantasy) samples of ``task`` in model units; no refit.
 
         Batch suggestions use it: a pending point enters with its predicted
-        mean (Kriging believer) or a lie (constant liar).
+        mean (Kriging believer) or a lie (constant liar). An exact posterior
+        grows from its factorisation (:meth:`ExactPosterior.extended`) when
+        the model stays exact.
 
         Args:
             task: the task's index.
@@ -323,9 +328,17 @@ class FittedLCM:
         """
         self._check_task(task)
         X = np.atleast_2d(np.asarray(X, dtype=float))
+        tasks = np.full(len(X), task)
+        z_all = np.concatenate([self.z, np.asarray(z, dtype=float)])
+        posterior = None
+        if isinstance(self._posterior, ExactPosterior) and not self.options.sparse(len(z_all)):
+            hp, kernel, columns = self.hyperparameters, self.options.kernel, self.options.categorical_columns
+            posterior = self._posterior.extended(
+                cross_covariance(hp, kernel, X, tasks, self.X, self.task, categorical=columns),
+                training_covariance(hp, kernel, X, tasks, categorical=columns), z_all)
         return FittedLCM(self.options, self.data, self.transform, self.hyperparameters,
-                         np.vstack([self.X, X]), np.concatenate([self.task, np.full(len(X), task)]),
-                         np.concatenate([self.z, np.asarray(z, dtype=float)]), self.report)
+                         np.vstack([self.X, X]), np.concatenate([self.task, tasks]), z_all, self.report,
+                         posterior=posterior)
 
     def correlation(self) -> np.ndarray:
         """The learned inter-task correlation matrix of ``Σ_q B_q``."""

@@ -32,9 +32,8 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 
-from raytuner.executors import Executor, default_executor
+from raytuner.executors import Executor, default_executor, one_blas_thread
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, training_covariance
 from raytuner.models.hyperparameters import BOUNDS, Hyperparameters
@@ -78,7 +77,7 @@ class _Deadline(Exception):
 def run_start(start: _Start) -> _StartResult:
     """Optimise one start with L-BFGS-B (single-threaded BLAS: small matrices, parallel starts)."""
     if start.pid != os.getpid():      # another process (a Ray worker): limit BLAS here
-        with threadpool_limits(1, user_api="blas"):
+        with one_blas_thread():
             return _optimise(start)
     return _optimise(start)
 
@@ -188,7 +187,7 @@ class LCM:
         deadline = time.time() + self.options.timeout
         # One BLAS thread for the whole fit: parallelism comes from the starts, and a limit
         # changed while another start runs would make results depend on timing.
-        with threadpool_limits(1, user_api="blas"):
+        with one_blas_thread():
             sample = _Sample(X[fit], task[fit], z[fit], shape, self.options)
             iterations = self.options.max_iterations if warm is None else self.options.warm_iterations
             theta = self._run(sample, self._starts(sample, warm, rng, free), iterations, free, executor, report,

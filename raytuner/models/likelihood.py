@@ -11,8 +11,9 @@ negative log-likelihood with respect to any hyperparameter θ is
 kernel matrix, its derivative in ``r²``, and the task-block sums
 ``S_q = Tᵀ (A ∘ K_q) T``, so an evaluation costs one Cholesky, one inverse
 from it, and ``O(Q d n²)`` elementwise work. As every matrix involved is
-symmetric, sums run over the lower triangle of ``A`` with the off-diagonal
-doubled.
+symmetric, the elementwise work runs on the lower triangle alone, packed
+into a vector (the Cholesky reads only that triangle): half the kernel
+evaluations, and sums over it count the off-diagonal twice.
 
 Example:
     >>> import numpy as np
@@ -78,9 +79,10 @@ class NegativeLogLikelihood:
 
     ``X`` ``(n, d)`` unit-cube inputs, ``task`` ``(n,)`` task indices in
     ``range(tasks)``, ``y`` ``(n,)`` standardised outputs. ``θ`` is
-    :meth:`Hyperparameters.to_vector`. All ``n × n`` work arrays are
-    allocated once: fresh allocations of that size cost page faults that
-    would otherwise double the time of an evaluation.
+    :meth:`Hyperparameters.to_vector`. All work arrays (the packed lower
+    triangles, the ``n × n`` factor) are allocated once: fresh allocations of
+    that size cost page faults that would otherwise double the time of an
+    evaluation.
 
     Args:
         X: ``(n, d)`` unit-cube inputs.
@@ -107,20 +109,24 @@ class NegativeLogLikelihood:
         self.dimension = self.X.shape[1]
         self.kernel = KERNELS[kernel]
         n = len(self.y)
-        self.sq = squared_distances(self.X, self.X, categorical)
-        self._sq_flat = self.sq.reshape(self.dimension, n * n)
-        self.one_hot = np.eye(tasks)[self.task]
         self.evaluations = 0
-        self._values = np.empty((latent, n, n))
-        self._slopes = np.empty((latent, n, n))
-        self._expanded = np.empty((latent, n, n))
-        self._rows = np.empty((n, tasks))
-        self._K = np.empty((n, n))
-        self._L = np.empty((n, n))
-        self._A = np.empty((n, n))
-        self._work = np.empty((n, n))
-        # Weights that turn a symmetric matrix's lower triangle into full sums.
-        self._lower = np.tril(np.full((n, n), 2.0), -1) + np.eye(n)
+        # The lower triangle (diagonal included), packed row by row: entry p is (rows[p], columns[p]).
+        rows, columns = np.tril_indices(n)
+        self._flat = rows * n + columns                                  # its positions in an n × n array
+        self._sq = squared_distances(self.X, self.X, categorical)[:, rows, columns]
+        self._pair = self.task[rows] * tasks + self.task[columns]        # (task, task) block of each entry
+        self._diagonal = np.flatnonzero(rows == columns)
+        self._rows, self._columns = rows, columns
+        self._weight = np.where(rows == columns, 1.0, 2.0)               # lower-triangle sums as full ones
+        size = len(rows)
+        self._values = np.empty((latent, size))
+        self._slopes = np.empty((latent, size))
+        self._expanded = np.empty((latent, size))
+        self._K = np.empty(size)
+        self._A = np.empty(size)
+        self._work = np.empty(size)
+        self._scratch = np.empty(size)
+        self._L = np.zeros((n, n))
 
     def hyperparameters(self, theta: np.ndarray) -> Hyperparameters:
         """The hyperparameters of vector ``theta``.
@@ -137,26 +143,30 @@ class NegativeLogLikelihood:
             theta: a vector as :meth:`Hyperparameters.to_vector` makes.
         """
         self._fill_covariance(self.hyperparameters(theta))
-        return self._K.copy()
+        n = len(self.y)
+        K = np.zeros(n * n)
+        K[self._flat] = self._K
+        K = K.reshape(n, n)
+        return K + np.tril(K, -1).T
 
     def _fill_covariance(self, hp: Hyperparameters) -> None:
         B = hp.coregionalization()
         K = self._K
         K.fill(0.0)
         for q in range(self.latent):
-            np.take(B[q], self.task, axis=0, out=self._rows)
-            np.take(self._rows, self.task, axis=1, out=self._expanded[q])
-            np.dot(1.0 / hp.lengthscales[q] ** 2, self._sq_flat, out=self._work.reshape(-1))
-            self.kernel.fill(self._work, self._values[q], self._slopes[q], self._A)
+            np.take(B[q].ravel(), self._pair, out=self._expanded[q])
+            np.dot(1.0 / hp.lengthscales[q] ** 2, self._sq, out=self._work)
+            self.kernel.fill(self._work, self._values[q], self._slopes[q], self._scratch)
             np.multiply(self._expanded[q], self._values[q], out=self._work)
             K += self._work
-        K[np.diag_indices_from(K)] += hp.noise[self.task]
+        K[self._diagonal] += hp.noise[self.task]
 
     def _factor(self) -> np.ndarray | None:
-        """Cholesky of the filled covariance into ``_L`` (with jitter retries), or ``None``."""
-        scale = max(float(np.mean(np.diag(self._K))), 1e-12)
+        """Cholesky of the filled covariance's lower triangle into ``_L`` (with jitter retries), or ``None``."""
+        scale = max(float(np.mean(self._K[self._diagonal])), 1e-12)
+        flat = self._L.reshape(-1)
         for jitter in JITTERS:
-            np.copyto(self._L, self._K)
+            flat[self._flat] = self._K
             self._L[np.diag_indices_from(self._L)] += jitter * scale
             try:
                 return cholesky(self._L, lower=True, overwrite_a=True, check_finite=False)
@@ -174,12 +184,14 @@ class NegativeLogLikelihood:
         alpha = cho_solve((L, True), self.y, check_finite=False)
         value = (0.5 * float(self.y @ alpha) + float(np.log(L.diagonal()).sum())
                  + 0.5 * len(self.y) * math.log(2 * math.pi))
-        inverse, info = dpotri(L, lower=1, overwrite_c=1)   # lower triangle of Σ⁻¹; upper is zero
+        inverse, info = dpotri(L, lower=1, overwrite_c=1)   # lower triangle of Σ⁻¹
         if info != 0 or not np.isfinite(value):
             return _FAILED, np.zeros_like(theta)
-        A = np.outer(alpha, alpha, out=self._A)
-        A -= inverse
-        A *= self._lower
+        A = self._A
+        np.take(alpha, self._rows, out=A)
+        A *= alpha[self._columns]
+        A -= inverse.reshape(-1)[self._flat]
+        A *= self._weight
         gradient = self._gradient(hp, A)
         if self.lengthscale_prior is not None:
             mean, sd = self.lengthscale_prior
@@ -189,19 +201,20 @@ class NegativeLogLikelihood:
         return value, gradient
 
     def _gradient(self, hp: Hyperparameters, A: np.ndarray) -> np.ndarray:
-        """The gradient from ``A``: the lower triangle of ``ααᵀ − Σ⁻¹``, off-diagonal doubled."""
+        """The gradient from ``A``: the packed lower triangle of ``ααᵀ − Σ⁻¹``, off-diagonal doubled."""
         g_length = np.empty_like(hp.lengthscales)
         g_W = np.empty_like(hp.W)
         g_kappa = np.empty_like(hp.kappa)
         work = self._work
+        blocks = self.tasks * self.tasks
         for q in range(self.latent):
             np.multiply(A, self._values[q], out=work)
-            half = self.one_hot.T @ work @ self.one_hot
+            half = np.bincount(self._pair, weights=work, minlength=blocks).reshape(self.tasks, self.tasks)
             S = half + half.T            # twice the task-block sums Tᵀ((ααᵀ − Σ⁻¹) ∘ K_q)T
             g_W[q] = -0.5 * S @ hp.W[q]
             g_kappa[q] = -0.25 * np.diag(S) * hp.kappa[q]
             np.multiply(A, self._expanded[q], out=work)
             work *= self._slopes[q]
-            g_length[q] = self._sq_flat @ work.reshape(-1) / hp.lengthscales[q] ** 2
-        g_noise = -0.5 * np.bincount(self.task, weights=np.diag(A), minlength=self.tasks) * hp.noise
+            g_length[q] = self._sq @ work / hp.lengthscales[q] ** 2
+        g_noise = -0.5 * np.bincount(self.task, weights=A[self._diagonal], minlength=self.tasks) * hp.noise
         return np.concatenate([g_length.ravel(), g_W.ravel(), g_kappa.ravel(), g_noise])

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 
 from raytuner.models.likelihood import robust_cholesky
 
@@ -100,11 +100,55 @@ class ExactPosterior:
     method = "exact"
 
     def __init__(self, K: np.ndarray, z: np.ndarray) -> None:
-        self.L, self.jitter = robust_cholesky(K)
-        self.alpha = cho_solve((self.L, True), z, check_finite=False)
-        self.L_inverse = solve_triangular(self.L, np.eye(len(z)), lower=True, check_finite=False)
-        self.log_likelihood = float(-0.5 * z @ self.alpha - np.log(np.diag(self.L)).sum()
+        L, jitter = robust_cholesky(K)
+        self._keep(L, solve_triangular(L, np.eye(len(z)), lower=True, check_finite=False), jitter, z)
+
+    def _keep(self, L: np.ndarray, L_inverse: np.ndarray, jitter: float, z: np.ndarray) -> None:
+        self.L, self.L_inverse, self.jitter = L, L_inverse, jitter
+        self.alpha = cho_solve((L, True), z, check_finite=False)
+        self.log_likelihood = float(-0.5 * z @ self.alpha - np.log(np.diag(L)).sum()
                                     - 0.5 * len(z) * math.log(2 * math.pi))
+
+    def extended(self, cross: np.ndarray, block: np.ndarray, z: np.ndarray) -> "ExactPosterior | None":
+        """The posterior with ``k`` more training samples, from this factorisation in ``O(n² k)``, or ``None``.
+
+        The Cholesky factor grows by a block row, ``S = K_new,old L⁻ᵀ`` and
+        the factor of the Schur complement ``K_new,new − S Sᵀ``, and its
+        inverse likewise: the posterior of the whole covariance without
+        factorising it again (fantasies of pending points are added this
+        way). The new samples' diagonal gets this posterior's jitter, as the
+        old ones have it. ``None`` when the Schur complement is not positive
+        definite: then factorise the whole covariance.
+
+        Args:
+            cross: ``(k, n)`` covariance of the new samples with the old ones.
+            block: ``(k, k)`` covariance of the new samples, noise included.
+            z: ``(n + k,)`` all outputs in model units, the old samples' first.
+
+        >>> X = np.linspace(0, 1, 6)[:, None]
+        >>> K = np.exp(-0.5 * (X - X.T) ** 2 / 0.3 ** 2) + 1e-6 * np.eye(6)
+        >>> z = np.cos(3 * X[:, 0])
+        >>> grown = ExactPosterior(K[:4, :4], z[:4]).extended(K[4:, :4], K[4:, 4:], z)
+        >>> bool(np.allclose(grown.alpha, ExactPosterior(K, z).alpha))
+        True
+        """
+        n, k = len(self.L), len(block)
+        S = cross @ self.L_inverse.T
+        schur = block - S @ S.T
+        schur[np.diag_indices_from(schur)] += self.jitter
+        try:
+            corner = cholesky(schur, lower=True, check_finite=True)
+        except (LinAlgError, ValueError):
+            return None
+        corner_inverse = solve_triangular(corner, np.eye(k), lower=True, check_finite=False)
+        L = np.zeros((n + k, n + k))
+        L[:n, :n], L[n:, :n], L[n:, n:] = self.L, S, corner
+        L_inverse = np.zeros((n + k, n + k))
+        L_inverse[:n, :n], L_inverse[n:, n:] = self.L_inverse, corner_inverse
+        L_inverse[n:, :n] = -corner_inverse @ (S @ self.L_inverse)
+        grown = ExactPosterior.__new__(ExactPosterior)
+        grown._keep(L, L_inverse, self.jitter, z)
+        return grown
 
     def predict(self, cross: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance from the cross-covariance with the training samples.

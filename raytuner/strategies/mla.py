@@ -59,11 +59,10 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor
+from raytuner.executors import Executor, one_blas_thread
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.persistence import surrogate_record
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
@@ -179,7 +178,7 @@ class MLA(StoredModels, Strategy):
         notes: dict[str, Any] = {}
         if config is None:
             # small matrices: one BLAS thread is faster, and keeps results independent of timing
-            with threadpool_limits(1, user_api="blas"):
+            with one_blas_thread():
                 config, source = self._search(index)
             notes, self._notes = self._notes, {}
         self.pending[index].append(config)

@@ -56,11 +56,10 @@ import logging
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.executors import Executor, default_executor
+from raytuner.executors import Executor, default_executor, one_blas_thread
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, task_key
 from raytuner.sampling import sample_configurations
@@ -218,7 +217,7 @@ class TransferLearning(Strategy):
             self.task_index(task)
         rng = self._stream(1)
         skipped: list[str] = []
-        with threadpool_limits(1, user_api="blas"):   # small matrices: one BLAS thread is faster
+        with one_blas_thread():   # small matrices: one BLAS thread is faster
             while True:
                 proposer = self._choose(rng, skipped)
                 config, how = self._propose(proposer)
