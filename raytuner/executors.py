@@ -171,14 +171,18 @@ def one_blas_thread() -> ContextManager[Any]:
     make results depend on timing. One ``threadpoolctl`` controller serves the
     process: made afresh for every limit (as ``threadpool_limits`` does), it
     scanned every loaded library, about 5 ms a time in a process that has
-    imported Ray. It is made at the first limit, after NumPy and SciPy have
-    loaded their BLAS.
+    imported Ray. It is made at the first limit, once NumPy's and SciPy's
+    BLAS are loaded (a worker process's initialiser runs before anything else
+    has imported SciPy: a controller made then would leave SciPy's LAPACK
+    calls on every core, four times slower in a fit).
 
     >>> with one_blas_thread():
     ...     pass
     """
     global _BLAS
     if _BLAS is None:
+        import numpy  # noqa: F401, PLC0415 - loads the BLAS libraries the controller must see
+        import scipy.linalg  # noqa: F401, PLC0415
         from threadpoolctl import ThreadpoolController  # noqa: PLC0415
 
         _BLAS = ThreadpoolController()
