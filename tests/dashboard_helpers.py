@@ -31,6 +31,8 @@ def run_band_demo(store: Path) -> str:
                           capture_output=True, text=True, timeout=600, cwd=store.parent,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the analysis tune.run returns finds every trial's results (Ray's JSON logger is kept for it)
+    assert "Failed to fetch metrics" not in proc.stderr, proc.stderr[-3000:]
     return proc.stdout
 
 

@@ -189,7 +189,7 @@ class NegativeLogLikelihood:
             return _FAILED, np.zeros_like(theta)
         A = self._A
         np.take(alpha, self._rows, out=A)
-        A *= alpha[self._columns]
+        A *= np.take(alpha, self._columns, out=self._scratch)
         A -= inverse.reshape(-1)[self._flat]
         A *= self._weight
         gradient = self._gradient(hp, A)
