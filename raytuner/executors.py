@@ -15,7 +15,8 @@ implementations:
   dropped, and if none arrive the first item runs inline.
 
 :func:`default_executor` picks Ray when it is imported and initialised, and a
-process pool otherwise. An executor returns ``None`` for an item that failed
+process pool otherwise; given the size of a fit, it runs one of at most
+:data:`INLINE_RECORDS` records inline. An executor returns ``None`` for an item that failed
 or timed out; callers must cope with that.
 
 Example:
@@ -37,9 +38,11 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
-__all__ = ["Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor", "one_blas_thread"]
+from raytuner.blas import one_blas_thread
+
+__all__ = ["INLINE_RECORDS", "Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor"]
 
 log = logging.getLogger(__name__)
 
@@ -158,35 +161,6 @@ class ProcessExecutor:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["workers"])  # type: ignore[misc]
-
-
-_BLAS: Any = None     # this process's threadpoolctl controller, made at the first limit
-
-
-def one_blas_thread() -> ContextManager[Any]:
-    """Limit BLAS to one thread in this process, until the ``with`` block ends (or for good, called alone).
-
-    Small matrices factorise faster on one thread, a fit's parallelism comes
-    from its starts, and a limit that changed while another start ran would
-    make results depend on timing. One ``threadpoolctl`` controller serves the
-    process: made afresh for every limit (as ``threadpool_limits`` does), it
-    scanned every loaded library, about 5 ms a time in a process that has
-    imported Ray. It is made at the first limit, once NumPy's and SciPy's
-    BLAS are loaded (a worker process's initialiser runs before anything else
-    has imported SciPy: a controller made then would leave SciPy's LAPACK
-    calls on every core, four times slower in a fit).
-
-    >>> with one_blas_thread():
-    ...     pass
-    """
-    global _BLAS
-    if _BLAS is None:
-        import numpy  # noqa: F401, PLC0415 - loads the BLAS libraries the controller must see
-        import scipy.linalg  # noqa: F401, PLC0415
-        from threadpoolctl import ThreadpoolController  # noqa: PLC0415
-
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _single_blas_thread() -> None:
@@ -430,13 +404,32 @@ def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
 
 _PROCESSES = ProcessExecutor()
 
+#: A fit of at most this many records runs inline when its caller named no executor. Such a fit takes 0.2-0.4 s
+#: in one process (2 tasks, 20-80 records, the default 4 starts; measured on 2 cores), less than shipping it
+#: out costs: each new Ray actor or pool worker starts Python and imports NumPy, SciPy and the models (about
+#: 2.5 s of CPU), and warm ones save at most half of the fit on 2 cores. Results do not depend on the
+#: executor. A server of many concurrent sessions names the pool instead (inline fits in its threads take
+#: turns: raytuner.service.server).
+INLINE_RECORDS = 100
 
-def default_executor() -> Executor:
-    """A :class:`RayExecutor` when Ray is imported and initialised, else a shared :class:`ProcessExecutor`.
+
+def default_executor(records: int | None = None) -> Executor:
+    """The executor for a fit of ``records`` records, when the caller named none.
+
+    :class:`InlineExecutor` for a fit of at most :data:`INLINE_RECORDS`
+    records; otherwise a :class:`RayExecutor` when Ray is imported and
+    initialised, else a shared :class:`ProcessExecutor`.
+
+    Args:
+        records: how many records the fit models (default: unknown, so never inline).
 
     >>> isinstance(default_executor(), (RayExecutor, ProcessExecutor))
     True
+    >>> isinstance(default_executor(records=40), InlineExecutor)
+    True
     """
+    if records is not None and records <= INLINE_RECORDS:
+        return InlineExecutor()
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         return RayExecutor()

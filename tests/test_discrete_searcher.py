@@ -21,7 +21,9 @@ RESTRICTIONS = ["block_size_x * block_size_y <= 512", "block_size_x * tile <= 51
 
 
 def launch_fails(config: dict) -> bool:
-    return config["use_shared"] == 1 and config["block_size_x"] * config["tile"] >= 256
+    """Shared memory with 4-wide tiles asks for more than a block may have. Narrow on purpose: every failed
+    trial costs Ray a new actor (seconds), and this region fails 1 to 3 of the 30 trials below."""
+    return config["use_shared"] == 1 and config["tile"] == 4
 
 
 def kernel_time(config: dict) -> float:
@@ -66,8 +68,8 @@ def test_tune_run_records_failed_launches_and_never_suggests_them_again(local_ra
     assert analysis.get_best_trial("time", "min").last_result["time"] == best
     # near the optimum (1.0) in 30 of 170. Ray decides which of the two trials in flight finishes first,
     # and so what the model has seen at each ask: the bound held for every order tried (the searcher
-    # driven without Ray through all 16 orders of the first four completions and 251 random orders of
-    # all; worst 1.3, the optimum with use_shared)
+    # driven without Ray through 251 orders, first in first out and 250 drawn at random: worst 1.3, the
+    # optimum with use_shared; 1 to 3 failed trials in each)
     assert best <= 1.3
 
 

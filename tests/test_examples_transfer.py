@@ -65,11 +65,13 @@ def test_transfer_example_prints_the_proposers_and_the_best_and_continues(tmp_pa
 
 
 def test_tla2_example_predicts_with_tla1_then_tunes_the_new_task(tmp_path: Path) -> None:
+    # 40 random evaluations of each source task (160 records: the fits stay quick), 7 of the target: 5 around
+    # TLA1's prediction, 2 modelled
     proc = run_example("--quick", "--algorithm", "tla2", "--source-t", "0.6", "0.8", "1.2", "1.4", "--samples", "7",
-                       "--store", str(tmp_path / "store"), cwd=tmp_path)     # 5 around TLA1's prediction, 2 modelled
+                       "--source-samples", "40", "--store", str(tmp_path / "store"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert "Source: 400 random evaluations of t=0.6, 0.8, 1.2, 1.4" in out
+    assert "Source: 160 random evaluations of t=0.6, 0.8, 1.2, 1.4" in out
     predicted = next(line for line in out.splitlines() if line.startswith("TLA1 predicts x = "))
     x_tla1 = float(predicted.split("x = ")[1].split()[0])
     rows = [row for row in (line.split() for line in out.splitlines()) if len(row) == 5 and row[0].isdigit()]
@@ -80,6 +82,6 @@ def test_tla2_example_predicts_with_tla1_then_tunes_the_new_task(tmp_path: Path)
     y_tla1 = float(predicted.split("where y = ")[1].split()[0])
     assert 0 <= x_tla1 <= 1 and y_tla1 == pytest.approx(demo(x_tla1, 1.0), abs=0.01)    # x printed to 4 places
     with JsonStore(tmp_path / "store") as store:
-        assert len(store.evaluations("demo-target")) == 7 and len(store.evaluations("demo-source")) == 400
+        assert len(store.evaluations("demo-target")) == 7 and len(store.evaluations("demo-source")) == 160
         # two trials run at once, so the store holds them in the order they ended, not the order suggested
         assert sorted(r.raytuner.source for r in store.evaluations("demo-target")) == ["initial"] * 5 + ["model"] * 2

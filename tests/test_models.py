@@ -16,7 +16,7 @@ from scipy.optimize import approx_fprime
 from threadpoolctl import threadpool_limits
 
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor, ProcessExecutor, RayExecutor, default_executor
+from raytuner.executors import INLINE_RECORDS, InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.options import FitReport
 from raytuner.models.fitted import cross_covariance
@@ -466,6 +466,18 @@ def test_inline_executor_turns_an_exception_into_none(caplog: pytest.LogCaptureF
     assert INLINE.map(_fail_on_negative, []) == []
 
 
+def test_a_fit_without_an_executor_runs_inline_up_to_inline_records() -> None:
+    # no Ray in this test (conftest shuts it down before a test that does not ask for it)
+    assert isinstance(default_executor(records=INLINE_RECORDS), InlineExecutor)
+    assert isinstance(default_executor(records=INLINE_RECORDS + 1), ProcessExecutor)
+    assert isinstance(default_executor(), ProcessExecutor)            # size unknown: never inline
+    data = _three_tasks(2)
+    small = LCM(LCMOptions(n_starts=2, max_iterations=20)).fit(data, seed=1)
+    assert small.report.executor == "InlineExecutor"
+    named = LCM(LCMOptions(n_starts=2, max_iterations=20)).fit(data, seed=1, executor=INLINE)
+    np.testing.assert_array_equal(small.hyperparameters.to_vector(), named.hyperparameters.to_vector())
+
+
 def test_process_executor_keeps_order_and_drops_failures_and_late_items(processes: ProcessExecutor,
                                                                         tmp_path: Path) -> None:
     assert processes.map(_sleep_then, [0.0, 0.0], timeout=60) == [0.0, 0.0]     # start the workers
@@ -519,7 +531,7 @@ def test_surrogate_record_round_trips_through_the_store(store: HistoryStore) -> 
     assert stored.modeler == "Model_LCM" and stored.task_parameters == [[1.0], [2.5]]
     assert stored.model_stats["log_likelihood"] == pytest.approx(fitted.log_likelihood)
     assert stored.model_stats["neg_log_likelihood"] == pytest.approx(-fitted.log_likelihood)
-    assert stored.raytuner["fit"]["samples"] == [9, 5]
+    assert stored.raytuner["fit"]["samples"] == [9, 5] and stored.raytuner["fit"]["executor"] == "InlineExecutor"
     again = load_surrogate(stored, store.evaluations("persist"))
     assert again.hyperparameters == fitted.hyperparameters
     np.testing.assert_array_equal(again.hyperparameters.to_vector(), fitted.hyperparameters.to_vector())
@@ -582,6 +594,10 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray) -> None:  # no
         assert all("failed" not in s for s in fitted.report.starts)
         inline = LCM(options).fit(data, seed=3, executor=INLINE)
         np.testing.assert_array_equal(fitted.hyperparameters.to_vector(), inline.hyperparameters.to_vector())
+        # without an executor, a fit of 25 records runs inline even with Ray up: the same optimum
+        default = LCM(options).fit(data, seed=3)
+        assert (fitted.report.executor, default.report.executor) == ("RayExecutor", "InlineExecutor")
+        np.testing.assert_array_equal(default.hyperparameters.to_vector(), inline.hyperparameters.to_vector())
         assert ray.wait(running, timeout=0)[0] == []                      # the trials still hold the CPUs
     finally:
         for t in trials:

@@ -261,8 +261,8 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
         task: the default task of predictions (required when the records span several tasks).
         options: the LCM's options (default :class:`~raytuner.models.LCMOptions`).
         seed: a seed or generator for the fit's restarts (default 0).
-        executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor`: Ray when
-            initialised, else a process pool).
+        executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor`: inline
+            for a small fit, else Ray when initialised, else a process pool).
         min_records: the fewest usable records (default 3).
         chunk_size: rows per prediction call (default 8192).
         modeler: ``"LCM"`` (default: every task's records in one model) or ``"GP"`` (the chosen task's only).

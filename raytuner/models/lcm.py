@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from raytuner.executors import Executor, default_executor, one_blas_thread
+from raytuner.blas import one_blas_thread
+from raytuner.executors import Executor, default_executor
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, training_covariance
 from raytuner.models.hyperparameters import BOUNDS, Hyperparameters
@@ -167,7 +168,8 @@ class LCM:
         Args:
             data: the training data.
             seed: a seed or generator for the random starts (default: fresh entropy).
-            executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor`).
+            executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor` for the
+                fit's size: inline up to :data:`~raytuner.executors.INLINE_RECORDS` records).
             warm_start: the previous optimum, always one of the starts (default none).
             fixed: a boolean mask over :meth:`Hyperparameters.to_vector` of entries kept at their
                 ``warm_start`` values.
@@ -240,7 +242,9 @@ class LCM:
         """
         jobs = [_Start(sample, theta, iterations, free, os.getpid(), deadline) for theta in thetas]
         wait = max(0.0, deadline - time.time()) + GRACE
-        results = (executor or default_executor()).map(run_start, jobs, timeout=wait)
+        runner = executor or default_executor(len(sample.z))
+        report.executor = type(runner).__name__
+        results = runner.map(run_start, jobs, timeout=wait)
         report.starts += [_start_entry(r, len(sample.z)) for r in results]
         if any(r is not None and r.timed_out for r in results):
             report.timed_out = True

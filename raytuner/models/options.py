@@ -200,6 +200,8 @@ class FitReport:
     ``fit_samples``, ``inducing`` (or ``None``), and the accuracy on
     ``held_out`` samples left out of the fit: ``held_out_rmse`` and
     ``held_out_log_density`` (mean log predictive density), in model units.
+    ``executor`` names the executor the starts ran on (``"InlineExecutor"``,
+    ``"RayExecutor"``, ...; ``None`` when nothing was optimised).
     """
 
     starts: list[dict[str, Any]] = field(default_factory=list)
@@ -210,3 +212,4 @@ class FitReport:
     optimised_samples: int | None = None
     approximation: dict[str, Any] | None = None
     timed_out: bool = False
+    executor: str | None = None

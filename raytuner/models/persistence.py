@@ -144,6 +144,7 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
                           "optimised_samples": fitted.report.optimised_samples,
                           "likelihood_evaluations": fitted.report.evaluations, "starts": fitted.report.starts,
                           "fit_seconds": fitted.report.seconds, "timed_out": fitted.report.timed_out,
+                          "executor": fitted.report.executor,
                           "jitter": fitted.jitter,
                           "samples": fitted.data.counts},
                   **({"sampler": dict(sampler)} if sampler is not None else {})},

@@ -44,12 +44,12 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
 
     Args:
         repository: the crowd repository it serves (a :class:`~raytuner.crowd.CrowdRepository`).
-        executor: where model fits run (default ``None``: a local process pool).
+        executor: where model fits run (the server's; default ``None``: inline for a small fit, else a process pool).
     """
 
     def __init__(self, repository: Any, executor: Any = None) -> None:
         self.repository = repository
-        self.executor = executor             # model fits (None: a local process pool)
+        self.executor = executor             # model fits (None: each fit's default for its size)
 
     # -- records ------------------------------------------------------------------------------------
 

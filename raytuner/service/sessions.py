@@ -141,8 +141,8 @@ class SessionManager(CrowdSessions):
     Args:
         store: The history store.
         ledger: Where sessions and handed-out trials are logged (default: ``store.ledger()``).
-        executor: Runs model fits (a :class:`~raytuner.executors.RayExecutor` when the server
-            has a Ray cluster); it goes to the strategies that take one.
+        executor: Runs model fits (the server's: a :class:`~raytuner.executors.RayExecutor` when it
+            has a Ray cluster, else the process pool); it goes to the strategies that take one.
         crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions and
             crowd sources (:mod:`raytuner.service.session_crowd`).
     """

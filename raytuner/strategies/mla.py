@@ -62,7 +62,8 @@ import numpy as np
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor, one_blas_thread
+from raytuner.blas import one_blas_thread
+from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.persistence import surrogate_record
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
@@ -98,8 +99,9 @@ class MLA(StoredModels, Strategy):
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
-        executor: Runs the multi-start fits (default: Ray actors when Ray is
-            initialised, else a process pool).
+        executor: Runs the multi-start fits (default: inline for a fit of at most
+            :data:`~raytuner.executors.INLINE_RECORDS` records; larger ones on Ray actors when
+            Ray is initialised, else on a process pool).
         objective: The objective to minimise or maximise (default: the first).
         search_candidates: How many random points the acquisition search's global phase scores.
         source: Evaluations to learn from besides the engine's own (a list of records or an

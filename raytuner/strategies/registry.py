@@ -3,8 +3,8 @@
 :data:`ENGINES` knows every engine and what it needs besides its options:
 
 - ``"executor"``: it fits models, and runs their multi-start fits on the
-  executor it is given (Ray actors, a process pool, inline); without one it picks
-  the default;
+  executor it is given (Ray actors, a process pool, inline); without one each
+  fit picks the default for its size (:func:`raytuner.executors.default_executor`);
 - ``"source"``: it transfers from source data (an
   :class:`~raytuner.records.EvaluationSource` such as
   :class:`raytuner.store.StoreSource`, a list of

@@ -78,7 +78,7 @@ class FitContext:
     """How a builder fits: LCM options, executor, random stream, the pseudo design, static weights."""
 
     options: LCMOptions
-    executor: Executor
+    executor: Executor | None   # None: each fit's own default (raytuner.executors.default_executor)
     rng: np.random.Generator
     design: Callable[[int], np.ndarray]
     weights: np.ndarray | None = None

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor, default_executor
+from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
@@ -97,7 +97,7 @@ def minimisation_values(problem: ProblemSpace, records: Iterable[FunctionEvaluat
 
 
 def fit_gp(X: np.ndarray, v: np.ndarray, options: LCMOptions, seed: int | np.random.Generator,
-           executor: Executor) -> FittedLCM:
+           executor: Executor | None) -> FittedLCM:
     """A single-task GP (a one-task LCM) of ``v`` at the unit-cube points ``X``.
 
     Args:
@@ -105,7 +105,8 @@ def fit_gp(X: np.ndarray, v: np.ndarray, options: LCMOptions, seed: int | np.ran
         v: Their values.
         options: Configure the fit.
         seed: Seeds the fit.
-        executor: Runs the multi-start fit.
+        executor: Runs the multi-start fit (default: chosen by the fit's size,
+            :func:`raytuner.executors.default_executor`).
     """
     return LCM(replace(options, latent=1)).fit(TrainingData([X], [v]), seed=seed, executor=executor)
 
@@ -213,9 +214,6 @@ class SourceData:
     def __repr__(self) -> str:
         return f"SourceData({[(t.label, len(t)) for t in self.tasks]})"
 
-    def _executor(self) -> Executor:
-        return self.executor or default_executor()
-
     @property
     def latent(self) -> int:
         """Latent functions of the multitask models (sources and one target): ``min(tasks, 3)``."""
@@ -242,7 +240,7 @@ class SourceData:
         with self._lock:
             if index not in self._gps:
                 task = self.tasks[index]
-                self._gps[index] = fit_gp(task.X, task.v, self.options, SOURCE_SEED + index, self._executor())
+                self._gps[index] = fit_gp(task.X, task.v, self.options, SOURCE_SEED + index, self.executor)
                 log.debug("fitted the GP of source %s (%d samples)", task.label, len(task))
             return self._gps[index]
 
@@ -263,7 +261,7 @@ class SourceData:
                     task = self.tasks[index]
                     prior = sum((m.predict(0, task.X)[0] for m in chain), np.zeros(len(task)))
                     chain.append(fit_gp(task.X, task.v - prior, self.options, SOURCE_SEED + 1000 + position,
-                                        self._executor()))
+                                        self.executor))
                 self._chain = chain
             return self._chain
 
@@ -273,7 +271,7 @@ class SourceData:
             if self._lcm is None:
                 data = TrainingData([t.X for t in self.tasks], [t.v for t in self.tasks])
                 fitted = LCM(replace(self.options, latent=self.latent)).fit(data, seed=SOURCE_SEED,
-                                                                            executor=self._executor())
+                                                                            executor=self.executor)
                 self._lcm = fitted.hyperparameters
                 log.info("fitted the source LCM over %d tasks, %d samples in %.1f s", len(self.tasks),
                          sum(len(t) for t in self.tasks), fitted.report.seconds)

@@ -59,7 +59,8 @@ import numpy as np
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.executors import Executor, default_executor, one_blas_thread
+from raytuner.blas import one_blas_thread
+from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, task_key
 from raytuner.sampling import sample_configurations
@@ -251,7 +252,7 @@ class TransferLearning(Strategy):
 
     def _context(self) -> FitContext:
         weights = None if self.weights is None else np.asarray(self.weights)
-        return FitContext(self.options, self.executor or default_executor(), self._stream(2), self._design,
+        return FitContext(self.options, self.executor, self._stream(2), self._design,
                           weights)
 
     def _design(self, n: int) -> np.ndarray:
