@@ -55,7 +55,7 @@ B_MAX = 27.0
 #: the best at b_max to the grid optimum, seed 0: one pass 1, 1, 1.031, 1.125; four passes leave t = 1.3 or
 #: t = 1.45 in its local minimum now and then (the order in which concurrent trials finish varies); five passes
 #: found every minimum with seed 0 (R-bar 1.0000-1.0001, worst task 1.0004; seeds 1-3 1.0000-1.0013, worst task
-#: 1.009), in 2 min 34 s to 2 min 50 s on a 2-core machine where the job took 6 min 30 s before session 22's
+#: 1.009), in 2 min 34 s to 2 min 55 s on a 2-core machine where the job took 6 min 30 s before session 22's
 #: speed-ups.
 PASSES = 5
 
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         else:
             ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         stack.callback(ray.shutdown)
-        executor = RayExecutor()
+        executor = RayExecutor() if address else None      # local: small fits inline, larger ones on Ray
         band = GPTuneBandScheduler(problem, tasks, store, args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
                           passes=args.passes, seed=args.seed, executor=executor, model=args.model)
         structure = band.engine.structure
