@@ -404,13 +404,13 @@ def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
 
 _PROCESSES = ProcessExecutor()
 
-#: A fit of at most this many records runs inline when its caller named no executor. Such a fit takes 0.2-0.4 s
-#: in one process (2 tasks, 20-80 records, the default 4 starts; measured on 2 cores), less than shipping it
-#: out costs: each new Ray actor or pool worker starts Python and imports NumPy, SciPy and the models (about
-#: 2.5 s of CPU), and warm ones save at most half of the fit on 2 cores. Results do not depend on the
-#: executor. A server of many concurrent sessions names the pool instead (inline fits in its threads take
-#: turns: raytuner.service.server).
-INLINE_RECORDS = 100
+#: A fit of at most this many records runs inline when its caller named no executor. Each new Ray actor or pool
+#: worker starts Python and imports NumPy, SciPy and the models (about 2.5 s of CPU), while warm ones beat one
+#: process by little at this size: 0.31 against 0.18 s (2 tasks), 0.57 against 0.36 s (10 tasks) at 64
+#: records, the default 4 starts, a pool of 2 on 2 cores; at 100 records and 10 tasks 0.87 against 0.70 s.
+#: Results do not depend on the executor. A server of many concurrent sessions names the pool instead (inline
+#: fits in its threads take turns: raytuner.service.server).
+INLINE_RECORDS = 64
 
 
 def default_executor(records: int | None = None) -> Executor:
