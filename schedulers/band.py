@@ -28,7 +28,8 @@ before its fidelity is a failed evaluation. Every trial is in the store's
 ledger before Ray gets it (the session's durable ask), so the checkpoint holds
 only the session id and which Ray trial runs which evaluation. Suggestions come from the
 driver; LCM fits run on zero-CPU Ray actors, so they never wait for CPUs
-that trials hold and spread over the nodes of a cluster.
+that trials hold and spread over the nodes of a cluster (without a named
+executor, fits of at most ``INLINE_RECORDS`` records run inline in the driver).
 
 Example:
     >>> import tempfile

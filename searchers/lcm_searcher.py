@@ -6,8 +6,9 @@ trainable reads the task from the same dict. Every result is persisted to the
 history store before the next suggestion; a trial that errors or reports no
 metric becomes a failed evaluation. With ``max_concurrent_trials`` set, the
 suggestions asked while trials run form a batch: each sees the others as
-pending fantasies (``batch``). Multi-start model fits run as zero-CPU Ray
-tasks, so they never wait for CPUs that trials hold.
+pending fantasies (``batch``). Multi-start model fits of more than
+``INLINE_RECORDS`` records run on zero-CPU Ray actors, so they never wait for
+CPUs that trials hold; smaller ones run inline in the driver.
 
 Example:
     >>> import tempfile

@@ -471,11 +471,19 @@ def test_a_fit_without_an_executor_runs_inline_up_to_inline_records() -> None:
     assert isinstance(default_executor(records=INLINE_RECORDS), InlineExecutor)
     assert isinstance(default_executor(records=INLINE_RECORDS + 1), ProcessExecutor)
     assert isinstance(default_executor(), ProcessExecutor)            # size unknown: never inline
-    data = _three_tasks(2)
-    small = LCM(LCMOptions(n_starts=2, max_iterations=20)).fit(data, seed=1)
-    assert small.report.executor == "InlineExecutor"
-    named = LCM(LCMOptions(n_starts=2, max_iterations=20)).fit(data, seed=1, executor=INLINE)
-    np.testing.assert_array_equal(small.hyperparameters.to_vector(), named.hyperparameters.to_vector())
+    # the fit counts its records: 64 run inline, 65 go to the pool (one start: the pool runs a single item in
+    # this process, so no worker is started here, and the report still names the executor the fit chose)
+    options = LCMOptions(n_starts=1, max_iterations=10)
+    at = LCM(options).fit(_three_tasks(2, counts=(20, 20, INLINE_RECORDS - 40)), seed=1)
+    above = LCM(options).fit(_three_tasks(2, counts=(20, 20, INLINE_RECORDS - 39)), seed=1)
+    assert (at.report.executor, above.report.executor) == ("InlineExecutor", "ProcessExecutor")
+
+
+def test_the_tuning_server_fits_on_the_process_pool_for_small_fits_too() -> None:
+    from raytuner.service.server import TuningServer
+
+    # concurrent sessions' fits run side by side on the pool; inline in the server's threads they took turns
+    assert isinstance(TuningServer._executor(None), ProcessExecutor)
 
 
 def test_process_executor_keeps_order_and_drops_failures_and_late_items(processes: ProcessExecutor,
@@ -533,7 +541,7 @@ def test_surrogate_record_round_trips_through_the_store(store: HistoryStore) -> 
     assert stored.model_stats["neg_log_likelihood"] == pytest.approx(-fitted.log_likelihood)
     assert stored.raytuner["fit"]["samples"] == [9, 5] and stored.raytuner["fit"]["executor"] == "InlineExecutor"
     again = load_surrogate(stored, store.evaluations("persist"))
-    assert again.hyperparameters == fitted.hyperparameters
+    assert again.hyperparameters == fitted.hyperparameters and again.report.executor == "InlineExecutor"
     np.testing.assert_array_equal(again.hyperparameters.to_vector(), fitted.hyperparameters.to_vector())
     assert again.options == fitted.options
     grid = np.random.default_rng(11).random((25, 2))

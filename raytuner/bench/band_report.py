@@ -231,7 +231,7 @@ def render_report(results: Mapping[str, Any]) -> str:
               "depend on Python's string hashing: without a fixed PYTHONHASHSEED two runs differ. LCBench's TPE "
               "evaluates at epoch 52 only.",
               "- GPTuneBand's model fits run inline (InlineExecutor): on this 2-core machine it was faster than the "
-              "default process pool (row 1, 10 tasks: 9.1 s vs 10.5 s) and is deterministic.",
+              "process pool (row 1, 10 tasks: 9.1 s vs 10.5 s) and is deterministic.",
               "- LCBench is YAHPO Gym's ONNX surrogate of the learning curves, not real training; the time output is "
               "not used, every tuner is charged epochs / 52.", "",
               f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; load "

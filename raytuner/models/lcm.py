@@ -5,7 +5,7 @@ are mixed per task by ``B_q = W_q W_qᵀ + diag(κ_q)``, with a noise variance
 per task (paper 004, section 3.1). Outputs are standardised per task
 (optionally after a log transform, for run times), and hyperparameters are
 fitted by L-BFGS-B from several starts that run in parallel through an
-:class:`~raytuner.executors.Executor`; one start is always the previous
+:class:`~raytuner.executors.Executor` (one after another when inline); one start is always the previous
 fit's optimum (``warm_start``). With one task this is an ordinary GP.
 
 Example:
@@ -234,7 +234,7 @@ class LCM:
 
     def _run(self, sample: "_Sample", thetas: list[np.ndarray], iterations: int, free: np.ndarray | None,
              executor: Executor | None, report: FitReport, deadline: float) -> np.ndarray | None:
-        """Optimise each start on ``sample`` (in parallel) until ``deadline``; the best optimum, or ``None``.
+        """Optimise each start on ``sample`` (in parallel unless inline) until ``deadline``: the best optimum or None.
 
         Every start stops itself at the deadline; the executor waits a
         little longer (:data:`GRACE`) for the results to come back, then

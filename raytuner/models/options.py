@@ -32,7 +32,7 @@ class LCMOptions:
     """How an LCM is built and fitted.
 
     ``latent`` (Q) defaults to ``min(tasks, 3)``; ``rank`` is the number of
-    columns of each ``W_q``. ``n_starts`` L-BFGS starts run in parallel for
+    columns of each ``W_q``. ``n_starts`` L-BFGS starts run (in parallel, unless inline) for
     a cold fit, ``warm_starts`` for a warm one: the warm start when given
     (else a default start) and random ones; for each
     random start ``screen`` random candidates are scored and the best is
@@ -200,8 +200,9 @@ class FitReport:
     ``fit_samples``, ``inducing`` (or ``None``), and the accuracy on
     ``held_out`` samples left out of the fit: ``held_out_rmse`` and
     ``held_out_log_density`` (mean log predictive density), in model units.
-    ``executor`` names the executor the starts ran on (``"InlineExecutor"``,
-    ``"RayExecutor"``, ...; ``None`` when nothing was optimised).
+    ``executor`` names the executor the fit used, named by its caller or
+    chosen by size (``"InlineExecutor"``, ``"RayExecutor"``, ...; ``None``
+    when nothing was optimised).
     """
 
     starts: list[dict[str, Any]] = field(default_factory=list)

@@ -205,5 +205,5 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     report = FitReport(seconds=float(fit.get("fit_seconds", 0.0)),
                        iterations=int(record.model_stats.get("iterations", fit.get("iterations", 0)) or 0),
                        optimised_samples=optimised if isinstance(optimised, int) else None,
-                       timed_out=bool(fit.get("timed_out", False)))
+                       timed_out=bool(fit.get("timed_out", False)), executor=fit.get("executor"))
     return FittedLCM.condition(options, data, LCM(options).standardisation(data), hp, report)
