@@ -110,7 +110,7 @@ class ProcessExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_single_blas_thread)
+                    self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=one_blas_thread)
             return self._pool
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
@@ -161,11 +161,6 @@ class ProcessExecutor:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["workers"])  # type: ignore[misc]
-
-
-def _single_blas_thread() -> None:
-    """Worker initialiser: one BLAS thread per worker process."""
-    one_blas_thread()
 
 
 class RayExecutor:

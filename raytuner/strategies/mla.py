@@ -61,8 +61,8 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 import numpy as np
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
-from raytuner.errors import InvalidInputError
 from raytuner.blas import one_blas_thread
+from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.persistence import surrogate_record

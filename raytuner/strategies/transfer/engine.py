@@ -58,8 +58,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
-from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.blas import one_blas_thread
+from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, task_key
