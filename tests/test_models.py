@@ -260,9 +260,11 @@ def test_independent_tasks_are_not_correlated(seed: int) -> None:
     separate = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(
         TrainingData([X1, X2], [np.sin(6 * X1[:, 0]), np.sin(6 * X2[:, 1])]), seed=seed, executor=INLINE)
     assert abs(separate.correlation()[0, 1]) < 0.2
-    # orthogonal functions of one input, sampled at different points
+    # orthogonal functions of one input, sampled at different points: with 15 samples a task the RBF
+    # kernel (GPTune's) pins the correlation near 0; the rougher Matérn 5/2 leaves it loose (|ρ| up to
+    # 0.63 at seeds 0-7, up to 0.66 at 25 samples)
     x1, x2 = rng.random((15, 1)), rng.random((15, 1))
-    orthogonal = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(
+    orthogonal = LCM(LCMOptions(kernel="rbf", n_starts=2, max_iterations=200)).fit(
         TrainingData([x1, x2], [np.sin(2 * np.pi * x1[:, 0]), np.cos(2 * np.pi * x2[:, 0])]),
         seed=seed, executor=INLINE)
     assert abs(orthogonal.correlation()[0, 1]) < 0.5
@@ -304,7 +306,8 @@ def test_fantasies_grow_the_factorisation_as_a_new_factorisation_would() -> None
     for i in range(3):
         for ours, theirs in zip(grown.predict_standardised(i, grid), anew.predict_standardised(i, grid)):
             np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-9)
-    assert grown.log_likelihood == pytest.approx(anew.log_likelihood, rel=1e-9)
+    # a rank update and a new factorisation round differently: 2.4e-9 apart at seed 0 (Matérn 5/2)
+    assert grown.log_likelihood == pytest.approx(anew.log_likelihood, rel=1e-7)
     assert np.all(grown.predict_standardised(1, pending)[1] < fitted.predict_standardised(1, pending)[1])
     # a block whose Schur complement is not positive definite is left to a whole new factorisation
     assert ExactPosterior(np.eye(2), np.zeros(2)).extended(np.ones((1, 2)), np.zeros((1, 1)), np.zeros(3)) is None

@@ -294,10 +294,11 @@ class _Sample:
     options: LCMOptions
 
     def objective(self) -> NegativeLogLikelihood:
-        latent, tasks, _, rank = self.shape
+        latent, tasks, dimension, rank = self.shape
+        prior = self.options.lengthscale_prior_for(len(self.z) / tasks, dimension)
         return NegativeLogLikelihood(self.X, self.task, self.z, tasks=tasks, latent=latent, rank=rank,
-                                     kernel=self.options.kernel, lengthscale_prior=self.options.lengthscale_prior,
-                                     categorical=self.options.categorical_columns)
+                                     kernel=self.options.kernel, lengthscale_prior=prior,
+                                     noise_prior=self.options.noise_prior, categorical=self.options.categorical_columns)
 
 
 def _limit(task: np.ndarray, tasks: int, limit: int | None) -> np.ndarray:

@@ -94,14 +94,16 @@ class NegativeLogLikelihood:
         kernel: the kernel's name (:data:`~raytuner.models.kernels.KERNELS`).
         lengthscale_prior: ``(mean, sd)`` of a normal prior on each log length scale, whose negative
             log density (up to a constant) is added: the value is then a negative log posterior
-            (default ``None``: the likelihood alone).
+            (default ``None``: no prior).
+        noise_prior: ``(shape, rate)`` of a gamma prior on each task's noise variance, added the same
+            way (default ``None``: no prior).
         categorical: the columns compared by category (:func:`~raytuner.models.kernels.squared_distances`).
     """
 
     def __init__(self, X: np.ndarray, task: np.ndarray, y: np.ndarray, *, tasks: int, latent: int,
                  rank: int, kernel: str, lengthscale_prior: tuple[float, float] | None = None,
-                 categorical: Sequence[int] = ()) -> None:
-        self.lengthscale_prior = lengthscale_prior
+                 noise_prior: tuple[float, float] | None = None, categorical: Sequence[int] = ()) -> None:
+        self.lengthscale_prior, self.noise_prior = lengthscale_prior, noise_prior
         self.X = np.asarray(X, dtype=float)
         self.task = np.asarray(task, dtype=int)
         self.y = np.asarray(y, dtype=float)
@@ -198,6 +200,12 @@ class NegativeLogLikelihood:
             offset = (theta[:self.latent * self.dimension] - mean) / sd
             value += 0.5 * float(offset @ offset)
             gradient[:self.latent * self.dimension] += offset / sd
+        if self.noise_prior is not None:         # −log Gamma(σ²; a, b) = −(a − 1) log σ² + b σ², in θ = log σ²
+            shape, rate = self.noise_prior
+            log_noise = theta[-self.tasks:]
+            noise = np.exp(log_noise)
+            value += float(rate * noise.sum() - (shape - 1.0) * log_noise.sum())
+            gradient[-self.tasks:] += rate * noise - (shape - 1.0)
         return value, gradient
 
     def _gradient(self, hp: Hyperparameters, A: np.ndarray) -> np.ndarray:

@@ -45,6 +45,8 @@ __all__ = ["GPTUNE_MODELER", "gptune_space", "gptune_hyperparameters", "surrogat
 
 #: What GPTune calls an LCM surrogate (its ``Model_LCM``, whose flat hyperparameter list ours follows).
 GPTUNE_MODELER = "Model_LCM"
+#: The priors of a model stored before its record named them: it was fitted without them.
+UNSTORED_PRIORS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None}
 
 
 def gptune_space(space: Space) -> list[dict[str, Any]]:
@@ -188,7 +190,7 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     problem = ProblemSpace.parse(own["spaces"], "surrogate_model")
     hp = Hyperparameters.from_dict(own["hyperparameters"] or {})
     known = {k: v for k, v in record.modeling_options.items() if k in LCMOptions.__dataclass_fields__}
-    options = LCMOptions(**known)
+    options = LCMOptions(**{**UNSTORED_PRIORS, **known})
     wanted = set(record.function_evaluations)
     used = [e for e in evaluations if e.uid in wanted]
     if len(used) != len(wanted):

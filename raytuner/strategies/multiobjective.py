@@ -33,8 +33,10 @@ evaluations, and chooses each suggestion by:
   down by the shortfall (:class:`~raytuner.strategies.breaches.BreachValues`):
   on PyAMG with the memory bound, 6.6 % of the suggestions after the initial
   design broke it instead of 9.3 % (30 seeds), at a hypervolume as large.
-- **Length scales**: without ``options``, each LCM has a normal prior on its
-  log length scales (:data:`LENGTHSCALE_PRIOR`) against spiky fits.
+- **Length scales**: without ``options``, each LCM has the RBF kernel, a
+  normal prior on its log length scales (:data:`LENGTHSCALE_PRIOR`) against
+  spiky fits and no noise prior: the settings this engine was measured with
+  (not :class:`~raytuner.models.LCMOptions`' defaults, measured on one output).
 - **Skewed outputs**: an output whose values so far are positive and whose
   logarithm is clearly less skewed (a run time, a memory footprint) is
   modelled in log space; the draws are taken there and mapped back. On the
@@ -144,14 +146,14 @@ class MultiObjectiveMLA(MLA):
         tasks: The tasks to tune.
         seed: Seeds every random stream and model fit.
         **options: MLA's options (no ``objective``: every optimised output is one). Without ``options``,
-            the LCMs have a length-scale prior (:data:`LENGTHSCALE_PRIOR`); given ``options`` are used as
-            they are (add ``lengthscale_prior=LENGTHSCALE_PRIOR`` to keep it).
+            the LCMs have the RBF kernel, a length-scale prior (:data:`LENGTHSCALE_PRIOR`) and no noise
+            prior; given ``options`` are used as they are.
     """
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
                  **options: Any) -> None:
         if options.get("options") is None:
-            options["options"] = LCMOptions(lengthscale_prior=LENGTHSCALE_PRIOR)
+            options["options"] = LCMOptions(kernel="rbf", lengthscale_prior=LENGTHSCALE_PRIOR, noise_prior=None)
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k not in ("objective", "source")}
