@@ -55,11 +55,12 @@ def objective(config: dict) -> None:
 
 
 def diverges(x: float) -> bool:
-    # everything outside a band around the source's optimum (x* = 0.421), where the first suggestions go:
-    # the first results succeed, and the models' exploration reaches the failing region. Ray decides the
-    # order in which the two trials in flight finish: the searcher driven without Ray through all 128 orders
-    # of the first seven completions met 1 to 3 failures in each, so the test's "some failed" holds
-    return not 0.2 <= x <= 0.6
+    # the first suggestions explore the source data's widest gap (0.101 to 0.251) from x = 0.189, which
+    # succeeds, and step left into the failing region, which a model that leaves failures out cannot see.
+    # Ray decides the order in which the two trials in flight finish: the searcher driven without Ray
+    # through all 128 orders of the first seven completions met 3 to 5 failures of 8 in each, so the
+    # test's "some failed" and its best result hold
+    return x < 0.187 or x > 0.6
 
 
 def sometimes_fails(config: dict) -> None:

@@ -26,8 +26,8 @@ Example:
     >>> source = SourceData(problem, records, executor=InlineExecutor())
     >>> [(t.label, len(t)) for t in source.tasks]
     [('t=0.8', 12)]
-    >>> mean, variance = source.gp(0).predict(0, np.array([[0.5]]))
-    >>> bool(abs(mean[0] - demo(0.5, 0.8)) < 0.05)
+    >>> mean, variance = source.gp(0).predict(0, np.array([[6 / 11]]))    # a measured point
+    >>> bool(abs(mean[0] - demo(6 / 11, 0.8)) < 0.05)
     True
 """
 

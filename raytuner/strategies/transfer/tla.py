@@ -44,9 +44,14 @@ from raytuner.space import ProblemSpace
 from raytuner.strategies.base import fitting_records, other_tasks, source_records
 from raytuner.strategies.mla import MLA
 
-__all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task", "centred_sample"]
+__all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task", "centred_sample", "TLA1_OPTIONS"]
 
 log = logging.getLogger(__name__)
+
+#: TLA1's GPs of the optima over the task parameters: GPTune's model (RBF, maximum likelihood), two starts.
+#: It extrapolates a trend in the optima past the tuned tasks; the priors of :class:`LCMOptions`' defaults,
+#: measured on tuning parameters, pull a few tasks' length scales short, and the prediction back to the mean.
+TLA1_OPTIONS = LCMOptions(n_starts=2, kernel="rbf", lengthscale_prior=None, noise_prior=None)
 
 
 @dataclass
@@ -95,7 +100,7 @@ class TLA1:
         records: The tuned tasks' evaluations; those that do not fit the problem
             (task or configuration outside it) are skipped with one warning that counts them.
         objective: The objective's name (default: the first).
-        options: Configure the GPs (default: two starts).
+        options: Configure the GPs (default :data:`TLA1_OPTIONS`).
         seed: Seeds the fits.
         executor: Runs the multi-start fits (default: inline).
     """
@@ -114,7 +119,7 @@ class TLA1:
         self.optima = optima
         T = problem.input_space.encode([r.task_parameter for r in optima])
         U = problem.parameter_space.encode([r.tuning_parameter for r in optima])
-        lcm = LCM((options or LCMOptions(n_starts=2)).over(problem.input_space))
+        lcm = LCM((options or TLA1_OPTIONS).over(problem.input_space))
         self._models: list[FittedLCM] = [
             lcm.fit(TrainingData([T], [U[:, j]]), seed=seed, executor=executor or InlineExecutor())
             for j in range(U.shape[1])]
