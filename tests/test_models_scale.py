@@ -12,9 +12,10 @@ from raytuner.models.lcm import approximation
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.models.posterior import balanced_subset
 from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies import MLA
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 INLINE = InlineExecutor()
 
@@ -84,6 +85,12 @@ def test_a_sparse_model_refuses_leave_one_out_and_round_trips_through_a_record()
     again = load_surrogate(record, records)
     X = np.linspace(0, 1, 7)[:, None]
     np.testing.assert_allclose(again.predict(1, X)[0], fitted.predict(1, X)[0], rtol=1e-9, atol=1e-12)
+    assert again.options == fitted.options                     # the priors and the kernel included
+    # a model stored before its record named the priors was fitted without them
+    old = record.model_copy(update={"modeling_options": {k: v for k, v in record.modeling_options.items()
+                                                         if k not in ("lengthscale_prior", "noise_prior")}})
+    loaded = load_surrogate(old, records).options
+    assert loaded.lengthscale_prior is None and loaded.noise_prior is None and loaded.kernel == "matern52"
 
 
 def test_limits_are_checked() -> None:
@@ -94,6 +101,61 @@ def test_limits_are_checked() -> None:
     with pytest.raises(InvalidInputError, match="lengthscale_prior"):
         LCMOptions(lengthscale_prior=(0.0, 0.0))
     assert LCMOptions(lengthscale_prior=[-1, 2]).lengthscale_prior == (-1.0, 2.0)
+    for bad in ("wide", (0.0, float("nan")), (True, 1.0)):
+        with pytest.raises(InvalidInputError, match="lengthscale_prior.*'spacing'"):
+            LCMOptions(lengthscale_prior=bad)  # type: ignore[arg-type]
+    for bad in ((0.0, 30.0), (1.1, -1.0), (1.1,), "gamma"):
+        with pytest.raises(InvalidInputError, match=r"noise_prior: must be \(shape, rate\)"):
+            LCMOptions(noise_prior=bad)  # type: ignore[arg-type]
+    assert LCMOptions(noise_prior=[2, 10]).noise_prior == (2.0, 10.0)
+
+
+def test_the_spacing_prior_follows_the_samples_per_task_and_is_stored_by_name() -> None:
+    options = LCMOptions()
+    assert options.lengthscale_prior == "spacing" and options.noise_prior == (1.1, 30.0)
+    assert options.lengthscale_prior_for(10, 1) == pytest.approx((np.log(0.1), 1.0))
+    assert options.lengthscale_prior_for(16, 4) == pytest.approx((np.log(0.5), 1.0))   # 16 ** (-1/4)
+    assert LCMOptions(lengthscale_prior=None).lengthscale_prior_for(10, 1) is None
+    stored = options.to_dict()
+    assert stored["lengthscale_prior"] == "spacing" and stored["noise_prior"] == [1.1, 30.0]
+    assert LCMOptions(**stored) == options
+
+
+@pytest.mark.parametrize("priors", [{"noise_prior": (1.1, 30.0)},
+                                    {"lengthscale_prior": (-1.0, 0.5), "noise_prior": (2.0, 5.0)}])
+def test_the_priors_add_their_gradients(priors: dict) -> None:
+    from scipy.optimize import approx_fprime
+
+    from raytuner.models.hyperparameters import Hyperparameters
+    from raytuner.models.likelihood import NegativeLogLikelihood
+
+    data = _smooth((8, 6))
+    X, task, y = data.stacked()
+    plain = NegativeLogLikelihood(X, task, y, tasks=2, latent=2, rank=1, kernel="matern52")
+    objective = NegativeLogLikelihood(X, task, y, tasks=2, latent=2, rank=1, kernel="matern52", **priors)
+    theta = Hyperparameters.initial(2, 2, 2, 1, rng=np.random.default_rng(3)).to_vector()
+    numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-6)
+    np.testing.assert_allclose(objective(theta)[1], numeric, rtol=1e-4, atol=1e-4)
+    shape, rate = priors["noise_prior"]
+    noise = np.exp(theta[-2:])                        # the last entries are the tasks' log noise variances
+    added = float(np.sum(rate * noise - (shape - 1) * theta[-2:]))
+    if "lengthscale_prior" in priors:
+        mean, sd = priors["lengthscale_prior"]
+        added += 0.5 * float(np.sum(((theta[:4] - mean) / sd) ** 2))
+    assert objective(theta)[0] == pytest.approx(plain(theta)[0] + added, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [4, 6, 9, 10])
+def test_the_noise_prior_keeps_a_needle_from_being_called_noise(seed: int) -> None:
+    """The demo at t = 2 is a narrow needle: without the noise prior, fits of these 10-sample designs (4 of
+    the first 12 seeds) under the spacing prior called the whole signal noise (variance 1.0, the variance of
+    the standardised data), and the acquisition had nothing to go on."""
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    configs = sample_configurations(problem, {"t": 2.0}, 10, seed=seed)
+    data = TrainingData([problem.parameter_space.encode(configs)], [np.array([demo(c["x"], 2.0) for c in configs])])
+    noise = {name: float(LCM(LCMOptions(noise_prior=prior)).fit(data, seed=0, executor=INLINE).hyperparameters.noise[0])
+             for name, prior in (("without", None), ("with", LCMOptions().noise_prior))}
+    assert noise["with"] < 0.05 and noise["without"] > 0.5, noise
 
 
 def test_the_lengthscale_prior_adds_its_gradient() -> None:
