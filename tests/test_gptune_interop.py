@@ -232,7 +232,9 @@ def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[li
 def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 1.5}]
-    engine = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1), executor=InlineExecutor())
+    # GPTune's Model_LCM is an RBF LCM: only such models are written in its form (Matérn ones as raytuner_LCM)
+    engine = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, kernel="rbf"),
+                 executor=InlineExecutor())
     store = JsonStore(tmp_path / "mla")
     session = TuningSession("mla-demo", problem, engine, store)
     for n in range(12):

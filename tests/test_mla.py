@@ -113,7 +113,7 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
     records = store.evaluations("demo")
     assert len(records) == 14 and len(models) == 4
     for k, model in enumerate(models):
-        assert model.modeler == "Model_LCM" and model.raytuner["modeler"] == "raytuner.LCM:mla"
+        assert model.modeler == "raytuner_LCM" and model.raytuner["modeler"] == "raytuner.LCM:mla"   # Matérn
         assert model.function_evaluations == [r.uid for r in records[:10 + k]]
         assert model.task_parameters == [[1.0], [2.5]]
         assert model.raytuner["fit"]["samples"] == [5 + (k + 1) // 2, 5 + k // 2]

@@ -353,8 +353,8 @@ def test_log_transform() -> None:
 def test_warm_start_needs_few_iterations(seed: int) -> None:
     data = _three_tasks(seed, counts=(8, 12, 10), noise=0.05)
     # maximum likelihood (no prior): the warm fit may then only raise the likelihood it starts from
-    cold = LCM(LCMOptions(n_starts=2, lengthscale_prior=None)).fit(data, seed=seed, executor=INLINE)
-    warm = LCM(LCMOptions(n_starts=1, warm_starts=1, lengthscale_prior=None)).fit(
+    cold = LCM(LCMOptions(n_starts=2, lengthscale_prior=None, noise_prior=None)).fit(data, seed=seed, executor=INLINE)
+    warm = LCM(LCMOptions(n_starts=1, warm_starts=1, lengthscale_prior=None, noise_prior=None)).fit(
         data, seed=seed, executor=INLINE, warm_start=cold.hyperparameters)
     assert len(warm.report.starts) == 1
     assert warm.log_likelihood >= cold.log_likelihood - 1e-6 * abs(cold.log_likelihood) - 1e-6
@@ -528,18 +528,20 @@ def _evaluations(seed: int) -> list[FunctionEvaluation]:
     return records
 
 
-def test_surrogate_record_round_trips_through_the_store(store: HistoryStore) -> None:
+@pytest.mark.parametrize("kernel,modeler", [("rbf", "Model_LCM"), ("matern52", "raytuner_LCM")])
+def test_surrogate_record_round_trips_through_the_store(store: HistoryStore, kernel: str, modeler: str) -> None:
+    """GPTune's Model_LCM is an RBF LCM: a model of another kernel is named as ours, so GPTune never misreads it."""
     records = _evaluations(10)
     data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
     assert data.counts == [9, 5] and len(uids) == 14 and records[-1].uid not in uids
-    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100, kernel="matern52")).fit(data, seed=0, executor=INLINE)
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100, kernel=kernel)).fit(data, seed=0, executor=INLINE)
     record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test")
     store.append_many("persist", records)
     store.append_model("persist", record)
 
     [stored] = store.models("persist")
     assert stored.uid == record.uid and stored.function_evaluations == uids and stored.raytuner["modeler"] == "test"
-    assert stored.modeler == "Model_LCM" and stored.task_parameters == [[1.0], [2.5]]
+    assert stored.modeler == modeler and stored.task_parameters == [[1.0], [2.5]]
     assert stored.model_stats["log_likelihood"] == pytest.approx(fitted.log_likelihood)
     assert stored.model_stats["neg_log_likelihood"] == pytest.approx(-fitted.log_likelihood)
     assert stored.raytuner["fit"]["samples"] == [9, 5] and stored.raytuner["fit"]["executor"] == "InlineExecutor"

@@ -200,7 +200,7 @@ class NegativeLogLikelihood:
             offset = (theta[:self.latent * self.dimension] - mean) / sd
             value += 0.5 * float(offset @ offset)
             gradient[:self.latent * self.dimension] += offset / sd
-        if self.noise_prior is not None:         # −log Gamma(σ²; a, b) = −(a − 1) log σ² + b σ², in θ = log σ²
+        if self.noise_prior is not None:   # −log Gamma(σ²; a, b) = −(a − 1) log σ² + b σ², θ = log σ²
             shape, rate = self.noise_prior
             log_noise = theta[-self.tasks:]
             noise = np.exp(log_noise)

@@ -123,8 +123,10 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
                               for o in spaces["output_space"]]   # JSON has no infinity
     name = problem.objective(objective).name
     objective_id = problem.objectives.index(name)
-    # GPTune's kernel reads every length scale by position: a model that compares categories is ours alone
-    flat = None if fitted.options.categorical_columns else gptune_hyperparameters(fitted.hyperparameters)
+    # GPTune's Model_LCM is an RBF LCM that reads every length scale by position: a model with another
+    # kernel, or one that compares categories, is ours alone
+    gptune_form = fitted.options.kernel == "rbf" and not fitted.options.categorical_columns
+    flat = gptune_hyperparameters(fitted.hyperparameters) if gptune_form else None
     log_likelihood = float(fitted.log_likelihood)
     gradients = (fitted.log_likelihood_gradient().tolist()
                  if fitted.report.optimised and fitted.report.approximation is None else None)
