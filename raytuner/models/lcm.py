@@ -295,8 +295,8 @@ class _Sample:
 
     def objective(self) -> NegativeLogLikelihood:
         latent, tasks, dimension, rank = self.shape
-        with_samples = max(1, int(np.count_nonzero(np.bincount(self.task, minlength=tasks))))
-        prior = self.options.lengthscale_prior_for(len(self.z) / with_samples, dimension)
+        # samples per task over every task of the model, those still without samples too (the variant measured)
+        prior = self.options.lengthscale_prior_for(len(self.z) / tasks, dimension)
         return NegativeLogLikelihood(self.X, self.task, self.z, tasks=tasks, latent=latent, rank=rank,
                                      kernel=self.options.kernel, lengthscale_prior=prior,
                                      noise_prior=self.options.noise_prior, categorical=self.options.categorical_columns)
