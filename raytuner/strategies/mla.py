@@ -18,8 +18,11 @@ is far beyond the noise, so the default stays. (Those figures are of GPTune's
 model: RBF, maximum likelihood. With :class:`~raytuner.models.LCMOptions`'
 defaults since, Matérn 5/2 and two priors, single-task BO won 0.760 ± 0.025
 of the LCBench cells against that model and 0.458 ± 0.028 against Optuna's
-GPSampler, up from 0.292; the per-task MLA 0.450 ± 0.039 against GPSampler
-and 0.492 ± 0.037 against the new single-task BO: 30 seeds each.) Failed
+GPSampler, up from 0.292; the per-task MLA 0.392 ± 0.039 against GPSampler
+and 0.467 ± 0.036 against the new single-task BO, the shared design 0.500 ±
+0.035 and 0.554 ± 0.035, and 0.610 ± 0.039 against the per-task design: 30
+seeds each. On the demo, 40 seeds, the per-task MLA won 0.547 ± 0.031 against
+the new single-task BO, the shared design 0.507 ± 0.031 against per-task.) Failed
 evaluations are never suggested again and are left out of the model.
 
 The engine is a fold over the evaluation log: the model is refitted when
