@@ -9,7 +9,7 @@ by LHS; ``records`` = their product), it measures:
   ask/tell rounds, each ask timed (its model refit warm-starts from the last
   one); ``ask_seconds_median`` is their median.
 - **our fit**: ``LCM(LCMOptions(latent=3, **GPTUNE_LCM)).fit(TrainingData(X, y), seed=0)``
-  (GPTune's model, which GPy fits too: :data:`~raytuner.bench.mla_scale.GPTUNE_LCM`; the asks use the
+  (GPTune's model, which GPy fits too: :data:`~raytuner.models.GPTUNE_LCM`; the asks use the
   engine's defaults) on the history standardised per task: each fit is cold (no warm start), and
   ``fit_seconds_median`` is the median of their seconds; its
   ``log_likelihood`` (``loglik``) and its report's ``approximation``.
@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from raytuner.bench.mla_scale import GPTUNE_LCM, SCALE_KEYS, dash, render_scale, scale_figures, task_values
+from raytuner.bench.mla_scale import SCALE_KEYS, dash, render_scale, scale_figures, task_values
 from raytuner.bench.report import markdown_table
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
@@ -168,7 +168,7 @@ def fit_ours(history: History, repeats: int, problem: ProblemSpace | None = None
         repeats: how many timed fits.
         problem: the tuning problem (default ``None``: the demo's).
     """
-    from raytuner.models import LCM, LCMOptions, TrainingData
+    from raytuner.models import GPTUNE_LCM, LCM, LCMOptions, TrainingData
 
     problem = problem or _demo_problem()
     X = [problem.parameter_space.encode(configs) for configs in history.configs]

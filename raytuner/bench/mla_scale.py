@@ -2,7 +2,7 @@
 
 For an overhead row of at least :data:`HELDOUT_MIN_RECORDS` records (10 x 100
 and 20 x 250 in the full run) the overhead's fit (``LCM(LCMOptions(latent=3,
-**GPTUNE_LCM))``: GPTune's model with the default size limits, which may fit
+**GPTUNE_LCM))``, :data:`~raytuner.models.GPTUNE_LCM`: GPTune's model with the default size limits, which may fit
 its hyperparameters on a subset and condition a sparse FITC
 posterior past its limits) is scored on a fresh held-out set:
 :data:`HELDOUT_PER_TASK` uniform points of x per task, the demo's values,
@@ -45,10 +45,6 @@ __all__ = ["task_values", "make_heldout", "heldout_scores", "score_fit", "fit_ex
            "scale_goals", "render_scale", "dash"]
 
 log = logging.getLogger(__name__)
-
-#: The model the overhead and scale rows fit: GPTune's (RBF, maximum likelihood), the model GPy's fit is
-#: compared with (``LCMOptions``' default kernel and priors would compare another model's likelihood).
-GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None}
 
 HELDOUT_MIN_RECORDS = 1000  # rows with at least this many records get the held-out figures
 EXACT_MAX_RECORDS = 1000  # the exact model runs at most at this many records
@@ -145,7 +141,7 @@ def fit_exact(X: Sequence[np.ndarray], y_standardised: Sequence[np.ndarray]) -> 
         X: per task, the encoded training points.
         y_standardised: per task, the standardised training values.
     """
-    from raytuner.models import LCM, LCMOptions, TrainingData
+    from raytuner.models import GPTUNE_LCM, LCM, LCMOptions, TrainingData
 
     options = LCMOptions(latent=3, fit_limit=None, exact_limit=None, **GPTUNE_LCM)
     t0 = time.perf_counter()

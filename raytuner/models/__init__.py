@@ -7,6 +7,6 @@ from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM, Standardisation
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
-from raytuner.models.options import FitReport, LCMOptions
+from raytuner.models.options import GPTUNE_LCM, FitReport, LCMOptions
 
-__all__ = ["LCM", "LCMOptions", "FitReport", "FittedLCM", "Hyperparameters", "Standardisation", "TrainingData"]
+__all__ = ["LCM", "LCMOptions", "GPTUNE_LCM", "FitReport", "FittedLCM", "Hyperparameters", "Standardisation", "TrainingData"]

@@ -23,7 +23,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
 from raytuner.space import Space
 
-__all__ = ["FitReport", "KernelName", "LCMOptions", "NOISE_PRIOR", "SPACING_PRIOR_SD"]
+__all__ = ["FitReport", "KernelName", "LCMOptions", "NOISE_PRIOR", "SPACING_PRIOR_SD", "GPTUNE_LCM"]
 
 KernelName = Literal["rbf", "matern32", "matern52"]
 
@@ -31,6 +31,9 @@ KernelName = Literal["rbf", "matern32", "matern52"]
 SPACING_PRIOR_SD = 1.0
 #: The default ``(shape, rate)`` of the gamma prior on each task's standardised noise variance.
 NOISE_PRIOR = (1.1, 30.0)
+#: The options that make GPTune's model of :class:`LCMOptions`' defaults: RBF, maximum likelihood
+#: (``LCMOptions(**GPTUNE_LCM)``; what GPy fits, and what GPTune's ``Model_LCM`` reads).
+GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None}
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class LCMOptions:
     priors with the Matérn 5/2 kernel won 0.760 ± 0.025 of 8 LCBench tasks'
     cells (30 seeds) and 0.509 ± 0.025 of the demo's (40 seeds) against
     maximum likelihood with the RBF kernel (GPTune's model, still available as
-    ``kernel="rbf", lengthscale_prior=None, noise_prior=None``). The
+    ``LCMOptions(**GPTUNE_LCM)``). The
     length-scale prior alone lost on the demo (0.361): with it, fits explained
     a needle as noise (noise variance 1.0), which the noise prior prevents.
     ``categorical`` lists the input columns compared by category (0 between
@@ -131,13 +134,10 @@ class LCMOptions:
         if not (isinstance(self.refit_growth, (int, float)) and 0 <= self.refit_growth <= 10):
             raise InvalidInputError("refit_growth", f"must be a number in [0, 10], got {self.refit_growth!r}")
         if not (isinstance(self.lengthscale_prior, str) and self.lengthscale_prior == "spacing"):
-            object.__setattr__(self, "lengthscale_prior",
-                               _pair("lengthscale_prior", self.lengthscale_prior, "(mean, sd) with sd > 0, 'spacing'"))
-        noise = _pair("noise_prior", self.noise_prior, "(shape, rate) with shape > 0 and rate > 0")
-        if noise is not None and not noise[0] > 0:
-            raise InvalidInputError("noise_prior", f"must be (shape, rate) with shape > 0 and rate > 0 or None, "
-                                                   f"got {self.noise_prior!r}")
-        object.__setattr__(self, "noise_prior", noise)
+            object.__setattr__(self, "lengthscale_prior", _pair("lengthscale_prior", self.lengthscale_prior,
+                                                                "(mean, sd) with sd > 0, 'spacing'", (False, True)))
+        object.__setattr__(self, "noise_prior", _pair("noise_prior", self.noise_prior,
+                                                      "(shape, rate) with shape > 0 and rate > 0", (True, True)))
         if self.categorical is not None:
             columns = self.categorical
             if (not isinstance(columns, (tuple, list))
@@ -229,13 +229,13 @@ class LCMOptions:
                 "categorical": None if self.categorical is None else list(self.categorical)}
 
 
-def _pair(name: str, value: Any, allowed: str) -> tuple[float, float] | None:
-    """``value`` as a pair of floats whose second is positive, or ``None``; else an error naming ``allowed``."""
+def _pair(name: str, value: Any, allowed: str, positive: tuple[bool, bool]) -> tuple[float, float] | None:
+    """``value`` as a pair of finite floats, positive where ``positive`` says, or ``None``; else an error."""
     if value is None:
         return None
     if (not isinstance(value, (tuple, list)) or len(value) != 2
             or not all(isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in value)
-            or not value[1] > 0):
+            or any(must and not v > 0 for v, must in zip(value, positive))):
         raise InvalidInputError(name, f"must be {allowed} or None, got {value!r}")
     return float(value[0]), float(value[1])
 

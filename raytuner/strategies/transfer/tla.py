@@ -37,7 +37,7 @@ import numpy as np
 
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor, InlineExecutor
-from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 #: TLA1's GPs of the optima over the task parameters: GPTune's model (RBF, maximum likelihood), two starts.
 #: It extrapolates a trend in the optima past the tuned tasks; the priors of :class:`LCMOptions`' defaults,
 #: measured on tuning parameters, pull a few tasks' length scales short, and the prediction back to the mean.
-TLA1_OPTIONS = LCMOptions(n_starts=2, kernel="rbf", lengthscale_prior=None, noise_prior=None)
+TLA1_OPTIONS = LCMOptions(n_starts=2, **GPTUNE_LCM)
 
 
 @dataclass
