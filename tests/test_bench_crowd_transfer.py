@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raytuner.bench.crowd_transfer import Settings, goals, run, summarise
-from raytuner.bench.crowd_transfer_problems import TransferProblem, tpe_run
+from raytuner.bench.crowd_transfer_problems import TransferProblem, kernel_problem, tpe_run
 from raytuner.bench.kernel_cache import default_data_dir
 from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
 from raytuner.space import ProblemSpace
@@ -19,7 +19,7 @@ HAVE_KERNELS = all((default_data_dir() / name).is_file() for name in (KERNEL_SOU
 
 
 def _problem(best: float = 1.0) -> TransferProblem:
-    return TransferProblem("demo", ProblemSpace.parse(DEMO_PROBLEM), {}, {"t": 1.0}, {},
+    return TransferProblem("demo", ProblemSpace.parse(DEMO_PROBLEM), {}, {"t": 1.0}, lambda crowd: {},
                            lambda config, fidelity: (0.0, None), best, {"fidelities": [1.0]})
 
 
@@ -63,7 +63,7 @@ def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
     assert saved["goals"] == results["goals"] and (tmp_path / "report.md").is_file()
     assert [p["id"] for p in saved["problems"]] == list(problems)
     lcbench = saved["problems"][0]
-    assert lcbench["crowd_records"] == 7 * 3                   # each other task's user shared 3; all downloaded
+    assert lcbench["crowd_records"] == 7 * 3 and lcbench["crowds"] == 1   # each other task's user shared 3
     assert lcbench["maximize"] and lcbench["best_known"] > 90 and lcbench["budget"] == 3.0
     assert [r["tuner"] for r in lcbench["rows"]] == list(Settings.tuners)
     for problem in saved["problems"]:
@@ -73,3 +73,15 @@ def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
             assert row["best_at_budget_mean"] is not None
     assert set(saved["goals"]) == {f"{p}_band_crowd_{g}" for p in problems for g in ("cost_30pct_less",
                                                                                      "best_at_budget")}
+
+
+@pytest.mark.skipif(not HAVE_KERNELS, reason="the Kernel Tuner caches are not in ../shared/data")
+def test_each_crowd_is_its_own_and_the_same_every_time() -> None:
+    """The benchmark's seeds sample crowds too: crowd k is always the same run, and crowds differ."""
+    tp = kernel_problem(4)
+
+    def shared(crowd: int) -> list[dict]:
+        return [dict(r.tuning_parameter) for r in tp.uploads(crowd)["a100user"]]
+
+    assert shared(0) == shared(0) and len(shared(0)) == 4
+    assert shared(1) != shared(0)

@@ -10,7 +10,9 @@ W7800 the target), the other users upload their records to a crowd
 repository (a real ``TuningServer`` on a local ``mongod``, through
 ``CrowdClient``); the tuning user downloads the matching records once with
 :func:`~raytuner.client.crowd_sources.crowd_source` (their access level
-applies). Then, per seed, each tuner spends the same budget of normalised
+applies). Each seed has its own crowd (the users' runs are seeded by it:
+``TransferProblem.uploads``), so the seeds sample the crowd as well as the
+tuners. Then, per seed, each tuner spends the same budget of normalised
 cost on the target (an evaluation at fidelity ``b`` costs ``b / b_max``; 20
 on LCBench, 40 evaluations of the kernel; quick: 10 and 20):
 
@@ -26,8 +28,9 @@ on LCBench, 40 evaluations of the kernel; quick: 10 and 20):
 Per run: the normalised cost at which a full-fidelity value first comes
 within 1 % of the target's best-known value, and the best full-fidelity value
 at the budget. ``results.json``: ``problems[{id, target, maximize, best_known,
-budget, crowd_records, rows[{tuner, cost_to_target_median, best_at_budget_mean,
-best_at_budget_sd, reached_share, evaluations_median}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
+budget, crowd_records (the median count of a crowd's records), crowds, rows[{tuner,
+cost_to_target_median, best_at_budget_mean, best_at_budget_sd, reached_share,
+evaluations_median}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
 less cost than GPTuneBand alone to reach the target, and has the best value at
 the budget, on each problem), ``settings``. A median cost is ``null`` when
 half of the runs or more never reached the target (the median of an even number
@@ -78,12 +81,13 @@ QUICK = Settings(seeds=(0, 1), budgets=(("lcbench", 10.0), ("kernel", 20.0)), so
 MLA_INITIAL = 5
 
 
-def crowd_records(tp: TransferProblem, workdir: Path) -> list[FunctionEvaluation]:
+def crowd_records(tp: TransferProblem, workdir: Path, crowd: int = 0) -> list[FunctionEvaluation]:
     """The users' uploads to a fresh crowd repository, and what the tuning user downloads of them.
 
     Args:
         tp: the problem (its uploads, meta description space, name).
         workdir: where the mongod and the stores live.
+        crowd: which of the problem's crowds uploads (default 0).
     """
     from raytuner.client.crowd import CrowdClient  # noqa: PLC0415 - gRPC only here
     from raytuner.client.crowd_sources import crowd_source  # noqa: PLC0415
@@ -95,9 +99,10 @@ def crowd_records(tp: TransferProblem, workdir: Path) -> list[FunctionEvaluation
         server = TuningServer(workdir / "server", port=0, crowd=f"{mongod.uri}/crowd_{uuid.uuid4().hex[:8]}")
         server.start()
         try:
-            for user in [*tp.uploads, "tuner"]:
+            uploads = tp.uploads(crowd)
+            for user in [*uploads, "tuner"]:
                 server.crowd.add_user(user, f"{user}@example.org")
-            for user, records in tp.uploads.items():
+            for user, records in uploads.items():
                 with CrowdClient(server.address, server.crowd.create_key(user), timeout=120) as client:
                     client.upload(tp.id, records, access="registered")
             meta = MetaDescription.parse({"tuning_problem_name": tp.id, "problem_space": tp.meta_space,
@@ -251,17 +256,20 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     problems = []
     for problem_id, budget in s.budgets:
         tp = makers[problem_id](s.source_per_task)
-        with tempfile.TemporaryDirectory() as workdir:
-            sources = crowd_records(tp, Path(workdir))
-        log.info("%s: %d crowd records downloaded", tp.id, len(sources))
+        crowds: dict[int, list[FunctionEvaluation]] = {}
+        for seed in s.seeds:
+            with tempfile.TemporaryDirectory() as workdir:
+                crowds[seed] = crowd_records(tp, Path(workdir), crowd=seed)
+            log.info("%s: crowd %d, %d records downloaded", tp.id, seed, len(crowds[seed]))
         traces: dict[str, list[Trace]] = {}
         for name in s.tuners:
             for seed in s.seeds:
                 t0 = time.perf_counter()
-                traces.setdefault(name, []).append(run_tuner(name, tp, sources, seed, budget))
+                traces.setdefault(name, []).append(run_tuner(name, tp, crowds[seed], seed, budget))
                 log.info("%s %s seed %d: %.1f s", tp.id, name, seed, time.perf_counter() - t0)
         summary = summarise(tp, traces)
-        summary["crowd_records"], summary["budget"] = len(sources), budget
+        summary["crowd_records"] = statistics.median(len(records) for records in crowds.values())
+        summary["crowds"], summary["budget"] = len(crowds), budget
         problems.append(summary)
     results = {"problems": problems, "goals": goals(problems), "settings": asdict(s), "machine": machine}
     return finish_run(out, "crowd-transfer", results, render, quick=quick, started=started)

@@ -16,6 +16,14 @@
 
 The target's best-known value is the best over a large random sample at full
 fidelity (LCBench) or the cache's optimum (kernel).
+
+A problem has many crowds: ``uploads(crowd)`` gives crowd number ``crowd``,
+whose users' runs are seeded by :data:`SOURCE_SEED` ``+ CROWD_STRIDE * crowd``
+(crowd 0 is the one every run used before crowds were numbered). The
+benchmark gives each seed its own crowd: a tuner that is deterministic given
+its sources (GPTuneBand on the kernel, whose design is the sources' consensus
+and whose candidates are enumerated) otherwise makes the same run for every
+seed, and its median is one draw of the crowd's luck.
 """
 
 from __future__ import annotations
@@ -31,15 +39,20 @@ from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "tpe_run", "SOURCE_SEED"]
+__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "tpe_run", "SOURCE_SEED", "CROWD_STRIDE",
+           "Uploads"]
 
-#: Seeds the sources' random configurations (the same crowd for every tuner and seed).
+#: Seeds the sources' runs of crowd 0 (and the LCBench target's best-known value).
 SOURCE_SEED = 20261124
+#: How far apart the seeds of consecutive crowds are (a crowd's users add 1, 2, ... to its seed).
+CROWD_STRIDE = 1000
 
 #: TPE's asks per evaluation asked for, in all, when some break the restrictions (``tpe_run``'s ``runs``).
 RESTRICTED_ASKS = 50
 #: ``evaluate(config, fidelity)``: the target's value, or ``None`` and why it failed.
 Evaluate = Callable[[Mapping[str, Any], "float | None"], "tuple[float | None, str | None]"]
+#: ``uploads(crowd)``: per user of crowd number ``crowd``, the records they shared.
+Uploads = Callable[[int], "dict[str, list[FunctionEvaluation]]"]
 
 
 @dataclass
@@ -51,7 +64,7 @@ class TransferProblem:
         problem: the tuning problem (task parameters included).
         meta_space: the problem as a meta description's ``problem_space`` (plain data: the crowd query).
         target: the target task.
-        uploads: per crowd user, the records they shared.
+        uploads: per crowd number, per user, the records they shared (:data:`Uploads`).
         evaluate: the target's value at a fidelity (``None``: full).
         best_known: the target's best-known value.
         band: GPTuneBand's bandit structure (``b_min``, ``b_max``, ``eta`` or ``fidelities``).
@@ -64,7 +77,7 @@ class TransferProblem:
     problem: ProblemSpace
     meta_space: dict[str, Any]
     target: dict[str, Any]
-    uploads: dict[str, list[FunctionEvaluation]]
+    uploads: Uploads
     evaluate: Evaluate
     best_known: float
     band: dict[str, Any]
@@ -155,8 +168,10 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
     def accuracy(task_id: int, config: Mapping[str, Any]) -> tuple[float | None, str | None]:
         return bench.evaluate(task_id, config, b_max)["val_accuracy"], None
 
-    uploads = {f"user{k}": tpe_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
-                                       source_per_task, SOURCE_SEED + k) for k, task_id in enumerate(tasks[1:], 1)}
+    def uploads(crowd: int) -> dict[str, list[FunctionEvaluation]]:
+        return {f"user{k}": tpe_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
+                                    source_per_task, SOURCE_SEED + CROWD_STRIDE * crowd + k)
+                for k, task_id in enumerate(tasks[1:], 1)}
     probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
     best = float(np.max(bench.evaluate_many([tasks[0]] * sample, probe, [b_max] * sample)[:, 1]))
 
@@ -185,9 +200,12 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     machines = Space.model_validate([{"name": "machine", "type": "categorical", "categories": ["A100", "W7800"]}])
     plain = w7800.problem()
     problem = w7800.problem(restrict_to_valid=True).model_copy(update={"input_space": machines})
-    run = tpe_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
-                  lambda c: (a100.time(c), a100.failure(c)), source_per_task, SOURCE_SEED, runs=a100.__contains__)
-    records = [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]
+
+    def uploads(crowd: int) -> dict[str, list[FunctionEvaluation]]:
+        run = tpe_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
+                      lambda c: (a100.time(c), a100.failure(c)), source_per_task, SOURCE_SEED + CROWD_STRIDE * crowd,
+                      runs=a100.__contains__)
+        return {"a100user": [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]}
 
     def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
         if config not in w7800:                     # a tuner that ignores the constraint (TPE) proposed it
@@ -197,6 +215,6 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     meta_space = {"input_space": machines.model_dump(mode="json"),
                   "parameter_space": plain.parameter_space.model_dump(mode="json"),
                   "output_space": [o.model_dump(mode="json") for o in plain.output_space]}
-    return TransferProblem("kernel", problem, meta_space, {"machine": "W7800"}, {"a100user": records}, evaluate,
+    return TransferProblem("kernel", problem, meta_space, {"machine": "W7800"}, uploads, evaluate,
                            w7800.optimum, {"fidelities": [1.0]}, 1.0,
                            [dict(c) for c in w7800.configs], w7800.__contains__)
