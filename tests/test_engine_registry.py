@@ -178,6 +178,17 @@ def test_options_must_be_plain_data() -> None:
     assert EngineSpec("mla", {"options": LCMOptions(n_starts=2)}).options["options"]["n_starts"] == 2
 
 
+def test_options_stored_before_the_priors_rebuild_the_model_they_fitted() -> None:
+    """A spec stored before ``to_dict`` named a prior had none; a user's few fields take today's defaults."""
+    stored = {k: v for k, v in LCMOptions(kernel="rbf").to_dict().items() if not k.endswith("_prior")}
+    engine = build_engine(EngineSpec("mla", {"options": stored}), PROBLEM, [TASK], 0, executor=INLINE)
+    options = engine.spec.options["options"]
+    assert options["kernel"] == "rbf" and options["lengthscale_prior"] is None and options["noise_prior"] is None
+    partial = build_engine(EngineSpec("mla", {"options": {"n_starts": 2}}), PROBLEM, [TASK], 0, executor=INLINE)
+    assert partial.spec.options["options"]["noise_prior"] == list(LCMOptions().noise_prior)
+    assert partial.spec.options["options"]["lengthscale_prior"] == "spacing"
+
+
 def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
     """Iterative fidelity: the ask after a complete rung is the promotion, naming its parent."""
     band = build_engine(EngineSpec("band", {**SPECS["band"][2], "fidelity_mode": "iterative"}), PROBLEM,

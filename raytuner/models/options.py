@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
 from raytuner.space import Space
 
-__all__ = ["FitReport", "KernelName", "LCMOptions", "NOISE_PRIOR", "SPACING_PRIOR_SD", "GPTUNE_LCM"]
+__all__ = ["FitReport", "KernelName", "LCMOptions", "NOISE_PRIOR", "SPACING_PRIOR_SD", "GPTUNE_LCM", "UNSTORED_PRIORS"]
 
 KernelName = Literal["rbf", "matern32", "matern52"]
 
@@ -34,6 +34,11 @@ NOISE_PRIOR = (1.1, 30.0)
 #: The options that make GPTune's model of :class:`LCMOptions`' defaults: RBF, maximum likelihood
 #: (``LCMOptions(**GPTUNE_LCM)``; what GPy fits, and what GPTune's ``Model_LCM`` reads).
 GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None}
+#: The priors of a model stored before its options named them: it was fitted without them.
+UNSTORED_PRIORS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None}
+#: The fields every :meth:`LCMOptions.to_dict` has written: a dict with all of them was stored by one.
+_ALWAYS_STORED = frozenset({"latent", "rank", "kernel", "n_starts", "warm_starts", "max_iterations",
+                            "warm_iterations", "screen", "log_transform", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -217,6 +222,32 @@ class LCMOptions:
             tasks: how many tasks the model covers.
         """
         return self.latent or min(tasks, 3)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LCMOptions":
+        """Options from plain data: a stored :meth:`to_dict`, or some fields a user wrote.
+
+        A dict holding every field that ``to_dict`` has always written was
+        stored by it. A prior it does not name did not exist then, so the model
+        had none: it is ``None`` (:data:`UNSTORED_PRIORS`), not today's
+        default, and a resumed run fits the model it was fitting. Any other
+        dict takes the defaults for the fields it leaves out.
+
+        Args:
+            data: field names and plain values (priors as lists).
+
+        Raises:
+            TypeError: a field :class:`LCMOptions` does not have.
+            raytuner.errors.InvalidInputError: a bad value.
+
+        >>> stored = {k: v for k, v in LCMOptions(kernel="rbf").to_dict().items() if not k.endswith("_prior")}
+        >>> LCMOptions.from_dict(stored).noise_prior is None
+        True
+        >>> LCMOptions.from_dict({"kernel": "rbf"}).noise_prior
+        (1.1, 30.0)
+        """
+        stored = _ALWAYS_STORED <= data.keys()
+        return cls(**{**(UNSTORED_PRIORS if stored else {}), **data})
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a JSON-friendly dict (a surrogate record's ``modeling_options``)."""

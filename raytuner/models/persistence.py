@@ -35,7 +35,7 @@ from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
-from raytuner.models.options import FitReport, LCMOptions
+from raytuner.models.options import UNSTORED_PRIORS, FitReport, LCMOptions
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
 
@@ -45,8 +45,6 @@ __all__ = ["GPTUNE_MODELER", "gptune_space", "gptune_hyperparameters", "surrogat
 
 #: What GPTune calls an LCM surrogate (its ``Model_LCM``, whose flat hyperparameter list ours follows).
 GPTUNE_MODELER = "Model_LCM"
-#: The priors of a model stored before its record named them: it was fitted without them.
-UNSTORED_PRIORS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None}
 
 
 def gptune_space(space: Space) -> list[dict[str, Any]]:

@@ -145,7 +145,7 @@ ENGINES: dict[str, EngineEntry] = {
 
 #: Options given as plain data that an engine takes as an object: the object's class, and how one is made.
 _DECODERS: dict[str, tuple[type, Callable[[Mapping[str, Any]], Any]]] = {
-    "options": (LCMOptions, lambda data: LCMOptions(**data)),
+    "options": (LCMOptions, LCMOptions.from_dict),
     "source_model": (Hyperparameters, Hyperparameters.from_dict),
 }
 
