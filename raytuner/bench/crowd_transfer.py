@@ -28,11 +28,15 @@ on LCBench, 40 evaluations of the kernel; quick: 10 and 20):
 Per run: the normalised cost at which a full-fidelity value first comes
 within 1 % of the target's best-known value, and the best full-fidelity value
 at the budget. ``results.json``: ``problems[{id, target, maximize, best_known,
-budget, crowd_records (the median count of a crowd's records), crowds, rows[{tuner,
+budget, crowd_records (the median count of a crowd's records), crowds,
+transferability {configurations, spearman, evaluations_in_source_order}, rows[{tuner,
 cost_to_target_median, best_at_budget_mean, best_at_budget_sd, reached_share,
 evaluations_median}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
 less cost than GPTuneBand alone to reach the target, and has the best value at
-the budget, on each problem), ``settings``. A median cost is ``null`` when
+the budget, on each problem), ``settings``. ``transferability``
+(:func:`~raytuner.bench.crowd_transfer_problems.transferability`) is what
+the sources would say if every source value were shared: what a crowd can
+give at best. A median cost is ``null`` when
 half of the runs or more never reached the target (the median of an even number
 of runs is the mean of the middle two, so exactly half leaves it infinite too).
 """
@@ -50,7 +54,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from raytuner.bench.crowd_transfer_problems import TransferProblem, kernel_problem, lcbench_problem, tpe_run
+from raytuner.bench.crowd_transfer_problems import (TransferProblem, kernel_problem, lcbench_problem, tpe_run,
+                                                    transferability)
 from raytuner.bench.report import finish_run, machine_at_start, markdown_table
 from raytuner.errors import TuningFinished
 from raytuner.executors import InlineExecutor
@@ -237,6 +242,11 @@ def render(results: dict[str, Any]) -> str:
                                   "evaluations"],
                                  [[r["tuner"], r["cost_to_target_median"], r["reached_share"], r["best_at_budget_mean"],
                                    r["best_at_budget_sd"], r["evaluations_median"]] for r in p["rows"]]), ""]
+        if p.get("transferability"):
+            t = p["transferability"]
+            parts += [f"Transferability over {t['configurations']} reference configurations: the sources' consensus "
+                      f"has a rank correlation of {t['spearman']} with the target; tried in its order, the target "
+                      f"is reached after {t['evaluations_in_source_order']} evaluations.", ""]
     parts += ["## Goals", ""] + [f"- {k}: {'met' if v else 'missed'}" for k, v in results["goals"].items()]
     return "\n".join(parts) + "\n"
 
@@ -270,6 +280,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         summary = summarise(tp, traces)
         summary["crowd_records"] = statistics.median(len(records) for records in crowds.values())
         summary["crowds"], summary["budget"] = len(crowds), budget
+        summary["transferability"] = transferability(tp)
         problems.append(summary)
     results = {"problems": problems, "goals": goals(problems), "settings": asdict(s), "machine": machine}
     return finish_run(out, "crowd-transfer", results, render, quick=quick, started=started)

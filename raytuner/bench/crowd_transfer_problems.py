@@ -24,6 +24,13 @@ benchmark gives each seed its own crowd: a tuner that is deterministic given
 its sources (GPTuneBand on the kernel, whose design is the sources' consensus
 and whose candidates are enumerated) otherwise makes the same run for every
 seed, and its median is one draw of the crowd's luck.
+
+How much a crowd could help at best is measured apart from any crowd
+(:func:`transferability`): over a reference set of configurations whose
+values on the target and on every source task are known, the rank
+correlation of the target with the sources' consensus, and how many
+evaluations the target needs when its configurations are tried in the
+consensus' order, as if every source value were shared.
 """
 
 from __future__ import annotations
@@ -39,8 +46,8 @@ from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["TransferProblem", "lcbench_problem", "kernel_problem", "tpe_run", "SOURCE_SEED", "CROWD_STRIDE",
-           "Uploads"]
+__all__ = ["TransferProblem", "Reference", "lcbench_problem", "kernel_problem", "tpe_run", "transferability",
+           "SOURCE_SEED", "CROWD_STRIDE", "Uploads"]
 
 #: Seeds the sources' runs of crowd 0 (and the LCBench target's best-known value).
 SOURCE_SEED = 20261124
@@ -53,6 +60,19 @@ RESTRICTED_ASKS = 50
 Evaluate = Callable[[Mapping[str, Any], "float | None"], "tuple[float | None, str | None]"]
 #: ``uploads(crowd)``: per user of crowd number ``crowd``, the records they shared.
 Uploads = Callable[[int], "dict[str, list[FunctionEvaluation]]"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The values of one set of configurations on the target and on each source task (NaN: failed).
+
+    Args:
+        target: shape ``(n,)``, the target's value of each configuration.
+        sources: shape ``(source tasks, n)``, each source task's value of the same configurations.
+    """
+
+    target: np.ndarray
+    sources: np.ndarray
 
 
 @dataclass
@@ -71,6 +91,8 @@ class TransferProblem:
         b_max: the full fidelity (the cost of an evaluation at ``b`` is ``b / b_max``).
         candidates: the valid configurations, for the engines that take a list (``None``: any).
         runs: whether a configuration runs at all, for TPE (``tpe_run``'s ``runs``; ``None``: every one).
+        reference: the target's and the sources' values over a reference set (:func:`transferability`;
+            ``None``: none).
     """
 
     id: str
@@ -84,6 +106,7 @@ class TransferProblem:
     b_max: float = 1.0
     candidates: list[dict[str, Any]] | None = None
     runs: Callable[[Mapping[str, Any]], bool] | None = None
+    reference: Reference | None = None
     objective: str = field(init=False)
     maximize: bool = field(init=False)
 
@@ -98,6 +121,44 @@ class TransferProblem:
             value: a value of the target.
         """
         return value >= 0.99 * self.best_known if self.maximize else value <= self.best_known / 0.99
+
+
+def transferability(tp: TransferProblem) -> dict[str, Any] | None:
+    """What the sources, known in full, say about the target: ``None`` without a reference.
+
+    The sources' consensus ranks each reference configuration by its mean
+    rank over the source tasks (a failure ranks last). ``spearman`` is its
+    rank correlation with the target's values (higher: the sources agree
+    with the target; over configurations the target ran), and
+    ``evaluations_in_source_order`` is how many of the target's
+    configurations, tried in the consensus' order, it takes to reach the
+    target (1 % of the best known: :meth:`TransferProblem.reached`; ``None``
+    if none does).
+
+    Args:
+        tp: the problem.
+
+    >>> ref = Reference(np.array([3.0, 1.0, 2.0]), np.array([[1.0, 2.0, 3.0]]))
+    >>> tp = TransferProblem("toy", ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real",
+    ...     "lower_bound": 0, "upper_bound": 1}]}), {}, {}, lambda crowd: {}, lambda c, f: (None, None), 1.0,
+    ...     {"fidelities": [1.0]}, reference=ref)
+    >>> transferability(tp)
+    {'configurations': 3, 'spearman': -0.5, 'evaluations_in_source_order': 2}
+    """
+    from scipy.stats import rankdata, spearmanr  # noqa: PLC0415
+
+    if tp.reference is None:
+        return None
+    sign = -1.0 if tp.maximize else 1.0                   # smaller signed values are better
+    signed = np.where(np.isfinite(tp.reference.sources), sign * tp.reference.sources, np.inf)
+    consensus = np.mean([rankdata(row) for row in signed], axis=0)
+    target = tp.reference.target
+    ran = np.isfinite(target)
+    rho = float(spearmanr(sign * target[ran], consensus[ran]).statistic)
+    order = np.argsort(consensus, kind="stable")
+    hits = [n for n, i in enumerate(order, 1) if ran[i] and tp.reached(float(target[i]))]
+    return {"configurations": int(len(target)), "spearman": round(rho, 3),
+            "evaluations_in_source_order": hits[0] if hits else None}
 
 
 def tpe_run(problem: ProblemSpace, task: dict[str, Any],
@@ -157,7 +218,7 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
     Args:
         source_per_task: how many configurations each user shared (at epoch 52).
         data_dir: the LCBench data folder (default ``None``: the shared one).
-        sample: how many random configurations give the target's best-known value.
+        sample: how many random configurations give the target's best-known value (and the reference set).
     """
     from raytuner.bench.lcbench import EPOCHS, LCBENCH_TASKS, LCBenchSurrogate
 
@@ -173,7 +234,8 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
                                     source_per_task, SOURCE_SEED + CROWD_STRIDE * crowd + k)
                 for k, task_id in enumerate(tasks[1:], 1)}
     probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
-    best = float(np.max(bench.evaluate_many([tasks[0]] * sample, probe, [b_max] * sample)[:, 1]))
+    values = np.array([bench.evaluate_many([task_id] * sample, probe, [b_max] * sample)[:, 1] for task_id in tasks])
+    best = float(np.max(values[0]))
 
     def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
         return bench.evaluate(tasks[0], config, fidelity or b_max)["val_accuracy"], None
@@ -182,7 +244,7 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
                   "parameter_space": problem.parameter_space.model_dump(mode="json"),
                   "output_space": [o.model_dump(mode="json") for o in problem.output_space]}
     return TransferProblem("lcbench", problem, meta_space, target, uploads, evaluate, best,
-                           {"b_min": 1, "b_max": b_max, "eta": 3}, b_max)
+                           {"b_min": 1, "b_max": b_max, "eta": 3}, b_max, reference=Reference(values[0], values[1:]))
 
 
 def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> TransferProblem:
@@ -215,6 +277,13 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     meta_space = {"input_space": machines.model_dump(mode="json"),
                   "parameter_space": plain.parameter_space.model_dump(mode="json"),
                   "output_space": [o.model_dump(mode="json") for o in plain.output_space]}
+    configs = [dict(c) for c in w7800.configs]
+    reference = Reference(_times(w7800, configs), _times(a100, configs)[None, :])
     return TransferProblem("kernel", problem, meta_space, {"machine": "W7800"}, uploads, evaluate,
-                           w7800.optimum, {"fidelities": [1.0]}, 1.0,
-                           [dict(c) for c in w7800.configs], w7800.__contains__)
+                           w7800.optimum, {"fidelities": [1.0]}, 1.0, configs, w7800.__contains__, reference)
+
+
+def _times(cache: Any, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``cache``'s time of each configuration (NaN: failed, or not in the cache)."""
+    times = [cache.time(c) if c in cache else None for c in configs]
+    return np.array([np.nan if t is None else t for t in times], dtype=float)
