@@ -64,9 +64,11 @@ def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
     assert [p["id"] for p in saved["problems"]] == list(problems)
     lcbench = saved["problems"][0]
     assert lcbench["crowd_records"] == 7 * 3 and lcbench["crowds"] == 1   # each other task's user shared 3
+    assert isinstance(lcbench["crowd_records"], int)
     assert lcbench["maximize"] and lcbench["best_known"] > 90 and lcbench["budget"] == 3.0
     for problem in saved["problems"]:                         # the whole reference set is known on both problems
-        assert set(problem["transferability"]) == {"configurations", "spearman", "evaluations_in_source_order"}
+        assert set(problem["transferability"]) == {"configurations", "reaching", "spearman",
+                                                   "evaluations_in_source_order", "evaluations_in_random_order"}
         assert -1 <= problem["transferability"]["spearman"] <= 1
     assert [r["tuner"] for r in lcbench["rows"]] == list(Settings.tuners)
     for problem in saved["problems"]:

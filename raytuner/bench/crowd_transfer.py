@@ -8,9 +8,9 @@ For each problem of :mod:`raytuner.bench.crowd_transfer_problems` (LCBench,
 one task left out as the target; dedispersion, A100 data in the crowd and the
 W7800 the target), the other users upload their records to a crowd
 repository (a real ``TuningServer`` on a local ``mongod``, through
-``CrowdClient``); the tuning user downloads the matching records once with
+``CrowdClient``); the tuning user downloads the matching records with
 :func:`~raytuner.client.crowd_sources.crowd_source` (their access level
-applies). Each seed has its own crowd (the users' runs are seeded by it:
+applies), once per crowd. Each seed has its own crowd (the users' runs are seeded by it:
 ``TransferProblem.uploads``), so the seeds sample the crowd as well as the
 tuners. Then, per seed, each tuner spends the same budget of normalised
 cost on the target (an evaluation at fidelity ``b`` costs ``b / b_max``; 20
@@ -28,15 +28,17 @@ on LCBench, 40 evaluations of the kernel; quick: 10 and 20):
 Per run: the normalised cost at which a full-fidelity value first comes
 within 1 % of the target's best-known value, and the best full-fidelity value
 at the budget. ``results.json``: ``problems[{id, target, maximize, best_known,
-budget, crowd_records (the median count of a crowd's records), crowds,
-transferability {configurations, spearman, evaluations_in_source_order}, rows[{tuner,
+budget, crowd_records (the median count of a crowd's records, the lower one of an even count), crowds,
+transferability {configurations, reaching, spearman, evaluations_in_source_order,
+evaluations_in_random_order}, rows[{tuner,
 cost_to_target_median, best_at_budget_mean, best_at_budget_sd, reached_share,
 evaluations_median}]}]``, ``goals`` (crowd-sourced GPTuneBand needs at least 30 %
 less cost than GPTuneBand alone to reach the target, and has the best value at
 the budget, on each problem), ``settings``. ``transferability``
 (:func:`~raytuner.bench.crowd_transfer_problems.transferability`) is what
-the sources would say if every source value were shared: what a crowd can
-give at best. A median cost is ``null`` when
+the sources alone would say if every source value were shared, with no
+feedback from the target (a model that also learns from the target's
+evaluations can do better). A median cost is ``null`` when
 half of the runs or more never reached the target (the median of an even number
 of runs is the mean of the middle two, so exactly half leaves it infinite too).
 """
@@ -246,7 +248,8 @@ def render(results: dict[str, Any]) -> str:
             t = p["transferability"]
             parts += [f"Transferability over {t['configurations']} reference configurations: the sources' consensus "
                       f"has a rank correlation of {t['spearman']} with the target; tried in its order, the target "
-                      f"is reached after {t['evaluations_in_source_order']} evaluations.", ""]
+                      f"is reached after {t['evaluations_in_source_order']} evaluations (in a random order: "
+                      f"{t['evaluations_in_random_order']} expected; {t['reaching']} configurations reach it).", ""]
     parts += ["## Goals", ""] + [f"- {k}: {'met' if v else 'missed'}" for k, v in results["goals"].items()]
     return "\n".join(parts) + "\n"
 
@@ -278,7 +281,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
                 traces.setdefault(name, []).append(run_tuner(name, tp, crowds[seed], seed, budget))
                 log.info("%s %s seed %d: %.1f s", tp.id, name, seed, time.perf_counter() - t0)
         summary = summarise(tp, traces)
-        summary["crowd_records"] = statistics.median(len(records) for records in crowds.values())
+        summary["crowd_records"] = statistics.median_low(len(records) for records in crowds.values())
         summary["crowds"], summary["budget"] = len(crowds), budget
         summary["transferability"] = transferability(tp)
         problems.append(summary)

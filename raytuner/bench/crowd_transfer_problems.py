@@ -25,17 +25,19 @@ its sources (GPTuneBand on the kernel, whose design is the sources' consensus
 and whose candidates are enumerated) otherwise makes the same run for every
 seed, and its median is one draw of the crowd's luck.
 
-How much a crowd could help at best is measured apart from any crowd
-(:func:`transferability`): over a reference set of configurations whose
-values on the target and on every source task are known, the rank
-correlation of the target with the sources' consensus, and how many
-evaluations the target needs when its configurations are tried in the
-consensus' order, as if every source value were shared.
+What the sources alone say about the target, with no feedback from it, is
+measured apart from any crowd (:func:`transferability`): over a reference
+set of configurations whose values on the target and on every source task
+are known, the rank correlation of the target with the sources' consensus,
+and how many evaluations the target needs when its configurations are tried
+in the consensus' order, as if every source value were shared (against a
+random order's expected count).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -62,7 +64,7 @@ Evaluate = Callable[[Mapping[str, Any], "float | None"], "tuple[float | None, st
 Uploads = Callable[[int], "dict[str, list[FunctionEvaluation]]"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Reference:
     """The values of one set of configurations on the target and on each source task (NaN: failed).
 
@@ -129,11 +131,13 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
     The sources' consensus ranks each reference configuration by its mean
     rank over the source tasks (a failure ranks last). ``spearman`` is its
     rank correlation with the target's values (higher: the sources agree
-    with the target; over configurations the target ran), and
-    ``evaluations_in_source_order`` is how many of the target's
-    configurations, tried in the consensus' order, it takes to reach the
-    target (1 % of the best known: :meth:`TransferProblem.reached`; ``None``
-    if none does).
+    with the target; over configurations the target ran; ``None`` where it
+    is undefined, as for constant values), ``reaching`` how many reference
+    configurations reach the target (1 % of the best known:
+    :meth:`TransferProblem.reached`), ``evaluations_in_source_order`` how
+    many of them, tried in the consensus' order, it takes to reach it
+    (``None`` if none does), and ``evaluations_in_random_order`` the
+    expected count in a random order, ``(n + 1) / (reaching + 1)``.
 
     Args:
         tp: the problem.
@@ -142,8 +146,9 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
     >>> tp = TransferProblem("toy", ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real",
     ...     "lower_bound": 0, "upper_bound": 1}]}), {}, {}, lambda crowd: {}, lambda c, f: (None, None), 1.0,
     ...     {"fidelities": [1.0]}, reference=ref)
-    >>> transferability(tp)
-    {'configurations': 3, 'spearman': -0.5, 'evaluations_in_source_order': 2}
+    >>> found = transferability(tp)
+    >>> found["spearman"], found["reaching"], found["evaluations_in_source_order"], found["evaluations_in_random_order"]
+    (-0.5, 1, 2, 2.0)
     """
     from scipy.stats import rankdata, spearmanr  # noqa: PLC0415
 
@@ -154,11 +159,13 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
     consensus = np.mean([rankdata(row) for row in signed], axis=0)
     target = tp.reference.target
     ran = np.isfinite(target)
-    rho = float(spearmanr(sign * target[ran], consensus[ran]).statistic)
+    rho = float(spearmanr(sign * target[ran], consensus[ran]).statistic) if ran.sum() > 1 else math.nan
     order = np.argsort(consensus, kind="stable")
     hits = [n for n, i in enumerate(order, 1) if ran[i] and tp.reached(float(target[i]))]
-    return {"configurations": int(len(target)), "spearman": round(rho, 3),
-            "evaluations_in_source_order": hits[0] if hits else None}
+    return {"configurations": int(len(target)), "reaching": len(hits),
+            "spearman": round(rho, 3) if math.isfinite(rho) else None,
+            "evaluations_in_source_order": hits[0] if hits else None,
+            "evaluations_in_random_order": round((len(target) + 1) / (len(hits) + 1), 1)}
 
 
 def tpe_run(problem: ProblemSpace, task: dict[str, Any],

@@ -36,7 +36,8 @@ NOISE_PRIOR = (1.1, 30.0)
 GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None}
 #: The priors of a model stored before its options named them: it was fitted without them.
 UNSTORED_PRIORS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None}
-#: The fields every :meth:`LCMOptions.to_dict` has written: a dict with all of them was stored by one.
+#: The fields :meth:`LCMOptions.to_dict` has written since engine specs store options (b8cd8f4): an engine
+#: spec's options dict with all of them was stored by one.
 _ALWAYS_STORED = frozenset({"latent", "rank", "kernel", "n_starts", "warm_starts", "max_iterations",
                             "warm_iterations", "screen", "log_transform", "timeout"})
 
@@ -225,13 +226,14 @@ class LCMOptions:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LCMOptions":
-        """Options from plain data: a stored :meth:`to_dict`, or some fields a user wrote.
+        """Options from plain data: an engine spec's stored :meth:`to_dict`, or some fields a user wrote.
 
-        A dict holding every field that ``to_dict`` has always written was
-        stored by it. A prior it does not name did not exist then, so the model
-        had none: it is ``None`` (:data:`UNSTORED_PRIORS`), not today's
-        default, and a resumed run fits the model it was fitting. Any other
-        dict takes the defaults for the fields it leaves out.
+        A dict holding every field that ``to_dict`` has written since engine
+        specs store options was stored by it. A prior it does not name did not
+        exist then, so the model had none: it is ``None``
+        (:data:`UNSTORED_PRIORS`), not today's default. Any other dict
+        (options a user gave, stored as given) takes today's defaults for the
+        fields it leaves out, as does a stored dict for fields added since.
 
         Args:
             data: field names and plain values (priors as lists).
