@@ -49,7 +49,7 @@ from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace, Space
 
 __all__ = ["TransferProblem", "Reference", "lcbench_problem", "kernel_problem", "tpe_run", "transferability",
-           "SOURCE_SEED", "CROWD_STRIDE", "Uploads"]
+           "crowd_seed", "SOURCE_SEED", "CROWD_STRIDE", "Uploads"]
 
 #: Seeds the sources' runs of crowd 0 (and the LCBench target's best-known value).
 SOURCE_SEED = 20261124
@@ -123,6 +123,18 @@ class TransferProblem:
             value: a value of the target.
         """
         return value >= 0.99 * self.best_known if self.maximize else value <= self.best_known / 0.99
+
+
+def crowd_seed(crowd: int) -> int:
+    """The seed of crowd number ``crowd``'s runs (its users add 1, 2, ... where there are several).
+
+    Args:
+        crowd: the crowd's number (0: the first).
+
+    >>> crowd_seed(0) == SOURCE_SEED, crowd_seed(2) - crowd_seed(1) == CROWD_STRIDE
+    (True, True)
+    """
+    return SOURCE_SEED + CROWD_STRIDE * crowd
 
 
 def transferability(tp: TransferProblem) -> dict[str, Any] | None:
@@ -238,7 +250,7 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
 
     def uploads(crowd: int) -> dict[str, list[FunctionEvaluation]]:
         return {f"user{k}": tpe_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
-                                    source_per_task, SOURCE_SEED + CROWD_STRIDE * crowd + k)
+                                    source_per_task, crowd_seed(crowd) + k)
                 for k, task_id in enumerate(tasks[1:], 1)}
     probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
     values = np.array([bench.evaluate_many([task_id] * sample, probe, [b_max] * sample)[:, 1] for task_id in tasks])
@@ -272,7 +284,7 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
 
     def uploads(crowd: int) -> dict[str, list[FunctionEvaluation]]:
         run = tpe_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
-                      lambda c: (a100.time(c), a100.failure(c)), source_per_task, SOURCE_SEED + CROWD_STRIDE * crowd,
+                      lambda c: (a100.time(c), a100.failure(c)), source_per_task, crowd_seed(crowd),
                       runs=a100.__contains__)
         return {"a100user": [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]}
 
