@@ -24,7 +24,8 @@ Table-1 row (``band_row{id}.png``) and for LCBench (``band_lcbench.png``).
   with ``passes × cost_per_pass("iterative")`` epochs / 52 per task, ranked
   per (repeat, task) cell by the best accuracy at epoch 52; R-tilde is ``best
   of all / best of the tuner`` (1 is best). A peer whose package is missing is
-  skipped. Goals: best mean rank, GPTuneBand's longest ``ask`` under 5 s.
+  skipped. Goals: best mean rank, GPTuneBand's longest ``ask`` under 5 s,
+  with its fits on the executor a user's run gets (``ask_executor``).
 
 ``--quick`` runs row 1 only with 2 repeats of 10 tasks, and LCBench on 2 tasks,
 1 repeat, one pass of budget. ``results["goals"]`` holds every goal
@@ -64,6 +65,7 @@ from raytuner.bench.band_report import (GOAL_LONGEST_ASK_S, GOAL_R_BAR, GOAL_WIN
 from raytuner.bench.band_smac import run_lcbench_smac
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.bench.report import finish_run, machine_at_start
+from raytuner.executors import default_executor
 from raytuner.strategies import BanditStructure
 from raytuner.testing.functions import demo_grid_minimum
 
@@ -388,6 +390,7 @@ def run_lcbench(task_ids: Sequence[int], repeats: int, passes: int, data_dir: Pa
                      [round(tr.final, 3) for tr in runs])
     asks = [s for row in traces[REFERENCE] for trace in row for s in trace.ask_seconds]
     result = lcbench_results(task_ids, budget, _finals(traces, sign=-1.0), wall, passes, notes, asks, skipped)
+    result["ask_executor"] = type(default_executor()).__name__   # where the reference's larger fits ran their starts
     grid = np.linspace(0.0, budget, CURVE_POINTS)
     curves = {name: _curve(runs, grid, lambda r, j: 1.0, -1.0) for name, runs in traces.items()}
     return result, {"cost": [round(float(c), 6) for c in grid], "curves": curves}

@@ -46,6 +46,7 @@ from raytuner.space import ProblemSpace, Space
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
+    from raytuner.executors import Executor
     from raytuner.strategies import BanditStructure
 
 __all__ = ["Trace", "suggest_config", "optuna_rows", "torch_missing", "demo_budget", "run_demo_gptuneband",
@@ -294,12 +295,15 @@ def run_demo_random(tasks: Sequence[float], structure: BanditStructure, seed: in
 
 # -- LCBench: GPTuneBand's engine --------------------------------------------------------------------
 def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
-                           budget: float, seed: int) -> list[Trace]:
+                           budget: float, seed: int, executor: Executor | None = None) -> list[Trace]:
     """GPTuneBand's engine in iterative mode over all tasks; as many passes as ``budget`` per task holds.
 
     A promotion pays only its extra epochs; the answer is the best
     ``val_accuracy`` at ``b_max`` epochs. The wall seconds of each ``ask`` go
-    to the asked task's ``Trace.ask_seconds``.
+    to the asked task's ``Trace.ask_seconds``. By default the engine fits as
+    a user's does, on :func:`~raytuner.executors.default_executor` (its starts
+    in parallel past :data:`~raytuner.executors.INLINE_RECORDS` records); the
+    answers do not depend on the executor, only the ask times do.
 
     Args:
         surrogate: the LCBench surrogate that answers the evaluations.
@@ -307,6 +311,7 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
         structure: the bandit structure, in epochs.
         budget: the normalised cost per task to spend.
         seed: the engine's seed.
+        executor: runs the LCM fits' starts (default ``None``: the engine's default, as above).
 
     >>> from raytuner.strategies import BanditStructure
     >>> structure = BanditStructure.hyperband(2, 8, 2, integer=True)
@@ -317,13 +322,12 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
     >>> len(trace.ask_seconds) == len(trace.costs), min(trace.ask_seconds) >= 0.0
     (True, True)
     """
-    from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
     from raytuner.strategies import GPTuneBand
     passes = max(1, int(math.floor(budget / structure.cost_per_pass("iterative") + 1e-9)))
     band = GPTuneBand(surrogate.problem(task_ids), [{"task_id": t} for t in task_ids], seed=seed,
                       fidelities=structure.fidelities, eta=structure.eta, passes=passes,
-                      fidelity_mode="iterative", executor=InlineExecutor())
+                      fidelity_mode="iterative", executor=executor)
     traces = [Trace() for _ in task_ids]
     b_max = structure.b_max
     while not band.finished:

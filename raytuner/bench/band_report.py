@@ -159,7 +159,7 @@ def _lcbench_lines(lc: Mapping[str, Any]) -> list[str]:
               f"{' (tied with ' + ', '.join(tied) + ')' if tied and lc['goal_best_mean_rank'] else ''}",
               f"- GPTuneBand's longest ask < {GOAL_LONGEST_ASK_S:g} s: {_verdict(lc.get('goal_longest_ask_lt_5s'))}"
               + ("" if longest is None else f" (longest {longest} s, median {lc.get('ask_seconds_median')} s over "
-                 f"{lc.get('asks')} asks)")]
+                 f"{lc.get('asks')} asks, fits on {lc.get('ask_executor', 'the default executor')})")]
     lines += [f"- skipped (not installed): {', '.join(lc['skipped'])}"] if lc.get("skipped") else []
     lines += [""]
     lines += [f"- note: {n}" for n in lc["notes"][:10]] + ([""] if lc["notes"] else [])
