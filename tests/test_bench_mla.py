@@ -13,7 +13,7 @@ import pytest
 
 from raytuner.bench.mla import (TUNERS as ALL_TUNERS, QualitySettings, available_tuners, build_results, drive,
                                 normalised_curves, quality_results, render_report, run_quality)
-from raytuner.bench.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells, lcbench_rows
+from raytuner.bench.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells, lcbench_rows, render_lcbench
 from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
 from raytuner.bench.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
 from raytuner.space import ProblemSpace
@@ -208,6 +208,13 @@ def test_the_lcbench_cells_run_every_tuner_on_the_real_surrogate(monkeypatch: py
     assert [row["tuner"] for row in out["rows"]] == [t for t in LCBENCH_TUNERS if t != "optuna_gp"]
     for name, cells in out["best"].items():
         assert np.shape(cells) == (2, 2) and all(0.0 < v <= 100.0 for row in cells for v in row), name
+    accuracy = out["model_accuracy"]       # MLA's model against one GP per task, 2 seeds x 2 tasks
+    assert accuracy["cells"] == 4 and accuracy["samples_per_task"] == 2 and set(accuracy["models"]) == {
+        "lcm", "independent"}
+    for scores in accuracy["models"].values():
+        assert -1.0 <= scores["spearman"] <= 1.0 and scores["top_regret"] >= 0.0
+    assert 0.0 <= accuracy["lcm_better_top_share"] <= 1.0
+    assert "LCM over all tasks ranks them" in "\n".join(render_lcbench(out))
     by_tuner = {row["tuner"]: row for row in out["rows"]}
     for reference in ("mla", "mla_shared"):
         assert set(by_tuner[reference]["win_rate_vs"]) == set(LCBENCH_TUNERS) - {reference, "optuna_gp"}

@@ -12,7 +12,8 @@ own initial design), ``mla_shared`` (the same with ``design="shared"``),
 ``random``. Per (seed, task) cell each tuner's best accuracy is compared;
 the results give the mean best accuracy per tuner and, for both MLA
 variants, the win rate over each peer with its standard error over the
-seeds.
+seeds; ``model_accuracy`` (:mod:`raytuner.bench.mla_model`) says how well
+MLA's model predicts each task against one GP per task.
 
 Example:
     >>> import numpy as np
@@ -35,6 +36,7 @@ import numpy as np
 from raytuner.bench.ask_tell import drive_tasks
 from raytuner.bench.band_peers import optuna_rows, torch_missing
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
+from raytuner.bench.mla_model import model_accuracy, render_model_accuracy
 from raytuner.bench.report import markdown_table, peer_win_rates, win_cell
 from raytuner.strategies import MLA, RandomSearch, Strategy
 from raytuner.strategies.mla import Design
@@ -186,7 +188,8 @@ def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
     for name, why in skipped.items():
         log.warning("skipping the %s peer on LCBench: %s", name, why)
         del tuners[name]
-    return {**run_lcbench_quality(settings, tuners, surrogate), "skipped": skipped}
+    accuracy = model_accuracy(surrogate, settings.tasks, settings.seeds, settings.n_initial, EPOCH)
+    return {**run_lcbench_quality(settings, tuners, surrogate), "model_accuracy": accuracy, "skipped": skipped}
 
 
 def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
@@ -212,4 +215,5 @@ def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
             f"maximised; {lcbench['evaluations_per_task']} evaluations per task ({lcbench['n_initial']} initial), "
             f"seeds {lcbench['seeds']}. `mla` gives each task its own initial design, `mla_shared` one design "
             "for all. Win rate: share of (seed, task) cells with a strictly higher best accuracy (ties count "
-            "half), ± its standard error over the seeds.", "", table, "", *skipped, *([""] if skipped else [])]
+            "half), ± its standard error over the seeds.", "", table, "",
+            *render_model_accuracy(lcbench.get("model_accuracy")), *skipped, *([""] if skipped else [])]

@@ -114,7 +114,8 @@ class Hyperparameters:
                    kappa=np.exp(parts[2]).reshape(latent, tasks), noise=np.exp(parts[3]))
 
     @staticmethod
-    def vector_bounds(latent: int, tasks: int, dimension: int, rank: int) -> list[tuple[float, float]]:
+    def vector_bounds(latent: int, tasks: int, dimension: int, rank: int,
+                      nonnegative: bool = False) -> list[tuple[float, float]]:
         """L-BFGS-B bounds matching :meth:`to_vector`.
 
         Args:
@@ -122,16 +123,18 @@ class Hyperparameters:
             tasks: the number of tasks.
             dimension: the number of tuning parameters.
             rank: the rank of each coregionalisation matrix.
+            nonnegative: ``W``'s entries are bounded below at 0 (default: ``BOUNDS["W"]``).
         """
         def logs(name: str) -> tuple[float, float]:
             low, high = BOUNDS[name]
             return math.log(low), math.log(high)
-        return ([logs("lengthscales")] * (latent * dimension) + [BOUNDS["W"]] * (latent * tasks * rank)
+        weights = (0.0, BOUNDS["W"][1]) if nonnegative else BOUNDS["W"]
+        return ([logs("lengthscales")] * (latent * dimension) + [weights] * (latent * tasks * rank)
                 + [logs("kappa")] * (latent * tasks) + [logs("noise")] * tasks)
 
     @classmethod
     def initial(cls, latent: int, tasks: int, dimension: int, rank: int,
-                rng: np.random.Generator | None = None) -> "Hyperparameters":
+                rng: np.random.Generator | None = None, nonnegative: bool = False) -> "Hyperparameters":
         """A default start, or a random one drawn from ``rng``.
 
         The default spreads the latent functions' length scales
@@ -147,21 +150,38 @@ class Hyperparameters:
             dimension: the number of tuning parameters.
             rank: the rank of each coregionalisation matrix.
             rng: draws a random start (default: the deterministic default start).
+            nonnegative: a random start's ``W`` takes the absolute values of its draws (the default start's
+                are positive).
         """
         if rng is None:
             scales = 0.5 * 0.3 ** np.arange(latent)
             return cls(lengthscales=np.repeat(scales[:, None], dimension, axis=1),
                        W=np.full((latent, tasks, rank), 1.0 / math.sqrt(2.0 * latent * rank)),
                        kappa=np.full((latent, tasks), 0.5 / latent), noise=np.full(tasks, 1e-3))
-        return cls(lengthscales=np.exp(rng.uniform(math.log(0.03), math.log(1.0), (latent, dimension))),
-                   W=rng.normal(0.0, 1.0 / math.sqrt(latent * rank), (latent, tasks, rank)),
+        lengthscales = np.exp(rng.uniform(math.log(0.03), math.log(1.0), (latent, dimension)))
+        W = rng.normal(0.0, 1.0 / math.sqrt(latent * rank), (latent, tasks, rank))
+        return cls(lengthscales=lengthscales, W=np.abs(W) if nonnegative else W,
                    kappa=np.exp(rng.uniform(math.log(1e-3), math.log(0.5), (latent, tasks))),
                    noise=np.exp(rng.uniform(math.log(1e-5), math.log(1e-1), tasks)))
 
-    def clipped(self) -> "Hyperparameters":
-        """The same values pulled inside :data:`BOUNDS` (for warm starts)."""
-        return Hyperparameters(*(np.clip(getattr(self, name), *BOUNDS[name])
-                                 for name in ("lengthscales", "W", "kappa", "noise")))
+    def clipped(self, nonnegative: bool = False) -> "Hyperparameters":
+        """The same values pulled inside :data:`BOUNDS` (for warm starts).
+
+        Args:
+            nonnegative: also bound ``W`` below at 0. Each column ``W_q[:, r]`` whose entries sum below 0 is
+                negated first (which leaves ``B_q`` as it is), then negative entries become 0.
+
+        >>> hp = Hyperparameters.initial(latent=1, tasks=3, dimension=1, rank=1)
+        >>> hp.W[0, :, 0] = [-0.5, -0.2, 0.1]
+        >>> hp.clipped(nonnegative=True).W[0, :, 0].tolist()
+        [0.5, 0.2, 0.0]
+        """
+        W = self.W
+        if nonnegative:
+            W = np.maximum(W * np.where(W.sum(axis=1, keepdims=True) < 0, -1.0, 1.0), 0.0)
+        return Hyperparameters(*(np.clip(value, *BOUNDS[name]) for name, value in
+                                 (("lengthscales", self.lengthscales), ("W", W), ("kappa", self.kappa),
+                                  ("noise", self.noise))))
 
     def with_new_task(self) -> "Hyperparameters":
         """The same model with one more task, whose weights start at the other tasks' mean.

