@@ -11,8 +11,9 @@ from raytuner.models import GPTUNE_LCM, LCM, Hyperparameters, LCMOptions, Traini
 from raytuner.space import ProblemSpace
 from raytuner.strategies import MLA
 from raytuner.strategies.band_sampler import LevelSampler
+from raytuner.strategies.multiobjective import MultiObjectiveMLA
 from raytuner.strategies.transfer.tla import TLA2
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 
 def _opposed_tasks() -> TrainingData:
@@ -59,13 +60,41 @@ def test_task_weights_are_checked_stored_and_read_back() -> None:
     assert LCMOptions.from_dict(options.to_dict()) == options
     stored_before = {k: v for k, v in options.to_dict().items() if k != "task_weights"}
     assert LCMOptions.from_dict(stored_before).task_weights == "signed"     # as every model was fitted then
+    assert LCMOptions.from_dict({"n_starts": 2}).task_weights is None       # a user's: the engine chooses
     assert LCMOptions(**GPTUNE_LCM).task_weights == "signed"
 
 
-def test_mla_fits_nonnegative_weights_by_default_and_gptuneband_signed_ones() -> None:
+def test_mla_fits_nonnegative_weights_unless_told_and_the_other_engines_signed_ones() -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 2.0}]
     assert MLA(problem, tasks, seed=0).model.options.task_weights == "nonnegative"
+    assert MLA(problem, tasks, seed=0, options=LCMOptions(n_starts=2)).model.options.task_weights == "nonnegative"
     assert MLA(problem, tasks, seed=0, options=LCMOptions(**GPTUNE_LCM)).model.options.task_weights == "signed"
-    # GPTuneBand's samplers and TLA2 are MLAs that keep GPTune's signed weights when given no options
+    # GPTuneBand's samplers, TLA2 and multi-objective MLA keep GPTune's signed weights, given options or not
     assert LevelSampler.default_options.task_weights == "signed" and TLA2.default_options.task_weights == "signed"
+    several = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y", "goal": "minimize"}, {"name": "z", "goal": "minimize"}]})
+    for options in (None, LCMOptions(n_starts=2)):
+        engine = MultiObjectiveMLA(several, tasks, seed=0, options=options)
+        assert {c.model.options.task_weights for c in [engine, *engine.components]} == {"signed"}
+        assert engine.model.options.kernel == ("rbf" if options is None else "matern52")   # its measured model
+
+
+def test_a_stored_model_of_signed_weights_is_fitted_again_by_an_engine_of_nonnegative_ones(
+        caplog: pytest.LogCaptureFixture) -> None:
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    tasks = [{"t": 1.0}, {"t": 2.0}]
+    signed = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, task_weights="signed"),
+                 executor=InlineExecutor())
+    records = []
+    for _ in range(8):
+        s = signed.ask()
+        records.append(signed.tell(s, {"y": demo(s.config["x"], s.task["t"])}))
+    models = signed.take_models()
+    assert models and models[-1].modeling_options["task_weights"] == "signed"
+    again = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1), executor=InlineExecutor())
+    again.replay(records)
+    again.restore_models(models, fixed=True)
+    fitted = again.fitted_model()
+    assert fitted is not None and fitted.report.optimised
+    assert "has signed task weights, this engine nonnegative: fitting again" in caplog.text
+    assert (fitted.hyperparameters.W >= 0.0).all()

@@ -10,10 +10,13 @@ over all tasks and one GP per task, both with MLA's default options
 true accuracies the surrogate gives. Per (seed, task) cell:
 
 - ``spearman``: the rank correlation of the predicted means with the truth
-  (the whole space: which regions are bad, which good; 0 for a constant prediction);
+  (the whole space: which regions are bad, which good);
 - ``top_regret``: the best true accuracy among the configurations less the
   mean true accuracy of the :data:`TOP` configurations the model ranks
   highest (the region BO exploits; accuracy points, lower is better).
+
+A constant prediction ranks nothing: its ``spearman`` is 0 and its top
+regret the best less the mean true accuracy (a random pick's).
 
 ``lcm_better_top_share`` is the share of cells where the LCM's top regret is
 the lower (ties count half).
@@ -24,6 +27,8 @@ Example:
     >>> rho, regret = cell_scores(truth, np.array([0.0, 1.0, 2.0, 3.0, 9.0, 8.0]), top=2)
     >>> round(rho, 4), regret
     (0.9429, 0.5)
+    >>> cell_scores(truth, np.zeros(6))
+    (0.0, 2.5)
 """
 
 from __future__ import annotations
@@ -58,9 +63,10 @@ def cell_scores(truth: np.ndarray, predicted: np.ndarray, top: int = TOP) -> tup
         predicted: the model's predicted means of the same configurations.
         top: how many of the highest-ranked configurations the regret averages.
     """
+    if np.ptp(predicted) == 0:            # a constant ranks nothing: its top is a random pick's
+        return 0.0, float(truth.max() - truth.mean())
     ranked = np.argsort(-predicted, kind="stable")[:top]
-    rho = spearmanr(predicted, truth).statistic if np.ptp(predicted) > 0 else 0.0   # a constant ranks nothing
-    return float(rho), float(truth.max() - truth[ranked].mean())
+    return float(spearmanr(predicted, truth).statistic), float(truth.max() - truth[ranked].mean())
 
 
 def model_accuracy(surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: tuple[int, ...],

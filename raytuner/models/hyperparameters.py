@@ -35,7 +35,8 @@ from raytuner.errors import InvalidInputError
 
 __all__ = ["Hyperparameters", "BOUNDS"]
 
-#: Box bounds of the optimisation (natural units; logs are taken for positive ones).
+#: Box bounds of the optimisation (natural units; logs are taken for positive ones). Nonnegative task
+#: weights bound ``W`` below at 0 instead (:meth:`Hyperparameters.vector_bounds`).
 BOUNDS: dict[str, tuple[float, float]] = {
     "lengthscales": (1e-3, 1e2),
     "W": (-10.0, 10.0),

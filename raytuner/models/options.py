@@ -23,7 +23,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
 from raytuner.space import Space
 
-__all__ = ["FitReport", "KernelName", "LCMOptions", "TASK_WEIGHTS", "TaskWeights", "NOISE_PRIOR", "SPACING_PRIOR_SD", "GPTUNE_LCM", "UNSTORED_PRIORS"]
+__all__ = ["FitReport", "KernelName", "LCMOptions", "TASK_WEIGHTS", "TaskWeights", "NOISE_PRIOR", "SPACING_PRIOR_SD", "GPTUNE_LCM", "UNSTORED_OPTIONS"]
 
 KernelName = Literal["rbf", "matern32", "matern52"]
 TaskWeights = Literal["signed", "nonnegative"]
@@ -37,8 +37,9 @@ NOISE_PRIOR = (1.1, 30.0)
 #: The options that make GPTune's model of :class:`LCMOptions`' defaults: RBF, maximum likelihood
 #: (``LCMOptions(**GPTUNE_LCM)``; what GPy fits, and what GPTune's ``Model_LCM`` reads).
 GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None, "task_weights": "signed"}
-#: The priors of a model stored before its options named them: it was fitted without them.
-UNSTORED_PRIORS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None}
+#: The options of a model stored before its options named them: it was fitted without the priors, with
+#: signed task weights.
+UNSTORED_OPTIONS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None, "task_weights": "signed"}
 #: The fields :meth:`LCMOptions.to_dict` has written since engine specs store options (b8cd8f4): an engine
 #: spec's options dict with all of them was stored by one.
 _ALWAYS_STORED = frozenset({"latent", "rank", "kernel", "n_starts", "warm_starts", "max_iterations",
@@ -91,17 +92,19 @@ class LCMOptions:
     ``LCMOptions(**GPTUNE_LCM)``). The
     length-scale prior alone lost on the demo (0.361): with it, fits explained
     a needle as noise (noise variance 1.0), which the noise prior prevents.
-    ``task_weights`` bounds the mixing weights ``W``: ``"signed"`` (the
-    default, GPTune's) lets tasks be related with either sign;
-    ``"nonnegative"`` keeps every ``W`` entry at 0 or above, so that no two
-    tasks are modelled as anticorrelated (each ``B_q`` has no negative entry).
+    ``task_weights`` bounds the mixing weights ``W``: ``"signed"`` (GPTune's)
+    lets tasks be related with either sign; ``"nonnegative"`` keeps every
+    ``W`` entry at 0 or above, so that no two tasks are modelled as
+    anticorrelated (each ``B_q`` has no negative entry); ``None`` (the
+    default) leaves the choice to the engine: single-objective
+    :class:`~raytuner.strategies.MLA` fits nonnegative weights, GPTuneBand,
+    TLA2, multi-objective MLA and an LCM alone signed ones.
     With a few samples per task a signed fit often explains them by spurious
     negative correlations: on 8 LCBench tasks with 10 samples each, the five
     configurations a signed LCM ranks highest were 8.70 accuracy points below
     each task's best (80 cells), a nonnegative one's 6.14, one GP per task's
     6.06 (``raytuner bench mla``'s model accuracy). A model of one task is the
-    same either way, and is fitted as signed. :class:`~raytuner.strategies.MLA`
-    without options fits nonnegative weights.
+    same either way, and is fitted as signed.
     ``categorical`` lists the input columns compared by category (0 between
     equal values, 1 between different ones: :func:`~raytuner.models.kernels.squared_distances`)
     rather than by position on ``[0, 1]``; ``None`` leaves the choice to
@@ -133,7 +136,7 @@ class LCMOptions:
     lengthscale_prior: tuple[float, float] | Literal["spacing"] | None = "spacing"
     noise_prior: tuple[float, float] | None = NOISE_PRIOR
     categorical: tuple[int, ...] | None = None
-    task_weights: TaskWeights = "signed"
+    task_weights: TaskWeights | None = None
 
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
@@ -144,7 +147,7 @@ class LCMOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
                 raise InvalidInputError(name, f"must be an integer >= {low}, got {value!r}")
-        if self.task_weights not in TASK_WEIGHTS:
+        if self.task_weights is not None and self.task_weights not in TASK_WEIGHTS:
             raise InvalidInputError("task_weights", f"unknown task weights {self.task_weights!r}",
                                     allowed=list(TASK_WEIGHTS))
         if self.latent is not None and (not isinstance(self.latent, int) or self.latent < 1):
@@ -169,6 +172,17 @@ class LCMOptions:
                 raise InvalidInputError("categorical", f"must be a list of column indices >= 0 or None, "
                                                        f"got {columns!r}")
             object.__setattr__(self, "categorical", tuple(sorted({int(c) for c in columns})))
+
+    def weighted(self, task_weights: TaskWeights) -> "LCMOptions":
+        """These options with ``task_weights`` where they leave the choice to the engine (``None``).
+
+        Args:
+            task_weights: the engine's choice.
+
+        >>> LCMOptions().weighted("nonnegative").task_weights, LCMOptions(task_weights="signed").weighted("nonnegative").task_weights
+        ('nonnegative', 'signed')
+        """
+        return self if self.task_weights is not None else replace(self, task_weights=task_weights)
 
     def nonnegative(self, tasks: int) -> bool:
         """Whether a model of ``tasks`` tasks keeps its weights ``W`` at 0 or above (``task_weights``).
@@ -260,7 +274,7 @@ class LCMOptions:
         A dict holding every field that ``to_dict`` has written since engine
         specs store options was stored by it. A prior it does not name did not
         exist then, so the model had none: it is ``None``
-        (:data:`UNSTORED_PRIORS`), not today's default. Any other dict
+        (:data:`UNSTORED_OPTIONS`), not today's default; its task weights were signed. Any other dict
         (options a user gave, stored as given) takes today's defaults for the
         fields it leaves out, as does a stored dict for fields added since.
 
@@ -278,7 +292,7 @@ class LCMOptions:
         (1.1, 30.0)
         """
         stored = _ALWAYS_STORED <= data.keys()
-        return cls(**{**(UNSTORED_PRIORS if stored else {}), **data})
+        return cls(**{**(UNSTORED_OPTIONS if stored else {}), **data})
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a JSON-friendly dict (a surrogate record's ``modeling_options``)."""

@@ -35,7 +35,7 @@ from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
-from raytuner.models.options import UNSTORED_PRIORS, FitReport, LCMOptions
+from raytuner.models.options import UNSTORED_OPTIONS, FitReport, LCMOptions
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
 
@@ -190,7 +190,7 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     problem = ProblemSpace.parse(own["spaces"], "surrogate_model")
     hp = Hyperparameters.from_dict(own["hyperparameters"] or {})
     known = {k: v for k, v in record.modeling_options.items() if k in LCMOptions.__dataclass_fields__}
-    options = LCMOptions(**{**UNSTORED_PRIORS, **known})
+    options = LCMOptions(**{**UNSTORED_OPTIONS, **known})
     wanted = set(record.function_evaluations)
     used = [e for e in evaluations if e.uid in wanted]
     if len(used) != len(wanted):

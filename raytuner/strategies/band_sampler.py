@@ -91,7 +91,7 @@ class LevelSampler(MLA):
     name = "gptuneband"
     #: GPTuneBand's model keeps signed task weights: nonnegative ones lost Table 1's row 1 (R̄ 1.100 against
     #: 1.062, 5 repeats × 10 tasks) and won rows 2, 3 and 5 by less.
-    default_options = LCMOptions()
+    default_options = LCMOptions(task_weights="signed")
 
     def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
                  pass_index: int, stage: int, every_level: bool, seed: int | None, *, plain: bool = False,

@@ -147,13 +147,18 @@ class MultiObjectiveMLA(MLA):
         seed: Seeds every random stream and model fit.
         **options: MLA's options (no ``objective``: every optimised output is one). Without ``options``,
             the LCMs have the RBF kernel, a length-scale prior (:data:`LENGTHSCALE_PRIOR`) and no noise
-            prior; given ``options`` are used as they are.
+            prior (:attr:`default_options`); given ``options`` are used as they are, with signed task
+            weights where they leave them to the engine.
     """
+
+    #: The measured settings of these LCMs, with GPTune's signed task weights (nonnegative ones not measured).
+    default_options = LCMOptions(kernel="rbf", lengthscale_prior=LENGTHSCALE_PRIOR, noise_prior=None,
+                                 task_weights="signed")
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
                  **options: Any) -> None:
-        if options.get("options") is None:
-            options["options"] = LCMOptions(kernel="rbf", lengthscale_prior=LENGTHSCALE_PRIOR, noise_prior=None)
+        # resolved here, so that the components (plain MLAs) fit the same weights
+        options["options"] = (options.get("options") or MultiObjectiveMLA.default_options).weighted("signed")
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k not in ("objective", "source")}

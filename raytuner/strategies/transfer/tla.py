@@ -199,7 +199,7 @@ class TLA2(MLA):
     name = "tla2"
     spec_name = "tla2"
     #: TLA2 grows the source tasks' model by one task: GPTune's signed task weights.
-    default_options = LCMOptions()
+    default_options = LCMOptions(task_weights="signed")
 
     def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any],
                  source: Sequence[FunctionEvaluation] | EvaluationSource, seed: int | None = None, *,
