@@ -72,7 +72,8 @@ def test_mla_fits_nonnegative_weights_unless_told_and_the_other_engines_signed_o
     assert MLA(problem, tasks, seed=0, options=LCMOptions(**GPTUNE_LCM)).model.options.task_weights == "signed"
     # GPTuneBand's samplers, TLA2 and multi-objective MLA keep GPTune's signed weights, given options or not
     assert LevelSampler.default_options.task_weights == "signed" and TLA2.default_options.task_weights == "signed"
-    several = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y", "goal": "minimize"}, {"name": "z", "goal": "minimize"}]})
+    outputs = [{"name": "y", "goal": "minimize"}, {"name": "z", "goal": "minimize"}]
+    several = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": outputs})
     for options in (None, LCMOptions(n_starts=2)):
         engine = MultiObjectiveMLA(several, tasks, seed=0, options=options)
         assert {c.model.options.task_weights for c in [engine, *engine.components]} == {"signed"}

@@ -89,7 +89,8 @@ def model_accuracy(surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: t
 
     def sample(task_id: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         configs = sample_configurations(problem, {"task_id": task_id}, n, seed=rng)
-        return space.encode(configs), surrogate.evaluate_many([task_id] * n, configs, [epoch] * n)[:, OUTPUTS.index("val_accuracy")]
+        values = surrogate.evaluate_many([task_id] * n, configs, [epoch] * n)[:, OUTPUTS.index("val_accuracy")]
+        return space.encode(configs), values
 
     for seed in seeds:
         rng = np.random.default_rng([seed, 27])
@@ -107,7 +108,8 @@ def model_accuracy(surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: t
     share = np.mean(np.sign(alone[:, 1] - lcm[:, 1]) * 0.5 + 0.5)
     return {"samples_per_task": samples_per_task, "reference_configurations": REFERENCE_CONFIGURATIONS,
             "top": TOP, "cells": len(lcm),
-            "models": {name: {"spearman": round(float(v[:, 0].mean()), 4), "top_regret": round(float(v[:, 1].mean()), 4)}
+            "models": {name: {"spearman": round(float(v[:, 0].mean()), 4),
+                              "top_regret": round(float(v[:, 1].mean()), 4)}
                        for name, v in (("lcm", lcm), ("independent", alone))},
             "lcm_better_top_share": round(float(share), 4)}
 

@@ -23,7 +23,8 @@ from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
 from raytuner.space import Space
 
-__all__ = ["FitReport", "KernelName", "LCMOptions", "TASK_WEIGHTS", "TaskWeights", "NOISE_PRIOR", "SPACING_PRIOR_SD", "GPTUNE_LCM", "UNSTORED_OPTIONS"]
+__all__ = ["FitReport", "KernelName", "LCMOptions", "TASK_WEIGHTS", "TaskWeights", "NOISE_PRIOR", "SPACING_PRIOR_SD",
+           "GPTUNE_LCM", "UNSTORED_OPTIONS"]
 
 KernelName = Literal["rbf", "matern32", "matern52"]
 TaskWeights = Literal["signed", "nonnegative"]
@@ -36,7 +37,8 @@ SPACING_PRIOR_SD = 1.0
 NOISE_PRIOR = (1.1, 30.0)
 #: The options that make GPTune's model of :class:`LCMOptions`' defaults: RBF, maximum likelihood
 #: (``LCMOptions(**GPTUNE_LCM)``; what GPy fits, and what GPTune's ``Model_LCM`` reads).
-GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None, "task_weights": "signed"}
+GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None,
+                              "task_weights": "signed"}
 #: The options of a model stored before its options named them: it was fitted without the priors, with
 #: signed task weights.
 UNSTORED_OPTIONS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None, "task_weights": "signed"}
@@ -179,8 +181,10 @@ class LCMOptions:
         Args:
             task_weights: the engine's choice.
 
-        >>> LCMOptions().weighted("nonnegative").task_weights, LCMOptions(task_weights="signed").weighted("nonnegative").task_weights
-        ('nonnegative', 'signed')
+        >>> LCMOptions().weighted("nonnegative").task_weights
+        'nonnegative'
+        >>> LCMOptions(task_weights="signed").weighted("nonnegative").task_weights
+        'signed'
         """
         return self if self.task_weights is not None else replace(self, task_weights=task_weights)
 
@@ -190,7 +194,8 @@ class LCMOptions:
         Args:
             tasks: how many tasks the model covers.
 
-        >>> LCMOptions(task_weights="nonnegative").nonnegative(2), LCMOptions(task_weights="nonnegative").nonnegative(1)
+        >>> options = LCMOptions(task_weights="nonnegative")
+        >>> options.nonnegative(2), options.nonnegative(1)
         (True, False)
         """
         return self.task_weights == "nonnegative" and tasks > 1

@@ -23,7 +23,7 @@ and 0.467 ± 0.036 against the new single-task BO, the shared design 0.500 ±
 0.035 and 0.554 ± 0.035, and 0.610 ± 0.039 against the per-task design: 30
 seeds each. On the demo, 40 seeds, the per-task MLA won 0.547 ± 0.031 against
 the new single-task BO, the shared design 0.507 ± 0.031 against per-task.) Since
-then MLA given no options fits nonnegative task weights (:attr:`MLA.default_options`):
+then MLA fits nonnegative task weights unless its options name them (:attr:`MLA.default_options`):
 the per-task MLA won 0.479 ± 0.035 of the LCBench cells against single-task BO
 and 0.446 ± 0.037 against GPSampler (mean best 94.47 against 94.19 with signed
 weights, 30 seeds), 0.562 ± 0.028 of the demo's against single-task BO (40
