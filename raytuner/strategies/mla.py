@@ -23,14 +23,10 @@ and 0.467 ± 0.036 against the new single-task BO, the shared design 0.500 ±
 0.035 and 0.554 ± 0.035, and 0.610 ± 0.039 against the per-task design: 30
 seeds each. On the demo, 40 seeds, the per-task MLA won 0.547 ± 0.031 against
 the new single-task BO, the shared design 0.507 ± 0.031 against per-task.) Since
-then MLA fits nonnegative task weights unless its options name them (:attr:`MLA.default_options`):
-the per-task MLA won 0.479 ± 0.035 of the LCBench cells against single-task BO
-and 0.446 ± 0.037 against GPSampler (mean best 94.47 against 94.19 with signed
-weights, 30 seeds), 0.562 ± 0.028 of the demo's against single-task BO (40
-seeds); the shared design 0.508 ± 0.039 and 0.471 ± 0.038 on LCBench (0.481 ±
-0.037 against its signed twin) and 0.530 ± 0.024 on the demo (0.470 ± 0.030
-against its signed twin). Failed
-evaluations are never suggested again and are left out of the model.
+then MLA fits nonnegative task weights unless its options name them (:attr:`MLA.default_options`, with
+figures); the shared design with them won 0.508 ± 0.039 of the LCBench cells against single-task BO and
+0.530 ± 0.024 of the demo's (0.481 ± 0.037 and 0.470 ± 0.030 against signed weights). Failed evaluations
+are never suggested again and are left out of the model.
 
 The engine is a fold over the evaluation log: the model is refitted when
 evaluations arrived since the last fit, warm-started from the previous
@@ -110,8 +106,7 @@ class MLA(StoredModels, Strategy):
         n_initial: Size of each task's initial Latin hypercube design.
         design: ``"per_task"``: each task draws its own initial design; ``"shared"``: one for
             every task (where a task's constraints allow); see the module docstring.
-        options: Configure the LCM (default: :attr:`default_options`, whose task weights also stand where
-            ``options`` leave them to the engine).
+        options: Configure the LCM (default: :attr:`default_options`, whose task weights fill those left open).
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
@@ -128,11 +123,9 @@ class MLA(StoredModels, Strategy):
     name = "mla"
     spec_name = "mla"
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
-    #: nonnegative (:class:`~raytuner.models.LCMOptions`).
-    #: On 8 LCBench tasks (30 seeds, 20 evaluations with 10 initial) MLA's mean best accuracy went from
-    #: 94.19 to 94.47 with them, and it won 0.531 ± 0.038 of the cells against signed weights; on the demo
-    #: (40 seeds) 0.497 ± 0.026, R̄ 1.2881 against 1.2927; as ``bench band``'s Table 1 peer (5 repeats × 10
-    #: tasks) its R̄ fell in rows 2-6 (row 5: 1.1503 to 1.0974) and rose in row 1 (1.0361 to 1.0420).
+    #: nonnegative. Per-task MLA on 8 LCBench tasks (30 seeds): mean best 94.47 against 94.19 with signed
+    #: weights, 0.479 ± 0.035 of the cells against single-task BO (signed: 0.467); on the demo (40 seeds) 0.562
+    #: (signed: 0.547); as Table 1's MLA peer R̄ fell in rows 2-6 and rose in row 1 (1.0361 to 1.0420).
     default_options = LCMOptions(task_weights="nonnegative")
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
@@ -152,8 +145,8 @@ class MLA(StoredModels, Strategy):
             raise InvalidInputError("design", f"unknown initial design {design!r}", allowed=list(_DESIGNS))
         self.n_initial = n_initial
         self.design = design
-        requested = (options or self.default_options).weighted(self.default_options.task_weights)
-        self.model = LCM(requested.over(problem.parameter_space))
+        requested = options or self.default_options        # kept as given: a rebuilt engine resolves it alike
+        self.model = LCM(requested.weighted(self.default_options.task_weights).over(problem.parameter_space))
         self._chosen_columns = requested.categorical is not None      # else a stored model's are adopted
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
         self.batch = batch
