@@ -39,6 +39,7 @@ from typing import Any, Mapping
 import numpy as np
 from scipy.stats import spearmanr
 
+from raytuner.analysis import win_rate
 from raytuner.bench.lcbench import OUTPUTS, LCBenchSurrogate
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCM, TrainingData
@@ -105,7 +106,7 @@ def model_accuracy(surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: t
         log.info("lcbench model accuracy, seed %d: LCM top regret %.3f, per-task GPs %.3f (running means)", seed,
                  np.mean([s[1] for s in scores["lcm"]]), np.mean([s[1] for s in scores["independent"]]))
     lcm, alone = np.array(scores["lcm"]), np.array(scores["independent"])
-    share = np.mean(np.sign(alone[:, 1] - lcm[:, 1]) * 0.5 + 0.5)
+    share = win_rate(lcm[:, 1], alone[:, 1])          # the lower top regret wins
     return {"samples_per_task": samples_per_task, "reference_configurations": REFERENCE_CONFIGURATIONS,
             "top": TOP, "cells": len(lcm),
             "models": {name: {"spearman": round(float(v[:, 0].mean()), 4),

@@ -175,7 +175,7 @@ class LCMOptions:
                                                        f"got {columns!r}")
             object.__setattr__(self, "categorical", tuple(sorted({int(c) for c in columns})))
 
-    def weighted(self, task_weights: TaskWeights) -> "LCMOptions":
+    def weighted(self, task_weights: TaskWeights | None) -> "LCMOptions":
         """These options with ``task_weights`` where they leave the choice to the engine (``None``).
 
         Args:

@@ -158,7 +158,8 @@ class MultiObjectiveMLA(MLA):
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
                  **options: Any) -> None:
         # resolved here, so that the components (plain MLAs) fit the same weights
-        options["options"] = (options.get("options") or MultiObjectiveMLA.default_options).weighted("signed")
+        default = MultiObjectiveMLA.default_options      # named by class: a subclass's default is another model's
+        options["options"] = (options.get("options") or default).weighted(default.task_weights)
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k not in ("objective", "source")}

@@ -125,11 +125,11 @@ class StoredModels:
                         "fitting again from it", self.modeler, list(stored),
                         list(self.model.options.categorical_columns))
             self._warm_optimised, self._restored, self._fixed = None, None, None
-        weights = record.modeling_options.get("task_weights") or "signed"     # older models: signed
-        if warm.shape[1] > 1 and weights != (self.model.options.task_weights or "signed"):
+        nonnegative = record.modeling_options.get("task_weights") == "nonnegative"   # older models: signed
+        if warm.shape[1] > 1 and nonnegative != self.model.options.nonnegative(warm.shape[1]):
             # weights of another sign than this engine's: a warm start (clipped to its bounds) to re-optimise
             log.warning("the stored model of %s has %s task weights, this engine %s: fitting again from it",
-                        self.modeler, weights, self.model.options.task_weights)
+                        self.modeler, "nonnegative" if nonnegative else "signed", self.model.options.task_weights)
             self._warm_optimised, self._restored, self._fixed = None, None, None
         return True
 
