@@ -26,7 +26,7 @@ from raytuner.errors import StoreError
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.service.server import TuningServer
-from raytuner.store import JsonLedger, JsonStore
+from raytuner.store import JsonStore
 
 PROBLEM = "damage_demo"
 META = {"tuning_problem_name": PROBLEM, "problem_space": {
@@ -157,7 +157,8 @@ def test_a_damaged_ledger_line_costs_nothing_acknowledged(tmp_path: Path, log: s
     _insert_after_first_line(path, DAMAGE[kind])
     assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}
     offset = len(path.read_bytes()) - len(DAMAGE[kind]) if kind == "torn" else path.read_bytes().index(b"\n") + 1
-    assert JsonLedger(store).repair(log) == 1               # the writer's side: moved aside, whole
+    repaired = CliRunner().invoke(main, ["history", "repair", str(store)])   # the writer's side: moved aside
+    assert repaired.exit_code == 0 and f"ledger {log}: moved 1 damaged line(s)" in repaired.output, repaired.output
     kept = [json.loads(line) for line in path.with_name(path.name + ".corrupt").read_text().splitlines()]
     assert [(k["file"], k["offset"]) for k in kept] == [(path.name, offset)]
     assert b"\n" + DAMAGE[kind].rstrip(b"\n") not in path.read_bytes()

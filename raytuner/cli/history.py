@@ -228,9 +228,9 @@ def history_export(source: str, problem: str, out: str) -> None:
 
 @history.command("repair")
 @click.argument("directory", metavar="STORE_DIR", type=click.Path(file_okay=False, exists=True))
-@click.argument("problem")
-def history_repair(directory: str, problem: str) -> None:
-    """Salvage a damaged PROBLEM of a JSON store in place, and the store's service ledger.
+@click.argument("problem", required=False)
+def history_repair(directory: str, problem: str | None) -> None:
+    """Salvage a damaged PROBLEM (default: every problem) of a JSON store in place, and the store's service ledger.
 
     Every line that cannot be read (of PROBLEM.json, its journal and the
     ledger's logs in STORE_DIR/.service) is moved, whole and with its file and
@@ -239,11 +239,14 @@ def history_repair(directory: str, problem: str) -> None:
     Nothing is dropped. Prints what was moved and kept.
     """
     with JsonStore(store_location(directory, "STORE_DIR")) as store:
-        moved, kept = store.repair(problem)
-        click.echo(f"{problem}: kept {kept} evaluations; moved {moved} damaged line(s)"
-                   + (f" to {store.quarantine_path(problem)}" if moved else ""))
-        ledger = store.ledger()
+        for name in [problem] if problem else store.problems():
+            moved, kept = store.repair(name)
+            click.echo(f"{name}: kept {kept} evaluations; moved {moved} damaged line(s)"
+                       + (f" to {store.quarantine_path(name)}" if moved else ""))
+        ledger, moved = store.ledger(), 0
         for name in LOGS:
-            lines = ledger.repair(name)
-            if lines:
+            if lines := ledger.repair(name):
+                moved += lines
                 click.echo(f"ledger {name}: moved {lines} damaged line(s) to {ledger.directory / name}.jsonl.corrupt")
+        if not moved:
+            click.echo(f"ledger: nothing damaged in {ledger.directory}")

@@ -312,7 +312,8 @@ class JsonLedger(Ledger):
             return
         self._warned.add(key)
         log.warning("%s: skipping an unreadable line at byte offset %d (%s); the next append or `raytuner "
-                    "history repair` keeps it in %s", path, line.offset, line.reason, path.name + ".corrupt")
+                    "history repair %s` keeps it in %s", path, line.offset, line.reason, self.directory.parent,
+                    path.name + ".corrupt")
 
 
 def _append_line(path: Path, data: bytes) -> None:
