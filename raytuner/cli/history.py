@@ -238,7 +238,8 @@ def history_repair(directory: str, problem: str | None) -> None:
     rewritten from every intact record, and writers may append to it again.
     Nothing is dropped. Prints what was moved and kept.
     """
-    with JsonStore(store_location(directory, "STORE_DIR")) as store:
+    store = JsonStore(store_location(directory, "STORE_DIR"))
+    with store:
         for name in [problem] if problem else store.problems():
             moved, kept = store.repair(name)
             click.echo(f"{name}: kept {kept} evaluations; moved {moved} damaged line(s)"

@@ -183,7 +183,7 @@ class JsonStore(HistoryStore):
                     raise InvalidInputError(f"records[{i}]", f"cannot be stored as JSON: {exc}") from None
             raise
         if problem not in self._writable:
-            self._check_writable(problem)
+            self.check_writable(problem)
         state = self._writer(problem)
         journal_size = state.append(payload)        # durable: from here on nothing may fail the write
         if journal_size > max(self.compact_min_bytes, self._compact_after.get(problem, 0)) \
@@ -195,8 +195,14 @@ class JsonStore(HistoryStore):
                 log.warning("could not compact %s (%s: %s); the journal keeps every record, compaction is "
                             "tried again later", self.path(problem), type(exc).__name__, exc)
 
-    def _check_writable(self, problem: str) -> None:
-        """Refuse to write to a problem whose GPTune file is damaged: it must be repaired first."""
+    def check_writable(self, problem: str) -> None:
+        """Raise :class:`~raytuner.errors.StoreError` (saying how to repair it) when ``problem``'s file is damaged.
+
+        Every write checks this once; a writer may call it before it starts. Writes nothing.
+
+        Args:
+            problem: The tuning problem's name.
+        """
         path = self.path(problem)
         with self._shared_lock(problem):
             self._read_main(path)
