@@ -10,8 +10,11 @@ durable one is never reported as failed.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,7 +71,7 @@ def test_a_damaged_ledger_line_is_skipped_by_readers_and_kept_by_the_writer(
     assert [d["trial_id"] for d in JsonLedger(tmp_path).read("trials")] == expected
     kept = _kept(path)
     assert [(k["file"], k["offset"]) for k in kept] == [("trials.jsonl", offset)]
-    line = kept[0].get("line", "").encode() or __import__("base64").b64decode(kept[0]["line_base64"])
+    line = kept[0].get("line", "").encode() or base64.b64decode(kept[0]["line_base64"])
     assert line == damage.rstrip(b"\n")                     # kept whole
     assert damage.rstrip(b"\n") not in path.read_bytes()
 
@@ -198,7 +201,7 @@ def test_a_damaged_gptune_file_is_salvaged_with_one_accurate_warning_and_repaire
     assert "kept 5 evaluations; moved 1 damaged line(s)" in result.output
     kept = _kept(path)
     assert [(k["file"], k["offset"]) for k in kept] == [(path.name, offset)]
-    assert __import__("base64").b64decode(kept[0]["line_base64"]) == damaged
+    assert base64.b64decode(kept[0]["line_base64"]) == damaged
     writer = JsonStore(tmp_path)
     writer.append(PROBLEM, _record(9))                       # repaired: writers append again
     writer.close()
@@ -220,3 +223,13 @@ def test_a_record_of_the_wrong_kind_in_a_json_valid_file_is_read_around(tmp_path
 def test_repair_of_a_problem_that_is_not_there_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["history", "repair", str(tmp_path), "nothing"])
     assert result.exit_code == 1 and "no problem 'nothing'" in result.output
+
+
+def test_appends_of_several_processes_take_turns_and_none_is_cut_as_torn(tmp_path: Path) -> None:
+    code = ("import sys; from raytuner.store import JsonLedger; ledger = JsonLedger(sys.argv[1])\n"
+            "for i in range(150): ledger.append('trials', {'writer': sys.argv[2], 'n': i, 'pad': 'x' * 3000})")
+    writers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(w)]) for w in range(4)]
+    assert [p.wait(timeout=120) for p in writers] == [0, 0, 0, 0]
+    documents = list(JsonLedger(tmp_path).read("trials"))
+    assert sorted((d["writer"], d["n"]) for d in documents) == [(str(w), i) for w in range(4) for i in range(150)]
+    assert not (tmp_path / ".service" / "trials.jsonl.corrupt").exists()
