@@ -382,7 +382,10 @@ def test_directory_that_is_a_file_raises_store_error(tmp_path: Path) -> None:
         JsonStore(path)
 
 
-def test_corrupt_gptune_file_raises_store_error(tmp_path: Path) -> None:
+def test_a_torn_gptune_file_is_read_around_and_refused_to_writers(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"tuning_problem_name": "bad", "func_eval": [')
-    with pytest.raises(StoreError, match="not valid JSON"):
-        JsonStore(tmp_path).evaluations("bad")
+    store = JsonStore(tmp_path)
+    assert store.evaluations("bad") == []
+    with pytest.raises(StoreError, match="damaged at byte offset.s. 45; repair it with `raytuner history repair"):
+        store.append("bad", _record(0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]      # refused before anything is made

@@ -182,7 +182,7 @@ def test_a_failed_import_writes_nothing(tmp_path: Path) -> None:
     write_history_file(source, document)
     before = _files(directory)
 
-    with pytest.raises(StoreError, match="not valid JSON"):
+    with pytest.raises(StoreError, match="damaged .*raytuner history repair"):
         JsonStore(directory).import_document(document)
     result = CliRunner().invoke(main, ["history", "import", str(source), "--to", str(directory)])
     assert result.exit_code != 0

@@ -7,6 +7,7 @@ Examples::
     raytuner history plot raytuner_results --kind brackets --task t=1.3 --out brackets.png
     raytuner history import GPTune-Demo.json --to ./history
     raytuner history export --from ./history --problem GPTune-Demo --out demo.json
+    raytuner history repair ./history GPTune-Demo
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from raytuner.cli.errors import JsonFile, store_location
 from raytuner.cli.service import META_FILE
 from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
-from raytuner.store import open_store, read_history_file, write_history_file
+from raytuner.store import JsonStore, open_store, read_history_file, write_history_file
+from raytuner.store.ledger import LOGS
 from raytuner.view import DETAIL_COLUMNS, PLOTS, HistoryView, config_label, load_history, read_history, task_label
 from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation
 
@@ -222,3 +224,30 @@ def history_export(source: str, problem: str, out: str) -> None:
         document = store.export_document(problem)
     write_history_file(out, document)
     click.echo(f"wrote {len(document.func_eval)} evaluations and {len(document.surrogate_model)} models to {out}")
+
+
+@history.command("repair")
+@click.argument("directory", metavar="STORE_DIR", type=click.Path(file_okay=False, exists=True))
+@click.argument("problem", required=False)
+def history_repair(directory: str, problem: str | None) -> None:
+    """Salvage a damaged PROBLEM (default: every problem) of a JSON store in place, and the store's service ledger.
+
+    Every line that cannot be read (of PROBLEM.json, its journal and the
+    ledger's logs in STORE_DIR/.service) is moved, whole and with its file and
+    byte offset, to the file's ``.corrupt`` companion; PROBLEM.json is
+    rewritten from every intact record, and writers may append to it again.
+    Nothing is dropped. Prints what was moved and kept.
+    """
+    store = JsonStore(store_location(directory, "STORE_DIR"))
+    with store:
+        for name in [problem] if problem else store.problems():
+            moved, kept = store.repair(name)
+            click.echo(f"{name}: kept {kept} evaluations; moved {moved} damaged line(s)"
+                       + (f" to {store.quarantine_path(name)}" if moved else ""))
+        ledger, moved = store.ledger(), 0
+        for name in LOGS:
+            if lines := ledger.repair(name):
+                moved += lines
+                click.echo(f"ledger {name}: moved {lines} damaged line(s) to {ledger.directory / name}.jsonl.corrupt")
+        if not moved:
+            click.echo(f"ledger: nothing damaged in {ledger.directory}")

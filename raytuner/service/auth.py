@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 REFRESH_SECONDS = 1.0
 
 _NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_HEX = re.compile(r"^(?:[0-9a-f]{2})+$")
+#: The fields (and their types) of a key document; one without them is skipped.
+_FIELDS: dict[str, type | tuple[type, ...]] = {"name": str, "salt": str, "hash": str, "created": (int, float)}
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class ApiKeys:
         self._refreshing = threading.Lock()
         self._entries: dict[str, dict[str, Any]] = {}
         self._loaded = 0.0
+        self._skipped: set[tuple[int, str]] = set()    # damaged documents already warned about
         self.refresh()
 
     def refresh(self) -> None:
@@ -79,20 +83,40 @@ class ApiKeys:
         entries: dict[str, dict[str, Any]] = {}
         with self._lock:                       # a key created meanwhile in this process is not lost
             try:
-                for document in self.ledger.read("keys"):
-                    self._apply(entries, document)
+                for number, document in enumerate(self.ledger.read("keys"), 1):
+                    problem = self._apply(entries, document)
+                    if problem is not None and (number, problem) not in self._skipped:
+                        self._skipped.add((number, problem))
+                        log.warning("keys log of %s: skipping document %d: %s", self.ledger, number, problem)
             finally:
                 self._loaded = time.monotonic()
             self._entries = entries
 
     @staticmethod
-    def _apply(entries: dict[str, dict[str, Any]], document: dict[str, Any]) -> None:
+    def _apply(entries: dict[str, dict[str, Any]], document: dict[str, Any]) -> str | None:
+        """Apply one document of the keys log to ``entries``; what is wrong with it when it is skipped.
+
+        A damaged document costs its own key only: one without the fields a key or a revocation has
+        (``{}``, a revocation of an unknown key) changes nothing.
+        """
+        if not isinstance(document, dict):
+            return f"a JSON {type(document).__name__}, not a key object"
+        key_id = document.get("key_id")
+        if not isinstance(key_id, str) or not key_id:
+            return "no key_id"
         if document.get("revoke"):
-            entry = entries.get(document["key_id"])
-            if entry is not None:
-                entries[document["key_id"]] = dict(entry, revoked=True)
-        else:
-            entries[document["key_id"]] = dict(document, revoked=False)
+            entry = entries.get(key_id)
+            if entry is None:
+                return f"revokes {key_id!r}, which no earlier document creates"
+            entries[key_id] = dict(entry, revoked=True)
+            return None
+        wrong = [f for f, kind in _FIELDS.items() if not isinstance(document.get(f), kind)]
+        if wrong:
+            return f"key {key_id!r} lacks a valid {', '.join(wrong)}"
+        if not (_HEX.match(document["salt"]) and _HEX.match(document["hash"])):
+            return f"key {key_id!r}: its salt and hash are not hexadecimal"
+        entries[key_id] = dict(document, revoked=False)
+        return None
 
     def create(self, name: str) -> str:
         """A new key for ``name``, returned once (only its salted hash is kept).

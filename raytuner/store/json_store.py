@@ -5,7 +5,7 @@ Layout of a store directory::
     DIR/<problem>.json          the GPTune history file users see and share
     DIR/<problem>.json.journal  append-only JSON lines not yet compacted into it
     DIR/<problem>.json.lock     the lock file (fcntl.flock)
-    DIR/<problem>.json.corrupt  journal lines that could not be read (only if any)
+    DIR/<problem>.json.corrupt  lines that could not be read, with file and offset (only if any)
 
 An append writes one line to the journal under an exclusive lock and fsyncs
 it before returning, so an acknowledged record survives a ``kill -9`` the next
@@ -17,7 +17,10 @@ rename, fsync the directory, then truncate the journal) when it outgrows the
 file, on :meth:`JsonStore.compact` and on :meth:`JsonStore.close` of a store
 that wrote. Each step leaves a readable pair of files: readers take the union
 of both and drop repeated uids, so a crash between the rename and the
-truncation loses and duplicates nothing.
+truncation loses and duplicates nothing. A write that fails (a full disk) is
+cut back and raises :class:`~raytuner.errors.StoreError`; once the line is
+fsync'd the append has succeeded: a compaction that fails then is logged and
+tried again later, never reported as a failed append.
 
 Reading never writes: a store that only reads creates no file, takes only a
 shared lock (when a writer made the lock file), and compacts nothing. A
@@ -27,11 +30,15 @@ copies it whole, with its byte offset, into ``<problem>.json.corrupt`` before
 it truncates the journal, so nothing is ever dropped. The next append after a
 torn line starts on a new line.
 
-Several processes may append to the same problem at once: writes are
-serialised by the lock, fsyncs run outside it.
+A damaged GPTune file (a flipped byte, bytes that are not UTF-8, a torn end)
+is read around (:mod:`raytuner.store.salvage`), with one warning naming the
+damaged lines' offsets; writers refuse it with a StoreError saying how to
+repair it: :meth:`JsonStore.repair` (``raytuner history repair DIR PROBLEM``)
+moves those lines, whole, to ``<problem>.json.corrupt`` and rewrites the file.
 
-A whole GPTune file is read and written (atomically) by
-:mod:`raytuner.store.gptune_file`.
+Several processes may append to the same problem at once: writes are
+serialised by the lock, fsyncs run outside it. A whole GPTune file is read
+and written (atomically) by :mod:`raytuner.store.gptune_file`.
 
 Example:
     >>> import tempfile
@@ -44,13 +51,9 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
-import gc
-import json
 import logging
 import os
-import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,16 +66,12 @@ from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.gptune_file import write_history_file
 from raytuner.store.gptune_schemas import detect_schema, normalise_history
+from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL
+from raytuner.store.journal import SURROGATE_MODEL as _SURROGATE
+from raytuner.store.journal import BadLine, encode_entries, quarantine, read_journal
 from raytuner.store.ledger import JsonLedger
-from raytuner.store.journal import (
-    FUNC_EVAL as _FUNC_EVAL,
-    SURROGATE_MODEL as _SURROGATE,
-    BadLine,
-    encode_entries,
-    fsync_dir,
-    quarantine,
-    read_journal,
-)
+from raytuner.store.problem_files import ProblemFiles, release_memory
+from raytuner.store.salvage import drop_invalid_records, read_store_file
 
 __all__ = ["JsonStore"]
 
@@ -81,47 +80,6 @@ log = logging.getLogger(__name__)
 #: The journal is compacted once it is larger than this and than half the GPTune file,
 #: so compaction work stays proportional to the records appended (amortised O(1)).
 COMPACT_MIN_BYTES = 4 * 1024 * 1024
-
-
-def _release_memory() -> None:
-    """Hand the memory of a compaction's transient copy of the history back to the OS.
-
-    A compaction parses and re-encodes the whole file once; without this the
-    allocator keeps those pages and an appending process's RSS steps up at
-    every compaction although it holds nothing.
-    """
-    gc.collect()
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc
-            pass
-
-
-class _Problem:
-    """Open file descriptors of one problem's journal and lock file."""
-
-    def __init__(self, base: Path) -> None:
-        self.main = base
-        self.journal = base.with_name(base.name + ".journal")
-        self.lock_path = base.with_name(base.name + ".lock")
-        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.journal_fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        fsync_dir(base.parent)  # a new journal's directory entry must be durable too
-        self.thread_lock = threading.Lock()  # flock is per open file, not per thread
-
-    @contextmanager
-    def locked(self, exclusive: bool) -> Iterator[None]:
-        with self.thread_lock:
-            fcntl.flock(self.lock_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        os.close(self.journal_fd)
-        os.close(self.lock_fd)
 
 
 class JsonStore(HistoryStore):
@@ -142,10 +100,13 @@ class JsonStore(HistoryStore):
             raise StoreError(f"{self.directory} is a file, not a store directory; read a single GPTune "
                              f"file with raytuner.store.read_history_file")
         self.compact_min_bytes = compact_min_bytes
-        self._problems: dict[str, _Problem] = {}
+        self._problems: dict[str, ProblemFiles] = {}
         self._guard = threading.Lock()
-        self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any], bool]] = {}   # bool: records validated
         self._warned: set[tuple[str, int, bytes]] = set()
+        self._damage: dict[str, list[BadLine]] = {}   # per GPTune file: its damaged lines
+        self._writable: set[str] = set()                # problems whose file was found intact
+        self._compact_after: dict[str, int] = {}        # the journal size at which a failed compaction is retried
 
     def __repr__(self) -> str:
         return f"JsonStore({str(self.directory)!r})"
@@ -176,14 +137,14 @@ class JsonStore(HistoryStore):
     def _journal_path(self, problem: str) -> Path:
         return self.directory / f"{check_problem_name(problem)}.json.journal"
 
-    def _writer(self, problem: str) -> _Problem:
+    def _writer(self, problem: str) -> ProblemFiles:
         """The problem's open journal and lock file, made on the first write."""
         with self._guard:
             state = self._problems.get(problem)
             if state is None:
                 path = self.path(problem)
                 self.directory.mkdir(parents=True, exist_ok=True)
-                state = self._problems[problem] = _Problem(path)
+                state = self._problems[problem] = ProblemFiles(path)
             return state
 
     # -- writing -----------------------------------------------------------------------------
@@ -221,45 +182,56 @@ class JsonStore(HistoryStore):
                 except (TypeError, ValueError) as exc:
                     raise InvalidInputError(f"records[{i}]", f"cannot be stored as JSON: {exc}") from None
             raise
+        if problem not in self._writable:
+            self.check_writable(problem)
         state = self._writer(problem)
-        with state.locked(exclusive=True):
-            size = os.fstat(state.journal_fd).st_size
-            if size and os.pread(state.journal_fd, 1, size - 1) != b"\n":
-                payload = b"\n" + payload  # a torn line from a crash: start afresh
-            view = memoryview(payload)
-            while view:
-                written = os.write(state.journal_fd, view)
-                view = view[written:]
-        os.fsync(state.journal_fd)
-        journal_size = size + len(payload)
-        if journal_size > self.compact_min_bytes and journal_size > self._main_size(state) // 2:
-            self.compact(problem)
+        journal_size = state.append(payload)        # durable: from here on nothing may fail the write
+        if journal_size > max(self.compact_min_bytes, self._compact_after.get(problem, 0)) \
+                and journal_size > state.main_size() // 2:
+            try:
+                self.compact(problem)
+            except Exception as exc:  # noqa: BLE001 - the record is durable in the journal; compact later
+                self._compact_after[problem] = journal_size + self.compact_min_bytes
+                log.warning("could not compact %s (%s: %s); the journal keeps every record, compaction is "
+                            "tried again later", self.path(problem), type(exc).__name__, exc)
 
-    @staticmethod
-    def _main_size(state: _Problem) -> int:
-        try:
-            return state.main.stat().st_size
-        except FileNotFoundError:
-            return 0
+    def check_writable(self, problem: str) -> None:
+        """Raise :class:`~raytuner.errors.StoreError` (saying how to repair it) when ``problem``'s file is damaged.
+
+        Every write checks this once; a writer may call it before it starts. Writes nothing.
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        path = self.path(problem)
+        with self._shared_lock(problem):
+            self._read_main(path)
+        damage = self._damage.get(str(path))
+        if damage:
+            raise StoreError(f"{path} is damaged at byte offset(s) {', '.join(str(b.offset) for b in damage)}; "
+                             f"repair it with `{self._repair_hint(problem)}` before writing to it")
+        self._writable.add(problem)
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read_main(self, path: Path) -> dict[str, Any]:
+    def _read_main(self, path: Path, salvage: bool = False) -> dict[str, Any]:
+        """The GPTune file's object; a damaged file's intact records (its damage in ``_damage``).
+
+        ``salvage``: validate every record, keeping only the valid ones (one did not validate).
+        """
         try:
-            fh = open(path, encoding="utf-8")
+            fh = open(path, "rb")
         except FileNotFoundError:
             return {}
         with fh:
             st = os.fstat(fh.fileno())
             key = (st.st_ino, st.st_size, st.st_mtime_ns)
             cached = self._cache.get(str(path))
-            if cached and cached[0] == key:
+            if cached and cached[0] == key and (cached[2] or not salvage):
                 return cached[1]
-            try:
-                data = json.load(fh)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise StoreError(f"{path} is not valid JSON ({exc}); it was not written by raytuner's "
-                                 f"atomic writer") from None
+            raw = fh.read()
+        read = read_store_file(raw)
+        data, damage = read.data, read.bad
         if not isinstance(data, dict) or not all(isinstance(data.get(k, []), list) for k in (_FUNC_EVAL, _SURROGATE)):
             raise StoreError(f"{path} is not a GPTune history file (expected an object whose "
                              f"{_FUNC_EVAL} and {_SURROGATE} are lists)")
@@ -268,8 +240,16 @@ class JsonStore(HistoryStore):
                 data, _ = normalise_history(data)  # an older GPTune file: read as today's (written so at compaction)
         except InvalidInputError as exc:
             raise StoreError(f"{path} is not a GPTune history file: {exc}") from None
-        self._cache[str(path)] = (key, data)
+        if salvage and not read.checked:
+            damage = drop_invalid_records(data, raw)
+        del raw
+        self._warn_damaged(path, damage, data)
+        self._cache[str(path)] = (key, data, read.checked or salvage)
+        self._damage[str(path)] = damage
         return data
+
+    def _repair_hint(self, problem: str) -> str:
+        return f"raytuner history repair {self.directory} {problem}"
 
     @contextmanager
     def _shared_lock(self, problem: str) -> Iterator[None]:
@@ -294,14 +274,26 @@ class JsonStore(HistoryStore):
         finally:
             os.close(fd)  # closing releases the lock
 
+    def _fresh(self, path: Path, lines: list[BadLine]) -> list[BadLine]:
+        """The damaged lines of ``path`` not warned about yet (each is named in one warning only)."""
+        fresh = [b for b in lines if (str(path), b.offset, b.data) not in self._warned]
+        self._warned.update((str(path), b.offset, b.data) for b in fresh)
+        return fresh
+
     def _warn_unreadable(self, journal: Path, lines: list[BadLine]) -> None:
-        fresh = [line for line in lines if (str(journal), line.offset, line.data) not in self._warned]
-        if not fresh:
-            return
-        self._warned.update((str(journal), line.offset, line.data) for line in fresh)
-        log.warning("%s: skipping %d torn or unreadable journal line(s) at byte offset(s) %s (%s); the next "
-                    "compaction keeps them in %s", journal, len(fresh), ", ".join(str(b.offset) for b in fresh),
-                    fresh[0].reason, journal.with_name(journal.name.removesuffix(".journal") + ".corrupt"))
+        if fresh := self._fresh(journal, lines):
+            log.warning("%s: skipping %d torn or unreadable journal line(s) at byte offset(s) %s (%s); the next "
+                        "compaction keeps them in %s", journal, len(fresh), ", ".join(str(b.offset) for b in fresh),
+                        fresh[0].reason, journal.with_name(journal.name.removesuffix(".journal") + ".corrupt"))
+
+    def _warn_damaged(self, path: Path, damage: list[BadLine], data: dict[str, Any]) -> None:
+        if fresh := self._fresh(path, damage):
+            problem = path.name.removesuffix(".json")
+            log.warning("%s is damaged: %d line(s) at byte offset(s) %s cannot be read (%s); read around them: "
+                        "%d evaluations and %d models. Writers refuse this problem until `%s` moves the damaged "
+                        "lines to %s", path, len(fresh), ", ".join(str(b.offset) for b in fresh), fresh[0].reason,
+                        len(data.get(_FUNC_EVAL, [])), len(data.get(_SURROGATE, [])), self._repair_hint(problem),
+                        self.quarantine_path(problem))
 
     def _snapshot(self, problem: str, journal_entries: list[tuple[str, dict[str, Any]]],
                   main: dict[str, Any]) -> dict[str, Any]:
@@ -328,9 +320,13 @@ class JsonStore(HistoryStore):
         return self._snapshot(problem, journal.entries, main)
 
     def _validated(self, problem: str, kind: str, model: Any) -> list[Any]:
-        records = self._raw(problem)[kind]
         try:
-            return [model.model_validate(r) for r in records]
+            try:
+                return [model.model_validate(r) for r in self._raw(problem)[kind]]
+            except ValidationError:                        # a damaged record: keep the others
+                with self._shared_lock(problem):
+                    self._read_main(self.path(problem), salvage=True)
+                return [model.model_validate(r) for r in self._raw(problem)[kind]]
         except ValidationError as exc:
             err = from_validation_error(exc)
             raise StoreError(f"{self.path(problem)}: a {kind} record is not valid: {err}") from None
@@ -367,10 +363,10 @@ class JsonStore(HistoryStore):
     def compact(self, problem: str) -> None:
         """Fold the journal into the GPTune file; safe to interrupt at any point.
 
-        A writer's operation: lines of the journal that cannot be read are first
-        copied to :meth:`quarantine_path` (with their byte offsets), so the
-        truncated journal drops nothing. A problem with an empty or no journal
-        is left as it is (no file is made).
+        A writer's operation: lines of the journal (and of a damaged GPTune
+        file) that cannot be read are first copied to :meth:`quarantine_path`
+        (with their byte offsets), so the rewritten files drop nothing. A
+        problem with an empty or no journal is left as it is (no file is made).
 
         Args:
             problem: The tuning problem's name.
@@ -378,26 +374,53 @@ class JsonStore(HistoryStore):
         journal_path = self._journal_path(problem)
         if problem not in self._problems and not (journal_path.exists() and journal_path.stat().st_size):
             return
+        self._compact(problem)
+
+    def repair(self, problem: str) -> tuple[int, int]:
+        """Salvage a damaged problem in place; returns (lines moved to :meth:`quarantine_path`, evaluations kept).
+
+        The unreadable lines of its GPTune file and journal go, whole and with
+        their byte offsets, to the quarantine file; the GPTune file is rewritten
+        from every intact record; writers may append again. What
+        ``raytuner history repair`` runs.
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        if not self.path(problem).exists() and not self._journal_path(problem).exists():
+            raise StoreError(f"no problem {problem!r} in {self.directory}")
+        moved, kept = self._compact(problem, repair=True)
+        self._writable.add(problem)
+        return moved, kept
+
+    def _compact(self, problem: str, repair: bool = False) -> tuple[int, int]:
+        journal_path = self._journal_path(problem)
         state = self._writer(problem)
         with state.locked(exclusive=True):
-            if os.fstat(state.journal_fd).st_size == 0:
-                return
+            if os.fstat(state.journal_fd).st_size == 0 and not repair:
+                return 0, 0
             journal = read_journal(journal_path)
-            document = self._snapshot(problem, journal.entries, self._read_main(state.main))
-            unreadable = [*journal.bad, *([journal.tail] if journal.tail else [])]  # no writer is mid-line now
-            if unreadable:
-                target = self.quarantine_path(problem)
-                quarantine(target, journal_path, unreadable)
-                log.warning("%s: moved %d unreadable journal line(s) (byte offset(s) %s) to %s", journal_path,
-                            len(unreadable), ", ".join(str(b.offset) for b in unreadable), target)
+            document = self._snapshot(problem, journal.entries, self._read_main(state.main, salvage=repair))
+            target = self.quarantine_path(problem)
+            moved = 0
+            for path, lines in ((state.main, self._damage.get(str(state.main), [])),
+                                (journal_path, [*journal.bad, *([journal.tail] if journal.tail else [])])):
+                if lines:                                  # no writer is mid-line now
+                    quarantine(target, path, lines)
+                    moved += len(lines)
+                    log.warning("%s: moved %d unreadable line(s) (byte offset(s) %s) to %s", path, len(lines),
+                                ", ".join(str(b.offset) for b in lines), target)
+            if repair and not moved and state.main.exists():
+                return 0, len(document[_FUNC_EVAL])        # nothing damaged: the file stays as it is
             write_history_file(state.main, document)
             os.ftruncate(state.journal_fd, 0)
             os.fsync(state.journal_fd)
             self._cache.pop(str(state.main), None)
             count = len(document[_FUNC_EVAL])
             del document
-        _release_memory()
+        release_memory()
         log.debug("compacted %s: %d evaluations", state.main, count)
+        return moved, count
 
     def close(self) -> None:
         """Compact every problem this store wrote to and close its files; a store that only read writes nothing."""

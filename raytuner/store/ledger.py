@@ -25,7 +25,10 @@ directory's ``.service`` folder (flushed and fsync'd per line);
 :class:`MongoLedger` in collections ``service_<log>`` of the store's database
 (:data:`MONGO_COLLECTIONS`; journaled writes). Reading a
 ledger writes nothing: the folder, files and indexes are made by the first
-append.
+append. Readers get JSON objects only: a damaged line of a JSON log is
+skipped with a warning and kept by the writer in ``<log>.jsonl.corrupt``; a
+write that fails (a full disk) is a :class:`~raytuner.errors.StoreError`
+that leaves nothing behind (see :class:`JsonLedger`).
 
 Example:
     >>> import tempfile
@@ -40,18 +43,20 @@ Example:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, StoreError
 from raytuner.store.journal import BadLine, fsync_dir, quarantine
+from raytuner.store.problem_files import cut_back
 
 __all__ = ["Ledger", "JsonLedger", "MongoLedger", "LOGS", "MONGO_COLLECTIONS"]
 
@@ -94,34 +99,65 @@ def _check_log(name: str) -> str:
     return name
 
 
-def _quarantine_torn_tail(path: Path) -> None:
-    """Move a last line that a killed writer left without its newline to ``<log>.jsonl.corrupt``.
+def _document(line: bytes) -> dict[str, Any]:
+    """The JSON object one ledger line (without its newline) holds.
 
-    Appends then start on a fresh line; the torn bytes are kept, never dropped.
+    Raises:
+        ValueError: naming why the line cannot be read (not UTF-8, not JSON, not an object).
     """
-    if not path.exists() or path.stat().st_size == 0:
+    try:
+        document = json.loads(line)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError("not usable JSON (nested too deeply)") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _scan(path: Path) -> Iterator[dict[str, Any] | BadLine]:
+    """Each line of a log: its document, or a :class:`BadLine` (the last one torn when it has no newline)."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
         return
-    with open(path, "rb+") as fh:
-        data = fh.read()
-        if data.endswith(b"\n"):
-            return
-        keep = data.rfind(b"\n") + 1
-        target = path.with_name(path.name + ".corrupt")
-        quarantine(target, path, [BadLine(keep, data[keep:], "torn write: no newline at the end")])
-        log.warning("%s: moved a torn last line (%d bytes at byte offset %d) left by an interrupted write to %s",
-                    path, len(data) - keep, keep, target)
-        fh.truncate(keep)
-        fh.flush()
-        os.fsync(fh.fileno())
+    with fh:
+        offset = 0
+        for line in fh:
+            start, offset = offset, offset + len(line)
+            if not line.endswith(b"\n"):
+                if line.strip():
+                    yield BadLine(start, line, _TORN)
+                return
+            if not line.strip():
+                continue
+            try:
+                yield _document(line[:-1])
+            except ValueError as exc:
+                yield BadLine(start, line[:-1], str(exc))
+
+
+_TORN = "torn write: no newline at the end"
 
 
 class JsonLedger(Ledger):
     """JSON-lines logs under ``DIRECTORY/.service`` (a JSON store's directory).
 
-    Each append opens the log, writes one whole line, fsyncs and closes it,
-    so a ledger holds no file between appends. A torn last line (a writer
-    killed mid-line) is moved to ``<log>.jsonl.corrupt`` before this ledger's
-    first append to that log; readers skip it.
+    Each append takes the log's lock file (``<log>.jsonl.lock``, ``flock``, so
+    appends of several processes take turns), cuts a torn last line, writes
+    one whole line, fsyncs and closes the log, so a ledger holds no file
+    between appends. A write that fails (a full disk) is undone and raises
+    :class:`~raytuner.errors.StoreError`: the log never keeps a fragment that
+    the next line would be glued to.
+
+    A line that cannot be read (a torn write, bytes that are not UTF-8, NUL
+    bytes, JSON that is not an object) is skipped by readers with one warning
+    naming the file and its byte offset; the writer moves it, whole and with
+    its offset, to ``<log>.jsonl.corrupt`` on its first append to that log, or
+    on :meth:`repair`. Readers only ever get JSON objects.
 
     Args:
         directory: The store directory (``.service`` is made under it by the first append).
@@ -131,6 +167,7 @@ class JsonLedger(Ledger):
         self.directory = Path(directory) / ".service"
         self._lock = threading.Lock()
         self._checked: set[str] = set()
+        self._warned: set[tuple[str, int, bytes]] = set()
 
     def __repr__(self) -> str:
         return f"JsonLedger({str(self.directory)!r})"
@@ -144,57 +181,159 @@ class JsonLedger(Ledger):
     def _path(self, name: str) -> Path:
         return self.directory / f"{_check_log(name)}.jsonl"
 
+    @contextmanager
+    def _exclusive(self, path: Path) -> Iterator[None]:
+        """This process's lock and the log's lock file, held exclusively (made with the folder if missing)."""
+        with self._lock:
+            if not self.directory.is_dir():
+                self.directory.mkdir(parents=True, exist_ok=True)
+                fsync_dir(self.directory.parent)
+            fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)                   # closing releases the lock
+
     def append(self, name: str, document: dict[str, Any]) -> None:
         """Append ``document`` to log ``name``; on disk (fsync'd) when this returns.
 
         Args:
             name: One of :data:`LOGS`.
             document: A JSON-ready mapping.
+
+        Raises:
+            StoreError: The line could not be written whole (a full disk); nothing of it is kept.
         """
         path = self._path(name)
         data = (json.dumps(document, separators=(",", ":")) + "\n").encode("utf-8")
-        with self._lock:
-            if name not in self._checked:
-                created = not self.directory.is_dir()
-                self.directory.mkdir(parents=True, exist_ok=True)
-                if created:
-                    fsync_dir(self.directory.parent)
-                _quarantine_torn_tail(path)
+        try:
+            with self._exclusive(path):
+                if name in self._checked:
+                    self._cut_torn_tail(path)
+                else:
+                    self._quarantine(path)
+                    self._checked.add(name)
+                _append_line(path, data)
+        except OSError as exc:
+            raise StoreError(f"cannot append to {path}: {exc.strerror or exc}") from None
+
+    def repair(self, name: str) -> int:
+        """Move every unreadable line of log ``name`` to ``<log>.jsonl.corrupt`` (with its offset); returns how many.
+
+        A writer's operation (:meth:`append` does it once per log); reading never does it.
+
+        Args:
+            name: One of :data:`LOGS`.
+        """
+        path = self._path(name)
+        if not path.exists():
+            return 0
+        try:
+            with self._exclusive(path):
+                moved = self._quarantine(path)
                 self._checked.add(name)
-            new = not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if new:
-                fsync_dir(self.directory)
+                return moved
+        except OSError as exc:
+            raise StoreError(f"cannot repair {path}: {exc.strerror or exc}") from None
+
+    def _quarantine(self, path: Path) -> int:
+        """Keep the log's unreadable lines in its quarantine file and rewrite the log without them (locked)."""
+        bad = [item for item in _scan(path) if isinstance(item, BadLine)]
+        if not bad:
+            return 0
+        if bad == [bad[-1]] and bad[-1].reason == _TORN:
+            return self._cut_torn_tail(path)
+        target = path.with_name(path.name + ".corrupt")
+        quarantine(target, path, bad)
+        skip = {line.offset for line in bad}
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(path, "rb") as src, open(tmp, "wb") as out:
+            offset = 0
+            for line in src:
+                if offset not in skip:
+                    out.write(line)
+                offset += len(line)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        fsync_dir(self.directory)
+        log.warning("%s: moved %d unreadable line(s) (byte offset(s) %s: %s) to %s", path, len(bad),
+                    ", ".join(str(line.offset) for line in bad), bad[0].reason, target)
+        return len(bad)
+
+    @staticmethod
+    def _cut_torn_tail(path: Path) -> int:
+        """Move a last line without its newline (a killed or failed writer's) to the quarantine file (locked)."""
+        try:
+            fh = open(path, "rb+")
+        except FileNotFoundError:
+            return 0
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0 or os.pread(fh.fileno(), 1, size - 1) == b"\n":
+                return 0
+            keep = size - 1
+            while keep > 0:                    # back to the last newline, a block at a time
+                start = max(0, keep - 65536)
+                found = os.pread(fh.fileno(), keep - start, start).rfind(b"\n")
+                if found >= 0:
+                    keep = start + found + 1
+                    break
+                keep = start
+            target = path.with_name(path.name + ".corrupt")
+            quarantine(target, path, [BadLine(keep, os.pread(fh.fileno(), size - keep, keep), _TORN)])
+            log.warning("%s: moved a torn last line (%d bytes at byte offset %d) left by an interrupted write "
+                        "to %s", path, size - keep, keep, target)
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+            return 1
 
     def read(self, name: str, **equal: Any) -> Iterator[dict[str, Any]]:
-        """The documents of log ``name`` in append order whose fields equal ``equal``; a torn or bad line is skipped.
+        """The documents of log ``name`` in append order whose fields equal ``equal``; unreadable lines skipped.
+
+        Only JSON objects are yielded. Each unreadable line is named once (file and byte offset) in a warning.
 
         Args:
             name: One of :data:`LOGS`.
             **equal: Field values a document must have.
         """
         path = self._path(name)
-        if not path.exists():
+        for item in _scan(path):
+            if isinstance(item, BadLine):
+                self._warn(path, item)
+            elif all(item.get(k) == v for k, v in equal.items()):
+                yield item
+
+    def _warn(self, path: Path, line: BadLine) -> None:
+        key = (str(path), line.offset, line.data)
+        if key in self._warned:
             return
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.endswith("\n"):
-                    log.warning("%s: ignoring a torn last line %d", path, number)
-                    break
-                try:
-                    document = json.loads(line)
-                except json.JSONDecodeError:
-                    log.warning("%s: ignoring line %d, which is not JSON", path, number)
-                    continue
-                if all(document.get(k) == v for k, v in equal.items()):
-                    yield document
+        self._warned.add(key)
+        log.warning("%s: skipping an unreadable line at byte offset %d (%s); the next append or `raytuner "
+                    "history repair %s` keeps it in %s", path, line.offset, line.reason, self.directory.parent,
+                    path.name + ".corrupt")
+
+
+def _append_line(path: Path, data: bytes) -> None:
+    """Write ``data`` at the end of ``path`` and fsync it; on a failure cut what was written and re-raise."""
+    new = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            cut_back(fd, start, path)
+            raise
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(path.parent)
 
 
 #: Turns a MongoDB driver's errors into raytuner's while an action runs (``errors("read ...")``).
