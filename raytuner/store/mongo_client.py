@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -34,7 +35,7 @@ from pymongo.errors import ConfigurationError, ConnectionFailure, PyMongoError
 
 from raytuner.errors import InvalidInputError, StoreError
 
-__all__ = ["open_client", "mongo_errors", "unreachable_reason"]
+__all__ = ["open_client", "mongo_errors", "unreachable_reason", "redact_uri"]
 
 
 def open_client(uri: str, *, timeout_ms: int = 10000, appname: str = "raytuner", field: str = "uri",
@@ -59,6 +60,16 @@ def open_client(uri: str, *, timeout_ms: int = 10000, appname: str = "raytuner",
         where = f" {shown_as}" if shown_as is not None else ""
         raise InvalidInputError(field, f"invalid MongoDB URI{where}: {exc}") from None
     return client
+
+
+def redact_uri(uri: str) -> str:
+    """The URI without credentials or options, for messages.
+
+    >>> redact_uri("mongodb://alice:s3cret@db.example.org:27017/tuning?authSource=admin")
+    'mongodb://db.example.org:27017/tuning'
+    """
+    uri = re.sub(r"^(mongodb(?:\+srv)?://)[^/?#]*@", r"\1", uri)
+    return uri.split("?", 1)[0]
 
 
 def unreachable_reason(exc: BaseException) -> str:

@@ -20,8 +20,16 @@ downloaded from GPTune's crowd repository with its own
 ``tuning_problem_name``) are kept under ``_shadowed`` and restored on read, so
 a record reads back exactly as it was appended.
 
-Writes use the journaled write concern ``{w: 1, j: true}``: an append is on
-disk when it returns. Queries push down to MongoDB what it can filter exactly
+Writes use the journaled write concern ``{w: 1, j: true}`` (on a replica
+set ``{w: "majority", j: true}``): an append is on disk when it returns. On a
+server that supports transactions (a replica set or a sharded cluster) a
+batch (:meth:`MongoStore.append_batch`: evaluations with their surrogate
+models, :meth:`~raytuner.store.HistoryStore.append_many`, an import) is
+written in one transaction: all of it or nothing; on a standalone server it
+is written by unordered bulk inserts, which a failure can cut short (repeating
+the call completes it). Either way a uid already stored is skipped, and the
+driver's retryable writes retry a write cut off by a lost connection once.
+Queries push down to MongoDB what it can filter exactly
 (task ranges and value lists, machine containment, status) and then always
 apply :meth:`EvaluationQuery.matches`, so the results are exactly those the
 JSON store gives; software-version ranges are filtered in Python only.
@@ -38,24 +46,24 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from contextlib import AbstractContextManager
 from typing import Any, Iterable, Mapping, Sequence
 
 import bson
 import pymongo
 from bson.errors import InvalidDocument
+from pymongo.client_session import ClientSession
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, InvalidName, OperationFailure
 from pymongo.write_concern import WriteConcern
 
 from raytuner.errors import InvalidInputError, StoreError
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.store.mongo_client import mongo_errors, open_client
+from raytuner.store.mongo_client import mongo_errors, open_client, redact_uri
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
 
-__all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL"]
+__all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL", "DURABLE", "MAJORITY"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,8 @@ FUNC_EVAL = "func_eval"
 SURROGATE_MODEL = "surrogate_model"
 #: Journaled writes: an acknowledged append survives a crash of the server.
 DURABLE = WriteConcern(w=1, j=True)
+#: On a replica set: also on a majority of its members, so an acknowledged append survives a failover.
+MAJORITY = WriteConcern(w="majority", j=True)
 
 _PROBLEM = "tuning_problem_name"
 _ORDER = "_appended"
@@ -207,16 +217,6 @@ def _record(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _redact(uri: str) -> str:
-    """The URI without credentials or options, for messages.
-
-    >>> _redact("mongodb://alice:s3cret@db.example.org:27017/tuning?authSource=admin")
-    'mongodb://db.example.org:27017/tuning'
-    """
-    uri = re.sub(r"^(mongodb(?:\+srv)?://)[^/?#]*@", r"\1", uri)
-    return uri.split("?", 1)[0]
-
-
 # -- the store ---------------------------------------------------------------------------------
 
 
@@ -243,7 +243,7 @@ class MongoStore(HistoryStore):
     def __init__(self, uri: str, database: str | None = None, server_selection_timeout_ms: int = 10000) -> None:
         self.uri = uri
         self._timeout_ms = server_selection_timeout_ms
-        self._display = _redact(uri)
+        self._display = redact_uri(uri)
         self.client: pymongo.MongoClient[dict[str, Any]] = open_client(
             uri, timeout_ms=server_selection_timeout_ms, appname="raytuner", shown_as=self._display)
         try:
@@ -253,10 +253,14 @@ class MongoStore(HistoryStore):
             except (InvalidName, TypeError) as exc:
                 raise InvalidInputError("database", f"invalid MongoDB database name: {exc}") from None
             self.database = db.name
-            self._func_eval: Collection[dict[str, Any]] = db.get_collection(FUNC_EVAL, write_concern=DURABLE)
-            self._models: Collection[dict[str, Any]] = db.get_collection(SURROGATE_MODEL, write_concern=DURABLE)
             with self._errors("open the store"):
-                self.client.admin.command("ping")
+                hello = self.client.admin.command("hello")
+            #: Whether the server runs transactions (a replica set or a mongos): batches are then atomic.
+            self.transactions = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
+            self._durable = MAJORITY if self.transactions else DURABLE
+            self._func_eval: Collection[dict[str, Any]] = db.get_collection(FUNC_EVAL, write_concern=self._durable)
+            self._models: Collection[dict[str, Any]] = db.get_collection(SURROGATE_MODEL,
+                                                                          write_concern=self._durable)
             self._indexed = False
         except BaseException:
             self.client.close()
@@ -275,12 +279,12 @@ class MongoStore(HistoryStore):
 
     @property
     def func_eval(self) -> Collection[dict[str, Any]]:
-        """The ``func_eval`` collection (journaled write concern)."""
+        """The ``func_eval`` collection (the store's write concern)."""
         return self._func_eval
 
     @property
     def surrogate_model(self) -> Collection[dict[str, Any]]:
-        """The ``surrogate_model`` collection (journaled write concern)."""
+        """The ``surrogate_model`` collection (the store's write concern)."""
         return self._models
 
     def _create_indexes(self) -> None:
@@ -318,14 +322,18 @@ class MongoStore(HistoryStore):
 
     def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
                      models: Sequence[SurrogateModelRecord] = ()) -> None:
-        """Persist evaluations and surrogate models in unordered bulk inserts, every document checked first.
+        """Persist evaluations and surrogate models in one transaction (a standalone server: bulk inserts).
 
         A record MongoDB cannot store (a key it refuses, a document over its
         size limit, an integer beyond 64 bits) raises
         :class:`InvalidInputError` naming it before anything is written.
-        Records whose uid is already stored are skipped. A server lost in the
-        middle of the inserts raises :class:`StoreError`; appends are
-        idempotent by uid, so repeating the call completes the batch.
+        Records whose uid is already stored are skipped. With
+        :attr:`transactions`, the batch is written whole or not at all (the
+        driver retries a transaction cut off by a lost connection or a write
+        conflict for up to two minutes). On a standalone server, a server lost in
+        the middle of the inserts raises :class:`StoreError` with part of the
+        batch written; appends are idempotent by uid, so repeating the call
+        completes it.
 
         Args:
             problem: The tuning problem's name.
@@ -344,9 +352,27 @@ class MongoStore(HistoryStore):
                 if size > _MAX_DOCUMENT_BYTES:
                     raise InvalidInputError(f"{name}[{i}]", f"is {size} bytes, over MongoDB's limit of "
                                                             f"{_MAX_DOCUMENT_BYTES} bytes per record")
+        if not self.transactions:
+            for collection, docs in batches:
+                if docs:
+                    self._insert_many(collection, problem, docs)
+            return
+        with self._errors(f"append to {problem!r}"):
+            self._create_indexes()              # outside the transaction, which cannot create them
+            with self.client.start_session() as session:
+                session.with_transaction(lambda s: self._insert_new(s, batches), write_concern=self._durable)
+
+    @staticmethod
+    def _insert_new(session: ClientSession, batches: list[tuple[Collection[dict[str, Any]],
+                                                             list[dict[str, Any]]]]) -> None:
+        """Insert, within ``session``'s transaction, the documents whose key is not stored (a key given twice: once)."""
         for collection, docs in batches:
-            if docs:
-                self._insert_many(collection, problem, docs)
+            new = {doc["_id"]: doc for doc in reversed(docs)}       # a key given twice: its first document
+            stored = collection.find({"_id": {"$in": list(new)}}, projection={"_id": 1}, session=session)
+            for doc in stored:
+                del new[doc["_id"]]
+            if new:
+                collection.insert_many([doc for doc in docs if new.get(doc["_id"]) is doc], session=session)
 
     def _insert_many(self, collection: Collection[dict[str, Any]], problem: str, docs: list[dict[str, Any]]) -> None:
         with self._errors(f"append to {problem!r}"):
@@ -407,10 +433,10 @@ class MongoStore(HistoryStore):
     def ledger(self) -> MongoLedger:
         """The store's trial ledger: a collection ``service_<log>`` per log (:data:`~raytuner.store.ledger.LOGS`).
 
-        They live in the store's database, with its journaled writes and its error mapping.
+        They live in the store's database, with its write concern and its error mapping.
         """
         database = self._func_eval.database
-        return MongoLedger({name: database.get_collection(collection, write_concern=DURABLE)
+        return MongoLedger({name: database.get_collection(collection, write_concern=self._durable)
                             for name, collection in MONGO_COLLECTIONS.items()}, self._errors)
 
     def close(self) -> None:

