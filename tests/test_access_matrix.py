@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import grpc
 import pytest
 
-from raytuner.client.remote import RemoteTuner
+from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.crowd.cache import crowd_cache_name
 from raytuner.dashboard.app import create_app
 from raytuner.protocol import METADATA_KEY
@@ -268,3 +268,50 @@ def _dashboard_pages(matrix: Matrix, server: Any, key: str, caller: str) -> None
                     matrix.cross_reads.append(f"page {caller} {problem}{page}: {status}")
                 if problem in mine and page in ("", "/evaluations", "/live.json"):
                     matrix.expect(status == 200, f"page {caller} {problem}{page}: {status}")
+
+
+def test_the_operator_hands_out_an_imported_problem_and_owners_grant_and_revoke(server: Any, tmp_path: Any) -> None:
+    """Records imported into the store directly belong to nobody until the operator says (``keys grant``)."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from raytuner.cli import main  # noqa: PLC0415
+
+    server.store.append_many("imported", [record("imported", i) for i in range(3)])
+    alice, bob = server.keys.create("alice"), server.keys.create("bob")
+    bob_id = server.keys.verify(bob).key_id
+    with RemoteTuner(server.address, alice, timeout=20) as a, RemoteTuner(server.address, bob, timeout=20) as b:
+        for call in (lambda: a.query_evaluations("imported"), lambda: a.upload_evaluations("imported", [record("x", 1)]),
+                     lambda: a.grant_access("imported", bob_id)):
+            with pytest.raises(ServiceError) as info:          # held records, nobody's: not even claimable
+                call()
+            assert info.value.code == "NOT_FOUND" and "'imported'" in info.value.message
+        alice_id = server.keys.verify(alice).key_id
+        done = CliRunner().invoke(main, ["keys", "grant", "--store", str(server.store.directory), "imported", alice_id,
+                                         "--owner"])
+        assert done.exit_code == 0, done.output
+        assert len(a.query_evaluations("imported")) == 3       # the server reads the grant before refusing
+        assert a.grant_access("imported", bob_id) == [bob_id]
+        assert len(b.query_evaluations("imported")) == 3 and b.upload_evaluations("imported", [record("b", 4)]) == 1
+        with pytest.raises(ServiceError) as info:              # a grantee does not grant
+            b.grant_access("imported", "crowd:carol")
+        assert info.value.code == "NOT_FOUND"
+        assert a.grant_access("imported", bob_id, revoke=True) == []
+        with pytest.raises(ServiceError) as info:
+            b.query_evaluations("imported")
+        assert info.value.code == "NOT_FOUND"
+        for bad in ("", "crowd:", "no spaces allowed"):
+            with pytest.raises(ServiceError) as info:
+                a.grant_access("imported", bad)
+            assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("grantee")
+
+
+def test_a_server_without_keys_checks_nothing(tmp_path: Any) -> None:
+    from raytuner.service.server import TuningServer  # noqa: PLC0415
+
+    with TuningServer(tmp_path / "store", auth=False) as server, RemoteTuner(server.address, timeout=20) as tuner:
+        server.store.append_many("imported", [record("imported", i) for i in range(2)])
+        assert tuner.upload_evaluations("imported", [record("more", 3)]) == 1
+        assert len(tuner.query_evaluations("imported")) == 3
+        with pytest.raises(ServiceError) as info:
+            tuner.grant_access("imported", "crowd:bob")
+        assert info.value.code == "INVALID_ARGUMENT"

@@ -9,7 +9,9 @@ crowd user (see :meth:`raytuner.service.server`'s authentication). The rules:
   (``UploadEvaluations``) to a problem that nobody owns and that holds no records
   claims it; the claim is in the ledger's ``grants`` log before the records are stored.
 - **Grantees**: an owner grants another principal read and append access with
-  ``GrantAccess`` (and revokes it with ``revoke``); the ``grants`` log keeps it.
+  ``GrantAccess`` (and revokes it with ``revoke``); the ``grants`` log keeps it. The
+  store's operator grants, or makes an owner, with ``raytuner keys grant`` (:meth:`ProblemAccess.admit`):
+  the way to hand out a problem whose records were imported into the store directly.
 - **Read** (``QueryEvaluations``, a session's ``options.source_problem``) and
   **append** (``UploadEvaluations``, ``CreateSession`` on the problem, which replays
   its records with GPTune's ``load_func_eval``) are for owners and grantees. A new
@@ -25,9 +27,9 @@ crowd user (see :meth:`raytuner.service.server`'s authentication). The rules:
   says the name is taken and nothing more.)
 - A server without authentication (``auth=False``, one owner on a laptop) checks nothing.
 
-The logs are re-read at most every :data:`REFRESH_SECONDS` (a session created or a
-grant made since is seen at once in this process, through :meth:`ProblemAccess.note_owner`
-and :meth:`ProblemAccess.grant`).
+The logs are re-read at most every :data:`REFRESH_SECONDS`, and before any refusal (a
+grant the operator made a moment ago counts); a session created or a grant made in this
+process is seen at once (:meth:`ProblemAccess.note_owner`, :meth:`ProblemAccess.grant`).
 
 Example:
     >>> import tempfile
@@ -166,9 +168,18 @@ class ProblemAccess:
             field: The request field that names it.
         """
         problem = check_problem_name(problem, field=field)
-        if not self.may_read(principal, problem):
+        if not self._allowed(principal, problem):
             raise ProblemNotFound(f"{field}: no problem {problem!r} that this key may read")
         return problem
+
+    def _allowed(self, principal: str, problem: str) -> bool:
+        """:meth:`may_read`, with the logs read again before a refusal (a grant made a moment ago counts)."""
+        if self.may_read(principal, problem):
+            return True
+        if is_cache_name(problem):
+            return False
+        self._refresh(force=True)
+        return self.may_read(principal, problem)
 
     def check_append(self, principal: str, problem: str, *, claim: bool = False, field: str = "problem_name") -> str:
         """``problem`` (checked) when ``principal`` may append to it, or it is new (claimed when ``claim``).
@@ -180,7 +191,7 @@ class ProblemAccess:
             field: The request field that names it.
         """
         problem = check_problem_name(problem, field=field)
-        if self.may_read(principal, problem):
+        if self._allowed(principal, problem):
             return problem
         with self._claims:
             if not self._free(problem):
@@ -218,6 +229,23 @@ class ProblemAccess:
         log.info("%s %s %s on problem %s", owner, "revoked" if revoke else "granted", grantee, problem)
         with self._lock:
             return sorted(self._grantees.get(problem, ()))
+
+    def admit(self, problem: str, principal: str, role: str = "grant") -> None:
+        """The store operator's grant (``raytuner keys grant``): no owner needed, for a problem nobody owns.
+
+        Args:
+            problem: The problem's name (not a crowd cache).
+            principal: A service API key's id or ``crowd:<username>``.
+            role: ``owner`` (may grant others too), ``grant`` (reads and appends) or ``revoke`` (ends a grant).
+        """
+        problem = check_problem_name(problem)
+        if is_cache_name(problem):
+            raise InvalidInputError("problem", f"{problem!r} is a crowd cache: only the session it was made for "
+                                               "reads it")
+        if role not in ("owner", "grant", "revoke"):
+            raise InvalidInputError("role", f"{role!r} is not a role", allowed=["owner", "grant", "revoke"])
+        self._append({"problem": problem, "principal": check_principal(principal, "principal"), "role": role,
+                      "by": "operator", "time": time.time()})
 
     def _append(self, entry: dict[str, Any]) -> None:
         self.ledger.append(GRANTS, entry)
