@@ -13,9 +13,10 @@ crowd user (see :meth:`raytuner.service.server`'s authentication). The rules:
   store's operator grants, or makes an owner, with ``raytuner keys grant`` (:meth:`ProblemAccess.admit`):
   the way to hand out a problem whose records were imported into the store directly.
 - **Read** (``QueryEvaluations``, a session's ``options.source_problem``) and
-  **append** (``UploadEvaluations``, ``CreateSession`` on the problem, which replays
-  its records with GPTune's ``load_func_eval``) are for owners and grantees. A new
-  session may also start a problem that nobody owns and that holds no records.
+  **append** (``UploadEvaluations``) are for owners and grantees. A session on the
+  problem (``CreateSession``: its records are appended, and GPTune's ``load_func_eval``
+  replays the problem's records) is for owners only, since its creator becomes an
+  owner; a new session may also start a problem that nobody owns and that holds no records.
 - A **crowd cache** (``<problem>.crowd.<user>``, :mod:`raytuner.crowd.cache`) is
   not addressable at all through these calls: the session it was made for reads
   it inside the server; a call that names it is answered as for a problem that
@@ -181,20 +182,25 @@ class ProblemAccess:
         self._refresh(force=True)
         return self.may_read(principal, problem)
 
-    def check_append(self, principal: str, problem: str, *, claim: bool = False, field: str = "problem_name") -> str:
+    def check_append(self, principal: str, problem: str, *, claim: bool = False, owner: bool = False,
+                     field: str = "problem_name") -> str:
         """``problem`` (checked) when ``principal`` may append to it, or it is new (claimed when ``claim``).
 
         Args:
             principal: Who calls.
             problem: The problem's name.
             claim: Record ``principal`` as the owner of a new problem (durable before this returns).
+            owner: Only an owner may (a new session, which makes its creator an owner: a grantee
+                would outlive the grant's revocation).
             field: The request field that names it.
         """
         problem = check_problem_name(problem, field=field)
-        if self._allowed(principal, problem):
+        if principal in self.owners(problem) if owner else self._allowed(principal, problem):
             return problem
         with self._claims:
-            if not self._free(problem):
+            if not self._free(problem):                   # (the logs read again: an owner made a moment ago counts)
+                if owner and principal in self.owners(problem):
+                    return problem
                 raise ProblemNotFound(f"{field}: no problem {problem!r} that this key may write")
             if claim:
                 self._append({"problem": problem, "principal": principal, "role": "owner", "time": time.time()})

@@ -106,7 +106,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         options = json_field("options_json", request.options_json, dict, {})
         problem, source = meta.get("tuning_problem_name"), options.get("source_problem")
         if self.access is not None and isinstance(problem, str):   # the session replays (load_func_eval) and appends
-            self.access.check_append(owner, problem, field="problem_json.tuning_problem_name")
+            self.access.check_append(owner, problem, owner=True, field="problem_json.tuning_problem_name")
         if self.access is not None and isinstance(source, str) and source != problem and not is_cache_name(source) \
                 and "crowd_sources" not in options:      # those the manager refuses with its own answer
             self.access.check_read(owner, source, field="options.source_problem")
