@@ -6,7 +6,8 @@ registered, private, shared with a user, shared with a group); a service-only ke
 tuning side: alice tunes ``alpha`` with the crowd's records as sources (the server caches what *she*
 may see as ``alpha.crowd.alice``) and grants carol her problem, bob tunes ``bravo``, carol uploads
 ``charlie``, the service key tunes ``ops``. Then every caller calls every RPC on every problem,
-session and crowd record, and opens every dashboard page of every problem: a call that reads what
+session and crowd record, and opens every dashboard page of every problem (over the tuning service
+with its key; the crowd pages signed in with it, a Flask test client each): a call that reads what
 the caller may not see is a cross-user read, one that changes what belongs to another a cross-user
 write. Both counts must be 0, and every legitimate call must still work.
 """
@@ -14,6 +15,7 @@ write. Both counts must be 0, and every legitimate call must still work.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, Iterator
 
 import grpc
@@ -129,6 +131,7 @@ def test_no_call_reads_or_writes_another_users_data(world: dict[str, Any]) -> No
     for caller in CALLERS:
         md = [(METADATA_KEY, keys[caller])] if keys[caller] else []
         _tuning_calls(matrix, server, stub, md, caller, counts, world["sessions"])
+        _crowd_pages(matrix, world, caller)              # before the caller's own uploads below
         _crowd_calls(matrix, world, md, caller)
         if caller != "nobody":
             _dashboard_pages(matrix, server, keys[caller], caller)
@@ -320,3 +323,27 @@ def test_a_server_without_keys_checks_nothing(tmp_path: Any) -> None:
         with pytest.raises(ServiceError) as info:
             tuner.grant_access("imported", "crowd:bob")
         assert info.value.code == "INVALID_ARGUMENT"
+
+
+def _crowd_pages(matrix: Matrix, world: dict[str, Any], caller: str) -> None:
+    """The crowd pages, signed in with the caller's key (a service key is refused: then signed out, public only)."""
+    records, key = world["records"], world["keys"][caller]
+    client = create_app(crowd=world["server"].crowd).test_client()
+    if key:
+        form = re.search(r'name="form" value="([^"]+)"', client.get("/signin").get_data(as_text=True))
+        status = client.post("/signin", data={"api_key": key, "form": form.group(1) if form else ""}).status_code
+        matrix.calls += 2
+        matrix.expect(status == (303 if caller in USERS else 401), f"sign-in {caller}: {status}")
+    visible = {label for label in records
+               if (may_see(caller, label) if caller in USERS else _spec(*label.split("-"))[0] == "public")}
+    hidden = {records[label].uid for label in records} - {records[label].uid for label in visible}
+    for page in ("/crowd", "/crowd/problem/alpha", "/crowd/problem/alpha/download", "/crowd/problem/alpha/predict",
+                 "/crowd/problem/alpha/sensitivity"):
+        matrix.calls += 1
+        response = client.get(page)
+        text = response.get_data(as_text=True)
+        matrix.cross_reads.extend(f"crowd page {caller} {page}: {uid}" for uid in hidden if uid in text)
+        matrix.expect(response.status_code == 200, f"crowd page {caller} {page}: {response.status_code}")
+        if page.endswith("/download"):
+            labels = {r["additional_output"]["label"] for r in json.loads(text)["func_eval"]}
+            matrix.expect(labels == visible, f"crowd download {caller}: {sorted(labels ^ visible)}")
