@@ -64,8 +64,8 @@ log = logging.getLogger(__name__)
 
 #: Access levels a meta-description sync gives the records it uploads.
 SYNC_ACCESS = ("public", "registered", "private")
-#: The access level of a tuning-service session's synced records unless its creator chooses
-#: (``options.crowd_access``): the records are the creator's own data; making them wider is the creator's choice.
+#: The access level of synced records unless their creator chooses (a service session's ``options.crowd_access``,
+#: ``sync_store_for(access=)``): the records are the creator's own data; sharing them wider is the creator's choice.
 DEFAULT_SYNC_ACCESS = "private"
 #: Sends a problem's evaluations to the crowd repository; raises when it could not.
 Uploader = Callable[[str, list[FunctionEvaluation]], Any]
