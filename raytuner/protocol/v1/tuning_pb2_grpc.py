@@ -128,6 +128,7 @@ class TuningServiceServicer:
 
     def UploadEvaluations(self, request, context):
         """Add evaluations made elsewhere (a Ray Tune run on a cluster) to the store; idempotent by uid.
+        For the problem's owners and grantees; the first caller to upload to a new problem owns it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -135,6 +136,7 @@ class TuningServiceServicer:
 
     def QueryEvaluations(self, request, context):
         """A problem's stored evaluations that match a query (source data for transfer learning).
+        For the problem's owners and grantees; any other problem is NOT_FOUND, as one that does not exist.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
