@@ -371,9 +371,9 @@ def test_a_refused_download_is_an_error_not_an_outage(crowd: tuple[Any, Any, str
 
 def test_a_service_session_of_mla_takes_a_source_problem(crowd: tuple[Any, Any, str]) -> None:
     server = crowd[0]
-    server.store.append_many("demo-tuned", tuned(2.0, 6))
     meta_plain = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
     with RemoteTuner(server.address, server.keys.create("carol"), timeout=30) as tuner:
+        assert tuner.upload_evaluations("demo-tuned", tuned(2.0, 6)) == 6      # carol's own source problem
         tuner.create_session(meta_plain, "mla", tasks=[{"t": 1.0}], seed=0,
                              options={"n_initial": 2, "source_problem": "demo-tuned"})
         assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3

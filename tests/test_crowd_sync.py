@@ -85,7 +85,8 @@ def test_surrogate_models_sync_like_evaluations(alice: tuple[str, str], crowd: t
     with CrowdClient(address, key) as client:
         assert {m.uid for m in client.query_surrogate_models(PROBLEM)} == local
     with RemoteTuner(address, crowd[0].keys.create("alice-at-the-service"), timeout=60) as tuner:
-        tuner.create_session(meta(key), "mla", tasks=[{"t": 2}], seed=1, options={"n_initial": 3})
+        tuner.create_session(meta(key), "mla", tasks=[{"t": 2}], seed=1,
+                             options={"n_initial": 3, "crowd_access": "public"})     # the creator's choice
         assert tuner.run(lambda config, task, fidelity: (config["x"] - 0.2) ** 2, max_trials=5) == 5
     served = {m.uid for m in crowd[0].store.models(PROBLEM)}
     assert served
@@ -142,10 +143,16 @@ def test_a_service_session_with_sync_uploads_as_the_crowd_user(alice: tuple[str,
         assert len(uids) == 3 and crowd_uids(address, key) == uids
         session_doc = next(iter(server.ledger.read("sessions")))
         assert "api_key" not in session_doc["meta"] and session_doc["crowd_user"] == "alice"
-        for bad, code, field in [(meta(None), "INVALID_ARGUMENT", "api_key"),
-                                 (meta("rt_" + "0" * 20 + "_" + "1" * 43), "UNAUTHENTICATED", "api_key")]:
+        assert session_doc["crowd_access"] == "private"                     # the default: the creator's own data
+        with CrowdClient(address, crowd[1].create_key("bob")) as client:
+            assert not {r.uid for r in client.query_function_evaluations(PROBLEM)} & uids
+        for bad, options, code, field in [
+                (meta(None), {}, "INVALID_ARGUMENT", "api_key"),
+                (meta("rt_" + "0" * 20 + "_" + "1" * 43), {}, "UNAUTHENTICATED", "api_key"),
+                (meta(key), {"crowd_access": "shared"}, "INVALID_ARGUMENT", "options.crowd_access"),
+                (meta(key, sync="no"), {"crowd_access": "public"}, "INVALID_ARGUMENT", "options.crowd_access")]:
             with pytest.raises(ServiceError) as info:
-                tuner.create_session(bad, "random", tasks=[{"t": 2}])
+                tuner.create_session(bad, "random", tasks=[{"t": 2}], options=options)
             assert info.value.code == code and field in str(info.value)
 
 

@@ -191,7 +191,8 @@ def test_tla1_predicts_and_tla2_tunes_a_new_task_through_the_commands(env: dict[
                                                                        server: TuningServer) -> None:
     tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10, "my-alg": "lu"}, {"y": (x / 10 - 0.1 * t) ** 2})
              for t in (1, 2, 4, 5) for x in range(11)]
-    server.store.append_many("cli_demo_tuned", tuned)
+    with RemoteTuner(server.address, env["RAYTUNER_API_KEY"]) as tuner:   # the key's own source problem
+        tuner.upload_evaluations("cli_demo_tuned", tuned)
     source = ("--option", "source_problem=cli_demo_tuned", "--task", "t=3")
     out = cli(["session", "create", "--problem", str(meta), "--strategy", "tla1", "--json", *source], env)
     predict = {**env, "RAYTUNER_SESSION": json.loads(out.stdout)["session_id"]}

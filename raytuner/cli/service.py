@@ -168,7 +168,7 @@ def _registry(store: str | None, mongodb: str | None) -> Any:
 
 @click.group()
 def keys() -> None:
-    """Create, list and revoke API keys (on the machine that holds the store)."""
+    """Create, list and revoke API keys, and grant problems to them (on the machine that holds the store)."""
 
 
 @keys.command("create")
@@ -202,6 +202,33 @@ def keys_list(store: str | None, mongodb: str | None, as_json: bool) -> None:
         return
     for k in infos:
         click.echo(f"{k['key_id']}  {k['name']:<20} {'revoked' if k['revoked'] else 'active'}")
+
+
+@keys.command("grant")
+@_store_options
+@click.argument("problem")
+@click.argument("principal")
+@click.option("--owner", is_flag=True, help="Make PRINCIPAL an owner of PROBLEM (who may grant others too).")
+@click.option("--revoke", is_flag=True, help="End PRINCIPAL's grant instead.")
+def keys_grant(store: str | None, mongodb: str | None, problem: str, principal: str, owner: bool,
+               revoke: bool) -> None:
+    """Let PRINCIPAL (a key id from ``keys list``, or crowd:USERNAME) read and append to PROBLEM.
+
+    The store operator's grant (see raytuner.service.access); a running server sees it within a second.
+    """
+    if owner and revoke:
+        raise click.BadParameter("give --owner or --revoke, not both", param_hint="--revoke")
+    from raytuner.service.access import ProblemAccess  # noqa: PLC0415 - only for this command
+    from raytuner.store import open_store  # noqa: PLC0415
+
+    opened = open_store(_location(store, mongodb))
+    try:
+        ProblemAccess(opened.ledger(), opened).admit(problem, principal, "owner" if owner else
+                                                     "revoke" if revoke else "grant")
+    finally:
+        opened.close()
+    click.echo(f"{'revoked' if revoke else 'granted'} {problem} {'from' if revoke else 'to'} {principal}"
+               + (" as an owner" if owner else ""))
 
 
 # -- sessions -----------------------------------------------------------------------------------

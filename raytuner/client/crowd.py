@@ -37,7 +37,7 @@ from pydantic import TypeAdapter
 
 from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.crowd.signatures import Signer
-from raytuner.crowd.sync import SYNC_ACCESS, CrowdSyncStore
+from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS, CrowdSyncStore
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
@@ -258,7 +258,8 @@ class CrowdClient(ServiceChannel):
 
 
 def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
-                   server: str | None = None, access: str = "public", credential: str | Signer | None = None,
+                   server: str | None = None, access: str = DEFAULT_SYNC_ACCESS,
+                   credential: str | Signer | None = None,
                    **connection: Any) -> HistoryStore:
     """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
 
@@ -267,14 +268,15 @@ def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLik
     The crowd server is ``server``, else the ``RAYTUNER_SERVER``
     environment variable, else ``127.0.0.1:50051``; the key is the meta
     description's ``api_key`` unless ``credential`` is given. ``access`` is the uploaded records' access
-    level (``public``, ``registered``, ``private``); ``connection`` goes to
+    level (``public``, ``registered``, ``private``; by default ``private``: the run's data is its user's
+until they choose to share it wider); ``connection`` goes to
     :class:`CrowdClient`.
 
     Args:
         meta: the meta description (``sync_crowd_repo``, ``api_key``).
         store: a history store or its location (a directory or a ``mongodb://`` URI).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
-        access: the uploaded records' access level: ``public`` (default), ``registered`` or ``private``.
+        access: the uploaded records' access level: ``public``, ``registered`` or ``private`` (default).
         credential: the crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default ``None``:
             the meta description's ``api_key``).
         **connection: :class:`CrowdClient`'s connection arguments.

@@ -357,3 +357,17 @@ class RemoteTuner(ServiceChannel):
         answer = self._call("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name,
                                                                            query_json=dumps(data)))
         return [FunctionEvaluation.model_validate(r) for r in json.loads(answer.records_json or "[]")]
+
+    def grant_access(self, problem_name: str, grantee: str, revoke: bool = False) -> list[str]:
+        """Let ``grantee`` read and append to ``problem_name``, which this key owns (``revoke``: no longer).
+
+        Returns everyone the problem is granted to now (see :mod:`raytuner.service.access`).
+
+        Args:
+            problem_name: the problem's name.
+            grantee: a service API key's id (``raytuner keys list``) or ``crowd:<username>``.
+            revoke: end the grant instead (default ``False``).
+        """
+        answer = self._call("GrantAccess", pb.GrantAccessRequest(problem_name=problem_name, grantee=grantee,
+                                                                 revoke=revoke))
+        return list(answer.grantees)

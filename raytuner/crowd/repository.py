@@ -20,8 +20,10 @@ write uses the journaled write concern ``{w: 1, j: true}``:
        software: [{name: lower-cased canonical package, vkey: sortable version key}] (func_eval only),
        uploaded: datetime}
 
-  ``_id`` makes a uid unique per problem: uploading it again (by anyone) is
-  not a second record and leaves the first as it was. Indexes:
+  ``_id`` makes a uid unique per problem and uploader: uploading it again is
+  not a second record and leaves the first as it was; a uid another user stored
+  is stored beside theirs, so an upload never tells whether another user's
+  record exists (:mod:`raytuner.crowd.inserts`). Indexes:
   ``(problem, access, owner)``, ``(problem, machine)``,
   ``(problem, software.name, software.vkey)`` and a wildcard index on
   ``record.task_parameter``.
@@ -49,11 +51,11 @@ from typing import Any, Iterable, Mapping
 
 import pymongo
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError
 
 from raytuner.crowd.access import AccessSpec, User, visibility_filter
 from raytuner.crowd.accounts import KeyInfo, UserAccounts
 from raytuner.crowd.catalog import AliasCatalog, match_key
+from raytuner.crowd.inserts import insert_documents
 from raytuner.crowd.documents import (TASK_INDEX, evaluation_document, iterate_records, json_text, record_dict,
                                       record_document, task_hint)
 from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
@@ -71,8 +73,6 @@ Record = FunctionEvaluation | SurrogateModelRecord
 log = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "raytuner_crowd"
-_DUPLICATE_KEY = 11000
-_CHUNK = 10_000
 _MAX_LIMIT = 10_000_000
 
 _ACCESS_INDEX = pymongo.IndexModel([("problem", 1), ("access", 1), ("owner", 1)], name="problem_access_owner")
@@ -303,29 +303,11 @@ class CrowdRepository(UserAccounts):
 
     def _insert(self, collection: Collection[dict[str, Any]], docs: Iterable[dict[str, Any]],
                 problem: str) -> UploadResult:
-        """Insert ``docs`` in unordered bulk writes; a duplicate ``_id`` is "already there", not an error."""
+        """Insert ``docs`` (:func:`~raytuner.crowd.inserts.insert_documents`: another user's uid stays unseen)."""
         validated = list(docs)   # every record is checked before the first is written
         for doc in validated:    # the record as a query answers it: JSON text made once, here
             doc["json"] = json_text(doc["record"])
-        inserted = 0
-        for start in range(0, len(validated), _CHUNK):
-            inserted += self._insert_chunk(collection, validated[start:start + _CHUNK], problem)
-        return UploadResult(len(validated), inserted)
-
-    def _insert_chunk(self, collection: Collection[dict[str, Any]], chunk: list[dict[str, Any]],
-                      problem: str) -> int:
-        with self._errors(f"upload to {problem!r}"):
-            try:
-                return len(collection.insert_many(chunk, ordered=False).inserted_ids)
-            except BulkWriteError as exc:
-                details = exc.details
-                others = [e for e in details.get("writeErrors", []) if e.get("code") != _DUPLICATE_KEY]
-                if others or details.get("writeConcernErrors"):
-                    first = (others or details["writeConcernErrors"])[0]
-                    raise StoreError(f"crowd repository failed to upload to {problem!r}: "
-                                     f"{len(others)} records not written, first error: "
-                                     f"{first.get('errmsg', first)}") from None
-                return int(details.get("nInserted", 0))
+        return UploadResult(len(validated), insert_documents(collection, validated, problem, self._errors))
 
     # -- queries -------------------------------------------------------------------------------
 

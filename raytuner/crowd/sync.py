@@ -58,12 +58,15 @@ from raytuner.retry_buffer import RetryBuffer
 from raytuner.store.base import EvaluationQuery, HistoryStore
 from raytuner.store.ledger import Ledger
 
-__all__ = ["CrowdSyncStore", "Uploader", "ModelUploader", "made_by_raytuner", "SYNC_ACCESS"]
+__all__ = ["CrowdSyncStore", "Uploader", "ModelUploader", "made_by_raytuner", "SYNC_ACCESS", "DEFAULT_SYNC_ACCESS"]
 
 log = logging.getLogger(__name__)
 
 #: Access levels a meta-description sync gives the records it uploads.
 SYNC_ACCESS = ("public", "registered", "private")
+#: The access level of synced records unless their creator chooses (a service session's ``options.crowd_access``,
+#: ``sync_store_for(access=)``): the records are the creator's own data; sharing them wider is the creator's choice.
+DEFAULT_SYNC_ACCESS = "private"
 #: Sends a problem's evaluations to the crowd repository; raises when it could not.
 Uploader = Callable[[str, list[FunctionEvaluation]], Any]
 #: Sends a problem's surrogate-model records to the crowd repository; raises when it could not.
@@ -107,7 +110,8 @@ class CrowdSyncStore(HistoryStore):
         self._lock = threading.Lock()
 
     @classmethod
-    def as_user(cls, store: HistoryStore, repository: Any, user: User, session_id: str) -> "CrowdSyncStore":
+    def as_user(cls, store: HistoryStore, repository: Any, user: User, session_id: str,
+                access: str = DEFAULT_SYNC_ACCESS) -> "CrowdSyncStore":
         """``store``, session ``session_id``'s evaluations and models uploaded to ``repository`` as ``user``.
 
         For the tuning service, which holds the crowd repository itself (no client, no key per call).
@@ -117,8 +121,9 @@ class CrowdSyncStore(HistoryStore):
             repository: the crowd repository (a :class:`~raytuner.crowd.CrowdRepository`).
             user: the authenticated user the records are uploaded as.
             session_id: the session whose earlier records are caught up on.
+            access: the access level the records get (one of :data:`SYNC_ACCESS`; default private).
         """
-        upload = functools.partial(repository.upload_as, user)
+        upload = functools.partial(repository.upload_as, user, access=access)
         return cls(store, upload, upload_models=functools.partial(upload, kind="surrogate_model"),
                    owns=lambda r: r.raytuner is not None and r.raytuner.session_id == session_id)
 

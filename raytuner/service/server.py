@@ -5,7 +5,9 @@
 store directory (the embedded default) or MongoDB — with sessions kept in the
 store's ledger and rebuilt on start. Every request is checked and answered;
 bad input gets ``INVALID_ARGUMENT`` with a message naming the field, an
-unknown session or trial ``NOT_FOUND``, a conflicting tell
+unknown session or trial ``NOT_FOUND``, a problem the caller may not
+read or append to ``NOT_FOUND`` as if it did not exist (the rules:
+:mod:`raytuner.service.access`), a conflicting tell
 ``FAILED_PRECONDITION``, a missing or wrong API key ``UNAUTHENTICATED``, and
 an unexpected error ``INTERNAL`` (logged; the server goes on).
 
@@ -30,6 +32,8 @@ import grpc
 
 from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, as_number, check_problem_name
+from raytuner.crowd.cache import is_cache_name
+from raytuner.service.access import ProblemAccess
 from raytuner.service.auth import ApiKeys
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.service.handlers import Abort, rpc, status_of
@@ -72,6 +76,13 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     def __init__(self, manager: SessionManager, keys: ApiKeys | None) -> None:
         self.manager = manager
         self.keys = keys
+        # who reads and appends to which problem (raytuner.service.access); none without authentication
+        self.access = ProblemAccess(manager.ledger, manager.store) if keys is not None else None
+
+    def _readable(self, owner: str, problem: str, field: str = "problem_name") -> str:
+        if self.access is None:
+            return check_problem_name(problem, field=field)
+        return self.access.check_read(owner, problem, field)
 
     def _owner(self, context: grpc.ServicerContext, method: str) -> str:
         """Who calls ``method``: a service key's id, or ``crowd:<username>`` for a crowd user's key or signature."""
@@ -91,11 +102,19 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     @rpc
     def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.ServicerContext) -> pb.Session:
         owner = self._owner(context, "create_session")
-        session = self.manager.create(
-            owner, json_field("problem_json", request.problem_json, dict, None) or {}, request.strategy,
-            options=json_field("options_json", request.options_json, dict, {}),
-            tasks=json_field("tasks_json", request.tasks_json, list, None), seed=request.seed,
-            max_evaluations=request.max_evaluations)
+        meta = json_field("problem_json", request.problem_json, dict, None) or {}
+        options = json_field("options_json", request.options_json, dict, {})
+        problem, source = meta.get("tuning_problem_name"), options.get("source_problem")
+        if self.access is not None and isinstance(problem, str):   # the session replays (load_func_eval) and appends
+            self.access.check_append(owner, problem, owner=True, field="problem_json.tuning_problem_name")
+        if self.access is not None and isinstance(source, str) and source != problem and not is_cache_name(source) \
+                and "crowd_sources" not in options:      # those the manager refuses with its own answer
+            self.access.check_read(owner, source, field="options.source_problem")
+        session = self.manager.create(owner, meta, request.strategy, options=options,
+                                      tasks=json_field("tasks_json", request.tasks_json, list, None),
+                                      seed=request.seed, max_evaluations=request.max_evaluations)
+        if self.access is not None:
+            self.access.note_owner(owner, session.spec.problem_name)
         return _session_message(session)
 
     @rpc
@@ -134,7 +153,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     @rpc
     def UploadEvaluations(self, request: pb.UploadEvaluationsRequest,
                           context: grpc.ServicerContext) -> pb.UploadEvaluationsResponse:
-        self._owner(context, "upload_evaluations")
+        owner = self._owner(context, "upload_evaluations")
         problem = check_problem_name(request.problem_name, field="problem_name")
         raw = json_field("records_json", request.records_json, list, [])
         records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
@@ -142,16 +161,26 @@ class _Servicer(pb_grpc.TuningServiceServicer):
             if record.raytuner is not None and record.raytuner.session_id in self.manager.session_ids():
                 raise InvalidInputError(f"records_json[{i}].raytuner.session_id",
                                         "names a session of this service; tell its trials instead")
+        if self.access is not None:               # the records were checked: now claim a new problem, then append
+            self.access.check_append(owner, problem, claim=True)
         return pb.UploadEvaluationsResponse(received=self.manager.store.append_many(problem, records))
 
     @rpc
     def QueryEvaluations(self, request: pb.QueryEvaluationsRequest,
                          context: grpc.ServicerContext) -> pb.QueryEvaluationsResponse:
-        self._owner(context, "query_evaluations")
-        problem = check_problem_name(request.problem_name, field="problem_name")
+        problem = self._readable(self._owner(context, "query_evaluations"), request.problem_name)
         query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))
         records = self.manager.store.evaluations(problem, query)
         return pb.QueryEvaluationsResponse(records_json=dumps([r.to_dict() for r in records]))
+
+    @rpc
+    def GrantAccess(self, request: pb.GrantAccessRequest, context: grpc.ServicerContext) -> pb.GrantAccessResponse:
+        owner = self._owner(context, "grant_access")
+        if self.access is None:
+            raise InvalidInputError("grantee", "this server runs without authentication: every caller reads and "
+                                               "writes every problem already")
+        return pb.GrantAccessResponse(grantees=self.access.grant(owner, request.problem_name, request.grantee,
+                                                                 revoke=request.revoke))
 
     def WatchSession(self, request: pb.WatchSessionRequest,
                      context: grpc.ServicerContext) -> Iterator[pb.SessionEvent]:

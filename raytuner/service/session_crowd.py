@@ -6,7 +6,11 @@ that deals with the server's crowd repository (``raytuner serve --crowd URI``):
 - a caller who signs in with a crowd API key (or a signed credential) is
   ``crowd:<username>`` (:data:`CROWD_OWNER`);
 - a session whose meta description says ``sync_crowd_repo`` uploads its
-  records as the crowd user (:class:`~raytuner.crowd.sync.CrowdSyncStore`);
+  records as the crowd user (:class:`~raytuner.crowd.sync.CrowdSyncStore`), with
+  the access level its creator chose in ``options.crowd_access`` (``public``,
+  ``registered`` or ``private``; :data:`~raytuner.crowd.sync.DEFAULT_SYNC_ACCESS`,
+  ``private``, when not given: the records are the creator's own data, and
+  sharing them wider is a choice the creator makes, never a default);
 - a session created with ``options.crowd_sources: true`` learns from the
   crowd's records that match its meta description and that its crowd user may
   see: the server downloads them once, at creation, into its store under
@@ -24,6 +28,7 @@ from typing import Any
 
 from raytuner.crowd.cache import crowd_cache_name, downloaded, is_cache_name, meta_query
 from raytuner.crowd.errors import Unauthenticated
+from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
@@ -78,8 +83,20 @@ class CrowdSessions:
         """The crowd user a ``sync_crowd_repo`` session uploads as; '' without sync."""
         return self._crowd_identity(meta, owner, "sync_crowd_repo") if meta.sync_crowd_repo else ""
 
-    def _store_of(self, session_id: str, crowd_user: str) -> HistoryStore:
-        """The server's store, synced to the crowd repository as ``crowd_user`` when the session asked."""
+    def _sync_access(self, meta: MetaDescription, options: dict[str, Any]) -> str:
+        """The access level a synced session's records get: ``options.crowd_access`` (taken out), else private."""
+        if "crowd_access" not in options:
+            return DEFAULT_SYNC_ACCESS
+        access = options.pop("crowd_access")
+        if access not in SYNC_ACCESS:
+            raise InvalidInputError("options.crowd_access", f"{access!r} is not an access level for synced records",
+                                    allowed=list(SYNC_ACCESS))
+        if not meta.sync_crowd_repo:
+            raise InvalidInputError("options.crowd_access", "only a session with sync_crowd_repo uploads records")
+        return str(access)
+
+    def _store_of(self, session_id: str, crowd_user: str, access: str = DEFAULT_SYNC_ACCESS) -> HistoryStore:
+        """The server's store, synced to the crowd repository as ``crowd_user`` (with ``access``) when asked."""
         if not crowd_user:
             return self.store
         from raytuner.crowd.sync import CrowdSyncStore  # noqa: PLC0415 - the crowd only when asked for
@@ -89,7 +106,7 @@ class CrowdSessions:
         except RaytunerError as exc:   # restarted without the crowd, or the user is gone: tune, sync later
             log.warning("session %s is not synced to the crowd repository: %s", session_id, exc)
             return self.store
-        return CrowdSyncStore.as_user(self.store, self.crowd, user, session_id)
+        return CrowdSyncStore.as_user(self.store, self.crowd, user, session_id, access)
 
     def _with_crowd_sources(self, meta: MetaDescription, owner: str, strategy: str, options: dict[str, Any]
                             ) -> tuple[dict[str, Any], list[FunctionEvaluation] | None]:

@@ -85,6 +85,7 @@ class SessionSpec:
     max_evaluations: int = 0
     created: float = field(default_factory=time.time)
     crowd_user: str = ""             # sync_crowd_repo: the crowd user the session's records are uploaded as
+    crowd_access: str = "private"    # sync_crowd_repo: the access level they get (options.crowd_access)
 
 
 class ServiceSession:
@@ -186,7 +187,7 @@ class SessionManager(CrowdSessions):
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
         strategy = self._strategy(spec, problem, fresh)
         tuning = TuningSession.resume(spec.problem_name, problem, strategy,
-                                      self._store_of(spec.session_id, spec.crowd_user),
+                                      self._store_of(spec.session_id, spec.crowd_user, spec.crowd_access),
                                       session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
                                       session_id=spec.session_id, machine=meta.machine_configuration,
                                       software=meta.software_configuration, history=meta.history)
@@ -227,12 +228,15 @@ class SessionManager(CrowdSessions):
                                                               "the store, other than the session's own")
         data = parsed.to_dict()
         data.pop("api_key", None)                       # a secret never goes into the ledger
-        chosen, fresh = self._with_crowd_sources(parsed, owner, strategy, dict(options or {}))
+        options = dict(options or {})
+        access = self._sync_access(parsed, options)    # takes options.crowd_access out
+        chosen, fresh = self._with_crowd_sources(parsed, owner, strategy, options)
         spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner,
                            problem_name=parsed.tuning_problem_name, meta=data, strategy=strategy,
                            options=chosen, tasks=tasks,
                            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
-                           max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner))
+                           max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner),
+                           crowd_access=access)
         fresh = None if fresh is None else uncached(self.store, spec.problem_name, chosen["source_problem"], fresh)
         session = self._open(spec, fresh)               # validates everything before anything is stored
         if fresh is not None:                           # the crowd's records, cached as the engine took them

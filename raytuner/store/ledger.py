@@ -63,7 +63,7 @@ __all__ = ["Ledger", "JsonLedger", "MongoLedger", "LOGS", "MONGO_COLLECTIONS"]
 log = logging.getLogger(__name__)
 
 #: The ledger's logs.
-LOGS = ("sessions", "trials", "keys", "session_evaluations", "crowd_downloads")
+LOGS = ("sessions", "trials", "keys", "session_evaluations", "crowd_downloads", "grants")
 #: The MongoDB collection of each log (names kept from the first release, so existing data loads).
 MONGO_COLLECTIONS = {name: f"service_{name}" for name in LOGS}
 

@@ -232,6 +232,22 @@ class QueryEvaluationsResponse(_message.Message):
     records_json: str
     def __init__(self, records_json: _Optional[str] = ...) -> None: ...
 
+class GrantAccessRequest(_message.Message):
+    __slots__ = ("problem_name", "grantee", "revoke")
+    PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
+    GRANTEE_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_FIELD_NUMBER: _ClassVar[int]
+    problem_name: str
+    grantee: str
+    revoke: bool
+    def __init__(self, problem_name: _Optional[str] = ..., grantee: _Optional[str] = ..., revoke: _Optional[bool] = ...) -> None: ...
+
+class GrantAccessResponse(_message.Message):
+    __slots__ = ("grantees",)
+    GRANTEES_FIELD_NUMBER: _ClassVar[int]
+    grantees: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, grantees: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class CrowdQuery(_message.Message):
     __slots__ = ("tuning_problem_name", "problem_space_json", "configuration_space_json", "limit")
     TUNING_PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,11 @@ class TuningServiceStub:
                 request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.SerializeToString,
                 response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.FromString,
                 _registered_method=True)
+        self.GrantAccess = channel.unary_unary(
+                '/raytuner.v1.TuningService/GrantAccess',
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessResponse.FromString,
+                _registered_method=True)
 
 
 class TuningServiceServicer:
@@ -123,6 +128,7 @@ class TuningServiceServicer:
 
     def UploadEvaluations(self, request, context):
         """Add evaluations made elsewhere (a Ray Tune run on a cluster) to the store; idempotent by uid.
+        For the problem's owners and grantees; the first caller to upload to a new problem owns it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,6 +136,14 @@ class TuningServiceServicer:
 
     def QueryEvaluations(self, request, context):
         """A problem's stored evaluations that match a query (source data for transfer learning).
+        For the problem's owners and grantees; any other problem is NOT_FOUND, as one that does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GrantAccess(self, request, context):
+        """Let another key read and append to a problem the caller owns (or, with revoke, no longer).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -177,6 +191,11 @@ def add_TuningServiceServicer_to_server(servicer, server):
                     servicer.QueryEvaluations,
                     request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.FromString,
                     response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.SerializeToString,
+            ),
+            'GrantAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantAccess,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +414,33 @@ class TuningService:
             '/raytuner.v1.TuningService/QueryEvaluations',
             raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsRequest.SerializeToString,
             raytuner_dot_protocol_dot_v1_dot_tuning__pb2.QueryEvaluationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raytuner.v1.TuningService/GrantAccess',
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessResponse.FromString,
             options,
             channel_credentials,
             insecure,
