@@ -59,6 +59,7 @@ from typing import Any, Iterator, Sequence
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
+from raytuner.jsontext import loads_stored
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.gptune_file import write_history_file
@@ -256,7 +257,7 @@ class JsonStore(HistoryStore):
             if cached and cached[0] == key:
                 return cached[1]
             try:
-                data = json.load(fh)
+                data = loads_stored(fh.read())
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise StoreError(f"{path} is not valid JSON ({exc}); it was not written by raytuner's "
                                  f"atomic writer") from None
