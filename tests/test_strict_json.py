@@ -1,11 +1,12 @@
 """Strict JSON at the edge, standard JSON out (issue 53, item 5), over a real loopback server.
 
-Every JSON field of ``CreateSession``, ``Tell`` and ``UploadEvaluations`` refuses each kind of JSON that is not
-standard or not safe to keep (``NaN``, ``Infinity``, a lone surrogate in a key or a string, nesting deeper
-than 64 levels, more than 1 MiB of UTF-8) with one ``INVALID_ARGUMENT`` line naming the
-field, and nothing is stored. A store written before (whose records may hold a lone surrogate or ``NaN``) is
-shown by ``history show`` and the dashboard and exported as standard JSON: NaN as null, an infinity as
-``1e999``, a lone surrogate as U+FFFD.
+Every JSON field of ``CreateSession``, ``Ask``, ``Tell``, ``UploadEvaluations``, ``QueryEvaluations``, the
+crowd service's ``UploadRecords`` and ``QueryFunctionEvaluations`` and the command line's ``--tasks-json``
+refuses each kind of JSON that is not standard or not safe to keep (``NaN``, ``Infinity``, a lone surrogate in
+a key or a string, nesting deeper than 64 levels, more than 1 MiB of UTF-8) with one ``INVALID_ARGUMENT`` line
+naming the field, and nothing is stored. A store written before (whose records may hold a lone surrogate or
+``NaN``) is shown by ``history show`` and the dashboard and exported as standard JSON: NaN as null, an
+infinity as ``1e999``, a lone surrogate as U+FFFD.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from raytuner.dashboard import create_app, serve
 from raytuner.jsontext import MAX_DEPTH
 from raytuner.protocol import MAX_JSON_BYTES
 from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 from raytuner.store import JsonStore
@@ -83,7 +85,7 @@ def test_create_session_refuses_each_bad_json_in_each_field(alice: Client, serve
     fields = {"problem_json": as_problem(obj), "options_json": obj, "tasks_json": in_list(obj)}
     for field, text in fields.items():
         request = {"problem_json": json.dumps(META), "strategy": "random", "tasks_json": '[{"t": 1.0}]', field: text}
-        refused(lambda: alice.CreateSession(pb.CreateSessionRequest(**request)), field, reason, text)
+        refused(lambda request=request: alice.CreateSession(pb.CreateSessionRequest(**request)), field, reason, text)
     assert list(alice.ListSessions(pb.ListSessionsRequest()).sessions) == []
     assert server.manager.store.problems() == []
 
@@ -97,7 +99,7 @@ def test_tell_refuses_each_bad_json_in_each_field_and_the_trial_stays_open(alice
     for field in ("machine_json", "software_json", "additional_output_json"):
         request = pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0},
                                  **{field: obj})
-        refused(lambda: alice.Tell(request), field, reason, obj)
+        refused(lambda request=request: alice.Tell(request), field, reason, obj)
     assert server.manager.store.evaluations(META["tuning_problem_name"]) == []
     alice.Tell(pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0}))
     assert len(server.manager.store.evaluations(META["tuning_problem_name"])) == 1
@@ -107,8 +109,8 @@ def test_tell_refuses_each_bad_json_in_each_field_and_the_trial_stays_open(alice
 def test_upload_and_query_refuse_each_bad_json(alice: Client, server: TuningServer, name: str, obj: str,
                                                reason: str) -> None:
     for text in (in_list(obj), as_record(obj)):
-        refused(lambda: alice.UploadEvaluations(pb.UploadEvaluationsRequest(problem_name="up", records_json=text)),
-                "records_json", reason, text)
+        request = pb.UploadEvaluationsRequest(problem_name="up", records_json=text)
+        refused(lambda request=request: alice.UploadEvaluations(request), "records_json", reason, text)
     refused(lambda: alice.QueryEvaluations(pb.QueryEvaluationsRequest(problem_name="up", query_json=obj)),
             "query_json", reason, obj)
     assert server.manager.store.problems() == []
@@ -147,7 +149,7 @@ def old_store(root: Path) -> Path:
 
 def raytuner_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "raytuner.cli", *args], capture_output=True, text=True, timeout=120,
-                          encoding="utf-8")
+                          encoding="utf-8", check=False)
 
 
 def strict_loads(text: str) -> Any:
@@ -175,7 +177,8 @@ def test_a_store_written_before_is_shown_and_exported_as_standard_json(tmp_path:
     assert '"bound": -1e999' in out.read_text(encoding="utf-8")      # an infinity as a standard JSON number
 
     with serve(create_app(store=root, warm=True), port=0) as dashboard:
-        with urllib.request.urlopen(dashboard.url + "problem/old", timeout=60) as page:
+        page = urllib.request.urlopen(dashboard.url + "problem/old", timeout=60)
+        with page:
             assert page.status == 200
             assert "old" in page.read().decode("utf-8")
 
@@ -187,8 +190,28 @@ def test_the_command_lines_json_options_are_read_as_strictly(server: TuningServe
     for tasks, reason in (('[{"t": NaN}]', "NaN is not a JSON number"), ('[{"t\\udc80": 1}]', "lone surrogate")):
         done = subprocess.run([sys.executable, "-m", "raytuner.cli", "session", "create", "--problem", str(meta),
                                "--strategy", "random", "--tasks-json", tasks], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **env})
+                              timeout=120, env={**os.environ, **env}, check=False)
         assert done.returncode == 2, done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert "--tasks-json" in line and reason in line
     assert server.manager.store.problems() == []
+
+
+def test_the_crowd_services_json_fields_are_read_as_strictly(crowd: tuple[TuningServer, Any, str]) -> None:
+    server, repository, _ = crowd
+    repository.add_user("alice", "alice@example.org")
+    channel = grpc.insecure_channel(server.address)
+    stub = pb_grpc.CrowdServiceStub(channel)
+    key = repository.create_key("alice")
+    metadata = (("x-api-key", key),)
+    try:
+        for _, obj, reason in BAD:
+            request = pb.CrowdUploadRequest(tuning_problem_name="p", records_json=as_record(obj))
+            refused(lambda request=request: stub.UploadRecords(request, metadata=metadata, timeout=20),
+                    "records_json", reason, request.records_json)
+            query = pb.CrowdQuery(tuning_problem_name="p", problem_space_json=obj)
+            refused(lambda query=query: list(stub.QueryFunctionEvaluations(query, metadata=metadata, timeout=20)),
+                    "problem_space_json", reason, obj)
+        assert repository.query_function_evaluations(key, "p") == []
+    finally:
+        channel.close()

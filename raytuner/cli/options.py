@@ -52,7 +52,7 @@ def pairs(items: Iterable[str], option: str) -> dict[str, Any]:
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
         if not is_unicode(item):
-            raise click.BadParameter(f"{ascii(item)} is not UTF-8 text", param_hint=option)
+            raise click.BadParameter(f"{item!a} is not UTF-8 text", param_hint=option)
         out[key] = parse_value(value)
     return out
 
