@@ -26,6 +26,7 @@ from typing import Any, Callable, TypeVar
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, from_validation_error
+from raytuner.jsontext import loads_stored
 
 __all__ = ["read_json_file", "parse_json_file"]
 
@@ -67,7 +68,7 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     if not text.strip():
         raise InvalidInputError(name, "is empty; expected a JSON object")
     try:
-        return json.loads(text)
+        return loads_stored(text)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(name, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
                                       f"{' (is the file truncated?)' if exc.pos >= len(text.rstrip()) else ''}"

@@ -37,6 +37,7 @@ import click
 from raytuner.cli.errors import history_file
 from raytuner.cli.options import ENV_PRIVATE_KEY, credential, echo_json, pairs, private_key_option
 from raytuner.jsonfile import read_json_file
+from raytuner.jsontext import loads_strict
 from raytuner.errors import InvalidInputError
 from raytuner.records import HistoryDocument
 
@@ -51,7 +52,7 @@ def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = read_json_file(text[1:]) if text.startswith("@") else json.loads(text)
+        value = read_json_file(text[1:]) if text.startswith("@") else loads_strict(text, option)
     except InvalidInputError as exc:                                  # names the file
         raise click.BadParameter(str(exc), param_hint=option) from None
     except (ValueError, RecursionError) as exc:

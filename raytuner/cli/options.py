@@ -9,10 +9,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable
 
 import click
+
+from raytuner.errors import InvalidInputError
+from raytuner.jsontext import dumps_standard, is_unicode, loads_strict
 
 __all__ = ["parse_value", "pairs", "json_arg", "echo_json", "credential", "private_key_option", "ENV_PRIVATE_KEY"]
 
@@ -21,14 +23,19 @@ ENV_PRIVATE_KEY = "RAYTUNER_CROWD_PRIVATE_KEY"
 
 
 def parse_value(text: str) -> Any:
-    """``text`` as JSON when it is JSON (``3``, ``true``, ``[1]``), else the text itself.
+    """``text`` as JSON when it is standard JSON (``3``, ``true``, ``[1]``), else the text itself.
+
+    ``NaN`` is no JSON number, so it stays the text ``'NaN'``.
 
     Args:
         text: A ``VALUE`` of ``NAME=VALUE``.
+
+    >>> parse_value("[1, 2]"), parse_value("cori"), parse_value("NaN")
+    ([1, 2], 'cori', 'NaN')
     """
     try:
-        return json.loads(text)
-    except ValueError:
+        return loads_strict(text, "VALUE")
+    except InvalidInputError:
         return text
 
 
@@ -44,12 +51,16 @@ def pairs(items: Iterable[str], option: str) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        if not is_unicode(item):
+            raise click.BadParameter(f"{item!a} is not UTF-8 text", param_hint=option)
         out[key] = parse_value(value)
     return out
 
 
 def json_arg(text: str | None, option: str, kind: type) -> Any:
-    """The JSON value of ``text`` (``None`` when not given), which must be a ``kind``.
+    """The standard JSON value of ``text`` (``None`` when not given), which must be a ``kind``.
+
+    Read strictly, as the service reads its JSON fields (:func:`raytuner.jsontext.loads_strict`).
 
     Args:
         text: The option's value.
@@ -59,9 +70,9 @@ def json_arg(text: str | None, option: str, kind: type) -> Any:
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint=option) from None
+        value = loads_strict(text, option)
+    except InvalidInputError as exc:
+        raise click.BadParameter(exc.reason, param_hint=option) from None
     if not isinstance(value, kind):
         raise click.BadParameter(f"must be a JSON {kind.__name__}", param_hint=option)
     return value
@@ -73,7 +84,7 @@ def echo_json(value: Any) -> None:
     Args:
         value: What to print.
     """
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+    click.echo(dumps_standard(value, indent=2, sort_keys=True, default=str))
 
 
 def private_key_option(command: Any) -> Any:

@@ -3,7 +3,11 @@
 ``raytuner.v1.TuningService`` and ``raytuner.v1.CrowdService`` are defined in
 ``protos/raytuner/protocol/v1/tuning.proto``; :mod:`raytuner.protocol.v1`
 holds the generated stubs. JSON travels in string fields, written by
-:func:`dumps` and at most :data:`MAX_JSON_BYTES` long.
+:func:`dumps` as standard JSON (RFC 8259) and at most :data:`MAX_JSON_BYTES`
+long. Every JSON field a client sends is read by :func:`json_field`, strictly
+(:func:`raytuner.jsontext.loads_strict`): no ``NaN`` or ``Infinity``, no lone
+surrogate, at most :data:`~raytuner.jsontext.MAX_DEPTH` levels deep; anything
+else is refused (``INVALID_ARGUMENT``) naming the field.
 
 Example:
     >>> dumps({"x": 1.5, "n": [1, 2]})
@@ -14,14 +18,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from raytuner.errors import InvalidInputError
+from raytuner.jsontext import dumps_standard, loads_strict
 
 __all__ = ["MAX_JSON_BYTES", "MAX_MESSAGE_BYTES", "METADATA_KEY", "dumps", "json_field"]
 
-#: Largest JSON text field, and largest failure message.
+#: Largest JSON text field (UTF-8 bytes), and largest failure message.
 MAX_JSON_BYTES = 1024 * 1024
 #: Largest message either side sends or reads (larger ones get RESOURCE_EXHAUSTED from gRPC).
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -34,18 +38,25 @@ def _plain(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text of ``value`` (numpy scalars as numbers, anything else as its ``str``).
+    """Compact standard JSON text of ``value`` (numpy scalars as numbers, anything else as its ``str``).
+
+    A number that is not finite is written as ``null`` and a lone surrogate as U+FFFD
+    (:func:`raytuner.jsontext.dumps_standard`), so any parser reads what a server answers.
 
     Args:
         value: What to write.
+
+    >>> dumps([1.0, float("nan")])
+    '[1.0,null]'
     """
-    return json.dumps(value, separators=(",", ":"), default=_plain)
+    return dumps_standard(value, default=_plain)
 
 
 def json_field(field: str, text: str, kind: type, default: Any) -> Any:
     """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty.
 
-    At most :data:`MAX_JSON_BYTES` long; what is not JSON, or not a ``kind``, is refused naming ``field``.
+    At most :data:`MAX_JSON_BYTES` bytes of standard JSON (see :func:`raytuner.jsontext.loads_strict`);
+    what is not, or is not a ``kind``, is refused with one :class:`InvalidInputError` naming ``field``.
 
     Args:
         field: the request field's name, for error messages.
@@ -55,12 +66,7 @@ def json_field(field: str, text: str, kind: type, default: Any) -> Any:
     """
     if not text:
         return default
-    if len(text) > MAX_JSON_BYTES:
-        raise InvalidInputError(field, f"{len(text)} characters; at most {MAX_JSON_BYTES}")
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidInputError(field, f"not valid JSON: {exc}") from None
+    value = loads_strict(text, field, MAX_JSON_BYTES)
     if not isinstance(value, kind):
         raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
                                 f"{type(value).__name__}")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from raytuner.jsonfile import parse_json_file
+from raytuner.jsontext import dumps_standard
 from raytuner.records import HistoryDocument
 from raytuner.space import ProblemSpace
 from raytuner.store.gptune_schemas import normalise_history
@@ -38,6 +39,7 @@ __all__ = ["HISTORY_FILE", "parse_history", "read_history_file", "write_history_
 
 #: What a GPTune history file holds, for error messages.
 HISTORY_FILE = "a GPTune history: tuning_problem_name, func_eval, surrogate_model"
+_SEPARATORS = (", ", ": ")
 
 
 def parse_history(data: Any, problem: ProblemSpace | None = None) -> HistoryDocument:
@@ -81,16 +83,18 @@ def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
     Plain JSON that GPTune's readers (``json.load``) take as they take an
     indented file, but about five times faster to write than ``indent=2``
     and written record by record, so a compaction holds no second copy of
-    the history as one big string.
+    the history as one big string. Standard JSON (RFC 8259): a value that is
+    not a finite number is written as ``null`` (as GPTune writes a failed
+    run's outputs) and a lone surrogate as U+FFFD (see :mod:`raytuner.jsontext`).
     """
     lists = [k for k in (_SURROGATE, _FUNC_EVAL) if isinstance(data.get(k), list)]
     header = {k: v for k, v in data.items() if k not in lists}
-    fh.write(json.dumps(header)[:-1])  # the header object without its closing brace
+    fh.write(dumps_standard(header, separators=_SEPARATORS)[:-1])  # the header object without its closing brace
     for i, kind in enumerate(lists):
         sep = ", " if header or i else ""
         fh.write(f'{sep}"{kind}": [')
         for j, record in enumerate(data[kind]):
-            fh.write(("\n" if j == 0 else ",\n") + json.dumps(record))
+            fh.write(("\n" if j == 0 else ",\n") + dumps_standard(record, separators=_SEPARATORS))
         fh.write("\n]" if data[kind] else "]")
     fh.write("}\n")
 

@@ -32,6 +32,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
+from raytuner.jsontext import dumps_standard, loads_stored
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 
 __all__ = ["FUNC_EVAL", "SURROGATE_MODEL", "Journal", "BadLine", "encode_entries", "decode_line",
@@ -78,7 +79,7 @@ def encode_entries(entries: Iterable[Entry]) -> bytes:
     """
     items = [{"kind": kind, "record": record} for kind, record in entries]
     obj = items[0] if len(items) == 1 else {"kind": _BATCH, "entries": items}
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+    return dumps_standard(obj).encode() + b"\n"
 
 
 def _entry(obj: Any) -> Entry:
@@ -108,7 +109,7 @@ def decode_line(line: bytes) -> list[Entry]:
         ValueError: naming why the line cannot be read.
     """
     try:
-        obj = json.loads(line)
+        obj = loads_stored(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"not JSON ({exc})") from None
     if isinstance(obj, dict) and obj.get("kind") == _BATCH:

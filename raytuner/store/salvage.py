@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from raytuner.jsontext import loads_stored
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.journal import FUNC_EVAL, SURROGATE_MODEL, BadLine
 
@@ -71,7 +72,7 @@ def _header(head: bytes) -> dict[str, Any] | None:
     if text == b"{":
         return {}
     try:
-        value = json.loads(text + b"}")
+        value = loads_stored(text + b"}")
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -79,7 +80,7 @@ def _header(head: bytes) -> dict[str, Any] | None:
 
 def _record(text: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(text[:-1] if text.endswith(b",") else text)
+        value = loads_stored(text[:-1] if text.endswith(b",") else text)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -140,7 +141,7 @@ def read_store_file(raw: bytes) -> Salvage:
     [(15, 'the file ends early (torn)')]
     """
     try:
-        data = json.loads(raw)
+        data = loads_stored(raw)
     except (ValueError, RecursionError):          # not UTF-8, not JSON, torn
         data = None
     if isinstance(data, dict) and all(isinstance(r, dict) for k in (FUNC_EVAL, SURROGATE_MODEL)

@@ -34,10 +34,10 @@ from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, TrialConflict
 from raytuner.executors import Executor
 from raytuner.outcome import result_failure
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, new_uid, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.spec import EngineSpec, plain_options
 
@@ -150,16 +150,32 @@ def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation]
 
 @dataclass
 class Suggestion:
-    """One evaluation to run: the task, the configuration, and where it came from."""
+    """One evaluation to run: the task, the configuration, and where it came from.
+
+    ``uid`` is the uid of the record that telling it makes, so an engine knows a suggestion told before.
+    """
 
     task: dict[str, Any]
     config: dict[str, Any]
     provenance: Provenance = field(default_factory=Provenance)
+    uid: str = field(default_factory=new_uid, compare=False, repr=False)
 
     @property
     def fidelity(self) -> float | None:
         """The fidelity to evaluate at (``None`` for single-fidelity strategies)."""
         return self.provenance.fidelity
+
+
+def _retold(earlier: FunctionEvaluation, again: FunctionEvaluation) -> FunctionEvaluation:
+    """``earlier`` when ``again`` (the same suggestion told again) has its result, else :class:`TrialConflict`.
+
+    The same result is the same status and the same outputs (a failure's message may differ), as a
+    session judges a retried tell of a trial.
+    """
+    if again.status == earlier.status and again.evaluation_result == earlier.evaluation_result:
+        return earlier
+    raise TrialConflict(f"suggestion: suggestion {earlier.uid} was told before with another result "
+                        f"({earlier.status}: {earlier.evaluation_result}); tell it again only with the same result")
 
 
 class Strategy(ABC):
@@ -197,6 +213,7 @@ class Strategy(ABC):
         self._spec_options: dict[str, Any] = {}
         self._new_models: list[SurrogateModelRecord] = []     # fitted, not yet taken by the session
         self._told_uids: set[str] = set()                       # every record told or replayed
+        self._told_suggestions: dict[str, FunctionEvaluation] = {}     # by uid: the records told as suggestions
 
     def _keep_options(self, **options: Any) -> None:
         """Remember the options the engine was built with, as plain data (its :attr:`spec`).
@@ -252,7 +269,10 @@ class Strategy(ABC):
         reason), or a finished :class:`FunctionEvaluation` (a stored record).
         Nothing is dropped without a word: a record that belongs to no task
         of the engine, that was told already, or that the engine cannot
-        place (see :meth:`_admit`) is refused.
+        place (see :meth:`_admit`) is refused. A suggestion told again with the
+        same result (the same outputs, or a failure both times) is a retry,
+        answered with the first record and folded in once; with another result
+        it is refused with :class:`~raytuner.errors.TrialConflict`.
 
         Args:
             told: A suggestion this engine made, or a finished evaluation; its task and
@@ -265,6 +285,7 @@ class Strategy(ABC):
             InvalidInputError: The record lies outside the problem, belongs to no task of the
                 engine, was told before, or cannot be placed; the error names the field and the
                 allowed values, and the engine's state is unchanged.
+            TrialConflict: The suggestion was told before with another result (state unchanged).
 
         >>> from raytuner.testing.functions import DEMO_PROBLEM
         >>> from raytuner.strategies import RandomSearch
@@ -273,8 +294,12 @@ class Strategy(ABC):
         'y: no value'
         """
         record = self.admit(told, outputs, failure=failure, additional_output=additional_output)
+        if record.uid in self._told_uids:                  # the same suggestion and result again: a retry
+            return record
         self._fold(record)
         self._told_uids.add(record.uid)
+        if isinstance(told, Suggestion):
+            self._told_suggestions[record.uid] = record
         return record
 
     def admit(self, told: "FunctionEvaluation | Suggestion", outputs: Mapping[str, Any] | None = None, *,
@@ -289,11 +314,16 @@ class Strategy(ABC):
 
         Raises:
             InvalidInputError: As for :meth:`tell`.
+            TrialConflict: As for :meth:`tell`; a retry (the same result again) gives the first record.
         """
         if isinstance(told, Suggestion):
             record = FunctionEvaluation.create(
                 told.task, told.config, outputs, failure=failure or result_failure(self.problem, outputs),
-                provenance=told.provenance, outputs=self.problem.objectives, additional_output=additional_output)
+                provenance=told.provenance, outputs=self.problem.objectives, additional_output=additional_output,
+                uid=told.uid)
+            earlier = self._told_suggestions.get(told.uid)
+            if earlier is not None:
+                return _retold(earlier, record)
         elif not isinstance(told, FunctionEvaluation):
             raise InvalidInputError("told", f"{type(told).__name__} is neither a Suggestion nor a FunctionEvaluation")
         elif outputs is not None or failure is not None or additional_output is not None:
