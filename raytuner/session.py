@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
@@ -65,7 +65,7 @@ from raytuner.history_options import HistoryOptions
 from raytuner.outcome import result_failure
 from raytuner.pareto import pareto_front
 from raytuner.progress import ProgressTally
-from raytuner.records import FunctionEvaluation, Provenance, check_problem_name, parse_outputs
+from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, check_problem_name, parse_outputs
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
@@ -150,7 +150,9 @@ class TuningSession:
 
     @classmethod
     def resume(cls, problem_name: str, problem: ProblemSpace, strategy: Strategy, store: HistoryStore,
-               *, session_only: bool = False, **kwargs: Any) -> "TuningSession":
+               *, session_only: bool = False, stored: Sequence[FunctionEvaluation] | None = None,
+               models: Sequence[SurrogateModelRecord] | None = None, asked: Sequence[Trial] | None = None,
+               **kwargs: Any) -> "TuningSession":
         """A session whose engine replayed the stored evaluations, with its trials in flight adopted.
 
         The engine replays the session's own evaluations (of an earlier run
@@ -170,11 +172,17 @@ class TuningSession:
             store: The history store.
             session_only: By default replay only this session's own evaluations
                 (``load_func_eval`` in ``history`` decides when given).
+            stored: The problem's stored evaluations, already read (read from ``store`` when ``None``):
+                a server rebuilding several sessions of one problem reads and validates them once.
+            models: The problem's stored surrogate models, already read (likewise).
+            asked: The trials the ledger holds as handed out by this session id, already read (likewise).
             **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ``history``, ...).
         """
         session = cls(problem_name, problem, strategy, store, **kwargs)
         keys = {task_key(t) for t in strategy.spec_tasks}        # the engine's own tasks (not its sources')
-        stored = [r for r in store.evaluations(problem_name) if task_key(r.task_parameter) in keys]
+        if stored is None:
+            stored = store.evaluations(problem_name)
+        stored = [r for r in stored if task_key(r.task_parameter) in keys]
         kept_out = [r for r in session._kept_out() if task_key(r.task_parameter) in keys]
         own = [r for r in stored if session._owns(r)] + kept_out
         session._told = {r.raytuner.trial_id: r for r in own if r.raytuner and r.raytuner.trial_id}
@@ -183,8 +191,9 @@ class TuningSession:
         session._records = records
         session.progress.add_all(records)
         strategy.replay(records)
-        strategy.restore_models(store.models(problem_name), fixed=session.history.load_surrogate_model)
-        adopted = session._adopt_in_flight()
+        strategy.restore_models(store.models(problem_name) if models is None else list(models),
+                                fixed=session.history.load_surrogate_model)
+        adopted = session._adopt_in_flight(session.asked_trials() if asked is None else asked)
         log.info("resumed %s (session %s): replayed %d evaluations, adopted %d trial(s) in flight", problem_name,
                  session.session_id, len(records), adopted)
         return session
@@ -198,10 +207,10 @@ class TuningSession:
                    for d in self.ledger.read("session_evaluations", session_id=self.session_id)]
         return list({r.uid: r for r in reversed(records)}.values())[::-1]   # a retried tell's line: once
 
-    def _adopt_in_flight(self) -> int:
-        """Adopt the trials the ledger holds as asked by this session and not told; returns how many."""
+    def _adopt_in_flight(self, asked: Iterable[Trial]) -> int:
+        """Adopt the trials ``asked`` (the ledger's, of this session) that were not told; returns how many."""
         adopted = skipped = 0
-        for trial in self.asked_trials():
+        for trial in asked:
             if trial.trial_id in self._told or trial.trial_id in self._pending:
                 continue
             try:

@@ -17,6 +17,9 @@
 # RAYTUNER_SESSION names the session to work for; without it the job creates
 # one from meta.json (STRATEGY, N, MAX_EVALUATIONS). Several jobs may work for
 # the same session at once.
+#
+# Each raytuner call retries for up to RAYTUNER_RETRY_FOR seconds (default 150), so the job
+# outlives a restart of the tuning service.
 set -euo pipefail
 
 : "${RAYTUNER_SERVER:?set RAYTUNER_SERVER=host:port of the tuning service}"

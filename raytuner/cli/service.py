@@ -67,12 +67,13 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(command)
         def wrapper(server: str, api_key: str | None, private_key: str | None, tls_ca: str | None, timeout: float,
-                    session_id: str | None = None, **kwargs: Any) -> Any:
+                    retry_for: float, session_id: str | None = None, **kwargs: Any) -> Any:
             from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
 
             ca = tls_ca.read() if tls_ca else None
             given = credential(api_key, private_key)
-            with RemoteTuner(server, given, session_id=session_id, root_certificates=ca, timeout=timeout) as tuner:
+            with RemoteTuner(server, given, session_id=session_id, root_certificates=ca, timeout=timeout,
+                             retry_for=retry_for) as tuner:
                 return command(tuner, **kwargs)
 
         options = [
@@ -85,6 +86,10 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                          help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA)."),
             click.option("--timeout", type=float, default=10.0, show_default=True,
                          help="Deadline of each call in seconds (calls are retried with backoff)."),
+            click.option("--retry-for", type=click.FloatRange(min=0), default=150.0, show_default=True,
+                         envvar="RAYTUNER_RETRY_FOR", metavar="SECONDS",
+                         help="Retry a failed call with backoff for this long (a server restart; "
+                              "default: $RAYTUNER_RETRY_FOR or 150)."),
         ]
         if session:
             options.append(click.option("--session", "session_id", envvar="RAYTUNER_SESSION", required=True,
@@ -129,14 +134,20 @@ def _shown(location: str) -> str:
 @click.option("--no-auth", is_flag=True, help="Serve without API keys (a single user on a trusted host).")
 @click.option("--crowd", metavar="URI", envvar="RAYTUNER_CROWD_MONGODB",
               help="Also serve the crowd repository in this MongoDB (default: $RAYTUNER_CROWD_MONGODB).")
+@click.option("--max-calls-per-key", type=click.IntRange(min=0), default=None,
+              help="Calls one API key may have answered at once (default: half of the 64 threads; 0: none).")
+@click.option("--max-streams-per-key", type=click.IntRange(min=0), default=None,
+              help="Session watches one API key may have open at once (default: a quarter of the threads).")
 def serve(store: str | None, mongodb: str | None, host: str, port: int, ray_address: str | None,
-          tls_cert: str | None, tls_key: str | None, no_auth: bool, crowd: str | None) -> None:
+          tls_cert: str | None, tls_key: str | None, no_auth: bool, crowd: str | None,
+          max_calls_per_key: int | None, max_streams_per_key: int | None) -> None:
     """Serve the tuning service until SIGTERM or Ctrl-C."""
     from raytuner.service.server import TuningServer  # noqa: PLC0415
 
     location = _location(store, mongodb)
     server = TuningServer(location, host=host, port=port, auth=not no_auth, tls_cert=tls_cert, tls_key=tls_key,
-                          ray_address=ray_address, crowd=crowd)
+                          ray_address=ray_address, crowd=crowd, max_calls_per_key=max_calls_per_key,
+                          max_streams_per_key=max_streams_per_key)
     stop = threading.Event()
     server.start()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}

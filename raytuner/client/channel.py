@@ -3,7 +3,19 @@
 :class:`ServiceChannel` calls a raytuner server's methods with a deadline,
 retrying with exponential backoff and jitter on :data:`RETRIED_CODES`; a
 failure surfaces as :class:`ServiceError` with the gRPC status name and the
-server's message. Each attempt carries the credential in the metadata
+server's message.
+
+Retries come in two kinds: a number of them (``retries=5``), or, with
+``retries=None``, as many as fit in ``retry_for`` seconds from the first
+attempt (the tuning service's clients: 150 s, so a job outlives a server
+restart of two minutes). Each attempt waits for the connection (gRPC's
+``wait_for_ready``) up to its deadline, so a call made while the server is
+down goes through as soon as the channel reconnects (at most 2 s after the
+server is back) rather than at the next backoff. gRPC's own retry policy
+(the channel's service config) is not used: gRPC caps its ``maxAttempts`` at
+5 and draws each backoff from ``[0, current]``, so it cannot promise a
+window of minutes; and a call is retried only where that is safe (tells and
+asks carry their trial id, the same in every attempt). Each attempt carries the credential in the metadata
 (:meth:`ServiceChannel._call_metadata`): the API key, or with a crowd user's
 private key a fresh signed credential for the method called (its name in
 snake case; the crowd client signs the repository's action instead).
@@ -29,7 +41,7 @@ log = logging.getLogger(__name__)
 
 #: Status codes a call is retried on (the request may not have reached the server, or it was busy).
 RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
-_MAX_BACKOFF = 10.0
+_MAX_BACKOFF = 5.0
 
 
 class ServiceError(RaytunerError):
@@ -62,21 +74,25 @@ class ServiceChannel:
         tls: TLS with the system's roots (default: only with ``root_certificates``).
         timeout: each call's deadline in seconds (default 10).
         retries: how many times a failed call is tried again, the n-th after about
-            ``backoff * 2**n`` seconds (default 5).
+            ``backoff * 2**n`` seconds, at most 5 s (default 5; ``None``: as often as ``retry_for`` allows).
         backoff: seconds before the first retry (default 0.2).
         tls_server_name: the name the server's certificate is checked for (default: the host).
+        retry_for: with ``retries=None``, seconds from a call's first attempt within which it is retried.
     """
 
     def __init__(self, address: str, api_key: str | Signer | None, stub: Callable[[grpc.Channel], Any], *,
                  root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
-                 retries: int = 5, backoff: float = 0.2, tls_server_name: str | None = None) -> None:
+                 retries: int | None = 5, backoff: float = 0.2, tls_server_name: str | None = None,
+                 retry_for: float = 150.0) -> None:
         if not isinstance(address, str) or not address:
             raise InvalidInputError("address", f"{address!r} is not a host:port address")
-        if timeout <= 0 or retries < 0 or backoff < 0:
-            raise InvalidInputError("timeout" if timeout <= 0 else "retries" if retries < 0 else "backoff",
-                                    "must be positive (retries and backoff may be 0)")
+        for name, value in (("timeout", timeout), ("retries", 0 if retries is None else retries),
+                            ("backoff", backoff), ("retry_for", retry_for)):
+            if value < 0 or (name == "timeout" and value == 0):
+                raise InvalidInputError(name, "must be positive (retries, backoff and retry_for may be 0)")
         self.address = address
-        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.timeout, self.backoff, self.retry_for = float(timeout), float(backoff), float(retry_for)
+        self.retries = None if retries is None else int(retries)
         if api_key is not None and not isinstance(api_key, (str, Signer)):
             raise InvalidInputError("api_key", f"a {type(api_key).__name__}; give the key as text, or a Signer",
                                     allowed=["str", "raytuner.crowd.signatures.Signer", "None"])
@@ -110,20 +126,26 @@ class ServiceChannel:
     def _call(self, name: str, request: Any) -> Any:
         """Call method ``name``, retrying on :data:`RETRIED_CODES`; a stream's answers are read in full."""
         method = getattr(self._stub, name)
-        attempt = 0
+        attempt, started = 0, time.monotonic()
         while True:
             try:
-                answer = method(request, timeout=self.timeout, metadata=self._call_metadata(name, request))
+                answer = method(request, timeout=self.timeout, metadata=self._call_metadata(name, request),
+                                wait_for_ready=True)
                 return list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
             except grpc.RpcError as exc:
                 code = exc.code().name if exc.code() is not None else "UNKNOWN"
                 message = exc.details() or ""
                 retry = code in RETRIED_CODES and "larger than max" not in message  # oversized: never
-                if not retry or attempt >= self.retries:
-                    if retry:
-                        message = f"{message} (after {attempt + 1} attempts)"
-                    raise ServiceError(code, message) from None
                 delay = min(_MAX_BACKOFF, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.5)
+                if self.retries is None:
+                    spent = time.monotonic() - started
+                    within = spent + delay < self.retry_for
+                else:
+                    within = attempt < self.retries
+                if not retry or not within:
+                    if retry:
+                        message = f"{message} (after {attempt + 1} attempts in {time.monotonic() - started:.0f} s)"
+                    raise ServiceError(code, message) from None
                 log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
                 time.sleep(delay)
                 attempt += 1

@@ -2,7 +2,8 @@
 
 :class:`RemoteTuner` talks to a :class:`~raytuner.service.server.TuningServer` (``raytuner serve``).
 Every call has a deadline (``timeout``) and is retried with exponential backoff and jitter on
-``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and ``RESOURCE_EXHAUSTED`` (never on bad input): that is
+``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` and ``RESOURCE_EXHAUSTED`` (never on bad input), by default
+for up to ``retry_for`` seconds (150: a server restart of two minutes is waited out): that is
 safe because a tell is idempotent by trial id and an ask carries a client-chosen trial id, so a
 retried ask gets the same trial back. (A retried *create* after a lost answer may leave one
 empty, unused session behind.) Failures surface as :class:`ServiceError` with the gRPC status
@@ -96,7 +97,8 @@ class RemoteTuner(ServiceChannel):
     """A client of one tuning service (see the module documentation).
 
     The connection arguments (``root_certificates``, ``tls``, ``timeout``, ``retries``, ``backoff``,
-    ``tls_server_name``) are :class:`ServiceChannel`'s; an ``mla`` ask may need a larger ``timeout``.
+    ``tls_server_name``, ``retry_for``) are :class:`ServiceChannel`'s, save that ``retries`` is ``None`` by
+    default (retried for ``retry_for`` seconds); an ``mla`` ask may need a larger ``timeout``.
 
     Args:
         address: ``host:port`` of the server.
@@ -110,11 +112,12 @@ class RemoteTuner(ServiceChannel):
 
     def __init__(self, address: str, api_key: str | Signer | None = None, *, session_id: str | None = None,
                  root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
-                 retries: int = 5, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
-                 software: Mapping[str, Any] | None = None, tls_server_name: str | None = None) -> None:
+                 retries: int | None = None, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
+                 software: Mapping[str, Any] | None = None, tls_server_name: str | None = None,
+                 retry_for: float = 150.0) -> None:
         super().__init__(address, api_key, pb_grpc.TuningServiceStub, root_certificates=root_certificates,
                          tls=tls, timeout=timeout, retries=retries, backoff=backoff,
-                         tls_server_name=tls_server_name)
+                         tls_server_name=tls_server_name, retry_for=retry_for)
         self.session_id = session_id
         self.finished = False
         self.machine, self._machine_given = describe_machine(machine), machine is not None

@@ -37,6 +37,7 @@ from raytuner.service.access import ProblemAccess
 from raytuner.service.auth import ApiKeys
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.service.handlers import Abort, rpc, status_of
+from raytuner.service.limits import PerKeyLimits, default_limits
 from raytuner.service.session_crowd import CROWD_OWNER
 from raytuner.service.sessions import ServiceSession, SessionManager
 from raytuner.protocol.v1 import tuning_pb2 as pb
@@ -210,6 +211,11 @@ class TuningServer:
         tls_key: The PEM key file.
         ray_address: A Ray cluster's address: model fits run as Ray tasks there.
         max_workers: Threads that answer requests.
+        max_calls_per_key: Unary calls one API key may have answered at once (``None``: half of
+            ``max_workers``; 0: no limit); more get ``RESOURCE_EXHAUSTED`` (:mod:`raytuner.service.limits`).
+        max_streams_per_key: ``WatchSession`` streams one API key may have open at once (``None``: a
+            quarter of ``max_workers``, as a stream holds its thread while watched; 0: no limit). With both
+            defaults one key leaves a quarter of the threads to the others.
         crowd: A :class:`~raytuner.crowd.CrowdRepository` or its ``mongodb://`` URI: adds the
             crowd repository's service (``raytuner.v1.CrowdService``, keys of its own users).
     """
@@ -217,7 +223,8 @@ class TuningServer:
     def __init__(self, store: HistoryStore | str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
                  auth: bool = True, tls_cert: str | os.PathLike[str] | None = None,
                  tls_key: str | os.PathLike[str] | None = None, ray_address: str | None = None,
-                 max_workers: int = 64, crowd: Any = None) -> None:
+                 max_workers: int = 64, crowd: Any = None, max_calls_per_key: int | None = None,
+                 max_streams_per_key: int | None = None) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise InvalidInputError("tls_key" if tls_key is None else "tls_cert",
                                     "TLS needs both a certificate and its key")
@@ -228,6 +235,9 @@ class TuningServer:
         self.tls = (tls_cert, tls_key) if tls_cert is not None else None
         self.auth = auth
         self.max_workers = max_workers
+        calls, streams = default_limits(max_workers)
+        self.limits = PerKeyLimits(calls if max_calls_per_key is None else max_calls_per_key,
+                                   streams if max_streams_per_key is None else max_streams_per_key)
         self.crowd = self._crowd(crowd)
         self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address),
                                       crowd=self.crowd)
@@ -268,13 +278,18 @@ class TuningServer:
         return f"{self.host}:{self.port}"
 
     def start(self) -> int:
-        """Rebuild the sessions, bind and start serving; returns the port."""
-        self.manager.load()
+        """Bind and start serving at once; returns the port.
+
+        The sessions of an earlier run are known from the start and rebuilt in a background thread
+        (:mod:`raytuner.service.rebuild`); a call to one not rebuilt yet waits for its rebuild.
+        """
+        self.manager.load(background=True)
         options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                                           ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                                           ("grpc.so_reuseport", 0)]
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
-                                                        thread_name_prefix="raytuner-rpc"), options=options)
+                                                        thread_name_prefix="raytuner-rpc"), options=options,
+                             interceptors=[self.limits])
         pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None),
                                                     server)
         if self.crowd is not None:
@@ -304,6 +319,7 @@ class TuningServer:
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
+        self.manager.close()
         self.ledger.close()
         if self._owns_crowd:
             self.crowd.close()

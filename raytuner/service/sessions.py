@@ -12,7 +12,8 @@ flight after a restart — plus what is the service's own:
 
 - **owners**: a session is its creator's; another caller's request finds nothing;
 - **creation specs** in the ledger's ``sessions`` log, from which
-  :meth:`SessionManager.load` rebuilds every session on start;
+  :meth:`SessionManager.load` rebuilds every session on start, in the background
+  (:mod:`raytuner.service.rebuild`: a call to a session not rebuilt yet waits for it);
 - **crowd sync** of a session's records (``sync_crowd_repo``);
 - **requests**: a trial id of the allowed characters, a task of the session,
   a Tell that carries outputs or a failure;
@@ -47,6 +48,7 @@ from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, T
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, as_number, task_key
 from raytuner.crowd.cache import fill_cache, uncached
+from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
 from raytuner.service.session_crowd import CrowdSessions
 from raytuner.session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
@@ -136,7 +138,7 @@ class ServiceSession:
         return [(task, record) for task in self.spec.tasks for record in self.tuning.pareto_front(task)]
 
 
-class SessionManager(CrowdSessions):
+class SessionManager(CrowdSessions, SessionRebuilder):
     """Every session of a server, over one history store and its ledger (see the module docs).
 
     Args:
@@ -156,6 +158,7 @@ class SessionManager(CrowdSessions):
         self.crowd = crowd
         self._sessions: dict[str, ServiceSession] = {}
         self._lock = threading.Lock()
+        self._init_rebuilder()
 
     # -- building ---------------------------------------------------------------------------
 
@@ -180,7 +183,8 @@ class SessionManager(CrowdSessions):
         return build_engine(EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed,
                             executor=self.executor, source=source)
 
-    def _open(self, spec: SessionSpec, fresh: Sequence[FunctionEvaluation] | None = None) -> ServiceSession:
+    def _open(self, spec: SessionSpec, fresh: Sequence[FunctionEvaluation] | None = None,
+              trials: Sequence[Trial] | None = None, records: ProblemRecords | None = None) -> ServiceSession:
         meta = MetaDescription.parse(spec.meta)
         problem = meta.problem_space
         tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(spec.tasks)]
@@ -190,7 +194,9 @@ class SessionManager(CrowdSessions):
                                       self._store_of(spec.session_id, spec.crowd_user, spec.crowd_access),
                                       session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
                                       session_id=spec.session_id, machine=meta.machine_configuration,
-                                      software=meta.software_configuration, history=meta.history)
+                                      software=meta.software_configuration, history=meta.history,
+                                      asked=trials, stored=None if records is None else records[0],
+                                      models=None if records is None else records[1])
         return ServiceSession(spec, tuning)
 
     def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
@@ -209,7 +215,7 @@ class SessionManager(CrowdSessions):
             max_evaluations: The most trials to hand out (0: no limit).
             session_id: The session's id (a new one when ``None``; one the ledger holds is a conflict).
         """
-        if session_id is not None and (session_id in self._sessions
+        if session_id is not None and (self.known(session_id)
                                        or next(self.ledger.read("sessions", session_id=session_id), None)):
             raise TrialConflict(f"session_id: a session {session_id!r} exists already")
         parsed = meta if isinstance(meta, MetaDescription) else MetaDescription.parse(meta)
@@ -248,45 +254,34 @@ class SessionManager(CrowdSessions):
                  len(tasks))
         return session
 
-    def load(self) -> int:
-        """Rebuild every session from the ledger and the store (server start); returns how many."""
-        for document in self.ledger.read("sessions"):
-            try:
-                self._rebuild(document)
-            except Exception:                          # one broken session must not stop the server
-                log.exception("cannot rebuild session %s", document.get("session_id"))
-        log.info("loaded %d session(s)", len(self._sessions))
-        return len(self._sessions)
-
     def open(self, session_id: str) -> ServiceSession | None:
         """The session ``session_id`` (rebuilt from the ledger and the store when not live), or ``None``.
 
         Args:
             session_id: The session.
         """
-        with self._lock:
-            live = self._sessions.get(session_id)
-        if live is not None:
-            return live
-        document = next(self.ledger.read("sessions", session_id=session_id), None)
-        return None if document is None else self._rebuild(document)
+        if not self.known(session_id):
+            document = next(self.ledger.read("sessions", session_id=session_id), None)
+            if document is None:
+                return None
+            with self._lock:
+                if session_id not in self._sessions:
+                    self._specs.setdefault(session_id, document)
+        return self._live(session_id)
 
-    def _rebuild(self, document: Mapping[str, Any]) -> ServiceSession:
+    def _rebuild(self, document: Mapping[str, Any], trials: Sequence[Trial] | None,
+                 records: ProblemRecords | None) -> ServiceSession:
+        """A session of the ``sessions`` log, its trials and records as given (read here when ``None``)."""
         spec = SessionSpec(**document)
-        session = self._open(spec)
-        self._replay_events(session)
-        with self._lock:
-            self._sessions[spec.session_id] = session
-        return session
-
-    @staticmethod
-    def _replay_events(session: ServiceSession) -> None:
-        """The events of a rebuilt session's trials (its tuning session adopted the ones in flight)."""
-        for trial in session.tuning.asked_trials():
+        if trials is None:
+            trials = [Trial.from_document(d) for d in self.ledger.read("trials", session_id=spec.session_id)]
+        session = self._open(spec, trials=trials, records=records)
+        for trial in trials:           # the events of its trials (its tuning session adopted the ones in flight)
             session.event("ASKED", trial)
             record = session.tuning.told_record(trial.trial_id)
             if record is not None:
                 session.event("TOLD", trial, record)
+        return session
 
     # -- access -----------------------------------------------------------------------------
 
@@ -297,15 +292,17 @@ class SessionManager(CrowdSessions):
             owner: Who calls.
             session_id: The session.
         """
-        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
-        if session is None or session.spec.owner != owner:
+        session = None
+        if isinstance(session_id, str) and self._spec_owner(session_id) == owner:
+            session = self._live(session_id)            # rebuilt first after a restart
+        if session is None:
             raise SessionNotFound(f"session_id: no session {session_id!r}")
         return session
 
     def session_ids(self) -> set[str]:
-        """The ids of every session (of every owner)."""
+        """The ids of every session (of every owner; those not rebuilt yet after a restart included)."""
         with self._lock:
-            return set(self._sessions)
+            return set(self._sessions) | set(self._specs)
 
     def list(self, owner: str, problem_name: str | None = None) -> list[ServiceSession]:
         """``owner``'s sessions (of ``problem_name`` when given), oldest first.
@@ -315,7 +312,14 @@ class SessionManager(CrowdSessions):
             problem_name: Only this problem's sessions (all when ``None``).
         """
         with self._lock:
-            sessions = list(self._sessions.values())
+            waiting = [i for i, d in self._specs.items() if d.get("owner") == owner]
+        for session_id in waiting:                      # rebuilt first after a restart
+            try:
+                self._live(session_id)
+            except NotRebuilt:
+                pass
+        with self._lock:
+            sessions = sorted(self._sessions.values(), key=lambda s: s.spec.created)
         return [s for s in sessions if s.spec.owner == owner and problem_name in (None, s.spec.problem_name)]
 
     # -- ask and tell ---------------------------------------------------------------------------

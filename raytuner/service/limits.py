@@ -1,0 +1,144 @@
+"""Per-key limits on a server's concurrent calls and streams, so that no key holder starves another.
+
+A gRPC server answers with a fixed pool of threads, and a call holds one of
+them until it is answered; a stream (``WatchSession``) holds one as long as it
+is watched. :class:`PerKeyLimits` is a server interceptor that counts, per
+caller, the unary calls and the response streams being answered, and refuses
+one over its limit at once with ``RESOURCE_EXHAUSTED`` and one line (the
+clients retry it with backoff, :mod:`raytuner.client.channel`), so one key's
+watchers or a burst of its calls always leave threads for the other keys.
+
+The caller is the credential's public part, read from the metadata without
+checking it (that is the handlers' job): an API key ``rt_<key id>_<secret>``
+counts as ``rt_<key id>``, a signed crowd credential ``rtsig_<key id>_...`` as
+``rtsig_<key id>``; calls without a key share one count.
+
+Example:
+    >>> limits = PerKeyLimits(max_calls=2, max_streams=1)
+    >>> limits.caller((("x-api-key", "rt_0123456789abcdef_secret"),))
+    'rt_0123456789abcdef'
+    >>> limits.take("stream", "rt_a"), limits.take("stream", "rt_a"), limits.take("stream", "rt_b")
+    (True, False, True)
+    >>> limits.release("stream", "rt_a"); limits.take("stream", "rt_a")
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+import grpc
+
+from raytuner.errors import InvalidInputError
+from raytuner.protocol import METADATA_KEY
+
+__all__ = ["PerKeyLimits", "default_limits"]
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["call", "stream"]
+
+
+def default_limits(max_workers: int) -> tuple[int, int]:
+    """The default per-key limits of a server with ``max_workers`` threads: ``(calls, streams)``.
+
+    One key may hold half of the threads with unary calls and a quarter with
+    streams, so even a key at both limits leaves a quarter of the pool to the
+    other keys; a stream holds its thread for as long as it is watched, hence the
+    lower limit. Each is at least 1.
+
+    >>> default_limits(64)
+    (32, 16)
+
+    Args:
+        max_workers: The server's threads.
+    """
+    return max(1, max_workers // 2), max(1, max_workers // 4)
+
+
+class PerKeyLimits(grpc.ServerInterceptor):
+    """Refuses a caller's unary call over ``max_calls`` at once, or its stream over ``max_streams``.
+
+    Pass it to ``grpc.server(..., interceptors=[limits])``. Over a limit the call
+    ends with ``RESOURCE_EXHAUSTED`` and a line that names the limit.
+
+    Args:
+        max_calls: Unary calls one caller may have answered at once (0: no limit).
+        max_streams: Response streams one caller may have open at once (0: no limit).
+    """
+
+    def __init__(self, max_calls: int, max_streams: int) -> None:
+        for name, value in (("max_calls_per_key", max_calls), ("max_streams_per_key", max_streams)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInputError(name, f"{value!r} is not a count (0: no limit)")
+        self.limits: dict[Kind, int] = {"call": max_calls, "stream": max_streams}
+        self._open: dict[Kind, Counter[str]] = {"call": Counter(), "stream": Counter()}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def caller(metadata: Sequence[tuple[str, Any]] | None) -> str:
+        """Whom a call's metadata names: the public part of its credential (``""``: none)."""
+        key = dict(metadata or ()).get(METADATA_KEY)
+        if not isinstance(key, str):
+            return ""
+        return "_".join(key.split("_", 2)[:2])[:80]
+
+    def take(self, kind: Kind, caller: str) -> bool:
+        """Count one more ``kind`` of ``caller``'s; ``False`` (nothing counted) when it is at its limit."""
+        with self._lock:
+            limit, counts = self.limits[kind], self._open[kind]
+            if limit and counts[caller] >= limit:
+                return False
+            counts[caller] += 1
+            return True
+
+    def release(self, kind: Kind, caller: str) -> None:
+        """Count one ``kind`` of ``caller``'s less (it was answered)."""
+        with self._lock:
+            counts = self._open[kind]
+            counts[caller] -= 1
+            if counts[caller] <= 0:
+                del counts[caller]
+
+    def _refuse(self, kind: Kind, context: grpc.ServicerContext) -> None:
+        what = "unary calls" if kind == "call" else "open streams"
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      f"{METADATA_KEY}: this key has {self.limits[kind]} {what} (the server's per-key limit); "
+                      f"retry when one of them ends")
+
+    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+                          handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        """The method's handler, counted per caller (unary-unary and unary-stream handlers)."""
+        handler = continuation(handler_call_details)
+        if handler is None or handler.request_streaming:
+            return handler
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(self._stream(handler.unary_stream),
+                                                        handler.request_deserializer, handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary), handler.request_deserializer,
+                                                   handler.response_serializer)
+
+    def _unary(self, behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
+        def limited(request: Any, context: grpc.ServicerContext) -> Any:
+            caller = self.caller(context.invocation_metadata())
+            if not self.take("call", caller):
+                self._refuse("call", context)
+            try:
+                return behavior(request, context)
+            finally:
+                self.release("call", caller)
+        return limited
+
+    def _stream(self, behavior: Callable[[Any, grpc.ServicerContext], Iterator[Any]]) -> Callable[..., Any]:
+        def limited(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            caller = self.caller(context.invocation_metadata())
+            if not self.take("stream", caller):
+                self._refuse("stream", context)
+            try:
+                yield from behavior(request, context)
+            finally:
+                self.release("stream", caller)
+        return limited
