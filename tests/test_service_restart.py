@@ -157,9 +157,9 @@ def test_one_keys_watch_streams_leave_room_for_another_keys_ask(tmp_path: Path) 
     channel, stub = _stub(server.address)
     calls: list[Any] = []
     try:
-        meta = {"tuning_problem_name": "crowded", "problem_space": DEMO_PROBLEM}
         sessions = {}
-        for name in ("mallory", "bob"):
+        for name in ("mallory", "bob"):                                  # a problem each: only owners tune it
+            meta = {"tuning_problem_name": f"crowded-{name}", "problem_space": DEMO_PROBLEM}
             key = server.keys.create(name)
             with RemoteTuner(server.address, key, timeout=30) as client:
                 client.create_session(meta, "random", tasks=[{"t": 1.0}])

@@ -80,14 +80,23 @@ class PerKeyLimits(grpc.ServerInterceptor):
 
     @staticmethod
     def caller(metadata: Sequence[tuple[str, Any]] | None) -> str:
-        """Whom a call's metadata names: the public part of its credential (``""``: none)."""
+        """Whom a call's metadata names: the public part of its credential (``""``: none).
+
+        Args:
+            metadata: The call's invocation metadata.
+        """
         key = dict(metadata or ()).get(METADATA_KEY)
         if not isinstance(key, str):
             return ""
         return "_".join(key.split("_", 2)[:2])[:80]
 
     def take(self, kind: Kind, caller: str) -> bool:
-        """Count one more ``kind`` of ``caller``'s; ``False`` (nothing counted) when it is at its limit."""
+        """Count one more ``kind`` of ``caller``'s; ``False`` (nothing counted) when it is at its limit.
+
+        Args:
+            kind: ``"call"`` or ``"stream"``.
+            caller: Whom the call counts for (:meth:`caller`).
+        """
         with self._lock:
             limit, counts = self.limits[kind], self._open[kind]
             if limit and counts[caller] >= limit:
@@ -96,7 +105,12 @@ class PerKeyLimits(grpc.ServerInterceptor):
             return True
 
     def release(self, kind: Kind, caller: str) -> None:
-        """Count one ``kind`` of ``caller``'s less (it was answered)."""
+        """Count one ``kind`` of ``caller``'s less (it was answered).
+
+        Args:
+            kind: ``"call"`` or ``"stream"``.
+            caller: Whom the call counted for.
+        """
         with self._lock:
             counts = self._open[kind]
             counts[caller] -= 1

@@ -116,7 +116,11 @@ class SessionRebuilder:
             self._loader.join()
 
     def known(self, session_id: str) -> bool:
-        """Whether ``session_id`` is a session of this server (live, or known and not rebuilt yet)."""
+        """Whether ``session_id`` is a session of this server (live, or known and not rebuilt yet).
+
+        Args:
+            session_id: The session.
+        """
         with self._lock:
             return session_id in self._sessions or session_id in self._specs
 

@@ -169,8 +169,9 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     @rpc
     def QueryEvaluations(self, request: pb.QueryEvaluationsRequest,
                          context: grpc.ServicerContext) -> pb.QueryEvaluationsResponse:
-        problem = self._readable(self._owner(context, "query_evaluations"), request.problem_name)
-        query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))
+        owner = self._owner(context, "query_evaluations")
+        query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))   # says nothing of
+        problem = self._readable(owner, request.problem_name)                                   # the problem
         records = self.manager.store.evaluations(problem, query)
         return pb.QueryEvaluationsResponse(records_json=dumps([r.to_dict() for r in records]))
 

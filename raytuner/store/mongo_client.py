@@ -65,6 +65,9 @@ def open_client(uri: str, *, timeout_ms: int = 10000, appname: str = "raytuner",
 def redact_uri(uri: str) -> str:
     """The URI without credentials or options, for messages.
 
+    Args:
+        uri: A ``mongodb://`` URI.
+
     >>> redact_uri("mongodb://alice:s3cret@db.example.org:27017/tuning?authSource=admin")
     'mongodb://db.example.org:27017/tuning'
     """
