@@ -114,6 +114,7 @@ class TuningSession:
         self.problem = problem
         self.strategy = strategy
         self.store = store
+        store.check_writable(self.problem_name)          # a damaged problem: refuse now, saying how to repair
         self.session_id = session_id or uuid.uuid4().hex
         self.max_evaluations = max_evaluations
         self.machine = describe_machine(machine)

@@ -25,7 +25,11 @@ from raytuner.cli import main
 from raytuner.errors import StoreError
 from raytuner.records import FunctionEvaluation
 from raytuner.service.auth import ApiKeys
+from raytuner.session import TuningSession
+from raytuner.space import ProblemSpace
 from raytuner.store import JsonLedger, JsonStore
+from raytuner.strategies import RandomSearch
+from raytuner.testing.functions import DEMO_PROBLEM
 
 PROBLEM = "damage"
 
@@ -194,6 +198,9 @@ def test_a_damaged_gptune_file_is_salvaged_with_one_accurate_warning_and_repaire
 
     with pytest.raises(StoreError, match=f"damaged at byte offset.s. {offset}; repair it with"):
         JsonStore(tmp_path).append(PROBLEM, _record(9))     # a writer refuses, and says how to repair
+    with pytest.raises(StoreError, match="repair it with"):  # a session refuses before its first trial
+        space = ProblemSpace.parse(DEMO_PROBLEM)
+        TuningSession(PROBLEM, space, RandomSearch(space, [{"t": 1.0}], seed=0), JsonStore(tmp_path))
     assert _files(tmp_path) == before
 
     result = CliRunner().invoke(main, ["history", "repair", str(tmp_path), PROBLEM])

@@ -193,6 +193,14 @@ class CrowdSyncStore(HistoryStore):
         """The local store's problems."""
         return self.store.problems()
 
+    def check_writable(self, problem: str) -> None:
+        """The wrapped store's check (see :meth:`HistoryStore.check_writable`).
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        self.store.check_writable(problem)
+
     def ledger(self) -> Ledger:
         """The local store's trial ledger."""
         return self.store.ledger()

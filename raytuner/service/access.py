@@ -124,7 +124,8 @@ class ProblemAccess:
         owners: dict[str, set[str]] = defaultdict(set)
         grantees: dict[str, set[str]] = defaultdict(set)
         for session in self.ledger.read("sessions"):
-            owners[str(session.get("problem_name"))].add(str(session.get("owner")))
+            if isinstance(session.get("problem_name"), str) and isinstance(session.get("owner"), str):
+                owners[session["problem_name"]].add(session["owner"])
         for entry in self.ledger.read(GRANTS):
             _apply(owners, grantees, entry)
         with self._lock:

@@ -234,6 +234,16 @@ class HistoryStore(ABC):
     def close(self) -> None:
         """Release files or connections; the store is not used afterwards."""
 
+    def check_writable(self, problem: str) -> None:
+        """Raise :class:`~raytuner.errors.StoreError` when ``problem`` cannot be written as it is stored.
+
+        A writer calls it before it starts, so that it refuses at once rather than at its first
+        result. Writes nothing; a store with nothing to check (the default) returns.
+
+        Args:
+            problem: The tuning problem's name.
+        """
+
     def stored_uids(self, problem: str) -> tuple[set[str], set[str]]:
         """The uids of the problem's stored evaluations and surrogate models.
 

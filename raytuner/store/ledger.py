@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from raytuner.errors import InvalidInputError, StoreError
+from raytuner.jsontext import dumps_standard, loads_stored
 from raytuner.store.journal import BadLine, fsync_dir, quarantine
 from raytuner.store.problem_files import cut_back
 
@@ -106,7 +107,7 @@ def _document(line: bytes) -> dict[str, Any]:
         ValueError: naming why the line cannot be read (not UTF-8, not JSON, not an object).
     """
     try:
-        document = json.loads(line)
+        document = loads_stored(line)
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -206,7 +207,7 @@ class JsonLedger(Ledger):
             StoreError: The line could not be written whole (a full disk); nothing of it is kept.
         """
         path = self._path(name)
-        data = (json.dumps(document, separators=(",", ":")) + "\n").encode("utf-8")
+        data = (dumps_standard(document) + "\n").encode("utf-8")
         try:
             with self._exclusive(path):
                 if name in self._checked:
