@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from raytuner.errors import InvalidInputError, TuningFinished
+from raytuner.errors import InvalidInputError, TrialConflict, TuningFinished
 from raytuner.executors import InlineExecutor, ProcessExecutor
 from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.records import FunctionEvaluation
@@ -68,8 +68,9 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
     record = engine.tell(s, outputs(s))
     with pytest.raises(InvalidInputError, match="^uid: .*told to this engine already"):
         engine.tell(record)
-    with pytest.raises(InvalidInputError, match="^provenance: .*matches 0 GPTuneBand suggestions in flight"):
-        engine.tell(s, outputs(s))                               # one suggestion told twice
+    assert engine.tell(s, outputs(s)).uid == record.uid          # one suggestion told again alike: a retry
+    with pytest.raises(TrialConflict, match="^suggestion: .*told before with another result"):
+        engine.tell(s, {"y": 123.0})                             # ... and with another result: refused
     assert engine.cost_per_task()[0] == pytest.approx(s.provenance.cost)
     with pytest.raises(InvalidInputError, match=r"^task: \{'t': 5.0\} is not one of the strategy's tasks"):
         engine.tell(FunctionEvaluation.create({"t": 5.0}, s.config, {"y": 1.0}, provenance=s.provenance))

@@ -190,11 +190,15 @@ def test_the_ray_faces_take_the_options(history: JsonStore) -> None:
 
 def test_the_service_takes_the_options(server: Any) -> None:
     from raytuner.client.remote import RemoteTuner, ServiceError  # noqa: PLC0415 - gRPC only here
+    from raytuner.service.access import ProblemAccess  # noqa: PLC0415
 
     run(server.store, 3, machine=CORI, software=GCC8)
     run(server.store, 3, machine=PERLMUTTER, software=GCC11)
     meta = {k: v for k, v in GPTUNE_META.items() if k != "historydb_path"}
-    with RemoteTuner(server.address, server.keys.create("alice"), timeout=20) as client:
+    key = server.keys.create("alice")
+    owner = server.keys.verify(key).key_id                              # records stored directly: the operator's
+    ProblemAccess(server.ledger, server.store).admit(GPTUNE_META["tuning_problem_name"], owner, "owner")   # grant
+    with RemoteTuner(server.address, key, timeout=20) as client:
         client.create_session(meta, "random", tasks=TASKS)
         assert client.session()["evaluations"] == 3                    # Cori's, gcc 8.3 in [8, 9]
         client.create_session({**meta, "load_func_eval": "no"}, "random", tasks=TASKS)
