@@ -262,39 +262,39 @@ class GPTuneBandScheduler(TrialScheduler):
             return TrialScheduler.CONTINUE
         if not state.told:
             self._tell(tid, state, result)
-        return self._settle(tid)
+        return self._settle(tune_controller, tid)
 
     def on_trial_complete(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> None:
         """Record a trial that ended before reaching its fidelity (a failed evaluation)."""
         self._forget(trial.trial_id)
         self.finish(trial.trial_id, result, error=False)
-        self._settle()
+        self._settle(tune_controller)
 
     def on_trial_error(self, tune_controller: "TuneController", trial: Trial) -> None:
         """A trial that raised is a failed evaluation."""
         self._forget(trial.trial_id)
         self.finish(trial.trial_id, None, error=True)
-        self._settle()
+        self._settle(tune_controller)
 
     def on_trial_remove(self, tune_controller: "TuneController", trial: Trial) -> None:
-        """Drop a trial Ray removed."""
+        """Record the open evaluation of a trial Ray removed (paused or pending) as failed, then drop the trial.
+
+        Recorded here rather than in the searcher's completion hook (which Ray calls next, without the
+        controller), so that the trials this record retires are stopped at once.
+        """
         self._forget(trial.trial_id)
+        self.finish(trial.trial_id, None, error=False)
+        self._settle(tune_controller)
 
     def choose_trial_to_run(self, tune_controller: "TuneController") -> Trial | None:
         """Paused trials with an open evaluation first (promotions: they complete rungs), then new trials in order.
 
-        Paused trials the engine retired stop here, at Ray's every step: Ray pauses a trial only once its
-        checkpoint is saved, so a trial retired while that save was in flight is paused after every result
-        that could have stopped it (the run then never ended).
+        A promotion routed to a trial while its pause was in flight is picked up here once Ray has paused it.
         """
         trials = tune_controller.get_trials()
-        paused = [(t, self._states[t.trial_id]) for t in trials
-                  if t.status == Trial.PAUSED and t.trial_id in self._states]
-        for trial, state in paused:
-            if self._retired(state):
-                tune_controller.stop_trial(trial)
-        return next((t for t, state in paused if state.live and not state.told), None) or next(
-            (t for t in trials if t.status == Trial.PENDING), None)
+        paused = (t for t in trials if t.status == Trial.PAUSED and t.trial_id in self._states)
+        return next((t for t in paused if self._states[t.trial_id].live and not self._states[t.trial_id].told),
+                    None) or next((t for t in trials if t.status == Trial.PENDING), None)
 
     def debug_string(self) -> str:
         """A one-line progress summary for Ray's status output."""
@@ -348,11 +348,26 @@ class GPTuneBandScheduler(TrialScheduler):
         """Whether the trial's last evaluation is recorded and will never be promoted."""
         return state.told and state.uid is not None and self.engine.retired(state.uid)
 
-    def _settle(self, current: str | None = None) -> str:
-        """After a tell: continue promoted trials; the current trial's action (retired paused ones stop
-        in :meth:`choose_trial_to_run`)."""
+    def _stop_retired(self, tune_controller: "TuneController", current: str | None) -> None:
+        """Stop every live trial (but ``current``, whose result Ray is handling) whose evaluation is now retired.
+
+        Such a trial waits for its rung: Ray has paused it, or is pausing it. A pause is in flight until the
+        trial's checkpoint is saved (its status stays ``RUNNING`` meanwhile, and no result of it comes any
+        more), so a trial retired then must be stopped now, whatever its status: checking only the
+        ``PAUSED`` ones left it paused for ever and the run never ended. Ray's ``stop_trial`` drops the save
+        in flight.
+        """
+        waiting = [tid for tid, state in self._states.items() if tid != current and state.live and self._retired(state)]
+        for trial in tune_controller.get_trials() if waiting else ():
+            if trial.trial_id in waiting and trial.status in (Trial.PAUSED, Trial.RUNNING, Trial.PENDING):
+                log.debug("stopping trial %s (%s): its evaluation is retired", trial.trial_id, trial.status)
+                tune_controller.stop_trial(trial)
+
+    def _settle(self, tune_controller: "TuneController", current: str | None = None) -> str:
+        """After a tell: continue promoted trials, stop the other trials it retired; the current trial's action."""
         if self.iterative:
             self._continue_promoted()
+            self._stop_retired(tune_controller, current)
         if current is None:
             return TrialScheduler.CONTINUE
         state = self._states[current]

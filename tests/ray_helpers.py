@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ray import tune
 
+from raytuner.bench.band_hang import StallGuard  # noqa: F401 - the Ray tests' guard against a run that never ends
+
 
 class InterruptOnce(tune.Callback):
     """Interrupt the run (as Ctrl+C would) once, at the first completion from the ``after``-th on that
@@ -27,27 +29,6 @@ class InterruptOnce(tune.Callback):
         if self.done >= self.after and in_flight and not self.marker.exists():
             self.marker.touch()
             os.kill(os.getpid(), signal.SIGINT)                 # Tune's handler ends the run, saving its state
-
-
-class StallGuard(tune.Stopper):
-    """End a run that would never end, and say so: the engine has finished, yet Ray keeps stepping.
-
-    A trial left ``PAUSED`` after its engine finished keeps Tune's loop alive for ever (a scheduler bug
-    once hung CI for 15 minutes). Ray asks ``stop_all`` once per step of its loop, so ``steps`` counts loop
-    steps, not seconds: a finished run ends within a handful of steps that handle events, and a step with
-    no event waits 0.1 s, so 1,000 steps leave a pause still saving (or any last event) at least 100 s.
-    """
-
-    def __init__(self, scheduler, steps: int = 1000) -> None:
-        self.scheduler, self.steps, self.after, self.stalled = scheduler, steps, 0, False
-
-    def __call__(self, trial_id: str, result: dict) -> bool:
-        return False
-
-    def stop_all(self) -> bool:
-        self.after += self.scheduler.engine.finished
-        self.stalled = self.after > self.steps
-        return self.stalled
 
 
 def interrupted_then_restored(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path):

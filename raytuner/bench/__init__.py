@@ -5,7 +5,7 @@ or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'crowd', 'crowd-transfer', 'discrete', 'mla', 'multiobjective', 'service', 'store', 'tla']
+    ['band', 'band-hang', 'crowd', 'crowd-transfer', 'discrete', 'mla', 'multiobjective', 'service', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "store": "raytuner.bench.store",
     "mla": "raytuner.bench.mla",
     "band": "raytuner.bench.band",
+    "band-hang": "raytuner.bench.band_hang",
     "tla": "raytuner.bench.tla",
     "discrete": "raytuner.bench.discrete",
     "service": "raytuner.bench.service",
@@ -74,7 +75,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     anything runs or is written.
 
     Args:
-        name: the benchmark to run: ``band``, ``crowd``, ``crowd-transfer``, ``discrete``, ``mla``,
+        name: the benchmark to run: ``band``, ``band-hang``, ``crowd``, ``crowd-transfer``, ``discrete``, ``mla``,
             ``multiobjective``, ``service``, ``store`` or ``tla``.
         out: the folder for its ``results.json``, ``report.md`` and plots (made if missing).
         quick: run the small workload instead of the full one (default ``False``).
@@ -82,7 +83,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
     >>> run_benchmark("nope", Path("out"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, crowd, crowd-transfer, ...)
+    raytuner.errors.InvalidInputError: name: unknown benchmark 'nope' (allowed: band, band-hang, crowd, ...)
     """
     module_name = BENCHMARKS.get(name)
     if module_name is None:
