@@ -70,7 +70,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 from raytuner.strategies.base import Strategy, fitting_records, task_key
-from raytuner.trial import Trial, TrialNamer
+from raytuner.trial import Trial, TrialNamer, read_trials
 
 __all__ = ["TuningSession", "Trial", "TrialNamer"]
 
@@ -253,8 +253,7 @@ class TuningSession:
 
     def asked_trials(self) -> Iterator[Trial]:
         """Every trial the ledger holds as handed out by this session, oldest first (told ones included)."""
-        for document in self.ledger.read("trials", session_id=self.session_id):
-            yield Trial.from_document(document)
+        yield from read_trials(self.ledger.read("trials", session_id=self.session_id))
 
     @property
     def finished(self) -> bool:

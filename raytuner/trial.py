@@ -8,13 +8,18 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from pydantic import ValidationError
 
 from raytuner.records import Provenance
 from raytuner.strategies.base import Suggestion
 
-__all__ = ["Trial", "TrialNamer"]
+__all__ = ["Trial", "TrialNamer", "read_trials"]
+
+log = logging.getLogger(__name__)
 
 #: Names a trial once its suggestion is known (for a face that routes trials by what they are).
 TrialNamer = Callable[[Suggestion], str]
@@ -44,3 +49,30 @@ class Trial(Suggestion):
         """
         return cls(task=document["task"], config=document["config"], trial_id=document["trial_id"],
                    provenance=Provenance.model_validate(document.get("provenance") or {}))
+
+
+def read_trials(documents: Iterable[Mapping[str, Any]]) -> Iterator[Trial]:
+    """The trials of ``trials`` log documents; a document that holds no trial is skipped with a warning.
+
+    A damaged line that is still a JSON object (a field missing, a value of another type) costs that
+    trial only, never the session's other trials; the line stays in the log.
+
+    Args:
+        documents: The log's documents (:meth:`raytuner.store.ledger.Ledger.read`).
+
+    >>> good = Trial(task={"t": 1.0}, config={"x": 0.5}, trial_id="a1").document("s1")
+    >>> [t.trial_id for t in read_trials([{"session_id": "s1", "trial_id": 7}, good])]
+    ['a1']
+    """
+    for document in documents:
+        try:
+            trial = Trial.from_document(document)
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            log.warning("skipping a trials log entry of session %s that holds no trial (%s: %s)",
+                        document.get("session_id"), type(exc).__name__, exc)
+            continue
+        if not (isinstance(trial.trial_id, str) and isinstance(trial.task, dict) and isinstance(trial.config, dict)):
+            log.warning("skipping a trials log entry of session %s that holds no trial (trial_id %r)",
+                        document.get("session_id"), trial.trial_id)
+            continue
+        yield trial

@@ -347,3 +347,41 @@ def _crowd_pages(matrix: Matrix, world: dict[str, Any], caller: str) -> None:
         if page.endswith("/download"):
             labels = {r["additional_output"]["label"] for r in json.loads(text)["func_eval"]}
             matrix.expect(labels == visible, f"crowd download {caller}: {sorted(labels ^ visible)}")
+
+
+def test_a_source_problem_is_read_only_by_those_who_may_read_it_whatever_the_crowd_flag(server: Any) -> None:
+    alice, bob = server.keys.create("alice"), server.keys.create("bob")
+    with RemoteTuner(server.address, alice, timeout=20) as a, RemoteTuner(server.address, bob, timeout=20) as b:
+        assert a.upload_evaluations("secret", [record("secret", i) for i in range(4)]) == 4
+        answers = []
+        for source in ("secret", "ghost"):          # alice's problem, and one that does not exist: one answer
+            for flag in ({}, {"crowd_sources": False}):
+                with pytest.raises(ServiceError) as info:
+                    b.create_session(json.loads(meta("bobs")), "tla", tasks=[{"t": 1.0}],
+                                     options={"source_problem": source, **flag})
+                answers.append((info.value.code, info.value.message.replace(source, "P")))
+        assert set(answers) == {("NOT_FOUND", "options.source_problem: no problem 'P' that this key may read")}
+        assert server.manager.list(server.keys.verify(bob).key_id) == []
+
+
+def test_a_problem_claimed_while_a_session_is_built_stays_its_claimants(server: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    alice, bob = server.keys.create("alice"), server.keys.create("bob")
+    built = server.manager._open
+
+    def open_while_bob_claims(*args: Any, **kwargs: Any) -> Any:
+        session = built(*args, **kwargs)              # alice's session is built; bob claims the free problem now
+        with RemoteTuner(server.address, bob, timeout=20) as b:
+            assert b.upload_evaluations("race", [record("bob", 1)]) == 1
+        return session
+
+    monkeypatch.setattr(server.manager, "_open", open_while_bob_claims)
+    with RemoteTuner(server.address, alice, timeout=20) as a:
+        with pytest.raises(ServiceError) as info:
+            a.create_session(json.loads(meta("race")), "random", tasks=[{"t": 1.0}])
+        assert info.value.code == "NOT_FOUND"
+        monkeypatch.undo()
+        with pytest.raises(ServiceError) as info:
+            a.query_evaluations("race")                # alice owns nothing of it: bob's record stays his
+        assert info.value.code == "NOT_FOUND"
+    assert list(server.ledger.read("sessions")) == []

@@ -167,6 +167,23 @@ def test_a_damaged_ledger_line_costs_nothing_acknowledged(tmp_path: Path, log: s
     assert "alice" in result.output
 
 
+@pytest.mark.parametrize("log, damage", [
+    ("trials", {"trial_id": 7}), ("trials", {"trial_id": "t", "task": [], "config": {}}),
+    ("trials", {"trial_id": "t", "task": {}, "config": {}, "provenance": 5}), ("sessions", {"owner": 1})])
+def test_an_object_line_that_holds_no_entry_costs_nothing_acknowledged(tmp_path: Path, log: str,
+                                                                         damage: dict[str, Any]) -> None:
+    """A JSON object of the right session with fields missing or of another type: skipped, the session kept."""
+    store = tmp_path / "store"
+    acked = _first_run(store)
+    line = json.dumps({"session_id": acked.sessions[0], **damage}).encode() + b"\n"
+    path = store / ".service" / f"{log}.jsonl"
+    if log == "sessions":                                  # after the session's own spec, which comes first
+        path.write_bytes(path.read_bytes() + line)
+    else:
+        _insert_after_first_line(path, line)
+    assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}
+
+
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
 def test_a_damaged_journal_line_costs_nothing_acknowledged(tmp_path: Path, kind: str) -> None:
     store = tmp_path / "store"

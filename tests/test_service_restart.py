@@ -191,6 +191,45 @@ def test_one_keys_watch_streams_leave_room_for_another_keys_ask(tmp_path: Path) 
         server.stop(grace=0)
 
 
+def test_two_keys_at_their_limits_leave_room_for_a_third_keys_first_call(tmp_path: Path) -> None:
+    server = TuningServer(tmp_path, port=0, max_workers=8, max_streams_per_key=4)   # 6 threads shared, 2 kept
+    server.start()
+    channel, stub = _stub(server.address)
+    calls: list[Any] = []
+    try:
+        sessions = {}
+        for name in ("mallory", "trudy", "carol"):
+            meta = {"tuning_problem_name": f"busy-{name}", "problem_space": DEMO_PROBLEM}
+            key = server.keys.create(name)
+            with RemoteTuner(server.address, key, timeout=30) as client:
+                client.create_session(meta, "random", tasks=[{"t": 1.0}])
+                assert client.ask() is not None
+                sessions[name] = (key, client.session_id)
+        watching = {}
+        for name in ("mallory", "trudy"):
+            key, session_id = sessions[name]
+            request = pb.WatchSessionRequest(session_id=session_id, from_start=True)
+            opened = [stub.WatchSession(request, metadata=((METADATA_KEY, key),)) for _ in range(4)]
+            calls += opened
+            watching[name] = 0
+            for call in opened:
+                try:
+                    next(call)
+                    watching[name] += 1
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert watching == {"mallory": 4, "trudy": 2}              # trudy stops where the shared part ends
+        key, session_id = sessions["carol"]
+        answer = stub.Ask(pb.AskRequest(session_id=session_id, trial_id="carol-1"), timeout=10,
+                          metadata=((METADATA_KEY, key),))
+        assert answer.status == pb.AskResponse.TRIAL
+    finally:
+        for call in calls:
+            call.cancel()
+        channel.close()
+        server.stop()
+
+
 def test_limits_are_checked(tmp_path: Path) -> None:
     from raytuner.errors import InvalidInputError
 

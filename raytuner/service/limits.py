@@ -7,6 +7,10 @@ caller, the unary calls and the response streams being answered, and refuses
 one over its limit at once with ``RESOURCE_EXHAUSTED`` and one line (the
 clients retry it with backoff, :mod:`raytuner.client.channel`), so one key's
 watchers or a burst of its calls always leave threads for the other keys.
+Given the server's ``pool`` of threads, the last quarter of it is kept for
+callers with nothing in flight: once three quarters are taken, a caller that
+holds a call or a stream already is refused too, so even several keys at
+their limits leave room for a key that comes with its first call.
 
 The caller is the credential's public part, read from the metadata without
 checking it (that is the handlers' job): an API key ``rt_<key id>_<secret>``
@@ -21,6 +25,9 @@ Example:
     (True, False, True)
     >>> limits.release("stream", "rt_a"); limits.take("stream", "rt_a")
     True
+    >>> shared = PerKeyLimits(max_calls=8, max_streams=8, pool=4)      # 3 threads for those already in
+    >>> [shared.take("call", "rt_a") for _ in range(4)], shared.take("call", "rt_b")
+    ([True, True, True, False], True)
 """
 
 from __future__ import annotations
@@ -68,13 +75,17 @@ class PerKeyLimits(grpc.ServerInterceptor):
     Args:
         max_calls: Unary calls one caller may have answered at once (0: no limit).
         max_streams: Response streams one caller may have open at once (0: no limit).
+        pool: The server's threads (0: none kept for new callers).
     """
 
-    def __init__(self, max_calls: int, max_streams: int) -> None:
-        for name, value in (("max_calls_per_key", max_calls), ("max_streams_per_key", max_streams)):
+    def __init__(self, max_calls: int, max_streams: int, pool: int = 0) -> None:
+        for name, value in (("max_calls_per_key", max_calls), ("max_streams_per_key", max_streams),
+                            ("max_workers", pool)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInputError(name, f"{value!r} is not a count (0: no limit)")
         self.limits: dict[Kind, int] = {"call": max_calls, "stream": max_streams}
+        #: Threads that callers with something in flight may hold together (the rest wait for new callers).
+        self.shared = pool - max(1, pool // 4) if pool else 0
         self._open: dict[Kind, Counter[str]] = {"call": Counter(), "stream": Counter()}
         self._lock = threading.Lock()
 
@@ -91,7 +102,8 @@ class PerKeyLimits(grpc.ServerInterceptor):
         return "_".join(key.split("_", 2)[:2])[:80]
 
     def take(self, kind: Kind, caller: str) -> bool:
-        """Count one more ``kind`` of ``caller``'s; ``False`` (nothing counted) when it is at its limit.
+        """Count one more ``kind`` of ``caller``'s; ``False`` (nothing counted) at its limit, or when the
+        pool's shared part is taken and ``caller`` holds something already.
 
         Args:
             kind: ``"call"`` or ``"stream"``.
@@ -100,6 +112,10 @@ class PerKeyLimits(grpc.ServerInterceptor):
         with self._lock:
             limit, counts = self.limits[kind], self._open[kind]
             if limit and counts[caller] >= limit:
+                return False
+            held = self._open["call"][caller] + self._open["stream"][caller]
+            if self.shared and held and sum(self._open["call"].values()) + sum(self._open["stream"].values()) \
+                    >= self.shared:
                 return False
             counts[caller] += 1
             return True
@@ -120,8 +136,8 @@ class PerKeyLimits(grpc.ServerInterceptor):
     def _refuse(self, kind: Kind, context: grpc.ServicerContext) -> None:
         what = "unary calls" if kind == "call" else "open streams"
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                      f"{METADATA_KEY}: this key has {self.limits[kind]} {what} (the server's per-key limit); "
-                      f"retry when one of them ends")
+                      f"{METADATA_KEY}: this key is at the server's per-key limit ({self.limits[kind]} {what}), or "
+                      f"holds calls while the server is busy; retry when one of them ends")
 
     def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
                           handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:

@@ -46,7 +46,7 @@ from raytuner.errors import RaytunerError, StoreError
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
-from raytuner.trial import Trial
+from raytuner.trial import Trial, read_trials
 
 __all__ = ["SessionRebuilder", "ProblemRecords", "NotRebuilt"]
 
@@ -99,8 +99,8 @@ class SessionRebuilder:
         documents = [d for d in self.ledger.read("sessions") if isinstance(d.get("session_id"), str)]
         with self._lock:
             for document in documents:
-                if document["session_id"] not in self._sessions:
-                    self._specs[document["session_id"]] = document
+                if document["session_id"] not in self._sessions:      # the first spec of an id, as open() reads
+                    self._specs.setdefault(document["session_id"], document)
             known = len(self._specs) + len(self._sessions)
         if background:
             self._loader = threading.Thread(target=self._load_all, name="raytuner-rebuild", daemon=True)
@@ -144,7 +144,8 @@ class SessionRebuilder:
             trials: dict[str, list[Trial]] = defaultdict(list)
             for document in self.ledger.read("trials"):          # once, for every session
                 if document.get("session_id") in pending:
-                    trials[document["session_id"]].append(Trial.from_document(document))
+                    for trial in read_trials([document]):
+                        trials[document["session_id"]].append(trial)
             self._trials = trials
         except Exception:                                         # each session then reads its own trials
             log.exception("cannot read the ledger's trials log; each session reads its own")

@@ -109,11 +109,17 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         if self.access is not None and isinstance(problem, str):   # the session replays (load_func_eval) and appends
             self.access.check_append(owner, problem, owner=True, field="problem_json.tuning_problem_name")
         if self.access is not None and isinstance(source, str) and source != problem and not is_cache_name(source) \
-                and "crowd_sources" not in options:      # those the manager refuses with its own answer
+                and options.get("crowd_sources") is not True:     # with crowd sources the manager refuses it
             self.access.check_read(owner, source, field="options.source_problem")
-        session = self.manager.create(owner, meta, request.strategy, options=options,
-                                      tasks=json_field("tasks_json", request.tasks_json, list, None),
-                                      seed=request.seed, max_evaluations=request.max_evaluations)
+        access = self.access
+        session = self.manager.create(
+            owner, meta, request.strategy, options=options,
+            tasks=json_field("tasks_json", request.tasks_json, list, None), seed=request.seed,
+            max_evaluations=request.max_evaluations,
+            # checked again, and a free problem claimed, at once before the session is stored: another key
+            # that claimed it meanwhile (an upload, a session) keeps it
+            claim=None if access is None else lambda name: access.check_append(
+                owner, name, owner=True, claim=True, field="problem_json.tuning_problem_name"))
         if self.access is not None:
             self.access.note_owner(owner, session.spec.problem_name)
         return _session_message(session)
@@ -121,7 +127,8 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     @rpc
     def Ask(self, request: pb.AskRequest, context: grpc.ServicerContext) -> pb.AskResponse:
         owner = self._owner(context, "ask")
-        status, trial = self.manager.ask(owner, request.session_id, json_field("task_json", request.task_json, dict, None),
+        status, trial = self.manager.ask(owner, request.session_id,
+                                         json_field("task_json", request.task_json, dict, None),
                                          request.trial_id or None)
         if trial is None:
             return pb.AskResponse(status=status)
@@ -238,7 +245,7 @@ class TuningServer:
         self.max_workers = max_workers
         calls, streams = default_limits(max_workers)
         self.limits = PerKeyLimits(calls if max_calls_per_key is None else max_calls_per_key,
-                                   streams if max_streams_per_key is None else max_streams_per_key)
+                                   streams if max_streams_per_key is None else max_streams_per_key, pool=max_workers)
         self.crowd = self._crowd(crowd)
         self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address),
                                       crowd=self.crowd)

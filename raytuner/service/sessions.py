@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
 from raytuner.meta import MetaDescription
@@ -51,6 +51,7 @@ from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
 from raytuner.service.session_crowd import CrowdSessions
 from raytuner.session import Trial, TuningSession
+from raytuner.trial import read_trials
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 from raytuner.store.source import StoreSource
@@ -201,7 +202,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
 
     def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
                options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
-               seed: int = 0, max_evaluations: int = 0, session_id: str | None = None) -> ServiceSession:
+               seed: int = 0, max_evaluations: int = 0, session_id: str | None = None,
+               claim: Callable[[str], object] | None = None) -> ServiceSession:
         """A new session of ``owner``; durable (in the ledger) when this returns.
 
         Args:
@@ -214,6 +216,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             seed: The engine's seed (a random one when 0).
             max_evaluations: The most trials to hand out (0: no limit).
             session_id: The session's id (a new one when ``None``; one the ledger holds is a conflict).
+            claim: Called with the problem's name once the session is validated, before anything is stored;
+                it raises to refuse (the server claims the problem for ``owner`` there, atomically).
         """
         if session_id is not None and (self.known(session_id)
                                        or next(self.ledger.read("sessions", session_id=session_id), None)):
@@ -245,6 +249,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                            crowd_access=access)
         fresh = None if fresh is None else uncached(self.store, spec.problem_name, chosen["source_problem"], fresh)
         session = self._open(spec, fresh)               # validates everything before anything is stored
+        if claim is not None:
+            claim(spec.problem_name)
         if fresh is not None:                           # the crowd's records, cached as the engine took them
             fill_cache(self.store, spec.problem_name, chosen["source_problem"], fresh)
         self.ledger.append("sessions", asdict(session.spec))
@@ -274,7 +280,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         """A session of the ``sessions`` log, its trials and records as given (read here when ``None``)."""
         spec = SessionSpec(**document)
         if trials is None:
-            trials = [Trial.from_document(d) for d in self.ledger.read("trials", session_id=spec.session_id)]
+            trials = list(read_trials(self.ledger.read("trials", session_id=spec.session_id)))
         session = self._open(spec, trials=trials, records=records)
         for trial in trials:           # the events of its trials (its tuning session adopted the ones in flight)
             session.event("ASKED", trial)
