@@ -126,7 +126,12 @@ class SlowCheckpoint(tune.Trainable):
 
 def slow_training(config: dict, delay: float = 0.5) -> None:
     """The function form of :class:`SlowCheckpoint`: each report's checkpoint takes a random 0 to ``delay`` s
-    to write, and training resumes from the last one."""
+    to write, and training resumes from the last one.
+
+    Args:
+        config: The trial's configuration (``x``, and GPTuneBand's fidelity).
+        delay: The longest checkpoint write, in seconds.
+    """
     start, rng = 0, random.Random(f"{config.get('x')}")
     checkpoint = tune.get_checkpoint()
     if checkpoint:
@@ -187,7 +192,12 @@ def run_once(seed: int, concurrency: int, tasks: int, folder: Path, trainable: s
 
 
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
-    """Run the stress (200 runs, 20 with ``quick``); write ``out/results.json`` and ``out/report.md``."""
+    """Run the stress (200 runs, 20 with ``quick``); write ``out/results.json`` and ``out/report.md``.
+
+    Args:
+        out: The folder to write to.
+        quick: 20 runs instead of 200.
+    """
     import ray  # noqa: PLC0415
 
     out.mkdir(parents=True, exist_ok=True)
