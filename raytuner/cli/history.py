@@ -196,8 +196,11 @@ def history_import(path: str, target: str, meta: MetaDescription | None) -> None
 
     The whole file is read and checked first: a file that is not a GPTune
     history changes nothing. Prints how many records were new. With --meta,
-    values an older GPTune wrote as strings are converted by the problem's
-    types (else their types are inferred, with a note in `history show`).
+    values a 2020 GPTune file wrote as strings are read by the problem's
+    types; without it, each parameter's type is the one the file's own model
+    spaces declare, else categorical (with the values seen) when a value is
+    no number, else integer or real, and one warning line names every
+    inferred type (`history show` prints it too).
     """
     document = read_history_file(path, meta.problem_space if meta is not None else None)
     with open_store(store_location(target, "--to")) as store:

@@ -15,8 +15,9 @@ its web repository read all of them:
 
 :func:`normalise_history` turns any of them into a schema-1 JSON object:
 each record in today's spelling (a string value converted through the
-problem's types when a problem is given, else by inference, which the report
-notes), each ``model_data`` model a ``surrogate_model`` record, and whatever
+problem's types when a problem is given, else by the types
+:func:`~raytuner.store.gptune_types.infer_types` infers, which one note of the
+report names), each ``model_data`` model a ``surrogate_model`` record, and whatever
 has no place in today's schema kept verbatim as an extra field of its record.
 In an older schema, an entry that is not a JSON object cannot be a record:
 it is skipped, and the report says where and why (in today's schema such a
@@ -31,21 +32,21 @@ Example:
     >>> record = data["func_eval"][0]
     >>> record["tuning_parameter"], record["evaluation_result"], record["machine_configuration"]
     ({'Px': 3, 'tol': 0.5}, {'r': 28.7}, {'machine_name': 'cori', 'haswell': {'nodes': 1, 'cores': 32}})
-    >>> report.schema, report.evaluations, report.notes
-    (4, 1, ['tuning parameter values written as strings were converted by inference (no problem given)'])
+    >>> report.schema, report.evaluations, report.notes[0].split(": ", 1)[1]
+    (4, 1, 'Px integer, tol real')
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from raytuner.errors import InvalidInputError
-from raytuner.space import ProblemSpace, Space
+from raytuner.space import ProblemSpace
+from raytuner.store.gptune_types import InferredType, infer_types, inference_note, typed_values
 
 __all__ = ["SCHEMAS", "SchemaReport", "detect_schema", "normalise_history"]
 
@@ -60,7 +61,6 @@ SCHEMAS: dict[int, str] = {
 }
 
 _NAMESPACE = uuid.UUID("6f1c1d5e-3a51-4bd0-9a53-6b0f6f3f2a10")     # uids of legacy records that had none
-_INT = re.compile(r"^[+-]?\d+$")
 
 
 @dataclass
@@ -137,44 +137,6 @@ def _legacy_machine(machine: Any) -> bool:
     return isinstance(machine, Mapping) and "machine_name" not in machine and "machine" in machine
 
 
-def _infer(value: Any) -> Any:
-    """A string that spells a number as that number (int where it is whole), else the value."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if _INT.match(text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        return value
-
-
-def _typed(values: Mapping[str, Any], space: Space | None, what: str, report: SchemaReport) -> dict[str, Any]:
-    """``values`` with strings converted: by ``space``'s types when given, else by inference."""
-    out = dict(values)
-    strings = [k for k, v in out.items() if isinstance(v, str)]
-    if not strings:
-        return out
-    params = {p.name: p for p in space} if space is not None else {}
-    for name in strings:
-        param = params.get(name)
-        if param is None:
-            converted = _infer(out[name])
-            if converted is not out[name]:
-                report.note(f"{what} values written as strings were converted by inference "
-                            f"({'no problem given' if space is None else 'not in the problem'})")
-            out[name] = converted
-        elif param.type == "categorical":
-            out[name] = next((c for c in param.categories if str(c) == out[name]), out[name])
-        else:
-            number = _infer(out[name])
-            if isinstance(number, (int, float)):
-                whole = param.type == "integer" and float(number).is_integer()
-                out[name] = int(number) if whole else float(number)
-    return out
-
-
 def _machine(legacy: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPTune's ``{"machine_name", "<processor>": {"nodes", "cores"}}`` from ``{"machine", "type", "nodes", "cores"}``.
 
@@ -191,14 +153,14 @@ def _legacy_uid(record: Mapping[str, Any]) -> str:
     return str(uuid.uuid5(_NAMESPACE, json.dumps(record, sort_keys=True, default=str)))
 
 
-def _evaluation(record: Mapping[str, Any], problem: ProblemSpace | None, report: SchemaReport) -> dict[str, Any]:
-    """One ``func_eval`` record in today's spelling (any schema)."""
+def _evaluation(record: Mapping[str, Any], problem: ProblemSpace | None, types: Mapping[str, InferredType],
+                report: SchemaReport) -> dict[str, Any]:
+    """One ``func_eval`` record in today's spelling (any schema); ``types`` from :func:`infer_types`."""
     out = dict(record)
     if "I" in out or "P" in out or "O" in out:
-        out["task_parameter"] = _typed(out.pop("I", {}) or {}, problem.input_space if problem else None,
-                                       "task parameter", report)
-        out["tuning_parameter"] = _typed(out.pop("P", {}) or {}, problem.parameter_space if problem else None,
-                                         "tuning parameter", report)
+        spaces = (problem.input_space, problem.parameter_space) if problem is not None else (None, None)
+        out["task_parameter"] = typed_values(out.pop("I", {}) or {}, spaces[0], types)
+        out["tuning_parameter"] = typed_values(out.pop("P", {}) or {}, spaces[1], types)
         out["evaluation_result"] = out.pop("O", {}) or {}
     if "evaluated_result" in out and "evaluation_result" not in out:
         out["evaluation_result"] = out.pop("evaluated_result")
@@ -295,12 +257,15 @@ def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[d
     if schema == 1:          # today's schema: read as it is (an entry that is no record is refused when validated)
         report.evaluations, report.models = len(data["func_eval"]), len(data.get("surrogate_model") or [])
         return dict(data), report
+    types = infer_types(data, problem) if schema == 4 else {}
+    if types:
+        report.note(inference_note(types, problem))
     evaluations: list[dict[str, Any]] = []
     for i, record in enumerate(data["func_eval"]):
         if not isinstance(record, Mapping):
             report.skipped.append(f"func_eval[{i}]: a {type(record).__name__}, not a record object")
             continue
-        evaluations.append(_evaluation(record, problem, report))
+        evaluations.append(_evaluation(record, problem, types, report))
     names = _names(evaluations, problem)
     models: list[dict[str, Any]] = []
     for key in ("surrogate_model", "model_data"):
