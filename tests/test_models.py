@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from raytuner.errors import InvalidInputError
 from raytuner.executors import INLINE_RECORDS, InlineExecutor, ProcessExecutor, RayExecutor, default_executor
-from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.options import FitReport
 from raytuner.models.fitted import cross_covariance
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
@@ -528,13 +528,15 @@ def _evaluations(seed: int) -> list[FunctionEvaluation]:
     return records
 
 
-@pytest.mark.parametrize("kernel,modeler", [("rbf", "Model_LCM"), ("matern52", "raytuner_LCM")])
-def test_surrogate_record_round_trips_through_the_store(store: HistoryStore, kernel: str, modeler: str) -> None:
-    """GPTune's Model_LCM is an RBF LCM: a model of another kernel is named as ours, so GPTune never misreads it."""
+@pytest.mark.parametrize("options,modeler", [(GPTUNE_LCM, "Model_LCM"), ({"kernel": "rbf"}, "raytuner_LCM"),
+                                             ({"kernel": "matern52"}, "raytuner_LCM")])
+def test_surrogate_record_round_trips_through_the_store(store: HistoryStore, options: dict[str, Any],
+                                                         modeler: str) -> None:
+    """Only GPTune's own model (an uncentred RBF LCM) is named Model_LCM, so GPTune never misreads another."""
     records = _evaluations(10)
     data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
     assert data.counts == [9, 5] and len(uids) == 14 and records[-1].uid not in uids
-    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100, kernel=kernel)).fit(data, seed=0, executor=INLINE)
+    fitted = LCM(LCMOptions(n_starts=2, max_iterations=100, **options)).fit(data, seed=0, executor=INLINE)
     record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test")
     store.append_many("persist", records)
     store.append_model("persist", record)

@@ -49,12 +49,20 @@ class Standardisation:
     """Per-task ``z = (g(y) − mean_i) / std_i`` with ``g`` the identity or ``log``.
 
     A task with fewer than two samples (or constant outputs) uses the
-    statistics of all tasks pooled.
+    statistics of all tasks pooled. Uncentred (``centre=False``, GPTune's
+    zero prior mean), every mean is 0 and each ``std_i`` is the root mean
+    square of the task's outputs, or 1 when that is smaller: the noise
+    variance's lower bound in model units is then one GPTune's model has
+    too (GPy adds 1e-8 to its noise variances in output units).
 
     >>> import numpy as np
-    >>> t = Standardisation.of(TrainingData([np.zeros((2, 1))], [np.array([1.0, 3.0])]), log_transform=False)
-    >>> t.forward(0, np.array([1.0, 3.0])).tolist()
+    >>> data = TrainingData([np.zeros((2, 1))], [np.array([1.0, 3.0])])
+    >>> Standardisation.of(data, log_transform=False).forward(0, np.array([1.0, 3.0])).tolist()
     [-1.0, 1.0]
+    >>> Standardisation.of(data, log_transform=False, centre=False).forward(0, np.array([1.0, 3.0])).round(3).tolist()
+    [0.447, 1.342]
+    >>> Standardisation.of(TrainingData([np.zeros((1, 1))], [np.array([0.5])]), False, centre=False).stds.tolist()
+    [1.0]
     """
 
     means: np.ndarray
@@ -62,15 +70,20 @@ class Standardisation:
     log_transform: bool
 
     @classmethod
-    def of(cls, data: TrainingData, log_transform: bool) -> "Standardisation":
+    def of(cls, data: TrainingData, log_transform: bool, centre: bool = True) -> "Standardisation":
         """The transform fitted to ``data``.
 
         Args:
             data: the training data.
             log_transform: model the logarithm of the outputs (positive outputs only).
+            centre: subtract each task's mean (``False``: means of 0, scales the root mean squares).
         """
         values = [cls._g(v, log_transform) for v in data.y]
         pooled = np.concatenate(values)
+        if not centre:
+            pooled_rms = float(np.sqrt(np.mean(pooled ** 2))) if len(pooled) else 0.0
+            scales = [float(np.sqrt(np.mean(v ** 2))) if len(v) else pooled_rms for v in values]
+            return cls(np.zeros(len(values)), np.maximum(np.asarray(scales), 1.0), log_transform)
         pooled_mean = float(pooled.mean())
         pooled_std = float(pooled.std()) if len(pooled) > 1 and pooled.std() > 0 else 1.0
         means, stds = [], []

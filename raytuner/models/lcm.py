@@ -150,7 +150,7 @@ class LCM:
         Args:
             data: the training data.
         """
-        return Standardisation.of(data, log_transform=self.options.log_transform)
+        return Standardisation.of(data, log_transform=self.options.log_transform, centre=self.options.centre)
 
     def fit(self, data: TrainingData, *, seed: int | np.random.Generator | None = None,
             executor: Executor | None = None, warm_start: Hyperparameters | None = None,

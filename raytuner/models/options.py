@@ -38,7 +38,7 @@ NOISE_PRIOR = (1.1, 30.0)
 #: The options that make GPTune's model of :class:`LCMOptions`' defaults: RBF, maximum likelihood
 #: (``LCMOptions(**GPTUNE_LCM)``; what GPy fits, and what GPTune's ``Model_LCM`` reads).
 GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None,
-                              "task_weights": "signed"}
+                              "task_weights": "signed", "centre": False, "categorical": ()}
 #: The options of a model stored before its options named them: it was fitted without the priors, with
 #: signed task weights.
 UNSTORED_OPTIONS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None, "task_weights": "signed"}
@@ -115,6 +115,12 @@ class LCMOptions:
     alone. A stored model keeps the columns it was fitted with: one stored
     before the option existed compares every column by position, as it was
     fitted, and an engine asked for no columns adopts a stored model's.
+    ``centre`` subtracts each task's mean from its outputs before they are
+    scaled (the default); ``False`` keeps a prior mean of zero and only
+    scales each task's outputs by their root mean square, as GPTune's
+    ``Model_LCM`` conditions on raw outputs with a zero mean: a stored model
+    fitted so means the same model in GPTune
+    (:func:`~raytuner.models.persistence.surrogate_record`).
 
     >>> LCMOptions(kernel="cubic")
     Traceback (most recent call last):
@@ -139,6 +145,7 @@ class LCMOptions:
     noise_prior: tuple[float, float] | None = NOISE_PRIOR
     categorical: tuple[int, ...] | None = None
     task_weights: TaskWeights | None = None
+    centre: bool = True
 
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
@@ -152,6 +159,8 @@ class LCMOptions:
         if self.task_weights is not None and self.task_weights not in TASK_WEIGHTS:
             raise InvalidInputError("task_weights", f"unknown task weights {self.task_weights!r}",
                                     allowed=list(TASK_WEIGHTS))
+        if not isinstance(self.centre, bool):
+            raise InvalidInputError("centre", f"must be true or false, got {self.centre!r}", allowed=[True, False])
         if self.latent is not None and (not isinstance(self.latent, int) or self.latent < 1):
             raise InvalidInputError("latent", f"must be an integer >= 1 or None, got {self.latent!r}")
         if not self.timeout > 0:
@@ -308,7 +317,7 @@ class LCMOptions:
                 "log_transform": self.log_transform, "timeout": self.timeout, "fit_limit": self.fit_limit, "exact_limit": self.exact_limit, "refit_growth": self.refit_growth,
                 "lengthscale_prior": _listed(self.lengthscale_prior), "noise_prior": _listed(self.noise_prior),
                 "categorical": None if self.categorical is None else list(self.categorical),
-                "task_weights": self.task_weights}
+                "task_weights": self.task_weights, "centre": self.centre}
 
 
 def _pair(name: str, value: Any, allowed: str, positive: tuple[bool, bool]) -> tuple[float, float] | None:

@@ -45,6 +45,8 @@ __all__ = ["GPTUNE_MODELER", "gptune_space", "gptune_hyperparameters", "surrogat
 
 #: What GPTune calls an LCM surrogate (its ``Model_LCM``, whose flat hyperparameter list ours follows).
 GPTUNE_MODELER = "Model_LCM"
+#: What GPy's exact inference adds to every noise variance of GPTune's ``Model_LCM`` (in output units).
+GPY_JITTER = 1e-8
 
 
 def gptune_space(space: Space) -> list[dict[str, Any]]:
@@ -76,21 +78,79 @@ def _gptune_outputs(problem: ProblemSpace) -> list[dict[str, Any]]:
              "upper_bound": float(o.upper_bound), "optimize": o.optimize} for o in problem.output_space]
 
 
-def gptune_hyperparameters(hp: Hyperparameters) -> list[float] | None:
-    """The flat list GPTune's ``Model_LCM`` reads: length scales, variances, κ, noise, W (rank 1 only; else ``None``).
+def _gptune_lengths(space: Space, compared: Sequence[int]) -> np.ndarray | None:
+    """Per column, GPTune's length scale over ours, or ``None`` when a column is not on GPTune's coordinates.
 
-    GPTune's order is ``theta`` (Q·d), ``var`` (Q, here 1: the scale lives
-    in ``B_q``), ``kappa`` (Q·m), ``sigma`` (m) and ``WS`` (Q·m), each latent
-    function's block in turn.
+    GPTune puts a real at ``(x − lo)/(hi − lo)``, an integer at
+    ``(round(x) − lo)/(hi − lo)`` and the i-th of k categories at
+    ``i/k + 0.01`` (of two: 0 and 1); raytuner puts integers and categories at
+    their bins' centres. A log scale, an integer of one value, or more than
+    two categories compared by category have no GPTune counterpart.
+    """
+    factors = []
+    for column, p in enumerate(space):
+        if p.type == "categorical":
+            k = len(p.categories)
+            if column in compared and k > 2:
+                return None
+            factors.append(2.0 if k == 2 and column not in compared else 1.0)
+        elif p.log:
+            return None
+        elif p.type == "integer":
+            n = p.upper_bound - p.lower_bound
+            if n < 1:
+                return None
+            factors.append((n + 1) / n)
+        else:
+            factors.append(1.0)
+    return np.asarray(factors)
+
+
+def gptune_hyperparameters(fitted: FittedLCM, space: Space) -> list[float] | None:
+    """The flat list GPTune's ``Model_LCM`` reads for ``fitted``, a model over ``space``; ``None`` if it has none.
+
+    GPTune's order is ``theta`` (Q·d length scales), ``var`` (Q, here 1:
+    the scale lives in ``B_q``), ``kappa`` (Q·m), ``sigma`` (m noise
+    variances) and ``WS`` (Q·m), each latent function's block in turn.
+    GPTune's model is an RBF LCM of rank 1 that conditions exactly on the raw
+    outputs with a zero mean, on its own coordinates; raytuner's model of
+    ``LCMOptions(**GPTUNE_LCM)`` is that model in its units, so the list
+    holds its hyperparameters converted: each length scale to GPTune's
+    coordinates, each task's ``W`` times the task's output scale ``s``,
+    ``kappa`` and the noise (with the posterior's jitter) times ``s²``, the
+    noise less :data:`GPY_JITTER`, which GPy adds back (the model's noise
+    variance is at least that in output units:
+    :class:`~raytuner.models.fitted.Standardisation`).
+    Another model (a Matérn kernel, centred or log outputs, rank above 1,
+    a sparse posterior, a log-scaled parameter) has no such list.
 
     Args:
-        hp: the LCM's hyperparameters.
+        fitted: the fitted model.
+        space: the space its inputs encode (the problem's parameter space).
+
+    >>> import numpy as np
+    >>> from raytuner.models import LCM, LCMOptions, GPTUNE_LCM, TrainingData
+    >>> from raytuner.space import Space
+    >>> space = Space.model_validate([{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}])
+    >>> data = TrainingData([np.linspace(0, 1, 5)[:, None]], [np.linspace(1, 2, 5)])
+    >>> len(gptune_hyperparameters(LCM(LCMOptions(n_starts=1, **GPTUNE_LCM)).fit(data, seed=0), space))
+    5
+    >>> gptune_hyperparameters(LCM(LCMOptions(n_starts=1)).fit(data, seed=0), space) is None
+    True
     """
-    latent, _, _, rank = hp.shape
-    if rank != 1:
+    hp, options, transform = fitted.hyperparameters, fitted.options, fitted.transform
+    latent, tasks, _, rank = hp.shape
+    lengths = _gptune_lengths(space, options.categorical_columns)
+    if (rank != 1 or options.kernel != "rbf" or options.centre or transform.log_transform or not fitted.exact
+            or lengths is None or hp.lengthscales.shape[1] != len(lengths)):
         return None
-    return [float(v) for v in np.concatenate([hp.lengthscales.ravel(), np.ones(latent), hp.kappa.ravel(),
-                                              hp.noise.ravel(), hp.W[:, :, 0].ravel()])]
+    scale = np.asarray(transform.stds, dtype=float)
+    variance = scale ** 2
+    return [float(v) for v in np.concatenate([(hp.lengthscales * lengths).ravel(), np.ones(latent),
+                                              (hp.kappa * variance).ravel(),
+                                              np.maximum((hp.noise + fitted.jitter) * variance - GPY_JITTER,
+                                                         1e-300).ravel(),
+                                              (hp.W[:, :, 0] * scale).ravel()])]
 
 
 def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
@@ -102,9 +162,12 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
     ``Model_LCM``, the flat hyperparameter list, ``objective_id``,
     ``model_stats.neg_log_likelihood``); raytuner's own details (its
     modeler, the hyperparameters by name, the spaces with their options,
-    the fit report) are under the ``raytuner`` key. A model GPTune's
-    ``Model_LCM`` cannot express (rank > 1) is named ``raytuner_LCM``, so
-    GPTune never loads it as its own.
+    the fit report) are under the ``raytuner`` key. A model of
+    ``LCMOptions(**GPTUNE_LCM)`` is stored as GPTune's ``Model_LCM`` with its
+    hyperparameters in GPTune's coordinates and output units
+    (:func:`gptune_hyperparameters`), so GPTune's prediction from it is
+    raytuner's; any other model is named ``raytuner_LCM``, so GPTune never
+    loads it as its own.
 
     Args:
         fitted: the fitted model.
@@ -121,10 +184,7 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
                               for o in spaces["output_space"]]   # JSON has no infinity
     name = problem.objective(objective).name
     objective_id = problem.objectives.index(name)
-    # GPTune's Model_LCM is an RBF LCM that reads every length scale by position: a model with another
-    # kernel, or one that compares categories, is ours alone
-    gptune_form = fitted.options.kernel == "rbf" and not fitted.options.categorical_columns
-    flat = gptune_hyperparameters(fitted.hyperparameters) if gptune_form else None
+    flat = gptune_hyperparameters(fitted, problem.parameter_space)
     log_likelihood = float(fitted.log_likelihood)
     gradients = (fitted.log_likelihood_gradient().tolist()
                  if fitted.report.optimised and fitted.report.approximation is None else None)

@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 #: TLA1's GPs of the optima over the task parameters: GPTune's model (RBF, maximum likelihood), two starts.
 #: It extrapolates a trend in the optima past the tuned tasks; the priors of :class:`LCMOptions`' defaults,
 #: measured on tuning parameters, pull a few tasks' length scales short, and the prediction back to the mean.
-TLA1_OPTIONS = LCMOptions(n_starts=2, **GPTUNE_LCM)
+#: Its outputs (the optima) are centred, and its categorical task columns compared by category.
+TLA1_OPTIONS = LCMOptions(n_starts=2, **{**GPTUNE_LCM, "centre": True, "categorical": None})
 
 
 @dataclass
