@@ -38,6 +38,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, mo
 
 from raytuner.environment import split_machine
 from raytuner.errors import InvalidInputError
+from raytuner.gptune_fields import file_record, read_record, with_transformers
 from raytuner.values import as_number, output_problem, parse_outputs
 
 __all__ = [
@@ -270,6 +271,12 @@ class FunctionEvaluation(BaseModel):
 
     __str__ = __repr__
 
+    @model_validator(mode="before")
+    @classmethod
+    def _machine_at_top(cls, data: Any) -> Any:
+        """A failed record as a GPTune file holds it (machine under ``raytuner``) reads with its machine back."""
+        return read_record(data)
+
     @model_validator(mode="after")
     def _outputs_are_numbers(self) -> "FunctionEvaluation":
         """A record read as ``ok`` whose outputs are not all finite numbers is a failed one (data kept as read)."""
@@ -302,6 +309,24 @@ class FunctionEvaluation(BaseModel):
             data["raytuner"] = self.raytuner.model_dump(by_alias=True, exclude_none=True)
         return data
 
+    def to_file(self) -> dict[str, Any]:
+        """The record as a GPTune file holds it: :meth:`to_dict`, with a failed record's machine under ``raytuner``.
+
+        GPTune's reader passes over a record without a top-level
+        ``machine_configuration`` and exits on a null output it loads
+        (:mod:`raytuner.gptune_fields`); reading the record back puts its
+        machine back.
+
+        >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"],
+        ...                                    machine_configuration={"machine_name": "vm"})
+        >>> written = failed.to_file()
+        >>> "machine_configuration" in written, written["raytuner"]["machine_configuration"]
+        (False, {'machine_name': 'vm'})
+        >>> FunctionEvaluation.model_validate(written) == failed
+        True
+        """
+        return file_record(self.to_dict())
+
 
 class SurrogateModelRecord(BaseModel):
     """A trained surrogate's meta-data (a ``surrogate_model`` record).
@@ -331,6 +356,21 @@ class SurrogateModelRecord(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The record as GPTune writes it (plus the ``raytuner`` key when set)."""
         return self.model_dump(by_alias=True, exclude={"raytuner"} if self.raytuner is None else set())
+
+    def to_file(self) -> dict[str, Any]:
+        """The record as a GPTune file holds it: :meth:`to_dict`, every space entry with a ``transformer``.
+
+        GPTune's exact model match reads the ``transformer`` of every entry;
+        an entry without one (a model stored before raytuner wrote them) gets
+        the one GPTune's drivers declare (:func:`~raytuner.gptune_fields.with_transformers`).
+
+        >>> SurrogateModelRecord(output_space=[{"name": "y", "type": "real"}]).to_file()["output_space"]
+        [{'name': 'y', 'type': 'real', 'transformer': 'identity'}]
+        """
+        data = self.to_dict()
+        for key in ("input_space", "parameter_space", "output_space"):
+            data[key] = with_transformers(data[key], output=key == "output_space")
+        return data
 
     def __repr__(self) -> str:
         """What a user reads: the modeler, objective, tasks, evaluations, log-likelihood and a short uid.
@@ -368,14 +408,14 @@ class HistoryDocument(BaseModel):
     read_report: Any = Field(default=None, exclude=True)
 
     def to_dict(self) -> dict[str, Any]:
-        """The file's JSON object, in GPTune's key order."""
+        """The file's JSON object, in GPTune's key order, each record as a GPTune file holds it (``to_file``)."""
         extra = {k: v for k, v in (self.model_extra or {}).items()}
         return {
             "tuning_problem_name": self.tuning_problem_name,
             "tuning_problem_category": self.tuning_problem_category,
             **extra,
-            "surrogate_model": [m.to_dict() for m in self.surrogate_model],
-            "func_eval": [e.to_dict() for e in self.func_eval],
+            "surrogate_model": [m.to_file() for m in self.surrogate_model],
+            "func_eval": [e.to_file() for e in self.func_eval],
         }
 
 

@@ -4,8 +4,10 @@
 (``HistoryDB.load_history_func_eval``, ``check_load_deps``,
 ``search_func_eval_task_id``, ``check_surrogate_model_exact_match`` and the
 model loaders' ``modeler`` / ``objective_id`` / ``model_stats`` reads, from
-gptune/GPTune ``GPTune/historydb.py``): a key GPTune reads and we did not
-write raises ``KeyError`` here as it does there.
+gptune/GPTune ``GPTune/database.py``): a key GPTune reads and we did not
+write raises ``KeyError`` here as it does there, and a null output among the
+records it keeps ends it (``SystemExit``) as GPTune's ``exit()`` does.
+``tests/test_gptune_reader_tool.py`` runs GPTune's own code on the same files.
 """
 
 from __future__ import annotations
@@ -186,17 +188,22 @@ def _check_load_deps(func_eval: dict[str, Any], machines: dict[str, Any], softwa
     return True
 
 
-def _gptune_space(space: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """GPTune's ``problem_space_to_dict`` of the same problem defined in GPTune."""
+def _gptune_space(space: list[dict[str, Any]], output: bool = False) -> list[dict[str, Any]]:
+    """GPTune's ``problem_space_to_dict`` of the same problem declared as GPTune's demo driver does
+    (``transform="normalize"`` for parameters, no transform, so ``identity``, for outputs)."""
     kinds = {"real": "real", "integer": "int"}
-    return [{"name": p["name"], "transformer": "normalize", "type": kinds[p["type"]],
-             "lower_bound": p.get("lower_bound", float("-inf")), "upper_bound": p.get("upper_bound", float("inf")),
-             "optimize": True} for p in space]
+    return [{"name": p["name"], "transformer": "identity" if output else "normalize",
+             "type": kinds[p.get("type", "real")], "lower_bound": p.get("lower_bound", float("-inf")),
+             "upper_bound": p.get("upper_bound", float("inf")), "optimize": True} for p in space]
 
 
 def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[list[Any]], machine: dict[str, Any],
                 load_check: bool = True) -> tuple[list[list[list[Any]]], list[list[list[Any]]], list[dict[str, Any]]]:
-    """What GPTune loads from ``history``: parameters and outputs per task, and the matching LCM models."""
+    """What GPTune loads from ``history``: parameters and outputs per task, and the matching LCM models.
+
+    Records the load check rejects are passed over; a null output among the kept ones raises
+    ``SystemExit``, as GPTune calls ``exit()`` there.
+    """
     names = {key: [p["name"] for p in problem[key]] for key in ("input_space", "parameter_space")}
     outputs = [o["name"] for o in problem["output_space"]]
     machines = {machine["machine_name"]: {k: {"nodes": v["nodes"], "cores": v["cores"]}
@@ -204,7 +211,8 @@ def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[li
     P: list[list[list[Any]]] = [[] for _ in tasks]
     O: list[list[list[Any]]] = [[] for _ in tasks]
     for func_eval in history["func_eval"]:
-        if load_check and not _check_load_deps(func_eval, machines, {}):
+        if load_check and ("machine_configuration" not in func_eval
+                           or not _check_load_deps(func_eval, machines, {})):
             continue
         task = next((i for i, t in enumerate(tasks)
                      if all(func_eval["task_parameter"][n] == v for n, v in zip(names["input_space"], t))), -1)
@@ -212,21 +220,29 @@ def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[li
             continue
         P[task].append([float(func_eval["tuning_parameter"][n]) for n in names["parameter_space"]])
         O[task].append([func_eval["evaluation_result"][n] for n in outputs])
-    given = {key: _gptune_space(problem[key]) for key in ("input_space", "parameter_space", "output_space")}
+    if any(v is None for o in O for values in o for v in values):
+        raise SystemExit("history data contains null function values")
+    given = {key: _gptune_space(problem[key], output=key == "output_space")
+             for key in ("input_space", "parameter_space", "output_space")}
     models = []
     for model in history["surrogate_model"]:
-        match = model["task_parameters"] == tasks and model["modeler"] == "Model_LCM" \
-            and model["objective_id"] == 0 and model["objective"]["objective_id"] == 0
+        match = model["task_parameters"] == tasks
         for key in ("input_space", "parameter_space", "output_space"):
             for entry in model[key]:
                 other = next((g for g in given[key] if g["name"] == entry["name"]), None)
                 match = match and other is not None and all(entry[k] == other[k] for k in
                                                              ("type", "transformer", "lower_bound", "upper_bound"))
-        if match:
+        if match and model["modeler"] == "Model_LCM" and model["objective_id"] == 0 \
+                and model["objective"]["objective_id"] == 0:
             assert model["model_stats"]["neg_log_likelihood"] == -model["log_likelihood"]
             assert all(isinstance(v, float) for v in model["hyperparameters"])
             models.append(model)
     return P, O, models
+
+
+def _gptune_machine(machine: dict[str, Any]) -> dict[str, Any]:
+    """The part of a session's machine GPTune's ``machine_configuration`` holds."""
+    return {k: v for k, v in machine.items() if k == "machine_name" or isinstance(v, dict)}
 
 
 def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -247,22 +263,80 @@ def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return json.loads(store.path("mla-demo").read_text()), session.machine
 
 
-def test_gptunes_reader_loads_every_record_and_model_of_an_mla_history(tmp_path: Path) -> None:
+def test_gptunes_reader_loads_every_successful_record_and_model_of_an_mla_history(tmp_path: Path) -> None:
     history, machine = _mla_history(tmp_path)
-    gptune_machine = {k: v for k, v in machine.items() if k == "machine_name" or isinstance(v, dict)}
-    P, O, models = gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], gptune_machine)
-    assert sum(len(p) for p in P) == 12, "with the load check on, every record is loaded"
-    assert [None] in O[0] + O[1], "the failed run is null, as GPTune writes one"
+    P, O, models = gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], _gptune_machine(machine))
+    assert sum(len(p) for p in P) == 11, "with the load check on, every successful record is loaded"
+    assert all(o[0] is not None for o in O[0] + O[1]), "and the failed one is passed over: GPTune does not exit"
     assert len(models) == len(history["surrogate_model"]) > 0
     for m in models:          # GPTune's Model_LCM layout: theta (Q d), var (Q), kappa (Q m), sigma (m), WS (Q m)
         latent = len(m["raytuner"]["hyperparameters"]["lengthscales"])
         assert len(m["hyperparameters"]) == latent * 1 + latent + latent * 2 + 2 + latent * 2
-    P_off, _, _ = gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], {"machine_name": "elsewhere"}, load_check=False)
-    assert sum(len(p) for p in P_off) == 12
+        assert [e["transformer"] for k in ("input_space", "parameter_space", "output_space") for e in m[k]] == \
+            ["normalize", "normalize", "identity"]
+    with pytest.raises(SystemExit, match="null"):     # the documented limit: no_load_check loads the failure too
+        gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], {"machine_name": "elsewhere"}, load_check=False)
     failed = [r for r in history["func_eval"] if r["raytuner"]["status"] == "failed"]
-    assert failed[0]["evaluation_result"] == {"y": None} and failed[0]["raytuner"]["failure_message"] == "segfault"
-    assert all(set(r["machine_configuration"]) == set(gptune_machine) for r in history["func_eval"])
+    assert len(failed) == 1 and failed[0]["evaluation_result"] == {"y": None}
+    assert failed[0]["raytuner"]["failure_message"] == "segfault"
+    assert "machine_configuration" not in failed[0]
+    assert failed[0]["raytuner"]["machine_configuration"] == _gptune_machine(machine)
+    ok = [r for r in history["func_eval"] if r["raytuner"]["status"] == "ok"]
+    assert all(set(r["machine_configuration"]) == set(_gptune_machine(machine)) for r in ok)
     assert all(r["raytuner"]["machine"]["host"] for r in history["func_eval"])
+    read = JsonStore(tmp_path / "mla").evaluations("mla-demo")
+    again = next(r for r in read if r.status == "failed")
+    assert again.machine_configuration == _gptune_machine(machine) and again.raytuner.failure_message == "segfault"
+    assert "machine_configuration" not in again.raytuner.model_extra
+
+
+def test_a_failed_record_round_trips_and_the_older_layout_still_reads() -> None:
+    machine = {"machine_name": "vm", "cpu": {"nodes": 1, "cores": 2}}
+    failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"],
+                                       machine_configuration=machine)
+    written = failed.to_file()
+    assert "machine_configuration" not in written and written["raytuner"]["machine_configuration"] == machine
+    assert written["evaluation_result"] == {"y": None} and written["raytuner"]["status"] == "failed"
+    assert FunctionEvaluation.model_validate(written) == failed
+    assert FunctionEvaluation.model_validate(json.loads(json.dumps(written))).to_dict() == failed.to_dict()
+    older = failed.to_dict()                        # written before the rule: the machine at the top level
+    assert older["machine_configuration"] == machine and FunctionEvaluation.model_validate(older) == failed
+    ok = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0}, machine_configuration=machine)
+    assert ok.to_file() == ok.to_dict()
+
+
+def test_export_ok_only_leaves_failures_out_for_a_no_load_check_user(tmp_path: Path) -> None:
+    history, machine = _mla_history(tmp_path)
+    out = tmp_path / "ok.json"
+    result = CliRunner().invoke(main, ["history", "export", "--from", str(tmp_path / "mla"), "--problem", "mla-demo",
+                                       "--out", str(out), "--ok-only"])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(out.read_text())
+    assert len(exported["func_eval"]) == 11 and len(exported["surrogate_model"]) == len(history["surrogate_model"])
+    P, _, _ = gptune_load(exported, DEMO_PROBLEM, [[1.0], [1.5]], {"machine_name": "elsewhere"}, load_check=False)
+    assert sum(len(p) for p in P) == 11
+    whole = tmp_path / "all.json"
+    CliRunner().invoke(main, ["history", "export", "--from", str(tmp_path / "mla"), "--problem", "mla-demo",
+                              "--out", str(whole)])
+    assert json.loads(whole.read_text())["func_eval"] == history["func_eval"], "an export writes what the store holds"
+
+
+def test_imported_legacy_models_carry_the_transformers_gptunes_match_reads(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["history", "import", str(DATA / "hypre-2021.json"), "--to", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "hypre.json"
+    result = CliRunner().invoke(main, ["history", "export", "--from", str(tmp_path), "--problem", "hypre",
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    models = json.loads(out.read_text())["surrogate_model"]
+    assert len(models) == 5
+    for model in models:
+        for key in ("input_space", "parameter_space"):
+            assert all(e["transformer"] == ("onehot" if e["type"] == "categorical" else "normalize")
+                       for e in model[key])
+        assert [e["transformer"] for e in model["output_space"]] == ["identity"]
+    kinds = {e["type"] for e in models[0]["parameter_space"]}
+    assert kinds == {"int", "real", "categorical"}
 
 
 def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
@@ -276,8 +350,7 @@ def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
         session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.0, b=trial.provenance.fidelity, b_max=4)})
     store.compact("band-demo")
     history = json.loads(store.path("band-demo").read_text())
-    machine = {k: v for k, v in session.machine.items() if k == "machine_name" or isinstance(v, dict)}
-    P, O, _ = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, [[1.0]], machine)
+    P, O, _ = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, [[1.0]], _gptune_machine(session.machine))
     assert len(P[0]) == len(history["func_eval"]) > 0 and all(o[0] is not None for o in O[0])
     assert all(r.get("raytuner", {}).get("fidelity") for r in history["func_eval"])
 
@@ -289,13 +362,13 @@ def test_a_failure_read_from_a_gptune_file_is_a_failed_record() -> None:
 
 
 def _gptune_loads_all(history: dict[str, Any], tasks: list[list[Any]], machine: dict[str, Any]) -> None:
-    """GPTune's reader, load check on with the writer's machine, loads every record (failures as null)."""
-    gptune_machine = {k: v for k, v in machine.items() if k == "machine_name" or isinstance(v, dict)}
-    P, O, models = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, tasks, gptune_machine)
-    assert sum(len(p) for p in P) == len(history["func_eval"]) > 0
-    assert len(models) == sum(m["modeler"] == "Model_LCM" for m in history["surrogate_model"])
+    """GPTune's reader, load check on with the writer's machine, loads every successful record and does not stop."""
+    P, _, models = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, tasks, _gptune_machine(machine))
     failed = [r for r in history["func_eval"] if r["raytuner"]["status"] == "failed"]
-    assert failed and all(r["evaluation_result"] == {"y": None} for r in failed)
+    assert sum(len(p) for p in P) == len(history["func_eval"]) - len(failed) > 0
+    assert len(models) == sum(m["modeler"] == "Model_LCM" for m in history["surrogate_model"])
+    assert failed and all(r["evaluation_result"] == {"y": None} and "machine_configuration" not in r
+                          and r["raytuner"]["machine_configuration"] == _gptune_machine(machine) for r in failed)
 
 
 def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
@@ -327,7 +400,8 @@ def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
                         failure="timeout" if n == 1 else None)
     server.store.compact("svc-demo")
     history = json.loads(server.store.path("svc-demo").read_text())
-    assert all(r["machine_configuration"] == meta["machine_configuration"] for r in history["func_eval"])
+    assert all(r["machine_configuration"] == meta["machine_configuration"] for r in history["func_eval"]
+               if r["raytuner"]["status"] == "ok")
     _gptune_loads_all(history, [[1.0]], meta["machine_configuration"])
 
 

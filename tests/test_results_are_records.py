@@ -83,7 +83,11 @@ def test_a_gptune_record_holding_no_number_is_read_as_failed(tmp_path: Path) -> 
     written = document.to_dict()["func_eval"]
     assert [w for i, w in enumerate(written) if i not in failed] == \
            [e for i, e in enumerate(edited["func_eval"]) if i not in failed]
-    assert written[3]["raytuner"] == {"status": "failed", "failure_message": "y: 'oops' is not a number"}
+    # ... and a failed one keeps its machine under raytuner, so GPTune's load check passes over it
+    assert written[3]["raytuner"] == {"status": "failed", "failure_message": "y: 'oops' is not a number",
+                                      "machine_configuration": edited["func_eval"][3]["machine_configuration"]}
+    assert "machine_configuration" not in written[3]
+    assert HistoryDocument.model_validate(document.to_dict()).func_eval == document.func_eval
     assert HistoryDocument.model_validate(raw).to_dict() == raw
 
 

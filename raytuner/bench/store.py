@@ -244,7 +244,7 @@ def naive_rewrite_append(path: Path, record: FunctionEvaluation) -> None:
     except FileNotFoundError:
         data = {"tuning_problem_name": PROBLEM, "tuning_problem_category": None,
                 "surrogate_model": [], "func_eval": []}
-    data["func_eval"].append(record.to_dict())
+    data["func_eval"].append(record.to_file())
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2)
         fh.flush()

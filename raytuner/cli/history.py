@@ -216,8 +216,16 @@ def history_import(path: str, target: str, meta: MetaDescription | None) -> None
 @click.option("--from", "source", required=True, metavar="DIR_OR_MONGODB_URI", help="The store to read.")
 @click.option("--problem", required=True, help="Problem name.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="GPTune file to write.")
-def history_export(source: str, problem: str, out: str) -> None:
-    """Write one problem of a store as a GPTune file."""
+@click.option("--ok-only", is_flag=True, help="Leave out failed and pending evaluations (for a GPTune user "
+                                              "whose meta.json sets no_load_check).")
+def history_export(source: str, problem: str, out: str, ok_only: bool) -> None:
+    """Write one problem of a store as a GPTune file.
+
+    A failed evaluation is written with its machine under its ``raytuner``
+    key, so GPTune's load check passes over it (GPTune exits on a null
+    output it loads); with ``no_load_check`` GPTune loads it anyway and
+    exits: ``--ok-only`` leaves such evaluations out.
+    """
     if not Path(out).resolve().parent.is_dir():
         raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
     with open_store(store_location(source, "--from")) as store:
@@ -225,6 +233,8 @@ def history_export(source: str, problem: str, out: str) -> None:
             raise click.BadParameter(f"no problem {problem!r} in {source}; there are: "
                                      f"{', '.join(store.problems()) or 'none'}", param_hint="--problem")
         document = store.export_document(problem)
+    if ok_only:
+        document.func_eval = [r for r in document.func_eval if r.status == "ok"]
     write_history_file(out, document)
     click.echo(f"wrote {len(document.func_eval)} evaluations and {len(document.surrogate_model)} models to {out}")
 

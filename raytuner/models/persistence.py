@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from raytuner.errors import InvalidInputError
+from raytuner.gptune_fields import OUTPUT_TRANSFORMER, parameter_transformer
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM
 from raytuner.models.hyperparameters import Hyperparameters
@@ -62,19 +63,20 @@ def gptune_space(space: Space) -> list[dict[str, Any]]:
     out = []
     for p in space:
         if p.type == "categorical":
-            out.append({"name": p.name, "transformer": "onehot", "type": "categorical",
+            out.append({"name": p.name, "transformer": parameter_transformer(p.type), "type": "categorical",
                         "categories": list(p.categories)})
             continue
         integer = p.type == "integer"
         low, high = p.lower_bound, p.upper_bound
-        out.append({"name": p.name, "transformer": "normalize", "type": "int" if integer else "real",
+        out.append({"name": p.name, "transformer": parameter_transformer(p.type), "type": "int" if integer else "real",
                     "lower_bound": int(low) if integer else float(low),
                     "upper_bound": int(high) if integer else float(high), "optimize": True})
     return out
 
 
 def _gptune_outputs(problem: ProblemSpace) -> list[dict[str, Any]]:
-    return [{"name": o.name, "transformer": "normalize", "type": "real", "lower_bound": float(o.lower_bound),
+    """The output entries as GPTune's example drivers declare outputs: no ``transform=``, so ``identity``."""
+    return [{"name": o.name, "transformer": OUTPUT_TRANSFORMER, "type": "real", "lower_bound": float(o.lower_bound),
              "upper_bound": float(o.upper_bound), "optimize": o.optimize} for o in problem.output_space]
 
 

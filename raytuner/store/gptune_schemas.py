@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from raytuner.errors import InvalidInputError
+from raytuner.gptune_fields import with_transformers
 from raytuner.space import ProblemSpace
 from raytuner.store.gptune_types import InferredType, infer_types, inference_note, typed_values
 
@@ -188,9 +189,12 @@ def _evaluation(record: Mapping[str, Any], problem: ProblemSpace | None, types: 
     return out
 
 
-def _space_entries(entries: list[Mapping[str, Any]], names: list[str]) -> list[dict[str, Any]]:
-    """A legacy model's space entries, named by ``names`` when they have no names and the counts match."""
-    out = [dict(e) for e in entries]
+def _space_entries(entries: list[Mapping[str, Any]], names: list[str], output: bool) -> list[dict[str, Any]]:
+    """A legacy model's space entries, named by ``names`` when they have no names and the counts match.
+
+    Each gets the ``transformer`` GPTune's exact model match reads (``output``: the entries are outputs).
+    """
+    out = with_transformers(entries, output=output)
     if len(out) == len(names):
         for entry, name in zip(out, names):
             entry.setdefault("name", name)
@@ -211,7 +215,7 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
             found = next((s for s in spellings if s in space), None)
             entries = space[found] if found is not None else None
             if isinstance(entries, list) and target not in out and all(isinstance(e, Mapping) for e in entries):
-                out[target] = _space_entries(entries, names[target])
+                out[target] = _space_entries(entries, names[target], output=target == "output_space")
                 mapped.add(found)
         if not all("name" in e for k in keys for e in out.get(k, [])):
             report.note("some model space entries have no names (the file's records did not say them)")

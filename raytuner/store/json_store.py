@@ -173,7 +173,7 @@ class JsonStore(HistoryStore):
         check_problem_name(problem)
         if not records:
             return
-        entries = [(kind, record.to_dict()) for kind, record in records]
+        entries = [(kind, record.to_file()) for kind, record in records]
         try:
             payload = encode_entries(entries)
         except (TypeError, ValueError):
