@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from raytuner.cli import main
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
-from raytuner.models import LCMOptions
+from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -248,8 +248,8 @@ def _gptune_machine(machine: dict[str, Any]) -> dict[str, Any]:
 def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 1.5}]
-    # GPTune's Model_LCM is an RBF LCM: only such models are written in its form (Matérn ones as raytuner_LCM)
-    engine = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, kernel="rbf"),
+    # only GPTune's own model (an uncentred RBF LCM) is written in its form (others as raytuner_LCM)
+    engine = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, **GPTUNE_LCM),
                  executor=InlineExecutor())
     store = JsonStore(tmp_path / "mla")
     session = TuningSession("mla-demo", problem, engine, store)
