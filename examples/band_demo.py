@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
     parser.add_argument("--model", choices=MODELS, default="paper",
                         help="GPTuneBand's model: the paper's LCM over (task, bracket) pairs, or every fidelity level")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--progress-table", action="store_true",
+                        help="print the per-task progress table every 3 s (default: a line per pass and stage)")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray (and concurrent trials)")
     parser.add_argument("--seconds", type=float, default=0.0, help="wall time of one evaluation at b_max")
     parser.add_argument("--address", default=None, help="connect to this running Ray cluster")
@@ -106,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING)
         stack.callback(ray.shutdown)
         executor = RayExecutor() if address else None      # local: small fits inline, larger ones on Ray
         band = GPTuneBandScheduler(problem, tasks, store, args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
@@ -120,12 +123,16 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         # The store keeps every evaluation: of Ray's own per-trial files only the JSON results stay (the analysis
         # tune.run returns reads them); the CSV and TensorBoard ones took about a tenth of the main job's time.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+        # Ray Tune's own reporter (its experiment box, "Number of trials 9223372036854775807" for an open-ended
+        # run, status lines) is off: the progress lines above say where the plan is
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        logging.getLogger("ray.tune").setLevel(logging.WARNING)
         # On a cluster every trial gets a fresh actor: a reused actor stays on its node (with reuse, one run on
         # two one-CPU nodes put all 12 trials on one). On a local Ray reuse saves an actor start per trial.
         analysis = tune.run(tune.with_parameters(trainable, seconds=args.seconds),
                             search_alg=band.searcher(), scheduler=band, num_samples=-1,
                             max_concurrent_trials=concurrency, reuse_actors=not address, verbose=0,
-                            callbacks=[TuningProgress(band, every=3.0), JsonLoggerCallback()],
+                            callbacks=[TuningProgress(band, every=3.0, tables=args.progress_table), JsonLoggerCallback()],
                             storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
         if address:
             trial_nodes = Counter(t.last_result.get("node_id") for t in analysis.trials if t.last_result)

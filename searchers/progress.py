@@ -1,7 +1,9 @@
 """A Ray Tune callback that shows a raytuner run's progress per task, and GPTuneBand's pass and stage.
 
 Pass it the searcher or the GPTuneBand scheduler of the run; every ``every``
-seconds (on a trial's result or end) and once at the end it writes a table:
+seconds (on a trial's result or end) and once at the end it writes a table
+(with ``tables=False``, only a line when GPTuneBand's pass or stage changes, and
+the table at the end):
 per task the evaluations, failures, normalised cost and best so far (at full
 fidelity), and for GPTuneBand the pass, bracket and rung of the task's latest
 evaluation, under a line with the plan's pass and stage. The table goes to
@@ -40,6 +42,8 @@ class TuningProgress(tune.Callback):
         every: the least seconds between two tables (the last one is always written).
         stream: where to write the table (default standard output; ``None``: the
             ``raytuner.progress`` logger at INFO).
+        tables: write the table every ``every`` seconds (default); ``False``: only the heading line when
+            GPTuneBand's pass or stage changes, and the table at the end.
 
     >>> from raytuner.searchers import RandomSearcher
     >>> from raytuner.store import JsonStore
@@ -54,14 +58,16 @@ class TuningProgress(tune.Callback):
     'demo: 0 evaluations'
     """
 
-    def __init__(self, tuner: Any, every: float = 5.0, stream: TextIO | None = sys.stdout) -> None:
+    def __init__(self, tuner: Any, every: float = 5.0, stream: TextIO | None = sys.stdout,
+                 tables: bool = True) -> None:
         if getattr(tuner, "session", None) is None:
             raise InvalidInputError("tuner", f"{type(tuner).__name__} has no tuning session",
                                     allowed=["a raytuner searcher", "GPTuneBandScheduler"])
         if isinstance(every, bool) or not isinstance(every, (int, float)) or every < 0:
             raise InvalidInputError("every", f"{every!r} is not a number of seconds", allowed=[">= 0"])
-        self.tuner, self.every, self.stream = tuner, float(every), stream
+        self.tuner, self.every, self.stream, self.tables = tuner, float(every), stream, bool(tables)
         self._last = -float("inf")
+        self._stage: tuple[Any, ...] | None = None
 
     def lines(self) -> list[str]:
         """The table: a heading line (with GPTuneBand's plan when there is one), then one row per task."""
@@ -78,7 +84,9 @@ class TuningProgress(tune.Callback):
 
     def write(self) -> None:
         """Write the table now."""
-        text = "\n".join(self.lines())
+        self._emit("\n".join(self.lines()))
+
+    def _emit(self, text: str) -> None:
         if self.stream is None:
             log.info("%s", text)
         else:
@@ -87,8 +95,18 @@ class TuningProgress(tune.Callback):
         self._last = time.monotonic()
 
     def _maybe_write(self) -> None:
-        if time.monotonic() - self._last >= self.every:
-            self.write()
+        if self.tables:
+            if time.monotonic() - self._last >= self.every:
+                self.write()
+            return
+        engine = getattr(self.tuner, "engine", None)
+        if engine is None or not hasattr(engine, "progress"):
+            return
+        p = engine.progress()
+        stage = (p["pass"], p["stage"], p["finished"])
+        if stage != self._stage:
+            self._stage = stage
+            self._emit(self.lines()[0])
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         self._maybe_write()

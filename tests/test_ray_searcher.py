@@ -133,3 +133,30 @@ def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(l
         assert float(cost) == len(mine) and (best == "-" if not ok else float(best) == pytest.approx(min(ok), rel=1e-5))
     with pytest.raises(InvalidInputError, match="tuner: .* has no tuning session"):
         TuningProgress(object())
+
+
+def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_at_the_end(tmp_path: Path) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from raytuner.executors import InlineExecutor
+    from raytuner.searchers import TuningProgress
+    from raytuner.session import TuningSession
+    from raytuner.strategies import GPTuneBand
+    from raytuner.testing.functions import demo_fidelity
+
+    band = GPTuneBand(PROBLEM, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, passes=1, executor=InlineExecutor())
+    session = TuningSession("band", PROBLEM, band, JsonStore(tmp_path))
+    out = io.StringIO()
+    progress = TuningProgress(SimpleNamespace(session=session, engine=band), every=0, stream=out, tables=False)
+    stages = set()
+    while not band.finished:
+        trial = session.ask()
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], trial.task["t"], b=trial.fidelity, b_max=4)})
+        p = band.progress()
+        stages.add((p["pass"], p["stage"], p["finished"]))
+        progress.on_trial_complete(0, [], None)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(stages) >= 3 and all(line.startswith("band: ") for line in lines)
+    progress.on_experiment_end([])
+    assert out.getvalue().splitlines()[len(lines) + 1].startswith("task")     # the table at the end
