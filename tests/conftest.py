@@ -70,8 +70,12 @@ from hypothesis import HealthCheck, settings
 from threadpoolctl import threadpool_limits
 
 from dashboard_helpers import BandRun, run_band_demo
+from repo_data import DATA
 from raytuner.store import HistoryStore, JsonStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
+
+# the benchmark helpers under test find their data here, never beside the repository
+os.environ["RAYTUNER_SHARED_DATA"] = str(DATA)
 
 if os.environ["OMP_NUM_THREADS"] == "1":
     threadpool_limits(1)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from repo_data import GPTUNE_DEMO
 from raytuner.cli import main
 
-DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
+DEMO_FILE = GPTUNE_DEMO
 
 
 def run(*args: str) -> str:

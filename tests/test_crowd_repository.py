@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from repo_data import GPTUNE_DEMO as REPO_GPTUNE_DEMO
 from raytuner.crowd import CrowdRepository, Unauthenticated
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, HistoryDocument
 
 log = logging.getLogger(__name__)
 
-GPTUNE_DEMO = "../shared/data/gptune/GPTune-Demo.json"
+GPTUNE_DEMO = str(REPO_GPTUNE_DEMO)
 
 
 @pytest.fixture
@@ -147,7 +148,7 @@ def test_queries_answer_with_the_json_made_at_upload(repo: CrowdRepository, key:
 def test_upload_gptune_file(repo: CrowdRepository, key: str) -> None:
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / GPTUNE_DEMO
+    path = REPO_GPTUNE_DEMO
     document = HistoryDocument.model_validate_json(path.read_text())
     raw = [r.to_dict() for r in document.func_eval]
     assert repo.upload(key, "GPTune-Demo", raw, access="registered").inserted == len(raw) == 70

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from repo_data import GPTUNE_DEMO
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
@@ -30,7 +31,7 @@ from raytuner.strategies import MLA, DiscreteBO, GPTuneBand, RandomSearch, Strat
 from raytuner.strategies.transfer import TLA1, TLA2, SourceData, TransferLearning
 from raytuner.testing.functions import DEMO_PROBLEM
 
-DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
+DEMO_FILE = GPTUNE_DEMO
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=40, warm_iterations=10, screen=2)
 PROBLEM = ProblemSpace.parse({
     "input_space": [{"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 100}],

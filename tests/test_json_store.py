@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from repo_data import GPTUNE_DEMO
 from raytuner.errors import StoreError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store import JsonStore, read_history_file, write_history_file
 from raytuner.store.json_store import COMPACT_MIN_BYTES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-GPTUNE_DEMO = REPO_ROOT.parent / "shared/data/gptune/GPTune-Demo.json"
 PROBLEM = "crash-test"
 
 #: A writer that appends forever and prints each uid once ``append`` has returned.
@@ -355,7 +355,6 @@ def test_repeated_append_is_idempotent(tmp_path: Path) -> None:
 # -- GPTune file round trip ------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not GPTUNE_DEMO.exists(), reason="shared GPTune-Demo.json not available")
 def test_gptune_demo_round_trip(tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     assert store.import_document(read_history_file(GPTUNE_DEMO)) == (70, 35)

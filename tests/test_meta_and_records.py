@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from repo_data import GPTUNE_DEMO
 from raytuner.environment import (cpu_model, describe_machine, machine_configuration, machine_details,
                                   software_configuration, version_entry)
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
 
-DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
+DEMO_FILE = GPTUNE_DEMO
 
 # The meta description of GPTuneCrowd's paper (section IV-A), written as JSON.
 PAPER_META = {

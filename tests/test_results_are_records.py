@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from repo_data import GPTUNE_DEMO
 from raytuner.records import FunctionEvaluation, HistoryDocument, as_number, parse_outputs
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -21,7 +22,7 @@ from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch
 from raytuner.testing.functions import DEMO_PROBLEM
 
-DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
+DEMO_FILE = GPTUNE_DEMO
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 
 BAD_RESULTS = [

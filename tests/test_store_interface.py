@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from repo_data import GPTUNE_DEMO
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store import EvaluationQuery, HistoryStore, VersionRange, read_history_file
 
-DEMO = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
+DEMO = GPTUNE_DEMO
 
 CORI = {"machine_name": "cori", "haswell": {"nodes": 1, "cores": 32}}
 CORI_2 = {"machine_name": "cori", "haswell": {"nodes": 2, "cores": 32}}

@@ -1,0 +1,15 @@
+"""The data files the tests read, all inside the repository (``tests/data``; its README names each licence).
+
+Example:
+    >>> (DATA / "gptune" / "GPTune-Demo.json").is_file()
+    True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The repository's test data folder (the layout of ``../shared/data``, trimmed to what the tests read).
+DATA = Path(__file__).resolve().parent / "data"
+#: GPTune's own history file for its demo function (BSD-3, ``data/gptune/License.txt``).
+GPTUNE_DEMO = DATA / "gptune" / "GPTune-Demo.json"
