@@ -39,12 +39,23 @@ import functools
 import logging
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from raytuner.bench.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
-    AMG_PROBLEM, DEFAULT_TASKS, OBJECTIVES, TOL, SolveFailure, amg_problem, convection_diffusion, fidelity_to_k,
-    solve, solve_time, solve_work)
+    AMG_PROBLEM,
+    DEFAULT_TASKS,
+    OBJECTIVES,
+    TOL,
+    SolveFailure,
+    amg_problem,
+    convection_diffusion,
+    fidelity_to_k,
+    solve,
+    solve_time,
+    solve_work,
+)
 
 log = logging.getLogger("amg_tuning")
 
@@ -104,9 +115,9 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     """
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
-
     from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
+
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()

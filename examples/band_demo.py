@@ -39,14 +39,14 @@ import numpy as np
 import ray
 from ray import tune
 from ray.tune.logger import JsonLoggerCallback
-
-from raytuner.testing.cluster import LocalCluster
-from raytuner.executors import RayExecutor
 from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
+
+from raytuner.executors import RayExecutor
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies.band import MODELS
+from raytuner.testing.cluster import LocalCluster
 from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 
 B_MAX = 27.0

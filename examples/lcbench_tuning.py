@@ -33,10 +33,10 @@ from typing import Any
 import ray
 from ray import tune
 from ray.tune import Checkpoint
-
-from raytuner.bench.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
+
+from raytuner.bench.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure
 

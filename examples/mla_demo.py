@@ -23,12 +23,12 @@ from pathlib import Path
 
 import ray
 from ray import tune
-
 from raytuner.searchers import LCMSearcher, TuningProgress
+
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.view import load_history, plot_history
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.view import load_history, plot_history
 
 log = logging.getLogger("mla_demo")
 

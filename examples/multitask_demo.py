@@ -20,8 +20,8 @@ from pathlib import Path
 
 import ray
 from ray import tune
-
 from raytuner.searchers import RandomSearcher, TuningProgress
+
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum

@@ -30,8 +30,9 @@ import pickle
 import tempfile
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -139,7 +140,7 @@ class EpochTrainer:
                              "epoch": self.epoch, "model": self.model})
 
     @classmethod
-    def from_state(cls, data: bytes) -> "EpochTrainer":
+    def from_state(cls, data: bytes) -> EpochTrainer:
         """The trainer that :meth:`state` returned."""
         state = pickle.loads(data)
         trainer = cls.__new__(cls)
@@ -154,7 +155,7 @@ class EpochTrainer:
         return path
 
     @classmethod
-    def restore(cls, directory: str | Path) -> "EpochTrainer":
+    def restore(cls, directory: str | Path) -> EpochTrainer:
         """The trainer saved in ``directory`` by :meth:`save`."""
         return cls.from_state((Path(directory) / STATE_FILE).read_bytes())
 
@@ -228,9 +229,9 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     """
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
-
     from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
+
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()

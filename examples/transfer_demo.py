@@ -36,10 +36,10 @@ from pathlib import Path
 
 import ray
 from ray import tune
+from raytuner.searchers import TLA2Searcher, TLASearcher, TuningProgress
 
 from raytuner.analysis import task_summary
 from raytuner.models import LCMOptions
-from raytuner.searchers import TLA2Searcher, TLASearcher, TuningProgress
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource

@@ -7,14 +7,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 __all__ = ["one_blas_thread"]
 
 _BLAS: Any = None     # this process's threadpoolctl controller, made at the first limit
 
 
-def one_blas_thread() -> ContextManager[Any]:
+def one_blas_thread() -> AbstractContextManager[Any]:
     """Limit BLAS to one thread in this process, until the ``with`` block ends (or for good, called alone).
 
     Small matrices factorise faster on one thread, a fit's parallelism comes

@@ -25,8 +25,9 @@ import ast
 import inspect
 import math
 import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from raytuner.errors import InvalidInputError
 
@@ -233,7 +234,7 @@ class Constraint:
     _takes_all: bool = False
 
     @classmethod
-    def from_spec(cls, name: str, spec: "str | Callable[..., Any] | Constraint") -> "Constraint":
+    def from_spec(cls, name: str, spec: str | Callable[..., Any] | Constraint) -> Constraint:
         """Make a constraint from an expression string, a callable or a Constraint.
 
         Args:

@@ -32,8 +32,9 @@ import os
 import platform
 import re
 import socket
+from collections.abc import Iterable, Mapping
 from importlib import metadata
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = ["machine_configuration", "machine_details", "describe_machine", "split_machine", "software_configuration", "version_entry",
            "split_version", "cpu_model", "DEFAULT_PACKAGES"]

@@ -14,7 +14,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 

@@ -36,7 +36,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["MACHINE", "PROVENANCE", "OUTPUT_TRANSFORMER", "PARAMETER_TRANSFORMERS", "parameter_transformer",
            "with_transformers", "file_record", "read_record"]

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class _Grid:
 
 
 # id(problem) -> (problem, its grid), for the last _KEPT problems (shared by every session thread)
-_GRIDS: "OrderedDict[int, tuple[ProblemSpace, _Grid]]" = OrderedDict()
+_GRIDS: OrderedDict[int, tuple[ProblemSpace, _Grid]] = OrderedDict()
 _KEPT = 4
 _LOCK = threading.Lock()
 

@@ -50,7 +50,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -130,7 +131,7 @@ class LoadableSoftware(BaseModel):
     version_to: list[int] | None = None
 
     @model_validator(mode="after")
-    def _some(self) -> "LoadableSoftware":
+    def _some(self) -> LoadableSoftware:
         if self.version_split is None and self.version_from is None and self.version_to is None:
             raise ValueError("give version_split, version_from or version_to")
         return self
@@ -178,7 +179,7 @@ class HistoryOptions(BaseModel):
         return None if value is None else yes_no(value, "")     # validate() names the field
 
     @classmethod
-    def parse(cls, data: "HistoryOptions | Mapping[str, Any] | None") -> "HistoryOptions":
+    def parse(cls, data: HistoryOptions | Mapping[str, Any] | None) -> HistoryOptions:
         """Validate the options, raising :class:`~raytuner.errors.InvalidInputError` naming the field.
 
         Args:

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -155,7 +156,7 @@ class MetaDescription(BaseModel):
         return v.get_secret_value() if v is not None else None
 
     @classmethod
-    def parse(cls, data: Any) -> "MetaDescription":
+    def parse(cls, data: Any) -> MetaDescription:
         """Validate a meta description, raising :class:`InvalidInputError` naming the field.
 
         Args:
@@ -164,7 +165,7 @@ class MetaDescription(BaseModel):
         return validate(cls, data)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "MetaDescription":
+    def load(cls, path: str | os.PathLike[str]) -> MetaDescription:
         """Read a meta description from a JSON file.
 
         Args:

@@ -20,7 +20,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from raytuner.errors import InvalidInputError
 from raytuner.records import parse_outputs

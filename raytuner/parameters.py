@@ -20,7 +20,8 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -40,7 +41,7 @@ PARAMETER_TYPES: dict[str, str] = {
     "category": "categorical",
 }
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
 
 class _ParameterBase(BaseModel):
@@ -64,7 +65,7 @@ class _Numeric(_ParameterBase):
     log: bool = False
 
     @model_validator(mode="after")
-    def _bounds(self) -> "_Numeric":
+    def _bounds(self) -> _Numeric:
         lo, hi = self.lower_bound, self.upper_bound
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise InvalidInputError("lower_bound", f"bounds of {self.name!r} must be finite numbers, "
@@ -308,4 +309,4 @@ def normalise_parameter_type(data: Any, index: int) -> Any:
     return data
 
 
-Parameter = Annotated[Union[Real, Integer, Categorical], Field(discriminator="type")]
+Parameter = Annotated[Real | Integer | Categorical, Field(discriminator="type")]

@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace

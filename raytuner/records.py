@@ -32,7 +32,8 @@ from __future__ import annotations
 import re
 import time as _time
 import uuid
-from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -117,7 +118,7 @@ class GPTuneTime(BaseModel):
     tm_isdst: int
 
     @classmethod
-    def now(cls) -> "GPTuneTime":
+    def now(cls) -> GPTuneTime:
         """The local time now."""
         t = _time.localtime()
         return cls(**{name: getattr(t, name) for name in cls.model_fields})
@@ -198,7 +199,7 @@ class FunctionEvaluation(BaseModel):
         modeling: str | None = None,
         uid: str | None = None,
         outputs: Sequence[str] = (),
-    ) -> "FunctionEvaluation":
+    ) -> FunctionEvaluation:
         """A new record; a failure message, or an output that is not a finite number, makes it a failed one.
 
         A failed evaluation keeps no output values: each output is null, as
@@ -278,7 +279,7 @@ class FunctionEvaluation(BaseModel):
         return read_record(data)
 
     @model_validator(mode="after")
-    def _outputs_are_numbers(self) -> "FunctionEvaluation":
+    def _outputs_are_numbers(self) -> FunctionEvaluation:
         """A record read as ``ok`` whose outputs are not all finite numbers is a failed one (data kept as read)."""
         if self.status == "ok" and self.evaluation_result:
             _, reason = parse_outputs(self.evaluation_result)

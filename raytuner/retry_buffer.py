@@ -28,7 +28,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 __all__ = ["RetryBuffer"]
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import qmc

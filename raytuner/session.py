@@ -57,7 +57,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
@@ -153,7 +154,7 @@ class TuningSession:
     def resume(cls, problem_name: str, problem: ProblemSpace, strategy: Strategy, store: HistoryStore,
                *, session_only: bool = False, stored: Sequence[FunctionEvaluation] | None = None,
                models: Sequence[SurrogateModelRecord] | None = None, asked: Sequence[Trial] | None = None,
-               **kwargs: Any) -> "TuningSession":
+               **kwargs: Any) -> TuningSession:
         """A session whose engine replayed the stored evaluations, with its trials in flight adopted.
 
         The engine replays the session's own evaluations (of an earlier run

@@ -27,7 +27,8 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -82,7 +83,7 @@ class Objective(BaseModel):
     optimize: bool = True
 
     @model_validator(mode="after")
-    def _bounds(self) -> "Objective":
+    def _bounds(self) -> Objective:
         if math.isnan(self.lower_bound) or math.isnan(self.upper_bound) or self.lower_bound >= self.upper_bound:
             raise ValueError(f"output {self.name!r}: lower_bound {self.lower_bound} must be below upper_bound "
                              f"{self.upper_bound}")
@@ -138,7 +139,7 @@ class Space(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _unique(self) -> "Space":
+    def _unique(self) -> Space:
         seen: set[str] = set()
         for p in self.parameters:
             if p.name in seen:
@@ -283,7 +284,7 @@ class ProblemSpace(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "ProblemSpace":
+    def _cross_checks(self) -> ProblemSpace:
         names: set[str] = set()
         for space_name, nm in ([("input_space", n) for n in self.input_space.names]
                                + [("parameter_space", n) for n in self.parameter_space.names]
@@ -311,7 +312,7 @@ class ProblemSpace(BaseModel):
         return data
 
     @classmethod
-    def parse(cls, data: Any, field: str = "") -> "ProblemSpace":
+    def parse(cls, data: Any, field: str = "") -> ProblemSpace:
         """Validate ``data``, raising :class:`InvalidInputError` that names the field.
 
         Args:

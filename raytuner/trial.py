@@ -9,8 +9,9 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -41,7 +42,7 @@ class Trial(Suggestion):
                 "provenance": self.provenance.model_dump(by_alias=True, exclude_none=True)}
 
     @classmethod
-    def from_document(cls, document: Mapping[str, Any]) -> "Trial":
+    def from_document(cls, document: Mapping[str, Any]) -> Trial:
         """The trial a ``trials`` log document holds (see :meth:`document`).
 
         Args:

@@ -51,25 +51,26 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
+from raytuner.schedulers.band_searcher import GPTuneBandSearcher
+from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
 
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, as_number
-from raytuner.schedulers.band_searcher import GPTuneBandSearcher
-from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
 from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
 from raytuner.strategies import EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
-from raytuner.strategies.base import Suggestion
 from raytuner.strategies.bandit import FidelityMode
+from raytuner.strategies.base import Suggestion
 
 if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
@@ -242,7 +243,7 @@ class GPTuneBandScheduler(TrialScheduler):
                                                       f"({self.time_attr} = {got})")
 
     # -- scheduler side --------------------------------------------------------------------------
-    def on_trial_add(self, tune_controller: "TuneController", trial: Trial) -> None:
+    def on_trial_add(self, tune_controller: TuneController, trial: Trial) -> None:
         """Check that the trial came from this scheduler's searcher."""
         if trial.trial_id not in self._states:
             if trial.status in (Trial.TERMINATED, Trial.ERROR):     # an ended trial re-added by a restore
@@ -250,7 +251,7 @@ class GPTuneBandScheduler(TrialScheduler):
             raise InvalidInputError("search_alg", "GPTuneBand schedules only the trials of its own searcher: "
                                                   "pass search_alg=band.searcher()")
 
-    def on_trial_result(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> str:
+    def on_trial_result(self, tune_controller: TuneController, trial: Trial, result: dict[str, Any]) -> str:
         """Record the evaluation when the trial reaches its fidelity; then STOP, PAUSE or CONTINUE it."""
         tid = trial.trial_id
         state = self._states.get(tid)
@@ -264,19 +265,19 @@ class GPTuneBandScheduler(TrialScheduler):
             self._tell(tid, state, result)
         return self._settle(tune_controller, tid)
 
-    def on_trial_complete(self, tune_controller: "TuneController", trial: Trial, result: dict[str, Any]) -> None:
+    def on_trial_complete(self, tune_controller: TuneController, trial: Trial, result: dict[str, Any]) -> None:
         """Record a trial that ended before reaching its fidelity (a failed evaluation)."""
         self._forget(trial.trial_id)
         self.finish(trial.trial_id, result, error=False)
         self._settle(tune_controller)
 
-    def on_trial_error(self, tune_controller: "TuneController", trial: Trial) -> None:
+    def on_trial_error(self, tune_controller: TuneController, trial: Trial) -> None:
         """A trial that raised is a failed evaluation."""
         self._forget(trial.trial_id)
         self.finish(trial.trial_id, None, error=True)
         self._settle(tune_controller)
 
-    def on_trial_remove(self, tune_controller: "TuneController", trial: Trial) -> None:
+    def on_trial_remove(self, tune_controller: TuneController, trial: Trial) -> None:
         """Record the open evaluation of a trial Ray removed (paused or pending) as failed, then drop the trial.
 
         Recorded here rather than in the searcher's completion hook (which Ray calls next, without the
@@ -286,7 +287,7 @@ class GPTuneBandScheduler(TrialScheduler):
         self.finish(trial.trial_id, None, error=False)
         self._settle(tune_controller)
 
-    def choose_trial_to_run(self, tune_controller: "TuneController") -> Trial | None:
+    def choose_trial_to_run(self, tune_controller: TuneController) -> Trial | None:
         """Paused trials with an open evaluation first (promotions: they complete rungs), then new trials in order.
 
         A promotion routed to a trial while its pause was in flight is picked up here once Ray has paused it.
@@ -348,7 +349,7 @@ class GPTuneBandScheduler(TrialScheduler):
         """Whether the trial's last evaluation is recorded and will never be promoted."""
         return state.told and state.uid is not None and self.engine.retired(state.uid)
 
-    def _stop_retired(self, tune_controller: "TuneController", current: str | None) -> None:
+    def _stop_retired(self, tune_controller: TuneController, current: str | None) -> None:
         """Stop every live trial (but ``current``, whose result Ray is handling) whose evaluation is now retired.
 
         Such a trial waits for its rung: Ray has paused it, or is pausing it. A pause is in flight until the
@@ -363,7 +364,7 @@ class GPTuneBandScheduler(TrialScheduler):
                 log.debug("stopping trial %s (%s): its evaluation is retired", trial.trial_id, trial.status)
                 tune_controller.stop_trial(trial)
 
-    def _settle(self, tune_controller: "TuneController", current: str | None = None) -> str:
+    def _settle(self, tune_controller: TuneController, current: str | None = None) -> str:
         """After a tell: continue promoted trials, stop the other trials it retired; the current trial's action."""
         if self.iterative:
             self._continue_promoted()

@@ -17,7 +17,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.search import Searcher

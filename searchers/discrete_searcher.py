@@ -28,10 +28,12 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from raytuner.searchers.strategy_searcher import StrategySearcher
 
 from raytuner.errors import InvalidInputError
-from raytuner.searchers.strategy_searcher import StrategySearcher
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
 from raytuner.strategies.discrete import DiscreteBO
@@ -86,7 +88,7 @@ class DiscreteBOSearcher(StrategySearcher):
 
     @classmethod
     def from_choices(cls, choices: Mapping[str, Any], *, restrictions: Sequence[str] | Mapping[str, str] = (),
-                     metric: str = "time", mode: str = "min", **options: Any) -> "DiscreteBOSearcher":
+                     metric: str = "time", mode: str = "min", **options: Any) -> DiscreteBOSearcher:
         """A searcher over ``choices`` (name -> list of values or ``tune.choice``) under ``restrictions``.
 
         ``restrictions`` are expressions over the parameter names that a valid

@@ -25,15 +25,17 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from raytuner.searchers.strategy_searcher import StrategySearcher
 
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.searchers.strategy_searcher import StrategySearcher
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
-from raytuner.strategies.multiobjective import mla_engine
 from raytuner.strategies.mla import BatchMode, Design
+from raytuner.strategies.multiobjective import mla_engine
 
 __all__ = ["LCMSearcher"]
 

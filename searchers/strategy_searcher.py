@@ -33,12 +33,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
+from raytuner.searchers.common import ask_for_ray, ray_mode
 
 from raytuner.errors import InvalidInputError
-from raytuner.searchers.common import ask_for_ray, ray_mode
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store

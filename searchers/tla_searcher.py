@@ -44,12 +44,14 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from raytuner.searchers.strategy_searcher import StrategySearcher
 
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation
-from raytuner.searchers.strategy_searcher import StrategySearcher
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
 from raytuner.strategies.transfer import DEFAULT_POOL, TLA2, SourceData, TransferLearning

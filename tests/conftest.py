@@ -62,15 +62,16 @@ import socket
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
+from dashboard_helpers import BandRun, run_band_demo
 from hypothesis import HealthCheck, settings
+from repo_data import DATA
 from threadpoolctl import threadpool_limits
 
-from dashboard_helpers import BandRun, run_band_demo
-from repo_data import DATA
 from raytuner.store import HistoryStore, JsonStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from ray._common.utils import get_ray_address_file
 
-from raytuner.testing.cluster import LocalCluster
 from raytuner.errors import InvalidInputError
+from raytuner.testing.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -117,7 +117,6 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
 
 def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Path) -> None:
     from ray import tune
-
     from raytuner.schedulers import GPTuneBandScheduler
 
     def trainable(config: dict) -> None:

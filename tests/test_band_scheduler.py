@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray")
-from ray import tune  # noqa: E402
-
 from dashboard_helpers import BAND_PROBLEM, BandRun  # noqa: E402
+from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
+from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
+
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
-from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.strategies.bandit import BanditStructure  # noqa: E402

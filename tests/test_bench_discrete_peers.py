@@ -18,8 +18,13 @@ from typing import Any
 import pytest
 
 from raytuner.bench import discrete_peers
-from raytuner.bench.discrete_peers import (KERNEL_TUNER_METHODS, MAX_FREE_PROPOSALS, Trace, run_kernel_tuner,
-                                           run_optuna_tpe)
+from raytuner.bench.discrete_peers import (
+    KERNEL_TUNER_METHODS,
+    MAX_FREE_PROPOSALS,
+    Trace,
+    run_kernel_tuner,
+    run_optuna_tpe,
+)
 from raytuner.bench.kernel_cache import KernelCache, default_data_dir, load_cache
 from raytuner.errors import InvalidInputError
 

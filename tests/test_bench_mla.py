@@ -11,8 +11,17 @@ import json
 import numpy as np
 import pytest
 
-from raytuner.bench.mla import (TUNERS as ALL_TUNERS, QualitySettings, available_tuners, build_results, drive,
-                                normalised_curves, quality_results, render_report, run_quality)
+from raytuner.bench.mla import TUNERS as ALL_TUNERS
+from raytuner.bench.mla import (
+    QualitySettings,
+    available_tuners,
+    build_results,
+    drive,
+    normalised_curves,
+    quality_results,
+    render_report,
+    run_quality,
+)
 from raytuner.bench.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells, lcbench_rows, render_lcbench
 from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
 from raytuner.bench.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from repo_data import GPTUNE_DEMO
+
 from raytuner.cli import main
 
 DEMO_FILE = GPTUNE_DEMO

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 import pytest
-
 from repo_data import GPTUNE_DEMO as REPO_GPTUNE_DEMO
+
 from raytuner.crowd import CrowdRepository, Unauthenticated
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, HistoryDocument
@@ -146,7 +146,6 @@ def test_queries_answer_with_the_json_made_at_upload(repo: CrowdRepository, key:
 
 
 def test_upload_gptune_file(repo: CrowdRepository, key: str) -> None:
-    from pathlib import Path
 
     path = REPO_GPTUNE_DEMO
     document = HistoryDocument.model_validate_json(path.read_text())

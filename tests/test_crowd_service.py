@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from raytuner.analysis.surrogate import SurrogateModel
 from raytuner.cli import main
+from raytuner.client.crowd import CrowdClient
+from raytuner.client.remote import ServiceError
 from raytuner.crowd import CrowdRepository
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
-from raytuner.client.remote import ServiceError
-from raytuner.client.crowd import CrowdClient
 from raytuner.service.server import TuningServer
 from raytuner.space import ProblemSpace
 from raytuner.testing.functions import ISHIGAMI_PROBLEM, ishigami

@@ -26,8 +26,16 @@ from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner
 from raytuner.crowd import CrowdRepository, Unauthenticated
-from raytuner.crowd.signatures import (DASHBOARD_SIGN_IN, WINDOW_SECONDS, Signer, generate_key_pair, key_id_of,
-                                       parse_signed, public_key_text, verify)
+from raytuner.crowd.signatures import (
+    DASHBOARD_SIGN_IN,
+    WINDOW_SECONDS,
+    Signer,
+    generate_key_pair,
+    key_id_of,
+    parse_signed,
+    public_key_text,
+    verify,
+)
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.protocol import METADATA_KEY

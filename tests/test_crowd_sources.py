@@ -15,9 +15,10 @@ import pytest
 
 from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
-from raytuner.client.remote import RemoteTuner
 from raytuner.client.crowd_sources import crowd_source
+from raytuner.client.remote import RemoteTuner
 from raytuner.crowd.cache import DOWNLOADS, crowd_cache_name
+from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
@@ -26,7 +27,6 @@ from raytuner.sampling import sample_configurations
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.errors import InvalidInputError
 from raytuner.strategies import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import mla_engine
 from raytuner.strategies.transfer import FIRST, TLA1Engine, TransferLearning

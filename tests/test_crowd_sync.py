@@ -8,15 +8,15 @@ from typing import Any
 import grpc
 import pytest
 
+from raytuner.client.crowd import CrowdClient, sync_store_for
+from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.crowd.sync import CrowdSyncStore
 from raytuner.errors import InvalidInputError
+from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
-from raytuner.client.remote import RemoteTuner, ServiceError
-from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.executors import InlineExecutor
 from raytuner.strategies import MLA, RandomSearch
 
 PROBLEM = "synced"
@@ -190,7 +190,6 @@ def test_a_restarted_server_goes_on_syncing(alice: tuple[str, str], crowd: tuple
 @pytest.mark.slow
 def test_a_ray_run_with_a_synced_store(alice: tuple[str, str], tmp_path: Path, local_ray: None) -> None:
     from ray import tune as ray_tune
-
     from raytuner.searchers import RandomSearcher
 
     address, key = alice

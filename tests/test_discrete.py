@@ -10,8 +10,15 @@ import pytest
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies.discrete import (METHODS, AdvancedMulti, CandidateGP, CandidateSet, DiscreteBO, Multi,
-                                          contextual_variance)
+from raytuner.strategies.discrete import (
+    METHODS,
+    AdvancedMulti,
+    CandidateGP,
+    CandidateSet,
+    DiscreteBO,
+    Multi,
+    contextual_variance,
+)
 from raytuner.strategies.discrete.gp import matern
 
 KERNEL = ProblemSpace.parse({

@@ -87,8 +87,8 @@ def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path) -> None:
 
 def test_the_ray_searcher_takes_two_metrics_under_tune_run(local_ray, tmp_path) -> None:
     from ray import tune
-
     from raytuner.searchers import DiscreteBOSearcher
+
     from raytuner.store import JsonStore
 
     def trainable(config: dict) -> None:

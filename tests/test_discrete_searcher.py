@@ -8,9 +8,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
+from raytuner.searchers import DiscreteBOSearcher  # noqa: E402
 
 from raytuner.errors import InvalidInputError  # noqa: E402
-from raytuner.searchers import DiscreteBOSearcher  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -36,8 +36,9 @@ import inspect
 import pkgutil
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pydantic import BaseModel
 

@@ -10,7 +10,7 @@ is tried: RandomSearch, MLA, multi-objective MLA, DiscreteBO, TLA1, TLA2, Transf
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from test_engine_checks import ENGINES, FAST, PROBLEM, TASK, runtime, source_records, state

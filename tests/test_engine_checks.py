@@ -13,13 +13,13 @@ import inspect
 import json
 import logging
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
-
 from repo_data import GPTUNE_DEMO
+
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions

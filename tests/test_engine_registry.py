@@ -20,8 +20,16 @@ from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies import (ENGINES, EngineSpec, GPTuneBand, MultiFidelityEngine, Strategy,
-                                 Suggestion, build_engine, fresh_engine)
+from raytuner.strategies import (
+    ENGINES,
+    EngineSpec,
+    GPTuneBand,
+    MultiFidelityEngine,
+    Strategy,
+    Suggestion,
+    build_engine,
+    fresh_engine,
+)
 from raytuner.strategies.transfer import SourceData, TransferLearning
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 

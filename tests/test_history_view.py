@@ -11,8 +11,8 @@ import json
 import logging
 import math
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pymongo
 import pytest
@@ -27,8 +27,15 @@ from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, open_store
 from raytuner.strategies import RandomSearch
 from raytuner.testing.functions import DEMO_PROBLEM, demo
-from raytuner.view import (HistoryView, load_history, plot_brackets, plot_history, plot_parameter,
-                           plot_task_correlation, task_label)
+from raytuner.view import (
+    HistoryView,
+    load_history,
+    plot_brackets,
+    plot_history,
+    plot_parameter,
+    plot_task_correlation,
+    task_label,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from repo_data import GPTUNE_DEMO
+
 from raytuner.errors import StoreError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store import JsonStore, read_history_file, write_history_file

@@ -11,8 +11,9 @@ circle cannot hide behind it. The checks:
   one; faces import another face only through its public modules);
 - nothing in the library imports the benchmarks but ``raytuner bench``;
   nothing imports the test harnesses (``raytuner.testing``);
-- engines, models and the session never import Ray, gRPC or MongoDB;
-- no library file (the generated gRPC stubs aside) is over 450 lines.
+- engines, models and the session never import Ray, gRPC or MongoDB.
+
+A module is split when it holds two ideas, not to fit a line count: there is no cap.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_LINES = 450
-GENERATED = "raytuner.protocol.v1"
 
 #: (layer name, rank, module prefixes); the longest matching prefix decides. Higher ranks import lower ones.
 LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
@@ -217,12 +216,6 @@ def test_engines_models_and_session_never_import_ray_grpc_or_mongodb() -> None:
     found = [f"{e.source}:{e.line} imports {e.target}" for e in SERVICE_IMPORTS
              if any(e.source == p or e.source.startswith(p + ".") for p in NO_SERVICES)]
     assert found == []
-
-
-def test_no_library_file_is_over_450_lines() -> None:
-    sizes = {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8").count("\n")
-             for module, path in MODULES.items() if not module.startswith(GENERATED)}
-    assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_every_package_is_installed() -> None:

@@ -6,10 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-
 from repo_data import GPTUNE_DEMO
-from raytuner.environment import (cpu_model, describe_machine, machine_configuration, machine_details,
-                                  software_configuration, version_entry)
+
+from raytuner.environment import (
+    cpu_model,
+    describe_machine,
+    machine_configuration,
+    machine_details,
+    software_configuration,
+    version_entry,
+)
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance

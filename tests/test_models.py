@@ -6,8 +6,9 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,11 +19,11 @@ from threadpoolctl import threadpool_limits
 from raytuner.errors import InvalidInputError
 from raytuner.executors import INLINE_RECORDS, InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.models.options import FitReport
 from raytuner.models.fitted import cross_covariance
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
-from raytuner.models.posterior import ExactPosterior
+from raytuner.models.options import FitReport
 from raytuner.models.persistence import load_surrogate, surrogate_record
+from raytuner.models.posterior import ExactPosterior
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore

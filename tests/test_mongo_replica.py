@@ -14,8 +14,9 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pymongo
 import pytest

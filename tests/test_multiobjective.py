@@ -16,8 +16,8 @@ from raytuner.session import TuningSession
 from raytuner.space import Objective, ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA, EngineSpec, build_engine, fresh_engine
-from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.strategies.breaches import NOTE, BreachValues, tail_at_least
+from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.strategies.pareto_score import CONFIDENT, ParetoScore
 
 #: A two-task family of ZDT1 (Zitzler, Deb and Thiele), shifted by the task t: f2 = g (1 - sqrt(f1 / g)) + 0.2 t,
@@ -306,7 +306,6 @@ def test_the_service_shows_the_pareto_front_as_best(server) -> None:
 
 def test_the_ray_searcher_tunes_two_metrics_under_tune_run(local_ray, tmp_path: Path) -> None:
     from ray import tune
-
     from raytuner.searchers import LCMSearcher
 
     def trainable(config: dict) -> None:

@@ -11,9 +11,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
+from raytuner.searchers import RandomSearcher  # noqa: E402
 
 from raytuner.errors import InvalidInputError  # noqa: E402
-from raytuner.searchers import RandomSearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.testing.functions import DEMO_PROBLEM, demo  # noqa: E402
@@ -139,8 +139,9 @@ def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_
     import io
     from types import SimpleNamespace
 
-    from raytuner.executors import InlineExecutor
     from raytuner.searchers import TuningProgress
+
+    from raytuner.executors import InlineExecutor
     from raytuner.session import TuningSession
     from raytuner.strategies import GPTuneBand
     from raytuner.testing.functions import demo_fidelity

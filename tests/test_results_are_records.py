@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from repo_data import GPTUNE_DEMO
+
 from raytuner.records import FunctionEvaluation, HistoryDocument, as_number, parse_outputs
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -170,7 +170,6 @@ def fast_at_the_low_fidelity(config: dict) -> None:
 @pytest.mark.slow
 def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_path: Path) -> None:
     from ray import tune  # noqa: PLC0415
-
     from raytuner.searchers import RandomSearcher  # noqa: PLC0415
 
     store = JsonStore(tmp_path / "store")
@@ -188,10 +187,10 @@ def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_
 @pytest.mark.slow
 def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_path: Path) -> None:
     from ray import tune  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
 
     from raytuner.executors import InlineExecutor  # noqa: PLC0415
     from raytuner.models import LCMOptions  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
 
     scheduler = GPTuneBandScheduler(PROBLEM, [{"t": 1.0}], JsonStore(tmp_path / "store"), "band_demo", b_min=1, b_max=2,
                            eta=2, seed=0, executor=InlineExecutor(),

@@ -4,16 +4,17 @@ and transfer learning reads its source data back through the service."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
+from raytuner.searchers import ServiceCallback  # noqa: E402
 
 from raytuner.client import RemoteSource  # noqa: E402
-from raytuner.searchers import ServiceCallback  # noqa: E402
 from raytuner.client.remote import RemoteTuner  # noqa: E402
 from raytuner.service.server import TuningServer  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from raytuner.cli import main
-from raytuner.records import FunctionEvaluation
 from raytuner.client.remote import RemoteTuner, ServiceError
+from raytuner.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 
 ROOT = Path(__file__).resolve().parents[1]

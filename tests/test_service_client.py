@@ -6,14 +6,14 @@ import logging
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
 from raytuner.errors import RaytunerError
 from raytuner.records import FunctionEvaluation
-from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
 from raytuner.service.server import TuningServer
 
 META = {"tuning_problem_name": "client_demo", "problem_space": {

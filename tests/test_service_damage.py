@@ -12,9 +12,10 @@ pending trial must be tellable and every acknowledged record must be there.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 import pytest

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raytuner.service.server import TuningServer
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.service.server import TuningServer
 
 META = {"tuning_problem_name": "fuzz", "problem_space": {
     "input_space": [{"name": "t", "type": "integer", "lower_bound": 0, "upper_bound": 5}],

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from raytuner.records import FunctionEvaluation
 from raytuner.client.remote import RemoteTrial, RemoteTuner
+from raytuner.records import FunctionEvaluation
 from raytuner.store import JsonStore
 from raytuner.store.mongo_store import MongoStore
+from raytuner.testing.functions import DEMO_PROBLEM, demo
 from raytuner.testing.mongod import LocalMongod, find_mongod
 from raytuner.testing.service import ServerProcess
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 pytestmark = pytest.mark.slow
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
 
 from raytuner.crowd.keys import parse_key
-from raytuner.service.server import TuningServer
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.service.server import TuningServer
 from raytuner.store import JsonStore
 
 META = {"tuning_problem_name": "svc_demo", "problem_space": {

@@ -9,8 +9,9 @@ resumed session adopting its asked-not-told trials — on a JsonStore and, where
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -166,7 +167,6 @@ def test_the_budget_waits_for_the_trials_in_flight_then_finishes(tmp_path: Path)
 
 def test_an_engine_that_finishes_waits_for_the_trials_in_flight(tmp_path: Path) -> None:
     from ray.tune.search import Searcher  # noqa: PLC0415 - the Ray face's answers
-
     from raytuner.searchers.common import ask_for_ray  # noqa: PLC0415
 
     session = TuningSession(NAME, PROBLEM, ThreeTrials(PROBLEM, TASKS, seed=11), JsonStore(tmp_path))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
-
 from repo_data import GPTUNE_DEMO
+
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store import EvaluationQuery, HistoryStore, VersionRange, read_history_file

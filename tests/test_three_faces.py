@@ -62,7 +62,6 @@ def _through_a_session(directory: Path) -> None:
 
 def _through_ray(directory: Path) -> None:
     from ray import tune  # noqa: PLC0415
-
     from raytuner.searchers import RandomSearcher  # noqa: PLC0415
 
     def trainable(config: dict[str, Any]) -> None:

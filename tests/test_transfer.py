@@ -10,8 +10,16 @@ from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies.transfer import (ALGORITHMS, DEFAULT_POOL, FIRST, SINGLE_ALGORITHMS, SourceData,
-                                          TransferLearning, ensemble_probabilities, exploration_rate)
+from raytuner.strategies.transfer import (
+    ALGORITHMS,
+    DEFAULT_POOL,
+    FIRST,
+    SINGLE_ALGORITHMS,
+    SourceData,
+    TransferLearning,
+    ensemble_probabilities,
+    exploration_rate,
+)
 from raytuner.strategies.transfer.algorithms import dynamic_weights
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
 

@@ -40,10 +40,12 @@ import inspect
 import logging
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 import numpy as np
+
 from raytuner.analysis.surrogate import SurrogateModel, surrogate_from_records
 from raytuner.constraints import Constraint
 from raytuner.errors import InvalidInputError
@@ -140,7 +142,7 @@ class SensitivityResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SensitivityResult":
+    def from_dict(cls, data: Mapping[str, Any]) -> SensitivityResult:
         """The result :meth:`to_dict` wrote (``None`` indices read back as NaN).
 
         Args:

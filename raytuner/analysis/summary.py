@@ -15,7 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from raytuner.records import FunctionEvaluation, task_key
 

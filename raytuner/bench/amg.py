@@ -32,7 +32,8 @@ import math
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp

@@ -50,9 +50,10 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +61,17 @@ from raytuner.analysis import r_bar, relative_performance, win_rate
 from raytuner.bench import band_peers as peers
 from raytuner.bench.band_peers import Trace
 from raytuner.bench.band_ray import run_demo_ray, run_lcbench_ray
-from raytuner.bench.band_report import (GOAL_LONGEST_ASK_S, GOAL_R_BAR, GOAL_WIN_RATE_BOHB, MLA, REFERENCE, all_goals,
-                                        goals, render_report, save_plot)
+from raytuner.bench.band_report import (
+    GOAL_LONGEST_ASK_S,
+    GOAL_R_BAR,
+    GOAL_WIN_RATE_BOHB,
+    MLA,
+    REFERENCE,
+    all_goals,
+    goals,
+    render_report,
+    save_plot,
+)
 from raytuner.bench.band_smac import run_lcbench_smac
 from raytuner.bench.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.bench.report import finish_run, machine_at_start

@@ -43,9 +43,10 @@ import math
 import os
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from raytuner.bench.band_peers import Trace, demo_budget
 from raytuner.bench.band_ray_budget import ReportBudget, hyperband_trials, report_points

@@ -14,8 +14,9 @@ and so do the goals over the whole run (:func:`goals`, :func:`all_goals`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raytuner.bench.report import markdown_table, save_history_plot
 

@@ -45,8 +45,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from raytuner.bench.band_peers import Trace
 from raytuner.bench.band_ray import budget_trace, config_space

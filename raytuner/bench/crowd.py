@@ -39,8 +39,14 @@ from raytuner.bench.report import finish_run, machine_info, markdown_table, perc
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.testing.functions import ISHIGAMI_PROBLEM, MIXED12_INDICES, MIXED12_PROBLEM, ishigami, \
-    ishigami_indices, mixed12
+from raytuner.testing.functions import (
+    ISHIGAMI_PROBLEM,
+    MIXED12_INDICES,
+    MIXED12_PROBLEM,
+    ishigami,
+    ishigami_indices,
+    mixed12,
+)
 
 __all__ = ["Settings", "FULL", "QUICK", "run"]
 
@@ -127,8 +133,8 @@ def _sensitivity(client: Any, name: str, problem: dict[str, Any], function: Any,
 
 def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
     """Run the benchmark against a fresh mongod under ``workdir``; returns the figures."""
-    from raytuner.crowd import CrowdRepository  # noqa: PLC0415
     from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
+    from raytuner.crowd import CrowdRepository  # noqa: PLC0415
     from raytuner.service.server import TuningServer  # noqa: PLC0415
     from raytuner.store.mongo_client import open_client  # noqa: PLC0415
     from raytuner.testing.mongod import LocalMongod  # noqa: PLC0415

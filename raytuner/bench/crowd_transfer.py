@@ -50,14 +50,20 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from raytuner.bench.crowd_transfer_problems import (TransferProblem, kernel_problem, lcbench_problem, tpe_run,
-                                                    transferability)
+from raytuner.bench.crowd_transfer_problems import (
+    TransferProblem,
+    kernel_problem,
+    lcbench_problem,
+    tpe_run,
+    transferability,
+)
 from raytuner.bench.report import finish_run, machine_at_start, markdown_table
 from raytuner.errors import TuningFinished
 from raytuner.executors import InlineExecutor

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -181,7 +182,7 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
 
 
 def tpe_run(problem: ProblemSpace, task: dict[str, Any],
-            measure: Callable[[Mapping[str, Any]], "tuple[float | None, str | None]"], n: int, seed: int, *,
+            measure: Callable[[Mapping[str, Any]], tuple[float | None, str | None]], n: int, seed: int, *,
             startup: int | None = None, first: Sequence[Mapping[str, Any]] = (),
             runs: Callable[[Mapping[str, Any]], bool] | None = None) -> list[FunctionEvaluation]:
     """A tuning run of ``task`` by Optuna's TPE: ``n`` evaluations, ``first`` configurations enqueued first.

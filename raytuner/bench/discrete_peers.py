@@ -51,8 +51,9 @@ import shutil
 import tempfile
 import warnings
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

@@ -34,9 +34,10 @@ import json
 import logging
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -158,7 +159,7 @@ class KernelCache:
                        for c in self.configs]
 
     @classmethod
-    def from_document(cls, document: Mapping[str, Any], source: str = "<document>") -> "KernelCache":
+    def from_document(cls, document: Mapping[str, Any], source: str = "<document>") -> KernelCache:
         """A cache from the parsed JSON of a cache file.
 
         Args:

@@ -52,9 +52,10 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,13 +63,25 @@ from raytuner.analysis import best_so_far, r_bar, relative_performance
 from raytuner.bench.ask_tell import drive_tasks
 from raytuner.bench.band_peers import optuna_rows, torch_missing
 from raytuner.bench.mla_lcbench import FULL_LCBENCH, QUICK_LCBENCH, lcbench_cells, render_lcbench
-from raytuner.bench.mla_overhead import (GOAL_ASK_SECONDS, GOAL_SPEEDUP, LOGLIK_TOLERANCE, OverheadSettings,
-                                         overhead_goals, render_overhead, run_overhead)
-from raytuner.bench.mla_scale import (EXACT_MAX_RECORDS, GOAL_ASK_AT_SCALE, GOAL_COLD_FIT_SECONDS,
-                                      GOAL_WARM_ASK_SECONDS, HELDOUT_MIN_RECORDS, HELDOUT_PER_TASK,
-                                      scale_goals)
-from raytuner.bench.report import (machine_at_start, markdown_table, peer_win_rates, publish, save_history_plot,
-                                   win_cell)
+from raytuner.bench.mla_overhead import (
+    GOAL_ASK_SECONDS,
+    GOAL_SPEEDUP,
+    LOGLIK_TOLERANCE,
+    OverheadSettings,
+    overhead_goals,
+    render_overhead,
+    run_overhead,
+)
+from raytuner.bench.mla_scale import (
+    EXACT_MAX_RECORDS,
+    GOAL_ASK_AT_SCALE,
+    GOAL_COLD_FIT_SECONDS,
+    GOAL_WARM_ASK_SECONDS,
+    HELDOUT_MIN_RECORDS,
+    HELDOUT_PER_TASK,
+    scale_goals,
+)
+from raytuner.bench.report import machine_at_start, markdown_table, peer_win_rates, publish, save_history_plot, win_cell
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch, Strategy
 from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum

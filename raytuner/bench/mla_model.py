@@ -34,7 +34,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr

@@ -30,8 +30,9 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

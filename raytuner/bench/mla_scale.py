@@ -33,7 +33,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -32,9 +32,10 @@ import multiprocessing
 import os
 import statistics
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

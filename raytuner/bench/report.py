@@ -16,8 +16,9 @@ import os
 import platform
 import resource
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from raytuner.analysis.metrics import win_rate, win_rate_se
 from raytuner.environment import cpu_model

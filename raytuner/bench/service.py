@@ -58,16 +58,17 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from raytuner.bench.report import finish_run, goal_lines, machine_at_start, markdown_table, percentile, verdict
-from raytuner.testing.service import Cell, ServerProcess, drive_clients
 from raytuner.errors import InvalidInputError
 from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.testing.service import Cell, ServerProcess, drive_clients
 
 __all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "summarise", "goals",
            "render_report"]

@@ -48,9 +48,10 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from raytuner.bench.report import machine_info, markdown_table, peak_rss_mb, percentile, publish, rss_mb
 from raytuner.environment import machine_configuration, software_configuration

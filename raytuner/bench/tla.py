@@ -42,16 +42,32 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from raytuner.bench.report import finish_run, machine_at_start
-from raytuner.bench.tla_drive import (BRANIN_TASK_SEED, CROSS_MACHINE_ID, FULL, QUICK, SCALE_SAMPLES, SCENARIOS,
-                                      SOURCE_SEED, TUNERS, Scenario, Settings, Trace, branin_tasks, drive_all,
-                                      make_engine, run_tuner, source_records)
+from raytuner.bench.tla_drive import (
+    BRANIN_TASK_SEED,
+    CROSS_MACHINE_ID,
+    FULL,
+    QUICK,
+    SCALE_SAMPLES,
+    SCENARIOS,
+    SOURCE_SEED,
+    TUNERS,
+    Scenario,
+    Settings,
+    Trace,
+    branin_tasks,
+    drive_all,
+    make_engine,
+    run_tuner,
+    source_records,
+)
 from raytuner.bench.tla_kernel import run_cross_machine
 from raytuner.bench.tla_report import goals, render_report, save_plots, summarise, versus_reference
 from raytuner.executors import InlineExecutor

@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,14 @@ from raytuner.bench.tla_report import CHECKPOINTS
 from raytuner.executors import InlineExecutor
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.testing.functions import BRANIN_PROBLEM, DEMO_PROBLEM, branin, branin_grid_minimum, demo, demo_grid_minimum
+from raytuner.testing.functions import (
+    BRANIN_PROBLEM,
+    DEMO_PROBLEM,
+    branin,
+    branin_grid_minimum,
+    demo,
+    demo_grid_minimum,
+)
 
 __all__ = ["TUNERS", "SOURCE_SEED", "BRANIN_TASK_SEED", "SCALE_SAMPLES", "CROSS_MACHINE_ID", "Scenario", "SCENARIOS",
            "Settings", "FULL", "QUICK", "Trace", "Evaluate", "branin_tasks", "source_records", "make_engine",

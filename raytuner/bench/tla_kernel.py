@@ -22,8 +22,9 @@ Example (about 3 minutes on 2 cores with every tuner and 2 seeds)::
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from raytuner.cli.errors import history_file
 from raytuner.cli.options import ENV_PRIVATE_KEY, credential, echo_json, pairs, private_key_option
+from raytuner.errors import InvalidInputError
 from raytuner.jsonfile import read_json_file
 from raytuner.jsontext import loads_strict
-from raytuner.errors import InvalidInputError
 from raytuner.records import HistoryDocument
 
 __all__ = ["crowd"]

@@ -37,9 +37,10 @@ import importlib
 import logging
 import os
 import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, NoReturn
+from typing import Any, NoReturn
 
 import click
 

@@ -25,8 +25,20 @@ from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
 from raytuner.store import JsonStore, open_store, read_history_file, write_history_file
 from raytuner.store.ledger import LOGS
-from raytuner.view import DETAIL_COLUMNS, PLOTS, HistoryView, config_label, load_history, read_history, task_label
-from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation
+from raytuner.view import (
+    DETAIL_COLUMNS,
+    PLOTS,
+    HistoryView,
+    config_label,
+    load_history,
+    plot_brackets,
+    plot_front,
+    plot_history,
+    plot_parameter,
+    plot_task_correlation,
+    read_history,
+    task_label,
+)
 
 __all__ = ["history", "summarise"]
 

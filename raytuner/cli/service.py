@@ -39,7 +39,8 @@ import json
 import logging
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import click

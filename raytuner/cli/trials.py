@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 

@@ -27,7 +27,8 @@ import logging
 import random
 import re
 import time
-from typing import Any, Callable, Self
+from collections.abc import Callable
+from typing import Any, Self
 
 import grpc
 

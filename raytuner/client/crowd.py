@@ -31,21 +31,22 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import TypeAdapter
 
 from raytuner.analysis.sensitivity import SensitivityResult
+from raytuner.analysis.surrogate import surrogate_from_records
+from raytuner.client.channel import ServiceChannel
 from raytuner.crowd.signatures import Signer
 from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS, CrowdSyncStore
-from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
-from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
-from raytuner.client.channel import ServiceChannel
 from raytuner.protocol import MAX_JSON_BYTES, dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
 

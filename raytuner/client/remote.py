@@ -32,8 +32,9 @@ import numbers
 import os
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import grpc
 
@@ -42,11 +43,11 @@ from raytuner.crowd.signatures import Signer
 from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, parse_outputs
-from raytuner.store.base import EvaluationQuery
 from raytuner.protocol import dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.records import FunctionEvaluation, parse_outputs
+from raytuner.store.base import EvaluationQuery
 
 __all__ = ["ServiceChannel", "RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]
 

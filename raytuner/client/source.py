@@ -14,7 +14,8 @@ Example (needs a running service)::
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store.base import EvaluationQuery

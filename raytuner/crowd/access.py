@@ -24,8 +24,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, get_args
+from typing import Any, Literal, get_args
 
 from raytuner.crowd.names import check_group, check_username
 from raytuner.errors import InvalidInputError
@@ -54,7 +55,7 @@ class AccessSpec:
     groups: tuple[str, ...] = ()
 
     @classmethod
-    def build(cls, access: Any, users: Iterable[Any] = (), groups: Iterable[Any] = ()) -> "AccessSpec":
+    def build(cls, access: Any, users: Iterable[Any] = (), groups: Iterable[Any] = ()) -> AccessSpec:
         """Validate an access specification, naming the bad field and the allowed values.
 
         Args:

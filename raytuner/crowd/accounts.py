@@ -26,9 +26,10 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pymongo
 from pymongo.collection import Collection
@@ -37,9 +38,8 @@ from pymongo.errors import DuplicateKeyError
 from raytuner.crowd.access import User
 from raytuner.crowd.errors import AccessDenied, Unauthenticated
 from raytuner.crowd.keys import matches, new_key, parse_key
-from raytuner.crowd.signatures import (WINDOW_SECONDS, is_signed, key_id_of, parse_signed, public_key_text,
-                                       verify)
 from raytuner.crowd.names import check_email, check_group, check_username
+from raytuner.crowd.signatures import WINDOW_SECONDS, is_signed, key_id_of, parse_signed, public_key_text, verify
 from raytuner.errors import InvalidInputError
 
 __all__ = ["UserAccounts", "KeyInfo", "NONCE_SECONDS"]
@@ -66,7 +66,7 @@ class KeyInfo:
 
 
 def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 class UserAccounts:

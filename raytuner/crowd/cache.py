@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from raytuner.errors import InvalidInputError
 from raytuner.meta import MetaDescription

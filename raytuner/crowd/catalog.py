@@ -19,7 +19,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pymongo
 from pymongo.collection import Collection

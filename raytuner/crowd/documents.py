@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Iterable, Mapping, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -58,7 +59,7 @@ def record_document(base: dict[str, Any], record: dict[str, Any], field: str) ->
         check_field_name(key, f"{field}.<key>")
     uid = record["uid"]
     return {"_id": f"{base['problem']}:{uid}", "uid": uid, **base, "record": record,
-            "uploaded": _dt.datetime.now(_dt.timezone.utc)}
+            "uploaded": _dt.datetime.now(_dt.UTC)}
 
 
 def evaluation_document(base: dict[str, Any], record: dict[str, Any], machines: Mapping[str, str],

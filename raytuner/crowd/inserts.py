@@ -19,8 +19,9 @@ Example (needs MongoDB)::
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Callable
+from typing import Any
 
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError

@@ -47,8 +47,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from raytuner.crowd.names import (
     check_catalog_name,
@@ -138,7 +139,7 @@ class ProblemSpaceQuery:
     conditions: tuple[SpaceCondition, ...] = ()
 
     @classmethod
-    def parse(cls, data: Any, field: str = "problem_space") -> "ProblemSpaceQuery":
+    def parse(cls, data: Any, field: str = "problem_space") -> ProblemSpaceQuery:
         """Validate ``data`` (``None`` is an empty query).
 
         Args:
@@ -210,7 +211,7 @@ class ConfigurationSpaceQuery:
     users: tuple[str, ...] = field(default=())
 
     @classmethod
-    def parse(cls, data: Any, field: str = "configuration_space") -> "ConfigurationSpaceQuery":
+    def parse(cls, data: Any, field: str = "configuration_space") -> ConfigurationSpaceQuery:
         """Validate ``data`` (``None`` is an empty query).
 
         Args:

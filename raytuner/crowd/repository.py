@@ -45,9 +45,10 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pymongo
 from pymongo.collection import Collection
@@ -55,11 +56,18 @@ from pymongo.collection import Collection
 from raytuner.crowd.access import AccessSpec, User, visibility_filter
 from raytuner.crowd.accounts import KeyInfo, UserAccounts
 from raytuner.crowd.catalog import AliasCatalog, match_key
+from raytuner.crowd.documents import (
+    TASK_INDEX,
+    evaluation_document,
+    iterate_records,
+    json_text,
+    record_dict,
+    record_document,
+    task_hint,
+)
 from raytuner.crowd.inserts import insert_documents
-from raytuner.crowd.documents import (TASK_INDEX, evaluation_document, iterate_records, json_text, record_dict,
-                                      record_document, task_hint)
 from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
-from raytuner.errors import InvalidInputError, StoreError
+from raytuner.errors import InvalidInputError
 from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord, check_problem_name
 from raytuner.store.mongo_client import mongo_errors, open_client
 from raytuner.store.mongo_store import DURABLE
@@ -154,7 +162,7 @@ class CrowdRepository(UserAccounts):
         if self._owns_client:
             self.client.close()
 
-    def __enter__(self) -> "CrowdRepository":
+    def __enter__(self) -> CrowdRepository:
         return self
 
     def __exit__(self, *exc: object) -> None:

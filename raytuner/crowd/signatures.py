@@ -201,7 +201,7 @@ class Signer:
         return f"Signer(key_id={self.key_id!r})"
 
     @classmethod
-    def from_pem(cls, pem: bytes) -> "Signer":
+    def from_pem(cls, pem: bytes) -> Signer:
         """The signer of an unencrypted PKCS#8 PEM Ed25519 private key.
 
         Args:
@@ -217,7 +217,7 @@ class Signer:
         return cls(key)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> "Signer":
+    def from_file(cls, path: str | os.PathLike[str]) -> Signer:
         """The signer of the private key in the file at ``path``.
 
         Args:

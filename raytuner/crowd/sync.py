@@ -50,7 +50,8 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from raytuner.crowd.access import User
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
@@ -111,7 +112,7 @@ class CrowdSyncStore(HistoryStore):
 
     @classmethod
     def as_user(cls, store: HistoryStore, repository: Any, user: User, session_id: str,
-                access: str = DEFAULT_SYNC_ACCESS) -> "CrowdSyncStore":
+                access: str = DEFAULT_SYNC_ACCESS) -> CrowdSyncStore:
         """``store``, session ``session_id``'s evaluations and models uploaded to ``repository`` as ``user``.
 
         For the tuning service, which holds the crowd repository itself (no client, no key per call).

@@ -17,7 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from raytuner.environment import split_version
 from raytuner.errors import InvalidInputError

@@ -31,22 +31,29 @@ from __future__ import annotations
 
 import math
 import os
-
-import pandas as pd
 import secrets
 from typing import Any
 from urllib.parse import urlencode
 
+import pandas as pd
 from flask import Flask, Response, abort, jsonify, redirect, request
 from markupsafe import escape
 
 from raytuner.dashboard.pages import render, svg, table_html
-from raytuner.dashboard.state import config
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
+from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.store import HistoryStore
-from raytuner.view import (DETAIL_COLUMNS, HistoryView, plot_brackets, plot_front, plot_history, plot_parameter,
-                           plot_task_correlation, task_label)
+from raytuner.view import (
+    DETAIL_COLUMNS,
+    HistoryView,
+    plot_brackets,
+    plot_front,
+    plot_history,
+    plot_parameter,
+    plot_task_correlation,
+    task_label,
+)
 
 __all__ = ["create_app"]
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from flask import Flask, Response, redirect, request
 from markupsafe import escape

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 from flask import render_template_string

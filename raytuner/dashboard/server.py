@@ -47,7 +47,7 @@ class DashboardServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
 
-    def start(self) -> "DashboardServer":
+    def start(self) -> DashboardServer:
         """Serve in a background thread; returns at once."""
         self._thread = threading.Thread(target=self._server.serve_forever, name="raytuner-dashboard", daemon=True)
         self._thread.start()
@@ -66,7 +66,7 @@ class DashboardServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def __enter__(self) -> "DashboardServer":
+    def __enter__(self) -> DashboardServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

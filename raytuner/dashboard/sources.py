@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import logging
 import os
-from abc import ABC, abstractmethod
 import threading
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -71,7 +72,7 @@ class TableQuery:
     page: int = 1
 
     @classmethod
-    def from_args(cls, args: Mapping[str, str], task_columns: list[str]) -> "TableQuery":
+    def from_args(cls, args: Mapping[str, str], task_columns: list[str]) -> TableQuery:
         """Read a query from a page's URL arguments (``min.NAME``/``max.NAME`` bound task parameter NAME).
 
         Args:

@@ -16,8 +16,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class TrainingData:
         task = np.concatenate([np.full(len(v), i, dtype=int) for i, v in enumerate(self.y)])
         return np.vstack(self.X), task, np.concatenate(self.y)
 
-    def finite(self) -> "TrainingData":
+    def finite(self) -> TrainingData:
         """The same data without samples whose output is not finite."""
         keep = [np.isfinite(v) for v in self.y]
         return TrainingData([x[k] for x, k in zip(self.X, keep)], [v[k] for v, k in zip(self.y, keep)])
@@ -77,7 +78,7 @@ class TrainingData:
     @classmethod
     def from_records(cls, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
                      records: Sequence[FunctionEvaluation], objective: str | None = None
-                     ) -> tuple["TrainingData", list[str]]:
+                     ) -> tuple[TrainingData, list[str]]:
         """Successful evaluations of ``tasks`` as training data, with the uids used.
 
         Records of other tasks and failed records are skipped.

@@ -23,8 +23,9 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ class Standardisation:
     log_transform: bool
 
     @classmethod
-    def of(cls, data: TrainingData, log_transform: bool, centre: bool = True) -> "Standardisation":
+    def of(cls, data: TrainingData, log_transform: bool, centre: bool = True) -> Standardisation:
         """The transform fitted to ``data``.
 
         Args:
@@ -251,7 +252,7 @@ class FittedLCM:
 
     @classmethod
     def condition(cls, options: LCMOptions, data: TrainingData, transform: Standardisation,
-                  hyperparameters: Hyperparameters, report: FitReport) -> "FittedLCM":
+                  hyperparameters: Hyperparameters, report: FitReport) -> FittedLCM:
         """The model of ``data`` with the given hyperparameters (no fitting).
 
         Args:
@@ -326,7 +327,7 @@ class FittedLCM:
         """
         return self.transform.forward(task, np.asarray(y, dtype=float))
 
-    def condition_on(self, task: int, X: np.ndarray, z: np.ndarray) -> "FittedLCM":
+    def condition_on(self, task: int, X: np.ndarray, z: np.ndarray) -> FittedLCM:
         """The same model with extra (fantasy) samples of ``task`` in model units; no refit.
 
         Batch suggestions use it: a pending point enters with its predicted

@@ -26,8 +26,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class Hyperparameters:
         """Each task's prior variance ``Σ_q B_q[i, i]`` (the latent kernels have unit variance)."""
         return self.coregionalization().sum(axis=0).diagonal().copy()
 
-    def for_tasks(self, rows: Sequence[int]) -> "Hyperparameters":
+    def for_tasks(self, rows: Sequence[int]) -> Hyperparameters:
         """These hyperparameters over other tasks: task ``k`` takes the entries of this model's task ``rows[k]``.
 
         The length scales are shared by every task and stay as they are.
@@ -94,7 +95,7 @@ class Hyperparameters:
 
     @classmethod
     def from_vector(cls, vector: np.ndarray, latent: int, tasks: int, dimension: int,
-                    rank: int) -> "Hyperparameters":
+                    rank: int) -> Hyperparameters:
         """Inverse of :meth:`to_vector`.
 
         Args:
@@ -135,7 +136,7 @@ class Hyperparameters:
 
     @classmethod
     def initial(cls, latent: int, tasks: int, dimension: int, rank: int,
-                rng: np.random.Generator | None = None, nonnegative: bool = False) -> "Hyperparameters":
+                rng: np.random.Generator | None = None, nonnegative: bool = False) -> Hyperparameters:
         """A default start, or a random one drawn from ``rng``.
 
         The default spreads the latent functions' length scales
@@ -165,7 +166,7 @@ class Hyperparameters:
                    kappa=np.exp(rng.uniform(math.log(1e-3), math.log(0.5), (latent, tasks))),
                    noise=np.exp(rng.uniform(math.log(1e-5), math.log(1e-1), tasks)))
 
-    def clipped(self, nonnegative: bool = False) -> "Hyperparameters":
+    def clipped(self, nonnegative: bool = False) -> Hyperparameters:
         """The same values pulled inside :data:`BOUNDS` (for warm starts).
 
         Args:
@@ -184,7 +185,7 @@ class Hyperparameters:
                                  (("lengthscales", self.lengthscales), ("W", W), ("kappa", self.kappa),
                                   ("noise", self.noise))))
 
-    def with_new_task(self) -> "Hyperparameters":
+    def with_new_task(self) -> Hyperparameters:
         """The same model with one more task, whose weights start at the other tasks' mean.
 
         Transfer learning extends a source model by the target task this way.
@@ -223,7 +224,7 @@ class Hyperparameters:
         return {name: getattr(self, name).tolist() for name in ("lengthscales", "W", "kappa", "noise")}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Hyperparameters":
+    def from_dict(cls, data: Mapping[str, Any]) -> Hyperparameters:
         """Inverse of :meth:`to_dict`; a missing or malformed entry names the field.
 
         Args:

@@ -54,7 +54,7 @@ GRACE = 10.0
 class _Start:
     """One L-BFGS start, shipped to an executor (plain arrays: cheap to pickle)."""
 
-    sample: "_Sample"
+    sample: _Sample
     theta: np.ndarray
     max_iterations: int
     free: np.ndarray | None = None   # mask of optimised entries (None: all)
@@ -232,7 +232,7 @@ class LCM:
         report.seconds = time.perf_counter() - began
         return fitted
 
-    def _run(self, sample: "_Sample", thetas: list[np.ndarray], iterations: int, free: np.ndarray | None,
+    def _run(self, sample: _Sample, thetas: list[np.ndarray], iterations: int, free: np.ndarray | None,
              executor: Executor | None, report: FitReport, deadline: float) -> np.ndarray | None:
         """Optimise each start on ``sample`` (in parallel unless inline) until ``deadline``: the best optimum or None.
 
@@ -265,7 +265,7 @@ class LCM:
             return None
         return warm.clipped(self.options.nonnegative(shape[1]))
 
-    def _starts(self, sample: "_Sample", warm: Hyperparameters | None, rng: np.random.Generator,
+    def _starts(self, sample: _Sample, warm: Hyperparameters | None, rng: np.random.Generator,
                 free: np.ndarray | None) -> list[np.ndarray]:
         """The warm (or default) start, then the best screened random starts."""
         first = warm if warm is not None else Hyperparameters.initial(*sample.shape)

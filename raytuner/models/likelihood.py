@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky

@@ -15,9 +15,10 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
@@ -184,7 +185,7 @@ class LCMOptions:
                                                        f"got {columns!r}")
             object.__setattr__(self, "categorical", tuple(sorted({int(c) for c in columns})))
 
-    def weighted(self, task_weights: TaskWeights | None) -> "LCMOptions":
+    def weighted(self, task_weights: TaskWeights | None) -> LCMOptions:
         """These options with ``task_weights`` where they leave the choice to the engine (``None``).
 
         Args:
@@ -214,7 +215,7 @@ class LCMOptions:
         """The columns compared by category (none when :attr:`categorical` is ``None``)."""
         return self.categorical or ()
 
-    def over(self, space: Space) -> "LCMOptions":
+    def over(self, space: Space) -> LCMOptions:
         """These options for a model over ``space``'s columns: ``categorical`` its unordered categoricals when unset.
 
         A categorical parameter whose categories are numbers in increasing or
@@ -282,7 +283,7 @@ class LCMOptions:
         return self.latent or min(tasks, 3)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LCMOptions":
+    def from_dict(cls, data: Mapping[str, Any]) -> LCMOptions:
         """Options from plain data: an engine spec's stored :meth:`to_dict`, or some fields a user wrote.
 
         A dict holding every field that ``to_dict`` has written since engine

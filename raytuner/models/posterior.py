@@ -109,7 +109,7 @@ class ExactPosterior:
         self.log_likelihood = float(-0.5 * z @ self.alpha - np.log(np.diag(L)).sum()
                                     - 0.5 * len(z) * math.log(2 * math.pi))
 
-    def extended(self, cross: np.ndarray, block: np.ndarray, z: np.ndarray) -> "ExactPosterior | None":
+    def extended(self, cross: np.ndarray, block: np.ndarray, z: np.ndarray) -> ExactPosterior | None:
         """The posterior with ``k`` more training samples, from this factorisation in ``O(n² k)``, or ``None``.
 
         The Cholesky factor grows by a block row, ``S = K_new,old L⁻ᵀ`` and

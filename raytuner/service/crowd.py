@@ -13,7 +13,8 @@ evaluations the caller may see, so the records need not travel.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import grpc
 
@@ -22,9 +23,9 @@ from raytuner.analysis.surrogate import check_modeler, surrogate_from_records
 from raytuner.crowd.repository import RECORD_KINDS
 from raytuner.errors import InvalidInputError
 from raytuner.protocol import METADATA_KEY, dumps, json_field
-from raytuner.service.handlers import rpc, status_of
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.service.handlers import rpc, status_of
 from raytuner.space import ProblemSpace
 
 __all__ = ["CrowdServicer", "BATCH"]

@@ -35,7 +35,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from typing import Any, Callable, Iterator, Literal, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
 import grpc
 

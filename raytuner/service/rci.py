@@ -43,9 +43,10 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription

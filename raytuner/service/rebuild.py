@@ -39,8 +39,9 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raytuner.errors import RaytunerError, StoreError
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord

@@ -25,23 +25,24 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from concurrent import futures
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 
-from raytuner.errors import InvalidInputError, validate
-from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.crowd.cache import is_cache_name
+from raytuner.errors import InvalidInputError, validate
+from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.access import ProblemAccess
 from raytuner.service.auth import ApiKeys
-from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.service.handlers import Abort, rpc, status_of
 from raytuner.service.limits import PerKeyLimits, default_limits
 from raytuner.service.session_crowd import CROWD_OWNER
 from raytuner.service.sessions import ServiceSession, SessionManager
-from raytuner.protocol.v1 import tuning_pb2 as pb
-from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store import open_store
 from raytuner.store.base import EvaluationQuery, HistoryStore
 
@@ -340,7 +341,7 @@ class TuningServer:
         """
         return self._server.wait_for_termination(timeout) if self._server is not None else True
 
-    def __enter__(self) -> "TuningServer":
+    def __enter__(self) -> TuningServer:
         self.start()
         return self
 

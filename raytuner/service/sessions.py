@@ -41,22 +41,23 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
+from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, as_number, task_key
-from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
 from raytuner.service.session_crowd import CrowdSessions
 from raytuner.session import Trial, TuningSession
-from raytuner.trial import read_trials
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 from raytuner.store.source import StoreSource
 from raytuner.strategies.base import Strategy
 from raytuner.strategies.registry import ENGINES, EngineSpec, build_engine
+from raytuner.trial import read_trials
 
 __all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "AskStatus"]
 

@@ -16,7 +16,8 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Mapping, Sequence, Union
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,7 +35,7 @@ from raytuner.store.ledger import Ledger
 
 __all__ = ["HistoryStore", "EvaluationQuery", "VersionRange", "check_problem_name", "PROBLEM_NAME_RULE"]
 
-NumericRange = tuple[Union[float, None], Union[float, None]]
+NumericRange = tuple[float | None, float | None]
 
 
 def _contains(have: Any, want: Any) -> bool:
@@ -59,7 +60,7 @@ class EvaluationQuery(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    task: dict[str, Union[NumericRange, list[Any]]] = Field(default_factory=dict)
+    task: dict[str, NumericRange | list[Any]] = Field(default_factory=dict)
     machine: dict[str, Any] = Field(default_factory=dict)
     software: dict[str, VersionRange] = Field(default_factory=dict)
     status: set[Status] | None = None
@@ -85,7 +86,7 @@ class EvaluationQuery(BaseModel):
         return v
 
     @classmethod
-    def parse(cls, data: Any) -> "EvaluationQuery":
+    def parse(cls, data: Any) -> EvaluationQuery:
         """Validate a query given as plain data, naming the bad field on error.
 
         Args:
@@ -231,10 +232,10 @@ class HistoryStore(ABC):
         its sessions and API keys there too. Getting the ledger writes nothing.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Release files or connections; the store is not used afterwards."""
 
-    def check_writable(self, problem: str) -> None:
+    def check_writable(self, problem: str) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Raise :class:`~raytuner.errors.StoreError` when ``problem`` cannot be written as it is stored.
 
         A writer calls it before it starts, so that it refuses at once rather than at its first
@@ -294,7 +295,7 @@ class HistoryStore(ABC):
             surrogate_model=self.models(problem),
         )
 
-    def __enter__(self) -> "HistoryStore":
+    def __enter__(self) -> HistoryStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

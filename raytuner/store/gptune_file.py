@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import io
-import json
 import os
 import secrets
 from pathlib import Path
@@ -33,7 +32,9 @@ from raytuner.jsontext import dumps_standard
 from raytuner.records import HistoryDocument
 from raytuner.space import ProblemSpace
 from raytuner.store.gptune_schemas import normalise_history
-from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL, SURROGATE_MODEL as _SURROGATE, fsync_dir
+from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL
+from raytuner.store.journal import SURROGATE_MODEL as _SURROGATE
+from raytuner.store.journal import fsync_dir
 
 __all__ = ["HISTORY_FILE", "parse_history", "read_history_file", "write_history_file", "history_text"]
 

@@ -41,8 +41,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from raytuner.errors import InvalidInputError
 from raytuner.gptune_fields import with_transformers

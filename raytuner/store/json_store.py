@@ -55,14 +55,14 @@ import fcntl
 import logging
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
-from raytuner.jsontext import loads_stored
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.gptune_file import write_history_file

@@ -50,9 +50,10 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from raytuner.errors import InvalidInputError, StoreError
 from raytuner.jsontext import dumps_standard, loads_stored
@@ -90,7 +91,7 @@ class Ledger(ABC):
             **equal: Field values a document must have (``session_id="..."``).
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Release what the ledger holds (it holds nothing between appends by default)."""
 
 

@@ -26,8 +26,9 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pymongo
 from bson.errors import InvalidDocument

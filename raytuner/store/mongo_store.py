@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import bson
 import pymongo
@@ -59,9 +60,9 @@ from pymongo.write_concern import WriteConcern
 
 from raytuner.errors import InvalidInputError, StoreError
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.store.mongo_client import mongo_errors, open_client, redact_uri
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
+from raytuner.store.mongo_client import mongo_errors, open_client, redact_uri
 
 __all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL", "DURABLE", "MAJORITY"]
 

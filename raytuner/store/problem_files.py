@@ -16,9 +16,9 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from raytuner.errors import StoreError
 from raytuner.store.journal import fsync_dir

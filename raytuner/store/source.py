@@ -23,7 +23,8 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store.base import EvaluationQuery, HistoryStore

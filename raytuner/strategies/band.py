@@ -44,21 +44,28 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
+from raytuner.pareto import feasible, pareto_front
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
-from raytuner.pareto import feasible, pareto_front
+from raytuner.strategies.band_plan import BandPlan, Step
+from raytuner.strategies.band_sampler import (
+    LEVEL,
+    SOURCE_PROPOSALS,
+    LevelSampler,
+    MultiObjectiveLevelSampler,
+    lift_sources,
+    sources_for,
+)
 from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
 from raytuner.strategies.base import Strategy, Suggestion, source_records
-from raytuner.strategies.band_plan import BandPlan, Step
-from raytuner.strategies.band_sampler import (LEVEL, SOURCE_PROPOSALS, LevelSampler, MultiObjectiveLevelSampler,
-                                              lift_sources, sources_for)
 from raytuner.strategies.breaches import NOTE
 from raytuner.strategies.multiobjective import tunes_several
 

@@ -25,8 +25,9 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance

@@ -10,7 +10,8 @@ every evaluation.
 from __future__ import annotations
 
 import logging
-from typing import Any, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key

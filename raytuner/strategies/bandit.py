@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from raytuner.errors import InvalidInputError
 
@@ -55,7 +56,7 @@ class BanditStructure:
         object.__setattr__(self, "fidelities", values)
 
     @classmethod
-    def hyperband(cls, b_min: float, b_max: float, eta: int, *, integer: bool = False) -> "BanditStructure":
+    def hyperband(cls, b_min: float, b_max: float, eta: int, *, integer: bool = False) -> BanditStructure:
         """Hyperband's setup: ``s_max = ⌊log_η(b_max/b_min)⌋`` and ``B(s) = b_max η^-s``.
 
         ``integer=True`` rounds each fidelity to the nearest integer (epochs,

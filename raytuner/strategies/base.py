@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -258,7 +259,7 @@ class Strategy(ABC):
             task: Restrict the suggestion to this task (default: the engine's choice).
         """
 
-    def tell(self, told: "FunctionEvaluation | Suggestion", outputs: Mapping[str, Any] | None = None, *,
+    def tell(self, told: FunctionEvaluation | Suggestion, outputs: Mapping[str, Any] | None = None, *,
              failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
         """Fold one finished (or failed) evaluation into the state; returns the record folded in.
 
@@ -302,7 +303,7 @@ class Strategy(ABC):
             self._told_suggestions[record.uid] = record
         return record
 
-    def admit(self, told: "FunctionEvaluation | Suggestion", outputs: Mapping[str, Any] | None = None, *,
+    def admit(self, told: FunctionEvaluation | Suggestion, outputs: Mapping[str, Any] | None = None, *,
               failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
         """The record :meth:`tell` would fold in, checked, and nothing changed (a face checks before it stores).
 
@@ -352,7 +353,7 @@ class Strategy(ABC):
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one checked evaluation into the state (each engine's own part of :meth:`tell`)."""
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
+    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],  # noqa: B027 (an optional hook: nothing by default)
                     provenance: Provenance | None = None) -> None:
         """Treat ``config`` as asked and not yet told (a trial adopted after a restore).
 
@@ -370,7 +371,7 @@ class Strategy(ABC):
         models, self._new_models = self._new_models, []
         return models
 
-    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
+    def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Take back stored surrogate models (a model-based engine warm-starts from the last one).
 
         Args:

@@ -24,8 +24,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raytuner.pareto import nsga_order
 from raytuner.records import FunctionEvaluation, Provenance, task_key

@@ -29,7 +29,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from raytuner.records import FunctionEvaluation
 from raytuner.strategies.bandit import BanditStructure, FidelityMode

@@ -44,8 +44,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor

@@ -22,9 +22,9 @@ Example:
 from __future__ import annotations
 
 import copy
-
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class EngineSpec:
         return {"name": self.name, "options": copy.deepcopy(dict(self.options))}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EngineSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> EngineSpec:
         """Inverse of :meth:`to_dict`.
 
         Args:

@@ -28,9 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Sequence
 
 from raytuner.errors import InvalidInputError, RaytunerError
 
@@ -190,7 +190,7 @@ class LocalCluster:
         except FileNotFoundError:
             pass
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         try:
             self.start()
         except BaseException:

@@ -37,9 +37,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Sequence
 
 from raytuner.errors import StoreError
 
@@ -210,7 +210,7 @@ class LocalMongod:
 
     # -- life cycle ---------------------------------------------------------------------------
 
-    def start(self) -> "LocalMongod":
+    def start(self) -> LocalMongod:
         """Launch the server and wait until it answers ``ping`` (a replica set: is primary); returns ``self``.
 
         Raises :class:`StoreError` (with the end of the server's log) when no
@@ -356,7 +356,7 @@ class LocalMongod:
 
     # -- context manager ----------------------------------------------------------------------
 
-    def __enter__(self) -> "LocalMongod":
+    def __enter__(self) -> LocalMongod:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -29,9 +29,10 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import pandas as pd
 

@@ -23,7 +23,8 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd

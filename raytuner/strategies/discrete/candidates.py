@@ -30,8 +30,9 @@ import itertools
 import logging
 import math
 import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import qmc
@@ -90,7 +91,7 @@ class CandidateSet:
 
     @classmethod
     def from_problem(cls, problem: ProblemSpace, task: Mapping[str, Any] | None = None,
-                     limit: int = MAX_ENUMERATED) -> "CandidateSet":
+                     limit: int = MAX_ENUMERATED) -> CandidateSet:
         """Enumerate the configurations of ``problem`` that meet its constraints for ``task``.
 
         Args:
@@ -115,7 +116,7 @@ class CandidateSet:
         return cls._build(problem, values, configs)
 
     @classmethod
-    def from_configs(cls, problem: ProblemSpace, configs: Sequence[Mapping[str, Any]]) -> "CandidateSet":
+    def from_configs(cls, problem: ProblemSpace, configs: Sequence[Mapping[str, Any]]) -> CandidateSet:
         """The explicit list ``configs`` (duplicates dropped), checked against the parameter space.
 
         Args:
@@ -134,7 +135,7 @@ class CandidateSet:
 
     @classmethod
     def _build(cls, problem: ProblemSpace, values: list[list[Any]], configs: list[dict[str, Any]]
-               ) -> "CandidateSet":
+               ) -> CandidateSet:
         space_names = problem.parameter_space.names
         ranks = [{repr(v): r for r, v in enumerate(vals)} for vals in values]
         rank_matrix = np.array([[ranks[j][repr(c[n])] for j, n in enumerate(space_names)] for c in configs],

@@ -49,14 +49,15 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
+from raytuner.pareto import pareto_front
 from raytuner.records import FunctionEvaluation, Provenance, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy, Suggestion
 from raytuner.strategies.discrete.candidates import CandidateSet
-from raytuner.pareto import pareto_front
 from raytuner.strategies.discrete.gp import KERNELS
 from raytuner.strategies.discrete.portfolio import AFS, AdvancedMulti, Multi, Portfolio, Single
 from raytuner.strategies.discrete.search import TaskSearch

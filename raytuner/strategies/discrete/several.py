@@ -25,9 +25,9 @@ import numpy as np
 
 from raytuner.errors import InfeasibleSpaceError
 from raytuner.records import FunctionEvaluation
+from raytuner.strategies.breaches import NOTE, BreachValues
 from raytuner.strategies.discrete.candidates import CandidateSet
 from raytuner.strategies.discrete.search import Pick, TaskSearch
-from raytuner.strategies.breaches import NOTE, BreachValues
 from raytuner.strategies.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 
 __all__ = ["SeveralSearch", "SHORTLIST"]

@@ -43,8 +43,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 from scipy.optimize import nnls
@@ -52,8 +52,13 @@ from scipy.optimize import nnls
 from raytuner.executors import Executor
 from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.strategies.transfer.data import SourceData, fit_gp
-from raytuner.strategies.transfer.surrogates import (MultitaskModel, StackedModel, TargetModel, WeightedSumModel,
-                                                     fantasise)
+from raytuner.strategies.transfer.surrogates import (
+    MultitaskModel,
+    StackedModel,
+    TargetModel,
+    WeightedSumModel,
+    fantasise,
+)
 
 __all__ = ["TargetData", "FitContext", "BUILDERS", "PSEUDO_DESIGN", "dynamic_weights"]
 

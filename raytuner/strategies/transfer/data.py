@@ -36,8 +36,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -207,7 +208,7 @@ class SourceData:
         self.__dict__.update(state)
         self._lock = threading.RLock()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "SourceData":
+    def __deepcopy__(self, memo: dict[int, Any]) -> SourceData:
         """The same instance: copies of an engine share the source and its fitted models (read-only data)."""
         return self
 
@@ -219,7 +220,7 @@ class SourceData:
         """Latent functions of the multitask models (sources and one target): ``min(tasks, 3)``."""
         return self.options.latent or min(len(self.tasks) + 1, 3)
 
-    def without(self, uids: Iterable[str]) -> "SourceData":
+    def without(self, uids: Iterable[str]) -> SourceData:
         """The same source without the records ``uids`` (self when none of them is in it).
 
         Args:

@@ -29,7 +29,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,9 @@ from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance
+from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies.base import Strategy, Suggestion, source_records
-from raytuner.sampling import sample_configurations
 from raytuner.strategies.transfer.tla import TLA1, OptimumPrediction
 
 __all__ = ["TLA1Engine", "NEAREST_OF"]
