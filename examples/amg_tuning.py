@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from raytuner.bench.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
+from raytuner.problems.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
     AMG_PROBLEM, DEFAULT_TASKS, OBJECTIVES, TOL, SolveFailure, amg_problem, convection_diffusion, fidelity_to_k,
     solve, solve_time, solve_work)
 

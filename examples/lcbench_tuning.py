@@ -34,7 +34,7 @@ import ray
 from ray import tune
 from ray.tune import Checkpoint
 
-from raytuner.bench.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
+from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 from raytuner.store import JsonStore

@@ -28,7 +28,7 @@ from raytuner.searchers import LCMSearcher, TuningProgress
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.view import load_history, plot_history
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 log = logging.getLogger("mla_demo")
 

@@ -24,7 +24,7 @@ from ray import tune
 from raytuner.searchers import RandomSearcher, TuningProgress
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 
 def trainable(config: dict) -> None:

@@ -45,7 +45,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
 from raytuner.strategies import RandomSearch
 from raytuner.strategies.transfer import ALGORITHMS, ENSEMBLES
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 log = logging.getLogger("transfer_demo")
 

@@ -28,7 +28,7 @@ from raytuner.protocol import METADATA_KEY
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 
 USERS = {"alice": ("hpc",), "bob": ("hpc", "ml"), "carol": ("ml",), "dave": ()}
 NEXT = {"alice": "bob", "bob": "carol", "carol": "dave", "dave": "alice"}

@@ -18,7 +18,7 @@ from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure, GPTuneBand
 from raytuner.strategies.base import Suggestion
 from raytuner.strategies.brackets import Brackets
-from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity
+from raytuner.problems import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)

@@ -19,7 +19,7 @@ from raytuner.client.remote import ServiceError
 from raytuner.client.crowd import CrowdClient
 from raytuner.service.server import TuningServer
 from raytuner.space import ProblemSpace
-from raytuner.testing.functions import ISHIGAMI_PROBLEM, ishigami
+from raytuner.problems import ISHIGAMI_PROBLEM, ishigami
 
 PROBLEM = "ishigami"
 PROBLEM_SPACE = {**ISHIGAMI_PROBLEM,

@@ -33,7 +33,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, write_history_file
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.view import load_history, task_label
 
 log = logging.getLogger(__name__)

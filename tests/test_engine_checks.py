@@ -28,7 +28,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
 from raytuner.strategies import MLA, DiscreteBO, GPTuneBand, RandomSearch, Strategy
 from raytuner.strategies.transfer import TLA1, TLA2, SourceData, TransferLearning
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.problems import DEMO_PROBLEM
 
 DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=40, warm_iterations=10, screen=2)

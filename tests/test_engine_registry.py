@@ -23,7 +23,7 @@ from raytuner.space import ProblemSpace
 from raytuner.strategies import (ENGINES, EngineSpec, GPTuneBand, MultiFidelityEngine, Strategy,
                                  Suggestion, build_engine, fresh_engine)
 from raytuner.strategies.transfer import SourceData, TransferLearning
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 DISCRETE = ProblemSpace.parse({

@@ -11,7 +11,7 @@ import pytest
 
 from raytuner.store import JsonStore
 from raytuner.strategies.transfer import DEFAULT_POOL
-from raytuner.testing.functions import demo, demo_grid_minimum
+from raytuner.problems import demo, demo_grid_minimum
 
 ROOT = Path(__file__).resolve().parents[1]
 

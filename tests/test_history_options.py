@@ -23,7 +23,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA, RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}]

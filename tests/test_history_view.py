@@ -26,7 +26,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, open_store
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.view import (HistoryView, load_history, plot_brackets, plot_history, plot_parameter,
                            plot_task_correlation, task_label)
 

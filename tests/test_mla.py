@@ -18,7 +18,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA
 from raytuner.strategies.base import Suggestion
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 
 FAST = LCMOptions(n_starts=2, max_iterations=150, warm_iterations=50)
 INLINE = InlineExecutor()

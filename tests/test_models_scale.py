@@ -15,7 +15,7 @@ from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies import MLA
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 
 INLINE = InlineExecutor()
 

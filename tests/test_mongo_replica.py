@@ -25,7 +25,7 @@ from raytuner.errors import StoreError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store.mongo_store import MongoStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
-from raytuner.testing.service import ServerProcess
+from benchmarks.server_process import ServerProcess
 
 #: kill -9 restarts of mongod in the load test (``RAYTUNER_MONGOD_KILLS`` sets more, for a longer run).
 KILLS = int(os.environ.get("RAYTUNER_MONGOD_KILLS", "3"))

@@ -16,7 +16,7 @@ from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.searchers import RandomSearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
-from raytuner.testing.functions import DEMO_PROBLEM, demo  # noqa: E402
+from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

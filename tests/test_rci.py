@@ -25,7 +25,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 
 META = {"tuning_problem_name": "rcidemo", "problem_space": DEMO_PROBLEM}
 

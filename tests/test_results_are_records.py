@@ -19,7 +19,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.problems import DEMO_PROBLEM
 
 DEMO_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/gptune/GPTune-Demo.json"
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

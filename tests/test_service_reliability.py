@@ -25,8 +25,8 @@ from raytuner.client.remote import RemoteTrial, RemoteTuner
 from raytuner.store import JsonStore
 from raytuner.store.mongo_store import MongoStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
-from raytuner.testing.service import ServerProcess
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from benchmarks.server_process import ServerProcess
+from raytuner.problems import DEMO_PROBLEM, demo
 
 pytestmark = pytest.mark.slow
 

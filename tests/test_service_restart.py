@@ -27,7 +27,7 @@ from raytuner.service.auth import ApiKeys
 from raytuner.service.server import TuningServer
 from raytuner.service.sessions import SessionManager
 from raytuner.store import JsonStore
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.problems import DEMO_PROBLEM
 from raytuner.trial import Trial
 
 SESSIONS, RECORDS, IN_FLIGHT, PROBLEMS = 40, 30, 2, 4

@@ -20,7 +20,7 @@ from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, JsonLedger, JsonStore, open_store
 from raytuner.strategies import RandomSearch
 from raytuner.strategies.base import Suggestion
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.problems import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 2.0}]

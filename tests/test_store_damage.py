@@ -29,7 +29,7 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonLedger, JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.problems import DEMO_PROBLEM
 
 PROBLEM = "damage"
 

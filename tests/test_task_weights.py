@@ -13,7 +13,7 @@ from raytuner.strategies import MLA
 from raytuner.strategies.band_sampler import LevelSampler
 from raytuner.strategies.multiobjective import MultiObjectiveMLA
 from raytuner.strategies.transfer.tla import TLA2
-from raytuner.testing.functions import DEMO_PROBLEM, demo
+from raytuner.problems import DEMO_PROBLEM, demo
 
 
 def _opposed_tasks() -> TrainingData:

@@ -11,7 +11,7 @@ from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies.transfer import TLA1, TLA2, best_per_task, centred_sample
-from raytuner.testing.functions import DEMO_PROBLEM
+from raytuner.problems import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, max_iterations=200)

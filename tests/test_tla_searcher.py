@@ -21,7 +21,7 @@ from raytuner.searchers import TLA2Searcher, TLASearcher  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore, StoreSource  # noqa: E402
 from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
-from raytuner.testing.functions import DEMO_PROBLEM, demo  # noqa: E402
+from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

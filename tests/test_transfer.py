@@ -13,7 +13,7 @@ from raytuner.space import ProblemSpace
 from raytuner.strategies.transfer import (ALGORITHMS, DEFAULT_POOL, FIRST, SINGLE_ALGORITHMS, SourceData,
                                           TransferLearning, ensemble_probabilities, exploration_rate)
 from raytuner.strategies.transfer.algorithms import dynamic_weights
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=300, warm_iterations=60)
