@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raytuner.bench.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
+from raytuner.problems.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
     AMG_PROBLEM,
     DEFAULT_TASKS,
     OBJECTIVES,

@@ -43,11 +43,11 @@ from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
 from raytuner.executors import RayExecutor
+from raytuner.problems import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies.band import MODELS
 from raytuner.testing.cluster import LocalCluster
-from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 
 B_MAX = 27.0
 #: The main job's passes. The global minima of t = 1.3 (x = 0.16) and t = 1.45 (x = 0.14) lie in basins about

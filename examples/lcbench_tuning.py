@@ -36,7 +36,7 @@ from ray.tune import Checkpoint
 from raytuner.schedulers import GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
-from raytuner.bench.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
+from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure
 

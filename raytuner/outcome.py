@@ -6,7 +6,7 @@ same result is a failure, with the same reason, everywhere.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> result_failure(problem, {"y": 0.5}) is None
     True

@@ -10,7 +10,7 @@ evaluation when there are no fidelities.
 Example:
     >>> from raytuner.records import FunctionEvaluation, Provenance
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> tally = ProgressTally(ProblemSpace.parse(DEMO_PROBLEM))
     >>> _ = tally.add(FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, {"y": 0.9}, provenance=Provenance(cost=0.5)))
     >>> print(tally.line(tally.add(FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 0.7}))))

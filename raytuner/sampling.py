@@ -10,7 +10,7 @@ far it got and how rare valid points are.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse({**DEMO_PROBLEM, "constraints": {"half": "x < 0.5"}})
     >>> tasks = sample_tasks(problem, 3, seed=1)
     >>> samples = sample_configurations(problem, tasks[0], 4, seed=1)

@@ -38,7 +38,7 @@ Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.store import JsonStore
     >>> from raytuner.strategies import RandomSearch
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> store = JsonStore(tempfile.mkdtemp())
     >>> session = TuningSession("demo", problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store,

@@ -34,7 +34,7 @@ executor, fits of at most ``INLINE_RECORDS`` records run inline in the driver).
 Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
     ...                   "demo", b_min=1, b_max=9, eta=3, seed=0)
     >>> band.engine.structure.fidelities

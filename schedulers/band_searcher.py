@@ -9,7 +9,7 @@ Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.schedulers import GPTuneBandScheduler
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
     ...                   b_min=1, b_max=4, eta=2, seed=0)
     >>> searcher = band.searcher()

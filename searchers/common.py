@@ -5,7 +5,7 @@ The searchers (``raytuner.searchers``) and the GPTuneBand scheduler
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> ray_mode(ProblemSpace.parse(DEMO_PROBLEM), None, None)
     ('y', 'min')
     >>> ray_mode(ProblemSpace.parse(DEMO_PROBLEM), None, "max")

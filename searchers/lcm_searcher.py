@@ -14,7 +14,7 @@ Example:
     >>> import tempfile
     >>> from ray import tune
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
+    >>> from raytuner.problems import DEMO_PROBLEM, demo
     >>> searcher = LCMSearcher(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}, {"t": 2.0}],
     ...                        store=tempfile.mkdtemp(), problem_name="demo", seed=0, n_initial=4)
     >>> def trainable(config):

@@ -48,7 +48,7 @@ class TuningProgress(tune.Callback):
     >>> from raytuner.searchers import RandomSearcher
     >>> from raytuner.store import JsonStore
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> import io, tempfile
     >>> searcher = RandomSearcher(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], JsonStore(tempfile.mkdtemp()),
     ...                           "demo", metric="y", mode="min")

@@ -19,7 +19,7 @@ Example:
     >>> from ray import tune
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.searchers import RandomSearcher
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> searcher = RandomSearcher(problem, tasks=[{"t": 1.0}, {"t": 2.0}],
     ...                           store=tempfile.mkdtemp(), problem_name="demo", seed=0)

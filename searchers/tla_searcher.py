@@ -28,7 +28,7 @@ Example:
     >>> from ray import tune
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
+    >>> from raytuner.problems import DEMO_PROBLEM, demo
     >>> rng = random.Random(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
     ...           for x in (rng.random() for _ in range(40))]
@@ -134,7 +134,7 @@ class TLA2Searcher(StrategySearcher):
         >>> import tempfile
         >>> from raytuner.records import FunctionEvaluation
         >>> from raytuner.space import ProblemSpace
-        >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
+        >>> from raytuner.problems import DEMO_PROBLEM, demo
         >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": demo(x / 10, t)})
         ...          for t in (1.0, 2.0, 3.0) for x in range(11)]
         >>> searcher = TLA2Searcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 2.5}, tuned, tempfile.mkdtemp(),

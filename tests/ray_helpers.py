@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ray import tune
 
-from raytuner.bench.band_hang import StallGuard  # noqa: F401 - the Ray tests' guard against a run that never ends
+from benchmarks.band_hang import StallGuard  # noqa: F401 - the Ray tests' guard against a run that never ends
 
 
 class InterruptOnce(tune.Callback):

@@ -11,6 +11,7 @@ import pytest
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo_fidelity
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
@@ -18,7 +19,6 @@ from raytuner.store import JsonStore
 from raytuner.strategies import BanditStructure, GPTuneBand
 from raytuner.strategies.base import Suggestion
 from raytuner.strategies.brackets import Brackets
-from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)

@@ -21,11 +21,11 @@ from ray.tune.schedulers import TrialScheduler  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
 
-from raytuner.bench.band_hang import B_MAX, FAST, planned  # noqa: E402
+from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
+from raytuner.problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
-from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 

@@ -1,6 +1,6 @@
 """The band benchmark's fast parts: the LCBench surrogate reader, Table 1's settings, the inner runners.
 
-No Ray here: the Ray peers are exercised by ``raytuner bench band --quick``. Nothing skips but the
+No Ray here: the Ray peers are exercised by ``python -m benchmarks band --quick``. Nothing skips but the
 SMAC peer's run (smac is in the ``[bench]`` extra only): the ``[test]`` extra installs onnxruntime and
 Optuna, and CI provides ``../shared/data/yahpo_lcbench``; without them these tests fail and say what is
 missing.
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raytuner.bench import band, band_peers, band_ray_budget, band_smac
-from raytuner.bench.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
+from benchmarks import band, band_peers, band_ray_budget, band_smac
 from raytuner.errors import InvalidInputError
+from raytuner.problems.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
 from raytuner.strategies import BanditStructure
 
 CONFIG = {"batch_size": 91, "learning_rate": 0.00316, "momentum": 0.545, "weight_decay": 0.05, "num_layers": 3,
@@ -179,7 +179,7 @@ def test_run_goals_keep_the_old_keys_and_add_issue_19s() -> None:
     unmeasured = band.all_goals([])
     assert set(unmeasured) == set(goals) and set(unmeasured.values()) == {None}
     text = band.render_report({"table1": {"rows": [row], "goals": band.goals([row])}, "lcbench": lc,
-                               "goals": goals, "quick": True, "machine": {}, "command": "raytuner bench band"})
+                               "goals": goals, "quick": True, "machine": {}, "command": "python -m benchmarks band"})
     assert "longest 6.0 s" in text and "GPTuneBand-paper" in text
 
 
@@ -202,7 +202,7 @@ def test_run_lcbench_skips_a_peer_that_is_not_installed_and_times_asks(monkeypat
                                                                        caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setitem(sys.modules, "smac", None)      # import smac raises ImportError
     runners = {"GPTuneBand": _fake_gptuneband, "SMAC": band_smac.run_lcbench_smac}
-    with caplog.at_level("WARNING", logger="raytuner.bench.band"):
+    with caplog.at_level("WARNING", logger="benchmarks.band"):
         lc, history = band.run_lcbench([3945], repeats=2, passes=1, runners=runners)
     assert lc["skipped"] == ["SMAC"] and list(lc["mean_rank"]) == ["GPTuneBand"] and "SMAC" in caplog.text
     assert set(history["curves"]) == {"GPTuneBand"}

@@ -1,4 +1,4 @@
-"""``raytuner bench crowd`` end to end with tiny sizes: a real mongod and server, results.json's keys."""
+"""``python -m benchmarks crowd`` end to end with tiny sizes: a real mongod and server, results.json's keys."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from raytuner.bench import BENCHMARKS
-from raytuner.bench.crowd import Settings, run
+from benchmarks import BENCHMARKS
+from benchmarks.crowd import Settings, run
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ TINY = Settings(records=2_000, tasks=20, queries=4, ishigami_samples=200, sobol_
 
 
 def test_a_tiny_run_writes_the_figures_and_the_goals(tmp_path: Path) -> None:
-    assert BENCHMARKS["crowd"] == "raytuner.bench.crowd"
+    assert BENCHMARKS["crowd"] == "benchmarks.crowd"
     results = run(tmp_path, quick=True, settings=TINY)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["upload_records_per_s"] == results["upload_records_per_s"] > 0

@@ -1,4 +1,4 @@
-"""``raytuner bench crowd-transfer``: its metrics on known traces, and a small run end to end (real crowd)."""
+"""``python -m benchmarks crowd-transfer``: its metrics on known traces, and a small run end to end (real crowd)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from raytuner.bench.crowd_transfer import Settings, goals, run, summarise
-from raytuner.bench.crowd_transfer_problems import TransferProblem, kernel_problem, tpe_run
-from raytuner.bench.kernel_cache import default_data_dir
-from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
+from benchmarks.crowd_transfer import Settings, goals, run, summarise
+from benchmarks.crowd_transfer_problems import TransferProblem, kernel_problem, tpe_run
+from benchmarks.kernel_cache import default_data_dir
+from benchmarks.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
+from raytuner.problems import DEMO_PROBLEM
 from raytuner.space import ProblemSpace
-from raytuner.testing.functions import DEMO_PROBLEM
 
 HAVE_KERNELS = all((default_data_dir() / name).is_file() for name in (KERNEL_SOURCE, KERNEL_TARGET))
 

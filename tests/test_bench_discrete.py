@@ -1,4 +1,4 @@
-"""``raytuner bench discrete``'s machinery: MAE and MDF as the paper defines them, results.json's keys, resuming."""
+"""``python -m benchmarks discrete``'s machinery: MAE and MDF as the paper defines them, results.json's keys, resuming."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from raytuner.bench import discrete
-from raytuner.bench.discrete import Settings, best_so_far, run, run_mae, summarise
-from raytuner.bench.kernel_cache import default_data_dir
+from benchmarks import discrete
+from benchmarks.discrete import Settings, best_so_far, run, run_mae, summarise
+from benchmarks.kernel_cache import default_data_dir
 
 pytestmark = pytest.mark.slow
 

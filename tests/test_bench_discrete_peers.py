@@ -1,4 +1,4 @@
-"""The peer tuners of ``raytuner bench discrete`` (:mod:`raytuner.bench.discrete_peers`) on small caches.
+"""The peer tuners of ``python -m benchmarks discrete`` (:mod:`benchmarks.discrete_peers`) on small caches.
 
 A synthetic Kernel Tuner cache (3 parameters, a restriction that leaves some
 Cartesian configurations out, a few failed configurations) checks each
@@ -17,15 +17,9 @@ from typing import Any
 
 import pytest
 
-from raytuner.bench import discrete_peers
-from raytuner.bench.discrete_peers import (
-    KERNEL_TUNER_METHODS,
-    MAX_FREE_PROPOSALS,
-    Trace,
-    run_kernel_tuner,
-    run_optuna_tpe,
-)
-from raytuner.bench.kernel_cache import KernelCache, default_data_dir, load_cache
+from benchmarks import discrete_peers
+from benchmarks.discrete_peers import KERNEL_TUNER_METHODS, MAX_FREE_PROPOSALS, Trace, run_kernel_tuner, run_optuna_tpe
+from benchmarks.kernel_cache import KernelCache, default_data_dir, load_cache
 from raytuner.errors import InvalidInputError
 
 A = [1, 2, 4, 8, 16, 32]
@@ -147,7 +141,7 @@ def test_unknown_method_and_bad_budget(toy: KernelCache) -> None:
 def test_tpe_finds_the_whole_space(toy: KernelCache, caplog: pytest.LogCaptureFixture) -> None:
     """Asked for more than the cache holds, TPE evaluates every stored configuration and stops there."""
     pytest.importorskip("optuna")
-    with caplog.at_level("INFO", logger="raytuner.bench.discrete_peers"):
+    with caplog.at_level("INFO", logger="benchmarks.discrete_peers"):
         trace = run_optuna_tpe(toy, 200, seed=0)
     _check(trace, toy, len(toy))
     assert sum(time is None for _, time in trace) == toy.failed
@@ -161,7 +155,7 @@ def test_tpe_guard_against_free_proposals(toy: KernelCache, caplog: pytest.LogCa
     pytest.importorskip("optuna")
     assert MAX_FREE_PROPOSALS == 200
     monkeypatch.setattr(discrete_peers, "MAX_FREE_PROPOSALS", 2)
-    with caplog.at_level("INFO", logger="raytuner.bench.discrete_peers"):
+    with caplog.at_level("INFO", logger="benchmarks.discrete_peers"):
         trace = run_optuna_tpe(toy, 60, seed=3)
     _check(trace, toy, 60)
     assert any("were random unvisited configurations" in r.getMessage() for r in caplog.records)

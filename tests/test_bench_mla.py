@@ -1,7 +1,7 @@
 """The MLA benchmark's parts: the ask/tell driver, the metrics it reports and the results layout.
 
 Only the LCBench cells' test fits models (a tiny run of each tuner on the real surrogate); the
-benchmark itself runs with ``raytuner bench mla --quick``.
+benchmark itself runs with ``python -m benchmarks mla --quick``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from raytuner.bench.mla import TUNERS as ALL_TUNERS
-from raytuner.bench.mla import (
+from benchmarks.mla import TUNERS as ALL_TUNERS
+from benchmarks.mla import (
     QualitySettings,
     available_tuners,
     build_results,
@@ -22,12 +22,12 @@ from raytuner.bench.mla import (
     render_report,
     run_quality,
 )
-from raytuner.bench.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells, lcbench_rows, render_lcbench
-from raytuner.bench.mla_overhead import make_history, overhead_goals, overhead_row, standardise
-from raytuner.bench.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
+from benchmarks.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells, lcbench_rows, render_lcbench
+from benchmarks.mla_overhead import make_history, overhead_goals, overhead_row, standardise
+from benchmarks.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
+from raytuner.problems import DEMO_PROBLEM, demo_grid_minimum
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo_grid_minimum
 
 TUNERS = ("mla", "single_task_bo", "optuna_tpe", "random")
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from raytuner.bench.mo_problems import AMG_REFERENCE, RUNNERS, amg_mo_problem, lcbench_problem, zdt_problem
-from raytuner.bench.multiobjective import FRACTIONS, goals, measure, render_report
+from benchmarks.mo_problems import AMG_REFERENCE, RUNNERS, amg_mo_problem, lcbench_problem, zdt_problem
+from benchmarks.multiobjective import FRACTIONS, goals, measure, render_report
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def test_a_tiny_run_has_every_key_the_issue_names() -> None:
     assert set(verdicts) == {"mla_highest_hypervolume_at_50_and_100", "violations_at_most_10pct",
                              "suggest_at_most_1s_at_4x50x2"}
     assert verdicts["suggest_at_most_1s_at_4x50x2"]["met"] is None          # no LCBench row: not measured
-    report = render_report({"command": "raytuner bench multiobjective --out x --quick", "elapsed_s": 1.0,
+    report = render_report({"command": "python -m benchmarks multiobjective --out x --quick", "elapsed_s": 1.0,
                             "seeds": [0], "problems": [row], "goals": verdicts})
     assert "## zdt-constrained" in report and "| mla |" in report
 
@@ -42,7 +42,7 @@ def test_the_lcbench_problem_has_two_objectives_and_a_fixed_reference() -> None:
 
 
 def test_the_amg_problem_trades_work_against_memory_and_records_failed_solves() -> None:
-    from raytuner.bench.amg import SolveFailure
+    from raytuner.problems.amg import SolveFailure
 
     amg = amg_mo_problem(True, quick=True)
     assert [o.name for o in amg.problem.optimised] == ["work", "memory"]

@@ -1,4 +1,4 @@
-"""``raytuner bench service`` end to end with tiny sizes: real servers in processes, results.json's structure."""
+"""``python -m benchmarks service`` end to end with tiny sizes: real servers in processes, results.json's structure."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raytuner.bench import BENCHMARKS
-from raytuner.bench.service import CELLS, Settings, run
+from benchmarks import BENCHMARKS
+from benchmarks.service import CELLS, Settings, run
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ TINY = Settings(clients=(1, 2), requests=6, min_rounds=2, warmup=1, repeats=1, m
 
 
 def test_a_tiny_run_writes_every_row_and_the_goals(tmp_path: Path) -> None:
-    assert BENCHMARKS["service"] == "raytuner.bench.service"
+    assert BENCHMARKS["service"] == "benchmarks.service"
     results = run(tmp_path, quick=True, settings=TINY)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["rows"] == results["rows"]
@@ -41,4 +41,4 @@ def test_a_tiny_run_writes_every_row_and_the_goals(tmp_path: Path) -> None:
     assert saved["servers"]["raytuner"]["auth"] is True
     assert {"cpu_model", "cores", "data_filesystem"} <= set(saved["machine"])
     report = (tmp_path / "report.md").read_text()
-    assert "raytuner bench service --out" in report and report.count("| raytuner | random |") == 2
+    assert "python -m benchmarks service --out" in report and report.count("| raytuner | random |") == 2

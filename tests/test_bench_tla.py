@@ -2,7 +2,7 @@
 
 Tests that read ``../shared/data/kernel_tuner`` skip when the folder is not there (set
 ``$RAYTUNER_SHARED_DATA`` to the folder holding ``kernel_tuner/``); the full benchmark runs with
-``raytuner bench tla --out DIR --quick``.
+``python -m benchmarks tla --out DIR --quick``.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from raytuner.bench import BENCHMARKS
-from raytuner.bench.kernel_cache import KernelCache, default_data_dir, load_cache
-from raytuner.bench.tla import CROSS_MACHINE_ID, SCENARIOS, Settings, Trace, branin_tasks, run
-from raytuner.bench.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
-from raytuner.bench.tla_report import goals, summarise
+from benchmarks import BENCHMARKS
+from benchmarks.kernel_cache import KernelCache, default_data_dir, load_cache
+from benchmarks.tla import CROSS_MACHINE_ID, SCENARIOS, Settings, Trace, branin_tasks, run
+from benchmarks.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
+from benchmarks.tla_report import goals, summarise
 from raytuner.errors import InvalidInputError
+from raytuner.problems import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
 from raytuner.space import ProblemSpace
-from raytuner.testing.functions import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
 
 DATA = default_data_dir()
 HAVE_KERNELS = (DATA / KERNEL_SOURCE).is_file() and (DATA / KERNEL_TARGET).is_file()
@@ -97,7 +97,7 @@ def test_goals_compare_normalised_regrets() -> None:
 
 
 def test_scenarios_follow_figure_3() -> None:
-    assert [s.id for s in SCENARIOS] == list("abcdef") and BENCHMARKS["tla"] == "raytuner.bench.tla"
+    assert [s.id for s in SCENARIOS] == list("abcdef") and BENCHMARKS["tla"] == "benchmarks.tla"
     a, b, c, d, e, f = SCENARIOS
     assert (a.sources, a.target, b.target) == (({"t": 0.8},), {"t": 1.0}, {"t": 1.2})
     tasks = branin_tasks()

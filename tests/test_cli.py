@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,35 +59,11 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert wrong.exit_code == 2 and "GPTune-Demo" in wrong.output
     bad_name = runner.invoke(main, ["history", "show", str(tmp_path / "h"), "--problem", "../etc"])
     assert bad_name.exit_code != 0 and "invalid problem name" in bad_name.output
-    unknown = runner.invoke(main, ["bench", "nope", "--out", str(tmp_path / "b")])
-    assert unknown.exit_code == 2 and "store" in unknown.output
-
-
-def test_a_benchmark_without_its_peers_is_refused_before_it_runs(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import tomllib
-
-    from raytuner import bench
-
-    extra = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    listed = {re.split(r"[<>=\[]", r)[0].lower().replace("-", "_")
-              for r in extra["project"]["optional-dependencies"]["bench"]}
-    needed = {m.lower() for modules in bench.PEER_MODULES.values() for m in modules}
-    assert needed <= listed                                   # every peer module comes with the bench extra
-    monkeypatch.setitem(bench.PEER_MODULES, "store", ("raytuner_no_such_peer",))
-    root, level = logging.getLogger(), logging.getLogger().level
-    try:
-        refused = CliRunner().invoke(main, ["bench", "store", "--out", str(tmp_path / "b"), "--quick"])
-    finally:
-        root.setLevel(level)                                  # `bench` sets the root logger to INFO
-    assert refused.exit_code == 1 and refused.output.count("\n") == 1
-    assert "raytuner_no_such_peer" in refused.output and "pip install 'raytuner[bench]'" in refused.output
-    assert not (tmp_path / "b").exists()
 
 
 def test_every_subcommand_has_help() -> None:
     for args in (["--help"], ["history", "--help"], ["history", "show", "--help"], ["history", "import", "--help"],
-                 ["history", "export", "--help"], ["bench", "--help"]):
+                 ["history", "export", "--help"]):
         assert "Usage:" in run(*args)
 
 

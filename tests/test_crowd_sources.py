@@ -22,6 +22,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.session import TuningSession
@@ -30,7 +31,6 @@ from raytuner.store import JsonStore
 from raytuner.strategies import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
 from raytuner.strategies.multiobjective import mla_engine
 from raytuner.strategies.transfer import FIRST, TLA1Engine, TransferLearning
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=60)

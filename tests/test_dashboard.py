@@ -29,12 +29,12 @@ from raytuner.cli import main
 from raytuner.client import RemoteTuner
 from raytuner.dashboard import create_app, serve
 from raytuner.dashboard.sources import PAGE_SIZE
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.records import FunctionEvaluation, HistoryDocument
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, write_history_file
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 from raytuner.view import load_history, task_label
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """Every public class and function of the library says what it is and what its arguments mean.
 
 The walk covers every module of the installed library: ``raytuner`` and its
-subpackages (the benchmarks included), ``raytuner.searchers`` and
-``raytuner.schedulers``; the generated gRPC stubs (``raytuner.protocol.v1``)
+subpackages, ``raytuner.searchers`` and ``raytuner.schedulers``; and the
+benchmarks (``benchmarks``, at the repository's root, not installed); the generated gRPC stubs (``raytuner.protocol.v1``)
 and ``__main__`` modules (importing one runs it) are left out. A module is
 checked for a module docstring; its public classes and functions (defined in
 that module, named without a leading underscore and, where the module has an
@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-PACKAGES = ("raytuner", "raytuner.searchers", "raytuner.schedulers")
+PACKAGES = ("raytuner", "raytuner.searchers", "raytuner.schedulers", "benchmarks")
 LEFT_OUT = ("raytuner.protocol.v1",)
 ARGS_HEADER = re.compile(r"^(?P<indent>[ \t]*)Args:[ \t]*$", re.MULTILINE)
 ARG_LINE = re.compile(r"^[ \t]*\*{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*(\([^)]*\))?[ \t]*:", re.MULTILINE)
@@ -222,7 +222,7 @@ def test_args_sections_are_read() -> None:
 def test_the_walk_covers_the_library() -> None:
     names = {module.__name__ for module in _modules()}
     for expected in ("raytuner.session", "raytuner.searchers.lcm_searcher", "raytuner.schedulers.band",
-                     "raytuner.client.remote", "raytuner.cli.main", "raytuner.bench"):
+                     "raytuner.client.remote", "raytuner.cli.main", "raytuner.problems", "benchmarks.store"):
         assert expected in names
     assert not any(name.startswith("raytuner.protocol.v1") for name in names)
 

@@ -18,6 +18,7 @@ import pytest
 from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies import (
@@ -31,7 +32,6 @@ from raytuner.strategies import (
     fresh_engine,
 )
 from raytuner.strategies.transfer import SourceData, TransferLearning
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 DISCRETE = ProblemSpace.parse({

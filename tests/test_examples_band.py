@@ -41,7 +41,7 @@ MLP = {"hidden_units": 32, "alpha": 1e-4, "learning_rate_init": 1e-2, "batch_siz
 
 
 def test_the_examples_docstrings_run() -> None:
-    result = doctest.testmod(hpo)         # examples/ is outside pytest's doctest paths (amg's are in raytuner.bench)
+    result = doctest.testmod(hpo)         # examples/ is outside pytest's doctest paths (amg's are in benchmarks)
     assert result.attempted and not result.failed
 
 

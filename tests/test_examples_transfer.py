@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from raytuner.problems import demo, demo_grid_minimum
 from raytuner.store import JsonStore
 from raytuner.strategies.transfer import DEFAULT_POOL
-from raytuner.testing.functions import demo, demo_grid_minimum
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,13 +24,13 @@ from raytuner.cli import main
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, read_history_file, write_history_file
 from raytuner.store.gptune_file import parse_history
 from raytuner.strategies import MLA, GPTuneBand
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_fidelity
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/gptune"
 FILES = {"GPTune-Demo.json": (1, 70, 35), "hypre-2021.json": (4, 10, 5), "scalapack-pdqrdriver-2021.json": (3, 5, 0)}

@@ -19,11 +19,11 @@ import pytest
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.models.persistence import load_surrogate
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gptune-reader"
 pytestmark = pytest.mark.skipif(not (TOOL / "check.py").is_file(),

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 from raytuner.cli import main
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 TOOL = Path(__file__).resolve().parents[2] / "shared/tools/gptune-reader"
 DATA = Path(__file__).resolve().parents[2] / "shared/data/gptune"

@@ -19,11 +19,11 @@ from raytuner.executors import InlineExecutor
 from raytuner.history_options import HistoryOptions
 from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import MLA, RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}]

@@ -9,8 +9,9 @@ circle cannot hide behind it. The checks:
 - no circle between modules, and none between packages;
 - no arrow runs back up the layers (a lower layer never imports a higher
   one; faces import another face only through its public modules);
-- nothing in the library imports the benchmarks but ``raytuner bench``;
-  nothing imports the test harnesses (``raytuner.testing``);
+- the benchmarks (``benchmarks/`` at the repository's root, read here too)
+  sit on top: nothing in the library imports them, and they are not installed;
+  nothing in the library imports the test harnesses (``raytuner.testing``);
 - engines, models and the session never import Ray, gRPC or MongoDB.
 
 A module is split when it holds two ideas, not to fit a line count: there is no cap.
@@ -38,8 +39,11 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
     ("views", 6, ("raytuner.view",)),                  # read-only views of histories and sessions: tables, plots
     ("harness", 7, ("raytuner.testing",)),             # for tests, examples and benchmarks only: may start a face
     ("faces", 7, ("raytuner.searchers", "raytuner.schedulers", "raytuner.service", "raytuner.client",
-                  "raytuner.cli", "raytuner.bench", "raytuner.dashboard")),
+                  "raytuner.cli", "raytuner.dashboard")),
+    ("benchmarks", 8, ("benchmarks",)),                # the repository's benchmarks, outside the library
 ]
+#: The benchmarks' folder (not installed; its modules are ``benchmarks.*``).
+BENCHMARKS = "benchmarks"
 #: Third-party packages that only faces, stores and the executor seam may import.
 SERVICES = ("ray", "grpc", "pymongo")
 NO_SERVICES = ("raytuner.strategies", "raytuner.models", "raytuner.acquisition", "raytuner.session",
@@ -68,6 +72,9 @@ def _modules() -> dict[str, Path]:
             if name.split(".")[1:2] in (["searchers"], ["schedulers"]) and folder == "raytuner":
                 continue                                   # mapped elsewhere
             modules[name] = path
+    for path in sorted((ROOT / BENCHMARKS).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return modules
 
 
@@ -100,7 +107,7 @@ def _imports() -> tuple[list[Import], list[Import]]:
             for target in targets:
                 if target.split(".")[0] in SERVICES:
                     outer.append(Import(name, target.split(".")[0], node.lineno))
-                resolved = _resolve(target) if target.startswith("raytuner") else None
+                resolved = _resolve(target) if target.split(".")[0] in ("raytuner", BENCHMARKS) else None
                 if resolved and resolved != name:
                     inner.append(Import(name, resolved, node.lineno))
     return inner, outer
@@ -170,6 +177,7 @@ def test_the_graph_is_read() -> None:
     """The checks below see the whole library (a broken reader would pass them all)."""
     assert len(MODULES) > 100
     assert "raytuner.searchers.strategy_searcher" in MODULES and "raytuner.schedulers.band" in MODULES
+    assert "benchmarks" in MODULES and "benchmarks.band" in MODULES
     assert len(IMPORTS) > 300
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -203,12 +211,18 @@ def test_faces_use_each_other_only_through_public_modules() -> None:
     assert private == []
 
 
+def _is_benchmark(module: str) -> bool:
+    return module.split(".")[0] == BENCHMARKS
+
+
 def test_benchmarks_and_harnesses_are_leaves() -> None:
-    """Only ``raytuner bench`` loads the benchmarks; nothing in the library imports the harnesses."""
-    loaders = {e.source for e in IMPORTS if _unit(e.target) == "raytuner.bench" and _unit(e.source) != "raytuner.bench"}
-    assert loaders == {"raytuner.cli.bench"}
+    """Nothing in the library imports the benchmarks or the harnesses; the benchmarks may use both."""
+    loaders = [f"{e.source}:{e.line} imports {e.target}" for e in IMPORTS
+               if _is_benchmark(e.target) and not _is_benchmark(e.source)]
+    assert loaders == []
     harness = [f"{e.source}:{e.line} imports {e.target}" for e in IMPORTS
-               if _unit(e.target) == "raytuner.testing" and _unit(e.source) not in ("raytuner.testing", "raytuner.bench")]
+               if _unit(e.target) == "raytuner.testing" and _unit(e.source) != "raytuner.testing"
+               and not _is_benchmark(e.source)]
     assert harness == []
 
 
@@ -221,5 +235,6 @@ def test_engines_models_and_session_never_import_ray_grpc_or_mongodb() -> None:
 def test_every_package_is_installed() -> None:
     """``pyproject.toml`` lists every package (a new subpackage left out would be missing from the wheel)."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py" and not _is_benchmark(name)}
     assert packages - set(setuptools["packages"]) == set()
+    assert [name for name in setuptools["packages"] if _is_benchmark(name)] == []      # the wheel is the library

@@ -18,9 +18,9 @@ from raytuner.searchers import LCMSearcher  # noqa: E402
 
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
+from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
-from raytuner.testing.functions import DEMO_PROBLEM, demo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

@@ -11,11 +11,11 @@ from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.models.lcm import approximation
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.models.posterior import balanced_subset
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 from raytuner.strategies import MLA
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 INLINE = InlineExecutor()
 

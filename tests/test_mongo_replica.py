@@ -22,11 +22,11 @@ import pymongo
 import pytest
 from test_service_reliability import PROBLEM, PROGRESS_S, Load, check_exactly_once, start_server, start_sessions
 
+from benchmarks.server_process import ServerProcess
 from raytuner.errors import StoreError
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store.mongo_store import MongoStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
-from raytuner.testing.service import ServerProcess
 
 #: kill -9 restarts of mongod in the load test (``RAYTUNER_MONGOD_KILLS`` sets more, for a longer run).
 KILLS = int(os.environ.get("RAYTUNER_MONGOD_KILLS", "3"))

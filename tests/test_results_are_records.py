@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from repo_data import GPTUNE_DEMO
 
+from raytuner.problems import DEMO_PROBLEM
 from raytuner.records import FunctionEvaluation, HistoryDocument, as_number, parse_outputs
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM
 
 DEMO_FILE = GPTUNE_DEMO
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

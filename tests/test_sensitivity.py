@@ -13,10 +13,10 @@ from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import FittedLCM, LCMOptions
 from raytuner.models.fitted import cross_covariance
+from raytuner.problems import ISHIGAMI_PROBLEM, MIXED12_PROBLEM, ishigami, ishigami_indices, mixed12
 from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.testing.functions import ISHIGAMI_PROBLEM, MIXED12_PROBLEM, ishigami, ishigami_indices, mixed12
 
 INLINE = InlineExecutor()
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.server_process import ServerProcess
 from raytuner.client.remote import RemoteTrial, RemoteTuner
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.records import FunctionEvaluation
 from raytuner.store import JsonStore
 from raytuner.store.mongo_store import MongoStore
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 from raytuner.testing.mongod import LocalMongod, find_mongod
-from raytuner.testing.service import ServerProcess
 
 pytestmark = pytest.mark.slow
 

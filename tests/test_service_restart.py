@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 from raytuner.client.remote import RemoteTuner, ServiceError
+from raytuner.problems import DEMO_PROBLEM
 from raytuner.protocol import METADATA_KEY
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
@@ -27,7 +28,6 @@ from raytuner.service.auth import ApiKeys
 from raytuner.service.server import TuningServer
 from raytuner.service.sessions import SessionManager
 from raytuner.store import JsonStore
-from raytuner.testing.functions import DEMO_PROBLEM
 from raytuner.trial import Trial
 
 SESSIONS, RECORDS, IN_FLIGHT, PROBLEMS = 40, 30, 2, 4

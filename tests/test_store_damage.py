@@ -23,13 +23,13 @@ from store_helpers import DAMAGE, ShortWrites
 
 from raytuner.cli import main
 from raytuner.errors import StoreError
+from raytuner.problems import DEMO_PROBLEM
 from raytuner.records import FunctionEvaluation
 from raytuner.service.auth import ApiKeys
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonLedger, JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM
 
 PROBLEM = "damage"
 

@@ -8,12 +8,12 @@ import pytest
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.space import ProblemSpace
 from raytuner.strategies import MLA
 from raytuner.strategies.band_sampler import LevelSampler
 from raytuner.strategies.multiobjective import MultiObjectiveMLA
 from raytuner.strategies.transfer.tla import TLA2
-from raytuner.testing.functions import DEMO_PROBLEM, demo
 
 
 def _opposed_tasks() -> TrainingData:

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
+from raytuner.problems import DEMO_PROBLEM
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
 from raytuner.strategies import RandomSearch
-from raytuner.testing.functions import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 6.0}]
@@ -102,7 +102,7 @@ SESSION_SCRIPT = textwrap.dedent("""
     from raytuner.space import ProblemSpace
     from raytuner.store import JsonStore
     from raytuner.strategies import RandomSearch
-    from raytuner.testing.functions import DEMO_PROBLEM
+    from raytuner.problems import DEMO_PROBLEM
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     store = JsonStore(sys.argv[1])

@@ -8,6 +8,7 @@ import pytest
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.strategies.transfer import (
@@ -21,7 +22,6 @@ from raytuner.strategies.transfer import (
     exploration_rate,
 )
 from raytuner.strategies.transfer.algorithms import dynamic_weights
-from raytuner.testing.functions import DEMO_PROBLEM, demo, demo_grid_minimum
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=300, warm_iterations=60)

@@ -13,7 +13,7 @@ Example:
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)           # task t, parameter x in [0, 1], output y
     >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": i / 9}, {"y": (i / 9) ** 2}) for i in range(10)]
     >>> model = surrogate_from_records(problem, records, executor=InlineExecutor())
@@ -172,7 +172,7 @@ class SurrogateModel:
         >>> from raytuner.executors import InlineExecutor
         >>> from raytuner.records import FunctionEvaluation
         >>> from raytuner.space import ProblemSpace
-        >>> from raytuner.testing.functions import DEMO_PROBLEM
+        >>> from raytuner.problems import DEMO_PROBLEM
         >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
         >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 2 * x}) for x in np.linspace(0, 1, 8)]
         >>> model = surrogate_from_records(problem, records, executor=InlineExecutor())
@@ -270,7 +270,7 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
 
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> surrogate_from_records(problem, [FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0})])
     Traceback (most recent call last):

@@ -1,6 +1,6 @@
 """How every ``raytuner`` command fails: one line on stderr, and an exit status that says whose fault it was.
 
-Every command of the ``raytuner`` group (``history``, ``bench``, ``serve``,
+Every command of the ``raytuner`` group (``history``, ``serve``,
 ``keys``, ``session``, ``ask``, ``tell``, ``crowd``) fails the same way,
 because the one root group, :class:`CommandGroup`, turns every error of every
 subcommand into a single ``Error: ...`` line. No command prints a traceback.

@@ -282,7 +282,7 @@ until they choose to share it wider); ``connection`` goes to
             the meta description's ``api_key``).
         **connection: :class:`CrowdClient`'s connection arguments.
 
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
     >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
     'JsonStore'

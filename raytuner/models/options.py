@@ -88,7 +88,7 @@ class LCMOptions:
     are then the negative log-likelihood plus the priors' negative log
     densities (without their constants); ``log_likelihood`` stays the
     likelihood alone. Measured with single-task BO
-    on ``raytuner bench mla``'s cells (20 evaluations, 10 initial), the two
+    on ``python -m benchmarks mla``'s cells (20 evaluations, 10 initial), the two
     priors with the Matérn 5/2 kernel won 0.760 ± 0.025 of 8 LCBench tasks'
     cells (30 seeds) and 0.509 ± 0.025 of the demo's (40 seeds) against
     maximum likelihood with the RBF kernel (GPTune's model, still available as
@@ -106,7 +106,7 @@ class LCMOptions:
     negative correlations: on 8 LCBench tasks with 10 samples each, the five
     configurations a signed LCM ranks highest were 8.70 accuracy points below
     each task's best (80 cells), a nonnegative one's 6.14, one GP per task's
-    6.06 (``raytuner bench mla``'s model accuracy). A model of one task is the
+    6.06 (``python -m benchmarks mla``'s model accuracy). A model of one task is the
     same either way, and is fitted as signed.
     ``categorical`` lists the input columns compared by category (0 between
     equal values, 1 between different ones: :func:`~raytuner.models.kernels.squared_distances`)

@@ -12,7 +12,7 @@ Example:
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace, Space
     >>> from raytuner.models import LCM, LCMOptions, TrainingData
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem, task = ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}
     >>> records = [FunctionEvaluation.create(task, {"x": x}, {"y": np.sin(5 * x)}) for x in np.linspace(0, 1, 6)]
     >>> data, uids = TrainingData.from_records(problem, [task], records)

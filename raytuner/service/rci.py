@@ -24,7 +24,7 @@ as durable as the service's sessions (the trial is in the ledger before
 
 Example:
     >>> import tempfile
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> store = tempfile.mkdtemp()
     >>> rci = RciSession(store, meta={"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM},
     ...                  strategy="random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)

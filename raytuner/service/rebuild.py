@@ -21,7 +21,7 @@ Example:
     >>> import tempfile
     >>> from raytuner.store import JsonStore
     >>> from raytuner.service.sessions import SessionManager
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> directory = tempfile.mkdtemp()
     >>> meta = {"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM}
     >>> made = SessionManager(JsonStore(directory)).create("owner", meta, "random", tasks=[{"t": 1.0}], seed=1)

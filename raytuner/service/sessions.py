@@ -22,7 +22,7 @@ flight after a restart — plus what is the service's own:
 Example:
     >>> import tempfile
     >>> from raytuner.store import JsonStore
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> manager = SessionManager(JsonStore(tempfile.mkdtemp()))
     >>> meta = {"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM}
     >>> session = manager.create("owner", meta, "random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)

@@ -5,7 +5,7 @@ Every engine is built by name from an :class:`EngineSpec` (:func:`build_engine`,
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> engine = build_engine(EngineSpec("random"), ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], seed=0)
     >>> engine.spec.to_dict()
     {'name': 'random', 'options': {}}

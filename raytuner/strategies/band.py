@@ -26,7 +26,7 @@ after the last pass.
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo_fidelity
+    >>> from raytuner.problems import DEMO_PROBLEM, demo_fidelity
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> band = GPTuneBand(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, b_min=1, b_max=4, eta=2,
     ...                   executor=InlineExecutor())

@@ -13,7 +13,7 @@ where the original stood.
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.strategies.bandit import BanditStructure
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> structure = BanditStructure.hyperband(1, 4, 2)
     >>> plan = BandPlan(structure, ProblemSpace.parse(DEMO_PROBLEM).objective(), tasks=2, budget=1.0)
     >>> plan.next_step(0, 0)          # bracket 0's first sample at b_max costs 1

@@ -8,7 +8,7 @@ evaluation. Strategies know nothing of Ray, gRPC or databases; the
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.strategies import RandomSearch
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = RandomSearch(problem, tasks=[{"t": 1.0}, {"t": 2.0}], seed=0)
     >>> s = engine.ask()
@@ -128,7 +128,7 @@ def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation]
         records: The records, in log order.
         what: What the records are, for the warning (``"history"``, ``"source"``, ...).
 
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 1.0}) for x in (0.5, 2.0, 3.0)]
     >>> [r.tuning_parameter["x"] for r in fitting_records(problem, records)]
@@ -288,7 +288,7 @@ class Strategy(ABC):
                 allowed values, and the engine's state is unchanged.
             TrialConflict: The suggestion was told before with another result (state unchanged).
 
-        >>> from raytuner.testing.functions import DEMO_PROBLEM
+        >>> from raytuner.problems import DEMO_PROBLEM
         >>> from raytuner.strategies import RandomSearch
         >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
         >>> engine.tell(engine.ask(), {"y": None}).raytuner.failure_message

@@ -11,7 +11,7 @@ Example:
     >>> from raytuner.records import FunctionEvaluation, Provenance
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.strategies.bandit import BanditStructure
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> brackets = Brackets(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective())
     >>> for x in (0.1, 0.5, 0.9):      # bracket 1 samples N(1) = 2 configurations at B(1) = 2
     ...     record = FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": x},

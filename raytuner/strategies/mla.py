@@ -54,7 +54,7 @@ marked ``source="source_start"`` in its provenance.
 Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = MLA(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, n_initial=3, executor=InlineExecutor())
     >>> for _ in range(8):

@@ -18,7 +18,7 @@ Example:
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.strategies import GPTuneBand, MLA
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> band = GPTuneBand(problem, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, executor=InlineExecutor())
     >>> isinstance(band, MultiFidelityEngine), isinstance(MLA(problem, [{"t": 1.0}]), MultiFidelityEngine)

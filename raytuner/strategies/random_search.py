@@ -9,7 +9,7 @@ same next suggestion as one that never stopped.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> a = RandomSearch(problem, tasks=[{"t": 1.0}], seed=3).ask().config
     >>> b = RandomSearch(problem, tasks=[{"t": 1.0}], seed=3).ask().config

@@ -19,7 +19,7 @@ Example:
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
+    >>> from raytuner.problems import DEMO_PROBLEM, demo
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> records = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
     ...            for x in np.linspace(0, 1, 12)]

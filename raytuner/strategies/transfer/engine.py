@@ -37,7 +37,7 @@ Example:
     >>> from raytuner.models import LCMOptions
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM, demo
+    >>> from raytuner.problems import DEMO_PROBLEM, demo
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> rng = np.random.default_rng(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)}) for x in rng.random(40)]

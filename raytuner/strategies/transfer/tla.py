@@ -18,7 +18,7 @@ Example:
     >>> import numpy as np
     >>> from raytuner.records import FunctionEvaluation
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> records = [FunctionEvaluation.create({"t": t}, {"x": x}, {"y": (x - 0.1 * t) ** 2})
     ...            for t in (1.0, 2.0, 3.0, 4.0) for x in np.linspace(0, 1, 11)]

@@ -12,7 +12,7 @@ and an engine told any evaluation of its task has nothing more to suggest.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.testing.functions import DEMO_PROBLEM
+    >>> from raytuner.problems import DEMO_PROBLEM
     >>> from raytuner.records import FunctionEvaluation
     >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": (x / 10 - 0.1 * t) ** 2})
     ...          for t in (1.0, 2.0, 3.0, 4.0) for x in range(11)]
