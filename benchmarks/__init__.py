@@ -97,12 +97,13 @@ def run_benchmark(name: str, out: Path, quick: bool = False, data: Path | None =
         raise InvalidInputError("name", f"unknown benchmark {name!r}", allowed=sorted(BENCHMARKS))
     missing = missing_peers(name)
     if missing:
-        raise MissingPackageError(f"benchmark {name!r} needs {', '.join(missing)}, which cannot be imported: "
-                                  "pip install -e '.[bench]'")
+        raise MissingPackageError(
+            f"benchmark {name!r} needs {', '.join(missing)}, which cannot be imported: pip install -e '.[bench]'"
+        )
     if data is not None:
         if not Path(data).is_dir():
             raise InvalidInputError("data", f"{data}: does not exist")
-        os.environ["RAYTUNER_SHARED_DATA"] = str(Path(data).resolve())   # Ray workers and servers inherit it
+        os.environ["RAYTUNER_SHARED_DATA"] = str(Path(data).resolve())  # Ray workers and servers inherit it
     refuse_if_missing(name)
     module = importlib.import_module(module_name)
     results: dict[str, Any] = module.run(Path(out), quick)

@@ -25,14 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     Args:
         argv: the arguments (default ``None``: ``sys.argv[1:]``).
     """
-    parser = argparse.ArgumentParser(prog="python -m benchmarks",
-                                     description="Run benchmark NAME and write OUT/results.json and OUT/report.md.")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description="Run benchmark NAME and write OUT/results.json and OUT/report.md."
+    )
     parser.add_argument("name", metavar="NAME", help=f"one of: {', '.join(sorted(BENCHMARKS))}")
     parser.add_argument("--out", required=True, type=Path, help="Directory for results.json and report.md.")
     parser.add_argument("--quick", action="store_true", help="A small version that runs in a few minutes.")
-    parser.add_argument("--data", type=Path, default=None,
-                        help="The data folder searched first (default: the repository's tests/data, then "
-                             "../shared/data).")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="The data folder searched first (default: the repository's tests/data, then ../shared/data).",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:

@@ -25,8 +25,9 @@ __all__ = ["drive_tasks"]
 log = logging.getLogger(__name__)
 
 
-def drive_tasks(engine: Strategy, evaluations: int, objective: Callable[[Mapping[str, Any], Mapping[str, Any]], float],
-                output: str) -> np.ndarray:
+def drive_tasks(
+    engine: Strategy, evaluations: int, objective: Callable[[Mapping[str, Any], Mapping[str, Any]], float], output: str
+) -> np.ndarray:
     """Ask/tell ``engine`` until each of its tasks has ``evaluations`` values; (tasks, evaluations).
 
     The engine balances the tasks; where it proposes a task that has its
@@ -43,12 +44,20 @@ def drive_tasks(engine: Strategy, evaluations: int, objective: Callable[[Mapping
         suggestion = engine.ask()
         index = engine.task_index(suggestion.task)
         if len(history[index]) >= evaluations:
-            log.warning("%s proposed task %s, which has its %d evaluations; asking for task %s instead",
-                        engine.name, suggestion.task, evaluations, engine.tasks[needy[0]])
+            log.warning(
+                "%s proposed task %s, which has its %d evaluations; asking for task %s instead",
+                engine.name,
+                suggestion.task,
+                evaluations,
+                engine.tasks[needy[0]],
+            )
             index = needy[0]
             suggestion = engine.ask(engine.tasks[index])
         value = objective(suggestion.task, suggestion.config)
-        engine.tell(FunctionEvaluation.create(suggestion.task, suggestion.config, {output: value},
-                                              provenance=suggestion.provenance))
+        engine.tell(
+            FunctionEvaluation.create(
+                suggestion.task, suggestion.config, {output: value}, provenance=suggestion.provenance
+            )
+        )
         history[index].append(value)
     return np.array(history, dtype=float)

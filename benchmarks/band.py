@@ -80,9 +80,25 @@ from raytuner.problems import demo_grid_minimum
 from raytuner.problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.strategies import BanditStructure
 
-__all__ = ["Row", "TABLE1", "Settings", "FULL", "QUICK", "DEMO_TUNERS", "DEMO_RUNNERS", "LCBENCH_TUNERS",
-           "LCBENCH_RUNNERS", "run", "run_row", "row_results", "run_lcbench", "lcbench_results", "goals", "all_goals",
-           "render_report"]
+__all__ = [
+    "Row",
+    "TABLE1",
+    "Settings",
+    "FULL",
+    "QUICK",
+    "DEMO_TUNERS",
+    "DEMO_RUNNERS",
+    "LCBENCH_TUNERS",
+    "LCBENCH_RUNNERS",
+    "run",
+    "run_row",
+    "row_results",
+    "run_lcbench",
+    "lcbench_results",
+    "goals",
+    "all_goals",
+    "render_report",
+]
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +143,7 @@ class Row:
 
     id: int
     task_range: tuple[float, float]
-    structure: tuple[float, float, int]           # b_min, b_max, eta
+    structure: tuple[float, float, int]  # b_min, b_max, eta
     paper: Mapping[str, float] = field(default_factory=dict)
 
     def bandit(self) -> BanditStructure:
@@ -182,13 +198,13 @@ class Settings:
     tasks: int
     lcbench_tasks: tuple[int, ...]
     lcbench_repeats: int
-    lcbench_passes: int     # budget per task = passes x cost_per_pass("iterative")
+    lcbench_passes: int  # budget per task = passes x cost_per_pass("iterative")
 
 
-FULL = Settings(rows=TABLE1, repeats=5, tasks=10, lcbench_tasks=LCBENCH_TASKS, lcbench_repeats=3,
-                lcbench_passes=2)
-QUICK = Settings(rows=TABLE1[:1], repeats=2, tasks=10, lcbench_tasks=LCBENCH_TASKS[:2], lcbench_repeats=1,
-                 lcbench_passes=1)
+FULL = Settings(rows=TABLE1, repeats=5, tasks=10, lcbench_tasks=LCBENCH_TASKS, lcbench_repeats=3, lcbench_passes=2)
+QUICK = Settings(
+    rows=TABLE1[:1], repeats=2, tasks=10, lcbench_tasks=LCBENCH_TASKS[:2], lcbench_repeats=1, lcbench_passes=1
+)
 
 
 # -- Table 1 -----------------------------------------------------------------------------------------
@@ -205,17 +221,21 @@ def _finals(traces: Mapping[str, list[list[Trace]]], sign: float = 1.0) -> dict[
     return finals
 
 
-def _curve(runs: list[list[Trace]], grid: np.ndarray, scale: Callable[[int, int], float], sign: float
-           ) -> list[float | None]:
+def _curve(
+    runs: list[list[Trace]], grid: np.ndarray, scale: Callable[[int, int], float], sign: float
+) -> list[float | None]:
     """Median over repeats of the mean over tasks of the scaled best-so-far at each cost of ``grid``."""
-    per_repeat = [np.mean([trace.curve(grid, sign) / scale(r, j) for j, trace in enumerate(row)], axis=0)
-                  for r, row in enumerate(runs)]
+    per_repeat = [
+        np.mean([trace.curve(grid, sign) / scale(r, j) for j, trace in enumerate(row)], axis=0)
+        for r, row in enumerate(runs)
+    ]
     median = np.median(np.array(per_repeat), axis=0)
     return [round(float(v), 6) if math.isfinite(v) else None for v in median]
 
 
-def row_results(row: Row, finals: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
-                notes: Sequence[str] = ()) -> dict[str, Any]:
+def row_results(
+    row: Row, finals: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]], notes: Sequence[str] = ()
+) -> dict[str, Any]:
     """``results["table1"]["rows"][i]`` from each tuner's answers (repeats, tasks) and wall seconds.
 
     Args:
@@ -241,17 +261,27 @@ def row_results(row: Row, finals: Mapping[str, np.ndarray], wall: Mapping[str, S
         "R_bar_le_1.02": None if ours is None else ours <= GOAL_R_BAR,
         "win_rate_vs_BOHB_ge_0.8": None if "BOHB" not in wins else wins["BOHB"] >= GOAL_WIN_RATE_BOHB,
     }
-    return {"id": row.id, "task_range": list(row.task_range), "structure": list(row.structure),
-            "R_bar": r_bars, "win_rate_vs": wins, "paper_R_bar_GPTuneBand": row.paper.get(REFERENCE),
-            "repeats": repeats, "cost_per_task": row.cost_per_task(),
-            "evaluations_per_task_at_b_max": row.evaluations(), "tasks_per_repeat": int(finals[REFERENCE].shape[-1])
-            if REFERENCE in finals else None, "paper_R_bar": dict(row.paper),
-            "wall_seconds_median": {name: round(statistics.median(w), 2) for name, w in wall.items()},
-            "goals": row_goals, "notes": list(notes)}
+    return {
+        "id": row.id,
+        "task_range": list(row.task_range),
+        "structure": list(row.structure),
+        "R_bar": r_bars,
+        "win_rate_vs": wins,
+        "paper_R_bar_GPTuneBand": row.paper.get(REFERENCE),
+        "repeats": repeats,
+        "cost_per_task": row.cost_per_task(),
+        "evaluations_per_task_at_b_max": row.evaluations(),
+        "tasks_per_repeat": int(finals[REFERENCE].shape[-1]) if REFERENCE in finals else None,
+        "paper_R_bar": dict(row.paper),
+        "wall_seconds_median": {name: round(statistics.median(w), 2) for name, w in wall.items()},
+        "goals": row_goals,
+        "notes": list(notes),
+    }
 
 
-def run_row(row: Row, repeats: int, tasks: int, runners: Mapping[str, DemoRunner] | None = None
-            ) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_row(
+    row: Row, repeats: int, tasks: int, runners: Mapping[str, DemoRunner] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every tuner on ``repeats`` draws of ``tasks`` tasks of ``row``: the row's results and its curves.
 
     ``runners`` (default :data:`DEMO_RUNNERS`, whose Ray tuners need
@@ -278,8 +308,14 @@ def run_row(row: Row, repeats: int, tasks: int, runners: Mapping[str, DemoRunner
             wall[name].append(time.perf_counter() - started)
             traces[name].append(runs)
             notes += [f"{name}, repeat {repeat}, t={t:.4f}: {tr.note}" for t, tr in zip(task_list, runs) if tr.note]
-            log.info("row %d repeat %d: %s took %.1f s, answers %s", row.id, repeat, name, wall[name][-1],
-                     [round(tr.final, 4) for tr in runs])
+            log.info(
+                "row %d repeat %d: %s took %.1f s, answers %s",
+                row.id,
+                repeat,
+                name,
+                wall[name][-1],
+                [round(tr.final, 4) for tr in runs],
+            )
     result = row_results(row, _finals(traces), wall, notes)
     minima = {t: demo_grid_minimum(t)[1] for task_list in task_lists for t in task_list}
     grid = np.linspace(0.0, row.cost_per_task(), CURVE_POINTS)
@@ -305,7 +341,7 @@ def _mean_ranks(finals: Mapping[str, np.ndarray]) -> dict[str, float]:
     {'a': 1.25, 'b': 1.75}
     """
     names = list(finals)
-    values = np.stack([np.asarray(finals[n], dtype=float).ravel() for n in names])   # (tuners, cells)
+    values = np.stack([np.asarray(finals[n], dtype=float).ravel() for n in names])  # (tuners, cells)
     ranks = np.zeros_like(values)
     for c in range(values.shape[1]):
         column = values[:, c]
@@ -314,9 +350,16 @@ def _mean_ranks(finals: Mapping[str, np.ndarray]) -> dict[str, float]:
     return {n: round(float(ranks[i].mean()), 4) for i, n in enumerate(names)}
 
 
-def lcbench_results(task_ids: Sequence[int], budget: float, finals: Mapping[str, np.ndarray],
-                    wall: Mapping[str, Sequence[float]], passes: int, notes: Sequence[str] = (),
-                    ask_seconds: Sequence[float] = (), skipped: Sequence[str] = ()) -> dict[str, Any]:
+def lcbench_results(
+    task_ids: Sequence[int],
+    budget: float,
+    finals: Mapping[str, np.ndarray],
+    wall: Mapping[str, Sequence[float]],
+    passes: int,
+    notes: Sequence[str] = (),
+    ask_seconds: Sequence[float] = (),
+    skipped: Sequence[str] = (),
+) -> dict[str, Any]:
     """``results["lcbench"]`` from each tuner's best accuracy at epoch 52 per (repeat, task) cell.
 
     Args:
@@ -340,21 +383,34 @@ def lcbench_results(task_ids: Sequence[int], budget: float, finals: Mapping[str,
     """
     ranks = _mean_ranks(finals)
     r_tilde = relative_performance({name: 1.0 / np.asarray(v, dtype=float) for name, v in finals.items()})
-    return {"tasks": [int(t) for t in task_ids], "structure": list(LCBENCH_STRUCTURE),
-            "budget_per_task": round(budget, 6), "repeats": int(next(iter(finals.values())).shape[0]),
-            "mean_rank": ranks, "R_bar": {name: round(r_bar(r), 4) for name, r in r_tilde.items()},
-            "goal_best_mean_rank": ranks.get(REFERENCE, math.inf) <= min(ranks.values()),
-            "passes": passes, "fidelities": list(lcbench_structure().fidelities),
-            "best_val_accuracy": {name: np.round(v, 4).tolist() for name, v in finals.items()},
-            "wall_seconds_median": {name: round(statistics.median(w), 2) for name, w in wall.items()},
-            "notes": list(notes), "skipped": list(skipped), "asks": len(ask_seconds),
-            "longest_ask_seconds": round(max(ask_seconds), 4) if ask_seconds else None,
-            "ask_seconds_median": round(statistics.median(ask_seconds), 4) if ask_seconds else None,
-            "goal_longest_ask_lt_5s": max(ask_seconds) < GOAL_LONGEST_ASK_S if ask_seconds else None}
+    return {
+        "tasks": [int(t) for t in task_ids],
+        "structure": list(LCBENCH_STRUCTURE),
+        "budget_per_task": round(budget, 6),
+        "repeats": int(next(iter(finals.values())).shape[0]),
+        "mean_rank": ranks,
+        "R_bar": {name: round(r_bar(r), 4) for name, r in r_tilde.items()},
+        "goal_best_mean_rank": ranks.get(REFERENCE, math.inf) <= min(ranks.values()),
+        "passes": passes,
+        "fidelities": list(lcbench_structure().fidelities),
+        "best_val_accuracy": {name: np.round(v, 4).tolist() for name, v in finals.items()},
+        "wall_seconds_median": {name: round(statistics.median(w), 2) for name, w in wall.items()},
+        "notes": list(notes),
+        "skipped": list(skipped),
+        "asks": len(ask_seconds),
+        "longest_ask_seconds": round(max(ask_seconds), 4) if ask_seconds else None,
+        "ask_seconds_median": round(statistics.median(ask_seconds), 4) if ask_seconds else None,
+        "goal_longest_ask_lt_5s": max(ask_seconds) < GOAL_LONGEST_ASK_S if ask_seconds else None,
+    }
 
 
-def run_lcbench(task_ids: Sequence[int], repeats: int, passes: int, data_dir: Path | None = None,
-                runners: Mapping[str, LCBenchRunner] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_lcbench(
+    task_ids: Sequence[int],
+    repeats: int,
+    passes: int,
+    data_dir: Path | None = None,
+    runners: Mapping[str, LCBenchRunner] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPTuneBand's engine, Ray's ASHA, HB and BOHB, TPE and SMAC on LCBench: the results and the curves.
 
     A peer whose runner raises ``ImportError`` (its package is missing) is
@@ -397,11 +453,16 @@ def run_lcbench(task_ids: Sequence[int], repeats: int, passes: int, data_dir: Pa
             wall[name].append(time.perf_counter() - started)
             traces[name].append(runs)
             notes += [f"{name}, repeat {repeat}, task {t}: {tr.note}" for t, tr in zip(task_ids, runs) if tr.note]
-            log.info("lcbench repeat %d: %s took %.1f s, best val_accuracy %s", repeat, name, wall[name][-1],
-                     [round(tr.final, 3) for tr in runs])
+            log.info(
+                "lcbench repeat %d: %s took %.1f s, best val_accuracy %s",
+                repeat,
+                name,
+                wall[name][-1],
+                [round(tr.final, 3) for tr in runs],
+            )
     asks = [s for row in traces[REFERENCE] for trace in row for s in trace.ask_seconds]
     result = lcbench_results(task_ids, budget, _finals(traces, sign=-1.0), wall, passes, notes, asks, skipped)
-    result["ask_executor"] = type(default_executor()).__name__   # where the reference's larger fits ran their starts
+    result["ask_executor"] = type(default_executor()).__name__  # where the reference's larger fits ran their starts
     grid = np.linspace(0.0, budget, CURVE_POINTS)
     curves = {name: _curve(runs, grid, lambda r, j: 1.0, -1.0) for name, runs in traces.items()}
     return result, {"cost": [round(float(c), 6) for c in grid], "curves": curves}
@@ -433,29 +494,49 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     out.mkdir(parents=True, exist_ok=True)
     own_ray = not ray.is_initialized()
     if own_ray:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
+        ray.init(
+            address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False
+        )
     try:
         rows = []
         for row in s.rows:
-            log.info("band benchmark row %d: %d repeats x %d tasks, structure %s", row.id, s.repeats, s.tasks,
-                     row.structure)
+            log.info(
+                "band benchmark row %d: %d repeats x %d tasks, structure %s", row.id, s.repeats, s.tasks, row.structure
+            )
             result, history = run_row(row, s.repeats, s.tasks)
             plot = f"band_row{row.id}.png"
-            result["plot"] = plot if save_plot(
-                history, out / plot, f"Table 1 row {row.id}: t in {list(row.task_range)}, {list(row.structure)}",
-                "best y at b_max / grid minimum (mean over tasks)") else None
+            result["plot"] = (
+                plot
+                if save_plot(
+                    history,
+                    out / plot,
+                    f"Table 1 row {row.id}: t in {list(row.task_range)}, {list(row.structure)}",
+                    "best y at b_max / grid minimum (mean over tasks)",
+                )
+                else None
+            )
             result["history"] = history
             rows.append(result)
         log.info("band benchmark LCBench: tasks %s, %d repeats", list(s.lcbench_tasks), s.lcbench_repeats)
         lc, lc_history = run_lcbench(s.lcbench_tasks, s.lcbench_repeats, s.lcbench_passes)
-        lc["plot"] = "band_lcbench.png" if save_plot(
-            lc_history, out / "band_lcbench.png", f"LCBench: {len(s.lcbench_tasks)} tasks, structure [1, 52, 3]",
-            "best val_accuracy at epoch 52 (mean over tasks)") else None
+        lc["plot"] = (
+            "band_lcbench.png"
+            if save_plot(
+                lc_history,
+                out / "band_lcbench.png",
+                f"LCBench: {len(s.lcbench_tasks)} tasks, structure [1, 52, 3]",
+                "best val_accuracy at epoch 52 (mean over tasks)",
+            )
+            else None
+        )
         lc["history"] = lc_history
     finally:
         if own_ray:
             ray.shutdown()
-    results = {"table1": {"rows": rows, "goals": goals(rows)}, "lcbench": lc, "goals": all_goals(rows, lc),
-               "machine": machine}
+    results = {
+        "table1": {"rows": rows, "goals": goals(rows)},
+        "lcbench": lc,
+        "goals": all_goals(rows, lc),
+        "machine": machine,
+    }
     return finish_run(out, "band", results, render_report, quick=quick, started=started)

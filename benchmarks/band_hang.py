@@ -82,10 +82,13 @@ class StallGuard(tune.Stopper):
 
     def _snapshot(self) -> dict[str, Any]:
         band = self.scheduler
-        return {"engine_finished": band.engine.finished, "progress": band.engine.progress(),
-                "held": len(band._held),
-                "states": {tid: vars(s) for tid, s in band._states.items()},
-                "trials": {t.trial_id: t.status for t in self.trials}}
+        return {
+            "engine_finished": band.engine.finished,
+            "progress": band.engine.progress(),
+            "held": len(band._held),
+            "states": {tid: vars(s) for tid, s in band._states.items()},
+            "trials": {t.trial_id: t.status for t in self.trials},
+        }
 
     def watch(self) -> tune.Callback:
         """A callback that lets the guard see Ray's trials (for :attr:`snapshot`); pass it in ``callbacks``."""
@@ -151,12 +154,21 @@ TRAINABLES = {"class": SlowCheckpoint, "function": slow_training}
 def planned(scheduler: GPTuneBandScheduler, tasks: int) -> Counter:
     """The (bracket, rung) counts a whole pass records."""
     structure = scheduler.engine.structure
-    return Counter({(s, rung): n * tasks for s in range(structure.s_max + 1)
-                    for rung, (n, _) in enumerate(structure.rungs(s))})
+    return Counter(
+        {(s, rung): n * tasks for s in range(structure.s_max + 1) for rung, (n, _) in enumerate(structure.rungs(s))}
+    )
 
 
-def run_once(seed: int, concurrency: int, tasks: int, folder: Path, trainable: str = "class", delay: float = 0.5,
-             deadline: float = 120.0, steps: int = 1000) -> dict[str, Any]:
+def run_once(
+    seed: int,
+    concurrency: int,
+    tasks: int,
+    folder: Path,
+    trainable: str = "class",
+    delay: float = 0.5,
+    deadline: float = 120.0,
+    steps: int = 1000,
+) -> dict[str, Any]:
     """One iterative run on the current Ray; returns ``seconds``, ``hang``, ``failure`` (and ``snapshot``).
 
     Args:
@@ -171,15 +183,32 @@ def run_once(seed: int, concurrency: int, tasks: int, folder: Path, trainable: s
     """
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     task_list = [{"t": 1.0}, {"t": 1.3}][:tasks]
-    band = GPTuneBandScheduler(problem, task_list, JsonStore(folder / "store"), "hang", b_min=1, b_max=B_MAX,
-                               eta=2, seed=seed, options=FAST, executor=InlineExecutor(),
-                               fidelity_mode="iterative", search_candidates=128)
+    band = GPTuneBandScheduler(
+        problem,
+        task_list,
+        JsonStore(folder / "store"),
+        "hang",
+        b_min=1,
+        b_max=B_MAX,
+        eta=2,
+        seed=seed,
+        options=FAST,
+        executor=InlineExecutor(),
+        fidelity_mode="iterative",
+        search_candidates=128,
+    )
     guard = StallGuard(band, steps=steps, deadline=deadline)
-    tuner = tune.Tuner(tune.with_parameters(TRAINABLES[trainable], delay=delay),
-                       tune_config=tune.TuneConfig(search_alg=band.searcher(), scheduler=band, num_samples=-1,
-                                                   max_concurrent_trials=concurrency, reuse_actors=True),
-                       run_config=tune.RunConfig(storage_path=str(folder / "ray"), verbose=0, stop=guard,
-                                                 callbacks=[guard.watch()]))
+    tuner = tune.Tuner(
+        tune.with_parameters(TRAINABLES[trainable], delay=delay),
+        tune_config=tune.TuneConfig(
+            search_alg=band.searcher(),
+            scheduler=band,
+            num_samples=-1,
+            max_concurrent_trials=concurrency,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(storage_path=str(folder / "ray"), verbose=0, stop=guard, callbacks=[guard.watch()]),
+    )
     start = time.perf_counter()
     results = tuner.fit()
     seconds = time.perf_counter() - start
@@ -212,22 +241,45 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             row = run_once(seed=i, concurrency=concurrency, tasks=tasks, folder=Path(folder), trainable=kind)
         row.update(run=i, concurrency=concurrency, tasks=tasks, trainable=kind)
         rows.append(row)
-        log.info("run %d/%d: %s trainable, concurrency %d, %d task(s), %.1f s%s%s", i + 1, runs, kind, concurrency,
-                 tasks, row["seconds"], ", HUNG" if row["hang"] else "",
-                 f", FAILED: {row['failure']}" if row["failure"] else "")
+        log.info(
+            "run %d/%d: %s trainable, concurrency %d, %d task(s), %.1f s%s%s",
+            i + 1,
+            runs,
+            kind,
+            concurrency,
+            tasks,
+            row["seconds"],
+            ", HUNG" if row["hang"] else "",
+            f", FAILED: {row['failure']}" if row["failure"] else "",
+        )
         if row["hang"]:
             log.warning("run %d hung: %s", i, json.dumps(row["snapshot"], default=str))
     seconds = [r["seconds"] for r in rows]
-    results = {"runs": runs, "hangs": sum(r["hang"] for r in rows), "failures": sum(bool(r["failure"]) for r in rows),
-               "seconds_median": statistics.median(seconds), "seconds_max": max(seconds),
-               "concurrency": dict(Counter(str(r["concurrency"]) for r in rows)),
-               "trainables": dict(Counter(r["trainable"] for r in rows)),
-               "hung": [{"run": r["run"], "seed": r["run"], "concurrency": r["concurrency"], "tasks": r["tasks"],
-                         "trainable": r["trainable"],
-                         "snapshot": r["snapshot"]} for r in rows if r["hang"]]}
+    results = {
+        "runs": runs,
+        "hangs": sum(r["hang"] for r in rows),
+        "failures": sum(bool(r["failure"]) for r in rows),
+        "seconds_median": statistics.median(seconds),
+        "seconds_max": max(seconds),
+        "concurrency": dict(Counter(str(r["concurrency"]) for r in rows)),
+        "trainables": dict(Counter(r["trainable"] for r in rows)),
+        "hung": [
+            {
+                "run": r["run"],
+                "seed": r["run"],
+                "concurrency": r["concurrency"],
+                "tasks": r["tasks"],
+                "trainable": r["trainable"],
+                "snapshot": r["snapshot"],
+            }
+            for r in rows
+            if r["hang"]
+        ],
+    }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     (out / "report.md").write_text(
         f"# GPTuneBand iterative path on Ray Tune: stress\n\n{runs} runs (2-4 concurrent trials, checkpoint saves of "
         f"0-0.5 s, one local Ray of 2 CPUs): **{results['hangs']} hangs**, {results['failures']} failures; "
-        f"median {results['seconds_median']:.1f} s a run, longest {results['seconds_max']:.1f} s.\n")
+        f"median {results['seconds_median']:.1f} s a run, longest {results['seconds_max']:.1f} s.\n"
+    )
     return results

@@ -46,12 +46,23 @@ from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 from raytuner.problems.lcbench import LCBenchSurrogate
 from raytuner.space import ProblemSpace, Space
 
-if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
+if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.executors import Executor
     from raytuner.strategies import BanditStructure
 
-__all__ = ["Trace", "suggest_config", "optuna_rows", "torch_missing", "demo_budget", "run_demo_gptuneband",
-           "run_demo_mla", "run_demo_tpe", "run_demo_random", "run_lcbench_gptuneband", "run_lcbench_tpe"]
+__all__ = [
+    "Trace",
+    "suggest_config",
+    "optuna_rows",
+    "torch_missing",
+    "demo_budget",
+    "run_demo_gptuneband",
+    "run_demo_mla",
+    "run_demo_tpe",
+    "run_demo_random",
+    "run_lcbench_gptuneband",
+    "run_lcbench_tpe",
+]
 
 
 @dataclass
@@ -121,8 +132,9 @@ def _demo_problem() -> ProblemSpace:
     return ProblemSpace.parse(DEMO_PROBLEM)
 
 
-def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed: int, model: str | None = None
-                        ) -> list[Trace]:
+def run_demo_gptuneband(
+    tasks: Sequence[float], structure: BanditStructure, seed: int, model: str | None = None
+) -> list[Trace]:
     """GPTuneBand's engine, one one-shot pass over all tasks, model fits inline (deterministic).
 
     It spends exactly ``C`` per task (:func:`demo_budget`); its answer is the
@@ -143,9 +155,18 @@ def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed
     from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
     from raytuner.strategies import GPTuneBand
+
     options = {} if model is None else {"model": model}
-    band = GPTuneBand(_demo_problem(), [{"t": t} for t in tasks], seed=seed, fidelities=structure.fidelities,
-                      eta=structure.eta, passes=1, executor=InlineExecutor(), **options)
+    band = GPTuneBand(
+        _demo_problem(),
+        [{"t": t} for t in tasks],
+        seed=seed,
+        fidelities=structure.fidelities,
+        eta=structure.eta,
+        passes=1,
+        executor=InlineExecutor(),
+        **options,
+    )
     traces = [Trace() for _ in tasks]
     b_max = structure.b_max
     while not band.finished:
@@ -161,8 +182,10 @@ def run_demo_gptuneband(tasks: Sequence[float], structure: BanditStructure, seed
 
 def _at_b_max(history: np.ndarray, sign: float = 1.0) -> list[Trace]:
     """One trace per row of values at ``b_max`` (each costs 1); the answer is the best (``sign=-1``: maximised)."""
-    return [Trace([1.0] * len(row), [float(v) for v in row], float(sign * np.min(sign * np.asarray(row))))
-            for row in history]
+    return [
+        Trace([1.0] * len(row), [float(v) for v in row], float(sign * np.min(sign * np.asarray(row))))
+        for row in history
+    ]
 
 
 def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
@@ -183,9 +206,16 @@ def suggest_config(trial: Any, space: Space) -> dict[str, Any]:
     return config
 
 
-def optuna_rows(space: Space, tasks: Sequence[Any], evaluations: int, seed: int, direction: str,
-                objective: Callable[[Any, dict[str, Any]], float], sampler: str = "TPESampler",
-                n_startup: int | None = None) -> np.ndarray:
+def optuna_rows(
+    space: Space,
+    tasks: Sequence[Any],
+    evaluations: int,
+    seed: int,
+    direction: str,
+    objective: Callable[[Any, dict[str, Any]], float],
+    sampler: str = "TPESampler",
+    n_startup: int | None = None,
+) -> np.ndarray:
     """One Optuna study per task (task ``j`` seeded ``seed * 1000 + j``): the values, shaped (tasks, evaluations).
 
     Each study runs ``evaluations`` trials, the first ``n_startup`` random.
@@ -209,8 +239,10 @@ def optuna_rows(space: Space, tasks: Sequence[Any], evaluations: int, seed: int,
     startup = max(1, evaluations // 2) if n_startup is None else n_startup
     rows = []
     for j, task in enumerate(tasks):
-        study = optuna.create_study(direction=direction, sampler=getattr(optuna.samplers, sampler)(
-            seed=seed * 1000 + j, n_startup_trials=startup))
+        study = optuna.create_study(
+            direction=direction,
+            sampler=getattr(optuna.samplers, sampler)(seed=seed * 1000 + j, n_startup_trials=startup),
+        )
         values = []
         for _ in range(evaluations):
             trial = study.ask()
@@ -248,9 +280,15 @@ def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
     from raytuner.strategies import MLA
+
     _, evaluations = demo_budget(structure)
-    engine = MLA(_demo_problem(), [{"t": t} for t in tasks], seed=seed, n_initial=max(1, evaluations // 2),
-                 executor=InlineExecutor())
+    engine = MLA(
+        _demo_problem(),
+        [{"t": t} for t in tasks],
+        seed=seed,
+        n_initial=max(1, evaluations // 2),
+        executor=InlineExecutor(),
+    )
     history = np.zeros((len(tasks), evaluations))
     for n in range(evaluations):
         asked = [engine.ask(task) for task in engine.tasks]
@@ -287,16 +325,24 @@ def run_demo_random(tasks: Sequence[float], structure: BanditStructure, seed: in
         seed: the random generator's seed.
     """
     from raytuner.strategies import RandomSearch
+
     _, evaluations = demo_budget(structure)
     engine = RandomSearch(_demo_problem(), [{"t": t} for t in tasks], seed=seed)
-    history = np.array([[demo(engine.ask(task).config["x"], task["t"]) for _ in range(evaluations)]
-                        for task in engine.tasks])
+    history = np.array(
+        [[demo(engine.ask(task).config["x"], task["t"]) for _ in range(evaluations)] for task in engine.tasks]
+    )
     return _at_b_max(history)
 
 
 # -- LCBench: GPTuneBand's engine --------------------------------------------------------------------
-def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
-                           budget: float, seed: int, executor: Executor | None = None) -> list[Trace]:
+def run_lcbench_gptuneband(
+    surrogate: LCBenchSurrogate,
+    task_ids: Sequence[int],
+    structure: BanditStructure,
+    budget: float,
+    seed: int,
+    executor: Executor | None = None,
+) -> list[Trace]:
     """GPTuneBand's engine in iterative mode over all tasks; as many passes as ``budget`` per task holds.
 
     A promotion pays only its extra epochs; the answer is the best
@@ -325,10 +371,18 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
     """
     from raytuner.records import FunctionEvaluation
     from raytuner.strategies import GPTuneBand
+
     passes = max(1, int(math.floor(budget / structure.cost_per_pass("iterative") + 1e-9)))
-    band = GPTuneBand(surrogate.problem(task_ids), [{"task_id": t} for t in task_ids], seed=seed,
-                      fidelities=structure.fidelities, eta=structure.eta, passes=passes,
-                      fidelity_mode="iterative", executor=executor)
+    band = GPTuneBand(
+        surrogate.problem(task_ids),
+        [{"task_id": t} for t in task_ids],
+        seed=seed,
+        fidelities=structure.fidelities,
+        eta=structure.eta,
+        passes=passes,
+        fidelity_mode="iterative",
+        executor=executor,
+    )
     traces = [Trace() for _ in task_ids]
     b_max = structure.b_max
     while not band.finished:
@@ -346,8 +400,9 @@ def run_lcbench_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int],
     return traces
 
 
-def run_lcbench_tpe(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
-                    budget: float, seed: int) -> list[Trace]:
+def run_lcbench_tpe(
+    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+) -> list[Trace]:
     """Optuna's TPE at full fidelity (``b_max`` epochs), one study per task, ``⌊budget⌋`` evaluations each.
 
     An evaluation at ``b_max`` costs 1, so ``⌊budget⌋`` of them fit the
@@ -371,5 +426,9 @@ def run_lcbench_tpe(surrogate: LCBenchSurrogate, task_ids: Sequence[int], struct
         raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
     space = surrogate.problem(task_ids).parameter_space
     b_max = structure.b_max
-    return _at_b_max(optuna_rows(space, task_ids, evaluations, seed, "maximize",
-                                 lambda t, c: surrogate.evaluate(t, c, b_max)["val_accuracy"]), sign=-1.0)
+    return _at_b_max(
+        optuna_rows(
+            space, task_ids, evaluations, seed, "maximize", lambda t, c: surrogate.evaluate(t, c, b_max)["val_accuracy"]
+        ),
+        sign=-1.0,
+    )

@@ -55,11 +55,20 @@ from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 from raytuner.problems.lcbench import HYPERPARAMETERS, LCBenchSurrogate
 from raytuner.space import ProblemSpace, Space
 
-if TYPE_CHECKING:   # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
+if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.strategies import BanditStructure
 
-__all__ = ["RAY_KINDS", "RayRun", "run_demo_ray", "run_lcbench_ray", "demo_trainable", "lcbench_trainable",
-           "tune_space", "config_space", "budget_trace"]
+__all__ = [
+    "RAY_KINDS",
+    "RayRun",
+    "run_demo_ray",
+    "run_lcbench_ray",
+    "demo_trainable",
+    "lcbench_trainable",
+    "tune_space",
+    "config_space",
+    "budget_trace",
+]
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +93,7 @@ def tune_space(space: Space) -> dict[str, Any]:
         if p.type == "categorical":
             out[p.name] = tune.choice(list(p.categories))
         elif p.type == "integer":
-            lo, hi = int(p.lower_bound), int(p.upper_bound) + 1       # Ray's upper bound is exclusive
+            lo, hi = int(p.lower_bound), int(p.upper_bound) + 1  # Ray's upper bound is exclusive
             out[p.name] = tune.lograndint(lo, hi) if p.log else tune.randint(lo, hi)
         else:
             out[p.name] = (tune.loguniform if p.log else tune.uniform)(p.lower_bound, p.upper_bound)
@@ -131,7 +140,7 @@ def _quiet_tune() -> Iterator[None]:
         lg.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=FutureWarning)   # pandas, through TuneBOHB's KDEs
+            warnings.filterwarnings("ignore", category=FutureWarning)  # pandas, through TuneBOHB's KDEs
             yield
     finally:
         for k, v in saved.items():
@@ -159,10 +168,10 @@ class RayRun:
 
     kind: str
     structure: BanditStructure
-    budget: float                   # normalised cost per task
+    budget: float  # normalised cost per task
     metric: str
-    mode: str                       # "min" or "max"
-    iterative: bool                 # whether a resumed trial continues from a checkpoint
+    mode: str  # "min" or "max"
+    iterative: bool  # whether a resumed trial continues from a checkpoint
 
     @property
     def b_max(self) -> int:
@@ -174,8 +183,9 @@ class RayRun:
         return report_points(self.kind, self.b_max, self.structure.eta, int(self.structure.fidelities[-1]))
 
 
-def _ray_run(run: RayRun, trainable: Callable[..., None], constants: Mapping[str, Any], space: Space, seed: int
-             ) -> tuple[ReportBudget, dict[str, dict[str, Any]]]:
+def _ray_run(
+    run: RayRun, trainable: Callable[..., None], constants: Mapping[str, Any], space: Space, seed: int
+) -> tuple[ReportBudget, dict[str, dict[str, Any]]]:
     """One ``tune.run`` until the budget is spent: the budget's report log and each trial's config.
 
     Hyperband's last rung ends at ``min(r0 η^s, max_t)``, below ``max_t`` when
@@ -208,21 +218,37 @@ def _ray_run(run: RayRun, trainable: Callable[..., None], constants: Mapping[str
             raise ValueError(f"unknown Ray tuner {run.kind!r}; choose one of {RAY_KINDS}")
     limit = run.budget * run.b_max
     budget = ReportBudget(limit, metric=run.metric)
-    samples = int(math.ceil(limit))    # no trial costs less than one fidelity unit
-    if run.kind == "HB":               # no concurrency limit: create only the trials the budget can reach
+    samples = int(math.ceil(limit))  # no trial costs less than one fidelity unit
+    if run.kind == "HB":  # no concurrency limit: create only the trials the budget can reach
         samples = min(samples, hyperband_trials(run.b_max, eta, limit, iterative=run.iterative))
     with tempfile.TemporaryDirectory(prefix="raytuner_band_") as storage, _quiet_tune():
-        analysis = tune.run(trainable, config=config, search_alg=search, scheduler=scheduler, num_samples=samples,
-                            stop=budget.stopper(), reuse_actors=True, max_concurrent_trials=concurrency, verbose=0,
-                            storage_path=storage, resources_per_trial={"cpu": 1}, raise_on_failed_trial=False,
-                            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                            trial_dirname_creator=_trial_dirname)
+        analysis = tune.run(
+            trainable,
+            config=config,
+            search_alg=search,
+            scheduler=scheduler,
+            num_samples=samples,
+            stop=budget.stopper(),
+            reuse_actors=True,
+            max_concurrent_trials=concurrency,
+            verbose=0,
+            storage_path=storage,
+            resources_per_trial={"cpu": 1},
+            raise_on_failed_trial=False,
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            trial_dirname_creator=_trial_dirname,
+        )
         configs = {trial.trial_id: dict(trial.config) for trial in analysis.trials}
     return budget, configs
 
 
-def budget_trace(budget: ReportBudget, configs: Mapping[str, dict[str, Any]], b_max: int, sign: float,
-                 truth: Callable[[dict[str, Any]], float]) -> Trace:
+def budget_trace(
+    budget: ReportBudget,
+    configs: Mapping[str, dict[str, Any]],
+    b_max: int,
+    sign: float,
+    truth: Callable[[dict[str, Any]], float],
+) -> Trace:
     """A run's trace from its budget's log; the answer is ``truth`` of the best configuration at the highest
     fidelity reached (with a note when that is below ``b_max``).
 
@@ -344,8 +370,14 @@ def lcbench_trainable(config: dict[str, Any], data_dir: str | None = None, repor
             tune.report({"val_accuracy": value, "fidelity": epoch}, checkpoint=Checkpoint.from_directory(folder))
 
 
-def run_lcbench_ray(kind: str, surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
-                    budget: float, seed: int) -> list[Trace]:
+def run_lcbench_ray(
+    kind: str,
+    surrogate: LCBenchSurrogate,
+    task_ids: Sequence[int],
+    structure: BanditStructure,
+    budget: float,
+    seed: int,
+) -> list[Trace]:
     """Ray Tune's ``kind`` (``"ASHA"``, ``"HB"``, ``"BOHB"``) per task, stopped at ``budget`` (epochs / 52).
 
     Args:

@@ -51,8 +51,8 @@ def report_points(kind: str, max_t: int, eta: int, grace: int = 1) -> tuple[int,
     """
     points = {int(max_t)}
     if kind == "ASHA":
-        rungs = int(np.log(max_t / grace) / np.log(eta) + 1)     # Ray's expression, float quirks included
-        points |= {int(grace * eta ** k) for k in range(rungs)}
+        rungs = int(np.log(max_t / grace) / np.log(eta) + 1)  # Ray's expression, float quirks included
+        points |= {int(grace * eta**k) for k in range(rungs)}
     else:
         for s in range(int(np.round(np.log(max_t) / np.log(eta))) + 1):
             r = int(max_t * eta ** (-s))
@@ -87,7 +87,7 @@ class ReportBudget:
 
     def __init__(self, limit: float, metric: str, fidelity_key: str = "fidelity") -> None:
         self.limit, self.metric, self.fidelity_key = float(limit), metric, fidelity_key
-        self.log: list[tuple[str, float, float, float]] = []   # (trial id, fidelity, value, cost)
+        self.log: list[tuple[str, float, float, float]] = []  # (trial id, fidelity, value, cost)
         self.used = 0.0
         self._last: dict[str, float] = {}
         self._full = False
@@ -156,7 +156,7 @@ def hyperband_trials(max_t: int, eta: int, limit: float, iterative: bool = False
             r = int(max_t * eta ** (-s))
             if r == 0:
                 continue
-            n = int(math.ceil(s_max_1 / (s + 1) * eta ** s))
+            n = int(math.ceil(s_max_1 / (s + 1) * eta**s))
             if spent >= limit:
                 return trials + n
             trials += n

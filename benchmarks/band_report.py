@@ -20,8 +20,17 @@ from typing import Any
 
 from benchmarks.report import markdown_table, save_history_plot
 
-__all__ = ["REFERENCE", "MLA", "GOAL_R_BAR", "GOAL_WIN_RATE_BOHB", "GOAL_LONGEST_ASK_S", "goals", "all_goals",
-           "render_report", "save_plot"]
+__all__ = [
+    "REFERENCE",
+    "MLA",
+    "GOAL_R_BAR",
+    "GOAL_WIN_RATE_BOHB",
+    "GOAL_LONGEST_ASK_S",
+    "goals",
+    "all_goals",
+    "render_report",
+    "save_plot",
+]
 
 REFERENCE = "GPTuneBand"
 #: Table 1's row of raytuner's own MLA (GPTune's single-fidelity method).
@@ -49,13 +58,14 @@ def goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
     >>> list(goals([{"goals": flags}, {"goals": {**flags, "R_bar_le_1.02": True}}]).values())
     [True, False, None]
     """
-    return {"GPTuneBand_lowest_R_bar_every_row": _every(rows, "lowest_R_bar"),
-            "GPTuneBand_R_bar_le_1.02_every_row": _every(rows, "R_bar_le_1.02"),
-            "GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row": _every(rows, "win_rate_vs_BOHB_ge_0.8")}
+    return {
+        "GPTuneBand_lowest_R_bar_every_row": _every(rows, "lowest_R_bar"),
+        "GPTuneBand_R_bar_le_1.02_every_row": _every(rows, "R_bar_le_1.02"),
+        "GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row": _every(rows, "win_rate_vs_BOHB_ge_0.8"),
+    }
 
 
-def all_goals(rows: Sequence[Mapping[str, Any]], lcbench: Mapping[str, Any] | None = None
-              ) -> dict[str, bool | None]:
+def all_goals(rows: Sequence[Mapping[str, Any]], lcbench: Mapping[str, Any] | None = None) -> dict[str, bool | None]:
     """The run's goals, ``results["goals"]``: Table 1's (:func:`goals`, and the same three under issue 19's
     names, the lowest R-bar one judged only where raytuner's MLA ran) and LCBench's (``None`` where not measured).
 
@@ -74,12 +84,14 @@ def all_goals(rows: Sequence[Mapping[str, Any]], lcbench: Mapping[str, Any] | No
     """
     table = goals(rows)
     lc = lcbench or {}
-    return {**table,
-            "lowest_R_bar_every_row_incl_mla": _every(rows, "lowest_R_bar_incl_mla"),
-            "R_bar_le_1.02_every_row": table["GPTuneBand_R_bar_le_1.02_every_row"],
-            "win_rate_vs_BOHB_ge_0.8_every_row": table["GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row"],
-            "lcbench_best_mean_rank": lc.get("goal_best_mean_rank"),
-            "lcbench_longest_ask_lt_5s": lc.get("goal_longest_ask_lt_5s")}
+    return {
+        **table,
+        "lowest_R_bar_every_row_incl_mla": _every(rows, "lowest_R_bar_incl_mla"),
+        "R_bar_le_1.02_every_row": table["GPTuneBand_R_bar_le_1.02_every_row"],
+        "win_rate_vs_BOHB_ge_0.8_every_row": table["GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row"],
+        "lcbench_best_mean_rank": lc.get("goal_best_mean_rank"),
+        "lcbench_longest_ask_lt_5s": lc.get("goal_longest_ask_lt_5s"),
+    }
 
 
 def save_plot(history: Mapping[str, Any], path: Path, title: str, ylabel: str) -> bool:
@@ -102,8 +114,16 @@ def save_plot(history: Mapping[str, Any], path: Path, title: str, ylabel: str) -
     ...     save_plot(history, png, "Table 1 row 1", "best y at b_max / grid minimum") == png.is_file()
     True
     """
-    return save_history_plot(history["curves"], path, "normalised cost per task (evaluation at b costs b / b_max)",
-                             ylabel, title, x=history["cost"], style={"linewidth": 1.5}, legend_fontsize=8)
+    return save_history_plot(
+        history["curves"],
+        path,
+        "normalised cost per task (evaluation at b costs b / b_max)",
+        ylabel,
+        title,
+        x=history["cost"],
+        style={"linewidth": 1.5},
+        legend_fontsize=8,
+    )
 
 
 def _verdict(flag: bool | None) -> str:
@@ -120,47 +140,77 @@ def _table1_lines(table1: Mapping[str, Any]) -> list[str]:
         names = list(row["R_bar"])
         table = markdown_table(
             ["tuner", "R-bar (ours)", "R-bar (paper)", "GPTuneBand wins vs", "median wall s per repeat"],
-            [[n, row["R_bar"][n], _cell(row["paper_R_bar"].get(n)), _cell(row["win_rate_vs"].get(n)),
-              row["wall_seconds_median"].get(n)] for n in names])
-        lines += [f"### Row {row['id']}: t in {row['task_range']}, structure {row['structure']}", "",
-                  f"{row['repeats']} repeats x {row['tasks_per_repeat']} tasks; budget C = {row['cost_per_task']:g} "
-                  f"per task ({row['evaluations_per_task_at_b_max']} evaluations at b_max for GPTune, TPE, random).",
-                  "", table, ""]
+            [
+                [
+                    n,
+                    row["R_bar"][n],
+                    _cell(row["paper_R_bar"].get(n)),
+                    _cell(row["win_rate_vs"].get(n)),
+                    row["wall_seconds_median"].get(n),
+                ]
+                for n in names
+            ],
+        )
+        lines += [
+            f"### Row {row['id']}: t in {row['task_range']}, structure {row['structure']}",
+            "",
+            f"{row['repeats']} repeats x {row['tasks_per_repeat']} tasks; budget C = {row['cost_per_task']:g} "
+            f"per task ({row['evaluations_per_task_at_b_max']} evaluations at b_max for GPTune, TPE, random).",
+            "",
+            table,
+            "",
+        ]
         if row.get("plot"):
             lines += [f"![tuning history, row {row['id']}]({row['plot']})", ""]
-        lines += [f"- GPTuneBand lowest R-bar: {_verdict(row['goals']['lowest_R_bar'])} ({MLA}, our MLA, among the others: "
-                  f"{_verdict(row['goals'].get('lowest_R_bar_incl_mla'))}); R-bar <= {GOAL_R_BAR}: "
-                  f"{_verdict(row['goals']['R_bar_le_1.02'])}; win rate vs BOHB >= {GOAL_WIN_RATE_BOHB}: "
-                  f"{_verdict(row['goals']['win_rate_vs_BOHB_ge_0.8'])}", ""]
+        lines += [
+            f"- GPTuneBand lowest R-bar: {_verdict(row['goals']['lowest_R_bar'])} ({MLA}, our MLA, among the others: "
+            f"{_verdict(row['goals'].get('lowest_R_bar_incl_mla'))}); R-bar <= {GOAL_R_BAR}: "
+            f"{_verdict(row['goals']['R_bar_le_1.02'])}; win rate vs BOHB >= {GOAL_WIN_RATE_BOHB}: "
+            f"{_verdict(row['goals']['win_rate_vs_BOHB_ge_0.8'])}",
+            "",
+        ]
         lines += [f"- note: {n}" for n in row["notes"][:10]] + ([""] if row["notes"] else [])
     return lines
 
 
 def _lcbench_lines(lc: Mapping[str, Any]) -> list[str]:
-    table = markdown_table(["tuner", "mean rank", "R-bar", "median wall s per repeat"],
-                           [[n, lc["mean_rank"][n], lc["R_bar"][n], lc["wall_seconds_median"].get(n)]
-                            for n in lc["mean_rank"]])
+    table = markdown_table(
+        ["tuner", "mean rank", "R-bar", "median wall s per repeat"],
+        [[n, lc["mean_rank"][n], lc["R_bar"][n], lc["wall_seconds_median"].get(n)] for n in lc["mean_rank"]],
+    )
     longest = lc.get("longest_ask_seconds")
-    lines = ["## LCBench (YAHPO surrogate)", "",
-             f"Tasks {lc['tasks']} (OpenML ids), structure {lc['structure']} in whole epochs (fidelities "
-             f"{lc['fidelities']}), iterative fidelity: a promotion continues from its checkpoint and pays only the "
-             f"extra epochs. Budget per task: {lc['passes']} x cost_per_pass(\"iterative\") = "
-             f"{lc['budget_per_task']:g} (epochs trained / 52); GPTuneBand runs {lc['passes']} pass(es) over all tasks "
-             f"at once, each Ray tuner one tune.run per task stopped at the budget, SMAC (MultiFidelityFacade, Hyperband) "
-             f"one run per task stopped at the budget, TPE (Optuna) floor(budget) evaluations at epoch 52 per task. "
-             f"{lc['repeats']} repeat(s). "
-             "Rank 1 = highest val_accuracy at epoch 52 in the (repeat, task) cell, ties share the average rank. "
-             "R-tilde = best accuracy of all tuners / the tuner's (maximisation; 1 is best), R-bar = (mean + median) "
-             "/ 2 of R-tilde.", "", table, ""]
+    lines = [
+        "## LCBench (YAHPO surrogate)",
+        "",
+        f"Tasks {lc['tasks']} (OpenML ids), structure {lc['structure']} in whole epochs (fidelities "
+        f"{lc['fidelities']}), iterative fidelity: a promotion continues from its checkpoint and pays only the "
+        f'extra epochs. Budget per task: {lc["passes"]} x cost_per_pass("iterative") = '
+        f"{lc['budget_per_task']:g} (epochs trained / 52); GPTuneBand runs {lc['passes']} pass(es) over all tasks "
+        f"at once, each Ray tuner one tune.run per task stopped at the budget, SMAC (MultiFidelityFacade, Hyperband) "
+        f"one run per task stopped at the budget, TPE (Optuna) floor(budget) evaluations at epoch 52 per task. "
+        f"{lc['repeats']} repeat(s). "
+        "Rank 1 = highest val_accuracy at epoch 52 in the (repeat, task) cell, ties share the average rank. "
+        "R-tilde = best accuracy of all tuners / the tuner's (maximisation; 1 is best), R-bar = (mean + median) "
+        "/ 2 of R-tilde.",
+        "",
+        table,
+        "",
+    ]
     if lc.get("plot"):
         lines += [f"![tuning history, LCBench]({lc['plot']})", ""]
     ranks = lc["mean_rank"]
     tied = [n for n in ranks if n != REFERENCE and ranks[n] == ranks.get(REFERENCE)]
-    lines += [f"- GPTuneBand has the best mean rank: {_verdict(lc['goal_best_mean_rank'])}"
-              f"{' (tied with ' + ', '.join(tied) + ')' if tied and lc['goal_best_mean_rank'] else ''}",
-              f"- GPTuneBand's longest ask < {GOAL_LONGEST_ASK_S:g} s: {_verdict(lc.get('goal_longest_ask_lt_5s'))}"
-              + ("" if longest is None else f" (longest {longest} s, median {lc.get('ask_seconds_median')} s over "
-                 f"{lc.get('asks')} asks, fits on {lc.get('ask_executor', 'the default executor')})")]
+    lines += [
+        f"- GPTuneBand has the best mean rank: {_verdict(lc['goal_best_mean_rank'])}"
+        f"{' (tied with ' + ', '.join(tied) + ')' if tied and lc['goal_best_mean_rank'] else ''}",
+        f"- GPTuneBand's longest ask < {GOAL_LONGEST_ASK_S:g} s: {_verdict(lc.get('goal_longest_ask_lt_5s'))}"
+        + (
+            ""
+            if longest is None
+            else f" (longest {longest} s, median {lc.get('ask_seconds_median')} s over "
+            f"{lc.get('asks')} asks, fits on {lc.get('ask_executor', 'the default executor')})"
+        ),
+    ]
     lines += [f"- skipped (not installed): {', '.join(lc['skipped'])}"] if lc.get("skipped") else []
     lines += [""]
     lines += [f"- note: {n}" for n in lc["notes"][:10]] + ([""] if lc["notes"] else [])
@@ -185,57 +235,77 @@ def render_report(results: Mapping[str, Any]) -> str:
     """
     t1, m = results["table1"], results["machine"]
     g = results.get("goals") or all_goals(t1["rows"], results.get("lcbench"))
-    lines = [f"# Band benchmark: GPTuneBand vs BOHB, HB, GPTune, TPE, random{' (quick)' if results['quick'] else ''}",
-             "", f"Command: `{results['command']}`. Elapsed {results.get('elapsed_s')} s.", ""]
+    lines = [
+        f"# Band benchmark: GPTuneBand vs BOHB, HB, GPTune, TPE, random{' (quick)' if results['quick'] else ''}",
+        "",
+        f"Command: `{results['command']}`. Elapsed {results.get('elapsed_s')} s.",
+        "",
+    ]
     if results["quick"]:
-        lines += ["Quick run: Table-1 row 1 only with 2 repeats, LCBench on 2 tasks, 1 repeat, one pass of budget. "
-                  "The figures are indicative; the goals are judged on the full run.", ""]
-    lines += ["## Table 1 (demo function, paper 004 section 5.1)", "",
-              "y(x, t) minimised over x in [0, 1]; observed at fidelity b as y (1 + 0.1 cos(2 pi x)(1 - b/b_max)). "
-              "Each tuner's answer on a task is the true y at the configuration it picks at b_max. R-tilde = answer / "
-              "best answer of all tuners in the (repeat, task) cell; R-bar = (mean + median) / 2 of R-tilde, 1 is "
-              "best. Win rate: share of cells where GPTuneBand's answer is strictly lower (ties count half). The "
-              "paper's column is from its Table 1 (hpbandster BOHB, GPTune, hyperopt TPE on Cori).", ""]
+        lines += [
+            "Quick run: Table-1 row 1 only with 2 repeats, LCBench on 2 tasks, 1 repeat, one pass of budget. "
+            "The figures are indicative; the goals are judged on the full run.",
+            "",
+        ]
+    lines += [
+        "## Table 1 (demo function, paper 004 section 5.1)",
+        "",
+        "y(x, t) minimised over x in [0, 1]; observed at fidelity b as y (1 + 0.1 cos(2 pi x)(1 - b/b_max)). "
+        "Each tuner's answer on a task is the true y at the configuration it picks at b_max. R-tilde = answer / "
+        "best answer of all tuners in the (repeat, task) cell; R-bar = (mean + median) / 2 of R-tilde, 1 is "
+        "best. Win rate: share of cells where GPTuneBand's answer is strictly lower (ties count half). The "
+        "paper's column is from its Table 1 (hpbandster BOHB, GPTune, hyperopt TPE on Cori).",
+        "",
+    ]
     lines += _table1_lines(t1)
-    lines += ["Goals over all rows run:", "",
-              f"- GPTuneBand has the lowest R-bar in every row: {_verdict(g['GPTuneBand_lowest_R_bar_every_row'])}",
-              f"- GPTuneBand R-bar <= {GOAL_R_BAR} in every row: {_verdict(g['GPTuneBand_R_bar_le_1.02_every_row'])}",
-              f"- GPTuneBand wins >= {GOAL_WIN_RATE_BOHB:.0%} of the cells against BOHB in every row: "
-              f"{_verdict(g['GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row'])}",
-              f"- GPTuneBand has the lowest R-bar in every row, {MLA} (raytuner's MLA) and GPTuneBand-paper among "
-              f"the others (judged where {MLA} ran): {_verdict(g['lowest_R_bar_every_row_incl_mla'])}", ""]
+    lines += [
+        "Goals over all rows run:",
+        "",
+        f"- GPTuneBand has the lowest R-bar in every row: {_verdict(g['GPTuneBand_lowest_R_bar_every_row'])}",
+        f"- GPTuneBand R-bar <= {GOAL_R_BAR} in every row: {_verdict(g['GPTuneBand_R_bar_le_1.02_every_row'])}",
+        f"- GPTuneBand wins >= {GOAL_WIN_RATE_BOHB:.0%} of the cells against BOHB in every row: "
+        f"{_verdict(g['GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row'])}",
+        f"- GPTuneBand has the lowest R-bar in every row, {MLA} (raytuner's MLA) and GPTuneBand-paper among "
+        f"the others (judged where {MLA} ran): {_verdict(g['lowest_R_bar_every_row_incl_mla'])}",
+        "",
+    ]
     lines += _lcbench_lines(results["lcbench"])
-    lines += ["## What is approximate", "",
-              "- BOHB and HB are Ray Tune's (TuneBOHB + HyperBandForBOHB, HyperBandScheduler), not hpbandster's "
-              "master/worker. Ray's Hyperband runs its brackets from the full-fidelity one down, sizes them with "
-              "ceil(s_max+1 / (s+1) eta^s) and milestones floor(max_t eta^-s) eta^k capped at max_t, so its brackets "
-              "differ from the paper's (for max_t = 52, eta = 3 the last rungs end at 51, 45 and 27 epochs; we pass "
-              "stop_last_trials=False so that each bracket's survivors train on to epoch 52, as the paper's last "
-              "rung does). BOHB and ASHA run 2 trials at a time; HB runs without a concurrency limit (a Ray "
-              "Hyperband bracket must hold all its trials at once), the 2 CPUs bound it.",
-              "- The Ray trainables report only at the fidelities where the scheduler decides (Ray's milestones, "
-              "and b_max), with the scheduler's time_attr set to the reported fidelity: the decisions are those of "
-              "per-iteration reporting, for a fraction of Ray's per-report overhead. A task's run stops at the "
-              "first report that would overrun its budget, so Ray's tuners may spend up to one report's increment "
-              "less than C.",
-              "- Demo cost accounting: the Ray trainable has no checkpoints, so a trial Hyperband pauses and resumes "
-              "starts again from 0 and an evaluation at b pays b/b_max again (the paper's one-shot accounting). Only "
-              "trials that reached b_max give an answer (a note says when none did).",
-              "- GPTune here is raytuner's MLA (LCM + EI, refitted once per round), TPE is Optuna's (half the "
-              "evaluations random startup), not hyperopt's; OpenTuner is not compared. GPTuneBand-paper is the same "
-              "engine with model=\"paper\" (the paper's GPTuneBand model); GPTuneBand runs the engine's default "
-              "model.",
-              "- LCBench's SMAC is SMAC3's MultiFidelityFacade (random forest, Hyperband intensifier, "
-              "deterministic=True), asked and told in process; min_budget = 52 / 27 and max_budget = 52 give it the "
-              "structure's four brackets, its budgets 1.93, 5.78, 17.3, 52 are rounded to whole epochs (2, 6, 17, 52) "
-              "and a promoted configuration pays only its extra epochs, as for the Ray tuners. SMAC's choices also "
-              "depend on Python's string hashing: without a fixed PYTHONHASHSEED two runs differ. LCBench's TPE "
-              "evaluates at epoch 52 only.",
-              "- GPTuneBand's model fits run inline (InlineExecutor): on this 2-core machine it was faster than the "
-              "process pool (row 1, 10 tasks: 9.1 s vs 10.5 s) and is deterministic.",
-              "- LCBench is YAHPO Gym's ONNX surrogate of the learning curves, not real training; the time output is "
-              "not used, every tuner is charged epochs / 52.", "",
-              f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; load "
-              f"average {m.get('load_average_at_start')} at the start (other work on the machine slows Ray's "
-              "per-report overhead most).", ""]
+    lines += [
+        "## What is approximate",
+        "",
+        "- BOHB and HB are Ray Tune's (TuneBOHB + HyperBandForBOHB, HyperBandScheduler), not hpbandster's "
+        "master/worker. Ray's Hyperband runs its brackets from the full-fidelity one down, sizes them with "
+        "ceil(s_max+1 / (s+1) eta^s) and milestones floor(max_t eta^-s) eta^k capped at max_t, so its brackets "
+        "differ from the paper's (for max_t = 52, eta = 3 the last rungs end at 51, 45 and 27 epochs; we pass "
+        "stop_last_trials=False so that each bracket's survivors train on to epoch 52, as the paper's last "
+        "rung does). BOHB and ASHA run 2 trials at a time; HB runs without a concurrency limit (a Ray "
+        "Hyperband bracket must hold all its trials at once), the 2 CPUs bound it.",
+        "- The Ray trainables report only at the fidelities where the scheduler decides (Ray's milestones, "
+        "and b_max), with the scheduler's time_attr set to the reported fidelity: the decisions are those of "
+        "per-iteration reporting, for a fraction of Ray's per-report overhead. A task's run stops at the "
+        "first report that would overrun its budget, so Ray's tuners may spend up to one report's increment "
+        "less than C.",
+        "- Demo cost accounting: the Ray trainable has no checkpoints, so a trial Hyperband pauses and resumes "
+        "starts again from 0 and an evaluation at b pays b/b_max again (the paper's one-shot accounting). Only "
+        "trials that reached b_max give an answer (a note says when none did).",
+        "- GPTune here is raytuner's MLA (LCM + EI, refitted once per round), TPE is Optuna's (half the "
+        "evaluations random startup), not hyperopt's; OpenTuner is not compared. GPTuneBand-paper is the same "
+        "engine with model=\"paper\" (the paper's GPTuneBand model); GPTuneBand runs the engine's default "
+        "model.",
+        "- LCBench's SMAC is SMAC3's MultiFidelityFacade (random forest, Hyperband intensifier, "
+        "deterministic=True), asked and told in process; min_budget = 52 / 27 and max_budget = 52 give it the "
+        "structure's four brackets, its budgets 1.93, 5.78, 17.3, 52 are rounded to whole epochs (2, 6, 17, 52) "
+        "and a promoted configuration pays only its extra epochs, as for the Ray tuners. SMAC's choices also "
+        "depend on Python's string hashing: without a fixed PYTHONHASHSEED two runs differ. LCBench's TPE "
+        "evaluates at epoch 52 only.",
+        "- GPTuneBand's model fits run inline (InlineExecutor): on this 2-core machine it was faster than the "
+        "process pool (row 1, 10 tasks: 9.1 s vs 10.5 s) and is deterministic.",
+        "- LCBench is YAHPO Gym's ONNX surrogate of the learning curves, not real training; the time output is "
+        "not used, every tuner is charged epochs / 52.",
+        "",
+        f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; load "
+        f"average {m.get('load_average_at_start')} at the start (other work on the machine slows Ray's "
+        "per-report overhead most).",
+        "",
+    ]
     return "\n".join(lines)

@@ -94,8 +94,9 @@ def _not_called(config: Any, seed: int = 0, budget: float = 0.0) -> float:
     raise RuntimeError("run_lcbench_smac evaluates trials through ask/tell")
 
 
-def _one_task(surrogate: LCBenchSurrogate, task_id: int, structure: BanditStructure, limit: float, seed: int,
-              folder: Path) -> Trace:
+def _one_task(
+    surrogate: LCBenchSurrogate, task_id: int, structure: BanditStructure, limit: float, seed: int, folder: Path
+) -> Trace:
     """SMAC on one task until ``limit`` epochs are spent: the task's trace."""
     from smac import MultiFidelityFacade, Scenario
     from smac.intensifier.hyperband_utils import get_n_trials_for_hyperband_multifidelity
@@ -103,11 +104,23 @@ def _one_task(surrogate: LCBenchSurrogate, task_id: int, structure: BanditStruct
 
     b_min, b_max = smac_budgets(structure)
     n_trials = get_n_trials_for_hyperband_multifidelity(limit, b_min, b_max, structure.eta, print_summary=False)
-    scenario = Scenario(config_space(surrogate.problem([task_id]).parameter_space, seed), name=f"task{task_id}",
-                        output_directory=folder, deterministic=True, n_trials=max(1, int(n_trials)),
-                        min_budget=b_min, max_budget=b_max, seed=seed)
-    smac = MultiFidelityFacade(scenario, _not_called, overwrite=True, logging_level=False,
-                               intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=structure.eta))
+    scenario = Scenario(
+        config_space(surrogate.problem([task_id]).parameter_space, seed),
+        name=f"task{task_id}",
+        output_directory=folder,
+        deterministic=True,
+        n_trials=max(1, int(n_trials)),
+        min_budget=b_min,
+        max_budget=b_max,
+        seed=seed,
+    )
+    smac = MultiFidelityFacade(
+        scenario,
+        _not_called,
+        overwrite=True,
+        logging_level=False,
+        intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=structure.eta),
+    )
     spent = ReportBudget(limit, metric="val_accuracy")
     configs: dict[str, dict[str, Any]] = {}
     lo, hi = EPOCHS
@@ -127,8 +140,9 @@ def _one_task(surrogate: LCBenchSurrogate, task_id: int, structure: BanditStruct
     return budget_trace(spent, configs, int(b_max), -1.0, truth)
 
 
-def run_lcbench_smac(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
-                     budget: float, seed: int) -> list[Trace]:
+def run_lcbench_smac(
+    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+) -> list[Trace]:
     """SMAC3's ``MultiFidelityFacade`` (Hyperband) per task, stopped at ``budget`` (epochs / ``b_max``).
 
     See the module docstring for the brackets, the accounting, the answer

@@ -81,18 +81,22 @@ def _records(settings: Settings) -> list[tuple[str, FunctionEvaluation]]:
     for i in range(settings.records):
         config = {"mb": int(rng.integers(1, 65)), "nb": int(rng.integers(1, 65)), "p": float(rng.random())}
         record = FunctionEvaluation.create(
-            {"m": i % settings.tasks}, config, {"runtime": float(1 + rng.random())},
+            {"m": i % settings.tasks},
+            config,
+            {"runtime": float(1 + rng.random())},
             machine_configuration={"machine_name": MACHINES[i % 2], "haswell": {"nodes": 1 + i % 4, "cores": 32}},
-            software_configuration={"openmpi": {"version_split": [4, i % 3, 0]}})
+            software_configuration={"openmpi": {"version_split": [4, i % 3, 0]}},
+        )
         out.append((ACCESS[i % len(ACCESS)], record))
     return out
 
 
 def _query_spaces(m: int) -> tuple[dict[str, Any], dict[str, Any]]:
     problem_space = {"input_space": [{"name": "m", "type": "integer", "lower_bound": m, "upper_bound": m}]}
-    configuration_space = {"machine_configurations": [{"cori": {"haswell": {}}}, {"perlmutter": {"haswell": {}}}],
-                           "software_configurations": [{"OpenMPI": {"version_from": [4, 0, 0],
-                                                                    "version_to": [4, 9, 0]}}]}
+    configuration_space = {
+        "machine_configurations": [{"cori": {"haswell": {}}}, {"perlmutter": {"haswell": {}}}],
+        "software_configurations": [{"OpenMPI": {"version_from": [4, 0, 0], "version_to": [4, 9, 0]}}],
+    }
     return problem_space, configuration_space
 
 
@@ -115,8 +119,9 @@ def _latencies(query: Any, settings: Settings) -> tuple[list[float], int]:
     return times, count
 
 
-def _sensitivity(client: Any, name: str, problem: dict[str, Any], function: Any, samples: int,
-                 sobol_samples: int, seed: int) -> Any:
+def _sensitivity(
+    client: Any, name: str, problem: dict[str, Any], function: Any, samples: int, sobol_samples: int, seed: int
+) -> Any:
     space = ProblemSpace.parse(problem)
     objective = space.objectives[0]
     configs = sample_configurations(space, {}, samples, seed=seed)
@@ -148,11 +153,25 @@ def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
                 upload_rate = _upload(client.upload, items)
                 log.info("crowd benchmark: gRPC upload %.0f records/s", upload_rate)
                 times, count = _latencies(client.query_function_evaluations, settings)
-                ishigami_result = _sensitivity(client, "ishigami", ISHIGAMI_PROBLEM, ishigami,
-                                               settings.ishigami_samples, settings.sobol_samples, settings.seed)
-                mixed_result = _sensitivity(client, "mixed12", MIXED12_PROBLEM, mixed12, settings.mixed_samples,
-                                            settings.sobol_samples, settings.seed)
-            with open_client(mongod.uri, timeout_ms=30000, appname="raytuner-bench") as mongo:   # without gRPC
+                ishigami_result = _sensitivity(
+                    client,
+                    "ishigami",
+                    ISHIGAMI_PROBLEM,
+                    ishigami,
+                    settings.ishigami_samples,
+                    settings.sobol_samples,
+                    settings.seed,
+                )
+                mixed_result = _sensitivity(
+                    client,
+                    "mixed12",
+                    MIXED12_PROBLEM,
+                    mixed12,
+                    settings.mixed_samples,
+                    settings.sobol_samples,
+                    settings.seed,
+                )
+            with open_client(mongod.uri, timeout_ms=30000, appname="raytuner-bench") as mongo:  # without gRPC
                 direct = CrowdRepository(mongo, database=f"{database}_direct")
                 direct.add_user("alice", "alice@example.org", ["hpc"])
                 direct.add_machine("Cori", ["cori"])
@@ -161,70 +180,127 @@ def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
                 direct_key = direct.create_key("alice")
                 direct_rate = _upload(lambda *a, **k: direct.upload(direct_key, *a, **k), items)
                 direct_times, direct_count = _latencies(
-                    lambda *a: direct.query_function_evaluations(direct_key, *a), settings)
+                    lambda *a: direct.query_function_evaluations(direct_key, *a), settings
+                )
         finally:
             server.stop(grace=0)
     s1, st = ishigami_indices()
     names = ["x1", "x2", "x3"]
-    errors = [abs(ishigami_result.S1[n] - a) for n, a in zip(names, s1)] + \
-             [abs(ishigami_result.ST[n] - a) for n, a in zip(names, st)]
+    errors = [abs(ishigami_result.S1[n] - a) for n, a in zip(names, s1)] + [
+        abs(ishigami_result.ST[n] - a) for n, a in zip(names, st)
+    ]
     return {
         "upload_records_per_s": round(upload_rate, 1),
-        "query_p50_ms": round(percentile(times, 50), 3), "query_p99_ms": round(percentile(times, 99), 3),
+        "query_p50_ms": round(percentile(times, 50), 3),
+        "query_p99_ms": round(percentile(times, 99), 3),
         "query_records": count,
-        "ishigami": {"S1": [round(ishigami_result.S1[n], 4) for n in names],
-                     "ST": [round(ishigami_result.ST[n], 4) for n in names],
-                     "S1_conf": [round(ishigami_result.S1_conf[n], 4) for n in names],
-                     "ST_conf": [round(ishigami_result.ST_conf[n], 4) for n in names],
-                     "analytic_S1": [round(v, 4) for v in s1], "analytic_ST": [round(v, 4) for v in st],
-                     "max_abs_error": round(max(errors), 4), "samples": settings.ishigami_samples,
-                     "sobol_samples": settings.sobol_samples},
-        "mixed12": {"result": mixed_result.to_dict(), "table": mixed_result.table(),
-                    "analytic": MIXED12_INDICES,
-                    "kept_at_0.05": mixed_result.important(0.05)},
-        "direct": {"upload_records_per_s": round(direct_rate, 1),
-                   "query_p50_ms": round(percentile(direct_times, 50), 3),
-                   "query_p99_ms": round(percentile(direct_times, 99), 3), "query_records": direct_count},
+        "ishigami": {
+            "S1": [round(ishigami_result.S1[n], 4) for n in names],
+            "ST": [round(ishigami_result.ST[n], 4) for n in names],
+            "S1_conf": [round(ishigami_result.S1_conf[n], 4) for n in names],
+            "ST_conf": [round(ishigami_result.ST_conf[n], 4) for n in names],
+            "analytic_S1": [round(v, 4) for v in s1],
+            "analytic_ST": [round(v, 4) for v in st],
+            "max_abs_error": round(max(errors), 4),
+            "samples": settings.ishigami_samples,
+            "sobol_samples": settings.sobol_samples,
+        },
+        "mixed12": {
+            "result": mixed_result.to_dict(),
+            "table": mixed_result.table(),
+            "analytic": MIXED12_INDICES,
+            "kept_at_0.05": mixed_result.important(0.05),
+        },
+        "direct": {
+            "upload_records_per_s": round(direct_rate, 1),
+            "query_p50_ms": round(percentile(direct_times, 50), 3),
+            "query_p99_ms": round(percentile(direct_times, 99), 3),
+            "query_records": direct_count,
+        },
     }
 
 
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
     """The issue's goals: ≥ 5,000 records/s upload, p50 ≤ 50 ms for a 1,000-record query, Ishigami within 0.05."""
     return {
-        "upload_rate": {"records_per_s": figures["upload_records_per_s"], "required_at_least": 5000,
-                        "met": figures["upload_records_per_s"] >= 5000},
-        "query_p50": {"p50_ms": figures["query_p50_ms"], "records": figures["query_records"],
-                      "required_at_most": 50, "met": figures["query_p50_ms"] <= 50},
-        "ishigami": {"max_abs_error": figures["ishigami"]["max_abs_error"], "required_at_most": 0.05,
-                     "met": figures["ishigami"]["max_abs_error"] <= 0.05},
+        "upload_rate": {
+            "records_per_s": figures["upload_records_per_s"],
+            "required_at_least": 5000,
+            "met": figures["upload_records_per_s"] >= 5000,
+        },
+        "query_p50": {
+            "p50_ms": figures["query_p50_ms"],
+            "records": figures["query_records"],
+            "required_at_most": 50,
+            "met": figures["query_p50_ms"] <= 50,
+        },
+        "ishigami": {
+            "max_abs_error": figures["ishigami"]["max_abs_error"],
+            "required_at_most": 0.05,
+            "met": figures["ishigami"]["max_abs_error"] <= 0.05,
+        },
     }
 
 
 def render_report(results: dict[str, Any]) -> str:
     """The human report (markdown)."""
     d, i, g = results["direct"], results["ishigami"], results["goals"]
-    table = markdown_table(["path", "upload records/s", "query p50 ms", "query p99 ms", "records per query"], [
-        ["gRPC (CrowdClient -> server -> MongoDB)", results["upload_records_per_s"], results["query_p50_ms"],
-         results["query_p99_ms"], results["query_records"]],
-        ["direct (CrowdRepository -> MongoDB)", d["upload_records_per_s"], d["query_p50_ms"], d["query_p99_ms"],
-         d["query_records"]]])
-    sobol = markdown_table(["parameter", "S1", "S1 analytic", "ST", "ST analytic"], [
-        [f"x{k + 1}", i["S1"][k], i["analytic_S1"][k], i["ST"][k], i["analytic_ST"][k]] for k in range(3)])
+    table = markdown_table(
+        ["path", "upload records/s", "query p50 ms", "query p99 ms", "records per query"],
+        [
+            [
+                "gRPC (CrowdClient -> server -> MongoDB)",
+                results["upload_records_per_s"],
+                results["query_p50_ms"],
+                results["query_p99_ms"],
+                results["query_records"],
+            ],
+            [
+                "direct (CrowdRepository -> MongoDB)",
+                d["upload_records_per_s"],
+                d["query_p50_ms"],
+                d["query_p99_ms"],
+                d["query_records"],
+            ],
+        ],
+    )
+    sobol = markdown_table(
+        ["parameter", "S1", "S1 analytic", "ST", "ST analytic"],
+        [[f"x{k + 1}", i["S1"][k], i["analytic_S1"][k], i["ST"][k], i["analytic_ST"][k]] for k in range(3)],
+    )
     lines = [
-        "# Crowd repository: bulk upload, filtered queries, Sobol on a surrogate", "",
+        "# Crowd repository: bulk upload, filtered queries, Sobol on a surrogate",
+        "",
         f"Command: `{results['command']}`; {results['settings']['records']} records "
-        f"({results['settings']['tasks']} tasks), {results['settings']['queries']} queries.", "", table, "",
-        f"## Ishigami (a = 7, b = 0.1): {i['samples']} random samples, Sobol N = {i['sobol_samples']}", "",
-        sobol, "", f"Largest error: {i['max_abs_error']}.", "",
-        "## Twelve parameters, three important (Table V-like)", "", "```", results["mixed12"]["table"], "```", "",
-        f"Kept at ST >= 0.05: {', '.join(results['mixed12']['kept_at_0.05'])}.", "", "## Goals", "",
+        f"({results['settings']['tasks']} tasks), {results['settings']['queries']} queries.",
+        "",
+        table,
+        "",
+        f"## Ishigami (a = 7, b = 0.1): {i['samples']} random samples, Sobol N = {i['sobol_samples']}",
+        "",
+        sobol,
+        "",
+        f"Largest error: {i['max_abs_error']}.",
+        "",
+        "## Twelve parameters, three important (Table V-like)",
+        "",
+        "```",
+        results["mixed12"]["table"],
+        "```",
+        "",
+        f"Kept at ST >= 0.05: {', '.join(results['mixed12']['kept_at_0.05'])}.",
+        "",
+        "## Goals",
+        "",
         f"- Bulk upload >= 5,000 records/s: {g['upload_rate']['records_per_s']} "
         f"({'met' if g['upload_rate']['met'] else 'NOT met'}).",
         f"- Filtered query returning {g['query_p50']['records']} records, p50 <= 50 ms: "
         f"{g['query_p50']['p50_ms']} ms ({'met' if g['query_p50']['met'] else 'NOT met'}).",
         f"- Ishigami indices within 0.05: largest error {g['ishigami']['max_abs_error']} "
-        f"({'met' if g['ishigami']['met'] else 'NOT met'}).", "",
-        "## How it was measured", "",
+        f"({'met' if g['ishigami']['met'] else 'NOT met'}).",
+        "",
+        "## How it was measured",
+        "",
         "- One process: the benchmark drives a TuningServer (64 threads) with the crowd repository on a fresh "
         "local mongod (journaled writes, WiredTiger) through CrowdClient on 127.0.0.1. Records are uploaded "
         "in one call per access level (the client splits them into requests of under 1 MiB of JSON). The "

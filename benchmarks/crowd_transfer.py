@@ -118,8 +118,13 @@ def crowd_records(tp: TransferProblem, workdir: Path, crowd: int = 0) -> list[Fu
             for user, records in uploads.items():
                 with CrowdClient(server.address, server.crowd.create_key(user), timeout=120) as client:
                     client.upload(tp.id, records, access="registered")
-            meta = MetaDescription.parse({"tuning_problem_name": tp.id, "problem_space": tp.meta_space,
-                                          "api_key": server.crowd.create_key("tuner")})
+            meta = MetaDescription.parse(
+                {
+                    "tuning_problem_name": tp.id,
+                    "problem_space": tp.meta_space,
+                    "api_key": server.crowd.create_key("tuner"),
+                }
+            )
             source = crowd_source(meta, workdir / "store", server=server.address, timeout=120)
         finally:
             server.stop(grace=0)
@@ -151,15 +156,25 @@ def _tpe_warm(tp: TransferProblem, sources: list[FunctionEvaluation], seed: int,
         if record.status == "ok":
             by_task.setdefault(task_key(record.task_parameter), []).append(record)
     per_task = 1 if len(by_task) > 1 else 5
-    first = [r.tuning_parameter for records in by_task.values()
-             for r in sorted(records, key=lambda r: sign * r.evaluation_result[tp.objective])[:per_task]]
-    run = tpe_run(tp.problem, tp.target, lambda config: tp.evaluate(config, None), int(round(budget)), seed,
-                  startup=MLA_INITIAL, first=first, runs=tp.runs)
+    first = [
+        r.tuning_parameter
+        for records in by_task.values()
+        for r in sorted(records, key=lambda r: sign * r.evaluation_result[tp.objective])[:per_task]
+    ]
+    run = tpe_run(
+        tp.problem,
+        tp.target,
+        lambda config: tp.evaluate(config, None),
+        int(round(budget)),
+        seed,
+        startup=MLA_INITIAL,
+        first=first,
+        runs=tp.runs,
+    )
     return [(float(n + 1), r.value(tp.objective)) for n, r in enumerate(run)]
 
 
-def _engine(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], seed: int,
-            budget: float) -> Any:
+def _engine(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], seed: int, budget: float) -> Any:
     from raytuner.strategies import MLA, GPTuneBand  # noqa: PLC0415
     from raytuner.strategies.transfer import TransferLearning  # noqa: PLC0415
 
@@ -169,8 +184,7 @@ def _engine(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], s
         return GPTuneBand(tp.problem, [tp.target], seed, budget=budget, source=crowd, executor=inline, **tp.band)
     if name.startswith("mla"):
         return MLA(tp.problem, [tp.target], seed, n_initial=MLA_INITIAL, source=crowd, executor=inline)
-    return TransferLearning(tp.problem, tp.target, sources, "ensemble", seed, candidates=tp.candidates,
-                            executor=inline)
+    return TransferLearning(tp.problem, tp.target, sources, "ensemble", seed, candidates=tp.candidates, executor=inline)
 
 
 def run_tuner(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], seed: int, budget: float) -> Trace:
@@ -208,11 +222,16 @@ def summarise(tp: TransferProblem, traces: dict[str, list[Trace]]) -> dict[str, 
         metrics = [_run_metrics(tp, trace) for trace in runs]
         costs, bests = [c for c, _ in metrics], [b for _, b in metrics if np.isfinite(b)]
         median = statistics.median(costs)
-        rows.append({"tuner": name, "cost_to_target_median": round(median, 3) if np.isfinite(median) else None,
-                     "reached_share": round(float(np.mean(np.isfinite(costs))), 3),
-                     "best_at_budget_mean": round(float(np.mean(bests)), 5) if bests else None,
-                     "best_at_budget_sd": round(float(np.std(bests)), 5) if bests else None,
-                     "evaluations_median": statistics.median(len(t) for t in runs)})
+        rows.append(
+            {
+                "tuner": name,
+                "cost_to_target_median": round(median, 3) if np.isfinite(median) else None,
+                "reached_share": round(float(np.mean(np.isfinite(costs))), 3),
+                "best_at_budget_mean": round(float(np.mean(bests)), 5) if bests else None,
+                "best_at_budget_sd": round(float(np.std(bests)), 5) if bests else None,
+                "evaluations_median": statistics.median(len(t) for t in runs),
+            }
+        )
     return {"id": tp.id, "target": tp.target, "maximize": tp.maximize, "best_known": tp.best_known, "rows": rows}
 
 
@@ -244,18 +263,35 @@ def render(results: dict[str, Any]) -> str:
     """
     parts = ["# Crowd transfer: tuning a new task from other users' data", ""]
     for p in results["problems"]:
-        parts += [f"## {p['id']}: target {p['target']}, best known {p['best_known']:.5g} "
-                  f"({'max' if p['maximize'] else 'min'}imised)", "",
-                  markdown_table(["tuner", "cost to 99 % (median)", "reached", "best at budget (mean)", "sd",
-                                  "evaluations"],
-                                 [[r["tuner"], r["cost_to_target_median"], r["reached_share"], r["best_at_budget_mean"],
-                                   r["best_at_budget_sd"], r["evaluations_median"]] for r in p["rows"]]), ""]
+        parts += [
+            f"## {p['id']}: target {p['target']}, best known {p['best_known']:.5g} "
+            f"({'max' if p['maximize'] else 'min'}imised)",
+            "",
+            markdown_table(
+                ["tuner", "cost to 99 % (median)", "reached", "best at budget (mean)", "sd", "evaluations"],
+                [
+                    [
+                        r["tuner"],
+                        r["cost_to_target_median"],
+                        r["reached_share"],
+                        r["best_at_budget_mean"],
+                        r["best_at_budget_sd"],
+                        r["evaluations_median"],
+                    ]
+                    for r in p["rows"]
+                ],
+            ),
+            "",
+        ]
         if p.get("transferability"):
             t = p["transferability"]
-            parts += [f"Transferability over {t['configurations']} reference configurations: the sources' consensus "
-                      f"has a rank correlation of {t['spearman']} with the target; tried in its order, the target "
-                      f"is reached after {t['evaluations_in_source_order']} evaluations (in a random order: "
-                      f"{t['evaluations_in_random_order']} expected; {t['reaching']} configurations reach it).", ""]
+            parts += [
+                f"Transferability over {t['configurations']} reference configurations: the sources' consensus "
+                f"has a rank correlation of {t['spearman']} with the target; tried in its order, the target "
+                f"is reached after {t['evaluations_in_source_order']} evaluations (in a random order: "
+                f"{t['evaluations_in_random_order']} expected; {t['reaching']} configurations reach it).",
+                "",
+            ]
     parts += ["## Goals", ""] + [f"- {k}: {'met' if v else 'missed'}" for k, v in results["goals"].items()]
     return "\n".join(parts) + "\n"
 

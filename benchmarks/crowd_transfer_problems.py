@@ -50,8 +50,18 @@ from raytuner.records import FunctionEvaluation
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["TransferProblem", "Reference", "lcbench_problem", "kernel_problem", "tpe_run", "transferability",
-           "crowd_seed", "SOURCE_SEED", "CROWD_STRIDE", "Uploads"]
+__all__ = [
+    "TransferProblem",
+    "Reference",
+    "lcbench_problem",
+    "kernel_problem",
+    "tpe_run",
+    "transferability",
+    "crowd_seed",
+    "SOURCE_SEED",
+    "CROWD_STRIDE",
+    "Uploads",
+]
 
 #: Seeds the sources' runs of crowd 0 (and the LCBench target's best-known value).
 SOURCE_SEED = 20261124
@@ -168,7 +178,7 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
 
     if tp.reference is None:
         return None
-    sign = -1.0 if tp.maximize else 1.0                   # smaller signed values are better
+    sign = -1.0 if tp.maximize else 1.0  # smaller signed values are better
     signed = np.where(np.isfinite(tp.reference.sources), sign * tp.reference.sources, np.inf)
     consensus = np.mean([rankdata(row) for row in signed], axis=0)
     target = tp.reference.target
@@ -176,16 +186,26 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
     rho = float(spearmanr(sign * target[ran], consensus[ran]).statistic) if ran.sum() > 1 else math.nan
     order = np.argsort(consensus, kind="stable")
     hits = [n for n, i in enumerate(order, 1) if ran[i] and tp.reached(float(target[i]))]
-    return {"configurations": int(len(target)), "reaching": len(hits),
-            "spearman": round(rho, 3) if math.isfinite(rho) else None,
-            "evaluations_in_source_order": hits[0] if hits else None,
-            "evaluations_in_random_order": round((len(target) + 1) / (len(hits) + 1), 1)}
+    return {
+        "configurations": int(len(target)),
+        "reaching": len(hits),
+        "spearman": round(rho, 3) if math.isfinite(rho) else None,
+        "evaluations_in_source_order": hits[0] if hits else None,
+        "evaluations_in_random_order": round((len(target) + 1) / (len(hits) + 1), 1),
+    }
 
 
-def tpe_run(problem: ProblemSpace, task: dict[str, Any],
-            measure: Callable[[Mapping[str, Any]], tuple[float | None, str | None]], n: int, seed: int, *,
-            startup: int | None = None, first: Sequence[Mapping[str, Any]] = (),
-            runs: Callable[[Mapping[str, Any]], bool] | None = None) -> list[FunctionEvaluation]:
+def tpe_run(
+    problem: ProblemSpace,
+    task: dict[str, Any],
+    measure: Callable[[Mapping[str, Any]], tuple[float | None, str | None]],
+    n: int,
+    seed: int,
+    *,
+    startup: int | None = None,
+    first: Sequence[Mapping[str, Any]] = (),
+    runs: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> list[FunctionEvaluation]:
     """A tuning run of ``task`` by Optuna's TPE: ``n`` evaluations, ``first`` configurations enqueued first.
 
     Another user's earlier run (the crowd's data), or the warm-started peer.
@@ -228,8 +248,11 @@ def tpe_run(problem: ProblemSpace, task: dict[str, Any],
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             study.tell(trial, value)
-        records.append(FunctionEvaluation.create(task, config, None if value is None else {output.name: value},
-                                                 failure=why, outputs=[output.name]))
+        records.append(
+            FunctionEvaluation.create(
+                task, config, None if value is None else {output.name: value}, failure=why, outputs=[output.name]
+            )
+        )
     return records
 
 
@@ -247,13 +270,22 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
     tasks = list(LCBENCH_TASKS)
     problem = bench.problem(tasks)
     target, b_max = {"task_id": tasks[0]}, float(EPOCHS[1])
+
     def accuracy(task_id: int, config: Mapping[str, Any]) -> tuple[float | None, str | None]:
         return bench.evaluate(task_id, config, b_max)["val_accuracy"], None
 
     def uploads(crowd: int) -> dict[str, list[FunctionEvaluation]]:
-        return {f"user{k}": tpe_run(problem, {"task_id": task_id}, functools.partial(accuracy, task_id),
-                                    source_per_task, crowd_seed(crowd) + k)
-                for k, task_id in enumerate(tasks[1:], 1)}
+        return {
+            f"user{k}": tpe_run(
+                problem,
+                {"task_id": task_id},
+                functools.partial(accuracy, task_id),
+                source_per_task,
+                crowd_seed(crowd) + k,
+            )
+            for k, task_id in enumerate(tasks[1:], 1)
+        }
+
     probe = sample_configurations(problem, target, sample, seed=SOURCE_SEED)
     values = np.array([bench.evaluate_many([task_id] * sample, probe, [b_max] * sample)[:, 1] for task_id in tasks])
     best = float(np.max(values[0]))
@@ -261,11 +293,23 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
     def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
         return bench.evaluate(tasks[0], config, fidelity or b_max)["val_accuracy"], None
 
-    meta_space = {"input_space": problem.input_space.model_dump(mode="json"),
-                  "parameter_space": problem.parameter_space.model_dump(mode="json"),
-                  "output_space": [o.model_dump(mode="json") for o in problem.output_space]}
-    return TransferProblem("lcbench", problem, meta_space, target, uploads, evaluate, best,
-                           {"b_min": 1, "b_max": b_max, "eta": 3}, b_max, reference=Reference(values[0], values[1:]))
+    meta_space = {
+        "input_space": problem.input_space.model_dump(mode="json"),
+        "parameter_space": problem.parameter_space.model_dump(mode="json"),
+        "output_space": [o.model_dump(mode="json") for o in problem.output_space],
+    }
+    return TransferProblem(
+        "lcbench",
+        problem,
+        meta_space,
+        target,
+        uploads,
+        evaluate,
+        best,
+        {"b_min": 1, "b_max": b_max, "eta": 3},
+        b_max,
+        reference=Reference(values[0], values[1:]),
+    )
 
 
 def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> TransferProblem:
@@ -278,30 +322,51 @@ def kernel_problem(source_per_task: int, data_dir: Path | None = None) -> Transf
     from benchmarks.kernel_cache import load_cache
     from benchmarks.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
 
-    a100, w7800 = (load_cache(Path(data_dir) / name if data_dir is not None else find(f"kernel_tuner/{name}"))
-                   for name in (KERNEL_SOURCE, KERNEL_TARGET))
+    a100, w7800 = (
+        load_cache(Path(data_dir) / name if data_dir is not None else find(f"kernel_tuner/{name}"))
+        for name in (KERNEL_SOURCE, KERNEL_TARGET)
+    )
     machines = Space.model_validate([{"name": "machine", "type": "categorical", "categories": ["A100", "W7800"]}])
     plain = w7800.problem()
     problem = w7800.problem(restrict_to_valid=True).model_copy(update={"input_space": machines})
 
     def uploads(crowd: int) -> dict[str, list[FunctionEvaluation]]:
-        run = tpe_run(plain.model_copy(update={"input_space": machines}), {"machine": "A100"},
-                      lambda c: (a100.time(c), a100.failure(c)), source_per_task, crowd_seed(crowd),
-                      runs=a100.__contains__)
+        run = tpe_run(
+            plain.model_copy(update={"input_space": machines}),
+            {"machine": "A100"},
+            lambda c: (a100.time(c), a100.failure(c)),
+            source_per_task,
+            crowd_seed(crowd),
+            runs=a100.__contains__,
+        )
         return {"a100user": [r.model_copy(update={"machine_configuration": {"machine_name": "A100"}}) for r in run]}
 
     def evaluate(config: Mapping[str, Any], fidelity: float | None) -> tuple[float | None, str | None]:
-        if config not in w7800:                     # a tuner that ignores the constraint (TPE) proposed it
+        if config not in w7800:  # a tuner that ignores the constraint (TPE) proposed it
             return None, "outside the valid space"
         return w7800.time(config), w7800.failure(config)
 
-    meta_space = {"input_space": machines.model_dump(mode="json"),
-                  "parameter_space": plain.parameter_space.model_dump(mode="json"),
-                  "output_space": [o.model_dump(mode="json") for o in plain.output_space]}
+    meta_space = {
+        "input_space": machines.model_dump(mode="json"),
+        "parameter_space": plain.parameter_space.model_dump(mode="json"),
+        "output_space": [o.model_dump(mode="json") for o in plain.output_space],
+    }
     configs = [dict(c) for c in w7800.configs]
     reference = Reference(_times(w7800, configs), _times(a100, configs)[None, :])
-    return TransferProblem("kernel", problem, meta_space, {"machine": "W7800"}, uploads, evaluate,
-                           w7800.optimum, {"fidelities": [1.0]}, 1.0, configs, w7800.__contains__, reference)
+    return TransferProblem(
+        "kernel",
+        problem,
+        meta_space,
+        {"machine": "W7800"},
+        uploads,
+        evaluate,
+        w7800.optimum,
+        {"fidelities": [1.0]},
+        1.0,
+        configs,
+        w7800.__contains__,
+        reference,
+    )
 
 
 def _times(cache: Any, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:

@@ -30,11 +30,16 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA_NEEDS: dict[str, tuple[str, ...]] = {
     "band": ("yahpo_lcbench",),
     "multiobjective": ("yahpo_lcbench",),
-    "discrete": tuple(f"kernel_tuner/{kernel}.json.gz" for kernel in
-                      ("gemm_RTX_3090", "convolution_A100", "pnpoly_RTX_3090", "dedispersion_A100")),
+    "discrete": tuple(
+        f"kernel_tuner/{kernel}.json.gz"
+        for kernel in ("gemm_RTX_3090", "convolution_A100", "pnpoly_RTX_3090", "dedispersion_A100")
+    ),
     "tla": ("kernel_tuner/dedispersion_A100.json.gz", "kernel_tuner/dedispersion_W7800.json.gz"),
-    "crowd-transfer": ("yahpo_lcbench", "kernel_tuner/dedispersion_A100.json.gz",
-                       "kernel_tuner/dedispersion_W7800.json.gz"),
+    "crowd-transfer": (
+        "yahpo_lcbench",
+        "kernel_tuner/dedispersion_A100.json.gz",
+        "kernel_tuner/dedispersion_W7800.json.gz",
+    ),
 }
 
 
@@ -84,5 +89,6 @@ def refuse_if_missing(name: str) -> None:
     missing = missing_data(name)
     if missing:
         looked = ", ".join(str(folder) for folder in folders()) or "no data folder exists"
-        raise MissingDataError(f"benchmark {name!r} needs {', '.join(missing)} in a data folder "
-                               f"(looked in: {looked}); pass --data DIR")
+        raise MissingDataError(
+            f"benchmark {name!r} needs {', '.join(missing)} in a data folder (looked in: {looked}); pass --data DIR"
+        )

@@ -69,8 +69,19 @@ from benchmarks.report import finish_run, machine_at_start
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation
 
-__all__ = ["Settings", "FULL", "QUICK", "KERNELS", "OURS", "METHODS", "run", "run_job", "run_raytuner",
-           "run_mae", "summarise"]
+__all__ = [
+    "Settings",
+    "FULL",
+    "QUICK",
+    "KERNELS",
+    "OURS",
+    "METHODS",
+    "run",
+    "run_job",
+    "run_raytuner",
+    "run_mae",
+    "summarise",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +123,9 @@ def _cache(kernel: str) -> KernelCache:
     return load_cache(find(f"kernel_tuner/{kernel}.json.gz"))
 
 
-def run_raytuner(cache: KernelCache, options: dict[str, Any], max_fevals: int, seed: int, n_initial: int = 20
-                 ) -> tuple[Trace, list[float]]:
+def run_raytuner(
+    cache: KernelCache, options: dict[str, Any], max_fevals: int, seed: int, n_initial: int = 20
+) -> tuple[Trace, list[float]]:
     """Tune ``cache`` with :class:`~raytuner.strategies.discrete.DiscreteBO`; the trace and model-ask times (ms).
 
     Args:
@@ -137,9 +149,15 @@ def run_raytuner(cache: KernelCache, options: dict[str, Any], max_fevals: int, s
         if computes and s.provenance.source == "model":
             ask_ms.append(elapsed)
         t = cache.time(s.config)
-        engine.tell(FunctionEvaluation.create(s.task, s.config, None if t is None else {"time": t},
-                                              failure="invalid configuration" if t is None else None,
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create(
+                s.task,
+                s.config,
+                None if t is None else {"time": t},
+                failure="invalid configuration" if t is None else None,
+                provenance=s.provenance,
+            )
+        )
         trace.append((s.config, t))
     return trace, ask_ms
 
@@ -164,8 +182,7 @@ def run_mae(curve: Sequence[float | None], optimum: float, checkpoints: Sequence
         checkpoints: the evaluation counts ``c_i`` to compare at.
         worst: the time that counts for a checkpoint with no success yet.
     """
-    return float(np.mean([abs((curve[c - 1] if curve[c - 1] is not None else worst) - optimum)
-                          for c in checkpoints]))
+    return float(np.mean([abs((curve[c - 1] if curve[c - 1] is not None else worst) - optimum) for c in checkpoints]))
 
 
 def run_job(method: str, kernel: str, seed: int, settings: Settings) -> dict[str, Any]:
@@ -191,18 +208,26 @@ def run_job(method: str, kernel: str, seed: int, settings: Settings) -> dict[str
     wall = time.perf_counter() - started
     curve = best_so_far(trace, settings.evaluations)
     worst = max(t for t in (cache.time(c) for c in cache.configs) if t is not None)
-    return {"method": method, "kernel": kernel, "seed": seed, "evaluations": len(trace),
-            "failed": sum(t is None for _, t in trace), "curve": curve,
-            "mae": run_mae(curve, cache.optimum, settings.checkpoints, worst), "wall_s": round(wall, 3),
-            "ms_per_suggestion": 1000 * wall / max(len(trace), 1), "model_ask_ms": ask_ms,
-            "settings": settings.signature()}
+    return {
+        "method": method,
+        "kernel": kernel,
+        "seed": seed,
+        "evaluations": len(trace),
+        "failed": sum(t is None for _, t in trace),
+        "curve": curve,
+        "mae": run_mae(curve, cache.optimum, settings.checkpoints, worst),
+        "wall_s": round(wall, 3),
+        "ms_per_suggestion": 1000 * wall / max(len(trace), 1),
+        "model_ask_ms": ask_ms,
+        "settings": settings.signature(),
+    }
 
 
 def _init_worker(level: int) -> None:
     logging.basicConfig(level=level)
     from threadpoolctl import threadpool_limits
 
-    globals()["_BLAS_LIMIT"] = threadpool_limits(1)     # workers share the cores: one BLAS thread each
+    globals()["_BLAS_LIMIT"] = threadpool_limits(1)  # workers share the cores: one BLAS thread each
 
 
 def _load_done(path: Path, settings: Settings) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -230,20 +255,33 @@ def _run_jobs(out: Path, settings: Settings) -> list[dict[str, Any]]:
     # the slow jobs (Kernel Tuner's bayes_opt, gemm) first, so the pool drains evenly
     todo.sort(key=lambda j: (not j[0].startswith("kt_bayes"), j[1] != "gemm_RTX_3090"))
     with open(log_path, "a", encoding="utf-8") as sink:
+
         def keep(job: dict[str, Any]) -> None:
             done[(job["method"], job["kernel"], job["seed"])] = job
             sink.write(json.dumps(job) + "\n")
             sink.flush()
-            log.info("discrete benchmark: %s on %s seed %d: MAE %.4g in %.1f s (%d of %d)", job["method"],
-                     job["kernel"], job["seed"], job["mae"], job["wall_s"], len(done), len(wanted))
+            log.info(
+                "discrete benchmark: %s on %s seed %d: MAE %.4g in %.1f s (%d of %d)",
+                job["method"],
+                job["kernel"],
+                job["seed"],
+                job["mae"],
+                job["wall_s"],
+                len(done),
+                len(wanted),
+            )
 
         if settings.workers <= 1:
             for job in todo:
                 keep(run_job(*job, settings))
         else:
             level = logging.getLogger("raytuner").getEffectiveLevel()
-            with ProcessPoolExecutor(max_workers=settings.workers, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_init_worker, initargs=(level,)) as pool:
+            with ProcessPoolExecutor(
+                max_workers=settings.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(level,),
+            ) as pool:
                 futures = [pool.submit(run_job, *job, settings) for job in todo]
                 for future in as_completed(futures):
                     keep(future.result())
@@ -259,24 +297,31 @@ def summarise(jobs: Sequence[dict[str, Any]], settings: Settings) -> dict[str, A
     """
     kernels = [k for k in settings.kernels if any(j["kernel"] == k for j in jobs)]
     methods = [m for m in settings.methods if any(j["method"] == m for j in jobs)]
-    mae = {m: {k: float(np.mean([j["mae"] for j in jobs if j["method"] == m and j["kernel"] == k]))
-               for k in kernels} for m in methods}
+    mae = {
+        m: {k: float(np.mean([j["mae"] for j in jobs if j["method"] == m and j["kernel"] == k])) for k in kernels}
+        for m in methods
+    }
     factors = {m: {k: mae[m][k] / float(np.mean([mae[o][k] for o in methods])) for k in kernels} for m in methods}
     rows = []
     for m in methods:
         mine = [j for j in jobs if j["method"] == m]
         model_ms = [x for j in mine for x in j["model_ask_ms"]]
         timing = model_ms if m in OURS else [j["ms_per_suggestion"] for j in mine]
-        rows.append({
-            "method": m, "family": "raytuner" if m in OURS else ("optuna" if m == "optuna_tpe" else "kernel_tuner"),
-            "mdf": round(float(np.mean(list(factors[m].values()))), 4),
-            "mdf_sd": round(float(np.std(list(factors[m].values()))), 4),
-            "mae_by_kernel": {k: round(v, 5) for k, v in mae[m].items()},
-            "mae_sd_by_kernel": {k: round(float(np.std([j["mae"] for j in mine if j["kernel"] == k])), 5)
-                                 for k in kernels},
-            "suggest_ms_median": round(float(np.median(timing)), 3) if timing else None,
-            "runs": len(mine),
-            "failed_evaluations_mean": round(float(np.mean([j["failed"] for j in mine])), 2)})
+        rows.append(
+            {
+                "method": m,
+                "family": "raytuner" if m in OURS else ("optuna" if m == "optuna_tpe" else "kernel_tuner"),
+                "mdf": round(float(np.mean(list(factors[m].values()))), 4),
+                "mdf_sd": round(float(np.std(list(factors[m].values()))), 4),
+                "mae_by_kernel": {k: round(v, 5) for k, v in mae[m].items()},
+                "mae_sd_by_kernel": {
+                    k: round(float(np.std([j["mae"] for j in mine if j["kernel"] == k])), 5) for k in kernels
+                },
+                "suggest_ms_median": round(float(np.median(timing)), 3) if timing else None,
+                "runs": len(mine),
+                "failed_evaluations_mean": round(float(np.mean([j["failed"] for j in mine])), 2),
+            }
+        )
     return {"kernels": kernels, "rows": rows}
 
 
@@ -288,21 +333,31 @@ def goals(summary: dict[str, Any], jobs: Sequence[dict[str, Any]]) -> dict[str, 
     best_all = min(summary["rows"], key=lambda r: r["mdf"]) if summary["rows"] else None
     out: dict[str, Any] = {}
     if best_ours and best_all:
-        out["lowest_mdf"] = {"best_method": best_all["method"], "best_raytuner": best_ours["method"],
-                             "met": best_all["family"] == "raytuner"}
+        out["lowest_mdf"] = {
+            "best_method": best_all["method"],
+            "best_raytuner": best_ours["method"],
+            "met": best_all["family"] == "raytuner",
+        }
     if best_ours and kt_bo:
         best_kt = min(kt_bo, key=lambda r: r["mdf"])
         ratio = best_ours["mdf"] / best_kt["mdf"]
-        out["below_kernel_tuner_bayes_opt"] = {"raytuner": best_ours["method"], "kernel_tuner": best_kt["method"],
-                                               "mdf_ratio": round(ratio, 4), "required_at_most": 0.8,
-                                               "met": ratio <= 0.8}
+        out["below_kernel_tuner_bayes_opt"] = {
+            "raytuner": best_ours["method"],
+            "kernel_tuner": best_kt["method"],
+            "mdf_ratio": round(ratio, 4),
+            "required_at_most": 0.8,
+            "met": ratio <= 0.8,
+        }
     gemm_ms = [x for j in jobs if j["method"] in OURS and j["kernel"] == "gemm_RTX_3090" for x in j["model_ask_ms"]]
     if gemm_ms:
-        out["suggest_ms_gemm"] = {"candidates": len(_cache("gemm_RTX_3090").configs),
-                                  "median": round(float(np.median(gemm_ms)), 3),
-                                  "p95": round(float(np.percentile(gemm_ms, 95)), 3),
-                                  "max": round(float(np.max(gemm_ms)), 3), "required_at_most": 200.0,
-                                  "met": float(np.median(gemm_ms)) <= 200.0}
+        out["suggest_ms_gemm"] = {
+            "candidates": len(_cache("gemm_RTX_3090").configs),
+            "median": round(float(np.median(gemm_ms)), 3),
+            "p95": round(float(np.percentile(gemm_ms, 95)), 3),
+            "max": round(float(np.max(gemm_ms)), 3),
+            "required_at_most": 200.0,
+            "met": float(np.median(gemm_ms)) <= 200.0,
+        }
     return out
 
 
@@ -325,10 +380,21 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     machine = machine_at_start()
     jobs = _run_jobs(out, s)
     summary = summarise(jobs, s)
-    kernels = {k: {"configurations": len(_cache(k).configs), "failed": _cache(k).failed,
-                   "optimum_ms": _cache(k).optimum, "device": _cache(k).device} for k in summary["kernels"]}
-    results = {**summary, "goals": goals(summary, jobs), "kernel_details": kernels,
-               "plots": save_plots(jobs, s, kernels, out),
-               "settings": {**asdict(s), "seeds": list(range(s.repeats))},
-               "machine": machine}
+    kernels = {
+        k: {
+            "configurations": len(_cache(k).configs),
+            "failed": _cache(k).failed,
+            "optimum_ms": _cache(k).optimum,
+            "device": _cache(k).device,
+        }
+        for k in summary["kernels"]
+    }
+    results = {
+        **summary,
+        "goals": goals(summary, jobs),
+        "kernel_details": kernels,
+        "plots": save_plots(jobs, s, kernels, out),
+        "settings": {**asdict(s), "seeds": list(range(s.repeats))},
+        "machine": machine,
+    }
     return finish_run(out, "discrete", results, render_report, quick=quick, started=started)

@@ -108,11 +108,11 @@ class _SimulationFiles:
         """The copy of ``cache`` (written now when there is none yet, or when it was changed since)."""
         source = Path(cache.source)
         folder = self._folder(workdir)
-        if source.is_file():   # one copy per cache file (and version of it), whichever object read it
+        if source.is_file():  # one copy per cache file (and version of it), whichever object read it
             stat = source.stat()
             key: tuple[Any, ...] = (str(folder), str(source.resolve()), stat.st_mtime_ns, stat.st_size)
             owner = None
-        else:                  # a cache built from a document: one copy per object
+        else:  # a cache built from a document: one copy per object
             key, owner = (str(folder), "id", id(cache)), weakref.ref(cache)
         known = self._written.get(key)
         if known is not None and (owner is None or known[1]() is cache) and _intact(known[0]):
@@ -192,9 +192,14 @@ def _write_simulation_cache(cache: KernelCache, path: Path) -> None:
     size = _problem_size(cache)
     if size is not None:
         document["problem_size"] = list(size)
-    document.update({"tune_params_keys": list(cache.parameter_names),
-                     "tune_params": {n: list(cache.values[n]) for n in cache.parameter_names},
-                     "objective": "time", "cache": entries})
+    document.update(
+        {
+            "tune_params_keys": list(cache.parameter_names),
+            "tune_params": {n: list(cache.values[n]) for n in cache.parameter_names},
+            "objective": "time",
+            "cache": entries,
+        }
+    )
     tmp = path.with_suffix(".json.part")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(document, fh)
@@ -229,8 +234,7 @@ def _quiet_kernel_tuner() -> contextlib.ExitStack:
     return stack
 
 
-def run_kernel_tuner(cache: KernelCache, method: str, max_fevals: int, seed: int,
-                     workdir: Path | None = None) -> Trace:
+def run_kernel_tuner(cache: KernelCache, method: str, max_fevals: int, seed: int, workdir: Path | None = None) -> Trace:
     """Run Kernel Tuner's strategy ``method`` (a key of :data:`KERNEL_TUNER_METHODS`) on ``cache`` in simulation mode.
 
     Kernel Tuner 1.5's ``tune_kernel`` runs for real, with ``simulation_mode``:
@@ -253,8 +257,9 @@ def run_kernel_tuner(cache: KernelCache, method: str, max_fevals: int, seed: int
         workdir: the folder for Kernel Tuner's copy of the cache (default ``None``: a temporary one).
     """
     if method not in KERNEL_TUNER_METHODS:
-        raise InvalidInputError("method", f"unknown Kernel Tuner method {method!r}; one of "
-                                f"{', '.join(KERNEL_TUNER_METHODS)}")
+        raise InvalidInputError(
+            "method", f"unknown Kernel Tuner method {method!r}; one of {', '.join(KERNEL_TUNER_METHODS)}"
+        )
     max_fevals = _budget(max_fevals)
     try:
         import kernel_tuner
@@ -274,13 +279,21 @@ def run_kernel_tuner(cache: KernelCache, method: str, max_fevals: int, seed: int
     size = _problem_size(cache)
     random.seed(seed)
     np.random.seed(seed)
-    with _quiet_kernel_tuner(), (_seeded_latin_hypercube(seed) if strategy == "bayes_opt"
-                                 else contextlib.nullcontext()):
+    with _quiet_kernel_tuner(), _seeded_latin_hypercube(seed) if strategy == "bayes_opt" else contextlib.nullcontext():
         results, _ = kernel_tuner.tune_kernel(
-            kernel_name=cache.kernel, kernel_source="", problem_size=size if size is not None else (1,),
-            arguments=[], tune_params={n: list(cache.values[n]) for n in names},
-            restrictions=[FunctionConstraint(stored_in_cache)], cache=str(path), simulation_mode=True,
-            strategy=strategy, strategy_options={**options, "max_fevals": max_fevals}, quiet=True, verbose=False)
+            kernel_name=cache.kernel,
+            kernel_source="",
+            problem_size=size if size is not None else (1,),
+            arguments=[],
+            tune_params={n: list(cache.values[n]) for n in names},
+            restrictions=[FunctionConstraint(stored_in_cache)],
+            cache=str(path),
+            simulation_mode=True,
+            strategy=strategy,
+            strategy_options={**options, "max_fevals": max_fevals},
+            quiet=True,
+            verbose=False,
+        )
 
     trace: Trace = []
     seen: set[str] = set()
@@ -309,8 +322,14 @@ def _finite(raw: Any) -> float | None:
 
 def _log_short(trace: Trace, method: str, max_fevals: int, cache: KernelCache) -> None:
     if len(trace) < max_fevals:
-        log.info("%s stopped after %d unique evaluations of the %d asked for on %s (%d stored configurations)",
-                 method, len(trace), max_fevals, cache.source, len(cache.configs))
+        log.info(
+            "%s stopped after %d unique evaluations of the %d asked for on %s (%d stored configurations)",
+            method,
+            len(trace),
+            max_fevals,
+            cache.source,
+            len(cache.configs),
+        )
 
 
 # -- Optuna TPE ----------------------------------------------------------------------------------------
@@ -374,8 +393,13 @@ def run_optuna_tpe(cache: KernelCache, max_fevals: int, seed: int, n_startup: in
             if free >= MAX_FREE_PROPOSALS:
                 unvisited = [c for c in cache.configs if tuple(c[n] for n in names) not in visited]
                 config = dict(unvisited[int(rng.integers(len(unvisited)))])
-                log.debug("TPE proposed %d configurations in a row that cost no evaluation on %s; evaluating a "
-                          "random unvisited one instead: %s", free, cache.source, config)
+                log.debug(
+                    "TPE proposed %d configurations in a row that cost no evaluation on %s; evaluating a "
+                    "random unvisited one instead: %s",
+                    free,
+                    cache.source,
+                    config,
+                )
                 forced += 1
                 time = cache.time(config)
                 visited[tuple(config[n] for n in names)] = time
@@ -383,23 +407,28 @@ def run_optuna_tpe(cache: KernelCache, max_fevals: int, seed: int, n_startup: in
                 told = time if time is not None else worst
                 if time is not None:
                     worst = time if worst is None else max(worst, time)
-                study.add_trial(create_trial(
-                    params=config, distributions=distributions,
-                    state=TrialState.COMPLETE if told is not None else TrialState.FAIL, value=told))
+                study.add_trial(
+                    create_trial(
+                        params=config,
+                        distributions=distributions,
+                        state=TrialState.COMPLETE if told is not None else TrialState.FAIL,
+                        value=told,
+                    )
+                )
                 free = 0
                 continue
             trial = study.ask(distributions)
             asked += 1
             config = {n: trial.params[n] for n in names}
             key = tuple(config[n] for n in names)
-            if key in visited:                      # known: told again, costs nothing
+            if key in visited:  # known: told again, costs nothing
                 free += 1
                 time = visited[key]
-            elif config not in cache:               # outside the valid space: costs nothing
+            elif config not in cache:  # outside the valid space: costs nothing
                 free += 1
                 _tell_invalid(study, trial, worst)
                 continue
-            else:                                   # a new stored configuration: one evaluation
+            else:  # a new stored configuration: one evaluation
                 free = 0
                 time = cache.time(config)
                 visited[key] = time
@@ -410,7 +439,13 @@ def run_optuna_tpe(cache: KernelCache, max_fevals: int, seed: int, n_startup: in
                 worst = time if worst is None else max(worst, time)
                 study.tell(trial, time)
     if forced:
-        log.info("TPE on %s: %d of its %d evaluations were random unvisited configurations, evaluated after %d "
-                 "proposals in a row that cost nothing (%d proposals in all)", cache.source, forced, len(trace),
-                 MAX_FREE_PROPOSALS, asked)
+        log.info(
+            "TPE on %s: %d of its %d evaluations were random unvisited configurations, evaluated after %d "
+            "proposals in a row that cost nothing (%d proposals in all)",
+            cache.source,
+            forced,
+            len(trace),
+            MAX_FREE_PROPOSALS,
+            asked,
+        )
     return trace

@@ -155,8 +155,9 @@ class KernelCache:
             self._lookup = [_value_lookup(self.values[n]) for n in self.parameter_names]
         if not self._entries:
             self._entries = {tuple(c[n] for n in self.parameter_names): {**c, "time": None} for c in self.configs}
-        self._times = [_number(self._entries[tuple(c[n] for n in self.parameter_names)].get("time"))
-                       for c in self.configs]
+        self._times = [
+            _number(self._entries[tuple(c[n] for n in self.parameter_names)].get("time")) for c in self.configs
+        ]
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], source: str = "<document>") -> KernelCache:
@@ -175,8 +176,9 @@ class KernelCache:
             parts = str(key).split(",")
             raw = [entry.get(n, parts[i] if i < len(parts) else None) for i, n in enumerate(names)]
             try:
-                canonical = tuple(table[repr(v)] if repr(v) in table else table[str(v)]
-                                  for table, v in zip(lookup, raw))
+                canonical = tuple(
+                    table[repr(v)] if repr(v) in table else table[str(v)] for table, v in zip(lookup, raw)
+                )
             except KeyError:
                 log.warning("%s: cache entry %r has a value outside tune_params; skipped", source, key)
                 continue
@@ -184,10 +186,18 @@ class KernelCache:
                 continue
             entries[canonical] = dict(entry)
             configs.append(dict(zip(names, canonical)))
-        return cls(device=str(document.get("device_name", "unknown")),
-                   kernel=str(document.get("kernel_name", "unknown")), parameter_names=names, values=values,
-                   configs=configs, objective=str(document.get("objective", "time")),
-                   problem_size=document.get("problem_size"), source=source, _entries=entries, _lookup=lookup)
+        return cls(
+            device=str(document.get("device_name", "unknown")),
+            kernel=str(document.get("kernel_name", "unknown")),
+            parameter_names=names,
+            values=values,
+            configs=configs,
+            objective=str(document.get("objective", "time")),
+            problem_size=document.get("problem_size"),
+            source=source,
+            _entries=entries,
+            _lookup=lookup,
+        )
 
     # -- lookups ---------------------------------------------------------------------------------
     def _key(self, config: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -218,8 +228,10 @@ class KernelCache:
         """
         key = self._key(config)
         if key is None or key not in self._entries:
-            raise InvalidInputError("config", f"{dict(config)} is not in the cache of {self.kernel} on "
-                                    f"{self.device}: outside the valid space")
+            raise InvalidInputError(
+                "config",
+                f"{dict(config)} is not in the cache of {self.kernel} on {self.device}: outside the valid space",
+            )
         return self._entries[key]
 
     def value(self, config: Mapping[str, Any], name: str = "time") -> float | None:
@@ -296,8 +308,9 @@ class KernelCache:
             name: the output to minimise (default ``"time"``).
         """
         spec: dict[str, Any] = {
-            "parameter_space": [{"name": n, "type": "categorical", "categories": list(self.values[n])}
-                                for n in self.parameter_names],
+            "parameter_space": [
+                {"name": n, "type": "categorical", "categories": list(self.values[n])} for n in self.parameter_names
+            ],
             "output_space": [{"name": name, "goal": "minimize"}],
         }
         if restrict_to_valid:
@@ -351,14 +364,22 @@ def load_cache(path: str | Path) -> KernelCache:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"Kernel Tuner cache not found: {path}. Pass python -m benchmarks --data DIR (the "
-                                "folder holding kernel_tuner/), or the file's path.")
+        raise FileNotFoundError(
+            f"Kernel Tuner cache not found: {path}. Pass python -m benchmarks --data DIR (the "
+            "folder holding kernel_tuner/), or the file's path."
+        )
     with open(path, "rb") as fh:
         magic = fh.read(2)
     opener = gzip.open if magic == b"\x1f\x8b" else open
     with opener(path, "rt", encoding="utf-8") as fh:
         text = fh.read()
     cache = KernelCache.from_document(parse_cache_text(text, str(path)), source=str(path))
-    log.debug("%s: %s on %s, %d configurations (%d failed)", path, cache.kernel, cache.device, len(cache.configs),
-              cache.failed)
+    log.debug(
+        "%s: %s on %s, %d configurations (%d failed)",
+        path,
+        cache.kernel,
+        cache.device,
+        len(cache.configs),
+        cache.failed,
+    )
     return cache

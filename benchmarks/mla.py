@@ -86,8 +86,20 @@ from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 from raytuner.space import ProblemSpace
 from raytuner.strategies import RandomSearch, Strategy
 
-__all__ = ["run", "QualitySettings", "TUNERS", "available_tuners", "drive", "run_quality", "normalised_curves",
-           "quality_results", "goals", "build_results", "save_plot", "render_report"]
+__all__ = [
+    "run",
+    "QualitySettings",
+    "TUNERS",
+    "available_tuners",
+    "drive",
+    "run_quality",
+    "normalised_curves",
+    "quality_results",
+    "goals",
+    "build_results",
+    "save_plot",
+    "render_report",
+]
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +120,17 @@ class QualitySettings:
 
 FULL_QUALITY = QualitySettings(seeds=(0, 1, 2, 3, 4), tasks=TASKS, evaluations=20, n_initial=10)
 QUICK_QUALITY = QualitySettings(seeds=(0, 1), tasks=TASKS[::3], evaluations=10, n_initial=5)
-FULL_OVERHEAD = OverheadSettings(sizes=((10, 10), (10, 30), (10, 50), (10, 100), (20, 250)), asks=5, n_initial=10,
-                                 fit_repeats=3, naive_restarts=5, naive_samples=(10, 30, 50))
-QUICK_OVERHEAD = OverheadSettings(sizes=((10, 10), (10, 30)), asks=3, n_initial=10, fit_repeats=1,
-                                  naive_restarts=2, naive_samples=(10,))
+FULL_OVERHEAD = OverheadSettings(
+    sizes=((10, 10), (10, 30), (10, 50), (10, 100), (20, 250)),
+    asks=5,
+    n_initial=10,
+    fit_repeats=3,
+    naive_restarts=5,
+    naive_samples=(10, 30, 50),
+)
+QUICK_OVERHEAD = OverheadSettings(
+    sizes=((10, 10), (10, 30)), asks=3, n_initial=10, fit_repeats=1, naive_restarts=2, naive_samples=(10,)
+)
 
 #: A tuner run: (problem, tasks, seed, settings) -> the values it evaluated, shape (tasks, evaluations).
 TunerRun = Callable[[ProblemSpace, list[dict[str, float]], int, QualitySettings], np.ndarray]
@@ -134,13 +153,18 @@ def run_mla(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: 
     return drive(MLA(problem, tasks, seed=seed, n_initial=s.n_initial), s.evaluations)
 
 
-def run_single_task_bo(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
-                       s: QualitySettings) -> np.ndarray:
+def run_single_task_bo(
+    problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings
+) -> np.ndarray:
     """One single-task MLA engine per task."""
     from raytuner.strategies import MLA
 
-    return np.vstack([drive(MLA(problem, [task], seed=seed * 1000 + j, n_initial=s.n_initial), s.evaluations)
-                      for j, task in enumerate(tasks)])
+    return np.vstack(
+        [
+            drive(MLA(problem, [task], seed=seed * 1000 + j, n_initial=s.n_initial), s.evaluations)
+            for j, task in enumerate(tasks)
+        ]
+    )
 
 
 def run_random(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings) -> np.ndarray:
@@ -148,27 +172,39 @@ def run_random(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, 
     return drive(RandomSearch(problem, tasks, seed=seed), s.evaluations)
 
 
-def run_optuna_tpe(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
-                   s: QualitySettings) -> np.ndarray:
+def run_optuna_tpe(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings) -> np.ndarray:
     """Optuna's TPE sampler, one study per task, ``n_initial`` random startup trials."""
     return _run_optuna("TPESampler", problem, tasks, seed, s)
 
 
-def run_optuna_gp(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
-                  s: QualitySettings) -> np.ndarray:
+def run_optuna_gp(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings) -> np.ndarray:
     """Optuna's GP sampler (it needs torch), one study per task, ``n_initial`` random startup trials."""
     return _run_optuna("GPSampler", problem, tasks, seed, s)
 
 
-def _run_optuna(sampler_name: str, problem: ProblemSpace, tasks: list[dict[str, float]], seed: int,
-                s: QualitySettings) -> np.ndarray:
+def _run_optuna(
+    sampler_name: str, problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings
+) -> np.ndarray:
     x = problem.parameter_space.parameters[0].name
-    return optuna_rows(problem.parameter_space, tasks, s.evaluations, seed, "minimize",
-                       lambda task, c: demo(c[x], task["t"]), sampler=sampler_name, n_startup=s.n_initial)
+    return optuna_rows(
+        problem.parameter_space,
+        tasks,
+        s.evaluations,
+        seed,
+        "minimize",
+        lambda task, c: demo(c[x], task["t"]),
+        sampler=sampler_name,
+        n_startup=s.n_initial,
+    )
 
 
-TUNERS: dict[str, TunerRun] = {"mla": run_mla, "single_task_bo": run_single_task_bo,
-                               "optuna_tpe": run_optuna_tpe, "optuna_gp": run_optuna_gp, "random": run_random}
+TUNERS: dict[str, TunerRun] = {
+    "mla": run_mla,
+    "single_task_bo": run_single_task_bo,
+    "optuna_tpe": run_optuna_tpe,
+    "optuna_gp": run_optuna_gp,
+    "random": run_random,
+}
 
 
 def available_tuners(tuners: Mapping[str, TunerRun] | None = None) -> tuple[dict[str, TunerRun], dict[str, str]]:
@@ -186,8 +222,9 @@ def available_tuners(tuners: Mapping[str, TunerRun] | None = None) -> tuple[dict
     return runnable, skipped
 
 
-def run_quality(settings: QualitySettings, tuners: Mapping[str, TunerRun] | None = None
-                ) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
+def run_quality(
+    settings: QualitySettings, tuners: Mapping[str, TunerRun] | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
     """Every tuner on every seed: values (tuner -> (seeds, tasks, evaluations)) and wall seconds per run.
 
     Args:
@@ -205,8 +242,13 @@ def run_quality(settings: QualitySettings, tuners: Mapping[str, TunerRun] | None
             history = tuner(problem, tasks, seed, settings)
             wall[name].append(time.perf_counter() - t0)
             values[name].append(history)
-            log.info("quality seed %d: %s took %.1f s, best per task %s", seed, name, wall[name][-1],
-                     np.round(history.min(axis=1), 3).tolist())
+            log.info(
+                "quality seed %d: %s took %.1f s, best per task %s",
+                seed,
+                name,
+                wall[name][-1],
+                np.round(history.min(axis=1), 3).tolist(),
+            )
     return {name: np.stack(v) for name, v in values.items()}, wall
 
 
@@ -218,12 +260,15 @@ def normalised_curves(values: Mapping[str, np.ndarray], tasks: Sequence[float]) 
         tasks: the task values ``t``, in the order of the tasks axis.
     """
     minima = np.array([demo_grid_minimum(t)[1] for t in tasks])
-    return {name: np.median(np.mean(best_so_far(v) / minima[None, :, None], axis=1), axis=0).tolist()
-            for name, v in values.items()}
+    return {
+        name: np.median(np.mean(best_so_far(v) / minima[None, :, None], axis=1), axis=0).tolist()
+        for name, v in values.items()
+    }
 
 
-def quality_results(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
-                    reference: str = REFERENCE) -> dict[str, Any]:
+def quality_results(
+    best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]], reference: str = REFERENCE
+) -> dict[str, Any]:
     """``results["quality"]`` from each tuner's best value per (seed, task) cell and its wall seconds per run.
 
     Args:
@@ -244,18 +289,30 @@ def quality_results(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[
     rows = []
     for name in best:
         peers = [p for p in best if p != name] if name == reference else []
-        rows.append({"tuner": name, "R_bar": round(r_bar(r_tilde[name]), 4),
-                     "R_tilde_mean": round(float(np.mean(r_tilde[name])), 4),
-                     "R_tilde_median": round(float(np.median(r_tilde[name])), 4),
-                     **peer_win_rates(best, name, peers),
-                     "wall_seconds_median": round(statistics.median(wall[name]), 3)})
-    return {"rows": rows, "reference": reference,
-            "best": {name: np.round(v, 6).tolist() for name, v in best.items()},
-            "R_tilde": {name: np.round(v, 6).tolist() for name, v in r_tilde.items()}}
+        rows.append(
+            {
+                "tuner": name,
+                "R_bar": round(r_bar(r_tilde[name]), 4),
+                "R_tilde_mean": round(float(np.mean(r_tilde[name])), 4),
+                "R_tilde_median": round(float(np.median(r_tilde[name])), 4),
+                **peer_win_rates(best, name, peers),
+                "wall_seconds_median": round(statistics.median(wall[name]), 3),
+            }
+        )
+    return {
+        "rows": rows,
+        "reference": reference,
+        "best": {name: np.round(v, 6).tolist() for name, v in best.items()},
+        "R_tilde": {name: np.round(v, 6).tolist() for name, v in r_tilde.items()},
+    }
 
 
-def goals(quality: Mapping[str, Any], overhead_rows: Sequence[Mapping[str, Any]],
-          reference: str = REFERENCE, lcbench: Mapping[str, Any] | None = None) -> dict[str, bool | None]:
+def goals(
+    quality: Mapping[str, Any],
+    overhead_rows: Sequence[Mapping[str, Any]],
+    reference: str = REFERENCE,
+    lcbench: Mapping[str, Any] | None = None,
+) -> dict[str, bool | None]:
     """Which goals were met; ``None`` where this run measured nothing to judge by.
 
     Args:
@@ -278,16 +335,23 @@ def goals(quality: Mapping[str, Any], overhead_rows: Sequence[Mapping[str, Any]]
         "mla_lowest_R_bar": by_tuner[reference]["R_bar"] <= lowest if reference in by_tuner else None,
         "mla_win_rate_vs_single_task_bo_ge_0.7": None if win is None else win >= GOAL_WIN_RATE,
         "win_rate_ge_0.7_vs_optuna_gp": None if win_gp is None else win_gp >= GOAL_WIN_RATE,
-        "mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench": None if win_lcbench is None
+        "mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench": None
+        if win_lcbench is None
         else win_lcbench >= GOAL_WIN_RATE,
-        "mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench": None if win_gp_lcbench is None
+        "mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench": None
+        if win_gp_lcbench is None
         else win_gp_lcbench >= GOAL_WIN_RATE,
     }
 
 
-def build_results(quality: dict[str, Any], overhead_rows: list[dict[str, Any]], quick: bool,
-                  machine: dict[str, Any], overhead_extra: Mapping[str, Any] | None = None,
-                  **extra: Any) -> dict[str, Any]:
+def build_results(
+    quality: dict[str, Any],
+    overhead_rows: list[dict[str, Any]],
+    quick: bool,
+    machine: dict[str, Any],
+    overhead_extra: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """The whole ``results.json``: quality, overhead, goals, quick flag, machine and ``extra`` keys.
 
     Args:
@@ -305,9 +369,14 @@ def build_results(quality: dict[str, Any], overhead_rows: list[dict[str, Any]], 
     >>> sorted(r), r["goals"]["mla_lowest_R_bar"], r["goals"]["fit_3x_faster_than_naive_at_equal_loglik"]
     (['goals', 'machine', 'overhead', 'quality', 'quick'], True, None)
     """
-    return {"quality": quality, "overhead": {"rows": overhead_rows, **(overhead_extra or {})},
-            "goals": goals(quality, overhead_rows, lcbench=extra.get("quality_lcbench")), "quick": quick,
-            "machine": machine, **extra}
+    return {
+        "quality": quality,
+        "overhead": {"rows": overhead_rows, **(overhead_extra or {})},
+        "goals": goals(quality, overhead_rows, lcbench=extra.get("quality_lcbench")),
+        "quick": quick,
+        "machine": machine,
+        **extra,
+    }
 
 
 def run(out: Path, quick: bool = False) -> dict[str, Any]:
@@ -319,26 +388,51 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     """
     out = Path(out)
     qs, os_ = (QUICK_QUALITY, QUICK_OVERHEAD) if quick else (FULL_QUALITY, FULL_OVERHEAD)
-    log.info("mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at (tasks, samples per task) %s",
-             " (quick)" if quick else "", len(qs.seeds), len(qs.tasks), qs.evaluations, list(os_.sizes))
+    log.info(
+        "mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at (tasks, samples per task) %s",
+        " (quick)" if quick else "",
+        len(qs.seeds),
+        len(qs.tasks),
+        qs.evaluations,
+        list(os_.sizes),
+    )
     started = time.perf_counter()
     machine = machine_at_start()
     tuners, skipped = available_tuners()
     values, wall = run_quality(qs, tuners)
     quality = quality_results({name: v.min(axis=2) for name, v in values.items()}, wall)
-    quality.update(tasks=list(qs.tasks), seeds=list(qs.seeds), evaluations_per_task=qs.evaluations,
-                   n_initial=qs.n_initial, curves=normalised_curves(values, qs.tasks), skipped=skipped)
+    quality.update(
+        tasks=list(qs.tasks),
+        seeds=list(qs.seeds),
+        evaluations_per_task=qs.evaluations,
+        n_initial=qs.n_initial,
+        curves=normalised_curves(values, qs.tasks),
+        skipped=skipped,
+    )
     out.mkdir(parents=True, exist_ok=True)
     quality["plot"] = "quality.png" if save_plot(quality["curves"], out / "quality.png") else None
     lcbench = lcbench_cells(QUICK_LCBENCH if quick else FULL_LCBENCH)
     overhead_rows = run_overhead(os_)
     results = build_results(
-        quality, overhead_rows, quick, machine,
-        overhead_extra={"asks": os_.asks, "fit_repeats": os_.fit_repeats, "naive_restarts": os_.naive_restarts,
-                        "naive_samples": list(os_.naive_samples), "loglik_tolerance": LOGLIK_TOLERANCE,
-                        "sizes": [list(size) for size in os_.sizes], "heldout_per_task": HELDOUT_PER_TASK,
-                        "heldout_min_records": HELDOUT_MIN_RECORDS, "exact_max_records": EXACT_MAX_RECORDS},
-        quality_lcbench=lcbench, benchmark="mla", elapsed_s=round(time.perf_counter() - started, 1))
+        quality,
+        overhead_rows,
+        quick,
+        machine,
+        overhead_extra={
+            "asks": os_.asks,
+            "fit_repeats": os_.fit_repeats,
+            "naive_restarts": os_.naive_restarts,
+            "naive_samples": list(os_.naive_samples),
+            "loglik_tolerance": LOGLIK_TOLERANCE,
+            "sizes": [list(size) for size in os_.sizes],
+            "heldout_per_task": HELDOUT_PER_TASK,
+            "heldout_min_records": HELDOUT_MIN_RECORDS,
+            "exact_max_records": EXACT_MAX_RECORDS,
+        },
+        quality_lcbench=lcbench,
+        benchmark="mla",
+        elapsed_s=round(time.perf_counter() - started, 1),
+    )
     return publish(out, "mla", results, render_report)
 
 
@@ -349,9 +443,15 @@ def save_plot(curves: Mapping[str, Sequence[float]], path: Path) -> bool:
         curves: per tuner, its normalised best-so-far per evaluation (:func:`normalised_curves`).
         path: the PNG to write.
     """
-    return save_history_plot(curves, path, "evaluations per task", "best so far / grid minimum",
-                             "demo: mean over tasks, median over seeds", reference=1.0,
-                             style={"marker": "o", "markersize": 3})
+    return save_history_plot(
+        curves,
+        path,
+        "evaluations per task",
+        "best so far / grid minimum",
+        "demo: mean over tasks, median over seeds",
+        reference=1.0,
+        style={"marker": "o", "markersize": 3},
+    )
 
 
 def _verdict(flag: bool | None) -> str:
@@ -368,22 +468,47 @@ def render_report(results: Mapping[str, Any]) -> str:
     peers = [r["tuner"] for r in q["rows"] if r["tuner"] != q["reference"]]
     reference = next((r for r in q["rows"] if r["tuner"] == q["reference"]), {})
     quality_table = markdown_table(
-        ["tuner", "R-bar", "R-tilde mean", "R-tilde median", f"{q['reference']} wins vs (± standard error over seeds)",
-         "median wall s per run"],
-        [[r["tuner"], r["R_bar"], r["R_tilde_mean"], r["R_tilde_median"], win_cell(reference, r["tuner"]),
-          r["wall_seconds_median"]] for r in q["rows"]])
+        [
+            "tuner",
+            "R-bar",
+            "R-tilde mean",
+            "R-tilde median",
+            f"{q['reference']} wins vs (± standard error over seeds)",
+            "median wall s per run",
+        ],
+        [
+            [
+                r["tuner"],
+                r["R_bar"],
+                r["R_tilde_mean"],
+                r["R_tilde_median"],
+                win_cell(reference, r["tuner"]),
+                r["wall_seconds_median"],
+            ]
+            for r in q["rows"]
+        ],
+    )
     lines = [f"# MLA benchmark{' (quick)' if results['quick'] else ''}", ""]
     if results["quick"]:
-        lines += [f"Quick run: {len(q['seeds'])} seeds, {len(q['tasks'])} tasks, {q['evaluations_per_task']} "
-                  f"evaluations per task ({q['n_initial']} initial); overhead with {o['asks']} timed asks, GPy "
-                  f"with {o['naive_restarts']} restarts at {o['naive_samples']} samples per task only. The figures "
-                  "are indicative; the goals are judged on the full run.", ""]
-    lines += ["## Quality", "",
-              f"Demo function, tasks t = {', '.join(f'{t:g}' for t in q['tasks'])}, x in [0, 1], minimised; "
-              f"{q['evaluations_per_task']} evaluations per task ({q['n_initial']} LHS/startup + the rest "
-              f"model-guided), seeds {q['seeds']}. R-tilde = best value / best of all tuners in the same "
-              "(seed, task) cell; R-bar = (mean + median) / 2 of R-tilde, 1 is best. Win rate: share of cells "
-              f"where {q['reference']} found a strictly lower value (ties count half).", "", quality_table, ""]
+        lines += [
+            f"Quick run: {len(q['seeds'])} seeds, {len(q['tasks'])} tasks, {q['evaluations_per_task']} "
+            f"evaluations per task ({q['n_initial']} initial); overhead with {o['asks']} timed asks, GPy "
+            f"with {o['naive_restarts']} restarts at {o['naive_samples']} samples per task only. The figures "
+            "are indicative; the goals are judged on the full run.",
+            "",
+        ]
+    lines += [
+        "## Quality",
+        "",
+        f"Demo function, tasks t = {', '.join(f'{t:g}' for t in q['tasks'])}, x in [0, 1], minimised; "
+        f"{q['evaluations_per_task']} evaluations per task ({q['n_initial']} LHS/startup + the rest "
+        f"model-guided), seeds {q['seeds']}. R-tilde = best value / best of all tuners in the same "
+        "(seed, task) cell; R-bar = (mean + median) / 2 of R-tilde, 1 is best. Win rate: share of cells "
+        f"where {q['reference']} found a strictly lower value (ties count half).",
+        "",
+        quality_table,
+        "",
+    ]
     for name, why in q.get("skipped", {}).items():
         lines += [f"Skipped {name}: {why}.", ""]
     if q.get("plot"):
@@ -392,29 +517,34 @@ def render_report(results: Mapping[str, Any]) -> str:
         lines += ["(No best-so-far plot: matplotlib is not installed.)", ""]
     lines += render_lcbench(results.get("quality_lcbench"))
     lines += render_overhead(o)
-    lines += ["## Goals", "",
-              f"- Median ask at 10 tasks x 30 samples at most {GOAL_ASK_SECONDS:g} s: "
-              f"{_verdict(g['ask_median_le_1s_at_10x30'])}",
-              f"- Median warm ask at 10 x 30 at most {GOAL_WARM_ASK_SECONDS:g} s: "
-              f"{_verdict(g.get('warm_ask_median_le_0.3s_at_10x30'))}",
-              f"- Cold fit at 10 x 30 at most {GOAL_COLD_FIT_SECONDS:g} s: "
-              f"{_verdict(g.get('cold_fit_le_5s_at_10x30'))}",
-              *[f"- Median ask at {t} x {n} ({t * n:,} records) at most {limit:g} s: "
-                f"{_verdict(g.get(f'ask_median_le_{limit:g}s_at_{t}x{n}'))}"
-                for (t, n), limit in GOAL_ASK_AT_SCALE.items()],
-              f"- Our fit at least {GOAL_SPEEDUP:g}x faster than GPy's at an equal (within {LOGLIK_TOLERANCE} "
-              f"nats) or better log-likelihood: {_verdict(g['fit_3x_faster_than_naive_at_equal_loglik'])}",
-              f"- {q['reference']} has the lowest R-bar of {', '.join([q['reference'], *peers])}: "
-              f"{_verdict(g['mla_lowest_R_bar'])}",
-              f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the cells against single_task_bo: "
-              f"{_verdict(g['mla_win_rate_vs_single_task_bo_ge_0.7'])}",
-              f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the cells against optuna_gp: "
-              f"{_verdict(g.get('win_rate_ge_0.7_vs_optuna_gp'))}",
-              f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the LCBench cells against single_task_bo: "
-              f"{_verdict(g.get('mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench'))}",
-              f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the LCBench cells against optuna_gp: "
-              f"{_verdict(g.get('mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench'))}", "",
-              f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; "
-              f"load average {m.get('load_average_at_start')} at the start. Elapsed {results.get('elapsed_s')} s.",
-              ""]
+    lines += [
+        "## Goals",
+        "",
+        f"- Median ask at 10 tasks x 30 samples at most {GOAL_ASK_SECONDS:g} s: "
+        f"{_verdict(g['ask_median_le_1s_at_10x30'])}",
+        f"- Median warm ask at 10 x 30 at most {GOAL_WARM_ASK_SECONDS:g} s: "
+        f"{_verdict(g.get('warm_ask_median_le_0.3s_at_10x30'))}",
+        f"- Cold fit at 10 x 30 at most {GOAL_COLD_FIT_SECONDS:g} s: {_verdict(g.get('cold_fit_le_5s_at_10x30'))}",
+        *[
+            f"- Median ask at {t} x {n} ({t * n:,} records) at most {limit:g} s: "
+            f"{_verdict(g.get(f'ask_median_le_{limit:g}s_at_{t}x{n}'))}"
+            for (t, n), limit in GOAL_ASK_AT_SCALE.items()
+        ],
+        f"- Our fit at least {GOAL_SPEEDUP:g}x faster than GPy's at an equal (within {LOGLIK_TOLERANCE} "
+        f"nats) or better log-likelihood: {_verdict(g['fit_3x_faster_than_naive_at_equal_loglik'])}",
+        f"- {q['reference']} has the lowest R-bar of {', '.join([q['reference'], *peers])}: "
+        f"{_verdict(g['mla_lowest_R_bar'])}",
+        f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the cells against single_task_bo: "
+        f"{_verdict(g['mla_win_rate_vs_single_task_bo_ge_0.7'])}",
+        f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the cells against optuna_gp: "
+        f"{_verdict(g.get('win_rate_ge_0.7_vs_optuna_gp'))}",
+        f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the LCBench cells against single_task_bo: "
+        f"{_verdict(g.get('mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench'))}",
+        f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the LCBench cells against optuna_gp: "
+        f"{_verdict(g.get('mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench'))}",
+        "",
+        f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; "
+        f"load average {m.get('load_average_at_start')} at the start. Elapsed {results.get('elapsed_s')} s.",
+        "",
+    ]
     return "\n".join(lines)

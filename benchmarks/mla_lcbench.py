@@ -43,8 +43,18 @@ from raytuner.problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.strategies import MLA, RandomSearch, Strategy
 from raytuner.strategies.mla import Design
 
-__all__ = ["LCBenchQuality", "FULL_LCBENCH", "QUICK_LCBENCH", "LCBENCH_TUNERS", "REFERENCES", "drive_lcbench",
-           "run_lcbench_quality", "lcbench_rows", "lcbench_cells", "render_lcbench"]
+__all__ = [
+    "LCBenchQuality",
+    "FULL_LCBENCH",
+    "QUICK_LCBENCH",
+    "LCBENCH_TUNERS",
+    "REFERENCES",
+    "drive_lcbench",
+    "run_lcbench_quality",
+    "lcbench_rows",
+    "lcbench_cells",
+    "render_lcbench",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +89,12 @@ def drive_lcbench(engine: Strategy, surrogate: LCBenchSurrogate, evaluations: in
         surrogate: the LCBench surrogate.
         evaluations: how many values each task gets.
     """
-    return drive_tasks(engine, evaluations,
-                       lambda task, config: surrogate.evaluate(task["task_id"], config, EPOCH)["val_accuracy"],
-                       "val_accuracy")
+    return drive_tasks(
+        engine,
+        evaluations,
+        lambda task, config: surrogate.evaluate(task["task_id"], config, EPOCH)["val_accuracy"],
+        "val_accuracy",
+    )
 
 
 def _tasks(s: LCBenchQuality) -> list[dict[str, Any]]:
@@ -92,20 +105,33 @@ def _mla(design: Design) -> LCBenchRun:
     def run(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
         engine = MLA(surrogate.problem(s.tasks), _tasks(s), seed=seed, n_initial=s.n_initial, design=design)
         return drive_lcbench(engine, surrogate, s.evaluations)
+
     return run
 
 
 def _single_task_bo(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
     problem = surrogate.problem(s.tasks)
-    return np.vstack([drive_lcbench(MLA(problem, [task], seed=seed * 1000 + j, n_initial=s.n_initial), surrogate,
-                                    s.evaluations) for j, task in enumerate(_tasks(s))])
+    return np.vstack(
+        [
+            drive_lcbench(MLA(problem, [task], seed=seed * 1000 + j, n_initial=s.n_initial), surrogate, s.evaluations)
+            for j, task in enumerate(_tasks(s))
+        ]
+    )
 
 
 def _optuna(sampler: str) -> LCBenchRun:
     def run(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
-        return optuna_rows(surrogate.problem(s.tasks).parameter_space, s.tasks, s.evaluations, seed, "maximize",
-                           lambda t, c: surrogate.evaluate(t, c, EPOCH)["val_accuracy"], sampler=sampler,
-                           n_startup=s.n_initial)
+        return optuna_rows(
+            surrogate.problem(s.tasks).parameter_space,
+            s.tasks,
+            s.evaluations,
+            seed,
+            "maximize",
+            lambda t, c: surrogate.evaluate(t, c, EPOCH)["val_accuracy"],
+            sampler=sampler,
+            n_startup=s.n_initial,
+        )
+
     return run
 
 
@@ -113,13 +139,19 @@ def _random(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.nda
     return drive_lcbench(RandomSearch(surrogate.problem(s.tasks), _tasks(s), seed=seed), surrogate, s.evaluations)
 
 
-LCBENCH_TUNERS: dict[str, LCBenchRun] = {"mla": _mla("per_task"), "mla_shared": _mla("shared"),
-                                         "single_task_bo": _single_task_bo, "optuna_tpe": _optuna("TPESampler"),
-                                         "optuna_gp": _optuna("GPSampler"), "random": _random}
+LCBENCH_TUNERS: dict[str, LCBenchRun] = {
+    "mla": _mla("per_task"),
+    "mla_shared": _mla("shared"),
+    "single_task_bo": _single_task_bo,
+    "optuna_tpe": _optuna("TPESampler"),
+    "optuna_gp": _optuna("GPSampler"),
+    "random": _random,
+}
 
 
-def lcbench_rows(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]],
-                 references: Sequence[str] = REFERENCES) -> list[dict[str, Any]]:
+def lcbench_rows(
+    best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[float]], references: Sequence[str] = REFERENCES
+) -> list[dict[str, Any]]:
     """One row per tuner: its mean best accuracy (and the standard deviation over seeds of the per-seed mean),
     wall seconds per run, and for the references their win rates.
 
@@ -131,15 +163,21 @@ def lcbench_rows(best: Mapping[str, np.ndarray], wall: Mapping[str, Sequence[flo
     rows = []
     for name, values in best.items():
         peers = [p for p in best if p != name] if name in references else []
-        rows.append({"tuner": name, "best_mean": round(float(np.mean(values)), 4),
-                     "best_sd": round(float(np.std(np.mean(values, axis=1))), 4),    # over seeds
-                     **peer_win_rates(best, name, peers, sign=-1.0),                 # accuracies: higher wins
-                     "wall_seconds_median": round(statistics.median(wall[name]), 3)})
+        rows.append(
+            {
+                "tuner": name,
+                "best_mean": round(float(np.mean(values)), 4),
+                "best_sd": round(float(np.std(np.mean(values, axis=1))), 4),  # over seeds
+                **peer_win_rates(best, name, peers, sign=-1.0),  # accuracies: higher wins
+                "wall_seconds_median": round(statistics.median(wall[name]), 3),
+            }
+        )
     return rows
 
 
-def run_lcbench_quality(settings: LCBenchQuality, tuners: Mapping[str, LCBenchRun] | None = None,
-                        surrogate: LCBenchSurrogate | None = None) -> dict[str, Any]:
+def run_lcbench_quality(
+    settings: LCBenchQuality, tuners: Mapping[str, LCBenchRun] | None = None, surrogate: LCBenchSurrogate | None = None
+) -> dict[str, Any]:
     """Every tuner on every seed of the LCBench cells; ``results["quality_lcbench"]``.
 
     Args:
@@ -157,13 +195,24 @@ def run_lcbench_quality(settings: LCBenchQuality, tuners: Mapping[str, LCBenchRu
             values = tuner(surrogate, settings, seed)
             wall[name].append(time.perf_counter() - t0)
             best[name].append(values.max(axis=1))
-            log.info("lcbench seed %d: %s took %.1f s, best per task %s", seed, name, wall[name][-1],
-                     np.round(best[name][-1], 2).tolist())
+            log.info(
+                "lcbench seed %d: %s took %.1f s, best per task %s",
+                seed,
+                name,
+                wall[name][-1],
+                np.round(best[name][-1], 2).tolist(),
+            )
     stacked = {name: np.stack(v) for name, v in best.items()}
-    return {"rows": lcbench_rows(stacked, wall), "references": [r for r in REFERENCES if r in tuners],
-            "tasks": list(settings.tasks), "seeds": list(settings.seeds), "epoch": EPOCH,
-            "evaluations_per_task": settings.evaluations, "n_initial": settings.n_initial,
-            "best": {name: np.round(v, 4).tolist() for name, v in stacked.items()}}
+    return {
+        "rows": lcbench_rows(stacked, wall),
+        "references": [r for r in REFERENCES if r in tuners],
+        "tasks": list(settings.tasks),
+        "seeds": list(settings.seeds),
+        "epoch": EPOCH,
+        "evaluations_per_task": settings.evaluations,
+        "n_initial": settings.n_initial,
+        "best": {name: np.round(v, 4).tolist() for name, v in stacked.items()},
+    }
 
 
 def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
@@ -210,12 +259,29 @@ def render_lcbench(lcbench: Mapping[str, Any] | None) -> list[str]:
 
     table = markdown_table(
         ["tuner", "mean best val_accuracy", "sd", *[f"{r} wins vs" for r in references], "median wall s per run"],
-        [[row["tuner"], row["best_mean"], row["best_sd"], *[win_cell(by_tuner[r], row["tuner"]) for r in references],
-          row["wall_seconds_median"]] for row in lcbench["rows"]])
-    return ["## Quality on LCBench", "",
-            f"LCBench tasks {', '.join(map(str, lcbench['tasks']))}, val_accuracy at epoch {lcbench['epoch']}, "
-            f"maximised; {lcbench['evaluations_per_task']} evaluations per task ({lcbench['n_initial']} initial), "
-            f"seeds {lcbench['seeds']}. `mla` gives each task its own initial design, `mla_shared` one design "
-            "for all. Win rate: share of (seed, task) cells with a strictly higher best accuracy (ties count "
-            "half), ± its standard error over the seeds.", "", table, "",
-            *render_model_accuracy(lcbench.get("model_accuracy")), *skipped, *([""] if skipped else [])]
+        [
+            [
+                row["tuner"],
+                row["best_mean"],
+                row["best_sd"],
+                *[win_cell(by_tuner[r], row["tuner"]) for r in references],
+                row["wall_seconds_median"],
+            ]
+            for row in lcbench["rows"]
+        ],
+    )
+    return [
+        "## Quality on LCBench",
+        "",
+        f"LCBench tasks {', '.join(map(str, lcbench['tasks']))}, val_accuracy at epoch {lcbench['epoch']}, "
+        f"maximised; {lcbench['evaluations_per_task']} evaluations per task ({lcbench['n_initial']} initial), "
+        f"seeds {lcbench['seeds']}. `mla` gives each task its own initial design, `mla_shared` one design "
+        "for all. Win rate: share of (seed, task) cells with a strictly higher best accuracy (ties count "
+        "half), ± its standard error over the seeds.",
+        "",
+        table,
+        "",
+        *render_model_accuracy(lcbench.get("model_accuracy")),
+        *skipped,
+        *([""] if skipped else []),
+    ]

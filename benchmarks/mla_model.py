@@ -65,14 +65,15 @@ def cell_scores(truth: np.ndarray, predicted: np.ndarray, top: int = TOP) -> tup
         predicted: the model's predicted means of the same configurations.
         top: how many of the highest-ranked configurations the regret averages.
     """
-    if np.ptp(predicted) == 0:            # a constant ranks nothing: its top is a random pick's
+    if np.ptp(predicted) == 0:  # a constant ranks nothing: its top is a random pick's
         return 0.0, float(truth.max() - truth.mean())
     ranked = np.argsort(-predicted, kind="stable")[:top]
     return float(spearmanr(predicted, truth).statistic), float(truth.max() - truth[ranked].mean())
 
 
-def model_accuracy(surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: tuple[int, ...],
-                   samples_per_task: int, epoch: float) -> dict[str, Any]:
+def model_accuracy(
+    surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: tuple[int, ...], samples_per_task: int, epoch: float
+) -> dict[str, Any]:
     """The LCM's and the per-task GPs' prediction of each task; ``results["quality_lcbench"]["model_accuracy"]``.
 
     Fits run inline, so the figures do not depend on the machine.
@@ -98,22 +99,32 @@ def model_accuracy(surrogate: LCBenchSurrogate, tasks: tuple[int, ...], seeds: t
         rng = np.random.default_rng([seed, 27])
         own = [sample(t, samples_per_task, rng) for t in tasks]
         fresh = [sample(t, REFERENCE_CONFIGURATIONS, rng) for t in tasks]
-        joint = LCM(options).fit(TrainingData([x for x, _ in own], [y for _, y in own]), seed=seed,
-                                 executor=InlineExecutor())
+        joint = LCM(options).fit(
+            TrainingData([x for x, _ in own], [y for _, y in own]), seed=seed, executor=InlineExecutor()
+        )
         for j, ((x, y), (x_ref, y_ref)) in enumerate(zip(own, fresh)):
             alone = LCM(options).fit(TrainingData([x], [y]), seed=seed * 1000 + j, executor=InlineExecutor())
             scores["lcm"].append(cell_scores(y_ref, joint.predict(j, x_ref)[0]))
             scores["independent"].append(cell_scores(y_ref, alone.predict(0, x_ref)[0]))
-        log.info("lcbench model accuracy, seed %d: LCM top regret %.3f, per-task GPs %.3f (running means)", seed,
-                 np.mean([s[1] for s in scores["lcm"]]), np.mean([s[1] for s in scores["independent"]]))
+        log.info(
+            "lcbench model accuracy, seed %d: LCM top regret %.3f, per-task GPs %.3f (running means)",
+            seed,
+            np.mean([s[1] for s in scores["lcm"]]),
+            np.mean([s[1] for s in scores["independent"]]),
+        )
     lcm, alone = np.array(scores["lcm"]), np.array(scores["independent"])
-    share = win_rate(lcm[:, 1], alone[:, 1])          # the lower top regret wins
-    return {"samples_per_task": samples_per_task, "reference_configurations": REFERENCE_CONFIGURATIONS,
-            "top": TOP, "cells": len(lcm),
-            "models": {name: {"spearman": round(float(v[:, 0].mean()), 4),
-                              "top_regret": round(float(v[:, 1].mean()), 4)}
-                       for name, v in (("lcm", lcm), ("independent", alone))},
-            "lcm_better_top_share": round(float(share), 4)}
+    share = win_rate(lcm[:, 1], alone[:, 1])  # the lower top regret wins
+    return {
+        "samples_per_task": samples_per_task,
+        "reference_configurations": REFERENCE_CONFIGURATIONS,
+        "top": TOP,
+        "cells": len(lcm),
+        "models": {
+            name: {"spearman": round(float(v[:, 0].mean()), 4), "top_regret": round(float(v[:, 1].mean()), 4)}
+            for name, v in (("lcm", lcm), ("independent", alone))
+        },
+        "lcm_better_top_share": round(float(share), 4),
+    }
 
 
 def render_model_accuracy(accuracy: Mapping[str, Any] | None) -> list[str]:
@@ -125,9 +136,12 @@ def render_model_accuracy(accuracy: Mapping[str, Any] | None) -> list[str]:
     if not accuracy:
         return []
     models = accuracy["models"]
-    return [f"Model accuracy ({accuracy['cells']} cells, {accuracy['samples_per_task']} LHS samples per task, "
-            f"{accuracy['reference_configurations']} fresh configurations each): the LCM over all tasks ranks them "
-            f"with Spearman {models['lcm']['spearman']}, one GP per task {models['independent']['spearman']}; "
-            f"the top {accuracy['top']} each model ranks highest are {models['lcm']['top_regret']} and "
-            f"{models['independent']['top_regret']} accuracy points below the best; the LCM's top is the "
-            f"better in {accuracy['lcm_better_top_share']} of the cells.", ""]
+    return [
+        f"Model accuracy ({accuracy['cells']} cells, {accuracy['samples_per_task']} LHS samples per task, "
+        f"{accuracy['reference_configurations']} fresh configurations each): the LCM over all tasks ranks them "
+        f"with Spearman {models['lcm']['spearman']}, one GP per task {models['independent']['spearman']}; "
+        f"the top {accuracy['top']} each model ranks highest are {models['lcm']['top_regret']} and "
+        f"{models['independent']['top_regret']} accuracy points below the best; the LCM's top is the "
+        f"better in {accuracy['lcm_better_top_share']} of the cells.",
+        "",
+    ]

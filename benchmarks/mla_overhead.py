@@ -43,8 +43,20 @@ from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
 
-__all__ = ["OverheadSettings", "History", "make_history", "standardise", "time_asks", "fit_ours", "fit_naive",
-           "run_overhead", "measure_size", "overhead_row", "overhead_goals", "render_overhead"]
+__all__ = [
+    "OverheadSettings",
+    "History",
+    "make_history",
+    "standardise",
+    "time_asks",
+    "fit_ours",
+    "fit_naive",
+    "run_overhead",
+    "measure_size",
+    "overhead_row",
+    "overhead_goals",
+    "render_overhead",
+]
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +97,17 @@ class History:
         for k in range(max(len(c) for c in self.configs)):
             for task, configs, ys in zip(self.tasks, self.configs, self.y):
                 if k < len(configs):
-                    out.append(FunctionEvaluation.create(task, configs[k], {"y": float(ys[k])},
-                                                         provenance=Provenance(strategy="lhs")))
+                    out.append(
+                        FunctionEvaluation.create(
+                            task, configs[k], {"y": float(ys[k])}, provenance=Provenance(strategy="lhs")
+                        )
+                    )
         return out
 
 
-def make_history(tasks: Sequence[float], samples_per_task: int, seed: int = _DATA_SEED,
-                 problem: ProblemSpace | None = None) -> History:
+def make_history(
+    tasks: Sequence[float], samples_per_task: int, seed: int = _DATA_SEED, problem: ProblemSpace | None = None
+) -> History:
     """An independent LHS of ``samples_per_task`` points of x per task, with the demo's values.
 
     Args:
@@ -103,8 +119,10 @@ def make_history(tasks: Sequence[float], samples_per_task: int, seed: int = _DAT
     problem = problem or _demo_problem()
     task_dicts = [{"t": float(t)} for t in tasks]
     streams = np.random.SeedSequence([seed, samples_per_task]).spawn(len(task_dicts))
-    configs = [sample_configurations(problem, task, samples_per_task, seed=np.random.default_rng(stream))
-               for task, stream in zip(task_dicts, streams)]
+    configs = [
+        sample_configurations(problem, task, samples_per_task, seed=np.random.default_rng(stream))
+        for task, stream in zip(task_dicts, streams)
+    ]
     ys = [np.array([demo(c["x"], task["t"]) for c in cs]) for task, cs in zip(task_dicts, configs)]
     return History(task_dicts, configs, ys)
 
@@ -126,8 +144,9 @@ def standardise(ys: Sequence[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def time_asks(history: History, asks: int, n_initial: int, problem: ProblemSpace | None = None,
-              seed: int = 0) -> tuple[float, list[float]]:
+def time_asks(
+    history: History, asks: int, n_initial: int, problem: ProblemSpace | None = None, seed: int = 0
+) -> tuple[float, list[float]]:
     """Seconds of the cold first ``ask`` after replaying ``history``, and of ``asks`` warm ask/tell rounds.
 
     Args:
@@ -153,8 +172,9 @@ def time_asks(history: History, asks: int, n_initial: int, problem: ProblemSpace
         else:
             seconds.append(elapsed)
         y = demo(suggestion.config["x"], suggestion.task["t"])
-        engine.tell(FunctionEvaluation.create(suggestion.task, suggestion.config, {"y": y},
-                                              provenance=suggestion.provenance))
+        engine.tell(
+            FunctionEvaluation.create(suggestion.task, suggestion.config, {"y": y}, provenance=suggestion.provenance)
+        )
     return first, seconds
 
 
@@ -182,13 +202,22 @@ def fit_ours(history: History, repeats: int, problem: ProblemSpace | None = None
     assert fitted is not None
     # the model's own standardisation must leave already standardised data alone: then its
     # predictions in original units equal those in its standardised space
-    agrees = all(np.allclose(fitted.predict(j, X[j])[0], fitted.predict_standardised(j, X[j])[0],
-                             rtol=1e-6, atol=1e-6) for j in range(len(X)))
+    agrees = all(
+        np.allclose(fitted.predict(j, X[j])[0], fitted.predict_standardised(j, X[j])[0], rtol=1e-6, atol=1e-6)
+        for j in range(len(X))
+    )
     if not agrees:
-        log.warning("our LCM re-standardised already standardised data: its log-likelihood is not on the "
-                    "same values as GPy's")
-    return {"seconds": seconds, "loglik": float(fitted.log_likelihood), "standardisation_agrees": agrees,
-            "model": fitted, "X": X, "y_standardised": y}
+        log.warning(
+            "our LCM re-standardised already standardised data: its log-likelihood is not on the same values as GPy's"
+        )
+    return {
+        "seconds": seconds,
+        "loglik": float(fitted.log_likelihood),
+        "standardisation_agrees": agrees,
+        "model": fitted,
+        "X": X,
+        "y_standardised": y,
+    }
 
 
 def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = None) -> dict[str, Any]:
@@ -205,9 +234,12 @@ def fit_naive(history: History, restarts: int, problem: ProblemSpace | None = No
     X = [problem.parameter_space.encode(configs) for configs in history.configs]
     Y = [y.reshape(-1, 1) for y in standardise(history.y)]
     np.random.seed(0)  # GPy draws the coregionalisation's initial W, and its restarts, from numpy's global stream
-    kernel = GPy.util.multioutput.LCM(input_dim=X[0].shape[1], num_outputs=len(X),
-                                      kernels_list=[GPy.kern.RBF(X[0].shape[1], ARD=True) for _ in range(3)],
-                                      W_rank=1)
+    kernel = GPy.util.multioutput.LCM(
+        input_dim=X[0].shape[1],
+        num_outputs=len(X),
+        kernels_list=[GPy.kern.RBF(X[0].shape[1], ARD=True) for _ in range(3)],
+        W_rank=1,
+    )
     model = GPy.models.GPCoregionalizedRegression(X, Y, kernel=kernel)
     t0 = time.perf_counter()
     model.optimize_restarts(num_restarts=restarts, verbose=False, robust=True)
@@ -224,8 +256,9 @@ def run_overhead(settings: OverheadSettings) -> list[dict[str, Any]]:
     return [measure_size(tasks, samples, settings) for tasks, samples in settings.sizes]
 
 
-def measure_size(tasks: int, samples: int, settings: OverheadSettings,
-                 problem: ProblemSpace | None = None) -> dict[str, Any]:
+def measure_size(
+    tasks: int, samples: int, settings: OverheadSettings, problem: ProblemSpace | None = None
+) -> dict[str, Any]:
     """The overhead row of ``tasks`` demo tasks x ``samples`` samples per task.
 
     Args:
@@ -243,15 +276,31 @@ def measure_size(tasks: int, samples: int, settings: OverheadSettings,
     naive = fit_naive(history, settings.naive_restarts, problem) if run_naive else None
     scale = scale_figures(ours["model"], ours["X"], history.y, ours["y_standardised"], t_values, problem)
     row = overhead_row(tasks, samples, first, asks, ours, naive, settings.naive_restarts, scale)
-    log.info("overhead %d tasks x %d samples: ask median %.3f s (cold %.3f s), our cold fit %.3f s (loglik %.2f), "
-             "naive fit %s s (loglik %s)", tasks, samples, row["ask_seconds_median"], row["first_ask_seconds"],
-             row["fit_seconds_median"], row["loglik"], row["naive_fit_seconds_median"], row["naive_loglik"])
+    log.info(
+        "overhead %d tasks x %d samples: ask median %.3f s (cold %.3f s), our cold fit %.3f s (loglik %.2f), "
+        "naive fit %s s (loglik %s)",
+        tasks,
+        samples,
+        row["ask_seconds_median"],
+        row["first_ask_seconds"],
+        row["fit_seconds_median"],
+        row["loglik"],
+        row["naive_fit_seconds_median"],
+        row["naive_loglik"],
+    )
     return row
 
 
-def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[float], ours: dict[str, Any],
-                 naive: dict[str, Any] | None, naive_restarts: int,
-                 scale: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def overhead_row(
+    tasks: int,
+    samples: int,
+    first_ask: float,
+    asks: Sequence[float],
+    ours: dict[str, Any],
+    naive: dict[str, Any] | None,
+    naive_restarts: int,
+    scale: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """One row of ``results["overhead"]["rows"]`` from the measured figures (``naive`` may be missing).
 
     ``fit_seconds_median`` is our cold fit's median seconds; ``records`` is tasks x samples.
@@ -292,7 +341,8 @@ def overhead_row(tasks: int, samples: int, first_ask: float, asks: Sequence[floa
         "fit_speedup_vs_naive": None if naive_s is None else round(naive_s / fit_median, 2),
         "ask_speedup_vs_naive": None if naive_s is None else round(naive_s / ask_median, 2),
         "standardisation_agrees": ours["standardisation_agrees"],
-        **dict.fromkeys(SCALE_KEYS), **(scale or {}),
+        **dict.fromkeys(SCALE_KEYS),
+        **(scale or {}),
     }
 
 
@@ -313,7 +363,10 @@ def overhead_goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
         "ask_median_le_1s_at_10x30": at_30[0]["ask_seconds_median"] <= GOAL_ASK_SECONDS if at_30 else None,
         "fit_3x_faster_than_naive_at_equal_loglik": all(
             r["fit_speedup_vs_naive"] >= GOAL_SPEEDUP and r["loglik"] >= r["naive_loglik"] - LOGLIK_TOLERANCE
-            for r in judged) if judged else None,
+            for r in judged
+        )
+        if judged
+        else None,
     }
 
 
@@ -325,23 +378,50 @@ def render_overhead(overhead: Mapping[str, Any]) -> list[str]:
     """
     o, cell = overhead, dash
     table = markdown_table(
-        ["tasks x samples", "records", "warm ask median s", "first ask s", "our cold fit s", "GPy fit s",
-         "fit speed-up", "ask speed-up", "our loglik", "GPy loglik"],
-        [[f"{r['tasks']} x {r['samples_per_task']}", r.get("records", r["tasks"] * r["samples_per_task"]),
-          r["ask_seconds_median"], r["first_ask_seconds"],
-          r["fit_seconds_median"], cell(r["naive_fit_seconds_median"]), cell(r["fit_speedup_vs_naive"]),
-          cell(r["ask_speedup_vs_naive"]), r["loglik"], cell(r["naive_loglik"])] for r in o["rows"]])
-    lines = ["## Overhead", "",
-             "Demo tasks t = linspace(1, 5.5, tasks), LHS histories. Ask: median of "
-             f"{o['asks']} warm ask/tell rounds after a cold first ask. Fits on the per-task standardised "
-             "history: ours `LCM(LCMOptions(latent=3))` with GPTune's RBF kernel and no priors, cold (median "
-             f"of {o['fit_repeats']}), GPy "
-             f"`GPCoregionalizedRegression` with a 3-RBF LCM, W rank 1, `optimize_restarts({o['naive_restarts']})`"
-             f" once, at {o.get('naive_samples')} samples per task only (at most {NAIVE_MAX_SAMPLES}: beyond, "
-             "too slow). Speed-ups are GPy's fit time over ours.", "", table, ""]
+        [
+            "tasks x samples",
+            "records",
+            "warm ask median s",
+            "first ask s",
+            "our cold fit s",
+            "GPy fit s",
+            "fit speed-up",
+            "ask speed-up",
+            "our loglik",
+            "GPy loglik",
+        ],
+        [
+            [
+                f"{r['tasks']} x {r['samples_per_task']}",
+                r.get("records", r["tasks"] * r["samples_per_task"]),
+                r["ask_seconds_median"],
+                r["first_ask_seconds"],
+                r["fit_seconds_median"],
+                cell(r["naive_fit_seconds_median"]),
+                cell(r["fit_speedup_vs_naive"]),
+                cell(r["ask_speedup_vs_naive"]),
+                r["loglik"],
+                cell(r["naive_loglik"]),
+            ]
+            for r in o["rows"]
+        ],
+    )
+    lines = [
+        "## Overhead",
+        "",
+        "Demo tasks t = linspace(1, 5.5, tasks), LHS histories. Ask: median of "
+        f"{o['asks']} warm ask/tell rounds after a cold first ask. Fits on the per-task standardised "
+        "history: ours `LCM(LCMOptions(latent=3))` with GPTune's RBF kernel and no priors, cold (median "
+        f"of {o['fit_repeats']}), GPy "
+        f"`GPCoregionalizedRegression` with a 3-RBF LCM, W rank 1, `optimize_restarts({o['naive_restarts']})`"
+        f" once, at {o.get('naive_samples')} samples per task only (at most {NAIVE_MAX_SAMPLES}: beyond, "
+        "too slow). Speed-ups are GPy's fit time over ours.",
+        "",
+        table,
+        "",
+    ]
     if not all(r.get("standardisation_agrees", True) for r in o["rows"]):
-        lines += ["Warning: our fit re-standardised the standardised data; the log-likelihoods may not compare.",
-                  ""]
+        lines += ["Warning: our fit re-standardised the standardised data; the log-likelihoods may not compare.", ""]
     return lines + render_scale(o["rows"])
 
 

@@ -42,8 +42,17 @@ from benchmarks.report import markdown_table
 from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.space import ProblemSpace
 
-__all__ = ["task_values", "make_heldout", "heldout_scores", "score_fit", "fit_exact", "scale_figures",
-           "scale_goals", "render_scale", "dash"]
+__all__ = [
+    "task_values",
+    "make_heldout",
+    "heldout_scores",
+    "score_fit",
+    "fit_exact",
+    "scale_figures",
+    "scale_goals",
+    "render_scale",
+    "dash",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +65,15 @@ GOAL_WARM_ASK_SECONDS = 0.3  # median warm ask at 10 x 30
 GOAL_COLD_FIT_SECONDS = 5.0  # cold fit at 10 x 30
 #: (tasks, samples per task) -> the most seconds a median ask may take there
 GOAL_ASK_AT_SCALE: dict[tuple[int, int], float] = {(10, 100): 1.0, (20, 250): 3.0}
-SCALE_KEYS = ("heldout_rmse", "heldout_log_density", "approximation", "exact_heldout_rmse",
-              "exact_heldout_log_density", "exact_loglik", "exact_fit_seconds")
+SCALE_KEYS = (
+    "heldout_rmse",
+    "heldout_log_density",
+    "approximation",
+    "exact_heldout_rmse",
+    "exact_heldout_log_density",
+    "exact_loglik",
+    "exact_fit_seconds",
+)
 
 
 def task_values(tasks: int) -> tuple[float, ...]:
@@ -72,8 +88,12 @@ def task_values(tasks: int) -> tuple[float, ...]:
     return tuple(float(t) for t in np.linspace(1.0, 5.5, tasks))
 
 
-def make_heldout(tasks: Sequence[float], per_task: int = HELDOUT_PER_TASK, seed: int = _HELDOUT_SEED,
-                 problem: ProblemSpace | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def make_heldout(
+    tasks: Sequence[float],
+    per_task: int = HELDOUT_PER_TASK,
+    seed: int = _HELDOUT_SEED,
+    problem: ProblemSpace | None = None,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per task, ``per_task`` uniform points (encoded, unit cube) and their demo values.
 
     Args:
@@ -97,8 +117,9 @@ def make_heldout(tasks: Sequence[float], per_task: int = HELDOUT_PER_TASK, seed:
     return X, y
 
 
-def heldout_scores(means: Sequence[np.ndarray], variances: Sequence[np.ndarray],
-                   observed: Sequence[np.ndarray]) -> dict[str, float]:
+def heldout_scores(
+    means: Sequence[np.ndarray], variances: Sequence[np.ndarray], observed: Sequence[np.ndarray]
+) -> dict[str, float]:
     """Pooled RMSE and mean Gaussian log predictive density of ``observed`` (variances floored at 1e-12).
 
     Args:
@@ -116,8 +137,9 @@ def heldout_scores(means: Sequence[np.ndarray], variances: Sequence[np.ndarray],
     return {"rmse": float(np.sqrt(np.mean((y - m) ** 2))), "log_density": float(np.mean(log_density))}
 
 
-def score_fit(fitted: Any, train_y: Sequence[np.ndarray], heldout: tuple[list[np.ndarray], list[np.ndarray]]
-              ) -> dict[str, float]:
+def score_fit(
+    fitted: Any, train_y: Sequence[np.ndarray], heldout: tuple[list[np.ndarray], list[np.ndarray]]
+) -> dict[str, float]:
     """:func:`heldout_scores` of a model fitted on the per-task standardised ``train_y``, in output units.
 
     Args:
@@ -131,7 +153,7 @@ def score_fit(fitted: Any, train_y: Sequence[np.ndarray], heldout: tuple[list[np
         centre, scale = float(np.mean(y)), float(np.std(y)) or 1.0
         mean, variance = fitted.predict(j, X)
         means.append(centre + scale * np.asarray(mean, dtype=float))
-        variances.append(scale ** 2 * np.asarray(variance, dtype=float))
+        variances.append(scale**2 * np.asarray(variance, dtype=float))
     return heldout_scores(means, variances, heldout[1])
 
 
@@ -150,9 +172,14 @@ def fit_exact(X: Sequence[np.ndarray], y_standardised: Sequence[np.ndarray]) -> 
     return fitted, time.perf_counter() - t0
 
 
-def scale_figures(fitted: Any, X: Sequence[np.ndarray], y: Sequence[np.ndarray],
-                  y_standardised: Sequence[np.ndarray], tasks: Sequence[float],
-                  problem: ProblemSpace | None = None) -> dict[str, Any]:
+def scale_figures(
+    fitted: Any,
+    X: Sequence[np.ndarray],
+    y: Sequence[np.ndarray],
+    y_standardised: Sequence[np.ndarray],
+    tasks: Sequence[float],
+    problem: ProblemSpace | None = None,
+) -> dict[str, Any]:
     """A row's :data:`SCALE_KEYS`: held-out figures of ``fitted`` and, where feasible, of the exact model.
 
     Rows under :data:`HELDOUT_MIN_RECORDS` records get ``None`` everywhere but ``approximation``.
@@ -178,13 +205,21 @@ def scale_figures(fitted: Any, X: Sequence[np.ndarray], y: Sequence[np.ndarray],
     if records <= EXACT_MAX_RECORDS:
         exact, seconds = fit_exact(X, y_standardised)
         scores = score_fit(exact, y, heldout)
-        out.update(exact_heldout_rmse=round(scores["rmse"], 6),
-                   exact_heldout_log_density=round(scores["log_density"], 4),
-                   exact_loglik=round(float(exact.log_likelihood), 4), exact_fit_seconds=round(seconds, 4))
-    log.info("held-out at %d records: ours rmse %s, log density %s (%s); exact rmse %s, log density %s",
-             records, out["heldout_rmse"], out["heldout_log_density"],
-             (approximation or {}).get("method", "exact") if isinstance(approximation, Mapping) else "exact",
-             out["exact_heldout_rmse"], out["exact_heldout_log_density"])
+        out.update(
+            exact_heldout_rmse=round(scores["rmse"], 6),
+            exact_heldout_log_density=round(scores["log_density"], 4),
+            exact_loglik=round(float(exact.log_likelihood), 4),
+            exact_fit_seconds=round(seconds, 4),
+        )
+    log.info(
+        "held-out at %d records: ours rmse %s, log density %s (%s); exact rmse %s, log density %s",
+        records,
+        out["heldout_rmse"],
+        out["heldout_log_density"],
+        (approximation or {}).get("method", "exact") if isinstance(approximation, Mapping) else "exact",
+        out["exact_heldout_rmse"],
+        out["exact_heldout_log_density"],
+    )
     return out
 
 
@@ -206,8 +241,10 @@ def scale_goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
         value = by_size.get(size, {}).get(key)
         return None if value is None else value <= limit
 
-    out = {"warm_ask_median_le_0.3s_at_10x30": at_most((10, 30), "ask_seconds_median", GOAL_WARM_ASK_SECONDS),
-           "cold_fit_le_5s_at_10x30": at_most((10, 30), "fit_seconds_median", GOAL_COLD_FIT_SECONDS)}
+    out = {
+        "warm_ask_median_le_0.3s_at_10x30": at_most((10, 30), "ask_seconds_median", GOAL_WARM_ASK_SECONDS),
+        "cold_fit_le_5s_at_10x30": at_most((10, 30), "fit_seconds_median", GOAL_COLD_FIT_SECONDS),
+    }
     for size, limit in GOAL_ASK_AT_SCALE.items():
         out[f"ask_median_le_{limit:g}s_at_{size[0]}x{size[1]}"] = at_most(size, "ask_seconds_median", limit)
     return out
@@ -224,20 +261,48 @@ def render_scale(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     cell = dash
     table = markdown_table(
-        ["tasks x samples", "records", "our model", "held-out RMSE", "held-out log density", "exact RMSE",
-         "exact log density", "our loglik", "exact loglik", "exact fit s"],
-        [[f"{r['tasks']} x {r['samples_per_task']}", r["records"], _describe(r.get("approximation")),
-          cell(r.get("heldout_rmse")), cell(r.get("heldout_log_density")), cell(r.get("exact_heldout_rmse")),
-          cell(r.get("exact_heldout_log_density")), r.get("loglik"), cell(r.get("exact_loglik")),
-          cell(r.get("exact_fit_seconds"))] for r in big])
-    return ["### Held-out error at scale", "",
-            f"Per task {HELDOUT_PER_TASK} fresh uniform points of the demo (a seed of their own). RMSE pooled "
-            "over tasks and mean Gaussian log predictive density of the held-out values, both in output units "
-            f"(latent variance, floored at {VARIANCE_FLOOR:g}; the demo has no noise). Our model is "
-            "`LCMOptions(latent=3)` with GPTune's RBF kernel and no priors; exact is the same with "
-            "`fit_limit=None, exact_limit=None`, run at "
-            f"most at {EXACT_MAX_RECORDS:,} records (beyond, too slow: '-'). Log-likelihoods are on the "
-            "standardised training data.", "", table, ""]
+        [
+            "tasks x samples",
+            "records",
+            "our model",
+            "held-out RMSE",
+            "held-out log density",
+            "exact RMSE",
+            "exact log density",
+            "our loglik",
+            "exact loglik",
+            "exact fit s",
+        ],
+        [
+            [
+                f"{r['tasks']} x {r['samples_per_task']}",
+                r["records"],
+                _describe(r.get("approximation")),
+                cell(r.get("heldout_rmse")),
+                cell(r.get("heldout_log_density")),
+                cell(r.get("exact_heldout_rmse")),
+                cell(r.get("exact_heldout_log_density")),
+                r.get("loglik"),
+                cell(r.get("exact_loglik")),
+                cell(r.get("exact_fit_seconds")),
+            ]
+            for r in big
+        ],
+    )
+    return [
+        "### Held-out error at scale",
+        "",
+        f"Per task {HELDOUT_PER_TASK} fresh uniform points of the demo (a seed of their own). RMSE pooled "
+        "over tasks and mean Gaussian log predictive density of the held-out values, both in output units "
+        f"(latent variance, floored at {VARIANCE_FLOOR:g}; the demo has no noise). Our model is "
+        "`LCMOptions(latent=3)` with GPTune's RBF kernel and no priors; exact is the same with "
+        "`fit_limit=None, exact_limit=None`, run at "
+        f"most at {EXACT_MAX_RECORDS:,} records (beyond, too slow: '-'). Log-likelihoods are on the "
+        "standardised training data.",
+        "",
+        table,
+        "",
+    ]
 
 
 def dash(value: Any) -> str:

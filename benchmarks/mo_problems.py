@@ -104,18 +104,30 @@ def zdt_problem(constrained: bool, quick: bool) -> MOProblem:
     outputs: list[dict[str, Any]] = [{"name": "f1"}, {"name": "f2"}]
     if constrained:
         outputs.append({"name": "mem", "optimize": False, "upper_bound": 0.6})
-    problem = ProblemSpace.parse({
-        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-        "parameter_space": [{"name": n, "type": "real", "lower_bound": 0, "upper_bound": 1} for n in ("a", "b1", "b2")],
-        "output_space": outputs})
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "parameter_space": [
+                {"name": n, "type": "real", "lower_bound": 0, "upper_bound": 1} for n in ("a", "b1", "b2")
+            ],
+            "output_space": outputs,
+        }
+    )
     tasks = [{"t": 0.0}, {"t": 0.5}, {"t": 1.0}]
     reference = [1.1, 11.0]
     a = np.linspace(0.0, 0.6 if constrained else 1.0, 100_001)
     exact = {f"t={t['t']:g}": hypervolume(np.c_[a, 1 - np.sqrt(a) + 0.2 * t["t"]], reference) for t in tasks}
     names = set(problem.objectives)
-    return MOProblem("zdt-constrained" if constrained else "zdt", problem, tasks,
-                     lambda task, config: {k: v for k, v in _zdt(task, config).items() if k in names},
-                     reference, 20 if quick else 40, 8, exact)
+    return MOProblem(
+        "zdt-constrained" if constrained else "zdt",
+        problem,
+        tasks,
+        lambda task, config: {k: v for k, v in _zdt(task, config).items() if k in names},
+        reference,
+        20 if quick else 40,
+        8,
+        exact,
+    )
 
 
 def lcbench_problem(quick: bool) -> MOProblem:
@@ -181,12 +193,20 @@ def amg_mo_problem(constrained: bool, quick: bool) -> MOProblem:
         done = solve(task, config, AMG_GRID, time_limit=AMG_TIME_LIMIT)
         return {"work": done.work, "memory": done.memory}
 
-    return MOProblem("amg-constrained" if constrained else "amg", problem, tasks, evaluate, list(AMG_REFERENCE),
-                     20 if quick else 40, 10)
+    return MOProblem(
+        "amg-constrained" if constrained else "amg",
+        problem,
+        tasks,
+        evaluate,
+        list(AMG_REFERENCE),
+        20 if quick else 40,
+        10,
+    )
 
 
-def _measure(mo: MOProblem, task: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[dict[str, float] | None,
-                                                                                         str | None]:
+def _measure(
+    mo: MOProblem, task: Mapping[str, Any], config: Mapping[str, Any]
+) -> tuple[dict[str, float] | None, str | None]:
     """``(outputs, None)``, or ``(None, why)`` for an evaluation that failed."""
     try:
         return mo.evaluate(task, config), None
@@ -243,11 +263,15 @@ def _optuna(sampler: str, mo: MOProblem, seed: int) -> Run:
             outputs, failure = _measure(mo, task, config)
             if outputs is None:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                run.records[j].append(FunctionEvaluation.create(task, config, failure=failure,
-                                                                  outputs=[o.name for o in mo.problem.output_space]))
+                run.records[j].append(
+                    FunctionEvaluation.create(
+                        task, config, failure=failure, outputs=[o.name for o in mo.problem.output_space]
+                    )
+                )
                 continue
-            trial.set_user_attr("violations", [max(o.lower_bound - outputs[o.name], outputs[o.name] - o.upper_bound)
-                                               for o in bounded])
+            trial.set_user_attr(
+                "violations", [max(o.lower_bound - outputs[o.name], outputs[o.name] - o.upper_bound) for o in bounded]
+            )
             study.tell(trial, [outputs[o.name] for o in objectives])
             run.records[j].append(FunctionEvaluation.create(task, config, outputs))
     return run
@@ -269,6 +293,10 @@ def run_gp(mo: MOProblem, seed: int) -> Run:
 
 
 #: Tuner name -> runner, ours first.
-RUNNERS: dict[str, Callable[[MOProblem, int], Run]] = {"mla": run_mla, "optuna_nsga2": run_nsga2,
-                                                       "optuna_motpe": run_motpe, "optuna_gp": run_gp,
-                                                       "random": run_random}
+RUNNERS: dict[str, Callable[[MOProblem, int], Run]] = {
+    "mla": run_mla,
+    "optuna_nsga2": run_nsga2,
+    "optuna_motpe": run_motpe,
+    "optuna_gp": run_gp,
+    "random": run_random,
+}

@@ -58,9 +58,12 @@ GOAL_SUGGEST_S = 1.0
 
 #: Problem id -> its builder (``quick``), in the order of the report.
 PROBLEMS: dict[str, Callable[[bool], MOProblem]] = {
-    "zdt": lambda quick: zdt_problem(False, quick), "zdt-constrained": lambda quick: zdt_problem(True, quick),
+    "zdt": lambda quick: zdt_problem(False, quick),
+    "zdt-constrained": lambda quick: zdt_problem(True, quick),
     "lcbench": lcbench_problem,
-    "amg": lambda quick: amg_mo_problem(False, quick), "amg-constrained": lambda quick: amg_mo_problem(True, quick)}
+    "amg": lambda quick: amg_mo_problem(False, quick),
+    "amg-constrained": lambda quick: amg_mo_problem(True, quick),
+}
 
 
 def problems() -> list[str]:
@@ -105,7 +108,7 @@ def _hypervolumes(mo: MOProblem, run: Run) -> list[float]:
     for fraction in FRACTIONS:
         per_task = []
         for records in run.records:
-            seen = records[:max(1, round(fraction * len(records)))]
+            seen = records[: max(1, round(fraction * len(records)))]
             front = pareto_front(mo.problem, seen)
             per_task.append(hypervolume(objective_values(mo.problem, front), mo.reference) if front else 0.0)
         out.append(float(np.mean(per_task)))
@@ -115,7 +118,7 @@ def _hypervolumes(mo: MOProblem, run: Run) -> list[float]:
 def _violations(mo: MOProblem, run: Run) -> float | None:
     if not mo.problem.output_constraints:
         return None
-    guided = [r for records in run.records for r in records[mo.n_initial:]]
+    guided = [r for records in run.records for r in records[mo.n_initial :]]
     broken = [r for r in guided if r.status == "ok" and not mo.problem.meets_output_constraints(r.evaluation_result)]
     return len(broken) / len(guided) if guided else None
 
@@ -137,24 +140,41 @@ def measure(mo: MOProblem, seeds: list[int], tuners: Mapping[str, Any]) -> dict[
             volumes.append(_hypervolumes(mo, run))
             violations.append(_violations(mo, run))
             asks += run.ask_seconds
-            last_asks += run.ask_seconds[-len(mo.tasks):]
-            log.info("%s %s seed %d: hypervolume %s in %.1f s", mo.id, name, seed,
-                     [round(v, 4) for v in volumes[-1]], time.perf_counter() - started)
+            last_asks += run.ask_seconds[-len(mo.tasks) :]
+            log.info(
+                "%s %s seed %d: hypervolume %s in %.1f s",
+                mo.id,
+                name,
+                seed,
+                [round(v, 4) for v in volumes[-1]],
+                time.perf_counter() - started,
+            )
         table = np.array(volumes)
         counted = [v for v in violations if v is not None]
-        rows.append({"tuner": name,
-                     "hypervolume_by_fraction": {f"{f:g}": round(float(m), 6)
-                                                 for f, m in zip(FRACTIONS, table.mean(0))},
-                     "hv_sd_by_fraction": {f"{f:g}": round(float(s), 6) for f, s in zip(FRACTIONS, table.std(0))},
-                     "constraint_violations": round(float(np.mean(counted)), 4) if counted else None,
-                     "suggest_ms_median": round(1000 * statistics.median(asks), 2),
-                     "suggest_ms_last_max": round(1000 * max(last_asks), 2)})
+        rows.append(
+            {
+                "tuner": name,
+                "hypervolume_by_fraction": {f"{f:g}": round(float(m), 6) for f, m in zip(FRACTIONS, table.mean(0))},
+                "hv_sd_by_fraction": {f"{f:g}": round(float(s), 6) for f, s in zip(FRACTIONS, table.std(0))},
+                "constraint_violations": round(float(np.mean(counted)), 4) if counted else None,
+                "suggest_ms_median": round(1000 * statistics.median(asks), 2),
+                "suggest_ms_last_max": round(1000 * max(last_asks), 2),
+            }
+        )
     exact = None if mo.exact is None else {k: round(v, 6) for k, v in mo.exact.items()}
-    return {"id": mo.id, "reference_point": mo.reference, "tasks": [task_label(t) for t in mo.tasks],
-            "evaluations_per_task": mo.evaluations, "n_initial": mo.n_initial, "exact_hypervolume": exact,
-            "objectives": [f"{o.name} ({o.goal})" for o in mo.problem.optimised],
-            "output_constraints": [f"{o.lower_bound} <= {o.name} <= {o.upper_bound}"
-                                   for o in mo.problem.output_constraints], "rows": rows}
+    return {
+        "id": mo.id,
+        "reference_point": mo.reference,
+        "tasks": [task_label(t) for t in mo.tasks],
+        "evaluations_per_task": mo.evaluations,
+        "n_initial": mo.n_initial,
+        "exact_hypervolume": exact,
+        "objectives": [f"{o.name} ({o.goal})" for o in mo.problem.optimised],
+        "output_constraints": [
+            f"{o.lower_bound} <= {o.name} <= {o.upper_bound}" for o in mo.problem.output_constraints
+        ],
+        "rows": rows,
+    }
 
 
 def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -172,13 +192,15 @@ def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     violations = {k: r["constraint_violations"] for k, r in ours.items() if r["constraint_violations"] is not None}
     lcbench = ours.get("lcbench")
     return {
-        "mla_highest_hypervolume_at_50_and_100": {"met": all(v == "mla" for v in leading.values()),
-                                                  "leader": leading},
-        "violations_at_most_10pct": {"met": all(v <= GOAL_VIOLATIONS for v in violations.values()) if violations
-                                     else None, "detail": violations},
-        "suggest_at_most_1s_at_4x50x2": {"met": None if lcbench is None else lcbench["suggest_ms_last_max"]
-                                         <= 1000 * GOAL_SUGGEST_S,
-                                         "detail": None if lcbench is None else lcbench["suggest_ms_last_max"]},
+        "mla_highest_hypervolume_at_50_and_100": {"met": all(v == "mla" for v in leading.values()), "leader": leading},
+        "violations_at_most_10pct": {
+            "met": all(v <= GOAL_VIOLATIONS for v in violations.values()) if violations else None,
+            "detail": violations,
+        },
+        "suggest_at_most_1s_at_4x50x2": {
+            "met": None if lcbench is None else lcbench["suggest_ms_last_max"] <= 1000 * GOAL_SUGGEST_S,
+            "detail": None if lcbench is None else lcbench["suggest_ms_last_max"],
+        },
     }
 
 
@@ -188,22 +210,49 @@ def render_report(results: Mapping[str, Any]) -> str:
     Args:
         results: the benchmark's results.
     """
-    lines = ["# Multi-objective benchmark", "", f"Command: `{results['command']}`. Elapsed {results['elapsed_s']} s; "
-             f"seeds {results['seeds']}; problems run side by side in {results.get('processes', 1)} processes "
-             "(suggest times are taken under that load).", ""]
+    lines = [
+        "# Multi-objective benchmark",
+        "",
+        f"Command: `{results['command']}`. Elapsed {results['elapsed_s']} s; "
+        f"seeds {results['seeds']}; problems run side by side in {results.get('processes', 1)} processes "
+        "(suggest times are taken under that load).",
+        "",
+    ]
     for p in results["problems"]:
-        lines += [f"## {p['id']}", "", f"Objectives {', '.join(p['objectives'])}; output constraints "
-                  f"{', '.join(p['output_constraints']) or 'none'}; tasks {', '.join(p['tasks'])}; "
-                  f"{p['evaluations_per_task']} evaluations per task ({p['n_initial']} initial); reference point "
-                  f"{p['reference_point']} (minimisation terms)."
-                  + (f" Exact hypervolume per task: {p['exact_hypervolume']}." if p["exact_hypervolume"] else ""), ""]
-        lines.append(markdown_table(
-            ["tuner", *[f"HV @{float(f):.0%}" for f in p["rows"][0]["hypervolume_by_fraction"]], "violations",
-             "suggest ms (median)", "last asks ms (max)"],
-            [[r["tuner"], *[f"{m:.4g} ± {s:.2g}" for m, s in zip(r["hypervolume_by_fraction"].values(),
-                                                                  r["hv_sd_by_fraction"].values())],
-              "-" if r["constraint_violations"] is None else f"{r['constraint_violations']:.1%}",
-              r["suggest_ms_median"], r["suggest_ms_last_max"]] for r in p["rows"]]))
+        lines += [
+            f"## {p['id']}",
+            "",
+            f"Objectives {', '.join(p['objectives'])}; output constraints "
+            f"{', '.join(p['output_constraints']) or 'none'}; tasks {', '.join(p['tasks'])}; "
+            f"{p['evaluations_per_task']} evaluations per task ({p['n_initial']} initial); reference point "
+            f"{p['reference_point']} (minimisation terms)."
+            + (f" Exact hypervolume per task: {p['exact_hypervolume']}." if p["exact_hypervolume"] else ""),
+            "",
+        ]
+        lines.append(
+            markdown_table(
+                [
+                    "tuner",
+                    *[f"HV @{float(f):.0%}" for f in p["rows"][0]["hypervolume_by_fraction"]],
+                    "violations",
+                    "suggest ms (median)",
+                    "last asks ms (max)",
+                ],
+                [
+                    [
+                        r["tuner"],
+                        *[
+                            f"{m:.4g} ± {s:.2g}"
+                            for m, s in zip(r["hypervolume_by_fraction"].values(), r["hv_sd_by_fraction"].values())
+                        ],
+                        "-" if r["constraint_violations"] is None else f"{r['constraint_violations']:.1%}",
+                        r["suggest_ms_median"],
+                        r["suggest_ms_last_max"],
+                    ]
+                    for r in p["rows"]
+                ],
+            )
+        )
         lines.append("")
     lines += ["## Goals", ""]
     for name, g in results["goals"].items():

@@ -23,9 +23,23 @@ from typing import Any
 from raytuner.analysis.metrics import win_rate, win_rate_se
 from raytuner.environment import cpu_model
 
-__all__ = ["write_results", "publish", "finish_run", "machine_at_start", "goal_lines", "verdict", "rss_mb",
-           "peak_rss_mb", "percentile", "markdown_table", "machine_info",
-           "filesystem_of", "save_history_plot", "peer_win_rates", "win_cell"]
+__all__ = [
+    "write_results",
+    "publish",
+    "finish_run",
+    "machine_at_start",
+    "goal_lines",
+    "verdict",
+    "rss_mb",
+    "peak_rss_mb",
+    "percentile",
+    "markdown_table",
+    "machine_info",
+    "filesystem_of",
+    "save_history_plot",
+    "peer_win_rates",
+    "win_cell",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +57,12 @@ def write_results(out: Path, results: dict[str, Any], report_md: str) -> None:
     with open(out / "results.json", "w", encoding="utf-8") as fh:
         json.dump(results, fh, indent=2, allow_nan=False)
         fh.write("\n")
-    (out / "report.md").write_text(report_md if report_md.endswith("\n") else report_md + "\n",
-                                   encoding="utf-8")
+    (out / "report.md").write_text(report_md if report_md.endswith("\n") else report_md + "\n", encoding="utf-8")
 
 
-def publish(out: Path, benchmark: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str]
-            ) -> dict[str, Any]:
+def publish(
+    out: Path, benchmark: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str]
+) -> dict[str, Any]:
     """Render ``results``, write ``out/results.json`` and ``out/report.md``, log the report; returns ``results``.
 
     Args:
@@ -66,13 +80,21 @@ def publish(out: Path, benchmark: str, results: dict[str, Any], render: Callable
     """
     report = render(results)
     write_results(out, results, report)
-    logging.getLogger(f"benchmarks.{benchmark}").info("%s benchmark results (%s):\n%s", benchmark,
-                                                          Path(out) / "results.json", report)
+    logging.getLogger(f"benchmarks.{benchmark}").info(
+        "%s benchmark results (%s):\n%s", benchmark, Path(out) / "results.json", report
+    )
     return results
 
 
-def finish_run(out: Path, benchmark: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str], *,
-               quick: bool, started: float) -> dict[str, Any]:
+def finish_run(
+    out: Path,
+    benchmark: str,
+    results: dict[str, Any],
+    render: Callable[[dict[str, Any]], str],
+    *,
+    quick: bool,
+    started: float,
+) -> dict[str, Any]:
     """Every benchmark's epilogue: add what ran and how long it took to ``results``, then :func:`publish` them.
 
     Adds ``quick``, ``benchmark``, ``command`` (the command line that reruns
@@ -93,9 +115,14 @@ def finish_run(out: Path, benchmark: str, results: dict[str, Any], render: Calla
         >>> results["command"].split(" --out ")[0], results["quick"], results["elapsed_s"] >= 0
         ('python -m benchmarks demo', True, True)
     """
-    results.update({"quick": quick, "benchmark": benchmark,
-                    "command": f"python -m benchmarks {benchmark} --out {out}{' --quick' if quick else ''}",
-                    "elapsed_s": round(time.perf_counter() - started, 1)})
+    results.update(
+        {
+            "quick": quick,
+            "benchmark": benchmark,
+            "command": f"python -m benchmarks {benchmark} --out {out}{' --quick' if quick else ''}",
+            "elapsed_s": round(time.perf_counter() - started, 1),
+        }
+    )
     return publish(out, benchmark, results, render)
 
 
@@ -128,8 +155,9 @@ def verdict(goal: Mapping[str, Any], not_met: str = "not met") -> str:
     return "met" if goal["met"] else not_met
 
 
-def goal_lines(goals: Mapping[str, Mapping[str, Any]], describe: Mapping[str, Callable[[Mapping[str, Any]], str]]
-               ) -> list[str]:
+def goal_lines(
+    goals: Mapping[str, Mapping[str, Any]], describe: Mapping[str, Callable[[Mapping[str, Any]], str]]
+) -> list[str]:
     """A Markdown bullet per goal that ran, in ``describe``'s order: ``- <describe[name](goal)>``.
 
     Args:
@@ -231,9 +259,18 @@ def machine_info(data_dir: Path | None = None) -> dict[str, Any]:
     return info
 
 
-def save_history_plot(curves: Mapping[str, Sequence[float | None]], path: Path, xlabel: str, ylabel: str,
-                      title: str, *, x: Sequence[float] | None = None, reference: float | None = None,
-                      style: Mapping[str, Any] | None = None, legend_fontsize: float | None = None) -> bool:
+def save_history_plot(
+    curves: Mapping[str, Sequence[float | None]],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    *,
+    x: Sequence[float] | None = None,
+    reference: float | None = None,
+    style: Mapping[str, Any] | None = None,
+    legend_fontsize: float | None = None,
+) -> bool:
     """Plot tuning histories, one line per tuner, to the PNG ``path``; ``False`` (with a warning) without matplotlib.
 
     ``curves`` maps a tuner to its values (``None``: no value yet, left as a
@@ -302,8 +339,10 @@ def peer_win_rates(best: Mapping[str, Any], name: str, peers: Sequence[str], sig
     {'win_rate_vs': {'b': 0.5}, 'win_rate_se_vs': {'b': 0.5}}
     """
     errors = {p: win_rate_se(sign * best[name], sign * best[p]) for p in peers}
-    return {"win_rate_vs": {p: round(win_rate(sign * best[name], sign * best[p]), 4) for p in peers},
-            "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()}}
+    return {
+        "win_rate_vs": {p: round(win_rate(sign * best[name], sign * best[p]), 4) for p in peers},
+        "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()},
+    }
 
 
 def win_cell(row: Mapping[str, Any], peer: str) -> str:

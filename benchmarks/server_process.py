@@ -65,8 +65,9 @@ class ServerProcess:
 
         # the kernel stops the server should this process die (see death_signal_prefix)
         command = [*death_signal_prefix(), sys.executable, "-m", "benchmarks.server_process", *args]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=self._log, env=_python_env())
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, env=_python_env()
+        )
         self.info = self._first_line(timeout)
 
     def _first_line(self, timeout: float) -> dict[str, Any]:
@@ -121,13 +122,21 @@ def _serve_optuna(url: str, port: int, workers: int) -> None:
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     storage = get_storage(url)
-    engine = storage._backend.engine       # noqa: SLF001 - the SQLite settings it commits with
+    engine = storage._backend.engine  # noqa: SLF001 - the SQLite settings it commits with
     with engine.connect() as connection:
         synchronous = connection.exec_driver_sql("PRAGMA synchronous").scalar()
         journal = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
     names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-    sys.stdout.write(json.dumps({"port": port, "sqlite_synchronous": names.get(synchronous, str(synchronous)),
-                                 "sqlite_journal_mode": str(journal)}) + "\n")
+    sys.stdout.write(
+        json.dumps(
+            {
+                "port": port,
+                "sqlite_synchronous": names.get(synchronous, str(synchronous)),
+                "sqlite_journal_mode": str(journal),
+            }
+        )
+        + "\n"
+    )
     sys.stdout.flush()
     run_grpc_proxy_server(storage, host="127.0.0.1", port=port, thread_pool=ThreadPoolExecutor(workers))
 
@@ -172,8 +181,9 @@ class Cell:
     tells: int
 
 
-def drive_clients(clients: int, make_loop: Callable[[int], Callable[[int], Any]], warmup: int, rounds: int,
-                  timeout: float) -> Cell:
+def drive_clients(
+    clients: int, make_loop: Callable[[int], Callable[[int], Any]], warmup: int, rounds: int, timeout: float
+) -> Cell:
     """Run ``clients`` threads: each builds its loop, warms up, waits for the others, then measures ``rounds``.
 
     Args:
@@ -205,8 +215,9 @@ def drive_clients(clients: int, make_loop: Callable[[int], Callable[[int], Any]]
             errors.append(exc)
             barrier.abort()
 
-    threads = [threading.Thread(target=client, args=(i,), name=f"bench-client-{i}", daemon=True)
-               for i in range(clients)]
+    threads = [
+        threading.Thread(target=client, args=(i,), name=f"bench-client-{i}", daemon=True) for i in range(clients)
+    ]
     for thread in threads:
         thread.start()
     try:

@@ -70,8 +70,7 @@ from benchmarks.server_process import Cell, ServerProcess, drive_clients
 from raytuner.errors import InvalidInputError
 from raytuner.problems import DEMO_PROBLEM, demo
 
-__all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "summarise", "goals",
-           "render_report"]
+__all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "summarise", "goals", "render_report"]
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +189,11 @@ def _optuna_cell(port: int, clients: int, repeat: int, settings: Settings) -> Ce
     def make_loop(index: int) -> Callable[[int], Any]:
         storage = GrpcStorageProxy(host="127.0.0.1", port=port)
         opened.append(storage)
-        study = optuna.load_study(study_name=name, storage=storage,
-                                  sampler=optuna.samplers.RandomSampler(seed=settings.seed + repeat * 1000 + index))
+        study = optuna.load_study(
+            study_name=name,
+            storage=storage,
+            sampler=optuna.samplers.RandomSampler(seed=settings.seed + repeat * 1000 + index),
+        )
 
         def step(_: int) -> float:
             trial = study.ask(space)
@@ -208,8 +210,13 @@ def _optuna_cell(port: int, clients: int, repeat: int, settings: Settings) -> Ce
 
 
 def _summary(cell: Cell) -> dict[str, float]:
-    return {"p50_ms": round(percentile(cell.latencies, 50), 3), "p99_ms": round(percentile(cell.latencies, 99), 3),
-            "tells_per_s": round(cell.tells / cell.wall_s, 2), "tells": cell.tells, "wall_s": round(cell.wall_s, 3)}
+    return {
+        "p50_ms": round(percentile(cell.latencies, 50), 3),
+        "p99_ms": round(percentile(cell.latencies, 99), 3),
+        "tells_per_s": round(cell.tells / cell.wall_s, 2),
+        "tells": cell.tells,
+        "wall_s": round(cell.wall_s, 3),
+    }
 
 
 def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -236,12 +243,18 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
         if want_raytuner:
             store = base / "raytuner_store"
             keys = open_keys(store)
-            key = keys.create("bench")                  # the run's key, as `raytuner keys create` makes one
+            key = keys.create("bench")  # the run's key, as `raytuner keys create` makes one
             keys.ledger.close()
-            server = ServerProcess(["raytuner", "--store", str(store), "--workers", str(settings.server_workers)],
-                                    base / "raytuner_server.log", settings.timeout)
-            servers["raytuner"] = {"store": "JSON store (journal fsync per tell, ledger fsync per ask)",
-                                   "auth": True, "workers": settings.server_workers}
+            server = ServerProcess(
+                ["raytuner", "--store", str(store), "--workers", str(settings.server_workers)],
+                base / "raytuner_server.log",
+                settings.timeout,
+            )
+            servers["raytuner"] = {
+                "store": "JSON store (journal fsync per tell, ledger fsync per ask)",
+                "auth": True,
+                "workers": settings.server_workers,
+            }
             address = f"127.0.0.1:{server.info['port']}"
             try:
                 for system, strategy in settings.cells:
@@ -249,8 +262,15 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
                         continue
                     for clients in settings.clients:
                         cell = _raytuner_cell(address, key, strategy, clients, repeat, settings)
-                        figures.append({"system": system, "strategy": strategy, "clients": clients,
-                                        "repeat": repeat, **_summary(cell)})
+                        figures.append(
+                            {
+                                "system": system,
+                                "strategy": strategy,
+                                "clients": clients,
+                                "repeat": repeat,
+                                **_summary(cell),
+                            }
+                        )
                         log.info("service benchmark: %s", figures[-1])
             finally:
                 server.stop()
@@ -259,13 +279,18 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
 
             port = free_port()
             url = f"sqlite:///{base / 'optuna.db'}"
-            server = ServerProcess(["optuna", "--store", url, "--port", str(port),
-                                     "--workers", str(settings.server_workers)], base / "optuna_server.log",
-                                    settings.timeout)
-            servers["optuna-grpc"] = {"storage": "RDBStorage on a SQLite file (optuna.storages.get_storage)",
-                                      "sqlite_synchronous": server.info.get("sqlite_synchronous"),
-                                      "sqlite_journal_mode": server.info.get("sqlite_journal_mode"),
-                                      "auth": False, "workers": settings.server_workers}
+            server = ServerProcess(
+                ["optuna", "--store", url, "--port", str(port), "--workers", str(settings.server_workers)],
+                base / "optuna_server.log",
+                settings.timeout,
+            )
+            servers["optuna-grpc"] = {
+                "storage": "RDBStorage on a SQLite file (optuna.storages.get_storage)",
+                "sqlite_synchronous": server.info.get("sqlite_synchronous"),
+                "sqlite_journal_mode": server.info.get("sqlite_journal_mode"),
+                "auth": False,
+                "workers": settings.server_workers,
+            }
             try:
                 from optuna.storages import GrpcStorageProxy
 
@@ -277,8 +302,15 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
                         continue
                     for clients in settings.clients:
                         cell = _optuna_cell(port, clients, repeat, settings)
-                        figures.append({"system": system, "strategy": strategy, "clients": clients,
-                                        "repeat": repeat, **_summary(cell)})
+                        figures.append(
+                            {
+                                "system": system,
+                                "strategy": strategy,
+                                "clients": clients,
+                                "repeat": repeat,
+                                **_summary(cell),
+                            }
+                        )
                         log.info("service benchmark: %s", figures[-1])
             finally:
                 server.stop()
@@ -298,15 +330,21 @@ def summarise(figures: Sequence[dict[str, Any]], settings: Settings) -> list[dic
             mine = [f for f in figures if (f["system"], f["strategy"], f["clients"]) == (system, strategy, clients)]
             if not mine:
                 continue
-            rows.append({
-                "system": system, "strategy": strategy, "clients": clients,
-                "p50_ms": round(float(np.median([f["p50_ms"] for f in mine])), 3),
-                "p99_ms": round(float(np.median([f["p99_ms"] for f in mine])), 3),
-                "tells_per_s": round(float(np.median([f["tells_per_s"] for f in mine])), 2),
-                "sessions": ("one per client" if strategy == "mla" else "one shared"),
-                "measured_round_trips": int(sum(f["tells"] for f in mine)),
-                "repeats": [{k: f[k] for k in ("p50_ms", "p99_ms", "tells_per_s", "tells", "wall_s")} for f in mine],
-            })
+            rows.append(
+                {
+                    "system": system,
+                    "strategy": strategy,
+                    "clients": clients,
+                    "p50_ms": round(float(np.median([f["p50_ms"] for f in mine])), 3),
+                    "p99_ms": round(float(np.median([f["p99_ms"] for f in mine])), 3),
+                    "tells_per_s": round(float(np.median([f["tells_per_s"] for f in mine])), 2),
+                    "sessions": ("one per client" if strategy == "mla" else "one shared"),
+                    "measured_round_trips": int(sum(f["tells"] for f in mine)),
+                    "repeats": [
+                        {k: f[k] for k in ("p50_ms", "p99_ms", "tells_per_s", "tells", "wall_s")} for f in mine
+                    ],
+                }
+            )
     return rows
 
 
@@ -317,23 +355,33 @@ def goals(rows: Sequence[dict[str, Any]], settings: Settings) -> dict[str, Any]:
         rows: the summary rows, as :func:`summarise` returns them.
         settings: the benchmark's settings (its cells and thresholds).
     """
+
     def row(system: str, strategy: str, clients: int) -> dict[str, Any] | None:
-        return next((r for r in rows if (r["system"], r["strategy"], r["clients"]) == (system, strategy, clients)),
-                    None)
+        return next(
+            (r for r in rows if (r["system"], r["strategy"], r["clients"]) == (system, strategy, clients)), None
+        )
 
     out: dict[str, Any] = {}
     one = row("raytuner", "random", 1)
     if one is not None:
-        out["p50_one_client_random"] = {"clients": 1, "p50_ms": one["p50_ms"], "required_at_most": P50_GOAL_MS,
-                                        "met": one["p50_ms"] <= P50_GOAL_MS}
+        out["p50_one_client_random"] = {
+            "clients": 1,
+            "p50_ms": one["p50_ms"],
+            "required_at_most": P50_GOAL_MS,
+            "met": one["p50_ms"] <= P50_GOAL_MS,
+        }
     most = max(settings.clients)
     ours, theirs = row("raytuner", "random", most), row("optuna-grpc", "random-sampler", most)
     if ours is not None and theirs is not None:
         ratio = ours["tells_per_s"] / theirs["tells_per_s"]
-        out["throughput_vs_optuna"] = {"clients": most, "raytuner_tells_per_s": ours["tells_per_s"],
-                                       "optuna_tells_per_s": theirs["tells_per_s"], "ratio": round(ratio, 3),
-                                       "required_at_least": THROUGHPUT_RATIO_GOAL,
-                                       "met": ratio >= THROUGHPUT_RATIO_GOAL}
+        out["throughput_vs_optuna"] = {
+            "clients": most,
+            "raytuner_tells_per_s": ours["tells_per_s"],
+            "optuna_tells_per_s": theirs["tells_per_s"],
+            "ratio": round(ratio, 3),
+            "required_at_least": THROUGHPUT_RATIO_GOAL,
+            "met": ratio >= THROUGHPUT_RATIO_GOAL,
+        }
     return out
 
 
@@ -346,21 +394,51 @@ def render_report(results: dict[str, Any]) -> str:
     s = results["settings"]
     table = markdown_table(
         ["system", "strategy", "sessions", "clients", "p50 ms", "p99 ms", "tells/s", "round trips"],
-        [[r["system"], r["strategy"], r["sessions"], r["clients"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
-          f"{r['tells_per_s']:.1f}", r["measured_round_trips"]] for r in results["rows"]])
-    lines = ["# Tuning service: ask+tell round trip and throughput", "",
-             f"Command: `{results['command']}`", "", table, "", "## Goals", ""]
-    lines += goal_lines(results["goals"], {
-        "p50_one_client_random": lambda x: f"p50 round trip, 1 client, random strategy: {x['p50_ms']:.2f} ms "
-                                           f"(goal <= {x['required_at_most']:g} ms): {verdict(x, 'NOT met')}",
-        "throughput_vs_optuna": lambda x: f"throughput at {x['clients']} clients, raytuner random / Optuna gRPC "
-                                          f"proxy: {x['raytuner_tells_per_s']:.1f} / {x['optuna_tells_per_s']:.1f} "
-                                          f"tells/s = ratio {x['ratio']:.2f} (goal >= {x['required_at_least']:g}): "
-                                          f"{verdict(x, 'NOT met')}"})
+        [
+            [
+                r["system"],
+                r["strategy"],
+                r["sessions"],
+                r["clients"],
+                f"{r['p50_ms']:.2f}",
+                f"{r['p99_ms']:.2f}",
+                f"{r['tells_per_s']:.1f}",
+                r["measured_round_trips"],
+            ]
+            for r in results["rows"]
+        ],
+    )
+    lines = [
+        "# Tuning service: ask+tell round trip and throughput",
+        "",
+        f"Command: `{results['command']}`",
+        "",
+        table,
+        "",
+        "## Goals",
+        "",
+    ]
+    lines += goal_lines(
+        results["goals"],
+        {
+            "p50_one_client_random": lambda x: (
+                f"p50 round trip, 1 client, random strategy: {x['p50_ms']:.2f} ms "
+                f"(goal <= {x['required_at_most']:g} ms): {verdict(x, 'NOT met')}"
+            ),
+            "throughput_vs_optuna": lambda x: (
+                f"throughput at {x['clients']} clients, raytuner random / Optuna gRPC "
+                f"proxy: {x['raytuner_tells_per_s']:.1f} / {x['optuna_tells_per_s']:.1f} "
+                f"tells/s = ratio {x['ratio']:.2f} (goal >= {x['required_at_least']:g}): "
+                f"{verdict(x, 'NOT met')}"
+            ),
+        },
+    )
     optuna_server = results["servers"].get("optuna-grpc")
     cells = {tuple(c) for c in s["cells"]}
     lines += [
-        "", "## How it was measured", "",
+        "",
+        "## How it was measured",
+        "",
         "- Each server runs in a process of its own on 127.0.0.1; clients are threads of the benchmark process, "
         "each with its own gRPC channel (raytuner: `RemoteTuner`, whose tells carry the machine and software "
         "configuration; Optuna: `GrpcStorageProxy`). A round trip is ask, the demo objective (microseconds), "
@@ -374,27 +452,32 @@ def render_report(results: dict[str, Any]) -> str:
         lines.append(
             "- raytuner: TuningServer over a JSON store (each tell's record fsync'd to the journal before the "
             "answer, each handed-out trial fsync'd to the ledger before the ask's answer), API keys on, "
-            f"{s['server_workers']} server threads. Random: all clients share one session.")
+            f"{s['server_workers']} server threads. Random: all clients share one session."
+        )
     if ("raytuner", "mla") in cells:
         lines.append(
             f"- MLA (GPTune's demo problem, task t = 1): MLA's model fits grow with the data, so each client tunes "
             f"a session of its own capped at {s['mla_evaluations']} evaluations; its initial design "
             f"({s['mla_n_initial']} random asks) and first model ask are warm-up, so the figures are model-based "
-            f"asks ({s['mla_evaluations'] - s['mla_n_initial'] - 1} per client), with the fit in the ask.")
+            f"asks ({s['mla_evaluations'] - s['mla_n_initial'] - 1} per client), with the fit in the ask."
+        )
     if optuna_server is not None:
         synchronous, journal = optuna_server.get("sqlite_synchronous"), optuna_server.get("sqlite_journal_mode")
-        durable = ("SQLite fsyncs every commit" if synchronous in ("FULL", "EXTRA")
-                   else "SQLite does NOT fsync every commit")
+        durable = (
+            "SQLite fsyncs every commit" if synchronous in ("FULL", "EXTRA") else "SQLite does NOT fsync every commit"
+        )
         lines.append(
             "- Optuna: `optuna.storages.run_grpc_proxy_server` over `get_storage('sqlite:///...')` (RDBStorage "
             f"behind Optuna's cache) with {s['server_workers']} server threads; clients `GrpcStorageProxy`, one "
             "shared study, `study.ask({'x': FloatDistribution(0, 1)})` / `study.tell` with a RandomSampler; no "
             f"authentication. SQLite settings as the server reported them: synchronous={synchronous}, "
-            f"journal_mode={journal} ({durable}).")
+            f"journal_mode={journal} ({durable})."
+        )
     lines.append(
         f"- Machine: {results['machine'].get('cpu_model')}, {results['machine'].get('cores')} cores, "
         f"{results['machine'].get('os')}, Python {results['machine'].get('python')}; stores on "
-        f"{results['machine'].get('data_filesystem')}. Clients and servers share these cores.")
+        f"{results['machine'].get('data_filesystem')}. Clients and servers share these cores."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -421,7 +504,11 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = summarise(figures, s)
-    results = {"rows": rows, "goals": goals(rows, s), "servers": servers,
-               "settings": {**asdict(s), "cells": [list(c) for c in s.cells], "clients": list(s.clients)},
-               "machine": machine}
+    results = {
+        "rows": rows,
+        "goals": goals(rows, s),
+        "servers": servers,
+        "settings": {**asdict(s), "cells": [list(c) for c in s.cells], "clients": list(s.clients)},
+        "machine": machine,
+    }
     return finish_run(out, "service", results, render_report, quick=quick, started=started)

@@ -88,11 +88,17 @@ class RecordFactory:
         size = rng.choice([2000, 4000, 8000, 16000])
         return FunctionEvaluation.create(
             {"m": size, "n": size},
-            {"mb": rng.randint(1, 16), "nb": rng.randint(1, 16), "npernode": rng.choice([1, 2, 4, 8, 16, 32]),
-             "lookahead": round(rng.uniform(0.0, 1.0), 6), "algo": rng.choice(["lu", "qr", "cholesky"])},
+            {
+                "mb": rng.randint(1, 16),
+                "nb": rng.randint(1, 16),
+                "npernode": rng.choice([1, 2, 4, 8, 16, 32]),
+                "lookahead": round(rng.uniform(0.0, 1.0), 6),
+                "algo": rng.choice(["lu", "qr", "cholesky"]),
+            },
             {"runtime": rng.lognormvariate(0.0, 1.0)},
-            provenance=Provenance(strategy="gptune_mla", fidelity=1.0, cost=1.0,
-                                  trial_id=f"trial_{i:06d}", session_id=self.session),
+            provenance=Provenance(
+                strategy="gptune_mla", fidelity=1.0, cost=1.0, trial_id=f"trial_{i:06d}", session_id=self.session
+            ),
             machine_configuration=self.machine,
             software_configuration=self.software,
         )
@@ -127,9 +133,14 @@ class Timing:
         }
 
 
-def timed_appends(append: Callable[[FunctionEvaluation], None], n: int, make: RecordFactory,
-                  label: str, rss_at: dict[int, str] | None = None,
-                  observe: Callable[[int, float], None] | None = None) -> Timing:
+def timed_appends(
+    append: Callable[[FunctionEvaluation], None],
+    n: int,
+    make: RecordFactory,
+    label: str,
+    rss_at: dict[int, str] | None = None,
+    observe: Callable[[int, float], None] | None = None,
+) -> Timing:
     """Call ``append`` on ``n`` fresh records, timing each call.
 
     After the append counts in ``rss_at`` the RSS is sampled, then sampled again
@@ -154,8 +165,7 @@ def timed_appends(append: Callable[[FunctionEvaluation], None], n: int, make: Re
             gc.collect()
             timing.rss_after_gc[rss_at[done]] = _round(rss_mb(), 1)
         if done % step == 0:
-            log.info("%s: %d/%d appends, %.0f appends/s so far", label, done, n,
-                     done / sum(timing.latencies))
+            log.info("%s: %d/%d appends, %.0f appends/s so far", label, done, n, done / sum(timing.latencies))
     timing.wall_s = time.perf_counter() - start
     return timing
 
@@ -174,8 +184,9 @@ def _size_mb(path: Path) -> float:
 # -- the JSON store ---------------------------------------------------------------------------
 
 
-def bench_json_store(directory: Path, n: int, make: RecordFactory, label: str = "json store",
-                     memory: bool = True) -> dict[str, Any]:
+def bench_json_store(
+    directory: Path, n: int, make: RecordFactory, label: str = "json store", memory: bool = True
+) -> dict[str, Any]:
     """``n`` durable appends into a fresh :class:`JsonStore` in ``directory``, then read them back.
 
     A compaction is seen as a new inode of the GPTune file after an append;
@@ -207,7 +218,8 @@ def bench_json_store(directory: Path, n: int, make: RecordFactory, label: str = 
     result["compaction_max_s"] = round(max((c[1] for c in compactions), default=0.0), 3)
     steady = n - len(compactions)
     result["appends_per_s_without_compactions"] = (
-        round(steady / (timing.total_s - compaction_s), 1) if steady and timing.total_s > compaction_s else None)
+        round(steady / (timing.total_s - compaction_s), 1) if steady and timing.total_s > compaction_s else None
+    )
     result["gptune_file_mb"] = _size_mb(main)
     result["journal_mb"] = _size_mb(journal)
 
@@ -243,8 +255,7 @@ def naive_rewrite_append(path: Path, record: FunctionEvaluation) -> None:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except FileNotFoundError:
-        data = {"tuning_problem_name": PROBLEM, "tuning_problem_category": None,
-                "surrogate_model": [], "func_eval": []}
+        data = {"tuning_problem_name": PROBLEM, "tuning_problem_category": None, "surrogate_model": [], "func_eval": []}
     data["func_eval"].append(record.to_file())
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2)
@@ -314,19 +325,32 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="raytuner-bench-store-"))
     make = RecordFactory()
     sample = json.dumps(make(0).to_dict(), separators=(",", ":"))
-    log.info("store benchmark%s: %d JSON-store and MongoDB appends, %d naive rewrites; data in %s",
-             " (quick)" if quick else "", n, m, workdir)
+    log.info(
+        "store benchmark%s: %d JSON-store and MongoDB appends, %d naive rewrites; data in %s",
+        " (quick)" if quick else "",
+        n,
+        m,
+        workdir,
+    )
     started = time.perf_counter()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     try:
         json_store = bench_json_store(workdir / "json", n, make)
-        log.info("json store: %.0f appends/s, p50 %.3f ms, p99 %.3f ms, RSS %s MiB",
-                 json_store["appends_per_s"], json_store["append_ms_p50"], json_store["append_ms_p99"],
-                 json_store["rss_mb"])
+        log.info(
+            "json store: %.0f appends/s, p50 %.3f ms, p99 %.3f ms, RSS %s MiB",
+            json_store["appends_per_s"],
+            json_store["append_ms_p50"],
+            json_store["append_ms_p99"],
+            json_store["rss_mb"],
+        )
         json_at_m = bench_json_store(workdir / "json-m", m, make, label="json store (peer size)", memory=False)
         naive = bench_naive(workdir / "naive", m, make)
-        log.info("naive rewrite: %.0f appends/s (first 10%% %.2f ms, last 10%% %.2f ms per append)",
-                 naive["appends_per_s"], naive["first_decile_ms"], naive["last_decile_ms"])
+        log.info(
+            "naive rewrite: %.0f appends/s (first 10%% %.2f ms, last 10%% %.2f ms per append)",
+            naive["appends_per_s"],
+            naive["first_decile_ms"],
+            naive["last_decile_ms"],
+        )
         mongodb = bench_mongodb(n, make)
         machine = machine_info(workdir)
         machine["load_average_at_start"] = load_at_start  # other work on the machine skews the figures
@@ -343,8 +367,9 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         "quick": quick,
         "record_bytes": len(sample),
         "json_store": json_store,
-        "json_store_at_naive_n": {k: json_at_m[k] for k in
-                                  ("appends", "appends_per_s", "append_ms_p50", "append_ms_p99")},
+        "json_store_at_naive_n": {
+            k: json_at_m[k] for k in ("appends", "appends_per_s", "append_ms_p50", "append_ms_p99")
+        },
         "naive_rewrite": naive,
         "json_vs_naive_speedup": round(speedup, 1),
         "json_rss_flat_budget_mb": flat_budget_mb,
@@ -370,20 +395,58 @@ def render_report(results: dict[str, Any]) -> str:
     peer, goals, machine = results["json_store_at_naive_n"], results["goals"], results["machine"]
     rss, gc_rss = js.get("rss_mb", {}), js.get("rss_after_gc_mb", {})
     rows: list[list[Any]] = [
-        ["JSON store, durable appends", js["appends"], f"{js['appends_per_s']:,.0f}", js["append_ms_p50"],
-         js["append_ms_p99"], f"≥ {GOAL_APPENDS_PER_S:,.0f}/s", _yes(goals["json_appends_per_s_ge_1000"])],
-        ["JSON store at the peer's size", peer["appends"], f"{peer['appends_per_s']:,.0f}", peer["append_ms_p50"],
-         peer["append_ms_p99"], "", ""],
-        ["naive rewrite (GPTune's way)", naive["appends"], f"{naive['appends_per_s']:,.0f}",
-         naive["append_ms_p50"], naive["append_ms_p99"], "", ""],
+        [
+            "JSON store, durable appends",
+            js["appends"],
+            f"{js['appends_per_s']:,.0f}",
+            js["append_ms_p50"],
+            js["append_ms_p99"],
+            f"≥ {GOAL_APPENDS_PER_S:,.0f}/s",
+            _yes(goals["json_appends_per_s_ge_1000"]),
+        ],
+        [
+            "JSON store at the peer's size",
+            peer["appends"],
+            f"{peer['appends_per_s']:,.0f}",
+            peer["append_ms_p50"],
+            peer["append_ms_p99"],
+            "",
+            "",
+        ],
+        [
+            "naive rewrite (GPTune's way)",
+            naive["appends"],
+            f"{naive['appends_per_s']:,.0f}",
+            naive["append_ms_p50"],
+            naive["append_ms_p99"],
+            "",
+            "",
+        ],
     ]
     if mongo.get("appends_per_s") is not None:
-        rows.append(["MongoDB store (journaled)", mongo["appends"], f"{mongo['appends_per_s']:,.0f}",
-                     mongo["append_ms_p50"], mongo["append_ms_p99"], f"≥ {GOAL_APPENDS_PER_S:,.0f}/s",
-                     _yes(goals["mongodb_appends_per_s_ge_1000"])])
+        rows.append(
+            [
+                "MongoDB store (journaled)",
+                mongo["appends"],
+                f"{mongo['appends_per_s']:,.0f}",
+                mongo["append_ms_p50"],
+                mongo["append_ms_p99"],
+                f"≥ {GOAL_APPENDS_PER_S:,.0f}/s",
+                _yes(goals["mongodb_appends_per_s_ge_1000"]),
+            ]
+        )
     else:
-        rows.append(["MongoDB store (journaled)", mongo["appends"], "failed", "", "",
-                     f"≥ {GOAL_APPENDS_PER_S:,.0f}/s", _yes(False)])
+        rows.append(
+            [
+                "MongoDB store (journaled)",
+                mongo["appends"],
+                "failed",
+                "",
+                "",
+                f"≥ {GOAL_APPENDS_PER_S:,.0f}/s",
+                _yes(False),
+            ]
+        )
     table = markdown_table(["store", "appends", "appends/s", "p50 ms", "p99 ms", "goal", ""], rows)
     lines = [
         f"# Store benchmark{' (quick)' if results['quick'] else ''}",
@@ -398,8 +461,12 @@ def render_report(results: dict[str, Any]) -> str:
         f"- JSON store compactions: {js['compactions']} (at appends {js['compaction_at_appends']}), "
         f"{js['compaction_s']} s in all, the longest {js['compaction_max_s']} s; without them "
         f"{js['appends_per_s_without_compactions']} appends/s"
-        + (" (none ran: the journal stayed below the compaction threshold, so these figures leave "
-           "compaction out; the full run includes it)." if not js["compactions"] else "."),
+        + (
+            " (none ran: the journal stayed below the compaction threshold, so these figures leave "
+            "compaction out; the full run includes it)."
+            if not js["compactions"]
+            else "."
+        ),
         f"- JSON store: reading all {js['appends']:,} records back takes {js['read_all_s']} s; "
         f"GPTune file {js['gptune_file_mb_after_close']} MiB after close ({js['close_s']} s).",
         f"- Speed-up over the naive rewrite at {naive['appends']:,} appends: "

@@ -72,8 +72,23 @@ from benchmarks.tla_kernel import run_cross_machine
 from benchmarks.tla_report import goals, render_report, save_plots, summarise, versus_reference
 from raytuner.executors import InlineExecutor
 
-__all__ = ["TUNERS", "Scenario", "SCENARIOS", "Settings", "FULL", "QUICK", "Trace", "branin_tasks", "source_records",
-           "make_engine", "run_tuner", "drive_all", "run_scenario", "run", "CROSS_MACHINE_ID"]
+__all__ = [
+    "TUNERS",
+    "Scenario",
+    "SCENARIOS",
+    "Settings",
+    "FULL",
+    "QUICK",
+    "Trace",
+    "branin_tasks",
+    "source_records",
+    "make_engine",
+    "run_tuner",
+    "drive_all",
+    "run_scenario",
+    "run",
+    "CROSS_MACHINE_ID",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +111,27 @@ def run_scenario(sid: str, settings: Settings) -> dict[str, Any]:
     rng = np.random.default_rng(np.random.SeedSequence([SOURCE_SEED, 99]))
     sample = [scenario.evaluate(scenario.target, c) for c in space.decode(rng.random((SCALE_SAMPLES, space.dimension)))]
     optimum = scenario.optimum()
-    traces = drive_all(sid, settings, settings.seeds, settings.tuners,
-                        lambda tuner, seed: make_engine(tuner, problem, scenario.target, source, seed, settings),
-                        lambda c: (scenario.evaluate(scenario.target, c), None))
-    return {"id": sid, "description": scenario.description, "function": scenario.function,
-            "sources": [dict(s) for s in scenario.sources], "target": dict(scenario.target), "optimum": optimum,
-            "scale": float(np.median(sample)) - optimum, "traces": traces, "seeds": list(settings.seeds),
-            "source_samples_per_task": settings.source_samples, "wall_s": time.perf_counter() - started}
+    traces = drive_all(
+        sid,
+        settings,
+        settings.seeds,
+        settings.tuners,
+        lambda tuner, seed: make_engine(tuner, problem, scenario.target, source, seed, settings),
+        lambda c: (scenario.evaluate(scenario.target, c), None),
+    )
+    return {
+        "id": sid,
+        "description": scenario.description,
+        "function": scenario.function,
+        "sources": [dict(s) for s in scenario.sources],
+        "target": dict(scenario.target),
+        "optimum": optimum,
+        "scale": float(np.median(sample)) - optimum,
+        "traces": traces,
+        "seeds": list(settings.seeds),
+        "source_samples_per_task": settings.source_samples,
+        "wall_s": time.perf_counter() - started,
+    }
 
 
 def _round_opt(x: float) -> float:
@@ -113,7 +142,7 @@ def _init_worker(level: int) -> None:
     from threadpoolctl import threadpool_limits
 
     logging.basicConfig(level=level, format="%(levelname)s %(processName)s %(name)s: %(message)s")
-    globals()["_BLAS_LIMIT"] = threadpool_limits(1)     # 2 workers share 2 cores: one BLAS thread each
+    globals()["_BLAS_LIMIT"] = threadpool_limits(1)  # 2 workers share 2 cores: one BLAS thread each
 
 
 def _job(job: str, settings: Settings) -> dict[str, Any]:
@@ -129,14 +158,19 @@ def _run_jobs(jobs: Sequence[str], settings: Settings) -> dict[str, dict[str, An
             done[job] = _job(job, settings)
         return done
     level = logging.getLogger("raytuner").getEffectiveLevel()
-    with ProcessPoolExecutor(max_workers=settings.workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_init_worker, initargs=(level,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=settings.workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(level,),
+    ) as pool:
         futures = {pool.submit(_job, job, settings): job for job in jobs}
         for future in as_completed(futures):
             result = future.result()
             done[futures[future]] = result
-            log.info("tla benchmark: %s done in %.1f s (%d of %d)", futures[future], result["wall_s"], len(done),
-                     len(jobs))
+            log.info(
+                "tla benchmark: %s done in %.1f s (%d of %d)", futures[future], result["wall_s"], len(done), len(jobs)
+            )
     return done
 
 
@@ -157,9 +191,16 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     machine = machine_at_start()
     # the heaviest first: the cross-machine case, then three source tasks, then one
     jobs = ([CROSS_MACHINE_ID] if s.cross_machine_seeds else []) + sorted(s.scenarios, key=lambda i: "efcdab".find(i))
-    log.info("tla benchmark%s: scenarios %s x %d tuners x seeds %s x %d evaluations; cross-machine seeds %s; "
-             "%d worker(s)", " (quick)" if quick else "", list(s.scenarios), len(s.tuners), list(s.seeds),
-             s.evaluations, list(s.cross_machine_seeds), s.workers)
+    log.info(
+        "tla benchmark%s: scenarios %s x %d tuners x seeds %s x %d evaluations; cross-machine seeds %s; %d worker(s)",
+        " (quick)" if quick else "",
+        list(s.scenarios),
+        len(s.tuners),
+        list(s.seeds),
+        s.evaluations,
+        list(s.cross_machine_seeds),
+        s.workers,
+    )
     done = _run_jobs(jobs, s)
     checkpoints = [c for c in s.checkpoints if c <= s.evaluations]
     scenarios = [summarise(done[i], checkpoints) for i in s.scenarios]
@@ -170,16 +211,30 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     out.mkdir(parents=True, exist_ok=True)
     for summary in scenarios + ([cross] if cross else []):
         summary["plot"] = save_plots(summary, out)
-    asks = {t: [x for i in s.scenarios for trace in done[i]["traces"].get(t, []) for x in trace.ask_seconds]
-            for t in s.tuners}
+    asks = {
+        t: [x for i in s.scenarios for trace in done[i]["traces"].get(t, []) for x in trace.ask_seconds]
+        for t in s.tuners
+    }
     results = {
-        "scenarios": scenarios, "cross_machine": cross, "goals": goals(scenarios, checkpoints),
+        "scenarios": scenarios,
+        "cross_machine": cross,
+        "goals": goals(scenarios, checkpoints),
         "ask_seconds_median": {t: round(float(np.median(v)), 4) for t, v in asks.items() if v},
-        "settings": {"seeds": list(s.seeds), "scenarios": list(s.scenarios), "tuners": list(s.tuners),
-                     "evaluations": s.evaluations, "source_samples_per_task": s.source_samples,
-                     "notla_n_initial": s.n_initial, "cross_machine_seeds": list(s.cross_machine_seeds),
-                     "cross_machine_tuners": list(s.cross_machine_tuners), "checkpoints": checkpoints,
-                     "workers": s.workers, "source_seed": SOURCE_SEED, "branin_task_seed": BRANIN_TASK_SEED,
-                     "branin_tasks": branin_tasks()},
-        "machine": machine}
+        "settings": {
+            "seeds": list(s.seeds),
+            "scenarios": list(s.scenarios),
+            "tuners": list(s.tuners),
+            "evaluations": s.evaluations,
+            "source_samples_per_task": s.source_samples,
+            "notla_n_initial": s.n_initial,
+            "cross_machine_seeds": list(s.cross_machine_seeds),
+            "cross_machine_tuners": list(s.cross_machine_tuners),
+            "checkpoints": checkpoints,
+            "workers": s.workers,
+            "source_seed": SOURCE_SEED,
+            "branin_task_seed": BRANIN_TASK_SEED,
+            "branin_tasks": branin_tasks(),
+        },
+        "machine": machine,
+    }
     return finish_run(out, "tla", results, render_report, quick=quick, started=started)

@@ -32,22 +32,44 @@ from raytuner.problems import BRANIN_PROBLEM, DEMO_PROBLEM, branin, branin_grid_
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 
-__all__ = ["TUNERS", "SOURCE_SEED", "BRANIN_TASK_SEED", "SCALE_SAMPLES", "CROSS_MACHINE_ID", "Scenario", "SCENARIOS",
-           "Settings", "FULL", "QUICK", "Trace", "Evaluate", "branin_tasks", "source_records", "make_engine",
-           "run_tuner", "drive_all"]
+__all__ = [
+    "TUNERS",
+    "SOURCE_SEED",
+    "BRANIN_TASK_SEED",
+    "SCALE_SAMPLES",
+    "CROSS_MACHINE_ID",
+    "Scenario",
+    "SCENARIOS",
+    "Settings",
+    "FULL",
+    "QUICK",
+    "Trace",
+    "Evaluate",
+    "branin_tasks",
+    "source_records",
+    "make_engine",
+    "run_tuner",
+    "drive_all",
+]
 
 log = logging.getLogger(__name__)
 
 #: Figure 3's tuners -> the TransferLearning algorithm (None: NoTLA, single-task MLA).
 TUNERS: dict[str, str | None] = {
-    "NoTLA": None, "Multitask(PS)": "multitask_ps", "Multitask(TS)": "multitask_ts",
-    "WeightedSum(equal)": "weighted_sum_equal", "WeightedSum(dynamic)": "weighted_sum_dynamic",
-    "Stacking": "stacking", "Ensemble(toggling)": "ensemble_toggling", "Ensemble(prob)": "ensemble_prob",
-    "Ensemble(proposed)": "ensemble"}
-SOURCE_SEED = 2023          # the source samples of every scenario
-BRANIN_TASK_SEED = 5        # S1, S2, S3, T1, T2
-SCALE_SAMPLES = 10_000      # random configurations that set a scenario's regret scale
-CROSS_MACHINE_ID = "dedispersion_A100_to_W7800"     # run by benchmarks.tla_kernel
+    "NoTLA": None,
+    "Multitask(PS)": "multitask_ps",
+    "Multitask(TS)": "multitask_ts",
+    "WeightedSum(equal)": "weighted_sum_equal",
+    "WeightedSum(dynamic)": "weighted_sum_dynamic",
+    "Stacking": "stacking",
+    "Ensemble(toggling)": "ensemble_toggling",
+    "Ensemble(prob)": "ensemble_prob",
+    "Ensemble(proposed)": "ensemble",
+}
+SOURCE_SEED = 2023  # the source samples of every scenario
+BRANIN_TASK_SEED = 5  # S1, S2, S3, T1, T2
+SCALE_SAMPLES = 10_000  # random configurations that set a scenario's regret scale
+CROSS_MACHINE_ID = "dedispersion_A100_to_W7800"  # run by benchmarks.tla_kernel
 
 
 def branin_tasks(seed: int = BRANIN_TASK_SEED) -> dict[str, dict[str, float]]:
@@ -62,8 +84,10 @@ def branin_tasks(seed: int = BRANIN_TASK_SEED) -> dict[str, dict[str, float]]:
     """
     rng = np.random.default_rng(seed)
     bounds = [(p["name"], p["lower_bound"], p["upper_bound"]) for p in BRANIN_PROBLEM["input_space"]]  # type: ignore
-    return {label: {name: round(float(rng.uniform(lo, hi)), 6) for name, lo, hi in bounds}
-            for label in ("S1", "S2", "S3", "T1", "T2")}
+    return {
+        label: {name: round(float(rng.uniform(lo, hi)), 6) for name, lo, hi in bounds}
+        for label in ("S1", "S2", "S3", "T1", "T2")
+    }
 
 
 @dataclass(frozen=True)
@@ -71,7 +95,7 @@ class Scenario:
     """One panel of Figure 3: the function, the source tasks and the target task."""
 
     id: str
-    function: str                      # "demo" or "branin"
+    function: str  # "demo" or "branin"
     sources: tuple[Mapping[str, float], ...]
     target: Mapping[str, float]
     description: str = ""
@@ -102,13 +126,22 @@ def _scenarios() -> tuple[Scenario, ...]:
     b = branin_tasks()
 
     def branin_scenario(sid: str, sources: Sequence[str], target: str) -> Scenario:
-        return Scenario(sid, "branin", tuple(b[s] for s in sources), b[target],
-                        f"Branin, source {', '.join(sources)} -> target {target}")
+        return Scenario(
+            sid,
+            "branin",
+            tuple(b[s] for s in sources),
+            b[target],
+            f"Branin, source {', '.join(sources)} -> target {target}",
+        )
 
-    return (Scenario("a", "demo", ({"t": 0.8},), {"t": 1.0}, "demo, source t=0.8 -> target t=1.0"),
-            Scenario("b", "demo", ({"t": 0.8},), {"t": 1.2}, "demo, source t=0.8 -> target t=1.2"),
-            branin_scenario("c", ["S1"], "T1"), branin_scenario("d", ["S1"], "T2"),
-            branin_scenario("e", ["S1", "S2", "S3"], "T1"), branin_scenario("f", ["S1", "S2", "S3"], "T2"))
+    return (
+        Scenario("a", "demo", ({"t": 0.8},), {"t": 1.0}, "demo, source t=0.8 -> target t=1.0"),
+        Scenario("b", "demo", ({"t": 0.8},), {"t": 1.2}, "demo, source t=0.8 -> target t=1.2"),
+        branin_scenario("c", ["S1"], "T1"),
+        branin_scenario("d", ["S1"], "T2"),
+        branin_scenario("e", ["S1", "S2", "S3"], "T1"),
+        branin_scenario("f", ["S1", "S2", "S3"], "T2"),
+    )
 
 
 #: Figure 3's six scenarios, (a)-(f).
@@ -128,7 +161,7 @@ class Settings:
     tuners: tuple[str, ...] = tuple(TUNERS)
     evaluations: int = 20
     source_samples: int = 200
-    n_initial: int = 5                   # NoTLA's LHS points
+    n_initial: int = 5  # NoTLA's LHS points
     cross_machine_seeds: tuple[int, ...] = ()
     cross_machine_tuners: tuple[str, ...] = tuple(TUNERS)
     checkpoints: tuple[int, ...] = CHECKPOINTS
@@ -139,9 +172,13 @@ FULL = Settings(seeds=(0, 1, 2, 3, 4), cross_machine_seeds=(0, 1, 2, 3, 4))
 QUICK = Settings(seeds=(0, 1), cross_machine_seeds=(0, 1))
 
 
-def source_records(problem: ProblemSpace, sources: Sequence[Mapping[str, Any]], n: int,
-                   evaluate: Callable[[Mapping[str, Any], Mapping[str, Any]], float], seed: int = SOURCE_SEED
-                   ) -> list[FunctionEvaluation]:
+def source_records(
+    problem: ProblemSpace,
+    sources: Sequence[Mapping[str, Any]],
+    n: int,
+    evaluate: Callable[[Mapping[str, Any], Mapping[str, Any]], float],
+    seed: int = SOURCE_SEED,
+) -> list[FunctionEvaluation]:
     """``n`` uniformly random evaluations of each source task (source ``k`` draws from stream ``[seed, k]``).
 
     Args:
@@ -180,9 +217,16 @@ class Trace:
 Evaluate = Callable[[Mapping[str, Any]], tuple[float | None, str | None]]
 
 
-def make_engine(tuner: str, problem: ProblemSpace, target: Mapping[str, Any], source: Any, seed: int,
-                settings: Settings, candidates: Sequence[Mapping[str, Any]] | None = None,
-                notla_problem: ProblemSpace | None = None) -> Any:
+def make_engine(
+    tuner: str,
+    problem: ProblemSpace,
+    target: Mapping[str, Any],
+    source: Any,
+    seed: int,
+    settings: Settings,
+    candidates: Sequence[Mapping[str, Any]] | None = None,
+    notla_problem: ProblemSpace | None = None,
+) -> Any:
     """NoTLA's MLA or a TransferLearning engine of ``tuner``'s algorithm, fits inline.
 
     Args:
@@ -199,17 +243,30 @@ def make_engine(tuner: str, problem: ProblemSpace, target: Mapping[str, Any], so
     if algorithm is None:
         from raytuner.strategies import MLA
 
-        return MLA(notla_problem or problem, [dict(target)], seed=seed, n_initial=settings.n_initial,
-                   executor=InlineExecutor())
+        return MLA(
+            notla_problem or problem, [dict(target)], seed=seed, n_initial=settings.n_initial, executor=InlineExecutor()
+        )
     from raytuner.strategies.transfer import TransferLearning
 
-    return TransferLearning(problem, dict(target), source, algorithm=algorithm, seed=seed,
-                            candidates=None if candidates is None else list(candidates), executor=InlineExecutor())
+    return TransferLearning(
+        problem,
+        dict(target),
+        source,
+        algorithm=algorithm,
+        seed=seed,
+        candidates=None if candidates is None else list(candidates),
+        executor=InlineExecutor(),
+    )
 
 
-def run_tuner(engine: Any, evaluate: Evaluate, evaluations: int, objective: str = "y",
-              machine: Mapping[str, Any] | None = None, valid: Callable[[Mapping[str, Any]], bool] | None = None
-              ) -> Trace:
+def run_tuner(
+    engine: Any,
+    evaluate: Evaluate,
+    evaluations: int,
+    objective: str = "y",
+    machine: Mapping[str, Any] | None = None,
+    valid: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> Trace:
     """Ask/tell ``engine`` ``evaluations`` times; ``evaluate(config) -> (value, failure)``.
 
     A configuration for which ``valid`` is false is told as a failed
@@ -233,9 +290,14 @@ def run_tuner(engine: Any, evaluate: Evaluate, evaluations: int, objective: str 
             trace.outside_valid += 1
         else:
             value, failure = evaluate(s.config)
-        record = FunctionEvaluation.create(s.task, s.config, None if value is None else {objective: value},
-                                           failure=failure, provenance=s.provenance,
-                                           machine_configuration=machine)
+        record = FunctionEvaluation.create(
+            s.task,
+            s.config,
+            None if value is None else {objective: value},
+            failure=failure,
+            provenance=s.provenance,
+            machine_configuration=machine,
+        )
         engine.tell(record)
         trace.failed += value is None
         trace.values.append(math.nan if value is None else float(value))
@@ -243,8 +305,15 @@ def run_tuner(engine: Any, evaluate: Evaluate, evaluations: int, objective: str 
     return trace
 
 
-def drive_all(sid: str, settings: Settings, seeds: Sequence[int], tuners: Sequence[str],
-               build: Callable[[str, int], Any], evaluate: Evaluate, **kwargs: Any) -> dict[str, list[Trace]]:
+def drive_all(
+    sid: str,
+    settings: Settings,
+    seeds: Sequence[int],
+    tuners: Sequence[str],
+    build: Callable[[str, int], Any],
+    evaluate: Evaluate,
+    **kwargs: Any,
+) -> dict[str, list[Trace]]:
     """Every tuner x seed on one scenario: ``build(tuner, seed)`` makes the engine; the traces per tuner.
 
     Args:
@@ -262,7 +331,12 @@ def drive_all(sid: str, settings: Settings, seeds: Sequence[int], tuners: Sequen
             started = time.perf_counter()
             trace = run_tuner(build(tuner, seed), evaluate, settings.evaluations, **kwargs)
             traces[tuner].append(trace)
-            log.info("scenario %s: %s seed %d took %.1f s, best %.4g", sid, tuner, seed,
-                     time.perf_counter() - started, np.nanmin(trace.values) if np.isfinite(trace.values).any()
-                     else math.nan)
+            log.info(
+                "scenario %s: %s seed %d took %.1f s, best %.4g",
+                sid,
+                tuner,
+                seed,
+                time.perf_counter() - started,
+                np.nanmin(trace.values) if np.isfinite(trace.values).any() else math.nan,
+            )
     return traces

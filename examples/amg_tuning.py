@@ -62,8 +62,17 @@ log = logging.getLogger("amg_tuning")
 
 # -- tuning ----------------------------------------------------------------------------------------
 
-def one_shot_trainable(config: dict[str, Any], *, b_min: float, b_max: float, k_min: int, k_max: int,
-                       time_limit: float | None = None, objective: str = "runtime") -> None:
+
+def one_shot_trainable(
+    config: dict[str, Any],
+    *,
+    b_min: float,
+    b_max: float,
+    k_min: int,
+    k_max: int,
+    time_limit: float | None = None,
+    objective: str = "runtime",
+) -> None:
     """Ray Tune trainable: one solve at grid ``k(config["fidelity"])``; a failure reports a NaN objective."""
     from ray import tune  # noqa: PLC0415
 
@@ -75,9 +84,14 @@ def one_shot_trainable(config: dict[str, Any], *, b_min: float, b_max: float, k_
         tune.report({objective: float("nan"), "k": k, "failure": exc.reason})
 
 
-def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Namespace,
-               evaluate: Callable[[Mapping[str, Any], Mapping[str, Any], int], float] | None = None,
-               executor: Any = None, options: Any = None) -> tuple[Any, list[Any]]:
+def run_engine(
+    problem: Any,
+    tasks: Sequence[Mapping[str, Any]],
+    args: argparse.Namespace,
+    evaluate: Callable[[Mapping[str, Any], Mapping[str, Any], int], float] | None = None,
+    executor: Any = None,
+    options: Any = None,
+) -> tuple[Any, list[Any]]:
     """Tune sequentially with the ask/tell engine ``raytuner.strategies.GPTuneBand``.
 
     Returns the engine and the evaluation records in order (failed solves are failed records).
@@ -88,9 +102,19 @@ def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.
 
     evaluate = evaluate or functools.partial(OBJECTIVES[args.objective], time_limit=args.time_limit)
     name = problem.objectives[0]
-    band = GPTuneBand(problem, tasks, seed=args.seed, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                      passes=args.passes, budget=args.budget, fidelity_mode="one_shot", executor=executor,
-                      options=options)
+    band = GPTuneBand(
+        problem,
+        tasks,
+        seed=args.seed,
+        b_min=args.b_min,
+        b_max=args.b_max,
+        eta=args.eta,
+        passes=args.passes,
+        budget=args.budget,
+        fidelity_mode="one_shot",
+        executor=executor,
+        options=options,
+    )
     records: list[Any] = []
     while not band.finished:
         s = band.ask()
@@ -101,9 +125,17 @@ def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.
             record = band.tell(s, None, failure=exc.reason, additional_output={"k": k})
         records.append(record)
         value = record.value(name)
-        log.info("eval %3d task a=%g c=%g bracket %s rung %s b=%g k=%d: %s", len(records), s.task["a"],
-                 s.task["c"], s.provenance.bracket, s.provenance.rung, s.fidelity, k,
-                 f"{name} {value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})")
+        log.info(
+            "eval %3d task a=%g c=%g bracket %s rung %s b=%g k=%d: %s",
+            len(records),
+            s.task["a"],
+            s.task["c"],
+            s.provenance.bracket,
+            s.provenance.rung,
+            s.fidelity,
+            k,
+            f"{name} {value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})",
+        )
     return band, records
 
 
@@ -121,26 +153,63 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
-    band = GPTuneBandScheduler(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max,
-                               eta=args.eta, passes=args.passes, budget=args.budget, fidelity_mode="one_shot",
-                               fidelity_key="fidelity", seed=args.seed)
-    trainable = tune.with_parameters(one_shot_trainable, b_min=args.b_min, b_max=args.b_max, k_min=args.k_min,
-                                     k_max=args.k_max, time_limit=args.time_limit, objective=args.objective)
-    local = args.address == "local"           # a fresh local Ray, not a stale or foreign running one
-    ray.init(address=args.address, num_cpus=args.concurrent if local else None, include_dashboard=False,
-             log_to_driver=False, ignore_reinit_error=True)
+    band = GPTuneBandScheduler(
+        problem,
+        tasks,
+        str(store),
+        args.problem,
+        b_min=args.b_min,
+        b_max=args.b_max,
+        eta=args.eta,
+        passes=args.passes,
+        budget=args.budget,
+        fidelity_mode="one_shot",
+        fidelity_key="fidelity",
+        seed=args.seed,
+    )
+    trainable = tune.with_parameters(
+        one_shot_trainable,
+        b_min=args.b_min,
+        b_max=args.b_max,
+        k_min=args.k_min,
+        k_max=args.k_max,
+        time_limit=args.time_limit,
+        objective=args.objective,
+    )
+    local = args.address == "local"  # a fresh local Ray, not a stale or foreign running one
+    ray.init(
+        address=args.address,
+        num_cpus=args.concurrent if local else None,
+        include_dashboard=False,
+        log_to_driver=False,
+        ignore_reinit_error=True,
+    )
     try:
-        tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1,
-                 max_concurrent_trials=args.concurrent, reuse_actors=True, verbose=0,
-                 callbacks=[TuningProgress(band)], storage_path=str(store / "ray"), name=args.problem)
+        tune.run(
+            trainable,
+            search_alg=band.searcher(),
+            scheduler=band,
+            num_samples=-1,
+            max_concurrent_trials=args.concurrent,
+            reuse_actors=True,
+            verbose=0,
+            callbacks=[TuningProgress(band)],
+            storage_path=str(store / "ray"),
+            name=args.problem,
+        )
     finally:
         ray.shutdown()
     log.info("evaluations stored under %s", store)
     return band, JsonStore(store).evaluations(args.problem)
 
 
-def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], best: Sequence[Any],
-                  k_max: int, objective: str = "runtime") -> None:
+def print_summary(
+    tasks: Sequence[Mapping[str, Any]],
+    records: Sequence[Any],
+    best: Sequence[Any],
+    k_max: int,
+    objective: str = "runtime",
+) -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max (k = k_max)."""
     print(f"\nAt k = {k_max} (b_max):")
     from raytuner.analysis import task_summary  # noqa: PLC0415
@@ -150,28 +219,48 @@ def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], be
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="small run: 2 tasks, k = 10..20, [b_min, b_max, eta] = [1, 4, 2]")
-    parser.add_argument("--runner", choices=["ray", "engine"], default="ray",
-                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBandScheduler; engine: sequential ask/tell")
-    parser.add_argument("--tasks", type=float, nargs="+", default=None,
-                        help="task coefficients as a flat list a1 c1 a2 c2 ... (default: 3 tasks, 2 with --quick)")
+    parser.add_argument(
+        "--quick", action="store_true", help="small run: 2 tasks, k = 10..20, [b_min, b_max, eta] = [1, 4, 2]"
+    )
+    parser.add_argument(
+        "--runner",
+        choices=["ray", "engine"],
+        default="ray",
+        help="ray: Ray Tune + raytuner.schedulers.GPTuneBandScheduler; engine: sequential ask/tell",
+    )
+    parser.add_argument(
+        "--tasks",
+        type=float,
+        nargs="+",
+        default=None,
+        help="task coefficients as a flat list a1 c1 a2 c2 ... (default: 3 tasks, 2 with --quick)",
+    )
     parser.add_argument("--b-min", type=float, default=1.0)
     parser.add_argument("--b-max", type=float, default=None, help="default 8, 4 with --quick")
     parser.add_argument("--eta", type=int, default=2)
     parser.add_argument("--passes", type=int, default=None, help="default 1 (with --budget: as the budget allows)")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="normalised cost per task at which each task ends")
-    parser.add_argument("--objective", choices=sorted(OBJECTIVES), default="runtime",
-                        help="runtime: wall time of setup + solve; work: matrix-vector products of the solve (deterministic)")
+    parser.add_argument("--budget", type=float, default=None, help="normalised cost per task at which each task ends")
+    parser.add_argument(
+        "--objective",
+        choices=sorted(OBJECTIVES),
+        default="runtime",
+        help="runtime: wall time of setup + solve; work: matrix-vector products of the solve (deterministic)",
+    )
     parser.add_argument("--k-min", type=int, default=10)
     parser.add_argument("--k-max", type=int, default=None, help="grid size at b_max (default 40, 20 with --quick)")
-    parser.add_argument("--time-limit", type=float, default=None,
-                        help="seconds before a solve counts as failed (default 15, 3 with --quick)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="seconds before a solve counts as failed (default 15, 3 with --quick)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrent", type=int, default=2, help="trials at once under Ray (and Ray CPUs)")
-    parser.add_argument("--address", default="local",
-                        help="Ray address: 'local' starts a fresh local Ray, 'auto' or host:port joins a cluster")
+    parser.add_argument(
+        "--address",
+        default="local",
+        help="Ray address: 'local' starts a fresh local Ray, 'auto' or host:port joins a cluster",
+    )
     parser.add_argument("--store", default=None, help="JSON store directory for the Ray runner (default: temp)")
     parser.add_argument("--problem", default="pyamg-convdiff", help="problem name in the store")
     args = parser.parse_args(argv)
@@ -199,9 +288,15 @@ def main(argv: list[str] | None = None) -> list[Any]:
     tasks = args.task_list
     runner = args.runner
     fidelities = BanditStructure.hyperband(args.b_min, args.b_max, args.eta).fidelities
-    log.info("runner %s: %d tasks, [b_min, b_max, eta] = [%g, %g, %d], grid sizes k = %s", runner, len(tasks),
-             args.b_min, args.b_max, args.eta,
-             [fidelity_to_k(b, args.b_min, args.b_max, args.k_min, args.k_max) for b in fidelities])
+    log.info(
+        "runner %s: %d tasks, [b_min, b_max, eta] = [%g, %g, %d], grid sizes k = %s",
+        runner,
+        len(tasks),
+        args.b_min,
+        args.b_max,
+        args.eta,
+        [fidelity_to_k(b, args.b_min, args.b_max, args.k_min, args.k_max) for b in fidelities],
+    )
     start = time.perf_counter()
     band, records = (run_ray if runner == "ray" else run_engine)(problem, tasks, args)
     elapsed = time.perf_counter() - start

@@ -79,18 +79,34 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
     parser.add_argument("--b-min", type=float, default=1.0)
     parser.add_argument("--b-max", type=float, default=B_MAX, help=f"must equal {B_MAX:g}, the demo's b_max")
     parser.add_argument("--eta", type=int, default=3)
-    parser.add_argument("--passes", type=int, default=PASSES,
-                        help=f"passes of the bandit, each on top of all earlier data (default {PASSES})")
-    parser.add_argument("--model", choices=MODELS, default="paper",
-                        help="GPTuneBand's model: the paper's LCM over (task, bracket) pairs, or every fidelity level")
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=PASSES,
+        help=f"passes of the bandit, each on top of all earlier data (default {PASSES})",
+    )
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        default="paper",
+        help="GPTuneBand's model: the paper's LCM over (task, bracket) pairs, or every fidelity level",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--progress-table", action="store_true",
-                        help="print the per-task progress table every 3 s (default: a line per pass and stage)")
+    parser.add_argument(
+        "--progress-table",
+        action="store_true",
+        help="print the per-task progress table every 3 s (default: a line per pass and stage)",
+    )
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray (and concurrent trials)")
     parser.add_argument("--seconds", type=float, default=0.0, help="wall time of one evaluation at b_max")
     parser.add_argument("--address", default=None, help="connect to this running Ray cluster")
-    parser.add_argument("--local-cluster", type=int, default=0, metavar="NODES",
-                        help="start a cluster of NODES one-CPU nodes on this machine, and stop it at the end")
+    parser.add_argument(
+        "--local-cluster",
+        type=int,
+        default=0,
+        metavar="NODES",
+        help="start a cluster of NODES one-CPU nodes on this machine, and stop it at the end",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.b_max != B_MAX:
@@ -108,17 +124,36 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            ray.init(
+                address="local",
+                num_cpus=args.cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
         stack.callback(ray.shutdown)
-        executor = RayExecutor() if address else None      # local: small fits inline, larger ones on Ray
-        band = GPTuneBandScheduler(problem, tasks, store, args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                          passes=args.passes, seed=args.seed, executor=executor, model=args.model)
+        executor = RayExecutor() if address else None  # local: small fits inline, larger ones on Ray
+        band = GPTuneBandScheduler(
+            problem,
+            tasks,
+            store,
+            args.problem,
+            b_min=args.b_min,
+            b_max=args.b_max,
+            eta=args.eta,
+            passes=args.passes,
+            seed=args.seed,
+            executor=executor,
+            model=args.model,
+        )
         structure = band.engine.structure
-        print(f"GPTuneBand: {len(tasks)} tasks, brackets B(s) = {list(structure.fidelities)}, "
-              f"N(s) = {[structure.samples(s) for s in range(structure.s_max + 1)]}, "
-              f"{len(band.engine.lcm_tasks())} LCM-tasks in the first LCM, normalised cost per task and pass "
-              f"{structure.cost_per_pass():g}", flush=True)
+        print(
+            f"GPTuneBand: {len(tasks)} tasks, brackets B(s) = {list(structure.fidelities)}, "
+            f"N(s) = {[structure.samples(s) for s in range(structure.s_max + 1)]}, "
+            f"{len(band.engine.lcm_tasks())} LCM-tasks in the first LCM, normalised cost per task and pass "
+            f"{structure.cost_per_pass():g}",
+            flush=True,
+        )
         concurrency = int(ray.cluster_resources().get("CPU", args.cpus))
         # The store keeps every evaluation: of Ray's own per-trial files only the JSON results stay (the analysis
         # tune.run returns reads them); the CSV and TensorBoard ones took about a tenth of the main job's time.
@@ -129,11 +164,18 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         logging.getLogger("ray.tune").setLevel(logging.WARNING)
         # On a cluster every trial gets a fresh actor: a reused actor stays on its node (with reuse, one run on
         # two one-CPU nodes put all 12 trials on one). On a local Ray reuse saves an actor start per trial.
-        analysis = tune.run(tune.with_parameters(trainable, seconds=args.seconds),
-                            search_alg=band.searcher(), scheduler=band, num_samples=-1,
-                            max_concurrent_trials=concurrency, reuse_actors=not address, verbose=0,
-                            callbacks=[TuningProgress(band, every=3.0, tables=args.progress_table), JsonLoggerCallback()],
-                            storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
+        analysis = tune.run(
+            tune.with_parameters(trainable, seconds=args.seconds),
+            search_alg=band.searcher(),
+            scheduler=band,
+            num_samples=-1,
+            max_concurrent_trials=concurrency,
+            reuse_actors=not address,
+            verbose=0,
+            callbacks=[TuningProgress(band, every=3.0, tables=args.progress_table), JsonLoggerCallback()],
+            storage_path=str(Path(args.store).resolve() / "ray"),
+            name=args.problem,
+        )
         if address:
             trial_nodes = Counter(t.last_result.get("node_id") for t in analysis.trials if t.last_result)
             print(f"\nTrials per Ray node: {dict(trial_nodes)}")
@@ -158,8 +200,10 @@ def report(band: GPTuneBandScheduler, store: JsonStore, problem_name: str) -> di
             continue
         y = float(record.value("y"))
         best[task["t"]] = {"x": record.tuning_parameter["x"], "y": y}
-        print(f"{task['t']:>6g} {evaluations:>6} {cost:>6.2f} {record.tuning_parameter['x']:>9.4f} {y:>9.4f} "
-              f"{x_star:>9.4f} {y_star:>9.4f} {y / y_star:>7.4f}")
+        print(
+            f"{task['t']:>6g} {evaluations:>6} {cost:>6.2f} {record.tuning_parameter['x']:>9.4f} {y:>9.4f} "
+            f"{x_star:>9.4f} {y_star:>9.4f} {y / y_star:>7.4f}"
+        )
     ratios = [b["y"] / demo_grid_minimum(t)[1] for t, b in best.items()]
     if ratios:
         print(f"R-bar against the grid optimum: {(np.mean(ratios) + np.median(ratios)) / 2:.4f}")

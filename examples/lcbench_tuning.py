@@ -64,11 +64,13 @@ def trainable(config: dict[str, Any], data_dir: str | None = None) -> None:
     params = {name: config[name] for name in HYPERPARAMETERS}
     while epoch < EPOCHS[1]:
         epoch += 1
-        outputs = model.evaluate(config["task_id"], params, epoch)      # one "epoch" of training
+        outputs = model.evaluate(config["task_id"], params, epoch)  # one "epoch" of training
         with tempfile.TemporaryDirectory() as folder:
             (Path(folder) / "state.json").write_text(json.dumps({"epoch": epoch}))
-            tune.report({"val_accuracy": outputs["val_accuracy"], "val_cross_entropy": outputs["val_cross_entropy"]},
-                        checkpoint=Checkpoint.from_directory(folder))
+            tune.report(
+                {"val_accuracy": outputs["val_accuracy"], "val_cross_entropy": outputs["val_cross_entropy"]},
+                checkpoint=Checkpoint.from_directory(folder),
+            )
 
 
 def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
@@ -80,29 +82,53 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrent", type=int, default=2, help="trials running at once (and Ray CPUs)")
     parser.add_argument("--data-dir", default=None, help="the yahpo_lcbench folder (default: ../shared/data/...)")
-    parser.add_argument("--address", default="local",
-                        help="Ray address: 'local' starts a private Ray, 'auto' joins the running cluster")
+    parser.add_argument(
+        "--address", default="local", help="Ray address: 'local' starts a private Ray, 'auto' joins the running cluster"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     model = LCBenchSurrogate(args.data_dir)
     problem = model.problem(args.tasks)
     tasks = [{"task_id": t} for t in args.tasks]
-    structure = BanditStructure.hyperband(1, EPOCHS[1], 3, integer=True)   # epochs 52, 17, 6, 2
+    structure = BanditStructure.hyperband(1, EPOCHS[1], 3, integer=True)  # epochs 52, 17, 6, 2
     store = JsonStore(Path(args.store))
-    band = GPTuneBandScheduler(problem, tasks, store, args.problem, fidelities=structure.fidelities, eta=structure.eta,
-                      passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration",
-                      metric="val_accuracy", mode="max", seed=args.seed)
-    log.info("tuning tasks %s: %d pass(es) of brackets %s, %.1f epochs/52 per task and pass",
-             args.tasks, args.passes, list(structure.fidelities), structure.cost_per_pass("iterative"))
+    band = GPTuneBandScheduler(
+        problem,
+        tasks,
+        store,
+        args.problem,
+        fidelities=structure.fidelities,
+        eta=structure.eta,
+        passes=args.passes,
+        fidelity_mode="iterative",
+        time_attr="training_iteration",
+        metric="val_accuracy",
+        mode="max",
+        seed=args.seed,
+    )
+    log.info(
+        "tuning tasks %s: %d pass(es) of brackets %s, %.1f epochs/52 per task and pass",
+        args.tasks,
+        args.passes,
+        list(structure.fidelities),
+        structure.cost_per_pass("iterative"),
+    )
     own_cpus = {"num_cpus": args.concurrent} if args.address == "local" else {}
-    ray.init(address=args.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
-             **own_cpus)
+    ray.init(address=args.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, **own_cpus)
     try:
-        tune.run(tune.with_parameters(trainable, data_dir=str(model.data_dir)), search_alg=band.searcher(),
-                 scheduler=band, num_samples=-1, max_concurrent_trials=args.concurrent, reuse_actors=True,
-                 verbose=0, callbacks=[TuningProgress(band)], name=args.problem,
-                 storage_path=str(Path(args.store).resolve() / "ray"))
+        tune.run(
+            tune.with_parameters(trainable, data_dir=str(model.data_dir)),
+            search_alg=band.searcher(),
+            scheduler=band,
+            num_samples=-1,
+            max_concurrent_trials=args.concurrent,
+            reuse_actors=True,
+            verbose=0,
+            callbacks=[TuningProgress(band)],
+            name=args.problem,
+            storage_path=str(Path(args.store).resolve() / "ray"),
+        )
     finally:
         ray.shutdown()
 
@@ -113,8 +139,9 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
             print(f"  task {task}: no evaluation reached epoch {EPOCHS[1]}")
             continue
         best[task] = {"val_accuracy": record.value("val_accuracy"), **record.tuning_parameter}
-        config = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                           for k, v in record.tuning_parameter.items())
+        config = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.tuning_parameter.items()
+        )
         print(f"  task {task}: val_accuracy {record.value('val_accuracy'):.2f}  ({config})")
     store.close()
     return best

@@ -55,14 +55,33 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     tasks = [{"t": t} for t in args.tasks]
     store = JsonStore(Path(args.store))
     searcher = LCMSearcher(problem, tasks, store, args.problem, seed=args.seed, n_initial=args.initial)
-    log.info("tuning %d tasks, %d samples each (%d initial), %d evaluations already stored",
-             len(tasks), args.samples_per_task, args.initial, len(searcher.session.records))
-    ray.init(address="local", num_cpus=args.concurrent, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    log.info(
+        "tuning %d tasks, %d samples each (%d initial), %d evaluations already stored",
+        len(tasks),
+        args.samples_per_task,
+        args.initial,
+        len(searcher.session.records),
+    )
+    ray.init(
+        address="local",
+        num_cpus=args.concurrent,
+        include_dashboard=False,
+        log_to_driver=False,
+        ignore_reinit_error=True,
+    )
     try:
         total = args.samples_per_task * len(tasks)
-        tune.run(trainable, search_alg=searcher, num_samples=total, max_concurrent_trials=args.concurrent,
-                 reuse_actors=True, verbose=0, callbacks=[TuningProgress(searcher)],
-                 storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
+        tune.run(
+            trainable,
+            search_alg=searcher,
+            num_samples=total,
+            max_concurrent_trials=args.concurrent,
+            reuse_actors=True,
+            verbose=0,
+            callbacks=[TuningProgress(searcher)],
+            storage_path=str(Path(args.store).resolve() / "ray"),
+            name=args.problem,
+        )
     finally:
         ray.shutdown()
     store.compact(args.problem)
@@ -80,8 +99,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
             continue
         x, y = record.tuning_parameter["x"], record.value("y")
         best[task["t"]] = {"x": x, "y": y}
-        print(f"{task['t']:>6g} {len(values):>6} {x:>9.4f} {y:>9.4f} {x_star:>9.4f} {y_star:>9.4f} "
-              f"{y / y_star:>7.3f}")
+        print(f"{task['t']:>6g} {len(values):>6} {x:>9.4f} {y:>9.4f} {x_star:>9.4f} {y_star:>9.4f} {y / y_star:>7.3f}")
     plot_history(load_history(store, args.problem)).savefig(args.plot, dpi=120)
     log.info("wrote %s", args.plot)
     store.close()

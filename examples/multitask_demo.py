@@ -47,11 +47,21 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     tasks = [{"t": t} for t in args.tasks]
     store = JsonStore(Path(args.store))
     searcher = RandomSearcher(problem, tasks, store, args.problem, seed=args.seed)
-    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(
+        address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True
+    )
     try:
-        tune.run(trainable, search_alg=searcher, num_samples=args.samples_per_task * len(tasks),
-                 max_concurrent_trials=args.cpus, reuse_actors=True, verbose=0, callbacks=[TuningProgress(searcher)],
-                 storage_path=str(Path(args.store).resolve() / "ray"), name=args.problem)
+        tune.run(
+            trainable,
+            search_alg=searcher,
+            num_samples=args.samples_per_task * len(tasks),
+            max_concurrent_trials=args.cpus,
+            reuse_actors=True,
+            verbose=0,
+            callbacks=[TuningProgress(searcher)],
+            storage_path=str(Path(args.store).resolve() / "ray"),
+            name=args.problem,
+        )
     finally:
         ray.shutdown()
     store.compact(args.problem)
@@ -67,8 +77,10 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
             print(f"{task['t']:>6g} {evaluations:>6} {'-':>9} {'-':>9} {x_star:>9.4f} {y_star:>9.4f}")
             continue
         best[task["t"]] = {"x": record.tuning_parameter["x"], "y": record.value("y")}
-        print(f"{task['t']:>6g} {evaluations:>6} {record.tuning_parameter['x']:>9.4f} {record.value('y'):>9.4f} "
-              f"{x_star:>9.4f} {y_star:>9.4f}")
+        print(
+            f"{task['t']:>6g} {evaluations:>6} {record.tuning_parameter['x']:>9.4f} {record.value('y'):>9.4f} "
+            f"{x_star:>9.4f} {y_star:>9.4f}"
+        )
     store.close()
     return best
 

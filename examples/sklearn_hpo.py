@@ -100,10 +100,15 @@ class EpochTrainer:
 
         self.dataset, self.seed, self.epoch = dataset, seed, 0
         self.config = {name: config[name] for name in TUNING_NAMES}
-        self.model = MLPClassifier(hidden_layer_sizes=(int(config["hidden_units"]),),
-                                   activation=config["activation"], alpha=float(config["alpha"]),
-                                   learning_rate_init=float(config["learning_rate_init"]),
-                                   batch_size=int(config["batch_size"]), shuffle=False, random_state=seed)
+        self.model = MLPClassifier(
+            hidden_layer_sizes=(int(config["hidden_units"]),),
+            activation=config["activation"],
+            alpha=float(config["alpha"]),
+            learning_rate_init=float(config["learning_rate_init"]),
+            batch_size=int(config["batch_size"]),
+            shuffle=False,
+            random_state=seed,
+        )
 
     def train_epoch(self) -> float:
         """One pass over the training set in this epoch's permutation; returns the validation accuracy."""
@@ -136,8 +141,15 @@ class EpochTrainer:
     def state(self) -> bytes:
         """The trainer as bytes: a pickle of plain data and the sklearn model (no class of this script,
         which a Ray worker could not import by name)."""
-        return pickle.dumps({"dataset": self.dataset, "config": self.config, "seed": self.seed,
-                             "epoch": self.epoch, "model": self.model})
+        return pickle.dumps(
+            {
+                "dataset": self.dataset,
+                "config": self.config,
+                "seed": self.seed,
+                "epoch": self.epoch,
+                "model": self.model,
+            }
+        )
 
     @classmethod
     def from_state(cls, data: bytes) -> EpochTrainer:
@@ -162,6 +174,7 @@ class EpochTrainer:
 
 # -- tuning ----------------------------------------------------------------------------------------
 
+
 def iterative_trainable(config: dict[str, Any], *, max_epochs: int, seed: int = 0) -> None:
     """Ray Tune trainable: one epoch per report, a checkpoint with every report, restored on resume."""
     from ray import tune  # noqa: PLC0415
@@ -176,12 +189,18 @@ def iterative_trainable(config: dict[str, Any], *, max_epochs: int, seed: int = 
         accuracy = trainer.train_epoch()
         with tempfile.TemporaryDirectory() as d:
             trainer.save(d)
-            tune.report({"val_accuracy": accuracy, "epoch": trainer.epoch},
-                        checkpoint=tune.Checkpoint.from_directory(d))
+            tune.report(
+                {"val_accuracy": accuracy, "epoch": trainer.epoch}, checkpoint=tune.Checkpoint.from_directory(d)
+            )
 
 
-def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Namespace,
-               executor: Any = None, options: Any = None) -> tuple[Any, list[Any]]:
+def run_engine(
+    problem: Any,
+    tasks: Sequence[Mapping[str, Any]],
+    args: argparse.Namespace,
+    executor: Any = None,
+    options: Any = None,
+) -> tuple[Any, list[Any]]:
     """Tune sequentially with the ask/tell engine ``raytuner.strategies.GPTuneBand``.
 
     Returns the engine and the evaluation records in order.
@@ -192,32 +211,58 @@ def run_engine(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.
     from raytuner.records import FunctionEvaluation  # noqa: PLC0415
     from raytuner.strategies import GPTuneBand  # noqa: PLC0415
 
-    band = GPTuneBand(problem, tasks, seed=args.seed, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                      passes=args.passes, fidelity_mode="iterative", integer_fidelities=True,
-                      executor=executor, options=options)
+    band = GPTuneBand(
+        problem,
+        tasks,
+        seed=args.seed,
+        b_min=args.b_min,
+        b_max=args.b_max,
+        eta=args.eta,
+        passes=args.passes,
+        fidelity_mode="iterative",
+        integer_fidelities=True,
+        executor=executor,
+        options=options,
+    )
     snapshots: dict[str, bytes] = {}
     records: list[Any] = []
     while not band.finished:
         s = band.ask()
         parent = s.provenance.parent
-        trainer = (EpochTrainer.from_state(snapshots[parent]) if parent in snapshots
-                   else EpochTrainer(s.task["dataset"], s.config, seed=args.seed))
+        trainer = (
+            EpochTrainer.from_state(snapshots[parent])
+            if parent in snapshots
+            else EpochTrainer(s.task["dataset"], s.config, seed=args.seed)
+        )
         start = trainer.epoch
         try:
             accuracy = trainer.train_to(int(round(s.fidelity)))
         except Exception as exc:  # noqa: BLE001 - a training that raises is a failed evaluation
-            record = FunctionEvaluation.create(s.task, s.config, failure=f"error: {type(exc).__name__}: {exc}",
-                                               provenance=s.provenance)
+            record = FunctionEvaluation.create(
+                s.task, s.config, failure=f"error: {type(exc).__name__}: {exc}", provenance=s.provenance
+            )
         else:
-            record = FunctionEvaluation.create(s.task, s.config, {"val_accuracy": accuracy},
-                                               provenance=s.provenance, additional_output={"epoch": trainer.epoch})
+            record = FunctionEvaluation.create(
+                s.task,
+                s.config,
+                {"val_accuracy": accuracy},
+                provenance=s.provenance,
+                additional_output={"epoch": trainer.epoch},
+            )
             snapshots[record.uid] = trainer.state()
         band.tell(record)
         records.append(record)
         value = record.value("val_accuracy")
-        log.info("eval %3d %-13s bracket %s rung %s epochs %2d -> %2d: %s", len(records),
-                 s.task["dataset"], s.provenance.bracket, s.provenance.rung, start, int(round(s.fidelity)),
-                 f"{value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})")
+        log.info(
+            "eval %3d %-13s bracket %s rung %s epochs %2d -> %2d: %s",
+            len(records),
+            s.task["dataset"],
+            s.provenance.bracket,
+            s.provenance.rung,
+            start,
+            int(round(s.fidelity)),
+            f"{value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})",
+        )
     return band, records
 
 
@@ -235,20 +280,43 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.store import JsonStore  # noqa: PLC0415
 
     store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()
-    band = GPTuneBandScheduler(problem, tasks, str(store), args.problem, b_min=args.b_min, b_max=args.b_max, eta=args.eta,
-                      passes=args.passes, fidelity_mode="iterative", integer_fidelities=True,
-                      time_attr="training_iteration",
-                      seed=args.seed)
+    band = GPTuneBandScheduler(
+        problem,
+        tasks,
+        str(store),
+        args.problem,
+        b_min=args.b_min,
+        b_max=args.b_max,
+        eta=args.eta,
+        passes=args.passes,
+        fidelity_mode="iterative",
+        integer_fidelities=True,
+        time_attr="training_iteration",
+        seed=args.seed,
+    )
     trainable = tune.with_parameters(iterative_trainable, max_epochs=int(args.b_max), seed=args.seed)
-    local = args.address == "local"           # a fresh local Ray, not a stale or foreign running one
-    ray.init(address=args.address, num_cpus=args.concurrent if local else None, include_dashboard=False,
-             log_to_driver=False, ignore_reinit_error=True)
+    local = args.address == "local"  # a fresh local Ray, not a stale or foreign running one
+    ray.init(
+        address=args.address,
+        num_cpus=args.concurrent if local else None,
+        include_dashboard=False,
+        log_to_driver=False,
+        ignore_reinit_error=True,
+    )
     try:
-        tuner = tune.Tuner(trainable, tune_config=tune.TuneConfig(
-            search_alg=band.searcher(), scheduler=band, num_samples=-1, max_concurrent_trials=args.concurrent,
-            reuse_actors=True),
-            run_config=tune.RunConfig(storage_path=str(store / "ray"), name=args.problem, verbose=0,
-                                      callbacks=[TuningProgress(band)]))
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(
+                search_alg=band.searcher(),
+                scheduler=band,
+                num_samples=-1,
+                max_concurrent_trials=args.concurrent,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                storage_path=str(store / "ray"), name=args.problem, verbose=0, callbacks=[TuningProgress(band)]
+            ),
+        )
         tuner.fit()
     finally:
         ray.shutdown()
@@ -256,8 +324,9 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     return band, JsonStore(store).evaluations(args.problem)
 
 
-def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], best: Sequence[Any],
-                  epochs: float) -> None:
+def print_summary(
+    tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], best: Sequence[Any], epochs: float
+) -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max epochs."""
     print(f"\nAt {epochs:g} epochs (b_max):")
     from raytuner.analysis import task_summary  # noqa: PLC0415
@@ -268,8 +337,12 @@ def print_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[Any], be
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small run: [b_min, b_max, eta] = [1, 4, 2]")
-    parser.add_argument("--runner", choices=["ray", "engine"], default="ray",
-                        help="ray: Ray Tune + raytuner.schedulers.GPTuneBandScheduler; engine: sequential ask/tell")
+    parser.add_argument(
+        "--runner",
+        choices=["ray", "engine"],
+        default="ray",
+        help="ray: Ray Tune + raytuner.schedulers.GPTuneBandScheduler; engine: sequential ask/tell",
+    )
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), help="the tasks")
     parser.add_argument("--b-min", type=float, default=1.0, help="fewest epochs")
     parser.add_argument("--b-max", type=float, default=None, help="most epochs (default 27, 4 with --quick)")
@@ -277,8 +350,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrent", type=int, default=2, help="trials at once under Ray (and Ray CPUs)")
-    parser.add_argument("--address", default="local",
-                        help="Ray address: 'local' starts a fresh local Ray, 'auto' or host:port joins a cluster")
+    parser.add_argument(
+        "--address",
+        default="local",
+        help="Ray address: 'local' starts a fresh local Ray, 'auto' or host:port joins a cluster",
+    )
     parser.add_argument("--store", default=None, help="JSON store directory for the Ray runner (default: temp)")
     parser.add_argument("--problem", default="sklearn-mlp", help="problem name in the store")
     args = parser.parse_args(argv)
@@ -299,8 +375,14 @@ def main(argv: list[str] | None = None) -> list[Any]:
     problem = ProblemSpace.parse(SKLEARN_PROBLEM)
     tasks = [{"dataset": name} for name in args.datasets]
     runner = args.runner
-    log.info("runner %s: tasks %s, [b_min, b_max, eta] = [%g, %g, %d] epochs", runner, args.datasets,
-             args.b_min, args.b_max, args.eta)
+    log.info(
+        "runner %s: tasks %s, [b_min, b_max, eta] = [%g, %g, %d] epochs",
+        runner,
+        args.datasets,
+        args.b_min,
+        args.b_max,
+        args.eta,
+    )
     start = time.perf_counter()
     band, records = (run_ray if runner == "ray" else run_engine)(problem, tasks, args)
     elapsed = time.perf_counter() - start

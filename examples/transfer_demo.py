@@ -55,8 +55,7 @@ def trainable(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
 
-def collect_source(problem: ProblemSpace, store: JsonStore, name: str, ts: list[float], samples: int,
-                   seed: int) -> int:
+def collect_source(problem: ProblemSpace, store: JsonStore, name: str, ts: list[float], samples: int, seed: int) -> int:
     """Random samples of the tasks ``ts`` under ``name`` until each has ``samples`` (no Ray: the demo is cheap).
 
     A session records them as any tuning run would (with the machine and
@@ -75,19 +74,35 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--store", default=None, help="JSON store directory (default: a new temporary one)")
     parser.add_argument("--source-problem", default="demo-source", help="problem name of the source history")
     parser.add_argument("--problem", default="demo-target", help="problem name of the target's evaluations")
-    parser.add_argument("--source-t", type=float, nargs="+", default=[0.8],
-                        help="tasks of the source history (tla2: two or more)")
+    parser.add_argument(
+        "--source-t", type=float, nargs="+", default=[0.8], help="tasks of the source history (tla2: two or more)"
+    )
     parser.add_argument("--target-t", type=float, default=1.0, help="task to tune")
-    parser.add_argument("--source-samples", type=int, default=None,
-                        help="random evaluations of each source task (default 200, 100 with --quick)")
-    parser.add_argument("--samples", type=int, default=None,
-                        help="evaluations of the target task in this run (default 20, 6 with --quick)")
-    parser.add_argument("--algorithm", default="ensemble", choices=[*ALGORITHMS, "tla2"],
-                        help="transfer-learning algorithm (tla2: GPTune's TLA2)")
+    parser.add_argument(
+        "--source-samples",
+        type=int,
+        default=None,
+        help="random evaluations of each source task (default 200, 100 with --quick)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="evaluations of the target task in this run (default 20, 6 with --quick)",
+    )
+    parser.add_argument(
+        "--algorithm",
+        default="ensemble",
+        choices=[*ALGORITHMS, "tla2"],
+        help="transfer-learning algorithm (tla2: GPTune's TLA2)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrent", type=int, default=2, help="trials running at once (and Ray CPUs)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a short run: fewer source samples and target evaluations, cheaper model fits")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short run: fewer source samples and target evaluations, cheaper model fits",
+    )
     args = parser.parse_args(argv)
     if args.algorithm == "tla2" and (len(set(args.source_t)) < 2 or args.target_t in args.source_t):
         parser.error("--algorithm tla2 needs two or more --source-t tasks, none of them the --target-t")
@@ -108,20 +123,35 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     try:
         source = StoreSource(store, args.source_problem)
         if args.algorithm == "tla2":
-            searcher: TLASearcher | TLA2Searcher = TLA2Searcher(problem, target, source, store, args.problem,
-                                                                seed=args.seed, options=options)
+            searcher: TLASearcher | TLA2Searcher = TLA2Searcher(
+                problem, target, source, store, args.problem, seed=args.seed, options=options
+            )
             predicted = searcher.engine.tla1.predict(target)
-            print(f"TLA1 predicts x = {predicted.config['x']:.4f} (sd {predicted.std['x']:.4f}) for "
-                  f"t={args.target_t:g}, where y = {demo(predicted.config['x'], args.target_t):.4f}")
+            print(
+                f"TLA1 predicts x = {predicted.config['x']:.4f} (sd {predicted.std['x']:.4f}) for "
+                f"t={args.target_t:g}, where y = {demo(predicted.config['x'], args.target_t):.4f}"
+            )
         else:
-            searcher = TLASearcher(problem, target, source, store, args.problem, seed=args.seed,
-                                   algorithm=args.algorithm, options=options)
+            searcher = TLASearcher(
+                problem, target, source, store, args.problem, seed=args.seed, algorithm=args.algorithm, options=options
+            )
         replayed = len(searcher.session.records)
-        print(f"Target: t={args.target_t:g} with {args.algorithm}, {samples} evaluations"
-              + (f" after {replayed} stored ones" if replayed else ""), flush=True)
-        tune.run(trainable, search_alg=searcher, num_samples=samples, max_concurrent_trials=args.concurrent,
-                 reuse_actors=True, verbose=0, callbacks=[TuningProgress(searcher)],
-                 storage_path=str(directory.resolve() / "ray"), name=args.problem)
+        print(
+            f"Target: t={args.target_t:g} with {args.algorithm}, {samples} evaluations"
+            + (f" after {replayed} stored ones" if replayed else ""),
+            flush=True,
+        )
+        tune.run(
+            trainable,
+            search_alg=searcher,
+            num_samples=samples,
+            max_concurrent_trials=args.concurrent,
+            reuse_actors=True,
+            verbose=0,
+            callbacks=[TuningProgress(searcher)],
+            storage_path=str(directory.resolve() / "ray"),
+            name=args.problem,
+        )
     finally:
         ray.shutdown()
 
@@ -147,8 +177,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         store.close()
         return {}
     x, y = best.tuning_parameter["x"], float(best.value("y"))
-    print(f"Best found: y = {y:.4f} at x = {x:.4f} (proposed by {best.modeling}); "
-          f"grid minimum y* = {y_star:.4f} at x* = {x_star:.4f}; gap {y - y_star:.4f}")
+    print(
+        f"Best found: y = {y:.4f} at x = {x:.4f} (proposed by {best.modeling}); "
+        f"grid minimum y* = {y_star:.4f} at x* = {x_star:.4f}; gap {y - y_star:.4f}"
+    )
     store.close()
     return {"x": x, "y": y, "x_star": x_star, "y_star": y_star}
 

@@ -83,8 +83,9 @@ ENUMERATION_FACTOR = 16
 CANDIDATES_PER_DIMENSION = 300
 
 
-def _improvement(mean: ArrayLike, std: ArrayLike, best: float, xi: float
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _improvement(
+    mean: ArrayLike, std: ArrayLike, best: float, xi: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``gain = best - mean - xi``, ``std``, ``z = gain / std`` (0 where std is zero) and the std > 0 mask."""
     mean_a, std_a = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(std, dtype=float))
     gain = best - mean_a - xi
@@ -273,14 +274,15 @@ class _Search:
         keep = np.sort(first)
         keep = keep[~_duplicates(unit[keep], self.known, self.tolerance)]
         if self.problem.compiled_constraints:
-            valid = np.fromiter((self.problem.is_valid(self.task, configs[i]) for i in keep),
-                                dtype=bool, count=len(keep))
+            valid = np.fromiter(
+                (self.problem.is_valid(self.task, configs[i]) for i in keep), dtype=bool, count=len(keep)
+            )
             keep = keep[valid]
         self._score(unit, configs, keep)
 
     def add_valid(self, unit: np.ndarray, configs: list[dict[str, Any]], chunk: int) -> None:
         """Score the distinct, snapped, valid points ``unit`` (``configs``) that are new, ``chunk`` at a time."""
-        new = ~_duplicates(unit, self.known, self.tolerance)     # the rows are distinct: compare with the known once
+        new = ~_duplicates(unit, self.known, self.tolerance)  # the rows are distinct: compare with the known once
         for start in range(0, len(unit), chunk):
             part = slice(start, start + chunk)
             self._score(unit[part], configs[part], np.flatnonzero(new[part]))
@@ -299,8 +301,9 @@ class _Search:
         raw = np.asarray(self.score(unit), dtype=float)
         values = raw.reshape(-1)
         if values.shape != (len(unit),):
-            raise InvalidInputError("score", f"expected {len(unit)} scores for {len(unit)} points, "
-                                             f"got an array of shape {raw.shape}")
+            raise InvalidInputError(
+                "score", f"expected {len(unit)} scores for {len(unit)} points, got an array of shape {raw.shape}"
+            )
         return np.where(np.isnan(values), -np.inf, values)
 
     def best(self, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -325,8 +328,9 @@ def _global_sample(dimension: int, count: int, rng: np.random.Generator) -> np.n
     return np.vstack([lhs, rng.random((count - n_lhs, dimension))])
 
 
-def _perturb(centres: np.ndarray, count: int, scale: float, categorical: np.ndarray,
-             rng: np.random.Generator) -> np.ndarray:
+def _perturb(
+    centres: np.ndarray, count: int, scale: float, categorical: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """``count`` Gaussian perturbations of ``centres`` (cycled), some categorical coordinates redrawn."""
     base = centres[np.arange(count) % len(centres)]
     moved = base + rng.normal(0.0, scale, size=base.shape)
@@ -406,13 +410,14 @@ def optimize_acquisition(
     excluded = [space.check(point, f"exclude[{i}]") for i, point in enumerate(exclude)]
     centres = space.encode([space.check(point, f"around[{i}]") for i, point in enumerate(around)])
     is_real = np.array([isinstance(p, Real) for p in space], dtype=bool)
-    search = _Search(problem, checked_task, score, known=space.encode(excluded),
-                     tolerance=np.where(is_real, float(tolerance), 0.0))
+    search = _Search(
+        problem, checked_task, score, known=space.encode(excluded), tolerance=np.where(is_real, float(tolerance), 0.0)
+    )
 
     enumerated = bool(space.dimension) and space.cardinality() <= ENUMERATION_FACTOR * search_candidates
     sampled = min(search_candidates, max(1, CANDIDATES_PER_DIMENSION * space.dimension))
     if enumerated:
-        search.add_valid(*valid_grid(problem, checked_task, generator), search_candidates)   # the maximum itself
+        search.add_valid(*valid_grid(problem, checked_task, generator), search_candidates)  # the maximum itself
         rounds = 0
     else:
         search.add(_global_sample(space.dimension, sampled, generator))
@@ -423,15 +428,17 @@ def optimize_acquisition(
         order, points = search.best(top)
         if len(order) == 0:
             break
-        search.add(_perturb(points[order], max(len(order), sampled // 4), _scale(r, rounds),
-                            categorical, generator))
+        search.add(_perturb(points[order], max(len(order), sampled // 4), _scale(r, rounds), categorical, generator))
 
     found = search.result()
     if found is not None:
         log.debug("acquisition maximum %.6g at %s after %d candidates", found[1], found[0], len(search.configs))
         return found
     scope = "the whole space" if enumerated else f"{sampled} random points and {rounds} local rounds"
-    log.info("no valid, new candidate among %s for task %s; falling back to a constrained Latin hypercube sample",
-             scope, checked_task)
+    log.info(
+        "no valid, new candidate among %s for task %s; falling back to a constrained Latin hypercube sample",
+        scope,
+        checked_task,
+    )
     config = sample_configurations(problem, checked_task, 1, seed=generator, exclude=excluded)[0]
     return config, float(search.evaluate(space.encode([config]))[0])

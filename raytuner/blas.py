@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["one_blas_thread"]
 
-_BLAS: Any = None     # this process's threadpoolctl controller, made at the first limit
+_BLAS: Any = None  # this process's threadpoolctl controller, made at the first limit
 
 
 def one_blas_thread() -> AbstractContextManager[Any]:

@@ -144,8 +144,7 @@ class SafeExpression:
         elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
                 shown = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-                raise InvalidInputError(self.field, f"function {shown!r} is not allowed",
-                                        allowed=sorted(_FUNCTIONS))
+                raise InvalidInputError(self.field, f"function {shown!r} is not allowed", allowed=sorted(_FUNCTIONS))
             if node.keywords:
                 raise InvalidInputError(self.field, "keyword arguments are not allowed")
             children = list(node.args)
@@ -153,8 +152,14 @@ class SafeExpression:
             raise InvalidInputError(
                 self.field,
                 f"{type(node).__name__} is not allowed in an expression",
-                allowed=["arithmetic", "comparisons", "and/or/not", "x if c else y",
-                         "in [literal list]", "calls to " + "/".join(sorted(_FUNCTIONS))],
+                allowed=[
+                    "arithmetic",
+                    "comparisons",
+                    "and/or/not",
+                    "x if c else y",
+                    "in [literal list]",
+                    "calls to " + "/".join(sorted(_FUNCTIONS)),
+                ],
             )
         for child in children:
             self._check(child, names, depth + 1)
@@ -253,11 +258,13 @@ class Constraint:
             except (TypeError, ValueError):
                 raise InvalidInputError(field_name, "cannot read the callable's argument names") from None
             takes_all = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-            names = frozenset(p.name for p in signature.parameters.values()
-                              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+            names = frozenset(
+                p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            )
             return cls(name=name, names=names, _function=spec, _takes_all=takes_all)
-        raise InvalidInputError(field_name, f"a constraint must be an expression string or a callable, "
-                                            f"not {type(spec).__name__}")
+        raise InvalidInputError(
+            field_name, f"a constraint must be an expression string or a callable, not {type(spec).__name__}"
+        )
 
     @property
     def is_expression(self) -> bool:

@@ -36,8 +36,17 @@ from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import Any
 
-__all__ = ["machine_configuration", "machine_details", "describe_machine", "split_machine", "software_configuration", "version_entry",
-           "split_version", "cpu_model", "DEFAULT_PACKAGES"]
+__all__ = [
+    "machine_configuration",
+    "machine_details",
+    "describe_machine",
+    "split_machine",
+    "software_configuration",
+    "version_entry",
+    "split_version",
+    "cpu_model",
+    "DEFAULT_PACKAGES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +105,16 @@ def split_machine(machine: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 def _slurm(env: Mapping[str, str]) -> dict[str, str]:
-    return {name: env[name] for name in ("SLURM_CLUSTER_NAME", "SLURM_JOB_NUM_NODES", "SLURM_CPUS_ON_NODE",
-                                         "SLURM_JOB_ID") if name in env}
+    return {
+        name: env[name]
+        for name in ("SLURM_CLUSTER_NAME", "SLURM_JOB_NUM_NODES", "SLURM_CPUS_ON_NODE", "SLURM_JOB_ID")
+        if name in env
+    }
 
 
-def machine_configuration(user: Mapping[str, Any] | None = None,
-                          env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def machine_configuration(
+    user: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """This machine in GPTune's shape, ``{"machine_name": ..., "<processor>": {"nodes", "cores"}}``; ``user`` wins.
 
     When ``user`` names a processor, it is the only one; else the detected CPU
@@ -115,7 +128,7 @@ def machine_configuration(user: Mapping[str, Any] | None = None,
     env = os.environ if env is None else env
     given, _ = split_machine(user or {})
     captured: dict[str, Any] = {"machine_name": env.get("SLURM_CLUSTER_NAME") or socket.gethostname()}
-    if all(key == "machine_name" for key in given):                                 # no processor named
+    if all(key == "machine_name" for key in given):  # no processor named
         nodes = _int_env(env, "SLURM_JOB_NUM_NODES") or _int_env(env, "SLURM_NNODES") or 1
         cores = _int_env(env, "SLURM_CPUS_ON_NODE") or os.cpu_count() or 1
         captured[cpu_model()] = {"nodes": nodes, "cores": cores}
@@ -192,8 +205,7 @@ def version_entry(version: str) -> dict[str, Any]:
     return {"version_str": version, "version_split": split_version(version)}
 
 
-def software_configuration(packages: Iterable[str] = (),
-                           user: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def software_configuration(packages: Iterable[str] = (), user: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Versions of python, the default packages and ``packages``; ``user`` values win.
 
     A package that is not installed is left out (and logged at debug level).

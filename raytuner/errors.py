@@ -124,8 +124,9 @@ def from_validation_error(err: ValidationError, prefix: str = "") -> InvalidInpu
 def _is_union_tag(part: Any) -> bool:
     # pydantic puts the discriminator tag ('real', 'integer', ...) or a
     # function-validator name into the location of union members.
-    return isinstance(part, str) and (part in {"real", "integer", "categorical", "int", "float", "str", "bool"}
-                                      or "[" in part)
+    return isinstance(part, str) and (
+        part in {"real", "integer", "categorical", "int", "float", "str", "bool"} or "[" in part
+    )
 
 
 def validate(model: type[ModelT], data: Any, prefix: str = "") -> ModelT:

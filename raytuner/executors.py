@@ -111,7 +111,8 @@ class ProcessExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=one_blas_thread)
+                    self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=one_blas_thread
+                )
             return self._pool
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
@@ -131,10 +132,12 @@ class ProcessExecutor:
             log.warning("process pool unusable (%r); running %d items inline", exc, len(items))
             self.shutdown()
             return InlineExecutor().map(fn, items)
-        if any(f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool)
-               for f in futures):
-            log.warning("worker processes died (a script without an `if __name__ == \"__main__\":` guard "
-                        "cannot use a spawned pool); running %d items inline", len(items))
+        if any(f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool) for f in futures):
+            log.warning(
+                'worker processes died (a script without an `if __name__ == "__main__":` guard '
+                "cannot use a spawned pool); running %d items inline",
+                len(items),
+            )
             self.shutdown()
             return InlineExecutor().map(fn, items)
         results: list[R | None] = []
@@ -213,8 +216,14 @@ class RayExecutor:
             results[0] = InlineExecutor().map(fn, items[:1])[0]
         return results
 
-    def _run(self, fn: Callable[[T], R], items: Sequence[T], indices: list[int], deadline: float | None,
-             results: list[R | None]) -> list[int]:
+    def _run(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        indices: list[int],
+        deadline: float | None,
+        results: list[R | None],
+    ) -> list[int]:
         """Run ``items[i]`` for each index on an actor, into ``results``; the indices whose actor was lost."""
         import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
 
@@ -226,18 +235,17 @@ class RayExecutor:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
             if waiting:
-                log.warning("%d of %d Ray tasks missed the %.1f s timeout", len(waiting), len(refs),
-                            timeout or 0.0)
+                log.warning("%d of %d Ray tasks missed the %.1f s timeout", len(waiting), len(refs), timeout or 0.0)
             done = {ref.hex() for ref in ready}
             for pooled, ref, i in zip(actors, refs, indices):
-                if ref.hex() not in done:              # still busy with a late item: not reusable
+                if ref.hex() not in done:  # still busy with a late item: not reusable
                     continue
                 try:
                     node, results[i] = ray.get(ref, timeout=0)
                     self.nodes[node] += 1
                     healthy.append(pooled)
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
-                    log.error("Ray actor lost: %r", exc)      # it (or its node) died, or its node is gone
+                    log.error("Ray actor lost: %r", exc)  # it (or its node) died, or its node is gone
                     lost.append(i)
                 except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
                     log.error("Ray task failed: %r", exc)
@@ -260,7 +268,7 @@ IDLE_SECONDS = 300.0
 @dataclass
 class _Pooled:
     actor: Any
-    node: str | None          # where it was placed (None: anywhere)
+    node: str | None  # where it was placed (None: anywhere)
     session: tuple[str, str]  # the Ray session it belongs to (see _ActorPool._current)
     idle_since: float = 0.0
 
@@ -272,14 +280,14 @@ class _ActorPool:
         self._lock = threading.Lock()
         self._session: tuple[str, str] | None = None
         self._idle: list[_Pooled] = []
-        self._placed: Counter[str | None] = Counter()    # live actors per node id, of this session
-        self._worker: Any = None                         # the Ray actor class
+        self._placed: Counter[str | None] = Counter()  # live actors per node id, of this session
+        self._worker: Any = None  # the Ray actor class
 
     @staticmethod
     def _current() -> tuple[str, str]:
         import ray  # noqa: PLC0415
 
-        context = ray.get_runtime_context()    # a new local Ray has a new node; a new connection a new job
+        context = ray.get_runtime_context()  # a new local Ray has a new node; a new connection a new job
         return context.get_job_id(), context.get_node_id()
 
     def take(self, num_cpus: float, count: int) -> list[_Pooled]:
@@ -295,7 +303,7 @@ class _ActorPool:
         alive: list[str | None] = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
         now = time.monotonic()
         with self._lock:
-            if session != self._session:       # the actors of an earlier Ray session are gone with it
+            if session != self._session:  # the actors of an earlier Ray session are gone with it
                 self._session, self._idle, self._placed = session, [], Counter()
                 self._worker = ray.remote(max_restarts=0)(_Worker)
             usable: list[_Pooled] = []
@@ -304,7 +312,7 @@ class _ActorPool:
                 fresh = now - pooled.idle_since <= IDLE_SECONDS and (pooled.node is None or pooled.node in alive)
                 (usable if fresh else stale).append(pooled)
             keep = max(0, len(usable) - count) if num_cpus == 0 else len(usable)
-            taken, self._idle = usable[keep:], usable[:keep]      # the most recently used: the warmest
+            taken, self._idle = usable[keep:], usable[:keep]  # the most recently used: the warmest
             nodes = self._fewest_actors(alive, count - len(taken))
             worker = self._worker
         self._drop(stale)
@@ -315,8 +323,8 @@ class _ActorPool:
         except BaseException:
             self._drop(taken + made)
             with self._lock:
-                if self._session == session:      # the nodes chosen for actors never made
-                    self._placed.subtract(nodes[len(made):])
+                if self._session == session:  # the nodes chosen for actors never made
+                    self._placed.subtract(nodes[len(made) :])
             raise
         return taken + made
 
@@ -340,7 +348,7 @@ class _ActorPool:
 
         for pooled in actors:
             with self._lock:
-                if pooled.session == self._session:      # an earlier session's counts are gone already
+                if pooled.session == self._session:  # an earlier session's counts are gone already
                     self._placed[pooled.node] -= 1
             try:
                 ray.kill(pooled.actor)

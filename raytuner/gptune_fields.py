@@ -39,8 +39,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MACHINE", "PROVENANCE", "OUTPUT_TRANSFORMER", "PARAMETER_TRANSFORMERS", "parameter_transformer",
-           "with_transformers", "file_record", "read_record"]
+__all__ = [
+    "MACHINE",
+    "PROVENANCE",
+    "OUTPUT_TRANSFORMER",
+    "PARAMETER_TRANSFORMERS",
+    "parameter_transformer",
+    "with_transformers",
+    "file_record",
+    "read_record",
+]
 
 #: The record field GPTune's load check reads first.
 MACHINE = "machine_configuration"
@@ -49,8 +57,12 @@ PROVENANCE = "raytuner"
 #: The transformer of an output: what GPTune's drivers get when they declare an output without ``transform=``.
 OUTPUT_TRANSFORMER = "identity"
 #: The transformer of a task or tuning parameter by its type, as GPTune's example drivers declare it.
-PARAMETER_TRANSFORMERS: dict[str, str] = {"real": "normalize", "int": "normalize", "integer": "normalize",
-                                          "categorical": "onehot"}
+PARAMETER_TRANSFORMERS: dict[str, str] = {
+    "real": "normalize",
+    "int": "normalize",
+    "integer": "normalize",
+    "categorical": "onehot",
+}
 
 
 def parameter_transformer(kind: str) -> str:
@@ -75,9 +87,14 @@ def with_transformers(entries: Sequence[Mapping[str, Any]], output: bool = False
     >>> with_transformers([{"name": "n", "type": "int", "transformer": "identity"}])
     [{'name': 'n', 'type': 'int', 'transformer': 'identity'}]
     """
-    return [{**entry, "transformer": entry.get("transformer") or
-             (OUTPUT_TRANSFORMER if output else parameter_transformer(str(entry.get("type", "real"))))}
-            for entry in entries]
+    return [
+        {
+            **entry,
+            "transformer": entry.get("transformer")
+            or (OUTPUT_TRANSFORMER if output else parameter_transformer(str(entry.get("type", "real")))),
+        }
+        for entry in entries
+    ]
 
 
 def _not_ok(record: Mapping[str, Any]) -> bool:

@@ -63,7 +63,7 @@ def _grid_of(problem: ProblemSpace) -> _Grid:
         axes.append(p.to_unit(list(values)))
     mesh = np.meshgrid(*axes, indexing="ij")
     unit = np.stack([m.reshape(-1) for m in mesh], axis=1)
-    _, first = np.unique(unit, axis=0, return_index=True)       # categories equal as numbers (1 and 1.0) share a row
+    _, first = np.unique(unit, axis=0, return_index=True)  # categories equal as numbers (1 and 1.0) share a row
     unit = unit[np.sort(first)]
     grid = _Grid(unit, problem.parameter_space.decode(unit))
     with _LOCK:
@@ -73,8 +73,9 @@ def _grid_of(problem: ProblemSpace) -> _Grid:
     return grid
 
 
-def valid_grid(problem: ProblemSpace, task: Mapping[str, Any],
-               rng: np.random.Generator) -> tuple[np.ndarray, list[dict[str, Any]]]:
+def valid_grid(
+    problem: ProblemSpace, task: Mapping[str, Any], rng: np.random.Generator
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Every valid configuration of ``problem``'s finite parameter space for ``task``, in a random order.
 
     The order is random so that ties in a score (an expected improvement
@@ -91,8 +92,11 @@ def valid_grid(problem: ProblemSpace, task: Mapping[str, Any],
     key = tuple(task.items())
     valid = grid.valid.get(key)
     if valid is None:
-        valid = np.flatnonzero([problem.is_valid(task, config) for config in grid.configs]) \
-            if problem.compiled_constraints else np.arange(len(grid.configs))
+        valid = (
+            np.flatnonzero([problem.is_valid(task, config) for config in grid.configs])
+            if problem.compiled_constraints
+            else np.arange(len(grid.configs))
+        )
         grid.valid[key] = valid
     order = valid[rng.permutation(len(valid))]
     return grid.unit[order], [grid.configs[i] for i in order]

@@ -91,8 +91,9 @@ def _count_matches(value: Any, allowed: int | list[int] | None) -> bool:
 
 
 def _split(version: Any) -> tuple[int, ...] | None:
-    if not isinstance(version, (list, tuple)) or not all(isinstance(p, int) and not isinstance(p, bool)
-                                                          for p in version):
+    if not isinstance(version, (list, tuple)) or not all(
+        isinstance(p, int) and not isinstance(p, bool) for p in version
+    ):
         return None
     return tuple(version)
 
@@ -155,8 +156,15 @@ class LoadableSoftware(BaseModel):
 
 
 #: The meta description's fields that are history-database options (GPTune's names).
-HISTORY_FIELDS = ("load_func_eval", "save_func_eval", "save_model", "load_surrogate_model",
-                  "loadable_machine_configurations", "loadable_software_configurations", "no_load_check")
+HISTORY_FIELDS = (
+    "load_func_eval",
+    "save_func_eval",
+    "save_model",
+    "load_surrogate_model",
+    "loadable_machine_configurations",
+    "loadable_software_configurations",
+    "no_load_check",
+)
 
 
 class HistoryOptions(BaseModel):
@@ -172,11 +180,12 @@ class HistoryOptions(BaseModel):
     loadable_software_configurations: dict[str, LoadableSoftware] | None = None
     no_load_check: bool = False
 
-    @field_validator("load_func_eval", "save_func_eval", "save_model", "load_surrogate_model", "no_load_check",
-                     mode="before")
+    @field_validator(
+        "load_func_eval", "save_func_eval", "save_model", "load_surrogate_model", "no_load_check", mode="before"
+    )
     @classmethod
     def _flag(cls, value: Any) -> Any:
-        return None if value is None else yes_no(value, "")     # validate() names the field
+        return None if value is None else yes_no(value, "")  # validate() names the field
 
     @classmethod
     def parse(cls, data: HistoryOptions | Mapping[str, Any] | None) -> HistoryOptions:
@@ -200,8 +209,9 @@ class HistoryOptions(BaseModel):
     @property
     def checks_load(self) -> bool:
         """Whether stored evaluations are checked against the loadable configurations."""
-        return not self.no_load_check and (self.loadable_machine_configurations is not None
-                                           or self.loadable_software_configurations is not None)
+        return not self.no_load_check and (
+            self.loadable_machine_configurations is not None or self.loadable_software_configurations is not None
+        )
 
     def loadable(self, record: Any) -> bool:
         """Whether a stored evaluation passes the load check (always, when there is none).
@@ -211,29 +221,39 @@ class HistoryOptions(BaseModel):
         """
         if not self.checks_load:
             return True
+
         def field(name: str) -> Any:
             return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
 
-        return self._machine_allows(field("machine_configuration")) and \
-            self._software_allows(field("software_configuration"))
+        return self._machine_allows(field("machine_configuration")) and self._software_allows(
+            field("software_configuration")
+        )
 
     def _machine_allows(self, machine: Any) -> bool:
         if self.loadable_machine_configurations is None:
             return True
-        if not isinstance(machine, Mapping) or not isinstance(machine.get("machine_name"), str) \
-                or machine["machine_name"] not in self.loadable_machine_configurations:
+        if (
+            not isinstance(machine, Mapping)
+            or not isinstance(machine.get("machine_name"), str)
+            or machine["machine_name"] not in self.loadable_machine_configurations
+        ):
             return False
         processors = self.loadable_machine_configurations[machine["machine_name"]]
-        return all(name in processors and processors[name].allows(entry)
-                   for name, entry in machine.items() if name != "machine_name")
+        return all(
+            name in processors and processors[name].allows(entry)
+            for name, entry in machine.items()
+            if name != "machine_name"
+        )
 
     def _software_allows(self, software: Any) -> bool:
         if self.loadable_software_configurations is None:
             return True
         if not isinstance(software, Mapping):
             return False
-        return all(name in software and wanted.allows(software[name])
-                   for name, wanted in self.loadable_software_configurations.items())
+        return all(
+            name in software and wanted.allows(software[name])
+            for name, wanted in self.loadable_software_configurations.items()
+        )
 
     def replayed(self, stored: Sequence[R], owns: Callable[[R], bool], default: bool) -> list[R]:
         """The stored evaluations a session replays, in store order: its own, and the others these options allow.
@@ -251,8 +271,11 @@ class HistoryOptions(BaseModel):
             elif load:
                 refused += 1
         if refused:
-            log.info("%d stored evaluation(s) fail the load check (loadable machine and software configurations) "
-                     "and are not replayed", refused)
+            log.info(
+                "%d stored evaluation(s) fail the load check (loadable machine and software configurations) "
+                "and are not replayed",
+                refused,
+            )
         return kept
 
     def to_meta(self) -> dict[str, Any]:

@@ -37,8 +37,9 @@ T = TypeVar("T")
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
-    return {dict: "object", list: "list", str: "string", int: "number", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)
+    return {dict: "object", list: "list", str: "string", int: "number", float: "number", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def read_json_file(path: str | os.PathLike[str]) -> Any:
@@ -64,22 +65,26 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(name, f"not a JSON file: byte {exc.start} ({raw[exc.start]:#04x}) is not "
-                                      f"UTF-8 text") from None
+        raise InvalidInputError(
+            name, f"not a JSON file: byte {exc.start} ({raw[exc.start]:#04x}) is not UTF-8 text"
+        ) from None
     if not text.strip():
         raise InvalidInputError(name, "is empty; expected a JSON object")
     try:
         return loads_stored(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInputError(name, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-                                      f"{' (is the file truncated?)' if exc.pos >= len(text.rstrip()) else ''}"
-                                ) from None
+        raise InvalidInputError(
+            name,
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"{' (is the file truncated?)' if exc.pos >= len(text.rstrip()) else ''}",
+        ) from None
     except RecursionError:
         raise InvalidInputError(name, "not usable JSON: nested too deeply") from None
 
 
-def parse_json_file(path: str | os.PathLike[str], parse: Callable[[Any], T], what: str,
-                    defaults: dict[str, Any] | None = None) -> T:
+def parse_json_file(
+    path: str | os.PathLike[str], parse: Callable[[Any], T], what: str, defaults: dict[str, Any] | None = None
+) -> T:
     """Read a JSON object from ``path`` and ``parse`` it (a pydantic ``model_validate``, or a ``parse``
     that raises :class:`InvalidInputError`).
 

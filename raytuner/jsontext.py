@@ -86,16 +86,22 @@ def _check(value: Any, field: str) -> None:
         item, where = stack.pop()
         if isinstance(item, str):
             if not is_unicode(item):
-                raise InvalidInputError(field, f"{_path(where)} holds a lone surrogate "
-                                        f"(U+{ord(_SURROGATE.search(item)[0]):04X}): strings must be Unicode text")
+                raise InvalidInputError(
+                    field,
+                    f"{_path(where)} holds a lone surrogate "
+                    f"(U+{ord(_SURROGATE.search(item)[0]):04X}): strings must be Unicode text",
+                )
         elif isinstance(item, (dict, list)):
             if len(where) >= MAX_DEPTH:
                 raise InvalidInputError(field, f"nested deeper than {MAX_DEPTH} levels of arrays and objects")
             if isinstance(item, dict):
                 for key, inner in item.items():
                     if not is_unicode(key):
-                        raise InvalidInputError(field, f"key {_path(where + (key,))} holds a lone surrogate "
-                                                f"(U+{ord(_SURROGATE.search(key)[0]):04X}): keys must be Unicode text")
+                        raise InvalidInputError(
+                            field,
+                            f"key {_path(where + (key,))} holds a lone surrogate "
+                            f"(U+{ord(_SURROGATE.search(key)[0]):04X}): keys must be Unicode text",
+                        )
                     stack.append((inner, where + (key,)))
             else:
                 stack.extend((inner, where + (i,)) for i, inner in enumerate(item))
@@ -118,7 +124,7 @@ def loads_strict(text: str, field: str, max_bytes: int | None = None) -> Any:
     ...
     raytuner.errors.InvalidInputError: tasks_json: nested deeper than 64 levels of arrays and objects
     """
-    if max_bytes is not None and len(text) > max_bytes // 4:     # 4 bytes per character at most
+    if max_bytes is not None and len(text) > max_bytes // 4:  # 4 bytes per character at most
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > max_bytes:
             raise InvalidInputError(field, f"{size} bytes; at most {max_bytes}")
@@ -130,7 +136,7 @@ def loads_strict(text: str, field: str, max_bytes: int | None = None) -> Any:
         raise InvalidInputError(field, f"not valid JSON: {exc}") from None
     except RecursionError:
         raise InvalidInputError(field, f"nested deeper than {MAX_DEPTH} levels of arrays and objects") from None
-    except ValueError as exc:                          # an integer of more digits than Python reads
+    except ValueError as exc:  # an integer of more digits than Python reads
         raise InvalidInputError(field, f"not usable JSON: {str(exc).splitlines()[0]}") from None
     _check(value, field)
     return value
@@ -186,16 +192,16 @@ def dumps_standard(value: Any, **options: Any) -> str:
     options.setdefault("separators", (",", ":") if options.get("indent") is None else None)
     try:
         text = json.dumps(value, allow_nan=False, **options)
-    except ValueError:                                    # a NaN or an infinity
+    except ValueError:  # a NaN or an infinity
         return _replaced(value, options)
     if _SURROGATE_ESCAPE.search(text) if options.get("ensure_ascii", True) else _SURROGATE.search(text):
-        return _replaced(value, options)                 # a surrogate (perhaps a pair): checked one by one
+        return _replaced(value, options)  # a surrogate (perhaps a pair): checked one by one
     return text
 
 
 def _replaced(value: Any, options: dict[str, Any]) -> str:
     """:func:`dumps_standard`'s text of a value that holds something to replace."""
-    mark = f"\0inf{secrets.token_hex(8)}\0"             # an infinity, until the text is written
+    mark = f"\0inf{secrets.token_hex(8)}\0"  # an infinity, until the text is written
     text = json.dumps(_replace(value, True, mark), allow_nan=False, **options)
     quoted = json.dumps(mark, ensure_ascii=options.get("ensure_ascii", True))
     return text.replace(quoted[:1] + "-" + quoted[1:], "-1e999").replace(quoted, "1e999")
@@ -213,5 +219,5 @@ def loads_stored(text: str | bytes) -> Any:
     value = json.loads(text)
     pattern = _SURROGATE_ESCAPE_BYTES if isinstance(text, (bytes, bytearray)) else _SURROGATE_ESCAPE
     if pattern.search(text) or (isinstance(text, str) and not text.isascii() and _SURROGATE.search(text)):
-        return _replace(value, numbers=False)          # numbers as read: a NaN output makes a failed record
+        return _replace(value, numbers=False)  # numbers as read: a NaN output makes a failed record
     return value

@@ -145,7 +145,7 @@ class MetaDescription(BaseModel):
     @field_validator("sync_crowd_repo", mode="before")
     @classmethod
     def _sync(cls, v: Any) -> bool:
-        return yes_no(v, "")          # validate() names the field
+        return yes_no(v, "")  # validate() names the field
 
     @field_serializer("sync_crowd_repo")
     def _sync_out(self, v: bool) -> str:

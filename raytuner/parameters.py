@@ -68,14 +68,13 @@ class _Numeric(_ParameterBase):
     def _bounds(self) -> _Numeric:
         lo, hi = self.lower_bound, self.upper_bound
         if not (math.isfinite(lo) and math.isfinite(hi)):
-            raise InvalidInputError("lower_bound", f"bounds of {self.name!r} must be finite numbers, "
-                                                   f"got [{lo}, {hi}]")
+            raise InvalidInputError("lower_bound", f"bounds of {self.name!r} must be finite numbers, got [{lo}, {hi}]")
         if lo > hi or (lo == hi and isinstance(self, Real)):
-            raise InvalidInputError("lower_bound", f"{lo:g} of {self.name!r} must be below "
-                                                   f"upper_bound {hi:g}")
+            raise InvalidInputError("lower_bound", f"{lo:g} of {self.name!r} must be below upper_bound {hi:g}")
         if self.log and lo <= 0:
-            raise InvalidInputError("lower_bound", f"a log-scaled parameter {self.name!r} needs "
-                                                   f"lower_bound > 0, got {lo:g}")
+            raise InvalidInputError(
+                "lower_bound", f"a log-scaled parameter {self.name!r} needs lower_bound > 0, got {lo:g}"
+            )
         return self
 
     def _number(self, value: Any, field: str) -> float:
@@ -303,8 +302,11 @@ def normalise_parameter_type(data: Any, index: int) -> Any:
         raw = data["type"]
         key = str(raw).lower() if isinstance(raw, str) else raw
         if key not in PARAMETER_TYPES:
-            raise InvalidInputError(f"[{index}].type", f"unknown parameter type {raw!r}",
-                                    allowed=["real", "integer (or int)", "categorical"])
+            raise InvalidInputError(
+                f"[{index}].type",
+                f"unknown parameter type {raw!r}",
+                allowed=["real", "integer (or int)", "categorical"],
+            )
         data = {**data, "type": PARAMETER_TYPES[key]}
     return data
 

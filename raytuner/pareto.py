@@ -31,8 +31,15 @@ from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
 
-__all__ = ["objective_values", "non_dominated", "pareto_front", "hypervolume", "hypervolume_improvement", "feasible",
-           "nsga_order"]
+__all__ = [
+    "objective_values",
+    "non_dominated",
+    "pareto_front",
+    "hypervolume",
+    "hypervolume_improvement",
+    "feasible",
+    "nsga_order",
+]
 
 
 def feasible(problem: ProblemSpace, record: FunctionEvaluation) -> bool:
@@ -42,8 +49,11 @@ def feasible(problem: ProblemSpace, record: FunctionEvaluation) -> bool:
         problem: the problem (its objectives and output constraints).
         record: an evaluation.
     """
-    return (record.status == "ok" and all(record.value(o.name) is not None for o in problem.optimised)
-            and problem.meets_output_constraints(record.evaluation_result))
+    return (
+        record.status == "ok"
+        and all(record.value(o.name) is not None for o in problem.optimised)
+        and problem.meets_output_constraints(record.evaluation_result)
+    )
 
 
 def objective_values(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> np.ndarray:
@@ -87,8 +97,9 @@ def non_dominated(values: np.ndarray) -> np.ndarray:
     return keep
 
 
-def pareto_front(problem: ProblemSpace, records: Sequence[FunctionEvaluation],
-                 task: Mapping[str, Any] | None = None) -> list[FunctionEvaluation]:
+def pareto_front(
+    problem: ProblemSpace, records: Sequence[FunctionEvaluation], task: Mapping[str, Any] | None = None
+) -> list[FunctionEvaluation]:
     """The feasible records no other feasible record dominates, by the first objective (then the next).
 
     Args:
@@ -128,8 +139,11 @@ def nsga_order(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> 
     ...                      for a, b, m in rows])
     [0, 2, 1, 6, 3, 5, 4]
     """
-    ranked = [n for n, r in enumerate(records)
-              if r.status == "ok" and all(r.value(o.name) is not None for o in problem.optimised)]
+    ranked = [
+        n
+        for n, r in enumerate(records)
+        if r.status == "ok" and all(r.value(o.name) is not None for o in problem.optimised)
+    ]
     good = [n for n in ranked if feasible(problem, records[n])]
     order: list[int] = []
     left = good
@@ -198,7 +212,7 @@ def hypervolume(values: np.ndarray, reference: Sequence[float]) -> float:
     Y = Y[np.all(Y < ref, axis=1)]
     if len(Y) == 0:
         return 0.0
-    return float(_volume(Y if Y.shape[1] <= 2 else Y[non_dominated(Y)], ref))    # the sweep skips dominated points
+    return float(_volume(Y if Y.shape[1] <= 2 else Y[non_dominated(Y)], ref))  # the sweep skips dominated points
 
 
 def _volume(Y: np.ndarray, ref: np.ndarray) -> float:

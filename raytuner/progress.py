@@ -30,7 +30,7 @@ __all__ = ["TaskProgress", "ProgressTally", "task_label", "config_label", "in_ta
 
 
 def _number(value: Any) -> str:
-    return f"{value:.15g}" if isinstance(value, float) else str(value)   # distinct floats keep distinct labels
+    return f"{value:.15g}" if isinstance(value, float) else str(value)  # distinct floats keep distinct labels
 
 
 def task_label(task: Mapping[str, Any]) -> str:
@@ -129,8 +129,9 @@ class ProgressTally:
         if value is not None and (held is None or self._sign * value < self._sign * held[0]):
             progress.best[fidelity] = (value, dict(record.tuning_parameter))
         if p is not None and p.bracket is not None:
-            progress.last = {k: v for k, v in (("pass", p.pass_), ("bracket", p.bracket), ("rung", p.rung))
-                             if v is not None}
+            progress.last = {
+                k: v for k, v in (("pass", p.pass_), ("bracket", p.bracket), ("rung", p.rung)) if v is not None
+            }
         return progress
 
     def add_all(self, records: Iterable[FunctionEvaluation]) -> None:
@@ -164,8 +165,10 @@ class ProgressTally:
         best = self.best(progress)
         shown = "none yet" if best is None else f"{best[0]:.6g} ({config_label(best[1])})"
         place = ", ".join(f"{k} {v}" for k, v in progress.last.items())
-        return (f"{task_label(progress.task)}: {progress.evaluations} evaluations, {progress.failed} failed, "
-                f"cost {progress.cost:.4g}, best {self.objective} {shown}" + (f"; at {place}" if place else ""))
+        return (
+            f"{task_label(progress.task)}: {progress.evaluations} evaluations, {progress.failed} failed, "
+            f"cost {progress.cost:.4g}, best {self.objective} {shown}" + (f"; at {place}" if place else "")
+        )
 
     def table(self) -> list[str]:
         """A header line and one row per task (evaluations, failed, cost, best, pass/bracket/rung)."""
@@ -173,13 +176,16 @@ class ProgressTally:
         width = max([len(r[0]) for r in rows] + [4])
         band = any(p.last for _, p, _ in rows)
         at = f" at fidelity {self.full_fidelity:g}" if self.full_fidelity is not None else ""
-        lines = [f"{'task':<{width}} {'evals':>6} {'failed':>6} {'cost':>8} {'best ' + self.objective + at:>14}"
-                 + ("  pass bracket rung" if band else "")]
+        lines = [
+            f"{'task':<{width}} {'evals':>6} {'failed':>6} {'cost':>8} {'best ' + self.objective + at:>14}"
+            + ("  pass bracket rung" if band else "")
+        ]
         for label, p, best in rows:
             value = "-" if best is None else f"{best[0]:.6g}"
             line = f"{label:<{width}} {p.evaluations:>6} {p.failed:>6} {p.cost:>8.4g} {value:>14}"
             if band:
-                line += "  " + " ".join(f"{p.last.get(k, '-'):>{w}}" for k, w in (("pass", 4), ("bracket", 7),
-                                                                                   ("rung", 4)))
+                line += "  " + " ".join(
+                    f"{p.last.get(k, '-'):>{w}}" for k, w in (("pass", 4), ("bracket", 7), ("rung", 4))
+                )
             lines.append(line)
         return lines

@@ -48,13 +48,17 @@ __all__ = [
     "FunctionEvaluation",
     "SurrogateModelRecord",
     "HistoryDocument",
-    "EVALUATION_LIST", "MODEL_LIST",
+    "EVALUATION_LIST",
+    "MODEL_LIST",
     "EvaluationSource",
     "Status",
-    "new_uid", "task_key",
+    "new_uid",
+    "task_key",
     "check_problem_name",
     "PROBLEM_NAME_RULE",
-    "as_number", "output_problem", "parse_outputs",
+    "as_number",
+    "output_problem",
+    "parse_outputs",
 ]
 
 Status = Literal["ok", "failed", "pending"]
@@ -86,7 +90,6 @@ def new_uid() -> str:
     return str(uuid.uuid1())
 
 
-
 def task_key(task: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """A hashable key for a task's parameter values.
 
@@ -97,6 +100,7 @@ def task_key(task: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     (('n', 2), ('t', 1.0))
     """
     return tuple(sorted(task.items()))
+
 
 class GPTuneTime(BaseModel):
     """A creation time as Python's ``time.struct_time`` fields (GPTune's ``time``).
@@ -259,8 +263,11 @@ class FunctionEvaluation(BaseModel):
         """
         p = self.raytuner
         parts = [f"task={self.task_parameter!r}", f"config={self.tuning_parameter!r}"]
-        parts.append(f"failed={p.failure_message!r}" if p is not None and self.status == "failed"
-                     else f"outputs={self.evaluation_result!r}")
+        parts.append(
+            f"failed={p.failure_message!r}"
+            if p is not None and self.status == "failed"
+            else f"outputs={self.evaluation_result!r}"
+        )
         if p is not None and self.status == "pending":
             parts.append("status='pending'")
         for name in ("fidelity", "pass_", "bracket", "rung"):
@@ -343,7 +350,8 @@ class SurrogateModelRecord(BaseModel):
     model_stats: dict[str, Any] = Field(default_factory=dict)
     task_parameters: list[list[Any]] = Field(default_factory=list)
     function_evaluations: list[str] = Field(
-        default_factory=list, validation_alias=AliasChoices("function_evaluations", "func_eval"))
+        default_factory=list, validation_alias=AliasChoices("function_evaluations", "func_eval")
+    )
     input_space: list[dict[str, Any]] = Field(default_factory=list)
     parameter_space: list[dict[str, Any]] = Field(default_factory=list)
     output_space: list[dict[str, Any]] = Field(default_factory=list)

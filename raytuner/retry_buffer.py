@@ -91,8 +91,13 @@ class RetryBuffer(Generic[T]):
         try:
             self._send(problem, list(records))
         except Exception as exc:  # noqa: BLE001 - tuning goes on; the records are sent again later
-            log.warning("could not upload %d record(s) of %s to %s (%s); will retry", len(records), problem,
-                        self.destination, exc)
+            log.warning(
+                "could not upload %d record(s) of %s to %s (%s); will retry",
+                len(records),
+                problem,
+                self.destination,
+                exc,
+            )
             return False
         log.debug("uploaded %d record(s) of %s to %s", len(records), problem, self.destination)
         self.sent += len(records)

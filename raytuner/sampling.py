@@ -120,8 +120,10 @@ def latin_hypercube(
         raise InvalidInputError("space", "cannot sample an empty space")
     size = space.cardinality()
     if size < n + len(exclude):
-        raise InfeasibleSpaceError(f"the space holds only {size} distinct points, fewer than the {n} asked for"
-                                   + (f" plus {len(exclude)} excluded" if exclude else ""))
+        raise InfeasibleSpaceError(
+            f"the space holds only {size} distinct points, fewer than the {n} asked for"
+            + (f" plus {len(exclude)} excluded" if exclude else "")
+        )
     rng = np.random.default_rng(seed)
     budget = max_candidates if max_candidates is not None else max(100_000, 1_000 * n)
     seen = set(exclude.keys) if isinstance(exclude, ConfigurationSet) else {_key(p) for p in exclude}
@@ -152,7 +154,8 @@ def latin_hypercube(
         raise InfeasibleSpaceError(
             f"could draw only {len(out)} of {n} distinct valid points after {drawn} candidates "
             f"({accepted / max(drawn, 1):.3%} met the constraints); loosen the constraints, widen the "
-            f"space, ask for fewer points or raise max_candidates")
+            f"space, ask for fewer points or raise max_candidates"
+        )
     return out
 
 
@@ -166,8 +169,7 @@ def sample_tasks(problem: ProblemSpace, n: int, *, seed: Seed = None) -> list[di
     """
     task_names = set(problem.input_space.names)
     task_constraints = [c for c in problem.compiled_constraints if c.names <= task_names]
-    return latin_hypercube(problem.input_space, n, seed=seed,
-                           accept=lambda t: all(c(t) for c in task_constraints))
+    return latin_hypercube(problem.input_space, n, seed=seed, accept=lambda t: all(c(t) for c in task_constraints))
 
 
 def sample_configurations(
@@ -190,9 +192,14 @@ def sample_configurations(
         max_candidates: the most points drawn in all (default ``max(100_000, 1_000 * n)``).
     """
     t = problem.input_space.check(task, "task")
-    return latin_hypercube(problem.parameter_space, n, seed=seed, exclude=exclude,
-                           max_candidates=max_candidates,
-                           accept=lambda x: problem.satisfies({**t, **x}))
+    return latin_hypercube(
+        problem.parameter_space,
+        n,
+        seed=seed,
+        exclude=exclude,
+        max_candidates=max_candidates,
+        accept=lambda x: problem.satisfies({**t, **x}),
+    )
 
 
 def initial_samples(
@@ -214,5 +221,7 @@ def initial_samples(
         seed: the seed the per-task streams derive from (default: fresh entropy).
     """
     streams = np.random.SeedSequence(seed).spawn(len(tasks))
-    return [sample_configurations(problem, task, n, seed=np.random.default_rng(stream))
-            for task, stream in zip(tasks, streams)]
+    return [
+        sample_configurations(problem, task, n, seed=np.random.default_rng(stream))
+        for task, stream in zip(tasks, streams)
+    ]

@@ -77,6 +77,7 @@ __all__ = ["TuningSession", "Trial", "TrialNamer"]
 
 log = logging.getLogger(__name__)
 
+
 class TuningSession:
     """Ask/tell over an engine with the whole trial lifecycle (see the module documentation).
 
@@ -115,19 +116,22 @@ class TuningSession:
         self.problem = problem
         self.strategy = strategy
         self.store = store
-        store.check_writable(self.problem_name)          # a damaged problem: refuse now, saying how to repair
+        store.check_writable(self.problem_name)  # a damaged problem: refuse now, saying how to repair
         self.session_id = session_id or uuid.uuid4().hex
         self.max_evaluations = max_evaluations
         self.machine = describe_machine(machine)
         self.software_configuration = software_configuration(software_packages, software)
         self.history = HistoryOptions.parse(history)
         if not self.history.save_func_eval:
-            log.warning("session %s: save_func_eval is no: its evaluations stay out of the history store "
-                        "(kept in its ledger only)", self.session_id)
+            log.warning(
+                "session %s: save_func_eval is no: its evaluations stay out of the history store "
+                "(kept in its ledger only)",
+                self.session_id,
+            )
         self._given_ledger = ledger
         self._store_ledger: Ledger | None = None
         self._pending: dict[str, Trial] = {}
-        self._unsaved: set[str] = set()          # asked, but the ledger refused them: never handed out
+        self._unsaved: set[str] = set()  # asked, but the ledger refused them: never handed out
         self._told: dict[str, FunctionEvaluation] = {}
         self._records: list[FunctionEvaluation] = []
         #: Per task: evaluations, failures, cost and the best so far (logged at INFO with each tell).
@@ -151,10 +155,19 @@ class TuningSession:
         return self._store_ledger
 
     @classmethod
-    def resume(cls, problem_name: str, problem: ProblemSpace, strategy: Strategy, store: HistoryStore,
-               *, session_only: bool = False, stored: Sequence[FunctionEvaluation] | None = None,
-               models: Sequence[SurrogateModelRecord] | None = None, asked: Sequence[Trial] | None = None,
-               **kwargs: Any) -> TuningSession:
+    def resume(
+        cls,
+        problem_name: str,
+        problem: ProblemSpace,
+        strategy: Strategy,
+        store: HistoryStore,
+        *,
+        session_only: bool = False,
+        stored: Sequence[FunctionEvaluation] | None = None,
+        models: Sequence[SurrogateModelRecord] | None = None,
+        asked: Sequence[Trial] | None = None,
+        **kwargs: Any,
+    ) -> TuningSession:
         """A session whose engine replayed the stored evaluations, with its trials in flight adopted.
 
         The engine replays the session's own evaluations (of an earlier run
@@ -181,7 +194,7 @@ class TuningSession:
             **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ``history``, ...).
         """
         session = cls(problem_name, problem, strategy, store, **kwargs)
-        keys = {task_key(t) for t in strategy.spec_tasks}        # the engine's own tasks (not its sources')
+        keys = {task_key(t) for t in strategy.spec_tasks}  # the engine's own tasks (not its sources')
         if stored is None:
             stored = store.evaluations(problem_name)
         stored = [r for r in stored if task_key(r.task_parameter) in keys]
@@ -193,11 +206,17 @@ class TuningSession:
         session._records = records
         session.progress.add_all(records)
         strategy.replay(records)
-        strategy.restore_models(store.models(problem_name) if models is None else list(models),
-                                fixed=session.history.load_surrogate_model)
+        strategy.restore_models(
+            store.models(problem_name) if models is None else list(models), fixed=session.history.load_surrogate_model
+        )
         adopted = session._adopt_in_flight(session.asked_trials() if asked is None else asked)
-        log.info("resumed %s (session %s): replayed %d evaluations, adopted %d trial(s) in flight", problem_name,
-                 session.session_id, len(records), adopted)
+        log.info(
+            "resumed %s (session %s): replayed %d evaluations, adopted %d trial(s) in flight",
+            problem_name,
+            session.session_id,
+            len(records),
+            adopted,
+        )
         return session
 
     def _owns(self, record: FunctionEvaluation) -> bool:
@@ -205,9 +224,11 @@ class TuningSession:
 
     def _kept_out(self) -> list[FunctionEvaluation]:
         """This session's evaluations kept in its ledger instead of the store (``save_func_eval`` no)."""
-        records = [FunctionEvaluation.model_validate(d["record"])
-                   for d in self.ledger.read("session_evaluations", session_id=self.session_id)]
-        return list({r.uid: r for r in reversed(records)}.values())[::-1]   # a retried tell's line: once
+        records = [
+            FunctionEvaluation.model_validate(d["record"])
+            for d in self.ledger.read("session_evaluations", session_id=self.session_id)
+        ]
+        return list({r.uid: r for r in reversed(records)}.values())[::-1]  # a retried tell's line: once
 
     def _adopt_in_flight(self, asked: Iterable[Trial]) -> int:
         """Adopt the trials ``asked`` (the ledger's, of this session) that were not told; returns how many."""
@@ -217,14 +238,17 @@ class TuningSession:
                 continue
             try:
                 self.adopt(trial)
-            except InvalidInputError as exc:       # asked under another version of the problem
+            except InvalidInputError as exc:  # asked under another version of the problem
                 skipped += 1
                 log.debug("not adopting trial %s: %s", trial.trial_id, exc)
                 continue
             adopted += 1
         if skipped:
-            log.warning("session %s: %d trial(s) in flight do not fit the problem and were not adopted",
-                        self.session_id, skipped)
+            log.warning(
+                "session %s: %d trial(s) in flight do not fit the problem and were not adopted",
+                self.session_id,
+                skipped,
+            )
         return adopted
 
     # -- state ------------------------------------------------------------------------------------
@@ -281,7 +305,7 @@ class TuningSession:
             known = self._known(trial_id)
             if known is not None:
                 return known
-        elif self._unsaved:                     # the oldest trial the ledger refused: handed out once saved
+        elif self._unsaved:  # the oldest trial the ledger refused: handed out once saved
             oldest = next(tid for tid in self._pending if tid in self._unsaved)
             self._save(self._pending[oldest])
             return self._pending[oldest]
@@ -291,8 +315,9 @@ class TuningSession:
         except TuningFinished:
             self.strategy_finished = True
             if self._pending:
-                raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight") \
-                    from None
+                raise AwaitingResults(
+                    f"the engine's plan is done; {len(self._pending)} trial(s) are in flight"
+                ) from None
             raise
         for model in self.strategy.take_models():
             if self.history.save_model:
@@ -304,14 +329,14 @@ class TuningSession:
         trial = Trial(task=suggestion.task, config=suggestion.config, provenance=provenance, trial_id=name)
         self._pending[name] = trial
         self._unsaved.add(name)
-        self._save(trial)                       # durable before handed out
+        self._save(trial)  # durable before handed out
         return trial
 
     def _known(self, trial_id: str) -> Trial | None:
         """The pending trial ``trial_id`` (saved now if the ledger refused it before); told: a conflict."""
         trial = self._pending.get(trial_id)
         if trial is not None:
-            if trial_id in self._unsaved:       # a retry after the ledger failed: save it now
+            if trial_id in self._unsaved:  # a retry after the ledger failed: save it now
                 self._save(trial)
             return trial
         if trial_id in self._told:
@@ -324,13 +349,18 @@ class TuningSession:
 
     def _check_open(self) -> None:
         if self.finished:
-            raise TuningFinished(f"the session's {self.max_evaluations} evaluations are told" if self.max_evaluations
-                                 and len(self._told) >= self.max_evaluations else "the engine's plan is done")
+            raise TuningFinished(
+                f"the session's {self.max_evaluations} evaluations are told"
+                if self.max_evaluations and len(self._told) >= self.max_evaluations
+                else "the engine's plan is done"
+            )
         if self.strategy_finished:
             raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight")
         if self.max_evaluations and len(self._told) + len(self._pending) >= self.max_evaluations:
-            raise AwaitingResults(f"all {self.max_evaluations} trials (max_evaluations) are handed out; "
-                                  f"{len(self._pending)} are in flight")
+            raise AwaitingResults(
+                f"all {self.max_evaluations} trials (max_evaluations) are handed out; "
+                f"{len(self._pending)} are in flight"
+            )
 
     def adopt(self, trial: Trial) -> None:
         """Take back a trial handed out before a restart, so that its result is recorded.
@@ -350,10 +380,17 @@ class TuningSession:
 
     # -- tell -------------------------------------------------------------------------------------
 
-    def tell(self, trial: Trial | str, result: Mapping[str, Any] | None = None, *,
-             failure: str | None = None, additional_output: Mapping[str, Any] | None = None,
-             provenance: Mapping[str, Any] | None = None, machine: Mapping[str, Any] | None = None,
-             software: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+    def tell(
+        self,
+        trial: Trial | str,
+        result: Mapping[str, Any] | None = None,
+        *,
+        failure: str | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | None = None,
+        machine: Mapping[str, Any] | None = None,
+        software: Mapping[str, Any] | None = None,
+    ) -> FunctionEvaluation:
         """Record a trial's outputs (or its failure); durable when this returns.
 
         A result becomes a record as the module documentation says (a bad
@@ -389,7 +426,11 @@ class TuningSession:
         if provenance:
             prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})
         record = FunctionEvaluation.create(
-            pending.task, pending.config, result, failure=failure, provenance=prov,
+            pending.task,
+            pending.config,
+            result,
+            failure=failure,
+            provenance=prov,
             machine_configuration=self.machine if machine is None else dict(machine),
             outputs=self.problem.objectives,
             software_configuration=self.software_configuration if software is None else dict(software),
@@ -398,8 +439,8 @@ class TuningSession:
             # written the record is absorbed by the store's uid check, not stored twice
             uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
         )
-        record = self.strategy.admit(record)         # refused before anything is written
-        if self.history.save_func_eval:             # durable before acknowledged, in the store or the ledger
+        record = self.strategy.admit(record)  # refused before anything is written
+        if self.history.save_func_eval:  # durable before acknowledged, in the store or the ledger
             self.store.append(self.problem_name, record)
         else:
             self.ledger.append("session_evaluations", {"session_id": self.session_id, "record": record.to_dict()})
@@ -409,7 +450,7 @@ class TuningSession:
         self._records.append(record)
         self.strategy.tell(record)
         progress = self.progress.add(record)
-        if log.isEnabledFor(logging.INFO):            # the line is built only when someone reads it
+        if log.isEnabledFor(logging.INFO):  # the line is built only when someone reads it
             log.info("%s: %s", self.problem_name, self.progress.line(progress))
         return record
 
@@ -417,10 +458,12 @@ class TuningSession:
         record = self._told[trial_id]
         values = parse_outputs(result)[0] if failure is None else {}
         same = (failure is not None) == (record.status != "ok") and (
-            failure is not None or all(record.value(k) == v for k, v in values.items()))
+            failure is not None or all(record.value(k) == v for k, v in values.items())
+        )
         if not same:
-            raise TrialConflict(f"trial_id: trial {trial_id!r} was told before with another result "
-                                f"(record {record.uid})")
+            raise TrialConflict(
+                f"trial_id: trial {trial_id!r} was told before with another result (record {record.uid})"
+            )
         return record
 
     def best(self, task: Mapping[str, Any], objective: str | None = None) -> FunctionEvaluation | None:
@@ -432,8 +475,11 @@ class TuningSession:
         """
         target = self.problem.objective(objective)
         key = task_key(task)
-        scored = [(target.sign() * v, r) for r in self._records
-                  if task_key(r.task_parameter) == key and (v := r.value(target.name)) is not None]
+        scored = [
+            (target.sign() * v, r)
+            for r in self._records
+            if task_key(r.task_parameter) == key and (v := r.value(target.name)) is not None
+        ]
         return min(scored, key=lambda pair: pair[0])[1] if scored else None
 
     def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:

@@ -85,8 +85,9 @@ class Objective(BaseModel):
     @model_validator(mode="after")
     def _bounds(self) -> Objective:
         if math.isnan(self.lower_bound) or math.isnan(self.upper_bound) or self.lower_bound >= self.upper_bound:
-            raise ValueError(f"output {self.name!r}: lower_bound {self.lower_bound} must be below upper_bound "
-                             f"{self.upper_bound}")
+            raise ValueError(
+                f"output {self.name!r}: lower_bound {self.lower_bound} must be below upper_bound {self.upper_bound}"
+            )
         return self
 
     @property
@@ -134,8 +135,13 @@ class Space(BaseModel):
         if isinstance(data, (list, tuple)):
             data = {"parameters": list(data)}
         if isinstance(data, Mapping) and isinstance(data.get("parameters"), (list, tuple)):
-            data = {**data, "parameters": [normalise_parameter_type(p, i) if not isinstance(p, BaseModel) else p
-                                           for i, p in enumerate(data["parameters"])]}
+            data = {
+                **data,
+                "parameters": [
+                    normalise_parameter_type(p, i) if not isinstance(p, BaseModel) else p
+                    for i, p in enumerate(data["parameters"])
+                ],
+            }
         return data
 
     @model_validator(mode="after")
@@ -198,8 +204,9 @@ class Space(BaseModel):
             field: the field named in errors (default ``"point"``).
         """
         if not isinstance(point, Mapping):
-            raise InvalidInputError(field, f"expected a mapping of parameter names to values, "
-                                           f"got {type(point).__name__}")
+            raise InvalidInputError(
+                field, f"expected a mapping of parameter names to values, got {type(point).__name__}"
+            )
         known = {p.name for p in self.parameters}
         unknown = [k for k in point if k not in known]
         if unknown:
@@ -280,18 +287,22 @@ class ProblemSpace(BaseModel):
         if not v:
             raise ValueError("output_space must hold at least one objective")
         if not any(o.optimize for o in v):
-            raise ValueError("no output is optimised: give at least one output \"optimize\": true")
+            raise ValueError('no output is optimised: give at least one output "optimize": true')
         return v
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ProblemSpace:
         names: set[str] = set()
-        for space_name, nm in ([("input_space", n) for n in self.input_space.names]
-                               + [("parameter_space", n) for n in self.parameter_space.names]
-                               + [("output_space", o.name) for o in self.output_space]):
+        for space_name, nm in (
+            [("input_space", n) for n in self.input_space.names]
+            + [("parameter_space", n) for n in self.parameter_space.names]
+            + [("output_space", o.name) for o in self.output_space]
+        ):
             if nm in names:
-                raise ValueError(f"duplicate name {nm!r} in {space_name}: names must be unique across "
-                                 f"the input, parameter and output spaces")
+                raise ValueError(
+                    f"duplicate name {nm!r} in {space_name}: names must be unique across "
+                    f"the input, parameter and output spaces"
+                )
             names.add(nm)
         known = set(self.input_space.names) | set(self.parameter_space.names)
         compiled = []
@@ -299,8 +310,9 @@ class ProblemSpace(BaseModel):
             c = Constraint.from_spec(cname, spec)
             missing = sorted(c.names - known)
             if missing:
-                raise InvalidInputError(f"constraints.{cname}", f"names unknown parameter {missing[0]!r}",
-                                        allowed=sorted(known))
+                raise InvalidInputError(
+                    f"constraints.{cname}", f"names unknown parameter {missing[0]!r}", allowed=sorted(known)
+                )
             compiled.append(c)
         self._compiled = compiled
         return self

@@ -38,8 +38,13 @@ class Trial(Suggestion):
         Args:
             session_id: The session that handed it out.
         """
-        return {"session_id": session_id, "trial_id": self.trial_id, "task": self.task, "config": self.config,
-                "provenance": self.provenance.model_dump(by_alias=True, exclude_none=True)}
+        return {
+            "session_id": session_id,
+            "trial_id": self.trial_id,
+            "task": self.task,
+            "config": self.config,
+            "provenance": self.provenance.model_dump(by_alias=True, exclude_none=True),
+        }
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> Trial:
@@ -48,8 +53,12 @@ class Trial(Suggestion):
         Args:
             document: The ledger's document.
         """
-        return cls(task=document["task"], config=document["config"], trial_id=document["trial_id"],
-                   provenance=Provenance.model_validate(document.get("provenance") or {}))
+        return cls(
+            task=document["task"],
+            config=document["config"],
+            trial_id=document["trial_id"],
+            provenance=Provenance.model_validate(document.get("provenance") or {}),
+        )
 
 
 def read_trials(documents: Iterable[Mapping[str, Any]]) -> Iterator[Trial]:
@@ -69,11 +78,18 @@ def read_trials(documents: Iterable[Mapping[str, Any]]) -> Iterator[Trial]:
         try:
             trial = Trial.from_document(document)
         except (KeyError, TypeError, ValueError, ValidationError) as exc:
-            log.warning("skipping a trials log entry of session %s that holds no trial (%s: %s)",
-                        document.get("session_id"), type(exc).__name__, exc)
+            log.warning(
+                "skipping a trials log entry of session %s that holds no trial (%s: %s)",
+                document.get("session_id"),
+                type(exc).__name__,
+                exc,
+            )
             continue
         if not (isinstance(trial.trial_id, str) and isinstance(trial.task, dict) and isinstance(trial.config, dict)):
-            log.warning("skipping a trials log entry of session %s that holds no trial (trial_id %r)",
-                        document.get("session_id"), trial.trial_id)
+            log.warning(
+                "skipping a trials log entry of session %s that holds no trial (trial_id %r)",
+                document.get("session_id"),
+                trial.trial_id,
+            )
             continue
         yield trial

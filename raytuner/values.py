@@ -33,9 +33,12 @@ def as_number(value: Any) -> float | None:
     """
     if isinstance(value, (bool, str, bytes)) or value is None:
         return None
-    if not isinstance(value, numbers.Real):          # a 0-d array or tensor of numbers, not of bools
-        if (not hasattr(value, "__float__") or getattr(value, "ndim", 0) != 0
-                or getattr(getattr(value, "dtype", None), "kind", None) == "b"):
+    if not isinstance(value, numbers.Real):  # a 0-d array or tensor of numbers, not of bools
+        if (
+            not hasattr(value, "__float__")
+            or getattr(value, "ndim", 0) != 0
+            or getattr(getattr(value, "dtype", None), "kind", None) == "b"
+        ):
             return None
     try:
         number = float(value)
@@ -46,7 +49,7 @@ def as_number(value: Any) -> float | None:
 
 def _shown(value: Any, limit: int = 80) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def output_problem(name: str, value: Any) -> str | None:

@@ -79,17 +79,18 @@ __all__ = ["GPTuneBandScheduler"]
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class _TrialState:
     """What the scheduler knows of one Ray trial: its open evaluation and how far it got."""
 
-    session_trial: str                  # the session's trial id of the open (or last) evaluation
-    target: float                       # fidelity at which the open evaluation is recorded
-    start: float = 0.0                  # fidelity the current segment started from (iterative)
-    reached: float = 0.0                # last value of time_attr seen
-    told: bool = False                  # the open evaluation is recorded
-    live: bool = True                   # the Ray trial has not ended
-    uid: str | None = None              # uid of the last recorded evaluation
+    session_trial: str  # the session's trial id of the open (or last) evaluation
+    target: float  # fidelity at which the open evaluation is recorded
+    start: float = 0.0  # fidelity the current segment started from (iterative)
+    reached: float = 0.0  # last value of time_attr seen
+    told: bool = False  # the open evaluation is recorded
+    live: bool = True  # the Ray trial has not ended
+    uid: str | None = None  # uid of the last recorded evaluation
     rung: int = 0
 
 
@@ -137,18 +138,37 @@ class GPTuneBandScheduler(TrialScheduler):
 
     _supports_buffered_results = False
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                 store: HistoryStore | str | os.PathLike[str], problem_name: str, *,
-                 b_min: float | None = None, b_max: float | None = None, eta: int | None = 3,
-                 fidelities: Sequence[float] | None = None, integer_fidelities: bool | None = None,
-                 passes: int | None = None, budget: float | None = None,
-                 fidelity_mode: FidelityMode = "one_shot", fidelity_key: str = "fidelity",
-                 time_attr: str = "training_iteration", metric: str | list[str] | None = None,
-                 mode: str | list[str] | None = None,
-                 seed: int | None = None, n_initial: int | None = None, options: LCMOptions | None = None,
-                 acquisition: str = "ei", acquisition_options: Mapping[str, float] | None = None,
-                 executor: Executor | None = None, search_candidates: int = 2048, model: str = "paper",
-                 source: Any = None, source_proposals: str = "alternate", **session_options: Any) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        *,
+        b_min: float | None = None,
+        b_max: float | None = None,
+        eta: int | None = 3,
+        fidelities: Sequence[float] | None = None,
+        integer_fidelities: bool | None = None,
+        passes: int | None = None,
+        budget: float | None = None,
+        fidelity_mode: FidelityMode = "one_shot",
+        fidelity_key: str = "fidelity",
+        time_attr: str = "training_iteration",
+        metric: str | list[str] | None = None,
+        mode: str | list[str] | None = None,
+        seed: int | None = None,
+        n_initial: int | None = None,
+        options: LCMOptions | None = None,
+        acquisition: str = "ei",
+        acquisition_options: Mapping[str, float] | None = None,
+        executor: Executor | None = None,
+        search_candidates: int = 2048,
+        model: str = "paper",
+        source: Any = None,
+        source_proposals: str = "alternate",
+        **session_options: Any,
+    ) -> None:
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
         self.metrics, self.modes = one_or_all(problem, metric, mode)
@@ -159,21 +179,41 @@ class GPTuneBandScheduler(TrialScheduler):
         self._metric, self.mode = self.metrics[0], self.modes[0]
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
-        self.engine: MultiFidelityEngine = build_engine(EngineSpec("band", {
-            "b_min": b_min, "b_max": b_max, "eta": eta, "fidelities": fidelities,
-            "integer_fidelities": integer_fidelities, "passes": passes, "budget": budget,
-            "fidelity_mode": fidelity_mode, "n_initial": n_initial, "options": options,
-            "acquisition": acquisition, "acquisition_options": acquisition_options,
-            "search_candidates": search_candidates, "model": model, "source_proposals": source_proposals,
-            "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0]}),
-            problem, tasks, seed, executor=executor, source=source)
+        self.engine: MultiFidelityEngine = build_engine(
+            EngineSpec(
+                "band",
+                {
+                    "b_min": b_min,
+                    "b_max": b_max,
+                    "eta": eta,
+                    "fidelities": fidelities,
+                    "integer_fidelities": integer_fidelities,
+                    "passes": passes,
+                    "budget": budget,
+                    "fidelity_mode": fidelity_mode,
+                    "n_initial": n_initial,
+                    "options": options,
+                    "acquisition": acquisition,
+                    "acquisition_options": acquisition_options,
+                    "search_candidates": search_candidates,
+                    "model": model,
+                    "source_proposals": source_proposals,
+                    "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0],
+                },
+            ),
+            problem,
+            tasks,
+            seed,
+            executor=executor,
+            source=source,
+        )
         # a result counts once it has every objective tuned (with several, every bounded output too)
         self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics
         self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem_name, problem, self.engine, self.store, **session_options)
         self._states: dict[str, _TrialState] = {}
-        self._held: list[SessionTrial] = []         # asked, for the next suggests: their Ray trial is gone
+        self._held: list[SessionTrial] = []  # asked, for the next suggests: their Ray trial is gone
         self._warned_restart = False
         #: Most evaluations in flight at once (``max_concurrent_trials``; paused trials do not count).
         self.max_concurrent: int | None = None
@@ -191,8 +231,7 @@ class GPTuneBandScheduler(TrialScheduler):
         """Per task, the best recorded evaluation at ``b_max``."""
         return self.engine.best()
 
-    def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None,
-                              **spec: Any) -> bool:
+    def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None, **spec: Any) -> bool:
         """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned."""
         names, modes = ([metric] if isinstance(metric, str) else metric), ([mode] if isinstance(mode, str) else mode)
         if names is not None and sorted(names) != sorted(self.metrics):
@@ -213,8 +252,9 @@ class GPTuneBandScheduler(TrialScheduler):
         trial = self._held.pop(0) if self._held else ask_for_ray(self.session, trial_id)
         if not isinstance(trial, SessionTrial):
             return trial
-        self._states[trial_id] = _TrialState(session_trial=trial.trial_id, target=float(trial.fidelity or 0.0),
-                                             rung=trial.provenance.rung or 0)
+        self._states[trial_id] = _TrialState(
+            session_trial=trial.trial_id, target=float(trial.fidelity or 0.0), rung=trial.provenance.rung or 0
+        )
         config = {**trial.task, **trial.config}
         if not self.iterative:
             config[self.fidelity_key] = trial.fidelity
@@ -239,17 +279,23 @@ class GPTuneBandScheduler(TrialScheduler):
             self._tell(trial_id, state, result)
         else:
             got = result.get(self.time_attr) if result else None
-            self._tell(trial_id, state, None, failure=f"trial ended before fidelity {state.target:g} "
-                                                      f"({self.time_attr} = {got})")
+            self._tell(
+                trial_id,
+                state,
+                None,
+                failure=f"trial ended before fidelity {state.target:g} ({self.time_attr} = {got})",
+            )
 
     # -- scheduler side --------------------------------------------------------------------------
     def on_trial_add(self, tune_controller: TuneController, trial: Trial) -> None:
         """Check that the trial came from this scheduler's searcher."""
         if trial.trial_id not in self._states:
-            if trial.status in (Trial.TERMINATED, Trial.ERROR):     # an ended trial re-added by a restore
+            if trial.status in (Trial.TERMINATED, Trial.ERROR):  # an ended trial re-added by a restore
                 return
-            raise InvalidInputError("search_alg", "GPTuneBand schedules only the trials of its own searcher: "
-                                                  "pass search_alg=band.searcher()")
+            raise InvalidInputError(
+                "search_alg",
+                "GPTuneBand schedules only the trials of its own searcher: pass search_alg=band.searcher()",
+            )
 
     def on_trial_result(self, tune_controller: TuneController, trial: Trial, result: dict[str, Any]) -> str:
         """Record the evaluation when the trial reaches its fidelity; then STOP, PAUSE or CONTINUE it."""
@@ -294,15 +340,18 @@ class GPTuneBandScheduler(TrialScheduler):
         """
         trials = tune_controller.get_trials()
         paused = (t for t in trials if t.status == Trial.PAUSED and t.trial_id in self._states)
-        return next((t for t in paused if self._states[t.trial_id].live and not self._states[t.trial_id].told),
-                    None) or next((t for t in trials if t.status == Trial.PENDING), None)
+        return next(
+            (t for t in paused if self._states[t.trial_id].live and not self._states[t.trial_id].told), None
+        ) or next((t for t in trials if t.status == Trial.PENDING), None)
 
     def debug_string(self) -> str:
         """A one-line progress summary for Ray's status output."""
         p = self.engine.progress()
         passes = f"{p['pass']}/{p['passes']}" if p["passes"] is not None else f"{p['pass']}"
-        return (f"GPTuneBand: pass {passes}, stage {p['stage']}, {p['evaluations']} evaluations, "
-                f"{p['in_flight']} in flight, normalised cost per task {p['cost_per_task']:.2f}")
+        return (
+            f"GPTuneBand: pass {passes}, stage {p['stage']}, {p['evaluations']} evaluations, "
+            f"{p['in_flight']} in flight, normalised cost per task {p['cost_per_task']:.2f}"
+        )
 
     # -- internals -------------------------------------------------------------------------------
     def _forget(self, tid: str) -> None:
@@ -321,17 +370,19 @@ class GPTuneBandScheduler(TrialScheduler):
         value = as_number(result.get(self.time_attr))
         if value is None:
             return
-        if value < state.reached:          # resumed without a checkpoint: training restarted
+        if value < state.reached:  # resumed without a checkpoint: training restarted
             state.start = 0.0
             if not self._warned_restart:
                 self._warned_restart = True
-                log.warning("trial %s restarted from scratch after a pause: its trainable saves no checkpoint, "
-                            "so every promotion retrains from the start and pays the full fidelity; report with "
-                            "checkpoint=... and restore from ray.tune.get_checkpoint()", tid)
+                log.warning(
+                    "trial %s restarted from scratch after a pause: its trainable saves no checkpoint, "
+                    "so every promotion retrains from the start and pays the full fidelity; report with "
+                    "checkpoint=... and restore from ray.tune.get_checkpoint()",
+                    tid,
+                )
         state.reached = value
 
-    def _tell(self, tid: str, state: _TrialState, result: Mapping[str, Any] | None,
-              failure: str | None = None) -> None:
+    def _tell(self, tid: str, state: _TrialState, result: Mapping[str, Any] | None, failure: str | None = None) -> None:
         update: dict[str, Any] = {}
         if self.iterative and result is not None:
             reached = as_number(result.get(self.time_attr, state.target))
@@ -339,10 +390,11 @@ class GPTuneBandScheduler(TrialScheduler):
             update = {"fidelity": reached, "cost": (reached - state.start) / self.engine.structure.b_max}
         outputs = {o: result[o] for o in self.problem.objectives if o in result} if result else None
         if failure is None and result is not None and isinstance(result.get("failure"), str):
-            failure = result["failure"]           # the trainable said why it failed
+            failure = result["failure"]  # the trainable said why it failed
         extra = extra_outputs(result, self.problem.objectives) if result else {}
-        record = self.session.tell(state.session_trial, outputs, failure=failure, additional_output=extra,
-                                   provenance=update)
+        record = self.session.tell(
+            state.session_trial, outputs, failure=failure, additional_output=extra, provenance=update
+        )
         state.told, state.uid = True, record.uid
 
     def _retired(self, state: _TrialState) -> bool:
@@ -374,7 +426,7 @@ class GPTuneBandScheduler(TrialScheduler):
         state = self._states[current]
         if not self.iterative or self._retired(state):
             return TrialScheduler.STOP
-        if not state.told:                        # promoted on the spot: keep training
+        if not state.told:  # promoted on the spot: keep training
             return TrialScheduler.CONTINUE
         return TrialScheduler.PAUSE
 
@@ -433,10 +485,13 @@ class GPTuneBandScheduler(TrialScheduler):
             state = json.load(fh)
         options = {**self._session_options, "session_id": state.get("session_id")}
         self.engine = fresh_engine(self.engine)
-        self.session = TuningSession.resume(self.session.problem_name, self.problem, self.engine, self.store,
-                                            **options)
+        self.session = TuningSession.resume(self.session.problem_name, self.problem, self.engine, self.store, **options)
         self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}
         running = {s.session_trial for s in self._states.values() if not s.told}
         self._held = [t for tid, t in self.session.pending.items() if tid not in running]
-        log.info("restored GPTuneBand: %d evaluations replayed, %d open trials, %d trials for new Ray trials",
-                 len(self.session.records), len(self._states), len(self._held))
+        log.info(
+            "restored GPTuneBand: %d evaluations replayed, %d open trials, %d trials for new Ray trials",
+            len(self.session.records),
+            len(self._states),
+            len(self._held),
+        )

@@ -83,12 +83,11 @@ class GPTuneBandSearcher(Searcher):
     """
 
     def __init__(self, band: BracketDriver) -> None:
-        several = len(band.metrics) > 1          # Ray's searchers take lists, as OptunaSearch does
+        several = len(band.metrics) > 1  # Ray's searchers take lists, as OptunaSearch does
         super().__init__(metric=band.metrics if several else band.metric, mode=band.modes if several else band.mode)
         self.band = band
 
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any],
-                              **spec: Any) -> bool:
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any) -> bool:
         """Accept a Tuner-level metric/mode only when it agrees with the scheduler's."""
         return self.band.set_search_properties(metric, mode)
 

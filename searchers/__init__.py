@@ -14,5 +14,13 @@ from raytuner.searchers.service_callback import ServiceCallback
 from raytuner.searchers.strategy_searcher import RandomSearcher, StrategySearcher
 from raytuner.searchers.tla_searcher import TLA2Searcher, TLASearcher
 
-__all__ = ["StrategySearcher", "RandomSearcher", "LCMSearcher", "TLASearcher", "TLA2Searcher", "DiscreteBOSearcher",
-           "ServiceCallback", "TuningProgress"]
+__all__ = [
+    "StrategySearcher",
+    "RandomSearcher",
+    "LCMSearcher",
+    "TLASearcher",
+    "TLA2Searcher",
+    "DiscreteBOSearcher",
+    "ServiceCallback",
+    "TuningProgress",
+]

@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 RAY_MODES = {"minimize": "min", "maximize": "max"}
 
 
-def ray_mode(problem: ProblemSpace, metric: str | list[str] | None, mode: str | list[str] | None,
-             several: bool = False) -> tuple[Any, Any]:
+def ray_mode(
+    problem: ProblemSpace, metric: str | list[str] | None, mode: str | list[str] | None, several: bool = False
+) -> tuple[Any, Any]:
     """The Ray ``(metric, mode)`` of ``problem``'s objectives; a contradicting ``mode`` is an error.
 
     One objective gives strings, as Ray Tune's searchers take them; a face
@@ -61,17 +62,20 @@ def ray_mode(problem: ProblemSpace, metric: str | list[str] | None, mode: str | 
     ('time', 'min')
     """
     if isinstance(metric, (list, tuple)) and not several:
-        raise InvalidInputError("metric", f"{list(metric)!r}: this face tunes one objective",
-                                allowed=[o.name for o in problem.optimised])
+        raise InvalidInputError(
+            "metric", f"{list(metric)!r}: this face tunes one objective", allowed=[o.name for o in problem.optimised]
+        )
     if not (several and (isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1))):
         if isinstance(mode, (list, tuple)):
-            raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}",
-                                    allowed=["min", "max"])
+            raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}", allowed=["min", "max"])
         objective = problem.objective(metric)
         expected = RAY_MODES[objective.goal]
         if mode is not None and mode != expected:
-            raise InvalidInputError("mode", f"{mode!r} contradicts the objective {objective.name!r}, "
-                                            f"which is to {objective.goal}", allowed=[expected])
+            raise InvalidInputError(
+                "mode",
+                f"{mode!r} contradicts the objective {objective.name!r}, which is to {objective.goal}",
+                allowed=[expected],
+            )
         return objective.name, expected
     names = list(metric) if metric is not None else [o.name for o in problem.optimised]
     optimised = [o.name for o in problem.optimised]
@@ -84,8 +88,9 @@ def ray_mode(problem: ProblemSpace, metric: str | list[str] | None, mode: str | 
     return names, expected_modes
 
 
-def one_or_all(problem: ProblemSpace, metric: str | list[str] | None,
-               mode: str | list[str] | None) -> tuple[list[str], list[str]]:
+def one_or_all(
+    problem: ProblemSpace, metric: str | list[str] | None, mode: str | list[str] | None
+) -> tuple[list[str], list[str]]:
     """The metrics and modes of a face that tunes one objective or every one (GPTuneBand's scheduler).
 
     A list of metrics must name every optimised output (in any order);
@@ -106,8 +111,11 @@ def one_or_all(problem: ProblemSpace, metric: str | list[str] | None,
     if isinstance(names, str):
         return [names], [modes]
     if sorted(names) != sorted(o.name for o in problem.optimised):
-        raise InvalidInputError("metric", f"{names!r}: this face tunes one objective or all of them",
-                                allowed=[o.name for o in problem.optimised])
+        raise InvalidInputError(
+            "metric",
+            f"{names!r}: this face tunes one objective or all of them",
+            allowed=[o.name for o in problem.optimised],
+        )
     return list(names), list(modes)
 
 
@@ -125,8 +133,14 @@ def extra_outputs(result: Mapping[str, Any], objectives: Sequence[str]) -> dict[
     >>> extra_outputs({"y": 1.0, "k": 3, "pid": 7, "done": True, "config/x": 0.2}, ["y"])
     {'k': 3, 'pid': 7}
     """
-    own = {k: v for k, v in result.items() if k not in _RAY_KEYS and k not in objectives
-           and not k.startswith("config/") and isinstance(v, (str, int, float, bool))}
+    own = {
+        k: v
+        for k, v in result.items()
+        if k not in _RAY_KEYS
+        and k not in objectives
+        and not k.startswith("config/")
+        and isinstance(v, (str, int, float, bool))
+    }
     return {**own, **{k: result[k] for k in _KEEP if k in result}}
 
 

@@ -74,21 +74,50 @@ class DiscreteBOSearcher(StrategySearcher):
 
     several_objectives = True
 
-    def __init__(self, problem: ProblemSpace, store: HistoryStore | str | os.PathLike[str], problem_name: str,
-                 tasks: Sequence[Mapping[str, Any]] | None = None, metric: str | list[str] | None = None,
-                 mode: str | list[str] | None = None, seed: int | None = None, *, method: str = "ei",
-                 n_initial: int = 20, kernel: str = "matern32", lengthscale: float | None = None,
-                 exploration: str | float = "cv", acquisitions: Sequence[str] = AFS,
-                 candidates: Sequence[Mapping[str, Any]] | None = None, **session_options: Any) -> None:
-        engine = DiscreteBO(problem, tasks, seed=seed, method=method, n_initial=n_initial,  # type: ignore[arg-type]
-                            kernel=kernel, lengthscale=lengthscale, exploration=exploration,  # type: ignore[arg-type]
-                            acquisitions=acquisitions, candidates=candidates,
-                            objective=metric if isinstance(metric, str) else None)
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        metric: str | list[str] | None = None,
+        mode: str | list[str] | None = None,
+        seed: int | None = None,
+        *,
+        method: str = "ei",
+        n_initial: int = 20,
+        kernel: str = "matern32",
+        lengthscale: float | None = None,
+        exploration: str | float = "cv",
+        acquisitions: Sequence[str] = AFS,
+        candidates: Sequence[Mapping[str, Any]] | None = None,
+        **session_options: Any,
+    ) -> None:
+        engine = DiscreteBO(
+            problem,
+            tasks,
+            seed=seed,
+            method=method,
+            n_initial=n_initial,  # type: ignore[arg-type]
+            kernel=kernel,
+            lengthscale=lengthscale,
+            exploration=exploration,  # type: ignore[arg-type]
+            acquisitions=acquisitions,
+            candidates=candidates,
+            objective=metric if isinstance(metric, str) else None,
+        )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 
     @classmethod
-    def from_choices(cls, choices: Mapping[str, Any], *, restrictions: Sequence[str] | Mapping[str, str] = (),
-                     metric: str = "time", mode: str = "min", **options: Any) -> DiscreteBOSearcher:
+    def from_choices(
+        cls,
+        choices: Mapping[str, Any],
+        *,
+        restrictions: Sequence[str] | Mapping[str, str] = (),
+        metric: str = "time",
+        mode: str = "min",
+        **options: Any,
+    ) -> DiscreteBOSearcher:
         """A searcher over ``choices`` (name -> list of values or ``tune.choice``) under ``restrictions``.
 
         ``restrictions`` are expressions over the parameter names that a valid
@@ -109,14 +138,24 @@ class DiscreteBOSearcher(StrategySearcher):
         for name, spec in choices.items():
             values = list(getattr(spec, "categories", spec)) if not isinstance(spec, (str, bytes)) else None
             if not values:
-                raise InvalidInputError(f"choices.{name}", "must be a non-empty list of values or a tune.choice",
-                                        allowed=["list of values", "tune.choice([...])"])
+                raise InvalidInputError(
+                    f"choices.{name}",
+                    "must be a non-empty list of values or a tune.choice",
+                    allowed=["list of values", "tune.choice([...])"],
+                )
             parameters.append({"name": name, "type": "categorical", "categories": values})
-        named = (dict(restrictions) if isinstance(restrictions, Mapping)
-                 else {f"restriction_{i}": r for i, r in enumerate(restrictions)})
-        problem = ProblemSpace.parse({"parameter_space": parameters,
-                                      "output_space": [{"name": metric, "goal": _GOALS[mode]}],
-                                      "constraints": named})
+        named = (
+            dict(restrictions)
+            if isinstance(restrictions, Mapping)
+            else {f"restriction_{i}": r for i, r in enumerate(restrictions)}
+        )
+        problem = ProblemSpace.parse(
+            {
+                "parameter_space": parameters,
+                "output_space": [{"name": metric, "goal": _GOALS[mode]}],
+                "constraints": named,
+            }
+        )
         return cls(problem, metric=metric, mode=mode, **options)
 
     @property

@@ -77,14 +77,38 @@ class LCMSearcher(StrategySearcher):
 
     several_objectives = True
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | list[str] | None = None,
-                 mode: str | list[str] | None = None, seed: int | None = None, *, n_initial: int = 10,
-                 design: Design = "per_task", options: LCMOptions | None = None, acquisition: str = "ei",
-                 acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
-                 executor: Executor | None = None, source: Any = None, **session_options: Any) -> None:
-        engine = mla_engine(problem, tasks, seed=seed, n_initial=n_initial, design=design, options=options,
-                            acquisition=acquisition,
-                            acquisition_options=acquisition_options, batch=batch, executor=executor,
-                            objective=metric if isinstance(metric, str) else None, source=source)
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        metric: str | list[str] | None = None,
+        mode: str | list[str] | None = None,
+        seed: int | None = None,
+        *,
+        n_initial: int = 10,
+        design: Design = "per_task",
+        options: LCMOptions | None = None,
+        acquisition: str = "ei",
+        acquisition_options: Mapping[str, float] | None = None,
+        batch: BatchMode = "kriging_believer",
+        executor: Executor | None = None,
+        source: Any = None,
+        **session_options: Any,
+    ) -> None:
+        engine = mla_engine(
+            problem,
+            tasks,
+            seed=seed,
+            n_initial=n_initial,
+            design=design,
+            options=options,
+            acquisition=acquisition,
+            acquisition_options=acquisition_options,
+            batch=batch,
+            executor=executor,
+            objective=metric if isinstance(metric, str) else None,
+            source=source,
+        )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)

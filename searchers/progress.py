@@ -58,11 +58,13 @@ class TuningProgress(tune.Callback):
     'demo: 0 evaluations'
     """
 
-    def __init__(self, tuner: Any, every: float = 5.0, stream: TextIO | None = sys.stdout,
-                 tables: bool = True) -> None:
+    def __init__(self, tuner: Any, every: float = 5.0, stream: TextIO | None = sys.stdout, tables: bool = True) -> None:
         if getattr(tuner, "session", None) is None:
-            raise InvalidInputError("tuner", f"{type(tuner).__name__} has no tuning session",
-                                    allowed=["a raytuner searcher", "GPTuneBandScheduler"])
+            raise InvalidInputError(
+                "tuner",
+                f"{type(tuner).__name__} has no tuning session",
+                allowed=["a raytuner searcher", "GPTuneBandScheduler"],
+            )
         if isinstance(every, bool) or not isinstance(every, (int, float)) or every < 0:
             raise InvalidInputError("every", f"{every!r} is not a number of seconds", allowed=[">= 0"])
         self.tuner, self.every, self.stream, self.tables = tuner, float(every), stream, bool(tables)
@@ -78,8 +80,10 @@ class TuningProgress(tune.Callback):
             p = engine.progress()
             passes = f"{p['pass']}/{p['passes']}" if p["passes"] is not None else f"{p['pass']}"
             stage = "done" if p["finished"] else f"stage {p['stage']}"
-            heading += (f"; GPTuneBand pass {passes}, {stage}, {p['in_flight']} in flight, "
-                        f"{p['tasks_finished']} of {len(engine.tasks)} tasks finished")
+            heading += (
+                f"; GPTuneBand pass {passes}, {stage}, {p['in_flight']} in flight, "
+                f"{p['tasks_finished']} of {len(engine.tasks)} tasks finished"
+            )
         return [heading, *(session.progress.table() if session.records else [])]
 
     def write(self) -> None:

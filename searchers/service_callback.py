@@ -57,9 +57,17 @@ class ServiceCallback(Callback):
         software: software configuration values that win over the captured ones.
     """
 
-    def __init__(self, client: Any, problem_name: str, outputs: Sequence[str], *,
-                 task_keys: Sequence[str] = (), task: Mapping[str, Any] | None = None,
-                 machine: Mapping[str, Any] | None = None, software: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        problem_name: str,
+        outputs: Sequence[str],
+        *,
+        task_keys: Sequence[str] = (),
+        task: Mapping[str, Any] | None = None,
+        machine: Mapping[str, Any] | None = None,
+        software: Mapping[str, Any] | None = None,
+    ) -> None:
         if not outputs:
             raise InvalidInputError("outputs", "name at least one result key to record")
         self.client = client
@@ -98,10 +106,17 @@ class ServiceCallback(Callback):
         if result.get("hostname"):
             machine["host"] = result["hostname"]
         provenance = Provenance(strategy="ray_tune", trial_id=str(trial.trial_id))
-        return FunctionEvaluation.create(task, config, None if failure else outputs, failure=failure,
-                                         provenance=provenance, machine_configuration=machine, outputs=self.outputs,
-                                         software_configuration=self.software,
-                                         additional_output={"training_iteration": result.get("training_iteration")})
+        return FunctionEvaluation.create(
+            task,
+            config,
+            None if failure else outputs,
+            failure=failure,
+            provenance=provenance,
+            machine_configuration=machine,
+            outputs=self.outputs,
+            software_configuration=self.software,
+            additional_output={"training_iteration": result.get("training_iteration")},
+        )
 
     def _upload(self, problem: str, records: list[FunctionEvaluation]) -> None:
         self.client.upload_evaluations(problem, records)

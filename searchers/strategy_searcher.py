@@ -92,9 +92,12 @@ class StrategySearcher(Searcher):
     def set_search_properties(self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any) -> bool:
         """Accept Tuner-level metric/mode when they agree with the problem's objectives."""
         try:
-            self._metric, self._mode = ray_mode(self.problem, metric or self._metric,
-                                                mode if metric is not None or mode is not None else self._mode,
-                                                self.several_objectives)
+            self._metric, self._mode = ray_mode(
+                self.problem,
+                metric or self._metric,
+                mode if metric is not None or mode is not None else self._mode,
+                self.several_objectives,
+            )
         except InvalidInputError:
             return False
         return True
@@ -134,12 +137,19 @@ class StrategySearcher(Searcher):
         """
         with open(checkpoint_path, encoding="utf-8") as fh:
             state = json.load(fh)
-        self.session = TuningSession.resume(self.session.problem_name, self.problem,
-                                            fresh_engine(self.session.strategy), self.store,
-                                            **{**self._session_options,
-                                               "session_id": state.get("session_id") or self.session.session_id})
-        log.info("restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
-                 self.session.session_id, len(self.session.records), len(self.session.pending))
+        self.session = TuningSession.resume(
+            self.session.problem_name,
+            self.problem,
+            fresh_engine(self.session.strategy),
+            self.store,
+            **{**self._session_options, "session_id": state.get("session_id") or self.session.session_id},
+        )
+        log.info(
+            "restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
+            self.session.session_id,
+            len(self.session.records),
+            len(self.session.pending),
+        )
 
 
 def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,9 +172,23 @@ class RandomSearcher(StrategySearcher):
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                 store: HistoryStore | str | os.PathLike[str], problem_name: str,
-                 metric: str | None = None, mode: str | None = None, seed: int | None = None,
-                 **session_options: Any) -> None:
-        super().__init__(problem, RandomSearch(problem, tasks, seed=seed), store, problem_name,
-                         metric=metric, mode=mode, **session_options)
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        metric: str | None = None,
+        mode: str | None = None,
+        seed: int | None = None,
+        **session_options: Any,
+    ) -> None:
+        super().__init__(
+            problem,
+            RandomSearch(problem, tasks, seed=seed),
+            store,
+            problem_name,
+            metric=metric,
+            mode=mode,
+            **session_options,
+        )

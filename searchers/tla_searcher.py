@@ -89,16 +89,40 @@ class TLASearcher(StrategySearcher):
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
-    def __init__(self, problem: ProblemSpace, target_task: Mapping[str, Any],
-                 source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
-                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | None = None,
-                 mode: str | None = None, seed: int | None = None, *, algorithm: str = "ensemble",
-                 pool: Sequence[str] = DEFAULT_POOL, weights: Sequence[float] | None = None,
-                 candidates: Sequence[Mapping[str, Any]] | None = None, options: LCMOptions | None = None,
-                 acquisition: str = "ei", executor: Executor | None = None, **session_options: Any) -> None:
-        engine = TransferLearning(problem, target_task, source, algorithm=algorithm, seed=seed, pool=pool,
-                                  weights=weights, candidates=candidates, options=options,
-                                  acquisition=acquisition, objective=metric, executor=executor)
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        target_task: Mapping[str, Any],
+        source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        metric: str | None = None,
+        mode: str | None = None,
+        seed: int | None = None,
+        *,
+        algorithm: str = "ensemble",
+        pool: Sequence[str] = DEFAULT_POOL,
+        weights: Sequence[float] | None = None,
+        candidates: Sequence[Mapping[str, Any]] | None = None,
+        options: LCMOptions | None = None,
+        acquisition: str = "ei",
+        executor: Executor | None = None,
+        **session_options: Any,
+    ) -> None:
+        engine = TransferLearning(
+            problem,
+            target_task,
+            source,
+            algorithm=algorithm,
+            seed=seed,
+            pool=pool,
+            weights=weights,
+            candidates=candidates,
+            options=options,
+            acquisition=acquisition,
+            objective=metric,
+            executor=executor,
+        )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 
     @property
@@ -143,14 +167,34 @@ class TLA2Searcher(StrategySearcher):
         ('tla2', {'t': 2.5})
     """
 
-    def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any],
-                 source: Sequence[FunctionEvaluation] | EvaluationSource,
-                 store: HistoryStore | str | os.PathLike[str], problem_name: str, metric: str | None = None,
-                 mode: str | None = None, seed: int | None = None, *, n_initial: int = 5, refit: str = "weights",
-                 options: LCMOptions | None = None, executor: Executor | None = None,
-                 **session_options: Any) -> None:
-        engine = TLA2(problem, new_task, source, seed, n_initial=n_initial, refit=refit,  # type: ignore[arg-type]
-                      options=options, objective=metric, executor=executor)
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        new_task: Mapping[str, Any],
+        source: Sequence[FunctionEvaluation] | EvaluationSource,
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        metric: str | None = None,
+        mode: str | None = None,
+        seed: int | None = None,
+        *,
+        n_initial: int = 5,
+        refit: str = "weights",
+        options: LCMOptions | None = None,
+        executor: Executor | None = None,
+        **session_options: Any,
+    ) -> None:
+        engine = TLA2(
+            problem,
+            new_task,
+            source,
+            seed,
+            n_initial=n_initial,
+            refit=refit,  # type: ignore[arg-type]
+            options=options,
+            objective=metric,
+            executor=executor,
+        )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 
     @property

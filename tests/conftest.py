@@ -81,10 +81,17 @@ os.environ["RAYTUNER_SHARED_DATA"] = str(DATA)
 if os.environ["OMP_NUM_THREADS"] == "1":
     threadpool_limits(1)
 
-settings.register_profile("suite", deadline=None, derandomize=True, database=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("explore", deadline=None, database=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "suite",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "explore", deadline=None, database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("suite")
 
 
@@ -274,7 +281,7 @@ def band_run(tmp_path_factory: pytest.TempPathFactory) -> BandRun:
     """
     import filelock  # noqa: PLC0415 - Ray's own dependency
 
-    base = tmp_path_factory.getbasetemp()          # an xdist worker's is <the run's folder>/popen-gwN
+    base = tmp_path_factory.getbasetemp()  # an xdist worker's is <the run's folder>/popen-gwN
     shared = base.parent if base.name.startswith("popen-gw") else base
     folder, done = shared / "band_store", shared / "band_store.done"
     with filelock.FileLock(str(shared / "band_store.lock")):

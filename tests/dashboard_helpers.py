@@ -27,10 +27,28 @@ class BandRun(NamedTuple):
 
 def run_band_demo(store: Path) -> str:
     """Run the main job's example on a local Ray, small (2 tasks, fidelities 27/9/3), into ``store``; its output."""
-    proc = subprocess.run([sys.executable, str(ROOT / "examples/band_demo.py"), "--store", str(store),
-                           "--tasks", "1.0", "1.3", "--b-min", "3", "--seed", "1", "--passes", "1"],
-                          capture_output=True, text=True, timeout=600, cwd=store.parent,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples/band_demo.py"),
+            "--store",
+            str(store),
+            "--tasks",
+            "1.0",
+            "1.3",
+            "--b-min",
+            "3",
+            "--seed",
+            "1",
+            "--passes",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=store.parent,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the analysis tune.run returns finds every trial's results (Ray's JSON logger is kept for it)
     assert "Failed to fetch metrics" not in proc.stderr, proc.stderr[-3000:]
@@ -42,8 +60,10 @@ def find_chromium() -> tuple[str, str]:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if browser is None or driver is None:
-        pytest.fail("Chromium and chromedriver are needed (README's test command installs them: "
-                    "apt-get install -y chromium chromium-driver)")
+        pytest.fail(
+            "Chromium and chromedriver are needed (README's test command installs them: "
+            "apt-get install -y chromium chromium-driver)"
+        )
     return browser, driver
 
 
@@ -56,8 +76,15 @@ def chromium() -> Iterator[Any]:
     browser, driver = find_chromium()
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,1000", "--disable-extensions", "--no-first-run"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        "--disable-extensions",
+        "--no-first-run",
+    ):
         options.add_argument(argument)
     session = webdriver.Chrome(service=Service(driver), options=options)
     session.set_page_load_timeout(60)

@@ -28,7 +28,7 @@ class InterruptOnce(tune.Callback):
         in_flight = any(t is not trial and t.status in ("PENDING", "RUNNING") for t in trials)
         if self.done >= self.after and in_flight and not self.marker.exists():
             self.marker.touch()
-            os.kill(os.getpid(), signal.SIGINT)                 # Tune's handler ends the run, saving its state
+            os.kill(os.getpid(), signal.SIGINT)  # Tune's handler ends the run, saving its state
 
 
 def interrupted_then_restored(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path):
@@ -40,10 +40,15 @@ def interrupted_then_restored(searcher, trainable, store, problem_name: str, sam
 
     tuner = tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=samples, max_concurrent_trials=2,
-                                    reuse_actors=True),
-        run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
-                                  callbacks=[InterruptOnce(3, tmp_path / "interrupted")]),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, num_samples=samples, max_concurrent_trials=2, reuse_actors=True
+        ),
+        run_config=tune.RunConfig(
+            name="exp",
+            storage_path=str(tmp_path / "ray"),
+            verbose=0,
+            callbacks=[InterruptOnce(3, tmp_path / "interrupted")],
+        ),
     )
     tuner.fit()
     before = store.evaluations(problem_name)
@@ -62,10 +67,10 @@ def interrupted_then_restored(searcher, trainable, store, problem_name: str, sam
     records = store.evaluations(problem_name)
     assert len(results) == samples and not results.errors
     assert len(records) == samples and all(r.status == "ok" for r in records)
-    assert records[:len(before)] == before                      # nothing lost
+    assert records[: len(before)] == before  # nothing lost
     trial_ids = [r.raytuner.trial_id for r in records]
-    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)   # each trial once
-    assert in_flight <= set(trial_ids)                          # the adopted trials' results were recorded
+    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)  # each trial once
+    assert in_flight <= set(trial_ids)  # the adopted trials' results were recorded
     assert {r.raytuner.session_id for r in records} == {saved["session_id"]}
     return restored, records, saved
 
@@ -77,8 +82,9 @@ def tuner_with_failures(searcher, trainable, store, problem_name: str, samples: 
     """
     tuner = tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=samples, max_concurrent_trials=2,
-                                    reuse_actors=True, metric="y", mode="min"),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, num_samples=samples, max_concurrent_trials=2, reuse_actors=True, metric="y", mode="min"
+        ),
         run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
     )
     results = tuner.fit()

@@ -13,7 +13,7 @@ DAMAGE = {
     "bad_utf8": b'{"session_id": "\xff\xfe\xfd", "trial_id": "\xc3("}\n',
     "not_an_object": b"[]\n",
     "nul": b"\x00" * 48 + b"\n",
-    "torn": b'{"session_id": "torn", "trial_id": "torn", "con',      # no newline: a killed writer's
+    "torn": b'{"session_id": "torn", "trial_id": "torn", "con',  # no newline: a killed writer's
 }
 
 
@@ -29,7 +29,7 @@ class ShortWrites:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
         self.name = name
-        self.state = "idle"            # armed -> half (half written) -> done (ENOSPC raised)
+        self.state = "idle"  # armed -> half (half written) -> done (ENOSPC raised)
         self.real = os.write
         monkeypatch.setattr(os, "write", self)
 

@@ -23,15 +23,17 @@ from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.space import ProblemSpace
 
 X = {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}
-MIXED = ProblemSpace.parse({
-    "input_space": [{"name": "t", "type": "real", "lower_bound": 1, "upper_bound": 10}],
-    "parameter_space": [
-        X,
-        {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 100, "log": True},
-        {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd", "chol", "eig"]},
-    ],
-    "constraints": {"small": "x < t / 10"},
-})
+MIXED = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 1, "upper_bound": 10}],
+        "parameter_space": [
+            X,
+            {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 100, "log": True},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd", "chol", "eig"]},
+        ],
+        "constraints": {"small": "x < t / 10"},
+    }
+)
 
 
 def _phi(z: float) -> float:
@@ -89,7 +91,8 @@ def test_acquisitions_are_vectorised(name: str) -> None:
 
 def test_acquisition_function_binds_options_and_rejects_unknown_names() -> None:
     assert float(acquisition_function("EI", xi=0.05)(0.5, 0.2, 0.4)) == pytest.approx(
-        float(expected_improvement(0.5, 0.2, 0.4, xi=0.05)))
+        float(expected_improvement(0.5, 0.2, 0.4, xi=0.05))
+    )
     assert float(acquisition_function("lcb", beta=1.0)(0.5, 0.2, best=123.0)) == pytest.approx(-0.3)
     with pytest.raises(InvalidInputError) as info:
         acquisition_function("ucb")
@@ -105,8 +108,8 @@ def test_acquisition_function_binds_options_and_rejects_unknown_names() -> None:
 
 def test_finds_the_maximum_of_a_smooth_score() -> None:
     problem = ProblemSpace.parse({"parameter_space": [X]})
-    config, value = optimize_acquisition(problem, {}, lambda u: -(u[:, 0] - 0.3) ** 2, rng=1)
-    assert abs(config["x"] - 0.3) < 1e-3 and value == pytest.approx(-(config["x"] - 0.3) ** 2)
+    config, value = optimize_acquisition(problem, {}, lambda u: -((u[:, 0] - 0.3) ** 2), rng=1)
+    assert abs(config["x"] - 0.3) < 1e-3 and value == pytest.approx(-((config["x"] - 0.3) ** 2))
     assert type(config["x"]) is float and type(value) is float
 
 
@@ -143,9 +146,14 @@ def test_constraints_may_reference_task_parameters() -> None:
 
 
 def test_never_returns_an_excluded_point() -> None:
-    problem = ProblemSpace.parse({"parameter_space": [
-        {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 20},
-        {"name": "alg", "type": "categorical", "categories": ["a", "b"]}]})
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [
+                {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 20},
+                {"name": "alg", "type": "categorical", "categories": ["a", "b"]},
+            ]
+        }
+    )
     table = {(k, a): -abs(k - 7) - (0.5 if a == "a" else 0.0) for k in range(21) for a in "ab"}
 
     def score(unit: np.ndarray) -> np.ndarray:
@@ -165,30 +173,41 @@ def test_a_small_finite_space_is_scored_whole_and_its_constraint_checked_once() 
         checks.append((k, alg))
         return k % 3 != 0
 
-    problem = ProblemSpace.parse({"parameter_space": [
-        {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 99},
-        {"name": "alg", "type": "categorical", "categories": ["a", "b"]}], "constraints": {"allowed": allowed}})
-    needle = {"k": 61, "alg": "a"}        # one spike among 200 points: a random sample of 16 would miss it
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [
+                {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 99},
+                {"name": "alg", "type": "categorical", "categories": ["a", "b"]},
+            ],
+            "constraints": {"allowed": allowed},
+        }
+    )
+    needle = {"k": 61, "alg": "a"}  # one spike among 200 points: a random sample of 16 would miss it
 
     def score(unit: np.ndarray) -> np.ndarray:
-        return np.array([1.0 if c == needle else -c["k"] - 0.5 * (c["alg"] == "b")
-                         for c in problem.parameter_space.decode(unit)])
+        return np.array(
+            [1.0 if c == needle else -c["k"] - 0.5 * (c["alg"] == "b") for c in problem.parameter_space.decode(unit)]
+        )
 
     scored: list[int] = []
-    assert optimize_acquisition(problem, {}, lambda u: scored.append(len(u)) or score(u), rng=0,
-                                search_candidates=16) == (needle, 1.0)     # 200 <= 16 * 16: every point
-    assert sum(scored) == 132 and max(scored) <= 16                        # the valid ones, 16 at a time
-    assert len(checks) == 200                                              # each checked once
-    assert optimize_acquisition(problem, {}, score, rng=5, search_candidates=16, exclude=[needle]) \
-        == ({"k": 1, "alg": "a"}, -1.0)
-    assert len(checks) == 200                                              # the second search checked nothing
+    assert optimize_acquisition(
+        problem, {}, lambda u: scored.append(len(u)) or score(u), rng=0, search_candidates=16
+    ) == (needle, 1.0)  # 200 <= 16 * 16: every point
+    assert sum(scored) == 132 and max(scored) <= 16  # the valid ones, 16 at a time
+    assert len(checks) == 200  # each checked once
+    assert optimize_acquisition(problem, {}, score, rng=5, search_candidates=16, exclude=[needle]) == (
+        {"k": 1, "alg": "a"},
+        -1.0,
+    )
+    assert len(checks) == 200  # the second search checked nothing
 
 
 def test_ties_in_a_finite_space_go_by_chance_and_an_empty_space_has_one_point() -> None:
-    problem = ProblemSpace.parse({"parameter_space": [
-        {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 9}]})
+    problem = ProblemSpace.parse(
+        {"parameter_space": [{"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 9}]}
+    )
     picks = {optimize_acquisition(problem, {}, lambda u: np.zeros(len(u)), rng=seed)[0]["k"] for seed in range(20)}
-    assert len(picks) > 1                         # a flat score (EI underflowing) is not always the first point
+    assert len(picks) > 1  # a flat score (EI underflowing) is not always the first point
     empty = ProblemSpace.parse({"parameter_space": []})
     assert optimize_acquisition(empty, {}, lambda u: np.ones(len(u)), rng=0) == ({}, 1.0)
 
@@ -211,8 +230,13 @@ def test_duplicate_rule_agrees_with_comparing_every_pair() -> None:
     rng = np.random.default_rng(0)
     discrete = rng.integers(0, 3, size=(300, 2)) / 3 + 1 / 6
     known = np.column_stack([rng.random(300), discrete])
-    points = np.vstack([known[:40] + np.array([5e-10, 0, 0]), known[40:60] + np.array([0, 0, 1 / 3]),
-                        np.column_stack([rng.random(60), rng.integers(0, 3, size=(60, 2)) / 3 + 1 / 6])])
+    points = np.vstack(
+        [
+            known[:40] + np.array([5e-10, 0, 0]),
+            known[40:60] + np.array([0, 0, 1 / 3]),
+            np.column_stack([rng.random(60), rng.integers(0, 3, size=(60, 2)) / 3 + 1 / 6]),
+        ]
+    )
     tolerance = np.array([1e-9, 0.0, 0.0])
     brute = (np.abs(points[:, None, :] - known[None]) <= tolerance).all(axis=2).any(axis=1)
     assert np.array_equal(_duplicates(points, known, tolerance), brute)
@@ -220,8 +244,9 @@ def test_duplicate_rule_agrees_with_comparing_every_pair() -> None:
 
 
 def test_all_points_excluded_raises_infeasible() -> None:
-    problem = ProblemSpace.parse({"parameter_space": [
-        {"name": "alg", "type": "categorical", "categories": ["a", "b", "c"]}]})
+    problem = ProblemSpace.parse(
+        {"parameter_space": [{"name": "alg", "type": "categorical", "categories": ["a", "b", "c"]}]}
+    )
     everything = [{"alg": a} for a in "abc"]
     with pytest.raises(InfeasibleSpaceError):
         optimize_acquisition(problem, {}, lambda u: u[:, 0], rng=0, exclude=everything)
@@ -229,9 +254,12 @@ def test_all_points_excluded_raises_infeasible() -> None:
 
 
 def test_falls_back_to_a_constrained_sample(caplog: pytest.LogCaptureFixture) -> None:
-    problem = ProblemSpace.parse({
-        "parameter_space": [{"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 999}],
-        "constraints": {"one": "k == 7"}})
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [{"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 999}],
+            "constraints": {"one": "k == 7"},
+        }
+    )
     with caplog.at_level(logging.INFO, logger="raytuner.acquisition"):
         config, value = optimize_acquisition(problem, {}, lambda u: 1 - u[:, 0], rng=0, search_candidates=1, rounds=0)
     assert config == {"k": 7} and "falling back" in caplog.text
@@ -255,9 +283,14 @@ def test_nan_scores_count_as_the_worst() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"search_candidates": 0}, "search_candidates"), ({"rounds": -1}, "rounds"), ({"top": 1.5}, "top"),
-     ({"tolerance": -1.0}, "tolerance"), ({"exclude": [{"x": 2.0}]}, "exclude[0].x"),
-     ({"around": [{"x": -1.0}]}, "around[0].x")],
+    [
+        ({"search_candidates": 0}, "search_candidates"),
+        ({"rounds": -1}, "rounds"),
+        ({"top": 1.5}, "top"),
+        ({"tolerance": -1.0}, "tolerance"),
+        ({"exclude": [{"x": 2.0}]}, "exclude[0].x"),
+        ({"around": [{"x": -1.0}]}, "around[0].x"),
+    ],
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> None:
     problem = ProblemSpace.parse({"parameter_space": [X]})
@@ -284,7 +317,7 @@ def test_the_neighbourhoods_of_given_configurations_are_searched_from_the_start(
         return int((np.vstack(seen) <= 0.3).all(axis=1).sum())
 
     assert near([]) < 5
-    assert near([corner]) >= 120          # of the 512 // 4 perturbations
+    assert near([corner]) >= 120  # of the 512 // 4 perturbations
 
 
 @pytest.mark.parametrize("dimension", [1, 3, 7, 8])

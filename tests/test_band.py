@@ -26,8 +26,16 @@ TASKS = [{"t": 1.0}, {"t": 1.3}]
 
 
 def engine(**kwargs: Any) -> GPTuneBand:
-    options = {"seed": 0, "b_min": 1, "b_max": 8, "eta": 2, "options": FAST, "executor": InlineExecutor(),
-               "search_candidates": 256, **kwargs}
+    options = {
+        "seed": 0,
+        "b_min": 1,
+        "b_max": 8,
+        "eta": 2,
+        "options": FAST,
+        "executor": InlineExecutor(),
+        "search_candidates": 256,
+        **kwargs,
+    }
     tasks = options.pop("tasks", TASKS)
     return GPTuneBand(PROBLEM, tasks, **options)
 
@@ -67,14 +75,17 @@ def test_custom_fidelity_function_and_rounding() -> None:
     assert band.structure == custom
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"eta": 1}, "eta"),
-    ({"b_min": 0}, "b_min"),
-    ({"b_min": 9, "b_max": 8}, "b_max"),
-    ({"fidelities": [1, 8], "b_min": None, "b_max": None}, "fidelities"),
-    ({"passes": 0}, "passes"),
-    ({"fidelity_mode": "twice"}, "fidelity_mode"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"eta": 1}, "eta"),
+        ({"b_min": 0}, "b_min"),
+        ({"b_min": 9, "b_max": 8}, "b_max"),
+        ({"fidelities": [1, 8], "b_min": None, "b_max": None}, "fidelities"),
+        ({"passes": 0}, "passes"),
+        ({"fidelity_mode": "twice"}, "fidelity_mode"),
+    ],
+)
 def test_bad_input_names_the_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInputError) as err:
         engine(**kwargs)
@@ -94,7 +105,7 @@ def test_successive_halving_keeps_the_best_floor_c_over_eta() -> None:
         for rung in range(s):
             below, above = by_rung[(s, rung)], by_rung[(s, rung + 1)]
             assert len(above) == len(below) // structure.eta
-            ranked = sorted(below, key=lambda r: r.value("y"))[:len(above)]
+            ranked = sorted(below, key=lambda r: r.value("y"))[: len(above)]
             assert {r.uid for r in ranked} == {r.raytuner.parent for r in above}
             assert all(r.raytuner.fidelity == structure.fidelity(s - rung - 1) for r in above)
     assert sum(1 for r in records if r.raytuner.rung == 0) == sum(structure.samples(s) for s in range(4))
@@ -165,11 +176,14 @@ def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> Non
     session = TuningSession("band", PROBLEM, engine(passes=passes), store)
     uninterrupted = engine(passes=passes)
     steps = 0
-    while True:   # stop mid-bracket: after some promotions were told, others still to come
+    while True:  # stop mid-bracket: after some promotions were told, others still to come
         trial = session.ask()
         twin = uninterrupted.ask()
-        assert (twin.config, twin.provenance.bracket, twin.provenance.rung) == \
-            (trial.config, trial.provenance.bracket, trial.provenance.rung)
+        assert (twin.config, twin.provenance.bracket, twin.provenance.rung) == (
+            trial.config,
+            trial.provenance.bracket,
+            trial.provenance.rung,
+        )
         record = evaluate(trial)
         session.tell(trial, record.evaluation_result)
         uninterrupted.tell(session.records[-1])
@@ -181,14 +195,19 @@ def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> Non
     assert len(resumed.records) == steps
     while not uninterrupted.finished:
         a, b = resumed.ask(), uninterrupted.ask()
-        assert (a.config, a.provenance.bracket, a.provenance.rung, a.provenance.parent) == \
-            (b.config, b.provenance.bracket, b.provenance.rung, b.provenance.parent)
+        assert (a.config, a.provenance.bracket, a.provenance.rung, a.provenance.parent) == (
+            b.config,
+            b.provenance.bracket,
+            b.provenance.rung,
+            b.provenance.parent,
+        )
         resumed.tell(a, evaluate(a).evaluation_result)
         uninterrupted.tell(resumed.records[-1])
     assert resumed_engine.finished
     counts = Counter((r.raytuner.bracket, r.raytuner.rung) for r in store.evaluations("band"))
-    assert counts == Counter({(s, rung): n * 2 * passes for s in range(4)
-                              for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))})
+    assert counts == Counter(
+        {(s, rung): n * 2 * passes for s in range(4) for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))}
+    )
 
 
 @pytest.mark.parametrize("tasks, starts", [(3, [3, 1, 1, 1]), (2, [3, 3, 1, 1])])
@@ -207,8 +226,8 @@ def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one(tasks: int, 
         for model in band.take_models():
             sampler = model.raytuner["sampler"]
             first.setdefault((sampler["pass"], sampler["stage"]), (model.raytuner["fit"], model.task_parameters))
-    assert list(first) == [(1, 0), (1, 2), (2, 0), (2, 2)]      # stage 1 has no model: N(1) = 3, its initial design
-    assert [len(first[key][1]) for key in first] == [3 * tasks, tasks, 3 * tasks, tasks]   # tasks x levels sampling
+    assert list(first) == [(1, 0), (1, 2), (2, 0), (2, 2)]  # stage 1 has no model: N(1) = 3, its initial design
+    assert [len(first[key][1]) for key in first] == [3 * tasks, tasks, 3 * tasks, tasks]  # tasks x levels sampling
     # cold: n_starts = 3; warm: one start (the earlier hyperparameters are always optimised again)
     assert [len(first[key][0]["starts"]) for key in first] == starts
 
@@ -217,26 +236,27 @@ def test_only_this_runs_models_of_its_own_task_parameters_warm_start_a_new_sampl
     band = engine(passes=2, b_max=4)
     while band.current_pass == 0:
         band.tell(evaluate(band.ask(), b_max=4))
-    sampler = band._level_sampler()                    # pass 2, stage 0
+    sampler = band._level_sampler()  # pass 2, stage 0
     told = [r.uid for r in band._records[:5]]
     ours = SurrogateModelRecord(task_parameters=[[1.0, 0], [1.3, 2]], function_evaluations=told)
     earlier = {"pass": 1, "stage": 2}
 
     def rows(tasks: list[list[Any]], sampler_of: dict[str, Any] = earlier, uids: list[str] = told) -> Any:
-        return sampler.warm_rows(ours.model_copy(update={"task_parameters": tasks, "function_evaluations": uids}),
-                                 sampler_of)
+        return sampler.warm_rows(
+            ours.model_copy(update={"task_parameters": tasks, "function_evaluations": uids}), sampler_of
+        )
 
-    assert sampler.warm_rows(ours, earlier) == [0, 0, 0, 1, 1, 1]        # a missing level takes the nearest
+    assert sampler.warm_rows(ours, earlier) == [0, 0, 0, 1, 1, 1]  # a missing level takes the nearest
     assert rows(ours.task_parameters, uids=[*told, "a-uid-of-another-session"]) is None
-    assert rows(ours.task_parameters, {**earlier, "plain": True}) is None          # the twin without sources
-    assert rows(ours.task_parameters, {"pass": 2, "stage": sampler.stage}) is None   # not an earlier one
-    assert rows([[1.0], [1.3]]) is None                                    # a model of other task parameters
+    assert rows(ours.task_parameters, {**earlier, "plain": True}) is None  # the twin without sources
+    assert rows(ours.task_parameters, {"pass": 2, "stage": sampler.stage}) is None  # not an earlier one
+    assert rows([[1.0], [1.3]]) is None  # a model of other task parameters
     assert rows([[1.0, "0"], [1.3, "2"]]) is None
-    assert rows([[1.0, 0]]) is None                                        # task 1.3 is missing
+    assert rows([[1.0, 0]]) is None  # task 1.3 is missing
 
 
 def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:
-    band = engine(model="levels", n_initial=2)         # fewer than N(0) = 4: the model samples at every stage
+    band = engine(model="levels", n_initial=2)  # fewer than N(0) = 4: the model samples at every stage
     paper = engine()
     seen_stages = set()
     while not band.finished:
@@ -247,13 +267,13 @@ def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:
             # every level of every task is an LCM-task, at any stage
             assert sorted(sampler.lcm_tasks) == [(i, j) for i in range(2) for j in range(4)]
             k = sampler.task_index({**TASKS[1], "gptuneband_level": sampler.stage})
-            assert sampler.lcm_tasks[sampler.scored_task(k)] == (1, 0)     # scored by the prediction at b_max
-            assert len(sampler._records) == len(band._records)              # no evaluation left the model
+            assert sampler.lcm_tasks[sampler.scored_task(k)] == (1, 0)  # scored by the prediction at b_max
+            assert len(sampler._records) == len(band._records)  # no evaluation left the model
         band.tell(evaluate(s))
     assert seen_stages >= {1, 2}
     assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass()] * 2)
     sampler = paper._level_sampler()
-    assert sampler.scored_task(0) == 0 and len(sampler.lcm_tasks) == 8   # the paper's model, stage 0
+    assert sampler.scored_task(0) == 0 and len(sampler.lcm_tasks) == 8  # the paper's model, stage 0
 
 
 def test_an_unknown_model_names_the_choices() -> None:
@@ -269,16 +289,17 @@ def test_a_rungs_ranking_follows_what_it_is_told() -> None:
 
     def tell(y: float | None) -> str:
         outputs = {"y": y} if y is not None else {}
-        record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, outputs,
-                                           provenance=Provenance(bracket=2, rung=0, pass_=1))
+        record = FunctionEvaluation.create(
+            {"t": 1.0}, {"x": 0.5}, outputs, provenance=Provenance(bracket=2, rung=0, pass_=1)
+        )
         brackets.add(record, key)
         return record.uid
 
     middle, worst = tell(0.5), tell(0.9)
     assert brackets.successes(run, 0) == [middle, worst]
-    assert brackets.successes(run, 0) == [middle, worst]          # asked again: the same
+    assert brackets.successes(run, 0) == [middle, worst]  # asked again: the same
     best = tell(0.1)
     assert brackets.successes(run, 0) == [best, middle, worst]
-    tell(None)                                                     # a failed evaluation is no success
+    tell(None)  # a failed evaluation is no success
     assert brackets.successes(run, 0) == [best, middle, worst]
-    assert brackets.rung_size(run, 1) == 2                        # N(2) = 4 told: keep 4 // 2
+    assert brackets.rung_size(run, 1) == 2  # N(2) = 4 told: keep 4 // 2

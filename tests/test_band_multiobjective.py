@@ -18,12 +18,17 @@ from raytuner.strategies import GPTuneBand, fresh_engine
 from raytuner.strategies.band_sampler import MultiObjectiveLevelSampler
 from raytuner.strategies.breaches import NOTE
 
-SPACES = {"input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-          "parameter_space": [{"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                              {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1}]}
+SPACES = {
+    "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+    "parameter_space": [
+        {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+        {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1},
+    ],
+}
 #: ZDT1 shifted by the task t, with a fidelity error that vanishes at b_max = 9; ``mem`` <= 0.6 is a constraint.
-CONSTRAINED = ProblemSpace.parse({**SPACES, "output_space": [
-    {"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 0.6}]})
+CONSTRAINED = ProblemSpace.parse(
+    {**SPACES, "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 0.6}]}
+)
 TASKS = [{"t": 0.0}, {"t": 0.5}]
 B_MAX = 9
 
@@ -36,8 +41,9 @@ def zdt(config: dict, t: float, fidelity: float) -> dict[str, float]:
 
 
 def run_band(seed: int, model: str = "paper") -> tuple[GPTuneBand, list[FunctionEvaluation]]:
-    band = GPTuneBand(CONSTRAINED, TASKS, seed=seed, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(),
-                      model=model)
+    band = GPTuneBand(
+        CONSTRAINED, TASKS, seed=seed, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(), model=model
+    )
     records = []
     while not band.finished:
         s = band.ask()
@@ -61,10 +67,10 @@ def test_each_rung_promotes_what_nsga_ii_ranks_first(model: str) -> None:
             continue
         parents = {by_uid[r.raytuner.parent].uid for r in promoted}
         ranked = [told[n].uid for n in nsga_order(CONSTRAINED, told)]
-        assert parents == set(ranked[:len(promoted)]), (pass_, t, bracket, rung)
+        assert parents == set(ranked[: len(promoted)]), (pass_, t, bracket, rung)
         checked += 1
     assert checked >= 4
-    for task in TASKS:            # the front at b_max: feasible, non-dominated, only full-fidelity evaluations
+    for task in TASKS:  # the front at b_max: feasible, non-dominated, only full-fidelity evaluations
         front = band.pareto_front(task)
         at_b_max = [r for r in records if r.raytuner.fidelity == B_MAX]
         assert front and [r.uid for r in front] == [r.uid for r in pareto_front(CONSTRAINED, at_b_max, task)]
@@ -72,8 +78,10 @@ def test_each_rung_promotes_what_nsga_ii_ranks_first(model: str) -> None:
 
 
 def test_a_feasible_evaluation_is_promoted_before_one_that_breaks_the_constraint() -> None:
-    records = [FunctionEvaluation.create({"t": 0.0}, {"a": a, "b": b}, zdt({"a": a, "b": b}, 0.0, B_MAX))
-               for a, b in ((0.0, 0.9), (0.5, 0.0), (0.2, 0.05), (1.0, 0.5))]
+    records = [
+        FunctionEvaluation.create({"t": 0.0}, {"a": a, "b": b}, zdt({"a": a, "b": b}, 0.0, B_MAX))
+        for a, b in ((0.0, 0.9), (0.5, 0.0), (0.2, 0.05), (1.0, 0.5))
+    ]
     # a=0 has the best f1 but breaks mem <= 0.6 by less than a=1 does: the feasible ones first, then the nearer miss
     assert nsga_order(CONSTRAINED, records) == [1, 2, 0, 3]
 
@@ -86,13 +94,15 @@ def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
     while not again.finished:
         s = again.ask()
         replayed.append(again.tell(s, zdt(s.config, s.task["t"], s.fidelity)))
-    assert [(r.tuning_parameter, r.raytuner.fidelity) for r in replayed] == \
-        [(r.tuning_parameter, r.raytuner.fidelity) for r in records]
+    assert [(r.tuning_parameter, r.raytuner.fidelity) for r in replayed] == [
+        (r.tuning_parameter, r.raytuner.fidelity) for r in records
+    ]
     # a sample its LCMs chose as a likely success carries the mark the breach check reads; a promotion does not
     noted = [r for r in records if (r.raytuner.model_extra or {}).get(NOTE) is True]
     assert noted and {r.raytuner.source for r in noted} == {"model"}
-    assert [(r.raytuner.model_extra or {}).get(NOTE) for r in replayed] == \
-        [(r.raytuner.model_extra or {}).get(NOTE) for r in records]
+    assert [(r.raytuner.model_extra or {}).get(NOTE) for r in replayed] == [
+        (r.raytuner.model_extra or {}).get(NOTE) for r in records
+    ]
 
 
 @pytest.mark.parametrize("model", ["paper", "levels"])
@@ -102,14 +112,17 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
     band = GPTuneBand(CONSTRAINED, TASKS, seed=2, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(), model=model)
     with JsonStore(tmp_path / "s") as store:
         live = TuningSession("zdt", CONSTRAINED, band, store)
-        for _ in range(23):                 # mid-pass: the first brackets promoted, the last still sampling
+        for _ in range(23):  # mid-pass: the first brackets promoted, the last still sampling
             trial = live.ask()
             live.tell(trial, zdt(trial.config, trial.task["t"], trial.provenance.fidelity))
         resumed = TuningSession.resume("zdt", CONSTRAINED, fresh_engine(band), store)
         for _ in range(6):
             ahead, again = live.ask(), resumed.ask()
-            assert (again.task, again.config, again.provenance.fidelity) == \
-                (ahead.task, ahead.config, ahead.provenance.fidelity)
+            assert (again.task, again.config, again.provenance.fidelity) == (
+                ahead.task,
+                ahead.config,
+                ahead.provenance.fidelity,
+            )
             outputs = zdt(ahead.config, ahead.task["t"], ahead.provenance.fidelity)
             live.tell(ahead, outputs)
             resumed.tell(again, outputs)
@@ -124,18 +137,39 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
 
     with pytest.raises(InvalidInputError, match=r"metric: \[.f2.\]: this face tunes one objective or all of them"):
         GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "x"), "zdt", metric=["f2"])
-    named = GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", b_min=1, b_max=3, eta=3,
-                                metric="f2")
-    assert not named.engine.several and named.engine.objective.name == "f2"       # one named: it alone
+    named = GPTuneBandScheduler(
+        CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", b_min=1, b_max=3, eta=3, metric="f2"
+    )
+    assert not named.engine.several and named.engine.objective.name == "f2"  # one named: it alone
     store = JsonStore(tmp_path / "s")
-    band = GPTuneBandScheduler(CONSTRAINED, TASKS, store, "zdt", b_min=1, b_max=B_MAX, eta=3, seed=1,
-                               metric=["f1", "f2"], mode=["min", "min"], executor=InlineExecutor())
+    band = GPTuneBandScheduler(
+        CONSTRAINED,
+        TASKS,
+        store,
+        "zdt",
+        b_min=1,
+        b_max=B_MAX,
+        eta=3,
+        seed=1,
+        metric=["f1", "f2"],
+        mode=["min", "min"],
+        executor=InlineExecutor(),
+    )
     assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])
-    tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1, max_concurrent_trials=2,
-             reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"))
+    tune.run(
+        trainable,
+        search_alg=band.searcher(),
+        scheduler=band,
+        num_samples=-1,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        verbose=0,
+        storage_path=str(tmp_path / "ray"),
+    )
     records = store.evaluations("zdt")
     assert band.engine.finished and all(r.status == "ok" for r in records)
     assert {r.raytuner.fidelity for r in records} == {1, 3, 9}
     for task in TASKS:
-        assert [r.uid for r in band.engine.pareto_front(task)] == \
-            [r.uid for r in pareto_front(CONSTRAINED, [r for r in records if r.raytuner.fidelity == B_MAX], task)]
+        assert [r.uid for r in band.engine.pareto_front(task)] == [
+            r.uid for r in pareto_front(CONSTRAINED, [r for r in records if r.raytuner.fidelity == B_MAX], task)
+        ]

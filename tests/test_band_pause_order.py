@@ -38,7 +38,7 @@ class FakeTrial:
     config: dict[str, Any]
     status: str = Trial.PENDING
     epoch: int = 0
-    pausing: bool = False                      # PAUSE decided, checkpoint save in flight
+    pausing: bool = False  # PAUSE decided, checkpoint save in flight
     last_result: dict[str, Any] = field(default_factory=dict)
 
 
@@ -66,7 +66,7 @@ class SlowSaves:
         elif trial.status == Trial.RUNNING:
             self.band.on_trial_complete(self, trial, trial.last_result)
             self.searcher.on_trial_complete(trial.trial_id, result=trial.last_result)
-        trial.status, trial.pausing = Trial.TERMINATED, False      # a save in flight is dropped
+        trial.status, trial.pausing = Trial.TERMINATED, False  # a save in flight is dropped
 
     def finished(self) -> bool:
         return self.search_finished and all(t.status == Trial.TERMINATED for t in self.trials)
@@ -82,10 +82,10 @@ class SlowSaves:
         if sum(t.status == Trial.RUNNING for t in self.trials) < self.slots:
             chosen = self.band.choose_trial_to_run(self)
             if chosen is not None:
-                chosen.status = Trial.RUNNING                  # resumed from its checkpoint: its epoch is kept
+                chosen.status = Trial.RUNNING  # resumed from its checkpoint: its epoch is kept
         reporting = [t for t in self.trials if t.status == Trial.RUNNING and not t.pausing]
         if not reporting:
-            for trial in self.trials:                          # the slow saves resolve last
+            for trial in self.trials:  # the slow saves resolve last
                 if trial.pausing:
                     trial.status, trial.pausing = Trial.PAUSED, False
             return
@@ -102,16 +102,32 @@ class SlowSaves:
     def waiting_retired(self) -> list[str]:
         """Trials paused or pausing whose evaluation the engine retired: they would wait for ever."""
         states = self.band._states
-        return [t.trial_id for t in self.trials if t.status in (Trial.RUNNING, Trial.PAUSED)
-                and (t.status == Trial.PAUSED or t.pausing) and states[t.trial_id].told
-                and self.band.engine.retired(states[t.trial_id].uid)]
+        return [
+            t.trial_id
+            for t in self.trials
+            if t.status in (Trial.RUNNING, Trial.PAUSED)
+            and (t.status == Trial.PAUSED or t.pausing)
+            and states[t.trial_id].told
+            and self.band.engine.retired(states[t.trial_id].uid)
+        ]
 
 
 @pytest.mark.parametrize("slots", [2, 3])
 def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_at_once(tmp_path: Path, slots: int) -> None:
-    band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), TASKS, JsonStore(tmp_path / "store"), "band",
-                               b_min=1, b_max=B_MAX, eta=2, seed=0, options=FAST, executor=InlineExecutor(),
-                               fidelity_mode="iterative", search_candidates=128)
+    band = GPTuneBandScheduler(
+        ProblemSpace.parse(DEMO_PROBLEM),
+        TASKS,
+        JsonStore(tmp_path / "store"),
+        "band",
+        b_min=1,
+        b_max=B_MAX,
+        eta=2,
+        seed=0,
+        options=FAST,
+        executor=InlineExecutor(),
+        fidelity_mode="iterative",
+        search_candidates=128,
+    )
     band.max_concurrent = slots
     ray = SlowSaves(band, slots)
     stopped_while_pausing = 0
@@ -124,7 +140,7 @@ def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_at_once(tmp_pat
         # the moment the engine retires a waiting trial, it is stopped: never paused or pausing after a callback
         assert ray.waiting_retired() == []
     assert ray.finished(), [(t.trial_id, t.status, t.pausing) for t in ray.trials]
-    assert stopped_while_pausing > 0                             # the order that hung did happen
+    assert stopped_while_pausing > 0  # the order that hung did happen
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(band, len(TASKS))
     assert all(r.status == "ok" for r in records)

@@ -91,29 +91,53 @@ class SlowPause(tune.Trainable):
 
 
 def band(tmp_path: Path, **kwargs) -> GPTuneBandScheduler:
-    return GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "store"), "band", b_min=1, b_max=B_MAX, eta=2, seed=0,
-                      options=FAST, executor=InlineExecutor(), **kwargs)
+    return GPTuneBandScheduler(
+        PROBLEM,
+        TASKS,
+        JsonStore(tmp_path / "store"),
+        "band",
+        b_min=1,
+        b_max=B_MAX,
+        eta=2,
+        seed=0,
+        options=FAST,
+        executor=InlineExecutor(),
+        **kwargs,
+    )
 
 
 def planned(scheduler: GPTuneBandScheduler) -> Counter:
     structure = scheduler.engine.structure
-    return Counter({(s, rung): n * len(TASKS) for s in range(structure.s_max + 1)
-                    for rung, (n, _) in enumerate(structure.rungs(s))})
+    return Counter(
+        {
+            (s, rung): n * len(TASKS)
+            for s in range(structure.s_max + 1)
+            for rung, (n, _) in enumerate(structure.rungs(s))
+        }
+    )
 
 
 @pytest.mark.parametrize("model", ["paper", "levels"])
 def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, model: str) -> None:
     scheduler = band(tmp_path, model=model, search_candidates=256)
     assert scheduler.engine.model == model
-    analysis = tune.run(one_shot, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
-                        max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"))
+    analysis = tune.run(
+        one_shot,
+        search_alg=scheduler.searcher(),
+        scheduler=scheduler,
+        num_samples=-1,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        verbose=0,
+        storage_path=str(tmp_path / "ray"),
+    )
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert len(analysis.trials) == len(records) and scheduler.engine.finished
     assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
     assert all(r.status == "ok" and r.raytuner.cost == r.raytuner.fidelity / B_MAX for r in records)
     best = scheduler.best()
     assert all(b is not None and b.raytuner.fidelity == B_MAX for b in best)
-    assert JsonStore(tmp_path / "store").models("band")          # the LCM fits are stored too
+    assert JsonStore(tmp_path / "store").models("band")  # the LCM fits are stored too
 
 
 @pytest.mark.parametrize("trainable", [training, SlowPause], ids=["function", "slow_checkpoint"])
@@ -127,10 +151,17 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
     scheduler = band(tmp_path, fidelity_mode="iterative")
     guard = StallGuard(scheduler)
     # reuse_actors: a fresh actor per trial cost about a second each (20 s of the test's 21 on 2 idle cores)
-    tuner = tune.Tuner(trainable, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
-                                                              num_samples=-1, max_concurrent_trials=2,
-                                                              reuse_actors=True),
-                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=guard))
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=scheduler.searcher(),
+            scheduler=scheduler,
+            num_samples=-1,
+            max_concurrent_trials=2,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=guard),
+    )
     results = tuner.fit()
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert not guard.stalled, "the run did not end: a trial stayed PAUSED after the engine finished"
@@ -139,21 +170,29 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
     by_uid = {r.uid: r for r in records}
     promotions = [r for r in records if r.raytuner.parent]
     assert promotions
-    for r in promotions:       # a promotion continues its parent's Ray trial from the checkpoint
+    for r in promotions:  # a promotion continues its parent's Ray trial from the checkpoint
         parent = by_uid[r.raytuner.parent]
         assert r.raytuner.trial_id.split("@")[0] == parent.raytuner.trial_id.split("@")[0]
         assert r.additional_output["training_iteration"] == r.raytuner.fidelity
         assert r.raytuner.cost == pytest.approx((r.raytuner.fidelity - parent.raytuner.fidelity) / B_MAX)
     expected = scheduler.engine.structure.cost_per_pass("iterative")
     assert scheduler.engine.cost_per_task() == pytest.approx([expected] * len(TASKS))
-    assert len(results) == sum(1 for r in records if r.raytuner.rung == 0)   # one Ray trial per sample
+    assert len(results) == sum(1 for r in records if r.raytuner.rung == 0)  # one Ray trial per sample
 
 
 def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
-    tune.run(sometimes_diverges, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
-             max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"),
-             raise_on_failed_trial=False)
+    tune.run(
+        sometimes_diverges,
+        search_alg=scheduler.searcher(),
+        scheduler=scheduler,
+        num_samples=-1,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        verbose=0,
+        storage_path=str(tmp_path / "ray"),
+        raise_on_failed_trial=False,
+    )
     records = JsonStore(tmp_path / "store").evaluations("band")
     failed = [r for r in records if r.status != "ok"]
     assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
@@ -172,20 +211,38 @@ def test_an_unknown_model_is_refused_naming_the_field_before_anything_is_stored(
 def test_a_foreign_search_alg_is_refused(local_ray, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
     with pytest.raises(Exception, match="search_alg=band.searcher"):
-        tune.run(one_shot, config={"x": tune.uniform(0, 1), "t": 1.0, "fidelity": 4.0}, scheduler=scheduler,
-                 num_samples=1, verbose=0, storage_path=str(tmp_path / "ray"))
+        tune.run(
+            one_shot,
+            config={"x": tune.uniform(0, 1), "t": 1.0, "fidelity": 4.0},
+            scheduler=scheduler,
+            num_samples=1,
+            verbose=0,
+            storage_path=str(tmp_path / "ray"),
+        )
 
 
-@pytest.mark.skipif(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0",
-                    reason="the interrupt relies on Tune's SIGINT handler")
+@pytest.mark.skipif(
+    os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0", reason="the interrupt relies on Tune's SIGINT handler"
+)
 def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
     # reuse_actors: a fresh actor per trial cost about a second each (see above)
-    tuner = tune.Tuner(one_shot, tune_config=tune.TuneConfig(search_alg=scheduler.searcher(), scheduler=scheduler,
-                                                             num_samples=-1, max_concurrent_trials=2,
-                                                             reuse_actors=True),
-                       run_config=tune.RunConfig(name="exp", storage_path=str(tmp_path / "ray"), verbose=0,
-                                                 callbacks=[InterruptOnce(14, tmp_path / "interrupted")]))
+    tuner = tune.Tuner(
+        one_shot,
+        tune_config=tune.TuneConfig(
+            search_alg=scheduler.searcher(),
+            scheduler=scheduler,
+            num_samples=-1,
+            max_concurrent_trials=2,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            name="exp",
+            storage_path=str(tmp_path / "ray"),
+            verbose=0,
+            callbacks=[InterruptOnce(14, tmp_path / "interrupted")],
+        ),
+    )
     tuner.fit()
     before = JsonStore(tmp_path / "store").evaluations("band")
     assert (tmp_path / "interrupted").exists() and 14 <= len(before) < sum(planned(scheduler).values())
@@ -203,8 +260,9 @@ def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(band_run: 
     with JsonStore(band_run.store) as store:
         records = store.evaluations(BAND_PROBLEM)
     assert len(records) == 2 * per_task == 40
-    assert (f"{BAND_PROBLEM}: {len(records)} evaluations; GPTuneBand pass 1/1, done, 0 in flight, 2 of 2 tasks "
-            "finished") in band_run.output
+    assert (
+        f"{BAND_PROBLEM}: {len(records)} evaluations; GPTuneBand pass 1/1, done, 0 in flight, 2 of 2 tasks finished"
+    ) in band_run.output
     rows = [line.split() for line in band_run.output.splitlines() if line.split()[:1] in (["1"], ["1.3"])]
     assert [row[:2] for row in rows] == [["1", str(per_task)], ["1.3", str(per_task)]]
-    assert all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)   # ratio to the grid optimum, its lower bound
+    assert all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)  # ratio to the grid optimum, its lower bound

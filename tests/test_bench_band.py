@@ -23,15 +23,22 @@ from raytuner.errors import InvalidInputError
 from raytuner.problems.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
 from raytuner.strategies import BanditStructure
 
-CONFIG = {"batch_size": 91, "learning_rate": 0.00316, "momentum": 0.545, "weight_decay": 0.05, "num_layers": 3,
-          "max_units": 256, "max_dropout": 0.5}
+CONFIG = {
+    "batch_size": 91,
+    "learning_rate": 0.00316,
+    "momentum": 0.545,
+    "weight_decay": 0.05,
+    "num_layers": 3,
+    "max_units": 256,
+    "max_dropout": 0.5,
+}
 
 
 @pytest.fixture(scope="module")
 def surrogate() -> LCBenchSurrogate:
     try:
         return LCBenchSurrogate()
-    except (FileNotFoundError, ImportError) as exc:   # the [test] extra and CI's shared data provide both
+    except (FileNotFoundError, ImportError) as exc:  # the [test] extra and CI's shared data provide both
         pytest.fail(f"the LCBench surrogate does not load: {exc}", pytrace=False)
 
 
@@ -42,7 +49,7 @@ def test_surrogate_returns_finite_outputs_in_range(surrogate: LCBenchSurrogate) 
     assert 0.0 <= out["val_accuracy"] <= 100.0
     assert 0.0 <= out["val_balanced_accuracy"] <= 1.0 and out["time"] > 0
     early = surrogate.evaluate(3945, CONFIG, epoch=1)["val_accuracy"]
-    assert early < out["val_accuracy"]                   # this configuration learns over the epochs
+    assert early < out["val_accuracy"]  # this configuration learns over the epochs
     many = surrogate.evaluate_many([3945, "7593"], [CONFIG, CONFIG], [52, 52])
     assert many.shape == (2, 6) and many[0, 1] == pytest.approx(out["val_accuracy"])
 
@@ -76,12 +83,23 @@ def test_missing_data_folder_is_named(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_table1_rows_match_the_paper() -> None:
     rows = {row.id: row for row in band.TABLE1}
     assert [(r.task_range, r.structure) for r in rows.values()] == [
-        ((1.0, 1.45), (1, 8, 2)), ((1.0, 1.45), (1, 16, 2)), ((1.0, 1.45), (1, 9, 3)),
-        ((1.0, 1.45), (1, 27, 3)), ((1.0, 1.45), (1, 16, 4)), ((1.0, 5.5), (1, 27, 3))]
+        ((1.0, 1.45), (1, 8, 2)),
+        ((1.0, 1.45), (1, 16, 2)),
+        ((1.0, 1.45), (1, 9, 3)),
+        ((1.0, 1.45), (1, 27, 3)),
+        ((1.0, 1.45), (1, 16, 4)),
+        ((1.0, 5.5), (1, 27, 3)),
+    ]
     assert [r.paper["GPTuneBand"] for r in rows.values()] == [1.010, 1.018, 1.022, 1.017, 1.016, 1.013]
     # C = cost of one one-shot pass per task; 9 = 3^2 sums to 7.999... in floats and must still give 8 evaluations
     assert [(r.cost_per_task(), r.evaluations()) for r in rows.values()] == [
-        (15.0, 15), (21.0, 21), (8.0, 8), (15.0, 15), (8.0, 8), (15.0, 15)]
+        (15.0, 15),
+        (21.0, 21),
+        (8.0, 8),
+        (15.0, 15),
+        (8.0, 8),
+        (15.0, 15),
+    ]
     tasks = rows[6].tasks(repeat=0)
     assert len(tasks) == 10 and all(1.0 <= t <= 5.5 for t in tasks)
     assert tasks == rows[6].tasks(repeat=0) and tasks != rows[6].tasks(repeat=1)
@@ -101,7 +119,7 @@ def test_full_and_quick_settings() -> None:
 def test_tuners_and_runners_line_up() -> None:
     assert tuple(band.DEMO_RUNNERS) == band.DEMO_TUNERS and tuple(band.LCBENCH_RUNNERS) == band.LCBENCH_TUNERS
     assert {"GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC"} == set(band.LCBENCH_TUNERS)
-    paper = band.DEMO_RUNNERS["GPTuneBand-paper"]      # the same runner, the engine's paper model
+    paper = band.DEMO_RUNNERS["GPTuneBand-paper"]  # the same runner, the engine's paper model
     assert isinstance(paper, functools.partial) and paper.func is band_peers.run_demo_gptuneband
     assert paper.keywords == {"model": "paper"} and not paper.args
 
@@ -115,12 +133,12 @@ def test_lcbench_budget_and_ray_decision_points() -> None:
 
 
 def test_report_budget_charges_restarts_and_continuations() -> None:
-    restarts = band_ray_budget.ReportBudget(8.0, metric="y")   # one-shot: a resumed trial starts again at 0
+    restarts = band_ray_budget.ReportBudget(8.0, metric="y")  # one-shot: a resumed trial starts again at 0
     for f in (1, 2, 1, 2, 4):
         restarts.record("a", {"fidelity": f, "y": 1.0})
     assert [c for *_, c in restarts.log] == [1, 1, 1, 1, 2] and restarts.used == 6.0 and not restarts.spent()
-    assert restarts.record("b", {"fidelity": 4, "y": 1.0}) and len(restarts.log) == 5   # 10 > 8: not logged
-    continued = band_ray_budget.ReportBudget(52.0, metric="v")    # iterative: continues from the checkpoint
+    assert restarts.record("b", {"fidelity": 4, "y": 1.0}) and len(restarts.log) == 5  # 10 > 8: not logged
+    continued = band_ray_budget.ReportBudget(52.0, metric="v")  # iterative: continues from the checkpoint
     for f in (2, 6, 18, 52):
         continued.record("a", {"fidelity": f, "v": 90.0})
     assert continued.used == 52.0 and continued.spent()
@@ -135,7 +153,7 @@ def test_sequential_tuners_spend_the_same_budget_on_two_tasks() -> None:
         assert len(traces) == 2
         for trace in traces:
             assert sum(trace.costs) == pytest.approx(cost), name
-            assert trace.final == pytest.approx(np.nanmin(trace.values)), name   # the best seen at b_max
+            assert trace.final == pytest.approx(np.nanmin(trace.values)), name  # the best seen at b_max
         if name != "GPTuneBand":
             assert all(len(t.costs) == evaluations for t in traces)
 
@@ -145,47 +163,86 @@ def test_row_results_shape_and_goals() -> None:
     wall = {name: [1.0, 2.0] for name in band.DEMO_TUNERS}
     row = band.row_results(band.TABLE1[0], finals, wall)
     assert row["goals"]["lowest_R_bar_incl_mla"] is True
-    assert {"id", "task_range", "structure", "R_bar", "win_rate_vs", "paper_R_bar_GPTuneBand", "repeats",
-            "cost_per_task"} <= set(row)
+    assert {
+        "id",
+        "task_range",
+        "structure",
+        "R_bar",
+        "win_rate_vs",
+        "paper_R_bar_GPTuneBand",
+        "repeats",
+        "cost_per_task",
+    } <= set(row)
     assert set(row["R_bar"]) == set(band.DEMO_TUNERS) and set(row["win_rate_vs"]) == set(band.DEMO_TUNERS[1:])
     assert row["win_rate_vs"]["BOHB"] == 1.0 and row["repeats"] == 2 and row["cost_per_task"] == 15.0
-    assert band.goals([row]) == {"GPTuneBand_lowest_R_bar_every_row": True,
-                                 "GPTuneBand_R_bar_le_1.02_every_row": True,
-                                 "GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row": True}
+    assert band.goals([row]) == {
+        "GPTuneBand_lowest_R_bar_every_row": True,
+        "GPTuneBand_R_bar_le_1.02_every_row": True,
+        "GPTuneBand_win_rate_vs_BOHB_ge_0.8_every_row": True,
+    }
 
 
 def test_lowest_r_bar_counts_our_mla_and_needs_it() -> None:
     finals = {"GPTuneBand": np.full((1, 2), 1.01), "GPTune": np.full((1, 2), 1.0), "BOHB": np.full((1, 2), 1.1)}
     row = band.row_results(band.TABLE1[0], finals, {n: [1.0] for n in finals})
     assert row["goals"]["lowest_R_bar"] is False and row["goals"]["lowest_R_bar_incl_mla"] is False
-    no_mla = band.row_results(band.TABLE1[0], {n: v for n, v in finals.items() if n != "GPTune"},
-                              {n: [1.0] for n in finals})
+    no_mla = band.row_results(
+        band.TABLE1[0], {n: v for n, v in finals.items() if n != "GPTune"}, {n: [1.0] for n in finals}
+    )
     assert no_mla["goals"]["lowest_R_bar"] is True and no_mla["goals"]["lowest_R_bar_incl_mla"] is None
 
 
 def test_run_goals_keep_the_old_keys_and_add_issue_19s() -> None:
     finals = {name: np.full((1, 2), 1.0 + 0.01 * k) for k, name in enumerate(band.DEMO_TUNERS)}
     row = band.row_results(band.TABLE1[0], finals, {n: [1.0] for n in finals})
-    lc = band.lcbench_results([3945], 25.4, {"GPTuneBand": np.array([[90.0]]), "SMAC": np.array([[91.0]])},
-                              {"GPTuneBand": [1.0], "SMAC": [1.0]}, 2, ask_seconds=[0.1, 6.0])
+    lc = band.lcbench_results(
+        [3945],
+        25.4,
+        {"GPTuneBand": np.array([[90.0]]), "SMAC": np.array([[91.0]])},
+        {"GPTuneBand": [1.0], "SMAC": [1.0]},
+        2,
+        ask_seconds=[0.1, 6.0],
+    )
     goals = band.all_goals([row], lc)
     assert {k: goals[k] for k in band.goals([row])} == band.goals([row])
-    assert {k: goals[k] for k in ("lowest_R_bar_every_row_incl_mla", "R_bar_le_1.02_every_row",
-                                  "win_rate_vs_BOHB_ge_0.8_every_row", "lcbench_best_mean_rank",
-                                  "lcbench_longest_ask_lt_5s")} == {
-        "lowest_R_bar_every_row_incl_mla": True, "R_bar_le_1.02_every_row": True,
-        "win_rate_vs_BOHB_ge_0.8_every_row": True, "lcbench_best_mean_rank": False,
-        "lcbench_longest_ask_lt_5s": False}
+    assert {
+        k: goals[k]
+        for k in (
+            "lowest_R_bar_every_row_incl_mla",
+            "R_bar_le_1.02_every_row",
+            "win_rate_vs_BOHB_ge_0.8_every_row",
+            "lcbench_best_mean_rank",
+            "lcbench_longest_ask_lt_5s",
+        )
+    } == {
+        "lowest_R_bar_every_row_incl_mla": True,
+        "R_bar_le_1.02_every_row": True,
+        "win_rate_vs_BOHB_ge_0.8_every_row": True,
+        "lcbench_best_mean_rank": False,
+        "lcbench_longest_ask_lt_5s": False,
+    }
     unmeasured = band.all_goals([])
     assert set(unmeasured) == set(goals) and set(unmeasured.values()) == {None}
-    text = band.render_report({"table1": {"rows": [row], "goals": band.goals([row])}, "lcbench": lc,
-                               "goals": goals, "quick": True, "machine": {}, "command": "python -m benchmarks band"})
+    text = band.render_report(
+        {
+            "table1": {"rows": [row], "goals": band.goals([row])},
+            "lcbench": lc,
+            "goals": goals,
+            "quick": True,
+            "machine": {},
+            "command": "python -m benchmarks band",
+        }
+    )
     assert "longest 6.0 s" in text and "GPTuneBand-paper" in text
 
 
 def test_lcbench_results_rank_maximised_accuracy() -> None:
-    finals = {"GPTuneBand": np.array([[95.0, 80.0]]), "ASHA": np.array([[90.0, 80.0]]),
-              "HB": np.array([[85.0, 70.0]]), "BOHB": np.array([[95.0, 60.0]])}
+    finals = {
+        "GPTuneBand": np.array([[95.0, 80.0]]),
+        "ASHA": np.array([[90.0, 80.0]]),
+        "HB": np.array([[85.0, 70.0]]),
+        "BOHB": np.array([[95.0, 60.0]]),
+    }
     lc = band.lcbench_results([3945, 7593], 25.0, finals, {n: [1.0] for n in finals}, passes=2)
     assert lc["mean_rank"] == {"GPTuneBand": 1.5, "ASHA": 2.25, "HB": 3.5, "BOHB": 2.75}
     assert lc["R_bar"]["GPTuneBand"] == 1.0 and lc["R_bar"]["HB"] > 1.0 and lc["goal_best_mean_rank"]
@@ -193,14 +250,16 @@ def test_lcbench_results_rank_maximised_accuracy() -> None:
     assert lc["skipped"] == [] and lc["longest_ask_seconds"] is None and lc["goal_longest_ask_lt_5s"] is None
 
 
-def _fake_gptuneband(surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure,
-                     budget: float, seed: int) -> list[band_peers.Trace]:
+def _fake_gptuneband(
+    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+) -> list[band_peers.Trace]:
     return [band_peers.Trace([budget], [90.0 + seed], 90.0 + seed, ask_seconds=[0.5, 2.0 + seed]) for _ in task_ids]
 
 
-def test_run_lcbench_skips_a_peer_that_is_not_installed_and_times_asks(monkeypatch: pytest.MonkeyPatch,
-                                                                       caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setitem(sys.modules, "smac", None)      # import smac raises ImportError
+def test_run_lcbench_skips_a_peer_that_is_not_installed_and_times_asks(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "smac", None)  # import smac raises ImportError
     runners = {"GPTuneBand": _fake_gptuneband, "SMAC": band_smac.run_lcbench_smac}
     with caplog.at_level("WARNING", logger="benchmarks.band"):
         lc, history = band.run_lcbench([3945], repeats=2, passes=1, runners=runners)
@@ -208,7 +267,7 @@ def test_run_lcbench_skips_a_peer_that_is_not_installed_and_times_asks(monkeypat
     assert set(history["curves"]) == {"GPTuneBand"}
     assert (lc["asks"], lc["longest_ask_seconds"], lc["ask_seconds_median"]) == (4, 3.0, 1.25)
     assert lc["goal_longest_ask_lt_5s"] is True
-    assert lc["ask_executor"] in {"ProcessExecutor", "RayExecutor"}     # a user's: parallel starts past 64 records
+    assert lc["ask_executor"] in {"ProcessExecutor", "RayExecutor"}  # a user's: parallel starts past 64 records
 
 
 def test_lcbench_tpe_evaluates_at_full_fidelity_within_the_budget(surrogate: LCBenchSurrogate) -> None:
@@ -228,7 +287,7 @@ def test_smac_peer_on_one_task_spends_at_most_the_budget(surrogate: LCBenchSurro
     budget = structure.cost_per_pass("iterative")
     (trace,) = band_smac.run_lcbench_smac(surrogate, [3945], structure, budget, seed=0)
     assert 0.5 * budget < sum(trace.costs) <= budget + 1e-9
-    assert {round(c * 8) for c in trace.costs} <= {2, 4, 8}       # whole-epoch rungs and their increments
+    assert {round(c * 8) for c in trace.costs} <= {2, 4, 8}  # whole-epoch rungs and their increments
     assert 0.0 < trace.final <= 100.0 and trace.final == pytest.approx(np.nanmax(trace.values)) and not trace.note
     (again,) = band_smac.run_lcbench_smac(surrogate, [3945], structure, budget, seed=0)
-    assert again.costs == trace.costs and again.final == trace.final      # same seed, same process
+    assert again.costs == trace.costs and again.final == trace.final  # same seed, same process

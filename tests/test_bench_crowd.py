@@ -21,7 +21,7 @@ def test_a_tiny_run_writes_the_figures_and_the_goals(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["upload_records_per_s"] == results["upload_records_per_s"] > 0
     assert 0 < saved["query_p50_ms"] <= saved["query_p99_ms"]
-    assert saved["query_records"] == 2_000 // 20            # one task value, every access level alice sees
+    assert saved["query_records"] == 2_000 // 20  # one task value, every access level alice sees
     assert saved["direct"]["query_records"] == saved["query_records"]
     assert len(saved["ishigami"]["S1"]) == len(saved["ishigami"]["ST"]) == 3
     # 200 samples, N = 256: a loose check of the wiring. The same number on every run (0.115): the analysis

@@ -19,15 +19,25 @@ HAVE_KERNELS = all((default_data_dir() / name).is_file() for name in (KERNEL_SOU
 
 
 def _problem(best: float = 1.0) -> TransferProblem:
-    return TransferProblem("demo", ProblemSpace.parse(DEMO_PROBLEM), {}, {"t": 1.0}, lambda crowd: {},
-                           lambda config, fidelity: (0.0, None), best, {"fidelities": [1.0]})
+    return TransferProblem(
+        "demo",
+        ProblemSpace.parse(DEMO_PROBLEM),
+        {},
+        {"t": 1.0},
+        lambda crowd: {},
+        lambda config, fidelity: (0.0, None),
+        best,
+        {"fidelities": [1.0]},
+    )
 
 
 def test_cost_to_target_and_best_at_budget_from_known_traces() -> None:
-    tp = _problem(best=1.0)                                   # minimised: the target is reached at 1 / 0.99
-    traces = {"gptuneband+crowd": [[(0.5, None), (1.0, 1.2), (2.0, 1.005)], [(1.0, 1.001), (2.0, 1.3)]],
-              "gptuneband": [[(1.0, 2.0), (3.0, 1.009)], [(1.0, 2.0), (2.0, 1.5)]],
-              "mla": [[(1.0, 1.0)], [(1.0, 1.0)]]}
+    tp = _problem(best=1.0)  # minimised: the target is reached at 1 / 0.99
+    traces = {
+        "gptuneband+crowd": [[(0.5, None), (1.0, 1.2), (2.0, 1.005)], [(1.0, 1.001), (2.0, 1.3)]],
+        "gptuneband": [[(1.0, 2.0), (3.0, 1.009)], [(1.0, 2.0), (2.0, 1.5)]],
+        "mla": [[(1.0, 1.0)], [(1.0, 1.0)]],
+    }
     summary = summarise(tp, traces)
     rows = {r["tuner"]: r for r in summary["rows"]}
     assert rows["gptuneband+crowd"]["cost_to_target_median"] == 1.5 and rows["gptuneband+crowd"]["reached_share"] == 1
@@ -57,27 +67,38 @@ def test_a_tpe_run_never_measures_a_configuration_that_cannot_run() -> None:
 
 def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
     problems = ("lcbench", "kernel") if HAVE_KERNELS else ("lcbench",)
-    results = run(tmp_path, settings=Settings(seeds=(0,), budgets=tuple((p, 3.0) for p in problems),
-                                              source_per_task=3))
+    results = run(tmp_path, settings=Settings(seeds=(0,), budgets=tuple((p, 3.0) for p in problems), source_per_task=3))
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["goals"] == results["goals"] and (tmp_path / "report.md").is_file()
     assert [p["id"] for p in saved["problems"]] == list(problems)
     lcbench = saved["problems"][0]
-    assert lcbench["crowd_records"] == 7 * 3 and lcbench["crowds"] == 1   # each other task's user shared 3
+    assert lcbench["crowd_records"] == 7 * 3 and lcbench["crowds"] == 1  # each other task's user shared 3
     assert isinstance(lcbench["crowd_records"], int)
     assert lcbench["maximize"] and lcbench["best_known"] > 90 and lcbench["budget"] == 3.0
-    for problem in saved["problems"]:                         # the whole reference set is known on both problems
-        assert set(problem["transferability"]) == {"configurations", "reaching", "spearman",
-                                                   "evaluations_in_source_order", "evaluations_in_random_order"}
+    for problem in saved["problems"]:  # the whole reference set is known on both problems
+        assert set(problem["transferability"]) == {
+            "configurations",
+            "reaching",
+            "spearman",
+            "evaluations_in_source_order",
+            "evaluations_in_random_order",
+        }
         assert -1 <= problem["transferability"]["spearman"] <= 1
     assert [r["tuner"] for r in lcbench["rows"]] == list(Settings.tuners)
     for problem in saved["problems"]:
         for row in problem["rows"]:
-            assert set(row) == {"tuner", "cost_to_target_median", "reached_share", "best_at_budget_mean",
-                                "best_at_budget_sd", "evaluations_median"}
+            assert set(row) == {
+                "tuner",
+                "cost_to_target_median",
+                "reached_share",
+                "best_at_budget_mean",
+                "best_at_budget_sd",
+                "evaluations_median",
+            }
             assert row["best_at_budget_mean"] is not None
-    assert set(saved["goals"]) == {f"{p}_band_crowd_{g}" for p in problems for g in ("cost_30pct_less",
-                                                                                     "best_at_budget")}
+    assert set(saved["goals"]) == {
+        f"{p}_band_crowd_{g}" for p in problems for g in ("cost_30pct_less", "best_at_budget")
+    }
 
 
 @pytest.mark.skipif(not HAVE_KERNELS, reason="the Kernel Tuner caches are not in ../shared/data")

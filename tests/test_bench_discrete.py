@@ -16,18 +16,23 @@ pytestmark = pytest.mark.slow
 
 def test_best_so_far_and_the_mae_of_a_run() -> None:
     trace = [({}, None), ({}, 5.0), ({}, None), ({}, 4.0), ({}, 6.0)]
-    assert best_so_far(trace, 6) == [None, 5.0, 5.0, 4.0, 4.0, 4.0]        # padded with the last best
+    assert best_so_far(trace, 6) == [None, 5.0, 5.0, 4.0, 4.0, 4.0]  # padded with the last best
     # checkpoints 1, 2, 4 against optimum 3: before the first success the worst time (10) counts
     assert run_mae([None, 5.0, 5.0, 4.0], optimum=3.0, checkpoints=[1, 2, 4], worst=10.0) == pytest.approx(10 / 3)
 
 
 def test_mdf_is_the_mean_over_kernels_of_mae_over_the_kernels_mean_mae() -> None:
     s = Settings(kernels=("k1", "k2"), methods=("a", "b"), repeats=2)
-    jobs = [{"method": m, "kernel": k, "seed": seed, "mae": mae, "model_ask_ms": [], "ms_per_suggestion": 1.0,
-             "failed": 0}
-            for (m, k), maes in {("a", "k1"): (1.0, 3.0), ("b", "k1"): (6.0, 6.0),
-                                 ("a", "k2"): (10.0, 10.0), ("b", "k2"): (30.0, 30.0)}.items()
-            for seed, mae in enumerate(maes)]
+    jobs = [
+        {"method": m, "kernel": k, "seed": seed, "mae": mae, "model_ask_ms": [], "ms_per_suggestion": 1.0, "failed": 0}
+        for (m, k), maes in {
+            ("a", "k1"): (1.0, 3.0),
+            ("b", "k1"): (6.0, 6.0),
+            ("a", "k2"): (10.0, 10.0),
+            ("b", "k2"): (30.0, 30.0),
+        }.items()
+        for seed, mae in enumerate(maes)
+    ]
     rows = {r["method"]: r for r in summarise(jobs, s)["rows"]}
     # k1: a 2, b 6 (mean 4) -> 0.5, 1.5; k2: a 10, b 30 (mean 20) -> 0.5, 1.5
     assert rows["a"]["mdf"] == pytest.approx(0.5) and rows["b"]["mdf"] == pytest.approx(1.5)
@@ -36,8 +41,14 @@ def test_mdf_is_the_mean_over_kernels_of_mae_over_the_kernels_mean_mae() -> None
 
 @pytest.mark.skipif(not (default_data_dir() / "pnpoly_RTX_3090.json.gz").is_file(), reason="shared data missing")
 def test_a_small_run_writes_the_results_keys_and_resumes(tmp_path: Path, caplog) -> None:
-    s = Settings(kernels=("pnpoly_RTX_3090",), methods=("raytuner_ei", "kt_random_sample", "optuna_tpe"),
-                 repeats=1, evaluations=60, checkpoints=(40, 60), workers=1)
+    s = Settings(
+        kernels=("pnpoly_RTX_3090",),
+        methods=("raytuner_ei", "kt_random_sample", "optuna_tpe"),
+        repeats=1,
+        evaluations=60,
+        checkpoints=(40, 60),
+        workers=1,
+    )
     results = run(tmp_path, settings=s)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["kernels"] == ["pnpoly_RTX_3090"]

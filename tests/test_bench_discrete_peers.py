@@ -40,11 +40,24 @@ def _document() -> dict[str, Any]:
             time = "RuntimeFailedConfig"
         else:
             time = 1.0 + abs(math.log2(a) - 2) + 0.5 * abs(math.log2(b) - 6) + C_COST[c]
-        entries[f"{a},{b},{c}"] = {"a": a, "b": b, "c": c, "time": time, "compile_time": 10.0,
-                                   "verification_time": 0.0, "benchmark_time": 5.0}
-    return {"device_name": "Synthetic GPU", "kernel_name": "toy_kernel", "problem_size": [1024, 1024],
-            "tune_params_keys": ["a", "b", "c"], "tune_params": {"a": A, "b": B, "c": C}, "objective": "time",
-            "cache": entries}
+        entries[f"{a},{b},{c}"] = {
+            "a": a,
+            "b": b,
+            "c": c,
+            "time": time,
+            "compile_time": 10.0,
+            "verification_time": 0.0,
+            "benchmark_time": 5.0,
+        }
+    return {
+        "device_name": "Synthetic GPU",
+        "kernel_name": "toy_kernel",
+        "problem_size": [1024, 1024],
+        "tune_params_keys": ["a", "b", "c"],
+        "tune_params": {"a": A, "b": B, "c": C},
+        "objective": "time",
+        "cache": entries,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -112,21 +125,21 @@ def test_kernel_tuner_meets_failed_configurations(toy: KernelCache) -> None:
 
 @pytest.mark.usefixtures("kt")
 def test_kernel_tuner_budget_above_space_and_cache_from_document(tmp_path: Path) -> None:
-    cache = KernelCache.from_document(_document())   # no file behind it: written from the object
+    cache = KernelCache.from_document(_document())  # no file behind it: written from the object
     trace = run_kernel_tuner(cache, "kt_random_sample", 500, seed=0, workdir=tmp_path)
     _check(trace, cache, len(cache))
     copies = list(tmp_path.glob("*.json"))
     assert len(copies) == 1
     assert run_kernel_tuner(cache, "kt_random_sample", 5, seed=0, workdir=tmp_path) == trace[:5]
-    assert list(tmp_path.glob("*.json")) == copies   # written once, reused
-    json.loads(copies[0].read_text())                # and still a closed JSON document
+    assert list(tmp_path.glob("*.json")) == copies  # written once, reused
+    json.loads(copies[0].read_text())  # and still a closed JSON document
 
 
 @pytest.mark.usefixtures("kt")
 @pytest.mark.parametrize("method", ["kt_simulated_annealing", "kt_mls", "kt_bayes_opt_multi"])
 def test_other_kernel_tuner_methods_run(method: str, toy: KernelCache) -> None:
     trace = run_kernel_tuner(toy, method, 25, seed=2)
-    assert 0 < len(trace) <= 25   # simulated annealing may stop early (logged)
+    assert 0 < len(trace) <= 25  # simulated annealing may stop early (logged)
     _check(trace, toy, len(trace))
 
 
@@ -148,8 +161,9 @@ def test_tpe_finds_the_whole_space(toy: KernelCache, caplog: pytest.LogCaptureFi
     assert any("TPE evaluates all of them" in r.getMessage() for r in caplog.records)
 
 
-def test_tpe_guard_against_free_proposals(toy: KernelCache, caplog: pytest.LogCaptureFixture,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tpe_guard_against_free_proposals(
+    toy: KernelCache, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """After MAX_FREE_PROPOSALS proposals in a row that cost nothing, a random unvisited configuration is
     evaluated (and logged); the trace stays unique and reproducible."""
     pytest.importorskip("optuna")

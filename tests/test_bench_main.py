@@ -39,13 +39,15 @@ def test_an_unknown_benchmark_lists_the_benchmarks(tmp_path: Path, capsys: pytes
     assert not (tmp_path / "b").exists()
 
 
-def test_a_benchmark_without_its_peers_is_refused_before_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_benchmark_without_its_peers_is_refused_before_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    listed = {re.split(r"[<>=\[]", r)[0].lower().replace("-", "_")
-              for r in extra["project"]["optional-dependencies"]["bench"]}
+    listed = {
+        re.split(r"[<>=\[]", r)[0].lower().replace("-", "_") for r in extra["project"]["optional-dependencies"]["bench"]
+    }
     needed = {m.lower() for modules in benchmarks.PEER_MODULES.values() for m in modules}
-    assert needed <= listed                                   # every peer module comes with the bench extra
+    assert needed <= listed  # every peer module comes with the bench extra
     monkeypatch.setitem(benchmarks.PEER_MODULES, "store", ("raytuner_no_such_peer",))
     assert main(["store", "--out", str(tmp_path / "b"), "--quick"]) == 2
     err = _one_line(capsys)
@@ -53,11 +55,12 @@ def test_a_benchmark_without_its_peers_is_refused_before_it_runs(tmp_path: Path,
     assert not (tmp_path / "b").exists()
 
 
-def test_a_benchmark_without_its_data_names_the_files_and_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_benchmark_without_its_data_names_the_files_and_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "data"
     empty.mkdir()
-    monkeypatch.setattr(data, "ROOT", tmp_path / "checkout")          # no tests/data, no ../shared/data
+    monkeypatch.setattr(data, "ROOT", tmp_path / "checkout")  # no tests/data, no ../shared/data
     monkeypatch.delenv("RAYTUNER_SHARED_DATA", raising=False)
     assert main(["tla", "--out", str(tmp_path / "b"), "--data", str(empty)]) == 2
     err = _one_line(capsys)
@@ -79,5 +82,7 @@ def test_the_data_folders_are_searched_in_order(tmp_path: Path, monkeypatch: pyt
     assert data.folders() == [first, checkout / "tests" / "data"]
     assert data.find("kernel_tuner/a.json.gz") == first / "kernel_tuner" / "a.json.gz"
     assert data.find("kernel_tuner/b.json.gz") == checkout / "tests" / "data" / "kernel_tuner" / "b.json.gz"
-    assert data.missing_data("tla") == ["kernel_tuner/dedispersion_A100.json.gz",
-                                        "kernel_tuner/dedispersion_W7800.json.gz"]
+    assert data.missing_data("tla") == [
+        "kernel_tuner/dedispersion_A100.json.gz",
+        "kernel_tuner/dedispersion_W7800.json.gz",
+    ]

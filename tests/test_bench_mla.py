@@ -41,8 +41,10 @@ def _fake_quality() -> dict:
 
 def _fake_overhead() -> list[dict]:
     ours = {"seconds": [0.5, 0.4, 0.6], "loglik": -20.0, "standardisation_agrees": True}
-    return [overhead_row(10, 10, 0.9, [0.2, 0.3, 0.25], ours, {"seconds": 4.0, "loglik": -20.05}, 5),
-            overhead_row(10, 30, 1.5, [0.6, 0.7, 0.8], ours, {"seconds": 9.0, "loglik": -19.95}, 5)]
+    return [
+        overhead_row(10, 10, 0.9, [0.2, 0.3, 0.25], ours, {"seconds": 4.0, "loglik": -20.05}, 5),
+        overhead_row(10, 30, 1.5, [0.6, 0.7, 0.8], ours, {"seconds": 9.0, "loglik": -19.95}, 5),
+    ]
 
 
 def test_results_have_the_agreed_key_layout() -> None:
@@ -56,30 +58,65 @@ def test_results_have_the_agreed_key_layout() -> None:
     assert set(mla["win_rate_vs"]) == {"single_task_bo", "optuna_tpe", "random"}
     assert mla["win_rate_vs"]["single_task_bo"] >= 0.5 and all(row["win_rate_vs"] == {} for row in rows[1:])
     for row in results["overhead"]["rows"]:
-        assert {"tasks", "samples_per_task", "ask_seconds_median", "naive_fit_seconds_median", "loglik",
-                "naive_loglik"} <= set(row)
+        assert {
+            "tasks",
+            "samples_per_task",
+            "ask_seconds_median",
+            "naive_fit_seconds_median",
+            "loglik",
+            "naive_loglik",
+        } <= set(row)
     assert results["overhead"]["rows"][1]["ask_seconds_median"] == 0.7
     assert results["goals"]["ask_median_le_1s_at_10x30"] is True
     # 10x10: 8x faster and a better log-likelihood; 10x30: 18x faster, 0.05 nats worse (within the tolerance)
     assert results["goals"]["fit_3x_faster_than_naive_at_equal_loglik"] is True
     json.dumps(results, allow_nan=False)  # what write_results needs
-    report = render_report({**results, "elapsed_s": 1.0, "quality": {
-        **results["quality"], "tasks": [1.0, 2.0], "seeds": [0], "evaluations_per_task": 20, "n_initial": 10,
-        "plot": None}, "overhead": {**results["overhead"], "asks": 5, "fit_repeats": 3, "naive_restarts": 5,
-                                    "naive_samples": [10, 30]}})
+    report = render_report(
+        {
+            **results,
+            "elapsed_s": 1.0,
+            "quality": {
+                **results["quality"],
+                "tasks": [1.0, 2.0],
+                "seeds": [0],
+                "evaluations_per_task": 20,
+                "n_initial": 10,
+                "plot": None,
+            },
+            "overhead": {
+                **results["overhead"],
+                "asks": 5,
+                "fit_repeats": 3,
+                "naive_restarts": 5,
+                "naive_samples": [10, 30],
+            },
+        }
+    )
     assert "| mla |" in report and "10 x 30" in report and "matplotlib is not installed" in report
 
 
 def test_goals_miss_when_slower_or_worse_and_stay_open_when_unmeasured() -> None:
-    slow = {"tasks": 10, "samples_per_task": 30, "ask_seconds_median": 1.2, "naive_fit_seconds_median": 2.0,
-            "fit_speedup_vs_naive": 4.0, "loglik": -30.0, "naive_loglik": -20.0}
-    assert overhead_goals([slow]) == {"ask_median_le_1s_at_10x30": False,
-                                      "fit_3x_faster_than_naive_at_equal_loglik": False}
+    slow = {
+        "tasks": 10,
+        "samples_per_task": 30,
+        "ask_seconds_median": 1.2,
+        "naive_fit_seconds_median": 2.0,
+        "fit_speedup_vs_naive": 4.0,
+        "loglik": -30.0,
+        "naive_loglik": -20.0,
+    }
+    assert overhead_goals([slow]) == {
+        "ask_median_le_1s_at_10x30": False,
+        "fit_3x_faster_than_naive_at_equal_loglik": False,
+    }
     unmeasured = {**slow, "samples_per_task": 50, "naive_fit_seconds_median": None}
-    assert overhead_goals([unmeasured]) == {"ask_median_le_1s_at_10x30": None,
-                                            "fit_3x_faster_than_naive_at_equal_loglik": None}
-    quality = quality_results({"mla": np.array([2.0, 2.0]), "single_task_bo": np.array([1.0, 3.0])},
-                              {"mla": [1.0], "single_task_bo": [1.0]})
+    assert overhead_goals([unmeasured]) == {
+        "ask_median_le_1s_at_10x30": None,
+        "fit_3x_faster_than_naive_at_equal_loglik": None,
+    }
+    quality = quality_results(
+        {"mla": np.array([2.0, 2.0]), "single_task_bo": np.array([1.0, 3.0])}, {"mla": [1.0], "single_task_bo": [1.0]}
+    )
     goals = build_results(quality, [], quick=True, machine={})["goals"]
     assert goals["mla_win_rate_vs_single_task_bo_ge_0.7"] is False  # 0.5
     assert goals["mla_lowest_R_bar"] is False  # mla: R-tilde [2, 1] -> 1.5; single: [1, 1.5] -> 1.25
@@ -117,8 +154,15 @@ class _FlatModel:
     """A stand-in fitted model: mean 0 and variance 1 in model units everywhere, an approximation report."""
 
     class report:  # noqa: N801 - an attribute namespace like FitReport
-        approximation = {"method": "fitc", "samples": 1020, "fit_samples": 500, "inducing": np.int64(200),
-                         "held_out": 20, "held_out_rmse": 0.1, "held_out_log_density": float("nan")}
+        approximation = {
+            "method": "fitc",
+            "samples": 1020,
+            "fit_samples": 500,
+            "inducing": np.int64(200),
+            "held_out": 20,
+            "held_out_rmse": 0.1,
+            "held_out_log_density": float("nan"),
+        }
 
     def predict(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(len(X)), np.ones(len(X))
@@ -137,17 +181,22 @@ def test_scale_rows_report_held_out_error_and_goals() -> None:
     rmse = float(np.sqrt(np.mean((np.concatenate(heldout[1]) - predicted_mean) ** 2)))
     assert figures["heldout_rmse"] == pytest.approx(rmse, rel=1e-4) and figures["heldout_log_density"] < 0
     assert figures["exact_heldout_rmse"] is None and figures["exact_loglik"] is None
-    small = scale_figures(_FlatModel(), [x[:5] for x in X], [v[:5] for v in y], standardise([v[:5] for v in y]),
-                          tasks)
+    small = scale_figures(_FlatModel(), [x[:5] for x in X], [v[:5] for v in y], standardise([v[:5] for v in y]), tasks)
     assert small["heldout_rmse"] is None and small["approximation"] is not None
 
     ours = {"seconds": [4.0], "loglik": -50.0, "standardisation_agrees": True}
-    rows = [overhead_row(10, 30, 0.5, [0.2, 0.25], ours, None, 5),
-            overhead_row(10, 100, 1.5, [0.9], ours, None, 5, figures),
-            overhead_row(20, 250, 4.0, [3.5], ours, None, 5, {**figures, "heldout_rmse": 0.01})]
+    rows = [
+        overhead_row(10, 30, 0.5, [0.2, 0.25], ours, None, 5),
+        overhead_row(10, 100, 1.5, [0.9], ours, None, 5, figures),
+        overhead_row(20, 250, 4.0, [3.5], ours, None, 5, {**figures, "heldout_rmse": 0.01}),
+    ]
     assert [r["records"] for r in rows] == [300, 1000, 5000] and rows[2]["heldout_rmse"] == 0.01
-    assert scale_goals(rows) == {"warm_ask_median_le_0.3s_at_10x30": True, "cold_fit_le_5s_at_10x30": True,
-                                 "ask_median_le_1s_at_10x100": True, "ask_median_le_3s_at_20x250": False}
+    assert scale_goals(rows) == {
+        "warm_ask_median_le_0.3s_at_10x30": True,
+        "cold_fit_le_5s_at_10x30": True,
+        "ask_median_le_1s_at_10x100": True,
+        "ask_median_le_3s_at_20x250": False,
+    }
     section = "\n".join(render_scale(rows))
     assert "10 x 100" in section and "fitc, fit on 500 of 1020, 200 inducing" in section
     assert "10 x 30 |" not in section and render_scale(rows[:1]) == []
@@ -159,16 +208,36 @@ def test_optuna_gp_is_a_peer_and_skipped_without_torch(monkeypatch: pytest.Monke
     tuners, skipped = available_tuners()
     assert "optuna_gp" not in tuners and "torch" in skipped["optuna_gp"] and "mla" in tuners
     names = ("mla", "single_task_bo", "optuna_gp")
-    best = {"mla": np.array([[1.0, 1.0, 1.0]]), "single_task_bo": np.array([[2.0, 2.0, 2.0]]),
-            "optuna_gp": np.array([[2.0, 0.5, 0.5]])}
-    quality = {**quality_results(best, {n: [1.0] for n in names}), "tasks": [1.0], "seeds": [0],
-               "evaluations_per_task": 20, "n_initial": 10, "plot": None, "skipped": {"optuna_tpe": "why not"}}
+    best = {
+        "mla": np.array([[1.0, 1.0, 1.0]]),
+        "single_task_bo": np.array([[2.0, 2.0, 2.0]]),
+        "optuna_gp": np.array([[2.0, 0.5, 0.5]]),
+    }
+    quality = {
+        **quality_results(best, {n: [1.0] for n in names}),
+        "tasks": [1.0],
+        "seeds": [0],
+        "evaluations_per_task": 20,
+        "n_initial": 10,
+        "plot": None,
+        "skipped": {"optuna_tpe": "why not"},
+    }
     results = build_results(quality, [], quick=True, machine={})
     goals = results["goals"]
     assert goals["mla_win_rate_vs_single_task_bo_ge_0.7"] is True and goals["win_rate_ge_0.7_vs_optuna_gp"] is False
     assert goals["ask_median_le_3s_at_20x250"] is None and goals["warm_ask_median_le_0.3s_at_10x30"] is None
-    report = render_report({**results, "overhead": {**results["overhead"], "asks": 3, "fit_repeats": 1,
-                                                    "naive_restarts": 2, "naive_samples": [10]}})
+    report = render_report(
+        {
+            **results,
+            "overhead": {
+                **results["overhead"],
+                "asks": 3,
+                "fit_repeats": 1,
+                "naive_restarts": 2,
+                "naive_samples": [10],
+            },
+        }
+    )
     assert "Skipped optuna_tpe: why not." in report and "against optuna_gp: **missed**" in report
     assert "at 20 x 250 (5,000 records) at most 3 s: not measured" in report
 
@@ -178,31 +247,61 @@ def _fake_lcbench() -> dict:
     best = {name: 90.0 + rng.random((3, 4)) for name in ("mla", "mla_shared", "single_task_bo", "optuna_gp", "random")}
     best["mla_shared"] = np.maximum(best["mla_shared"], best["single_task_bo"] + 0.01)  # always ahead of it
     rows = lcbench_rows(best, {name: [1.0, 2.0, 3.0] for name in best})
-    return {"rows": rows, "references": ["mla", "mla_shared"], "tasks": [3945, 7593], "seeds": [0, 1, 2],
-            "epoch": 52, "evaluations_per_task": 20, "n_initial": 10}
+    return {
+        "rows": rows,
+        "references": ["mla", "mla_shared"],
+        "tasks": [3945, 7593],
+        "seeds": [0, 1, 2],
+        "epoch": 52,
+        "evaluations_per_task": 20,
+        "n_initial": 10,
+    }
 
 
 def test_the_lcbench_cells_give_win_rates_with_their_errors_and_a_goal() -> None:
     lcbench = _fake_lcbench()
     by_tuner = {row["tuner"]: row for row in lcbench["rows"]}
     assert by_tuner["mla_shared"]["win_rate_vs"]["single_task_bo"] == 1.0
-    assert by_tuner["mla_shared"]["win_rate_se_vs"]["single_task_bo"] == 0.0    # every seed won whole
+    assert by_tuner["mla_shared"]["win_rate_se_vs"]["single_task_bo"] == 0.0  # every seed won whole
     assert set(by_tuner["mla"]["win_rate_vs"]) == {"mla_shared", "single_task_bo", "optuna_gp", "random"}
     assert by_tuner["random"]["win_rate_vs"] == {} and by_tuner["random"]["win_rate_se_vs"] == {}
-    results = build_results(_fake_quality(), _fake_overhead(), quick=False, machine={"cores": 2},
-                            quality_lcbench=lcbench)
+    results = build_results(
+        _fake_quality(), _fake_overhead(), quick=False, machine={"cores": 2}, quality_lcbench=lcbench
+    )
     for peer in ("single_task_bo", "optuna_gp"):
         expected = by_tuner["mla"]["win_rate_vs"][peer] >= 0.7
         assert results["goals"][f"mla_win_rate_vs_{peer}_ge_0.7_on_lcbench"] is expected
-    skipped = build_results(_fake_quality(), _fake_overhead(), quick=False, machine={},
-                            quality_lcbench={"skipped": {"lcbench": "FileNotFoundError: no data"}})
+    skipped = build_results(
+        _fake_quality(),
+        _fake_overhead(),
+        quick=False,
+        machine={},
+        quality_lcbench={"skipped": {"lcbench": "FileNotFoundError: no data"}},
+    )
     assert skipped["goals"]["mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench"] is None
     assert skipped["goals"]["mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench"] is None
     json.dumps(results, allow_nan=False)
-    report = render_report({**results, "elapsed_s": 1.0, "quality": {
-        **results["quality"], "tasks": [1.0], "seeds": [0], "evaluations_per_task": 20, "n_initial": 10,
-        "plot": None}, "overhead": {**results["overhead"], "asks": 5, "fit_repeats": 3, "naive_restarts": 5,
-                                    "naive_samples": [10]}})
+    report = render_report(
+        {
+            **results,
+            "elapsed_s": 1.0,
+            "quality": {
+                **results["quality"],
+                "tasks": [1.0],
+                "seeds": [0],
+                "evaluations_per_task": 20,
+                "n_initial": 10,
+                "plot": None,
+            },
+            "overhead": {
+                **results["overhead"],
+                "asks": 5,
+                "fit_repeats": 3,
+                "naive_restarts": 5,
+                "naive_samples": [10],
+            },
+        }
+    )
     assert "## Quality on LCBench" in report and "| mla_shared |" in report and " ± " in report
 
 
@@ -211,15 +310,18 @@ def test_the_lcbench_cells_run_every_tuner_on_the_real_surrogate(monkeypatch: py
     monkeypatch.setitem(__import__("sys").modules, "torch", None)  # as without torch (the [test] extra has none)
     settings = LCBenchQuality(seeds=(0, 1), tasks=(3945, 7593), evaluations=4, n_initial=2)
     out = lcbench_cells(settings)
-    if "lcbench" in out["skipped"]:        # the [test] extra and CI's shared data provide the surrogate
+    if "lcbench" in out["skipped"]:  # the [test] extra and CI's shared data provide the surrogate
         pytest.fail(f"the LCBench surrogate does not load: {out['skipped']['lcbench']}", pytrace=False)
     assert list(out["skipped"]) == ["optuna_gp"] and "torch" in out["skipped"]["optuna_gp"]
     assert [row["tuner"] for row in out["rows"]] == [t for t in LCBENCH_TUNERS if t != "optuna_gp"]
     for name, cells in out["best"].items():
         assert np.shape(cells) == (2, 2) and all(0.0 < v <= 100.0 for row in cells for v in row), name
-    accuracy = out["model_accuracy"]       # MLA's model against one GP per task, 2 seeds x 2 tasks
-    assert accuracy["cells"] == 4 and accuracy["samples_per_task"] == 2 and set(accuracy["models"]) == {
-        "lcm", "independent"}
+    accuracy = out["model_accuracy"]  # MLA's model against one GP per task, 2 seeds x 2 tasks
+    assert (
+        accuracy["cells"] == 4
+        and accuracy["samples_per_task"] == 2
+        and set(accuracy["models"]) == {"lcm", "independent"}
+    )
     for scores in accuracy["models"].values():
         assert -1.0 <= scores["spearman"] <= 1.0 and scores["top_regret"] >= 0.0
     assert 0.0 <= accuracy["lcm_better_top_share"] <= 1.0

@@ -13,24 +13,40 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_tiny_run_has_every_key_the_issue_names() -> None:
-    tiny = dataclasses.replace(zdt_problem(True, quick=True), evaluations=6, n_initial=3,
-                               tasks=zdt_problem(True, quick=True).tasks[:2])
+    tiny = dataclasses.replace(
+        zdt_problem(True, quick=True), evaluations=6, n_initial=3, tasks=zdt_problem(True, quick=True).tasks[:2]
+    )
     row = measure(tiny, [0], {name: RUNNERS[name] for name in ("mla", "optuna_nsga2", "random")})
     assert row["id"] == "zdt-constrained" and row["reference_point"] == [1.1, 11.0]
     assert [r["tuner"] for r in row["rows"]] == ["mla", "optuna_nsga2", "random"]
     for r in row["rows"]:
-        assert set(r) >= {"tuner", "hypervolume_by_fraction", "hv_sd_by_fraction", "constraint_violations",
-                          "suggest_ms_median"}
+        assert set(r) >= {
+            "tuner",
+            "hypervolume_by_fraction",
+            "hv_sd_by_fraction",
+            "constraint_violations",
+            "suggest_ms_median",
+        }
         assert list(r["hypervolume_by_fraction"]) == [f"{f:g}" for f in FRACTIONS]
         volumes = list(r["hypervolume_by_fraction"].values())
         assert volumes == sorted(volumes) and volumes[-1] <= max(row["exact_hypervolume"].values())
         assert 0.0 <= r["constraint_violations"] <= 1.0
     verdicts = goals([row])
-    assert set(verdicts) == {"mla_highest_hypervolume_at_50_and_100", "violations_at_most_10pct",
-                             "suggest_at_most_1s_at_4x50x2"}
-    assert verdicts["suggest_at_most_1s_at_4x50x2"]["met"] is None          # no LCBench row: not measured
-    report = render_report({"command": "python -m benchmarks multiobjective --out x --quick", "elapsed_s": 1.0,
-                            "seeds": [0], "problems": [row], "goals": verdicts})
+    assert set(verdicts) == {
+        "mla_highest_hypervolume_at_50_and_100",
+        "violations_at_most_10pct",
+        "suggest_at_most_1s_at_4x50x2",
+    }
+    assert verdicts["suggest_at_most_1s_at_4x50x2"]["met"] is None  # no LCBench row: not measured
+    report = render_report(
+        {
+            "command": "python -m benchmarks multiobjective --out x --quick",
+            "elapsed_s": 1.0,
+            "seeds": [0],
+            "problems": [row],
+            "goals": verdicts,
+        }
+    )
     assert "## zdt-constrained" in report and "| mla |" in report
 
 
@@ -38,7 +54,7 @@ def test_the_lcbench_problem_has_two_objectives_and_a_fixed_reference() -> None:
     problem = lcbench_problem(quick=True)
     assert [(o.name, o.goal) for o in problem.problem.optimised] == [("val_accuracy", "maximize"), ("time", "minimize")]
     assert len(problem.tasks) == 4 and problem.reference[0] == 0.0 and problem.reference[1] > 0
-    assert problem.reference == lcbench_problem(quick=True).reference                # fixed: the same every time
+    assert problem.reference == lcbench_problem(quick=True).reference  # fixed: the same every time
 
 
 def test_the_amg_problem_trades_work_against_memory_and_records_failed_solves() -> None:
@@ -51,7 +67,7 @@ def test_the_amg_problem_trades_work_against_memory_and_records_failed_solves() 
 
     def evaluate(task: dict, config: dict) -> dict:
         calls.append(1)
-        if len(calls) % 3 == 0:               # every third solve fails: a failed record, never a crash
+        if len(calls) % 3 == 0:  # every third solve fails: a failed record, never a crash
             raise SolveFailure("stalled: forced by the test")
         return amg.evaluate(task, config)
 

@@ -13,8 +13,17 @@ from benchmarks.service import CELLS, Settings, run
 
 pytestmark = pytest.mark.slow
 
-TINY = Settings(clients=(1, 2), requests=6, min_rounds=2, warmup=1, repeats=1, mla_n_initial=2, mla_evaluations=4,
-                server_workers=8, timeout=60.0)
+TINY = Settings(
+    clients=(1, 2),
+    requests=6,
+    min_rounds=2,
+    warmup=1,
+    repeats=1,
+    mla_n_initial=2,
+    mla_evaluations=4,
+    server_workers=8,
+    timeout=60.0,
+)
 
 
 def test_a_tiny_run_writes_every_row_and_the_goals(tmp_path: Path) -> None:
@@ -29,8 +38,11 @@ def test_a_tiny_run_writes_every_row_and_the_goals(tmp_path: Path) -> None:
         for key in ("p50_ms", "p99_ms", "tells_per_s"):
             assert isinstance(row[key], (int, float)) and math.isfinite(row[key]) and row[key] > 0, (key, row)
         assert row["p99_ms"] >= row["p50_ms"]
-        expected = (TINY.mla_evaluations - TINY.mla_n_initial - 1 if row["strategy"] == "mla"
-                    else max(TINY.min_rounds, -(-TINY.requests // row["clients"]))) * row["clients"]
+        expected = (
+            TINY.mla_evaluations - TINY.mla_n_initial - 1
+            if row["strategy"] == "mla"
+            else max(TINY.min_rounds, -(-TINY.requests // row["clients"]))
+        ) * row["clients"]
         assert row["measured_round_trips"] == expected
     goals = saved["goals"]
     assert goals["p50_one_client_random"]["p50_ms"] == saved["rows"][0]["p50_ms"]

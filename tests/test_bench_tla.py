@@ -42,9 +42,17 @@ def _finite_numbers(value: Any) -> bool:
 
 
 def test_tiny_run_writes_the_agreed_results(tmp_path: Path) -> None:
-    settings = Settings(seeds=(0,), scenarios=("a", "c"), tuners=TUNERS, evaluations=6, source_samples=30,
-                        checkpoints=(3, 6, 20), cross_machine_seeds=(0,) if HAVE_KERNELS else (),
-                        cross_machine_tuners=("NoTLA", "Ensemble(proposed)"), workers=2)
+    settings = Settings(
+        seeds=(0,),
+        scenarios=("a", "c"),
+        tuners=TUNERS,
+        evaluations=6,
+        source_samples=30,
+        checkpoints=(3, 6, 20),
+        cross_machine_seeds=(0,) if HAVE_KERNELS else (),
+        cross_machine_tuners=("NoTLA", "Ensemble(proposed)"),
+        workers=2,
+    )
     results = run(tmp_path, quick=True, settings=settings)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["scenarios"] == results["scenarios"] and (tmp_path / "report.md").is_file()
@@ -57,12 +65,16 @@ def test_tiny_run_writes_the_agreed_results(tmp_path: Path) -> None:
             (m3, sd3), (m6, _) = scenario["best_so_far"][tuner]["3"], scenario["best_so_far"][tuner]["6"]
             assert math.isfinite(m3) and sd3 == 0.0 and m6 <= m3 and m6 >= scenario["optimum"] - 1e-5
             assert 1 <= scenario["rank"][tuner]["6"] <= len(TUNERS)
-        assert scenario["proposers"]["Ensemble(proposed)"].get("weighted_sum_equal", 0) >= 1   # the first one
+        assert scenario["proposers"]["Ensemble(proposed)"].get("weighted_sum_equal", 0) >= 1  # the first one
         assert _finite_numbers(scenario)
-    assert set(saved["goals"]) == {"tla_beats_notla_at_10", "ensemble_within_5pct_of_best_single_at_20",
-                                   "multitask_ts_no_worse_than_ps", "weighted_sum_dynamic_no_worse_than_equal"}
+    assert set(saved["goals"]) == {
+        "tla_beats_notla_at_10",
+        "ensemble_within_5pct_of_best_single_at_20",
+        "multitask_ts_no_worse_than_ps",
+        "weighted_sum_dynamic_no_worse_than_equal",
+    }
     assert all({"met", "detail"} <= set(g) for g in saved["goals"].values())
-    assert saved["goals"]["multitask_ts_no_worse_than_ps"]["met"] is None        # Multitask(PS) did not run
+    assert saved["goals"]["multitask_ts_no_worse_than_ps"]["met"] is None  # Multitask(PS) did not run
     assert set(saved["ask_seconds_median"]) == set(TUNERS)
     cross = saved["cross_machine"]
     if HAVE_KERNELS:
@@ -79,19 +91,33 @@ def test_goals_compare_normalised_regrets() -> None:
     def traces(*runs: list[float]) -> list[Trace]:
         return [Trace(values=list(r), proposers=["x"] * len(r), ask_seconds=[0.1] * len(r)) for r in runs]
 
-    raw = {"id": "z", "description": "toy", "function": "demo", "sources": [], "target": {}, "optimum": 1.0,
-           "scale": 2.0, "seeds": [0, 1], "source_samples_per_task": 0, "wall_s": 1.0,
-           "traces": {"NoTLA": traces([5, 4, 3], [5, 5, 2]), "Stacking": traces([2, 2, 1.5], [3, 1.2, 1.2]),
-                      "Ensemble(proposed)": traces([2, 2, 1.55], [3, np.nan, 1.2]),
-                      "Multitask(PS)": traces([1, 1, 1], [1, 1, 1]), "Multitask(TS)": traces([2, 2, 2], [2, 2, 2])}}
+    raw = {
+        "id": "z",
+        "description": "toy",
+        "function": "demo",
+        "sources": [],
+        "target": {},
+        "optimum": 1.0,
+        "scale": 2.0,
+        "seeds": [0, 1],
+        "source_samples_per_task": 0,
+        "wall_s": 1.0,
+        "traces": {
+            "NoTLA": traces([5, 4, 3], [5, 5, 2]),
+            "Stacking": traces([2, 2, 1.5], [3, 1.2, 1.2]),
+            "Ensemble(proposed)": traces([2, 2, 1.55], [3, np.nan, 1.2]),
+            "Multitask(PS)": traces([1, 1, 1], [1, 1, 1]),
+            "Multitask(TS)": traces([2, 2, 2], [2, 2, 2]),
+        },
+    }
     s = summarise(raw, [1, 3])
     assert s["best_so_far"]["NoTLA"]["3"] == [2.5, pytest.approx(0.707107)]
     assert s["rank"]["Multitask(PS)"] == {"1": 1.0, "3": 1.0} and s["rank"]["NoTLA"]["1"] == 5.0
     assert s["normalised_regret"]["Stacking"]["3"] == pytest.approx(0.175)
-    assert s["runs"]["Ensemble(proposed)"][1] == [3.0, None, 1.2]                    # a failed evaluation
+    assert s["runs"]["Ensemble(proposed)"][1] == [3.0, None, 1.2]  # a failed evaluation
     g = goals([s], [1, 3])
-    assert g["tla_beats_notla_at_10"]["met"] is True                                 # judged at 3 here
-    assert g["ensemble_within_5pct_of_best_single_at_20"]["met"] is False            # 1.375 vs Multitask(PS)'s 1
+    assert g["tla_beats_notla_at_10"]["met"] is True  # judged at 3 here
+    assert g["ensemble_within_5pct_of_best_single_at_20"]["met"] is False  # 1.375 vs Multitask(PS)'s 1
     assert g["multitask_ts_no_worse_than_ps"]["met"] is False
     assert g["weighted_sum_dynamic_no_worse_than_equal"]["met"] is None
 
@@ -121,20 +147,29 @@ def test_branin_classic_minimum() -> None:
 
 # -- Kernel Tuner caches ---------------------------------------------------------------------------
 def _document() -> dict[str, Any]:
-    return {"device_name": "GPU", "kernel_name": "k", "problem_size": [64], "tune_params_keys": ["bx", "tile"],
-            "tune_params": {"bx": [32, 64], "tile": [1, 2, 4]}, "objective": "time",
-            "cache": {"32,1": {"bx": 32, "tile": 1, "time": 2.5}, "64,1": {"bx": 64, "tile": 1, "time": 1.5},
-                      "64,2": {"bx": 64, "tile": 2, "time": "CompilationFailedConfig"},
-                      "32,4": {"bx": 32, "tile": 4, "time": 3.0}}}
+    return {
+        "device_name": "GPU",
+        "kernel_name": "k",
+        "problem_size": [64],
+        "tune_params_keys": ["bx", "tile"],
+        "tune_params": {"bx": [32, 64], "tile": [1, 2, 4]},
+        "objective": "time",
+        "cache": {
+            "32,1": {"bx": 32, "tile": 1, "time": 2.5},
+            "64,1": {"bx": 64, "tile": 1, "time": 1.5},
+            "64,2": {"bx": 64, "tile": 2, "time": "CompilationFailedConfig"},
+            "32,4": {"bx": 32, "tile": 4, "time": 3.0},
+        },
+    }
 
 
 def test_open_cache_files_load(tmp_path: Path) -> None:
     text = json.dumps(_document(), indent=1)
-    open_text = text[:text.rindex('"32,4"')].rstrip() + "\n"          # ends '...},\n' like an unfinished run
+    open_text = text[: text.rindex('"32,4"')].rstrip() + "\n"  # ends '...},\n' like an unfinished run
     assert open_text.rstrip().endswith(",")
     (tmp_path / "open.json").write_text(open_text)
     with gzip.open(tmp_path / "open.json.gz", "wt") as fh:
-        fh.write(open_text + '"32,4": {"bx": 32, "ti')                   # and one cut off mid-entry
+        fh.write(open_text + '"32,4": {"bx": 32, "ti')  # and one cut off mid-entry
     (tmp_path / "closed.json").write_text(text)
     for name, stored in (("open.json", 3), ("open.json.gz", 3), ("closed.json", 4)):
         cache = load_cache(tmp_path / name)

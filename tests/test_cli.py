@@ -40,8 +40,9 @@ def test_import_then_export_keeps_every_record(tmp_path: Path, backend: str, req
     first = run("history", "import", str(DEMO_FILE), "--to", target)
     assert first.strip() == f"imported 70 new evaluations and 35 new models of GPTune-Demo into {target}"
     again = run("history", "import", str(DEMO_FILE), "--to", target)  # importing twice adds nothing
-    assert again.strip() == (f"imported 0 new evaluations and 0 new models of GPTune-Demo into {target} "
-                             "(105 already in the store)")
+    assert again.strip() == (
+        f"imported 0 new evaluations and 0 new models of GPTune-Demo into {target} (105 already in the store)"
+    )
     summary = json.loads(run("history", "show", target, "--problem", "GPTune-Demo", "--json"))
     assert (summary["func_eval"], summary["surrogate_model"]) == (70, 35)
     out = tmp_path / "exported.json"
@@ -54,21 +55,32 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     missing = runner.invoke(main, ["history", "show", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and "neither a GPTune file" in missing.output
     run("history", "import", str(DEMO_FILE), "--to", str(tmp_path / "h"))
-    wrong = runner.invoke(main, ["history", "export", "--from", str(tmp_path / "h"), "--problem", "nope",
-                                 "--out", str(tmp_path / "o.json")])
+    wrong = runner.invoke(
+        main,
+        ["history", "export", "--from", str(tmp_path / "h"), "--problem", "nope", "--out", str(tmp_path / "o.json")],
+    )
     assert wrong.exit_code == 2 and "GPTune-Demo" in wrong.output
     bad_name = runner.invoke(main, ["history", "show", str(tmp_path / "h"), "--problem", "../etc"])
     assert bad_name.exit_code != 0 and "invalid problem name" in bad_name.output
 
 
 def test_every_subcommand_has_help() -> None:
-    for args in (["--help"], ["history", "--help"], ["history", "show", "--help"], ["history", "import", "--help"],
-                 ["history", "export", "--help"]):
+    for args in (
+        ["--help"],
+        ["history", "--help"],
+        ["history", "show", "--help"],
+        ["history", "import", "--help"],
+        ["history", "export", "--help"],
+    ):
         assert "Usage:" in run(*args)
 
 
 def test_console_script_is_installed() -> None:
-    proc = subprocess.run([Path(sys.executable).parent / "raytuner", "history", "show", str(DEMO_FILE), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [Path(sys.executable).parent / "raytuner", "history", "show", str(DEMO_FILE), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["func_eval"] == 70

@@ -47,28 +47,43 @@ HISTORY: dict[str, Any] = HistoryDocument(
     func_eval=[FunctionEvaluation.create({"t": 1}, {"x": 0.5, "alg": "lu"}, {"y": 2.0})],
     surrogate_model=[SurrogateModelRecord.model_validate({"task_parameters": [[1]]})],
 ).to_dict()
-META: dict[str, Any] = {"tuning_problem_name": "cli_inputs", "problem_space": {
-    "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                        {"name": "alg", "type": "categorical", "categories": ["lu", "qr"]}],
-    "output_space": [{"name": "y", "type": "real"}]}}
+META: dict[str, Any] = {
+    "tuning_problem_name": "cli_inputs",
+    "problem_space": {
+        "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr"]},
+        ],
+        "output_space": [{"name": "y", "type": "real"}],
+    },
+}
 
 # -- strategies -----------------------------------------------------------------------------------------
 
-SCALARS = (st.none() | st.booleans() | st.integers(-10**6, 10**6)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8))
-JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+JSON_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
 LISTS = st.lists(JSON_VALUES, max_size=3)
 OBJECTS = st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=3)
-NON_STRING_SCALARS = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False,
-                                                                                        allow_infinity=False)
+NON_STRING_SCALARS = (
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+)
 NOT_OBJECT = SCALARS | LISTS
 NOT_LIST = SCALARS | OBJECTS
 NOT_STRING = NON_STRING_SCALARS | LISTS | OBJECTS | st.just("")
 NOT_NUMBER = st.lists(SCALARS, max_size=2) | st.dictionaries(st.text(max_size=4), SCALARS, max_size=2)
 
-Path_ = tuple[Any, ...]        # a path into a JSON value: keys and list indices
+Path_ = tuple[Any, ...]  # a path into a JSON value: keys and list indices
 
 
 def _replaced(document: dict[str, Any], path: Path_, value: Any) -> Any:
@@ -91,8 +106,9 @@ def _without(document: dict[str, Any], path: Path_) -> Any:
     return out
 
 
-def wrong_shapes(valid: dict[str, Any], wrong: list[tuple[Path_, st.SearchStrategy[Any]]],
-                 required: list[Path_]) -> st.SearchStrategy[Any]:
+def wrong_shapes(
+    valid: dict[str, Any], wrong: list[tuple[Path_, st.SearchStrategy[Any]]], required: list[Path_]
+) -> st.SearchStrategy[Any]:
     """Valid JSON of the wrong shape: not an object, a field of a wrong type, a required field missing."""
     replaced = [st.builds(lambda v, p=path: _replaced(valid, p, v), values) for path, values in wrong]
     missing = [st.just(_without(valid, path)) for path in required]
@@ -100,20 +116,34 @@ def wrong_shapes(valid: dict[str, Any], wrong: list[tuple[Path_, st.SearchStrate
 
 
 def _record_fields(prefix: Path_) -> list[tuple[Path_, st.SearchStrategy[Any]]]:
-    return [(prefix, NOT_OBJECT)] + [((*prefix, field), NOT_OBJECT) for field in
-                                     ("task_parameter", "tuning_parameter", "evaluation_result",
-                                      "machine_configuration")] + [((*prefix, "uid"), NOT_STRING)]
+    return (
+        [(prefix, NOT_OBJECT)]
+        + [
+            ((*prefix, field), NOT_OBJECT)
+            for field in ("task_parameter", "tuning_parameter", "evaluation_result", "machine_configuration")
+        ]
+        + [((*prefix, "uid"), NOT_STRING)]
+    )
 
 
-HISTORY_WRONG = [(("tuning_problem_name",), NOT_STRING), (("func_eval",), NOT_LIST),
-                 (("surrogate_model",), NOT_LIST), (("surrogate_model", 0), NOT_OBJECT),
-                 *_record_fields(("func_eval", 0))]
-META_WRONG = [(("tuning_problem_name",), NOT_STRING), (("problem_space",), NOT_OBJECT),
-              (("problem_space", "parameter_space", 0), NOT_OBJECT),
-              (("problem_space", "parameter_space", 0, "type"),
-               st.text(max_size=8).filter(lambda t: t not in ("real", "integer", "categorical"))),
-              (("problem_space", "parameter_space", 0, "lower_bound"), NOT_NUMBER),
-              (("problem_space", "parameter_space", 1, "categories"), NOT_LIST)]
+HISTORY_WRONG = [
+    (("tuning_problem_name",), NOT_STRING),
+    (("func_eval",), NOT_LIST),
+    (("surrogate_model",), NOT_LIST),
+    (("surrogate_model", 0), NOT_OBJECT),
+    *_record_fields(("func_eval", 0)),
+]
+META_WRONG = [
+    (("tuning_problem_name",), NOT_STRING),
+    (("problem_space",), NOT_OBJECT),
+    (("problem_space", "parameter_space", 0), NOT_OBJECT),
+    (
+        ("problem_space", "parameter_space", 0, "type"),
+        st.text(max_size=8).filter(lambda t: t not in ("real", "integer", "categorical")),
+    ),
+    (("problem_space", "parameter_space", 0, "lower_bound"), NOT_NUMBER),
+    (("problem_space", "parameter_space", 1, "categories"), NOT_LIST),
+]
 
 
 def _is_json_object(data: bytes) -> bool:
@@ -127,8 +157,9 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, indent=1).encode()
 
 
-def bad_files(valid: dict[str, Any], wrong: list[tuple[Path_, st.SearchStrategy[Any]]],
-              required: list[Path_]) -> st.SearchStrategy[bytes]:
+def bad_files(
+    valid: dict[str, Any], wrong: list[tuple[Path_, st.SearchStrategy[Any]]], required: list[Path_]
+) -> st.SearchStrategy[bytes]:
     """Random bytes (never a JSON object), truncated JSON (a proper prefix of a valid file) and wrong shapes."""
     text = _dumps(valid)
     return st.one_of(
@@ -141,11 +172,13 @@ def bad_files(valid: dict[str, Any], wrong: list[tuple[Path_, st.SearchStrategy[
 # a history without a name is fine for `crowd upload` (the file's name is the problem's name)
 BAD_HISTORY = bad_files(HISTORY, HISTORY_WRONG, [("tuning_problem_name",)])
 BAD_UPLOAD = bad_files(HISTORY, HISTORY_WRONG, [])
-BAD_META = bad_files(META, META_WRONG, [("tuning_problem_name",), ("problem_space",),
-                                        ("problem_space", "parameter_space", 0, "name")])
+BAD_META = bad_files(
+    META, META_WRONG, [("tuning_problem_name",), ("problem_space",), ("problem_space", "parameter_space", 0, "name")]
+)
 
-BOUNDED = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                   suppress_health_check=[HealthCheck.too_slow])
+BOUNDED = settings(
+    max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # -- fixtures -------------------------------------------------------------------------------------------
 
@@ -189,15 +222,27 @@ def listener() -> Iterator[tuple[str, Callable[[], bool]]]:
 
 # -- helpers --------------------------------------------------------------------------------------------
 
+
 def invoke(args: list[str]) -> Result:
-    return CliRunner().invoke(main, args, env={"RAYTUNER_SERVER": None, "RAYTUNER_API_KEY": None,
-                                               "RAYTUNER_CROWD_API_KEY": None, "RAYTUNER_TLS_CA": None})
+    return CliRunner().invoke(
+        main,
+        args,
+        env={
+            "RAYTUNER_SERVER": None,
+            "RAYTUNER_API_KEY": None,
+            "RAYTUNER_CROWD_API_KEY": None,
+            "RAYTUNER_TLS_CA": None,
+        },
+    )
 
 
 def fingerprint(directory: Path) -> dict[str, str]:
     """Every file under ``directory``: its relative name and the SHA-256 of its bytes."""
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def assert_refused(result: Result, name: str) -> None:
@@ -217,6 +262,7 @@ def write(work: Path, data: bytes, name: str = "input.json") -> Path:
 
 # -- the property tests ---------------------------------------------------------------------------------
 
+
 @BOUNDED
 @given(data=BAD_HISTORY)
 def test_history_show_refuses_bad_files(work: Path, data: bytes) -> None:
@@ -235,8 +281,9 @@ def test_history_import_refuses_bad_files_and_changes_nothing(work: Path, store_
 
 @BOUNDED
 @given(data=BAD_UPLOAD)
-def test_crowd_upload_refuses_bad_files_before_connecting(work: Path, listener: tuple[str, Callable[[], bool]],
-                                                          data: bytes) -> None:
+def test_crowd_upload_refuses_bad_files_before_connecting(
+    work: Path, listener: tuple[str, Callable[[], bool]], data: bytes
+) -> None:
     address, connected = listener
     path = write(work, data)
     assert_refused(invoke(["crowd", "upload", str(path), "--server", address, "--api-key", "rt_x_y"]), path.name)
@@ -246,15 +293,32 @@ def test_crowd_upload_refuses_bad_files_before_connecting(work: Path, listener: 
 @BOUNDED
 @given(data=BAD_META)
 def test_session_create_refuses_bad_problem_files_before_connecting(
-        work: Path, listener: tuple[str, Callable[[], bool]], data: bytes) -> None:
+    work: Path, listener: tuple[str, Callable[[], bool]], data: bytes
+) -> None:
     address, connected = listener
     path = write(work, data, "meta.json")
-    assert_refused(invoke(["session", "create", "--problem", str(path), "--strategy", "random",
-                           "--server", address, "--api-key", "rt_x_y"]), path.name)
+    assert_refused(
+        invoke(
+            [
+                "session",
+                "create",
+                "--problem",
+                str(path),
+                "--strategy",
+                "random",
+                "--server",
+                address,
+                "--api-key",
+                "rt_x_y",
+            ]
+        ),
+        path.name,
+    )
     assert not connected()
 
 
 # -- the starting points are valid, so what made the examples bad was the change --------------------------
+
 
 def test_the_valid_starting_points_are_taken(work: Path, store_dir: Path) -> None:
     good = write(work, _dumps(HISTORY), "good.json")
@@ -263,22 +327,31 @@ def test_the_valid_starting_points_are_taken(work: Path, store_dir: Path) -> Non
     before = fingerprint(store_dir)
     result = invoke(["history", "import", str(good), "--to", str(store_dir)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == ("imported 0 new evaluations and 0 new models of cli_inputs into "
-                                     f"{store_dir} (2 already in the store)")
+    assert result.stdout.strip() == (
+        f"imported 0 new evaluations and 0 new models of cli_inputs into {store_dir} (2 already in the store)"
+    )
     assert fingerprint(store_dir) == before
     from raytuner.meta import MetaDescription
+
     MetaDescription.parse(META)
 
 
 # -- a directory, a missing file, a missing argument ------------------------------------------------------
 
-@pytest.mark.parametrize("command", [
-    ["history", "show", "{path}"], ["history", "import", "{path}", "--to", "{store}"],
-    ["crowd", "upload", "{path}", "--server", "{server}", "--api-key", "rt_x_y"],
-    ["session", "create", "--problem", "{path}", "--strategy", "random", "--server", "{server}"]])
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["history", "show", "{path}"],
+        ["history", "import", "{path}", "--to", "{store}"],
+        ["crowd", "upload", "{path}", "--server", "{server}", "--api-key", "rt_x_y"],
+        ["session", "create", "--problem", "{path}", "--strategy", "random", "--server", "{server}"],
+    ],
+)
 @pytest.mark.parametrize("kind", ["directory", "missing"])
-def test_a_directory_or_a_missing_file_is_one_line(command: list[str], kind: str, work: Path, store_dir: Path,
-                                                   listener: tuple[str, Callable[[], bool]]) -> None:
+def test_a_directory_or_a_missing_file_is_one_line(
+    command: list[str], kind: str, work: Path, store_dir: Path, listener: tuple[str, Callable[[], bool]]
+) -> None:
     address, connected = listener
     path = work / ("a_directory" if kind == "directory" else "no_such_file.json")
     if kind == "directory":
@@ -292,15 +365,20 @@ def test_a_directory_or_a_missing_file_is_one_line(command: list[str], kind: str
 
 
 def test_usage_errors_are_one_line_too(store_dir: Path) -> None:
-    for args in (["history", "import"], ["history", "import", "x.json"], ["nope"], ["history", "show", "--bad"],
-                 ["history", "import", str(store_dir), "--to", str(store_dir)]):
+    for args in (
+        ["history", "import"],
+        ["history", "import", "x.json"],
+        ["nope"],
+        ["history", "show", "--bad"],
+        ["history", "import", str(store_dir), "--to", str(store_dir)],
+    ):
         result = invoke(args)
         lines = result.stderr.splitlines()
         assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), (args, result.output)
 
 
 def test_an_unreachable_server_is_one_line_with_status_1() -> None:
-    with socket.socket() as bound:                           # bound, never listening: connections are refused
+    with socket.socket() as bound:  # bound, never listening: connections are refused
         bound.bind(("127.0.0.1", 0))
         result = invoke(["session", "list", "--server", f"127.0.0.1:{bound.getsockname()[1]}", "--timeout", "1"])
     lines = result.stderr.splitlines()
@@ -310,9 +388,11 @@ def test_an_unreachable_server_is_one_line_with_status_1() -> None:
 
 # -- the real process -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", ["show wrong shape", "upload truncated"])
-def test_the_installed_command_gives_one_line_and_status_2(case: str, work: Path,
-                                                           listener: tuple[str, Callable[[], bool]]) -> None:
+def test_the_installed_command_gives_one_line_and_status_2(
+    case: str, work: Path, listener: tuple[str, Callable[[], bool]]
+) -> None:
     address, connected = listener
     if case == "show wrong shape":
         path = write(work, _dumps({"tuning_problem_name": "p", "func_eval": [{"task_parameter": [1, 2]}]}), "w.json")
@@ -330,10 +410,11 @@ def test_the_installed_command_gives_one_line_and_status_2(case: str, work: Path
 
 # -- a bug is still one line by default, with its traceback behind -v ------------------------------------
 
+
 def test_a_bug_is_one_line_with_status_70_and_its_traceback_behind_v() -> None:
     @click.command("raise-a-bug")
     def broken() -> None:
-        {}["missing"]                                          # a real bug: a KeyError nobody meant
+        {}["missing"]  # a real bug: a KeyError nobody meant
 
     main.add_command(broken)
     try:

@@ -22,16 +22,21 @@ from raytuner.service.server import TuningServer
 from raytuner.space import ProblemSpace
 
 PROBLEM = "ishigami"
-PROBLEM_SPACE = {**ISHIGAMI_PROBLEM,
-                 "input_space": [{"name": "a", "type": "real", "lower_bound": 1, "upper_bound": 10}]}
+PROBLEM_SPACE = {
+    **ISHIGAMI_PROBLEM,
+    "input_space": [{"name": "a", "type": "real", "lower_bound": 1, "upper_bound": 10}],
+}
 
 
 def records(n: int, seed: int = 0) -> list[FunctionEvaluation]:
     problem = ProblemSpace.parse(PROBLEM_SPACE)
     configs = sample_configurations(problem, {"a": 7.0}, n, seed=seed)
-    return [FunctionEvaluation.create({"a": 7.0}, c, {"y": ishigami(c)},
-                                      machine_configuration={"machine_name": "cori", "haswell": {"nodes": 1}})
-            for c in configs]
+    return [
+        FunctionEvaluation.create(
+            {"a": 7.0}, c, {"y": ishigami(c)}, machine_configuration={"machine_name": "cori", "haswell": {"nodes": 1}}
+        )
+        for c in configs
+    ]
 
 
 def test_upload_query_predict_and_sobol_through_the_server(crowd: tuple[TuningServer, CrowdRepository, str]) -> None:
@@ -43,10 +48,12 @@ def test_upload_query_predict_and_sobol_through_the_server(crowd: tuple[TuningSe
     data = records(300)
     with CrowdClient(server.address, alice, timeout=120) as client:
         assert client.upload(PROBLEM, data[:250], access="public") == (250, 0)
-        assert client.upload(PROBLEM, data[200:], access="private") == (50, 50)   # idempotent by uid
-        found = client.query_function_evaluations(PROBLEM, {"input_space": [
-            {"name": "a", "type": "real", "lower_bound": 6, "upper_bound": 8}]},
-            {"machine_configurations": [{"cori.nersc.gov": {"haswell": {"nodes": 1}}}]})
+        assert client.upload(PROBLEM, data[200:], access="private") == (50, 50)  # idempotent by uid
+        found = client.query_function_evaluations(
+            PROBLEM,
+            {"input_space": [{"name": "a", "type": "real", "lower_bound": 6, "upper_bound": 8}]},
+            {"machine_configurations": [{"cori.nersc.gov": {"haswell": {"nodes": 1}}}]},
+        )
         assert len(found) == 300
         assert {r.machine_configuration.get("machine_name") for r in found} == {"Cori"}
         model = client.query_surrogate_model(PROBLEM, PROBLEM_SPACE)
@@ -59,18 +66,21 @@ def test_upload_query_predict_and_sobol_through_the_server(crowd: tuple[TuningSe
         result = client.query_sensitivity_analysis(PROBLEM, PROBLEM_SPACE, {"a": 7.0}, num_samples=1024)
     assert result.S1["x2"] == pytest.approx(0.442, abs=0.08)
     assert result.ST["x3"] == pytest.approx(0.244, abs=0.08)
-    with CrowdClient(server.address, bob) as client:          # alice's private 50 stay hers
+    with CrowdClient(server.address, bob) as client:  # alice's private 50 stay hers
         assert len(client.query_function_evaluations(PROBLEM)) == 250
 
 
 def test_a_query_chooses_one_lcm_over_every_task_or_one_gp_per_task(
-        crowd: tuple[TuningServer, CrowdRepository, str]) -> None:
+    crowd: tuple[TuningServer, CrowdRepository, str],
+) -> None:
     server, repository, _ = crowd
     repository.add_user("alice", "alice@example.org")
     key = repository.create_key("alice")
     problem = ProblemSpace.parse(PROBLEM_SPACE)
-    other = [FunctionEvaluation.create({"a": 3.0}, c, {"y": ishigami(c, a=3.0)})
-             for c in sample_configurations(problem, {"a": 3.0}, 20, seed=5)]
+    other = [
+        FunctionEvaluation.create({"a": 3.0}, c, {"y": ishigami(c, a=3.0)})
+        for c in sample_configurations(problem, {"a": 3.0}, 20, seed=5)
+    ]
     points = [{"x1": 0.3, "x2": -1.0, "x3": 2.0}]
     with CrowdClient(server.address, key, timeout=120) as client:
         client.upload(PROBLEM, records(20) + other)
@@ -108,8 +118,7 @@ def test_errors_have_their_status(crowd: tuple[TuningServer, CrowdRepository, st
             client.query_predict_output(PROBLEM, PROBLEM_SPACE, [{"x1": 0.3, "x2": -1.0}], task={"a": 7.0})
         assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("parameters_json")
         with pytest.raises(ServiceError) as info:
-            client.query_predict_output(PROBLEM, PROBLEM_SPACE, [{"x1": 0.3, "x2": -1.0, "x3": 2.0}],
-                                        task={"b": 7.0})
+            client.query_predict_output(PROBLEM, PROBLEM_SPACE, [{"x1": 0.3, "x2": -1.0, "x3": 2.0}], task={"b": 7.0})
         assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("task_json")
 
 
@@ -118,8 +127,9 @@ def test_the_crowd_commands(crowd: tuple[TuningServer, CrowdRepository, str], tm
     runner = CliRunner()
 
     def run(*args: str, **env: str) -> Any:
-        result = runner.invoke(main, ["crowd", *args], env={"RAYTUNER_CROWD_MONGODB": uri,
-                                                            "RAYTUNER_SERVER": server.address, **env})
+        result = runner.invoke(
+            main, ["crowd", *args], env={"RAYTUNER_CROWD_MONGODB": uri, "RAYTUNER_SERVER": server.address, **env}
+        )
         assert result.exit_code == 0, result.output
         return result.output
 
@@ -133,12 +143,25 @@ def test_the_crowd_commands(crowd: tuple[TuningServer, CrowdRepository, str], tm
     space.write_text(json.dumps({"tuning_problem_name": PROBLEM, "problem_space": PROBLEM_SPACE}))
     out = run("query", "--problem", PROBLEM, "--json", RAYTUNER_CROWD_API_KEY=key)
     assert len(json.loads(out)) == 64
-    out = run("sensitivity", "--problem", PROBLEM, "--problem-space", f"@{space}", "--task", "a=7",
-              "--num-samples", "256", RAYTUNER_CROWD_API_KEY=key)
+    out = run(
+        "sensitivity",
+        "--problem",
+        PROBLEM,
+        "--problem-space",
+        f"@{space}",
+        "--task",
+        "a=7",
+        "--num-samples",
+        "256",
+        RAYTUNER_CROWD_API_KEY=key,
+    )
     assert out.splitlines()[0].split()[:4] == ["Parameter", "Type", "Range", "S1"]
     assert [line.split()[0] for line in out.splitlines()[1:]] == ["x1", "x2", "x3"]
     key_id = key.split("_")[1]
     run("keys", "revoke", "--key-id", key_id)
-    result = runner.invoke(main, ["crowd", "query", "--problem", PROBLEM], env={
-        "RAYTUNER_SERVER": server.address, "RAYTUNER_CROWD_API_KEY": key})
+    result = runner.invoke(
+        main,
+        ["crowd", "query", "--problem", PROBLEM],
+        env={"RAYTUNER_SERVER": server.address, "RAYTUNER_CROWD_API_KEY": key},
+    )
     assert result.exit_code != 0 and "UNAUTHENTICATED" in result.output

@@ -44,9 +44,11 @@ from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.records import FunctionEvaluation
 
 PROBLEM = "signed"
-SPACE = {"input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
-         "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-         "output_space": [{"name": "y", "type": "real"}]}
+SPACE = {
+    "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
+    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+    "output_space": [{"name": "y", "type": "real"}],
+}
 
 
 def _records(n: int) -> list[FunctionEvaluation]:
@@ -67,22 +69,26 @@ def test_a_signature_verifies_for_its_key_and_method_only() -> None:
     assert verify(signer.public_key, signed, "upload")
     assert not verify(signer.public_key, signed, "query_function_evaluations")
     assert not verify(other.public_key, signed, "upload")
-    forged = parse_signed(other.credential("upload").replace(other.key_id, signer.key_id))   # other's signature
+    forged = parse_signed(other.credential("upload").replace(other.key_id, signer.key_id))  # other's signature
     assert forged is not None and not verify(signer.public_key, forged, "upload")
-    assert signer.credential("upload") != signer.credential("upload")              # a fresh nonce each time
+    assert signer.credential("upload") != signer.credential("upload")  # a fresh nonce each time
 
 
 def test_keys_in_every_accepted_form_and_refusals_naming_the_field(tmp_path: Path) -> None:
     pem, public = generate_key_pair()
     signer = Signer.from_pem(pem)
-    block = signer._private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    block = (
+        signer._private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     assert public_key_text(block) == public_key_text(f"  {public}\n") == public == signer.public_key
     for bad in ("x" * 43 + "=", 42, public[:-1]):
         with pytest.raises(InvalidInputError, match="^public_key: "):
             public_key_text(bad)
     ec_key = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     with pytest.raises(InvalidInputError, match="^private_key: a .*not an Ed25519 key"):
         Signer.from_pem(ec_key)
     with pytest.raises(InvalidInputError, match="^private_key: not an unencrypted PEM"):
@@ -93,11 +99,11 @@ def test_keys_in_every_accepted_form_and_refusals_naming_the_field(tmp_path: Pat
         signer.credential("Upload; drop")
     with pytest.raises(InvalidInputError, match="^method: "):
         signer.credential("upload\n")
-    identity = "AQ" + "A" * 41                        # the identity point: anyone can sign for it
+    identity = "AQ" + "A" * 41  # the identity point: anyone can sign for it
     with pytest.raises(InvalidInputError, match="^public_key: a weak Ed25519 key"):
         public_key_text(identity)
     with pytest.raises(InvalidInputError, match="^api_key: a SecretStr"):
-        CrowdClient("127.0.0.1:1", SecretStr("rt_x"))   # type: ignore[arg-type]
+        CrowdClient("127.0.0.1:1", SecretStr("rt_x"))  # type: ignore[arg-type]
 
 
 # -- the repository on a real mongod ---------------------------------------------------------------------
@@ -111,27 +117,27 @@ def test_valid_expired_replayed_wrong_and_revoked_signatures(repo: CrowdReposito
     stored = repo.api_keys.find_one({"_id": key_id})
     assert stored is not None and set(stored) == {"_id", "username", "kind", "public_key", "created", "revoked"}
     credential = signer.credential("upload")
-    assert repo.authenticate(credential, "upload").username == "alice"                  # valid
+    assert repo.authenticate(credential, "upload").username == "alice"  # valid
     with pytest.raises(Unauthenticated):
-        repo.authenticate(credential, "upload")                                          # replayed
+        repo.authenticate(credential, "upload")  # replayed
     now = time.time()
-    for when in (now - 2 * WINDOW_SECONDS, now + 2 * WINDOW_SECONDS):                    # expired, or from the future
+    for when in (now - 2 * WINDOW_SECONDS, now + 2 * WINDOW_SECONDS):  # expired, or from the future
         with pytest.raises(Unauthenticated):
             repo.authenticate(signer.credential("upload", now=when), "upload")
     assert repo.authenticate(signer.credential("upload", now=now - WINDOW_SECONDS / 2), "upload").username == "alice"
     with pytest.raises(Unauthenticated):
-        repo.authenticate(signer.credential("query_function_evaluations"), "upload")     # signed for another method
+        repo.authenticate(signer.credential("query_function_evaluations"), "upload")  # signed for another method
     with pytest.raises(Unauthenticated):
-        repo.authenticate(signer.credential("upload"))                                   # where only keys are taken
+        repo.authenticate(signer.credential("upload"))  # where only keys are taken
     intruder = _signer()
-    with pytest.raises(Unauthenticated):                                                 # wrong key, right key id
+    with pytest.raises(Unauthenticated):  # wrong key, right key id
         repo.authenticate(intruder.credential("upload").replace(intruder.key_id, key_id), "upload")
-    with pytest.raises(Unauthenticated):                                                 # an unregistered key
+    with pytest.raises(Unauthenticated):  # an unregistered key
         repo.authenticate(intruder.credential("upload"), "upload")
-    with pytest.raises(Unauthenticated):                                                 # mangled
+    with pytest.raises(Unauthenticated):  # mangled
         repo.authenticate(credential[:-3] + "!!!", "upload")
     repo.revoke_key(key_id)
-    with pytest.raises(Unauthenticated):                                                 # revoked
+    with pytest.raises(Unauthenticated):  # revoked
         repo.authenticate(signer.credential("upload"), "upload")
     with pytest.raises(Unauthenticated):
         repo.user_of_key(key_id)
@@ -146,7 +152,7 @@ def test_api_keys_and_key_pairs_side_by_side(repo: CrowdRepository) -> None:
     assert repo.authenticate(api_key, "upload").username == "alice"
     assert repo.authenticate(api_key).username == "alice"
     assert repo.user_of_key(key_id).username == repo.user_of_key(api_key.split("_")[1]).username == "alice"
-    with pytest.raises(Unauthenticated):                # a key id of a public key is no API key, whatever the secret
+    with pytest.raises(Unauthenticated):  # a key id of a public key is no API key, whatever the secret
         repo.authenticate(f"rt_{key_id}_{'A' * 43}")
     with pytest.raises(InvalidInputError, match="^public_key: already registered"):
         repo.register_public_key("alice", signer.public_key)
@@ -156,7 +162,7 @@ def test_api_keys_and_key_pairs_side_by_side(repo: CrowdRepository) -> None:
         repo.register_public_key("alice", "not a key")
     with pytest.raises(InvalidInputError, match="^public_key: a weak"):
         repo.register_public_key("alice", "AQ" + "A" * 41)
-    assert repo.api_keys.count_documents({}) == 2                                        # nothing written by a refusal
+    assert repo.api_keys.count_documents({}) == 2  # nothing written by a refusal
     assert repo.signatures.index_information()["expiry"]["expireAfterSeconds"] > 2 * WINDOW_SECONDS
 
 
@@ -176,24 +182,28 @@ def test_the_clients_sign_every_call(crowd: tuple[Any, CrowdRepository, str], tm
         remote = client.query_predict_output(PROBLEM, SPACE, [{"x": 0.3}], task={"t": 3})
         assert remote[0]["mean"] == pytest.approx(float(model.predict([{"x": 0.3}], task={"t": 3})[0][0]), abs=1e-6)
     with CrowdClient(server.address, repository.create_key("bob")) as client:
-        assert client.query_function_evaluations(PROBLEM) == []                     # alice's private records
+        assert client.query_function_evaluations(PROBLEM) == []  # alice's private records
     meta = MetaDescription.parse({"tuning_problem_name": PROBLEM, "problem_space": SPACE})
-    with RemoteTuner(server.address, signer, timeout=20) as tuner:                 # the tuning service too
+    with RemoteTuner(server.address, signer, timeout=20) as tuner:  # the tuning service too
         tuner.create_session(meta, "random", tasks=[{"t": 2}], seed=1)
         assert tuner.run(lambda config, task, fidelity: {"y": config["x"]}, max_trials=2) == 2
         assert [s["evaluations"] for s in tuner.sessions()] == [2]
-    with grpc.insecure_channel(server.address) as channel:                     # the service refuses a replay
+    with grpc.insecure_channel(server.address) as channel:  # the service refuses a replay
         stub, request = pb_grpc.TuningServiceStub(channel), pb.ListSessionsRequest()
         once = ((METADATA_KEY, signer.credential("list_sessions")),)
         assert len(stub.ListSessions(request, metadata=once, timeout=20).sessions) == 1
-        for metadata in (once, ((METADATA_KEY, signer.credential("get_session")),)):     # again; another method
+        for metadata in (once, ((METADATA_KEY, signer.credential("get_session")),)):  # again; another method
             with pytest.raises(grpc.RpcError) as refused:
                 stub.ListSessions(request, metadata=metadata, timeout=20)
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
             assert "check the clock" in refused.value.details()
-    synced = sync_store_for(MetaDescription.parse({"tuning_problem_name": "synced", "problem_space": SPACE,
-                                                   "sync_crowd_repo": "yes"}), tmp_path / "history",
-                            server=server.address, credential=signer, access="private")
+    synced = sync_store_for(
+        MetaDescription.parse({"tuning_problem_name": "synced", "problem_space": SPACE, "sync_crowd_repo": "yes"}),
+        tmp_path / "history",
+        server=server.address,
+        credential=signer,
+        access="private",
+    )
     synced.append("synced", _records(1)[0])
     assert synced.unsent == 0 and len(repository.evaluations_for(repository.get_user("alice"), "synced")) == 1
     repository.revoke_key(signer.key_id)
@@ -207,8 +217,12 @@ def test_the_key_pair_commands(crowd: tuple[Any, CrowdRepository, str], tmp_path
     server, repository, uri = crowd
     repository.add_user("carol", "carol@example.org")
     runner = CliRunner()
-    env: dict[str, str | None] = {"RAYTUNER_CROWD_MONGODB": uri, "RAYTUNER_SERVER": server.address,
-                                  "RAYTUNER_CROWD_API_KEY": None, "RAYTUNER_CROWD_PRIVATE_KEY": None}
+    env: dict[str, str | None] = {
+        "RAYTUNER_CROWD_MONGODB": uri,
+        "RAYTUNER_SERVER": server.address,
+        "RAYTUNER_CROWD_API_KEY": None,
+        "RAYTUNER_CROWD_PRIVATE_KEY": None,
+    }
 
     def run(*args: str, code: int = 0, **more: str | None) -> str:
         result = runner.invoke(main, ["crowd", *args], env={**env, **more})
@@ -220,7 +234,7 @@ def test_the_key_pair_commands(crowd: tuple[Any, CrowdRepository, str], tmp_path
     assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
     public = next(line.split()[-1] for line in out.splitlines() if line.startswith("public key:"))
     assert "PRIVATE" not in out and public == Signer.from_file(private).public_key
-    assert "exists" in run("keys", "generate", "--out", str(private), code=2)          # never overwritten
+    assert "exists" in run("keys", "generate", "--out", str(private), code=2)  # never overwritten
     (tmp_path / "carol.pub").write_text(public + "\n")
     key_id = run("keys", "register", "--username", "carol", "--public-key", f"@{tmp_path / 'carol.pub'}").strip()
     assert key_id == key_id_of(public)
@@ -229,12 +243,21 @@ def test_the_key_pair_commands(crowd: tuple[Any, CrowdRepository, str], tmp_path
     history.write_text(json.dumps({"func_eval": [r.to_dict() for r in _records(5)]}))
     assert "5 records stored" in run("upload", str(history), RAYTUNER_CROWD_PRIVATE_KEY=str(private))
     assert len(json.loads(run("query", "--problem", PROBLEM, "--json", "--private-key", str(private)))) == 5
-    assert "give one of --api-key" in run("query", "--problem", PROBLEM, "--private-key", str(private),
-                                          "--api-key", "rt_x", code=2)
+    assert "give one of --api-key" in run(
+        "query", "--problem", PROBLEM, "--private-key", str(private), "--api-key", "rt_x", code=2
+    )
     assert "give one of --api-key" in run("query", "--problem", PROBLEM, code=2)
-    stale = "rt_" + "0" * 16 + "_" + "A" * 43                  # an API key in the environment, a key file typed
-    assert len(json.loads(run("query", "--problem", PROBLEM, "--json", "--private-key", str(private),
-                              RAYTUNER_CROWD_API_KEY=stale))) == 5
+    stale = "rt_" + "0" * 16 + "_" + "A" * 43  # an API key in the environment, a key file typed
+    assert (
+        len(
+            json.loads(
+                run(
+                    "query", "--problem", PROBLEM, "--json", "--private-key", str(private), RAYTUNER_CROWD_API_KEY=stale
+                )
+            )
+        )
+        == 5
+    )
     assert "cannot write" in run("keys", "generate", "--out", str(tmp_path / "no" / "such.pem"), code=2)
     token = run("keys", "token", "--private-key", str(private)).splitlines()[0]
     assert repository.authenticate(token, DASHBOARD_SIGN_IN).username == "carol"

@@ -73,14 +73,16 @@ def _click(driver: Any, element: Any) -> None:
     """Click ``element`` (a link or a form's button) and wait until the page it leads to has loaded."""
     before = driver.current_url
     element.click()
-    WebDriverWait(driver, 30).until(lambda d: d.current_url != before
-                                    and d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(driver, 30).until(
+        lambda d: d.current_url != before and d.execute_script("return document.readyState") == "complete"
+    )
 
 
 def _wait_live(driver: Any, count: int) -> None:
     """Wait until the live view shows ``count`` evaluations (its script replaces the block: stale reads retry)."""
     WebDriverWait(driver, 30, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
-        lambda d: d.find_element(By.ID, "live-count").text == f"{count} evaluations")
+        lambda d: d.find_element(By.ID, "live-count").text == f"{count} evaluations"
+    )
 
 
 def _no_broken_images(driver: Any) -> None:
@@ -88,8 +90,9 @@ def _no_broken_images(driver: Any) -> None:
     assert images and all(driver.execute_script("return arguments[0].naturalWidth", i) > 100 for i in images)
 
 
-def test_overview_problem_task_and_bracket_pages_show_the_stores_best(browser: Any, band_dashboard: str,
-                                                                        band_store: Path, tmp_path: Path) -> None:
+def test_overview_problem_task_and_bracket_pages_show_the_stores_best(
+    browser: Any, band_dashboard: str, band_store: Path, tmp_path: Path
+) -> None:
     view = load_history(band_store)
     best = dict(zip(view.best()["task"], view.best()["y"]))
     browser.get(band_dashboard + "/")
@@ -111,8 +114,9 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(browser: A
     screenshot(browser, tmp_path, "dashboard-brackets")
 
 
-def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(browser: Any, band_dashboard: str,
-                                                                           band_store: Path, tmp_path: Path) -> None:
+def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(
+    browser: Any, band_dashboard: str, band_store: Path, tmp_path: Path
+) -> None:
     frame = load_history(band_store).frame
     browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/evaluations")
     Select(browser.find_element(By.NAME, "task")).select_by_visible_text("t=1.3")
@@ -123,11 +127,11 @@ def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(browse
     count = browser.find_element(By.ID, "count").text
     assert count.startswith(f"{len(expected)} of {len(frame)} evaluations match")
     assert len(_rows(browser, "evaluations")) == min(PAGE_SIZE, len(expected))
-    _click(browser, browser.find_element(By.LINK_TEXT, "y"))           # sort by y, smallest first
+    _click(browser, browser.find_element(By.LINK_TEXT, "y"))  # sort by y, smallest first
     rows = _rows(browser, "evaluations")
     assert float(rows[0]["y"]) == pytest.approx(expected["y"].min(), rel=1e-5)
     assert [float(r["y"]) for r in rows] == sorted(float(r["y"]) for r in rows)
-    _click(browser, browser.find_element(By.LINK_TEXT, "y"))           # again: largest first
+    _click(browser, browser.find_element(By.LINK_TEXT, "y"))  # again: largest first
     assert float(_rows(browser, "evaluations")[0]["y"]) == pytest.approx(expected["y"].max(), rel=1e-5)
     screenshot(browser, tmp_path, "dashboard-evaluations")
     browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/evaluations?min.t=abc")
@@ -153,26 +157,34 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
             teller.join(timeout=60)
             _wait_live(browser, 8)
             best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
-            assert best == pytest.approx({task_label(t): session.best(t).value("y") for t in session.strategy.tasks},
-                                         rel=1e-5)
+            assert best == pytest.approx(
+                {task_label(t): session.best(t).value("y") for t in session.strategy.tasks}, rel=1e-5
+            )
             screenshot(browser, tmp_path, "dashboard-live")
 
 
-def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_front(browser: Any,
-                                                                                     tmp_path: Path) -> None:
+def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_front(
+    browser: Any, tmp_path: Path
+) -> None:
     from raytuner.executors import InlineExecutor
     from raytuner.pareto import pareto_front
     from raytuner.strategies.multiobjective import mla_engine
 
-    problem = ProblemSpace.parse({"input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-                                  "parameter_space": [{"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                                                      {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-                                  "output_space": [{"name": "f1"}, {"name": "f2"},
-                                                   {"name": "mem", "optimize": False, "upper_bound": 0.6}]})
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "parameter_space": [
+                {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            ],
+            "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 0.6}],
+        }
+    )
     tasks = [{"t": 0.0}, {"t": 0.5}]
-    with JsonStore(tmp_path / "mo") as store:      # the models the session stores keep the spaces: no meta needed
-        session = TuningSession("zdt", problem, mla_engine(problem, tasks, 0, n_initial=4,
-                                                           executor=InlineExecutor()), store)
+    with JsonStore(tmp_path / "mo") as store:  # the models the session stores keep the spaces: no meta needed
+        session = TuningSession(
+            "zdt", problem, mla_engine(problem, tasks, 0, n_initial=4, executor=InlineExecutor()), store
+        )
         for _ in range(16):
             trial = session.ask()
             a, b, t = trial.config["a"], trial.config["b"], trial.task["t"]
@@ -195,8 +207,9 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
 def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) -> None:
     key = server.keys.create("alice")
     with RemoteTuner(server.address, key) as tuner:
-        tuner.create_session({"tuning_problem_name": "served-demo", "problem_space": DEMO_PROBLEM}, "random",
-                             tasks=[{"t": 1.0}], seed=2)
+        tuner.create_session(
+            {"tuning_problem_name": "served-demo", "problem_space": DEMO_PROBLEM}, "random", tasks=[{"t": 1.0}], seed=2
+        )
         for _ in range(4):
             trial = tuner.ask()
             tuner.tell(trial, {"y": demo(trial.config["x"], 1.0)})
@@ -216,39 +229,50 @@ def _big_store(folder: Path, n: int) -> None:
     of them are made and written in 2.6 s here, against 7.3 s with a deep copy of each.
     """
     template = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0}).to_dict()
-    records = [{**template, "task_parameter": {"t": float(1 + i % 10)},
-                "tuning_parameter": {"x": (i * 0.6180339887) % 1.0},
-                "evaluation_result": {"y": ((i * 7919) % 100_003) / 100_003}, "uid": str(uuid.UUID(int=i))}
-               for i in range(n)]
+    records = [
+        {
+            **template,
+            "task_parameter": {"t": float(1 + i % 10)},
+            "tuning_parameter": {"x": (i * 0.6180339887) % 1.0},
+            "evaluation_result": {"y": ((i * 7919) % 100_003) / 100_003},
+            "uid": str(uuid.UUID(int=i)),
+        }
+        for i in range(n)
+    ]
     folder.mkdir()
-    write_history_file(folder / "big.json", {**HistoryDocument(tuning_problem_name="big").to_dict(),
-                                             "func_eval": records})
+    write_history_file(
+        folder / "big.json", {**HistoryDocument(tuning_problem_name="big").to_dict(), "func_eval": records}
+    )
 
 
 def test_the_pages_of_a_store_of_100000_evaluations_come_from_one_read_a_page_at_a_time(
-        browser: Any, tmp_path: Path) -> None:
+    browser: Any, tmp_path: Path
+) -> None:
     # What keeps a page of a large store fast (under 2 s here when the machine is idle, logged below; a timing
     # is no assertion): the store is read once, as the server starts, and a page holds PAGE_SIZE rows.
     _big_store(tmp_path / "big", 100_000)
     app = create_app(store=tmp_path / "big", warm=True)
     views = app.config["RAYTUNER"]["store"]
-    read = views.view("big")                                     # the read the server made as it started
+    read = views.view("big")  # the read the server made as it started
     with serve(app, port=0) as server:
-        for path in ("problem/big", "problem/big/evaluations?sort=y&desc=1&page=1000",
-                     "problem/big/evaluations?task=t%3D7&min.t=5&sort=x"):
+        for path in (
+            "problem/big",
+            "problem/big/evaluations?sort=y&desc=1&page=1000",
+            "problem/big/evaluations?task=t%3D7&min.t=5&sort=x",
+        ):
             started = time.perf_counter()
             browser.get(server.url + path)
             log.info("%s: %.2f s", path, time.perf_counter() - started)
             assert browser.find_elements(By.ID, "count") or path == "problem/big", path
-            assert views.view("big") is read, path                # served from that read, never read again
+            assert views.view("big") is read, path  # served from that read, never read again
         assert len(_rows(browser, "evaluations")) == PAGE_SIZE
         assert browser.find_element(By.ID, "count").text.startswith("10000 of 100000 evaluations match; page 1 of 200")
         first = _rows(browser, "evaluations")
-        _click(browser, browser.find_element(By.ID, "page-next"))       # the next page, in the same order
+        _click(browser, browser.find_element(By.ID, "page-next"))  # the next page, in the same order
         second = _rows(browser, "evaluations")
         assert "page 2 of 200" in browser.find_element(By.ID, "count").text and len(second) == PAGE_SIZE
         assert float(first[-1]["x"]) <= float(second[0]["x"]) and not {r["x"] for r in first} & {r["x"] for r in second}
-        browser.get(server.url + "problem/big/evaluations?page=99999")        # past the end: the last page
+        browser.get(server.url + "problem/big/evaluations?page=99999")  # past the end: the last page
         assert "page 2000 of 2000" in browser.find_element(By.ID, "count").text
         assert browser.find_elements(By.ID, "page-previous") and not browser.find_elements(By.ID, "page-next")
 
@@ -256,28 +280,41 @@ def test_the_pages_of_a_store_of_100000_evaluations_come_from_one_read_a_page_at
 def test_odd_histories_and_odd_urls_get_a_page_never_a_crash(tmp_path: Path) -> None:
     with JsonStore(tmp_path / "odd") as store:
         store.append("failed-only", FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, failure="crashed", outputs=["y"]))
-        for value in ("a", 3, "b"):                                   # a column with text and numbers
+        for value in ("a", 3, "b"):  # a column with text and numbers
             store.append("mixed", FunctionEvaluation.create({"t": 1.0}, {"c": value}, {"y": 1.0}))
     client = create_app(store=tmp_path / "odd").test_client()
-    for path in ("/", "/problem/failed-only", "/problem/failed-only/live.json", "/problem/failed-only/evaluations",
-                 "/problem/failed-only/task?task=t%3D1", "/problem/mixed/evaluations?sort=c&desc=1",
-                 "/problem/mixed/evaluations?path=1&task=t%3D1", "/problem/failed-only/plot/history.svg"):
+    for path in (
+        "/",
+        "/problem/failed-only",
+        "/problem/failed-only/live.json",
+        "/problem/failed-only/evaluations",
+        "/problem/failed-only/task?task=t%3D1",
+        "/problem/mixed/evaluations?sort=c&desc=1",
+        "/problem/mixed/evaluations?path=1&task=t%3D1",
+        "/problem/failed-only/plot/history.svg",
+    ):
         assert client.get(path).status_code == 200, path
-    for path, status in (("/problem/mixed/evaluations?sort=nope", 400), ("/problem/mixed/task?task=t%3D9", 404),
-                         ("/problem/nope", 404), ("/problem/mixed/plot/parameter.svg?parameter=zz", 400)):
+    for path, status in (
+        ("/problem/mixed/evaluations?sort=nope", 400),
+        ("/problem/mixed/task?task=t%3D9", 404),
+        ("/problem/nope", 404),
+        ("/problem/mixed/plot/parameter.svg?parameter=zz", 400),
+    ):
         answer = client.get(path)
         assert answer.status_code == status and "Traceback" not in answer.get_data(as_text=True), path
     page = client.get("/problem/mixed/evaluations?sort=c").get_data(as_text=True)
     column = re.findall(r"<tr><td>t=1</td><td[^>]*>1</td><td[^>]*>([^<]*)</td>", page)
-    assert column == ["3", "a", "b"]                                                   # sorted as text
+    assert column == ["3", "a", "b"]  # sorted as text
 
 
 def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     runner = CliRunner()
-    for args, words in ((["dashboard"], "give a store"),
-                        (["dashboard", str(tmp_path / "missing")], "is not a store directory"),
-                        (["dashboard", "--crowd", "http://x"], "is not a mongodb:// URI"),
-                        (["dashboard", str(tmp_path), "--service", "127.0.0.1:1"], "not both")):
+    for args, words in (
+        (["dashboard"], "give a store"),
+        (["dashboard", str(tmp_path / "missing")], "is not a store directory"),
+        (["dashboard", "--crowd", "http://x"], "is not a mongodb:// URI"),
+        (["dashboard", str(tmp_path), "--service", "127.0.0.1:1"], "not both"),
+    ):
         result = runner.invoke(main, args)
         assert result.exit_code == 2 and words in result.output and result.output.count("\n") == 1, result.output
     assert re.search(r"loopback by default", runner.invoke(main, ["dashboard", "--help"]).output)

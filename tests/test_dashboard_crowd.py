@@ -49,12 +49,24 @@ def world(mongod: Any) -> Iterator[tuple[CrowdRepository, dict[str, str]]]:
             repo.add_user(name, f"{name}@example.org", groups)
             keys[name] = repo.create_key(name)
         for i, (label, (owner, access, users, groups)) in enumerate(UPLOADS.items()):
-            repo.upload(keys[owner], PROBLEM, [_record(float(i), label), _record(float(i) + 0.5, label)],
-                        access=access, shared_with_users=users, shared_with_groups=groups)
+            repo.upload(
+                keys[owner],
+                PROBLEM,
+                [_record(float(i), label), _record(float(i) + 0.5, label)],
+                access=access,
+                shared_with_users=users,
+                shared_with_groups=groups,
+            )
         rng = np.random.default_rng(0)
-        repo.upload(keys["alice"], SOBOL_PROBLEM, [
-            FunctionEvaluation.create({"t": 1.0}, {"a": float(a), "b": float(b)}, {"y": 4 * a + 0.01 * b})
-            for a, b in rng.random((24, 2))], access="public")
+        repo.upload(
+            keys["alice"],
+            SOBOL_PROBLEM,
+            [
+                FunctionEvaluation.create({"t": 1.0}, {"a": float(a), "b": float(b)}, {"y": 4 * a + 0.01 * b})
+                for a, b in rng.random((24, 2))
+            ],
+            access="public",
+        )
         repo.add_machine("cori", ["cori.nersc.gov"])
         repo.add_software("gcc", ["gnu-gcc"])
         yield repo, keys
@@ -88,11 +100,11 @@ def _sign_in(driver: Any, site: str, key: str | None) -> None:
 
 def _visible_t(driver: Any) -> set[float]:
     """The task values of the evaluations table, checked against the page's count of matches."""
-    count = int(driver.find_element(By.ID, "count").text.split()[0])       # the page rendered, whatever matched
+    count = int(driver.find_element(By.ID, "count").text.split()[0])  # the page rendered, whatever matched
     heads = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#evaluations thead th")]
     rows = driver.find_elements(By.CSS_SELECTOR, "#evaluations tbody tr")
     seen = {float(row.find_elements(By.TAG_NAME, "td")[heads.index("t")].text) for row in rows}
-    assert len(rows) == len(seen) == count                                  # every record has its own t here
+    assert len(rows) == len(seen) == count  # every record has its own t here
     return seen
 
 
@@ -120,16 +132,23 @@ def _expected_t(user: str | None) -> set[float]:
 
 @pytest.mark.parametrize("user", [None, *USERS])
 def test_each_user_sees_exactly_what_the_access_levels_allow_in_pages_and_downloads(
-        browser: Any, site: str, world: tuple[CrowdRepository, dict[str, str]], user: str | None,
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    browser: Any,
+    site: str,
+    world: tuple[CrowdRepository, dict[str, str]],
+    user: str | None,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     repo, keys = world
     with caplog.at_level(logging.DEBUG):
         _sign_in(browser, site, keys[user] if user else None)
         browser.get(site + "/crowd")
         who = browser.find_elements(By.ID, "user")
         assert [w.text for w in who] == ([user] if user else [])
-        problems = {r.find_elements(By.TAG_NAME, "td")[0].text: int(r.find_elements(By.TAG_NAME, "td")[1].text)
-                    for r in browser.find_elements(By.CSS_SELECTOR, "#crowd-problems tbody tr")}
+        problems = {
+            r.find_elements(By.TAG_NAME, "td")[0].text: int(r.find_elements(By.TAG_NAME, "td")[1].text)
+            for r in browser.find_elements(By.CSS_SELECTOR, "#crowd-problems tbody tr")
+        }
         assert problems[PROBLEM] == len(_expected_t(user))
         pages = [browser.page_source]
         browser.get(site + f"/crowd/problem/{PROBLEM}")
@@ -145,22 +164,24 @@ def test_each_user_sees_exactly_what_the_access_levels_allow_in_pages_and_downlo
             screenshot(browser, tmp_path, "dashboard-crowd-query")
     urls = [browser.current_url]
     server_side = [r for r in caplog.records if r.name.split(".")[0] not in ("selenium", "urllib3")]  # not the driver
-    assert any(r.name == "werkzeug" for r in server_side)          # the server's request log was captured
+    assert any(r.name == "werkzeug" for r in server_side)  # the server's request log was captured
     for key in keys.values():
         assert not any(key in text for text in pages + urls)
         assert not [r.getMessage() for r in server_side if key in r.getMessage()]
 
 
-def test_a_wrong_or_revoked_key_signs_no_one_in(browser: Any, site: str, world: tuple[CrowdRepository, dict[str, str]],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_or_revoked_key_signs_no_one_in(
+    browser: Any, site: str, world: tuple[CrowdRepository, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, keys = world
     _sign_in(browser, site, keys["alice"][:-2] + "xx")
     assert browser.find_element(By.ID, "error").text == "that API key or token was not accepted"
-    browser.execute_script("document.getElementsByName('form')[0].value = 'forged'")   # a post from elsewhere
+    browser.execute_script("document.getElementsByName('form')[0].value = 'forged'")  # a post from elsewhere
     browser.find_element(By.ID, "api-key").send_keys(keys["alice"])
     browser.find_element(By.ID, "signin").click()
-    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(   # the page is replaced
-        lambda d: "stale or from another site" in d.find_element(By.ID, "error").text)
+    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(  # the page is replaced
+        lambda d: "stale or from another site" in d.find_element(By.ID, "error").text
+    )
     assert not browser.find_elements(By.ID, "user")
     assert keys["alice"][:-2] not in browser.page_source
     spare = repo.create_key("dave")
@@ -168,18 +189,18 @@ def test_a_wrong_or_revoked_key_signs_no_one_in(browser: Any, site: str, world: 
     assert browser.find_element(By.ID, "user").text == "dave"
     key_id = repo.list_keys("dave")[-1].key_id
     repo.revoke_key(key_id)
-    monkeypatch.setattr(signin, "RECHECK_SECONDS", 0.0)                     # check the key on the next page
+    monkeypatch.setattr(signin, "RECHECK_SECONDS", 0.0)  # check the key on the next page
     browser.get(site + f"/crowd/problem/{PROBLEM}")
     assert not browser.find_elements(By.ID, "user") and _visible_t(browser) == _expected_t(None)
 
 
 def test_a_signed_token_signs_in_once_and_a_revoked_public_key_signs_out(
-        browser: Any, site: str, world: tuple[CrowdRepository, dict[str, str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    browser: Any, site: str, world: tuple[CrowdRepository, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = world[0]
     signer = Signer.from_pem(generate_key_pair()[0])
     repo.register_public_key("bob", signer.public_key)
-    _sign_in(browser, site, signer.credential("upload"))                       # signed for another method
+    _sign_in(browser, site, signer.credential("upload"))  # signed for another method
     assert browser.find_element(By.ID, "error").text == "that API key or token was not accepted"
     token = signer.credential(DASHBOARD_SIGN_IN)
     _sign_in(browser, site, token)
@@ -187,12 +208,12 @@ def test_a_signed_token_signs_in_once_and_a_revoked_public_key_signs_out(
     assert token not in browser.page_source
     browser.get(site + f"/crowd/problem/{PROBLEM}")
     assert _visible_t(browser) == _expected_t("bob")
-    _sign_in(browser, site, token)                                              # the same token again
+    _sign_in(browser, site, token)  # the same token again
     assert browser.find_element(By.ID, "error").text == "that API key or token was not accepted"
     _sign_in(browser, site, signer.credential(DASHBOARD_SIGN_IN))
     assert browser.find_element(By.ID, "user").text == "bob"
     repo.revoke_key(signer.key_id)
-    monkeypatch.setattr(signin, "RECHECK_SECONDS", 0.0)                     # check the key on the next page
+    monkeypatch.setattr(signin, "RECHECK_SECONDS", 0.0)  # check the key on the next page
     browser.get(site + f"/crowd/problem/{PROBLEM}")
     assert not browser.find_elements(By.ID, "user") and _visible_t(browser) == _expected_t(None)
 
@@ -207,19 +228,24 @@ def test_machines_software_prediction_and_sobol_pages(browser: Any, site: str, t
     browser.find_element(By.NAME, "task").send_keys('{"t": 1.0}')
     browser.find_element(By.NAME, "parameters").send_keys('[{"a": 0.25, "b": 0.5}, {"a": 0.75, "b": 0.5}]')
     _submit(browser, "run-predict", "prediction")
-    means = [float(r.find_elements(By.TAG_NAME, "td")[1].text)
-             for r in browser.find_elements(By.CSS_SELECTOR, "#prediction tbody tr")]
-    assert means == pytest.approx([1.005, 3.005], abs=0.05)          # y = 4a + 0.01b, learnt from 24 records
+    means = [
+        float(r.find_elements(By.TAG_NAME, "td")[1].text)
+        for r in browser.find_elements(By.CSS_SELECTOR, "#prediction tbody tr")
+    ]
+    assert means == pytest.approx([1.005, 3.005], abs=0.05)  # y = 4a + 0.01b, learnt from 24 records
     browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/sensitivity")
     browser.find_element(By.NAME, "task").send_keys('{"t": 1.0}')
     _submit(browser, "run-sensitivity", "sobol")
-    rows = {r.find_elements(By.TAG_NAME, "td")[0].text: float(r.find_elements(By.TAG_NAME, "td")[3].text)
-            for r in browser.find_elements(By.CSS_SELECTOR, "#sobol tbody tr")}
+    rows = {
+        r.find_elements(By.TAG_NAME, "td")[0].text: float(r.find_elements(By.TAG_NAME, "td")[3].text)
+        for r in browser.find_elements(By.CSS_SELECTOR, "#sobol tbody tr")
+    }
     assert rows["a"] > 0.95 and rows["b"] < 0.05
     assert browser.find_elements(By.CSS_SELECTOR, "#sobol-chart svg")
     screenshot(browser, tmp_path, "dashboard-crowd-sobol")
     browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/sensitivity?task=%7B%7D&num_samples=%C2%B2")
     assert browser.find_element(By.ID, "error").text.startswith("num_samples: '²' is not a count")
     browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/predict?task=%7B%7D&parameters=%5B%7B%22a%22%3A1%7D%5D")
-    assert browser.find_element(By.ID, "error").text.startswith("parameters: a JSON list of objects, each with "
-                                                                "every tuning parameter (allowed: a, b)")
+    assert browser.find_element(By.ID, "error").text.startswith(
+        "parameters: a JSON list of objects, each with every tuning parameter (allowed: a, b)"
+    )

@@ -21,17 +21,19 @@ from raytuner.strategies.discrete import (
 )
 from raytuner.strategies.discrete.gp import matern
 
-KERNEL = ProblemSpace.parse({
-    "parameter_space": [
-        {"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128, 256, 512]},
-        {"name": "by", "type": "categorical", "categories": [1, 2, 4, 8, 16]},
-        {"name": "tile", "type": "integer", "lower_bound": 1, "upper_bound": 4},
-        {"name": "layout", "type": "categorical", "categories": ["row", "col"]},
-        {"name": "precision", "type": "categorical", "categories": ["single"]},
-    ],
-    "output_space": [{"name": "time"}],
-    "constraints": {"threads": "bx * by <= 1024", "work": "bx * tile <= 1024"},
-})
+KERNEL = ProblemSpace.parse(
+    {
+        "parameter_space": [
+            {"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128, 256, 512]},
+            {"name": "by", "type": "categorical", "categories": [1, 2, 4, 8, 16]},
+            {"name": "tile", "type": "integer", "lower_bound": 1, "upper_bound": 4},
+            {"name": "layout", "type": "categorical", "categories": ["row", "col"]},
+            {"name": "precision", "type": "categorical", "categories": ["single"]},
+        ],
+        "output_space": [{"name": "time"}],
+        "constraints": {"threads": "bx * by <= 1024", "work": "bx * tile <= 1024"},
+    }
+)
 
 
 def kernel_time(config: dict) -> float | None:
@@ -39,8 +41,14 @@ def kernel_time(config: dict) -> float | None:
     bx, by, tile = config["bx"], config["by"], config["tile"]
     if (bx * by * tile) % 7 == 1 or (bx == 512 and by >= 2):
         return None
-    return (1.0 + abs(math.log2(bx) - 7) * 0.4 + abs(math.log2(by) - 2) * 0.3 + abs(tile - 2) * 0.5
-            + (0.2 if config["layout"] == "row" else 0.0) + 0.05 * ((bx * 7 + by * 3 + tile) % 5))
+    return (
+        1.0
+        + abs(math.log2(bx) - 7) * 0.4
+        + abs(math.log2(by) - 2) * 0.3
+        + abs(tile - 2) * 0.5
+        + (0.2 if config["layout"] == "row" else 0.0)
+        + 0.05 * ((bx * 7 + by * 3 + tile) % 5)
+    )
 
 
 def evaluate(engine: DiscreteBO, steps: int) -> list:
@@ -50,9 +58,15 @@ def evaluate(engine: DiscreteBO, steps: int) -> list:
         s = engine.ask()
         t = kernel_time(s.config)
         asked.append((s, t))
-        engine.tell(FunctionEvaluation.create(s.task, s.config, None if t is None else {"time": t},
-                                              failure="launch failed" if t is None else None,
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create(
+                s.task,
+                s.config,
+                None if t is None else {"time": t},
+                failure="launch failed" if t is None else None,
+                provenance=s.provenance,
+            )
+        )
     return asked
 
 
@@ -66,11 +80,16 @@ def test_candidates_are_exactly_the_configurations_meeting_the_restrictions() ->
     assert len(valid) == len(cands) > 0
     # brute force over the Cartesian product: the same set
     import itertools
+
     names = KERNEL.parameter_space.names
-    product = [dict(zip(names, v)) for v in itertools.product([16, 32, 64, 128, 256, 512], [1, 2, 4, 8, 16],
-                                                               [1, 2, 3, 4], ["row", "col"], ["single"])]
+    product = [
+        dict(zip(names, v))
+        for v in itertools.product(
+            [16, 32, 64, 128, 256, 512], [1, 2, 4, 8, 16], [1, 2, 3, 4], ["row", "col"], ["single"]
+        )
+    ]
     assert {key(c) for c in product if KERNEL.satisfies(c)} == {key(c) for c in cands.configs}
-    assert cands.names == ["bx", "by", "tile", "layout"]                 # the one-valued parameter is pruned
+    assert cands.names == ["bx", "by", "tile", "layout"]  # the one-valued parameter is pruned
     assert cands.units.min() == 0.0 and cands.units.max() == 1.0
     # powers of two are equally spaced: 16 -> 0, 32 -> 0.2, ..., 512 -> 1
     bx_units = sorted({round(u, 6) for u in cands.units[:, 0]})
@@ -83,7 +102,7 @@ def test_every_suggestion_meets_the_restrictions_and_no_failed_configuration_ret
     engine = DiscreteBO(KERNEL, seed=3, method=method, n_initial=8)
     asked = evaluate(engine, 60)
     keys = [key(s.config) for s, _ in asked]
-    assert len(set(keys)) == len(keys)                                   # nothing is evaluated twice
+    assert len(set(keys)) == len(keys)  # nothing is evaluated twice
     assert all(KERNEL.satisfies(s.config) for s, _ in asked)
     failed = [key(s.config) for s, t in asked if t is None]
     assert failed, "the test needs some failed configurations"
@@ -103,16 +122,23 @@ def test_initial_failures_are_replaced_until_n_initial_succeed() -> None:
 
 
 def test_the_space_runs_out_cleanly() -> None:
-    small = ProblemSpace.parse({"parameter_space": [{"name": "a", "type": "categorical", "categories": [1, 2, 3]},
-                                                    {"name": "b", "type": "categorical", "categories": [1, 2]}],
-                                "output_space": [{"name": "time"}]})
+    small = ProblemSpace.parse(
+        {
+            "parameter_space": [
+                {"name": "a", "type": "categorical", "categories": [1, 2, 3]},
+                {"name": "b", "type": "categorical", "categories": [1, 2]},
+            ],
+            "output_space": [{"name": "time"}],
+        }
+    )
     engine = DiscreteBO(small, seed=0, n_initial=2, method="multi")
     seen = set()
     for _ in range(6):
         s = engine.ask()
         seen.add((s.config["a"], s.config["b"]))
-        engine.tell(FunctionEvaluation.create({}, s.config, {"time": s.config["a"] + s.config["b"]},
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create({}, s.config, {"time": s.config["a"] + s.config["b"]}, provenance=s.provenance)
+        )
     assert len(seen) == 6
     with pytest.raises(InfeasibleSpaceError):
         engine.ask()
@@ -171,18 +197,18 @@ def test_multi_skips_the_duplicating_function_with_the_worse_discounted_score() 
     multi = Multi(("ei", "pi", "lcb"), skip_threshold=3, discount_factor=0.5)
     for _ in range(2):
         multi.end_round({"ei": 1.0, "pi": 1.0, "lcb": 4.0}, duplicates={"ei", "pi"})
-    assert multi.active == ["ei", "pi", "lcb"]                           # two duplicates: below the threshold
+    assert multi.active == ["ei", "pi", "lcb"]  # two duplicates: below the threshold
     multi.end_round({"ei": 1.0, "pi": 2.0, "lcb": 4.0}, duplicates={"ei", "pi"})
     # dos(ei) = 1 * .25 + 1 * .5 + 1 = 1.75 < dos(pi) = 1 * .25 + 1 * .5 + 2 = 2.75: pi is skipped
     assert multi.active == ["ei", "lcb"]
-    assert multi.recent["ei"] == []                                      # the one kept starts afresh
+    assert multi.recent["ei"] == []  # the one kept starts afresh
 
 
 def test_advanced_multi_skips_the_worse_and_promotes_the_better() -> None:
     am = AdvancedMulti(("ei", "pi", "lcb"), skip_threshold=2, discount_factor=0.75, improvement_factor=0.1)
     for _ in range(2):
         am.end_round({"ei": 2.5, "pi": 2.5, "lcb": 3.0}, duplicates=set())
-    assert am.active == ["ei", "pi"] and am.worse == {"ei": 0, "pi": 0, "lcb": 0}     # counts start afresh
+    assert am.active == ["ei", "pi"] and am.worse == {"ei": 0, "pi": 0, "lcb": 0}  # counts start afresh
     for _ in range(2):
         am.end_round({"ei": 1.0, "pi": 2.0}, duplicates=set())
     # the discounted scores now differ by far more than 10 % of their mean, twice: ei is the only function left
@@ -192,12 +218,18 @@ def test_advanced_multi_skips_the_worse_and_promotes_the_better() -> None:
 def test_a_replayed_engine_continues_with_the_same_state_and_suggestion() -> None:
     engine = DiscreteBO(KERNEL, seed=5, method="advanced_multi", n_initial=6, skip_threshold=2)
     records = []
-    while len(records) < 31 or engine.search().queue:                  # stop at the end of a round
+    while len(records) < 31 or engine.search().queue:  # stop at the end of a round
         s = engine.ask()
         t = kernel_time(s.config)
-        records.append(FunctionEvaluation.create(s.task, s.config, None if t is None else {"time": t},
-                                                 failure="launch failed" if t is None else None,
-                                                 provenance=s.provenance))
+        records.append(
+            FunctionEvaluation.create(
+                s.task,
+                s.config,
+                None if t is None else {"time": t},
+                failure="launch failed" if t is None else None,
+                provenance=s.provenance,
+            )
+        )
         engine.tell(records[-1])
     replayed = DiscreteBO(KERNEL, seed=5, method="advanced_multi", n_initial=6, skip_threshold=2)
     replayed.replay(records)
@@ -215,9 +247,18 @@ def test_pending_configurations_are_not_suggested_twice() -> None:
     assert len(set(keys)) == len(keys)
 
 
-@pytest.mark.parametrize("field,value", [("method", "bogus"), ("kernel", "rbf"), ("exploration", "xx"),
-                                         ("n_initial", 1), ("lengthscale", -1.0), ("acquisitions", ["ei", "ucb"]),
-                                         ("discount_factor", 1.5)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("method", "bogus"),
+        ("kernel", "rbf"),
+        ("exploration", "xx"),
+        ("n_initial", 1),
+        ("lengthscale", -1.0),
+        ("acquisitions", ["ei", "ucb"]),
+        ("discount_factor", 1.5),
+    ],
+)
 def test_bad_options_name_the_field(field: str, value: object) -> None:
     with pytest.raises(InvalidInputError) as err:
         DiscreteBO(KERNEL, **{field: value})
@@ -225,26 +266,37 @@ def test_bad_options_name_the_field(field: str, value: object) -> None:
 
 
 def test_a_continuous_parameter_is_refused_with_the_allowed_types() -> None:
-    problem = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
-                                                       "upper_bound": 1}]})
+    problem = ProblemSpace.parse(
+        {"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]}
+    )
     with pytest.raises(InvalidInputError) as err:
         DiscreteBO(problem).ask()
     assert "parameter_space.x" in str(err.value) and "categorical" in str(err.value)
 
 
 def test_maximisation_turns_into_minimisation() -> None:
-    problem = ProblemSpace.parse({"parameter_space": KERNEL.parameter_space.model_dump(),
-                                  "output_space": [{"name": "gflops", "goal": "maximize"}],
-                                  "constraints": {"threads": "bx * by <= 1024"}})
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": KERNEL.parameter_space.model_dump(),
+            "output_space": [{"name": "gflops", "goal": "maximize"}],
+            "constraints": {"threads": "bx * by <= 1024"},
+        }
+    )
     engine = DiscreteBO(problem, seed=0, n_initial=6, method="ei")
     best = []
     for _ in range(30):
         s = engine.ask()
         t = kernel_time(s.config)
         value = None if t is None else 100.0 / t
-        engine.tell(FunctionEvaluation.create({}, s.config, None if value is None else {"gflops": value},
-                                              failure="failed" if value is None else None,
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create(
+                {},
+                s.config,
+                None if value is None else {"gflops": value},
+                failure="failed" if value is None else None,
+                provenance=s.provenance,
+            )
+        )
         best.append(value or 0.0)
     assert max(best[6:]) >= max(best[:6])
     assert min(engine.search().values) == pytest.approx(-max(best))
@@ -254,8 +306,7 @@ def failing_large_blocks(config: dict) -> float | None:
     """Faster with larger blocks, but every launch with bx >= 256 fails: the trend points into the failures."""
     if config["bx"] >= 256:
         return None
-    return (3.0 - math.log2(config["bx"]) * 0.3 + abs(math.log2(config["by"]) - 2) * 0.3
-            + abs(config["tile"] - 2) * 0.2)
+    return 3.0 - math.log2(config["bx"]) * 0.3 + abs(math.log2(config["by"]) - 2) * 0.3 + abs(config["tile"] - 2) * 0.2
 
 
 def model_failures(avoid_failures: bool, seed: int) -> int:
@@ -266,11 +317,17 @@ def model_failures(avoid_failures: bool, seed: int) -> int:
         s = engine.ask()
         t = failing_large_blocks(s.config)
         failures += s.provenance.source == "model" and t is None
-        engine.tell(FunctionEvaluation.create(s.task, s.config, None if t is None else {"time": t},
-                                              failure="launch failed" if t is None else None,
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create(
+                s.task,
+                s.config,
+                None if t is None else {"time": t},
+                failure="launch failed" if t is None else None,
+                provenance=s.provenance,
+            )
+        )
     search = engine.search()
-    assert len(search.gp.indices) == len(search.values)              # the objective's GP holds no failure
+    assert len(search.gp.indices) == len(search.values)  # the objective's GP holds no failure
     return failures
 
 
@@ -287,12 +344,12 @@ def test_the_validity_model_never_empties_the_candidates() -> None:
     engine = DiscreteBO(KERNEL, seed=0, n_initial=4)
     search = engine.search()
     free = np.ones(len(search.cands), dtype=bool)
-    assert search.likely_valid(free) is free                 # no failure yet: every free candidate
+    assert search.likely_valid(free) is free  # no failure yet: every free candidate
     evaluate(engine, 12)
     failed = [i for i in range(len(search.cands)) if search.visited[i] and i not in search.gp.indices]
     assert failed
     validity, _ = search.validity.posterior()
-    assert (validity[failed] < 0.5).all()                    # the model knows where launches failed
+    assert (validity[failed] < 0.5).all()  # the model knows where launches failed
     only_failed = np.zeros(len(search.cands), dtype=bool)
     only_failed[failed] = True
     # when everything left is predicted to fail, the engine still proposes (the prediction may be wrong)

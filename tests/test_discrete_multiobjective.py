@@ -16,9 +16,12 @@ from raytuner.strategies.discrete.search import TaskSearch
 from raytuner.strategies.discrete.several import SeveralSearch
 
 #: ZDT1 on a 41 x 41 grid with ``mem = a + b <= 0.6`` (in units of 40): the constraint cuts the front at a = 0.6.
-PROBLEM = ProblemSpace.parse({
-    "parameter_space": [{"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 40} for n in ("a", "b")],
-    "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 0.6}]})
+PROBLEM = ProblemSpace.parse(
+    {
+        "parameter_space": [{"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 40} for n in ("a", "b")],
+        "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 0.6}],
+    }
+)
 REFERENCE = [1.1, 11.0]
 
 
@@ -29,8 +32,10 @@ def zdt(config: dict) -> dict[str, float]:
 
 
 def exact_hypervolume() -> float:
-    grid = [FunctionEvaluation.create({}, {"a": a, "b": b}, zdt({"a": a, "b": b}))
-            for a, b in itertools.product(range(41), range(41))]
+    grid = [
+        FunctionEvaluation.create({}, {"a": a, "b": b}, zdt({"a": a, "b": b}))
+        for a, b in itertools.product(range(41), range(41))
+    ]
     return hypervolume(objective_values(PROBLEM, pareto_front(PROBLEM, grid)), REFERENCE)
 
 
@@ -50,7 +55,7 @@ def test_the_front_is_nearly_the_grids_and_guided_picks_keep_to_the_constraint(s
     front = engine.pareto_front()
     assert [r.uid for r in front] == [r.uid for r in pareto_front(PROBLEM, [r for _, r in told])]
     ratio = hypervolume(objective_values(PROBLEM, front), REFERENCE) / exact_hypervolume()
-    assert ratio > 0.99, ratio            # measured 0.999 (seeds 0-2); 40 random picks: 0.90-0.98
+    assert ratio > 0.99, ratio  # measured 0.999 (seeds 0-2); 40 random picks: 0.90-0.98
     guided = [r for source, r in told if source == "model"]
     assert len(guided) == 32 and sum(r.evaluation_result["mem"] > 0.6 for r in guided) <= 0.1 * len(guided)
 
@@ -95,22 +100,33 @@ def test_the_ray_searcher_takes_two_metrics_under_tune_run(local_ray, tmp_path) 
         tune.report(zdt(config))
 
     store = JsonStore(tmp_path / "s")
-    searcher = DiscreteBOSearcher(PROBLEM, store, "zdt", metric=["f1", "f2"], mode=["min", "min"], seed=3,
-                                  n_initial=4)
+    searcher = DiscreteBOSearcher(PROBLEM, store, "zdt", metric=["f1", "f2"], mode=["min", "min"], seed=3, n_initial=4)
     assert searcher.engine.several and (searcher.metric, searcher.mode) == (["f1", "f2"], ["min", "min"])
-    tune.run(trainable, search_alg=searcher, num_samples=10, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    tune.run(
+        trainable,
+        search_alg=searcher,
+        num_samples=10,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
     records = store.evaluations("zdt")
     assert len(records) == 10 and all(set(r.evaluation_result) == {"f1", "f2", "mem"} for r in records)
     assert [r.uid for r in searcher.engine.pareto_front()] == [r.uid for r in pareto_front(PROBLEM, records)]
 
 
 def test_a_bounded_maximised_objective_is_kept_above_its_bound() -> None:
-    problem = ProblemSpace.parse({
-        "parameter_space": [{"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 30} for n in ("a", "b")],
-        "output_space": [{"name": "accuracy", "goal": "maximize", "lower_bound": 0.6}, {"name": "cost"}]})
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [
+                {"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 30} for n in ("a", "b")
+            ],
+            "output_space": [{"name": "accuracy", "goal": "maximize", "lower_bound": 0.6}, {"name": "cost"}],
+        }
+    )
 
-    def run(config: dict) -> dict[str, float]:       # accuracy grows with a and b, and so does the cost
+    def run(config: dict) -> dict[str, float]:  # accuracy grows with a and b, and so does the cost
         a, b = config["a"] / 30, config["b"] / 30
         return {"accuracy": 1 - (1 - a) ** 2 * (1 - 0.5 * b), "cost": a + 0.3 * b}
 

@@ -15,8 +15,12 @@ from raytuner.store import JsonStore  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-CHOICES = {"block_size_x": tune.choice([16, 32, 64, 128, 256]), "block_size_y": [1, 2, 4, 8],
-           "tile": [1, 2, 3, 4], "use_shared": [0, 1]}
+CHOICES = {
+    "block_size_x": tune.choice([16, 32, 64, 128, 256]),
+    "block_size_y": [1, 2, 4, 8],
+    "tile": [1, 2, 3, 4],
+    "use_shared": [0, 1],
+}
 RESTRICTIONS = ["block_size_x * block_size_y <= 512", "block_size_x * tile <= 512"]
 
 
@@ -27,8 +31,13 @@ def launch_fails(config: dict) -> bool:
 
 
 def kernel_time(config: dict) -> float:
-    return (abs(config["block_size_x"] - 64) / 32 + abs(config["block_size_y"] - 4) / 2
-            + abs(config["tile"] - 2) + 0.3 * config["use_shared"] + 1.0)
+    return (
+        abs(config["block_size_x"] - 64) / 32
+        + abs(config["block_size_y"] - 4) / 2
+        + abs(config["tile"] - 2)
+        + 0.3 * config["use_shared"]
+        + 1.0
+    )
 
 
 # Trainables stay in the test module: Ray workers import them from here by value.
@@ -39,25 +48,38 @@ def kernel(config: dict) -> None:
 
 
 def valid(config: dict) -> bool:
-    return (config["block_size_x"] * config["block_size_y"] <= 512
-            and config["block_size_x"] * config["tile"] <= 512)
+    return config["block_size_x"] * config["block_size_y"] <= 512 and config["block_size_x"] * config["tile"] <= 512
 
 
 def searcher(tmp_path: Path, **options) -> DiscreteBOSearcher:
-    return DiscreteBOSearcher.from_choices(CHOICES, restrictions=RESTRICTIONS, metric="time", mode="min",
-                                           store=JsonStore(tmp_path / "store"), problem_name="kernel",
-                                           **{"seed": 0, "n_initial": 6, **options})
+    return DiscreteBOSearcher.from_choices(
+        CHOICES,
+        restrictions=RESTRICTIONS,
+        metric="time",
+        mode="min",
+        store=JsonStore(tmp_path / "store"),
+        problem_name="kernel",
+        **{"seed": 0, "n_initial": 6, **options},
+    )
 
 
 def test_tune_run_records_failed_launches_and_never_suggests_them_again(local_ray, tmp_path: Path) -> None:
     s = searcher(tmp_path)
-    analysis = tune.run(kernel, search_alg=s, num_samples=30, max_concurrent_trials=2, reuse_actors=True,
-                        storage_path=str(tmp_path / "ray"), verbose=0, raise_on_failed_trial=False)
+    analysis = tune.run(
+        kernel,
+        search_alg=s,
+        num_samples=30,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+        raise_on_failed_trial=False,
+    )
     records = JsonStore(tmp_path / "store").evaluations("kernel")
     assert len(records) == 30
     configs = [r.tuning_parameter for r in records]
-    assert len({tuple(sorted(c.items())) for c in configs}) == 30       # no configuration twice
-    assert all(valid(c) for c in configs)                               # every suggestion meets the restrictions
+    assert len({tuple(sorted(c.items())) for c in configs}) == 30  # no configuration twice
+    assert all(valid(c) for c in configs)  # every suggestion meets the restrictions
     failed = [r for r in records if r.status == "failed"]
     assert failed and all(launch_fails(r.tuning_parameter) for r in failed)
     assert all(r.raytuner.failure_message == "trial raised an error" for r in failed)
@@ -74,20 +96,33 @@ def test_tune_run_records_failed_launches_and_never_suggests_them_again(local_ra
 
 
 def test_tuner_stops_when_the_valid_space_is_exhausted(local_ray, tmp_path: Path) -> None:
-    small = DiscreteBOSearcher.from_choices({"a": [1, 2, 3], "b": tune.choice(["x", "y"])},
-                                            restrictions={"not_3y": "not (a == 3 and b == 'y')"},
-                                            metric="time", mode="min", store=JsonStore(tmp_path / "store"),
-                                            problem_name="small", seed=1, n_initial=2, method="multi")
-    tuner = tune.Tuner(lambda c: tune.report({"time": c["a"] + (c["b"] == "y")}),
-                       tune_config=tune.TuneConfig(search_alg=small, num_samples=12, metric="time", mode="min",
-                                                   reuse_actors=True),
-                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0))
+    small = DiscreteBOSearcher.from_choices(
+        {"a": [1, 2, 3], "b": tune.choice(["x", "y"])},
+        restrictions={"not_3y": "not (a == 3 and b == 'y')"},
+        metric="time",
+        mode="min",
+        store=JsonStore(tmp_path / "store"),
+        problem_name="small",
+        seed=1,
+        n_initial=2,
+        method="multi",
+    )
+    tuner = tune.Tuner(
+        lambda c: tune.report({"time": c["a"] + (c["b"] == "y")}),
+        tune_config=tune.TuneConfig(search_alg=small, num_samples=12, metric="time", mode="min", reuse_actors=True),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
+    )
     results = tuner.fit()
     records = JsonStore(tmp_path / "store").evaluations("small")
-    assert len(records) == len(results) == 5                            # 6 combinations, one restricted out
+    assert len(records) == len(results) == 5  # 6 combinations, one restricted out
     assert results.get_best_result().metrics["time"] == 1
     assert {(r.tuning_parameter["a"], r.tuning_parameter["b"]) for r in records} == {
-        (1, "x"), (1, "y"), (2, "x"), (2, "y"), (3, "x")}
+        (1, "x"),
+        (1, "y"),
+        (2, "x"),
+        (2, "y"),
+        (3, "x"),
+    }
 
 
 def test_restore_adopts_trials_in_flight_and_continues_the_portfolio(tmp_path: Path) -> None:
@@ -97,8 +132,9 @@ def test_restore_adopts_trials_in_flight_and_continues_the_portfolio(tmp_path: P
     for i in range(12):
         config = first.suggest(str(i))
         done[str(i)] = config
-        first.on_trial_complete(str(i), None if launch_fails(config) else {"time": kernel_time(config)},
-                                error=launch_fails(config))
+        first.on_trial_complete(
+            str(i), None if launch_fails(config) else {"time": kernel_time(config)}, error=launch_fails(config)
+        )
     in_flight = first.suggest("in-flight")
     first.save(str(tmp_path / "searcher.json"))
 
@@ -121,5 +157,4 @@ def test_bad_choices_and_modes_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="mode"):
         DiscreteBOSearcher.from_choices({"a": [1, 2]}, mode="best", store=str(tmp_path), problem_name="p")
     with pytest.raises(InvalidInputError, match="constraints"):
-        DiscreteBOSearcher.from_choices({"a": [1, 2]}, restrictions=["b > 1"], store=str(tmp_path),
-                                        problem_name="p")
+        DiscreteBOSearcher.from_choices({"a": [1, 2]}, restrictions=["b > 1"], store=str(tmp_path), problem_name="p")

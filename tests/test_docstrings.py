@@ -83,7 +83,7 @@ def _documented_arguments(doc: str) -> set[str] | None:
         return None
     indent = len(match.group("indent").expandtabs())
     names: set[str] = set()
-    body = doc[match.end():].splitlines()[1:]
+    body = doc[match.end() :].splitlines()[1:]
     entry_indent: int | None = None
     for line in body:
         if not line.strip():
@@ -106,8 +106,11 @@ def _parameters(function: Callable[..., Any]) -> list[str]:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return []
-    return [p.name for p in signature.parameters.values()
-            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
 
 
 def _argument_problem(function: Callable[..., Any], docs: list[str]) -> str | None:
@@ -124,8 +127,11 @@ def _argument_problem(function: Callable[..., Any], docs: list[str]) -> str | No
 
 def _generated_init(cls: type) -> bool:
     """True where ``__init__`` is written by a dataclass, a named tuple or pydantic."""
-    return (dataclasses.is_dataclass(cls) or issubclass(cls, BaseModel)
-            or (issubclass(cls, tuple) and hasattr(cls, "_fields")))
+    return (
+        dataclasses.is_dataclass(cls)
+        or issubclass(cls, BaseModel)
+        or (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+    )
 
 
 def _base_method(cls: type, name: str) -> Any:
@@ -160,8 +166,11 @@ def _class_problems(cls: type) -> Iterator[tuple[int, str, str]]:
         if name == "__init__":
             if _generated_init(cls):
                 continue
-            base_docs = [inspect.cleandoc(base.__doc__ or "") for base in cls.__mro__[1:]
-                         if base.__module__.startswith("raytuner")]  # a subclass may lean on its base's Args
+            base_docs = [
+                inspect.cleandoc(base.__doc__ or "")
+                for base in cls.__mro__[1:]
+                if base.__module__.startswith("raytuner")
+            ]  # a subclass may lean on its base's Args
             problem = _argument_problem(function, [class_doc, own_doc, *base_docs])
             if problem:
                 yield line, qualified, problem
@@ -221,15 +230,23 @@ def test_args_sections_are_read() -> None:
 
 def test_the_walk_covers_the_library() -> None:
     names = {module.__name__ for module in _modules()}
-    for expected in ("raytuner.session", "raytuner.searchers.lcm_searcher", "raytuner.schedulers.band",
-                     "raytuner.client.remote", "raytuner.cli.main", "raytuner.problems", "benchmarks.store"):
+    for expected in (
+        "raytuner.session",
+        "raytuner.searchers.lcm_searcher",
+        "raytuner.schedulers.band",
+        "raytuner.client.remote",
+        "raytuner.cli.main",
+        "raytuner.problems",
+        "benchmarks.store",
+    ):
         assert expected in names
     assert not any(name.startswith("raytuner.protocol.v1") for name in names)
 
 
 def test_every_public_class_and_function_is_documented() -> None:
     problems = _offenders()
-    report = "\n".join(f"{path}:\n" + "\n".join(f"    {line}" for line in lines)
-                       for path, lines in sorted(problems.items()))
+    report = "\n".join(
+        f"{path}:\n" + "\n".join(f"    {line}" for line in lines) for path, lines in sorted(problems.items())
+    )
     count = sum(len(lines) for lines in problems.values())
     assert not problems, f"{count} public names lack documentation:\n{report}"

@@ -29,8 +29,9 @@ TWO_OUTPUTS = ProblemSpace.parse({**PROBLEM.model_dump(), "output_space": [{"nam
 BUILDERS: dict[str, Callable[[], Strategy]] = {
     **ENGINES,
     "tla1": lambda: TLA1Engine(PROBLEM, [TASK], 0, source_records(), options=FAST, executor=InlineExecutor()),
-    "multiobjective": lambda: MultiObjectiveMLA(TWO_OUTPUTS, [TASK], seed=0, n_initial=3, options=FAST,
-                                                executor=InlineExecutor()),
+    "multiobjective": lambda: MultiObjectiveMLA(
+        TWO_OUTPUTS, [TASK], seed=0, n_initial=3, options=FAST, executor=InlineExecutor()
+    ),
 }
 
 
@@ -54,7 +55,7 @@ def test_a_second_tell_with_another_result_is_refused_in_one_line(kind: str) -> 
         assert "\n" not in message
         assert message.startswith(f"suggestion: suggestion {suggestion.uid} was told before with another result")
         assert record.uid in message
-        assert state(engine) == before                      # nothing folded in, nothing changed
+        assert state(engine) == before  # nothing folded in, nothing changed
 
 
 @pytest.mark.parametrize("kind", sorted(BUILDERS))
@@ -66,10 +67,10 @@ def test_the_same_result_again_is_a_retry_answered_with_the_first_record(kind: s
     assert engine.tell(suggestion, outputs(engine, suggestion.config)) is first
     assert state(engine) == before
 
-    engine = BUILDERS[kind]()                     # a fresh one: TLA1 makes one suggestion only
+    engine = BUILDERS[kind]()  # a fresh one: TLA1 makes one suggestion only
     failed = engine.ask()
     record = engine.tell(failed, None, failure="out of memory")
-    assert engine.tell(failed, None, failure="killed by the scheduler") is record   # failed both times: the same
+    assert engine.tell(failed, None, failure="killed by the scheduler") is record  # failed both times: the same
     with pytest.raises(TrialConflict):
         engine.tell(failed, outputs(engine, failed.config))
 

@@ -25,12 +25,20 @@ from raytuner.strategies.base import Suggestion
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
 TASKS = [{"t": 1.0}, {"t": 1.3}, {"t": 1.6}]
-FAILING = (0.45, 0.6)          # the objective fails for x in this range
+FAILING = (0.45, 0.6)  # the objective fails for x in this range
 
 
 def band(**kwargs: Any) -> GPTuneBand:
-    options = {"seed": 0, "b_min": 1, "b_max": 8, "eta": 2, "options": FAST, "executor": InlineExecutor(),
-               "search_candidates": 256, **kwargs}
+    options = {
+        "seed": 0,
+        "b_min": 1,
+        "b_max": 8,
+        "eta": 2,
+        "options": FAST,
+        "executor": InlineExecutor(),
+        "search_candidates": 256,
+        **kwargs,
+    }
     return GPTuneBand(PROBLEM, options.pop("tasks", TASKS), **options)
 
 
@@ -45,13 +53,16 @@ def outputs(s: Suggestion, b_max: float = 8.0) -> dict[str, float] | None:
 def test_a_record_without_provenance_is_matched_to_its_suggestion_with_a_warning(caplog) -> None:
     engine = band()
     s = engine.ask()
-    bare = FunctionEvaluation.create(s.task, s.config, outputs(s))          # provenance forgotten
+    bare = FunctionEvaluation.create(s.task, s.config, outputs(s))  # provenance forgotten
     with caplog.at_level(logging.WARNING, logger="raytuner.strategies.band"):
         record = engine.tell(bare)
     assert "without its suggestion's provenance" in caplog.text
     assert engine.progress()["evaluations"] == 1 and engine.progress()["in_flight"] == 0
-    assert (record.raytuner.bracket, record.raytuner.rung, record.raytuner.pass_) == \
-        (s.provenance.bracket, s.provenance.rung, s.provenance.pass_)
+    assert (record.raytuner.bracket, record.raytuner.rung, record.raytuner.pass_) == (
+        s.provenance.bracket,
+        s.provenance.rung,
+        s.provenance.pass_,
+    )
     assert engine.cost_per_task()[0] == pytest.approx(s.provenance.cost)
 
 
@@ -64,13 +75,13 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
     assert engine.progress()["evaluations"] == 0 and engine.progress()["in_flight"] == 1
     changed = FunctionEvaluation.create(s.task, {"x": round(s.config["x"], 2)}, {"y": 1.0}, provenance=s.provenance)
     with pytest.raises(InvalidInputError, match=r"^provenance: .* at pass 1 bracket \d rung 0 matches 0"):
-        engine.tell(changed)                                     # a configuration changed on its way back
+        engine.tell(changed)  # a configuration changed on its way back
     record = engine.tell(s, outputs(s))
     with pytest.raises(InvalidInputError, match="^uid: .*told to this engine already"):
         engine.tell(record)
-    assert engine.tell(s, outputs(s)).uid == record.uid          # one suggestion told again alike: a retry
+    assert engine.tell(s, outputs(s)).uid == record.uid  # one suggestion told again alike: a retry
     with pytest.raises(TrialConflict, match="^suggestion: .*told before with another result"):
-        engine.tell(s, {"y": 123.0})                             # ... and with another result: refused
+        engine.tell(s, {"y": 123.0})  # ... and with another result: refused
     assert engine.cost_per_task()[0] == pytest.approx(s.provenance.cost)
     with pytest.raises(InvalidInputError, match=r"^task: \{'t': 5.0\} is not one of the strategy's tasks"):
         engine.tell(FunctionEvaluation.create({"t": 5.0}, s.config, {"y": 1.0}, provenance=s.provenance))
@@ -86,9 +97,15 @@ def test_mla_takes_an_evaluation_it_did_not_ask_as_data_and_says_so(caplog) -> N
     assert engine.evaluated[0] == [{"x": 0.9}] and engine.pending[0] == [s.config]
 
 
-@pytest.mark.parametrize("reported, reason", [
-    (None, "no output reported"), ({"y": None}, "y: no value"), ({"y": math.nan}, "non-finite output y=nan"),
-    ({"y": "fast"}, "y: 'fast' is not a number")])
+@pytest.mark.parametrize(
+    "reported, reason",
+    [
+        (None, "no output reported"),
+        ({"y": None}, "y: no value"),
+        ({"y": math.nan}, "non-finite output y=nan"),
+        ({"y": "fast"}, "y: 'fast' is not a number"),
+    ],
+)
 def test_a_failure_is_a_failed_record_with_its_reason(reported: Any, reason: str) -> None:
     for engine in (band(), MLA(PROBLEM, TASKS, seed=0, executor=InlineExecutor()), RandomSearch(PROBLEM, TASKS)):
         s = engine.ask()
@@ -113,7 +130,7 @@ def test_tell_failure_and_bad_outputs_one_way() -> None:
 def test_fidelities_are_integers_when_b_min_and_b_max_are(caplog) -> None:
     assert band(b_min=1, b_max=52, eta=3).structure.fidelities == (52.0, 17.0, 6.0, 2.0)
     assert band(b_min=1, b_max=52, eta=3, integer_fidelities=False).structure.fidelities[1] == pytest.approx(52 / 3)
-    caplog.clear()                # what a logger at INFO already (another test's doing) caught above is not asserted
+    caplog.clear()  # what a logger at INFO already (another test's doing) caught above is not asserted
     with caplog.at_level(logging.INFO, logger="raytuner.strategies.bandit"):
         assert band(b_min=0.5, b_max=4.5, eta=3).structure.fidelities == (4.5, 1.5, 0.5)
     assert "fractional" in caplog.text and "integer_fidelities=True" not in caplog.text
@@ -137,13 +154,13 @@ def test_each_task_ends_at_its_budget_and_tasks_advance_evenly(budget: float) ->
     # a rung's promotions follow each other (a paused iterative trial waits for its promotion), so a task
     # may lead by one bracket's promotions and one sample, never more
     chain = max(sum(n * structure.cost(b) for n, b in structure.rungs(s)[1:]) for s in range(structure.s_max + 1))
-    assert all(budget - 1.0 <= c <= budget + 1e-9 for c in spent), spent       # never past it, at most one b_max short
+    assert all(budget - 1.0 <= c <= budget + 1e-9 for c in spent), spent  # never past it, at most one b_max short
     assert largest_gap <= chain + 1.0 + 1e-9, (largest_gap, chain)
     assert engine.finished_tasks() == [True] * len(TASKS)
     assert engine.progress()["tasks_finished"] == len(TASKS) and engine.progress()["budget"] == budget
     with pytest.raises(TuningFinished, match="budget of"):
         engine.ask(TASKS[0])
-    assert any(r.status == "failed" for r in engine._records)                  # the failing region was visited
+    assert any(r.status == "failed" for r in engine._records)  # the failing region was visited
 
 
 def test_a_budget_and_the_plan_limits_are_checked() -> None:
@@ -179,7 +196,7 @@ def test_a_fit_stops_at_its_time_limit_and_keeps_the_best_hyperparameters(execut
     assert fitted.report.timed_out
     assert all(start.get("timed_out") for start in fitted.report.starts)
     assert fitted.report.iterations < 2 * 5000
-    assert np.isfinite(fitted.log_likelihood_gradient()).all()        # a usable model, not the default
+    assert np.isfinite(fitted.log_likelihood_gradient()).all()  # a usable model, not the default
     untimed = LCM(LCMOptions(n_starts=1, max_iterations=5)).fit(data, seed=0, executor=InlineExecutor())
     assert not untimed.report.timed_out
 
@@ -187,8 +204,12 @@ def test_a_fit_stops_at_its_time_limit_and_keeps_the_best_hyperparameters(execut
 # -- 4. same seed, same inputs, same results -------------------------------------------------------
 def _drive(store: Path, executor: Any) -> list[dict[str, Any]]:
     """A budgeted GPTuneBand run through a session into a JSON store; its records, uids made positional."""
-    engine = band(budget=6.0, executor=executor, n_initial=2,     # fewer than N(0): the model suggests too
-                  options=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80))
+    engine = band(
+        budget=6.0,
+        executor=executor,
+        n_initial=2,  # fewer than N(0): the model suggests too
+        options=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80),
+    )
     session = TuningSession("demo", PROBLEM, engine, JsonStore(store))
     while not engine.finished:
         trial = session.ask()

@@ -34,10 +34,15 @@ from raytuner.strategies import (
 from raytuner.strategies.transfer import SourceData, TransferLearning
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
-DISCRETE = ProblemSpace.parse({
-    "parameter_space": [{"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128]},
-                        {"name": "tile", "type": "categorical", "categories": [1, 2, 4]}],
-    "output_space": [{"name": "time"}]})
+DISCRETE = ProblemSpace.parse(
+    {
+        "parameter_space": [
+            {"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128]},
+            {"name": "tile", "type": "categorical", "categories": [1, 2, 4]},
+        ],
+        "output_space": [{"name": "time"}],
+    }
+)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=40, warm_iterations=10, screen=2).to_dict()
 TASK = {"t": 1.0}
 INLINE = InlineExecutor()
@@ -45,10 +50,16 @@ INLINE = InlineExecutor()
 #: name -> (problem, tasks, options); every registered engine is here (checked below).
 SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
     "random": (PROBLEM, [TASK, {"t": 2.0}], {}),
-    "mla": (PROBLEM, [TASK, {"t": 2.0}], {"n_initial": 2, "design": "shared", "options": FAST,
-                                          "search_candidates": 128}),
-    "band": (PROBLEM, [TASK], {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "options": FAST,
-                               "search_candidates": 128}),
+    "mla": (
+        PROBLEM,
+        [TASK, {"t": 2.0}],
+        {"n_initial": 2, "design": "shared", "options": FAST, "search_candidates": 128},
+    ),
+    "band": (
+        PROBLEM,
+        [TASK],
+        {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "options": FAST, "search_candidates": 128},
+    ),
     "discrete": (DISCRETE, [{}], {"n_initial": 2, "method": "pi"}),
     "tla": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "options": FAST, "search_candidates": 128}),
     "tla1": (PROBLEM, [TASK], {"options": FAST}),
@@ -59,8 +70,9 @@ SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
 def source_records() -> list[FunctionEvaluation]:
     """Evaluations of two other tasks (the transfer engines' source), deterministic."""
     xs = np.linspace(0.05, 0.95, 8)
-    return [FunctionEvaluation.create({"t": t}, {"x": float(x)}, {"y": demo(float(x), t)})
-            for t in (0.5, 2.0) for x in xs]
+    return [
+        FunctionEvaluation.create({"t": t}, {"x": float(x)}, {"y": demo(float(x), t)}) for t in (0.5, 2.0) for x in xs
+    ]
 
 
 SOURCE = source_records()
@@ -69,8 +81,11 @@ SOURCE = source_records()
 def outcome(s: Suggestion) -> FunctionEvaluation:
     """The evaluation of a suggestion on the demo function (or a made-up kernel time)."""
     if "x" in s.config:
-        y = demo_fidelity(s.config["x"], s.task["t"], b=s.fidelity, b_max=4) if s.fidelity else demo(
-            s.config["x"], s.task["t"])
+        y = (
+            demo_fidelity(s.config["x"], s.task["t"], b=s.fidelity, b_max=4)
+            if s.fidelity
+            else demo(s.config["x"], s.task["t"])
+        )
         return FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance)
     time = abs(s.config["bx"] - 64) / 16 + abs(s.config["tile"] - 2)
     return FunctionEvaluation.create(s.task, s.config, {"time": time}, provenance=s.provenance)
@@ -91,9 +106,9 @@ def test_every_registered_engine_is_tested_and_declares_its_constructor_options(
     for name, entry in ENGINES.items():
         parameters = inspect.signature(entry.engine.__init__).parameters
         keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor", "source"}
-        if name == "tla2":      # TLA2 passes MLA's options on
+        if name == "tla2":  # TLA2 passes MLA's options on
             keywords |= set(ENGINES["mla"].options)
-        if name == "tla":       # the target task, the source and the seed are given beside the spec
+        if name == "tla":  # the target task, the source and the seed are given beside the spec
             keywords |= {"algorithm"}
         assert set(entry.options) == keywords, name
         assert ("executor" in entry.needs) == ("executor" in parameters or name == "tla2"), name
@@ -106,7 +121,7 @@ def test_an_engine_rebuilt_from_its_spec_suggests_the_same(name: str) -> None:
     engine = build(name)
     spec = engine.spec
     assert spec.name == name and spec.options.items() >= SPECS[name][2].items()
-    again = EngineSpec.from_dict(json.loads(json.dumps(spec.to_dict())))     # JSON-able, round trip
+    again = EngineSpec.from_dict(json.loads(json.dumps(spec.to_dict())))  # JSON-able, round trip
     assert again == spec
     problem, tasks, _ = SPECS[name]
     rebuilt = build_engine(again, problem, tasks, 3, executor=INLINE, source=_source(name))
@@ -114,7 +129,7 @@ def test_an_engine_rebuilt_from_its_spec_suggests_the_same(name: str) -> None:
     assert rebuilt.spec == fresh.spec == spec
     first = engine.ask()
     assert rebuilt.ask() == first and fresh.ask() == first
-    if name == "tla1":                  # one prediction, then nothing more to suggest
+    if name == "tla1":  # one prediction, then nothing more to suggest
         with pytest.raises(TuningFinished):
             engine.ask()
         return
@@ -150,28 +165,41 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
     assert fresh_engine(engine).source is engine.source
 
 
-@pytest.mark.parametrize(("name", "options", "tasks", "source", "message"), [
-    ("annealing", {}, [TASK], None,
-     "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)"),
-    ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
-    ("mla", {"candidates": 256}, [TASK], None,
-     "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, n_initial, "
-     "objective, options, search_candidates)"),
-    ("tla", {}, [TASK], None, "source: tla transfers from source data"),
-    ("tla2", {}, [TASK], None, "source: tla2 transfers from source data"),
-    ("tla", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: strategy tla tunes one target task, not 2"),
-    ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
-    ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
-    ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
-    ("mla", {"options": "fast"}, [TASK], None, "options.options: mla: expected an object of fields, got 'fast'"),
-    ("tla2", {"source_model": 3}, [TASK], SOURCE, "options.source_model: tla2: expected an object of fields"),
-    ("mla", {"n_initial": 0}, [TASK], None, "n_initial: must be an integer >= 1, got 0"),
-    ("band", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
-    ("tla", {"algorithm": "best"}, [TASK], SOURCE, "algorithm: unknown TLA algorithm 'best' (allowed: "),
-])
-def test_bad_specs_are_refused_in_one_line_that_names_the_field(name: str, options: dict[str, Any],
-                                                                tasks: list[dict[str, Any]], source: Any,
-                                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "options", "tasks", "source", "message"),
+    [
+        (
+            "annealing",
+            {},
+            [TASK],
+            None,
+            "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)",
+        ),
+        ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
+        (
+            "mla",
+            {"candidates": 256},
+            [TASK],
+            None,
+            "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, n_initial, "
+            "objective, options, search_candidates)",
+        ),
+        ("tla", {}, [TASK], None, "source: tla transfers from source data"),
+        ("tla2", {}, [TASK], None, "source: tla2 transfers from source data"),
+        ("tla", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: strategy tla tunes one target task, not 2"),
+        ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
+        ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
+        ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
+        ("mla", {"options": "fast"}, [TASK], None, "options.options: mla: expected an object of fields, got 'fast'"),
+        ("tla2", {"source_model": 3}, [TASK], SOURCE, "options.source_model: tla2: expected an object of fields"),
+        ("mla", {"n_initial": 0}, [TASK], None, "n_initial: must be an integer >= 1, got 0"),
+        ("band", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
+        ("tla", {"algorithm": "best"}, [TASK], SOURCE, "algorithm: unknown TLA algorithm 'best' (allowed: "),
+    ],
+)
+def test_bad_specs_are_refused_in_one_line_that_names_the_field(
+    name: str, options: dict[str, Any], tasks: list[dict[str, Any]], source: Any, message: str
+) -> None:
     with pytest.raises(InvalidInputError) as caught:
         build_engine(EngineSpec(name, options), PROBLEM, tasks, 0, source=source)
     text = str(caught.value)
@@ -182,7 +210,7 @@ def test_options_must_be_plain_data() -> None:
     with pytest.raises(InvalidInputError, match=r"^options\.executor: InlineExecutor is not plain data"):
         EngineSpec("mla", {"executor": INLINE})
     with pytest.raises(InvalidInputError, match=r"^options: must be an object of option names"):
-        EngineSpec("mla", [1, 2])        # type: ignore[arg-type]
+        EngineSpec("mla", [1, 2])  # type: ignore[arg-type]
     assert EngineSpec("mla", {"options": LCMOptions(n_starts=2)}).options["options"]["n_starts"] == 2
 
 
@@ -199,8 +227,9 @@ def test_options_stored_before_the_priors_rebuild_the_model_they_fitted() -> Non
 
 def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
     """Iterative fidelity: the ask after a complete rung is the promotion, naming its parent."""
-    band = build_engine(EngineSpec("band", {**SPECS["band"][2], "fidelity_mode": "iterative"}), PROBLEM,
-                        [TASK], 0, executor=INLINE)
+    band = build_engine(
+        EngineSpec("band", {**SPECS["band"][2], "fidelity_mode": "iterative"}), PROBLEM, [TASK], 0, executor=INLINE
+    )
     assert isinstance(band, GPTuneBand) and isinstance(band, MultiFidelityEngine)
     assert not isinstance(build("mla"), MultiFidelityEngine)
     promotions = 0

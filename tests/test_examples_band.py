@@ -26,7 +26,7 @@ def load_example(name: str) -> ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module                  # dataclasses and pickle look classes up by module
+    sys.modules[name] = module  # dataclasses and pickle look classes up by module
     spec.loader.exec_module(module)
     return module
 
@@ -34,22 +34,39 @@ def load_example(name: str) -> ModuleType:
 amg = load_example("amg_tuning")
 hpo = load_example("sklearn_hpo")
 
-GOOD = dict(strength=0.25, method="ruge_stuben", coarsening="RS", interpolation="classical", aggregate="standard",
-            smoother="gauss_seidel", relax_weight=1.0, pre_sweeps=1, post_sweeps=1, max_coarse=20, cycle="V",
-            accel="none")
+GOOD = dict(
+    strength=0.25,
+    method="ruge_stuben",
+    coarsening="RS",
+    interpolation="classical",
+    aggregate="standard",
+    smoother="gauss_seidel",
+    relax_weight=1.0,
+    pre_sweeps=1,
+    post_sweeps=1,
+    max_coarse=20,
+    cycle="V",
+    accel="none",
+)
 MLP = {"hidden_units": 32, "alpha": 1e-4, "learning_rate_init": 1e-2, "batch_size": 64, "activation": "relu"}
 
 
 def test_the_examples_docstrings_run() -> None:
-    result = doctest.testmod(hpo)         # examples/ is outside pytest's doctest paths (amg's are in benchmarks)
+    result = doctest.testmod(hpo)  # examples/ is outside pytest's doctest paths (amg's are in benchmarks)
     assert result.attempted and not result.failed
 
 
 # -- PyAMG objective ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("config", [GOOD, {**GOOD, "method": "smoothed_aggregation", "accel": "fgmres"},
-                                    {**GOOD, "smoother": "sor", "relax_weight": 1.2, "cycle": "W",
-                                     "accel": "bicgstab"}])
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        GOOD,
+        {**GOOD, "method": "smoothed_aggregation", "accel": "fgmres"},
+        {**GOOD, "smoother": "sor", "relax_weight": 1.2, "cycle": "W", "accel": "bicgstab"},
+    ],
+)
 def test_a_reasonable_amg_config_converges_in_positive_time(config: dict) -> None:
     assert amg.solve_time({"a": 5.0, "c": 1.0}, config, k=10) > 0
 
@@ -58,7 +75,7 @@ def test_the_matrix_is_an_m_matrix_with_upwind_convection() -> None:
     A = amg.convection_diffusion(6, a=10.0, c=0.5)
     off = A - np.diag(A.diagonal())
     assert A.shape == (216, 216) and (A.diagonal() > 0).all() and off.max() <= 0
-    assert (np.asarray(A.sum(axis=1)).ravel() >= -1e-9).all()          # weakly diagonally dominant rows
+    assert (np.asarray(A.sum(axis=1)).ravel() >= -1e-9).all()  # weakly diagonally dominant rows
 
 
 def test_fidelity_maps_to_k_cubed_linearly() -> None:
@@ -68,11 +85,14 @@ def test_fidelity_maps_to_k_cubed_linearly() -> None:
     assert mid == pytest.approx((10**3 + 40**3) / 2, rel=0.1)
 
 
-@pytest.mark.parametrize("config, kwargs, reason", [
-    (GOOD, {"maxiter": 1}, "stalled"),                                     # a forced tiny iteration limit
-    ({**GOOD, "coarsening": "nonsense"}, {}, "error"),                     # PyAMG raises in the setup
-    (GOOD, {"time_limit": 1e-4}, "timeout"),                               # the watchdog stops the setup
-])
+@pytest.mark.parametrize(
+    "config, kwargs, reason",
+    [
+        (GOOD, {"maxiter": 1}, "stalled"),  # a forced tiny iteration limit
+        ({**GOOD, "coarsening": "nonsense"}, {}, "error"),  # PyAMG raises in the setup
+        (GOOD, {"time_limit": 1e-4}, "timeout"),  # the watchdog stops the setup
+    ],
+)
 def test_a_bad_amg_solve_raises_solve_failure_only(config: dict, kwargs: dict, reason: str) -> None:
     with pytest.raises(amg.SolveFailure) as info:
         amg.solve_time({"a": 5.0, "c": 1.0}, config, k=10, **kwargs)
@@ -95,13 +115,20 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
     def evaluate(task: dict, config: dict, k: int) -> float:
         calls.append(k)
         # every third solve gets an unreachable tolerance: a stalled solve, which must not end the run
-        return amg.solve_time(task, config, k, tol=1e-30 if len(calls) % 3 == 0 else amg.TOL, maxiter=20,
-                              time_limit=args.time_limit)
+        return amg.solve_time(
+            task, config, k, tol=1e-30 if len(calls) % 3 == 0 else amg.TOL, maxiter=20, time_limit=args.time_limit
+        )
 
-    band, records = amg.run_engine(ProblemSpace.parse(amg.AMG_PROBLEM), args.task_list, args, evaluate=evaluate,
-                                   executor=InlineExecutor(), options=FAST)
+    band, records = amg.run_engine(
+        ProblemSpace.parse(amg.AMG_PROBLEM),
+        args.task_list,
+        args,
+        evaluate=evaluate,
+        executor=InlineExecutor(),
+        options=FAST,
+    )
     assert band.finished and len(records) == len(calls)
-    assert set(calls) == {4, 6, 8}                                      # k of b = 1, 2, 4
+    assert set(calls) == {4, 6, 8}  # k of b = 1, 2, 4
     failed = [r for r in records if r.status != "ok"]
     assert failed and all(r.value("runtime") is None and r.raytuner.failure_message for r in failed)
     assert all(r.value("runtime") > 0 for r in records if r.status == "ok")
@@ -110,37 +137,63 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
     assert best is None or best.raytuner.fidelity == args.b_max
 
 
-@pytest.mark.parametrize("config", [{**GOOD, "coarsening": "PMIS"},
-                                    {**GOOD, "method": "smoothed_aggregation", "aggregate": "lloyd"}],
-                         ids=["PMIS", "lloyd"])      # unseeded, their work varies by a few per cent per solve
+@pytest.mark.parametrize(
+    "config",
+    [{**GOOD, "coarsening": "PMIS"}, {**GOOD, "method": "smoothed_aggregation", "aggregate": "lloyd"}],
+    ids=["PMIS", "lloyd"],
+)  # unseeded, their work varies by a few per cent per solve
 def test_a_solve_repeats_though_pyamg_draws_from_numpys_global_generator(config: dict) -> None:
     np.random.seed(123)
     caller = np.random.get_state()[1].copy()
     works = [amg.solve_work({"a": 5.0, "c": 1.0}, config, k=10) for _ in range(3)]
     assert works[0] > 0 and works == [works[0]] * 3
-    assert (np.random.get_state()[1] == caller).all()          # the caller's stream is left as it was
+    assert (np.random.get_state()[1] == caller).all()  # the caller's stream is left as it was
 
 
 def test_two_seed_0_band_runs_over_the_amg_work_leave_the_same_records() -> None:
-    args = amg.parse_args(["--quick", "--runner", "engine", "--objective", "work", "--tasks", "5", "1", "8", "0.7",
-                           "--k-min", "4", "--k-max", "8", "--budget", "8", "--time-limit", "30"])
+    args = amg.parse_args(
+        [
+            "--quick",
+            "--runner",
+            "engine",
+            "--objective",
+            "work",
+            "--tasks",
+            "5",
+            "1",
+            "8",
+            "0.7",
+            "--k-min",
+            "4",
+            "--k-max",
+            "8",
+            "--budget",
+            "8",
+            "--time-limit",
+            "30",
+        ]
+    )
     problem = ProblemSpace.parse(amg.amg_problem("work"))
 
     def evaluate(task: dict, config: dict, k: int) -> float:
         # half the space stalls (an unreachable tolerance): failures must replay the same way
         return amg.solve_work(task, config, k, tol=1e-30 if config["strength"] > 0.45 else amg.TOL, maxiter=20)
 
-    runs = [amg.run_engine(problem, args.task_list, args, evaluate=evaluate, executor=InlineExecutor(), options=FAST)
-            for _ in range(2)]
+    runs = [
+        amg.run_engine(problem, args.task_list, args, evaluate=evaluate, executor=InlineExecutor(), options=FAST)
+        for _ in range(2)
+    ]
     (first_band, first), (second_band, second) = runs
-    assert [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.raytuner.fidelity) for r in first] == \
-        [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.raytuner.fidelity) for r in second]
+    assert [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.raytuner.fidelity) for r in first] == [
+        (r.task_parameter, r.tuning_parameter, r.evaluation_result, r.raytuner.fidelity) for r in second
+    ]
     assert first_band.cost_per_task() == second_band.cost_per_task()
     assert all(c <= 8 + 1e-9 for c in first_band.cost_per_task()) and first_band.finished
     assert any(r.status == "failed" for r in first) and any(r.raytuner.source == "model" for r in first)
 
 
 # -- scikit-learn epochs -----------------------------------------------------------------------------
+
 
 def test_validation_accuracy_improves_over_epochs() -> None:
     trainer = hpo.EpochTrainer("digits", MLP)
@@ -158,14 +211,19 @@ def test_a_checkpoint_round_trips_and_resumed_training_matches(tmp_path: Path) -
     assert restored.epoch == 2 and restored.config == trainer.config
     np.testing.assert_array_equal(restored.model.predict_proba(X_val), trainer.model.predict_proba(X_val))
     trainer.train_to(4)
-    restored.train_to(4)                     # the same epochs, in the same permutations, from the checkpoint
+    restored.train_to(4)  # the same epochs, in the same permutations, from the checkpoint
     np.testing.assert_array_equal(restored.model.predict_proba(X_val), trainer.model.predict_proba(X_val))
 
 
 def test_a_short_band_run_over_mlp_epochs_continues_promotions() -> None:
     args = hpo.parse_args(["--datasets", "breast_cancer", "--b-max", "4", "--eta", "2"])
-    band, records = hpo.run_engine(ProblemSpace.parse(hpo.SKLEARN_PROBLEM), [{"dataset": "breast_cancer"}], args,
-                                   executor=InlineExecutor(), options=FAST)
+    band, records = hpo.run_engine(
+        ProblemSpace.parse(hpo.SKLEARN_PROBLEM),
+        [{"dataset": "breast_cancer"}],
+        args,
+        executor=InlineExecutor(),
+        options=FAST,
+    )
     assert band.finished and all(r.status == "ok" for r in records)
     assert Counter(r.additional_output["epoch"] for r in records) == Counter(r.raytuner.fidelity for r in records)
     promotions = [r for r in records if r.raytuner.parent]

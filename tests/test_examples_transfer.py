@@ -20,8 +20,14 @@ pytestmark = pytest.mark.slow
 
 def run_example(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "examples/transfer_demo.py"), *args],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples/transfer_demo.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def test_transfer_example_prints_the_proposers_and_the_best_and_continues(tmp_path: Path) -> None:
@@ -33,7 +39,7 @@ def test_transfer_example_prints_the_proposers_and_the_best_and_continues(tmp_pa
     # one row per evaluation: number, proposer, x, y, best y so far
     rows = [row for row in (line.split() for line in out.splitlines()) if len(row) == 5 and row[0].isdigit()]
     assert [int(row[0]) for row in rows] == list(range(1, 7))
-    assert rows[0][1] == "weighted_sum_equal"                   # no target data yet
+    assert rows[0][1] == "weighted_sum_equal"  # no target data yet
     assert all(row[1] in {*DEFAULT_POOL, "weighted_sum_equal"} for row in rows)
     assert "Ensemble probabilities now:" in out
 
@@ -67,8 +73,23 @@ def test_transfer_example_prints_the_proposers_and_the_best_and_continues(tmp_pa
 def test_tla2_example_predicts_with_tla1_then_tunes_the_new_task(tmp_path: Path) -> None:
     # 40 random evaluations of each source task (160 records: the fits stay quick), 7 of the target: 5 around
     # TLA1's prediction, 2 modelled
-    proc = run_example("--quick", "--algorithm", "tla2", "--source-t", "0.6", "0.8", "1.2", "1.4", "--samples", "7",
-                       "--source-samples", "40", "--store", str(tmp_path / "store"), cwd=tmp_path)
+    proc = run_example(
+        "--quick",
+        "--algorithm",
+        "tla2",
+        "--source-t",
+        "0.6",
+        "0.8",
+        "1.2",
+        "1.4",
+        "--samples",
+        "7",
+        "--source-samples",
+        "40",
+        "--store",
+        str(tmp_path / "store"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "Source: 160 random evaluations of t=0.6, 0.8, 1.2, 1.4" in out
@@ -80,7 +101,7 @@ def test_tla2_example_predicts_with_tla1_then_tunes_the_new_task(tmp_path: Path)
     best = next(line for line in out.splitlines() if line.startswith("Best found:"))
     assert float(best.split("y = ")[1].split()[0]) <= y_star + 0.2, best
     y_tla1 = float(predicted.split("where y = ")[1].split()[0])
-    assert 0 <= x_tla1 <= 1 and y_tla1 == pytest.approx(demo(x_tla1, 1.0), abs=0.01)    # x printed to 4 places
+    assert 0 <= x_tla1 <= 1 and y_tla1 == pytest.approx(demo(x_tla1, 1.0), abs=0.01)  # x printed to 4 places
     with JsonStore(tmp_path / "store") as store:
         assert len(store.evaluations("demo-target")) == 7 and len(store.evaluations("demo-source")) == 160
         # two trials run at once, so the store holds them in the order they ended, not the order suggested

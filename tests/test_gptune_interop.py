@@ -42,25 +42,39 @@ def _schema2() -> dict[str, Any]:
     data = json.loads((DATA / "GPTune-Demo.json").read_text())
     models = []
     for m in data.pop("surrogate_model"):
-        models.append({"hyperparameters": [0.5, 1.0, 1e-3], "model_stats": {"neg_log_likelihood": 3.0},
-                       "func_eval": m["function_evaluations"], "task_parameters": m["task_parameters"],
-                       "problem_space": {"input_space": [{k: v for k, v in e.items() if k != "name"}
-                                                         for e in m["input_space"]],
-                                         "parameter_space": m["parameter_space"],
-                                         "output_space": m["output_space"]},
-                       "modeler": "Model_LCM", "objective_id": 0, "time": m["time"], "uid": m["uid"]})
+        models.append(
+            {
+                "hyperparameters": [0.5, 1.0, 1e-3],
+                "model_stats": {"neg_log_likelihood": 3.0},
+                "func_eval": m["function_evaluations"],
+                "task_parameters": m["task_parameters"],
+                "problem_space": {
+                    "input_space": [{k: v for k, v in e.items() if k != "name"} for e in m["input_space"]],
+                    "parameter_space": m["parameter_space"],
+                    "output_space": m["output_space"],
+                },
+                "modeler": "Model_LCM",
+                "objective_id": 0,
+                "time": m["time"],
+                "uid": m["uid"],
+            }
+        )
     data.pop("tuning_problem_category")
     return {**data, "model_data": models}
 
 
 # -- reading every schema ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_every_shared_schema_reads_whole_and_round_trips(name: str, tmp_path: Path) -> None:
     schema, evaluations, models = FILES[name]
     document = read_history_file(DATA / name)
-    assert (document.read_report.schema, len(document.func_eval), len(document.surrogate_model)) == \
-        (schema, evaluations, models)
+    assert (document.read_report.schema, len(document.func_eval), len(document.surrogate_model)) == (
+        schema,
+        evaluations,
+        models,
+    )
     assert document.read_report.skipped == []
     assert all(r.status == "ok" and r.evaluation_result and r.task_parameter for r in document.func_eval)
     assert all("machine_name" in r.machine_configuration for r in document.func_eval)
@@ -80,7 +94,9 @@ def test_schema_4_is_mapped_field_by_field() -> None:
     raw = json.loads((DATA / "hypre-2021.json").read_text())
     first, record = raw["func_eval"][0], document.func_eval[0]
     assert record.uid == first["uid"] and record.task_parameter == first["I"]
-    assert record.tuning_parameter["Px"] == 3 and record.tuning_parameter["strong_threshold"] == pytest.approx(0.464082488892553)
+    assert record.tuning_parameter["Px"] == 3 and record.tuning_parameter["strong_threshold"] == pytest.approx(
+        0.464082488892553
+    )
     assert record.evaluation_result == first["O"]
     assert record.machine_configuration == {"machine_name": "cori", "haswell": {"nodes": 1, "cores": 32}}
     assert record.time.tm_year == 2021
@@ -88,18 +104,29 @@ def test_schema_4_is_mapped_field_by_field() -> None:
     model = document.surrogate_model[0]
     assert model.function_evaluations == raw["model_data"][0]["func_eval"]
     assert model.hyperparameters == raw["model_data"][0]["hyperparameters"]
-    assert [e["name"] for e in model.parameter_space] == list(first["P"])      # named from the records' order
+    assert [e["name"] for e in model.parameter_space] == list(first["P"])  # named from the records' order
     assert model.objective == {"objective_id": 0, "name": "r"}
 
 
 def _hypre_problem() -> dict[str, Any]:
     raw = json.loads((DATA / "hypre-2021.json").read_text())
-    params = [{"name": k, "type": "real" if "." in v else "integer", "lower_bound": 0, "upper_bound": 1e6}
-              for k, v in raw["func_eval"][0]["P"].items()]
-    params = [p if p["name"] != "coarsen_type" else {"name": "coarsen_type", "type": "categorical",
-                                                      "categories": ["0", "1", "2"]} for p in params]
-    return {"input_space": [{"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 1000}
-                            for n in ("nx", "ny", "nz")], "parameter_space": params, "output_space": [{"name": "r"}]}
+    params = [
+        {"name": k, "type": "real" if "." in v else "integer", "lower_bound": 0, "upper_bound": 1e6}
+        for k, v in raw["func_eval"][0]["P"].items()
+    ]
+    params = [
+        p
+        if p["name"] != "coarsen_type"
+        else {"name": "coarsen_type", "type": "categorical", "categories": ["0", "1", "2"]}
+        for p in params
+    ]
+    return {
+        "input_space": [
+            {"name": n, "type": "integer", "lower_bound": 0, "upper_bound": 1000} for n in ("nx", "ny", "nz")
+        ],
+        "parameter_space": params,
+        "output_space": [{"name": "r"}],
+    }
 
 
 def test_schema_4_strings_follow_the_problems_types_when_given() -> None:
@@ -158,6 +185,7 @@ def test_a_store_directory_reads_an_older_gptune_file_without_writing(tmp_path: 
 
 # -- GPTune's reader over what we write --------------------------------------------------------------------------
 
+
 def _version(split: list[int]) -> int:
     return int("".join(str(d) for d in split))
 
@@ -192,13 +220,26 @@ def _gptune_space(space: list[dict[str, Any]], output: bool = False) -> list[dic
     """GPTune's ``problem_space_to_dict`` of the same problem declared as GPTune's demo driver does
     (``transform="normalize"`` for parameters, no transform, so ``identity``, for outputs)."""
     kinds = {"real": "real", "integer": "int"}
-    return [{"name": p["name"], "transformer": "identity" if output else "normalize",
-             "type": kinds[p.get("type", "real")], "lower_bound": p.get("lower_bound", float("-inf")),
-             "upper_bound": p.get("upper_bound", float("inf")), "optimize": True} for p in space]
+    return [
+        {
+            "name": p["name"],
+            "transformer": "identity" if output else "normalize",
+            "type": kinds[p.get("type", "real")],
+            "lower_bound": p.get("lower_bound", float("-inf")),
+            "upper_bound": p.get("upper_bound", float("inf")),
+            "optimize": True,
+        }
+        for p in space
+    ]
 
 
-def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[list[Any]], machine: dict[str, Any],
-                load_check: bool = True) -> tuple[list[list[list[Any]]], list[list[list[Any]]], list[dict[str, Any]]]:
+def gptune_load(
+    history: dict[str, Any],
+    problem: dict[str, Any],
+    tasks: list[list[Any]],
+    machine: dict[str, Any],
+    load_check: bool = True,
+) -> tuple[list[list[list[Any]]], list[list[list[Any]]], list[dict[str, Any]]]:
     """What GPTune loads from ``history``: parameters and outputs per task, and the matching LCM models.
 
     Records the load check rejects are passed over; a null output among the kept ones raises
@@ -206,34 +247,51 @@ def gptune_load(history: dict[str, Any], problem: dict[str, Any], tasks: list[li
     """
     names = {key: [p["name"] for p in problem[key]] for key in ("input_space", "parameter_space")}
     outputs = [o["name"] for o in problem["output_space"]]
-    machines = {machine["machine_name"]: {k: {"nodes": v["nodes"], "cores": v["cores"]}
-                                          for k, v in machine.items() if k != "machine_name"}}
+    machines = {
+        machine["machine_name"]: {
+            k: {"nodes": v["nodes"], "cores": v["cores"]} for k, v in machine.items() if k != "machine_name"
+        }
+    }
     P: list[list[list[Any]]] = [[] for _ in tasks]
     O: list[list[list[Any]]] = [[] for _ in tasks]
     for func_eval in history["func_eval"]:
-        if load_check and ("machine_configuration" not in func_eval
-                           or not _check_load_deps(func_eval, machines, {})):
+        if load_check and ("machine_configuration" not in func_eval or not _check_load_deps(func_eval, machines, {})):
             continue
-        task = next((i for i, t in enumerate(tasks)
-                     if all(func_eval["task_parameter"][n] == v for n, v in zip(names["input_space"], t))), -1)
+        task = next(
+            (
+                i
+                for i, t in enumerate(tasks)
+                if all(func_eval["task_parameter"][n] == v for n, v in zip(names["input_space"], t))
+            ),
+            -1,
+        )
         if task == -1:
             continue
         P[task].append([float(func_eval["tuning_parameter"][n]) for n in names["parameter_space"]])
         O[task].append([func_eval["evaluation_result"][n] for n in outputs])
     if any(v is None for o in O for values in o for v in values):
         raise SystemExit("history data contains null function values")
-    given = {key: _gptune_space(problem[key], output=key == "output_space")
-             for key in ("input_space", "parameter_space", "output_space")}
+    given = {
+        key: _gptune_space(problem[key], output=key == "output_space")
+        for key in ("input_space", "parameter_space", "output_space")
+    }
     models = []
     for model in history["surrogate_model"]:
         match = model["task_parameters"] == tasks
         for key in ("input_space", "parameter_space", "output_space"):
             for entry in model[key]:
                 other = next((g for g in given[key] if g["name"] == entry["name"]), None)
-                match = match and other is not None and all(entry[k] == other[k] for k in
-                                                             ("type", "transformer", "lower_bound", "upper_bound"))
-        if match and model["modeler"] == "Model_LCM" and model["objective_id"] == 0 \
-                and model["objective"]["objective_id"] == 0:
+                match = (
+                    match
+                    and other is not None
+                    and all(entry[k] == other[k] for k in ("type", "transformer", "lower_bound", "upper_bound"))
+                )
+        if (
+            match
+            and model["modeler"] == "Model_LCM"
+            and model["objective_id"] == 0
+            and model["objective"]["objective_id"] == 0
+        ):
             assert model["model_stats"]["neg_log_likelihood"] == -model["log_likelihood"]
             assert all(isinstance(v, float) for v in model["hyperparameters"])
             models.append(model)
@@ -249,8 +307,9 @@ def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 1.5}]
     # only GPTune's own model (an uncentred RBF LCM) is written in its form (others as raytuner_LCM)
-    engine = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, **GPTUNE_LCM),
-                 executor=InlineExecutor())
+    engine = MLA(
+        problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, **GPTUNE_LCM), executor=InlineExecutor()
+    )
     store = JsonStore(tmp_path / "mla")
     session = TuningSession("mla-demo", problem, engine, store)
     for n in range(12):
@@ -269,12 +328,15 @@ def test_gptunes_reader_loads_every_successful_record_and_model_of_an_mla_histor
     assert sum(len(p) for p in P) == 11, "with the load check on, every successful record is loaded"
     assert all(o[0] is not None for o in O[0] + O[1]), "and the failed one is passed over: GPTune does not exit"
     assert len(models) == len(history["surrogate_model"]) > 0
-    for m in models:          # GPTune's Model_LCM layout: theta (Q d), var (Q), kappa (Q m), sigma (m), WS (Q m)
+    for m in models:  # GPTune's Model_LCM layout: theta (Q d), var (Q), kappa (Q m), sigma (m), WS (Q m)
         latent = len(m["raytuner"]["hyperparameters"]["lengthscales"])
         assert len(m["hyperparameters"]) == latent * 1 + latent + latent * 2 + 2 + latent * 2
-        assert [e["transformer"] for k in ("input_space", "parameter_space", "output_space") for e in m[k]] == \
-            ["normalize", "normalize", "identity"]
-    with pytest.raises(SystemExit, match="null"):     # the documented limit: no_load_check loads the failure too
+        assert [e["transformer"] for k in ("input_space", "parameter_space", "output_space") for e in m[k]] == [
+            "normalize",
+            "normalize",
+            "identity",
+        ]
+    with pytest.raises(SystemExit, match="null"):  # the documented limit: no_load_check loads the failure too
         gptune_load(history, DEMO_PROBLEM, [[1.0], [1.5]], {"machine_name": "elsewhere"}, load_check=False)
     failed = [r for r in history["func_eval"] if r["raytuner"]["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["evaluation_result"] == {"y": None}
@@ -292,14 +354,15 @@ def test_gptunes_reader_loads_every_successful_record_and_model_of_an_mla_histor
 
 def test_a_failed_record_round_trips_and_the_older_layout_still_reads() -> None:
     machine = {"machine_name": "vm", "cpu": {"nodes": 1, "cores": 2}}
-    failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"],
-                                       machine_configuration=machine)
+    failed = FunctionEvaluation.create(
+        {"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"], machine_configuration=machine
+    )
     written = failed.to_file()
     assert "machine_configuration" not in written and written["raytuner"]["machine_configuration"] == machine
     assert written["evaluation_result"] == {"y": None} and written["raytuner"]["status"] == "failed"
     assert FunctionEvaluation.model_validate(written) == failed
     assert FunctionEvaluation.model_validate(json.loads(json.dumps(written))).to_dict() == failed.to_dict()
-    older = failed.to_dict()                        # written before the rule: the machine at the top level
+    older = failed.to_dict()  # written before the rule: the machine at the top level
     assert older["machine_configuration"] == machine and FunctionEvaluation.model_validate(older) == failed
     ok = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0}, machine_configuration=machine)
     assert ok.to_file() == ok.to_dict()
@@ -308,16 +371,19 @@ def test_a_failed_record_round_trips_and_the_older_layout_still_reads() -> None:
 def test_export_ok_only_leaves_failures_out_for_a_no_load_check_user(tmp_path: Path) -> None:
     history, machine = _mla_history(tmp_path)
     out = tmp_path / "ok.json"
-    result = CliRunner().invoke(main, ["history", "export", "--from", str(tmp_path / "mla"), "--problem", "mla-demo",
-                                       "--out", str(out), "--ok-only"])
+    result = CliRunner().invoke(
+        main,
+        ["history", "export", "--from", str(tmp_path / "mla"), "--problem", "mla-demo", "--out", str(out), "--ok-only"],
+    )
     assert result.exit_code == 0, result.output
     exported = json.loads(out.read_text())
     assert len(exported["func_eval"]) == 11 and len(exported["surrogate_model"]) == len(history["surrogate_model"])
     P, _, _ = gptune_load(exported, DEMO_PROBLEM, [[1.0], [1.5]], {"machine_name": "elsewhere"}, load_check=False)
     assert sum(len(p) for p in P) == 11
     whole = tmp_path / "all.json"
-    CliRunner().invoke(main, ["history", "export", "--from", str(tmp_path / "mla"), "--problem", "mla-demo",
-                              "--out", str(whole)])
+    CliRunner().invoke(
+        main, ["history", "export", "--from", str(tmp_path / "mla"), "--problem", "mla-demo", "--out", str(whole)]
+    )
     assert json.loads(whole.read_text())["func_eval"] == history["func_eval"], "an export writes what the store holds"
 
 
@@ -325,15 +391,17 @@ def test_imported_legacy_models_carry_the_transformers_gptunes_match_reads(tmp_p
     result = CliRunner().invoke(main, ["history", "import", str(DATA / "hypre-2021.json"), "--to", str(tmp_path)])
     assert result.exit_code == 0, result.output
     out = tmp_path / "hypre.json"
-    result = CliRunner().invoke(main, ["history", "export", "--from", str(tmp_path), "--problem", "hypre",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(
+        main, ["history", "export", "--from", str(tmp_path), "--problem", "hypre", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     models = json.loads(out.read_text())["surrogate_model"]
     assert len(models) == 5
     for model in models:
         for key in ("input_space", "parameter_space"):
-            assert all(e["transformer"] == ("onehot" if e["type"] == "categorical" else "normalize")
-                       for e in model[key])
+            assert all(
+                e["transformer"] == ("onehot" if e["type"] == "categorical" else "normalize") for e in model[key]
+            )
         assert [e["transformer"] for e in model["output_space"]] == ["identity"]
     kinds = {e["type"] for e in models[0]["parameter_space"]}
     assert kinds == {"int", "real", "categorical"}
@@ -341,8 +409,16 @@ def test_imported_legacy_models_carry_the_transformers_gptunes_match_reads(tmp_p
 
 def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
-    band = GPTuneBand(problem, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, executor=InlineExecutor(),
-                      options=LCMOptions(n_starts=1))
+    band = GPTuneBand(
+        problem,
+        [{"t": 1.0}],
+        seed=0,
+        b_min=1,
+        b_max=4,
+        eta=2,
+        executor=InlineExecutor(),
+        options=LCMOptions(n_starts=1),
+    )
     store = JsonStore(tmp_path)
     session = TuningSession("band-demo", problem, band, store)
     while not band.finished:
@@ -356,8 +432,9 @@ def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
 
 
 def test_a_failure_read_from_a_gptune_file_is_a_failed_record() -> None:
-    record = FunctionEvaluation.model_validate({"task_parameter": {"t": 1}, "tuning_parameter": {"x": 0.5},
-                                                "evaluation_result": {"y": None}})
+    record = FunctionEvaluation.model_validate(
+        {"task_parameter": {"t": 1}, "tuning_parameter": {"x": 0.5}, "evaluation_result": {"y": None}}
+    )
     assert record.status == "failed" and record.value("y") is None
 
 
@@ -367,8 +444,12 @@ def _gptune_loads_all(history: dict[str, Any], tasks: list[list[Any]], machine: 
     failed = [r for r in history["func_eval"] if r["raytuner"]["status"] == "failed"]
     assert sum(len(p) for p in P) == len(history["func_eval"]) - len(failed) > 0
     assert len(models) == sum(m["modeler"] == "Model_LCM" for m in history["surrogate_model"])
-    assert failed and all(r["evaluation_result"] == {"y": None} and "machine_configuration" not in r
-                          and r["raytuner"]["machine_configuration"] == _gptune_machine(machine) for r in failed)
+    assert failed and all(
+        r["evaluation_result"] == {"y": None}
+        and "machine_configuration" not in r
+        and r["raytuner"]["machine_configuration"] == _gptune_machine(machine)
+        for r in failed
+    )
 
 
 def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
@@ -377,12 +458,20 @@ def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     source = [FunctionEvaluation.create({"t": 0.8}, {"x": x / 20}, {"y": demo(x / 20, 0.8)}) for x in range(20)]
     store = JsonStore(tmp_path)
-    searcher = TLASearcher(problem, {"t": 1.0}, source, store, "tla-demo", seed=0, algorithm="ensemble",
-                           options=LCMOptions(n_starts=1), executor=InlineExecutor())
-    for n in range(5):                                  # Ray's calls, in Ray's order, without a cluster
+    searcher = TLASearcher(
+        problem,
+        {"t": 1.0},
+        source,
+        store,
+        "tla-demo",
+        seed=0,
+        algorithm="ensemble",
+        options=LCMOptions(n_starts=1),
+        executor=InlineExecutor(),
+    )
+    for n in range(5):  # Ray's calls, in Ray's order, without a cluster
         config = searcher.suggest(f"trial{n}")
-        searcher.on_trial_complete(f"trial{n}", None if n == 2 else {"y": demo(config["x"], config["t"])},
-                                   error=n == 2)
+        searcher.on_trial_complete(f"trial{n}", None if n == 2 else {"y": demo(config["x"], config["t"])}, error=n == 2)
     store.compact("tla-demo")
     _gptune_loads_all(json.loads(store.path("tla-demo").read_text()), [[1.0]], searcher.session.machine)
 
@@ -390,18 +479,27 @@ def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
 def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
     from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only here
 
-    meta = {"tuning_problem_name": "svc-demo", "problem_space": DEMO_PROBLEM,
-            "machine_configuration": {"machine_name": "cori", "haswell": {"nodes": 2, "cores": 32}}}
+    meta = {
+        "tuning_problem_name": "svc-demo",
+        "problem_space": DEMO_PROBLEM,
+        "machine_configuration": {"machine_name": "cori", "haswell": {"nodes": 2, "cores": 32}},
+    }
     with RemoteTuner(server.address, server.keys.create("alice"), timeout=20) as client:
         client.create_session(meta, "mla", tasks=[{"t": 1.0}], options={"n_initial": 2}, seed=4)
         for n in range(4):
             trial = client.ask()
-            client.tell(trial.trial_id, None if n == 1 else {"y": demo(trial.config["x"], 1.0)},
-                        failure="timeout" if n == 1 else None)
+            client.tell(
+                trial.trial_id,
+                None if n == 1 else {"y": demo(trial.config["x"], 1.0)},
+                failure="timeout" if n == 1 else None,
+            )
     server.store.compact("svc-demo")
     history = json.loads(server.store.path("svc-demo").read_text())
-    assert all(r["machine_configuration"] == meta["machine_configuration"] for r in history["func_eval"]
-               if r["raytuner"]["status"] == "ok")
+    assert all(
+        r["machine_configuration"] == meta["machine_configuration"]
+        for r in history["func_eval"]
+        if r["raytuner"]["status"] == "ok"
+    )
     _gptune_loads_all(history, [[1.0]], meta["machine_configuration"])
 
 

@@ -21,14 +21,18 @@ from raytuner.models.persistence import GPY_JITTER, gptune_hyperparameters, surr
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace, Space
 
-PROBLEM = ProblemSpace.parse({
-    "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 4}],
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                        {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 8},
-                        {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]},
-                        {"name": "pivot", "type": "categorical", "categories": ["no", "yes"]}],
-    "output_space": [{"name": "y", "type": "real"}],
-})
+PROBLEM = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 4}],
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 8},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]},
+            {"name": "pivot", "type": "categorical", "categories": ["no", "yes"]},
+        ],
+        "output_space": [{"name": "y", "type": "real"}],
+    }
+)
 TASKS = [{"t": 1.0}, {"t": 2.5}]
 
 
@@ -47,14 +51,23 @@ def _gptune_coordinates(space: Space, configs: list[dict[str, Any]]) -> np.ndarr
     return np.column_stack(columns)
 
 
-def _gptune_predict(flat: list[float], latent: int, tasks: int, dims: int, X: np.ndarray, task: np.ndarray,
-                    y: np.ndarray, Xs: np.ndarray, t: int) -> np.ndarray:
+def _gptune_predict(
+    flat: list[float],
+    latent: int,
+    tasks: int,
+    dims: int,
+    X: np.ndarray,
+    task: np.ndarray,
+    y: np.ndarray,
+    Xs: np.ndarray,
+    t: int,
+) -> np.ndarray:
     h = np.asarray(flat)
-    theta = h[:latent * dims].reshape(latent, dims)
-    var = h[latent * dims:latent * dims + latent]
-    kappa = h[latent * (dims + 1):latent * (dims + 1 + tasks)].reshape(latent, tasks)
-    sigma = h[latent * (dims + 1 + tasks):latent * (dims + 1 + tasks) + tasks]
-    ws = h[latent * (dims + 1 + tasks) + tasks:].reshape(latent, tasks)
+    theta = h[: latent * dims].reshape(latent, dims)
+    var = h[latent * dims : latent * dims + latent]
+    kappa = h[latent * (dims + 1) : latent * (dims + 1 + tasks)].reshape(latent, tasks)
+    sigma = h[latent * (dims + 1 + tasks) : latent * (dims + 1 + tasks) + tasks]
+    ws = h[latent * (dims + 1 + tasks) + tasks :].reshape(latent, tasks)
 
     def k(A: np.ndarray, ta: np.ndarray, B: np.ndarray, tb: np.ndarray) -> np.ndarray:
         out = np.zeros((len(A), len(B)))
@@ -73,10 +86,19 @@ def _records(seed: int, offset: float) -> list[FunctionEvaluation]:
     records = []
     for task in TASKS:
         for _ in range(12):
-            c = {"x": float(rng.random()), "k": int(rng.integers(1, 9)), "alg": str(rng.choice(["lu", "qr", "svd"])),
-                 "pivot": str(rng.choice(["no", "yes"]))}
-            y = offset + (c["x"] - 0.2 * task["t"]) ** 2 + 0.05 * c["k"] + 0.3 * (c["alg"] == "svd") + 0.1 * (
-                c["pivot"] == "yes")
+            c = {
+                "x": float(rng.random()),
+                "k": int(rng.integers(1, 9)),
+                "alg": str(rng.choice(["lu", "qr", "svd"])),
+                "pivot": str(rng.choice(["no", "yes"])),
+            }
+            y = (
+                offset
+                + (c["x"] - 0.2 * task["t"]) ** 2
+                + 0.05 * c["k"]
+                + 0.3 * (c["alg"] == "svd")
+                + 0.1 * (c["pivot"] == "yes")
+            )
             records.append(FunctionEvaluation.create(task, c, {"y": y}))
     return records
 
@@ -99,15 +121,32 @@ def test_gptunes_reading_of_a_stored_model_predicts_ours(offset: float) -> None:
     for t in range(len(TASKS)):
         configs = PROBLEM.parameter_space.decode(rng.random((20, 4)))
         ours = fitted.predict(t, PROBLEM.parameter_space.encode(configs))[0]
-        theirs = _gptune_predict(record.hyperparameters, fitted.hyperparameters.shape[0], len(TASKS), 4, X, task,
-                                 y, _gptune_coordinates(PROBLEM.parameter_space, configs), t)
+        theirs = _gptune_predict(
+            record.hyperparameters,
+            fitted.hyperparameters.shape[0],
+            len(TASKS),
+            4,
+            X,
+            task,
+            y,
+            _gptune_coordinates(PROBLEM.parameter_space, configs),
+            t,
+        )
         np.testing.assert_allclose(theirs, ours, rtol=1e-6, atol=1e-9 * max(1.0, offset))
 
 
-@pytest.mark.parametrize("options,gptunes", [
-    ({}, False), ({"kernel": "rbf"}, False), ({"kernel": "rbf", "centre": False}, True),
-    ({**GPTUNE_LCM, "log_transform": True}, False), ({**GPTUNE_LCM, "rank": 2}, False),
-    ({**GPTUNE_LCM, "categorical": [2]}, False), ({**GPTUNE_LCM, "categorical": [3]}, True)])
+@pytest.mark.parametrize(
+    "options,gptunes",
+    [
+        ({}, False),
+        ({"kernel": "rbf"}, False),
+        ({"kernel": "rbf", "centre": False}, True),
+        ({**GPTUNE_LCM, "log_transform": True}, False),
+        ({**GPTUNE_LCM, "rank": 2}, False),
+        ({**GPTUNE_LCM, "categorical": [2]}, False),
+        ({**GPTUNE_LCM, "categorical": [3]}, True),
+    ],
+)
 def test_only_gptunes_model_has_a_gptune_list(options: dict[str, Any], gptunes: bool) -> None:
     """A Matérn kernel, centred or log outputs, rank 2, three categories compared by category: not GPTune's.
 

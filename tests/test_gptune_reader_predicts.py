@@ -26,15 +26,17 @@ from raytuner.store import JsonStore
 from raytuner.strategies import MLA
 
 TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gptune-reader"
-pytestmark = pytest.mark.skipif(not (TOOL / "check.py").is_file(),
-                                reason=f"GPTune's reader is not beside the repository ({TOOL})")
+pytestmark = pytest.mark.skipif(
+    not (TOOL / "check.py").is_file(), reason=f"GPTune's reader is not beside the repository ({TOOL})"
+)
 
 
 def test_gptunes_prediction_from_our_newest_model_is_ours(tmp_path: Path) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 1.5}]
-    engine = MLA(problem, tasks, seed=1, n_initial=4, options=LCMOptions(n_starts=2, **GPTUNE_LCM),
-                 executor=InlineExecutor())
+    engine = MLA(
+        problem, tasks, seed=1, n_initial=4, options=LCMOptions(n_starts=2, **GPTUNE_LCM), executor=InlineExecutor()
+    )
     store = JsonStore(tmp_path / "db")
     session = TuningSession("demo", problem, engine, store)
     for _ in range(20):
@@ -43,8 +45,14 @@ def test_gptunes_prediction_from_our_newest_model_is_ours(tmp_path: Path) -> Non
     store.compact("demo")
     rng = np.random.default_rng(7)
     points = [{**task, "x": float(x)} for task in tasks for x in rng.random(20)]
-    command = [sys.executable, str(TOOL / "check.py"), str(store.path("demo")), "--problem",
-               str(TOOL / "examples" / "gptune-demo.json"), "--json"]
+    command = [
+        sys.executable,
+        str(TOOL / "check.py"),
+        str(store.path("demo")),
+        "--problem",
+        str(TOOL / "examples" / "gptune-demo.json"),
+        "--json",
+    ]
     for point in points:
         command += ["--predict", json.dumps(point)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)

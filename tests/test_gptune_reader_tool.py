@@ -35,8 +35,12 @@ pytestmark = pytest.mark.skipif(not (TOOL / "check.py").is_file(), reason=f"GPTu
 
 def gptune_reads(path: Path, problem: Path, *args: str) -> dict[str, Any]:
     """The tool's JSON report on ``path`` read by GPTune as ``problem`` declares it."""
-    done = subprocess.run([sys.executable, str(TOOL / "check.py"), str(path), "--problem", str(problem), "--json",
-                           *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(TOOL / "check.py"), str(path), "--problem", str(problem), "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.stdout.strip(), done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -54,8 +58,10 @@ def _successful_per_task(path: Path, names: list[str]) -> list[int]:
 def _export(tmp_path: Path, name: str, problem: str) -> Path:
     """``history import`` then ``history export`` of a shared GPTune file, through the CLI."""
     store, out = tmp_path / "store", tmp_path / name
-    for args in (["history", "import", str(DATA / name), "--to", str(store)],
-                 ["history", "export", "--from", str(store), "--problem", problem, "--out", str(out)]):
+    for args in (
+        ["history", "import", str(DATA / name), "--to", str(store)],
+        ["history", "export", "--from", str(store), "--problem", problem, "--out", str(out)],
+    ):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, result.output
     return out
@@ -63,8 +69,14 @@ def _export(tmp_path: Path, name: str, problem: str) -> Path:
 
 def test_gptune_loads_an_mla_run_with_a_failure_and_finds_its_models(tmp_path: Path) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
-    engine = MLA(problem, [{"t": 1.0}, {"t": 1.5}], seed=0, n_initial=3,
-                 options=LCMOptions(n_starts=1, **GPTUNE_LCM), executor=InlineExecutor())
+    engine = MLA(
+        problem,
+        [{"t": 1.0}, {"t": 1.5}],
+        seed=0,
+        n_initial=3,
+        options=LCMOptions(n_starts=1, **GPTUNE_LCM),
+        executor=InlineExecutor(),
+    )
     store = JsonStore(tmp_path)
     session = TuningSession("mla-demo", problem, engine, store)
     for n in range(8):
@@ -106,9 +118,15 @@ def test_gptunes_match_reads_the_transformers_of_imported_2020_models(tmp_path: 
     space, first = legacy["model_data"][0]["problem_space"], legacy["func_eval"][0]
     declared: dict[str, Any] = {"output_space": [{"name": "r", "type": "real"}]}
     for key, target, names in (("IS", "input_space", first["I"]), ("PS", "parameter_space", first["P"])):
-        declared[target] = [{"name": n, **e, "type": {"int": "integer"}.get(e["type"], e["type"]),
-                             "transformer": "onehot" if e["type"] == "categorical" else "normalize"}
-                            for n, e in zip(names, space[key])]
+        declared[target] = [
+            {
+                "name": n,
+                **e,
+                "type": {"int": "integer"}.get(e["type"], e["type"]),
+                "transformer": "onehot" if e["type"] == "categorical" else "normalize",
+            }
+            for n, e in zip(names, space[key])
+        ]
     (tmp_path / "hypre-problem.json").write_text(json.dumps(declared))
     report = gptune_reads(path, tmp_path / "hypre-problem.json")
     assert report["func_eval"]["loaded"] == report["func_eval"]["in_file"] == 10

@@ -75,8 +75,22 @@ def test_the_view_of_an_example_store_gives_the_best_per_task_and_best_so_far(lo
         records = store.evaluations(BAND_PROBLEM)
     assert isinstance(view, HistoryView) and view.problem == BAND_PROBLEM
     assert len(view.frame) == len(records) == len(view.records)
-    assert set(view.frame.columns) >= {"task", "t", "x", "y", "fidelity", "cost", "pass", "bracket", "rung",
-                                       "status", "time", "machine", "software", "uid"}
+    assert set(view.frame.columns) >= {
+        "task",
+        "t",
+        "x",
+        "y",
+        "fidelity",
+        "cost",
+        "pass",
+        "bracket",
+        "rung",
+        "status",
+        "time",
+        "machine",
+        "software",
+        "uid",
+    }
     assert view.goal == "minimize" and view.goal_source == "model" and view.full_fidelity == 27
     best = view.best()
     assert dict(zip(best["task"], best["y"])) == _expected_best(records)
@@ -84,7 +98,7 @@ def test_the_view_of_an_example_store_gives_the_best_per_task_and_best_so_far(lo
     curves = view.best_so_far()
     for label, mine in curves.groupby("task"):
         values = mine["best"].dropna().to_numpy()
-        assert (values[1:] <= values[:-1]).all()                       # the running best never gets worse
+        assert (values[1:] <= values[:-1]).all()  # the running best never gets worse
         assert values[-1] == _expected_best(records)[label]
         assert mine["evaluation"].tolist() == list(range(1, len(mine) + 1))
         assert mine["cost"].is_monotonic_increasing
@@ -93,7 +107,7 @@ def test_the_view_of_an_example_store_gives_the_best_per_task_and_best_so_far(lo
 def test_the_plots_draw_what_the_view_holds(band_store: Path) -> None:
     view = load_history(band_store)
     history = plot_history(view)
-    assert len(history.axes[0].get_legend().get_texts()) == len(view.tasks) == 2      # a line and an end each
+    assert len(history.axes[0].get_legend().get_texts()) == len(view.tasks) == 2  # a line and an end each
     assert len(history.axes[0].lines) == 2 * len(view.tasks)
     assert plot_history(view, by="cost").axes[0].get_xlabel() == "normalised cost spent by the task"
     scatter = plot_parameter(view, "x", task="t=1")
@@ -110,10 +124,12 @@ def test_the_plots_draw_what_the_view_holds(band_store: Path) -> None:
 
 def test_a_maximised_objective_and_failures_are_read_right() -> None:
     problem = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y", "goal": "maximize"}]})
-    records = [FunctionEvaluation.create({"t": 1.0}, {"x": 0.1}, {"y": 1.0}),
-               FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, failure="crashed", outputs=["y"]),
-               FunctionEvaluation.create({"t": 1.0}, {"x": 0.3}, {"y": 3.0}),
-               FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 2.0})]
+    records = [
+        FunctionEvaluation.create({"t": 1.0}, {"x": 0.1}, {"y": 1.0}),
+        FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, failure="crashed", outputs=["y"]),
+        FunctionEvaluation.create({"t": 1.0}, {"x": 0.3}, {"y": 3.0}),
+        FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 2.0}),
+    ]
     view = load_history(HistoryDocument(tuning_problem_name="p", func_eval=records), problem_space=problem)
     assert view.goal == "maximize" and view.goal_source == "problem"
     assert view.best()["x"].tolist() == [0.3] and view.best()["failed"].tolist() == [1]
@@ -130,7 +146,7 @@ def test_history_show_prints_the_best_per_task_a_table_json_and_csv(location: st
     best = _expected_best(load_history(location).records)
     lines = shown.stdout.splitlines()
     start = lines.index("best y per task (minimize at fidelity 27):")
-    rows = {line.split()[0]: float(line.split()[4]) for line in lines[start + 2:start + 4]}
+    rows = {line.split()[0]: float(line.split()[4]) for line in lines[start + 2 : start + 4]}
     assert rows == pytest.approx(best, rel=1e-5)
     assert any(line.startswith("latest 3 of ") for line in lines)
     data = json.loads(runner.invoke(main, ["history", "show", location, "--json"]).stdout)
@@ -144,28 +160,38 @@ def test_history_show_prints_the_best_per_task_a_table_json_and_csv(location: st
 @pytest.mark.parametrize("kind", ["history", "parameter", "correlation", "brackets"])
 def test_history_plot_writes_each_kind(band_store: Path, tmp_path: Path, kind: str) -> None:
     out = tmp_path / f"{kind}.png"
-    result = CliRunner().invoke(main, ["history", "plot", str(band_store), "--kind", kind, "--task", "t=1.3",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(
+        main, ["history", "plot", str(band_store), "--kind", kind, "--task", "t=1.3", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
 def test_history_plot_refuses_bad_input_in_one_line(band_store: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    bad_task = runner.invoke(main, ["history", "plot", str(band_store), "--task", "t=9", "--out",
-                                    str(tmp_path / "a.png")])
+    bad_task = runner.invoke(
+        main, ["history", "plot", str(band_store), "--task", "t=9", "--out", str(tmp_path / "a.png")]
+    )
     assert bad_task.exit_code == 2 and bad_task.output.count("\n") == 1 and "t=9" in bad_task.output
     assert not (tmp_path / "a.png").exists()
-    bad_kind = runner.invoke(main, ["history", "plot", str(band_store), "--kind", "pie", "--out",
-                                    str(tmp_path / "b.png")])
+    bad_kind = runner.invoke(
+        main, ["history", "plot", str(band_store), "--kind", "pie", "--out", str(tmp_path / "b.png")]
+    )
     assert bad_kind.exit_code == 2 and "'pie' is not one of" in bad_kind.output
 
 
 def test_records_read_as_a_user_expects() -> None:
-    record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.25}, {"y": 0.5}, uid="0123456789",
-                                       provenance=Provenance(fidelity=9.0, bracket=2, rung=1, **{"pass": 1}))
-    assert repr(record) == ("FunctionEvaluation(task={'t': 1.0}, config={'x': 0.25}, outputs={'y': 0.5}, "
-                            "fidelity=9, pass=1, bracket=2, rung=1, uid='01234567')")
+    record = FunctionEvaluation.create(
+        {"t": 1.0},
+        {"x": 0.25},
+        {"y": 0.5},
+        uid="0123456789",
+        provenance=Provenance(fidelity=9.0, bracket=2, rung=1, **{"pass": 1}),
+    )
+    assert repr(record) == (
+        "FunctionEvaluation(task={'t': 1.0}, config={'x': 0.25}, outputs={'y': 0.5}, "
+        "fidelity=9, pass=1, bracket=2, rung=1, uid='01234567')"
+    )
     failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.25}, failure="diverged", outputs=["y"], uid="abc")
     assert str(failed) == "FunctionEvaluation(task={'t': 1.0}, config={'x': 0.25}, failed='diverged', uid='abc')"
 
@@ -186,8 +212,9 @@ def test_a_session_logs_each_tasks_progress_at_info(tmp_path: Path, caplog: pyte
         last = {t: [line for line in lines if line.startswith(f"p: t={t:g}:")][-1] for t in values}
         for t, line in last.items():
             assert f"{len(values[t])} evaluations, 0 failed" in line and f"best y {min(values[t]):.6g}" in line
-        resumed = TuningSession.resume("p", problem, RandomSearch(problem, tasks, seed=3), store,
-                                       session_id=session.session_id)
+        resumed = TuningSession.resume(
+            "p", problem, RandomSearch(problem, tasks, seed=3), store, session_id=session.session_id
+        )
         table = resumed.progress.table()
         assert len(table) == 3 and table[1].split()[:2] == ["t=1", str(len(values[1.0]))]
 
@@ -197,6 +224,6 @@ def test_the_tally_takes_the_best_at_the_highest_fidelity_only() -> None:
     low = FunctionEvaluation.create({"t": 1.0}, {"x": 0.1}, {"y": 0.1}, provenance=Provenance(fidelity=1.0, cost=0.1))
     high = FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, {"y": 0.9}, provenance=Provenance(fidelity=9.0, cost=1.0))
     progress = tally.add(low)
-    assert tally.best(progress) == (0.1, {"x": 0.1})              # fidelity 1 is the highest seen so far
+    assert tally.best(progress) == (0.1, {"x": 0.1})  # fidelity 1 is the highest seen so far
     tally.add(high)
     assert tally.best(progress) == (0.9, {"x": 0.2}) and progress.cost == pytest.approx(1.1)

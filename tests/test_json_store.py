@@ -81,8 +81,13 @@ def _env() -> dict[str, str]:
 
 
 def _record(i: int, **extra: object) -> FunctionEvaluation:
-    return FunctionEvaluation.create({"t": 1.0}, {"x": i * 0.1, "n": i}, {"y": float(i)},
-                                     provenance=Provenance(strategy="test", trial_id=str(i)), **extra)
+    return FunctionEvaluation.create(
+        {"t": 1.0},
+        {"x": i * 0.1, "n": i},
+        {"y": float(i)},
+        provenance=Provenance(strategy="test", trial_id=str(i)),
+        **extra,
+    )
 
 
 def _journal(store: JsonStore, problem: str) -> Path:
@@ -100,8 +105,9 @@ def _compaction_temps(directory: Path) -> set[str]:
     return {p.name for p in directory.glob(f".{PROBLEM}.json.*.tmp")}
 
 
-def _run_and_kill(directory: Path, compact_min_bytes: int, kill_after: int, tag: str,
-                  during_compaction: bool = False) -> list[str]:
+def _run_and_kill(
+    directory: Path, compact_min_bytes: int, kill_after: int, tag: str, during_compaction: bool = False
+) -> list[str]:
     """Start a writer, SIGKILL it after ``kill_after`` acknowledgements; return every acknowledged uid.
 
     With ``during_compaction`` the kill waits, after ``kill_after`` acknowledgements, until
@@ -110,7 +116,11 @@ def _run_and_kill(directory: Path, compact_min_bytes: int, kill_after: int, tag:
     stale = _compaction_temps(directory)  # left by earlier killed compactions
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(directory), PROBLEM, str(compact_min_bytes), tag],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     acked: list[str] = []
     try:
         assert proc.stdout is not None
@@ -121,7 +131,7 @@ def _run_and_kill(directory: Path, compact_min_bytes: int, kill_after: int, tag:
                 pytest.fail(f"writer exited early (rc={proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
             acked.append(line.strip())
         if during_compaction:
-            deadline = time.monotonic() + 120        # seconds normally; the bound only catches a writer that never compacts
+            deadline = time.monotonic() + 120  # seconds normally; the bound only catches a writer that never compacts
             while not _compaction_temps(directory) - stale:
                 assert proc.poll() is None, "the writer died before a compaction"
                 assert time.monotonic() < deadline, "no compaction started"
@@ -167,10 +177,10 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path: Path, compact_min_bytes: 
     acked: list[str] = []
     # several crashes in the same directory: each writer starts on what the last one left
     compacting = compact_min_bytes < COMPACT_MIN_BYTES
-    for round_, (kill_after, during_compaction) in enumerate(
-            [(300, False), (357, compacting), (411, compacting)]):
-        acked += _run_and_kill(tmp_path, compact_min_bytes, kill_after, tag=f"r{round_}",
-                               during_compaction=during_compaction)
+    for round_, (kill_after, during_compaction) in enumerate([(300, False), (357, compacting), (411, compacting)]):
+        acked += _run_and_kill(
+            tmp_path, compact_min_bytes, kill_after, tag=f"r{round_}", during_compaction=during_compaction
+        )
         if during_compaction:
             assert _compaction_temps(tmp_path), "the kill was meant to land inside a compaction"
         _check_after_crash(tmp_path, acked)
@@ -193,11 +203,26 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path: Path, compact_min_bytes: 
 @pytest.mark.parametrize("compact_min_bytes", [COMPACT_MIN_BYTES, 2000], ids=["default", "compact-2000"])
 def test_four_processes_append_concurrently(tmp_path: Path, compact_min_bytes: int) -> None:
     workers, per_worker = 4, 250
-    procs = [subprocess.Popen(
-        [sys.executable, "-c", _BATCH_WRITER, str(tmp_path), PROBLEM, str(compact_min_bytes), f"w{k}",
-         str(per_worker)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-        for k in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _BATCH_WRITER,
+                str(tmp_path),
+                PROBLEM,
+                str(compact_min_bytes),
+                f"w{k}",
+                str(per_worker),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        for k in range(workers)
+    ]
     try:
         for p in procs:  # barrier: every writer has opened its store before any appends
             assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr.read()
@@ -277,13 +302,15 @@ def test_torn_line_of_an_only_record(tmp_path: Path) -> None:
 
 def test_close_compacts_into_a_gptune_file(tmp_path: Path) -> None:
     store = JsonStore(tmp_path)
-    records = [_record(i, machine_configuration={"machine_name": "m", "cpu": {"nodes": 1, "cores": 4}})
-               for i in range(20)]
+    records = [
+        _record(i, machine_configuration={"machine_name": "m", "cpu": {"nodes": 1, "cores": 4}}) for i in range(20)
+    ]
     store.append_many("comp", records[:10])
     for rec in records[10:]:
         store.append("comp", rec)
-    model = SurrogateModelRecord(hyperparameters={"lengthscale": [0.1]}, modeler="Model_GPy_LCM",
-                                 function_evaluations=_uids(records))
+    model = SurrogateModelRecord(
+        hyperparameters={"lengthscale": [0.1]}, modeler="Model_GPy_LCM", function_evaluations=_uids(records)
+    )
     store.append_model("comp", model)
     assert not store.path("comp").exists()  # still only in the journal
     store.close()
@@ -387,4 +414,4 @@ def test_a_torn_gptune_file_is_read_around_and_refused_to_writers(tmp_path: Path
     assert store.evaluations("bad") == []
     with pytest.raises(StoreError, match="damaged at byte offset.s. 45; repair it with `raytuner history repair"):
         store.append("bad", _record(0))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]      # refused before anything is made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]  # refused before anything is made

@@ -29,25 +29,42 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (layer name, rank, module prefixes); the longest matching prefix decides. Higher ranks import lower ones.
 LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
-    ("problem", 0, ("raytuner",)),                       # space, records, sampling, errors, meta, ...
+    ("problem", 0, ("raytuner",)),  # space, records, sampling, errors, meta, ...
     ("stores", 1, ("raytuner.store",)),
     ("models", 2, ("raytuner.models", "raytuner.acquisition", "raytuner.analysis")),
     ("crowd", 3, ("raytuner.crowd",)),
     ("engines", 4, ("raytuner.strategies",)),
     ("session", 5, ("raytuner.session", "raytuner.trial")),
     ("protocol", 6, ("raytuner.protocol",)),
-    ("views", 6, ("raytuner.view",)),                  # read-only views of histories and sessions: tables, plots
-    ("harness", 7, ("raytuner.testing",)),             # for tests, examples and benchmarks only: may start a face
-    ("faces", 7, ("raytuner.searchers", "raytuner.schedulers", "raytuner.service", "raytuner.client",
-                  "raytuner.cli", "raytuner.dashboard")),
-    ("benchmarks", 8, ("benchmarks",)),                # the repository's benchmarks, outside the library
+    ("views", 6, ("raytuner.view",)),  # read-only views of histories and sessions: tables, plots
+    ("harness", 7, ("raytuner.testing",)),  # for tests, examples and benchmarks only: may start a face
+    (
+        "faces",
+        7,
+        (
+            "raytuner.searchers",
+            "raytuner.schedulers",
+            "raytuner.service",
+            "raytuner.client",
+            "raytuner.cli",
+            "raytuner.dashboard",
+        ),
+    ),
+    ("benchmarks", 8, ("benchmarks",)),  # the repository's benchmarks, outside the library
 ]
 #: The benchmarks' folder (not installed; its modules are ``benchmarks.*``).
 BENCHMARKS = "benchmarks"
 #: Third-party packages that only faces, stores and the executor seam may import.
 SERVICES = ("ray", "grpc", "pymongo")
-NO_SERVICES = ("raytuner.strategies", "raytuner.models", "raytuner.acquisition", "raytuner.session",
-               "raytuner.space", "raytuner.records", "raytuner.sampling")
+NO_SERVICES = (
+    "raytuner.strategies",
+    "raytuner.models",
+    "raytuner.acquisition",
+    "raytuner.session",
+    "raytuner.space",
+    "raytuner.records",
+    "raytuner.sampling",
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +87,7 @@ def _modules() -> dict[str, Path]:
                 parts = parts[:-1]
             name = ".".join([package, *parts])
             if name.split(".")[1:2] in (["searchers"], ["schedulers"]) and folder == "raytuner":
-                continue                                   # mapped elsewhere
+                continue  # mapped elsewhere
             modules[name] = path
     for path in sorted((ROOT / BENCHMARKS).rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -118,8 +135,15 @@ IMPORTS, SERVICE_IMPORTS = _imports()
 
 def layer(module: str) -> tuple[str, int]:
     """The layer of ``module``: its name and rank."""
-    best = max(((prefix, name, rank) for name, rank, prefixes in LAYERS for prefix in prefixes
-                if module == prefix or module.startswith(prefix + ".")), key=lambda t: len(t[0]))
+    best = max(
+        (
+            (prefix, name, rank)
+            for name, rank, prefixes in LAYERS
+            for prefix in prefixes
+            if module == prefix or module.startswith(prefix + ".")
+        ),
+        key=lambda t: len(t[0]),
+    )
     return best[1], best[2]
 
 
@@ -198,16 +222,23 @@ def test_no_circle_between_packages() -> None:
 
 
 def test_no_arrow_runs_back_up() -> None:
-    back = [f"{e.source}:{e.line} ({layer(e.source)[0]}) imports {e.target} ({layer(e.target)[0]})"
-            for e in IMPORTS if layer(e.target)[1] > layer(e.source)[1]]
+    back = [
+        f"{e.source}:{e.line} ({layer(e.source)[0]}) imports {e.target} ({layer(e.target)[0]})"
+        for e in IMPORTS
+        if layer(e.target)[1] > layer(e.source)[1]
+    ]
     assert back == []
 
 
 def test_faces_use_each_other_only_through_public_modules() -> None:
     """A face may use another face's public modules (the CLI starts a server), never a private one."""
-    private = [f"{e.source}:{e.line} imports {e.target}" for e in IMPORTS
-               if layer(e.source)[0] == layer(e.target)[0] == "faces" and _unit(e.source) != _unit(e.target)
-               and any(part.startswith("_") for part in e.target.split("."))]
+    private = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in IMPORTS
+        if layer(e.source)[0] == layer(e.target)[0] == "faces"
+        and _unit(e.source) != _unit(e.target)
+        and any(part.startswith("_") for part in e.target.split("."))
+    ]
     assert private == []
 
 
@@ -217,18 +248,28 @@ def _is_benchmark(module: str) -> bool:
 
 def test_benchmarks_and_harnesses_are_leaves() -> None:
     """Nothing in the library imports the benchmarks or the harnesses; the benchmarks may use both."""
-    loaders = [f"{e.source}:{e.line} imports {e.target}" for e in IMPORTS
-               if _is_benchmark(e.target) and not _is_benchmark(e.source)]
+    loaders = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in IMPORTS
+        if _is_benchmark(e.target) and not _is_benchmark(e.source)
+    ]
     assert loaders == []
-    harness = [f"{e.source}:{e.line} imports {e.target}" for e in IMPORTS
-               if _unit(e.target) == "raytuner.testing" and _unit(e.source) != "raytuner.testing"
-               and not _is_benchmark(e.source)]
+    harness = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in IMPORTS
+        if _unit(e.target) == "raytuner.testing"
+        and _unit(e.source) != "raytuner.testing"
+        and not _is_benchmark(e.source)
+    ]
     assert harness == []
 
 
 def test_engines_models_and_session_never_import_ray_grpc_or_mongodb() -> None:
-    found = [f"{e.source}:{e.line} imports {e.target}" for e in SERVICE_IMPORTS
-             if any(e.source == p or e.source.startswith(p + ".") for p in NO_SERVICES)]
+    found = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in SERVICE_IMPORTS
+        if any(e.source == p or e.source.startswith(p + ".") for p in NO_SERVICES)
+    ]
     assert found == []
 
 
@@ -237,4 +278,4 @@ def test_every_package_is_installed() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {name for name, path in MODULES.items() if path.name == "__init__.py" and not _is_benchmark(name)}
     assert packages - set(setuptools["packages"]) == set()
-    assert [name for name in setuptools["packages"] if _is_benchmark(name)] == []      # the wheel is the library
+    assert [name for name in setuptools["packages"] if _is_benchmark(name)] == []  # the wheel is the library

@@ -49,7 +49,7 @@ def sometimes_fails(config: dict) -> None:
 
 
 def slowish(config: dict) -> None:
-    time.sleep(0.2)                                             # so that a trial is in flight at the interrupt
+    time.sleep(0.2)  # so that a trial is in flight at the interrupt
     tune.report({"y": demo(config["x"], config["t"])})
 
 
@@ -60,19 +60,26 @@ def points(records) -> list[tuple[float, float]]:
 def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=0, n_initial=3, options=FAST)
-    tune.run(objective, search_alg=searcher, num_samples=10, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    tune.run(
+        objective,
+        search_alg=searcher,
+        num_samples=10,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
 
     records = store.evaluations("demo")
     assert len(records) == 10 and all(r.status == "ok" for r in records)
-    assert len(set(points(records))) == 10                     # no (task, x) suggested twice
+    assert len(set(points(records))) == 10  # no (task, x) suggested twice
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], r.task_parameter["t"]))
         assert r.raytuner.strategy == "mla" and r.raytuner.trial_id
     for task in TASKS:
         mine = [r for r in records if r.task_parameter == task]
         sources = Counter(r.raytuner.source for r in mine)
-        assert sources["initial"] == 3, sources                 # the LHS design, then the model
+        assert sources["initial"] == 3, sources  # the LHS design, then the model
         assert sources["model"] == len(mine) - 3 >= 1, sources
     models = store.models("demo")
     assert models and all(m.raytuner["modeler"].endswith(":mla") for m in models)
@@ -85,7 +92,7 @@ def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: P
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, n_initial=3, options=FAST)
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo", 10, tmp_path, diverges)
-    assert len(set(points(records))) == 10                     # a failed config is never suggested again
+    assert len(set(points(records))) == 10  # a failed config is never suggested again
     assert any(r.raytuner.source == "model" for r in records)
     assert len(results.errors) == sum(r.status == "failed" for r in records)
     assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
@@ -93,10 +100,19 @@ def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: P
 
 def test_failed_configurations_are_never_suggested_again(tmp_path: Path) -> None:
     # a small integer space, where a repeat is likely unless failures are excluded; no Ray needed
-    problem = ProblemSpace.parse({**DEMO_PROBLEM, "parameter_space": [
-        {"name": "n", "type": "integer", "lower_bound": 0, "upper_bound": 11}]})
-    searcher = LCMSearcher(problem, [{"t": 1.0}], JsonStore(tmp_path / "store"), "grid", seed=0, n_initial=3,
-                           options=FAST, executor=InlineExecutor())
+    problem = ProblemSpace.parse(
+        {**DEMO_PROBLEM, "parameter_space": [{"name": "n", "type": "integer", "lower_bound": 0, "upper_bound": 11}]}
+    )
+    searcher = LCMSearcher(
+        problem,
+        [{"t": 1.0}],
+        JsonStore(tmp_path / "store"),
+        "grid",
+        seed=0,
+        n_initial=3,
+        options=FAST,
+        executor=InlineExecutor(),
+    )
     suggested = []
     for i in range(11):
         config = searcher.suggest(str(i))
@@ -118,8 +134,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
     store = JsonStore(tmp_path / "store")
 
     def searcher() -> LCMSearcher:
-        return LCMSearcher(PROBLEM, task, store, "demo", seed=5, n_initial=3, options=FAST,
-                           executor=InlineExecutor())
+        return LCMSearcher(PROBLEM, task, store, "demo", seed=5, n_initial=3, options=FAST, executor=InlineExecutor())
 
     first = searcher()
     for i in range(told_before):
@@ -137,7 +152,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
     assert set(restored.session.pending) == {"b"}
     assert restored.session.session_id == first.session.session_id
     c = restored.suggest("c")
-    assert c["x"] != b["x"] and c["x"] != a["x"]               # b is in flight: not suggested again
+    assert c["x"] != b["x"] and c["x"] != a["x"]  # b is in flight: not suggested again
     restored.on_trial_complete("b", {"y": demo(b["x"], b["t"])})
     records = store.evaluations("demo")
     assert len(records) == told_before + 2
@@ -149,8 +164,9 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
     assert len(set(points(store.evaluations("demo")))) == told_before + 3
 
 
-@pytest.mark.skipif(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0",
-                    reason="the interrupt relies on Tune's SIGINT handler")
+@pytest.mark.skipif(
+    os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0", reason="the interrupt relies on Tune's SIGINT handler"
+)
 def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, n_initial=2, options=FAST)
@@ -163,15 +179,34 @@ def test_mla_example_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     plot = tmp_path / "p.png"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples/mla_demo.py"), "--store", str(tmp_path / "store"),
-         "--tasks", "1.0", "2.0", "--samples-per-task", "5", "--initial", "3", "--plot", str(plot)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            str(ROOT / "examples/mla_demo.py"),
+            "--store",
+            str(tmp_path / "store"),
+            "--tasks",
+            "1.0",
+            "2.0",
+            "--samples-per-task",
+            "5",
+            "--initial",
+            "3",
+            "--plot",
+            str(plot),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Best configuration per task" in proc.stdout
-    rows = [row for row in (line.split() for line in proc.stdout.splitlines())
-            if len(row) == 7 and row[0] in {"1", "2"}]
+    rows = [
+        row for row in (line.split() for line in proc.stdout.splitlines()) if len(row) == 7 and row[0] in {"1", "2"}
+    ]
     assert [row[0] for row in rows] == ["1", "2"] and all(row[1] == "5" for row in rows)
-    assert all(float(row[6]) >= 1.0 - 1e-6 for row in rows)    # the grid optimum is a lower bound
+    assert all(float(row[6]) >= 1.0 - 1e-6 for row in rows)  # the grid optimum is a lower bound
     with JsonStore(tmp_path / "store") as store:
         records = store.evaluations("GPTune-Demo-MLA")
         assert len(records) == 10 and store.models("GPTune-Demo-MLA")
@@ -186,11 +221,13 @@ def test_mla_example_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:
 def test_a_used_up_space_finishes_the_search(tmp_path: Path) -> None:
     from ray.tune.search import Searcher
 
-    problem = ProblemSpace.parse({
-        "parameter_space": [{"name": "n", "type": "integer", "lower_bound": 0, "upper_bound": 3}],
-        "output_space": [{"name": "y", "type": "real", "goal": "minimize"}]})
-    searcher = LCMSearcher(problem, [{}], JsonStore(tmp_path), "tiny", seed=0, n_initial=2,
-                           executor=InlineExecutor())
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [{"name": "n", "type": "integer", "lower_bound": 0, "upper_bound": 3}],
+            "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
+        }
+    )
+    searcher = LCMSearcher(problem, [{}], JsonStore(tmp_path), "tiny", seed=0, n_initial=2, executor=InlineExecutor())
     seen = []
     for i in range(4):
         config = searcher.suggest(str(i))

@@ -70,8 +70,10 @@ def test_api_key_never_shows_in_repr() -> None:
         ({"sync_crowd_repo": "maybe"}, "sync_crowd_repo"),
         ({"tuning_problem_name": "has space"}, "tuning_problem_name"),
         ({"surprise": 1}, "surprise"),
-        ({"configuration_space": {"software_configurations": [{"gcc": {"version_from": "8"}}]}},
-         "configuration_space.software_configurations[0].gcc.version_from"),
+        (
+            {"configuration_space": {"software_configurations": [{"gcc": {"version_from": "8"}}]}},
+            "configuration_space.software_configurations[0].gcc.version_from",
+        ),
     ],
 )
 def test_bad_meta_descriptions_name_the_field(change: dict, field: str) -> None:
@@ -90,24 +92,46 @@ def test_gptune_demo_file_reads_and_writes_back_identically() -> None:
 
 def test_records_keep_provenance_under_an_extra_key() -> None:
     record = FunctionEvaluation.create(
-        {"t": 1.0}, {"x": 0.5}, {"y": 2.0},
-        provenance=Provenance(strategy="band", fidelity=9, cost=1 / 3, bracket=1, rung=0,
-                              pass_=2, trial_id="abc"))
+        {"t": 1.0},
+        {"x": 0.5},
+        {"y": 2.0},
+        provenance=Provenance(strategy="band", fidelity=9, cost=1 / 3, bracket=1, rung=0, pass_=2, trial_id="abc"),
+    )
     data = record.to_dict()
-    assert data["raytuner"] == {"status": "ok", "fidelity": 9.0, "cost": 1 / 3, "bracket": 1, "rung": 0,
-                                "pass": 2, "strategy": "band", "trial_id": "abc"}
+    assert data["raytuner"] == {
+        "status": "ok",
+        "fidelity": 9.0,
+        "cost": 1 / 3,
+        "bracket": 1,
+        "rung": 0,
+        "pass": 2,
+        "strategy": "band",
+        "trial_id": "abc",
+    }
     assert data["evaluation_result"] == {"y": 2.0} and data["modeling"] == "band"
-    assert set(data["time"]) >= {"tm_year", "tm_mon", "tm_mday", "tm_hour", "tm_min", "tm_sec", "tm_wday",
-                                 "tm_yday", "tm_isdst"}
+    assert set(data["time"]) >= {
+        "tm_year",
+        "tm_mon",
+        "tm_mday",
+        "tm_hour",
+        "tm_min",
+        "tm_sec",
+        "tm_wday",
+        "tm_yday",
+        "tm_isdst",
+    }
     assert FunctionEvaluation.model_validate(json.loads(json.dumps(data))) == record
 
 
-@pytest.mark.parametrize(("result", "failure", "message"), [
-    ({"y": float("nan")}, None, "non-finite output y=nan"),
-    ({"y": float("inf")}, None, "non-finite output y=inf"),
-    (None, None, "no output reported"),
-    ({"y": 1.0}, "compile error", "compile error"),
-])
+@pytest.mark.parametrize(
+    ("result", "failure", "message"),
+    [
+        ({"y": float("nan")}, None, "non-finite output y=nan"),
+        ({"y": float("inf")}, None, "non-finite output y=inf"),
+        (None, None, "no output reported"),
+        ({"y": 1.0}, "compile error", "compile error"),
+    ],
+)
 def test_failed_evaluations_are_records_with_a_message(result, failure, message) -> None:
     record = FunctionEvaluation.create({"t": 1}, {"x": 0.1}, result, failure=failure, outputs=["y"])
     assert record.status == "failed" and record.evaluation_result == {"y": None}, "GPTune writes a failure as null"
@@ -116,8 +140,12 @@ def test_failed_evaluations_are_records_with_a_message(result, failure, message)
 
 
 def test_machine_configuration_reads_slurm_and_user_values_win() -> None:
-    env = {"SLURM_CLUSTER_NAME": "perlmutter", "SLURM_JOB_NUM_NODES": "4", "SLURM_CPUS_ON_NODE": "128",
-           "SLURM_JOB_ID": "123456"}
+    env = {
+        "SLURM_CLUSTER_NAME": "perlmutter",
+        "SLURM_JOB_NUM_NODES": "4",
+        "SLURM_CPUS_ON_NODE": "128",
+        "SLURM_JOB_ID": "123456",
+    }
     machine = machine_configuration(env=env)
     assert machine["machine_name"] == "perlmutter"
     processors = [v for v in machine.values() if isinstance(v, dict) and "nodes" in v]
@@ -133,8 +161,9 @@ def test_machine_configuration_reads_slurm_and_user_values_win() -> None:
 
 
 def test_a_record_keeps_gptunes_machine_shape_and_the_rest_under_raytuner() -> None:
-    record = FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 1.0},
-                                       machine_configuration=describe_machine({"machine_name": "m"}, env={}))
+    record = FunctionEvaluation.create(
+        {"t": 1}, {"x": 0.5}, {"y": 1.0}, machine_configuration=describe_machine({"machine_name": "m"}, env={})
+    )
     assert set(record.machine_configuration) == {"machine_name", cpu_model()}
     assert record.raytuner.machine["host"] and record.raytuner.machine["cpu_model"] == cpu_model()
 

@@ -10,8 +10,11 @@ from raytuner.errors import InvalidInputError
 
 
 def test_relative_performance_divides_by_the_best_of_each_cell() -> None:
-    best = {"a": np.array([[1.0, 3.0], [2.0, 2.0]]), "b": np.array([[2.0, 1.5], [2.0, 4.0]]),
-            "c": np.array([[4.0, 6.0], [1.0, 8.0]])}
+    best = {
+        "a": np.array([[1.0, 3.0], [2.0, 2.0]]),
+        "b": np.array([[2.0, 1.5], [2.0, 4.0]]),
+        "c": np.array([[4.0, 6.0], [1.0, 8.0]]),
+    }
     r = relative_performance(best)
     assert set(r) == {"a", "b", "c"}
     np.testing.assert_allclose(r["a"], [[1.0, 2.0], [2.0, 1.0]])

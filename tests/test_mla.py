@@ -24,22 +24,25 @@ FAST = LCMOptions(n_starts=2, max_iterations=150, warm_iterations=50)
 INLINE = InlineExecutor()
 ALGORITHMS = ["lu", "qr", "svd"]
 
-MIXED = ProblemSpace.parse({
-    "input_space": [{"name": "t", "type": "real", "lower_bound": 1, "upper_bound": 3}],
-    "parameter_space": [
-        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-        {"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 16},
-        {"name": "alg", "type": "categorical", "categories": ALGORITHMS},
-    ],
-    "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
-    "constraints": {"small": "x < t / 4"},
-})
+MIXED = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 1, "upper_bound": 3}],
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 16},
+            {"name": "alg", "type": "categorical", "categories": ALGORITHMS},
+        ],
+        "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
+        "constraints": {"small": "x < t / 4"},
+    }
+)
 DEMO = ProblemSpace.parse(DEMO_PROBLEM)
 
 
 def mixed_objective(task: dict[str, Any], config: dict[str, Any]) -> float:
-    return ((config["x"] - 0.1 * task["t"]) ** 2 + 0.002 * (config["n"] - 5) ** 2
-            + 0.05 * ALGORITHMS.index(config["alg"]))
+    return (
+        (config["x"] - 0.1 * task["t"]) ** 2 + 0.002 * (config["n"] - 5) ** 2 + 0.05 * ALGORITHMS.index(config["alg"])
+    )
 
 
 def evaluate(s: Suggestion, value: float) -> FunctionEvaluation:
@@ -49,7 +52,8 @@ def evaluate(s: Suggestion, value: float) -> FunctionEvaluation:
 def close(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """The same configuration up to the encoding's round-off in the real parameters."""
     return a.keys() == b.keys() and all(
-        math.isclose(a[k], b[k], rel_tol=0, abs_tol=1e-9) if isinstance(a[k], float) else a[k] == b[k] for k in a)
+        math.isclose(a[k], b[k], rel_tol=0, abs_tol=1e-9) if isinstance(a[k], float) else a[k] == b[k] for k in a
+    )
 
 
 def test_suggestions_are_valid_new_and_typed() -> None:
@@ -59,7 +63,7 @@ def test_suggestions_are_valid_new_and_typed() -> None:
     sources = []
     held: list[Suggestion] = []
     for step in range(26):
-        s = engine.ask(held[-1].task if held else None)   # after a held one: the same task, with it pending
+        s = engine.ask(held[-1].task if held else None)  # after a held one: the same task, with it pending
         index = tasks.index(s.task)
         config = s.config
         assert set(config) == {"x", "n", "alg"}
@@ -67,11 +71,11 @@ def test_suggestions_are_valid_new_and_typed() -> None:
         assert config["alg"] in ALGORITHMS
         assert isinstance(config["x"], float) and 0 <= config["x"] < s.task["t"] / 4
         assert MIXED.is_valid(s.task, config)
-        assert not any(close(config, old) for old in seen[index]), (step, config)   # evaluated or pending
+        assert not any(close(config, old) for old in seen[index]), (step, config)  # evaluated or pending
         seen[index].append(config)
         sources.append(s.provenance.source)
         held.append(s)
-        if step % 3 != 1:        # every third suggestion waits: the next asks see it as pending
+        if step % 3 != 1:  # every third suggestion waits: the next asks see it as pending
             for h in held:
                 engine.tell(evaluate(h, mixed_objective(h.task, h.config)))
             held = []
@@ -103,8 +107,9 @@ def _run_session(store: JsonStore, steps: int, **engine_args: Any) -> TuningSess
 
 
 def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
-    args = dict(tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, options=FAST, executor=INLINE,
-                search_candidates=512)
+    args = dict(
+        tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, options=FAST, executor=INLINE, search_candidates=512
+    )
     store = JsonStore(tmp_path)
     original = _run_session(store, 14, **args)
 
@@ -113,8 +118,8 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
     records = store.evaluations("demo")
     assert len(records) == 14 and len(models) == 4
     for k, model in enumerate(models):
-        assert model.modeler == "raytuner_LCM" and model.raytuner["modeler"] == "raytuner.LCM:mla"   # Matérn
-        assert model.function_evaluations == [r.uid for r in records[:10 + k]]
+        assert model.modeler == "raytuner_LCM" and model.raytuner["modeler"] == "raytuner.LCM:mla"  # Matérn
+        assert model.function_evaluations == [r.uid for r in records[: 10 + k]]
         assert model.task_parameters == [[1.0], [2.5]]
         assert model.raytuner["fit"]["samples"] == [5 + (k + 1) // 2, 5 + k // 2]
         assert math.isfinite(model.model_stats["log_likelihood"])
@@ -137,7 +142,7 @@ def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
     args = dict(tasks=[{"t": 1.0}], seed=3, n_initial=4, options=FAST, executor=INLINE, search_candidates=256)
     store = JsonStore(tmp_path)
     _run_session(store, 6, **args)
-    resumed = TuningSession.resume("other", DEMO, MLA(DEMO, **args), store)   # another problem: empty
+    resumed = TuningSession.resume("other", DEMO, MLA(DEMO, **args), store)  # another problem: empty
     assert resumed.records == []
     assert resumed.ask().provenance.source == "initial"
 
@@ -155,7 +160,7 @@ def test_batch_suggestions_are_distinct(batch: str) -> None:
     assert len(set(xs)) == 4
     # distinct beyond the acquisition search's duplicate tolerance (1e-9 in the unit cube); a believer's batch
     # on a sharp peak may still lie within 1e-6 (seed 4: 4.9e-7 apart)
-    assert min(abs(a - b) for i, a in enumerate(xs) for b in xs[i + 1:]) > 1e-9
+    assert min(abs(a - b) for i, a in enumerate(xs) for b in xs[i + 1 :]) > 1e-9
     assert not {x for x in xs} & {c["x"] for c in engine.evaluated[1]}
     assert len(engine.pending[1]) == 4
     for s in batch_of_four:
@@ -173,8 +178,9 @@ def test_invalid_batch_mode_names_the_field() -> None:
     assert err.value.field == "n_initial"
 
 
-def _initial_designs(problem: ProblemSpace, tasks: list[dict[str, Any]], n: int,
-                     **engine_args: Any) -> list[list[dict[str, Any]]]:
+def _initial_designs(
+    problem: ProblemSpace, tasks: list[dict[str, Any]], n: int, **engine_args: Any
+) -> list[list[dict[str, Any]]]:
     """Each task's initial configurations, asked task by task."""
     engine = MLA(problem, tasks, seed=3, n_initial=n, options=FAST, executor=INLINE, **engine_args)
     designs: list[list[dict[str, Any]]] = []
@@ -194,13 +200,13 @@ def test_each_task_draws_its_own_initial_design_unless_they_share_one() -> None:
     assert own[1] != own[0] and own[2] != own[0] and own[1] != own[2]
     shared = _initial_designs(DEMO, tasks, 4, design="shared")
     assert shared[0] == shared[1] == shared[2] and len({c["x"] for c in shared[0]}) == 4
-    assert own[0] == shared[0] == _initial_designs(DEMO, tasks[:1], 4)[0]   # task 0's, as single-task BO's
+    assert own[0] == shared[0] == _initial_designs(DEMO, tasks[:1], 4)[0]  # task 0's, as single-task BO's
     # under a task-dependent constraint (x < t / 4) a task keeps the first task's points it accepts
     strict_first = _initial_designs(MIXED, [{"t": 1.0}, {"t": 2.6}], 5, design="shared")
-    assert strict_first[0] == strict_first[1]            # every point with x < 0.25 has x < 0.65
+    assert strict_first[0] == strict_first[1]  # every point with x < 0.25 has x < 0.65
     loose_first = _initial_designs(MIXED, [{"t": 2.6}, {"t": 1.0}], 5, design="shared")
     accepted = [c for c in loose_first[0] if c["x"] < 0.25]
-    assert loose_first[1][:len(accepted)] == accepted and len(loose_first[1]) == 5
+    assert loose_first[1][: len(accepted)] == accepted and len(loose_first[1]) == 5
     assert all(MIXED.is_valid({"t": 1.0}, c) for c in loose_first[1])
     assert len({(c["x"], c["n"], c["alg"]) for c in loose_first[1]}) == 5
     with pytest.raises(InvalidInputError) as err:
@@ -215,8 +221,11 @@ def test_failed_evaluations_are_never_suggested_again_nor_modelled() -> None:
     for step in range(5):
         s = engine.ask()
         if step in (1, 3):
-            record = (FunctionEvaluation.create(s.task, s.config, failure="crashed") if step == 1 else
-                      FunctionEvaluation.create(s.task, s.config, {"y": float("nan")}))
+            record = (
+                FunctionEvaluation.create(s.task, s.config, failure="crashed")
+                if step == 1
+                else FunctionEvaluation.create(s.task, s.config, {"y": float("nan")})
+            )
             assert record.status == "failed"
             failed.append(s.config)
             engine.tell(record)
@@ -234,37 +243,48 @@ def test_failed_evaluations_are_never_suggested_again_nor_modelled() -> None:
 
 
 def test_maximisation_finds_the_maximum() -> None:
-    problem = ProblemSpace.parse({
-        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-        "output_space": [{"name": "gain", "type": "real", "goal": "maximize"}],
-    })
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "output_space": [{"name": "gain", "type": "real", "goal": "maximize"}],
+        }
+    )
     for seed in (0, 1):
         engine = MLA(problem, [{}], seed=seed, n_initial=4, options=FAST, executor=INLINE, search_candidates=512)
         best = None
         for _ in range(12):
             s = engine.ask()
-            gain = -(s.config["x"] - 0.7) ** 2
+            gain = -((s.config["x"] - 0.7) ** 2)
             engine.tell(FunctionEvaluation.create(s.task, s.config, {"gain": gain}, provenance=s.provenance))
             if best is None or gain > best[0]:
                 best = (gain, s.config["x"])
         assert abs(best[1] - 0.7) < 0.05, (seed, best)
 
 
-CATEGORICAL = ProblemSpace.parse({
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                        {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}],
-    "output_space": [{"name": "y"}]})
+CATEGORICAL = ProblemSpace.parse(
+    {
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]},
+        ],
+        "output_space": [{"name": "y"}],
+    }
+)
 
 
 def _categorical_engine(options: LCMOptions | None) -> MLA:
     return MLA(CATEGORICAL, [{}], 0, n_initial=4, options=options, executor=InlineExecutor())
 
 
-@pytest.mark.parametrize("stored_by_position, asked, refitted",
-                         [(False, None, False), (True, None, False), (True, [1], True)])
+@pytest.mark.parametrize(
+    "stored_by_position, asked, refitted", [(False, None, False), (True, None, False), (True, [1], True)]
+)
 def test_a_stored_model_of_other_categorical_columns_is_adopted_unless_columns_were_asked_for(
-        stored_by_position: bool, asked: list[int] | None, refitted: bool, caplog: pytest.LogCaptureFixture) -> None:
-    first = _categorical_engine(LCMOptions(n_starts=1, categorical=[]) if stored_by_position else LCMOptions(n_starts=1))
+    stored_by_position: bool, asked: list[int] | None, refitted: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = _categorical_engine(
+        LCMOptions(n_starts=1, categorical=[]) if stored_by_position else LCMOptions(n_starts=1)
+    )
     assert first.model.options.categorical == (() if stored_by_position else (1,))
     records = []
     for _ in range(6):
@@ -274,7 +294,7 @@ def test_a_stored_model_of_other_categorical_columns_is_adopted_unless_columns_w
     assert models and models[-1].modeling_options["categorical"] == list(first.model.options.categorical)
     again = _categorical_engine(LCMOptions(n_starts=1, categorical=asked))
     again.replay(records)
-    again.restore_models(models, fixed=True)                  # GPTune's load_surrogate_model
+    again.restore_models(models, fixed=True)  # GPTune's load_surrogate_model
     fitted = again.fitted_model()
     assert fitted is not None and fitted.report.optimised is refitted
     assert ("fitting again from it" in caplog.text) is refitted

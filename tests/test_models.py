@@ -36,8 +36,10 @@ def _three_tasks(seed: int, counts: tuple[int, ...] = (5, 8, 12), noise: float =
     """Related smooth functions of two inputs with unequal sample counts (heterotopic)."""
     rng = np.random.default_rng(seed)
     X = [rng.random((n, 2)) for n in counts]
-    y = [np.sin(4 * x[:, 0]) + (1 + i) * x[:, 1] ** 2 + 0.1 * i + noise * rng.normal(size=len(x))
-         for i, x in enumerate(X)]
+    y = [
+        np.sin(4 * x[:, 0]) + (1 + i) * x[:, 1] ** 2 + 0.1 * i + noise * rng.normal(size=len(x))
+        for i, x in enumerate(X)
+    ]
     return TrainingData(X, y)
 
 
@@ -47,19 +49,23 @@ def _natural(gradient: np.ndarray, hp: Hyperparameters) -> dict[str, np.ndarray]
     latent, tasks, dimension, rank = hp.shape
     sizes = [latent * dimension, latent * tasks * rank, latent * tasks, tasks]
     parts = np.split(gradient, np.cumsum(sizes)[:-1])
-    return {"lengthscale": parts[0].reshape(latent, dimension) / hp.lengthscales,
-            "W": parts[1].reshape(latent, tasks, rank),
-            "kappa": parts[2].reshape(latent, tasks) / hp.kappa,
-            "noise": parts[3] / hp.noise}
+    return {
+        "lengthscale": parts[0].reshape(latent, dimension) / hp.lengthscales,
+        "W": parts[1].reshape(latent, tasks, rank),
+        "kappa": parts[2].reshape(latent, tasks) / hp.kappa,
+        "noise": parts[3] / hp.noise,
+    }
 
 
 def _gpy_gradients(gp, latent: int) -> dict[str, np.ndarray]:  # noqa: ANN001 - a GPy model
     """GPy's natural-parameter gradients of the log-likelihood, in the layout of :func:`_natural`."""
     icms = list(gp.kern.parameters) if latent > 1 else [gp.kern]
-    return {"lengthscale": np.array([icm.parameters[0].lengthscale.gradient for icm in icms]),
-            "W": np.array([icm.parameters[1].W.gradient for icm in icms]),
-            "kappa": np.array([icm.parameters[1].kappa.gradient for icm in icms]),
-            "noise": np.array([float(lik.variance.gradient[0]) for lik in gp.likelihood.likelihoods_list])}
+    return {
+        "lengthscale": np.array([icm.parameters[0].lengthscale.gradient for icm in icms]),
+        "W": np.array([icm.parameters[1].W.gradient for icm in icms]),
+        "kappa": np.array([icm.parameters[1].kappa.gradient for icm in icms]),
+        "noise": np.array([float(lik.variance.gradient[0]) for lik in gp.likelihood.likelihoods_list]),
+    }
 
 
 def _assert_matches_gpy(fitted: FittedLCM, gradient_rtol: float) -> None:
@@ -84,8 +90,9 @@ def _assert_matches_gpy(fitted: FittedLCM, gradient_rtol: float) -> None:
     scale = max(float(np.abs(g).max()) for g in theirs.values())
     for name in mine:
         assert mine[name].shape == theirs[name].shape, name
-        np.testing.assert_allclose(mine[name], theirs[name], rtol=gradient_rtol, atol=gradient_rtol * scale,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            mine[name], theirs[name], rtol=gradient_rtol, atol=gradient_rtol * scale, err_msg=name
+        )
 
 
 # -- likelihood and gradient ---------------------------------------------------------------------------
@@ -105,7 +112,8 @@ def test_likelihood_and_gradient_match_gpy_at_given_hyperparameters(kernel: str)
 def test_fitted_lcm_matches_gpy(kernel: str) -> None:
     data = _three_tasks(1, counts=(6, 9, 13))
     fitted = LCM(LCMOptions(latent=2, rank=1, kernel=kernel, n_starts=1, max_iterations=8)).fit(
-        data, seed=0, executor=INLINE)
+        data, seed=0, executor=INLINE
+    )
     assert fitted.data.counts == [6, 9, 13]
     _assert_matches_gpy(fitted, gradient_rtol=1e-6)
 
@@ -130,16 +138,21 @@ def test_gradient_matches_finite_differences(kernel: str) -> None:
         hp = Hyperparameters.initial(2, 3, 2, 2, rng=np.random.default_rng(seed))
         theta = dataclasses.replace(hp, noise=np.maximum(hp.noise, 1e-3)).to_vector()
         value, gradient = objective(theta)
-        with threadpool_limits(1, user_api="blas"):     # tiny matrices: threads only cost time
+        with threadpool_limits(1, user_api="blas"):  # tiny matrices: threads only cost time
             numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-7)
         np.testing.assert_allclose(gradient, numeric, rtol=1e-4, atol=1e-4 * np.abs(numeric).max())
         assert np.isfinite(value)
 
 
 # -- categorical columns -------------------------------------------------------------------------------
-CATEGORIES = ProblemSpace.parse({"parameter_space": [
-    {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-    {"name": "alg", "type": "categorical", "categories": ["a", "b", "c", "d", "e"]}]})
+CATEGORIES = ProblemSpace.parse(
+    {
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "alg", "type": "categorical", "categories": ["a", "b", "c", "d", "e"]},
+        ]
+    }
+)
 
 
 def test_a_categorical_column_is_compared_by_category() -> None:
@@ -151,22 +164,36 @@ def test_a_categorical_column_is_compared_by_category() -> None:
     first = space.encode([{"x": 0.5, "alg": "a"}])
     others = space.encode([{"x": 0.5, "alg": c} for c in "abcde"])
     zero = np.zeros(1, dtype=int)
-    by_category = cross_covariance(hp, "rbf", first, zero, others, np.zeros(5, dtype=int),
-                                   categorical=options.categorical_columns)[0]
+    by_category = cross_covariance(
+        hp, "rbf", first, zero, others, np.zeros(5, dtype=int), categorical=options.categorical_columns
+    )[0]
     by_position = cross_covariance(hp, "rbf", first, zero, others, np.zeros(5, dtype=int))[0]
     assert by_category[0] == by_position[0] and np.ptp(by_category[1:]) == 0.0 and by_category[1] < by_category[0]
-    assert np.all(np.diff(by_position) < 0)                 # by position: farther categories are less alike
+    assert np.all(np.diff(by_position) < 0)  # by position: farther categories are less alike
 
 
-@pytest.mark.parametrize("categories, ordinal", [([1, 2, 4, 8], True), ([256, 128, 64.5], True),
-                                                 ([32, 256, 64], False), (["lu", "qr"], False), ([True, False], False)])
+@pytest.mark.parametrize(
+    "categories, ordinal",
+    [
+        ([1, 2, 4, 8], True),
+        ([256, 128, 64.5], True),
+        ([32, 256, 64], False),
+        (["lu", "qr"], False),
+        ([True, False], False),
+    ],
+)
 def test_a_categorical_of_numbers_in_order_is_an_ordinal(categories: list[Any], ordinal: bool) -> None:
-    space = ProblemSpace.parse({"parameter_space": [
-        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-        {"name": "c", "type": "categorical", "categories": categories}]}).parameter_space
+    space = ProblemSpace.parse(
+        {
+            "parameter_space": [
+                {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                {"name": "c", "type": "categorical", "categories": categories},
+            ]
+        }
+    ).parameter_space
     assert space["c"].ordered is ordinal
     assert LCMOptions().over(space).categorical == (() if ordinal else (1,))
-    assert LCMOptions(categorical=[1]).over(space).categorical == (1,)       # asked for: by category
+    assert LCMOptions(categorical=[1]).over(space).categorical == (1,)  # asked for: by category
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -176,8 +203,9 @@ def test_gradient_with_a_categorical_column_matches_finite_differences(kernel: s
     X = CATEGORIES.parameter_space.encode(configs)
     task = np.repeat([0, 1], 7)
     z = np.array([c["x"] ** 2 + "abcde".index(c["alg"]) % 2 for c in configs])
-    objective = NegativeLogLikelihood(X, task, (z - z.mean()) / z.std(), tasks=2, latent=1, rank=1, kernel=kernel,
-                                      categorical=(1,))
+    objective = NegativeLogLikelihood(
+        X, task, (z - z.mean()) / z.std(), tasks=2, latent=1, rank=1, kernel=kernel, categorical=(1,)
+    )
     hp = Hyperparameters.initial(1, 2, 2, 1, rng=np.random.default_rng(1))
     theta = dataclasses.replace(hp, noise=np.maximum(hp.noise, 1e-3)).to_vector()
     value, gradient = objective(theta)
@@ -192,20 +220,24 @@ def test_categorical_columns_are_stored_with_the_model_and_old_models_keep_posit
     rng = np.random.default_rng(5)
     tasks = [{}]
     problem = ProblemSpace.parse({**CATEGORIES.model_dump(), "output_space": [{"name": "y"}]})
-    records = [FunctionEvaluation.create({}, c, {"y": c["x"] + "abcde".index(c["alg"]) % 2})
-               for c in ({"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]} for _ in range(12))]
+    records = [
+        FunctionEvaluation.create({}, c, {"y": c["x"] + "abcde".index(c["alg"]) % 2})
+        for c in ({"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]} for _ in range(12))
+    ]
     data, uids = TrainingData.from_records(problem, tasks, records)
     fitted = LCM(LCMOptions(n_starts=1, max_iterations=30).over(problem.parameter_space)).fit(
-        data, seed=0, executor=INLINE)
+        data, seed=0, executor=INLINE
+    )
     record = surrogate_record(fitted, problem, tasks, uids, modeler="test")
     assert record.modeling_options["categorical"] == [1]
-    assert record.modeler == "raytuner_LCM"         # GPTune's Model_LCM would read the categories by position
+    assert record.modeler == "raytuner_LCM"  # GPTune's Model_LCM would read the categories by position
     again = load_surrogate(record, records)
     assert again.options.categorical == (1,)
     grid = problem.parameter_space.encode([{"x": 0.3, "alg": c} for c in "abcde"])
     np.testing.assert_allclose(again.predict(0, grid)[0], fitted.predict(0, grid)[0], rtol=1e-9)
-    old = record.model_copy(update={"modeling_options": {k: v for k, v in record.modeling_options.items()
-                                                         if k != "categorical"}})
+    old = record.model_copy(
+        update={"modeling_options": {k: v for k, v in record.modeling_options.items() if k != "categorical"}}
+    )
     assert load_surrogate(old, records).options.categorical_columns == ()
     with pytest.raises(InvalidInputError) as err:
         fitted.to_gpy()
@@ -218,22 +250,23 @@ def test_categorical_columns_are_stored_with_the_model_and_old_models_keep_posit
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_fitted_gradient_is_minus_the_objective_gradient(kernel: str) -> None:
     data = _three_tasks(3)
-    fitted = LCM(LCMOptions(latent=2, kernel=kernel, n_starts=1, max_iterations=5)).fit(data, seed=0,
-                                                                                     executor=INLINE)
+    fitted = LCM(LCMOptions(latent=2, kernel=kernel, n_starts=1, max_iterations=5)).fit(data, seed=0, executor=INLINE)
     hp = fitted.hyperparameters
     objective = NegativeLogLikelihood(fitted.X, fitted.task, fitted.z, tasks=3, latent=2, rank=1, kernel=kernel)
 
     def log_likelihood(theta: np.ndarray) -> float:
-        return FittedLCM.condition(fitted.options, fitted.data, fitted.transform,
-                                   Hyperparameters.from_vector(theta, 2, 3, 2, 1), fitted.report).log_likelihood
+        return FittedLCM.condition(
+            fitted.options, fitted.data, fitted.transform, Hyperparameters.from_vector(theta, 2, 3, 2, 1), fitted.report
+        ).log_likelihood
 
     value, gradient = objective(hp.to_vector())
     assert -value == pytest.approx(fitted.log_likelihood, rel=1e-9)
     np.testing.assert_array_equal(fitted.log_likelihood_gradient(), -gradient)
     with threadpool_limits(1, user_api="blas"):
         numeric = approx_fprime(hp.to_vector(), log_likelihood, 1e-7)
-    np.testing.assert_allclose(fitted.log_likelihood_gradient(), numeric, rtol=1e-3,
-                               atol=1e-3 * max(1.0, np.abs(numeric).max()))
+    np.testing.assert_allclose(
+        fitted.log_likelihood_gradient(), numeric, rtol=1e-3, atol=1e-3 * max(1.0, np.abs(numeric).max())
+    )
 
 
 # -- what fitted models learn ---------------------------------------------------------------------------
@@ -242,14 +275,17 @@ def test_scaled_and_shifted_copy_is_correlated(seed: int) -> None:
     rng = np.random.default_rng(seed)
     x1, x2 = rng.random((15, 1)), rng.random((15, 1))
     same = LCM(LCMOptions(n_starts=4, max_iterations=200)).fit(
-        TrainingData([x1, x1], [np.sin(6 * x1[:, 0]), 3 * np.sin(6 * x1[:, 0]) + 1]), seed=seed, executor=INLINE)
+        TrainingData([x1, x1], [np.sin(6 * x1[:, 0]), 3 * np.sin(6 * x1[:, 0]) + 1]), seed=seed, executor=INLINE
+    )
     assert same.correlation()[0, 1] > 0.9
     other = LCM(LCMOptions(n_starts=4, max_iterations=200)).fit(
-        TrainingData([x1, x2], [np.sin(6 * x1[:, 0]), 3 * np.sin(6 * x2[:, 0]) + 1]), seed=seed, executor=INLINE)
+        TrainingData([x1, x2], [np.sin(6 * x1[:, 0]), 3 * np.sin(6 * x2[:, 0]) + 1]), seed=seed, executor=INLINE
+    )
     assert other.correlation()[0, 1] > 0.9
     np.testing.assert_allclose(np.diag(other.correlation()), 1.0)
     negated = LCM(LCMOptions(n_starts=4, max_iterations=200)).fit(
-        TrainingData([x1, x1], [np.sin(6 * x1[:, 0]), -2 * np.sin(6 * x1[:, 0])]), seed=seed, executor=INLINE)
+        TrainingData([x1, x1], [np.sin(6 * x1[:, 0]), -2 * np.sin(6 * x1[:, 0])]), seed=seed, executor=INLINE
+    )
     assert negated.correlation()[0, 1] < -0.9
 
 
@@ -259,15 +295,16 @@ def test_independent_tasks_are_not_correlated(seed: int) -> None:
     # each task varies along its own input only: independent functions of the inputs
     X1, X2 = rng.random((15, 2)), rng.random((15, 2))
     separate = LCM(LCMOptions(n_starts=2, max_iterations=200)).fit(
-        TrainingData([X1, X2], [np.sin(6 * X1[:, 0]), np.sin(6 * X2[:, 1])]), seed=seed, executor=INLINE)
+        TrainingData([X1, X2], [np.sin(6 * X1[:, 0]), np.sin(6 * X2[:, 1])]), seed=seed, executor=INLINE
+    )
     assert abs(separate.correlation()[0, 1]) < 0.2
     # orthogonal functions of one input, sampled at different points: with 15 samples a task the RBF
     # kernel (GPTune's) pins the correlation near 0; the rougher Matérn 5/2 leaves it loose (|ρ| up to
     # 0.63 at seeds 0-7, up to 0.66 at 25 samples)
     x1, x2 = rng.random((15, 1)), rng.random((15, 1))
     orthogonal = LCM(LCMOptions(kernel="rbf", n_starts=2, max_iterations=200)).fit(
-        TrainingData([x1, x2], [np.sin(2 * np.pi * x1[:, 0]), np.cos(2 * np.pi * x2[:, 0])]),
-        seed=seed, executor=INLINE)
+        TrainingData([x1, x2], [np.sin(2 * np.pi * x1[:, 0]), np.cos(2 * np.pi * x2[:, 0])]), seed=seed, executor=INLINE
+    )
     assert abs(orthogonal.correlation()[0, 1]) < 0.5
 
 
@@ -289,7 +326,7 @@ def test_heterotopic_data_and_a_task_without_samples() -> None:
     mean, variance = fitted.predict(1, data.X[2])
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(variance))
     _, on_data = fitted.predict(2, data.X[2])
-    assert variance.min() > 10 * on_data.max()     # an unobserved task stays uncertain where another has data
+    assert variance.min() > 10 * on_data.max()  # an unobserved task stays uncertain where another has data
     with pytest.raises(InvalidInputError) as err:
         fitted.predict(3, data.X[2])
     assert err.value.field == "task"
@@ -301,8 +338,16 @@ def test_fantasies_grow_the_factorisation_as_a_new_factorisation_would() -> None
     pending = np.random.default_rng(9).random((3, 2))
     z = fitted.predict_standardised(1, pending)[0]
     grown = fitted.condition_on(1, pending, z)
-    anew = FittedLCM(fitted.options, fitted.data, fitted.transform, fitted.hyperparameters, grown.X, grown.task,
-                     grown.z, fitted.report)
+    anew = FittedLCM(
+        fitted.options,
+        fitted.data,
+        fitted.transform,
+        fitted.hyperparameters,
+        grown.X,
+        grown.task,
+        grown.z,
+        fitted.report,
+    )
     grid = np.random.default_rng(10).random((50, 2))
     for i in range(3):
         for ours, theirs in zip(grown.predict_standardised(i, grid), anew.predict_standardised(i, grid)):
@@ -356,11 +401,11 @@ def test_warm_start_needs_few_iterations(seed: int) -> None:
     # maximum likelihood (no prior): the warm fit may then only raise the likelihood it starts from
     cold = LCM(LCMOptions(n_starts=2, lengthscale_prior=None, noise_prior=None)).fit(data, seed=seed, executor=INLINE)
     warm = LCM(LCMOptions(n_starts=1, warm_starts=1, lengthscale_prior=None, noise_prior=None)).fit(
-        data, seed=seed, executor=INLINE, warm_start=cold.hyperparameters)
+        data, seed=seed, executor=INLINE, warm_start=cold.hyperparameters
+    )
     assert len(warm.report.starts) == 1
     assert warm.log_likelihood >= cold.log_likelihood - 1e-6 * abs(cold.log_likelihood) - 1e-6
-    assert warm.report.iterations <= min(warm_iterations := LCMOptions().warm_iterations,
-                                         cold.report.iterations // 4)
+    assert warm.report.iterations <= min(warm_iterations := LCMOptions().warm_iterations, cold.report.iterations // 4)
     assert cold.report.iterations > 2 * warm_iterations
 
 
@@ -368,19 +413,20 @@ def test_warm_start_of_another_shape_is_ignored() -> None:
     data = _three_tasks(0)
     two = LCM(LCMOptions(latent=2, n_starts=1, max_iterations=20)).fit(data, seed=0, executor=INLINE)
     three = LCM(LCMOptions(latent=3, n_starts=1, max_iterations=20)).fit(
-        data, seed=0, executor=INLINE, warm_start=two.hyperparameters)
+        data, seed=0, executor=INLINE, warm_start=two.hyperparameters
+    )
     assert three.hyperparameters.shape == (3, 3, 2, 1)
 
 
 # -- numerical robustness -------------------------------------------------------------------------------
 def test_robust_cholesky_adds_jitter_to_a_singular_matrix() -> None:
     v = np.array([1.0, 2.0, 3.0])
-    K = np.outer(v, v)                              # rank one
+    K = np.outer(v, v)  # rank one
     L, jitter = robust_cholesky(K)
     assert jitter > 0
     np.testing.assert_allclose(L @ L.T, K + jitter * np.eye(3), atol=1e-12)
     assert np.all(np.diag(L) > 0)
-    L, jitter = robust_cholesky(np.eye(3) * 2.0)     # positive definite: the smallest jitter
+    L, jitter = robust_cholesky(np.eye(3) * 2.0)  # positive definite: the smallest jitter
     np.testing.assert_allclose(L @ L.T, 2.0 * np.eye(3) + jitter * np.eye(3))
     assert jitter == pytest.approx(2e-10)
     with pytest.raises(LinAlgError):
@@ -390,7 +436,7 @@ def test_robust_cholesky_adds_jitter_to_a_singular_matrix() -> None:
 def test_duplicated_inputs_with_conflicting_outputs_and_tiny_noise() -> None:
     rng = np.random.default_rng(8)
     x = rng.random((6, 2))
-    X = np.vstack([x, x, x[:2]])                     # exact duplicates
+    X = np.vstack([x, x, x[:2]])  # exact duplicates
     y = np.concatenate([np.sin(4 * x[:, 0]), np.sin(4 * x[:, 0]) + 0.5, [3.0, -3.0]])
     data = TrainingData([X, x], [y, np.cos(3 * x[:, 1])])
     fitted = LCM(LCMOptions(n_starts=2, max_iterations=100)).fit(data, seed=0, executor=INLINE)
@@ -402,16 +448,18 @@ def test_duplicated_inputs_with_conflicting_outputs_and_tiny_noise() -> None:
     start = dataclasses.replace(fitted.hyperparameters, noise=np.full(2, 1e-8))
     fixed = np.zeros(len(start.to_vector()), bool)
     fixed[-2:] = True
-    pinned = LCM(LCMOptions(n_starts=2, max_iterations=50)).fit(data, seed=0, executor=INLINE, warm_start=start,
-                                                                fixed=fixed)
+    pinned = LCM(LCMOptions(n_starts=2, max_iterations=50)).fit(
+        data, seed=0, executor=INLINE, warm_start=start, fixed=fixed
+    )
     np.testing.assert_allclose(pinned.hyperparameters.noise, [1e-8, 1e-8], rtol=1e-12)
     assert pinned.jitter > 0 and np.isfinite(pinned.log_likelihood)
     assert np.all(np.isfinite(pinned.predict(0, X)[0]))
     singular = FittedLCM.condition(fitted.options, data, fitted.transform, start, FitReport())
     assert singular.jitter > 0 and np.isfinite(singular.log_likelihood)
     X_all, task, _ = data.stacked()
-    value, gradient = NegativeLogLikelihood(X_all, task, singular.z, tasks=2, latent=2, rank=1,
-                                            kernel="rbf")(start.to_vector())
+    value, gradient = NegativeLogLikelihood(X_all, task, singular.z, tasks=2, latent=2, rank=1, kernel="rbf")(
+        start.to_vector()
+    )
     assert np.isfinite(value) and np.all(np.isfinite(gradient))
 
 
@@ -474,7 +522,7 @@ def test_a_fit_without_an_executor_runs_inline_up_to_inline_records() -> None:
     # no Ray in this test (conftest shuts it down before a test that does not ask for it)
     assert isinstance(default_executor(records=INLINE_RECORDS), InlineExecutor)
     assert isinstance(default_executor(records=INLINE_RECORDS + 1), ProcessExecutor)
-    assert isinstance(default_executor(), ProcessExecutor)            # size unknown: never inline
+    assert isinstance(default_executor(), ProcessExecutor)  # size unknown: never inline
     # the fit counts its records: 64 run inline, 65 go to the pool (one start: the pool runs a single item in
     # this process, so no worker is started here, and the report still names the executor the fit chose)
     options = LCMOptions(n_starts=1, max_iterations=10)
@@ -490,11 +538,12 @@ def test_the_tuning_server_fits_on_the_process_pool_for_small_fits_too() -> None
     assert isinstance(TuningServer._executor(None), ProcessExecutor)
 
 
-def test_process_executor_keeps_order_and_drops_failures_and_late_items(processes: ProcessExecutor,
-                                                                        tmp_path: Path) -> None:
-    assert processes.map(_sleep_then, [0.0, 0.0], timeout=60) == [0.0, 0.0]     # start the workers
+def test_process_executor_keeps_order_and_drops_failures_and_late_items(
+    processes: ProcessExecutor, tmp_path: Path
+) -> None:
+    assert processes.map(_sleep_then, [0.0, 0.0], timeout=60) == [0.0, 0.0]  # start the workers
     delays = [0.4, 0.2, 0.0, 0.3, 0.1]
-    assert processes.map(_sleep_then, delays, timeout=60) == delays              # finished out of order
+    assert processes.map(_sleep_then, delays, timeout=60) == delays  # finished out of order
     assert processes.map(_fail_on_negative, [4.0, -1.0, 9.0], timeout=60) == [2.0, None, 3.0]
     # the late item waits for a file the test writes only afterwards: it cannot finish in time on any
     # machine, and returning before the release proves the map did not wait for it; the 0-s item has
@@ -503,17 +552,21 @@ def test_process_executor_keeps_order_and_drops_failures_and_late_items(processe
     try:
         assert processes.map(_wait_for_file, ["", str(release)], timeout=5.0) == [0.0, None]
     finally:
-        release.touch()                                                         # the worker ends its wait
-    assert ProcessExecutor(2).map(_sleep_then, [0.0]) == [0.0]                   # one item: inline, no pool
+        release.touch()  # the worker ends its wait
+    assert ProcessExecutor(2).map(_sleep_then, [0.0]) == [0.0]  # one item: inline, no pool
 
 
 # -- persistence ----------------------------------------------------------------------------------------
-PROBLEM = ProblemSpace.parse({
-    "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 4}],
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                        {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 8}],
-    "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
-})
+PROBLEM = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 4}],
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 8},
+        ],
+        "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
+    }
+)
 TASKS = [{"t": 1.0}, {"t": 2.5}]
 
 
@@ -529,10 +582,13 @@ def _evaluations(seed: int) -> list[FunctionEvaluation]:
     return records
 
 
-@pytest.mark.parametrize("options,modeler", [(GPTUNE_LCM, "Model_LCM"), ({"kernel": "rbf"}, "raytuner_LCM"),
-                                             ({"kernel": "matern52"}, "raytuner_LCM")])
-def test_surrogate_record_round_trips_through_the_store(store: HistoryStore, options: dict[str, Any],
-                                                         modeler: str) -> None:
+@pytest.mark.parametrize(
+    "options,modeler",
+    [(GPTUNE_LCM, "Model_LCM"), ({"kernel": "rbf"}, "raytuner_LCM"), ({"kernel": "matern52"}, "raytuner_LCM")],
+)
+def test_surrogate_record_round_trips_through_the_store(
+    store: HistoryStore, options: dict[str, Any], modeler: str
+) -> None:
     """Only GPTune's own model (an uncentred RBF LCM) is named Model_LCM, so GPTune never misreads another."""
     records = _evaluations(10)
     data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
@@ -614,7 +670,7 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray) -> None:  # no
         default = LCM(options).fit(data, seed=3)
         assert (fitted.report.executor, default.report.executor) == ("RayExecutor", "InlineExecutor")
         np.testing.assert_array_equal(default.hyperparameters.to_vector(), inline.hyperparameters.to_vector())
-        assert ray.wait(running, timeout=0)[0] == []                      # the trials still hold the CPUs
+        assert ray.wait(running, timeout=0)[0] == []  # the trials still hold the CPUs
     finally:
         for t in trials:
             ray.kill(t)
@@ -649,8 +705,8 @@ def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray) -> None:  # 
     """Fits seconds apart run in the same worker processes: Ray stops an idle task worker after about a second,
     and a cold one costs more than a small fit."""
     first = RayExecutor().map(_process_id, [0, 1], timeout=120)
-    time.sleep(3)                                  # longer than Ray keeps an idle task worker beyond its CPUs
-    again = RayExecutor().map(_process_id, [0, 1, 2], timeout=120)   # another executor shares the pool
+    time.sleep(3)  # longer than Ray keeps an idle task worker beyond its CPUs
+    again = RayExecutor().map(_process_id, [0, 1, 2], timeout=120)  # another executor shares the pool
     assert None not in first and None not in again
     assert len(set(first)) == 2 and set(first) < set(again) and len(set(again)) == 3
     assert os.getpid() not in again
@@ -664,26 +720,26 @@ def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray) -> N
     from raytuner.executors import _ACTORS
 
     first = RayExecutor().map(_process_id, [0, 1], timeout=120)
-    dead = _ACTORS._idle[-1]                    # the next map takes it first
+    dead = _ACTORS._idle[-1]  # the next map takes it first
     ray.kill(dead.actor)
     began = time.perf_counter()
-    while time.perf_counter() - began < 120:        # dead before the next map, not racing it
+    while time.perf_counter() - began < 120:  # dead before the next map, not racing it
         try:
-            ray.get(dead.actor.run.remote(_process_id, 0), timeout=60)   # a call may beat the kill
+            ray.get(dead.actor.run.remote(_process_id, 0), timeout=60)  # a call may beat the kill
         except ray.exceptions.RayActorError:
             break
     else:
         pytest.fail("the killed actor still answers after 120 s")
     again = RayExecutor().map(_process_id, [0, 1], timeout=120)
     assert None not in first and None not in again
-    assert all(p is not dead for p in _ACTORS._idle)       # and it is not pooled again
+    assert all(p is not dead for p in _ACTORS._idle)  # and it is not pooled again
 
 
 @pytest.mark.slow
 def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray) -> None:  # noqa: ANN001
     """An idle actor that reserves a CPU would keep it from trials: those actors go when their map ends."""
     assert RayExecutor(num_cpus=1).map(_process_id, [0, 1], timeout=120) != [None, None]
-    deadline = time.monotonic() + 60                 # Ray frees a killed actor's CPU soon after, not at once
+    deadline = time.monotonic() + 60  # Ray frees a killed actor's CPU soon after, not at once
     while local_ray.available_resources().get("CPU", 0.0) < 2.0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert local_ray.available_resources().get("CPU", 0.0) == 2.0

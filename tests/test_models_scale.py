@@ -31,8 +31,8 @@ def test_a_balanced_subset_spreads_over_tasks_and_repeats() -> None:
     task = np.repeat([0, 1, 2], [50, 3, 20])
     chosen = balanced_subset(task, 3, 30)
     assert len(chosen) == 30 and len(set(chosen.tolist())) == 30
-    assert np.bincount(task[chosen], minlength=3).tolist() == [14, 3, 13]   # the small task keeps all it has
-    assert np.array_equal(chosen, balanced_subset(task, 3, 30))             # the same data, the same subset
+    assert np.bincount(task[chosen], minlength=3).tolist() == [14, 3, 13]  # the small task keeps all it has
+    assert np.array_equal(chosen, balanced_subset(task, 3, 30))  # the same data, the same subset
     assert np.array_equal(balanced_subset(task, 3, 500), np.arange(len(task)))
 
 
@@ -61,9 +61,9 @@ def test_a_fit_past_its_limit_says_so_and_measures_itself_on_the_samples_it_left
     assert report is not None and report["method"] == "subset"
     assert (report["samples"], report["fit_samples"], report["held_out"]) == (150, 60, 90)
     assert all(s["samples"] == 60 for s in fitted.report.starts)
-    assert 0 <= report["held_out_rmse"] < 0.1                  # standardised units: a smooth function is learned
+    assert 0 <= report["held_out_rmse"] < 0.1  # standardised units: a smooth function is learned
     assert report["held_out_log_density"] > 0
-    assert fitted.exact                                        # 150 samples: the posterior is still exact
+    assert fitted.exact  # 150 samples: the posterior is still exact
     assert approximation(LCMOptions(), 100) is None
 
 
@@ -71,8 +71,11 @@ def test_a_sparse_model_refuses_leave_one_out_and_round_trips_through_a_record()
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     rng = np.random.default_rng(0)
     tasks = [{"t": 1.0}, {"t": 1.5}]
-    records = [FunctionEvaluation.create(t, {"x": float(x)}, {"y": float(np.sin(4 * x) * t["t"])})
-               for t in tasks for x in rng.random(40)]
+    records = [
+        FunctionEvaluation.create(t, {"x": float(x)}, {"y": float(np.sin(4 * x) * t["t"])})
+        for t in tasks
+        for x in rng.random(40)
+    ]
     data, uids = TrainingData.from_records(problem, tasks, records)
     options = LCMOptions(n_starts=1, fit_limit=30, exact_limit=50)
     fitted = LCM(options).fit(data, seed=0, executor=INLINE)
@@ -85,10 +88,15 @@ def test_a_sparse_model_refuses_leave_one_out_and_round_trips_through_a_record()
     again = load_surrogate(record, records)
     X = np.linspace(0, 1, 7)[:, None]
     np.testing.assert_allclose(again.predict(1, X)[0], fitted.predict(1, X)[0], rtol=1e-9, atol=1e-12)
-    assert again.options == fitted.options                     # the priors and the kernel included
+    assert again.options == fitted.options  # the priors and the kernel included
     # a model stored before its record named the priors was fitted without them
-    old = record.model_copy(update={"modeling_options": {k: v for k, v in record.modeling_options.items()
-                                                         if k not in ("lengthscale_prior", "noise_prior")}})
+    old = record.model_copy(
+        update={
+            "modeling_options": {
+                k: v for k, v in record.modeling_options.items() if k not in ("lengthscale_prior", "noise_prior")
+            }
+        }
+    )
     loaded = load_surrogate(old, records).options
     assert loaded.lengthscale_prior is None and loaded.noise_prior is None and loaded.kernel == "matern52"
 
@@ -114,15 +122,16 @@ def test_the_spacing_prior_follows_the_samples_per_task_and_is_stored_by_name() 
     options = LCMOptions()
     assert options.lengthscale_prior == "spacing" and options.noise_prior == (1.1, 30.0)
     assert options.lengthscale_prior_for(10, 1) == pytest.approx((np.log(0.1), 1.0))
-    assert options.lengthscale_prior_for(16, 4) == pytest.approx((np.log(0.5), 1.0))   # 16 ** (-1/4)
+    assert options.lengthscale_prior_for(16, 4) == pytest.approx((np.log(0.5), 1.0))  # 16 ** (-1/4)
     assert LCMOptions(lengthscale_prior=None).lengthscale_prior_for(10, 1) is None
     stored = options.to_dict()
     assert stored["lengthscale_prior"] == "spacing" and stored["noise_prior"] == [1.1, 30.0]
     assert LCMOptions(**stored) == options
 
 
-@pytest.mark.parametrize("priors", [{"noise_prior": (1.1, 30.0)},
-                                    {"lengthscale_prior": (-1.0, 0.5), "noise_prior": (2.0, 5.0)}])
+@pytest.mark.parametrize(
+    "priors", [{"noise_prior": (1.1, 30.0)}, {"lengthscale_prior": (-1.0, 0.5), "noise_prior": (2.0, 5.0)}]
+)
 def test_the_priors_add_their_gradients(priors: dict) -> None:
     from scipy.optimize import approx_fprime
 
@@ -137,7 +146,7 @@ def test_the_priors_add_their_gradients(priors: dict) -> None:
     numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-6)
     np.testing.assert_allclose(objective(theta)[1], numeric, rtol=1e-4, atol=1e-4)
     shape, rate = priors["noise_prior"]
-    noise = np.exp(theta[-2:])                        # the last entries are the tasks' log noise variances
+    noise = np.exp(theta[-2:])  # the last entries are the tasks' log noise variances
     added = float(np.sum(rate * noise - (shape - 1) * theta[-2:]))
     if "lengthscale_prior" in priors:
         mean, sd = priors["lengthscale_prior"]
@@ -153,8 +162,10 @@ def test_the_noise_prior_keeps_a_needle_from_being_called_noise(seed: int) -> No
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     configs = sample_configurations(problem, {"t": 2.0}, 10, seed=seed)
     data = TrainingData([problem.parameter_space.encode(configs)], [np.array([demo(c["x"], 2.0) for c in configs])])
-    noise = {name: float(LCM(LCMOptions(noise_prior=prior)).fit(data, seed=0, executor=INLINE).hyperparameters.noise[0])
-             for name, prior in (("without", None), ("with", LCMOptions().noise_prior))}
+    noise = {
+        name: float(LCM(LCMOptions(noise_prior=prior)).fit(data, seed=0, executor=INLINE).hyperparameters.noise[0])
+        for name, prior in (("without", None), ("with", LCMOptions().noise_prior))
+    }
     assert noise["with"] < 0.05 and noise["without"] > 0.5, noise
 
 
@@ -166,8 +177,9 @@ def test_the_lengthscale_prior_adds_its_gradient() -> None:
 
     data = _smooth((8, 6))
     X, task, y = data.stacked()
-    objective = NegativeLogLikelihood(X, task, y, tasks=2, latent=2, rank=1, kernel="rbf",
-                                      lengthscale_prior=(-1.0, 0.5))
+    objective = NegativeLogLikelihood(
+        X, task, y, tasks=2, latent=2, rank=1, kernel="rbf", lengthscale_prior=(-1.0, 0.5)
+    )
     theta = Hyperparameters.initial(2, 2, 2, 1, rng=np.random.default_rng(3)).to_vector()
     numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-6)
     np.testing.assert_allclose(objective(theta)[1], numeric, rtol=1e-4, atol=1e-4)
@@ -175,14 +187,26 @@ def test_the_lengthscale_prior_adds_its_gradient() -> None:
 
 def _tell(engine: MLA, suggestion) -> None:  # noqa: ANN001 - a Suggestion
     x, t = suggestion.config["x"], suggestion.task["t"]
-    engine.tell(FunctionEvaluation.create(suggestion.task, suggestion.config, {"y": float(np.sin(5 * x) * t)},
-                                          provenance=suggestion.provenance or Provenance()))
+    engine.tell(
+        FunctionEvaluation.create(
+            suggestion.task,
+            suggestion.config,
+            {"y": float(np.sin(5 * x) * t)},
+            provenance=suggestion.provenance or Provenance(),
+        )
+    )
 
 
 def test_mla_reoptimises_only_when_its_data_grew_by_refit_growth() -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
-    engine = MLA(problem, [{"t": 1.0}, {"t": 2.0}], seed=0, n_initial=5, executor=INLINE,
-                 options=LCMOptions(n_starts=1, refit_growth=0.25))
+    engine = MLA(
+        problem,
+        [{"t": 1.0}, {"t": 2.0}],
+        seed=0,
+        n_initial=5,
+        executor=INLINE,
+        options=LCMOptions(n_starts=1, refit_growth=0.25),
+    )
     optimised = []
     for _ in range(14):
         s = engine.ask()

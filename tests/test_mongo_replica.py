@@ -37,8 +37,9 @@ def evaluation(i: float, y: float = 1.0) -> FunctionEvaluation:
 
 
 def model(i: int) -> SurrogateModelRecord:
-    return SurrogateModelRecord.model_validate({"uid": f"model-{i}", "task_parameters": [[float(i)]],
-                                                "hyperparameters": [1.0], "model_stats": {}})
+    return SurrogateModelRecord.model_validate(
+        {"uid": f"model-{i}", "task_parameters": [[float(i)]], "hyperparameters": [1.0], "model_stats": {}}
+    )
 
 
 @contextlib.contextmanager
@@ -77,8 +78,10 @@ def test_local_mongod_runs_a_replica_set_that_a_restart_keeps(tmp_path: Path, re
         with MongoStore(again.uri) as store:
             assert len(store.evaluations("demo")) == 3
             store.append("demo", evaluation(4))
-    with LocalMongod(dbpath=tmp_path / "db", port=reserved_port, replica_set="rs1") as third, \
-            MongoStore(third.uri) as store:                                    # the same port: nothing to move
+    with (
+        LocalMongod(dbpath=tmp_path / "db", port=reserved_port, replica_set="rs1") as third,
+        MongoStore(third.uri) as store,
+    ):  # the same port: nothing to move
         assert len(store.evaluations("demo")) == 4
 
 
@@ -94,9 +97,9 @@ def test_writes_on_a_replica_set_wait_for_the_majority(replica_store: MongoStore
 def test_a_batch_in_a_transaction_skips_stored_uids(replica_store: MongoStore) -> None:
     records = [evaluation(i) for i in range(8)]
     replica_store.append("demo", records[2])
-    replica_store.append_many("demo", [*records[:5], records[1]])          # one stored before, one given twice
+    replica_store.append_many("demo", [*records[:5], records[1]])  # one stored before, one given twice
     replica_store.append_batch("demo", records[3:], [model(1), model(2)])
-    replica_store.append_batch("demo", records, [model(2)])                # all stored: a no-op
+    replica_store.append_batch("demo", records, [model(2)])  # all stored: a no-op
     assert replica_store.evaluations("demo") == [records[2], records[0], records[1], *records[3:]]
     assert [m.uid for m in replica_store.models("demo")] == ["model-1", "model-2"]
     assert max(stored_uids(replica_store, "demo").values()) == 1
@@ -106,7 +109,7 @@ def test_a_batch_in_a_transaction_skips_stored_uids(replica_store: MongoStore) -
 def test_a_batch_with_a_failing_last_document(server: str, request: pytest.FixtureRequest) -> None:
     """On a replica set nothing of the batch is written; on a standalone server the rest is (documented)."""
     store: MongoStore = request.getfixturevalue("replica_store" if server == "replica set" else "mongo_store")
-    store.append("demo", evaluation(0))                                     # makes the collection
+    store.append("demo", evaluation(0))  # makes the collection
     store.client[store.database].command("collMod", "func_eval", validator={"evaluation_result.y": {"$ne": -1.0}})
     batch = [evaluation(1), evaluation(2), evaluation(3, y=-1.0)]
     with pytest.raises(StoreError) as info:
@@ -123,27 +126,32 @@ def test_models_and_evaluations_are_one_transaction(replica_store: MongoStore, m
     assert replica_store.models("demo") == [] and replica_store.evaluations("demo") == []
 
 
-@pytest.mark.parametrize("command, failure", [
-    ("insert", {"errorCode": 112, "errorLabels": ["TransientTransactionError"]}),   # a write conflict
-    ("insert", {"closeConnection": True}),                                          # the connection is lost
-    ("commitTransaction", {"closeConnection": True}),                               # ... at the commit
-])
-def test_a_transaction_cut_off_is_retried_once_written(replica_store: MongoStore, mongod_replica: LocalMongod,
-                                                       command: str, failure: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "command, failure",
+    [
+        ("insert", {"errorCode": 112, "errorLabels": ["TransientTransactionError"]}),  # a write conflict
+        ("insert", {"closeConnection": True}),  # the connection is lost
+        ("commitTransaction", {"closeConnection": True}),  # ... at the commit
+    ],
+)
+def test_a_transaction_cut_off_is_retried_once_written(
+    replica_store: MongoStore, mongod_replica: LocalMongod, command: str, failure: dict[str, Any]
+) -> None:
     records = [evaluation(i) for i in range(4)]
-    replica_store.append("demo", records[0])                                # indexes made, outside the failpoint
+    replica_store.append("demo", records[0])  # indexes made, outside the failpoint
     with failing(mongod_replica, {"times": 1}, failCommands=[command], **failure):
         replica_store.append_batch("demo", records, [model(1)])
     assert replica_store.evaluations("demo") == records
     assert [m.uid for m in replica_store.models("demo")] == ["model-1"]
 
 
-def test_a_single_append_cut_off_is_retried_once_written(replica_store: MongoStore,
-                                                         mongod_replica: LocalMongod) -> None:
+def test_a_single_append_cut_off_is_retried_once_written(
+    replica_store: MongoStore, mongod_replica: LocalMongod
+) -> None:
     record = evaluation(1)
     replica_store.append("demo", evaluation(0))
     with failing(mongod_replica, {"times": 1}, failCommands=["insert"], closeConnection=True):
-        replica_store.append("demo", record)                               # a retryable write: retried once
+        replica_store.append("demo", record)  # a retryable write: retried once
     assert [r.uid for r in replica_store.evaluations("demo")][1:] == [record.uid]
 
 
@@ -202,11 +210,12 @@ def wait_for(progress: Any, seconds: float = PROGRESS_S) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_of_mongod_under_load_loses_no_acknowledged_write(tmp_path: Path, reserved_port: int,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_kill_9_of_mongod_under_load_loses_no_acknowledged_write(
+    tmp_path: Path, reserved_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
     """Tells through a TuningServer and appends through MongoStores while a replica set's mongod is killed -9."""
     find_mongod()
-    caplog.set_level(logging.DEBUG, logger="pymongo.command")        # the writers' commands the kills cut off
+    caplog.set_level(logging.DEBUG, logger="pymongo.command")  # the writers' commands the kills cut off
     mongod = LocalMongod(dbpath=tmp_path / "db", port=reserved_port, replica_set="rs0").start()
     uri = f"{mongod.uri}/reliability"
     server: ServerProcess | None = None
@@ -224,7 +233,7 @@ def test_kill_9_of_mongod_under_load_loses_no_acknowledged_write(tmp_path: Path,
             wait_for(lambda before=appends: all(len(w.acked) > n for w, n in zip(writers, before)))
             assert mongod.pid is not None
             os.kill(mongod.pid, signal.SIGKILL)
-            mongod.stop()                                   # reaps it; the data directory is kept
+            mongod.stop()  # reaps it; the data directory is kept
             mongod.start()
         load.wait_for(load.count() + 20, timeout=PROGRESS_S)
         acks = load.finish()
@@ -240,10 +249,12 @@ def test_kill_9_of_mongod_under_load_loses_no_acknowledged_write(tmp_path: Path,
                 assert not set(uids) - set(stored), "an acknowledged append is missing"
                 assert max(stored.values()) == 1, "a uid stored twice"
             models = len(store.models("batches"))
-        print(f"\n{KILLS} kill -9 restarts: {len(acks)} tells, {sum(len(u) for u in acked.values())} appends "
-              f"({models} batches) acknowledged, 0 lost, 0 duplicated; "
-              f"{sum(w.failures for w in writers)} appends failed and were repeated; "
-              f"{sum('Command failed' in r.getMessage() for r in caplog.records)} commands cut off")
+        print(
+            f"\n{KILLS} kill -9 restarts: {len(acks)} tells, {sum(len(u) for u in acked.values())} appends "
+            f"({models} batches) acknowledged, 0 lost, 0 duplicated; "
+            f"{sum(w.failures for w in writers)} appends failed and were repeated; "
+            f"{sum('Command failed' in r.getMessage() for r in caplog.records)} commands cut off"
+        )
     finally:
         if load is not None:
             load.stop()

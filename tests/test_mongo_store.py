@@ -26,8 +26,8 @@ def evaluation(t: Any = 1.0, **kw: Any) -> FunctionEvaluation:
 
 
 def test_indexes_exist(mongo_store: MongoStore) -> None:
-    assert mongo_store.func_eval.index_information().keys() <= {"_id_"}    # a store that only read made none
-    mongo_store.append("p", evaluation())                                    # the first write makes them
+    assert mongo_store.func_eval.index_information().keys() <= {"_id_"}  # a store that only read made none
+    mongo_store.append("p", evaluation())  # the first write makes them
     func_eval = {name: info["key"] for name, info in mongo_store.func_eval.index_information().items()}
     assert func_eval["problem_appended"] == [("tuning_problem_name", 1), ("_appended", 1)]
     assert func_eval["task_parameter_wildcard"] == [("task_parameter.$**", 1)]
@@ -55,16 +55,19 @@ def test_documents_carry_problem_and_order(mongo_store: MongoStore) -> None:
     assert doc["_appended"].time > 0  # the server's timestamp replaced the empty one
 
 
-@pytest.mark.parametrize("query, field", [
-    ({"task": {"$where": ["1"]}}, "query.task.$where"),
-    ({"task": {"$gt": (0, 1)}}, "query.task.$gt"),
-    ({"task": {"a.b": [1]}}, "query.task.a.b"),
-    ({"task": {"a\x00": [1]}}, "query.task.a\x00"),
-    ({"task": {"": [1]}}, "query.task."),
-    ({"machine": {"$where": "sleep(1000)"}}, "query.machine.$where"),
-    ({"machine": {"haswell": {"$ne": 1}}}, "query.machine.haswell.$ne"),
-    ({"machine": {"haswell.nodes": 1}}, "query.machine.haswell.nodes"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ({"task": {"$where": ["1"]}}, "query.task.$where"),
+        ({"task": {"$gt": (0, 1)}}, "query.task.$gt"),
+        ({"task": {"a.b": [1]}}, "query.task.a.b"),
+        ({"task": {"a\x00": [1]}}, "query.task.a\x00"),
+        ({"task": {"": [1]}}, "query.task."),
+        ({"machine": {"$where": "sleep(1000)"}}, "query.machine.$where"),
+        ({"machine": {"haswell": {"$ne": 1}}}, "query.machine.haswell.$ne"),
+        ({"machine": {"haswell.nodes": 1}}, "query.machine.haswell.nodes"),
+    ],
+)
 def test_query_names_cannot_become_operators(mongo_store: MongoStore, query: dict[str, Any], field: str) -> None:
     mongo_store.append("demo", evaluation())
     with pytest.raises(InvalidInputError) as info:
@@ -113,7 +116,7 @@ def test_invalid_database_name(mongo_uri: str) -> None:
 
 
 def test_unreachable_server_is_a_quick_store_error(reserved_port: int) -> None:
-    port = reserved_port                      # held, never listening: nothing can answer there
+    port = reserved_port  # held, never listening: nothing can answer there
     start = time.monotonic()
     with pytest.raises(StoreError) as info:
         MongoStore(f"mongodb://alice:s3cret@127.0.0.1:{port}/db?authSource=admin", server_selection_timeout_ms=300)
@@ -214,8 +217,7 @@ def test_mongod_starts_beside_a_grpc_server() -> None:
     """The server processes are spawned without fork handlers: gRPC's aborted them (status -6) in CI."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _BESIDE_GRPC], capture_output=True, text=True, env=env,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", _BESIDE_GRPC], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 

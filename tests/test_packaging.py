@@ -33,17 +33,34 @@ def _fresh_env(tmp_path: Path) -> Path:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(purelib, "_borrowed_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return python
 
 
 def _copy_source(tmp_path: Path) -> Path:
     source = tmp_path / "src"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".ci-venv", "*.egg-info", "build", "__pycache__", ".pytest_cache", ".hypothesis",
-        "raytuner_results", "bench_out"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".ci-venv",
+            "*.egg-info",
+            "build",
+            "__pycache__",
+            ".pytest_cache",
+            ".hypothesis",
+            "raytuner_results",
+            "bench_out",
+        ),
+    )
     return source
 
 
@@ -51,14 +68,29 @@ def _copy_source(tmp_path: Path) -> Path:
 def test_install_maps_searchers_and_schedulers(tmp_path: Path, editable: bool) -> None:
     python = _fresh_env(tmp_path)
     source = _copy_source(tmp_path)
-    cmd = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-           *(["-e"] if editable else []), str(source)]
+    cmd = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        *(["-e"] if editable else []),
+        str(source),
+    ]
     install = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-3000:]
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    probe = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, cwd=outside, timeout=120,
-                           env={"PATH": "/usr/bin:/bin"})
+    probe = subprocess.run(
+        [str(python), "-c", PROBE],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     searchers_file, schedulers_file = probe.stdout.split()
     if editable:  # the editable install points into the source tree
@@ -67,6 +99,7 @@ def test_install_maps_searchers_and_schedulers(tmp_path: Path, editable: bool) -
     else:  # the normal install copied them into the environment as raytuner/searchers
         assert Path(searchers_file).parent.parent.name == "raytuner"
         assert str(tmp_path / "venv") in searchers_file and str(source) not in searchers_file
-    cli = subprocess.run([str(python.parent / "raytuner"), "history", "--help"], capture_output=True, text=True,
-                         cwd=outside, timeout=120)
+    cli = subprocess.run(
+        [str(python.parent / "raytuner"), "history", "--help"], capture_output=True, text=True, cwd=outside, timeout=120
+    )
     assert cli.returncode == 0 and "import" in cli.stdout

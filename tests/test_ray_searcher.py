@@ -45,8 +45,15 @@ def sometimes_fails(config: dict) -> None:
 def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path)
     searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=1)
-    tune.run(objective, search_alg=searcher, num_samples=6, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    tune.run(
+        objective,
+        search_alg=searcher,
+        num_samples=6,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
     records = store.evaluations("demo")
     assert len(records) == 6 and all(r.status == "ok" for r in records)
     assert sorted(r.task_parameter["t"] for r in records) == [0.5] * 3 + [2.0] * 3
@@ -58,8 +65,15 @@ def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) ->
     # a new searcher on the same store replays the log and continues without repeating points
     again = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=1)
     assert len(again.session.records) == 6
-    tune.run(objective, search_alg=again, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    tune.run(
+        objective,
+        search_alg=again,
+        num_samples=4,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
     records = store.evaluations("demo")
     assert len(records) == 10
     assert len({(r.task_parameter["t"], r.tuning_parameter["x"]) for r in records}) == 10
@@ -70,8 +84,9 @@ def test_tuner_records_failed_trials_as_failed_evaluations(local_ray, tmp_path: 
     searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=4)
     tuner = tune.Tuner(
         sometimes_fails,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
-                                    metric="y", mode="min", reuse_actors=True),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, num_samples=8, max_concurrent_trials=2, metric="y", mode="min", reuse_actors=True
+        ),
         run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
     )
     results = tuner.fit()
@@ -93,9 +108,23 @@ def test_a_mode_against_the_objective_is_refused(tmp_path: Path) -> None:
 def test_readme_main_job_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples/multitask_demo.py"), "--store", str(tmp_path / "store"),
-         "--samples-per-task", "3", "--tasks", "1.0", "2.0"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            str(ROOT / "examples/multitask_demo.py"),
+            "--store",
+            str(tmp_path / "store"),
+            "--samples-per-task",
+            "3",
+            "--tasks",
+            "1.0",
+            "2.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Best configuration per task" in proc.stdout
     lines = [line.split() for line in proc.stdout.splitlines()]
@@ -115,16 +144,18 @@ def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(l
     out = io.StringIO()
     tuner = tune.Tuner(
         sometimes_fails,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=8, max_concurrent_trials=2,
-                                    metric="y", mode="min", reuse_actors=True),
-        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0,
-                                  callbacks=[TuningProgress(searcher, every=3600, stream=out)]),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, num_samples=8, max_concurrent_trials=2, metric="y", mode="min", reuse_actors=True
+        ),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "ray"), verbose=0, callbacks=[TuningProgress(searcher, every=3600, stream=out)]
+        ),
     )
     tuner.fit()
     records = store.evaluations("demo")
-    table = out.getvalue().splitlines()[-3:]           # the last table: the one written at the end
+    table = out.getvalue().splitlines()[-3:]  # the last table: the one written at the end
     assert out.getvalue().splitlines()[-4] == "demo: 8 evaluations"
-    assert any(r.status == "failed" for r in records)                # so the table shows failures too
+    assert any(r.status == "failed" for r in records)  # so the table shows failures too
     for line, task in zip(table[1:], TASKS):
         mine = [r for r in records if r.task_parameter == task]
         ok = [r.value("y") for r in mine if r.status == "ok"]
@@ -160,4 +191,4 @@ def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_
     lines = out.getvalue().splitlines()
     assert len(lines) == len(stages) >= 3 and all(line.startswith("band: ") for line in lines)
     progress.on_experiment_end([])
-    assert out.getvalue().splitlines()[len(lines) + 1].startswith("task")     # the table at the end
+    assert out.getvalue().splitlines()[len(lines) + 1].startswith("task")  # the table at the end

@@ -42,14 +42,30 @@ def meta(tmp_path: Path) -> Path:
 
 
 def test_a_job_loop_over_the_command_line(meta: Path, tmp_path: Path) -> None:
-    first = cli("rci", "next", "--meta", str(meta), "--strategy", "mla", "--option", "n_initial=2",
-                "--task", "t=1.0", "--max-evaluations", "4", "--seed", "3", "--format", "json")
+    first = cli(
+        "rci",
+        "next",
+        "--meta",
+        str(meta),
+        "--strategy",
+        "mla",
+        "--option",
+        "n_initial=2",
+        "--task",
+        "t=1.0",
+        "--max-evaluations",
+        "4",
+        "--seed",
+        "3",
+        "--format",
+        "json",
+    )
     assert first.exit_code == 0, first.output
     seen = []
     trial = json.loads(first.stdout)
     while trial["status"] == "TRIAL":
         again = json.loads(cli("rci", "next", "--meta", str(meta), "--format", "json").stdout)
-        assert again["trial_id"] == trial["trial_id"]                  # not reported: handed out again
+        assert again["trial_id"] == trial["trial_id"]  # not reported: handed out again
         y = demo(trial["config"]["x"], trial["task"]["t"])
         told = cli("rci", "report", "--meta", str(meta), "--trial", trial["trial_id"], "--value", str(y), "--json")
         assert told.exit_code == 0 and json.loads(told.stdout)["duplicate"] is False
@@ -57,17 +73,17 @@ def test_a_job_loop_over_the_command_line(meta: Path, tmp_path: Path) -> None:
         step = cli("rci", "next", "--meta", str(meta), "--format", "json")
         trial = json.loads(step.stdout)
     assert step.exit_code == 3 and trial == {"status": "FINISHED"}
-    stored = JsonStore(tmp_path / "db").evaluations("rcidemo")                # in the store, in order
+    stored = JsonStore(tmp_path / "db").evaluations("rcidemo")  # in the store, in order
     assert [r.uid for r in stored] == [uid for _, uid in seen] and len(seen) == 4
     assert [r.raytuner.trial_id for r in stored] == [tid for tid, _ in seen]
-    assert len(JsonStore(tmp_path / "db").models("rcidemo")) == 2               # the MLA fitted twice
+    assert len(JsonStore(tmp_path / "db").models("rcidemo")) == 2  # the MLA fitted twice
 
 
 def test_a_report_retried_and_a_failure(tmp_path: Path) -> None:
     store = str(tmp_path / "db")
     trial = RciSession(store, meta=META, strategy="random", tasks=[{"t": 2.0}], seed=5).next()
     assert trial is not None
-    record, duplicate = RciSession(store).report(trial.trial_id, {"y": 1.5})      # found by the trial id
+    record, duplicate = RciSession(store).report(trial.trial_id, {"y": 1.5})  # found by the trial id
     assert (duplicate, RciSession(store, "rcidemo").report(trial.trial_id, {"y": 1.5})[1]) == (False, True)
     conflict = cli("rci", "report", "--store", store, "--trial", trial.trial_id, "--value", "2.5")
     assert conflict.exit_code == 1 and "told before with another result" in conflict.output
@@ -88,20 +104,31 @@ def test_the_session_starts_from_the_stored_history(tmp_path: Path) -> None:
         trial = earlier.ask()
         earlier.tell(trial, {"y": demo(trial.config["x"], 1.0)})
     for load, replayed in (("yes", 3), ("no", 0)):
-        rci = RciSession(tmp_path / "db", f"run-{load}", meta={**META, "load_func_eval": load}, strategy="random",
-                         tasks=[{"t": 1.0}], seed=2)
+        rci = RciSession(
+            tmp_path / "db",
+            f"run-{load}",
+            meta={**META, "load_func_eval": load},
+            strategy="random",
+            tasks=[{"t": 1.0}],
+            seed=2,
+        )
         rci.next()
         session = SessionManager(JsonStore(tmp_path / "db")).open(rci.session_id)
         assert session is not None and len(session.tuning.records) == replayed
 
 
-@pytest.mark.parametrize("args, message", [
-    (["rci", "next", "--store", "{db}"], "name: give the session's name"),
-    (["rci", "next", "--store", "{db}", "--name", "x"], "meta: no RCI session 'x'"),
-    (["rci", "next", "--store", "mongodb://127.0.0.1/x", "--meta", "{meta}", "--strategy", "random"],
-     "the RCI keeps its session in a store directory"),
-    (["rci", "next", "--meta", "{meta}", "--strategy", "nope"], "strategy: unknown strategy 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["rci", "next", "--store", "{db}"], "name: give the session's name"),
+        (["rci", "next", "--store", "{db}", "--name", "x"], "meta: no RCI session 'x'"),
+        (
+            ["rci", "next", "--store", "mongodb://127.0.0.1/x", "--meta", "{meta}", "--strategy", "random"],
+            "the RCI keeps its session in a store directory",
+        ),
+        (["rci", "next", "--meta", "{meta}", "--strategy", "nope"], "strategy: unknown strategy 'nope'"),
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(meta: Path, tmp_path: Path, args: list[str], message: str) -> None:
     result = cli(*[a.format(db=tmp_path / "db", meta=meta) for a in args])
     assert result.exit_code == 2 and message in result.output
@@ -110,13 +137,27 @@ def test_bad_input_is_one_line_and_writes_nothing(meta: Path, tmp_path: Path, ar
 
 
 def test_two_jobs_at_once_get_one_trial(meta: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "raytuner.cli", "rci", "next", "--meta", str(meta), "--strategy", "random",
-               "--task", "t=1.0", "--format", "json"]
+    command = [
+        sys.executable,
+        "-m",
+        "raytuner.cli",
+        "rci",
+        "next",
+        "--meta",
+        str(meta),
+        "--strategy",
+        "random",
+        "--task",
+        "t=1.0",
+        "--format",
+        "json",
+    ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    jobs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            for _ in range(2)]
+    jobs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
     outputs = [job.communicate(timeout=120) for job in jobs]
     assert [job.returncode for job in jobs] == [0, 0], outputs
     trials = [json.loads(out)["trial_id"] for out, _ in outputs]
-    assert trials[0] == trials[1]                                       # one job at a time: the same trial
+    assert trials[0] == trials[1]  # one job at a time: the same trial
     assert len(list(JsonStore(tmp_path / "db").ledger().read("trials"))) == 1

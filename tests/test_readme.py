@@ -41,8 +41,10 @@ BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
 
 
 def _case(index: int, code: str) -> object:
-    first = next((line for line in code.splitlines() if line.startswith(("from raytuner", "import raytuner"))),
-                 code.splitlines()[0] if code.strip() else "")
+    first = next(
+        (line for line in code.splitlines() if line.startswith(("from raytuner", "import raytuner"))),
+        code.splitlines()[0] if code.strip() else "",
+    )
     marks = [pytest.mark.slow] if re.search(r"^(import ray|from ray )", code, re.MULTILINE) else []
     return pytest.param(code, id=f"{index}:{first[:60]}", marks=marks)
 
@@ -54,7 +56,7 @@ def test_readme_has_its_python_blocks() -> None:
 
 @pytest.mark.parametrize("code", [_case(i, code) for i, code in enumerate(BLOCKS)])
 def test_readme_block_runs_as_written(code: str, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
-    assert done.returncode == 0, f"exit status {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n" \
-                                 f"--- stderr\n{done.stderr[-5000:]}"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, (
+        f"exit status {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-5000:]}"
+    )

@@ -38,10 +38,12 @@ BAD_RESULTS = [
 
 # -- the one conversion ----------------------------------------------------------------------------
 
+
 def test_numbers_are_finite_reals_and_nothing_else() -> None:
     assert [as_number(v) for v in (2, 2.5, np.float32(0.5), np.int64(3), np.array(1.5))] == [2.0, 2.5, 0.5, 3.0, 1.5]
-    assert [as_number(v) for v in ("2", b"2", True, np.bool_(True), None, float("nan"), np.array([1.0, 2.0]),
-                                   {"y": 1}, 1j)] == [None] * 9
+    assert [
+        as_number(v) for v in ("2", b"2", True, np.bool_(True), None, float("nan"), np.array([1.0, 2.0]), {"y": 1}, 1j)
+    ] == [None] * 9
     assert parse_outputs({"y": np.float64(0.25)}) == ({"y": 0.25}, None)
     assert parse_outputs(None) == ({}, "no output reported")
 
@@ -50,8 +52,9 @@ def test_numbers_are_finite_reals_and_nothing_else() -> None:
 def test_a_bad_result_makes_a_failed_record_with_the_reason(result: dict, reason: str) -> None:
     record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, result)
     assert record.status == "failed" and record.raytuner.failure_message == reason
-    assert all(v is None for v in record.evaluation_result.values()) and record.value("y") is None, \
+    assert all(v is None for v in record.evaluation_result.values()) and record.value("y") is None, (
         "a failed record's outputs are null, as GPTune writes them"
+    )
     assert FunctionEvaluation.model_validate(json.loads(json.dumps(record.to_dict()))) == record
 
 
@@ -62,11 +65,12 @@ def test_a_long_bad_value_is_shortened_in_the_reason() -> None:
 
 # -- records read from a GPTune file ---------------------------------------------------------------
 
+
 def test_a_gptune_record_holding_no_number_is_read_as_failed(tmp_path: Path) -> None:
     raw = json.loads(DEMO_FILE.read_text())
     edited = copy.deepcopy(raw)
     edited["func_eval"][3]["evaluation_result"]["y"] = "oops"
-    edited["func_eval"][5]["evaluation_result"]["y"] = True                  # a bool is not a number
+    edited["func_eval"][5]["evaluation_result"]["y"] = True  # a bool is not a number
     edited["func_eval"][7]["evaluation_result"]["y"] = None
     (tmp_path / "GPTune-Demo.json").write_text(json.dumps(edited))
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -75,24 +79,29 @@ def test_a_gptune_record_holding_no_number_is_read_as_failed(tmp_path: Path) -> 
     assert len(records) == 70
     failed = {i: r.raytuner.failure_message for i, r in enumerate(records) if r.status != "ok"}
     assert failed == {3: "y: 'oops' is not a number", 5: "y: True is not a number", 7: "y: no value"}
-    assert records[3].evaluation_result == {"y": "oops"}                      # the data is kept as read
+    assert records[3].evaluation_result == {"y": "oops"}  # the data is kept as read
     assert all(r.value("y") is None for i, r in enumerate(records) if i in failed)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before    # reading wrote nothing
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # reading wrote nothing
 
     # GPTune's own numeric records round-trip unchanged (no raytuner key is added to them)
     document = HistoryDocument.model_validate(edited)
     written = document.to_dict()["func_eval"]
-    assert [w for i, w in enumerate(written) if i not in failed] == \
-           [e for i, e in enumerate(edited["func_eval"]) if i not in failed]
+    assert [w for i, w in enumerate(written) if i not in failed] == [
+        e for i, e in enumerate(edited["func_eval"]) if i not in failed
+    ]
     # ... and a failed one keeps its machine under raytuner, so GPTune's load check passes over it
-    assert written[3]["raytuner"] == {"status": "failed", "failure_message": "y: 'oops' is not a number",
-                                      "machine_configuration": edited["func_eval"][3]["machine_configuration"]}
+    assert written[3]["raytuner"] == {
+        "status": "failed",
+        "failure_message": "y: 'oops' is not a number",
+        "machine_configuration": edited["func_eval"][3]["machine_configuration"],
+    }
     assert "machine_configuration" not in written[3]
     assert HistoryDocument.model_validate(document.to_dict()).func_eval == document.func_eval
     assert HistoryDocument.model_validate(raw).to_dict() == raw
 
 
 # -- a TuningSession on a real JsonStore ------------------------------------------------------------
+
 
 @pytest.mark.parametrize(("result", "reason"), BAD_RESULTS)
 def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result: dict, reason: str) -> None:
@@ -104,14 +113,14 @@ def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result
     assert [r.uid for r in stored] == [record.uid]
     assert stored[0].status == "failed" and stored[0].raytuner.failure_message == reason
     assert not session.pending and session.best({"t": 1.0}) is None
-    good = session.ask()                                        # the engine goes on
+    good = session.ask()  # the engine goes on
     assert session.tell(good, {"y": 0.5}).status == "ok"
     assert len(JsonStore(tmp_path).evaluations("demo")) == 2
 
 
 def test_a_session_stores_a_result_that_is_no_mapping_as_failed(tmp_path: Path) -> None:
     session = TuningSession("demo", PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), JsonStore(tmp_path))
-    record = session.tell(session.ask(), "fast")                # type: ignore[arg-type]
+    record = session.tell(session.ask(), "fast")  # type: ignore[arg-type]
     assert record.status == "failed" and "not a mapping" in record.raytuner.failure_message
     assert JsonStore(tmp_path).evaluations("demo")[0].status == "failed"
 
@@ -134,7 +143,7 @@ def test_the_service_stores_a_bad_result_as_a_failed_record(server) -> None:
         fast, missing, nan = tuner.ask(), tuner.ask(), tuner.ask()
         told = [tuner.tell(fast, {"y": "fast"}), tuner.tell(missing, {"y": None}), tuner.tell(nan, {"y": float("nan")})]
         assert all(t.failed and not t.duplicate for t in told)
-        assert tuner.tell(nan, {"y": float("nan")}).duplicate       # a retry is the same failed record
+        assert tuner.tell(nan, {"y": float("nan")}).duplicate  # a retry is the same failed record
         # the objective loop: a mapping holding no number is a failed trial, and the loop goes on
         assert tuner.run(lambda config, task, fidelity: {"y": "fast"}, max_trials=1) == 1
 
@@ -142,18 +151,27 @@ def test_the_service_stores_a_bad_result_as_a_failed_record(server) -> None:
         trial = tuner.ask()
         with grpc.insecure_channel(server.address) as channel:
             stub = pb_grpc.TuningServiceStub(channel)
-            answer = stub.Tell(pb.TellRequest(session_id=tuner.session_id, trial_id=trial.trial_id,
-                                              outputs={"y": float("inf")}), metadata=(("x-api-key", key),), timeout=20)
+            answer = stub.Tell(
+                pb.TellRequest(session_id=tuner.session_id, trial_id=trial.trial_id, outputs={"y": float("inf")}),
+                metadata=(("x-api-key", key),),
+                timeout=20,
+            )
         assert answer.failed and answer.uid
         info = tuner.session()
         assert info["evaluations"] == 5 and info["failed"] == 5 and info["pending"] == 0
 
     reasons = [r.raytuner.failure_message for r in JsonStore(server.store.directory).evaluations("records_demo")]
-    assert reasons == ["y: 'fast' is not a number", "y: no value", "non-finite output y=nan",
-                       "y: 'fast' is not a number", "non-finite output y=inf"]
+    assert reasons == [
+        "y: 'fast' is not a number",
+        "y: no value",
+        "non-finite output y=nan",
+        "y: 'fast' is not a number",
+        "non-finite output y=inf",
+    ]
 
 
 # -- a real local Ray: the searcher and the GPTuneBand scheduler --------------------------------------
+
 
 def fast_on_the_small_task(config: dict) -> None:
     from ray import tune  # noqa: PLC0415
@@ -174,8 +192,15 @@ def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_
 
     store = JsonStore(tmp_path / "store")
     searcher = RandomSearcher(PROBLEM, [{"t": 0.5}, {"t": 2.0}], store, "ray_demo", seed=1)
-    tune.run(fast_on_the_small_task, search_alg=searcher, num_samples=4, max_concurrent_trials=2,
-             reuse_actors=True, storage_path=str(tmp_path / "ray"), verbose=0)
+    tune.run(
+        fast_on_the_small_task,
+        search_alg=searcher,
+        num_samples=4,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
     records = JsonStore(tmp_path / "store").evaluations("ray_demo")
     assert len(records) == 4
     failed = [r for r in records if r.status == "failed"]
@@ -192,15 +217,31 @@ def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp
     from raytuner.executors import InlineExecutor  # noqa: PLC0415
     from raytuner.models import LCMOptions  # noqa: PLC0415
 
-    scheduler = GPTuneBandScheduler(PROBLEM, [{"t": 1.0}], JsonStore(tmp_path / "store"), "band_demo", b_min=1, b_max=2,
-                           eta=2, seed=0, executor=InlineExecutor(),
-                           options=LCMOptions(n_starts=1, warm_starts=1, max_iterations=30, screen=2))
-    tune.run(fast_at_the_low_fidelity, search_alg=scheduler.searcher(), scheduler=scheduler, num_samples=-1,
-             max_concurrent_trials=2, reuse_actors=True, verbose=0, storage_path=str(tmp_path / "ray"))
+    scheduler = GPTuneBandScheduler(
+        PROBLEM,
+        [{"t": 1.0}],
+        JsonStore(tmp_path / "store"),
+        "band_demo",
+        b_min=1,
+        b_max=2,
+        eta=2,
+        seed=0,
+        executor=InlineExecutor(),
+        options=LCMOptions(n_starts=1, warm_starts=1, max_iterations=30, screen=2),
+    )
+    tune.run(
+        fast_at_the_low_fidelity,
+        search_alg=scheduler.searcher(),
+        scheduler=scheduler,
+        num_samples=-1,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        verbose=0,
+        storage_path=str(tmp_path / "ray"),
+    )
     records = JsonStore(tmp_path / "store").evaluations("band_demo")
     assert records and scheduler.engine.finished
     low = [r for r in records if r.raytuner.fidelity == 1]
-    assert low and all(r.status == "failed" and r.raytuner.failure_message == "y: 'fast' is not a number"
-                       for r in low)
+    assert low and all(r.status == "failed" and r.raytuner.failure_message == "y: 'fast' is not a number" for r in low)
     assert all(r.status == "ok" for r in records if r.raytuner.fidelity == 2)
-    assert not any(r.raytuner.rung for r in records)          # a failed evaluation is never promoted
+    assert not any(r.raytuner.rung for r in records)  # a failed evaluation is never promoted

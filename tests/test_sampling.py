@@ -9,15 +9,17 @@ from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.sampling import initial_samples, latin_hypercube, sample_configurations, sample_tasks
 from raytuner.space import ProblemSpace, Space
 
-PROBLEM = ProblemSpace.parse({
-    "input_space": [{"name": "m", "type": "integer", "lower_bound": 16, "upper_bound": 4096}],
-    "parameter_space": [
-        {"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 64},
-        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-        {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]},
-    ],
-    "constraints": {"fits": "mb * 8 <= m", "rare": "x < 0.3 or alg != 'svd'"},
-})
+PROBLEM = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "m", "type": "integer", "lower_bound": 16, "upper_bound": 4096}],
+        "parameter_space": [
+            {"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 64},
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]},
+        ],
+        "constraints": {"fits": "mb * 8 <= m", "rare": "x < 0.3 or alg != 'svd'"},
+    }
+)
 
 
 def test_samples_are_seeded_valid_and_distinct() -> None:
@@ -31,8 +33,12 @@ def test_samples_are_seeded_valid_and_distinct() -> None:
 
 
 def test_lhs_stratifies_each_dimension() -> None:
-    space = Space.model_validate([{"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                                  {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1}])
+    space = Space.model_validate(
+        [
+            {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1},
+        ]
+    )
     points = latin_hypercube(space, 10, seed=0)
     for name in ("a", "b"):
         strata = sorted(int(p[name] * 10) for p in points)
@@ -61,9 +67,12 @@ def test_exclude_skips_points_already_seen() -> None:
 
 
 def test_an_impossible_sample_is_reported_clearly() -> None:
-    impossible = ProblemSpace.parse({
-        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-        "constraints": {"never": "x > 2"}})
+    impossible = ProblemSpace.parse(
+        {
+            "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "constraints": {"never": "x > 2"},
+        }
+    )
     with pytest.raises(InfeasibleSpaceError, match=r"only 0 of 5 .*\(0\.000% met the constraints"):
         sample_configurations(impossible, {}, 5, seed=0, max_candidates=2000)
     small = Space.model_validate([{"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 2}])
@@ -77,7 +86,8 @@ def test_bad_sample_size_names_the_field() -> None:
 
 
 def test_log_scaled_integers_spread_over_orders_of_magnitude() -> None:
-    space = Space.model_validate([{"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 10_000,
-                                   "log": True}])
+    space = Space.model_validate(
+        [{"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 10_000, "log": True}]
+    )
     values = np.array([p["n"] for p in latin_hypercube(space, 40, seed=2)])
     assert (values < 10).sum() >= 5 and (values > 1000).sum() >= 5

@@ -66,8 +66,9 @@ def test_second_order_indices(ishigami_model: SurrogateModel) -> None:
 
 
 # -- a 12-parameter function with 3 important parameters -------------------------------------------------
-MIXED = ProblemSpace.parse({**MIXED12_PROBLEM,
-                           "constraints": {"blocks": "nb <= 4 or x3 < 0.9", "cheap": "alg != 'svd' or x5 < 0.95"}})
+MIXED = ProblemSpace.parse(
+    {**MIXED12_PROBLEM, "constraints": {"blocks": "nb <= 4 or x3 < 0.9", "cheap": "alg != 'svd' or x5 < 0.95"}}
+)
 mixed = mixed12
 
 
@@ -84,8 +85,7 @@ def mixed_result():
 def test_important_parameters_stand_out(mixed_result) -> None:
     important = {"x0", "nb", "alg"}
     low = min(mixed_result.ST[p] for p in important)
-    assert max(mixed_result.ST[p] for p in mixed_result.parameters if p not in important) < 0.02, \
-        mixed_result.table(3)
+    assert max(mixed_result.ST[p] for p in mixed_result.parameters if p not in important) < 0.02, mixed_result.table(3)
     assert low > 0.1
     # analytic: Var(3 x0^2) = 0.8, Var(0.4 nb) = 0.84, Var(alg effect) = 2.0556 of a total 3.6956 (additive)
     for name, expected in (("x0", 0.8), ("nb", 0.84), ("alg", 2.0556)):
@@ -103,27 +103,35 @@ def test_reduce_space_keeps_exactly_the_important_parameters(mixed_result) -> No
     # "blocks" names the fixed x3: x3 = 0.5 is substituted and the constraint still judges nb
     assert reduced.constraints == {"blocks": "nb <= 4 or 0.5 < 0.9", "cheap": "alg != 'svd' or 0.5 < 0.95"}
     assert reduced.is_valid({}, {"x0": 0.1, "nb": 8, "alg": "svd"})
-    ProblemSpace.parse(reduced.model_dump())      # still serialisable
+    ProblemSpace.parse(reduced.model_dump())  # still serialisable
     by_s1, _ = reduce_space(MIXED, mixed_result, threshold=0.05, defaults=defaults, index="S1")
     assert set(by_s1.parameter_space.names) <= {"x0", "nb", "alg"}
 
 
 def test_reduce_space_substitutes_fixed_values_into_constraints() -> None:
-    problem = ProblemSpace.parse({
-        "input_space": [{"name": "m", "type": "integer", "lower_bound": 1, "upper_bound": 1000}],
-        "parameter_space": [{"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 16},
-                            {"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 16}],
-        "constraints": {"fits": "mb * nb * 8 <= m", "only_fixed": "nb >= 2"}})
-    problem = ProblemSpace(input_space=problem.input_space, parameter_space=problem.parameter_space,
-                           constraints={**problem.constraints, "callable": lambda mb, nb: mb + nb <= 20})
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "m", "type": "integer", "lower_bound": 1, "upper_bound": 1000}],
+            "parameter_space": [
+                {"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 16},
+                {"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 16},
+            ],
+            "constraints": {"fits": "mb * nb * 8 <= m", "only_fixed": "nb >= 2"},
+        }
+    )
+    problem = ProblemSpace(
+        input_space=problem.input_space,
+        parameter_space=problem.parameter_space,
+        constraints={**problem.constraints, "callable": lambda mb, nb: mb + nb <= 20},
+    )
     result = _result(["mb", "nb"], st=[0.9, 0.01])
     reduced, fixed = reduce_space(problem, result, 0.05, defaults={"nb": 4})
     assert fixed == {"nb": 4}
-    assert set(reduced.constraints) == {"fits", "callable"}   # "only_fixed" holds for nb = 4: dropped
+    assert set(reduced.constraints) == {"fits", "callable"}  # "only_fixed" holds for nb = 4: dropped
     assert reduced.is_valid({"m": 100}, {"mb": 3}) and not reduced.is_valid({"m": 100}, {"mb": 4})
     assert reduced.is_valid({"m": 1000}, {"mb": 16})
     reduced2, _ = reduce_space(problem, result, 0.05, defaults={"nb": 10})
-    assert not reduced2.is_valid({"m": 1000}, {"mb": 11})    # the callable sees nb = 10: 21 > 20
+    assert not reduced2.is_valid({"m": 1000}, {"mb": 11})  # the callable sees nb = 10: 21 > 20
     with pytest.raises(InvalidInputError) as info:
         reduce_space(problem, result, 0.05, defaults={"nb": 1})
     assert info.value.field == "constraints.only_fixed"
@@ -131,25 +139,39 @@ def test_reduce_space_substitutes_fixed_values_into_constraints() -> None:
 
 def _result(names: list[str], st: list[float]):
     from raytuner.analysis import SensitivityResult
+
     zeros = {n: 0.0 for n in names}
-    return SensitivityResult(names, ["Integer"] * len(names), ["[1,16]"] * len(names), dict(zeros), dict(zeros),
-                             dict(zip(names, st)), dict(zeros))
+    return SensitivityResult(
+        names,
+        ["Integer"] * len(names),
+        ["[1,16]"] * len(names),
+        dict(zeros),
+        dict(zeros),
+        dict(zip(names, st)),
+        dict(zeros),
+    )
 
 
 # -- prediction -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def two_task_model() -> SurrogateModel:
-    problem = ProblemSpace.parse({
-        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
-        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                            {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 4}]})
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+            "parameter_space": [
+                {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 4},
+            ],
+        }
+    )
     rng = np.random.default_rng(0)
     records = []
     for t, n in ((1.0, 12), (1.5, 8)):
         for c in sample_configurations(problem, {"t": t}, n, seed=rng):
             records.append(FunctionEvaluation.create({"t": t}, c, {"y": t * math.sin(4 * c["x"]) + c["k"]}))
-    return surrogate_from_records(problem, records, task={"t": 1.5},
-                                  options=LCMOptions(n_starts=2, max_iterations=200), seed=0, executor=INLINE)
+    return surrogate_from_records(
+        problem, records, task={"t": 1.5}, options=LCMOptions(n_starts=2, max_iterations=200), seed=0, executor=INLINE
+    )
 
 
 def test_predict_is_one_vectorised_call(two_task_model: SurrogateModel, monkeypatch) -> None:
@@ -196,14 +218,15 @@ def test_predict_matches_fitted_lcm_and_gpy(two_task_model: SurrogateModel) -> N
     # The variance prior − ‖L⁻¹k*‖² loses at most about n·eps·cond(L)·prior to rounding, cond(L) = √cond(K).
     K = cross_covariance(fitted.hyperparameters, fitted.options.kernel, fitted.X, fitted.task, fitted.X, fitted.task)
     K[np.diag_indices_from(K)] += fitted.hyperparameters.noise[fitted.task] + fitted.jitter
-    prior = float(fitted.hyperparameters.coregionalization()[:, 1, 1].sum()) * std ** 2
+    prior = float(fitted.hyperparameters.coregionalization()[:, 1, 1].sum()) * std**2
     variance_atol = len(K) * np.finfo(float).eps * math.sqrt(np.linalg.cond(K)) * prior
-    far = two_task_model.unit(np.array([[0.0, 0.0], [1.0, 1.0]]))     # corners: variance away from zero
+    far = two_task_model.unit(np.array([[0.0, 0.0], [1.0, 1.0]]))  # corners: variance away from zero
     for X in (U, far):
         index = np.full((len(X), 1), 1)
-        gpy_mean, gpy_variance = gp.predict(np.hstack([X, index]), Y_metadata={"output_index": index},
-                                            include_likelihood=False)
-        mean, variance = two_task_model.predict(X)              # default task {"t": 1.5}
+        gpy_mean, gpy_variance = gp.predict(
+            np.hstack([X, index]), Y_metadata={"output_index": index}, include_likelihood=False
+        )
+        mean, variance = two_task_model.predict(X)  # default task {"t": 1.5}
         z_mean, z_variance = fitted.transform.backward(1, gpy_mean[:, 0], gpy_variance[:, 0])
         np.testing.assert_allclose(mean, z_mean, rtol=0, atol=1e-6 * std)
         np.testing.assert_allclose(variance, z_variance, rtol=1e-6, atol=variance_atol)
@@ -247,9 +270,12 @@ def test_bad_inputs_name_the_field(two_task_model: SurrogateModel, mixed_result)
 
 
 def test_records_over_several_tasks_need_a_task() -> None:
-    problem = ProblemSpace.parse({
-        "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 3}],
-        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 3}],
+            "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+        }
+    )
     records = [FunctionEvaluation.create({"t": t}, {"x": x}, {"y": t * x}) for t in (1, 2) for x in (0.1, 0.5, 0.9)]
     with pytest.raises(InvalidInputError) as info:
         surrogate_from_records(problem, records, executor=INLINE)
@@ -260,9 +286,14 @@ def test_records_over_several_tasks_need_a_task() -> None:
 
 
 def test_constant_surrogate_gives_zero_indices(caplog) -> None:
-    problem = ProblemSpace.parse({"parameter_space": [
-        {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-        {"name": "c", "type": "categorical", "categories": ["a", "b"]}]})
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [
+                {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                {"name": "c", "type": "categorical", "categories": ["a", "b"]},
+            ]
+        }
+    )
     records = [FunctionEvaluation.create({}, {"x": x, "c": c}, {"y": 2.0}) for x in (0.1, 0.5, 0.9) for c in "ab"]
     model = surrogate_from_records(problem, records, executor=INLINE)
     result = sobol_analysis(model, num_samples=64, second_order=True)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 def trainable(config: dict[str, Any]) -> None:
     if config["x"] >= 0.9:
-        raise RuntimeError("diverged")                                # an errored trial: a failed record
+        raise RuntimeError("diverged")  # an errored trial: a failed record
     tune.report({"y": demo(config["x"], config["t"])})
 
 
@@ -42,13 +42,20 @@ def service(tmp_path: Path) -> Iterator[tuple[TuningServer, RemoteTuner]]:
 
 
 def test_ray_trials_reach_the_repository_and_feed_transfer_learning(
-        local_ray: None, service: tuple[TuningServer, RemoteTuner], tmp_path: Path) -> None:
+    local_ray: None, service: tuple[TuningServer, RemoteTuner], tmp_path: Path
+) -> None:
     server, client = service
-    callback = ServiceCallback(client, "ray_source", outputs=["y"], task_keys=["t"],
-                               machine={"machine_name": "laptop"})
+    callback = ServiceCallback(client, "ray_source", outputs=["y"], task_keys=["t"], machine={"machine_name": "laptop"})
     xs = [i / 10 for i in range(10)]
-    tune.run(trainable, config={"x": tune.grid_search(xs), "t": 0.8}, callbacks=[callback], reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), raise_on_failed_trial=False, verbose=0)
+    tune.run(
+        trainable,
+        config={"x": tune.grid_search(xs), "t": 0.8},
+        callbacks=[callback],
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        raise_on_failed_trial=False,
+        verbose=0,
+    )
     records = JsonStore(server.store.directory).evaluations("ray_source")
     assert len(records) == 10 and callback.sent == 10 and not callback.unsent
     failed = [r for r in records if r.status != "ok"]
@@ -67,22 +74,22 @@ def test_ray_trials_reach_the_repository_and_feed_transfer_learning(
 
 
 def test_records_wait_while_the_service_is_down(tmp_path: Path, reserved_port: int) -> None:
-    server = TuningServer(tmp_path / "repo", port=reserved_port)        # held: the restart gets it back
+    server = TuningServer(tmp_path / "repo", port=reserved_port)  # held: the restart gets it back
     port = server.start()
     key = server.keys.create("cluster")
     server.stop(grace=0)
     client = RemoteTuner(f"127.0.0.1:{port}", key, retries=1, backoff=0.01, timeout=1)
     callback = ServiceCallback(client, "ray_source", outputs=["y"], task={"t": 0.8})
 
-    class Trial:                                                       # what Ray hands a callback
+    class Trial:  # what Ray hands a callback
         def __init__(self, x: float) -> None:
             self.trial_id, self.config, self.last_result = f"trial_{x}", {"x": x}, {"y": x * x}
 
     callback.on_trial_complete(0, [], Trial(0.1))
-    assert len(callback.unsent) == 1 and callback.sent == 0           # kept, not lost
+    assert len(callback.unsent) == 1 and callback.sent == 0  # kept, not lost
     server = TuningServer(tmp_path / "repo", port=port)
     server.start()
-    client.retries, client.backoff = 5, 0.2                            # the channel reconnects within these
+    client.retries, client.backoff = 5, 0.2  # the channel reconnects within these
     try:
         callback.on_trial_complete(1, [], Trial(0.2))
         callback.on_experiment_end([])

@@ -25,11 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "remote_hpc_job"
 SCRIPT = Path(sys.executable).with_name("raytuner")
 RAYTUNER = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "raytuner.cli"]
-META = {"tuning_problem_name": "cli_demo", "problem_space": {
-    "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                        {"name": "my-alg", "type": "categorical", "categories": ["it's $(echo no); ok", "lu"]}],
-    "output_space": [{"name": "y", "type": "real"}]}}
+META = {
+    "tuning_problem_name": "cli_demo",
+    "problem_space": {
+        "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "my-alg", "type": "categorical", "categories": ["it's $(echo no); ok", "lu"]},
+        ],
+        "output_space": [{"name": "y", "type": "real"}],
+    },
+}
 
 
 @pytest.fixture
@@ -60,8 +66,9 @@ def test_session_ask_tell_show_list_best(env: dict[str, str], meta: Path) -> Non
     env = {**env, "RAYTUNER_SESSION": session}
     trial = json.loads(cli(["ask", "--format", "json"], env).stdout)
     assert trial["status"] == "TRIAL" and trial["task"] == {"t": 3} and trial["fidelity"] is None
-    told = json.loads(cli(["tell", "--trial", trial["trial_id"], "--value", "0.25", "--extra", "n=3",
-                           "--json"], env).stdout)
+    told = json.loads(
+        cli(["tell", "--trial", trial["trial_id"], "--value", "0.25", "--extra", "n=3", "--json"], env).stdout
+    )
     assert told["uid"] and not told["duplicate"] and not told["failed"]
     again = cli(["tell", "--trial", trial["trial_id"], "--value", "y=0.25"], env).stdout
     assert told["uid"] in again and "told before" in again
@@ -99,31 +106,54 @@ def test_ask_waits_finishes_and_exits_3(env: dict[str, str], meta: Path) -> None
 
 def test_env_format_is_shell_safe(env: dict[str, str], meta: Path) -> None:
     env = {**env, "RAYTUNER_SESSION": create(env, meta, "--task", "t=4")}
-    for _ in range(4):                                  # both categories, one of them full of shell syntax
+    for _ in range(4):  # both categories, one of them full of shell syntax
         as_json = json.loads(cli(["ask", "--format", "json", "--trial-id", f"t{_}"], env).stdout)
         as_env = cli(["ask", "--trial-id", f"t{_}", "--prefix", "P_"], env).stdout
-        shell = subprocess.run(["bash", "-c", 'eval "$1"; printf "%s\\n" "$TRIAL_ID" "$P_TASK_t" "$P_x" "$P_my_alg"',
-                                "-", as_env], capture_output=True, text=True, check=True)
-        assert shell.stdout.splitlines() == [as_json["trial_id"], "4", str(as_json["config"]["x"]),
-                                             as_json["config"]["my-alg"]]
+        shell = subprocess.run(
+            ["bash", "-c", 'eval "$1"; printf "%s\\n" "$TRIAL_ID" "$P_TASK_t" "$P_x" "$P_my_alg"', "-", as_env],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert shell.stdout.splitlines() == [
+            as_json["trial_id"],
+            "4",
+            str(as_json["config"]["x"]),
+            as_json["config"]["my-alg"],
+        ]
 
 
 def test_create_errors_name_the_field(env: dict[str, str], meta: Path, tmp_path: Path) -> None:
     # input the service refuses (INVALID_ARGUMENT) exits 2, like every bad input (raytuner.cli.errors)
     bad = cli(["session", "create", "--problem", str(meta), "--strategy", "nonsense"], env, code=2)
     assert "INVALID_ARGUMENT" in bad.output and "strategy" in bad.output
-    bad = cli(["session", "create", "--problem", str(meta), "--strategy", "random", "--task", "t=1",
-               "--option", "n_initial=1"], env, code=2)
+    bad = cli(
+        [
+            "session",
+            "create",
+            "--problem",
+            str(meta),
+            "--strategy",
+            "random",
+            "--task",
+            "t=1",
+            "--option",
+            "n_initial=1",
+        ],
+        env,
+        code=2,
+    )
     assert "INVALID_ARGUMENT" in bad.output and "options" in bad.output
-    mla = create(env, meta, "--strategy", "mla", "--task", "t=1", "--option", "n_initial=4",
-                 "--option", "acquisition=ei")
+    mla = create(
+        env, meta, "--strategy", "mla", "--task", "t=1", "--option", "n_initial=4", "--option", "acquisition=ei"
+    )
     shown = json.loads(cli(["session", "show", "--json", "--session", mla], env).stdout)
     assert shown["strategy"] == "mla" and shown["options"] == {"n_initial": 4, "acquisition": "ei"}
     out = cli(["session", "create", "--problem", str(meta), "--strategy", "random", "--task", "t"], env, code=2)
     assert "NAME=VALUE" in out.output
     wrong = {**env, "RAYTUNER_API_KEY": "rt_0123456789abcdef_" + "x" * 43}
     assert "UNAUTHENTICATED" in cli(["session", "list"], wrong, code=1).output
-    cli(["tell", "--session", "s", "--trial", "t"], env, code=2)            # neither --value nor --failed
+    cli(["tell", "--session", "s", "--trial", "t"], env, code=2)  # neither --value nor --failed
 
 
 def test_keys_and_serve(tmp_path: Path) -> None:
@@ -133,8 +163,9 @@ def test_keys_and_serve(tmp_path: Path) -> None:
     (listed,) = json.loads(cli(["keys", "list", "--store", store, "--json"]).stdout)
     assert listed["name"] == "bob" and not listed["revoked"] and listed["key_id"] in key
     # --port 0: the kernel picks a free port at bind time (a port chosen beforehand could be taken)
-    process = subprocess.Popen([*RAYTUNER, "serve", "--store", store, "--port", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*RAYTUNER, "serve", "--store", store, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = process.stdout.readline()
         found = re.search(r"on (127\.0\.0\.1:\d+) ", line)
@@ -159,47 +190,82 @@ def test_keys_and_serve(tmp_path: Path) -> None:
 
 
 def _job_env(env: dict[str, str], **extra: Any) -> dict[str, str]:
-    return {**os.environ, **env, "RAYTUNER": " ".join(RAYTUNER), "PYTHON": sys.executable,
-            **{k: str(v) for k, v in extra.items()}}
+    return {
+        **os.environ,
+        **env,
+        "RAYTUNER": " ".join(RAYTUNER),
+        "PYTHON": sys.executable,
+        **{k: str(v) for k, v in extra.items()},
+    }
 
 
 def test_example_job_script(server: TuningServer, env: dict[str, str]) -> None:
-    done = subprocess.run(["bash", str(EXAMPLE / "job.sh")], env=_job_env(env, MAX_EVALUATIONS=3, N=64),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", str(EXAMPLE / "job.sh")],
+        env=_job_env(env, MAX_EVALUATIONS=3, N=64),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the session is finished" in done.stdout and done.stdout.count("runtime") >= 3
     (session,) = RemoteTuner(server.address, env["RAYTUNER_API_KEY"]).sessions("blocked_matmul")
     assert session["finished"] and session["evaluations"] == 3 and session["tasks"] == [{"n": 64}]
     assert session["best"][0]["outputs"]["runtime"] > 0
     records = server.store.evaluations("blocked_matmul")
-    assert all(r.additional_output.get("job") == "local" and r.raytuner.machine.get("host")
-               and "numpy" in r.software_configuration for r in records)
+    assert all(
+        r.additional_output.get("job") == "local"
+        and r.raytuner.machine.get("host")
+        and "numpy" in r.software_configuration
+        for r in records
+    )
 
 
 def test_example_job_python(server: TuningServer, env: dict[str, str], meta: Path) -> None:
     with RemoteTuner(server.address, env["RAYTUNER_API_KEY"]) as tuner:
         session = tuner.create_session(EXAMPLE / "meta.json", "random", tasks=[{"n": 64}], max_evaluations=3)
-        done = subprocess.run([sys.executable, str(EXAMPLE / "job.py"), "--max-trials", "2"],
-                              env=_job_env(env, RAYTUNER_SESSION=session), capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLE / "job.py"), "--max-trials", "2"],
+            env=_job_env(env, RAYTUNER_SESSION=session),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "ran 2 trial(s)" in done.stdout
         assert tuner.session()["evaluations"] == 2 and not tuner.session()["finished"]
 
 
-def test_tla1_predicts_and_tla2_tunes_a_new_task_through_the_commands(env: dict[str, str], meta: Path,
-                                                                       server: TuningServer) -> None:
-    tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10, "my-alg": "lu"}, {"y": (x / 10 - 0.1 * t) ** 2})
-             for t in (1, 2, 4, 5) for x in range(11)]
-    with RemoteTuner(server.address, env["RAYTUNER_API_KEY"]) as tuner:   # the key's own source problem
+def test_tla1_predicts_and_tla2_tunes_a_new_task_through_the_commands(
+    env: dict[str, str], meta: Path, server: TuningServer
+) -> None:
+    tuned = [
+        FunctionEvaluation.create({"t": t}, {"x": x / 10, "my-alg": "lu"}, {"y": (x / 10 - 0.1 * t) ** 2})
+        for t in (1, 2, 4, 5)
+        for x in range(11)
+    ]
+    with RemoteTuner(server.address, env["RAYTUNER_API_KEY"]) as tuner:  # the key's own source problem
         tuner.upload_evaluations("cli_demo_tuned", tuned)
     source = ("--option", "source_problem=cli_demo_tuned", "--task", "t=3")
     out = cli(["session", "create", "--problem", str(meta), "--strategy", "tla1", "--json", *source], env)
     predict = {**env, "RAYTUNER_SESSION": json.loads(out.stdout)["session_id"]}
     trial = json.loads(cli(["ask", "--format", "json"], predict).stdout)
-    assert trial["status"] == "TRIAL" and abs(trial["config"]["x"] - 0.3) < 0.1      # no evaluation needed
-    out = cli(["session", "create", "--problem", str(meta), "--strategy", "tla2", "--json", *source,
-               "--option", "n_initial=2"], env)
+    assert trial["status"] == "TRIAL" and abs(trial["config"]["x"] - 0.3) < 0.1  # no evaluation needed
+    out = cli(
+        [
+            "session",
+            "create",
+            "--problem",
+            str(meta),
+            "--strategy",
+            "tla2",
+            "--json",
+            *source,
+            "--option",
+            "n_initial=2",
+        ],
+        env,
+    )
     tune = {**env, "RAYTUNER_SESSION": json.loads(out.stdout)["session_id"]}
     for _ in range(3):
         trial = json.loads(cli(["ask", "--format", "json"], tune).stdout)

@@ -16,11 +16,17 @@ from raytuner.errors import RaytunerError
 from raytuner.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 
-META = {"tuning_problem_name": "client_demo", "problem_space": {
-    "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
-                        {"name": "alg", "type": "categorical", "categories": ["lu", "qr"]}],
-    "output_space": [{"name": "y", "type": "real"}]}}
+META = {
+    "tuning_problem_name": "client_demo",
+    "problem_space": {
+        "input_space": [{"name": "t", "type": "integer", "lower_bound": 1, "upper_bound": 10}],
+        "parameter_space": [
+            {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr"]},
+        ],
+        "output_space": [{"name": "y", "type": "real"}],
+    },
+}
 TASKS = [{"t": 2}, {"t": 5}]
 
 
@@ -47,9 +53,9 @@ def test_ask_tell_and_session(tuner: RemoteTuner) -> None:
     assert 0 <= trial.config["x"] <= 1 and trial.config["alg"] in ("lu", "qr")
     first = tuner.tell(trial, f(trial.config, trial.task, None), additional_output={"note": "first"})
     assert first.uid and not first.duplicate and not first.failed
-    again = tuner.tell(trial.trial_id, f(trial.config, trial.task, None))          # a retried tell
+    again = tuner.tell(trial.trial_id, f(trial.config, trial.task, None))  # a retried tell
     assert again.duplicate and again.uid == first.uid
-    with pytest.raises(ServiceError) as info:                                    # another result: refused
+    with pytest.raises(ServiceError) as info:  # another result: refused
         tuner.tell(trial, {"y": 123.0})
     assert info.value.code == "FAILED_PRECONDITION"
     failed = tuner.tell(tuner.ask(), failure="segfault")
@@ -79,7 +85,7 @@ def test_run_loop_until_finished(tuner: RemoteTuner) -> None:
             raise RuntimeError("compile failed")
         if len(calls) == 3:
             return float("nan")
-        return f(config, task, fidelity)["y"]                   # a number: the problem's only output
+        return f(config, task, fidelity)["y"]  # a number: the problem's only output
 
     assert tuner.run(objective) == 6
     assert tuner.ask() is None and tuner.finished
@@ -91,16 +97,16 @@ def test_run_loop_until_finished(tuner: RemoteTuner) -> None:
 def test_run_maps_numbers_to_the_output(server: TuningServer, key: str, tuner: RemoteTuner) -> None:
     session_id = tuner.create_session(META, "random", tasks=TASKS, max_evaluations=4)
     with RemoteTuner(server.address, server.keys.create("alice2"), session_id=session_id) as stranger:
-        with pytest.raises(ServiceError) as info:                    # another key's session is not found
+        with pytest.raises(ServiceError) as info:  # another key's session is not found
             stranger.ask()
         assert info.value.code == "NOT_FOUND"
     with RemoteTuner(server.address, key, session_id=session_id) as other:
-        assert other.output_names() == ["y"]                         # a number goes to the only output
+        assert other.output_names() == ["y"]  # a number goes to the only output
         assert other.run(lambda c, t, fid: 1.0, max_trials=1) == 1
-        with pytest.raises(RaytunerError, match="objective"):        # neither a number nor a mapping
+        with pytest.raises(RaytunerError, match="objective"):  # neither a number nor a mapping
             other.run(lambda c, t, fid: "fast")
         assert other.run(lambda c, t, fid: 1.0, max_trials=1, output="y") == 1
-        with pytest.raises(ServiceError) as info:                    # a wrong name: told failed, then raised
+        with pytest.raises(ServiceError) as info:  # a wrong name: told failed, then raised
             other.run(lambda c, t, fid: {"z": 1.0})
         assert info.value.code == "INVALID_ARGUMENT" and "z" in info.value.message
     session = tuner.session()
@@ -110,17 +116,18 @@ def test_run_maps_numbers_to_the_output(server: TuningServer, key: str, tuner: R
 def test_wait_while_trials_are_pending(tuner: RemoteTuner) -> None:
     tuner.create_session(META, "random", tasks=[{"t": 1}], max_evaluations=2)
     pending = [tuner.ask(), tuner.ask()]
-    assert tuner.ask(wait=False) is None and not tuner.finished      # budget handed out: WAIT
+    assert tuner.ask(wait=False) is None and not tuner.finished  # budget handed out: WAIT
     timer = threading.Timer(0.3, lambda: [tuner.tell(t, {"y": 1.0}) for t in pending])
     timer.start()
     started = time.monotonic()
-    assert tuner.ask(poll=0.05) is None and tuner.finished           # waits, then FINISHED
+    assert tuner.ask(poll=0.05) is None and tuner.finished  # waits, then FINISHED
     assert time.monotonic() - started >= 0.25
     timer.join()
 
 
-def test_errors_keep_the_status_and_the_message(server: TuningServer, tuner: RemoteTuner,
-                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_errors_keep_the_status_and_the_message(
+    server: TuningServer, tuner: RemoteTuner, caplog: pytest.LogCaptureFixture
+) -> None:
     with pytest.raises(ServiceError) as info:
         tuner.create_session(META, "nonsense", tasks=TASKS)
     assert info.value.code == "INVALID_ARGUMENT" and "strategy" in info.value.message
@@ -135,7 +142,7 @@ def test_errors_keep_the_status_and_the_message(server: TuningServer, tuner: Rem
         tuner.tell("never-asked", {"y": 1.0})
     assert info.value.code == "NOT_FOUND" and "trial_id" in info.value.message
     with pytest.raises(RaytunerError):
-        tuner.tell("never-asked")                                      # neither outputs nor failure
+        tuner.tell("never-asked")  # neither outputs nor failure
     caplog.set_level(logging.INFO, logger="raytuner.client.channel")
     for key in (None, "rt_0123456789abcdef_" + "x" * 43):
         with RemoteTuner(server.address, key, retries=3, backoff=1.0) as stranger:
@@ -155,8 +162,8 @@ def test_unreachable_server_fails_after_the_retries(reserved_port: int) -> None:
 
 
 def test_client_waits_for_a_server_that_comes_up_late(tmp_path: Path, reserved_port: int) -> None:
-    port = reserved_port                                           # nobody else takes it in the meantime
-    late = TuningServer(tmp_path / "store", port=port)             # made (and a key), not yet listening
+    port = reserved_port  # nobody else takes it in the meantime
+    late = TuningServer(tmp_path / "store", port=port)  # made (and a key), not yet listening
     key = late.keys.create("alice")
     timer = threading.Timer(1.0, late.start)
     with RemoteTuner(f"127.0.0.1:{port}", key, timeout=5, retries=8, backoff=0.1) as client:
@@ -170,7 +177,7 @@ def test_client_waits_for_a_server_that_comes_up_late(tmp_path: Path, reserved_p
 
 
 def test_ask_and_tell_across_a_server_restart(tmp_path: Path, reserved_port: int) -> None:
-    port = reserved_port                                           # still ours while the server is down
+    port = reserved_port  # still ours while the server is down
     server = TuningServer(tmp_path / "store", port=port)
     server.start()
     key = server.keys.create("alice")
@@ -182,7 +189,7 @@ def test_ask_and_tell_across_a_server_restart(tmp_path: Path, reserved_port: int
         timer = threading.Timer(0.8, restarted.start)
         timer.start()
         try:
-            told = client.tell(trial, {"y": 0.5})                        # retried until the server is back
+            told = client.tell(trial, {"y": 0.5})  # retried until the server is back
             assert not told.duplicate
             assert client.tell(trial, {"y": 0.5}).uid == told.uid
             assert client.run(f) == 2 and client.session()["evaluations"] == 3
@@ -207,8 +214,9 @@ def test_upload_and_query_evaluations(tuner: RemoteTuner) -> None:
     assert all(isinstance(r, FunctionEvaluation) for r in found)
 
 
-def test_the_api_key_is_never_logged(server: TuningServer, key: str, caplog: pytest.LogCaptureFixture,
-                                     reserved_port: int) -> None:
+def test_the_api_key_is_never_logged(
+    server: TuningServer, key: str, caplog: pytest.LogCaptureFixture, reserved_port: int
+) -> None:
     caplog.set_level(logging.DEBUG)
     with RemoteTuner(server.address, key) as client:
         client.create_session(META, "random", tasks=TASKS)
@@ -223,16 +231,35 @@ def test_the_api_key_is_never_logged(server: TuningServer, key: str, caplog: pyt
 
 def test_tls(tmp_path: Path) -> None:
     cert, private = tmp_path / "server.pem", tmp_path / "server.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", str(private), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(private),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     server = TuningServer(tmp_path / "store", port=0, tls_cert=cert, tls_key=private)
     port = server.start()
     try:
         key = server.keys.create("alice")
         with RemoteTuner(f"localhost:{port}", key, root_certificates=cert.read_bytes()) as client:
             assert client.create_session(META, "random", tasks=TASKS)
-        with RemoteTuner(f"127.0.0.1:{port}", key, timeout=2, retries=0) as plain:    # no TLS: no answer
+        with RemoteTuner(f"127.0.0.1:{port}", key, timeout=2, retries=0) as plain:  # no TLS: no answer
             with pytest.raises(ServiceError) as info:
                 plain.sessions()
             assert info.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")

@@ -30,10 +30,15 @@ from raytuner.service.server import TuningServer
 from raytuner.store import JsonStore
 
 PROBLEM = "damage_demo"
-META = {"tuning_problem_name": PROBLEM, "problem_space": {
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-    "output_space": [{"name": "y"}]}}
-SESSIONS, ASKED, TOLD = 3, 4, 2                 # per session: trials asked, of which told
+META = {
+    "tuning_problem_name": PROBLEM,
+    "problem_space": {
+        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+        "output_space": [{"name": "y"}],
+    },
+}
+SESSIONS, ASKED, TOLD = 3, 4, 2  # per session: trials asked, of which told
+
 
 class Client:
     """A raw stub with the key of ``alice``; each call has a bounded deadline."""
@@ -77,21 +82,30 @@ def _retrying(call: Callable[[], Any], refused: list[str] | None = None, attempt
 def _work(client: Client, acked: Acknowledged, sessions: int = SESSIONS, refused: list[str] | None = None) -> None:
     """Create sessions, ask ``ASKED`` trials of each and tell ``TOLD`` of them, recording what was acknowledged."""
     for s in range(sessions):
-        created = _retrying(lambda s=s: client.CreateSession(pb.CreateSessionRequest(
-            problem_json=json.dumps(META), strategy="random", seed=11 + s)), refused)
+        created = _retrying(
+            lambda s=s: client.CreateSession(
+                pb.CreateSessionRequest(problem_json=json.dumps(META), strategy="random", seed=11 + s)
+            ),
+            refused,
+        )
         sid = created.session_id
         acked.sessions.append(sid)
         acked.asked[sid], acked.told[sid] = [], {}
         for t in range(ASKED):
             trial_id = f"s{s}-t{t}"
-            answer = _retrying(lambda sid=sid, trial_id=trial_id: client.Ask(
-                pb.AskRequest(session_id=sid, trial_id=trial_id)), refused)
+            answer = _retrying(
+                lambda sid=sid, trial_id=trial_id: client.Ask(pb.AskRequest(session_id=sid, trial_id=trial_id)), refused
+            )
             assert answer.status == pb.AskResponse.TRIAL
             acked.asked[sid].append(trial_id)
             if t < TOLD:
                 value = json.loads(answer.config_json)["x"]
-                _retrying(lambda sid=sid, trial_id=trial_id, value=value: client.Tell(pb.TellRequest(
-                    session_id=sid, trial_id=trial_id, outputs={"y": value})), refused)
+                _retrying(
+                    lambda sid=sid, trial_id=trial_id, value=value: client.Tell(
+                        pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": value})
+                    ),
+                    refused,
+                )
                 acked.told[sid][trial_id] = value
 
 
@@ -111,7 +125,7 @@ def _first_run(store: Path, sessions: int = SESSIONS) -> Acknowledged:
 def _lost_after_restart(store: Path, acked: Acknowledged) -> dict[str, int]:
     """Start a new server on ``store`` and count what it lost of ``acked``: asks, tells, sessions."""
     server = TuningServer(store, port=0)
-    server.start()                                   # must not raise, whatever the damage
+    server.start()  # must not raise, whatever the damage
     client = Client(server.address, acked.key)
     lost = {"sessions": 0, "asks": 0, "tells": 0}
     try:
@@ -125,10 +139,13 @@ def _lost_after_restart(store: Path, acked: Acknowledged) -> dict[str, int]:
                 continue
             for trial_id in acked.asked[sid]:
                 if trial_id in acked.told[sid]:
-                    continue                         # a pending trial must still be tellable
+                    continue  # a pending trial must still be tellable
                 try:
-                    _retrying(lambda sid=sid, trial_id=trial_id: client.Tell(pb.TellRequest(
-                        session_id=sid, trial_id=trial_id, outputs={"y": 0.5})))
+                    _retrying(
+                        lambda sid=sid, trial_id=trial_id: client.Tell(
+                            pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": 0.5})
+                        )
+                    )
                 except grpc.RpcError:
                     lost["asks"] += 1
         stored = {r.raytuner.trial_id: r.evaluation_result["y"] for r in JsonStore(store).evaluations(PROBLEM)}
@@ -158,7 +175,7 @@ def test_a_damaged_ledger_line_costs_nothing_acknowledged(tmp_path: Path, log: s
     _insert_after_first_line(path, DAMAGE[kind])
     assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}
     offset = len(path.read_bytes()) - len(DAMAGE[kind]) if kind == "torn" else path.read_bytes().index(b"\n") + 1
-    repaired = CliRunner().invoke(main, ["history", "repair", str(store)])   # the writer's side: moved aside
+    repaired = CliRunner().invoke(main, ["history", "repair", str(store)])  # the writer's side: moved aside
     assert repaired.exit_code == 0 and f"ledger {log}: moved 1 damaged line(s)" in repaired.output, repaired.output
     kept = [json.loads(line) for line in path.with_name(path.name + ".corrupt").read_text().splitlines()]
     assert [(k["file"], k["offset"]) for k in kept] == [(path.name, offset)]
@@ -168,17 +185,24 @@ def test_a_damaged_ledger_line_costs_nothing_acknowledged(tmp_path: Path, log: s
     assert "alice" in result.output
 
 
-@pytest.mark.parametrize("log, damage", [
-    ("trials", {"trial_id": 7}), ("trials", {"trial_id": "t", "task": [], "config": {}}),
-    ("trials", {"trial_id": "t", "task": {}, "config": {}, "provenance": 5}), ("sessions", {"owner": 1})])
-def test_an_object_line_that_holds_no_entry_costs_nothing_acknowledged(tmp_path: Path, log: str,
-                                                                         damage: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "log, damage",
+    [
+        ("trials", {"trial_id": 7}),
+        ("trials", {"trial_id": "t", "task": [], "config": {}}),
+        ("trials", {"trial_id": "t", "task": {}, "config": {}, "provenance": 5}),
+        ("sessions", {"owner": 1}),
+    ],
+)
+def test_an_object_line_that_holds_no_entry_costs_nothing_acknowledged(
+    tmp_path: Path, log: str, damage: dict[str, Any]
+) -> None:
     """A JSON object of the right session with fields missing or of another type: skipped, the session kept."""
     store = tmp_path / "store"
     acked = _first_run(store)
     line = json.dumps({"session_id": acked.sessions[0], **damage}).encode() + b"\n"
     path = store / ".service" / f"{log}.jsonl"
-    if log == "sessions":                                  # after the session's own spec, which comes first
+    if log == "sessions":  # after the session's own spec, which comes first
         path.write_bytes(path.read_bytes() + line)
     else:
         _insert_after_first_line(path, line)
@@ -198,9 +222,13 @@ def _damage_a_record(path: Path, kind: str) -> None:
     lines = path.read_bytes().split(b"\n")
     index = next(i for i, line in enumerate(lines) if b'"func_eval": [' in line) + 2
     line = lines[index]
-    lines[index] = {"bad_utf8": line[:20] + b"\xff\xfe" + line[22:], "not_an_object": b"[],",
-                    "nul": b"\x00" * len(line), "torn": line[: len(line) // 2]}[kind]
-    raw = b"\n".join(lines[: index + 1]) + (b"" if kind == "torn" else b"\n" + b"\n".join(lines[index + 1:]))
+    lines[index] = {
+        "bad_utf8": line[:20] + b"\xff\xfe" + line[22:],
+        "not_an_object": b"[],",
+        "nul": b"\x00" * len(line),
+        "torn": line[: len(line) // 2],
+    }[kind]
+    raw = b"\n".join(lines[: index + 1]) + (b"" if kind == "torn" else b"\n" + b"\n".join(lines[index + 1 :]))
     path.write_bytes(raw)
 
 
@@ -209,12 +237,12 @@ def test_a_damaged_gptune_file_is_read_around_and_repaired(tmp_path: Path, kind:
     store = tmp_path / "store"
     acked = _first_run(store)
     writer = JsonStore(store)
-    writer.compact(PROBLEM)                             # every told record into the GPTune file
+    writer.compact(PROBLEM)  # every told record into the GPTune file
     writer.close()
     path = store / f"{PROBLEM}.json"
     stored = [r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)]
     _damage_a_record(path, kind)
-    hit = stored[1]                                     # the record on the damaged line
+    hit = stored[1]  # the record on the damaged line
     intact = [t for t in stored if t != hit] if kind != "torn" else stored[:1]
     assert [r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)] == intact
 
@@ -234,8 +262,9 @@ def test_a_damaged_gptune_file_is_read_around_and_repaired(tmp_path: Path, kind:
 
 
 @pytest.mark.parametrize("name", ["sessions.jsonl", "trials.jsonl", f"{PROBLEM}.json.journal"])
-def test_a_short_write_is_unavailable_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        name: str) -> None:
+def test_a_short_write_is_unavailable_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     store = tmp_path / "store"
     short = ShortWrites(monkeypatch, name)
     server = TuningServer(store, port=0)
@@ -245,15 +274,15 @@ def test_a_short_write_is_unavailable_and_loses_nothing(tmp_path: Path, monkeypa
     refused: list[str] = []
     try:
         _work(client, acked, sessions=1)
-        short.state = "armed"                        # the next write to the file is cut short by a full disk
+        short.state = "armed"  # the next write to the file is cut short by a full disk
         _work(client, acked, sessions=2, refused=refused)
     finally:
         client.close()
         server.stop(grace=0)
-    assert short.state == "done" and len(refused) == 1         # UNAVAILABLE once, then the retry was stored
+    assert short.state == "done" and len(refused) == 1  # UNAVAILABLE once, then the retry was stored
     assert "No space left on device" in refused[0]
     path = next(store.rglob(name))
-    assert path.read_bytes().endswith(b"\n")          # no fragment left for the next line to be glued to
+    assert path.read_bytes().endswith(b"\n")  # no fragment left for the next line to be glued to
     monkeypatch.undo()
     assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}
 
@@ -267,7 +296,7 @@ def test_a_short_write_of_a_key_is_a_store_error(tmp_path: Path, monkeypatch: py
     short.state = "armed"
     with pytest.raises(StoreError, match="No space left"):
         keys.create("bob")
-    second = keys.create("bob")                       # the retry
+    second = keys.create("bob")  # the retry
     monkeypatch.undo()
     fresh = ApiKeys(JsonStore(tmp_path).ledger())
     assert [k.name for k in fresh.list()] == ["alice", "bob"]

@@ -38,7 +38,6 @@ TASKS = [{"t": 1.0}, {"t": 2.0}]
 PROGRESS_S = 120
 
 
-
 def start_server(store: str, port: int, log_path: Path, create_key: bool = False) -> ServerProcess:
     """A TuningServer over ``store`` on ``port`` in a process of its own (its info has the key if created)."""
     args = ["raytuner", "--store", store, "--port", str(port), *(["--key-name", "reliability"] if create_key else [])]
@@ -62,9 +61,15 @@ class Load:
         self.errors: list[BaseException] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._client, name=f"load-{i}", daemon=True,
-                                          args=(address, key, sessions[i % len(sessions)], timeout))
-                         for i in range(n)]
+        self._threads = [
+            threading.Thread(
+                target=self._client,
+                name=f"load-{i}",
+                daemon=True,
+                args=(address, key, sessions[i % len(sessions)], timeout),
+            )
+            for i in range(n)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -139,24 +144,24 @@ def tell_held(tuner: RemoteTuner, trial: RemoteTrial) -> Any:
     return tuner.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
 
 
-def test_kill_9_of_the_server_under_16_clients_loses_and_duplicates_nothing(tmp_path: Path,
-                                                                          caplog: pytest.LogCaptureFixture,
-                                                                          reserved_port: int) -> None:
-    store, port = tmp_path / "store", reserved_port       # held: the restarted server gets the same port
+def test_kill_9_of_the_server_under_16_clients_loses_and_duplicates_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, reserved_port: int
+) -> None:
+    store, port = tmp_path / "store", reserved_port  # held: the restarted server gets the same port
     server = start_server(str(store), port, tmp_path / "server.log", create_key=True)
     key, address = server.info["key"], f"127.0.0.1:{port}"
     load: Load | None = None
     try:
         admin, sessions = start_sessions(address, key, 4)
         held = RemoteTuner(address, key, session_id=sessions[0], timeout=5.0, retries=30, backoff=0.05)
-        held_trial = held.ask()                      # asked before the kill, told after the restart
+        held_trial = held.ask()  # asked before the kill, told after the restart
         assert held_trial is not None
         with caplog.at_level(logging.INFO, logger="raytuner.client.channel"):
             load = Load(address, key, sessions, 16)
             load.wait_for(150, timeout=PROGRESS_S)
             server.kill()
             at_kill = load.count()
-            time.sleep(0.3)                           # clients meet a dead port and back off
+            time.sleep(0.3)  # clients meet a dead port and back off
             server = start_server(str(store), port, tmp_path / "server.log")
             restarted = time.monotonic()
             load.wait_for(at_kill + 150, timeout=PROGRESS_S)
@@ -166,8 +171,9 @@ def test_kill_9_of_the_server_under_16_clients_loses_and_duplicates_nothing(tmp_
 
         told = tell_held(held, held_trial)
         assert not told.duplicate
-        assert held.tell(held_trial.trial_id, {"y": demo(held_trial.config["x"], held_trial.task["t"])}).uid \
-            == told.uid                               # a retried tell stays one evaluation
+        assert (
+            held.tell(held_trial.trial_id, {"y": demo(held_trial.config["x"], held_trial.task["t"])}).uid == told.uid
+        )  # a retried tell stays one evaluation
         after = [a for a in acks if a.asked_at > restarted and not a.duplicate]
         assert len(after) >= 100, "sessions did not go on after the restart"
         views = [admin.session(s) for s in sessions]
@@ -180,32 +186,32 @@ def test_kill_9_of_the_server_under_16_clients_loses_and_duplicates_nothing(tmp_
         server.stop()
     records = JsonStore(store).evaluations(PROBLEM)
     check_exactly_once(records, acks)
-    assert len(records) == len(acks) + 1            # the held trial is the only other told one
+    assert len(records) == len(acks) + 1  # the held trial is the only other told one
     assert sum(v["evaluations"] for v in views) == len(records)
     assert held_trial.trial_id in {r.raytuner.trial_id for r in records if r.raytuner}
 
 
-def test_a_mongod_restart_under_load_loses_and_duplicates_nothing(tmp_path: Path,
-                                                                   caplog: pytest.LogCaptureFixture,
-                                                                   reserved_port: int) -> None:
+def test_a_mongod_restart_under_load_loses_and_duplicates_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, reserved_port: int
+) -> None:
     find_mongod()
     dbpath = tmp_path / "db"
-    mongods = [LocalMongod(dbpath=dbpath, port=reserved_port).start()]    # held: the restart gets it back
+    mongods = [LocalMongod(dbpath=dbpath, port=reserved_port).start()]  # held: the restart gets it back
     uri = f"mongodb://127.0.0.1:{mongods[0].port}/svc_reliability"
     server: ServerProcess | None = None
     load: Load | None = None
     try:
         try:
-            server = start_server(uri, 0, tmp_path / "server.log", create_key=True)    # 0: any free port
+            server = start_server(uri, 0, tmp_path / "server.log", create_key=True)  # 0: any free port
             key, address = server.info["key"], f"127.0.0.1:{server.info['port']}"
             admin, sessions = start_sessions(address, key, 2)
             with caplog.at_level(logging.INFO, logger="raytuner.client.channel"):
                 # a 2-s deadline: calls waiting on the store while it is down expire and are retried
                 load = Load(address, key, sessions, 8, timeout=2.0)
                 load.wait_for(60, timeout=PROGRESS_S)
-                mongods[0].stop()                     # SIGTERM: a clean shutdown, under load
+                mongods[0].stop()  # SIGTERM: a clean shutdown, under load
                 at_stop = load.count()
-                time.sleep(2.0)                       # the store is down: clients wait, time out and retry
+                time.sleep(2.0)  # the store is down: clients wait, time out and retry
                 mongods.append(LocalMongod(dbpath=dbpath, port=mongods[0].port).start())
                 load.wait_for(at_stop + 60, timeout=PROGRESS_S)
                 acks = load.finish()
@@ -223,8 +229,9 @@ def test_a_mongod_restart_under_load_loses_and_duplicates_nothing(tmp_path: Path
                 server.stop()
         with MongoStore(uri) as store:
             records = store.evaluations(PROBLEM)
-            per_trial = Counter(d["raytuner"]["trial_id"]
-                                for d in store.func_eval.find({}, {"raytuner.trial_id": True, "_id": False}))
+            per_trial = Counter(
+                d["raytuner"]["trial_id"] for d in store.func_eval.find({}, {"raytuner.trial_id": True, "_id": False})
+            )
     finally:
         for mongod in mongods:
             mongod.stop()

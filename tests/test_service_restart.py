@@ -33,8 +33,14 @@ from raytuner.trial import Trial
 SESSIONS, RECORDS, IN_FLIGHT, PROBLEMS = 40, 30, 2, 4
 
 
-def build_store(directory: Path, owner: str, sessions: int = SESSIONS, records: int = RECORDS,
-                in_flight: int = IN_FLIGHT, problems: int = PROBLEMS) -> list[str]:
+def build_store(
+    directory: Path,
+    owner: str,
+    sessions: int = SESSIONS,
+    records: int = RECORDS,
+    in_flight: int = IN_FLIGHT,
+    problems: int = PROBLEMS,
+) -> list[str]:
     """Sessions of ``owner`` with ``records`` told trials and ``in_flight`` untold ones each, written directly."""
     store = JsonStore(directory)
     manager = SessionManager(store)
@@ -50,9 +56,16 @@ def build_store(directory: Path, owner: str, sessions: int = SESSIONS, records: 
             trial = Trial(task=task, config={"x": rng.random()}, provenance=provenance, trial_id=f"t{i}")
             manager.ledger.append("trials", trial.document(session_id))
             if i < records:
-                told.append(FunctionEvaluation.create(
-                    task, trial.config, {"y": trial.config["x"] ** 2}, provenance=provenance, outputs=["y"],
-                    uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{session_id}/t{i}"))))
+                told.append(
+                    FunctionEvaluation.create(
+                        task,
+                        trial.config,
+                        {"y": trial.config["x"] ** 2},
+                        provenance=provenance,
+                        outputs=["y"],
+                        uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{session_id}/t{i}")),
+                    )
+                )
         store.append_many(meta["tuning_problem_name"], told)
         ids.append(session_id)
     store.close()
@@ -79,7 +92,7 @@ def _stub(address: str) -> tuple[grpc.Channel, pb_grpc.TuningServiceStub]:
 def test_port_opens_at_once_and_a_session_not_rebuilt_yet_waits_for_its_rebuild(tmp_path: Path) -> None:
     keys = ApiKeys(JsonStore(tmp_path).ledger())
     key = keys.create("alice")
-    owner = keys.verify(key).key_id                                       # type: ignore[union-attr]
+    owner = keys.verify(key).key_id  # type: ignore[union-attr]
     ids = build_store(tmp_path, owner)
     store = GatedStore(tmp_path)
     server = TuningServer(store, port=0)
@@ -89,18 +102,18 @@ def test_port_opens_at_once_and_a_session_not_rebuilt_yet_waits_for_its_rebuild(
         with socket.create_connection(("127.0.0.1", port), timeout=2):
             opened = time.monotonic() - started
         assert opened <= 2.0, f"port open {opened:.2f} s after start"
-        assert server.manager.session_ids() == set(ids)                  # known at once
-        assert not server.manager._sessions                              # none rebuilt: the gate is shut
+        assert server.manager.session_ids() == set(ids)  # known at once
+        assert not server.manager._sessions  # none rebuilt: the gate is shut
         with RemoteTuner(server.address, key, session_id=ids[-1], timeout=60) as client:
             with ThreadPoolExecutor(1) as pool:
-                answer = pool.submit(client.session)                     # a session not rebuilt yet
+                answer = pool.submit(client.session)  # a session not rebuilt yet
                 store.gate.set()
                 session = answer.result(60)
             assert (session["evaluations"], session["pending"]) == (RECORDS, IN_FLIGHT)
             listed = client.sessions()
             assert sorted(s["session_id"] for s in listed) == sorted(ids)
             assert all(s["evaluations"] == RECORDS and s["pending"] == IN_FLIGHT for s in listed)
-            assert client.tell(f"t{RECORDS}", {"y": 0.5}).duplicate is False   # a trial in flight, adopted
+            assert client.tell(f"t{RECORDS}", {"y": 0.5}).duplicate is False  # a trial in flight, adopted
     finally:
         server.stop(grace=0)
 
@@ -108,7 +121,7 @@ def test_port_opens_at_once_and_a_session_not_rebuilt_yet_waits_for_its_rebuild(
 def test_a_session_that_cannot_be_rebuilt_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     keys = ApiKeys(JsonStore(tmp_path).ledger())
     key = keys.create("alice")
-    owner = keys.verify(key).key_id                                       # type: ignore[union-attr]
+    owner = keys.verify(key).key_id  # type: ignore[union-attr]
     good = build_store(tmp_path, owner, sessions=2, records=3, problems=1)
     broken = dict(next(JsonStore(tmp_path).ledger().read("sessions")), session_id="broken", strategy="nonesuch")
     JsonStore(tmp_path).ledger().append("sessions", broken)
@@ -119,7 +132,7 @@ def test_a_session_that_cannot_be_rebuilt_is_skipped(tmp_path: Path, caplog: pyt
             assert sorted(s["session_id"] for s in client.sessions()) == sorted(good)
             with pytest.raises(ServiceError) as info:
                 client.session("broken")
-            assert info.value.code == "NOT_FOUND"            # after its rebuild failed (or while it fails)
+            assert info.value.code == "NOT_FOUND"  # after its rebuild failed (or while it fails)
     finally:
         server.stop(grace=0)
     assert "cannot rebuild session broken" in caplog.text
@@ -130,21 +143,25 @@ def test_the_default_client_waits_out_a_server_restart(tmp_path: Path, reserved_
     server.start()
     key = server.keys.create("alice")
     restarted = TuningServer(tmp_path, port=reserved_port)
-    with RemoteTuner(server.address, key, timeout=5) as client:          # default retries: a time window
-        client.create_session({"tuning_problem_name": "outage", "problem_space": DEMO_PROBLEM}, "random",
-                              tasks=[{"t": 1.0}], max_evaluations=3)
+    with RemoteTuner(server.address, key, timeout=5) as client:  # default retries: a time window
+        client.create_session(
+            {"tuning_problem_name": "outage", "problem_space": DEMO_PROBLEM},
+            "random",
+            tasks=[{"t": 1.0}],
+            max_evaluations=3,
+        )
         trial = client.ask()
         assert trial is not None
         server.stop(grace=0)
-        timer = threading.Timer(4.0, restarted.start)                    # a 4 s outage
+        timer = threading.Timer(4.0, restarted.start)  # a 4 s outage
         timer.start()
         try:
             started = time.monotonic()
-            told = client.tell(trial, {"y": 0.25})                       # retried until the server is back
+            told = client.tell(trial, {"y": 0.25})  # retried until the server is back
             waited = time.monotonic() - started
             assert not told.duplicate and waited >= 3.0
             again = client.ask(trial_id="after-outage")
-            assert again is not None and client.ask(trial_id="after-outage") == again   # a retried ask: same trial
+            assert again is not None and client.ask(trial_id="after-outage") == again  # a retried ask: same trial
             assert client.session()["evaluations"] == 1
         finally:
             timer.join()
@@ -152,18 +169,18 @@ def test_the_default_client_waits_out_a_server_restart(tmp_path: Path, reserved_
 
 
 def test_one_keys_watch_streams_leave_room_for_another_keys_ask(tmp_path: Path) -> None:
-    server = TuningServer(tmp_path, port=0)                               # 64 threads: 16 streams a key
+    server = TuningServer(tmp_path, port=0)  # 64 threads: 16 streams a key
     server.start()
     channel, stub = _stub(server.address)
     calls: list[Any] = []
     try:
         sessions = {}
-        for name in ("mallory", "bob"):                                  # a problem each: only owners tune it
+        for name in ("mallory", "bob"):  # a problem each: only owners tune it
             meta = {"tuning_problem_name": f"crowded-{name}", "problem_space": DEMO_PROBLEM}
             key = server.keys.create(name)
             with RemoteTuner(server.address, key, timeout=30) as client:
                 client.create_session(meta, "random", tasks=[{"t": 1.0}])
-                assert client.ask() is not None                          # an event a watcher gets at once
+                assert client.ask() is not None  # an event a watcher gets at once
                 sessions[name] = (key, client.session_id)
         key, session_id = sessions["mallory"]
         request = pb.WatchSessionRequest(session_id=session_id, from_start=True)
@@ -179,8 +196,9 @@ def test_one_keys_watch_streams_leave_room_for_another_keys_ask(tmp_path: Path) 
         assert (watching, refused) == (16, 48)
         key, session_id = sessions["bob"]
         started = time.monotonic()
-        answer = stub.Ask(pb.AskRequest(session_id=session_id, trial_id="bob-1"), timeout=10,
-                          metadata=((METADATA_KEY, key),))
+        answer = stub.Ask(
+            pb.AskRequest(session_id=session_id, trial_id="bob-1"), timeout=10, metadata=((METADATA_KEY, key),)
+        )
         took = time.monotonic() - started
         assert answer.status == pb.AskResponse.TRIAL, took
         print(f"another key's Ask beside 64 watch streams: {took * 1000:.0f} ms")
@@ -192,7 +210,7 @@ def test_one_keys_watch_streams_leave_room_for_another_keys_ask(tmp_path: Path) 
 
 
 def test_two_keys_at_their_limits_leave_room_for_a_third_keys_first_call(tmp_path: Path) -> None:
-    server = TuningServer(tmp_path, port=0, max_workers=8, max_streams_per_key=4)   # 6 threads shared, 2 kept
+    server = TuningServer(tmp_path, port=0, max_workers=8, max_streams_per_key=4)  # 6 threads shared, 2 kept
     server.start()
     channel, stub = _stub(server.address)
     calls: list[Any] = []
@@ -218,10 +236,11 @@ def test_two_keys_at_their_limits_leave_room_for_a_third_keys_first_call(tmp_pat
                     watching[name] += 1
                 except grpc.RpcError as exc:
                     assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert watching == {"mallory": 4, "trudy": 2}              # trudy stops where the shared part ends
+        assert watching == {"mallory": 4, "trudy": 2}  # trudy stops where the shared part ends
         key, session_id = sessions["carol"]
-        answer = stub.Ask(pb.AskRequest(session_id=session_id, trial_id="carol-1"), timeout=10,
-                          metadata=((METADATA_KEY, key),))
+        answer = stub.Ask(
+            pb.AskRequest(session_id=session_id, trial_id="carol-1"), timeout=10, metadata=((METADATA_KEY, key),)
+        )
         assert answer.status == pb.AskResponse.TRIAL
     finally:
         for call in calls:

@@ -33,8 +33,9 @@ def session_on(store: HistoryStore, **options: Any) -> TuningSession:
 
 
 def resumed_on(store: HistoryStore, session_id: str, **options: Any) -> TuningSession:
-    return TuningSession.resume(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=11), store,
-                                session_id=session_id, **options)
+    return TuningSession.resume(
+        NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=11), store, session_id=session_id, **options
+    )
 
 
 def y(trial: Trial) -> dict[str, float]:
@@ -84,12 +85,16 @@ def test_a_mongo_ledger_reads_without_writing_and_keeps_the_collection_names(mon
     ledger = mongo_store.ledger()
     assert list(ledger.read("trials")) == []
     database = mongo_store.func_eval.database
-    assert database.list_collection_names() == []                  # no collection, no index made
+    assert database.list_collection_names() == []  # no collection, no index made
     # the first append makes the indexes (and so the collections) under the first release's names
     ledger.append("keys", {"key_id": "k1"})
     assert [d["key_id"] for d in ledger.read("keys")] == ["k1"]
-    assert sorted(database.list_collection_names()) == ["service_keys", "service_session_evaluations", "service_sessions",
-                                                        "service_trials"]
+    assert sorted(database.list_collection_names()) == [
+        "service_keys",
+        "service_session_evaluations",
+        "service_sessions",
+        "service_trials",
+    ]
 
 
 def test_asking_with_a_trial_id_is_idempotent_and_a_told_one_conflicts(tmp_path: Path) -> None:
@@ -97,7 +102,7 @@ def test_asking_with_a_trial_id_is_idempotent_and_a_told_one_conflicts(tmp_path:
     session = session_on(store)
     first = session.ask(trial_id="job-1")
     assert session.ask(trial_id="job-1") is first
-    assert [d["trial_id"] for d in store.ledger().read("trials")] == ["job-1"]       # logged once
+    assert [d["trial_id"] for d in store.ledger().read("trials")] == ["job-1"]  # logged once
     session.tell("job-1", y(first))
     with pytest.raises(TrialConflict, match="trial_id"):
         session.ask(trial_id="job-1")
@@ -109,7 +114,7 @@ def test_a_tell_is_idempotent_by_trial_id(tmp_path: Path) -> None:
     trial, failing = session.ask(), session.ask()
     assert session.told_record(trial.trial_id) is None
     record = session.tell(trial, y(trial))
-    assert session.tell(trial.trial_id, y(trial)) is record                            # a retry
+    assert session.tell(trial.trial_id, y(trial)) is record  # a retry
     assert session.told_record(trial.trial_id) is record
     with pytest.raises(TrialConflict, match="another result"):
         session.tell(trial, {"y": y(trial)["y"] + 1.0})
@@ -130,7 +135,7 @@ def test_a_refused_ledger_write_is_saved_by_the_retry_and_never_handed_out_befor
     with pytest.raises(StoreError):
         session.ask(trial_id="job-1")
     assert list(ledger.read("trials")) == []
-    trial = session.ask(trial_id="job-1")                                              # the retry
+    trial = session.ask(trial_id="job-1")  # the retry
     assert [d["trial_id"] for d in ledger.read("trials")] == ["job-1"]
     assert set(session.pending) == {"job-1"} and session.ask(trial_id="job-1") is trial
 
@@ -143,7 +148,9 @@ def test_a_refused_ledger_write_without_a_trial_id_is_handed_out_by_the_next_ask
     with pytest.raises(StoreError):
         session.ask()
     trial = session.ask()
-    assert [d["trial_id"] for d in ledger.read("trials")] == [trial.trial_id] and list(session.pending) == [trial.trial_id]
+    assert [d["trial_id"] for d in ledger.read("trials")] == [trial.trial_id] and list(session.pending) == [
+        trial.trial_id
+    ]
     session.tell(trial, {"y": 1.0})
     assert session.finished
 
@@ -155,7 +162,7 @@ def test_the_budget_waits_for_the_trials_in_flight_then_finishes(tmp_path: Path)
         session.ask()
     session.tell(a, y(a))
     with pytest.raises(AwaitingResults):
-        session.ask()                                  # one told and one in flight fill the budget
+        session.ask()  # one told and one in flight fill the budget
     assert not session.finished
     session.tell(b, y(b))
     assert session.finished
@@ -172,7 +179,7 @@ def test_an_engine_that_finishes_waits_for_the_trials_in_flight(tmp_path: Path) 
     session = TuningSession(NAME, PROBLEM, ThreeTrials(PROBLEM, TASKS, seed=11), JsonStore(tmp_path))
     trials = [ask_for_ray(session, f"ray-{i}") for i in range(3)]
     assert all(isinstance(t, Trial) for t in trials)
-    assert ask_for_ray(session, "ray-3") is None                 # the plan is done; three trials in flight
+    assert ask_for_ray(session, "ray-3") is None  # the plan is done; three trials in flight
     for trial in trials[:2]:
         session.tell(trial, y(trial))
     assert ask_for_ray(session, "ray-4") is None and not session.finished
@@ -188,7 +195,7 @@ def test_an_unknown_output_is_refused_with_nothing_written(tmp_path: Path) -> No
         session.tell(trial, {"y": 0.5, "z": 1.0})
     assert info.value.field == "outputs['z']" and info.value.allowed == ["y"]
     assert store.evaluations(NAME) == [] and set(session.pending) == {trial.trial_id}
-    assert session.tell(trial, {"y": 0.5}).status == "ok"                               # told once, as asked
+    assert session.tell(trial, {"y": 0.5}).status == "ok"  # told once, as asked
 
 
 def test_a_missing_objective_is_a_failed_record_that_says_which(tmp_path: Path) -> None:
@@ -197,8 +204,10 @@ def test_a_missing_objective_is_a_failed_record_that_says_which(tmp_path: Path) 
     session = TuningSession(NAME, two, RandomSearch(two, TASKS, seed=11), store)
     trial = session.ask()
     record = session.tell(trial, {"y": 0.5})
-    assert record.status == "failed" and record.raytuner.failure_message == "output 'z' missing from the reported result"
-    assert session.tell(trial, {"y": 0.5}) is record                                   # the same result again
+    assert (
+        record.status == "failed" and record.raytuner.failure_message == "output 'z' missing from the reported result"
+    )
+    assert session.tell(trial, {"y": 0.5}) is record  # the same result again
     assert store.evaluations(NAME) == [record]
 
 
@@ -207,20 +216,20 @@ def test_resume_adopts_the_asked_not_told_trials(store: HistoryStore) -> None:
     told, in_flight = first.ask(), first.ask()
     record = first.tell(told, y(told))
     sid = first.session_id
-    del first                                                  # the process is gone; the store and ledger stay
+    del first  # the process is gone; the store and ledger stay
 
     resumed = resumed_on(store, sid)
     assert set(resumed.pending) == {in_flight.trial_id}
     assert resumed.pending[in_flight.trial_id] == in_flight
     assert resumed.told_record(told.trial_id) == record and resumed.records == [record]
-    assert resumed.tell(told, y(told)).uid == record.uid                               # a retry after the restart
+    assert resumed.tell(told, y(told)).uid == record.uid  # a retry after the restart
     with pytest.raises(TrialConflict):
         resumed.ask(trial_id=told.trial_id)
     later = resumed.tell(in_flight.trial_id, y(in_flight))
     assert later.raytuner.session_id == sid and later.tuning_parameter == in_flight.config
     assert [r.uid for r in store.evaluations(NAME)] == [record.uid, later.uid]
     assert [t.trial_id for t in resumed.asked_trials()] == [told.trial_id, in_flight.trial_id]
-    other = resumed_on(store, "another-session")                # another session adopts nothing of it
+    other = resumed_on(store, "another-session")  # another session adopts nothing of it
     assert not other.pending and other.told_count == 0 and len(other.records) == 2
 
 

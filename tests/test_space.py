@@ -21,19 +21,31 @@ X = {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}
     [
         ({"parameter_space": [{**X, "type": "complex"}]}, "parameter_space[0].type", "allowed: real, integer"),
         ({"parameter_space": [{**X, "lower_bound": 2}]}, "parameter_space[0].lower_bound", "below upper_bound"),
-        ({"parameter_space": [{"name": "i", "type": "int", "lower_bound": 5, "upper_bound": 1}]},
-         "parameter_space[0].lower_bound", "below upper_bound"),
-        ({"parameter_space": [{"name": "c", "type": "categorical", "categories": []}]},
-         "parameter_space[0].categories", "at least one"),
+        (
+            {"parameter_space": [{"name": "i", "type": "int", "lower_bound": 5, "upper_bound": 1}]},
+            "parameter_space[0].lower_bound",
+            "below upper_bound",
+        ),
+        (
+            {"parameter_space": [{"name": "c", "type": "categorical", "categories": []}]},
+            "parameter_space[0].categories",
+            "at least one",
+        ),
         ({"parameter_space": [X, X]}, "parameter_space", "duplicate parameter name 'x'"),
         ({"input_space": [X], "parameter_space": [X]}, "", "duplicate name 'x'"),
         ({"parameter_space": [X], "constraints": {"c1": "x < zz"}}, "constraints.c1", "unknown parameter 'zz'"),
         ({"parameter_space": [{**X, "log": True}]}, "parameter_space[0].lower_bound", "log-scaled"),
-        ({"parameter_space": [{"name": "i", "type": "int", "lower_bound": 0.5, "upper_bound": 3}]},
-         "parameter_space[0].lower_bound", "whole-number"),
+        (
+            {"parameter_space": [{"name": "i", "type": "int", "lower_bound": 0.5, "upper_bound": 3}]},
+            "parameter_space[0].lower_bound",
+            "whole-number",
+        ),
         ({"parameter_space": [X], "output_space": []}, "output_space", "at least one objective"),
-        ({"parameter_space": [X], "output_space": [{"name": "y", "goal": "fastest"}]},
-         "output_space[0].goal", "'minimize' or 'maximize'"),
+        (
+            {"parameter_space": [X], "output_space": [{"name": "y", "goal": "fastest"}]},
+            "output_space[0].goal",
+            "'minimize' or 'maximize'",
+        ),
     ],
 )
 def test_bad_problem_raises_one_clear_error(spec: dict, field: str, fragment: str) -> None:
@@ -62,8 +74,13 @@ def test_unknown_type_lists_the_allowed_types() -> None:
     ],
 )
 def test_value_outside_the_space_names_the_field(point: dict, field: str, fragment: str) -> None:
-    space = Space.model_validate([X, {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 4},
-                                  {"name": "c", "type": "categorical", "categories": ["a", "b"]}])
+    space = Space.model_validate(
+        [
+            X,
+            {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 4},
+            {"name": "c", "type": "categorical", "categories": ["a", "b"]},
+        ]
+    )
     with pytest.raises(InvalidInputError) as info:
         space.check(point, "tuning_parameter")
     assert info.value.field == field
@@ -71,11 +88,13 @@ def test_value_outside_the_space_names_the_field(point: dict, field: str, fragme
 
 
 def test_problem_check_reports_the_violated_constraint() -> None:
-    problem = ProblemSpace.parse({
-        "input_space": [{"name": "m", "type": "integer", "lower_bound": 1, "upper_bound": 100}],
-        "parameter_space": [{"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 16}],
-        "constraints": {"fits": "mb * 8 <= m"},
-    })
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "m", "type": "integer", "lower_bound": 1, "upper_bound": 100}],
+            "parameter_space": [{"name": "mb", "type": "integer", "lower_bound": 1, "upper_bound": 16}],
+            "constraints": {"fits": "mb * 8 <= m"},
+        }
+    )
     assert problem.check({"m": 40}, {"mb": 5}) == ({"m": 40}, {"mb": 5})
     with pytest.raises(InvalidInputError, match="constraints.fits"):
         problem.check({"m": 40}, {"mb": 6})
@@ -84,8 +103,11 @@ def test_problem_check_reports_the_violated_constraint() -> None:
 def test_problem_round_trips_through_plain_data() -> None:
     spec = {
         "input_space": [{"name": "t", "type": "int", "lower_bound": 1, "upper_bound": 10}],
-        "parameter_space": [X, {"name": "lr", "type": "real", "lower_bound": 1e-4, "upper_bound": 1, "log": True},
-                            {"name": "alg", "type": "categorical", "categories": ["lu", "qr"]}],
+        "parameter_space": [
+            X,
+            {"name": "lr", "type": "real", "lower_bound": 1e-4, "upper_bound": 1, "log": True},
+            {"name": "alg", "type": "categorical", "categories": ["lu", "qr"]},
+        ],
         "output_space": [{"name": "acc", "goal": "maximize"}],
         "constraints": {"c": "x < lr * 100 or alg == 'qr'"},
     }
@@ -105,6 +127,7 @@ def test_callable_constraints_are_checked_for_names_and_not_serialised() -> None
 
 
 # -- the safe evaluator ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "source",
@@ -146,6 +169,7 @@ def test_overlong_expressions_are_refused() -> None:
 
 # -- encoding ----------------------------------------------------------------------------------
 
+
 def _real_values(p: Real) -> st.SearchStrategy[float]:
     return st.floats(p.lower_bound, p.upper_bound, allow_nan=False)
 
@@ -162,11 +186,11 @@ def space_and_points(draw: st.DrawFn) -> tuple[Space, list[dict]]:
             params.append(Real(name=name, lower_bound=lo, upper_bound=lo + width, log=kind == "real_log"))
         elif kind.startswith("int"):
             lo = draw(st.integers(1 if kind == "int_log" else -1000, 1000))
-            params.append(Integer(name=name, lower_bound=lo, upper_bound=lo + draw(st.integers(0, 10_000)),
-                                  log=kind == "int_log"))
+            params.append(
+                Integer(name=name, lower_bound=lo, upper_bound=lo + draw(st.integers(0, 10_000)), log=kind == "int_log")
+            )
         else:
-            cats = draw(st.lists(st.one_of(st.text(max_size=5), st.integers()), min_size=1, max_size=8,
-                                 unique_by=repr))
+            cats = draw(st.lists(st.one_of(st.text(max_size=5), st.integers()), min_size=1, max_size=8, unique_by=repr))
             params.append(Categorical(name=name, categories=cats))
     space = Space(parameters=params)
     points = []
@@ -194,7 +218,9 @@ def test_encoding_round_trips_every_valid_point(case: tuple[Space, list[dict]]) 
     for original, back in zip(points, decoded):
         for p in space.parameters:
             if isinstance(p, Real):
-                assert back[p.name] == pytest.approx(original[p.name], rel=1e-12, abs=1e-9 * (p.upper_bound - p.lower_bound))
+                assert back[p.name] == pytest.approx(
+                    original[p.name], rel=1e-12, abs=1e-9 * (p.upper_bound - p.lower_bound)
+                )
             else:  # integers and categories are exact
                 assert back[p.name] == original[p.name] and type(back[p.name]) is type(original[p.name])
         assert space.contains(back)

@@ -50,7 +50,8 @@ def _kept(path: Path) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("kind", [*sorted(DAMAGE), "number"])
 def test_a_damaged_ledger_line_is_skipped_by_readers_and_kept_by_the_writer(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
     ledger = JsonLedger(tmp_path)
     ledger.append("trials", {"trial_id": "a"})
     path = tmp_path / ".service" / "trials.jsonl"
@@ -58,7 +59,7 @@ def test_a_damaged_ledger_line_is_skipped_by_readers_and_kept_by_the_writer(
     with open(path, "ab") as fh:
         fh.write(damage)
     if damage.endswith(b"\n"):
-        ledger.append("trials", {"trial_id": "b"})       # this process checked the log already: no quarantine
+        ledger.append("trials", {"trial_id": "b"})  # this process checked the log already: no quarantine
     offset = len(b'{"trial_id":"a"}\n')
     before = _files(tmp_path)
 
@@ -66,7 +67,7 @@ def test_a_damaged_ledger_line_is_skipped_by_readers_and_kept_by_the_writer(
     with caplog.at_level(logging.WARNING, logger="raytuner.store.ledger"):
         for _ in range(3):
             assert all(isinstance(d, dict) for d in reader.read("trials"))
-    assert _files(tmp_path) == before                       # reading wrote nothing
+    assert _files(tmp_path) == before  # reading wrote nothing
     warnings = [m for m in caplog.messages if "unreadable line" in m]
     assert len(warnings) == 1 and str(path) in warnings[0] and f"byte offset {offset} " in warnings[0]
 
@@ -76,7 +77,7 @@ def test_a_damaged_ledger_line_is_skipped_by_readers_and_kept_by_the_writer(
     kept = _kept(path)
     assert [(k["file"], k["offset"]) for k in kept] == [("trials.jsonl", offset)]
     line = kept[0].get("line", "").encode() or base64.b64decode(kept[0]["line_base64"])
-    assert line == damage.rstrip(b"\n")                     # kept whole
+    assert line == damage.rstrip(b"\n")  # kept whole
     assert damage.rstrip(b"\n") not in path.read_bytes()
 
 
@@ -85,7 +86,7 @@ def test_a_torn_tail_is_checked_before_every_append(tmp_path: Path) -> None:
     ledger.append("trials", {"trial_id": "a"})
     ledger.append("trials", {"trial_id": "b"})
     path = tmp_path / ".service" / "trials.jsonl"
-    with open(path, "ab") as fh:                             # another writer died mid-line after our first append
+    with open(path, "ab") as fh:  # another writer died mid-line after our first append
         fh.write(b'{"trial_id": "x", "ta')
     ledger.append("trials", {"trial_id": "c"})
     assert [d["trial_id"] for d in ledger.read("trials")] == ["a", "b", "c"]
@@ -94,7 +95,8 @@ def test_a_torn_tail_is_checked_before_every_append(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("log", ["sessions", "trials", "keys"])
 def test_a_short_ledger_write_is_a_store_error_that_leaves_no_fragment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: str
+) -> None:
     ledger = JsonLedger(tmp_path)
     ledger.append(log, {"n": 0})
     short = ShortWrites(monkeypatch, f"{log}.jsonl")
@@ -102,15 +104,24 @@ def test_a_short_ledger_write_is_a_store_error_that_leaves_no_fragment(
     with pytest.raises(StoreError, match=f"cannot append to .*{log}.jsonl: No space left on device"):
         ledger.append(log, {"n": 1, "pad": "x" * 200})
     assert short.state == "done"
-    ledger.append(log, {"n": 2})                             # the next acknowledged line is whole
+    ledger.append(log, {"n": 2})  # the next acknowledged line is whole
     assert [d["n"] for d in JsonLedger(tmp_path).read(log)] == [0, 2]
     assert not (tmp_path / ".service" / f"{log}.jsonl.corrupt").exists()
 
 
-@pytest.mark.parametrize("line", ["{}", "[]", '{"key_id": "nobody", "revoke": true}', '{"key_id": 7}',
-                                  '{"key_id": "k", "name": "x", "salt": "zz", "hash": "00", "created": 1}'])
-def test_a_damaged_key_document_costs_that_key_only(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                   line: str) -> None:
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{}",
+        "[]",
+        '{"key_id": "nobody", "revoke": true}',
+        '{"key_id": 7}',
+        '{"key_id": "k", "name": "x", "salt": "zz", "hash": "00", "created": 1}',
+    ],
+)
+def test_a_damaged_key_document_costs_that_key_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, line: str
+) -> None:
     keys = ApiKeys(JsonStore(tmp_path).ledger())
     alice = keys.create("alice")
     with open(tmp_path / ".service" / "keys.jsonl", "a", encoding="utf-8") as fh:
@@ -121,14 +132,15 @@ def test_a_damaged_key_document_costs_that_key_only(tmp_path: Path, caplog: pyte
         fresh.refresh()
     assert [k.name for k in fresh.list()] == ["alice", "bob"]
     assert fresh.verify(alice) is not None and fresh.verify(bob) is not None
-    assert len([m for m in caplog.messages if "skipping" in m]) == 1          # by the ledger ([]) or the registry
+    assert len([m for m in caplog.messages if "skipping" in m]) == 1  # by the ledger ([]) or the registry
     result = CliRunner().invoke(main, ["keys", "list", "--store", str(tmp_path)])
     assert result.exit_code == 0 and "alice" in result.output and "bob" in result.output, result.output
 
 
-def test_a_failed_compaction_never_fails_a_durable_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
-    store = JsonStore(tmp_path, compact_min_bytes=1)        # every append tries to compact
+def test_a_failed_compaction_never_fails_a_durable_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = JsonStore(tmp_path, compact_min_bytes=1)  # every append tries to compact
     first = _record(0)
     store.append(PROBLEM, first)
 
@@ -139,19 +151,20 @@ def test_a_failed_compaction_never_fails_a_durable_append(tmp_path: Path, monkey
     records = [_record(i) for i in range(1, 41)]
     with caplog.at_level(logging.WARNING, logger="raytuner.store.json_store"):
         for record in records:
-            store.append(PROBLEM, record)                    # durable: none raises
+            store.append(PROBLEM, record)  # durable: none raises
     assert any("could not compact" in m for m in caplog.messages)
     journal = tmp_path / f"{PROBLEM}.json.journal"
-    assert len(journal.read_bytes().splitlines()) == 40     # one line per record, no retried duplicates
+    assert len(journal.read_bytes().splitlines()) == 40  # one line per record, no retried duplicates
     monkeypatch.undo()
-    store.append(PROBLEM, records[0])                        # a retried tell's line: read once
-    store.close()                                            # compaction tried again, now it works
+    store.append(PROBLEM, records[0])  # a retried tell's line: read once
+    store.close()  # compaction tried again, now it works
     assert journal.stat().st_size == 0
     assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [first.uid] + [r.uid for r in records]
 
 
 def test_a_short_journal_write_is_a_store_error_that_leaves_no_fragment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = JsonStore(tmp_path)
     first = _record(0)
     store.append(PROBLEM, first)
@@ -177,27 +190,28 @@ def _compacted_store(directory: Path, n: int = 6) -> list[str]:
 
 
 def test_a_damaged_gptune_file_is_salvaged_with_one_accurate_warning_and_repaired(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     uids = _compacted_store(tmp_path)
     path = tmp_path / f"{PROBLEM}.json"
     lines = path.read_bytes().split(b"\n")
     index = next(i for i, line in enumerate(lines) if uids[2].encode() in line)
     offset = sum(len(line) + 1 for line in lines[:index])
     damaged = lines[index][:30] + b"\xff\x00" + lines[index][32:]
-    path.write_bytes(b"\n".join([*lines[:index], damaged, *lines[index + 1:]]))
+    path.write_bytes(b"\n".join([*lines[:index], damaged, *lines[index + 1 :]]))
     before = _files(tmp_path)
 
     with caplog.at_level(logging.WARNING, logger="raytuner.store.json_store"):
         reader = JsonStore(tmp_path)
         for _ in range(2):
             assert [r.uid for r in reader.evaluations(PROBLEM)] == uids[:2] + uids[3:]
-    assert _files(tmp_path) == before                       # reading wrote nothing
+    assert _files(tmp_path) == before  # reading wrote nothing
     warnings = [m for m in caplog.messages if "damaged" in m]
     assert len(warnings) == 1 and f"byte offset(s) {offset} " in warnings[0]
     assert "atomic writer" not in warnings[0] and f"raytuner history repair {tmp_path} {PROBLEM}" in warnings[0]
 
     with pytest.raises(StoreError, match=f"damaged at byte offset.s. {offset}; repair it with"):
-        JsonStore(tmp_path).append(PROBLEM, _record(9))     # a writer refuses, and says how to repair
+        JsonStore(tmp_path).append(PROBLEM, _record(9))  # a writer refuses, and says how to repair
     with pytest.raises(StoreError, match="repair it with"):  # a session refuses before its first trial
         space = ProblemSpace.parse(DEMO_PROBLEM)
         TuningSession(PROBLEM, space, RandomSearch(space, [{"t": 1.0}], seed=0), JsonStore(tmp_path))
@@ -210,7 +224,7 @@ def test_a_damaged_gptune_file_is_salvaged_with_one_accurate_warning_and_repaire
     assert [(k["file"], k["offset"]) for k in kept] == [(path.name, offset)]
     assert base64.b64decode(kept[0]["line_base64"]) == damaged
     writer = JsonStore(tmp_path)
-    writer.append(PROBLEM, _record(9))                       # repaired: writers append again
+    writer.append(PROBLEM, _record(9))  # repaired: writers append again
     writer.close()
     assert len(JsonStore(tmp_path).evaluations(PROBLEM)) == 6
 
@@ -221,7 +235,7 @@ def test_a_record_of_the_wrong_kind_in_a_json_valid_file_is_read_around(tmp_path
     text = path.read_text(encoding="utf-8")
     line = next(line for line in text.splitlines() if uids[1] in line)
     broken = '{"uid": "broken", "tuning_parameter": 5},'
-    path.write_text(text.replace(line, broken), encoding="utf-8")    # JSON, not a record
+    path.write_text(text.replace(line, broken), encoding="utf-8")  # JSON, not a record
     assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [uids[0], uids[2]]
     moved, kept = JsonStore(tmp_path).repair(PROBLEM)
     assert (moved, kept) == (1, 2) and _kept(path)[0]["line"] == broken.rstrip(",")
@@ -233,8 +247,10 @@ def test_repair_of_a_problem_that_is_not_there_says_so(tmp_path: Path) -> None:
 
 
 def test_appends_of_several_processes_take_turns_and_none_is_cut_as_torn(tmp_path: Path) -> None:
-    code = ("import sys; from raytuner.store import JsonLedger; ledger = JsonLedger(sys.argv[1])\n"
-            "for i in range(150): ledger.append('trials', {'writer': sys.argv[2], 'n': i, 'pad': 'x' * 3000})")
+    code = (
+        "import sys; from raytuner.store import JsonLedger; ledger = JsonLedger(sys.argv[1])\n"
+        "for i in range(150): ledger.append('trials', {'writer': sys.argv[2], 'n': i, 'pad': 'x' * 3000})"
+    )
     writers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(w)]) for w in range(4)]
     assert [p.wait(timeout=120) for p in writers] == [0, 0, 0, 0]
     documents = list(JsonLedger(tmp_path).read("trials"))

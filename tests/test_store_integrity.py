@@ -24,8 +24,9 @@ PROBLEM = "integrity"
 
 
 def _evaluation(i: int, **task: Any) -> FunctionEvaluation:
-    return FunctionEvaluation.create(task or {"t": float(i % 3)}, {"x": i / 100}, {"y": float(i)},
-                                     provenance=Provenance(strategy="test"))
+    return FunctionEvaluation.create(
+        task or {"t": float(i % 3)}, {"x": i / 100}, {"y": float(i)}, provenance=Provenance(strategy="test")
+    )
 
 
 def _model(i: int) -> SurrogateModelRecord:
@@ -34,8 +35,11 @@ def _model(i: int) -> SurrogateModelRecord:
 
 def _files(directory: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under ``directory``: its bytes and its modification time."""
-    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _journal_lines(path: Path) -> list[bytes]:
@@ -54,7 +58,7 @@ def store_with_journal(tmp_path: Path) -> Path:
     for i in range(10, 20):
         store.append(PROBLEM, _evaluation(i))
         store.append_model(PROBLEM, _model(i))
-    store._problems[PROBLEM].close()    # a writer killed before it could compact: no close()
+    store._problems[PROBLEM].close()  # a writer killed before it could compact: no close()
     store._problems.clear()
     return directory
 
@@ -64,15 +68,16 @@ def _flip_first_byte(journal: Path, line_index: int) -> tuple[int, bytes]:
     raw = journal.read_bytes()
     lines = raw.split(b"\n")
     offset = sum(len(line) + 1 for line in lines[:line_index])
-    damaged = raw[:offset] + b"X" + raw[offset + 1:]
+    damaged = raw[:offset] + b"X" + raw[offset + 1 :]
     journal.write_bytes(damaged)
     return offset, damaged.split(b"\n")[line_index]
 
 
 def test_a_corrupt_journal_line_is_read_around_and_history_show_changes_no_byte(
-        store_with_journal: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store_with_journal: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     journal = store_with_journal / f"{PROBLEM}.json.journal"
-    damaged_kind = json.loads(_journal_lines(journal)[1])["kind"]     # line 1 of the journal
+    damaged_kind = json.loads(_journal_lines(journal)[1])["kind"]  # line 1 of the journal
     offset, damaged = _flip_first_byte(journal, 1)
     before = _files(store_with_journal)
 
@@ -80,7 +85,7 @@ def test_a_corrupt_journal_line_is_read_around_and_history_show_changes_no_byte(
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     counts = {"func_eval": 20, "surrogate_model": 20}
-    counts[damaged_kind] -= 1                                          # every intact record, and only that one missing
+    counts[damaged_kind] -= 1  # every intact record, and only that one missing
     assert (summary["func_eval"], summary["surrogate_model"]) == (counts["func_eval"], counts["surrogate_model"])
 
     with caplog.at_level(logging.WARNING, logger="raytuner.store.json_store"):
@@ -90,7 +95,7 @@ def test_a_corrupt_journal_line_is_read_around_and_history_show_changes_no_byte(
         assert len(StoreSource(reader, PROBLEM).evaluations()) == counts["func_eval"]
         reader.close()
     assert any(f"offset(s) {offset}" in m for m in caplog.messages)
-    assert _files(store_with_journal) == before                        # every file's bytes (and times) unchanged
+    assert _files(store_with_journal) == before  # every file's bytes (and times) unchanged
     assert not (store_with_journal / f"{PROBLEM}.json.corrupt").exists()
 
 
@@ -102,15 +107,17 @@ def test_the_writers_compaction_quarantines_the_line_whole(store_with_journal: P
 
     writer = JsonStore(store_with_journal)
     writer.append(PROBLEM, extra := _evaluation(99))
-    writer.close()                                                     # compacts the journal away
+    writer.close()  # compacts the journal away
 
     assert journal.stat().st_size == 0
-    quarantined = [json.loads(line) for line in (store_with_journal / f"{PROBLEM}.json.corrupt").read_text().splitlines()]
+    quarantined = [
+        json.loads(line) for line in (store_with_journal / f"{PROBLEM}.json.corrupt").read_text().splitlines()
+    ]
     assert len(quarantined) == 1
     assert quarantined[0]["offset"] == offset and quarantined[0]["line"].encode() == damaged
     assert quarantined[0]["file"] == f"{PROBLEM}.json.journal" and "not JSON" in quarantined[0]["reason"]
     data = read_history_file(store_with_journal / f"{PROBLEM}.json")
-    assert {r.uid for r in data.func_eval} == seen[0] | {extra.uid}   # recovery lost nothing a reader saw
+    assert {r.uid for r in data.func_eval} == seen[0] | {extra.uid}  # recovery lost nothing a reader saw
     assert {m.uid for m in data.surrogate_model} == seen[1]
 
 
@@ -120,7 +127,7 @@ def test_a_torn_tail_is_quarantined_by_the_writer(tmp_path: Path) -> None:
     journal = tmp_path / f"{PROBLEM}.json.journal"
     torn = b'{"kind":"func_eval","record":{"task_par'
     with open(journal, "ab") as fh:
-        fh.write(torn)                                                 # a crash mid-write: no newline
+        fh.write(torn)  # a crash mid-write: no newline
     store.compact(PROBLEM)
     store.close()
     quarantined = json.loads((tmp_path / f"{PROBLEM}.json.corrupt").read_text())
@@ -159,7 +166,7 @@ def test_reading_creates_nothing(tmp_path: Path) -> None:
     reader = JsonStore(existing)
     assert len(reader.evaluations(PROBLEM)) == 1 and reader.evaluations("other") == []
     reader.close()
-    assert _files(existing) == before                                  # no lock, journal or GPTune file made
+    assert _files(existing) == before  # no lock, journal or GPTune file made
 
 
 def test_a_store_that_only_read_does_not_compact_on_close(store_with_journal: Path) -> None:
@@ -192,7 +199,7 @@ def test_a_failed_import_writes_nothing(tmp_path: Path) -> None:
 def test_an_import_with_one_bad_record_writes_nothing(tmp_path: Path) -> None:
     good = [_evaluation(i) for i in range(5)]
     data = HistoryDocument(tuning_problem_name=PROBLEM, func_eval=good).to_dict()
-    data["func_eval"].insert(3, {"task_parameter": {"t": 1.0}, "uid": ""})    # the fourth record is bad
+    data["func_eval"].insert(3, {"task_parameter": {"t": 1.0}, "uid": ""})  # the fourth record is bad
     source = tmp_path / "bad.json"
     source.write_text(json.dumps(data))
     directory = tmp_path / "store"
@@ -212,15 +219,16 @@ def test_a_batch_is_one_journal_line_so_a_torn_batch_stores_none(tmp_path: Path)
     (line,) = _journal_lines(journal)
     store._problems[PROBLEM].close()
     store._problems.clear()
-    journal.write_bytes(line[: len(line) // 2])                        # the batch torn by a crash
-    assert JsonStore(tmp_path).evaluations(PROBLEM) == []              # none of it, not a prefix
+    journal.write_bytes(line[: len(line) // 2])  # the batch torn by a crash
+    assert JsonStore(tmp_path).evaluations(PROBLEM) == []  # none of it, not a prefix
     journal.write_bytes(line + b"\n")
     assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [r.uid for r in batch]
 
 
 def test_repeated_import_counts_only_new_records(store: HistoryStore) -> None:
-    document = HistoryDocument(tuning_problem_name=PROBLEM, func_eval=[_evaluation(i) for i in range(4)],
-                               surrogate_model=[_model(0)])
+    document = HistoryDocument(
+        tuning_problem_name=PROBLEM, func_eval=[_evaluation(i) for i in range(4)], surrogate_model=[_model(0)]
+    )
     assert store.import_document(document) == (4, 1)
     assert store.import_document(document) == (0, 0)
     grown = document.model_copy(update={"func_eval": [*document.func_eval, _evaluation(9)]})
@@ -229,13 +237,14 @@ def test_repeated_import_counts_only_new_records(store: HistoryStore) -> None:
 
 
 def test_a_record_mongodb_cannot_store_stops_the_whole_batch(mongo_store: HistoryStore) -> None:
-    batch = [_evaluation(i) for i in range(5)] + [_evaluation(5, t=2**70)]   # beyond BSON's 64-bit integers
+    batch = [_evaluation(i) for i in range(5)] + [_evaluation(5, t=2**70)]  # beyond BSON's 64-bit integers
     with pytest.raises(InvalidInputError, match=r"evaluations\[5\]"):
         mongo_store.append_many(PROBLEM, batch)
     assert mongo_store.evaluations(PROBLEM) == []
     with pytest.raises(InvalidInputError, match=r"evaluations\[5\]"):
-        mongo_store.import_document(HistoryDocument(tuning_problem_name=PROBLEM, func_eval=batch,
-                                                    surrogate_model=[_model(0)]))
+        mongo_store.import_document(
+            HistoryDocument(tuning_problem_name=PROBLEM, func_eval=batch, surrogate_model=[_model(0)])
+        )
     assert mongo_store.evaluations(PROBLEM) == [] and mongo_store.models(PROBLEM) == []
 
 
@@ -261,7 +270,7 @@ def test_the_ledger_quarantines_a_torn_line_instead_of_cutting_it(tmp_path: Path
     log_file = tmp_path / ".service" / "trials.jsonl"
     torn = b'{"trial_id": "b", "ta'
     with open(log_file, "ab") as fh:
-        fh.write(torn)                                                 # a writer killed mid-line
+        fh.write(torn)  # a writer killed mid-line
     reopened = JsonLedger(tmp_path)
     reopened.append("trials", {"trial_id": "c"})
     assert [d["trial_id"] for d in reopened.read("trials")] == ["a", "c"]
@@ -272,7 +281,7 @@ def test_the_ledger_quarantines_a_torn_line_instead_of_cutting_it(tmp_path: Path
 
 def test_a_record_that_is_not_json_data_stops_the_whole_batch(tmp_path: Path) -> None:
     batch = [_evaluation(i) for i in range(3)]
-    odd = _evaluation(3).model_copy(update={"additional_output": {"tags": {1, 2}}})   # a set: not JSON
+    odd = _evaluation(3).model_copy(update={"additional_output": {"tags": {1, 2}}})  # a set: not JSON
     with pytest.raises(InvalidInputError, match=r"records\[3\]"):
         JsonStore(tmp_path).append_many(PROBLEM, [*batch, odd])
     assert list(tmp_path.iterdir()) == []

@@ -26,22 +26,29 @@ def gcc(*version: int) -> dict[str, Any]:
 def evaluation(t: Any = 1.0, x: float = 0.5, y: float | None = 2.0, **kw: Any) -> FunctionEvaluation:
     """An ok evaluation (or a failed one with ``y=None``), raytuner provenance attached."""
     return FunctionEvaluation.create(
-        {"t": t}, {"x": x}, None if y is None else {"y": y},
-        provenance=kw.pop("provenance", Provenance(strategy="random", fidelity=3, bracket=0, rung=1,
-                                                     trial_id="trial-1")),
-        **kw)
+        {"t": t},
+        {"x": x},
+        None if y is None else {"y": y},
+        provenance=kw.pop(
+            "provenance", Provenance(strategy="random", fidelity=3, bracket=0, rung=1, trial_id="trial-1")
+        ),
+        **kw,
+    )
 
 
 def gptune_record(t: Any, x: float, y: float, **fields: Any) -> FunctionEvaluation:
     """A record as GPTune itself writes it: no ``raytuner`` key."""
-    return FunctionEvaluation(task_parameter={"t": t}, tuning_parameter={"x": x}, evaluation_result={"y": y},
-                              **fields)
+    return FunctionEvaluation(task_parameter={"t": t}, tuning_parameter={"x": x}, evaluation_result={"y": y}, **fields)
 
 
 def model(uids: list[str]) -> SurrogateModelRecord:
-    return SurrogateModelRecord(hyperparameters={"lengthscale": [0.1], "variance": [1.0]},
-                                modeling_options={"model_kern": "RBF"}, task_parameters=[[1.0]],
-                                function_evaluations=uids, modeler="Model_GPy_LCM")
+    return SurrogateModelRecord(
+        hyperparameters={"lengthscale": [0.1], "variance": [1.0]},
+        modeling_options={"model_kern": "RBF"},
+        task_parameters=[[1.0]],
+        function_evaluations=uids,
+        modeler="Model_GPy_LCM",
+    )
 
 
 def dicts(records: list[Any]) -> list[dict[str, Any]]:
@@ -52,8 +59,15 @@ def dicts(records: list[Any]) -> list[dict[str, Any]]:
 
 
 def test_append_reads_back_equal_records(store: HistoryStore) -> None:
-    ok = evaluation(1.0, 0.25, 3.5, machine_configuration=CORI, software_configuration=gcc(8, 3, 0),
-                    additional_output={"log": "fine"}, constants={"c": 7})
+    ok = evaluation(
+        1.0,
+        0.25,
+        3.5,
+        machine_configuration=CORI,
+        software_configuration=gcc(8, 3, 0),
+        additional_output={"log": "fine"},
+        constants={"c": 7},
+    )
     failed = evaluation(2.0, 0.75, None, provenance=Provenance(strategy="bo", trial_id="t-2"))
     crashed = FunctionEvaluation.create({"t": 3.0}, {"x": 0.1}, failure="segfault")
     mine = gptune_record(4.0, 0.3, 1.5)
@@ -68,10 +82,17 @@ def test_append_reads_back_equal_records(store: HistoryStore) -> None:
 
 
 def test_record_keys_that_the_store_uses_itself_survive(store: HistoryStore) -> None:
-    record = FunctionEvaluation.model_validate({
-        **evaluation().to_dict(), "tuning_problem_name": "another-problem", "_id": "crowd-id",
-        "_appended": 12, "_shadowed": {"a": 1}, "user_info": {"name": "x"},
-        "additional_output": {"a.b": 1, "$c": {"d.e": 2}}})
+    record = FunctionEvaluation.model_validate(
+        {
+            **evaluation().to_dict(),
+            "tuning_problem_name": "another-problem",
+            "_id": "crowd-id",
+            "_appended": 12,
+            "_shadowed": {"a": 1},
+            "user_info": {"name": "x"},
+            "additional_output": {"a.b": 1, "$c": {"d.e": 2}},
+        }
+    )
     store.append("demo", record)
     assert dicts(store.evaluations("demo")) == [record.to_dict()]
 
@@ -137,7 +158,8 @@ def test_records_come_back_in_append_order(store: HistoryStore) -> None:
         store.append("demo", r)
     assert [r.uid for r in store.evaluations("demo")] == [r.uid for r in records]
     assert [r.uid for r in store.evaluations("demo", EvaluationQuery(task={"t": (2, 4)}))] == [
-        r.uid for r in records if 2 <= r.task_parameter["t"] <= 4]
+        r.uid for r in records if 2 <= r.task_parameter["t"] <= 4
+    ]
 
 
 # -- queries ---------------------------------------------------------------------------------------
@@ -179,7 +201,15 @@ def test_open_ended_task_ranges(filled: tuple[HistoryStore, list[FunctionEvaluat
     assert ts(store.evaluations("demo", EvaluationQuery(task={"t": (None, 1.0)}))) == [0.5, 1.0]
     # a range with no bounds keeps the numeric values only
     assert ts(store.evaluations("demo", EvaluationQuery(task={"t": (None, None)}))) == [
-        0.5, 1.0, 2.0, 3.0, 5.0, 1.5, 10.0, 4.0]
+        0.5,
+        1.0,
+        2.0,
+        3.0,
+        5.0,
+        1.5,
+        10.0,
+        4.0,
+    ]
 
 
 def test_categorical_task_values(filled: tuple[HistoryStore, list[FunctionEvaluation]]) -> None:
@@ -194,7 +224,13 @@ def test_machine_containment(filled: tuple[HistoryStore, list[FunctionEvaluation
     q = EvaluationQuery(machine={"machine_name": "cori", "haswell": {"nodes": 1}})
     assert ts(store.evaluations("demo", q)) == [0.5, 1.0, "small", 1.5]
     assert ts(store.evaluations("demo", EvaluationQuery(machine={"machine_name": "cori"}))) == [
-        0.5, 1.0, 2.0, "small", "large", 1.5]
+        0.5,
+        1.0,
+        2.0,
+        "small",
+        "large",
+        1.5,
+    ]
     assert ts(store.evaluations("demo", EvaluationQuery(machine={"milan": {}}))) == [3.0, 5.0]
     assert store.evaluations("demo", EvaluationQuery(machine={"haswell": {"nodes": 3}})) == []
 
@@ -220,21 +256,62 @@ def test_status_filters(filled: tuple[HistoryStore, list[FunctionEvaluation]]) -
 
 def test_conditions_combine(filled: tuple[HistoryStore, list[FunctionEvaluation]]) -> None:
     store, _ = filled
-    q = EvaluationQuery.parse({"task": {"t": (0, 2)}, "machine": {"machine_name": "cori"}, "status": ["ok"],
-                               "software": {"gcc": {"version_from": [8]}}})
+    q = EvaluationQuery.parse(
+        {
+            "task": {"t": (0, 2)},
+            "machine": {"machine_name": "cori"},
+            "status": ["ok"],
+            "software": {"gcc": {"version_from": [8]}},
+        }
+    )
     assert ts(store.evaluations("demo", q)) == [1.0, 2.0, 1.5]
 
 
-ODD_VALUES: list[Any] = [1, 1.0, True, 0, False, 0.0, "1", None, [1, 2], [1, True], {"a": 1, "b": 2},
-                         {"b": 2, "a": 1}, math.nan, math.inf, -math.inf, -0.0, 2**40, 2.5, "", "cori"]
+ODD_VALUES: list[Any] = [
+    1,
+    1.0,
+    True,
+    0,
+    False,
+    0.0,
+    "1",
+    None,
+    [1, 2],
+    [1, True],
+    {"a": 1, "b": 2},
+    {"b": 2, "a": 1},
+    math.nan,
+    math.inf,
+    -math.inf,
+    -0.0,
+    2**40,
+    2.5,
+    "",
+    "cori",
+]
 ODD_QUERIES: list[dict[str, Any]] = [
-    {"task": {"t": [1]}}, {"task": {"t": [True]}}, {"task": {"t": [0.0]}}, {"task": {"t": [False, None]}},
-    {"task": {"t": [[1, 1]]}}, {"task": {"t": [{"a": 1, "b": 2}]}}, {"task": {"t": [math.nan]}},
-    {"task": {"t": [2**40, "cori"]}}, {"task": {"t": (0, 1)}}, {"task": {"t": (None, 0)}},
-    {"task": {"t": (1, None)}}, {"task": {"t": (math.nan, 2)}}, {"task": {"t": (-math.inf, math.inf)}},
-    {"task": {"t": (2**70, None)}}, {"task": {"t": (None, None)}},
-    {"machine": {"m": 1}}, {"machine": {"m": True}}, {"machine": {"m": {"a": 1}}}, {"machine": {"m": [1, 2]}},
-    {"machine": {"m": {}}}, {"machine": {"m": None}}, {"machine": {"m": math.nan}},
+    {"task": {"t": [1]}},
+    {"task": {"t": [True]}},
+    {"task": {"t": [0.0]}},
+    {"task": {"t": [False, None]}},
+    {"task": {"t": [[1, 1]]}},
+    {"task": {"t": [{"a": 1, "b": 2}]}},
+    {"task": {"t": [math.nan]}},
+    {"task": {"t": [2**40, "cori"]}},
+    {"task": {"t": (0, 1)}},
+    {"task": {"t": (None, 0)}},
+    {"task": {"t": (1, None)}},
+    {"task": {"t": (math.nan, 2)}},
+    {"task": {"t": (-math.inf, math.inf)}},
+    {"task": {"t": (2**70, None)}},
+    {"task": {"t": (None, None)}},
+    {"machine": {"m": 1}},
+    {"machine": {"m": True}},
+    {"machine": {"m": {"a": 1}}},
+    {"machine": {"m": [1, 2]}},
+    {"machine": {"m": {}}},
+    {"machine": {"m": None}},
+    {"machine": {"m": math.nan}},
 ]
 
 

@@ -14,9 +14,13 @@ from raytuner.service.auth import ApiKeys
 from raytuner.service.sessions import SessionManager
 from raytuner.store import JsonLedger, JsonStore
 
-META = {"tuning_problem_name": "cat_demo", "problem_space": {
-    "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
-    "output_space": [{"name": "y"}]}}
+META = {
+    "tuning_problem_name": "cat_demo",
+    "problem_space": {
+        "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+        "output_space": [{"name": "y"}],
+    },
+}
 
 
 def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path: Path) -> None:
@@ -24,7 +28,7 @@ def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path: Path) -> None:
     ledger.append("sessions", {"session_id": "s1"})
     ledger.close()
     path = tmp_path / ".service" / "sessions.jsonl"
-    with open(path, "a", encoding="utf-8") as fh:      # a writer killed in the middle of a line
+    with open(path, "a", encoding="utf-8") as fh:  # a writer killed in the middle of a line
         fh.write('{"session_id": "s2", "probl')
     reopened = JsonLedger(tmp_path)
     assert [d["session_id"] for d in reopened.read("sessions")] == ["s1"]
@@ -87,8 +91,8 @@ def test_a_trial_the_log_refused_is_saved_when_asked_again_and_survives_a_restar
     ledger.fail = 1
     with pytest.raises(StoreError):
         manager.ask("owner", session.session_id, trial_id="job-1")
-    assert list(ledger.read("trials")) == []              # nothing handed out, nothing logged
-    status, trial = manager.ask("owner", session.session_id, trial_id="job-1")     # the client's retry
+    assert list(ledger.read("trials")) == []  # nothing handed out, nothing logged
+    status, trial = manager.ask("owner", session.session_id, trial_id="job-1")  # the client's retry
     assert status == "TRIAL" and trial is not None
     assert [d["trial_id"] for d in ledger.read("trials")] == ["job-1"]
     restarted = SessionManager(JsonStore(tmp_path), JsonLedger(tmp_path))
@@ -119,6 +123,6 @@ def test_a_tell_retried_after_a_lost_acknowledgement_is_stored_once(tmp_path: Pa
     store.lose = 1
     with pytest.raises(StoreError):
         manager.tell("owner", session.session_id, "job-7", {"y": 1.0})
-    record, duplicate = manager.tell("owner", session.session_id, "job-7", {"y": 1.0})   # the client's retry
+    record, duplicate = manager.tell("owner", session.session_id, "job-7", {"y": 1.0})  # the client's retry
     assert not duplicate
     assert [r.uid for r in store.evaluations("cat_demo")] == [record.uid]

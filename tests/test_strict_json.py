@@ -40,12 +40,11 @@ BAD: list[tuple[str, str, str]] = [
     ("infinity", '{"a": [1, Infinity]}', "not standard JSON: Infinity is not a JSON number (use null)"),
     ("-infinity", '{"a": -Infinity}', "not standard JSON: -Infinity is not a JSON number (use null)"),
     ("-NaN", '{"a": -NaN}', "not valid JSON"),
-    ("surrogate key", '{"\\ud800": 1}', 'holds a lone surrogate (U+D800): keys must be Unicode text'),
-    ("surrogate string", '{"a": ["x\\udfff"]}', 'holds a lone surrogate (U+DFFF): strings must be Unicode text'),
+    ("surrogate key", '{"\\ud800": 1}', "holds a lone surrogate (U+D800): keys must be Unicode text"),
+    ("surrogate string", '{"a": ["x\\udfff"]}', "holds a lone surrogate (U+DFFF): strings must be Unicode text"),
     ("deep", '{"a": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}", f"nested deeper than {MAX_DEPTH} levels"),
     ("900 deep", '{"a": ' + "[" * 900 + "]" * 900 + "}", f"nested deeper than {MAX_DEPTH} levels"),
-    ("large", json.dumps({"a": "é" * (MAX_JSON_BYTES // 2)}, ensure_ascii=False),
-     "BYTES"),
+    ("large", json.dumps({"a": "é" * (MAX_JSON_BYTES // 2)}, ensure_ascii=False), "BYTES"),
 ]
 IDS = [name for name, _, _ in BAD]
 
@@ -74,15 +73,16 @@ def alice(server: TuningServer) -> Iterator[Client]:
 def refused(call: Callable[[], Any], field: str, reason: str, text: str = "") -> None:
     code, details = code_of(call)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    if reason == "BYTES":                              # the size of the whole field's text
+    if reason == "BYTES":  # the size of the whole field's text
         reason = f"{len(text.encode())} bytes; at most {MAX_JSON_BYTES}"
     assert details.startswith(f"{field}: ") and reason in details, details
     assert "\n" not in details
 
 
 @pytest.mark.parametrize(("name", "obj", "reason"), BAD, ids=IDS)
-def test_create_session_refuses_each_bad_json_in_each_field(alice: Client, server: TuningServer, name: str,
-                                                             obj: str, reason: str) -> None:
+def test_create_session_refuses_each_bad_json_in_each_field(
+    alice: Client, server: TuningServer, name: str, obj: str, reason: str
+) -> None:
     fields = {"problem_json": as_problem(obj), "options_json": obj, "tasks_json": in_list(obj)}
     for field, text in fields.items():
         request = {"problem_json": json.dumps(META), "strategy": "random", "tasks_json": '[{"t": 1.0}]', field: text}
@@ -92,14 +92,16 @@ def test_create_session_refuses_each_bad_json_in_each_field(alice: Client, serve
 
 
 @pytest.mark.parametrize(("name", "obj", "reason"), BAD, ids=IDS)
-def test_tell_refuses_each_bad_json_in_each_field_and_the_trial_stays_open(alice: Client, server: TuningServer,
-                                                                           name: str, obj: str, reason: str) -> None:
+def test_tell_refuses_each_bad_json_in_each_field_and_the_trial_stays_open(
+    alice: Client, server: TuningServer, name: str, obj: str, reason: str
+) -> None:
     session = alice.create(seed=1)
     trial = alice.Ask(pb.AskRequest(session_id=session.session_id))
     refused(lambda: alice.Ask(pb.AskRequest(session_id=session.session_id, task_json=obj)), "task_json", reason, obj)
     for field in ("machine_json", "software_json", "additional_output_json"):
-        request = pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0},
-                                 **{field: obj})
+        request = pb.TellRequest(
+            session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0}, **{field: obj}
+        )
         refused(lambda request=request: alice.Tell(request), field, reason, obj)
     assert server.manager.store.evaluations(META["tuning_problem_name"]) == []
     alice.Tell(pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0}))
@@ -107,40 +109,52 @@ def test_tell_refuses_each_bad_json_in_each_field_and_the_trial_stays_open(alice
 
 
 @pytest.mark.parametrize(("name", "obj", "reason"), BAD, ids=IDS)
-def test_upload_and_query_refuse_each_bad_json(alice: Client, server: TuningServer, name: str, obj: str,
-                                               reason: str) -> None:
+def test_upload_and_query_refuse_each_bad_json(
+    alice: Client, server: TuningServer, name: str, obj: str, reason: str
+) -> None:
     for text in (in_list(obj), as_record(obj)):
         request = pb.UploadEvaluationsRequest(problem_name="up", records_json=text)
         refused(lambda request=request: alice.UploadEvaluations(request), "records_json", reason, text)
-    refused(lambda: alice.QueryEvaluations(pb.QueryEvaluationsRequest(problem_name="up", query_json=obj)),
-            "query_json", reason, obj)
+    refused(
+        lambda: alice.QueryEvaluations(pb.QueryEvaluationsRequest(problem_name="up", query_json=obj)),
+        "query_json",
+        reason,
+        obj,
+    )
     assert server.manager.store.problems() == []
 
 
 def test_a_lone_surrogate_cannot_reach_a_string_field_and_a_nan_output_is_a_failed_record(
-        alice: Client, server: TuningServer) -> None:
-    with pytest.raises(ValueError):                      # the client's protobuf refuses to encode it
+    alice: Client, server: TuningServer
+) -> None:
+    with pytest.raises(ValueError):  # the client's protobuf refuses to encode it
         pb.TellRequest(failure="x\ud800").SerializeToString()
     session = alice.create(seed=1)
     trial = alice.Ask(pb.AskRequest(session_id=session.session_id))
     # the same request with the UTF-8 encoding of U+D800 in `failure`: the server's protobuf refuses it
     raw = pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, failure="x\u0800")
     data = raw.SerializeToString().replace("x\u0800".encode(), b"x\xed\xa0\x80")
-    call = alice.channel.unary_unary("/raytuner.v1.TuningService/Tell", request_serializer=None,
-                                     response_deserializer=None)
+    call = alice.channel.unary_unary(
+        "/raytuner.v1.TuningService/Tell", request_serializer=None, response_deserializer=None
+    )
     code, _ = code_of(lambda: call(data, metadata=alice.metadata, timeout=20))
     assert code != grpc.StatusCode.OK
     assert server.manager.store.evaluations(META["tuning_problem_name"]) == []
-    answer = alice.Tell(pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id,
-                                       outputs={"y": float("nan")}))
+    answer = alice.Tell(
+        pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": float("nan")})
+    )
     assert answer.failed
 
 
 def old_store(root: Path) -> Path:
     """A store as an older raytuner left it: a journal line with a lone surrogate and NaN (Python's json)."""
-    record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 2.0}, machine_configuration={
-        "machine_name": "m\ud800"}, additional_output={"loss": [1.0, float("nan")], "k\udc00": "v\udfff",
-                                                  "bound": -float("inf")})
+    record = FunctionEvaluation.create(
+        {"t": 1.0},
+        {"x": 0.5},
+        {"y": 2.0},
+        machine_configuration={"machine_name": "m\ud800"},
+        additional_output={"loss": [1.0, float("nan")], "k\udc00": "v\udfff", "bound": -float("inf")},
+    )
     with JsonStore(root) as store:
         store.append("old", FunctionEvaluation.create({"t": 1.0}, {"x": 0.25}, {"y": 1.0}))
     with open(root / "old.json.journal", "a", encoding="ascii") as fh:
@@ -149,13 +163,20 @@ def old_store(root: Path) -> Path:
 
 
 def raytuner_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "raytuner.cli", *args], capture_output=True, text=True, timeout=120,
-                          encoding="utf-8", check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "raytuner.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        encoding="utf-8",
+        check=False,
+    )
 
 
 def strict_loads(text: str) -> Any:
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not standard JSON")
+
     value = json.loads(text, parse_constant=refuse)
     assert "\\ud8" not in text.lower() and "\\udc" not in text.lower() and "\\udf" not in text.lower()
     return value
@@ -175,7 +196,7 @@ def test_a_store_written_before_is_shown_and_exported_as_standard_json(tmp_path:
     record = strict_loads(out.read_text(encoding="utf-8"))["func_eval"][1]
     assert record["machine_configuration"]["machine_name"] == "m\ufffd"
     assert record["additional_output"] == {"loss": [1.0, None], "k\ufffd": "v\ufffd", "bound": -float("inf")}
-    assert '"bound": -1e999' in out.read_text(encoding="utf-8")      # an infinity as a standard JSON number
+    assert '"bound": -1e999' in out.read_text(encoding="utf-8")  # an infinity as a standard JSON number
 
     with serve(create_app(store=root, warm=True), port=0) as dashboard:
         page = urllib.request.urlopen(dashboard.url + "problem/old", timeout=60)
@@ -189,9 +210,26 @@ def test_the_command_lines_json_options_are_read_as_strictly(server: TuningServe
     meta.write_text(json.dumps(META))
     env = {"RAYTUNER_SERVER": server.address, "RAYTUNER_API_KEY": server.keys.create("alice")}
     for tasks, reason in (('[{"t": NaN}]', "NaN is not a JSON number"), ('[{"t\\udc80": 1}]', "lone surrogate")):
-        done = subprocess.run([sys.executable, "-m", "raytuner.cli", "session", "create", "--problem", str(meta),
-                               "--strategy", "random", "--tasks-json", tasks], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **env}, check=False)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "raytuner.cli",
+                "session",
+                "create",
+                "--problem",
+                str(meta),
+                "--strategy",
+                "random",
+                "--tasks-json",
+                tasks,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **env},
+            check=False,
+        )
         assert done.returncode == 2, done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert "--tasks-json" in line and reason in line
@@ -208,11 +246,19 @@ def test_the_crowd_services_json_fields_are_read_as_strictly(crowd: tuple[Tuning
     try:
         for _, obj, reason in BAD:
             request = pb.CrowdUploadRequest(tuning_problem_name="p", records_json=as_record(obj))
-            refused(lambda request=request: stub.UploadRecords(request, metadata=metadata, timeout=20),
-                    "records_json", reason, request.records_json)
+            refused(
+                lambda request=request: stub.UploadRecords(request, metadata=metadata, timeout=20),
+                "records_json",
+                reason,
+                request.records_json,
+            )
             query = pb.CrowdQuery(tuning_problem_name="p", problem_space_json=obj)
-            refused(lambda query=query: list(stub.QueryFunctionEvaluations(query, metadata=metadata, timeout=20)),
-                    "problem_space_json", reason, obj)
+            refused(
+                lambda query=query: list(stub.QueryFunctionEvaluations(query, metadata=metadata, timeout=20)),
+                "problem_space_json",
+                reason,
+                obj,
+            )
         assert repository.query_function_evaluations(key, "p") == []
     finally:
         channel.close()

@@ -24,8 +24,7 @@ def _opposed_tasks() -> TrainingData:
 
 
 def _fit(task_weights: str, data: TrainingData) -> LCM:
-    return LCM(LCMOptions(latent=1, n_starts=2, task_weights=task_weights)).fit(
-        data, seed=0, executor=InlineExecutor())
+    return LCM(LCMOptions(latent=1, n_starts=2, task_weights=task_weights)).fit(data, seed=0, executor=InlineExecutor())
 
 
 def test_signed_weights_model_opposed_tasks_and_nonnegative_ones_do_not() -> None:
@@ -43,8 +42,8 @@ def test_a_model_of_one_task_is_fitted_the_same_with_either_weights() -> None:
 
 def test_a_signed_warm_start_enters_a_nonnegative_fit_with_its_columns_turned() -> None:
     hp = Hyperparameters.initial(latent=2, tasks=3, dimension=1, rank=1)
-    hp.W[0, :, 0] = [-0.4, -0.3, 0.2]        # mostly negative: negated, the 0.2 becomes 0
-    hp.W[1, :, 0] = [0.5, -0.1, 0.3]         # mostly positive: kept, the -0.1 becomes 0
+    hp.W[0, :, 0] = [-0.4, -0.3, 0.2]  # mostly negative: negated, the 0.2 becomes 0
+    hp.W[1, :, 0] = [0.5, -0.1, 0.3]  # mostly positive: kept, the -0.1 becomes 0
     clipped = hp.clipped(nonnegative=True)
     assert clipped.W[:, :, 0].tolist() == [[0.4, 0.3, 0.0], [0.5, 0.0, 0.3]]
     assert hp.clipped().W.tolist() == hp.W.tolist()
@@ -53,14 +52,17 @@ def test_a_signed_warm_start_enters_a_nonnegative_fit_with_its_columns_turned() 
 
 
 def test_task_weights_are_checked_stored_and_read_back() -> None:
-    with pytest.raises(InvalidInputError, match=r"^task_weights: unknown task weights 'positive' "
-                                                r"\(allowed: signed, nonnegative\)$"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"^task_weights: unknown task weights 'positive' "
+        r"\(allowed: signed, nonnegative\)$",
+    ):
         LCMOptions(task_weights="positive")
     options = LCMOptions(task_weights="nonnegative")
     assert LCMOptions.from_dict(options.to_dict()) == options
     stored_before = {k: v for k, v in options.to_dict().items() if k != "task_weights"}
-    assert LCMOptions.from_dict(stored_before).task_weights == "signed"     # as every model was fitted then
-    assert LCMOptions.from_dict({"n_starts": 2}).task_weights is None       # a user's: the engine chooses
+    assert LCMOptions.from_dict(stored_before).task_weights == "signed"  # as every model was fitted then
+    assert LCMOptions.from_dict({"n_starts": 2}).task_weights is None  # a user's: the engine chooses
     assert LCMOptions(**GPTUNE_LCM).task_weights == "signed"
 
 
@@ -77,15 +79,22 @@ def test_mla_fits_nonnegative_weights_unless_told_and_the_other_engines_signed_o
     for options in (None, LCMOptions(n_starts=2)):
         engine = MultiObjectiveMLA(several, tasks, seed=0, options=options)
         assert {c.model.options.task_weights for c in [engine, *engine.components]} == {"signed"}
-        assert engine.model.options.kernel == ("rbf" if options is None else "matern52")   # its measured model
+        assert engine.model.options.kernel == ("rbf" if options is None else "matern52")  # its measured model
 
 
 def test_a_stored_model_of_signed_weights_is_fitted_again_by_an_engine_of_nonnegative_ones(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 2.0}]
-    signed = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, task_weights="signed"),
-                 executor=InlineExecutor())
+    signed = MLA(
+        problem,
+        tasks,
+        seed=0,
+        n_initial=3,
+        options=LCMOptions(n_starts=1, task_weights="signed"),
+        executor=InlineExecutor(),
+    )
     records = []
     for _ in range(8):
         s = signed.ask()

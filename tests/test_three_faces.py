@@ -46,8 +46,7 @@ def objective(task: dict[str, Any], config: dict[str, Any]) -> float:
 
 def _stored(directory: Path) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], str]]:
     with JsonStore(directory) as store:
-        return [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.status)
-                for r in store.evaluations(NAME)]
+        return [(r.task_parameter, r.tuning_parameter, r.evaluation_result, r.status) for r in store.evaluations(NAME)]
 
 
 def _through_a_session(directory: Path) -> None:
@@ -68,16 +67,24 @@ def _through_ray(directory: Path) -> None:
         tune.report({"y": (config["x"] - 0.1 * config["t"]) ** 2})
 
     searcher = RandomSearcher(PROBLEM, TASKS, store=str(directory), problem_name=NAME, seed=SEED)
-    tune.run(trainable, search_alg=searcher, num_samples=TRIALS, max_concurrent_trials=1, reuse_actors=True,
-             verbose=0, storage_path=str(directory.parent / "ray_results"))
+    tune.run(
+        trainable,
+        search_alg=searcher,
+        num_samples=TRIALS,
+        max_concurrent_trials=1,
+        reuse_actors=True,
+        verbose=0,
+        storage_path=str(directory.parent / "ray_results"),
+    )
 
 
 def _through_the_service(server: Any) -> None:
     from raytuner.client import RemoteTuner  # noqa: PLC0415
 
     with RemoteTuner(server.address, server.keys.create("alice"), timeout=20, backoff=0.05) as tuner:
-        tuner.create_session({"tuning_problem_name": NAME, "problem_space": DEMO_PROBLEM}, "random",
-                             tasks=TASKS, seed=SEED)
+        tuner.create_session(
+            {"tuning_problem_name": NAME, "problem_space": DEMO_PROBLEM}, "random", tasks=TASKS, seed=SEED
+        )
         for _ in range(TRIALS):
             trial = tuner.ask()
             tuner.tell(trial, {"y": objective(trial.task, trial.config)})
@@ -88,10 +95,13 @@ def test_the_three_faces_leave_the_same_records(tmp_path: Path, server: Any, loc
     _through_a_session(tmp_path / "session")
     _through_ray(tmp_path / "ray")
     _through_the_service(server)
-    session, ray_run, service = (_stored(tmp_path / "session"), _stored(tmp_path / "ray"),
-                                 _stored(Path(server.store.directory)))
+    session, ray_run, service = (
+        _stored(tmp_path / "session"),
+        _stored(tmp_path / "ray"),
+        _stored(Path(server.store.directory)),
+    )
     assert len(session) == TRIALS and {status for *_, status in session} == {"ok"}
-    assert len({(str(task), config["x"]) for task, config, _, _ in session}) == TRIALS   # six distinct trials
+    assert len({(str(task), config["x"]) for task, config, _, _ in session}) == TRIALS  # six distinct trials
     assert ray_run == session
     assert service == session
 
@@ -124,15 +134,16 @@ def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_p
     from raytuner.session import TuningSession  # noqa: PLC0415
 
     told_before_kill = 4
-    proc = subprocess.Popen([sys.executable, "-c", SESSION_SCRIPT, str(tmp_path), str(told_before_kill)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SESSION_SCRIPT, str(tmp_path), str(told_before_kill)], stdout=subprocess.PIPE, text=True
+    )
     events: list[tuple[str, str]] = []
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:
         while len(events) < 2 * told_before_kill + 1:
-            line = lines.get(timeout=LINE_TIMEOUT_S)          # a stalled child fails the test, never hangs it
+            line = lines.get(timeout=LINE_TIMEOUT_S)  # a stalled child fails the test, never hangs it
             kind, trial_id = line.split()
             events.append((kind, trial_id))
         assert proc.poll() is None
@@ -146,8 +157,14 @@ def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_p
     with JsonStore(tmp_path) as store:
         stored = [r.raytuner.trial_id for r in store.evaluations(NAME) if r.raytuner is not None]
         assert stored == acknowledged
-        resumed = TuningSession.resume(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=SEED), store,
-                                       session_only=True, session_id="killed-session")
+        resumed = TuningSession.resume(
+            NAME,
+            PROBLEM,
+            RandomSearch(PROBLEM, TASKS, seed=SEED),
+            store,
+            session_only=True,
+            session_id="killed-session",
+        )
         assert list(resumed.pending) == [in_flight]
         trial = resumed.pending[in_flight]
         record = resumed.tell(in_flight, {"y": objective(trial.task, trial.config)})

@@ -23,8 +23,11 @@ def shifted(x: float, t: float) -> float:
 
 
 def source_records(tasks=(1.0, 2.0, 4.0, 5.0), n=15) -> list[FunctionEvaluation]:
-    return [FunctionEvaluation.create({"t": t}, {"x": float(x)}, {"y": shifted(float(x), t)})
-            for t in tasks for x in np.linspace(0, 1, n)]
+    return [
+        FunctionEvaluation.create({"t": t}, {"x": float(x)}, {"y": shifted(float(x), t)})
+        for t in tasks
+        for x in np.linspace(0, 1, n)
+    ]
 
 
 def test_best_per_task_ignores_failures() -> None:
@@ -38,7 +41,7 @@ def test_tla1_predicts_an_unseen_optimum_with_uncertainty() -> None:
     tla1 = TLA1(PROBLEM, source_records(), options=FAST, seed=0)
     inside = tla1.predict({"t": 3.0})
     assert inside.config["x"] == pytest.approx(0.3, abs=0.05)
-    far = tla1.predict({"t": 9.5})          # far from every tuned task: less certain
+    far = tla1.predict({"t": 9.5})  # far from every tuned task: less certain
     assert far.unit_std[0] > inside.unit_std[0]
     assert inside.std["x"] is not None and inside.std["x"] >= 0
 
@@ -54,22 +57,24 @@ def test_centred_sample_respects_bounds_and_constraints() -> None:
     points = centred_sample(problem, {"t": 1.0}, np.array([0.45]), np.array([0.1]), 12, rng)
     xs = [p["x"] for p in points]
     assert len(set(xs)) == 12 and all(0 <= x < 0.5 for x in xs)
-    assert abs(np.median(xs) - 0.42) < 0.1        # concentrated near the centre
+    assert abs(np.median(xs) - 0.42) < 0.1  # concentrated near the centre
 
 
 @pytest.mark.parametrize("refit", ["weights", "all"])
 def test_tla2_tunes_only_the_new_task_and_learns_only_its_weights(refit: str) -> None:
     source = source_records()
-    engine = TLA2(PROBLEM, {"t": 3.0}, source, seed=1, n_initial=3, refit=refit, options=FAST,
-                  executor=InlineExecutor())
+    engine = TLA2(
+        PROBLEM, {"t": 3.0}, source, seed=1, n_initial=3, refit=refit, options=FAST, executor=InlineExecutor()
+    )
     for _ in range(6):
         s = engine.ask()
         assert s.task == {"t": 3.0}
-        engine.tell(FunctionEvaluation.create(s.task, s.config, {"y": shifted(s.config["x"], 3.0)},
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create(s.task, s.config, {"y": shifted(s.config["x"], 3.0)}, provenance=s.provenance)
+        )
     xs = [c["x"] for c in engine.evaluated[engine.new_index]]
     assert len(set(xs)) == 6
-    if refit == "weights":      # the source tasks' knowledge carries over: the optimum is found at once
+    if refit == "weights":  # the source tasks' knowledge carries over: the optimum is found at once
         assert min(abs(x - 0.3) for x in xs) < 0.05
     fitted = engine.fitted_model()
     source_part = engine.extended_hyperparameters()

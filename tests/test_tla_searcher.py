@@ -27,15 +27,17 @@ from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 SOURCE_T, TARGET = 0.8, {"t": 1.0}
 FAST = LCMOptions(n_starts=2, max_iterations=200, warm_iterations=50)
-FIRST = "weighted_sum_equal"                                    # the proposer while the target has no data
+FIRST = "weighted_sum_equal"  # the proposer while the target has no data
 
 pytestmark = pytest.mark.slow
 
 
 def source_records(n: int = 40, seed: int = 0) -> list[FunctionEvaluation]:
     rng = random.Random(seed)
-    return [FunctionEvaluation.create({"t": SOURCE_T}, {"x": x}, {"y": demo(x, SOURCE_T)})
-            for x in (rng.random() for _ in range(n))]
+    return [
+        FunctionEvaluation.create({"t": SOURCE_T}, {"x": x}, {"y": demo(x, SOURCE_T)})
+        for x in (rng.random() for _ in range(n))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,7 @@ def sometimes_fails(config: dict) -> None:
 
 
 def slowish(config: dict) -> None:
-    time.sleep(0.2)                                             # so that a trial is in flight at the interrupt
+    time.sleep(0.2)  # so that a trial is in flight at the interrupt
     tune.report({"y": demo(config["x"], config["t"])})
 
 
@@ -80,30 +82,36 @@ def xs(records) -> list[float]:
 
 def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=0, algorithm="ensemble",
-                           options=FAST)
-    tune.run(objective, search_alg=searcher, num_samples=8, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=0, algorithm="ensemble", options=FAST)
+    tune.run(
+        objective,
+        search_alg=searcher,
+        num_samples=8,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
 
     records = store.evaluations("demo-target")
     assert len(records) == 8 and all(r.status == "ok" for r in records)
     assert all(r.task_parameter == TARGET for r in records)
-    assert len(set(xs(records))) == 8                           # no configuration suggested twice
+    assert len(set(xs(records))) == 8  # no configuration suggested twice
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], TARGET["t"]))
         assert r.modeling in {*DEFAULT_POOL, FIRST}, r.modeling
         assert r.raytuner.strategy == r.modeling and r.raytuner.tla == "ensemble" and r.raytuner.trial_id
-    assert records[0].modeling == FIRST                         # asked before any result: no target data
+    assert records[0].modeling == FIRST  # asked before any result: no target data
     assert searcher.engine.proposers == [r.modeling for r in records]
     assert searcher.session.records == records and not searcher.session.pending
-    assert store.problems() == ["demo-target"]                 # the source is read, never written
+    assert store.problems() == ["demo-target"]  # the source is read, never written
 
 
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=1, options=FAST)
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo-target", 8, tmp_path, diverges)
-    assert len(set(xs(records))) == 8                           # a failed config is never suggested again
+    assert len(set(xs(records))) == 8  # a failed config is never suggested again
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
     assert len(results.errors) == sum(r.status == "failed" for r in records)
     assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
@@ -114,8 +122,9 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
     store = JsonStore(tmp_path / "store")
 
     def searcher() -> TLASearcher:
-        return TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=5, options=FAST,
-                           executor=InlineExecutor())
+        return TLASearcher(
+            PROBLEM, TARGET, source, store, "demo-target", seed=5, options=FAST, executor=InlineExecutor()
+        )
 
     first = searcher()
     warm = first.suggest("warm")
@@ -134,7 +143,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
     assert restored.engine is not first.engine
     assert restored.engine.proposers == [r.modeling for r in store.evaluations("demo-target")]
     c = restored.suggest("c")
-    assert c["x"] not in (a["x"], b["x"])                       # b is in flight: not suggested again
+    assert c["x"] not in (a["x"], b["x"])  # b is in flight: not suggested again
     restored.on_trial_complete("b", {"y": demo(b["x"], b["t"])})
     restored.on_trial_complete("c", {"y": demo(c["x"], c["t"])})
     records = store.evaluations("demo-target")
@@ -145,17 +154,19 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
     assert restored.engine.proposers == [r.modeling for r in records]
 
 
-@pytest.mark.skipif(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0",
-                    reason="the interrupt relies on Tune's SIGINT handler")
-def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path,
-                                                                          source: SourceData) -> None:
+@pytest.mark.skipif(
+    os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0", reason="the interrupt relies on Tune's SIGINT handler"
+)
+def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(
+    local_ray, tmp_path: Path, source: SourceData
+) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=2, options=FAST)
     restored, records, _ = interrupted_then_restored(searcher, slowish, store, "demo-target", 7, tmp_path)
     assert len(set(xs(records))) == 7
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
-    assert records[0].modeling == FIRST                         # asked before any result: no target data
-    restored_searcher = restored._local_tuner._tune_config.search_alg   # the object Tune restored and ran
+    assert records[0].modeling == FIRST  # asked before any result: no target data
+    restored_searcher = restored._local_tuner._tune_config.search_alg  # the object Tune restored and ran
     assert isinstance(restored_searcher, TLASearcher)
     assert restored_searcher.engine.proposers == [r.modeling for r in records]
 
@@ -163,30 +174,56 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_
 def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     assert store.append_many("demo-source", source_records(seed=7)) == 40
-    searcher = TLASearcher(PROBLEM, TARGET, StoreSource(store, "demo-source"), store, "demo-target", seed=3,
-                           algorithm="ensemble", options=FAST)
-    tune.run(objective, search_alg=searcher, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    searcher = TLASearcher(
+        PROBLEM,
+        TARGET,
+        StoreSource(store, "demo-source"),
+        store,
+        "demo-target",
+        seed=3,
+        algorithm="ensemble",
+        options=FAST,
+    )
+    tune.run(
+        objective,
+        search_alg=searcher,
+        num_samples=4,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
 
     records = store.evaluations("demo-target")
     assert len(records) == 4 and all(r.status == "ok" and r.task_parameter == TARGET for r in records)
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
-    assert records[0].modeling == FIRST                         # asked before any result: no target data
-    assert len(store.evaluations("demo-source")) == 40          # the source is untouched
+    assert records[0].modeling == FIRST  # asked before any result: no target data
+    assert len(store.evaluations("demo-source")) == 40  # the source is untouched
     assert sorted(store.problems()) == ["demo-source", "demo-target"]
 
 
 def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 19}, {"y": demo(x / 19, t)})
-             for t in (0.8, 1.6) for x in range(20)]
+    tuned = [
+        FunctionEvaluation.create({"t": t}, {"x": x / 19}, {"y": demo(x / 19, t)})
+        for t in (0.8, 1.6)
+        for x in range(20)
+    ]
     store.append_many("demo-tuned", tuned)
-    searcher = TLA2Searcher(PROBLEM, TARGET, StoreSource(store, "demo-tuned"), store, "demo-new", seed=3,
-                            n_initial=2, options=FAST)
+    searcher = TLA2Searcher(
+        PROBLEM, TARGET, StoreSource(store, "demo-tuned"), store, "demo-new", seed=3, n_initial=2, options=FAST
+    )
     prediction = searcher.engine.tla1.predict(TARGET).config["x"]
-    tune.run(objective, search_alg=searcher, num_samples=4, max_concurrent_trials=2, reuse_actors=True,
-             storage_path=str(tmp_path / "ray"), verbose=0)
+    tune.run(
+        objective,
+        search_alg=searcher,
+        num_samples=4,
+        max_concurrent_trials=2,
+        reuse_actors=True,
+        storage_path=str(tmp_path / "ray"),
+        verbose=0,
+    )
     records = store.evaluations("demo-new")
     assert len(records) == 4 and all(r.status == "ok" and r.task_parameter == TARGET for r in records)
-    assert [r.raytuner.source for r in records].count("initial") == 2         # around TLA1's prediction first
+    assert [r.raytuner.source for r in records].count("initial") == 2  # around TLA1's prediction first
     assert len(store.evaluations("demo-tuned")) == 40 and 0 <= prediction <= 1

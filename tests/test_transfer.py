@@ -52,8 +52,7 @@ def run(engine, f, steps: int) -> list[FunctionEvaluation]:
 def test_a_shifted_source_is_exploited_at_once(source: SourceData, algorithm: str) -> None:
     # the target is the source plus a constant: its optimum is the source's, found within a few evaluations
     x_star, y_star = demo_grid_minimum(0.8)
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, algorithm, seed=0, options=FAST,
-                              executor=InlineExecutor())
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, algorithm, seed=0, options=FAST, executor=InlineExecutor())
     told = run(engine, lambda x: demo(x, 0.8) + OFFSET, 4)
     best = min(r.value("y") for r in told)
     assert best - (y_star + OFFSET) < 0.02, (algorithm, best, y_star + OFFSET)
@@ -63,8 +62,9 @@ def test_a_shifted_source_is_exploited_at_once(source: SourceData, algorithm: st
 def test_every_algorithm_names_itself_and_never_repeats(source: SourceData) -> None:
     for algorithm in ALGORITHMS:
         weights = [1.0, 2.0] if algorithm == "weighted_sum_static" else None
-        engine = TransferLearning(PROBLEM, {"t": 1.2}, source, algorithm, seed=3, options=FAST, weights=weights,
-                                  executor=InlineExecutor())
+        engine = TransferLearning(
+            PROBLEM, {"t": 1.2}, source, algorithm, seed=3, options=FAST, weights=weights, executor=InlineExecutor()
+        )
         told = run(engine, lambda x: demo(x, 1.2), 5)
         xs = [r.tuning_parameter["x"] for r in told]
         assert len(set(xs)) == 5, algorithm
@@ -75,11 +75,9 @@ def test_every_algorithm_names_itself_and_never_repeats(source: SourceData) -> N
 
 
 def test_a_resumed_ensemble_continues_exactly(source: SourceData) -> None:
-    first = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, options=FAST,
-                             executor=InlineExecutor())
+    first = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, options=FAST, executor=InlineExecutor())
     told = run(first, lambda x: demo(x, 1.0), 6)
-    again = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, options=FAST,
-                             executor=InlineExecutor())
+    again = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, options=FAST, executor=InlineExecutor())
     assert again.replay(told) == 6
     assert again.proposers == first.proposers == [r.modeling for r in told]
     assert again.probabilities() == first.probabilities()
@@ -101,7 +99,7 @@ def test_equation_3_and_4_by_hand() -> None:
     assert ensemble_probabilities([None, 4.0], observed=[2.0, 4.0]) == pytest.approx([0.5, 0.5])
     assert ensemble_probabilities([None, None], observed=[]) == pytest.approx([0.5, 0.5])
     # equation 4
-    assert exploration_rate(3, 2, 6) == pytest.approx(0.5)           # r = 1
+    assert exploration_rate(3, 2, 6) == pytest.approx(0.5)  # r = 1
     assert exploration_rate(3, 1, 30) == pytest.approx(0.1 / 1.1)
     assert exploration_rate(3, 1, 0) == 1.0
     with pytest.raises(InvalidInputError, match="goal"):
@@ -114,22 +112,36 @@ def test_dynamic_weights_find_the_informative_source() -> None:
     useless = np.array([0.3, -0.2, 0.1, 0.0])
     w = dynamic_weights([useless, informative], np.zeros(4), v)
     assert w[1] == pytest.approx(1.0, abs=1e-6) and w[0] == pytest.approx(0.0, abs=1e-6)
-    assert np.all(dynamic_weights([-informative], np.zeros(4), v) == 1.0)   # nothing fits: equal weights
+    assert np.all(dynamic_weights([-informative], np.zeros(4), v) == 1.0)  # nothing fits: equal weights
 
 
 def test_failed_candidates_are_never_suggested_again() -> None:
     candidates = [{"x": float(x)} for x in np.linspace(0, 1, 9)]
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source_records(n=30), "ensemble", seed=0, options=FAST,
-                              candidates=candidates, executor=InlineExecutor())
+    engine = TransferLearning(
+        PROBLEM,
+        {"t": 1.0},
+        source_records(n=30),
+        "ensemble",
+        seed=0,
+        options=FAST,
+        candidates=candidates,
+        executor=InlineExecutor(),
+    )
     seen = []
     for _ in range(9):
         s = engine.ask()
         assert s.config in candidates and s.config not in seen
         seen.append(s.config)
         failed = s.config["x"] > 0.6
-        engine.tell(FunctionEvaluation.create(s.task, s.config, None if failed else {"y": demo(s.config["x"], 1.0)},
-                                              failure="launch failed" if failed else None,
-                                              provenance=s.provenance))
+        engine.tell(
+            FunctionEvaluation.create(
+                s.task,
+                s.config,
+                None if failed else {"y": demo(s.config["x"], 1.0)},
+                failure="launch failed" if failed else None,
+                provenance=s.provenance,
+            )
+        )
     with pytest.raises(InfeasibleSpaceError):
         engine.ask()
 
@@ -139,20 +151,21 @@ def test_sources_group_by_machine_and_their_records_are_not_target_data() -> Non
     w7800 = source_records(t=1.0, n=10, seed=2, machine_configuration={"machine_name": "W7800"})
     data = SourceData(PROBLEM, a100 + w7800, options=FAST, executor=InlineExecutor())
     assert [(t.label, len(t)) for t in data.tasks] == [("t=1.0 on A100", 20), ("t=1.0 on W7800", 10)]
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, data, "stacking", seed=0, options=FAST,
-                              executor=InlineExecutor())
-    engine.replay(a100)                 # a resumed session replays the store's records of the task
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, data, "stacking", seed=0, options=FAST, executor=InlineExecutor())
+    engine.replay(a100)  # a resumed session replays the store's records of the task
     assert engine.records == []
     assert data.stacking_order() == [0, 1]
 
 
 def test_a_maximised_objective() -> None:
-    problem = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y", "type": "real",
-                                                                     "goal": "maximize"}]})
-    records = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": -demo(x, 0.8)})
-               for x in np.random.default_rng(0).random(40).tolist()]
-    engine = TransferLearning(problem, {"t": 0.8}, records, "weighted_sum_dynamic", seed=0, options=FAST,
-                              executor=InlineExecutor())
+    problem = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y", "type": "real", "goal": "maximize"}]})
+    records = [
+        FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": -demo(x, 0.8)})
+        for x in np.random.default_rng(0).random(40).tolist()
+    ]
+    engine = TransferLearning(
+        problem, {"t": 0.8}, records, "weighted_sum_dynamic", seed=0, options=FAST, executor=InlineExecutor()
+    )
     told = run(engine, lambda x: -demo(x, 0.8), 3)
     assert max(r.value("y") for r in told) > -demo_grid_minimum(0.8)[1] - 0.02
 
@@ -169,17 +182,16 @@ def test_bad_input_names_the_field(source: SourceData) -> None:
     with pytest.raises(InvalidInputError, match="source"):
         TransferLearning(PROBLEM, {"t": 1.0}, [FunctionEvaluation.create({"t": 0.8}, {"x": 0.1}, failure="x")])
     with pytest.raises(InvalidInputError, match="source"):
-        TransferLearning(PROBLEM, {"t": 1.0}, "not a source")   # type: ignore[arg-type]
+        TransferLearning(PROBLEM, {"t": 1.0}, "not a source")  # type: ignore[arg-type]
     assert set(SINGLE_ALGORITHMS) >= set(DEFAULT_POOL)
 
 
 def test_a_failing_region_is_left_and_a_batch_spreads(source: SourceData) -> None:
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=0, options=FAST,
-                              executor=InlineExecutor())
-    batch = [engine.ask() for _ in range(3)]        # no target data yet: all from weighted_sum_equal
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=0, options=FAST, executor=InlineExecutor())
+    batch = [engine.ask() for _ in range(3)]  # no target data yet: all from weighted_sum_equal
     xs = sorted(s.config["x"] for s in batch)
     assert min(np.diff(xs)) > 0.002
-    for s in batch:                                  # the source's basin fails on the target
+    for s in batch:  # the source's basin fails on the target
         engine.tell(FunctionEvaluation.create(s.task, s.config, failure="diverged", provenance=s.provenance))
     later = [engine.ask().config["x"] for _ in range(3)]
     assert all(min(abs(x - f) for f in xs) > 0.002 for x in later)
@@ -188,10 +200,9 @@ def test_a_failing_region_is_left_and_a_batch_spreads(source: SourceData) -> Non
 def test_an_engine_pickles_and_copies_share_the_source(source: SourceData) -> None:
     import copy
 
-    pickle = pytest.importorskip("ray.cloudpickle")   # what Ray ships searchers with
+    pickle = pytest.importorskip("ray.cloudpickle")  # what Ray ships searchers with
 
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "stacking", seed=0, options=FAST,
-                              executor=InlineExecutor())
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "stacking", seed=0, options=FAST, executor=InlineExecutor())
     assert copy.deepcopy(engine).source is source
     clone = pickle.loads(pickle.dumps(engine))
     assert clone.ask().config == engine.ask().config

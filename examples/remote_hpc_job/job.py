@@ -46,16 +46,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --server or set RAYTUNER_SERVER")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     ca = os.environ.get("RAYTUNER_TLS_CA")
-    with RemoteTuner(args.server, os.environ.get("RAYTUNER_API_KEY") or None, session_id=args.session,
-                     root_certificates=Path(ca).read_bytes() if ca else None) as tuner:
+    with RemoteTuner(
+        args.server,
+        os.environ.get("RAYTUNER_API_KEY") or None,
+        session_id=args.session,
+        root_certificates=Path(ca).read_bytes() if ca else None,
+    ) as tuner:
         if tuner.session_id is None:
-            tuner.create_session(HERE / "meta.json", args.strategy, tasks=[{"n": args.n}],
-                                 max_evaluations=args.max_evaluations)
+            tuner.create_session(
+                HERE / "meta.json", args.strategy, tasks=[{"n": args.n}], max_evaluations=args.max_evaluations
+            )
             print(f"created session {tuner.session_id}")
         ran = tuner.run(objective, max_trials=args.max_trials)
         session = tuner.session()
-        print(f"ran {ran} trial(s); session {session['session_id']}: {session['evaluations']} evaluations, "
-              f"finished: {session['finished']}")
+        print(
+            f"ran {ran} trial(s); session {session['session_id']}: {session['evaluations']} evaluations, "
+            f"finished: {session['finished']}"
+        )
         for best in session["best"]:
             print("best:", json.dumps(best))
     return 0

@@ -29,7 +29,7 @@ def blocked_matmul(a: np.ndarray, b: np.ndarray, block: int, loop_order: str = "
         for y in starts:
             for z in starts:
                 i, j, k = _ijk(loop_order, x, y, z)
-                c[i:i + block, j:j + block] += a[i:i + block, k:k + block] @ b[k:k + block, j:j + block]
+                c[i : i + block, j : j + block] += a[i : i + block, k : k + block] @ b[k : k + block, j : j + block]
     return c
 
 

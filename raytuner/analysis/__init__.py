@@ -13,5 +13,16 @@ from raytuner.analysis.sensitivity import SensitivityResult, reduce_space, sobol
 from raytuner.analysis.summary import task_summary
 from raytuner.analysis.surrogate import SurrogateModel, surrogate_from_records
 
-__all__ = ["relative_performance", "r_bar", "win_rate", "win_rate_se", "best_so_far", "task_summary", "SurrogateModel",
-           "surrogate_from_records", "SensitivityResult", "sobol_analysis", "reduce_space"]
+__all__ = [
+    "relative_performance",
+    "r_bar",
+    "win_rate",
+    "win_rate_se",
+    "best_so_far",
+    "task_summary",
+    "SurrogateModel",
+    "surrogate_from_records",
+    "SensitivityResult",
+    "sobol_analysis",
+    "reduce_space",
+]

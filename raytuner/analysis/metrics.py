@@ -53,8 +53,11 @@ def relative_performance(best: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     shape = next(iter(arrays.values())).shape
     for name, values in arrays.items():
         if values.shape != shape:
-            raise InvalidInputError(f"best[{name}]", f"shape {values.shape} differs from the first tuner's {shape}; "
-                                    "every tuner must cover the same (seed, task) cells")
+            raise InvalidInputError(
+                f"best[{name}]",
+                f"shape {values.shape} differs from the first tuner's {shape}; "
+                "every tuner must cover the same (seed, task) cells",
+            )
         bad = values[~(np.isfinite(values) & (values > 0))]
         if bad.size:
             raise InvalidInputError(f"best[{name}]", f"R-tilde needs positive minimised objectives, got {bad[0]}")

@@ -51,8 +51,14 @@ from raytuner.constraints import Constraint
 from raytuner.errors import InvalidInputError
 from raytuner.space import Categorical, Integer, Parameter, ProblemSpace, Space
 
-__all__ = ["SensitivityResult", "sobol_analysis", "reduce_space", "SOBOL_INDICES", "surrogate_from_records",
-           "check_num_samples"]
+__all__ = [
+    "SensitivityResult",
+    "sobol_analysis",
+    "reduce_space",
+    "SOBOL_INDICES",
+    "surrogate_from_records",
+    "check_num_samples",
+]
 
 log = logging.getLogger(__name__)
 
@@ -127,18 +133,32 @@ class SensitivityResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (non-finite indices become ``None``)."""
-        indices = {p: {"S1": _number(self.S1[p]), "S1_conf": _number(self.S1_conf[p]),
-                       "ST": _number(self.ST[p]), "ST_conf": _number(self.ST_conf[p])} for p in self.parameters}
+        indices = {
+            p: {
+                "S1": _number(self.S1[p]),
+                "S1_conf": _number(self.S1_conf[p]),
+                "ST": _number(self.ST[p]),
+                "ST_conf": _number(self.ST_conf[p]),
+            }
+            for p in self.parameters
+        }
         out: dict[str, Any] = {
-            "method": "sobol", "objective": self.objective, "task": dict(self.task),
-            "num_samples": self.num_samples, "num_evaluations": self.num_evaluations, "seed": self.seed,
-            "parameters": [{"name": p, "type": t, "range": r}
-                           for p, t, r in zip(self.parameters, self.types, self.ranges)],
+            "method": "sobol",
+            "objective": self.objective,
+            "task": dict(self.task),
+            "num_samples": self.num_samples,
+            "num_evaluations": self.num_evaluations,
+            "seed": self.seed,
+            "parameters": [
+                {"name": p, "type": t, "range": r} for p, t, r in zip(self.parameters, self.types, self.ranges)
+            ],
             "indices": indices,
         }
         if self.S2 is not None and self.S2_conf is not None:
-            out["S2"] = [{"parameters": [a, b], "S2": _number(v), "S2_conf": _number(self.S2_conf[(a, b)])}
-                         for (a, b), v in self.S2.items()]
+            out["S2"] = [
+                {"parameters": [a, b], "S2": _number(v), "S2_conf": _number(self.S2_conf[(a, b)])}
+                for (a, b), v in self.S2.items()
+            ]
         return out
 
     @classmethod
@@ -152,6 +172,7 @@ class SensitivityResult:
         >>> SensitivityResult.from_dict(r.to_dict()) == r
         True
         """
+
         def value(v: Any) -> float:
             return math.nan if v is None else float(v)
 
@@ -159,13 +180,19 @@ class SensitivityResult:
         indices = data["indices"]
         per = {k: {p: value(indices[p][k]) for p in names} for k in ("S1", "S1_conf", "ST", "ST_conf")}
         pairs = data.get("S2")
-        return cls(names, [p["type"] for p in data["parameters"]], [p["range"] for p in data["parameters"]],
-                   **per,
-                   S2=None if pairs is None else {tuple(e["parameters"]): value(e["S2"]) for e in pairs},
-                   S2_conf=None if pairs is None else {tuple(e["parameters"]): value(e["S2_conf"]) for e in pairs},
-                   objective=data.get("objective", "y"), task=dict(data.get("task", {})),
-                   num_samples=int(data.get("num_samples", 0)), num_evaluations=int(data.get("num_evaluations", 0)),
-                   seed=data.get("seed"))
+        return cls(
+            names,
+            [p["type"] for p in data["parameters"]],
+            [p["range"] for p in data["parameters"]],
+            **per,
+            S2=None if pairs is None else {tuple(e["parameters"]): value(e["S2"]) for e in pairs},
+            S2_conf=None if pairs is None else {tuple(e["parameters"]): value(e["S2_conf"]) for e in pairs},
+            objective=data.get("objective", "y"),
+            task=dict(data.get("task", {})),
+            num_samples=int(data.get("num_samples", 0)),
+            num_evaluations=int(data.get("num_evaluations", 0)),
+            seed=data.get("seed"),
+        )
 
     def table(self, digits: int = 2) -> str:
         """A text table like the papers' Tables IV and V.
@@ -182,13 +209,16 @@ class SensitivityResult:
         NREL       Integer      [10,40]    0.00     0.01  0.01     0.00
         """
         header = ["Parameter", "Type", "Range", "S1", "S1_conf", "ST", "ST_conf"]
-        rows = [[p, t, r] + [f"{getattr(self, k)[p]:.{digits}f}" for k in ("S1", "S1_conf", "ST", "ST_conf")]
-                for p, t, r in zip(self.parameters, self.types, self.ranges)]
+        rows = [
+            [p, t, r] + [f"{getattr(self, k)[p]:.{digits}f}" for k in ("S1", "S1_conf", "ST", "ST_conf")]
+            for p, t, r in zip(self.parameters, self.types, self.ranges)
+        ]
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
         def line(cells: list[str]) -> str:
-            return "  ".join(c.ljust(w) if i < 3 else c.rjust(w)
-                             for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+            return "  ".join(
+                c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
 
         return "\n".join(line(r) for r in [header, *rows])
 
@@ -202,17 +232,31 @@ def check_num_samples(num_samples: Any) -> int:
     >>> check_num_samples(1024)
     1024
     """
-    if (isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1
-            or int(num_samples) & (int(num_samples) - 1)):
-        raise InvalidInputError("num_samples", f"must be a positive power of two (SALib's Sobol sequence "
-                                               f"keeps its balance only then), got {num_samples!r}",
-                                allowed=[2 ** k for k in range(6, 15, 2)] + ["..."])
+    if (
+        isinstance(num_samples, bool)
+        or not isinstance(num_samples, (int, np.integer))
+        or num_samples < 1
+        or int(num_samples) & (int(num_samples) - 1)
+    ):
+        raise InvalidInputError(
+            "num_samples",
+            f"must be a positive power of two (SALib's Sobol sequence "
+            f"keeps its balance only then), got {num_samples!r}",
+            allowed=[2**k for k in range(6, 15, 2)] + ["..."],
+        )
     return int(num_samples)
 
 
-def sobol_analysis(model: SurrogateModel, num_samples: int = 4096, task: Mapping[str, Any] | int | None = None,
-                   second_order: bool = False, seed: int | None = 0, *, num_resamples: int = 100,
-                   conf_level: float = 0.95) -> SensitivityResult:
+def sobol_analysis(
+    model: SurrogateModel,
+    num_samples: int = 4096,
+    task: Mapping[str, Any] | int | None = None,
+    second_order: bool = False,
+    seed: int | None = 0,
+    *,
+    num_resamples: int = 100,
+    conf_level: float = 0.95,
+) -> SensitivityResult:
     """Sobol indices of the surrogate's predicted mean over the parameter space, for ``task``.
 
     ``num_samples`` is SALib's base sample size N, a positive power of two;
@@ -252,20 +296,30 @@ def sobol_analysis(model: SurrogateModel, num_samples: int = 4096, task: Mapping
     names = space.names
     salib_problem = {"num_vars": len(names), "names": names, "bounds": [[0.0, 1.0]] * len(names)}
     unit = sobol_sample.sample(salib_problem, N, calc_second_order=second_order, scramble=True, seed=seed)
-    mean, _ = model.predict(unit, index)       # snapped to the space's bins inside predict
+    mean, _ = model.predict(unit, index)  # snapped to the space's bins inside predict
     if not np.all(np.isfinite(mean)):
         raise InvalidInputError("model", "the surrogate predicted non-finite values; cannot analyse them")
     if float(np.var(mean)) <= 1e-24 * max(1.0, float(np.mean(mean)) ** 2):
         log.warning("the surrogate's prediction is constant over the parameter space; every index is 0")
-        raw: dict[str, Any] = {"S1": np.zeros(len(names)), "S1_conf": np.zeros(len(names)),
-                               "ST": np.zeros(len(names)), "ST_conf": np.zeros(len(names))}
+        raw: dict[str, Any] = {
+            "S1": np.zeros(len(names)),
+            "S1_conf": np.zeros(len(names)),
+            "ST": np.zeros(len(names)),
+            "ST_conf": np.zeros(len(names)),
+        }
         if second_order:
             raw["S2"] = np.where(np.triu(np.ones((len(names),) * 2), 1) > 0, 0.0, np.nan)
             raw["S2_conf"] = raw["S2"].copy()
     else:
-        raw = sobol_analyze.analyze(salib_problem, mean, calc_second_order=second_order,
-                                    num_resamples=num_resamples, conf_level=conf_level,
-                                    print_to_console=False, seed=seed)
+        raw = sobol_analyze.analyze(
+            salib_problem,
+            mean,
+            calc_second_order=second_order,
+            num_resamples=num_resamples,
+            conf_level=conf_level,
+            print_to_console=False,
+            seed=seed,
+        )
     columns = {k: {p: float(v) for p, v in zip(names, raw[k])} for k in ("S1", "S1_conf", "ST", "ST_conf")}
     S2 = S2_conf = None
     if second_order:
@@ -274,16 +328,34 @@ def sobol_analysis(model: SurrogateModel, num_samples: int = 4096, task: Mapping
         S2_conf = {(names[i], names[j]): float(raw["S2_conf"][i, j]) for i, j in pairs}
     described = [_describe(p) for p in space.parameters]
     result = SensitivityResult(
-        parameters=names, types=[t for t, _ in described], ranges=[r for _, r in described],
-        S1=columns["S1"], S1_conf=columns["S1_conf"], ST=columns["ST"], ST_conf=columns["ST_conf"],
-        S2=S2, S2_conf=S2_conf, objective=model.objective.name, task=dict(model.tasks[index]),
-        num_samples=N, num_evaluations=len(unit), seed=seed, seconds=time.perf_counter() - began)
-    log.info("Sobol analysis of %r over %d parameters: %d predictions in %.2f s", result.objective, len(names),
-             len(unit), result.seconds)
+        parameters=names,
+        types=[t for t, _ in described],
+        ranges=[r for _, r in described],
+        S1=columns["S1"],
+        S1_conf=columns["S1_conf"],
+        ST=columns["ST"],
+        ST_conf=columns["ST_conf"],
+        S2=S2,
+        S2_conf=S2_conf,
+        objective=model.objective.name,
+        task=dict(model.tasks[index]),
+        num_samples=N,
+        num_evaluations=len(unit),
+        seed=seed,
+        seconds=time.perf_counter() - began,
+    )
+    log.info(
+        "Sobol analysis of %r over %d parameters: %d predictions in %.2f s",
+        result.objective,
+        len(names),
+        len(unit),
+        result.seconds,
+    )
     return result
 
 
 # -- search-space reduction -----------------------------------------------------------------------------
+
 
 class _Substitute(ast.NodeTransformer):
     """Replace names of fixed parameters by their values (function names are left alone)."""
@@ -309,6 +381,7 @@ def _bind_callable(compiled: Constraint, fixed: Mapping[str, Any]) -> Callable[.
     (a callable that reads its arguments from ``**kwargs`` still finds the
     fixed parameters there).
     """
+
     def constraint(**values: Any) -> bool:
         return compiled({**fixed, **values})
 
@@ -338,14 +411,19 @@ def _reduce_constraint(name: str, spec: Any, fixed: Mapping[str, Any]) -> Any | 
     if Constraint.from_spec(name, reduced).names:
         return reduced
     if not compiled(fixed):
-        raise InvalidInputError(f"constraints.{name}", "violated by the fixed values "
-                                                       f"{ {n: fixed[n] for n in sorted(compiled.names)} }")
+        raise InvalidInputError(
+            f"constraints.{name}", f"violated by the fixed values { {n: fixed[n] for n in sorted(compiled.names)} }"
+        )
     return None
 
 
-def reduce_space(problem: ProblemSpace, result: SensitivityResult, threshold: float = 0.05,
-                 defaults: Mapping[str, Any] | None = None, index: SobolIndex = "ST"
-                 ) -> tuple[ProblemSpace, dict[str, Any]]:
+def reduce_space(
+    problem: ProblemSpace,
+    result: SensitivityResult,
+    threshold: float = 0.05,
+    defaults: Mapping[str, Any] | None = None,
+    index: SobolIndex = "ST",
+) -> tuple[ProblemSpace, dict[str, Any]]:
     """Keep the parameters whose ``index`` (``"ST"`` or ``"S1"``) is at least ``threshold``; fix the rest.
 
     Returns the reduced problem (same input and output spaces, only the kept
@@ -379,14 +457,18 @@ def reduce_space(problem: ProblemSpace, result: SensitivityResult, threshold: fl
     """
     if index not in SOBOL_INDICES:
         raise InvalidInputError("index", f"unknown Sobol index {index!r}", allowed=SOBOL_INDICES)
-    if (isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating))
-            or not 0.0 <= float(threshold) <= 1.0):
-        raise InvalidInputError("threshold", f"must be a number in [0, 1] (Sobol indices are fractions of "
-                                             f"the output variance), got {threshold!r}")
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float, np.integer, np.floating))
+        or not 0.0 <= float(threshold) <= 1.0
+    ):
+        raise InvalidInputError(
+            "threshold",
+            f"must be a number in [0, 1] (Sobol indices are fractions of the output variance), got {threshold!r}",
+        )
     space = problem.parameter_space
     if list(result.parameters) != space.names:
-        raise InvalidInputError("result", f"analyses parameters {result.parameters}, but the problem has "
-                                          f"{space.names}")
+        raise InvalidInputError("result", f"analyses parameters {result.parameters}, but the problem has {space.names}")
     defaults = dict(defaults or {})
     for name in defaults:
         if name not in space.names:
@@ -398,25 +480,39 @@ def reduce_space(problem: ProblemSpace, result: SensitivityResult, threshold: fl
     kept = result.important(float(threshold), index)
     if not kept:
         best = max(space.names, key=lambda n: values[n] if math.isfinite(values[n]) else -math.inf)
-        raise InvalidInputError("threshold", f"no parameter has {index} >= {threshold:g} (the largest is "
-                                             f"{best} with {values[best]:.3g}); lower the threshold")
+        raise InvalidInputError(
+            "threshold",
+            f"no parameter has {index} >= {threshold:g} (the largest is "
+            f"{best} with {values[best]:.3g}); lower the threshold",
+        )
     fixed: dict[str, Any] = {}
     for parameter in space.parameters:
         if parameter.name in kept:
             continue
         if parameter.name not in defaults:
-            raise InvalidInputError(f"defaults.{parameter.name}",
-                                    f"parameter {parameter.name!r} is dropped ({index} = "
-                                    f"{values[parameter.name]:.3g} < {threshold:g}) and needs a default value")
+            raise InvalidInputError(
+                f"defaults.{parameter.name}",
+                f"parameter {parameter.name!r} is dropped ({index} = "
+                f"{values[parameter.name]:.3g} < {threshold:g}) and needs a default value",
+            )
         fixed[parameter.name] = parameter.check(defaults[parameter.name], f"defaults.{parameter.name}")
     constraints: dict[str, Any] = {}
     for name, spec in problem.constraints.items():
         reduced = _reduce_constraint(name, spec, fixed)
         if reduced is not None:
             constraints[name] = reduced
-    reduced_problem = ProblemSpace(input_space=problem.input_space,
-                                   parameter_space=Space(parameters=[space[n] for n in kept]),
-                                   output_space=problem.output_space, constraints=constraints)
-    log.info("reduced the parameter space from %d to %d parameters (%s >= %g); fixed %s", space.dimension,
-             len(kept), index, threshold, fixed)
+    reduced_problem = ProblemSpace(
+        input_space=problem.input_space,
+        parameter_space=Space(parameters=[space[n] for n in kept]),
+        output_space=problem.output_space,
+        constraints=constraints,
+    )
+    log.info(
+        "reduced the parameter space from %d to %d parameters (%s >= %g); fixed %s",
+        space.dimension,
+        len(kept),
+        index,
+        threshold,
+        fixed,
+    )
     return reduced_problem, fixed

@@ -31,9 +31,13 @@ def _config(config: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items())
 
 
-def task_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[FunctionEvaluation],
-                 best: Sequence[FunctionEvaluation | None], objective: str,
-                 label: Callable[[Mapping[str, Any]], str] = _label) -> list[str]:
+def task_summary(
+    tasks: Sequence[Mapping[str, Any]],
+    records: Sequence[FunctionEvaluation],
+    best: Sequence[FunctionEvaluation | None],
+    objective: str,
+    label: Callable[[Mapping[str, Any]], str] = _label,
+) -> list[str]:
     """Lines: per task the evaluations, failures and normalised cost, then its best configuration.
 
     ``best[i]`` is task ``i``'s best evaluation (``None`` when it has none);
@@ -56,5 +60,7 @@ def task_summary(tasks: Sequence[Mapping[str, Any]], records: Sequence[FunctionE
         if record is None:
             lines.append(f"  {label(task)}: no successful evaluation")
         else:
-            lines.append(f"  {label(task)}: {objective} {record.value(objective):.4g}  [{_config(record.tuning_parameter)}]")
+            lines.append(
+                f"  {label(task)}: {objective} {record.value(objective):.4g}  [{_config(record.tuning_parameter)}]"
+            )
     return lines

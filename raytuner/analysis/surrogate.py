@@ -37,8 +37,14 @@ from raytuner.models import LCM, FittedLCM, LCMOptions, TrainingData
 from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import Objective, ProblemSpace, Space
 
-__all__ = ["SurrogateModel", "surrogate_from_records", "snap_to_space", "DEFAULT_CHUNK_SIZE", "MODELERS",
-           "check_modeler"]
+__all__ = [
+    "SurrogateModel",
+    "surrogate_from_records",
+    "snap_to_space",
+    "DEFAULT_CHUNK_SIZE",
+    "MODELERS",
+    "check_modeler",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +75,10 @@ def snap_to_space(space: Space, unit: np.ndarray) -> np.ndarray:
     """
     U = np.atleast_2d(np.asarray(unit, dtype=float))
     if U.ndim != 2 or U.shape[1] != space.dimension:
-        raise InvalidInputError("points", f"expected unit-cube rows of {space.dimension} columns "
-                                          f"({', '.join(space.names)}), got shape {U.shape}")
+        raise InvalidInputError(
+            "points",
+            f"expected unit-cube rows of {space.dimension} columns ({', '.join(space.names)}), got shape {U.shape}",
+        )
     out = np.empty_like(U)
     for j, parameter in enumerate(space.parameters):
         out[:, j] = parameter.to_unit(parameter.from_unit(U[:, j]))
@@ -96,9 +104,16 @@ class SurrogateModel:
         chunk_size: rows per prediction call (default 8192).
     """
 
-    def __init__(self, problem: ProblemSpace, objective: Objective, tasks: list[dict[str, Any]], task: int,
-                 fitted: FittedLCM, function_evaluations: list[str],
-                 chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        objective: Objective,
+        tasks: list[dict[str, Any]],
+        task: int,
+        fitted: FittedLCM,
+        function_evaluations: list[str],
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> None:
         self.problem = problem
         self.objective = objective
         self.tasks = tasks
@@ -122,8 +137,7 @@ class SurrogateModel:
             return self.task
         if isinstance(task, (int, np.integer)) and not isinstance(task, bool):
             if not 0 <= int(task) < len(self.tasks):
-                raise InvalidInputError("task", f"task index {task} out of range",
-                                        allowed=list(range(len(self.tasks))))
+                raise InvalidInputError("task", f"task index {task} out of range", allowed=list(range(len(self.tasks))))
             return int(task)
         if isinstance(task, Mapping):
             key = task_key(task)
@@ -150,14 +164,16 @@ class SurrogateModel:
                 return space.encode(checked) if checked else np.empty((0, space.dimension))
         U = np.asarray(U, dtype=float)
         if U.ndim != 2 or U.shape[1] != space.dimension:
-            raise InvalidInputError("points", f"expected a 2-D array of unit-cube rows with {space.dimension} "
-                                              f"columns ({', '.join(space.names)}), got shape {U.shape}")
+            raise InvalidInputError(
+                "points",
+                f"expected a 2-D array of unit-cube rows with {space.dimension} "
+                f"columns ({', '.join(space.names)}), got shape {U.shape}",
+            )
         if not np.all(np.isfinite(U)) or U.size and (U.min() < 0.0 or U.max() > 1.0):
             raise InvalidInputError("points", "unit-cube rows must be finite and lie in [0, 1]")
         return snap_to_space(space, U)
 
-    def predict(self, points: Points, task: Mapping[str, Any] | int | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, points: Points, task: Mapping[str, Any] | int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Predicted mean and variance of the objective at ``points``, in the objective's units.
 
         ``points`` is a list of parameter dicts or an ``(n, d)`` array of
@@ -186,13 +202,14 @@ class SurrogateModel:
             return np.empty(0), np.empty(0)
         means, variances = [], []
         for start in range(0, len(U), self.chunk_size):
-            mean, variance = self.fitted.predict(index, U[start:start + self.chunk_size])
+            mean, variance = self.fitted.predict(index, U[start : start + self.chunk_size])
             means.append(mean)
             variances.append(variance)
         return np.concatenate(means), np.concatenate(variances)
 
-    def predict_output(self, parameters: Mapping[str, Any], task: Mapping[str, Any] | int | None = None
-                       ) -> dict[str, float]:
+    def predict_output(
+        self, parameters: Mapping[str, Any], task: Mapping[str, Any] | int | None = None
+    ) -> dict[str, float]:
         """The prediction at one configuration as ``{"mean": ..., "variance": ...}`` (QueryPredictOutput).
 
         Args:
@@ -214,8 +231,10 @@ class SurrogateModel:
         return {"mean": float(mean[0]), "variance": float(variance[0])}
 
     def __repr__(self) -> str:
-        return (f"SurrogateModel(objective={self.objective.name!r}, tasks={len(self.tasks)}, "
-                f"parameters={self.parameter_names}, samples={len(self.function_evaluations)})")
+        return (
+            f"SurrogateModel(objective={self.objective.name!r}, tasks={len(self.tasks)}, "
+            f"parameters={self.parameter_names}, samples={len(self.function_evaluations)})"
+        )
 
 
 def check_modeler(modeler: str) -> str:
@@ -236,11 +255,19 @@ def check_modeler(modeler: str) -> str:
     return modeler
 
 
-def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEvaluation],
-                           objective: str | None = None, task: Mapping[str, Any] | None = None, *,
-                           options: LCMOptions | None = None, seed: int | np.random.Generator | None = 0,
-                           executor: Executor | None = None, min_records: int = 3,
-                           chunk_size: int = DEFAULT_CHUNK_SIZE, modeler: str = "LCM") -> SurrogateModel:
+def surrogate_from_records(
+    problem: ProblemSpace,
+    records: Sequence[FunctionEvaluation],
+    objective: str | None = None,
+    task: Mapping[str, Any] | None = None,
+    *,
+    options: LCMOptions | None = None,
+    seed: int | np.random.Generator | None = 0,
+    executor: Executor | None = None,
+    min_records: int = 3,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    modeler: str = "LCM",
+) -> SurrogateModel:
     """Fit a surrogate of ``objective`` (default: the first output) to the successful ``records``.
 
     Failed records, records without a finite value of the objective and
@@ -305,8 +332,9 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
             tasks.append(dict(record.task_parameter))
     if task is None:
         if len(tasks) > 1:
-            raise InvalidInputError("task", f"the records span {len(tasks)} tasks; say which one predictions "
-                                            "are for", allowed=tasks)
+            raise InvalidInputError(
+                "task", f"the records span {len(tasks)} tasks; say which one predictions are for", allowed=tasks
+            )
         index = 0
         chosen: Mapping[str, Any] = tasks[0] if tasks else {}
     else:
@@ -314,13 +342,21 @@ def surrogate_from_records(problem: ProblemSpace, records: Sequence[FunctionEval
         index = next((i for i, t in enumerate(tasks) if task_key(t) == task_key(task)), -1)
     count = sum(task_key(r.task_parameter) == task_key(chosen) for r in usable)
     if index < 0 or count < min_records:
-        raise InvalidInputError("records", f"{count} successful record(s) of objective {target.name!r} for "
-                                           f"task {dict(chosen)}; a surrogate needs at least {min_records}")
-    if modeler == "GP":                     # the chosen task's records alone
+        raise InvalidInputError(
+            "records",
+            f"{count} successful record(s) of objective {target.name!r} for "
+            f"task {dict(chosen)}; a surrogate needs at least {min_records}",
+        )
+    if modeler == "GP":  # the chosen task's records alone
         usable = [r for r in usable if task_key(r.task_parameter) == task_key(chosen)]
         tasks, index = [dict(chosen)], 0
     data, uids = TrainingData.from_records(problem, tasks, usable, target.name)
     fitted = LCM((options or LCMOptions()).over(problem.parameter_space)).fit(data, seed=seed, executor=executor)
-    log.info("surrogate of %r fitted to %d records over %d task(s) in %.2f s", target.name, len(uids),
-             len(tasks), fitted.report.seconds)
+    log.info(
+        "surrogate of %r fitted to %d records over %d task(s) in %.2f s",
+        target.name,
+        len(uids),
+        len(tasks),
+        fitted.report.seconds,
+    )
     return SurrogateModel(problem, target, tasks, index, fitted, uids, chunk_size)

@@ -22,8 +22,16 @@ from raytuner.cli.main import main
 
 __all__ = ["main"]
 
-main.lazy = MappingProxyType({"history": "raytuner.cli.history:history", "serve": "raytuner.cli.service:serve",
-                              "keys": "raytuner.cli.service:keys",
-                              "session": "raytuner.cli.service:session_group", "ask": "raytuner.cli.service:ask",
-                              "tell": "raytuner.cli.service:tell", "crowd": "raytuner.cli.crowd:crowd",
-                              "rci": "raytuner.cli.rci:rci", "dashboard": "raytuner.cli.dashboard:dashboard"})
+main.lazy = MappingProxyType(
+    {
+        "history": "raytuner.cli.history:history",
+        "serve": "raytuner.cli.service:serve",
+        "keys": "raytuner.cli.service:keys",
+        "session": "raytuner.cli.service:session_group",
+        "ask": "raytuner.cli.service:ask",
+        "tell": "raytuner.cli.service:tell",
+        "crowd": "raytuner.cli.crowd:crowd",
+        "rci": "raytuner.cli.rci:rci",
+        "dashboard": "raytuner.cli.dashboard:dashboard",
+    }
+)

@@ -54,7 +54,7 @@ def _space(text: str | None, option: str, name: str) -> dict[str, Any] | None:
         return None
     try:
         value = read_json_file(text[1:]) if text.startswith("@") else loads_strict(text, option)
-    except InvalidInputError as exc:                                  # names the file
+    except InvalidInputError as exc:  # names the file
         raise click.BadParameter(str(exc), param_hint=option) from None
     except (ValueError, RecursionError) as exc:
         raise click.BadParameter(f"not a JSON object or @FILE of one: {exc}", param_hint=option) from None
@@ -84,21 +84,27 @@ def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
 
         try:
             database = parse_uri(mongodb)["database"]
-        except (ConfigurationError, ValueError) as exc:           # InvalidURI is a ConfigurationError
+        except (ConfigurationError, ValueError) as exc:  # InvalidURI is a ConfigurationError
             raise click.BadParameter(f"not a MongoDB URI: {exc}", param_hint="--mongodb") from None
         with CrowdRepository(mongodb, **({"database": database} if database else {})) as repository:
             return command(repository, **kwargs)
 
-    return click.option("--mongodb", envvar=ENV_MONGODB, required=True, metavar="URI",
-                        help=f"The crowd repository's MongoDB (default: ${ENV_MONGODB}).")(wrapper)
+    return click.option(
+        "--mongodb",
+        envvar=ENV_MONGODB,
+        required=True,
+        metavar="URI",
+        help=f"The crowd repository's MongoDB (default: ${ENV_MONGODB}).",
+    )(wrapper)
 
 
 def _client(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the connection options and pass a ready CrowdClient as the first argument."""
 
     @functools.wraps(command)
-    def wrapper(server: str, api_key: str | None, private_key: str | None, tls_ca: Any, timeout: float,
-                **kwargs: Any) -> Any:
+    def wrapper(
+        server: str, api_key: str | None, private_key: str | None, tls_ca: Any, timeout: float, **kwargs: Any
+    ) -> Any:
         from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
 
         given = credential(api_key, private_key)
@@ -108,25 +114,44 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
         with CrowdClient(server, given, root_certificates=ca, timeout=timeout) as client:
             return command(client, **kwargs)
 
-    for option in reversed([
-            click.option("--server", envvar="RAYTUNER_SERVER", required=True, metavar="HOST:PORT",
-                         help="The server (default: $RAYTUNER_SERVER)."),
-            click.option("--api-key", envvar=ENV_KEY, metavar="KEY",
-                         help=f"Your crowd API key (default: ${ENV_KEY})."),
+    for option in reversed(
+        [
+            click.option(
+                "--server",
+                envvar="RAYTUNER_SERVER",
+                required=True,
+                metavar="HOST:PORT",
+                help="The server (default: $RAYTUNER_SERVER).",
+            ),
+            click.option("--api-key", envvar=ENV_KEY, metavar="KEY", help=f"Your crowd API key (default: ${ENV_KEY})."),
             private_key_option,
-            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
-                         help="CA certificate (PEM) of a TLS server."),
-            click.option("--timeout", type=float, default=60.0, show_default=True,
-                         help="Deadline of each call in seconds (model fits run on the server).")]):
+            click.option(
+                "--tls-ca",
+                envvar="RAYTUNER_TLS_CA",
+                type=click.File("rb"),
+                help="CA certificate (PEM) of a TLS server.",
+            ),
+            click.option(
+                "--timeout",
+                type=float,
+                default=60.0,
+                show_default=True,
+                help="Deadline of each call in seconds (model fits run on the server).",
+            ),
+        ]
+    ):
         wrapper = option(wrapper)
     return wrapper
 
 
 def _query_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
+    for option in reversed(
+        [
             click.option("--problem", "problem_name", required=True, help="The tuning problem's name."),
             click.option("--problem-space", help="The meta description's problem_space: JSON or @FILE."),
-            click.option("--configuration-space", help="The meta description's configuration_space: JSON or @FILE.")]):
+            click.option("--configuration-space", help="The meta description's configuration_space: JSON or @FILE."),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -180,15 +205,19 @@ def keys_revoke(repository: Any, key_id: str) -> None:
 def keys_list(repository: Any, username: str) -> None:
     """A user's keys (ids, kinds and dates, never the secrets)."""
     for info in repository.list_keys(username):
-        click.echo(f"{info.key_id}  {info.kind:8}  {info.created:%Y-%m-%d %H:%M}  "
-                   f"{'revoked' if info.revoked else 'active'}")
+        click.echo(
+            f"{info.key_id}  {info.kind:8}  {info.created:%Y-%m-%d %H:%M}  {'revoked' if info.revoked else 'active'}"
+        )
 
 
 @crowd_keys.command("register")
 @_repository
 @click.option("--username", required=True)
-@click.option("--public-key", required=True, help="The user's Ed25519 public key (`keys generate` prints it), "
-              "or @FILE holding it or a PEM PUBLIC KEY block.")
+@click.option(
+    "--public-key",
+    required=True,
+    help="The user's Ed25519 public key (`keys generate` prints it), or @FILE holding it or a PEM PUBLIC KEY block.",
+)
 def keys_register(repository: Any, username: str, public_key: str) -> None:
     """Register a user's public key and print its key id (the private key stays with the user)."""
     if public_key.startswith("@"):
@@ -197,8 +226,12 @@ def keys_register(repository: Any, username: str, public_key: str) -> None:
 
 
 @crowd_keys.command("generate")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, writable=True),
-              help="Where to write the private key (PEM, readable by you only); an existing file is kept.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True),
+    help="Where to write the private key (PEM, readable by you only); an existing file is kept.",
+)
 def keys_generate(out: str) -> None:
     """Make an Ed25519 key pair on this machine: write the private key, print the public key to register."""
     import os  # noqa: PLC0415
@@ -209,8 +242,9 @@ def keys_generate(out: str) -> None:
     try:
         fd = os.open(os.path.expanduser(out), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        raise click.BadParameter(f"{out} exists; choose another file (a key is never overwritten)",
-                                 param_hint="--out") from None
+        raise click.BadParameter(
+            f"{out} exists; choose another file (a key is never overwritten)", param_hint="--out"
+        ) from None
     except OSError as exc:
         raise click.BadParameter(f"cannot write {out} ({exc.strerror})", param_hint="--out") from None
     with os.fdopen(fd, "wb") as handle:
@@ -221,8 +255,13 @@ def keys_generate(out: str) -> None:
 
 
 @crowd_keys.command("token")
-@click.option("--private-key", envvar=ENV_PRIVATE_KEY, required=True, metavar="FILE",
-              help=f"Your Ed25519 private key file (default: ${ENV_PRIVATE_KEY}).")
+@click.option(
+    "--private-key",
+    envvar=ENV_PRIVATE_KEY,
+    required=True,
+    metavar="FILE",
+    help=f"Your Ed25519 private key file (default: ${ENV_PRIVATE_KEY}).",
+)
 def keys_token(private_key: str) -> None:
     """Print a one-time dashboard sign-in token signed with your private key (good for a minute)."""
     from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, WINDOW_SECONDS  # noqa: PLC0415
@@ -240,8 +279,7 @@ def _catalog_command(kind: str, plural: str, noun: str) -> click.Command:
     def command(repository: Any, name: str, aliases: tuple[str, ...]) -> None:
         click.echo(getattr(repository, f"add_{kind}")(name, aliases))
 
-    command.__doc__ = (f"Add a {noun} with its alternative names "
-                       "(uploads and queries use the canonical name).")
+    command.__doc__ = f"Add a {noun} with its alternative names (uploads and queries use the canonical name)."
     return click.command(plural)(command)
 
 
@@ -252,14 +290,24 @@ crowd.add_command(_catalog_command("software", "software", "software package"))
 @crowd.command()
 @_client
 @click.argument("document", metavar="FILE", type=history_file(name_from_file_name=True))
-@click.option("--problem", "problem_name", help="Problem name (default: the file's tuning_problem_name, or the "
-                                                "file's name without .json when it has none).")
-@click.option("--access", type=click.Choice(["public", "registered", "private", "shared"]), default="public",
-              show_default=True)
+@click.option(
+    "--problem",
+    "problem_name",
+    help="Problem name (default: the file's tuning_problem_name, or the file's name without .json when it has none).",
+)
+@click.option(
+    "--access", type=click.Choice(["public", "registered", "private", "shared"]), default="public", show_default=True
+)
 @click.option("--share-user", "users_", multiple=True, help="With --access shared: a user (repeatable).")
 @click.option("--share-group", "groups", multiple=True, help="With --access shared: a group (repeatable).")
-def upload(client: Any, document: HistoryDocument, problem_name: str | None, access: str, users_: tuple[str, ...],
-           groups: tuple[str, ...]) -> None:
+def upload(
+    client: Any,
+    document: HistoryDocument,
+    problem_name: str | None,
+    access: str,
+    users_: tuple[str, ...],
+    groups: tuple[str, ...],
+) -> None:
     """Upload a GPTune history file (func_eval and surrogate_model records); idempotent by uid.
 
     The whole file is read and checked before the server is contacted.
@@ -278,18 +326,29 @@ def upload(client: Any, document: HistoryDocument, problem_name: str | None, acc
 @_query_options
 @click.option("--limit", type=int, default=0, help="At most this many records (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
-def query(client: Any, problem_name: str, problem_space: str | None, configuration_space: str | None, limit: int,
-          as_json: bool) -> None:
+def query(
+    client: Any,
+    problem_name: str,
+    problem_space: str | None,
+    configuration_space: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
     """The function evaluations you may see that match the spaces."""
     records = client.query_function_evaluations(
-        problem_name, _space(problem_space, "--problem-space", "problem_space"),
-        _space(configuration_space, "--configuration-space", "configuration_space"), limit)
+        problem_name,
+        _space(problem_space, "--problem-space", "problem_space"),
+        _space(configuration_space, "--configuration-space", "configuration_space"),
+        limit,
+    )
     if as_json:
         echo_json([r.to_dict() for r in records])
         return
     for r in records:
-        click.echo(f"{r.uid}  task {json.dumps(r.task_parameter)}  config {json.dumps(r.tuning_parameter)}  "
-                   f"result {json.dumps(r.evaluation_result)}")
+        click.echo(
+            f"{r.uid}  task {json.dumps(r.task_parameter)}  config {json.dumps(r.tuning_parameter)}  "
+            f"result {json.dumps(r.evaluation_result)}"
+        )
     click.echo(f"{len(records)} records", err=True)
 
 
@@ -301,21 +360,43 @@ def query(client: Any, problem_name: str, problem_space: str | None, configurati
 @click.option("--num-samples", type=int, default=0, help="Saltelli base samples, a power of two (0: default).")
 @click.option("--second-order", is_flag=True, help="Also the second-order indices S2.")
 @click.option("--seed", type=int, default=0)
-@click.option("--modeler", type=click.Choice(["LCM", "GP"]), default="LCM", show_default=True,
-              help="One LCM over every queried task, or one GP of the task's records alone.")
+@click.option(
+    "--modeler",
+    type=click.Choice(["LCM", "GP"]),
+    default="LCM",
+    show_default=True,
+    help="One LCM over every queried task, or one GP of the task's records alone.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
-def sensitivity(client: Any, problem_name: str, problem_space: str | None, configuration_space: str | None,
-                task: tuple[str, ...], objective: str | None, num_samples: int, second_order: bool, seed: int,
-                modeler: str, as_json: bool) -> None:
+def sensitivity(
+    client: Any,
+    problem_name: str,
+    problem_space: str | None,
+    configuration_space: str | None,
+    task: tuple[str, ...],
+    objective: str | None,
+    num_samples: int,
+    second_order: bool,
+    seed: int,
+    modeler: str,
+    as_json: bool,
+) -> None:
     """Sobol sensitivity analysis on a surrogate of the evaluations you may see (a table like GPTuneCrowd's)."""
 
     space = _space(problem_space, "--problem-space", "problem_space")
     if space is None:
         raise click.BadParameter("the analysis needs the problem space", param_hint="--problem-space")
     result = client.query_sensitivity_analysis(
-        problem_name, space, pairs(task, "--task"), _space(configuration_space, "--configuration-space",
-                                                             "configuration_space"),
-        num_samples=num_samples, second_order=second_order, objective=objective, seed=seed, modeler=modeler)
+        problem_name,
+        space,
+        pairs(task, "--task"),
+        _space(configuration_space, "--configuration-space", "configuration_space"),
+        num_samples=num_samples,
+        second_order=second_order,
+        objective=objective,
+        seed=seed,
+        modeler=modeler,
+    )
     if as_json:
         echo_json(result.to_dict())
         return

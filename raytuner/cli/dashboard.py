@@ -24,16 +24,26 @@ log = logging.getLogger(__name__)
 
 @click.command("dashboard")
 @click.argument("location", metavar="[DIR_OR_MONGODB_URI]", required=False)
-@click.option("--crowd", "crowd_uri", metavar="MONGODB_URI",
-              help="Also show this crowd repository (its database is the URI's path).")
+@click.option(
+    "--crowd",
+    "crowd_uri",
+    metavar="MONGODB_URI",
+    help="Also show this crowd repository (its database is the URI's path).",
+)
 @click.option("--service", metavar="HOST:PORT", help="Show a running tuning service's sessions instead of a store.")
-@click.option("--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY",
-              help="The service's API key (default: $RAYTUNER_API_KEY).")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (loopback by default; 0.0.0.0 serves the network).")
+@click.option(
+    "--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY", help="The service's API key (default: $RAYTUNER_API_KEY)."
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (loopback by default; 0.0.0.0 serves the network).",
+)
 @click.option("--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
-def dashboard(location: str | None, crowd_uri: str | None, service: str | None, api_key: str | None, host: str,
-              port: int) -> None:
+def dashboard(
+    location: str | None, crowd_uri: str | None, service: str | None, api_key: str | None, host: str, port: int
+) -> None:
     """Serve a read-only web dashboard of a store's histories or a service's sessions (and a crowd repository).
 
     A directory is read as the embedded JSON store (the main job writes ./raytuner_results).
@@ -42,8 +52,9 @@ def dashboard(location: str | None, crowd_uri: str | None, service: str | None, 
     from raytuner.store import is_mongodb_uri  # noqa: PLC0415
 
     if location is None and crowd_uri is None and service is None:
-        raise click.BadParameter("give a store (directory or mongodb:// URI), --service or --crowd",
-                                 param_hint="DIR_OR_MONGODB_URI")
+        raise click.BadParameter(
+            "give a store (directory or mongodb:// URI), --service or --crowd", param_hint="DIR_OR_MONGODB_URI"
+        )
     if location is not None and service is not None:
         raise click.BadParameter("show a store or a service, not both", param_hint="--service")
     if location is not None:

@@ -48,18 +48,30 @@ from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.jsonfile import parse_json_file
 from raytuner.store.gptune_file import HISTORY_FILE, parse_history
 
-__all__ = ["EXIT_FAILED", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_STATUS_HELP", "CommandError", "CommandGroup",
-           "JsonFile", "history_file", "store_location", "one_line"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_STATUS_HELP",
+    "CommandError",
+    "CommandGroup",
+    "JsonFile",
+    "history_file",
+    "store_location",
+    "one_line",
+]
 
 log = logging.getLogger(__name__)
 
 EXIT_FAILED = 1
 EXIT_INPUT = 2
-EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
+EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE
 #: The exit statuses in a sentence, for the commands' help.
-EXIT_STATUS_HELP = ("Exit status: 0 done; 1 failed (the service or a store refused or could not do it); "
-                    "2 bad input (an argument, option or input file); 3/4 `ask`: finished / wait; "
-                    "70 internal error (a bug: run with -v for the traceback).")
+EXIT_STATUS_HELP = (
+    "Exit status: 0 done; 1 failed (the service or a store refused or could not do it); "
+    "2 bad input (an argument, option or input file); 3/4 `ask`: finished / wait; "
+    "70 internal error (a bug: run with -v for the traceback)."
+)
 
 
 def one_line(text: str) -> str:
@@ -92,6 +104,7 @@ class CommandError(click.ClickException):
 
 # -- input files ------------------------------------------------------------------------------------------------
 
+
 class JsonFile(click.ParamType):
     """A click parameter type: a JSON file, read and parsed while the command line is parsed.
 
@@ -110,15 +123,16 @@ class JsonFile(click.ParamType):
 
     name = "file"
 
-    def __init__(self, parse: Callable[[Any], Any], what: str,
-                 defaults: Callable[[Path], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, parse: Callable[[Any], Any], what: str, defaults: Callable[[Path], dict[str, Any]] | None = None
+    ) -> None:
         self.parse = parse
         self.what = what
         self.defaults = defaults
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, (str, os.PathLike)):
-            return value                                         # already parsed (a default, or a test)
+            return value  # already parsed (a default, or a test)
         try:
             return parse_json_file(value, self.parse, self.what, self.defaults(Path(value)) if self.defaults else None)
         except InvalidInputError as exc:
@@ -139,8 +153,9 @@ def store_location(location: str, param_hint: str) -> str:
     from raytuner.store import is_mongodb_uri  # noqa: PLC0415 - the store package only when a command needs one
 
     if not is_mongodb_uri(location) and os.path.lexists(location) and not os.path.isdir(location):
-        raise click.BadParameter(f"{location} is a file, not a store directory (or a mongodb:// URI)",
-                                 param_hint=param_hint)
+        raise click.BadParameter(
+            f"{location} is a file, not a store directory (or a mongodb:// URI)", param_hint=param_hint
+        )
     return location
 
 
@@ -153,11 +168,13 @@ def history_file(name_from_file_name: bool = False) -> JsonFile:
         name_from_file_name: a file without ``tuning_problem_name`` takes its file name without ``.json``
             (default False).
     """
-    return JsonFile(parse_history, HISTORY_FILE,
-                    (lambda path: {"tuning_problem_name": path.stem}) if name_from_file_name else None)
+    return JsonFile(
+        parse_history, HISTORY_FILE, (lambda path: {"tuning_problem_name": path.stem}) if name_from_file_name else None
+    )
 
 
 # -- the root group -------------------------------------------------------------------------------------------
+
 
 def _service_status(exc: RaytunerError) -> int:
     # raytuner.client.remote.ServiceError, without importing gRPC here: the server refused the input
@@ -167,15 +184,14 @@ def _service_status(exc: RaytunerError) -> int:
 def _translate(exc: Exception, ctx: click.Context | None, verbose: int) -> click.ClickException | None:
     """The one-line error that replaces ``exc``, or ``None`` when ``exc`` must propagate as it is."""
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
-        return None                                              # `raytuner session` alone prints its help
+        return None  # `raytuner session` alone prints its help
     if isinstance(exc, CommandError):
         return exc
     if isinstance(exc, click.UsageError):
         # click's own parse errors and BadParameter: one line instead of usage + hint + error
         message = exc.format_message()
         context = exc.ctx or ctx
-        if context is not None and (not isinstance(exc, click.BadParameter)
-                                    or isinstance(exc, click.MissingParameter)):
+        if context is not None and (not isinstance(exc, click.BadParameter) or isinstance(exc, click.MissingParameter)):
             message += f" (see '{context.command_path} -h')"
         return CommandError(message, EXIT_INPUT)
     if isinstance(exc, click.ClickException):
@@ -188,7 +204,7 @@ def _translate(exc: Exception, ctx: click.Context | None, verbose: int) -> click
         return CommandError(str(exc), status)
     if isinstance(exc, OSError):
         if exc.errno == errno.EPIPE:
-            return None                                          # click's main quiets a closed pipe itself
+            return None  # click's main quiets a closed pipe itself
         return CommandError(str(exc), EXIT_FAILED)
     # anything else is a bug: still one line, with the traceback behind -v
     if verbose:
@@ -224,8 +240,9 @@ class CommandGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
         return self.commands.get(cmd_name)
 
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except Exception as exc:  # noqa: BLE001 - _translate lets through what it does not know as input

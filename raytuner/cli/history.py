@@ -77,8 +77,12 @@ def _load(location: str, problem: str | None, meta: MetaDescription | None = Non
     return read_history(location, problem, meta.problem_space if meta is not None else None)
 
 
-_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
-                     help="The problem's meta description: older files' string values are read by its types.")
+_META = click.option(
+    "--meta",
+    metavar="FILE",
+    type=JsonFile(MetaDescription.parse, META_FILE),
+    help="The problem's meta description: older files' string values are read by its types.",
+)
 
 
 @click.group()
@@ -98,13 +102,17 @@ def best_lines(view: HistoryView) -> list[str]:
     """
     width = max([len(task_label(t)) for t in view.tasks] + [4])
     fidelity = f" at fidelity {view.full_fidelity:g}" if view.full_fidelity is not None else ""
-    lines = [f"best {view.objective} per task ({view.goal}{fidelity}):",
-             f"  {'task':<{width}} {'evals':>6} {'failed':>6} {'cost':>8} {'best':>12}  configuration"]
+    lines = [
+        f"best {view.objective} per task ({view.goal}{fidelity}):",
+        f"  {'task':<{width}} {'evals':>6} {'failed':>6} {'cost':>8} {'best':>12}  configuration",
+    ]
     for task, record, (_, row) in zip(view.tasks, view.best_records(), view.best().iterrows()):
         value = "-" if record is None else f"{record.value(view.objective):.6g}"
         config = "no successful evaluation" if record is None else config_label(record.tuning_parameter)
-        lines.append(f"  {task_label(task):<{width}} {row['evaluations']:>6} {row['failed']:>6} "
-                     f"{row['total_cost']:>8.4g} {value:>12}  {config}")
+        lines.append(
+            f"  {task_label(task):<{width}} {row['evaluations']:>6} {row['failed']:>6} "
+            f"{row['total_cost']:>8.4g} {value:>12}  {config}"
+        )
     return lines
 
 
@@ -118,10 +126,22 @@ _OBJECTIVE = click.option("--objective", help="The output the best values are of
 @_OBJECTIVE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (counts and the best per task).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluation as CSV (one row each).")
-@click.option("--last", default=10, show_default=True, type=click.IntRange(min=0),
-              help="How many of the latest evaluations the table shows.")
-def history_show(location: str, problem: str | None, meta: MetaDescription | None, objective: str | None,
-                 as_json: bool, as_csv: bool, last: int) -> None:
+@click.option(
+    "--last",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many of the latest evaluations the table shows.",
+)
+def history_show(
+    location: str,
+    problem: str | None,
+    meta: MetaDescription | None,
+    objective: str | None,
+    as_json: bool,
+    as_csv: bool,
+    last: int,
+) -> None:
     """Summarise a GPTune file, a store directory or a MongoDB store: counts, best per task, latest evaluations."""
     if as_json and as_csv:
         raise click.BadParameter("choose one of --json and --csv", param_hint="--json/--csv")
@@ -138,8 +158,9 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
         if key == "schema" and value is not None:
             click.echo(f"{'schema':>20}: {value['schema']} ({value['description']})")
             click.echo(f"{'read':>20}: {value['func_eval']} func_eval, {value['surrogate_model']} models")
-            click.echo(f"{'skipped':>20}: {len(value['skipped'])}" + "".join(f"\n{'':>22}{line}"
-                                                                            for line in value["skipped"]))
+            click.echo(
+                f"{'skipped':>20}: {len(value['skipped'])}" + "".join(f"\n{'':>22}{line}" for line in value["skipped"])
+            )
             for note in value["notes"]:
                 click.echo(f"{'note':>20}: {note}")
         elif key == "by_task":
@@ -152,8 +173,10 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
         click.echo("\n".join(best_lines(view)))
     if view.records and view.problem_space is not None and len(view.problem_space.optimised) > 1:
         names = [o.name for o in view.problem_space.optimised]
-        click.echo(f"\nPareto front per task ({', '.join(f'{o.name} {o.goal}' for o in view.problem_space.optimised)}"
-                   f"; output constraints met):")
+        click.echo(
+            f"\nPareto front per task ({', '.join(f'{o.name} {o.goal}' for o in view.problem_space.optimised)}"
+            f"; output constraints met):"
+        )
         for task in view.tasks:
             for record in view.pareto_front(task):
                 values = ", ".join(f"{n} {record.value(n):.6g}" for n in names)
@@ -174,10 +197,24 @@ def history_show(location: str, problem: str | None, meta: MetaDescription | Non
 @_OBJECTIVE
 @click.option("--task", help="Only this task, as `history show` labels it (e.g. t=1.3).")
 @click.option("--parameter", help="The tuning parameter of --kind parameter (default: the first).")
-@click.option("--by", type=click.Choice(["evaluations", "cost"]), default="evaluations", show_default=True,
-              help="The x axis of --kind history.")
-def history_plot(location: str, out: str, kind: str, problem: str | None, meta: MetaDescription | None,
-                 objective: str | None, task: str | None, parameter: str | None, by: str) -> None:
+@click.option(
+    "--by",
+    type=click.Choice(["evaluations", "cost"]),
+    default="evaluations",
+    show_default=True,
+    help="The x axis of --kind history.",
+)
+def history_plot(
+    location: str,
+    out: str,
+    kind: str,
+    problem: str | None,
+    meta: MetaDescription | None,
+    objective: str | None,
+    task: str | None,
+    parameter: str | None,
+    by: str,
+) -> None:
     """Draw a history: best so far per task, a parameter against the objective, the LCM's task correlation,
     GPTuneBand's brackets and promotions, or each task's Pareto front (several objectives)."""
     if not Path(out).resolve().parent.is_dir():
@@ -219,17 +256,21 @@ def history_import(path: str, target: str, meta: MetaDescription | None) -> None
         new_evaluations, new_models = store.import_document(document)
     distinct = len({r.uid for r in document.func_eval}) + len({m.uid for m in document.surrogate_model})
     already = distinct - new_evaluations - new_models
-    click.echo(f"imported {new_evaluations} new evaluations and {new_models} new models of "
-               f"{document.tuning_problem_name} into {target}" + (f" ({already} already in the store)"
-                                                                  if already else ""))
+    click.echo(
+        f"imported {new_evaluations} new evaluations and {new_models} new models of "
+        f"{document.tuning_problem_name} into {target}" + (f" ({already} already in the store)" if already else "")
+    )
 
 
 @history.command("export")
 @click.option("--from", "source", required=True, metavar="DIR_OR_MONGODB_URI", help="The store to read.")
 @click.option("--problem", required=True, help="Problem name.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="GPTune file to write.")
-@click.option("--ok-only", is_flag=True, help="Leave out failed and pending evaluations (for a GPTune user "
-                                              "whose meta.json sets no_load_check).")
+@click.option(
+    "--ok-only",
+    is_flag=True,
+    help="Leave out failed and pending evaluations (for a GPTune user whose meta.json sets no_load_check).",
+)
 def history_export(source: str, problem: str, out: str, ok_only: bool) -> None:
     """Write one problem of a store as a GPTune file.
 
@@ -242,8 +283,10 @@ def history_export(source: str, problem: str, out: str, ok_only: bool) -> None:
         raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
     with open_store(store_location(source, "--from")) as store:
         if problem not in store.problems():
-            raise click.BadParameter(f"no problem {problem!r} in {source}; there are: "
-                                     f"{', '.join(store.problems()) or 'none'}", param_hint="--problem")
+            raise click.BadParameter(
+                f"no problem {problem!r} in {source}; there are: {', '.join(store.problems()) or 'none'}",
+                param_hint="--problem",
+            )
         document = store.export_document(problem)
     if ok_only:
         document.func_eval = [r for r in document.func_eval if r.status == "ok"]
@@ -267,8 +310,10 @@ def history_repair(directory: str, problem: str | None) -> None:
     with store:
         for name in [problem] if problem else store.problems():
             moved, kept = store.repair(name)
-            click.echo(f"{name}: kept {kept} evaluations; moved {moved} damaged line(s)"
-                       + (f" to {store.quarantine_path(name)}" if moved else ""))
+            click.echo(
+                f"{name}: kept {kept} evaluations; moved {moved} damaged line(s)"
+                + (f" to {store.quarantine_path(name)}" if moved else "")
+            )
         ledger, moved = store.ledger(), 0
         for name in LOGS:
             if lines := ledger.repair(name):

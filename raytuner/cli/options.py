@@ -94,9 +94,13 @@ def private_key_option(command: Any) -> Any:
     Args:
         command: The command to add it to.
     """
-    return click.option("--private-key", envvar=ENV_PRIVATE_KEY, metavar="FILE",
-                        help=f"Your crowd Ed25519 private key file, which signs each call, instead of an API key "
-                             f"(default: ${ENV_PRIVATE_KEY}).")(command)
+    return click.option(
+        "--private-key",
+        envvar=ENV_PRIVATE_KEY,
+        metavar="FILE",
+        help=f"Your crowd Ed25519 private key file, which signs each call, instead of an API key "
+        f"(default: ${ENV_PRIVATE_KEY}).",
+    )(command)
 
 
 def credential(api_key: str | None, private_key: str | None) -> Any:
@@ -112,8 +116,11 @@ def credential(api_key: str | None, private_key: str | None) -> Any:
     """
     if api_key is not None and private_key is not None:
         context = click.get_current_context()
-        typed = [name for name in ("api_key", "private_key")
-                 if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        typed = [
+            name
+            for name in ("api_key", "private_key")
+            if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        ]
         if len(typed) != 1:
             raise click.UsageError("give one of --api-key and --private-key")
         api_key, private_key = (api_key, None) if typed == ["api_key"] else (None, private_key)

@@ -41,11 +41,16 @@ def _where(store: str | None, meta: MetaDescription | None) -> str:
     return store_location(location, "--store")
 
 
-_STORE = click.option("--store", metavar="DIR",
-                      help=f"The store directory (default: the meta's historydb_path, else {DEFAULT_STORE}).")
+_STORE = click.option(
+    "--store", metavar="DIR", help=f"The store directory (default: the meta's historydb_path, else {DEFAULT_STORE})."
+)
 _NAME = click.option("--name", help="The RCI session's name (default: the problem's name).")
-_META = click.option("--meta", metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
-                     help="The problem's meta description (GPTune's meta.json); needed by the first next.")
+_META = click.option(
+    "--meta",
+    metavar="FILE",
+    type=JsonFile(MetaDescription.parse, META_FILE),
+    help="The problem's meta description (GPTune's meta.json); needed by the first next.",
+)
 
 
 @click.group("rci")
@@ -63,21 +68,46 @@ def rci() -> None:
 @click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Strategy seed (0: one is drawn and kept).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of reports (0: none).")
-@click.option("--format", "fmt", type=click.Choice(["env", "json"]), default="env", show_default=True,
-              help="env: shell assignments; json: one JSON object.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["env", "json"]),
+    default="env",
+    show_default=True,
+    help="env: shell assignments; json: one JSON object.",
+)
 @click.option("--prefix", default="", help="Prefix of the parameter names in env format.")
 @click.pass_context
-def rci_next(ctx: click.Context, store: str | None, name: str | None, meta: MetaDescription | None,
-             strategy: str | None, option: tuple[str, ...], task: tuple[str, ...], tasks_json: str | None,
-             seed: int, max_evaluations: int, fmt: str, prefix: str) -> None:
+def rci_next(
+    ctx: click.Context,
+    store: str | None,
+    name: str | None,
+    meta: MetaDescription | None,
+    strategy: str | None,
+    option: tuple[str, ...],
+    task: tuple[str, ...],
+    tasks_json: str | None,
+    seed: int,
+    max_evaluations: int,
+    fmt: str,
+    prefix: str,
+) -> None:
     """Print the trial to run now (the one not yet reported, else a new one); exit 3 when the session is over."""
     from raytuner.service.rci import RciSession  # noqa: PLC0415 - the engines only when a command needs them
 
     if task and tasks_json:
         raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
     tasks = json_arg(tasks_json, "--tasks-json", list) or ([pairs(task, "--task")] if task else None)
-    session = RciSession(_where(store, meta), name, meta=meta, strategy=strategy, options=pairs(option, "--option"),
-                         tasks=tasks, seed=seed, max_evaluations=max_evaluations)
+    session = RciSession(
+        _where(store, meta),
+        name,
+        meta=meta,
+        strategy=strategy,
+        options=pairs(option, "--option"),
+        tasks=tasks,
+        seed=seed,
+        max_evaluations=max_evaluations,
+    )
     trial = session.next()
     echo_trial(trial, "TRIAL" if trial is not None else "FINISHED", fmt, prefix)
     if trial is None:
@@ -90,14 +120,23 @@ def rci_next(ctx: click.Context, store: str | None, name: str | None, meta: Meta
 @_META
 @click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that next printed.")
 @report_options
-def rci_report(store: str | None, name: str | None, meta: MetaDescription | None, trial: str,
-               values: tuple[str, ...], output: str | None, failed: str | None, extra: tuple[str, ...],
-               as_json: bool) -> None:
+def rci_report(
+    store: str | None,
+    name: str | None,
+    meta: MetaDescription | None,
+    trial: str,
+    values: tuple[str, ...],
+    output: str | None,
+    failed: str | None,
+    extra: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Record a trial's outputs (--value) or its failure (--failed); in the store when this returns."""
     from raytuner.service.rci import RciSession  # noqa: PLC0415
 
     session = RciSession(_where(store, meta), name, meta=meta)
     outputs: dict[str, Any] = parse_values(values, output, failed, lambda: session.output_names(trial))
-    record, duplicate = session.report(trial, outputs or None, failure=failed,
-                                       additional_output=pairs(extra, "--extra") or None)
+    record, duplicate = session.report(
+        trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None
+    )
     echo_told(record.uid, duplicate, record.status != "ok", as_json)

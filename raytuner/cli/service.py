@@ -51,7 +51,17 @@ from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_opti
 from raytuner.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
-__all__ = ["serve", "keys", "session_group", "ask", "tell", "EXIT_FINISHED", "EXIT_WAIT", "DEFAULT_STORE", "DEFAULT_PORT"]
+__all__ = [
+    "serve",
+    "keys",
+    "session_group",
+    "ask",
+    "tell",
+    "EXIT_FINISHED",
+    "EXIT_WAIT",
+    "DEFAULT_STORE",
+    "DEFAULT_PORT",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,34 +77,72 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(command)
-        def wrapper(server: str, api_key: str | None, private_key: str | None, tls_ca: str | None, timeout: float,
-                    retry_for: float, session_id: str | None = None, **kwargs: Any) -> Any:
+        def wrapper(
+            server: str,
+            api_key: str | None,
+            private_key: str | None,
+            tls_ca: str | None,
+            timeout: float,
+            retry_for: float,
+            session_id: str | None = None,
+            **kwargs: Any,
+        ) -> Any:
             from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
 
             ca = tls_ca.read() if tls_ca else None
             given = credential(api_key, private_key)
-            with RemoteTuner(server, given, session_id=session_id, root_certificates=ca, timeout=timeout,
-                             retry_for=retry_for) as tuner:
+            with RemoteTuner(
+                server, given, session_id=session_id, root_certificates=ca, timeout=timeout, retry_for=retry_for
+            ) as tuner:
                 return command(tuner, **kwargs)
 
         options = [
-            click.option("--server", envvar="RAYTUNER_SERVER", required=True, metavar="HOST:PORT",
-                         help="The tuning service (default: $RAYTUNER_SERVER)."),
-            click.option("--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY",
-                         help="API key (default: $RAYTUNER_API_KEY)."),
+            click.option(
+                "--server",
+                envvar="RAYTUNER_SERVER",
+                required=True,
+                metavar="HOST:PORT",
+                help="The tuning service (default: $RAYTUNER_SERVER).",
+            ),
+            click.option(
+                "--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY", help="API key (default: $RAYTUNER_API_KEY)."
+            ),
             private_key_option,
-            click.option("--tls-ca", envvar="RAYTUNER_TLS_CA", type=click.File("rb"),
-                         help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA)."),
-            click.option("--timeout", type=float, default=10.0, show_default=True,
-                         help="Deadline of each call in seconds (calls are retried with backoff)."),
-            click.option("--retry-for", type=click.FloatRange(min=0), default=150.0, show_default=True,
-                         envvar="RAYTUNER_RETRY_FOR", metavar="SECONDS",
-                         help="Retry a failed call with backoff for this long (a server restart; "
-                              "default: $RAYTUNER_RETRY_FOR or 150)."),
+            click.option(
+                "--tls-ca",
+                envvar="RAYTUNER_TLS_CA",
+                type=click.File("rb"),
+                help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA).",
+            ),
+            click.option(
+                "--timeout",
+                type=float,
+                default=10.0,
+                show_default=True,
+                help="Deadline of each call in seconds (calls are retried with backoff).",
+            ),
+            click.option(
+                "--retry-for",
+                type=click.FloatRange(min=0),
+                default=150.0,
+                show_default=True,
+                envvar="RAYTUNER_RETRY_FOR",
+                metavar="SECONDS",
+                help="Retry a failed call with backoff for this long (a server restart; "
+                "default: $RAYTUNER_RETRY_FOR or 150).",
+            ),
         ]
         if session:
-            options.append(click.option("--session", "session_id", envvar="RAYTUNER_SESSION", required=True,
-                                        metavar="ID", help="Session id (default: $RAYTUNER_SESSION)."))
+            options.append(
+                click.option(
+                    "--session",
+                    "session_id",
+                    envvar="RAYTUNER_SESSION",
+                    required=True,
+                    metavar="ID",
+                    help="Session id (default: $RAYTUNER_SESSION).",
+                )
+            )
         for option in reversed(options):
             wrapper = option(wrapper)
         return wrapper
@@ -125,6 +173,7 @@ def _shown(location: str) -> str:
 
 # -- the server ---------------------------------------------------------------------------------
 
+
 @click.command()
 @_store_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
@@ -133,32 +182,68 @@ def _shown(location: str) -> str:
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Server certificate (PEM).")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
 @click.option("--no-auth", is_flag=True, help="Serve without API keys (a single user on a trusted host).")
-@click.option("--crowd", metavar="URI", envvar="RAYTUNER_CROWD_MONGODB",
-              help="Also serve the crowd repository in this MongoDB (default: $RAYTUNER_CROWD_MONGODB).")
-@click.option("--max-calls-per-key", type=click.IntRange(min=0), default=None,
-              help="Calls one API key may have answered at once (default: half of the 64 threads; 0: none).")
-@click.option("--max-streams-per-key", type=click.IntRange(min=0), default=None,
-              help="Session watches one API key may have open at once (default: a quarter of the threads).")
-def serve(store: str | None, mongodb: str | None, host: str, port: int, ray_address: str | None,
-          tls_cert: str | None, tls_key: str | None, no_auth: bool, crowd: str | None,
-          max_calls_per_key: int | None, max_streams_per_key: int | None) -> None:
+@click.option(
+    "--crowd",
+    metavar="URI",
+    envvar="RAYTUNER_CROWD_MONGODB",
+    help="Also serve the crowd repository in this MongoDB (default: $RAYTUNER_CROWD_MONGODB).",
+)
+@click.option(
+    "--max-calls-per-key",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Calls one API key may have answered at once (default: half of the 64 threads; 0: none).",
+)
+@click.option(
+    "--max-streams-per-key",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Session watches one API key may have open at once (default: a quarter of the threads).",
+)
+def serve(
+    store: str | None,
+    mongodb: str | None,
+    host: str,
+    port: int,
+    ray_address: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    no_auth: bool,
+    crowd: str | None,
+    max_calls_per_key: int | None,
+    max_streams_per_key: int | None,
+) -> None:
     """Serve the tuning service until SIGTERM or Ctrl-C."""
     from raytuner.service.server import TuningServer  # noqa: PLC0415
 
     location = _location(store, mongodb)
-    server = TuningServer(location, host=host, port=port, auth=not no_auth, tls_cert=tls_cert, tls_key=tls_key,
-                          ray_address=ray_address, crowd=crowd, max_calls_per_key=max_calls_per_key,
-                          max_streams_per_key=max_streams_per_key)
+    server = TuningServer(
+        location,
+        host=host,
+        port=port,
+        auth=not no_auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        ray_address=ray_address,
+        crowd=crowd,
+        max_calls_per_key=max_calls_per_key,
+        max_streams_per_key=max_streams_per_key,
+    )
     stop = threading.Event()
     server.start()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     log.info("serving %s on %s", _shown(location), server.address)
-    click.echo(f"raytuner tuning service on {server.address} (store {_shown(location)}, "
-               f"auth {'off' if no_auth else 'on'}, TLS {'on' if tls_cert else 'off'}, "
-               f"crowd repository {_shown(crowd) if crowd else 'off'})")
+    click.echo(
+        f"raytuner tuning service on {server.address} (store {_shown(location)}, "
+        f"auth {'off' if no_auth else 'on'}, TLS {'on' if tls_cert else 'off'}, "
+        f"crowd repository {_shown(crowd) if crowd else 'off'})"
+    )
     if not no_auth and not server.keys.list():
-        click.echo(f"no API key yet: create one with `raytuner keys create --{'mongodb' if mongodb else 'store'} "
-                   f"{_shown(location)} --name NAME`", err=True)
+        click.echo(
+            f"no API key yet: create one with `raytuner keys create --{'mongodb' if mongodb else 'store'} "
+            f"{_shown(location)} --name NAME`",
+            err=True,
+        )
     try:
         while not stop.wait(0.5):
             pass
@@ -170,6 +255,7 @@ def serve(store: str | None, mongodb: str | None, host: str, port: int, ray_addr
 
 
 # -- API keys -----------------------------------------------------------------------------------
+
 
 def _registry(store: str | None, mongodb: str | None) -> Any:
     location = _location(store, mongodb)
@@ -207,8 +293,10 @@ def keys_revoke(store: str | None, mongodb: str | None, key_id: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def keys_list(store: str | None, mongodb: str | None, as_json: bool) -> None:
     """List the keys: id, name, creation time, revoked."""
-    infos = [{"key_id": k.key_id, "name": k.name, "created": k.created, "revoked": k.revoked}
-             for k in _registry(store, mongodb).list()]
+    infos = [
+        {"key_id": k.key_id, "name": k.name, "created": k.created, "revoked": k.revoked}
+        for k in _registry(store, mongodb).list()
+    ]
     if as_json:
         echo_json(infos)
         return
@@ -222,8 +310,7 @@ def keys_list(store: str | None, mongodb: str | None, as_json: bool) -> None:
 @click.argument("principal")
 @click.option("--owner", is_flag=True, help="Make PRINCIPAL an owner of PROBLEM (who may grant others too).")
 @click.option("--revoke", is_flag=True, help="End PRINCIPAL's grant instead.")
-def keys_grant(store: str | None, mongodb: str | None, problem: str, principal: str, owner: bool,
-               revoke: bool) -> None:
+def keys_grant(store: str | None, mongodb: str | None, problem: str, principal: str, owner: bool, revoke: bool) -> None:
     """Let PRINCIPAL (a key id from ``keys list``, or crowd:USERNAME) read and append to PROBLEM.
 
     The store operator's grant (see raytuner.service.access); a running server sees it within a second.
@@ -235,15 +322,19 @@ def keys_grant(store: str | None, mongodb: str | None, problem: str, principal: 
 
     opened = open_store(_location(store, mongodb))
     try:
-        ProblemAccess(opened.ledger(), opened).admit(problem, principal, "owner" if owner else
-                                                     "revoke" if revoke else "grant")
+        ProblemAccess(opened.ledger(), opened).admit(
+            problem, principal, "owner" if owner else "revoke" if revoke else "grant"
+        )
     finally:
         opened.close()
-    click.echo(f"{'revoked' if revoke else 'granted'} {problem} {'from' if revoke else 'to'} {principal}"
-               + (" as an owner" if owner else ""))
+    click.echo(
+        f"{'revoked' if revoke else 'granted'} {problem} {'from' if revoke else 'to'} {principal}"
+        + (" as an owner" if owner else "")
+    )
 
 
 # -- sessions -----------------------------------------------------------------------------------
+
 
 @click.group("session")
 def session_group() -> None:
@@ -251,8 +342,13 @@ def session_group() -> None:
 
 
 @session_group.command("create")
-@click.option("--problem", required=True, metavar="FILE", type=JsonFile(MetaDescription.parse, META_FILE),
-              help="The problem's meta description (JSON); checked before the service is called.")
+@click.option(
+    "--problem",
+    required=True,
+    metavar="FILE",
+    type=JsonFile(MetaDescription.parse, META_FILE),
+    help="The problem's meta description (JSON); checked before the service is called.",
+)
 @click.option("--strategy", required=True, help="An engine: random | mla | band | discrete | tla | tla1 | tla2.")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
 @click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
@@ -261,14 +357,24 @@ def session_group() -> None:
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')
 @_client(session=False)
-def session_create(tuner: Any, problem: MetaDescription, strategy: str, task: tuple[str, ...], tasks_json: str | None,
-                   option: tuple[str, ...], seed: int, max_evaluations: int, as_json: bool) -> None:
+def session_create(
+    tuner: Any,
+    problem: MetaDescription,
+    strategy: str,
+    task: tuple[str, ...],
+    tasks_json: str | None,
+    option: tuple[str, ...],
+    seed: int,
+    max_evaluations: int,
+    as_json: bool,
+) -> None:
     """Create a session; print its id."""
     if task and tasks_json:
         raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
     tasks = json_arg(tasks_json, "--tasks-json", list) or ([pairs(task, "--task")] if task else None)
-    session_id = tuner.create_session(problem, strategy, tasks=tasks, options=pairs(option, "--option"),
-                                      seed=seed, max_evaluations=max_evaluations)
+    session_id = tuner.create_session(
+        problem, strategy, tasks=tasks, options=pairs(option, "--option"), seed=seed, max_evaluations=max_evaluations
+    )
     click.echo(json.dumps({"session_id": session_id}) if as_json else session_id)
 
 
@@ -281,16 +387,28 @@ def session_show(tuner: Any, as_json: bool) -> None:
     if as_json:
         echo_json(info)
         return
-    for key in ("session_id", "problem_name", "strategy", "tasks", "options", "evaluations", "failed",
-                "pending", "max_evaluations", "finished"):
+    for key in (
+        "session_id",
+        "problem_name",
+        "strategy",
+        "tasks",
+        "options",
+        "evaluations",
+        "failed",
+        "pending",
+        "max_evaluations",
+        "finished",
+    ):
         click.echo(f"{key:>16}: {json.dumps(info[key]) if isinstance(info[key], (dict, list)) else info[key]}")
     _print_best(info["best"])
 
 
 def _print_best(best: list[dict[str, Any]]) -> None:
     for entry in best:
-        click.echo(f"best for task {json.dumps(entry['task'])}: {json.dumps(entry['config'])} -> "
-                   f"{json.dumps(entry['outputs'])} ({entry['uid']})")
+        click.echo(
+            f"best for task {json.dumps(entry['task'])}: {json.dumps(entry['config'])} -> "
+            f"{json.dumps(entry['outputs'])} ({entry['uid']})"
+        )
 
 
 @session_group.command("best")
@@ -317,8 +435,10 @@ def session_list(tuner: Any, problem: str | None, as_json: bool) -> None:
         return
     for s in sessions:
         budget = f"/{s['max_evaluations']}" if s["max_evaluations"] else ""
-        click.echo(f"{s['session_id']}  {s['problem_name']:<20} {s['strategy']:<8} "
-                   f"{s['evaluations']}{budget} evaluations{'  finished' if s['finished'] else ''}")
+        click.echo(
+            f"{s['session_id']}  {s['problem_name']:<20} {s['strategy']:<8} "
+            f"{s['evaluations']}{budget} evaluations{'  finished' if s['finished'] else ''}"
+        )
 
 
 @session_group.command("watch")
@@ -332,19 +452,35 @@ def session_watch(tuner: Any, from_start: bool) -> None:
 
 # -- ask and tell -------------------------------------------------------------------------------
 
+
 @click.command()
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="Ask for this task of the session.")
-@click.option("--format", "fmt", type=click.Choice(["env", "json"]), default="env", show_default=True,
-              help="env: shell assignments to eval; json: one JSON object.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["env", "json"]),
+    default="env",
+    show_default=True,
+    help="env: shell assignments to eval; json: one JSON object.",
+)
 @click.option("--prefix", default="", help="Prefix of the parameter names in env format.")
-@click.option("--wait/--no-wait", default=True, show_default=True,
-              help="When trials are pending, wait (or exit 4 at once).")
+@click.option(
+    "--wait/--no-wait", default=True, show_default=True, help="When trials are pending, wait (or exit 4 at once)."
+)
 @click.option("--poll", type=float, default=0.5, show_default=True, help="Seconds between asks while waiting.")
 @click.option("--trial-id", metavar="ID", help="Your trial id: asking again with it returns the same trial.")
 @_client(session=True)
 @click.pass_context
-def ask(ctx: click.Context, tuner: Any, task: tuple[str, ...], fmt: str, prefix: str, wait: bool, poll: float,
-        trial_id: str | None) -> None:
+def ask(
+    ctx: click.Context,
+    tuner: Any,
+    task: tuple[str, ...],
+    fmt: str,
+    prefix: str,
+    wait: bool,
+    poll: float,
+    trial_id: str | None,
+) -> None:
     """Print the next trial's id, task and configuration; exit 3 when the session is over."""
     trial = tuner.ask(pairs(task, "--task") or None, wait=wait, poll=poll, trial_id=trial_id)
     status = "TRIAL" if trial is not None else "FINISHED" if tuner.finished else "WAIT"
@@ -357,8 +493,15 @@ def ask(ctx: click.Context, tuner: Any, task: tuple[str, ...], fmt: str, prefix:
 @click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that ask printed.")
 @report_options
 @_client(session=True)
-def tell(tuner: Any, trial: str, values: tuple[str, ...], output: str | None, failed: str | None,
-         extra: tuple[str, ...], as_json: bool) -> None:
+def tell(
+    tuner: Any,
+    trial: str,
+    values: tuple[str, ...],
+    output: str | None,
+    failed: str | None,
+    extra: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Report a trial's outputs (--value) or its failure (--failed)."""
     outputs = parse_values(values, output, failed, tuner.output_names)
     result = tuner.tell(trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None)

@@ -65,8 +65,9 @@ def echo_trial(trial: Any, status: str, fmt: str, prefix: str = "") -> None:
             click.echo(f"{name}={shlex.quote(_shell_value(value))}")
 
 
-def parse_values(values: tuple[str, ...], output: str | None, failed: str | None,
-                 output_names: Callable[[], list[str]]) -> dict[str, float]:
+def parse_values(
+    values: tuple[str, ...], output: str | None, failed: str | None, output_names: Callable[[], list[str]]
+) -> dict[str, float]:
     """The reported outputs, every value checked before anything is told.
 
     Args:
@@ -117,14 +118,24 @@ def report_options(command: F) -> F:
     Args:
         command: The command function.
     """
-    for option in reversed([
-            click.option("--value", "values", multiple=True, metavar="[NAME=]Y",
-                         help="An output value; a bare number is the output named by --output."),
-            click.option("--output", default=None,
-                         help="Name of a bare --value's output (default: the problem's only output)."),
+    for option in reversed(
+        [
+            click.option(
+                "--value",
+                "values",
+                multiple=True,
+                metavar="[NAME=]Y",
+                help="An output value; a bare number is the output named by --output.",
+            ),
+            click.option(
+                "--output", default=None, help="Name of a bare --value's output (default: the problem's only output)."
+            ),
             click.option("--failed", metavar="WHY", help="The trial failed (crash, timeout, failed build): why."),
-            click.option("--extra", multiple=True, metavar="NAME=VALUE",
-                         help="Additional output kept with the record."),
-            click.option("--json", "as_json", is_flag=True, help='Print {"uid", "duplicate", "failed"}.')]):
+            click.option(
+                "--extra", multiple=True, metavar="NAME=VALUE", help="Additional output kept with the record."
+            ),
+            click.option("--json", "as_json", is_flag=True, help='Print {"uid", "duplicate", "failed"}.'),
+        ]
+    ):
         command = option(command)
     return command

@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 
 __all__ = ["RemoteTuner", "CrowdClient", "RemoteSource"]
 
-_MODULES = {"RemoteTuner": "raytuner.client.remote", "CrowdClient": "raytuner.client.crowd",
-            "RemoteSource": "raytuner.client.source"}
+_MODULES = {
+    "RemoteTuner": "raytuner.client.remote",
+    "CrowdClient": "raytuner.client.crowd",
+    "RemoteSource": "raytuner.client.source",
+}
 
 
 def __getattr__(name: str) -> Any:

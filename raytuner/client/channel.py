@@ -81,30 +81,49 @@ class ServiceChannel:
         retry_for: with ``retries=None``, seconds from a call's first attempt within which it is retried.
     """
 
-    def __init__(self, address: str, api_key: str | Signer | None, stub: Callable[[grpc.Channel], Any], *,
-                 root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
-                 retries: int | None = 5, backoff: float = 0.2, tls_server_name: str | None = None,
-                 retry_for: float = 150.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        api_key: str | Signer | None,
+        stub: Callable[[grpc.Channel], Any],
+        *,
+        root_certificates: bytes | None = None,
+        tls: bool | None = None,
+        timeout: float = 10.0,
+        retries: int | None = 5,
+        backoff: float = 0.2,
+        tls_server_name: str | None = None,
+        retry_for: float = 150.0,
+    ) -> None:
         if not isinstance(address, str) or not address:
             raise InvalidInputError("address", f"{address!r} is not a host:port address")
-        for name, value in (("timeout", timeout), ("retries", 0 if retries is None else retries),
-                            ("backoff", backoff), ("retry_for", retry_for)):
+        for name, value in (
+            ("timeout", timeout),
+            ("retries", 0 if retries is None else retries),
+            ("backoff", backoff),
+            ("retry_for", retry_for),
+        ):
             if value < 0 or (name == "timeout" and value == 0):
                 raise InvalidInputError(name, "must be positive (retries, backoff and retry_for may be 0)")
         self.address = address
         self.timeout, self.backoff, self.retry_for = float(timeout), float(backoff), float(retry_for)
         self.retries = None if retries is None else int(retries)
         if api_key is not None and not isinstance(api_key, (str, Signer)):
-            raise InvalidInputError("api_key", f"a {type(api_key).__name__}; give the key as text, or a Signer",
-                                    allowed=["str", "raytuner.crowd.signatures.Signer", "None"])
+            raise InvalidInputError(
+                "api_key",
+                f"a {type(api_key).__name__}; give the key as text, or a Signer",
+                allowed=["str", "raytuner.crowd.signatures.Signer", "None"],
+            )
         self.signer = api_key if isinstance(api_key, Signer) else None
         self._metadata = ((METADATA_KEY, api_key),) if isinstance(api_key, str) and api_key else ()
         options: list[tuple[str, Any]] = [
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.enable_retries", 0),                    # this class retries, with its own policy
-            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 2000)]
+            ("grpc.enable_retries", 0),  # this class retries, with its own policy
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000),
+        ]
         if root_certificates is not None or tls:
             if tls_server_name:
                 options.append(("grpc.ssl_target_name_override", tls_server_name))
@@ -130,14 +149,15 @@ class ServiceChannel:
         attempt, started = 0, time.monotonic()
         while True:
             try:
-                answer = method(request, timeout=self.timeout, metadata=self._call_metadata(name, request),
-                                wait_for_ready=True)
+                answer = method(
+                    request, timeout=self.timeout, metadata=self._call_metadata(name, request), wait_for_ready=True
+                )
                 return list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
             except grpc.RpcError as exc:
                 code = exc.code().name if exc.code() is not None else "UNKNOWN"
                 message = exc.details() or ""
                 retry = code in RETRIED_CODES and "larger than max" not in message  # oversized: never
-                delay = min(_MAX_BACKOFF, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.5)
+                delay = min(_MAX_BACKOFF, self.backoff * 2**attempt) * random.uniform(0.5, 1.5)
                 if self.retries is None:
                     spent = time.monotonic() - started
                     within = spent + delay < self.retry_for

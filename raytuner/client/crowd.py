@@ -50,8 +50,16 @@ from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, Su
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
 
-__all__ = ["CrowdClient", "connect", "sync_store_for", "query_function_evaluations", "query_surrogate_model",
-           "query_predict_output", "query_sensitivity_analysis", "UPLOAD_BATCH_BYTES"]
+__all__ = [
+    "CrowdClient",
+    "connect",
+    "sync_store_for",
+    "query_function_evaluations",
+    "query_surrogate_model",
+    "query_predict_output",
+    "query_sensitivity_analysis",
+    "UPLOAD_BATCH_BYTES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +70,16 @@ DEFAULT_SERVER = "127.0.0.1:50051"
 
 Record = FunctionEvaluation | SurrogateModelRecord | Mapping[str, Any]
 
-def _query(name: str, problem_space: Mapping[str, Any] | None, configuration_space: Mapping[str, Any] | None,
-           limit: int = 0) -> pb.CrowdQuery:
-    return pb.CrowdQuery(tuning_problem_name=name, problem_space_json=dumps(dict(problem_space or {})),
-                         configuration_space_json=dumps(dict(configuration_space or {})), limit=limit)
+
+def _query(
+    name: str, problem_space: Mapping[str, Any] | None, configuration_space: Mapping[str, Any] | None, limit: int = 0
+) -> pb.CrowdQuery:
+    return pb.CrowdQuery(
+        tuning_problem_name=name,
+        problem_space_json=dumps(dict(problem_space or {})),
+        configuration_space_json=dumps(dict(configuration_space or {})),
+        limit=limit,
+    )
 
 
 def _batches(records: Sequence[Record]) -> list[str]:
@@ -83,11 +97,13 @@ def _batches(records: Sequence[Record]) -> list[str]:
 
 
 #: The repository action each call is signed for (:mod:`raytuner.crowd.signatures`); an upload by its kind.
-SIGNED_METHODS = {"QueryFunctionEvaluations": "query_function_evaluations",
-                  "QueryPredictOutput": "query_function_evaluations",
-                  "QuerySensitivityAnalysis": "query_function_evaluations",
-                  "QuerySurrogateModels": "query_surrogate_models",
-                  "UploadRecords": "upload"}
+SIGNED_METHODS = {
+    "QueryFunctionEvaluations": "query_function_evaluations",
+    "QueryPredictOutput": "query_function_evaluations",
+    "QuerySensitivityAnalysis": "query_function_evaluations",
+    "QuerySurrogateModels": "query_surrogate_models",
+    "UploadRecords": "upload",
+}
 
 
 class CrowdClient(ServiceChannel):
@@ -110,22 +126,30 @@ class CrowdClient(ServiceChannel):
 
     def __init__(self, address: str, api_key: str | Signer, **connection: Any) -> None:
         if not api_key:
-            raise InvalidInputError("api_key", "the crowd repository needs a user's API key "
-                                    "(`raytuner crowd keys create`) or private key")
+            raise InvalidInputError(
+                "api_key", "the crowd repository needs a user's API key (`raytuner crowd keys create`) or private key"
+            )
         super().__init__(address, api_key, pb_grpc.CrowdServiceStub, **connection)
 
     def _signed_method(self, name: str, request: Any) -> str:
         """The repository action a call is signed for (:data:`SIGNED_METHODS`; an upload by its kind)."""
         if name == "UploadRecords" and request.kind == "surrogate_model":
             return "upload_surrogate_models"
-        return SIGNED_METHODS[name]          # a call not listed there is a bug here, not a bad input
+        return SIGNED_METHODS[name]  # a call not listed there is a bug here, not a bad input
 
     def __repr__(self) -> str:
         return f"CrowdClient({self.address!r})"
 
-    def upload(self, tuning_problem_name: str, records: Sequence[Record], *, kind: str = "function_evaluation",
-               access: str = "public", shared_with_users: Sequence[str] = (),
-               shared_with_groups: Sequence[str] = ()) -> tuple[int, int]:
+    def upload(
+        self,
+        tuning_problem_name: str,
+        records: Sequence[Record],
+        *,
+        kind: str = "function_evaluation",
+        access: str = "public",
+        shared_with_users: Sequence[str] = (),
+        shared_with_groups: Sequence[str] = (),
+    ) -> tuple[int, int]:
         """Upload records (idempotent by uid); returns (stored now, already there).
 
         ``access`` is ``public``, ``registered``, ``private`` or ``shared``
@@ -141,23 +165,43 @@ class CrowdClient(ServiceChannel):
         """
         added = duplicates = 0
         for batch in _batches(records):
-            answer = self._call("UploadRecords", pb.CrowdUploadRequest(
-                tuning_problem_name=tuning_problem_name, records_json=batch, kind=kind, access=access,
-                shared_with_users=list(shared_with_users), shared_with_groups=list(shared_with_groups)))
+            answer = self._call(
+                "UploadRecords",
+                pb.CrowdUploadRequest(
+                    tuning_problem_name=tuning_problem_name,
+                    records_json=batch,
+                    kind=kind,
+                    access=access,
+                    shared_with_users=list(shared_with_users),
+                    shared_with_groups=list(shared_with_groups),
+                ),
+            )
             added += answer.added
             duplicates += answer.duplicates
-        log.info("uploaded %d records of %s to %s (%d already there)", added, tuning_problem_name,
-                 self.address, duplicates)
+        log.info(
+            "uploaded %d records of %s to %s (%d already there)", added, tuning_problem_name, self.address, duplicates
+        )
         return added, duplicates
 
-    def _records(self, method: str, adapter: TypeAdapter[Any], name: str, problem_space: Mapping[str, Any] | None,
-                 configuration_space: Mapping[str, Any] | None, limit: int) -> list[Any]:
+    def _records(
+        self,
+        method: str,
+        adapter: TypeAdapter[Any],
+        name: str,
+        problem_space: Mapping[str, Any] | None,
+        configuration_space: Mapping[str, Any] | None,
+        limit: int,
+    ) -> list[Any]:
         answers = self._call(method, _query(name, problem_space, configuration_space, limit))
         return [r for answer in answers for r in adapter.validate_json(answer.records_json or "[]")]
 
-    def query_function_evaluations(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
-                                   configuration_space: Mapping[str, Any] | None = None,
-                                   limit: int = 0) -> list[FunctionEvaluation]:
+    def query_function_evaluations(
+        self,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any] | None = None,
+        configuration_space: Mapping[str, Any] | None = None,
+        limit: int = 0,
+    ) -> list[FunctionEvaluation]:
         """The function evaluations you may see that match the meta description's spaces.
 
         Args:
@@ -168,12 +212,17 @@ class CrowdClient(ServiceChannel):
                 (``None``: any).
             limit: the most records returned (0: all).
         """
-        return self._records("QueryFunctionEvaluations", EVALUATION_LIST, tuning_problem_name, problem_space,
-                             configuration_space, limit)
+        return self._records(
+            "QueryFunctionEvaluations", EVALUATION_LIST, tuning_problem_name, problem_space, configuration_space, limit
+        )
 
-    def query_surrogate_models(self, tuning_problem_name: str, problem_space: Mapping[str, Any] | None = None,
-                               configuration_space: Mapping[str, Any] | None = None,
-                               limit: int = 0) -> list[SurrogateModelRecord]:
+    def query_surrogate_models(
+        self,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any] | None = None,
+        configuration_space: Mapping[str, Any] | None = None,
+        limit: int = 0,
+    ) -> list[SurrogateModelRecord]:
         """The stored surrogate-model records you may see that match the spaces.
 
         Args:
@@ -182,13 +231,19 @@ class CrowdClient(ServiceChannel):
             configuration_space: as for :meth:`query_function_evaluations`.
             limit: the most records returned (0: all).
         """
-        return self._records("QuerySurrogateModels", MODEL_LIST, tuning_problem_name, problem_space,
-                             configuration_space, limit)
+        return self._records(
+            "QuerySurrogateModels", MODEL_LIST, tuning_problem_name, problem_space, configuration_space, limit
+        )
 
-    def query_surrogate_model(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
-                              configuration_space: Mapping[str, Any] | None = None,
-                              objective: str | None = None, task: Mapping[str, Any] | None = None,
-                              modeler: str = "LCM") -> Any:
+    def query_surrogate_model(
+        self,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any],
+        configuration_space: Mapping[str, Any] | None = None,
+        objective: str | None = None,
+        task: Mapping[str, Any] | None = None,
+        modeler: str = "LCM",
+    ) -> Any:
         """A surrogate (``predict(points, task=...) -> (mean, variance)``) fitted here to the queried evaluations.
 
         Args:
@@ -202,13 +257,20 @@ class CrowdClient(ServiceChannel):
             modeler: ``"LCM"`` (default: one model over every queried task) or ``"GP"`` (``task``'s records alone).
         """
         records = self.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
-        return surrogate_from_records(ProblemSpace.parse(dict(problem_space)), records, objective=objective,
-                                      task=task, modeler=modeler)
+        return surrogate_from_records(
+            ProblemSpace.parse(dict(problem_space)), records, objective=objective, task=task, modeler=modeler
+        )
 
-    def query_predict_output(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
-                             parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
-                             configuration_space: Mapping[str, Any] | None = None,
-                             objective: str | None = None, modeler: str = "LCM") -> list[dict[str, float]]:
+    def query_predict_output(
+        self,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any],
+        parameters: Sequence[Mapping[str, Any]],
+        task: Mapping[str, Any] | None = None,
+        configuration_space: Mapping[str, Any] | None = None,
+        objective: str | None = None,
+        modeler: str = "LCM",
+    ) -> list[dict[str, float]]:
         """Predicted ``{"mean", "variance"}`` of the output at each of ``parameters``, computed on the server.
 
         Args:
@@ -222,19 +284,33 @@ class CrowdClient(ServiceChannel):
             objective: the predicted output (default: the first).
             modeler: ``"LCM"`` (default) or ``"GP"``, as for :meth:`query_surrogate_model`.
         """
-        answer = self._call("QueryPredictOutput", pb.CrowdPredictRequest(
-            query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
-            task_json=dumps(dict(task or {})), parameters_json=dumps([dict(p) for p in parameters]),
-            modeler=modeler))
+        answer = self._call(
+            "QueryPredictOutput",
+            pb.CrowdPredictRequest(
+                query=_query(tuning_problem_name, problem_space, configuration_space),
+                objective=objective or "",
+                task_json=dumps(dict(task or {})),
+                parameters_json=dumps([dict(p) for p in parameters]),
+                modeler=modeler,
+            ),
+        )
         predictions: list[dict[str, float]] = json.loads(answer.predictions_json)
         return predictions
 
-    def query_sensitivity_analysis(self, tuning_problem_name: str, problem_space: Mapping[str, Any],
-                                   task: Mapping[str, Any] | None = None,
-                                   configuration_space: Mapping[str, Any] | None = None, *,
-                                   method: str = "sobol", num_samples: int = 0, second_order: bool = False,
-                                   objective: str | None = None, seed: int = 0,
-                                   modeler: str = "LCM") -> SensitivityResult:
+    def query_sensitivity_analysis(
+        self,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any],
+        task: Mapping[str, Any] | None = None,
+        configuration_space: Mapping[str, Any] | None = None,
+        *,
+        method: str = "sobol",
+        num_samples: int = 0,
+        second_order: bool = False,
+        objective: str | None = None,
+        seed: int = 0,
+        modeler: str = "LCM",
+    ) -> SensitivityResult:
         """Sobol indices (S1, S1_conf, ST, ST_conf, and S2 on request) per parameter, computed on the server.
 
         Args:
@@ -251,55 +327,75 @@ class CrowdClient(ServiceChannel):
             seed: seeds the sample and the bootstrap (default 0).
             modeler: ``"LCM"`` (default) or ``"GP"``, as for :meth:`query_surrogate_model`.
         """
-        answer = self._call("QuerySensitivityAnalysis", pb.CrowdSensitivityRequest(
-            query=_query(tuning_problem_name, problem_space, configuration_space), objective=objective or "",
-            task_json=dumps(dict(task or {})), method=method, num_samples=num_samples,
-            second_order=second_order, seed=seed, modeler=modeler))
+        answer = self._call(
+            "QuerySensitivityAnalysis",
+            pb.CrowdSensitivityRequest(
+                query=_query(tuning_problem_name, problem_space, configuration_space),
+                objective=objective or "",
+                task_json=dumps(dict(task or {})),
+                method=method,
+                num_samples=num_samples,
+                second_order=second_order,
+                seed=seed,
+                modeler=modeler,
+            ),
+        )
         return SensitivityResult.from_dict(json.loads(answer.result_json))
 
 
-def sync_store_for(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
-                   server: str | None = None, access: str = DEFAULT_SYNC_ACCESS,
-                   credential: str | Signer | None = None,
-                   **connection: Any) -> HistoryStore:
+def sync_store_for(
+    meta: MetaDescription,
+    store: HistoryStore | str | os.PathLike[str],
+    *,
+    server: str | None = None,
+    access: str = DEFAULT_SYNC_ACCESS,
+    credential: str | Signer | None = None,
+    **connection: Any,
+) -> HistoryStore:
     """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
 
-    Evaluations and surrogate-model records are both synced.
+        Evaluations and surrogate-model records are both synced.
 
-    The crowd server is ``server``, else the ``RAYTUNER_SERVER``
-    environment variable, else ``127.0.0.1:50051``; the key is the meta
-    description's ``api_key`` unless ``credential`` is given. ``access`` is the uploaded records' access
-    level (``public``, ``registered``, ``private``; by default ``private``: the run's data is its user's
-until they choose to share it wider); ``connection`` goes to
-    :class:`CrowdClient`.
+        The crowd server is ``server``, else the ``RAYTUNER_SERVER``
+        environment variable, else ``127.0.0.1:50051``; the key is the meta
+        description's ``api_key`` unless ``credential`` is given. ``access`` is the uploaded records' access
+        level (``public``, ``registered``, ``private``; by default ``private``: the run's data is its user's
+    until they choose to share it wider); ``connection`` goes to
+        :class:`CrowdClient`.
 
-    Args:
-        meta: the meta description (``sync_crowd_repo``, ``api_key``).
-        store: a history store or its location (a directory or a ``mongodb://`` URI).
-        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
-        access: the uploaded records' access level: ``public``, ``registered`` or ``private`` (default).
-        credential: the crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default ``None``:
-            the meta description's ``api_key``).
-        **connection: :class:`CrowdClient`'s connection arguments.
+        Args:
+            meta: the meta description (``sync_crowd_repo``, ``api_key``).
+            store: a history store or its location (a directory or a ``mongodb://`` URI).
+            server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+            access: the uploaded records' access level: ``public``, ``registered`` or ``private`` (default).
+            credential: the crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default ``None``:
+                the meta description's ``api_key``).
+            **connection: :class:`CrowdClient`'s connection arguments.
 
-    >>> from raytuner.problems import DEMO_PROBLEM
-    >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
-    >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
-    'JsonStore'
+        >>> from raytuner.problems import DEMO_PROBLEM
+        >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
+        >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
+        'JsonStore'
     """
     if access not in SYNC_ACCESS:
-        raise InvalidInputError("access", f"{access!r} is not an access level for synced records",
-                                allowed=list(SYNC_ACCESS))
+        raise InvalidInputError(
+            "access", f"{access!r} is not an access level for synced records", allowed=list(SYNC_ACCESS)
+        )
     opened = open_store(store)
     if not meta.sync_crowd_repo:
         return opened
     if credential is None and meta.api_key is None:
-        raise InvalidInputError("api_key", "sync_crowd_repo is yes, so the meta description needs the crowd "
-                                "user's API key (`raytuner crowd keys create`), or pass credential=")
+        raise InvalidInputError(
+            "api_key",
+            "sync_crowd_repo is yes, so the meta description needs the crowd "
+            "user's API key (`raytuner crowd keys create`), or pass credential=",
+        )
     client = connect(credential or meta.api_key.get_secret_value(), server, **connection)  # type: ignore[union-attr]
-    return CrowdSyncStore(opened, lambda problem, records: client.upload(problem, records, access=access),
-                          upload_models=lambda problem, records: client.upload(
-                              problem, records, kind="surrogate_model", access=access))
+    return CrowdSyncStore(
+        opened,
+        lambda problem, records: client.upload(problem, records, access=access),
+        upload_models=lambda problem, records: client.upload(problem, records, kind="surrogate_model", access=access),
+    )
 
 
 def connect(api_key: str | Signer, server: str | None = None, **connection: Any) -> CrowdClient:
@@ -313,10 +409,14 @@ def connect(api_key: str | Signer, server: str | None = None, **connection: Any)
     return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key, **connection)
 
 
-def query_function_evaluations(api_key: str | Signer, tuning_problem_name: str,
-                               problem_space: Mapping[str, Any] | None = None,
-                               configuration_space: Mapping[str, Any] | None = None, *,
-                               server: str | None = None) -> list[FunctionEvaluation]:
+def query_function_evaluations(
+    api_key: str | Signer,
+    tuning_problem_name: str,
+    problem_space: Mapping[str, Any] | None = None,
+    configuration_space: Mapping[str, Any] | None = None,
+    *,
+    server: str | None = None,
+) -> list[FunctionEvaluation]:
     """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`.
 
     Args:
@@ -332,10 +432,17 @@ def query_function_evaluations(api_key: str | Signer, tuning_problem_name: str,
         return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
 
 
-def query_surrogate_model(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
-                          configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
-                          task: Mapping[str, Any] | None = None, modeler: str = "LCM",
-                          server: str | None = None) -> Any:
+def query_surrogate_model(
+    api_key: str | Signer,
+    tuning_problem_name: str,
+    problem_space: Mapping[str, Any],
+    configuration_space: Mapping[str, Any] | None = None,
+    *,
+    objective: str | None = None,
+    task: Mapping[str, Any] | None = None,
+    modeler: str = "LCM",
+    server: str | None = None,
+) -> Any:
     """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
 
     Args:
@@ -351,14 +458,23 @@ def query_surrogate_model(api_key: str | Signer, tuning_problem_name: str, probl
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
     with connect(api_key, server) as crowd:
-        return crowd.query_surrogate_model(tuning_problem_name, problem_space, configuration_space, objective,
-                                           task, modeler)
+        return crowd.query_surrogate_model(
+            tuning_problem_name, problem_space, configuration_space, objective, task, modeler
+        )
 
 
-def query_predict_output(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
-                         parameters: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None = None,
-                         configuration_space: Mapping[str, Any] | None = None, *, objective: str | None = None,
-                         modeler: str = "LCM", server: str | None = None) -> list[dict[str, float]]:
+def query_predict_output(
+    api_key: str | Signer,
+    tuning_problem_name: str,
+    problem_space: Mapping[str, Any],
+    parameters: Sequence[Mapping[str, Any]],
+    task: Mapping[str, Any] | None = None,
+    configuration_space: Mapping[str, Any] | None = None,
+    *,
+    objective: str | None = None,
+    modeler: str = "LCM",
+    server: str | None = None,
+) -> list[dict[str, float]]:
     """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
 
     Args:
@@ -375,15 +491,26 @@ def query_predict_output(api_key: str | Signer, tuning_problem_name: str, proble
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
     with connect(api_key, server) as crowd:
-        return crowd.query_predict_output(tuning_problem_name, problem_space, parameters, task,
-                                          configuration_space, objective, modeler)
+        return crowd.query_predict_output(
+            tuning_problem_name, problem_space, parameters, task, configuration_space, objective, modeler
+        )
 
 
-def query_sensitivity_analysis(api_key: str | Signer, tuning_problem_name: str, problem_space: Mapping[str, Any],
-                               task: Mapping[str, Any] | None = None,
-                               configuration_space: Mapping[str, Any] | None = None, *, method: str = "sobol",
-                               num_samples: int = 0, second_order: bool = False, objective: str | None = None,
-                               seed: int = 0, modeler: str = "LCM", server: str | None = None) -> SensitivityResult:
+def query_sensitivity_analysis(
+    api_key: str | Signer,
+    tuning_problem_name: str,
+    problem_space: Mapping[str, Any],
+    task: Mapping[str, Any] | None = None,
+    configuration_space: Mapping[str, Any] | None = None,
+    *,
+    method: str = "sobol",
+    num_samples: int = 0,
+    second_order: bool = False,
+    objective: str | None = None,
+    seed: int = 0,
+    modeler: str = "LCM",
+    server: str | None = None,
+) -> SensitivityResult:
     """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
 
     Args:
@@ -403,6 +530,15 @@ def query_sensitivity_analysis(api_key: str | Signer, tuning_problem_name: str, 
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
     """
     with connect(api_key, server) as crowd:
-        return crowd.query_sensitivity_analysis(tuning_problem_name, problem_space, task, configuration_space,
-                                                method=method, num_samples=num_samples, second_order=second_order,
-                                                objective=objective, seed=seed, modeler=modeler)
+        return crowd.query_sensitivity_analysis(
+            tuning_problem_name,
+            problem_space,
+            task,
+            configuration_space,
+            method=method,
+            num_samples=num_samples,
+            second_order=second_order,
+            objective=objective,
+            seed=seed,
+            modeler=modeler,
+        )

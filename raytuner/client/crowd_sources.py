@@ -54,9 +54,15 @@ def _local(store: HistoryStore) -> HistoryStore:
     return store.store if isinstance(store, CrowdSyncStore) else store
 
 
-def crowd_source(meta: MetaDescription, store: HistoryStore | str | os.PathLike[str], *,
-                 credential: str | Signer | None = None, server: str | None = None, refresh: bool = False,
-                 **connection: Any) -> StoreSource | None:
+def crowd_source(
+    meta: MetaDescription,
+    store: HistoryStore | str | os.PathLike[str],
+    *,
+    credential: str | Signer | None = None,
+    server: str | None = None,
+    refresh: bool = False,
+    **connection: Any,
+) -> StoreSource | None:
     """The crowd's records matching ``meta``, downloaded once and cached in ``store``; see the module docstring.
 
     Args:
@@ -85,17 +91,21 @@ def crowd_source(meta: MetaDescription, store: HistoryStore | str | os.PathLike[
         log.info("learning from the crowd records of %s cached in the store (downloaded before)", problem)
         return cached_source(local, cache)
     if not credential and meta.api_key is None:
-        raise InvalidInputError("api_key", "downloading from the crowd needs the user's API key in the meta "
-                                           "description, or credential=")
+        raise InvalidInputError(
+            "api_key", "downloading from the crowd needs the user's API key in the meta description, or credential="
+        )
     key = credential or meta.api_key.get_secret_value()  # type: ignore[union-attr]
     try:
         with connect(key, server, **connection) as client:
             records = client.query_function_evaluations(problem, *meta_query(meta))
     except (ServiceError, ValidationError) as exc:
         if isinstance(exc, ServiceError) and exc.code not in RETRIED_CODES:
-            raise                    # refused (the key, the query): the user's to fix, not an outage
+            raise  # refused (the key, the query): the user's to fix, not an outage
         source = cached_source(local, cache)
-        log.warning("the crowd repository could not be reached or read (%s); tuning starts %s; a later run "
-                    "tries again", exc, "from the crowd records cached before" if source else "without crowd sources")
+        log.warning(
+            "the crowd repository could not be reached or read (%s); tuning starts %s; a later run tries again",
+            exc,
+            "from the crowd records cached before" if source else "without crowd sources",
+        )
         return source
     return fill_cache(local, problem, cache, records)

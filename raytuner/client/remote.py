@@ -77,21 +77,41 @@ class TellResult:
 
 def _session_dict(message: pb.Session) -> dict[str, Any]:
     return {
-        "session_id": message.session_id, "problem_name": message.problem_name, "strategy": message.strategy,
-        "tasks": json.loads(message.tasks_json or "[]"), "options": json.loads(message.options_json or "{}"),
-        "evaluations": message.evaluations, "failed": message.failed, "pending": message.pending,
-        "finished": message.finished, "max_evaluations": message.max_evaluations, "created": message.created,
+        "session_id": message.session_id,
+        "problem_name": message.problem_name,
+        "strategy": message.strategy,
+        "tasks": json.loads(message.tasks_json or "[]"),
+        "options": json.loads(message.options_json or "{}"),
+        "evaluations": message.evaluations,
+        "failed": message.failed,
+        "pending": message.pending,
+        "finished": message.finished,
+        "max_evaluations": message.max_evaluations,
+        "created": message.created,
         "outputs": list(message.outputs),
-        "best": [{"task": json.loads(b.task_json or "{}"), "config": json.loads(b.config_json or "{}"),
-                  "outputs": dict(b.outputs), "uid": b.uid} for b in message.best],
+        "best": [
+            {
+                "task": json.loads(b.task_json or "{}"),
+                "config": json.loads(b.config_json or "{}"),
+                "outputs": dict(b.outputs),
+                "uid": b.uid,
+            }
+            for b in message.best
+        ],
     }
 
 
 def _event_dict(event: pb.SessionEvent) -> dict[str, Any]:
-    return {"kind": pb.SessionEvent.Kind.Name(event.kind), "sequence": event.sequence, "time": event.time,
-            "trial_id": event.trial_id, "task": json.loads(event.task_json or "{}"),
-            "config": json.loads(event.config_json or "{}"), "outputs": dict(event.outputs),
-            "failure": event.failure or None}
+    return {
+        "kind": pb.SessionEvent.Kind.Name(event.kind),
+        "sequence": event.sequence,
+        "time": event.time,
+        "trial_id": event.trial_id,
+        "task": json.loads(event.task_json or "{}"),
+        "config": json.loads(event.config_json or "{}"),
+        "outputs": dict(event.outputs),
+        "failure": event.failure or None,
+    }
 
 
 class RemoteTuner(ServiceChannel):
@@ -111,14 +131,34 @@ class RemoteTuner(ServiceChannel):
         software: software configuration values that win over the captured ones.
     """
 
-    def __init__(self, address: str, api_key: str | Signer | None = None, *, session_id: str | None = None,
-                 root_certificates: bytes | None = None, tls: bool | None = None, timeout: float = 10.0,
-                 retries: int | None = None, backoff: float = 0.2, machine: Mapping[str, Any] | None = None,
-                 software: Mapping[str, Any] | None = None, tls_server_name: str | None = None,
-                 retry_for: float = 150.0) -> None:
-        super().__init__(address, api_key, pb_grpc.TuningServiceStub, root_certificates=root_certificates,
-                         tls=tls, timeout=timeout, retries=retries, backoff=backoff,
-                         tls_server_name=tls_server_name, retry_for=retry_for)
+    def __init__(
+        self,
+        address: str,
+        api_key: str | Signer | None = None,
+        *,
+        session_id: str | None = None,
+        root_certificates: bytes | None = None,
+        tls: bool | None = None,
+        timeout: float = 10.0,
+        retries: int | None = None,
+        backoff: float = 0.2,
+        machine: Mapping[str, Any] | None = None,
+        software: Mapping[str, Any] | None = None,
+        tls_server_name: str | None = None,
+        retry_for: float = 150.0,
+    ) -> None:
+        super().__init__(
+            address,
+            api_key,
+            pb_grpc.TuningServiceStub,
+            root_certificates=root_certificates,
+            tls=tls,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            tls_server_name=tls_server_name,
+            retry_for=retry_for,
+        )
         self.session_id = session_id
         self.finished = False
         self.machine, self._machine_given = describe_machine(machine), machine is not None
@@ -138,9 +178,15 @@ class RemoteTuner(ServiceChannel):
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    def create_session(self, problem: MetaDescription | Mapping[str, Any] | str | os.PathLike[str],
-                       strategy: str, tasks: Sequence[Mapping[str, Any]] | None = None,
-                       options: Mapping[str, Any] | None = None, seed: int = 0, max_evaluations: int = 0) -> str:
+    def create_session(
+        self,
+        problem: MetaDescription | Mapping[str, Any] | str | os.PathLike[str],
+        strategy: str,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        max_evaluations: int = 0,
+    ) -> str:
         """Create a session (it becomes this client's session) and return its id.
 
         Args:
@@ -161,17 +207,21 @@ class RemoteTuner(ServiceChannel):
         if str(data.get("sync_crowd_repo", "no")).lower() not in ("yes", "y", "true"):  # key: for uploads only
             data.pop("api_key", None)
         request = pb.CreateSessionRequest(
-            problem_json=dumps(data), strategy=strategy, options_json=dumps(dict(options or {})),
-            tasks_json=dumps([dict(t) for t in tasks]) if tasks else "", seed=seed,
-            max_evaluations=max_evaluations)
+            problem_json=dumps(data),
+            strategy=strategy,
+            options_json=dumps(dict(options or {})),
+            tasks_json=dumps([dict(t) for t in tasks]) if tasks else "",
+            seed=seed,
+            max_evaluations=max_evaluations,
+        )
         message = self._call("CreateSession", request)
         self.session_id = message.session_id
         self.finished = False
-        if not self._machine_given:                                        # the user's description wins
+        if not self._machine_given:  # the user's description wins
             self.machine = describe_machine(m if isinstance(m := data.get("machine_configuration"), Mapping) else None)
         try:
             self._outputs[message.session_id] = MetaDescription.parse(data).problem_space.objectives
-        except InvalidInputError:                          # the server took it; its names stay unknown here
+        except InvalidInputError:  # the server took it; its names stay unknown here
             pass
         log.info("created session %s on %s", message.session_id, self.address)
         return message.session_id
@@ -226,8 +276,14 @@ class RemoteTuner(ServiceChannel):
 
     # -- ask and tell -----------------------------------------------------------------------------
 
-    def ask(self, task: Mapping[str, Any] | None = None, *, wait: bool = True, poll: float = 0.5,
-            trial_id: str | None = None) -> RemoteTrial | None:
+    def ask(
+        self,
+        task: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        poll: float = 0.5,
+        trial_id: str | None = None,
+    ) -> RemoteTrial | None:
         """The next trial, or ``None``: the session is over (``self.finished``) or, with ``wait=False``, busy.
 
         Args:
@@ -237,21 +293,34 @@ class RemoteTuner(ServiceChannel):
             poll: seconds between asks while waiting (default 0.5).
             trial_id: asking again with it returns the same pending trial (default: a fresh uuid).
         """
-        request = pb.AskRequest(session_id=self._session(None), task_json=dumps(dict(task)) if task else "",
-                                trial_id=trial_id or uuid.uuid4().hex)
+        request = pb.AskRequest(
+            session_id=self._session(None),
+            task_json=dumps(dict(task)) if task else "",
+            trial_id=trial_id or uuid.uuid4().hex,
+        )
         while True:
             answer = self._call("Ask", request)
             if answer.status == pb.AskResponse.TRIAL:
                 self.finished = False
-                return RemoteTrial(answer.trial_id, json.loads(answer.task_json or "{}"),
-                                   json.loads(answer.config_json or "{}"), answer.fidelity or None)
+                return RemoteTrial(
+                    answer.trial_id,
+                    json.loads(answer.task_json or "{}"),
+                    json.loads(answer.config_json or "{}"),
+                    answer.fidelity or None,
+                )
             self.finished = answer.status == pb.AskResponse.FINISHED
             if self.finished or not wait:
                 return None
             time.sleep(poll)
 
-    def tell(self, trial: RemoteTrial | str, outputs: Mapping[str, Any] | None = None, *,
-             failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> TellResult:
+    def tell(
+        self,
+        trial: RemoteTrial | str,
+        outputs: Mapping[str, Any] | None = None,
+        *,
+        failure: str | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+    ) -> TellResult:
         """Report a trial's ``outputs`` (every output of the problem), or its ``failure`` message.
 
         An output that is not a finite number (``"fast"``, ``None``, NaN) is
@@ -273,15 +342,26 @@ class RemoteTuner(ServiceChannel):
         if not failure:
             values, failure = parse_outputs(outputs)
         request = pb.TellRequest(
-            session_id=self._session(None), trial_id=trial_id,
+            session_id=self._session(None),
+            trial_id=trial_id,
             outputs={} if failure else values,
-            failure=failure or "", machine_json=dumps(self.machine), software_json=dumps(self.software),
-            additional_output_json=dumps(dict(additional_output)) if additional_output else "")
+            failure=failure or "",
+            machine_json=dumps(self.machine),
+            software_json=dumps(self.software),
+            additional_output_json=dumps(dict(additional_output)) if additional_output else "",
+        )
         answer = self._call("Tell", request)
         return TellResult(answer.uid, answer.duplicate, answer.failed)
 
-    def run(self, objective: Objective, max_trials: int | None = None, *, output: str | None = None,
-            task: Mapping[str, Any] | None = None, poll: float = 0.5) -> int:
+    def run(
+        self,
+        objective: Objective,
+        max_trials: int | None = None,
+        *,
+        output: str | None = None,
+        task: Mapping[str, Any] | None = None,
+        poll: float = 0.5,
+    ) -> int:
         """Ask → ``objective(config, task, fidelity)`` → tell until the session is over; returns the trials run.
 
         An exception in ``objective`` is told as a failure (its type and text) and the loop goes
@@ -328,16 +408,19 @@ class RemoteTuner(ServiceChannel):
             names = self.output_names()
             name = output or (names[0] if len(names) == 1 else None)
             if name is None:
-                raise InvalidInputError("output", "the objective returned a number: name its output with "
-                                        "run(..., output=NAME) or return a mapping {name: value}")
+                raise InvalidInputError(
+                    "output",
+                    "the objective returned a number: name its output with "
+                    "run(..., output=NAME) or return a mapping {name: value}",
+                )
             return {name: result}
-        raise InvalidInputError("objective", f"returned {type(result).__name__}; return a mapping of outputs "
-                                "or a number")
+        raise InvalidInputError(
+            "objective", f"returned {type(result).__name__}; return a mapping of outputs or a number"
+        )
 
     # -- the shared repository (used by raytuner.client.source and the Ray callback) --------------------------------------------
 
-    def upload_evaluations(self, problem_name: str,
-                           records: Sequence[FunctionEvaluation | Mapping[str, Any]]) -> int:
+    def upload_evaluations(self, problem_name: str, records: Sequence[FunctionEvaluation | Mapping[str, Any]]) -> int:
         """Add evaluations made elsewhere to the service's store (idempotent by uid); returns how many it got.
 
         Args:
@@ -345,12 +428,14 @@ class RemoteTuner(ServiceChannel):
             records: the evaluations, as records or plain data.
         """
         data = [r.to_dict() if isinstance(r, FunctionEvaluation) else dict(r) for r in records]
-        answer = self._call("UploadEvaluations", pb.UploadEvaluationsRequest(problem_name=problem_name,
-                                                                             records_json=dumps(data)))
+        answer = self._call(
+            "UploadEvaluations", pb.UploadEvaluationsRequest(problem_name=problem_name, records_json=dumps(data))
+        )
         return int(answer.received)
 
-    def query_evaluations(self, problem_name: str,
-                          query: EvaluationQuery | Mapping[str, Any] | None = None) -> list[FunctionEvaluation]:
+    def query_evaluations(
+        self, problem_name: str, query: EvaluationQuery | Mapping[str, Any] | None = None
+    ) -> list[FunctionEvaluation]:
         """The stored evaluations of ``problem_name`` that match ``query``, oldest first.
 
         Args:
@@ -358,8 +443,9 @@ class RemoteTuner(ServiceChannel):
             query: an :class:`~raytuner.store.EvaluationQuery` or the same as plain data (default: all).
         """
         data = query.to_json() if isinstance(query, EvaluationQuery) else dict(query or {})
-        answer = self._call("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name,
-                                                                           query_json=dumps(data)))
+        answer = self._call(
+            "QueryEvaluations", pb.QueryEvaluationsRequest(problem_name=problem_name, query_json=dumps(data))
+        )
         return [FunctionEvaluation.model_validate(r) for r in json.loads(answer.records_json or "[]")]
 
     def grant_access(self, problem_name: str, grantee: str, revoke: bool = False) -> list[str]:
@@ -372,6 +458,7 @@ class RemoteTuner(ServiceChannel):
             grantee: a service API key's id (``raytuner keys list``) or ``crowd:<username>``.
             revoke: end the grant instead (default ``False``).
         """
-        answer = self._call("GrantAccess", pb.GrantAccessRequest(problem_name=problem_name, grantee=grantee,
-                                                                 revoke=revoke))
+        answer = self._call(
+            "GrantAccess", pb.GrantAccessRequest(problem_name=problem_name, grantee=grantee, revoke=revoke)
+        )
         return list(answer.grantees)

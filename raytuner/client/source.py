@@ -35,8 +35,9 @@ class RemoteSource:
         query: an :class:`~raytuner.store.EvaluationQuery` or the same as plain data (default: all).
     """
 
-    def __init__(self, client: Any, problem_name: str,
-                 query: EvaluationQuery | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, client: Any, problem_name: str, query: EvaluationQuery | Mapping[str, Any] | None = None
+    ) -> None:
         self.client = client
         self.problem_name = check_problem_name(problem_name, field="problem_name")
         self.query = query if isinstance(query, EvaluationQuery) or query is None else EvaluationQuery.parse(query)

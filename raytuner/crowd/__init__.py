@@ -24,7 +24,18 @@ from raytuner.crowd.repository import DEFAULT_DATABASE, CrowdRepository, KeyInfo
 from raytuner.crowd.versions import version_key
 
 __all__ = [
-    "CrowdRepository", "UploadResult", "KeyInfo", "User", "AccessSpec", "ACCESS_LEVELS",
-    "AliasCatalog", "Unauthenticated", "AccessDenied", "ProblemSpaceQuery", "ConfigurationSpaceQuery",
-    "visibility_filter", "version_key", "DEFAULT_DATABASE",
+    "CrowdRepository",
+    "UploadResult",
+    "KeyInfo",
+    "User",
+    "AccessSpec",
+    "ACCESS_LEVELS",
+    "AliasCatalog",
+    "Unauthenticated",
+    "AccessDenied",
+    "ProblemSpaceQuery",
+    "ConfigurationSpaceQuery",
+    "visibility_filter",
+    "version_key",
+    "DEFAULT_DATABASE",
 ]

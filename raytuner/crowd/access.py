@@ -74,8 +74,9 @@ class AccessSpec:
             raise InvalidInputError("shared_with_users", "access 'shared' needs at least one user or group")
         if access != "shared" and (user_list or group_list):
             field = "shared_with_users" if user_list else "shared_with_groups"
-            raise InvalidInputError(field, f"only access 'shared' takes users or groups, not {access!r}",
-                                    allowed=["shared"])
+            raise InvalidInputError(
+                field, f"only access 'shared' takes users or groups, not {access!r}", allowed=["shared"]
+            )
         return cls(access, user_list, group_list)  # type: ignore[arg-type]
 
     def to_fields(self) -> dict[str, Any]:

@@ -108,12 +108,12 @@ class UserAccounts:
         group_list = tuple(sorted({check_group(g, f"groups[{i}]") for i, g in enumerate(groups)}))
         with self._errors("add a user", "username"):
             try:
-                self.users.insert_one({"_id": username, "email": email, "groups": list(group_list),
-                                       "created": _now()})
+                self.users.insert_one({"_id": username, "email": email, "groups": list(group_list), "created": _now()})
             except DuplicateKeyError as exc:
                 field = "email" if "email" in (exc.details or {}).get("keyPattern", {}) else "username"
-                raise InvalidInputError(field, f"{email if field == 'email' else username!r} is already registered") \
-                    from None
+                raise InvalidInputError(
+                    field, f"{email if field == 'email' else username!r} is already registered"
+                ) from None
         log.info("added crowd user %s (groups %s)", username, list(group_list))
         return User(username, email, group_list)
 
@@ -127,8 +127,9 @@ class UserAccounts:
         username = check_username(username)
         group_list = sorted({check_group(g, f"groups[{i}]") for i, g in enumerate(groups)})
         with self._errors("set groups", "username"):
-            doc = self.users.find_one_and_update({"_id": username}, {"$set": {"groups": group_list}},
-                                                 return_document=pymongo.ReturnDocument.AFTER)
+            doc = self.users.find_one_and_update(
+                {"_id": username}, {"$set": {"groups": group_list}}, return_document=pymongo.ReturnDocument.AFTER
+            )
         if doc is None:
             raise InvalidInputError("username", f"no user {username!r}")
         return User(doc["_id"], doc["email"], tuple(doc["groups"]))
@@ -157,8 +158,9 @@ class UserAccounts:
         username = self.get_user(username).username
         key, key_id, salt, hashed = new_key()
         with self._errors("create an API key", "username"):
-            self.api_keys.insert_one({"_id": key_id, "username": username, "salt": salt, "hash": hashed,
-                                      "created": _now(), "revoked": False})
+            self.api_keys.insert_one(
+                {"_id": key_id, "username": username, "salt": salt, "hash": hashed, "created": _now(), "revoked": False}
+            )
         log.info("created crowd API key %s for %s", key_id, username)
         return key
 
@@ -193,8 +195,10 @@ class UserAccounts:
         username = check_username(username)
         with self._errors("list API keys", "username"):
             docs = list(self.api_keys.find({"username": username}, {"salt": 0, "hash": 0}).sort("created", 1))
-        return [KeyInfo(d["_id"], d["username"], d["created"], bool(d.get("revoked")), d.get("kind", "api_key"))
-                for d in docs]
+        return [
+            KeyInfo(d["_id"], d["username"], d["created"], bool(d.get("revoked")), d.get("kind", "api_key"))
+            for d in docs
+        ]
 
     def register_public_key(self, username: str, public_key: Any) -> str:
         """Register ``username``'s Ed25519 public key; returns its key id (the private key stays with the user).
@@ -211,8 +215,16 @@ class UserAccounts:
         key_id = key_id_of(text)
         with self._errors("register a public key", "public_key"):
             try:
-                self.api_keys.insert_one({"_id": key_id, "username": username, "kind": "ed25519",
-                                          "public_key": text, "created": _now(), "revoked": False})
+                self.api_keys.insert_one(
+                    {
+                        "_id": key_id,
+                        "username": username,
+                        "kind": "ed25519",
+                        "public_key": text,
+                        "created": _now(),
+                        "revoked": False,
+                    }
+                )
             except DuplicateKeyError:
                 raise InvalidInputError("public_key", f"already registered (key id {key_id})") from None
         log.info("registered crowd public key %s for %s", key_id, username)
@@ -242,8 +254,12 @@ class UserAccounts:
         key_id, secret = parsed
         with self._errors("check an API key", "api_key"):
             entry = self.api_keys.find_one({"_id": key_id})
-            if entry is None or entry.get("revoked") or entry.get("kind", "api_key") != "api_key" \
-                    or not matches(entry["salt"], entry["hash"], secret):
+            if (
+                entry is None
+                or entry.get("revoked")
+                or entry.get("kind", "api_key") != "api_key"
+                or not matches(entry["salt"], entry["hash"], secret)
+            ):
                 log.info("rejected API key id %s", key_id)
                 raise Unauthenticated()
         return self._owner(entry)
@@ -251,19 +267,26 @@ class UserAccounts:
     def _signed_user(self, credential: str, method: str | None) -> User:
         signed = parse_signed(credential)
         if signed is None or method is None:
-            log.info("rejected a malformed signed credential" if signed is None
-                     else "rejected a signed credential where only API keys are accepted")
+            log.info(
+                "rejected a malformed signed credential"
+                if signed is None
+                else "rejected a signed credential where only API keys are accepted"
+            )
             raise Unauthenticated()
         if abs(time.time() - signed.timestamp) > WINDOW_SECONDS:
             log.info("rejected an expired signed credential of key id %s", signed.key_id)
             raise Unauthenticated()
         with self._errors("check a signed credential", "api_key"):
             entry = self.api_keys.find_one({"_id": signed.key_id})
-            if entry is None or entry.get("revoked") or entry.get("kind") != "ed25519" \
-                    or not verify(entry["public_key"], signed, method):
+            if (
+                entry is None
+                or entry.get("revoked")
+                or entry.get("kind") != "ed25519"
+                or not verify(entry["public_key"], signed, method)
+            ):
                 log.info("rejected a signed credential of key id %s", signed.key_id)
                 raise Unauthenticated()
-            try:              # a credential counts once: its nonce is taken, or it is a replay
+            try:  # a credential counts once: its nonce is taken, or it is a replay
                 self.signatures.insert_one({"_id": f"{signed.key_id}:{signed.nonce}", "at": _now()})
             except DuplicateKeyError:
                 log.info("rejected a replayed signed credential of key id %s", signed.key_id)

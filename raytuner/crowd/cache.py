@@ -35,8 +35,17 @@ from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, check_problem_name
 from raytuner.store import HistoryStore, StoreSource
 
-__all__ = ["crowd_cache_name", "is_cache_name", "cached_source", "downloaded", "uncached", "fill_cache", "meta_query",
-           "CACHE_SUFFIX", "DOWNLOADS"]
+__all__ = [
+    "crowd_cache_name",
+    "is_cache_name",
+    "cached_source",
+    "downloaded",
+    "uncached",
+    "fill_cache",
+    "meta_query",
+    "CACHE_SUFFIX",
+    "DOWNLOADS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +73,15 @@ def crowd_cache_name(problem_name: str, user: str | None = None) -> str:
     """
     name = check_problem_name(problem_name)
     if is_cache_name(name):
-        raise InvalidInputError("tuning_problem_name", f"{name!r} names a crowd cache; a problem tuned from the "
-                                                       "crowd needs another name")
+        raise InvalidInputError(
+            "tuning_problem_name", f"{name!r} names a crowd cache; a problem tuned from the crowd needs another name"
+        )
     cache = name + CACHE_SUFFIX + (f".{user}" if user else "")
     if len(cache) > 128:
-        raise InvalidInputError("tuning_problem_name", f"{len(name)} characters; a problem tuned from the crowd "
-                                                       f"has at most {128 - len(cache) + len(name)}")
+        raise InvalidInputError(
+            "tuning_problem_name",
+            f"{len(name)} characters; a problem tuned from the crowd has at most {128 - len(cache) + len(name)}",
+        )
     return cache
 
 
@@ -92,8 +104,10 @@ def meta_query(meta: MetaDescription) -> tuple[dict[str, Any], dict[str, Any]]:
         meta: The meta description of the problem tuned.
     """
     spaces = {"input_space": meta.problem_space.input_space, "parameter_space": meta.problem_space.parameter_space}
-    return ({name: space.model_dump(mode="json") for name, space in spaces.items() if len(space.names)},
-            meta.configuration_space.model_dump(mode="json"))
+    return (
+        {name: space.model_dump(mode="json") for name, space in spaces.items() if len(space.names)},
+        meta.configuration_space.model_dump(mode="json"),
+    )
 
 
 def cached_source(store: HistoryStore, cache: str) -> StoreSource | None:
@@ -116,8 +130,9 @@ def downloaded(store: HistoryStore, cache: str) -> bool:
     return any(True for _ in store.ledger().read(DOWNLOADS, cache=cache))
 
 
-def uncached(store: HistoryStore, problem: str, cache: str,
-             records: Sequence[FunctionEvaluation]) -> list[FunctionEvaluation]:
+def uncached(
+    store: HistoryStore, problem: str, cache: str, records: Sequence[FunctionEvaluation]
+) -> list[FunctionEvaluation]:
     """The downloaded ``records`` the store holds neither as the run's own nor in the cache: what the cache takes.
 
     Args:
@@ -135,8 +150,9 @@ def _not_held(records: Sequence[FunctionEvaluation], *held: Sequence[FunctionEva
     return [r for r in records if r.uid not in uids]
 
 
-def fill_cache(store: HistoryStore, problem: str, cache: str,
-               records: Sequence[FunctionEvaluation]) -> StoreSource | None:
+def fill_cache(
+    store: HistoryStore, problem: str, cache: str, records: Sequence[FunctionEvaluation]
+) -> StoreSource | None:
     """Cache the downloaded ``records`` (those the store holds already left out: :func:`uncached`) and note the download.
 
     Args:
@@ -145,11 +161,17 @@ def fill_cache(store: HistoryStore, problem: str, cache: str,
         cache: The cache's problem name.
         records: What the crowd answered.
     """
-    cached = store.evaluations(cache)         # read once: what the cache held decides the source too
+    cached = store.evaluations(cache)  # read once: what the cache held decides the source too
     new = _not_held(records, store.evaluations(problem), cached)
     if new:
         store.append_many(cache, new)
     store.ledger().append(DOWNLOADS, {"cache": cache, "records": len(new), "time": time.time()})
-    log.info("downloaded %d crowd records of %s into %s (%d new, %d the store's already)", len(records), problem,
-             cache, len(new), len(records) - len(new))
+    log.info(
+        "downloaded %d crowd records of %s into %s (%d new, %d the store's already)",
+        len(records),
+        problem,
+        cache,
+        len(new),
+        len(records) - len(new),
+    )
     return StoreSource(store, cache) if cached or new else None

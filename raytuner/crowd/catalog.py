@@ -57,8 +57,9 @@ class AliasCatalog:
 
     def create_indexes(self) -> None:
         """The unique index on the lower-cased names."""
-        self.collection.create_indexes([pymongo.IndexModel([("keys", pymongo.ASCENDING)], unique=True,
-                                                           name="alias_keys_unique")])
+        self.collection.create_indexes(
+            [pymongo.IndexModel([("keys", pymongo.ASCENDING)], unique=True, name="alias_keys_unique")]
+        )
 
     def add(self, name: str, aliases: Iterable[str] = ()) -> str:
         """Register ``name`` (canonical) with ``aliases``; adding to an existing entry extends it.
@@ -79,9 +80,8 @@ class AliasCatalog:
             raise InvalidInputError("aliases", f"a name in {keys} already belongs to {self.kind} {owner['_id']!r}")
         try:
             self.collection.update_one(
-                {"_id": name},
-                {"$addToSet": {"aliases": {"$each": alias_list}, "keys": {"$each": keys}}},
-                upsert=True)
+                {"_id": name}, {"$addToSet": {"aliases": {"$each": alias_list}, "keys": {"$each": keys}}}, upsert=True
+            )
         except DuplicateKeyError:
             raise InvalidInputError("aliases", f"a name in {keys} already belongs to another {self.kind}") from None
         log.info("%s %r: aliases %s", self.kind, name, alias_list)

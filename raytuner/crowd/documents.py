@@ -35,8 +35,16 @@ from raytuner.crowd.versions import version_key
 from raytuner.errors import InvalidInputError, validate
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 
-__all__ = ["TASK_INDEX", "record_document", "evaluation_document", "json_text", "task_hint", "iterate_records",
-           "record_dict", "software_version_key"]
+__all__ = [
+    "TASK_INDEX",
+    "record_document",
+    "evaluation_document",
+    "json_text",
+    "task_hint",
+    "iterate_records",
+    "record_dict",
+    "software_version_key",
+]
 
 #: The name of the wildcard index on ``record.task_parameter``.
 TASK_INDEX = "task_parameter_wildcard"
@@ -58,12 +66,18 @@ def record_document(base: dict[str, Any], record: dict[str, Any], field: str) ->
     for key in record:
         check_field_name(key, f"{field}.<key>")
     uid = record["uid"]
-    return {"_id": f"{base['problem']}:{uid}", "uid": uid, **base, "record": record,
-            "uploaded": _dt.datetime.now(_dt.UTC)}
+    return {
+        "_id": f"{base['problem']}:{uid}",
+        "uid": uid,
+        **base,
+        "record": record,
+        "uploaded": _dt.datetime.now(_dt.UTC),
+    }
 
 
-def evaluation_document(base: dict[str, Any], record: dict[str, Any], machines: Mapping[str, str],
-                        packages: Mapping[str, str], field: str) -> dict[str, Any]:
+def evaluation_document(
+    base: dict[str, Any], record: dict[str, Any], machines: Mapping[str, str], packages: Mapping[str, str], field: str
+) -> dict[str, Any]:
     """The document of a function evaluation: :func:`record_document` plus the canonical machine and packages.
 
     The record's machine and package names are replaced by their canonical
@@ -97,8 +111,9 @@ def evaluation_document(base: dict[str, Any], record: dict[str, Any], machines: 
         check_field_name(package, f"{field}.software_configuration.<name>")
         canonical = packages.get(match_key(package), package.strip())
         if canonical in software:
-            raise InvalidInputError(f"{field}.software_configuration.{package}",
-                                    f"names the same package as {canonical!r}")
+            raise InvalidInputError(
+                f"{field}.software_configuration.{package}", f"names the same package as {canonical!r}"
+            )
         software[canonical] = entry
         entries.append({"name": match_key(canonical), "vkey": software_version_key(entry)})
     record["software_configuration"] = software
@@ -129,8 +144,11 @@ def task_hint(problem_space: Any) -> str | None:
         ('task_parameter_wildcard', None)
     """
     conditions = ProblemSpaceQuery.parse(problem_space).conditions
-    narrowed = any(c.space == "input_space" and (c.lower_bound is not None or c.upper_bound is not None
-                                                 or c.categories is not None) for c in conditions)
+    narrowed = any(
+        c.space == "input_space"
+        and (c.lower_bound is not None or c.upper_bound is not None or c.categories is not None)
+        for c in conditions
+    )
     return TASK_INDEX if narrowed else None
 
 
@@ -165,8 +183,9 @@ def record_dict(model: type[RecordT], record: Any, field: str) -> dict[str, Any]
     if isinstance(record, model):
         return record.to_dict()
     if not isinstance(record, Mapping):
-        raise InvalidInputError(field, f"must be a {model.__name__} or a GPTune record dictionary, "
-                                       f"not {type(record).__name__}")
+        raise InvalidInputError(
+            field, f"must be a {model.__name__} or a GPTune record dictionary, not {type(record).__name__}"
+        )
     return validate(model, record, field).to_dict()
 
 

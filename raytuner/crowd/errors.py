@@ -24,8 +24,11 @@ class Unauthenticated(RaytunerError):
 
     grpc_status = "UNAUTHENTICATED"
 
-    def __init__(self, message: str = "not a valid, unrevoked API key or signed credential (a signed one counts "
-                                      "once, within a minute of the server's clock)") -> None:
+    def __init__(
+        self,
+        message: str = "not a valid, unrevoked API key or signed credential (a signed one counts "
+        "once, within a minute of the server's clock)",
+    ) -> None:
         super().__init__(f"api_key: {message}")
 
 

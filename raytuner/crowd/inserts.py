@@ -39,8 +39,9 @@ _DUPLICATE_KEY = 11000
 Errors = Callable[[str], AbstractContextManager[None]]
 
 
-def insert_documents(collection: Collection[dict[str, Any]], docs: list[dict[str, Any]], problem: str,
-                     errors: Errors) -> int:
+def insert_documents(
+    collection: Collection[dict[str, Any]], docs: list[dict[str, Any]], problem: str, errors: Errors
+) -> int:
     """Insert ``docs`` (all of one owner) in unordered bulk writes; returns how many were stored.
 
     A duplicate ``_id`` is "already there" when the uploader stored it; another user's record with
@@ -54,7 +55,7 @@ def insert_documents(collection: Collection[dict[str, Any]], docs: list[dict[str
     """
     inserted = 0
     for start in range(0, len(docs), CHUNK):
-        chunk = docs[start:start + CHUNK]
+        chunk = docs[start : start + CHUNK]
         added, clashes = _insert_many(collection, chunk, problem, errors)
         if clashes:
             added += _insert_beside_others(collection, clashes, problem, errors)
@@ -62,12 +63,15 @@ def insert_documents(collection: Collection[dict[str, Any]], docs: list[dict[str
     return inserted
 
 
-def _insert_beside_others(collection: Collection[dict[str, Any]], clashes: list[dict[str, Any]], problem: str,
-                          errors: Errors) -> int:
+def _insert_beside_others(
+    collection: Collection[dict[str, Any]], clashes: list[dict[str, Any]], problem: str, errors: Errors
+) -> int:
     """Store under the uploader's own ``_id`` the clashing documents whose stored twin is another user's."""
     with errors(f"upload to {problem!r}"):
-        held = {d["_id"]: d.get("owner") for d in collection.find({"_id": {"$in": [c["_id"] for c in clashes]}},
-                                                                  {"owner": 1})}
+        held = {
+            d["_id"]: d.get("owner")
+            for d in collection.find({"_id": {"$in": [c["_id"] for c in clashes]}}, {"owner": 1})
+        }
     beside = [dict(c, _id=f"{c['_id']}@{c['owner']}") for c in clashes if held.get(c["_id"]) != c["owner"]]
     if not beside:
         return 0
@@ -75,8 +79,9 @@ def _insert_beside_others(collection: Collection[dict[str, Any]], clashes: list[
     return _insert_many(collection, beside, problem, errors)[0]
 
 
-def _insert_many(collection: Collection[dict[str, Any]], chunk: list[dict[str, Any]], problem: str,
-                 errors: Errors) -> tuple[int, list[dict[str, Any]]]:
+def _insert_many(
+    collection: Collection[dict[str, Any]], chunk: list[dict[str, Any]], problem: str, errors: Errors
+) -> tuple[int, list[dict[str, Any]]]:
     """``(stored, documents whose _id was there already)``; any other write error is a StoreError."""
     with errors(f"upload to {problem!r}"):
         try:
@@ -87,7 +92,9 @@ def _insert_many(collection: Collection[dict[str, Any]], chunk: list[dict[str, A
             others = [e for e in failed if e.get("code") != _DUPLICATE_KEY]
             if others or details.get("writeConcernErrors"):
                 first = (others or details["writeConcernErrors"])[0]
-                raise StoreError(f"crowd repository failed to upload to {problem!r}: "
-                                 f"{len(others)} records not written, first error: "
-                                 f"{first.get('errmsg', first)}") from None
+                raise StoreError(
+                    f"crowd repository failed to upload to {problem!r}: "
+                    f"{len(others)} records not written, first error: "
+                    f"{first.get('errmsg', first)}"
+                ) from None
             return int(details.get("nInserted", 0)), [chunk[e["index"]] for e in failed]

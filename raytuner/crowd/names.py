@@ -26,8 +26,16 @@ from typing import Any
 
 from raytuner.errors import InvalidInputError
 
-__all__ = ["check_username", "check_group", "check_email", "check_field_name", "check_scalar",
-           "check_catalog_name", "NAME_RULE", "FIELD_RULE"]
+__all__ = [
+    "check_username",
+    "check_group",
+    "check_email",
+    "check_field_name",
+    "check_scalar",
+    "check_catalog_name",
+    "NAME_RULE",
+    "FIELD_RULE",
+]
 
 NAME_RULE = "1-64 of letters, digits, '_', '.', '-', starting with a letter or digit"
 FIELD_RULE = "names that do not start with '$' and contain no '.' or NUL"
@@ -86,9 +94,11 @@ def check_catalog_name(name: Any, field: str) -> str:
     if isinstance(name, str):
         name = name.strip()
     if not isinstance(name, str) or not _CATALOG.match(name):
-        raise InvalidInputError(field, f"{name!r} is not a valid machine or software name",
-                                allowed=["1-128 of letters, digits, '_', '.', '+', '-', ' ', "
-                                         "starting with a letter or digit"])
+        raise InvalidInputError(
+            field,
+            f"{name!r} is not a valid machine or software name",
+            allowed=["1-128 of letters, digits, '_', '.', '+', '-', ' ', starting with a letter or digit"],
+        )
     return name
 
 

@@ -61,14 +61,15 @@ from raytuner.crowd.names import (
 from raytuner.crowd.versions import version_key, version_parts
 from raytuner.errors import InvalidInputError
 
-__all__ = ["SpaceCondition", "ProblemSpaceQuery", "MachineCondition", "SoftwareCondition",
-           "ConfigurationSpaceQuery"]
+__all__ = ["SpaceCondition", "ProblemSpaceQuery", "MachineCondition", "SoftwareCondition", "ConfigurationSpaceQuery"]
 
-_TYPES = {"integer": "integer", "int": "integer", "real": "real", "float": "real",
-          "categorical": "categorical"}
+_TYPES = {"integer": "integer", "int": "integer", "real": "real", "float": "real", "categorical": "categorical"}
 _ENTRY_KEYS = {"name", "type", "lower_bound", "upper_bound", "categories", "transformer", "log"}
-_SPACE_PATHS = {"input_space": "record.task_parameter", "parameter_space": "record.tuning_parameter",
-                "output_space": "record.evaluation_result"}
+_SPACE_PATHS = {
+    "input_space": "record.task_parameter",
+    "parameter_space": "record.tuning_parameter",
+    "output_space": "record.evaluation_result",
+}
 _CONFIG_KEYS = ("machine_configurations", "software_configurations", "user_configurations")
 _PROCESSOR_KEYS = ("nodes", "cores")
 _RANGE_KEYS = ("version_from", "version_to")
@@ -80,8 +81,9 @@ def _mapping(data: Any, field: str, allowed: Sequence[str] | None = None) -> Map
     if allowed is not None:
         for key in data:
             if key not in allowed:
-                raise InvalidInputError(f"{field}.{key}" if isinstance(key, str) else field,
-                                        f"unknown key {key!r}", allowed=sorted(allowed))
+                raise InvalidInputError(
+                    f"{field}.{key}" if isinstance(key, str) else field, f"unknown key {key!r}", allowed=sorted(allowed)
+                )
     return data
 
 
@@ -92,8 +94,11 @@ def _list(data: Any, field: str) -> list[Any]:
 
 
 def _number(value: Any, field: str) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not math.isfinite(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
         raise InvalidInputError(field, f"{value!r} is not a finite number")
     if isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise InvalidInputError(field, f"{value!r} is out of the 64-bit range")
@@ -167,8 +172,9 @@ def _condition(space: str, entry: Any, field: str) -> SpaceCondition:
     kind = entry.get("type")
     if kind is not None:
         if not isinstance(kind, str) or kind not in _TYPES:
-            raise InvalidInputError(f"{field}.type", f"{kind!r} is not a parameter type",
-                                    allowed=["integer", "real", "categorical"])
+            raise InvalidInputError(
+                f"{field}.type", f"{kind!r} is not a parameter type", allowed=["integer", "real", "categorical"]
+            )
         kind = _TYPES[kind]
     lo = _number(entry["lower_bound"], f"{field}.lower_bound") if entry.get("lower_bound") is not None else None
     hi = _number(entry["upper_bound"], f"{field}.upper_bound") if entry.get("upper_bound") is not None else None
@@ -221,16 +227,26 @@ class ConfigurationSpaceQuery:
         if data is None:
             return cls()
         data = _mapping(data, field, list(_CONFIG_KEYS))
-        machines = tuple(_machine(e, f"{field}.machine_configurations[{i}]") for i, e in
-                         enumerate(_list(data.get("machine_configurations", []), f"{field}.machine_configurations")))
-        software = tuple(_software(e, f"{field}.software_configurations[{i}]") for i, e in
-                         enumerate(_list(data.get("software_configurations", []), f"{field}.software_configurations")))
-        users = tuple(_user(u, f"{field}.user_configurations[{i}]") for i, u in
-                      enumerate(_list(data.get("user_configurations", []), f"{field}.user_configurations")))
+        machines = tuple(
+            _machine(e, f"{field}.machine_configurations[{i}]")
+            for i, e in enumerate(_list(data.get("machine_configurations", []), f"{field}.machine_configurations"))
+        )
+        software = tuple(
+            _software(e, f"{field}.software_configurations[{i}]")
+            for i, e in enumerate(_list(data.get("software_configurations", []), f"{field}.software_configurations"))
+        )
+        users = tuple(
+            _user(u, f"{field}.user_configurations[{i}]")
+            for i, u in enumerate(_list(data.get("user_configurations", []), f"{field}.user_configurations"))
+        )
         return cls(machines, software, users)
 
-    def clauses(self, machine_key: Callable[[str], str], software_key: Callable[[str], str],
-                owners: Callable[[Sequence[str]], list[str]]) -> list[dict[str, Any]]:
+    def clauses(
+        self,
+        machine_key: Callable[[str], str],
+        software_key: Callable[[str], str],
+        owners: Callable[[Sequence[str]], list[str]],
+    ) -> list[dict[str, Any]]:
         """The MongoDB clauses, all of which a record must pass.
 
         ``machine_key`` / ``software_key`` turn a name into the stored match key
@@ -255,9 +271,12 @@ class ConfigurationSpaceQuery:
 def _machine(entry: Any, field: str) -> MachineCondition:
     entry = _mapping(entry, field)
     if len(entry) != 1:
-        raise InvalidInputError(field, "must map exactly one machine name to its processors",
-                                allowed=['{"Cori": {"haswell": {"nodes": 1, "cores": 32}}}'])
-    (name, processors), = entry.items()
+        raise InvalidInputError(
+            field,
+            "must map exactly one machine name to its processors",
+            allowed=['{"Cori": {"haswell": {"nodes": 1, "cores": 32}}}'],
+        )
+    ((name, processors),) = entry.items()
     machine = check_catalog_name(name, f"{field}.<machine name>")
     procs = []
     for proc, spec in _mapping(processors, f"{field}.{machine}").items():
@@ -278,10 +297,16 @@ def _software(entry: Any, field: str) -> SoftwareCondition:
     for name, spec in entry.items():
         package = check_catalog_name(name, f"{field}.<package name>")
         spec = _mapping(spec, f"{field}.{package}", _RANGE_KEYS)
-        lo = tuple(version_parts(spec["version_from"], f"{field}.{package}.version_from")) \
-            if spec.get("version_from") is not None else None
-        hi = tuple(version_parts(spec["version_to"], f"{field}.{package}.version_to")) \
-            if spec.get("version_to") is not None else None
+        lo = (
+            tuple(version_parts(spec["version_from"], f"{field}.{package}.version_from"))
+            if spec.get("version_from") is not None
+            else None
+        )
+        hi = (
+            tuple(version_parts(spec["version_to"], f"{field}.{package}.version_to"))
+            if spec.get("version_to") is not None
+            else None
+        )
         if lo is not None and hi is not None and version_key(lo) > version_key(hi):
             raise InvalidInputError(f"{field}.{package}.version_from", f"{list(lo)} is above version_to {list(hi)}")
         packages.append((package, lo, hi))

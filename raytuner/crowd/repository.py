@@ -121,12 +121,17 @@ class CrowdRepository(UserAccounts):
         create_indexes: create the indexes when missing (``False`` for a reader that must not write).
     """
 
-    def __init__(self, uri_or_client: str | pymongo.MongoClient[dict[str, Any]],
-                 database: str = DEFAULT_DATABASE, server_selection_timeout_ms: int = 10000,
-                 create_indexes: bool = True) -> None:
+    def __init__(
+        self,
+        uri_or_client: str | pymongo.MongoClient[dict[str, Any]],
+        database: str = DEFAULT_DATABASE,
+        server_selection_timeout_ms: int = 10000,
+        create_indexes: bool = True,
+    ) -> None:
         if isinstance(uri_or_client, str):
             self.client: pymongo.MongoClient[dict[str, Any]] = open_client(
-                uri_or_client, timeout_ms=server_selection_timeout_ms, appname="raytuner-crowd", field="uri_or_client")
+                uri_or_client, timeout_ms=server_selection_timeout_ms, appname="raytuner-crowd", field="uri_or_client"
+            )
             self._owns_client = True
         else:
             self.client = uri_or_client
@@ -140,7 +145,7 @@ class CrowdRepository(UserAccounts):
         self.surrogate_model: Collection[dict[str, Any]] = db["surrogate_model"]
         self.machines = AliasCatalog(db["machines"], "machine")
         self.software = AliasCatalog(db["software"], "software")
-        if not create_indexes:                      # a reader (the dashboard) leaves the database as it is
+        if not create_indexes:  # a reader (the dashboard) leaves the database as it is
             return
         try:
             with self._errors("create the indexes"):
@@ -170,8 +175,12 @@ class CrowdRepository(UserAccounts):
 
     def _errors(self, action: str, field: str = "records") -> AbstractContextManager[None]:
         """Driver errors as :class:`StoreError`, unstorable data as InvalidInputError: :func:`mongo_errors`."""
-        return mongo_errors(action, server="the crowd repository's MongoDB server",
-                            owner=f"crowd repository (database {self.database!r})", field=field)
+        return mongo_errors(
+            action,
+            server="the crowd repository's MongoDB server",
+            owner=f"crowd repository (database {self.database!r})",
+            field=field,
+        )
 
     # -- catalogs ------------------------------------------------------------------------------
 
@@ -221,10 +230,15 @@ class CrowdRepository(UserAccounts):
 
     # -- upload --------------------------------------------------------------------------------
 
-    def upload(self, api_key: str, problem_name: str,
-               records: FunctionEvaluation | Mapping[str, Any] | Iterable[FunctionEvaluation | Mapping[str, Any]],
-               access: str = "public", shared_with_users: Iterable[str] = (),
-               shared_with_groups: Iterable[str] = ()) -> UploadResult:
+    def upload(
+        self,
+        api_key: str,
+        problem_name: str,
+        records: FunctionEvaluation | Mapping[str, Any] | Iterable[FunctionEvaluation | Mapping[str, Any]],
+        access: str = "public",
+        shared_with_users: Iterable[str] = (),
+        shared_with_groups: Iterable[str] = (),
+    ) -> UploadResult:
         """Store function evaluations of ``problem_name`` as the key's user, with the given access.
 
         ``records`` is one record or many, as :class:`FunctionEvaluation` or
@@ -244,13 +258,21 @@ class CrowdRepository(UserAccounts):
         >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
         UploadResult(given=3, inserted=3)
         """
-        return self.upload_as(self.authenticate(api_key, "upload"), problem_name, records, access, shared_with_users,
-                              shared_with_groups)
+        return self.upload_as(
+            self.authenticate(api_key, "upload"), problem_name, records, access, shared_with_users, shared_with_groups
+        )
 
-    def upload_as(self, user: User, problem_name: str,
-                  records: Record | Mapping[str, Any] | Iterable[Record | Mapping[str, Any]],
-                  access: str = "public", shared_with_users: Iterable[str] = (),
-                  shared_with_groups: Iterable[str] = (), *, kind: str = "function_evaluation") -> UploadResult:
+    def upload_as(
+        self,
+        user: User,
+        problem_name: str,
+        records: Record | Mapping[str, Any] | Iterable[Record | Mapping[str, Any]],
+        access: str = "public",
+        shared_with_users: Iterable[str] = (),
+        shared_with_groups: Iterable[str] = (),
+        *,
+        kind: str = "function_evaluation",
+    ) -> UploadResult:
         """:meth:`upload` (or of ``kind`` ``"surrogate_model"``, :meth:`upload_surrogate_models`) for a user the
         caller has already authenticated (the tuning service's sessions).
 
@@ -269,25 +291,41 @@ class CrowdRepository(UserAccounts):
         spec = self._access(access, shared_with_users, shared_with_groups)
         base = {"problem": problem, "owner": user.username, **spec.to_fields()}
         if kind == "surrogate_model":
-            docs = (record_document(base, record_dict(SurrogateModelRecord, r, f"records[{i}]"), f"records[{i}]")
-                    for i, r in enumerate(iterate_records(records, SurrogateModelRecord)))
+            docs = (
+                record_document(base, record_dict(SurrogateModelRecord, r, f"records[{i}]"), f"records[{i}]")
+                for i, r in enumerate(iterate_records(records, SurrogateModelRecord))
+            )
             result = self._insert(self.surrogate_model, docs, problem)
         else:
             with self._errors("read the catalogs", "records"):
                 machines, packages = self.machines.mapping(), self.software.mapping()
-            docs = (evaluation_document(base, record_dict(FunctionEvaluation, r, f"records[{i}]"),
-                                        machines, packages, f"records[{i}]")
-                    for i, r in enumerate(iterate_records(records, FunctionEvaluation)))
+            docs = (
+                evaluation_document(
+                    base, record_dict(FunctionEvaluation, r, f"records[{i}]"), machines, packages, f"records[{i}]"
+                )
+                for i, r in enumerate(iterate_records(records, FunctionEvaluation))
+            )
             result = self._insert(self.func_eval, docs, problem)
-        log.info("%s uploaded %d %s records of %s (%d new, access %s)", user.username, result.given, kind, problem,
-                 result.inserted, spec.access)
+        log.info(
+            "%s uploaded %d %s records of %s (%d new, access %s)",
+            user.username,
+            result.given,
+            kind,
+            problem,
+            result.inserted,
+            spec.access,
+        )
         return result
 
-    def upload_surrogate_models(self, api_key: str, problem_name: str,
-                                records: SurrogateModelRecord | Mapping[str, Any]
-                                | Iterable[SurrogateModelRecord | Mapping[str, Any]],
-                                access: str = "public", shared_with_users: Iterable[str] = (),
-                                shared_with_groups: Iterable[str] = ()) -> UploadResult:
+    def upload_surrogate_models(
+        self,
+        api_key: str,
+        problem_name: str,
+        records: SurrogateModelRecord | Mapping[str, Any] | Iterable[SurrogateModelRecord | Mapping[str, Any]],
+        access: str = "public",
+        shared_with_users: Iterable[str] = (),
+        shared_with_groups: Iterable[str] = (),
+    ) -> UploadResult:
         """Store surrogate-model records of ``problem_name``; the same rules as :meth:`upload`.
 
         Args:
@@ -298,8 +336,15 @@ class CrowdRepository(UserAccounts):
             shared_with_users: with ``"shared"``, the registered users who may read them (default none).
             shared_with_groups: with ``"shared"``, the groups who may read them (default none).
         """
-        return self.upload_as(self.authenticate(api_key, "upload_surrogate_models"), problem_name, records, access,
-                              shared_with_users, shared_with_groups, kind="surrogate_model")
+        return self.upload_as(
+            self.authenticate(api_key, "upload_surrogate_models"),
+            problem_name,
+            records,
+            access,
+            shared_with_users,
+            shared_with_groups,
+            kind="surrogate_model",
+        )
 
     def _access(self, access: Any, users: Iterable[Any], groups: Iterable[Any]) -> AccessSpec:
         spec = AccessSpec.build(access, users, groups)
@@ -309,20 +354,26 @@ class CrowdRepository(UserAccounts):
                 raise InvalidInputError("shared_with_users", f"no registered user {unknown[0]!r}")
         return spec
 
-    def _insert(self, collection: Collection[dict[str, Any]], docs: Iterable[dict[str, Any]],
-                problem: str) -> UploadResult:
+    def _insert(
+        self, collection: Collection[dict[str, Any]], docs: Iterable[dict[str, Any]], problem: str
+    ) -> UploadResult:
         """Insert ``docs`` (:func:`~raytuner.crowd.inserts.insert_documents`: another user's uid stays unseen)."""
-        validated = list(docs)   # every record is checked before the first is written
-        for doc in validated:    # the record as a query answers it: JSON text made once, here
+        validated = list(docs)  # every record is checked before the first is written
+        for doc in validated:  # the record as a query answers it: JSON text made once, here
             doc["json"] = json_text(doc["record"])
         return UploadResult(len(validated), insert_documents(collection, validated, problem, self._errors))
 
     # -- queries -------------------------------------------------------------------------------
 
-    def query_function_evaluations(self, api_key: str, tuning_problem_name: str,
-                                   problem_space: Mapping[str, Any] | None = None,
-                                   configuration_space: Mapping[str, Any] | None = None,
-                                   limit: int | None = None, raw: bool = False) -> list[Any]:
+    def query_function_evaluations(
+        self,
+        api_key: str,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any] | None = None,
+        configuration_space: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        raw: bool = False,
+    ) -> list[Any]:
         """The evaluations of ``tuning_problem_name`` the caller may see that match both spaces.
 
         See :mod:`raytuner.crowd.query` for the shapes and their meaning (GPTuneCrowd IV-A).
@@ -343,13 +394,24 @@ class CrowdRepository(UserAccounts):
         ...         {"gcc": {"version_from": [8, 0, 0], "version_to": [9, 0, 0]}}]})
         [FunctionEvaluation(...), ...]
         """
-        return self.evaluations_for(self.authenticate(api_key, "query_function_evaluations"), tuning_problem_name, problem_space,
-                                    configuration_space, limit, raw)
+        return self.evaluations_for(
+            self.authenticate(api_key, "query_function_evaluations"),
+            tuning_problem_name,
+            problem_space,
+            configuration_space,
+            limit,
+            raw,
+        )
 
-    def evaluations_for(self, user: User | None, tuning_problem_name: str,
-                        problem_space: Mapping[str, Any] | None = None,
-                        configuration_space: Mapping[str, Any] | None = None,
-                        limit: int | None = None, raw: bool = False) -> list[Any]:
+    def evaluations_for(
+        self,
+        user: User | None,
+        tuning_problem_name: str,
+        problem_space: Mapping[str, Any] | None = None,
+        configuration_space: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        raw: bool = False,
+    ) -> list[Any]:
         """:meth:`query_function_evaluations` for a user already known (``None``: signed out, public only).
 
         Args:
@@ -371,13 +433,23 @@ class CrowdRepository(UserAccounts):
             user: the caller (from :meth:`authenticate`), or ``None`` for anonymous.
         """
         with self._errors("list the problems", "user"):
-            rows = self.func_eval.aggregate([{"$match": visibility_filter(user)},
-                                             {"$group": {"_id": "$problem", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}])
+            rows = self.func_eval.aggregate(
+                [
+                    {"$match": visibility_filter(user)},
+                    {"$group": {"_id": "$problem", "n": {"$sum": 1}}},
+                    {"$sort": {"_id": 1}},
+                ]
+            )
             return {row["_id"]: int(row["n"]) for row in rows}
 
-    def query_surrogate_models(self, api_key: str, tuning_problem_name: str,
-                               configuration_space: Mapping[str, Any] | None = None,
-                               limit: int | None = None, raw: bool = False) -> list[Any]:
+    def query_surrogate_models(
+        self,
+        api_key: str,
+        tuning_problem_name: str,
+        configuration_space: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        raw: bool = False,
+    ) -> list[Any]:
         """The surrogate-model records of ``tuning_problem_name`` the caller may see (``raw``: JSON texts).
 
         ``configuration_space`` may hold ``user_configurations`` only (a model
@@ -393,30 +465,41 @@ class CrowdRepository(UserAccounts):
         user = self.authenticate(api_key, "query_surrogate_models")
         config = ConfigurationSpaceQuery.parse(configuration_space)
         if config.machines or config.software:
-            raise InvalidInputError("configuration_space", "surrogate models are filtered by users only",
-                                    allowed=["user_configurations"])
+            raise InvalidInputError(
+                "configuration_space", "surrogate models are filtered by users only", allowed=["user_configurations"]
+            )
         query = self._filter(user, tuning_problem_name, None, configuration_space)
         texts = self._find_json(self.surrogate_model, query, limit)
         return texts if raw else MODEL_LIST.validate_json("[" + ",".join(texts) + "]")
 
-    def _filter(self, user: User | None, problem_name: Any, problem_space: Any, configuration_space: Any) -> dict[str, Any]:
+    def _filter(
+        self, user: User | None, problem_name: Any, problem_space: Any, configuration_space: Any
+    ) -> dict[str, Any]:
         problem = check_problem_name(problem_name)
         space = ProblemSpaceQuery.parse(problem_space)
         config = ConfigurationSpaceQuery.parse(configuration_space)
         with self._errors("read the catalogs", "configuration_space"):
             machines = self.machines.mapping() if config.machines else {}
             packages = self.software.mapping() if config.software else {}
-        clauses: list[dict[str, Any]] = [{"problem": problem}, visibility_filter(user), *space.clauses(),
-                                         *config.clauses(lambda n: match_key(machines.get(match_key(n), n)),
-                                                         lambda n: match_key(packages.get(match_key(n), n)),
-                                                         self._usernames)]
+        clauses: list[dict[str, Any]] = [
+            {"problem": problem},
+            visibility_filter(user),
+            *space.clauses(),
+            *config.clauses(
+                lambda n: match_key(machines.get(match_key(n), n)),
+                lambda n: match_key(packages.get(match_key(n), n)),
+                self._usernames,
+            ),
+        ]
         return {"$and": clauses}
 
-    def _find_json(self, collection: Collection[dict[str, Any]], query: dict[str, Any],
-                   limit: int | None, hint: str | None = None) -> list[str]:
+    def _find_json(
+        self, collection: Collection[dict[str, Any]], query: dict[str, Any], limit: int | None, hint: str | None = None
+    ) -> list[str]:
         """The matching records' stored JSON texts (made at upload; a record stored without one gets it now)."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or not 1 <= limit <= _MAX_LIMIT):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT
+        ):
             raise InvalidInputError("limit", f"{limit!r} is not a positive integer", allowed=[f"1..{_MAX_LIMIT}"])
         with self._errors("query", "query"):
             cursor = collection.find(query, {"json": 1})
@@ -426,6 +509,9 @@ class CrowdRepository(UserAccounts):
                 cursor = cursor.limit(limit)
             docs = list(cursor)
             missing = [d["_id"] for d in docs if "json" not in d]
-            records = {d["_id"]: d["record"] for d in collection.find({"_id": {"$in": missing}}, {"record": 1})} \
-                if missing else {}
+            records = (
+                {d["_id"]: d["record"] for d in collection.find({"_id": {"$in": missing}}, {"record": 1})}
+                if missing
+                else {}
+            )
         return [d["json"] if "json" in d else json_text(records[d["_id"]]) for d in docs]

@@ -49,8 +49,20 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from raytuner.errors import InvalidInputError
 
-__all__ = ["Signer", "SignedCredential", "generate_key_pair", "parse_signed", "verify", "key_id_of",
-           "public_key_text", "WINDOW_SECONDS", "CONTEXT", "is_signed", "DASHBOARD_SIGN_IN", "weak_key"]
+__all__ = [
+    "Signer",
+    "SignedCredential",
+    "generate_key_pair",
+    "parse_signed",
+    "verify",
+    "key_id_of",
+    "public_key_text",
+    "WINDOW_SECONDS",
+    "CONTEXT",
+    "is_signed",
+    "DASHBOARD_SIGN_IN",
+    "weak_key",
+]
 
 #: How far (seconds) a credential's time may lie from the server's clock, either way.
 WINDOW_SECONDS = 60
@@ -82,7 +94,7 @@ def key_id_of(public_key: str) -> str:
     return hashlib.sha256(_unb64(public_key)).hexdigest()[:16]
 
 
-_P = 2 ** 255 - 19
+_P = 2**255 - 19
 _D = -121665 * pow(121666, _P - 2, _P) % _P
 
 
@@ -161,16 +173,20 @@ def public_key_text(value: Any) -> str:
     if not raw:
         raise InvalidInputError("public_key", "not an Ed25519 public key", allowed=allowed)
     if weak_key(raw):
-        raise InvalidInputError("public_key", "a weak Ed25519 key (off the curve or of small order) that anyone "
-                                              "could sign for", allowed=allowed)
+        raise InvalidInputError(
+            "public_key",
+            "a weak Ed25519 key (off the curve or of small order) that anyone could sign for",
+            allowed=allowed,
+        )
     return _b64(raw)
 
 
 def generate_key_pair() -> tuple[bytes, str]:
     """A new key pair: the private key as unencrypted PKCS#8 PEM (keep it; never send it) and the public key text."""
     private = Ed25519PrivateKey.generate()
-    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return pem, _b64(public)
 
@@ -212,8 +228,11 @@ class Signer:
         except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
             raise InvalidInputError("private_key", f"not an unencrypted PEM private key ({exc})") from None
         if not isinstance(key, Ed25519PrivateKey):
-            raise InvalidInputError("private_key", f"a {type(key).__name__}, not an Ed25519 key",
-                                    allowed=["Ed25519 (raytuner crowd keys generate)"])
+            raise InvalidInputError(
+                "private_key",
+                f"a {type(key).__name__}, not an Ed25519 key",
+                allowed=["Ed25519 (raytuner crowd keys generate)"],
+            )
         return cls(key)
 
     @classmethod
@@ -288,7 +307,8 @@ def verify(public_key: str, signed: SignedCredential, method: str) -> bool:
     """
     try:
         Ed25519PublicKey.from_public_bytes(_unb64(public_key)).verify(
-            signed.signature, _message(signed.key_id, signed.timestamp, signed.nonce, method))
+            signed.signature, _message(signed.key_id, signed.timestamp, signed.nonce, method)
+        )
     except (InvalidSignature, ValueError):
         return False
     return True

@@ -98,21 +98,28 @@ class CrowdSyncStore(HistoryStore):
             (default ``None``: models stay local).
     """
 
-    def __init__(self, store: HistoryStore, upload: Uploader, *,
-                 owns: Callable[[FunctionEvaluation], bool] = made_by_raytuner,
-                 upload_models: ModelUploader | None = None) -> None:
+    def __init__(
+        self,
+        store: HistoryStore,
+        upload: Uploader,
+        *,
+        owns: Callable[[FunctionEvaluation], bool] = made_by_raytuner,
+        upload_models: ModelUploader | None = None,
+    ) -> None:
         self.store = store
         self._owns = owns
         self._unsent: RetryBuffer[FunctionEvaluation] = RetryBuffer(upload, "the crowd repository")
         self._unsent_models: RetryBuffer[SurrogateModelRecord] | None = (
-            None if upload_models is None else RetryBuffer(upload_models, "the crowd repository (models)"))
+            None if upload_models is None else RetryBuffer(upload_models, "the crowd repository (models)")
+        )
         self._caught_up: set[str] = set()
-        self._owned: dict[str, set[str]] = {}          # per problem, the uids of the records this wrapper owns
+        self._owned: dict[str, set[str]] = {}  # per problem, the uids of the records this wrapper owns
         self._lock = threading.Lock()
 
     @classmethod
-    def as_user(cls, store: HistoryStore, repository: Any, user: User, session_id: str,
-                access: str = DEFAULT_SYNC_ACCESS) -> CrowdSyncStore:
+    def as_user(
+        cls, store: HistoryStore, repository: Any, user: User, session_id: str, access: str = DEFAULT_SYNC_ACCESS
+    ) -> CrowdSyncStore:
         """``store``, session ``session_id``'s evaluations and models uploaded to ``repository`` as ``user``.
 
         For the tuning service, which holds the crowd repository itself (no client, no key per call).
@@ -125,8 +132,12 @@ class CrowdSyncStore(HistoryStore):
             access: the access level the records get (one of :data:`SYNC_ACCESS`; default private).
         """
         upload = functools.partial(repository.upload_as, user, access=access)
-        return cls(store, upload, upload_models=functools.partial(upload, kind="surrogate_model"),
-                   owns=lambda r: r.raytuner is not None and r.raytuner.session_id == session_id)
+        return cls(
+            store,
+            upload,
+            upload_models=functools.partial(upload, kind="surrogate_model"),
+            owns=lambda r: r.raytuner is not None and r.raytuner.session_id == session_id,
+        )
 
     def __repr__(self) -> str:
         return f"CrowdSyncStore({self.store!r})"
@@ -164,8 +175,11 @@ class CrowdSyncStore(HistoryStore):
             mine = [m for m in records if set(m.function_evaluations) <= own]
             self._unsent_models.add(problem, mine)
         if len(mine) < len(records):
-            log.info("%d surrogate model(s) of %s were fitted to records from elsewhere too (sources); kept local",
-                     len(records) - len(mine), problem)
+            log.info(
+                "%d surrogate model(s) of %s were fitted to records from elsewhere too (sources); kept local",
+                len(records) - len(mine),
+                problem,
+            )
 
     def _owned_uids(self, problem: str) -> set[str]:
         """The uids of the problem's records this wrapper owns (not imported ones, not others'): read once."""
@@ -206,8 +220,9 @@ class CrowdSyncStore(HistoryStore):
         """The local store's trial ledger."""
         return self.store.ledger()
 
-    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
-                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+    def append_batch(
+        self, problem: str, evaluations: Sequence[FunctionEvaluation] = (), models: Sequence[SurrogateModelRecord] = ()
+    ) -> None:
         """Persist records locally (all or none, durable), then upload them together.
 
         Args:
@@ -229,6 +244,9 @@ class CrowdSyncStore(HistoryStore):
         """Upload what is waiting (once more), then close the local store."""
         left = self.flush()
         if left:
-            log.error("%d record(s) never reached the crowd repository; a later synced run of the same "
-                      "problem sends the evaluations among them", left)
+            log.error(
+                "%d record(s) never reached the crowd repository; a later synced run of the same "
+                "problem sends the evaluations among them",
+                left,
+            )
         self.store.close()

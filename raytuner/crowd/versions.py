@@ -46,10 +46,17 @@ def version_parts(version: Any, field: str = "version") -> list[int]:
     """
     if isinstance(version, str):
         version = split_version(version)
-    if (not isinstance(version, (list, tuple)) or not version or len(version) > PARTS
-            or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < _LIMIT for p in version)):
-        raise InvalidInputError(field, f"{version!r} is not a version",
-                                allowed=[f"1-{PARTS} non-negative integers below 10**{WIDTH}, e.g. [8, 3, 0]"])
+    if (
+        not isinstance(version, (list, tuple))
+        or not version
+        or len(version) > PARTS
+        or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < _LIMIT for p in version)
+    ):
+        raise InvalidInputError(
+            field,
+            f"{version!r} is not a version",
+            allowed=[f"1-{PARTS} non-negative integers below 10**{WIDTH}, e.g. [8, 3, 0]"],
+        )
     return list(version)
 
 

@@ -58,7 +58,6 @@ from raytuner.view import (
 __all__ = ["create_app"]
 
 
-
 def _source() -> HistoryViews:
     source = config().get("store")
     if source is None:
@@ -82,8 +81,20 @@ def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str
     best = view.best()
     if task is not None:
         best = best[best["task"] == task]
-    shown = best[["task", *view.columns["parameter"].values(), view.objective_column, "fidelity", "pass", "bracket",
-                  "rung", "evaluations", "failed", "total_cost"]].dropna(axis=1, how="all")
+    shown = best[
+        [
+            "task",
+            *view.columns["parameter"].values(),
+            view.objective_column,
+            "fidelity",
+            "pass",
+            "bracket",
+            "rung",
+            "evaluations",
+            "failed",
+            "total_cost",
+        ]
+    ].dropna(axis=1, how="all")
     links = {"task": {t: _url(f"/problem/{problem}/task", task=t) for t in best["task"]}} if task is None else {}
     return table_html(shown, "best", links=links)
 
@@ -101,19 +112,32 @@ def _front_section(view: HistoryView, problem: str, task: str | None = None) -> 
         if task is not None and label != task:
             continue
         for record in view.pareto_front(parameters):
-            rows.append({"task": label, **record.tuning_parameter, **{o: record.value(o) for o in outputs},
-                         "uid": record.uid})
+            rows.append(
+                {"task": label, **record.tuning_parameter, **{o: record.value(o) for o in outputs}, "uid": record.uid}
+            )
     frame = pd.DataFrame(rows, columns=["task", *view.columns["parameter"], *outputs, "uid"])
-    chart = (f'<img class="chart" id="front-plot" alt="Pareto front" '
-             f'src="{escape(_url(f"/problem/{problem}/plot/front.svg", task=task))}">'
-             if len(space.optimised) > 1 else "")
-    bounds = ", ".join(" <= ".join([*([f"{o.lower_bound:g}"] if math.isfinite(o.lower_bound) else []), o.name,
-                                    *([f"{o.upper_bound:g}"] if math.isfinite(o.upper_bound) else [])])
-                       for o in space.output_constraints)
-    return (f'<h2>Pareto front{" per task" if task is None else ""}</h2><p class="note">'
-            f'{escape(", ".join(f"{o.name} ({o.goal})" for o in space.optimised))}'
-            + (f"; output constraints met: {escape(bounds)}" if bounds else "")
-            + f"; at full fidelity.</p>{table_html(frame, 'front')}{chart}")
+    chart = (
+        f'<img class="chart" id="front-plot" alt="Pareto front" '
+        f'src="{escape(_url(f"/problem/{problem}/plot/front.svg", task=task))}">'
+        if len(space.optimised) > 1
+        else ""
+    )
+    bounds = ", ".join(
+        " <= ".join(
+            [
+                *([f"{o.lower_bound:g}"] if math.isfinite(o.lower_bound) else []),
+                o.name,
+                *([f"{o.upper_bound:g}"] if math.isfinite(o.upper_bound) else []),
+            ]
+        )
+        for o in space.output_constraints
+    )
+    return (
+        f'<h2>Pareto front{" per task" if task is None else ""}</h2><p class="note">'
+        f"{escape(', '.join(f'{o.name} ({o.goal})' for o in space.optimised))}"
+        + (f"; output constraints met: {escape(bounds)}" if bounds else "")
+        + f"; at full fidelity.</p>{table_html(frame, 'front')}{chart}"
+    )
 
 
 def _overview() -> tuple[str, int]:
@@ -123,11 +147,15 @@ def _overview() -> tuple[str, int]:
         view = source.view(name)
         best = view.best()[view.objective_column] if view.records else []
         shown = ", ".join(f"{v:.6g}" for v in best if v == v) or "-"
-        rows.append(f'<tr><td><a href="/problem/{escape(name)}">{escape(name)}</a></td>'
-                    f'<td class="num">{len(view.records)}</td><td class="num">{len(view.tasks)}</td>'
-                    f"<td>{escape(view.objective)} ({view.goal})</td><td>{escape(shown)}</td></tr>")
-    body = ('<table id="problems"><thead><tr><th>problem</th><th>evaluations</th><th>tasks</th><th>objective</th>'
-            f'<th>best per task</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+        rows.append(
+            f'<tr><td><a href="/problem/{escape(name)}">{escape(name)}</a></td>'
+            f'<td class="num">{len(view.records)}</td><td class="num">{len(view.tasks)}</td>'
+            f"<td>{escape(view.objective)} ({view.goal})</td><td>{escape(shown)}</td></tr>"
+        )
+    body = (
+        '<table id="problems"><thead><tr><th>problem</th><th>evaluations</th><th>tasks</th><th>objective</th>'
+        f"<th>best per task</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
     if isinstance(source, ServiceViews):
         return render("Tuning service", body + _sessions_table(source))
     return render(f"Histories in {source.directory or 'MongoDB'}", body)
@@ -138,28 +166,40 @@ def _sessions_table(source: ServiceViews) -> str:
         f'<tr><td>{escape(s["session_id"])}</td><td><a href="/problem/{escape(s["problem_name"])}/live">'
         f'{escape(s["problem_name"])}</a></td><td>{escape(s["strategy"])}</td><td class="num">{s["evaluations"]}'
         f'</td><td class="num">{s["failed"]}</td><td class="num">{s["pending"]}</td>'
-        f'<td>{"finished" if s["finished"] else "running"}</td></tr>' for s in source.sessions())
-    return ('<h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>problem</th><th>strategy</th>'
-            f"<th>evaluations</th><th>failed</th><th>pending</th><th>state</th></tr></thead><tbody>{rows}</tbody>"
-            "</table>")
+        f"<td>{'finished' if s['finished'] else 'running'}</td></tr>"
+        for s in source.sessions()
+    )
+    return (
+        '<h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>problem</th><th>strategy</th>'
+        f"<th>evaluations</th><th>failed</th><th>pending</th><th>state</th></tr></thead><tbody>{rows}</tbody>"
+        "</table>"
+    )
 
 
 def _problem(problem: str) -> tuple[str, int]:
     view = _view(problem)
     has_model = any((m.raytuner or {}).get("hyperparameters") for m in view.models)
     has_brackets = view.frame["bracket"].notna().any()
-    body = (f'<p class="note">{len(view.records)} evaluations, {len(view.tasks)} tasks, {len(view.models)} models; '
-            f'objective {escape(view.objective)} ({view.goal}; from the {view.goal_source}).'
-            f' <a href="/problem/{escape(problem)}/evaluations">all evaluations</a> ·'
-            f' <a href="/problem/{escape(problem)}/live">live view</a>'
-            + (f' · <a href="/problem/{escape(problem)}/brackets">brackets</a>' if has_brackets else "") + "</p>"
-            f"<h2>Best per task</h2>{_best_table(view, problem)}" + _front_section(view, problem) +
-            f'<h2>Best so far</h2><img class="chart" id="history-plot" alt="best so far" '
-            f'src="/problem/{escape(problem)}/plot/history.svg">'
-            f'<img class="chart" alt="best so far against cost" '
-            f'src="/problem/{escape(problem)}/plot/history.svg?by=cost">'
-            + (f'<h2>Task correlation</h2><img class="chart" alt="task correlation" '
-               f'src="/problem/{escape(problem)}/plot/correlation.svg">' if has_model else ""))
+    body = (
+        f'<p class="note">{len(view.records)} evaluations, {len(view.tasks)} tasks, {len(view.models)} models; '
+        f"objective {escape(view.objective)} ({view.goal}; from the {view.goal_source})."
+        f' <a href="/problem/{escape(problem)}/evaluations">all evaluations</a> ·'
+        f' <a href="/problem/{escape(problem)}/live">live view</a>'
+        + (f' · <a href="/problem/{escape(problem)}/brackets">brackets</a>' if has_brackets else "")
+        + "</p>"
+        f"<h2>Best per task</h2>{_best_table(view, problem)}"
+        + _front_section(view, problem)
+        + f'<h2>Best so far</h2><img class="chart" id="history-plot" alt="best so far" '
+        f'src="/problem/{escape(problem)}/plot/history.svg">'
+        f'<img class="chart" alt="best so far against cost" '
+        f'src="/problem/{escape(problem)}/plot/history.svg?by=cost">'
+        + (
+            f'<h2>Task correlation</h2><img class="chart" alt="task correlation" '
+            f'src="/problem/{escape(problem)}/plot/correlation.svg">'
+            if has_model
+            else ""
+        )
+    )
     return render(problem, body)
 
 
@@ -169,15 +209,20 @@ def _task(problem: str) -> tuple[str, int]:
     if label not in set(view.frame["task"]):
         return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
     recent = view.frame[view.frame["task"] == label].drop(columns=list(DETAIL_COLUMNS)).tail(PAGE_SIZE)
-    plots = "".join(f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
-                    f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
-                    for p in view.columns["parameter"])
-    body = (f"<h2>Best</h2>{_best_table(view, problem, label)}" + _front_section(view, problem, label) +
-            f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
-            f"</a></p>"
-            f'<img class="chart" id="history-plot" alt="best so far" '
-            f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", task=label))}">{plots}'
-            f"<h2>Latest evaluations</h2>{table_html(recent.iloc[::-1], 'latest')}")
+    plots = "".join(
+        f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
+        f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
+        for p in view.columns["parameter"]
+    )
+    body = (
+        f"<h2>Best</h2>{_best_table(view, problem, label)}"
+        + _front_section(view, problem, label)
+        + f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
+        f"</a></p>"
+        f'<img class="chart" id="history-plot" alt="best so far" '
+        f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", task=label))}">{plots}'
+        f"<h2>Latest evaluations</h2>{table_html(recent.iloc[::-1], 'latest')}"
+    )
     return render(f"{problem}: {label}", body)
 
 
@@ -185,33 +230,48 @@ def _evaluations(problem: str) -> tuple[str, int]:
     view = _view(problem)
     frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
     task_columns = [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
-    query = TableQuery.from_args(request.args, task_columns)      # bad input: the app's one-line error page
+    query = TableQuery.from_args(request.args, task_columns)  # bad input: the app's one-line error page
     rows, total, page = query.apply(frame)
     args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")}
-    sort_links = {c: _url(f"/problem/{problem}/evaluations", **args, sort=c,
-                          desc="1" if query.sort == c and not query.descending else "") for c in frame.columns}
+    sort_links = {
+        c: _url(
+            f"/problem/{problem}/evaluations",
+            **args,
+            sort=c,
+            desc="1" if query.sort == c and not query.descending else "",
+        )
+        for c in frame.columns
+    }
     pages = max(1, -(-total // PAGE_SIZE))
     here = f"/problem/{problem}/evaluations"
     order = {"sort": query.sort, "desc": "1" if query.descending else ""}
-    nav = " ".join(f'<a id="page-{label}" href="{escape(_url(here, **args, **order, page=p))}">{label}</a>'
-                   for label, p in (("previous", page - 1), ("next", page + 1)) if 1 <= p <= pages)
-    options = "".join(f'<option{" selected" if t == query.task else ""}>{escape(t)}</option>'
-                      for t in sorted(set(view.frame["task"])))
+    nav = " ".join(
+        f'<a id="page-{label}" href="{escape(_url(here, **args, **order, page=p))}">{label}</a>'
+        for label, p in (("previous", page - 1), ("next", page + 1))
+        if 1 <= p <= pages
+    )
+    options = "".join(
+        f"<option{' selected' if t == query.task else ''}>{escape(t)}</option>" for t in sorted(set(view.frame["task"]))
+    )
 
     def bound(column: str, end: str, word: str) -> str:
         value = escape(request.args.get(f"{end}.{column}", ""))
         return f'<label>{escape(column)} {word}<input name="{end}.{escape(column)}" size="6" value="{value}"></label>'
 
     ranges = "".join(bound(c, "min", "from") + bound(c, "max", "to") for c in task_columns)
-    statuses = "".join(f'<option{" selected" if s == query.status else ""}>{s}</option>' for s in ("ok", "failed"))
-    form = (f'<form class="filters" id="filters" method="get"><label>task<select name="task"><option value="">any'
-            f"</option>{options}</select></label>{ranges}"
-            f'<label>machine<input name="machine" value="{escape(query.machine)}"></label>'
-            f'<label>software<input name="software" value="{escape(query.software)}"></label>'
-            f'<label>status<select name="status"><option value="">any</option>{statuses}</select></label>'
-            f'<button id="apply">filter</button></form>')
-    body = (f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of '
-            f"{pages}. {nav}</p>{table_html(rows, 'evaluations', sort_links=sort_links)}")
+    statuses = "".join(f"<option{' selected' if s == query.status else ''}>{s}</option>" for s in ("ok", "failed"))
+    form = (
+        f'<form class="filters" id="filters" method="get"><label>task<select name="task"><option value="">any'
+        f"</option>{options}</select></label>{ranges}"
+        f'<label>machine<input name="machine" value="{escape(query.machine)}"></label>'
+        f'<label>software<input name="software" value="{escape(query.software)}"></label>'
+        f'<label>status<select name="status"><option value="">any</option>{statuses}</select></label>'
+        f'<button id="apply">filter</button></form>'
+    )
+    body = (
+        f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of '
+        f"{pages}. {nav}</p>{table_html(rows, 'evaluations', sort_links=sort_links)}"
+    )
     return render(f"{problem}: evaluations", body)
 
 
@@ -232,12 +292,18 @@ poll();
 def _live_fragment(problem: str) -> tuple[int, str]:
     view = _view(problem)
     recent = view.frame.drop(columns=list(DETAIL_COLUMNS)).tail(20).iloc[::-1]
-    return len(view.records), (f'<p id="live-count">{len(view.records)} evaluations</p>'
-                               f"{_best_table(view, problem)}<h2>Latest</h2>{table_html(recent, 'latest')}")
+    return len(view.records), (
+        f'<p id="live-count">{len(view.records)} evaluations</p>'
+        f"{_best_table(view, problem)}<h2>Latest</h2>{table_html(recent, 'latest')}"
+    )
 
 
-def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd: Any = None,
-               service: Any = None, warm: bool = False) -> Flask:
+def create_app(
+    store: HistoryStore | str | os.PathLike[str] | None = None,
+    crowd: Any = None,
+    service: Any = None,
+    warm: bool = False,
+) -> Flask:
     """The dashboard's Flask application over a store or a tuning service, and/or a crowd repository.
 
     Args:
@@ -252,7 +318,7 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
     if store is not None and service is not None:
         raise InvalidInputError("service", "show a store or a tuning service, not both")
     app = Flask("raytuner.dashboard")
-    app.secret_key = secrets.token_bytes(32)          # sign-in cookies last as long as the process
+    app.secret_key = secrets.token_bytes(32)  # sign-in cookies last as long as the process
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     source = StoreViews(store) if store is not None else ServiceViews(service) if service is not None else None
     if source is not None and warm:
@@ -264,7 +330,7 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
         return Response(status=204)
 
     @app.errorhandler(RaytunerError)
-    def refused(exc: RaytunerError) -> tuple[str, int]:      # one line, never a traceback
+    def refused(exc: RaytunerError) -> tuple[str, int]:  # one line, never a traceback
         return render("Not possible", "", error=str(exc), status=400 if isinstance(exc, InvalidInputError) else 503)
 
     @app.errorhandler(404)
@@ -280,12 +346,18 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
     def brackets(problem: str) -> tuple[str, int]:
         view = _view(problem)
         tasks = [t for t in sorted(set(view.frame["task"]))]
-        links = " · ".join(f'<a href="{escape(_url(f"/problem/{problem}/brackets", task=t))}">{escape(t)}</a>'
-                           for t in tasks)
+        links = " · ".join(
+            f'<a href="{escape(_url(f"/problem/{problem}/brackets", task=t))}">{escape(t)}</a>' for t in tasks
+        )
         chosen = request.args.get("task") or (tasks[0] if tasks else "")
-        return render(f"{problem}: brackets", f"<p>{links}</p>" + (
-            f'<img class="chart" id="brackets-plot" alt="brackets" '
-            f'src="{escape(_url(f"/problem/{problem}/plot/brackets.svg", task=chosen))}">'))
+        return render(
+            f"{problem}: brackets",
+            f"<p>{links}</p>"
+            + (
+                f'<img class="chart" id="brackets-plot" alt="brackets" '
+                f'src="{escape(_url(f"/problem/{problem}/plot/brackets.svg", task=chosen))}">'
+            ),
+        )
 
     @app.get("/problem/<problem>/plot/<kind>.svg")
     def plot(problem: str, kind: str) -> Response:
@@ -293,8 +365,7 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
         task = request.args.get("task") or None
         try:
             if kind == "history":
-                figure = plot_history(view, by="cost" if request.args.get("by") == "cost" else "evaluations",
-                                      task=task)
+                figure = plot_history(view, by="cost" if request.args.get("by") == "cost" else "evaluations", task=task)
             elif kind == "parameter":
                 figure = plot_parameter(view, request.args.get("parameter", ""), task=task)
             elif kind == "correlation":
@@ -312,8 +383,10 @@ def create_app(store: HistoryStore | str | os.PathLike[str] | None = None, crowd
     @app.get("/problem/<problem>/live")
     def live(problem: str) -> tuple[str, int]:
         _, fragment = _live_fragment(problem)
-        return render(f"{problem}: live", f'<p class="note">Refreshes as evaluations arrive.</p>'
-                                          f'<div id="live">{fragment}</div>{_LIVE_SCRIPT}')
+        return render(
+            f"{problem}: live",
+            f'<p class="note">Refreshes as evaluations arrive.</p><div id="live">{fragment}</div>{_LIVE_SCRIPT}',
+        )
 
     @app.get("/problem/<problem>/live.json")
     def live_json(problem: str) -> Response:

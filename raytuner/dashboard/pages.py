@@ -78,8 +78,12 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def table_html(frame: pd.DataFrame, table_id: str, sort_links: Mapping[str, str] | None = None,
-               links: Mapping[str, Mapping[str, str]] | None = None) -> str:
+def table_html(
+    frame: pd.DataFrame,
+    table_id: str,
+    sort_links: Mapping[str, str] | None = None,
+    links: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
     """An HTML table of ``frame`` (escaped); headers link to ``sort_links[column]`` where given.
 
     Args:
@@ -88,8 +92,12 @@ def table_html(frame: pd.DataFrame, table_id: str, sort_links: Mapping[str, str]
         sort_links: per column, the URL that sorts by it.
         links: per column, cell text to URL (a cell becomes a link).
     """
-    head = "".join(f'<th><a href="{escape(sort_links[c])}">{escape(c)}</a></th>' if sort_links and c in sort_links
-                   else f"<th>{escape(c)}</th>" for c in frame.columns)
+    head = "".join(
+        f'<th><a href="{escape(sort_links[c])}">{escape(c)}</a></th>'
+        if sort_links and c in sort_links
+        else f"<th>{escape(c)}</th>"
+        for c in frame.columns
+    )
     rows = []
     for values in frame.itertuples(index=False):
         cells = []
@@ -114,6 +122,12 @@ def render(title: str, body: str, error: str | None = None, status: int = 200) -
     """
     state = config()
     user = signed_in_user() if state.get("crowd") is not None else None
-    return render_template_string(LAYOUT, title=title, body=body, error=error, user=user and user.username,
-                                  has_store=state.get("store") is not None,
-                                  has_crowd=state.get("crowd") is not None), status
+    return render_template_string(
+        LAYOUT,
+        title=title,
+        body=body,
+        error=error,
+        user=user and user.username,
+        has_store=state.get("store") is not None,
+        has_crowd=state.get("crowd") is not None,
+    ), status

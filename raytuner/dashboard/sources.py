@@ -79,6 +79,7 @@ class TableQuery:
             args: the URL's arguments.
             task_columns: the table's task-parameter columns.
         """
+
         def number(key: str) -> float | None:
             text = (args.get(key) or "").strip()
             if not text:
@@ -93,9 +94,16 @@ class TableQuery:
         except ValueError:
             raise InvalidInputError("page", f"{str(args.get('page'))[:40]!r} is not a page number") from None
         ranges = tuple((c, number(f"min.{c}"), number(f"max.{c}")) for c in task_columns)
-        return cls(task=args.get("task", ""), status=args.get("status", ""), machine=args.get("machine", ""),
-                   software=args.get("software", ""), ranges=tuple(r for r in ranges if r[1:] != (None, None)),
-                   sort=args.get("sort", ""), descending=args.get("desc") == "1", page=page)
+        return cls(
+            task=args.get("task", ""),
+            status=args.get("status", ""),
+            machine=args.get("machine", ""),
+            software=args.get("software", ""),
+            ranges=tuple(r for r in ranges if r[1:] != (None, None)),
+            sort=args.get("sort", ""),
+            descending=args.get("desc") == "1",
+            page=page,
+        )
 
     def apply(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
         """The rows of this page, how many rows match in all, and the page shown (the last one when past it).
@@ -121,12 +129,17 @@ class TableQuery:
         if self.sort:
             if self.sort not in frame.columns:
                 raise InvalidInputError("sort", f"{self.sort[:40]!r} is not a column", allowed=list(frame.columns))
-            mixed = rows[self.sort].dtype == object            # numbers and text together sort as text
-            rows = rows.sort_values(self.sort, ascending=not self.descending, kind="stable", na_position="last",
-                                    key=(lambda column: column.map(str)) if mixed else None)
-        page = min(self.page, max(1, -(-len(rows) // PAGE_SIZE)))     # past the end: the last page
+            mixed = rows[self.sort].dtype == object  # numbers and text together sort as text
+            rows = rows.sort_values(
+                self.sort,
+                ascending=not self.descending,
+                kind="stable",
+                na_position="last",
+                key=(lambda column: column.map(str)) if mixed else None,
+            )
+        page = min(self.page, max(1, -(-len(rows) // PAGE_SIZE)))  # past the end: the last page
         start = (page - 1) * PAGE_SIZE
-        return rows.iloc[start:start + PAGE_SIZE], len(rows), page
+        return rows.iloc[start : start + PAGE_SIZE], len(rows), page
 
 
 class HistoryViews(ABC):
@@ -163,8 +176,7 @@ class StoreViews(HistoryViews):
     """
 
     def __init__(self, location: HistoryStore | str | os.PathLike[str], refresh: float = 2.0) -> None:
-        if isinstance(location, (str, os.PathLike)) and not is_mongodb_uri(location) \
-                and not Path(location).is_dir():
+        if isinstance(location, (str, os.PathLike)) and not is_mongodb_uri(location) and not Path(location).is_dir():
             raise InvalidInputError("location", f"{location} is neither a store directory nor a mongodb:// URI")
         self.store = open_store(location)
         self.directory = None if isinstance(location, HistoryStore) or is_mongodb_uri(location) else Path(location)
@@ -198,20 +210,20 @@ class StoreViews(HistoryViews):
         """
         signature = self._signature(problem)
         held = self._views.get(problem)
-        if held is not None and held[0] == signature:              # the hot path: a page of a cached problem
+        if held is not None and held[0] == signature:  # the hot path: a page of a cached problem
             return held[1]
         known = self.problems()
         if problem not in known:
             raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store", allowed=known)
         with self._lock:
             lock = self._locks.setdefault(problem, threading.Lock())
-        with lock:                                   # one reader per problem; other problems go on
+        with lock:  # one reader per problem; other problems go on
             held = self._views.get(problem)
-            if held is not None and held[0] == signature:          # another page read it meanwhile
+            if held is not None and held[0] == signature:  # another page read it meanwhile
                 return held[1]
             started = time.perf_counter()
             view = load_history(self.store, problem)
-            view.best()          # the table and the best per task built here, not by the first page
+            view.best()  # the table and the best per task built here, not by the first page
             self._views[problem] = (signature, view)
             log.info("read %s: %d evaluations in %.2f s", problem, len(view.records), time.perf_counter() - started)
             return view
@@ -257,8 +269,9 @@ class ServiceViews(HistoryViews):
             if held is not None and time.monotonic() - held[0] < self.refresh:
                 return held[1]
         if problem not in self.problems():
-            raise InvalidInputError("problem", f"no session of problem {problem[:80]!r} on this service",
-                                    allowed=self.problems())
+            raise InvalidInputError(
+                "problem", f"no session of problem {problem[:80]!r} on this service", allowed=self.problems()
+            )
         records = self.tuner.query_evaluations(problem)
         view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
         view.best()

@@ -9,4 +9,13 @@ from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
 from raytuner.models.options import GPTUNE_LCM, FitReport, LCMOptions
 
-__all__ = ["LCM", "LCMOptions", "GPTUNE_LCM", "FitReport", "FittedLCM", "Hyperparameters", "Standardisation", "TrainingData"]
+__all__ = [
+    "LCM",
+    "LCMOptions",
+    "GPTUNE_LCM",
+    "FitReport",
+    "FittedLCM",
+    "Hyperparameters",
+    "Standardisation",
+    "TrainingData",
+]

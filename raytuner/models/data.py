@@ -38,11 +38,15 @@ class TrainingData:
 
     def __post_init__(self) -> None:
         if not self.X or len(self.X) != len(self.y):
-            raise InvalidInputError("data", f"X and y must list the same, non-zero number of tasks "
-                                            f"(got {len(self.X)} and {len(self.y)})")
-        self.X = [np.asarray(x, dtype=float).reshape(len(y_i), -1) if len(y_i) else
-                  np.asarray(x, dtype=float).reshape(0, np.asarray(self.X[0]).shape[-1])
-                  for x, y_i in zip(self.X, self.y)]
+            raise InvalidInputError(
+                "data", f"X and y must list the same, non-zero number of tasks (got {len(self.X)} and {len(self.y)})"
+            )
+        self.X = [
+            np.asarray(x, dtype=float).reshape(len(y_i), -1)
+            if len(y_i)
+            else np.asarray(x, dtype=float).reshape(0, np.asarray(self.X[0]).shape[-1])
+            for x, y_i in zip(self.X, self.y)
+        ]
         self.y = [np.asarray(v, dtype=float).ravel() for v in self.y]
         dims = {x.shape[1] for x in self.X}
         if len(dims) != 1:
@@ -76,9 +80,13 @@ class TrainingData:
         return TrainingData([x[k] for x, k in zip(self.X, keep)], [v[k] for v, k in zip(self.y, keep)])
 
     @classmethod
-    def from_records(cls, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                     records: Sequence[FunctionEvaluation], objective: str | None = None
-                     ) -> tuple[TrainingData, list[str]]:
+    def from_records(
+        cls,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        records: Sequence[FunctionEvaluation],
+        objective: str | None = None,
+    ) -> tuple[TrainingData, list[str]]:
         """Successful evaluations of ``tasks`` as training data, with the uids used.
 
         Records of other tasks and failed records are skipped.

@@ -82,8 +82,8 @@ class Standardisation:
         values = [cls._g(v, log_transform) for v in data.y]
         pooled = np.concatenate(values)
         if not centre:
-            pooled_rms = float(np.sqrt(np.mean(pooled ** 2))) if len(pooled) else 0.0
-            scales = [float(np.sqrt(np.mean(v ** 2))) if len(v) else pooled_rms for v in values]
+            pooled_rms = float(np.sqrt(np.mean(pooled**2))) if len(pooled) else 0.0
+            scales = [float(np.sqrt(np.mean(v**2))) if len(v) else pooled_rms for v in values]
             return cls(np.zeros(len(values)), np.maximum(np.asarray(scales), 1.0), log_transform)
         pooled_mean = float(pooled.mean())
         pooled_std = float(pooled.std()) if len(pooled) > 1 and pooled.std() > 0 else 1.0
@@ -99,8 +99,11 @@ class Standardisation:
         if not log_transform:
             return np.asarray(y, dtype=float)
         if np.any(np.asarray(y) <= 0):
-            raise InvalidInputError("log_transform", "a log transform needs positive outputs; "
-                                                     f"got a minimum of {float(np.min(y))!r}", allowed=[False])
+            raise InvalidInputError(
+                "log_transform",
+                f"a log transform needs positive outputs; got a minimum of {float(np.min(y))!r}",
+                allowed=[False],
+            )
         return np.log(y)
 
     def forward(self, task: int, y: np.ndarray) -> np.ndarray:
@@ -161,8 +164,16 @@ class Standardisation:
         return np.exp(m + v / 2), np.expm1(v) * np.exp(2 * m + v)
 
 
-def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np.ndarray,
-                     X2: np.ndarray, task2: np.ndarray, *, categorical: Sequence[int] = ()) -> np.ndarray:
+def cross_covariance(
+    hp: Hyperparameters,
+    kernel: str,
+    X1: np.ndarray,
+    task1: np.ndarray,
+    X2: np.ndarray,
+    task2: np.ndarray,
+    *,
+    categorical: Sequence[int] = (),
+) -> np.ndarray:
     """``Σ_q B_q[task1, task2] ∘ k_q(X1, X2)`` (no noise), shape ``(len(X1), len(X2))``.
 
     Args:
@@ -178,7 +189,7 @@ def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np
     sq = squared_distances(X1, X2, categorical)
     out = np.zeros((len(X1), len(X2)))
     value, slope, scratch = np.empty_like(out), np.empty_like(out), np.empty_like(out)
-    one_task = len(task1) > 0 and bool(np.all(task1 == task1[0]))    # a prediction: one row of B_q, broadcast
+    one_task = len(task1) > 0 and bool(np.all(task1 == task1[0]))  # a prediction: one row of B_q, broadcast
     for q in range(B.shape[0]):
         KERNELS[kernel].fill(scaled_distance(sq, hp.lengthscales[q]), value, slope, scratch)
         value *= B[q][task1[0], task2] if one_task else B[q][np.ix_(task1, task2)]
@@ -186,8 +197,9 @@ def cross_covariance(hp: Hyperparameters, kernel: str, X1: np.ndarray, task1: np
     return out
 
 
-def training_covariance(hp: Hyperparameters, kernel: str, X: np.ndarray, task: np.ndarray, *,
-                        categorical: Sequence[int] = ()) -> np.ndarray:
+def training_covariance(
+    hp: Hyperparameters, kernel: str, X: np.ndarray, task: np.ndarray, *, categorical: Sequence[int] = ()
+) -> np.ndarray:
     """``Σ(X, X)`` of samples with their tasks' noise on the diagonal.
 
     Args:
@@ -217,9 +229,19 @@ class FittedLCM:
         posterior: the exact posterior of these samples when it is known already (default ``None``: computed).
     """
 
-    def __init__(self, options: LCMOptions, data: TrainingData, transform: Standardisation,
-                 hyperparameters: Hyperparameters, X: np.ndarray, task: np.ndarray, z: np.ndarray,
-                 report: FitReport, *, posterior: ExactPosterior | None = None) -> None:
+    def __init__(
+        self,
+        options: LCMOptions,
+        data: TrainingData,
+        transform: Standardisation,
+        hyperparameters: Hyperparameters,
+        X: np.ndarray,
+        task: np.ndarray,
+        z: np.ndarray,
+        report: FitReport,
+        *,
+        posterior: ExactPosterior | None = None,
+    ) -> None:
         self.options = options
         self.data = data
         self.transform = transform
@@ -237,11 +259,13 @@ class FittedLCM:
         else:
             u = balanced_subset(task, self.tasks, options.inducing)
             self._inputs = (X[u], task[u])
-            self._posterior = SparsePosterior(cross_covariance(hp, kernel, X[u], task[u], X[u], task[u],
-                                                               categorical=columns),
-                                              cross_covariance(hp, kernel, X[u], task[u], X, task,
-                                                               categorical=columns),
-                                              self._prior[task], hp.noise[task], z)
+            self._posterior = SparsePosterior(
+                cross_covariance(hp, kernel, X[u], task[u], X[u], task[u], categorical=columns),
+                cross_covariance(hp, kernel, X[u], task[u], X, task, categorical=columns),
+                self._prior[task],
+                hp.noise[task],
+                z,
+            )
         self.jitter = self._posterior.jitter
         self.log_likelihood = self._posterior.log_likelihood
 
@@ -251,8 +275,14 @@ class FittedLCM:
         return isinstance(self._posterior, ExactPosterior)
 
     @classmethod
-    def condition(cls, options: LCMOptions, data: TrainingData, transform: Standardisation,
-                  hyperparameters: Hyperparameters, report: FitReport) -> FittedLCM:
+    def condition(
+        cls,
+        options: LCMOptions,
+        data: TrainingData,
+        transform: Standardisation,
+        hyperparameters: Hyperparameters,
+        report: FitReport,
+    ) -> FittedLCM:
         """The model of ``data`` with the given hyperparameters (no fitting).
 
         Args:
@@ -283,8 +313,14 @@ class FittedLCM:
         """
         self._check_task(task)
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        cross = cross_covariance(self.hyperparameters, self.options.kernel, X, np.full(len(X), task),
-                                 *self._inputs, categorical=self.options.categorical_columns)
+        cross = cross_covariance(
+            self.hyperparameters,
+            self.options.kernel,
+            X,
+            np.full(len(X), task),
+            *self._inputs,
+            categorical=self.options.categorical_columns,
+        )
         return self._posterior.predict(cross, np.full(len(X), self._prior[task]))
 
     def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
@@ -304,9 +340,12 @@ class FittedLCM:
         (True, True)
         """
         if not isinstance(self._posterior, ExactPosterior):
-            raise InvalidInputError("exact_limit", f"leave-one-out needs the exact posterior; this model of "
-                                                   f"{len(self.z)} samples is sparse past exact_limit="
-                                                   f"{self.options.exact_limit}")
+            raise InvalidInputError(
+                "exact_limit",
+                f"leave-one-out needs the exact posterior; this model of "
+                f"{len(self.z)} samples is sparse past exact_limit="
+                f"{self.options.exact_limit}",
+            )
         return self._posterior.leave_one_out(self.z)
 
     def predict(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -349,10 +388,20 @@ class FittedLCM:
             hp, kernel, columns = self.hyperparameters, self.options.kernel, self.options.categorical_columns
             posterior = self._posterior.extended(
                 cross_covariance(hp, kernel, X, tasks, self.X, self.task, categorical=columns),
-                training_covariance(hp, kernel, X, tasks, categorical=columns), z_all)
-        return FittedLCM(self.options, self.data, self.transform, self.hyperparameters,
-                         np.vstack([self.X, X]), np.concatenate([self.task, tasks]), z_all, self.report,
-                         posterior=posterior)
+                training_covariance(hp, kernel, X, tasks, categorical=columns),
+                z_all,
+            )
+        return FittedLCM(
+            self.options,
+            self.data,
+            self.transform,
+            self.hyperparameters,
+            np.vstack([self.X, X]),
+            np.concatenate([self.task, tasks]),
+            z_all,
+            self.report,
+            posterior=posterior,
+        )
 
     def correlation(self) -> np.ndarray:
         """The learned inter-task correlation matrix of ``Σ_q B_q``."""
@@ -363,9 +412,16 @@ class FittedLCM:
     def log_likelihood_gradient(self) -> np.ndarray:
         """Gradient of the log-likelihood in :meth:`Hyperparameters.to_vector` coordinates."""
         latent, tasks, _, rank = self.hyperparameters.shape
-        objective = NegativeLogLikelihood(self.X, self.task, self.z, tasks=tasks, latent=latent, rank=rank,
-                                          kernel=self.options.kernel,
-                                          categorical=self.options.categorical_columns)
+        objective = NegativeLogLikelihood(
+            self.X,
+            self.task,
+            self.z,
+            tasks=tasks,
+            latent=latent,
+            rank=rank,
+            kernel=self.options.kernel,
+            categorical=self.options.categorical_columns,
+        )
         return -objective(self.hyperparameters.to_vector())[1]
 
     def to_gpy(self) -> Any:
@@ -375,14 +431,18 @@ class FittedLCM:
         if not self.exact:
             raise InvalidInputError("exact_limit", "GPy's coregionalised regression is exact; this model is sparse")
         if self.options.categorical_columns:
-            raise InvalidInputError("categorical", "GPy's kernels compare every column by position; this model "
-                                                   "compares columns by category (allowed: categorical=[])")
+            raise InvalidInputError(
+                "categorical",
+                "GPy's kernels compare every column by position; this model "
+                "compares columns by category (allowed: categorical=[])",
+            )
 
         latent, tasks, dim, rank = self.hyperparameters.shape
         kernels = []
         for q in range(latent):
-            k = {"rbf": GPy.kern.RBF, "matern32": GPy.kern.Matern32,
-                 "matern52": GPy.kern.Matern52}[self.options.kernel](dim, ARD=True)
+            k = {"rbf": GPy.kern.RBF, "matern32": GPy.kern.Matern32, "matern52": GPy.kern.Matern52}[
+                self.options.kernel
+            ](dim, ARD=True)
             k.lengthscale[:] = self.hyperparameters.lengthscales[q]
             k.variance[:] = 1.0
             k.variance.fix()
@@ -392,7 +452,7 @@ class FittedLCM:
         Y_list = [self.z[self.task == i][:, None] for i in range(tasks)]
         model = GPy.models.GPCoregionalizedRegression(X_list, Y_list, kernel=kernel)
         for q in range(latent):
-            part = (kernel.parameters[q] if latent > 1 else kernel).parameters[1]   # one ICM: no Add
+            part = (kernel.parameters[q] if latent > 1 else kernel).parameters[1]  # one ICM: no Add
             part.W[:] = self.hyperparameters.W[q]
             part.kappa[:] = self.hyperparameters.kappa[q]
         # GPy's exact inference factorises K + (noise + 1e-8)·I; ours K + (noise + jitter)·I. With the
@@ -400,5 +460,5 @@ class FittedLCM:
         # (issue 17): hand GPy the noise that makes the two matrices equal (floored: GPy needs > 0).
         for i, likelihood in enumerate(model.likelihood.likelihoods_list):
             likelihood.variance[:] = max(float(self.hyperparameters.noise[i]) + self.jitter - _GPY_JITTER, 1e-300)
-        model.update_model(True)   # GPy's Add kernel keeps a K(X) cached before W and kappa were set
+        model.update_model(True)  # GPy's Add kernel keeps a K(X) cached before W and kappa were set
         return model

@@ -85,17 +85,21 @@ class Hyperparameters:
         (1, 3, 1, 1)
         """
         index = np.asarray(rows, dtype=int)
-        return Hyperparameters(lengthscales=self.lengthscales.copy(), W=self.W[:, index, :].copy(),
-                               kappa=self.kappa[:, index].copy(), noise=self.noise[index].copy())
+        return Hyperparameters(
+            lengthscales=self.lengthscales.copy(),
+            W=self.W[:, index, :].copy(),
+            kappa=self.kappa[:, index].copy(),
+            noise=self.noise[index].copy(),
+        )
 
     def to_vector(self) -> np.ndarray:
         """The flat vector L-BFGS optimises (logs of the positive parts)."""
-        return np.concatenate([np.log(self.lengthscales).ravel(), self.W.ravel(),
-                               np.log(self.kappa).ravel(), np.log(self.noise).ravel()])
+        return np.concatenate(
+            [np.log(self.lengthscales).ravel(), self.W.ravel(), np.log(self.kappa).ravel(), np.log(self.noise).ravel()]
+        )
 
     @classmethod
-    def from_vector(cls, vector: np.ndarray, latent: int, tasks: int, dimension: int,
-                    rank: int) -> Hyperparameters:
+    def from_vector(cls, vector: np.ndarray, latent: int, tasks: int, dimension: int, rank: int) -> Hyperparameters:
         """Inverse of :meth:`to_vector`.
 
         Args:
@@ -107,17 +111,24 @@ class Hyperparameters:
         """
         sizes = [latent * dimension, latent * tasks * rank, latent * tasks, tasks]
         if len(vector) != sum(sizes):
-            raise InvalidInputError("hyperparameters", f"a vector of length {len(vector)} does not fit "
-                                                       f"{latent} latent functions over {tasks} tasks in "
-                                                       f"{dimension} dimensions with rank {rank}")
+            raise InvalidInputError(
+                "hyperparameters",
+                f"a vector of length {len(vector)} does not fit "
+                f"{latent} latent functions over {tasks} tasks in "
+                f"{dimension} dimensions with rank {rank}",
+            )
         parts = np.split(np.asarray(vector, dtype=float), np.cumsum(sizes)[:-1])
-        return cls(lengthscales=np.exp(parts[0]).reshape(latent, dimension),
-                   W=parts[1].reshape(latent, tasks, rank).copy(),
-                   kappa=np.exp(parts[2]).reshape(latent, tasks), noise=np.exp(parts[3]))
+        return cls(
+            lengthscales=np.exp(parts[0]).reshape(latent, dimension),
+            W=parts[1].reshape(latent, tasks, rank).copy(),
+            kappa=np.exp(parts[2]).reshape(latent, tasks),
+            noise=np.exp(parts[3]),
+        )
 
     @staticmethod
-    def vector_bounds(latent: int, tasks: int, dimension: int, rank: int,
-                      nonnegative: bool = False) -> list[tuple[float, float]]:
+    def vector_bounds(
+        latent: int, tasks: int, dimension: int, rank: int, nonnegative: bool = False
+    ) -> list[tuple[float, float]]:
         """L-BFGS-B bounds matching :meth:`to_vector`.
 
         Args:
@@ -127,16 +138,29 @@ class Hyperparameters:
             rank: the rank of each coregionalisation matrix.
             nonnegative: ``W``'s entries are bounded below at 0 (default: ``BOUNDS["W"]``).
         """
+
         def logs(name: str) -> tuple[float, float]:
             low, high = BOUNDS[name]
             return math.log(low), math.log(high)
+
         weights = (0.0, BOUNDS["W"][1]) if nonnegative else BOUNDS["W"]
-        return ([logs("lengthscales")] * (latent * dimension) + [weights] * (latent * tasks * rank)
-                + [logs("kappa")] * (latent * tasks) + [logs("noise")] * tasks)
+        return (
+            [logs("lengthscales")] * (latent * dimension)
+            + [weights] * (latent * tasks * rank)
+            + [logs("kappa")] * (latent * tasks)
+            + [logs("noise")] * tasks
+        )
 
     @classmethod
-    def initial(cls, latent: int, tasks: int, dimension: int, rank: int,
-                rng: np.random.Generator | None = None, nonnegative: bool = False) -> Hyperparameters:
+    def initial(
+        cls,
+        latent: int,
+        tasks: int,
+        dimension: int,
+        rank: int,
+        rng: np.random.Generator | None = None,
+        nonnegative: bool = False,
+    ) -> Hyperparameters:
         """A default start, or a random one drawn from ``rng``.
 
         The default spreads the latent functions' length scales
@@ -157,14 +181,20 @@ class Hyperparameters:
         """
         if rng is None:
             scales = 0.5 * 0.3 ** np.arange(latent)
-            return cls(lengthscales=np.repeat(scales[:, None], dimension, axis=1),
-                       W=np.full((latent, tasks, rank), 1.0 / math.sqrt(2.0 * latent * rank)),
-                       kappa=np.full((latent, tasks), 0.5 / latent), noise=np.full(tasks, 1e-3))
+            return cls(
+                lengthscales=np.repeat(scales[:, None], dimension, axis=1),
+                W=np.full((latent, tasks, rank), 1.0 / math.sqrt(2.0 * latent * rank)),
+                kappa=np.full((latent, tasks), 0.5 / latent),
+                noise=np.full(tasks, 1e-3),
+            )
         lengthscales = np.exp(rng.uniform(math.log(0.03), math.log(1.0), (latent, dimension)))
         W = rng.normal(0.0, 1.0 / math.sqrt(latent * rank), (latent, tasks, rank))
-        return cls(lengthscales=lengthscales, W=np.abs(W) if nonnegative else W,
-                   kappa=np.exp(rng.uniform(math.log(1e-3), math.log(0.5), (latent, tasks))),
-                   noise=np.exp(rng.uniform(math.log(1e-5), math.log(1e-1), tasks)))
+        return cls(
+            lengthscales=lengthscales,
+            W=np.abs(W) if nonnegative else W,
+            kappa=np.exp(rng.uniform(math.log(1e-3), math.log(0.5), (latent, tasks))),
+            noise=np.exp(rng.uniform(math.log(1e-5), math.log(1e-1), tasks)),
+        )
 
     def clipped(self, nonnegative: bool = False) -> Hyperparameters:
         """The same values pulled inside :data:`BOUNDS` (for warm starts).
@@ -181,9 +211,17 @@ class Hyperparameters:
         W = self.W
         if nonnegative:
             W = np.maximum(W * np.where(W.sum(axis=1, keepdims=True) < 0, -1.0, 1.0), 0.0)
-        return Hyperparameters(*(np.clip(value, *BOUNDS[name]) for name, value in
-                                 (("lengthscales", self.lengthscales), ("W", W), ("kappa", self.kappa),
-                                  ("noise", self.noise))))
+        return Hyperparameters(
+            *(
+                np.clip(value, *BOUNDS[name])
+                for name, value in (
+                    ("lengthscales", self.lengthscales),
+                    ("W", W),
+                    ("kappa", self.kappa),
+                    ("noise", self.noise),
+                )
+            )
+        )
 
     def with_new_task(self) -> Hyperparameters:
         """The same model with one more task, whose weights start at the other tasks' mean.
@@ -194,10 +232,12 @@ class Hyperparameters:
         >>> hp.shape
         (2, 4, 1, 1)
         """
-        return Hyperparameters(lengthscales=self.lengthscales.copy(),
-                               W=np.concatenate([self.W, self.W.mean(axis=1, keepdims=True)], axis=1),
-                               kappa=np.concatenate([self.kappa, self.kappa.mean(axis=1, keepdims=True)], axis=1),
-                               noise=np.append(self.noise, self.noise.mean()))
+        return Hyperparameters(
+            lengthscales=self.lengthscales.copy(),
+            W=np.concatenate([self.W, self.W.mean(axis=1, keepdims=True)], axis=1),
+            kappa=np.concatenate([self.kappa, self.kappa.mean(axis=1, keepdims=True)], axis=1),
+            noise=np.append(self.noise, self.noise.mean()),
+        )
 
     def fixed_except_task(self, task: int) -> np.ndarray:
         """A mask over :meth:`to_vector`: True everywhere but task ``task``'s W row, κ and noise.
@@ -211,13 +251,15 @@ class Hyperparameters:
         >>> int((~Hyperparameters.initial(2, 3, 1, 1).fixed_except_task(2)).sum())   # 2 W + 2 κ + 1 noise
         5
         """
-        parts = Hyperparameters(np.ones_like(self.lengthscales), np.ones_like(self.W), np.ones_like(self.kappa),
-                                np.ones_like(self.noise))
+        parts = Hyperparameters(
+            np.ones_like(self.lengthscales), np.ones_like(self.W), np.ones_like(self.kappa), np.ones_like(self.noise)
+        )
         parts.W[:, task, :] = 0
         parts.kappa[:, task] = 0
         parts.noise[task] = 0
-        return np.concatenate([parts.lengthscales.ravel(), parts.W.ravel(), parts.kappa.ravel(),
-                               parts.noise]).astype(bool)
+        return np.concatenate([parts.lengthscales.ravel(), parts.W.ravel(), parts.kappa.ravel(), parts.noise]).astype(
+            bool
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly nested lists (floats round-trip exactly through JSON)."""
@@ -231,20 +273,26 @@ class Hyperparameters:
             data: what :meth:`to_dict` returned.
         """
         try:
-            values = {name: np.asarray(data[name], dtype=float)
-                      for name in ("lengthscales", "W", "kappa", "noise")}
+            values = {name: np.asarray(data[name], dtype=float) for name in ("lengthscales", "W", "kappa", "noise")}
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidInputError("hyperparameters", f"not an LCM hyperparameter set ({exc})",
-                                    allowed=["lengthscales", "W", "kappa", "noise"]) from exc
+            raise InvalidInputError(
+                "hyperparameters",
+                f"not an LCM hyperparameter set ({exc})",
+                allowed=["lengthscales", "W", "kappa", "noise"],
+            ) from exc
         hp = cls(**values)
         latent, tasks, rank = hp.W.shape if hp.W.ndim == 3 else (0, 0, 0)
-        if (hp.W.ndim != 3 or hp.lengthscales.ndim != 2 or hp.lengthscales.shape[0] != latent
-                or hp.kappa.shape != (latent, tasks) or hp.noise.shape != (tasks,)):
+        if (
+            hp.W.ndim != 3
+            or hp.lengthscales.ndim != 2
+            or hp.lengthscales.shape[0] != latent
+            or hp.kappa.shape != (latent, tasks)
+            or hp.noise.shape != (tasks,)
+        ):
             raise InvalidInputError("hyperparameters", "inconsistent shapes of lengthscales, W, kappa, noise")
         return hp
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hyperparameters):
             return NotImplemented
-        return all(np.array_equal(getattr(self, n), getattr(other, n))
-                   for n in ("lengthscales", "W", "kappa", "noise"))
+        return all(np.array_equal(getattr(self, n), getattr(other, n)) for n in ("lengthscales", "W", "kappa", "noise"))

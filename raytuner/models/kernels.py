@@ -69,32 +69,33 @@ def _rbf(r2: np.ndarray, value: np.ndarray, slope: np.ndarray, scratch: np.ndarr
 
 def _matern32(r2: np.ndarray, value: np.ndarray, slope: np.ndarray, scratch: np.ndarray) -> None:
     np.sqrt(r2, out=scratch)
-    scratch *= _SQRT3                      # r
+    scratch *= _SQRT3  # r
     np.negative(scratch, out=slope)
-    np.exp(slope, out=slope)               # e^-r
+    np.exp(slope, out=slope)  # e^-r
     np.add(scratch, 1.0, out=value)
-    value *= slope                         # (1 + r) e^-r
+    value *= slope  # (1 + r) e^-r
     slope *= -1.5
 
 
 def _matern52(r2: np.ndarray, value: np.ndarray, slope: np.ndarray, scratch: np.ndarray) -> None:
     np.sqrt(r2, out=scratch)
-    scratch *= _SQRT5                      # r
+    scratch *= _SQRT5  # r
     np.negative(scratch, out=slope)
-    np.exp(slope, out=slope)               # e^-r
+    np.exp(slope, out=slope)  # e^-r
     np.multiply(scratch, scratch, out=value)
     value /= 3.0
     value += scratch
     value += 1.0
-    value *= slope                         # (1 + r + r²/3) e^-r
+    value *= slope  # (1 + r + r²/3) e^-r
     scratch += 1.0
     scratch *= slope
     np.multiply(scratch, -5.0 / 6.0, out=slope)
 
 
 #: The kernels by name (the ``kernel`` option of :class:`~raytuner.models.LCMOptions`).
-KERNELS: dict[str, Kernel] = {name: Kernel(name, fn) for name, fn in
-                              (("rbf", _rbf), ("matern32", _matern32), ("matern52", _matern52))}
+KERNELS: dict[str, Kernel] = {
+    name: Kernel(name, fn) for name, fn in (("rbf", _rbf), ("matern32", _matern32), ("matern52", _matern52))
+}
 
 
 def squared_distances(a: np.ndarray, b: np.ndarray, categorical: Sequence[int] = ()) -> np.ndarray:

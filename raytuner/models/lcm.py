@@ -57,9 +57,9 @@ class _Start:
     sample: _Sample
     theta: np.ndarray
     max_iterations: int
-    free: np.ndarray | None = None   # mask of optimised entries (None: all)
-    pid: int = 0                     # the fitting process, which has limited BLAS threads already
-    deadline: float | None = None    # time.time() at which the optimiser stops, keeping its best point
+    free: np.ndarray | None = None  # mask of optimised entries (None: all)
+    pid: int = 0  # the fitting process, which has limited BLAS threads already
+    deadline: float | None = None  # time.time() at which the optimiser stops, keeping its best point
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class _StartResult:
     value: float
     iterations: int
     evaluations: int
-    timed_out: bool = False          # stopped at the deadline (theta is the best point seen)
+    timed_out: bool = False  # stopped at the deadline (theta is the best point seen)
 
 
 class _Deadline(Exception):
@@ -77,7 +77,7 @@ class _Deadline(Exception):
 
 def run_start(start: _Start) -> _StartResult:
     """Optimise one start with L-BFGS-B (single-threaded BLAS: small matrices, parallel starts)."""
-    if start.pid != os.getpid():      # another process (a Ray worker): limit BLAS here
+    if start.pid != os.getpid():  # another process (a Ray worker): limit BLAS here
         with one_blas_thread():
             return _optimise(start)
     return _optimise(start)
@@ -111,9 +111,15 @@ def _optimise(start: _Start) -> _StartResult:
 
     theta = start.theta.copy()
     try:
-        result = minimize(fun, start.theta[free], jac=True, method="L-BFGS-B", callback=step,
-                          bounds=[b for b, f in zip(bounds, free) if f],
-                          options={"maxiter": start.max_iterations})
+        result = minimize(
+            fun,
+            start.theta[free],
+            jac=True,
+            method="L-BFGS-B",
+            callback=step,
+            bounds=[b for b, f in zip(bounds, free) if f],
+            options={"maxiter": start.max_iterations},
+        )
     except _Deadline:
         theta[free] = best[1]
         return _StartResult(theta, best[0], steps[0], objective.evaluations, timed_out=True)
@@ -152,9 +158,15 @@ class LCM:
         """
         return Standardisation.of(data, log_transform=self.options.log_transform, centre=self.options.centre)
 
-    def fit(self, data: TrainingData, *, seed: int | np.random.Generator | None = None,
-            executor: Executor | None = None, warm_start: Hyperparameters | None = None,
-            fixed: np.ndarray | None = None) -> FittedLCM:
+    def fit(
+        self,
+        data: TrainingData,
+        *,
+        seed: int | np.random.Generator | None = None,
+        executor: Executor | None = None,
+        warm_start: Hyperparameters | None = None,
+        fixed: np.ndarray | None = None,
+    ) -> FittedLCM:
         """Fit the hyperparameters to ``data`` and return the conditioned model.
 
         ``warm_start`` (the previous optimum) is always one of the starts.
@@ -192,11 +204,14 @@ class LCM:
         with one_blas_thread():
             sample = _Sample(X[fit], task[fit], z[fit], shape, self.options)
             iterations = self.options.max_iterations if warm is None else self.options.warm_iterations
-            theta = self._run(sample, self._starts(sample, warm, rng, free), iterations, free, executor, report,
-                              deadline)
+            theta = self._run(
+                sample, self._starts(sample, warm, rng, free), iterations, free, executor, report, deadline
+            )
         if theta is None:
-            log.warning("every LCM start failed; using the %s hyperparameters unoptimised",
-                        "warm-start" if warm is not None else "default")
+            log.warning(
+                "every LCM start failed; using the %s hyperparameters unoptimised",
+                "warm-start" if warm is not None else "default",
+            )
             theta = (warm if warm is not None else Hyperparameters.initial(*shape)).to_vector()
         hp = Hyperparameters.from_vector(theta, *shape)
         if len(fit) < len(z):
@@ -205,8 +220,9 @@ class LCM:
         report.seconds = time.perf_counter() - began
         return FittedLCM.condition(self.options, data, transform, hp, report)
 
-    def condition(self, data: TrainingData, hyperparameters: Hyperparameters,
-                  optimised_samples: int | None = None) -> FittedLCM:
+    def condition(
+        self, data: TrainingData, hyperparameters: Hyperparameters, optimised_samples: int | None = None
+    ) -> FittedLCM:
         """The model of ``data`` with given hyperparameters, not optimised (``report.optimised`` is False).
 
         An engine whose data grew little since its last fit conditions on
@@ -226,14 +242,25 @@ class LCM:
         """
         began = time.perf_counter()
         data = data.finite()
-        report = FitReport(optimised=False, optimised_samples=optimised_samples,
-                           approximation=approximation(self.options, sum(data.counts)))
+        report = FitReport(
+            optimised=False,
+            optimised_samples=optimised_samples,
+            approximation=approximation(self.options, sum(data.counts)),
+        )
         fitted = FittedLCM.condition(self.options, data, self.standardisation(data), hyperparameters, report)
         report.seconds = time.perf_counter() - began
         return fitted
 
-    def _run(self, sample: _Sample, thetas: list[np.ndarray], iterations: int, free: np.ndarray | None,
-             executor: Executor | None, report: FitReport, deadline: float) -> np.ndarray | None:
+    def _run(
+        self,
+        sample: _Sample,
+        thetas: list[np.ndarray],
+        iterations: int,
+        free: np.ndarray | None,
+        executor: Executor | None,
+        report: FitReport,
+        deadline: float,
+    ) -> np.ndarray | None:
         """Optimise each start on ``sample`` (in parallel unless inline) until ``deadline``: the best optimum or None.
 
         Every start stops itself at the deadline; the executor waits a
@@ -248,16 +275,17 @@ class LCM:
         report.starts += [_start_entry(r, len(sample.z)) for r in results]
         if any(r is not None and r.timed_out for r in results):
             report.timed_out = True
-            log.warning("the LCM fit reached its %.1f s time limit (LCMOptions.timeout): the best "
-                        "hyperparameters found so far are kept, and results now depend on timing",
-                        self.options.timeout)
+            log.warning(
+                "the LCM fit reached its %.1f s time limit (LCMOptions.timeout): the best "
+                "hyperparameters found so far are kept, and results now depend on timing",
+                self.options.timeout,
+            )
         finite = [r for r in results if r is not None and math.isfinite(r.value) and r.value < 1e20]
         report.iterations += sum(r.iterations for r in finite)
         report.evaluations += sum(r.evaluations for r in finite)
         return min(finite, key=lambda r: r.value).theta if finite else None
 
-    def _compatible(self, warm: Hyperparameters | None, shape: tuple[int, int, int, int]
-                    ) -> Hyperparameters | None:
+    def _compatible(self, warm: Hyperparameters | None, shape: tuple[int, int, int, int]) -> Hyperparameters | None:
         if warm is None:
             return None
         if warm.shape != shape:
@@ -265,17 +293,20 @@ class LCM:
             return None
         return warm.clipped(self.options.nonnegative(shape[1]))
 
-    def _starts(self, sample: _Sample, warm: Hyperparameters | None, rng: np.random.Generator,
-                free: np.ndarray | None) -> list[np.ndarray]:
+    def _starts(
+        self, sample: _Sample, warm: Hyperparameters | None, rng: np.random.Generator, free: np.ndarray | None
+    ) -> list[np.ndarray]:
         """The warm (or default) start, then the best screened random starts."""
         first = warm if warm is not None else Hyperparameters.initial(*sample.shape)
         starts = [first.to_vector()]
         wanted = (self.options.n_starts if warm is None else self.options.warm_starts) - 1
         if wanted <= 0:
             return starts
-        candidates = [Hyperparameters.initial(*sample.shape, rng=rng, nonnegative=sample.nonnegative).to_vector()
-                      for _ in range(wanted * self.options.screen)]
-        if free is not None:   # only the free entries are drawn at random
+        candidates = [
+            Hyperparameters.initial(*sample.shape, rng=rng, nonnegative=sample.nonnegative).to_vector()
+            for _ in range(wanted * self.options.screen)
+        ]
+        if free is not None:  # only the free entries are drawn at random
             candidates = [np.where(free, c, starts[0]) for c in candidates]
         objective = sample.objective()
         scores = [objective(c)[0] for c in candidates]
@@ -290,7 +321,7 @@ class _Sample:
     X: np.ndarray
     task: np.ndarray
     z: np.ndarray
-    shape: tuple[int, int, int, int]     # latent, tasks, dimension, rank
+    shape: tuple[int, int, int, int]  # latent, tasks, dimension, rank
     options: LCMOptions
 
     @property
@@ -302,9 +333,18 @@ class _Sample:
         latent, tasks, dimension, rank = self.shape
         # samples per task over every task of the model, those still without samples too (the variant measured)
         prior = self.options.lengthscale_prior_for(len(self.z) / tasks, dimension)
-        return NegativeLogLikelihood(self.X, self.task, self.z, tasks=tasks, latent=latent, rank=rank,
-                                     kernel=self.options.kernel, lengthscale_prior=prior,
-                                     noise_prior=self.options.noise_prior, categorical=self.options.categorical_columns)
+        return NegativeLogLikelihood(
+            self.X,
+            self.task,
+            self.z,
+            tasks=tasks,
+            latent=latent,
+            rank=rank,
+            kernel=self.options.kernel,
+            lengthscale_prior=prior,
+            noise_prior=self.options.noise_prior,
+            categorical=self.options.categorical_columns,
+        )
 
 
 def _limit(task: np.ndarray, tasks: int, limit: int | None) -> np.ndarray:
@@ -312,9 +352,16 @@ def _limit(task: np.ndarray, tasks: int, limit: int | None) -> np.ndarray:
     return np.arange(len(task)) if limit is None else balanced_subset(task, tasks, limit)
 
 
-def held_out_accuracy(options: LCMOptions, hp: Hyperparameters, X: np.ndarray, task: np.ndarray, z: np.ndarray,
-                      fit: np.ndarray, rng: np.random.Generator, most: int = 500
-                      ) -> tuple[dict[str, Any], np.ndarray]:
+def held_out_accuracy(
+    options: LCMOptions,
+    hp: Hyperparameters,
+    X: np.ndarray,
+    task: np.ndarray,
+    z: np.ndarray,
+    fit: np.ndarray,
+    rng: np.random.Generator,
+    most: int = 500,
+) -> tuple[dict[str, Any], np.ndarray]:
     """What a fit on the samples ``fit`` says about the others, and the noise that calibrates it.
 
     The exact posterior of the fit's samples predicts at most ``most`` of the
@@ -342,12 +389,12 @@ def held_out_accuracy(options: LCMOptions, hp: Hyperparameters, X: np.ndarray, t
     if len(rest) > most:
         rest = np.sort(rng.choice(rest, size=most, replace=False))
     columns = options.categorical_columns
-    posterior = ExactPosterior(training_covariance(hp, options.kernel, X[fit], task[fit], categorical=columns),
-                               z[fit])
+    posterior = ExactPosterior(training_covariance(hp, options.kernel, X[fit], task[fit], categorical=columns), z[fit])
     prior = hp.prior_variances()
-    mean, variance = posterior.predict(cross_covariance(hp, options.kernel, X[rest], task[rest], X[fit], task[fit],
-                                                        categorical=columns),
-                                       prior[task[rest]])
+    mean, variance = posterior.predict(
+        cross_covariance(hp, options.kernel, X[rest], task[rest], X[fit], task[fit], categorical=columns),
+        prior[task[rest]],
+    )
     squared = (z[rest] - mean) ** 2
     noise = hp.noise.copy()
     for i in np.unique(task[rest]):
@@ -357,8 +404,13 @@ def held_out_accuracy(options: LCMOptions, hp: Hyperparameters, X: np.ndarray, t
             noise[i] = min(noise[i] + max(excess, 0.0), BOUNDS["noise"][1])
     variance = variance + noise[task[rest]]
     density = -0.5 * (np.log(2 * np.pi * variance) + squared / variance)
-    return {**(summary or {}), "held_out": int(len(rest)), "held_out_rmse": float(np.sqrt(np.mean(squared))),
-            "held_out_log_density": float(np.mean(density)), "noise_calibrated": noise.tolist()}, noise
+    return {
+        **(summary or {}),
+        "held_out": int(len(rest)),
+        "held_out_rmse": float(np.sqrt(np.mean(squared))),
+        "held_out_log_density": float(np.mean(density)),
+        "noise_calibrated": noise.tolist(),
+    }, noise
 
 
 def approximation(options: LCMOptions, samples: int) -> dict[str, Any] | None:
@@ -377,6 +429,9 @@ def approximation(options: LCMOptions, samples: int) -> dict[str, Any] | None:
     sparse = options.sparse(samples)
     if not (subset or sparse):
         return None
-    return {"method": "fitc" if sparse else "subset", "samples": samples,
-            "fit_samples": min(samples, options.fit_limit or samples),
-            "inducing": options.inducing if sparse else None}
+    return {
+        "method": "fitc" if sparse else "subset",
+        "samples": samples,
+        "fit_samples": min(samples, options.fit_limit or samples),
+        "inducing": options.inducing if sparse else None,
+    }

@@ -100,9 +100,20 @@ class NegativeLogLikelihood:
         categorical: the columns compared by category (:func:`~raytuner.models.kernels.squared_distances`).
     """
 
-    def __init__(self, X: np.ndarray, task: np.ndarray, y: np.ndarray, *, tasks: int, latent: int,
-                 rank: int, kernel: str, lengthscale_prior: tuple[float, float] | None = None,
-                 noise_prior: tuple[float, float] | None = None, categorical: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        X: np.ndarray,
+        task: np.ndarray,
+        y: np.ndarray,
+        *,
+        tasks: int,
+        latent: int,
+        rank: int,
+        kernel: str,
+        lengthscale_prior: tuple[float, float] | None = None,
+        noise_prior: tuple[float, float] | None = None,
+        categorical: Sequence[int] = (),
+    ) -> None:
         self.lengthscale_prior, self.noise_prior = lengthscale_prior, noise_prior
         self.X = np.asarray(X, dtype=float)
         self.task = np.asarray(task, dtype=int)
@@ -114,12 +125,12 @@ class NegativeLogLikelihood:
         self.evaluations = 0
         # The lower triangle (diagonal included), packed row by row: entry p is (rows[p], columns[p]).
         rows, columns = np.tril_indices(n)
-        self._flat = rows * n + columns                                  # its positions in an n × n array
+        self._flat = rows * n + columns  # its positions in an n × n array
         self._sq = squared_distances(self.X, self.X, categorical)[:, rows, columns]
-        self._pair = self.task[rows] * tasks + self.task[columns]        # (task, task) block of each entry
+        self._pair = self.task[rows] * tasks + self.task[columns]  # (task, task) block of each entry
         self._diagonal = np.flatnonzero(rows == columns)
         self._rows, self._columns = rows, columns
-        self._weight = np.where(rows == columns, 1.0, 2.0)               # lower-triangle sums as full ones
+        self._weight = np.where(rows == columns, 1.0, 2.0)  # lower-triangle sums as full ones
         size = len(rows)
         self._values = np.empty((latent, size))
         self._slopes = np.empty((latent, size))
@@ -184,9 +195,10 @@ class NegativeLogLikelihood:
         if L is None or not np.all(np.isfinite(L.diagonal())):
             return _FAILED, np.zeros_like(theta)
         alpha = cho_solve((L, True), self.y, check_finite=False)
-        value = (0.5 * float(self.y @ alpha) + float(np.log(L.diagonal()).sum())
-                 + 0.5 * len(self.y) * math.log(2 * math.pi))
-        inverse, info = dpotri(L, lower=1, overwrite_c=1)   # lower triangle of Σ⁻¹
+        value = (
+            0.5 * float(self.y @ alpha) + float(np.log(L.diagonal()).sum()) + 0.5 * len(self.y) * math.log(2 * math.pi)
+        )
+        inverse, info = dpotri(L, lower=1, overwrite_c=1)  # lower triangle of Σ⁻¹
         if info != 0 or not np.isfinite(value):
             return _FAILED, np.zeros_like(theta)
         A = self._A
@@ -197,15 +209,15 @@ class NegativeLogLikelihood:
         gradient = self._gradient(hp, A)
         if self.lengthscale_prior is not None:
             mean, sd = self.lengthscale_prior
-            offset = (theta[:self.latent * self.dimension] - mean) / sd
+            offset = (theta[: self.latent * self.dimension] - mean) / sd
             value += 0.5 * float(offset @ offset)
-            gradient[:self.latent * self.dimension] += offset / sd
-        if self.noise_prior is not None:   # −log Gamma(σ²; a, b) = −(a − 1) log σ² + b σ², θ = log σ²
+            gradient[: self.latent * self.dimension] += offset / sd
+        if self.noise_prior is not None:  # −log Gamma(σ²; a, b) = −(a − 1) log σ² + b σ², θ = log σ²
             shape, rate = self.noise_prior
-            log_noise = theta[-self.tasks:]
+            log_noise = theta[-self.tasks :]
             noise = np.exp(log_noise)
             value += float(rate * noise.sum() - (shape - 1.0) * log_noise.sum())
-            gradient[-self.tasks:] += rate * noise - (shape - 1.0)
+            gradient[-self.tasks :] += rate * noise - (shape - 1.0)
         return value, gradient
 
     def _gradient(self, hp: Hyperparameters, A: np.ndarray) -> np.ndarray:
@@ -218,7 +230,7 @@ class NegativeLogLikelihood:
         for q in range(self.latent):
             np.multiply(A, self._values[q], out=work)
             half = np.bincount(self._pair, weights=work, minlength=blocks).reshape(self.tasks, self.tasks)
-            S = half + half.T            # twice the task-block sums Tᵀ((ααᵀ − Σ⁻¹) ∘ K_q)T
+            S = half + half.T  # twice the task-block sums Tᵀ((ααᵀ − Σ⁻¹) ∘ K_q)T
             g_W[q] = -0.5 * S @ hp.W[q]
             g_kappa[q] = -0.25 * np.diag(S) * hp.kappa[q]
             np.multiply(A, self._expanded[q], out=work)

@@ -24,8 +24,17 @@ from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
 from raytuner.space import Space
 
-__all__ = ["FitReport", "KernelName", "LCMOptions", "TASK_WEIGHTS", "TaskWeights", "NOISE_PRIOR", "SPACING_PRIOR_SD",
-           "GPTUNE_LCM", "UNSTORED_OPTIONS"]
+__all__ = [
+    "FitReport",
+    "KernelName",
+    "LCMOptions",
+    "TASK_WEIGHTS",
+    "TaskWeights",
+    "NOISE_PRIOR",
+    "SPACING_PRIOR_SD",
+    "GPTUNE_LCM",
+    "UNSTORED_OPTIONS",
+]
 
 KernelName = Literal["rbf", "matern32", "matern52"]
 TaskWeights = Literal["signed", "nonnegative"]
@@ -38,15 +47,33 @@ SPACING_PRIOR_SD = 1.0
 NOISE_PRIOR = (1.1, 30.0)
 #: The options that make GPTune's model of :class:`LCMOptions`' defaults: RBF, maximum likelihood
 #: (``LCMOptions(**GPTUNE_LCM)``; what GPy fits, and what GPTune's ``Model_LCM`` reads).
-GPTUNE_LCM: dict[str, Any] = {"kernel": "rbf", "lengthscale_prior": None, "noise_prior": None,
-                              "task_weights": "signed", "centre": False, "categorical": ()}
+GPTUNE_LCM: dict[str, Any] = {
+    "kernel": "rbf",
+    "lengthscale_prior": None,
+    "noise_prior": None,
+    "task_weights": "signed",
+    "centre": False,
+    "categorical": (),
+}
 #: The options of a model stored before its options named them: it was fitted without the priors, with
 #: signed task weights.
 UNSTORED_OPTIONS: dict[str, Any] = {"lengthscale_prior": None, "noise_prior": None, "task_weights": "signed"}
 #: The fields :meth:`LCMOptions.to_dict` has written since engine specs store options (b8cd8f4): an engine
 #: spec's options dict with all of them was stored by one.
-_ALWAYS_STORED = frozenset({"latent", "rank", "kernel", "n_starts", "warm_starts", "max_iterations",
-                            "warm_iterations", "screen", "log_transform", "timeout"})
+_ALWAYS_STORED = frozenset(
+    {
+        "latent",
+        "rank",
+        "kernel",
+        "n_starts",
+        "warm_starts",
+        "max_iterations",
+        "warm_iterations",
+        "screen",
+        "log_transform",
+        "timeout",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -151,15 +178,21 @@ class LCMOptions:
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
             raise InvalidInputError("kernel", f"unknown kernel {self.kernel!r}", allowed=sorted(KERNELS))
-        for name, low in (("rank", 1), ("n_starts", 1), ("warm_starts", 1), ("max_iterations", 1),
-                          ("warm_iterations", 1),
-                          ("screen", 1)):
+        for name, low in (
+            ("rank", 1),
+            ("n_starts", 1),
+            ("warm_starts", 1),
+            ("max_iterations", 1),
+            ("warm_iterations", 1),
+            ("screen", 1),
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
                 raise InvalidInputError(name, f"must be an integer >= {low}, got {value!r}")
         if self.task_weights is not None and self.task_weights not in TASK_WEIGHTS:
-            raise InvalidInputError("task_weights", f"unknown task weights {self.task_weights!r}",
-                                    allowed=list(TASK_WEIGHTS))
+            raise InvalidInputError(
+                "task_weights", f"unknown task weights {self.task_weights!r}", allowed=list(TASK_WEIGHTS)
+            )
         if not isinstance(self.centre, bool):
             raise InvalidInputError("centre", f"must be true or false, got {self.centre!r}", allowed=[True, False])
         if self.latent is not None and (not isinstance(self.latent, int) or self.latent < 1):
@@ -173,16 +206,24 @@ class LCMOptions:
         if not (isinstance(self.refit_growth, (int, float)) and 0 <= self.refit_growth <= 10):
             raise InvalidInputError("refit_growth", f"must be a number in [0, 10], got {self.refit_growth!r}")
         if not (isinstance(self.lengthscale_prior, str) and self.lengthscale_prior == "spacing"):
-            object.__setattr__(self, "lengthscale_prior", _pair("lengthscale_prior", self.lengthscale_prior,
-                                                                "(mean, sd) with sd > 0, 'spacing'", (False, True)))
-        object.__setattr__(self, "noise_prior", _pair("noise_prior", self.noise_prior,
-                                                      "(shape, rate) with shape > 0 and rate > 0", (True, True)))
+            object.__setattr__(
+                self,
+                "lengthscale_prior",
+                _pair("lengthscale_prior", self.lengthscale_prior, "(mean, sd) with sd > 0, 'spacing'", (False, True)),
+            )
+        object.__setattr__(
+            self,
+            "noise_prior",
+            _pair("noise_prior", self.noise_prior, "(shape, rate) with shape > 0 and rate > 0", (True, True)),
+        )
         if self.categorical is not None:
             columns = self.categorical
-            if (not isinstance(columns, (tuple, list))
-                    or not all(isinstance(c, Integral) and not isinstance(c, bool) and c >= 0 for c in columns)):
-                raise InvalidInputError("categorical", f"must be a list of column indices >= 0 or None, "
-                                                       f"got {columns!r}")
+            if not isinstance(columns, (tuple, list)) or not all(
+                isinstance(c, Integral) and not isinstance(c, bool) and c >= 0 for c in columns
+            ):
+                raise InvalidInputError(
+                    "categorical", f"must be a list of column indices >= 0 or None, got {columns!r}"
+                )
             object.__setattr__(self, "categorical", tuple(sorted({int(c) for c in columns})))
 
     def weighted(self, task_weights: TaskWeights | None) -> LCMOptions:
@@ -240,8 +281,9 @@ class LCMOptions:
             return replace(self, categorical=tuple(i for i in named if not space.parameters[i].ordered))
         wrong = [c for c in self.categorical if c not in named]
         if wrong:
-            raise InvalidInputError("categorical", f"columns {wrong} are not categorical parameters of the space",
-                                    allowed=list(named))
+            raise InvalidInputError(
+                "categorical", f"columns {wrong} are not categorical parameters of the space", allowed=list(named)
+            )
         return self
 
     def lengthscale_prior_for(self, samples_per_task: float, dimension: int) -> tuple[float, float] | None:
@@ -311,23 +353,38 @@ class LCMOptions:
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a JSON-friendly dict (a surrogate record's ``modeling_options``)."""
-        return {"latent": self.latent, "rank": self.rank, "kernel": self.kernel, "n_starts": self.n_starts,
-                "warm_starts": self.warm_starts,
-                "max_iterations": self.max_iterations,
-                "warm_iterations": self.warm_iterations, "screen": self.screen,
-                "log_transform": self.log_transform, "timeout": self.timeout, "fit_limit": self.fit_limit, "exact_limit": self.exact_limit, "refit_growth": self.refit_growth,
-                "lengthscale_prior": _listed(self.lengthscale_prior), "noise_prior": _listed(self.noise_prior),
-                "categorical": None if self.categorical is None else list(self.categorical),
-                "task_weights": self.task_weights, "centre": self.centre}
+        return {
+            "latent": self.latent,
+            "rank": self.rank,
+            "kernel": self.kernel,
+            "n_starts": self.n_starts,
+            "warm_starts": self.warm_starts,
+            "max_iterations": self.max_iterations,
+            "warm_iterations": self.warm_iterations,
+            "screen": self.screen,
+            "log_transform": self.log_transform,
+            "timeout": self.timeout,
+            "fit_limit": self.fit_limit,
+            "exact_limit": self.exact_limit,
+            "refit_growth": self.refit_growth,
+            "lengthscale_prior": _listed(self.lengthscale_prior),
+            "noise_prior": _listed(self.noise_prior),
+            "categorical": None if self.categorical is None else list(self.categorical),
+            "task_weights": self.task_weights,
+            "centre": self.centre,
+        }
 
 
 def _pair(name: str, value: Any, allowed: str, positive: tuple[bool, bool]) -> tuple[float, float] | None:
     """``value`` as a pair of finite floats, positive where ``positive`` says, or ``None``; else an error."""
     if value is None:
         return None
-    if (not isinstance(value, (tuple, list)) or len(value) != 2
-            or not all(isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in value)
-            or any(must and not v > 0 for v, must in zip(value, positive))):
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+        or any(must and not v > 0 for v, must in zip(value, positive))
+    ):
         raise InvalidInputError(name, f"must be {allowed} or None, got {value!r}")
     return float(value[0]), float(value[1])
 

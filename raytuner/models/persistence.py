@@ -41,8 +41,14 @@ from raytuner.models.options import UNSTORED_OPTIONS, FitReport, LCMOptions
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
 
-__all__ = ["GPTUNE_MODELER", "gptune_space", "gptune_hyperparameters", "surrogate_record", "own_model",
-           "load_surrogate"]
+__all__ = [
+    "GPTUNE_MODELER",
+    "gptune_space",
+    "gptune_hyperparameters",
+    "surrogate_record",
+    "own_model",
+    "load_surrogate",
+]
 
 
 #: What GPTune calls an LCM surrogate (its ``Model_LCM``, whose flat hyperparameter list ours follows).
@@ -64,21 +70,43 @@ def gptune_space(space: Space) -> list[dict[str, Any]]:
     out = []
     for p in space:
         if p.type == "categorical":
-            out.append({"name": p.name, "transformer": parameter_transformer(p.type), "type": "categorical",
-                        "categories": list(p.categories)})
+            out.append(
+                {
+                    "name": p.name,
+                    "transformer": parameter_transformer(p.type),
+                    "type": "categorical",
+                    "categories": list(p.categories),
+                }
+            )
             continue
         integer = p.type == "integer"
         low, high = p.lower_bound, p.upper_bound
-        out.append({"name": p.name, "transformer": parameter_transformer(p.type), "type": "int" if integer else "real",
-                    "lower_bound": int(low) if integer else float(low),
-                    "upper_bound": int(high) if integer else float(high), "optimize": True})
+        out.append(
+            {
+                "name": p.name,
+                "transformer": parameter_transformer(p.type),
+                "type": "int" if integer else "real",
+                "lower_bound": int(low) if integer else float(low),
+                "upper_bound": int(high) if integer else float(high),
+                "optimize": True,
+            }
+        )
     return out
 
 
 def _gptune_outputs(problem: ProblemSpace) -> list[dict[str, Any]]:
     """The output entries as GPTune's example drivers declare outputs: no ``transform=``, so ``identity``."""
-    return [{"name": o.name, "transformer": OUTPUT_TRANSFORMER, "type": "real", "lower_bound": float(o.lower_bound),
-             "upper_bound": float(o.upper_bound), "optimize": o.optimize} for o in problem.output_space]
+    return [
+        {
+            "name": o.name,
+            "transformer": OUTPUT_TRANSFORMER,
+            "type": "real",
+            "lower_bound": float(o.lower_bound),
+            "upper_bound": float(o.upper_bound),
+            "optimize": o.optimize,
+        }
+        for o in problem.output_space
+    ]
 
 
 def _gptune_lengths(space: Space, compared: Sequence[int]) -> np.ndarray | None:
@@ -144,21 +172,41 @@ def gptune_hyperparameters(fitted: FittedLCM, space: Space) -> list[float] | Non
     hp, options, transform = fitted.hyperparameters, fitted.options, fitted.transform
     latent, tasks, _, rank = hp.shape
     lengths = _gptune_lengths(space, options.categorical_columns)
-    if (rank != 1 or options.kernel != "rbf" or options.centre or transform.log_transform or not fitted.exact
-            or lengths is None or hp.lengthscales.shape[1] != len(lengths)):
+    if (
+        rank != 1
+        or options.kernel != "rbf"
+        or options.centre
+        or transform.log_transform
+        or not fitted.exact
+        or lengths is None
+        or hp.lengthscales.shape[1] != len(lengths)
+    ):
         return None
     scale = np.asarray(transform.stds, dtype=float)
-    variance = scale ** 2
-    return [float(v) for v in np.concatenate([(hp.lengthscales * lengths).ravel(), np.ones(latent),
-                                              (hp.kappa * variance).ravel(),
-                                              np.maximum((hp.noise + fitted.jitter) * variance - GPY_JITTER,
-                                                         1e-300).ravel(),
-                                              (hp.W[:, :, 0] * scale).ravel()])]
+    variance = scale**2
+    return [
+        float(v)
+        for v in np.concatenate(
+            [
+                (hp.lengthscales * lengths).ravel(),
+                np.ones(latent),
+                (hp.kappa * variance).ravel(),
+                np.maximum((hp.noise + fitted.jitter) * variance - GPY_JITTER, 1e-300).ravel(),
+                (hp.W[:, :, 0] * scale).ravel(),
+            ]
+        )
+    ]
 
 
-def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                     uids: Sequence[str], modeler: str, objective: str | None = None,
-                     sampler: Mapping[str, Any] | None = None) -> SurrogateModelRecord:
+def surrogate_record(
+    fitted: FittedLCM,
+    problem: ProblemSpace,
+    tasks: Sequence[Mapping[str, Any]],
+    uids: Sequence[str],
+    modeler: str,
+    objective: str | None = None,
+    sampler: Mapping[str, Any] | None = None,
+) -> SurrogateModelRecord:
     """The ``surrogate_model`` record of ``fitted``, trained on the evaluations ``uids``.
 
     GPTune's fields are spelled as GPTune writes and reads them (its spaces,
@@ -183,36 +231,55 @@ def surrogate_record(fitted: FittedLCM, problem: ProblemSpace, tasks: Sequence[M
             ``sampler`` (default: none, the engine's only one).
     """
     spaces = problem.model_dump()
-    spaces["output_space"] = [{k: v for k, v in o.items() if not (isinstance(v, float) and not math.isfinite(v))}
-                              for o in spaces["output_space"]]   # JSON has no infinity
+    spaces["output_space"] = [
+        {k: v for k, v in o.items() if not (isinstance(v, float) and not math.isfinite(v))}
+        for o in spaces["output_space"]
+    ]  # JSON has no infinity
     name = problem.objective(objective).name
     objective_id = problem.objectives.index(name)
     flat = gptune_hyperparameters(fitted, problem.parameter_space)
     log_likelihood = float(fitted.log_likelihood)
-    gradients = (fitted.log_likelihood_gradient().tolist()
-                 if fitted.report.optimised and fitted.report.approximation is None else None)
+    gradients = (
+        fitted.log_likelihood_gradient().tolist()
+        if fitted.report.optimised and fitted.report.approximation is None
+        else None
+    )
     return SurrogateModelRecord(
         hyperparameters=flat if flat is not None else fitted.hyperparameters.to_vector().tolist(),
         modeling_options=fitted.options.to_dict(),
-        model_stats={"log_likelihood": log_likelihood, "neg_log_likelihood": -log_likelihood,
-                     "gradients": gradients, "iterations": fitted.report.iterations},
+        model_stats={
+            "log_likelihood": log_likelihood,
+            "neg_log_likelihood": -log_likelihood,
+            "gradients": gradients,
+            "iterations": fitted.report.iterations,
+        },
         task_parameters=[[t[n] for n in problem.input_space.names] for t in tasks],
         function_evaluations=list(uids),
-        input_space=gptune_space(problem.input_space), parameter_space=gptune_space(problem.parameter_space),
+        input_space=gptune_space(problem.input_space),
+        parameter_space=gptune_space(problem.parameter_space),
         output_space=_gptune_outputs(problem),
         modeler=GPTUNE_MODELER if flat is not None else "raytuner_LCM",
         objective={**_gptune_outputs(problem)[objective_id], "objective_id": objective_id},
-        objective_id=objective_id, log_likelihood=log_likelihood,
-        raytuner={"modeler": modeler, "hyperparameters": fitted.hyperparameters.to_dict(), "spaces": spaces,
-                  "objective": name,
-                  "fit": {"approximation": fitted.report.approximation,
-                          "optimised_samples": fitted.report.optimised_samples,
-                          "likelihood_evaluations": fitted.report.evaluations, "starts": fitted.report.starts,
-                          "fit_seconds": fitted.report.seconds, "timed_out": fitted.report.timed_out,
-                          "executor": fitted.report.executor,
-                          "jitter": fitted.jitter,
-                          "samples": fitted.data.counts},
-                  **({"sampler": dict(sampler)} if sampler is not None else {})},
+        objective_id=objective_id,
+        log_likelihood=log_likelihood,
+        raytuner={
+            "modeler": modeler,
+            "hyperparameters": fitted.hyperparameters.to_dict(),
+            "spaces": spaces,
+            "objective": name,
+            "fit": {
+                "approximation": fitted.report.approximation,
+                "optimised_samples": fitted.report.optimised_samples,
+                "likelihood_evaluations": fitted.report.evaluations,
+                "starts": fitted.report.starts,
+                "fit_seconds": fitted.report.seconds,
+                "timed_out": fitted.report.timed_out,
+                "executor": fitted.report.executor,
+                "jitter": fitted.jitter,
+                "samples": fitted.data.counts,
+            },
+            **({"sampler": dict(sampler)} if sampler is not None else {}),
+        },
     )
 
 
@@ -230,10 +297,17 @@ def own_model(record: SurrogateModelRecord) -> dict[str, Any] | None:
         return dict(own)
     if isinstance(record.hyperparameters, Mapping) and record.modeler.startswith("raytuner"):
         stats = record.model_stats
-        return {"modeler": record.modeler, "hyperparameters": dict(record.hyperparameters),
-                "spaces": {"input_space": record.input_space, "parameter_space": record.parameter_space,
-                           "output_space": record.output_space},
-                "objective": (record.objective or {}).get("name"), "fit": dict(stats)}
+        return {
+            "modeler": record.modeler,
+            "hyperparameters": dict(record.hyperparameters),
+            "spaces": {
+                "input_space": record.input_space,
+                "parameter_space": record.parameter_space,
+                "output_space": record.output_space,
+            },
+            "objective": (record.objective or {}).get("name"),
+            "fit": dict(stats),
+        }
     return None
 
 
@@ -257,8 +331,10 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     wanted = set(record.function_evaluations)
     used = [e for e in evaluations if e.uid in wanted]
     if len(used) != len(wanted):
-        raise InvalidInputError("function_evaluations", f"{len(wanted) - len(used)} of the model's "
-                                                        f"{len(wanted)} evaluations are not in the store")
+        raise InvalidInputError(
+            "function_evaluations",
+            f"{len(wanted) - len(used)} of the model's {len(wanted)} evaluations are not in the store",
+        )
     tasks = [dict(zip(problem.input_space.names, values)) for values in record.task_parameters]
     by_uid = {e.uid: e for e in used}
     ordered = [by_uid[u] for u in record.function_evaluations]
@@ -267,8 +343,11 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
         raise InvalidInputError("task_parameters", "the record's tasks do not match its hyperparameters")
     fit = own.get("fit") or {}
     optimised = fit.get("optimised_samples")
-    report = FitReport(seconds=float(fit.get("fit_seconds", 0.0)),
-                       iterations=int(record.model_stats.get("iterations", fit.get("iterations", 0)) or 0),
-                       optimised_samples=optimised if isinstance(optimised, int) else None,
-                       timed_out=bool(fit.get("timed_out", False)), executor=fit.get("executor"))
+    report = FitReport(
+        seconds=float(fit.get("fit_seconds", 0.0)),
+        iterations=int(record.model_stats.get("iterations", fit.get("iterations", 0)) or 0),
+        optimised_samples=optimised if isinstance(optimised, int) else None,
+        timed_out=bool(fit.get("timed_out", False)),
+        executor=fit.get("executor"),
+    )
     return FittedLCM.condition(options, data, LCM(options).standardisation(data), hp, report)

@@ -106,8 +106,9 @@ class ExactPosterior:
     def _keep(self, L: np.ndarray, L_inverse: np.ndarray, jitter: float, z: np.ndarray) -> None:
         self.L, self.L_inverse, self.jitter = L, L_inverse, jitter
         self.alpha = cho_solve((L, True), z, check_finite=False)
-        self.log_likelihood = float(-0.5 * z @ self.alpha - np.log(np.diag(L)).sum()
-                                    - 0.5 * len(z) * math.log(2 * math.pi))
+        self.log_likelihood = float(
+            -0.5 * z @ self.alpha - np.log(np.diag(L)).sum() - 0.5 * len(z) * math.log(2 * math.pi)
+        )
 
     def extended(self, cross: np.ndarray, block: np.ndarray, z: np.ndarray) -> ExactPosterior | None:
         """The posterior with ``k`` more training samples, from this factorisation in ``O(n² k)``, or ``None``.
@@ -158,7 +159,7 @@ class ExactPosterior:
             prior: ``(m,)`` prior variance of each test point.
         """
         mean = cross @ self.alpha
-        whitened = cross @ self.L_inverse.T                      # rows L⁻¹ k*: a sum of squares, not K⁻¹
+        whitened = cross @ self.L_inverse.T  # rows L⁻¹ k*: a sum of squares, not K⁻¹
         variance = prior - np.einsum("ij,ij->i", whitened, whitened)
         return mean, np.maximum(variance, 1e-12 * prior)
 
@@ -168,7 +169,7 @@ class ExactPosterior:
         Args:
             z: the training outputs in model units.
         """
-        diagonal = np.einsum("ij,ij->j", self.L_inverse, self.L_inverse)   # diag(K⁻¹) = column sums of L⁻¹²
+        diagonal = np.einsum("ij,ij->j", self.L_inverse, self.L_inverse)  # diag(K⁻¹) = column sums of L⁻¹²
         return z - self.alpha / diagonal, 1.0 / diagonal
 
 
@@ -190,8 +191,7 @@ class SparsePosterior:
 
     method = "fitc"
 
-    def __init__(self, K_uu: np.ndarray, K_uf: np.ndarray, prior: np.ndarray, noise: np.ndarray,
-                 z: np.ndarray) -> None:
+    def __init__(self, K_uu: np.ndarray, K_uf: np.ndarray, prior: np.ndarray, noise: np.ndarray, z: np.ndarray) -> None:
         self.L_u, self.jitter = robust_cholesky(K_uu)
         V = solve_triangular(self.L_u, K_uf, lower=True, check_finite=False)
         lam = np.maximum(prior - np.einsum("ij,ij->j", V, V), 0.0) + noise
@@ -205,8 +205,12 @@ class SparsePosterior:
         self.A_inverse_u = solve_triangular(self.L_A, self.u_inverse, lower=True, check_finite=False)
         # log N(z | 0, VᵀV + Λ) by Woodbury and the determinant lemma
         quadratic = float(z @ (z / lam)) - float(c @ c)
-        self.log_likelihood = float(-0.5 * quadratic - np.log(np.diag(self.L_A)).sum() - 0.5 * np.log(lam).sum()
-                                    - 0.5 * len(z) * math.log(2 * math.pi))
+        self.log_likelihood = float(
+            -0.5 * quadratic
+            - np.log(np.diag(self.L_A)).sum()
+            - 0.5 * np.log(lam).sum()
+            - 0.5 * len(z) * math.log(2 * math.pi)
+        )
         self.inducing = len(K_uu)
 
     def predict(self, cross: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -216,8 +220,8 @@ class SparsePosterior:
             cross: ``(m, M)`` covariance of the test points with the inducing inputs.
             prior: ``(m,)`` prior variance of each test point.
         """
-        w = cross @ self.u_inverse.T                         # rows L_u⁻¹ k_u*
+        w = cross @ self.u_inverse.T  # rows L_u⁻¹ k_u*
         mean = w @ self.beta
-        a = cross @ self.A_inverse_u.T                       # rows L_A⁻¹ L_u⁻¹ k_u*
+        a = cross @ self.A_inverse_u.T  # rows L_A⁻¹ L_u⁻¹ k_u*
         variance = prior - np.einsum("ij,ij->i", w, w) + np.einsum("ij,ij->i", a, a)
         return mean, np.maximum(variance, 1e-12 * prior)

@@ -22,9 +22,22 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["demo", "demo_fidelity", "demo_grid_minimum", "DEMO_PROBLEM", "branin", "branin_grid_minimum",
-           "BRANIN_PROBLEM", "BRANIN_CLASSIC", "ISHIGAMI_PROBLEM", "ishigami", "ishigami_indices",
-           "MIXED12_PROBLEM", "MIXED12_INDICES", "mixed12"]
+__all__ = [
+    "demo",
+    "demo_fidelity",
+    "demo_grid_minimum",
+    "DEMO_PROBLEM",
+    "branin",
+    "branin_grid_minimum",
+    "BRANIN_PROBLEM",
+    "BRANIN_CLASSIC",
+    "ISHIGAMI_PROBLEM",
+    "ishigami",
+    "ishigami_indices",
+    "MIXED12_PROBLEM",
+    "MIXED12_INDICES",
+    "mixed12",
+]
 
 #: The demo problem's spaces (GPTune-Demo: task t in [0, 10], x in [0, 1], minimise y).
 DEMO_PROBLEM: dict[str, object] = {
@@ -34,8 +47,14 @@ DEMO_PROBLEM: dict[str, object] = {
 }
 
 #: The Branin function's classic task parameters (https://www.sfu.ca/~ssurjano/branin.html).
-BRANIN_CLASSIC: dict[str, float] = {"a": 1.0, "b": 5.1 / (4 * math.pi ** 2), "c": 5 / math.pi, "r": 6.0, "s": 10.0,
-                                    "t": 1 / (8 * math.pi)}
+BRANIN_CLASSIC: dict[str, float] = {
+    "a": 1.0,
+    "b": 5.1 / (4 * math.pi**2),
+    "c": 5 / math.pi,
+    "r": 6.0,
+    "s": 10.0,
+    "t": 1 / (8 * math.pi),
+}
 
 #: The Branin problem as a tuning problem with six task parameters (GPTuneCrowd paper, section VI-A).
 #: The paper gives no task ranges; these bracket the classic values a = 1, b = 5.1/(4π²) ≈ 0.129,
@@ -118,7 +137,7 @@ def branin(x1: float, x2: float, a: float, b: float, c: float, r: float, s: floa
         s: task parameter (classic 10).
         t: task parameter (classic 1/(8π)).
     """
-    return a * (x2 - b * x1 ** 2 + c * x1 - r) ** 2 + s * (1 - t) * math.cos(x1) + s
+    return a * (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - t) * math.cos(x1) + s
 
 
 def branin_grid_minimum(task: Mapping[str, float], points: int = 1001) -> tuple[tuple[float, float], float]:
@@ -136,7 +155,7 @@ def branin_grid_minimum(task: Mapping[str, float], points: int = 1001) -> tuple[
 
     p = {k: float(task[k]) for k in ("a", "b", "c", "r", "s", "t")}
     x1s, x2s = np.meshgrid(np.linspace(-5.0, 10.0, points), np.linspace(0.0, 15.0, points), indexing="ij")
-    ys = p["a"] * (x2s - p["b"] * x1s ** 2 + p["c"] * x1s - p["r"]) ** 2 + p["s"] * (1 - p["t"]) * np.cos(x1s) + p["s"]
+    ys = p["a"] * (x2s - p["b"] * x1s**2 + p["c"] * x1s - p["r"]) ** 2 + p["s"] * (1 - p["t"]) * np.cos(x1s) + p["s"]
     i = np.unravel_index(int(np.argmin(ys)), ys.shape)
     start = np.array([x1s[i], x2s[i]])
     best = minimize(lambda z: branin(z[0], z[1], **p), start, method="L-BFGS-B", bounds=[(-5.0, 10.0), (0.0, 15.0)])
@@ -147,8 +166,9 @@ def branin_grid_minimum(task: Mapping[str, float], points: int = 1001) -> tuple[
 
 #: The Ishigami function's problem space: x1, x2, x3 in [-pi, pi], output ``y``.
 ISHIGAMI_PROBLEM: dict[str, object] = {
-    "parameter_space": [{"name": f"x{i}", "type": "real", "lower_bound": -math.pi, "upper_bound": math.pi}
-                        for i in (1, 2, 3)],
+    "parameter_space": [
+        {"name": f"x{i}", "type": "real", "lower_bound": -math.pi, "upper_bound": math.pi} for i in (1, 2, 3)
+    ],
     "output_space": [{"name": "y", "type": "real"}],
 }
 
@@ -164,8 +184,7 @@ def ishigami(config: Mapping[str, float], a: float = 7.0, b: float = 0.1) -> flo
     >>> round(ishigami({"x1": math.pi / 2, "x2": 0.0, "x3": 1.0}), 3)
     1.1
     """
-    return (math.sin(config["x1"]) + a * math.sin(config["x2"]) ** 2
-            + b * config["x3"] ** 4 * math.sin(config["x1"]))
+    return math.sin(config["x1"]) + a * math.sin(config["x2"]) ** 2 + b * config["x3"] ** 4 * math.sin(config["x1"])
 
 
 def ishigami_indices(a: float = 7.0, b: float = 0.1) -> tuple[list[float], list[float]]:
@@ -179,9 +198,9 @@ def ishigami_indices(a: float = 7.0, b: float = 0.1) -> tuple[list[float], list[
     ([0.314, 0.442, 0.0], [0.558, 0.442, 0.244])
     """
     pi = math.pi
-    v1 = 0.5 * (1 + b * pi ** 4 / 5) ** 2
-    v2 = a ** 2 / 8
-    v13 = b ** 2 * pi ** 8 * (1 / 18 - 1 / 50)
+    v1 = 0.5 * (1 + b * pi**4 / 5) ** 2
+    v2 = a**2 / 8
+    v13 = b**2 * pi**8 * (1 / 18 - 1 / 50)
     total = v1 + v2 + v13
     return [v1 / total, v2 / total, 0.0], [(v1 + v13) / total, v2 / total, v13 / total]
 
@@ -189,8 +208,10 @@ def ishigami_indices(a: float = 7.0, b: float = 0.1) -> tuple[list[float], list[
 #: Twelve tuning parameters of which three matter (``x0``, ``nb``, ``alg``): a Table V-like case.
 MIXED12_PROBLEM: dict[str, object] = {
     "parameter_space": [{"name": f"x{i}", "type": "real", "lower_bound": 0, "upper_bound": 1} for i in range(10)]
-    + [{"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 8},
-       {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}],
+    + [
+        {"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 8},
+        {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]},
+    ],
     "output_space": [{"name": "runtime", "type": "real"}],
 }
 MIXED12_ALGORITHM_EFFECT = {"lu": 0.0, "qr": 2.0, "svd": -1.5}
@@ -207,5 +228,9 @@ def mixed12(config: Mapping[str, object]) -> float:
     >>> mixed12({"x0": 1.0, "nb": 5, "alg": "qr"})
     17.0
     """
-    return (3.0 * float(config["x0"]) ** 2 + 0.4 * float(config["nb"])  # type: ignore[arg-type]
-            + MIXED12_ALGORITHM_EFFECT[str(config["alg"])] + 10.0)
+    return (
+        3.0 * float(config["x0"]) ** 2
+        + 0.4 * float(config["nb"])  # type: ignore[arg-type]
+        + MIXED12_ALGORITHM_EFFECT[str(config["alg"])]
+        + 10.0
+    )

@@ -39,9 +39,26 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
-__all__ = ["AMG_PROBLEM", "amg_problem", "DEFAULT_TASKS", "TOL", "MAXITER", "SolveFailure", "SolveTimeout",
-           "Solve", "numpy_seeded", "deadline", "convection_diffusion", "fidelity_to_k", "build_solver", "solve",
-           "solve_time", "solve_work", "cycle_cost", "OBJECTIVES"]
+__all__ = [
+    "AMG_PROBLEM",
+    "amg_problem",
+    "DEFAULT_TASKS",
+    "TOL",
+    "MAXITER",
+    "SolveFailure",
+    "SolveTimeout",
+    "Solve",
+    "numpy_seeded",
+    "deadline",
+    "convection_diffusion",
+    "fidelity_to_k",
+    "build_solver",
+    "solve",
+    "solve_time",
+    "solve_work",
+    "cycle_cost",
+    "OBJECTIVES",
+]
 
 #: Task space (a, c), tuning space and objective of the AMG problem.
 AMG_PROBLEM: dict[str, Any] = {
@@ -72,6 +89,7 @@ AMG_PROBLEM: dict[str, Any] = {
     },
 }
 
+
 def amg_problem(objective: str = "runtime") -> dict[str, Any]:
     """:data:`AMG_PROBLEM` with ``objective`` (``"runtime"`` or ``"work"``, see :data:`OBJECTIVES`) as its output.
 
@@ -87,10 +105,10 @@ def amg_problem(objective: str = "runtime") -> dict[str, Any]:
 #: Tasks (a, c) tuned by default: diffusion-dominated to convection-dominated.
 DEFAULT_TASKS: list[dict[str, float]] = [{"a": 0.0, "c": 1.0}, {"a": 5.0, "c": 1.0}, {"a": 10.0, "c": 0.5}]
 
-TOL = 1e-8            #: relative residual the solve must reach
-MAXITER = 200         #: cycles (or Krylov iterations) before a solve counts as stalled
-DIVERGED = 1e6        #: a residual this many times the initial one counts as divergence
-RESTART = 30          #: fgmres restart length
+TOL = 1e-8  #: relative residual the solve must reach
+MAXITER = 200  #: cycles (or Krylov iterations) before a solve counts as stalled
+DIVERGED = 1e6  #: a residual this many times the initial one counts as divergence
+RESTART = 30  #: fgmres restart length
 
 
 class SolveFailure(RuntimeError):
@@ -183,7 +201,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
     finally:
         done.set()
         watcher.join()
-        if fired.is_set():                        # not delivered yet: cancel it
+        if fired.is_set():  # not delivered yet: cancel it
             ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
 
 
@@ -205,8 +223,7 @@ def convection_diffusion(k: int, a: float, c: float) -> sp.csr_matrix:
     upwind = (a / h) * (sp.diags([-ones[1:], ones], [-1, 0]) if a >= 0 else sp.diags([-ones, ones[1:]], [0, 1]))
     d1 = (diffusion + upwind).tocsr()
     eye = sp.identity(k, format="csr")
-    return (sp.kron(sp.kron(d1, eye), eye) + sp.kron(sp.kron(eye, d1), eye)
-            + sp.kron(sp.kron(eye, eye), d1)).tocsr()
+    return (sp.kron(sp.kron(d1, eye), eye) + sp.kron(sp.kron(eye, d1), eye) + sp.kron(sp.kron(eye, eye), d1)).tocsr()
 
 
 def fidelity_to_k(b: float, b_min: float, b_max: float, k_min: int, k_max: int) -> int:
@@ -253,15 +270,28 @@ def build_solver(A: sp.csr_matrix, config: Mapping[str, Any], symmetric: bool) -
     import pyamg  # noqa: PLC0415 - only the solve needs it
 
     theta = float(config["strength"])
-    common = dict(presmoother=_smoother(config, int(config["pre_sweeps"])),
-                  postsmoother=_smoother(config, int(config["post_sweeps"])),
-                  max_coarse=int(config["max_coarse"]), max_levels=25, coarse_solver="splu")
+    common = dict(
+        presmoother=_smoother(config, int(config["pre_sweeps"])),
+        postsmoother=_smoother(config, int(config["post_sweeps"])),
+        max_coarse=int(config["max_coarse"]),
+        max_levels=25,
+        coarse_solver="splu",
+    )
     if config["method"] == "ruge_stuben":
-        return pyamg.ruge_stuben_solver(A, strength=("classical", {"theta": theta}), CF=config["coarsening"],
-                                        interpolation=config["interpolation"], **common)
-    return pyamg.smoothed_aggregation_solver(A, symmetry="hermitian" if symmetric else "nonsymmetric",
-                                             strength=("symmetric", {"theta": theta}),
-                                             aggregate=config["aggregate"], **common)
+        return pyamg.ruge_stuben_solver(
+            A,
+            strength=("classical", {"theta": theta}),
+            CF=config["coarsening"],
+            interpolation=config["interpolation"],
+            **common,
+        )
+    return pyamg.smoothed_aggregation_solver(
+        A,
+        symmetry="hermitian" if symmetric else "nonsymmetric",
+        strength=("symmetric", {"theta": theta}),
+        aggregate=config["aggregate"],
+        **common,
+    )
 
 
 class Solve(NamedTuple):
@@ -281,8 +311,15 @@ class Solve(NamedTuple):
     memory: float
 
 
-def solve(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: float = TOL,
-          maxiter: int = MAXITER, time_limit: float | None = None) -> Solve:
+def solve(
+    task: Mapping[str, Any],
+    config: Mapping[str, Any],
+    k: int,
+    *,
+    tol: float = TOL,
+    maxiter: int = MAXITER,
+    time_limit: float | None = None,
+) -> Solve:
     """AMG setup + solve of task (a, c) on a k³ grid to relative residual ``tol``.
 
     Raises :class:`SolveFailure` when the solve raises, diverges, stalls
@@ -324,23 +361,44 @@ def solve(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: fl
 
     try:
         # the deadline is innermost: it is cancelled before the other context managers restore their state
-        with threadpool_limits(1), np.errstate(all="ignore"), warnings.catch_warnings(), \
-                numpy_seeded(dict(task), dict(config), int(k)), deadline(time_limit):
+        with (
+            threadpool_limits(1),
+            np.errstate(all="ignore"),
+            warnings.catch_warnings(),
+            numpy_seeded(dict(task), dict(config), int(k)),
+            deadline(time_limit),
+        ):
             warnings.simplefilter("ignore")
             ml = build_solver(A, config, symmetric=a == 0.0)
             cycle, accel = config["cycle"], config["accel"]
             if accel == "none":
-                x, info = ml.solve(rhs, tol=tol, maxiter=maxiter, cycle=cycle, residuals=residuals,
-                                   callback=watch, return_info=True)
+                x, info = ml.solve(
+                    rhs, tol=tol, maxiter=maxiter, cycle=cycle, residuals=residuals, callback=watch, return_info=True
+                )
             elif accel == "fgmres":
-                x, info = fgmres(A, rhs, tol=tol, restart=RESTART, maxiter=max(1, maxiter // RESTART),
-                                 M=ml.aspreconditioner(cycle=cycle), residuals=residuals, callback=watch)
+                x, info = fgmres(
+                    A,
+                    rhs,
+                    tol=tol,
+                    restart=RESTART,
+                    maxiter=max(1, maxiter // RESTART),
+                    M=ml.aspreconditioner(cycle=cycle),
+                    residuals=residuals,
+                    callback=watch,
+                )
             elif accel == "bicgstab":
-                x, info = bicgstab(A, rhs, tol=tol, maxiter=maxiter, M=ml.aspreconditioner(cycle=cycle),
-                                   residuals=residuals, callback=watch)
+                x, info = bicgstab(
+                    A,
+                    rhs,
+                    tol=tol,
+                    maxiter=maxiter,
+                    M=ml.aspreconditioner(cycle=cycle),
+                    residuals=residuals,
+                    callback=watch,
+                )
             else:
                 raise SolveFailure(f"unknown accelerator {accel!r}")
-            per_cycle, stored = cycle_cost(ml, config), _stored(ml)      # inside: an error here is a failure too
+            per_cycle, stored = cycle_cost(ml, config), _stored(ml)  # inside: an error here is a failure too
     except SolveTimeout as exc:
         raise SolveTimeout(f"timeout: over {time_limit:g} s") from exc
     except SolveFailure:
@@ -353,8 +411,9 @@ def solve(task: Mapping[str, Any], config: Mapping[str, Any], k: int, *, tol: fl
     relative = float(np.linalg.norm(rhs - A @ x) / np.linalg.norm(rhs))
     # 10x slack: a Krylov method's recursive residual drifts from the true one near convergence.
     if info != 0 or not relative <= 10 * tol:
-        raise SolveFailure(f"stalled: relative residual {relative:.3g} after {len(residuals) - 1} iterations "
-                           f"(tolerance {tol:g})")
+        raise SolveFailure(
+            f"stalled: relative residual {relative:.3g} after {len(residuals) - 1} iterations (tolerance {tol:g})"
+        )
     applications = (len(residuals) - 1) * (2 if accel == "bicgstab" else 1)
     return Solve(elapsed, applications * per_cycle, stored / A.nnz)
 
@@ -375,6 +434,7 @@ def cycle_cost(ml: Any, config: Mapping[str, Any]) -> float:
         ml: the PyAMG hierarchy.
         config: its configuration.
     """
+
     def smoothing(sweeps: int) -> float:
         name = config["smoother"]
         return float(sweeps + 1) if name == "chebyshev" else sweeps * SWEEP_COST[name]
@@ -394,7 +454,7 @@ def _stored(ml: Any) -> int:
             warnings.simplefilter("ignore")
             factors = splu(coarsest.tocsc(), permc_spec="COLAMD")
         coarse = factors.L.nnz + factors.U.nnz
-    except RuntimeError:                              # exactly singular
+    except RuntimeError:  # exactly singular
         coarse = coarsest.shape[0] ** 2
     return sum(level.A.nnz for level in ml.levels) + coarse
 

@@ -45,11 +45,24 @@ log = logging.getLogger(__name__)
 #: The OpenML task ids the benchmarks tune (a spread of the 34).
 LCBENCH_TASKS: tuple[int, ...] = (3945, 7593, 34539, 126025, 126026, 126029, 146212, 167104)
 #: The surrogate's outputs, in the order of its ``output`` tensor.
-OUTPUTS: tuple[str, ...] = ("time", "val_accuracy", "val_cross_entropy", "val_balanced_accuracy",
-                            "test_cross_entropy", "test_balanced_accuracy")
+OUTPUTS: tuple[str, ...] = (
+    "time",
+    "val_accuracy",
+    "val_cross_entropy",
+    "val_balanced_accuracy",
+    "test_cross_entropy",
+    "test_balanced_accuracy",
+)
 #: The tuning parameters, in the order of the ``x_cont`` columns after the epoch.
-HYPERPARAMETERS: tuple[str, ...] = ("batch_size", "learning_rate", "momentum", "weight_decay", "num_layers",
-                                    "max_units", "max_dropout")
+HYPERPARAMETERS: tuple[str, ...] = (
+    "batch_size",
+    "learning_rate",
+    "momentum",
+    "weight_decay",
+    "num_layers",
+    "max_units",
+    "max_dropout",
+)
 #: The fidelity range (epochs).
 EPOCHS: tuple[int, int] = (1, 52)
 _TYPES = {"uniform_int": "integer", "uniform_float": "real"}
@@ -82,7 +95,8 @@ class LCBenchSurrogate:
         if missing:
             raise FileNotFoundError(
                 f"LCBench surrogate not found in {root}: missing {', '.join(missing)}. Point data_dir or "
-                "$RAYTUNER_SHARED_DATA (the folder holding yahpo_lcbench/) at the YAHPO lcbench data.")
+                "$RAYTUNER_SHARED_DATA (the folder holding yahpo_lcbench/) at the YAHPO lcbench data."
+            )
         self.data_dir = folder
         try:
             import onnxruntime
@@ -91,21 +105,32 @@ class LCBenchSurrogate:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(str(folder / "model.onnx"), options,
-                                                     providers=["CPUExecutionProvider"])
+        self._session = onnxruntime.InferenceSession(
+            str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
         encoding = json.loads((folder / "encoding.json").read_text(encoding="utf-8"))["OpenML_task_id"]
         space = json.loads((folder / "config_space.json").read_text(encoding="utf-8"))["hyperparameters"]
         by_name = {p["name"]: p for p in space}
         #: Every task id the surrogate knows, in the config space's order.
         self.task_ids: tuple[int, ...] = tuple(int(c) for c in by_name["OpenML_task_id"]["choices"])
         self._index = {t: int(encoding[str(t)]) for t in self.task_ids}
-        self._parameters = [{"name": name, "type": _TYPES[by_name[name]["type"]],
-                             "lower_bound": by_name[name]["lower"], "upper_bound": by_name[name]["upper"],
-                             "log": bool(by_name[name]["log"])} for name in HYPERPARAMETERS]
-        self._parameter_space = ProblemSpace.parse({
-            "input_space": [{"name": "task_id", "type": "categorical", "categories": list(self.task_ids)}],
-            "parameter_space": self._parameters, "output_space": [{"name": "val_accuracy", "goal": "maximize"}],
-        }).parameter_space
+        self._parameters = [
+            {
+                "name": name,
+                "type": _TYPES[by_name[name]["type"]],
+                "lower_bound": by_name[name]["lower"],
+                "upper_bound": by_name[name]["upper"],
+                "log": bool(by_name[name]["log"]),
+            }
+            for name in HYPERPARAMETERS
+        ]
+        self._parameter_space = ProblemSpace.parse(
+            {
+                "input_space": [{"name": "task_id", "type": "categorical", "categories": list(self.task_ids)}],
+                "parameter_space": self._parameters,
+                "output_space": [{"name": "val_accuracy", "goal": "maximize"}],
+            }
+        ).parameter_space
 
     def check_task(self, task_id: Any) -> int:
         """``task_id`` as an int if the surrogate knows it, else an error listing the known ids.
@@ -129,22 +154,29 @@ class LCBenchSurrogate:
             task_ids: the tasks to offer (default ``None``: all 34).
         """
         ids = list(self.task_ids) if task_ids is None else [self.check_task(t) for t in task_ids]
-        return ProblemSpace.parse({
-            "input_space": [{"name": "task_id", "type": "categorical", "categories": ids}],
-            "parameter_space": self._parameters,
-            "output_space": [{"name": "val_accuracy", "goal": "maximize"}],      # in [0, 100]: no constraint
-        })
+        return ProblemSpace.parse(
+            {
+                "input_space": [{"name": "task_id", "type": "categorical", "categories": ids}],
+                "parameter_space": self._parameters,
+                "output_space": [{"name": "val_accuracy", "goal": "maximize"}],  # in [0, 100]: no constraint
+            }
+        )
 
     @staticmethod
     def _check_epoch(epoch: Any) -> float:
         lo, hi = EPOCHS
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(epoch)) or not lo <= float(epoch) <= hi:
+        if (
+            isinstance(epoch, bool)
+            or not isinstance(epoch, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(epoch))
+            or not lo <= float(epoch) <= hi
+        ):
             raise InvalidInputError("epoch", f"{epoch!r} is outside [{lo}, {hi}]")
         return float(epoch)
 
-    def evaluate_many(self, task_ids: Sequence[int], configs: Sequence[Mapping[str, Any]],
-                      epochs: Sequence[float]) -> np.ndarray:
+    def evaluate_many(
+        self, task_ids: Sequence[int], configs: Sequence[Mapping[str, Any]], epochs: Sequence[float]
+    ) -> np.ndarray:
         """The six outputs (columns in :data:`OUTPUTS` order) for each (task, config, epoch) row.
 
         Args:
@@ -153,8 +185,10 @@ class LCBenchSurrogate:
             epochs: the epochs of each row.
         """
         if not len(task_ids) == len(configs) == len(epochs):
-            raise InvalidInputError("configs", f"task_ids, configs and epochs differ in length: "
-                                    f"{len(task_ids)}, {len(configs)}, {len(epochs)}")
+            raise InvalidInputError(
+                "configs",
+                f"task_ids, configs and epochs differ in length: {len(task_ids)}, {len(configs)}, {len(epochs)}",
+            )
         if not configs:
             return np.zeros((0, len(OUTPUTS)))
         cat = np.array([[self._index[self.check_task(t)]] for t in task_ids], dtype=np.int32)

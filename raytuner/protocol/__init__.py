@@ -68,6 +68,7 @@ def json_field(field: str, text: str, kind: type, default: Any) -> Any:
         return default
     value = loads_strict(text, field, MAX_JSON_BYTES)
     if not isinstance(value, kind):
-        raise InvalidInputError(field, f"must be a JSON {'object' if kind is dict else 'list'}, not "
-                                f"{type(value).__name__}")
+        raise InvalidInputError(
+            field, f"must be a JSON {'object' if kind is dict else 'list'}, not {type(value).__name__}"
+        )
     return value

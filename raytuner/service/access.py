@@ -95,7 +95,7 @@ def check_principal(value: Any, field: str = "grantee") -> str:
     ('crowd:alice', '3fa9c1d2e4b5a6f7')
     """
     if isinstance(value, str) and value.startswith(_CROWD):
-        return _CROWD + check_username(value[len(_CROWD):], field)
+        return _CROWD + check_username(value[len(_CROWD) :], field)
     if not isinstance(value, str) or not _KEY_ID.match(value):
         raise InvalidInputError(field, f"{str(value)[:80]!r} is not a principal: an API key's id or crowd:<username>")
     return value
@@ -112,7 +112,7 @@ class ProblemAccess:
     def __init__(self, ledger: Ledger, store: HistoryStore) -> None:
         self.ledger, self.store = ledger, store
         self._lock = threading.Lock()
-        self._claims = threading.Lock()          # one claim at a time: two first writers cannot both own a problem
+        self._claims = threading.Lock()  # one claim at a time: two first writers cannot both own a problem
         self._owners: dict[str, set[str]] = defaultdict(set)
         self._grantees: dict[str, set[str]] = defaultdict(set)
         self._loaded = -REFRESH_SECONDS
@@ -183,8 +183,9 @@ class ProblemAccess:
         self._refresh(force=True)
         return self.may_read(principal, problem)
 
-    def check_append(self, principal: str, problem: str, *, claim: bool = False, owner: bool = False,
-                     field: str = "problem_name") -> str:
+    def check_append(
+        self, principal: str, problem: str, *, claim: bool = False, owner: bool = False, field: str = "problem_name"
+    ) -> str:
         """``problem`` (checked) when ``principal`` may append to it, or it is new (claimed when ``claim``).
 
         Args:
@@ -199,7 +200,7 @@ class ProblemAccess:
         if principal in self.owners(problem) if owner else self._allowed(principal, problem):
             return problem
         with self._claims:
-            if not self._free(problem):                   # (the logs read again: an owner made a moment ago counts)
+            if not self._free(problem):  # (the logs read again: an owner made a moment ago counts)
                 if owner and principal in self.owners(problem):
                     return problem
                 raise ProblemNotFound(f"{field}: no problem {problem!r} that this key may write")
@@ -231,8 +232,15 @@ class ProblemAccess:
         if is_cache_name(problem) or owner not in self.owners(problem):
             raise ProblemNotFound(f"problem_name: no problem {problem!r} that this key owns")
         grantee = check_principal(grantee)
-        self._append({"problem": problem, "principal": grantee, "role": "revoke" if revoke else "grant",
-                      "by": owner, "time": time.time()})
+        self._append(
+            {
+                "problem": problem,
+                "principal": grantee,
+                "role": "revoke" if revoke else "grant",
+                "by": owner,
+                "time": time.time(),
+            }
+        )
         log.info("%s %s %s on problem %s", owner, "revoked" if revoke else "granted", grantee, problem)
         with self._lock:
             return sorted(self._grantees.get(problem, ()))
@@ -247,12 +255,20 @@ class ProblemAccess:
         """
         problem = check_problem_name(problem)
         if is_cache_name(problem):
-            raise InvalidInputError("problem", f"{problem!r} is a crowd cache: only the session it was made for "
-                                               "reads it")
+            raise InvalidInputError(
+                "problem", f"{problem!r} is a crowd cache: only the session it was made for reads it"
+            )
         if role not in ("owner", "grant", "revoke"):
             raise InvalidInputError("role", f"{role!r} is not a role", allowed=["owner", "grant", "revoke"])
-        self._append({"problem": problem, "principal": check_principal(principal, "principal"), "role": role,
-                      "by": "operator", "time": time.time()})
+        self._append(
+            {
+                "problem": problem,
+                "principal": check_principal(principal, "principal"),
+                "role": role,
+                "by": "operator",
+                "time": time.time(),
+            }
+        )
 
     def _append(self, entry: dict[str, Any]) -> None:
         self.ledger.append(GRANTS, entry)

@@ -71,7 +71,7 @@ class ApiKeys:
         self._refreshing = threading.Lock()
         self._entries: dict[str, dict[str, Any]] = {}
         self._loaded = 0.0
-        self._skipped: set[tuple[int, str]] = set()    # damaged documents already warned about
+        self._skipped: set[tuple[int, str]] = set()  # damaged documents already warned about
         self.refresh()
 
     def refresh(self) -> None:
@@ -81,7 +81,7 @@ class ApiKeys:
         either the old or the new keys, never an empty registry; on a read error the old keys stay.
         """
         entries: dict[str, dict[str, Any]] = {}
-        with self._lock:                       # a key created meanwhile in this process is not lost
+        with self._lock:  # a key created meanwhile in this process is not lost
             try:
                 for number, document in enumerate(self.ledger.read("keys"), 1):
                     problem = self._apply(entries, document)
@@ -160,7 +160,7 @@ class ApiKeys:
         if parts is None:
             return None
         if time.monotonic() - self._loaded > REFRESH_SECONDS and self._refreshing.acquire(blocking=False):
-            try:                               # one thread re-reads; the others use the keys known
+            try:  # one thread re-reads; the others use the keys known
                 self.refresh()
             except Exception as exc:  # noqa: BLE001 - the store may be down; keep what we knew
                 log.warning("cannot re-read the API keys (%s); using the keys known", type(exc).__name__)

@@ -29,7 +29,6 @@ __all__ = ["Abort", "status_of", "rpc"]
 log = logging.getLogger(__name__)
 
 
-
 class Abort(Exception):
     """End a call with ``code`` and ``message``.
 

@@ -80,8 +80,11 @@ class PerKeyLimits(grpc.ServerInterceptor):
     """
 
     def __init__(self, max_calls: int, max_streams: int, pool: int = 0) -> None:
-        for name, value in (("max_calls_per_key", max_calls), ("max_streams_per_key", max_streams),
-                            ("max_workers", pool)):
+        for name, value in (
+            ("max_calls_per_key", max_calls),
+            ("max_streams_per_key", max_streams),
+            ("max_workers", pool),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInputError(name, f"{value!r} is not a count (0: no limit)")
         self.limits: dict[Kind, int] = {"call": max_calls, "stream": max_streams}
@@ -115,8 +118,11 @@ class PerKeyLimits(grpc.ServerInterceptor):
             if limit and counts[caller] >= limit:
                 return False
             held = self._open["call"][caller] + self._open["stream"][caller]
-            if self.shared and held and sum(self._open["call"].values()) + sum(self._open["stream"].values()) \
-                    >= self.shared:
+            if (
+                self.shared
+                and held
+                and sum(self._open["call"].values()) + sum(self._open["stream"].values()) >= self.shared
+            ):
                 return False
             counts[caller] += 1
             return True
@@ -136,21 +142,28 @@ class PerKeyLimits(grpc.ServerInterceptor):
 
     def _refuse(self, kind: Kind, context: grpc.ServicerContext) -> None:
         what = "unary calls" if kind == "call" else "open streams"
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                      f"{METADATA_KEY}: this key is at the server's per-key limit ({self.limits[kind]} {what}), or "
-                      f"holds calls while the server is busy; retry when one of them ends")
+        context.abort(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"{METADATA_KEY}: this key is at the server's per-key limit ({self.limits[kind]} {what}), or "
+            f"holds calls while the server is busy; retry when one of them ends",
+        )
 
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-                          handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         """The method's handler, counted per caller (unary-unary and unary-stream handlers)."""
         handler = continuation(handler_call_details)
         if handler is None or handler.request_streaming:
             return handler
         if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(self._stream(handler.unary_stream),
-                                                        handler.request_deserializer, handler.response_serializer)
-        return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary), handler.request_deserializer,
-                                                   handler.response_serializer)
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+            )
+        return grpc.unary_unary_rpc_method_handler(
+            self._unary(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+        )
 
     def _unary(self, behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
         def limited(request: Any, context: grpc.ServicerContext) -> Any:
@@ -161,6 +174,7 @@ class PerKeyLimits(grpc.ServerInterceptor):
                 return behavior(request, context)
             finally:
                 self.release("call", caller)
+
         return limited
 
     def _stream(self, behavior: Callable[[Any, grpc.ServicerContext], Iterator[Any]]) -> Callable[..., Any]:
@@ -172,4 +186,5 @@ class PerKeyLimits(grpc.ServerInterceptor):
                 yield from behavior(request, context)
             finally:
                 self.release("stream", caller)
+
         return limited

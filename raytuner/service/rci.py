@@ -86,7 +86,7 @@ def _exclusive(directory: Path, timeout: float, create: bool = True) -> Iterator
                 time.sleep(0.05)
         yield
     finally:
-        os.close(fd)                     # closing releases the lock
+        os.close(fd)  # closing releases the lock
 
 
 class RciSession:
@@ -104,19 +104,32 @@ class RciSession:
         lock_timeout: Seconds to wait for another call holding the store.
     """
 
-    def __init__(self, store: str | os.PathLike[str] | None, name: str | None = None, *,
-                 meta: MetaDescription | Mapping[str, Any] | None = None, strategy: str | None = None,
-                 options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
-                 seed: int = 0, max_evaluations: int = 0, lock_timeout: float = 600.0) -> None:
-        self.meta = None if meta is None else meta if isinstance(meta, MetaDescription) else \
-            MetaDescription.parse(meta)
+    def __init__(
+        self,
+        store: str | os.PathLike[str] | None,
+        name: str | None = None,
+        *,
+        meta: MetaDescription | Mapping[str, Any] | None = None,
+        strategy: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        seed: int = 0,
+        max_evaluations: int = 0,
+        lock_timeout: float = 600.0,
+    ) -> None:
+        self.meta = None if meta is None else meta if isinstance(meta, MetaDescription) else MetaDescription.parse(meta)
         location = store if store is not None else self.meta.historydb_path if self.meta is not None else None
         if location is None:
             raise InvalidInputError("store", "give the store directory (or a meta description with historydb_path)")
         self.directory = Path(location)
         self.name = name or (self.meta.tuning_problem_name if self.meta is not None else None)
-        self.creation = {"strategy": strategy, "options": dict(options or {}), "max_evaluations": max_evaluations,
-                         "tasks": [dict(t) for t in tasks] if tasks else None, "seed": seed}
+        self.creation = {
+            "strategy": strategy,
+            "options": dict(options or {}),
+            "max_evaluations": max_evaluations,
+            "tasks": [dict(t) for t in tasks] if tasks else None,
+            "seed": seed,
+        }
         self.lock_timeout = lock_timeout
 
     @property
@@ -134,13 +147,21 @@ class RciSession:
         session = manager.open(self.session_id)
         if session is None:
             if self.meta is None or self.creation["strategy"] is None:
-                raise InvalidInputError("meta", f"no RCI session {self.name!r} in {self.directory} yet: "
-                                        "the first call gives the meta description and the strategy")
-            return manager.create(RCI_OWNER, self._meta_for_session(), str(self.creation["strategy"]),
-                                  options=self.creation["options"], tasks=self.creation["tasks"],
-                                  seed=int(self.creation["seed"]),
-                                  max_evaluations=int(self.creation["max_evaluations"]),
-                                  session_id=self.session_id)
+                raise InvalidInputError(
+                    "meta",
+                    f"no RCI session {self.name!r} in {self.directory} yet: "
+                    "the first call gives the meta description and the strategy",
+                )
+            return manager.create(
+                RCI_OWNER,
+                self._meta_for_session(),
+                str(self.creation["strategy"]),
+                options=self.creation["options"],
+                tasks=self.creation["tasks"],
+                seed=int(self.creation["seed"]),
+                max_evaluations=int(self.creation["max_evaluations"]),
+                session_id=self.session_id,
+            )
         self._check_agrees(session)
         return session
 
@@ -153,33 +174,44 @@ class RciSession:
         if self.meta is None or strategy is None:
             ledger = JsonStore(self.directory).ledger()
             if next(ledger.read("sessions", session_id=session_id), None) is None:
-                raise InvalidInputError("meta", f"no RCI session {self.name!r} in {self.directory} yet: "
-                                        "the first call gives the meta description and the strategy")
+                raise InvalidInputError(
+                    "meta",
+                    f"no RCI session {self.name!r} in {self.directory} yet: "
+                    "the first call gives the meta description and the strategy",
+                )
 
     def _meta_for_session(self) -> dict[str, Any]:
         assert self.meta is not None
         data = self.meta.to_dict()
-        data.pop("historydb_path", None)          # the store is the session's; the service refuses a path
-        if "load_func_eval" not in data:          # a local face: the store's history, as a TuningSession replays
+        data.pop("historydb_path", None)  # the store is the session's; the service refuses a path
+        if "load_func_eval" not in data:  # a local face: the store's history, as a TuningSession replays
             data["load_func_eval"] = "yes"
         return data
 
     def _check_agrees(self, session: ServiceSession) -> None:
         spec = session.spec
-        given = {"strategy": self.creation["strategy"], "options": self.creation["options"] or None,
-                 "tasks": self.creation["tasks"], "max_evaluations": self.creation["max_evaluations"] or None,
-                 "seed": self.creation["seed"] or None}
+        given = {
+            "strategy": self.creation["strategy"],
+            "options": self.creation["options"] or None,
+            "tasks": self.creation["tasks"],
+            "max_evaluations": self.creation["max_evaluations"] or None,
+            "seed": self.creation["seed"] or None,
+        }
         for field, value in given.items():
             if value is not None and value != getattr(spec, field):
-                raise InvalidInputError(field, f"RCI session {self.name!r} was created with "
-                                        f"{getattr(spec, field)!r}; leave it out, or use another --name")
+                raise InvalidInputError(
+                    field,
+                    f"RCI session {self.name!r} was created with "
+                    f"{getattr(spec, field)!r}; leave it out, or use another --name",
+                )
         if self.meta is not None and self.meta.tuning_problem_name != spec.problem_name:
-            raise InvalidInputError("meta", f"RCI session {self.name!r} tunes {spec.problem_name!r}, "
-                                    f"not {self.meta.tuning_problem_name!r}")
+            raise InvalidInputError(
+                "meta", f"RCI session {self.name!r} tunes {spec.problem_name!r}, not {self.meta.tuning_problem_name!r}"
+            )
 
     def next(self) -> Trial | None:
         """The trial to run now: the oldest one asked and not reported, else a new one; ``None`` once finished."""
-        self._check_creation()                   # bad input is refused before the store directory is touched
+        self._check_creation()  # bad input is refused before the store directory is touched
         with _exclusive(self.directory, self.lock_timeout):
             manager = self._manager()
             session = self._session(manager)
@@ -187,12 +219,18 @@ class RciSession:
             if pending:
                 return next(iter(pending.values()))
             status, trial = manager.ask(RCI_OWNER, session.session_id)
-            if status == "WAIT":             # an engine waiting on nothing reported: not for one job at a time
+            if status == "WAIT":  # an engine waiting on nothing reported: not for one job at a time
                 raise RaytunerError("the strategy waits for results that no trial in flight will bring")
             return trial
 
-    def report(self, trial_id: str, outputs: Mapping[str, Any] | None = None, *, failure: str | None = None,
-               additional_output: Mapping[str, Any] | None = None) -> tuple[FunctionEvaluation, bool]:
+    def report(
+        self,
+        trial_id: str,
+        outputs: Mapping[str, Any] | None = None,
+        *,
+        failure: str | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+    ) -> tuple[FunctionEvaluation, bool]:
         """Record a trial's outputs (or its failure); returns the record and whether it was reported before.
 
         Args:
@@ -204,8 +242,9 @@ class RciSession:
         with _exclusive(self.directory, self.lock_timeout, create=False):
             manager = self._manager()
             session = self._session_of_trial(manager, trial_id)
-            return manager.tell(RCI_OWNER, session.session_id, trial_id, outputs, failure=failure,
-                                additional_output=additional_output)
+            return manager.tell(
+                RCI_OWNER, session.session_id, trial_id, outputs, failure=failure, additional_output=additional_output
+            )
 
     def _spec_of_trial(self, ledger: Any, trial_id: str) -> dict[str, Any]:
         """The creation spec of the RCI session that handed out ``trial_id`` (a name given must be its)."""

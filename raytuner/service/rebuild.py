@@ -79,15 +79,16 @@ class SessionRebuilder:
     _lock: threading.Lock
 
     def _init_rebuilder(self) -> None:
-        self._specs: dict[str, dict[str, Any]] = {}            # known, not rebuilt yet: the sessions-log document
+        self._specs: dict[str, dict[str, Any]] = {}  # known, not rebuilt yet: the sessions-log document
         self._building: dict[str, Future[ServiceSession]] = {}
-        self._trials: dict[str, list[Trial]] | None = None   # the trials log by session id, while loading
-        self._problems: dict[str, ProblemRecords] = {}        # the problem being rebuilt: its records
+        self._trials: dict[str, list[Trial]] | None = None  # the trials log by session id, while loading
+        self._problems: dict[str, ProblemRecords] = {}  # the problem being rebuilt: its records
         self._stopping = threading.Event()
         self._loader: threading.Thread | None = None
 
-    def _rebuild(self, document: Mapping[str, Any], trials: Sequence[Trial] | None,
-                 records: ProblemRecords | None) -> ServiceSession:
+    def _rebuild(
+        self, document: Mapping[str, Any], trials: Sequence[Trial] | None, records: ProblemRecords | None
+    ) -> ServiceSession:
         raise NotImplementedError
 
     def load(self, background: bool = True) -> int:
@@ -100,7 +101,7 @@ class SessionRebuilder:
         documents = [d for d in self.ledger.read("sessions") if isinstance(d.get("session_id"), str)]
         with self._lock:
             for document in documents:
-                if document["session_id"] not in self._sessions:      # the first spec of an id, as open() reads
+                if document["session_id"] not in self._sessions:  # the first spec of an id, as open() reads
                     self._specs.setdefault(document["session_id"], document)
             known = len(self._specs) + len(self._sessions)
         if background:
@@ -143,12 +144,12 @@ class SessionRebuilder:
             by_problem[str(document.get("problem_name"))].append(session_id)
         try:
             trials: dict[str, list[Trial]] = defaultdict(list)
-            for document in self.ledger.read("trials"):          # once, for every session
+            for document in self.ledger.read("trials"):  # once, for every session
                 if document.get("session_id") in pending:
                     for trial in read_trials([document]):
                         trials[document["session_id"]].append(trial)
             self._trials = trials
-        except Exception:                                         # each session then reads its own trials
+        except Exception:  # each session then reads its own trials
             log.exception("cannot read the ledger's trials log; each session reads its own")
         rebuilt = failed = 0
         for problem, session_ids in by_problem.items():
@@ -156,7 +157,7 @@ class SessionRebuilder:
                 break
             try:
                 self._problems[problem] = (self.store.evaluations(problem), self.store.models(problem))
-            except Exception:                                     # noqa: BLE001 - its sessions say why, one by one
+            except Exception:  # noqa: BLE001 - its sessions say why, one by one
                 log.warning("cannot read problem %s; its sessions are rebuilt when they are called", problem)
                 continue
             for session_id in session_ids:
@@ -165,12 +166,13 @@ class SessionRebuilder:
                 try:
                     self._rebuild_once(session_id)
                     rebuilt += 1
-                except Exception:                                 # noqa: BLE001 - logged where it failed
+                except Exception:  # noqa: BLE001 - logged where it failed
                     failed += 1
             self._problems.pop(problem, None)
         self._trials = None
-        log.info("rebuilt %d session(s) in %.1f s (%d could not be rebuilt)", rebuilt, time.monotonic() - started,
-                 failed)
+        log.info(
+            "rebuilt %d session(s) in %.1f s (%d could not be rebuilt)", rebuilt, time.monotonic() - started, failed
+        )
 
     def _live(self, session_id: str) -> ServiceSession | None:
         """The live session ``session_id``, rebuilt first when it is not yet (``None``: no such session).
@@ -183,9 +185,10 @@ class SessionRebuilder:
             return self._rebuild_once(session_id)
         except StoreError:
             raise
-        except Exception:                                         # noqa: BLE001 - logged where it failed
-            raise NotRebuilt(f"session_id: session {session_id!r} could not be rebuilt after the server's "
-                             f"restart (its log says why)") from None
+        except Exception:  # noqa: BLE001 - logged where it failed
+            raise NotRebuilt(
+                f"session_id: session {session_id!r} could not be rebuilt after the server's restart (its log says why)"
+            ) from None
 
     def _rebuild_once(self, session_id: str) -> ServiceSession | None:
         """Rebuild a known session unless another thread does (then wait for it); a live one as it is."""
@@ -205,12 +208,15 @@ class SessionRebuilder:
         assert document is not None
         try:
             grouped = self._trials
-            session = self._rebuild(document, None if grouped is None else grouped.get(session_id, []),
-                                    self._problems.get(str(document.get("problem_name"))))
+            session = self._rebuild(
+                document,
+                None if grouped is None else grouped.get(session_id, []),
+                self._problems.get(str(document.get("problem_name"))),
+            )
         except BaseException as exc:
             with self._lock:
                 del self._building[session_id]
-                if not isinstance(exc, StoreError):               # a store that cannot be read now: tried again
+                if not isinstance(exc, StoreError):  # a store that cannot be read now: tried again
                     self._specs.pop(session_id, None)
             log.exception("cannot rebuild session %s", session_id)
             future.set_exception(exc)

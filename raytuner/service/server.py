@@ -61,13 +61,25 @@ def _session_message(session: ServiceSession) -> pb.Session:
         pending = len(session.tuning.pending)
     spec = session.spec
     return pb.Session(
-        session_id=spec.session_id, problem_name=spec.problem_name, strategy=spec.strategy,
-        tasks_json=dumps(spec.tasks), evaluations=len(records),
-        failed=sum(r.status != "ok" for r in records), pending=pending, finished=session.finished,
-        best=[pb.BestConfiguration(task_json=dumps(task), config_json=dumps(r.tuning_parameter),
-                                   outputs=_outputs(r), uid=r.uid) for task, r in best],
-        created=spec.created, options_json=dumps(spec.options), max_evaluations=spec.max_evaluations,
-        outputs=session.tuning.problem.objectives)
+        session_id=spec.session_id,
+        problem_name=spec.problem_name,
+        strategy=spec.strategy,
+        tasks_json=dumps(spec.tasks),
+        evaluations=len(records),
+        failed=sum(r.status != "ok" for r in records),
+        pending=pending,
+        finished=session.finished,
+        best=[
+            pb.BestConfiguration(
+                task_json=dumps(task), config_json=dumps(r.tuning_parameter), outputs=_outputs(r), uid=r.uid
+            )
+            for task, r in best
+        ],
+        created=spec.created,
+        options_json=dumps(spec.options),
+        max_evaluations=spec.max_evaluations,
+        outputs=session.tuning.problem.objectives,
+    )
 
 
 def _outputs(record: FunctionEvaluation) -> dict[str, float]:
@@ -96,8 +108,14 @@ class _Servicer(pb_grpc.TuningServiceServicer):
             return info.key_id
         user = self.manager.crowd_user_of(key, method) if isinstance(key, str) else None
         if user is None:
-            why = "missing API key" if key is None else ("invalid or revoked API key, or a signed credential used "
-                                                         "twice or out of its minute (check the clock)")
+            why = (
+                "missing API key"
+                if key is None
+                else (
+                    "invalid or revoked API key, or a signed credential used "
+                    "twice or out of its minute (check the clock)"
+                )
+            )
             raise Abort(grpc.StatusCode.UNAUTHENTICATED, f"{METADATA_KEY}: {why}")
         return CROWD_OWNER + user
 
@@ -107,20 +125,33 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         meta = json_field("problem_json", request.problem_json, dict, None) or {}
         options = json_field("options_json", request.options_json, dict, {})
         problem, source = meta.get("tuning_problem_name"), options.get("source_problem")
-        if self.access is not None and isinstance(problem, str):   # the session replays (load_func_eval) and appends
+        if self.access is not None and isinstance(problem, str):  # the session replays (load_func_eval) and appends
             self.access.check_append(owner, problem, owner=True, field="problem_json.tuning_problem_name")
-        if self.access is not None and isinstance(source, str) and source != problem and not is_cache_name(source) \
-                and options.get("crowd_sources") is not True:     # with crowd sources the manager refuses it
+        if (
+            self.access is not None
+            and isinstance(source, str)
+            and source != problem
+            and not is_cache_name(source)
+            and options.get("crowd_sources") is not True
+        ):  # with crowd sources the manager refuses it
             self.access.check_read(owner, source, field="options.source_problem")
         access = self.access
         session = self.manager.create(
-            owner, meta, request.strategy, options=options,
-            tasks=json_field("tasks_json", request.tasks_json, list, None), seed=request.seed,
+            owner,
+            meta,
+            request.strategy,
+            options=options,
+            tasks=json_field("tasks_json", request.tasks_json, list, None),
+            seed=request.seed,
             max_evaluations=request.max_evaluations,
             # checked again, and a free problem claimed, at once before the session is stored: another key
             # that claimed it meanwhile (an upload, a session) keeps it
-            claim=None if access is None else lambda name: access.check_append(
-                owner, name, owner=True, claim=True, field="problem_json.tuning_problem_name"))
+            claim=None
+            if access is None
+            else lambda name: access.check_append(
+                owner, name, owner=True, claim=True, field="problem_json.tuning_problem_name"
+            ),
+        )
         if self.access is not None:
             self.access.note_owner(owner, session.spec.problem_name)
         return _session_message(session)
@@ -128,14 +159,19 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     @rpc
     def Ask(self, request: pb.AskRequest, context: grpc.ServicerContext) -> pb.AskResponse:
         owner = self._owner(context, "ask")
-        status, trial = self.manager.ask(owner, request.session_id,
-                                         json_field("task_json", request.task_json, dict, None),
-                                         request.trial_id or None)
+        status, trial = self.manager.ask(
+            owner, request.session_id, json_field("task_json", request.task_json, dict, None), request.trial_id or None
+        )
         if trial is None:
             return pb.AskResponse(status=status)
         fidelity = trial.provenance.fidelity
-        return pb.AskResponse(status="TRIAL", trial_id=trial.trial_id, task_json=dumps(trial.task),
-                              config_json=dumps(trial.config), fidelity=float(fidelity or 0.0))
+        return pb.AskResponse(
+            status="TRIAL",
+            trial_id=trial.trial_id,
+            task_json=dumps(trial.task),
+            config_json=dumps(trial.config),
+            fidelity=float(fidelity or 0.0),
+        )
 
     @rpc
     def Tell(self, request: pb.TellRequest, context: grpc.ServicerContext) -> pb.TellResponse:
@@ -143,10 +179,15 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         if len(request.failure) > MAX_FAILURE_CHARS:
             raise InvalidInputError("failure", f"{len(request.failure)} characters; at most {MAX_FAILURE_CHARS}")
         record, duplicate = self.manager.tell(
-            owner, request.session_id, request.trial_id, dict(request.outputs), failure=request.failure or None,
+            owner,
+            request.session_id,
+            request.trial_id,
+            dict(request.outputs),
+            failure=request.failure or None,
             machine=json_field("machine_json", request.machine_json, dict, None),
             software=json_field("software_json", request.software_json, dict, None),
-            additional_output=json_field("additional_output_json", request.additional_output_json, dict, None))
+            additional_output=json_field("additional_output_json", request.additional_output_json, dict, None),
+        )
         return pb.TellResponse(uid=record.uid, duplicate=duplicate, failed=record.status != "ok")
 
     @rpc
@@ -154,32 +195,34 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         return _session_message(self.manager.get(self._owner(context, "get_session"), request.session_id))
 
     @rpc
-    def ListSessions(self, request: pb.ListSessionsRequest,
-                     context: grpc.ServicerContext) -> pb.ListSessionsResponse:
+    def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.ServicerContext) -> pb.ListSessionsResponse:
         sessions = self.manager.list(self._owner(context, "list_sessions"), request.problem_name or None)
         return pb.ListSessionsResponse(sessions=[_session_message(s) for s in sessions])
 
     @rpc
-    def UploadEvaluations(self, request: pb.UploadEvaluationsRequest,
-                          context: grpc.ServicerContext) -> pb.UploadEvaluationsResponse:
+    def UploadEvaluations(
+        self, request: pb.UploadEvaluationsRequest, context: grpc.ServicerContext
+    ) -> pb.UploadEvaluationsResponse:
         owner = self._owner(context, "upload_evaluations")
         problem = check_problem_name(request.problem_name, field="problem_name")
         raw = json_field("records_json", request.records_json, list, [])
         records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
-        for i, record in enumerate(records):      # a service session replays only what it told itself
+        for i, record in enumerate(records):  # a service session replays only what it told itself
             if record.raytuner is not None and record.raytuner.session_id in self.manager.session_ids():
-                raise InvalidInputError(f"records_json[{i}].raytuner.session_id",
-                                        "names a session of this service; tell its trials instead")
-        if self.access is not None:               # the records were checked: now claim a new problem, then append
+                raise InvalidInputError(
+                    f"records_json[{i}].raytuner.session_id", "names a session of this service; tell its trials instead"
+                )
+        if self.access is not None:  # the records were checked: now claim a new problem, then append
             self.access.check_append(owner, problem, claim=True)
         return pb.UploadEvaluationsResponse(received=self.manager.store.append_many(problem, records))
 
     @rpc
-    def QueryEvaluations(self, request: pb.QueryEvaluationsRequest,
-                         context: grpc.ServicerContext) -> pb.QueryEvaluationsResponse:
+    def QueryEvaluations(
+        self, request: pb.QueryEvaluationsRequest, context: grpc.ServicerContext
+    ) -> pb.QueryEvaluationsResponse:
         owner = self._owner(context, "query_evaluations")
-        query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))   # says nothing of
-        problem = self._readable(owner, request.problem_name)                                   # the problem
+        query = EvaluationQuery.parse(json_field("query_json", request.query_json, dict, {}))  # says nothing of
+        problem = self._readable(owner, request.problem_name)  # the problem
         records = self.manager.store.evaluations(problem, query)
         return pb.QueryEvaluationsResponse(records_json=dumps([r.to_dict() for r in records]))
 
@@ -187,22 +230,29 @@ class _Servicer(pb_grpc.TuningServiceServicer):
     def GrantAccess(self, request: pb.GrantAccessRequest, context: grpc.ServicerContext) -> pb.GrantAccessResponse:
         owner = self._owner(context, "grant_access")
         if self.access is None:
-            raise InvalidInputError("grantee", "this server runs without authentication: every caller reads and "
-                                               "writes every problem already")
-        return pb.GrantAccessResponse(grantees=self.access.grant(owner, request.problem_name, request.grantee,
-                                                                 revoke=request.revoke))
+            raise InvalidInputError(
+                "grantee",
+                "this server runs without authentication: every caller reads and writes every problem already",
+            )
+        return pb.GrantAccessResponse(
+            grantees=self.access.grant(owner, request.problem_name, request.grantee, revoke=request.revoke)
+        )
 
-    def WatchSession(self, request: pb.WatchSessionRequest,
-                     context: grpc.ServicerContext) -> Iterator[pb.SessionEvent]:
+    def WatchSession(self, request: pb.WatchSessionRequest, context: grpc.ServicerContext) -> Iterator[pb.SessionEvent]:
         try:
             owner = self._owner(context, "watch_session")
             events = self.manager.watch(owner, request.session_id, request.from_start, active=context.is_active)
             for item in events:
-                yield pb.SessionEvent(kind=item["kind"], trial_id=item.get("trial_id", ""),
-                                      task_json=dumps(item.get("task", {})),
-                                      config_json=dumps(item.get("config", {})),
-                                      outputs=item.get("outputs") or {}, failure=item.get("failure") or "",
-                                      time=item["time"], sequence=item["sequence"])
+                yield pb.SessionEvent(
+                    kind=item["kind"],
+                    trial_id=item.get("trial_id", ""),
+                    task_json=dumps(item.get("task", {})),
+                    config_json=dumps(item.get("config", {})),
+                    outputs=item.get("outputs") or {},
+                    failure=item.get("failure") or "",
+                    time=item["time"],
+                    sequence=item["sequence"],
+                )
         except Exception as exc:  # noqa: BLE001 - every error becomes a status
             code, message = status_of(exc)
             context.abort(code, message)
@@ -229,14 +279,25 @@ class TuningServer:
             crowd repository's service (``raytuner.v1.CrowdService``, keys of its own users).
     """
 
-    def __init__(self, store: HistoryStore | str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
-                 auth: bool = True, tls_cert: str | os.PathLike[str] | None = None,
-                 tls_key: str | os.PathLike[str] | None = None, ray_address: str | None = None,
-                 max_workers: int = 64, crowd: Any = None, max_calls_per_key: int | None = None,
-                 max_streams_per_key: int | None = None) -> None:
+    def __init__(
+        self,
+        store: HistoryStore | str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        auth: bool = True,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        ray_address: str | None = None,
+        max_workers: int = 64,
+        crowd: Any = None,
+        max_calls_per_key: int | None = None,
+        max_streams_per_key: int | None = None,
+    ) -> None:
         if (tls_cert is None) != (tls_key is None):
-            raise InvalidInputError("tls_key" if tls_key is None else "tls_cert",
-                                    "TLS needs both a certificate and its key")
+            raise InvalidInputError(
+                "tls_key" if tls_key is None else "tls_cert", "TLS needs both a certificate and its key"
+            )
         self.store = open_store(store)
         self.ledger = self.store.ledger()
         self.keys = ApiKeys(self.ledger)
@@ -245,11 +306,13 @@ class TuningServer:
         self.auth = auth
         self.max_workers = max_workers
         calls, streams = default_limits(max_workers)
-        self.limits = PerKeyLimits(calls if max_calls_per_key is None else max_calls_per_key,
-                                   streams if max_streams_per_key is None else max_streams_per_key, pool=max_workers)
+        self.limits = PerKeyLimits(
+            calls if max_calls_per_key is None else max_calls_per_key,
+            streams if max_streams_per_key is None else max_streams_per_key,
+            pool=max_workers,
+        )
         self.crowd = self._crowd(crowd)
-        self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address),
-                                      crowd=self.crowd)
+        self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address), crowd=self.crowd)
         self._owns_crowd = isinstance(crowd, str)
         self._server: grpc.Server | None = None
 
@@ -293,14 +356,17 @@ class TuningServer:
         (:mod:`raytuner.service.rebuild`); a call to one not rebuilt yet waits for its rebuild.
         """
         self.manager.load(background=True)
-        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                                          ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                                          ("grpc.so_reuseport", 0)]
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
-                                                        thread_name_prefix="raytuner-rpc"), options=options,
-                             interceptors=[self.limits])
-        pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None),
-                                                    server)
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="raytuner-rpc"),
+            options=options,
+            interceptors=[self.limits],
+        )
+        pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None), server)
         if self.crowd is not None:
             from raytuner.service.crowd import CrowdServicer  # noqa: PLC0415 - SALib and GPy only for the crowd
 
@@ -315,8 +381,14 @@ class TuningServer:
             raise InvalidInputError("port", f"cannot listen on {target}")
         server.start()
         self._server = server
-        log.info("tuning service on %s (%s, auth %s, TLS %s, crowd repository %s)", self.address, self.store,
-                 "on" if self.auth else "off", "on" if self.tls else "off", self.crowd or "off")
+        log.info(
+            "tuning service on %s (%s, auth %s, TLS %s, crowd repository %s)",
+            self.address,
+            self.store,
+            "on" if self.auth else "off",
+            "on" if self.tls else "off",
+            self.crowd or "off",
+        )
         return self.port
 
     def stop(self, grace: float | None = 1.0) -> None:
@@ -352,4 +424,3 @@ class TuningServer:
 def _read(path: str | os.PathLike[str] | None) -> bytes:
     with open(path, "rb") as fh:  # type: ignore[arg-type]
         return fh.read()
-

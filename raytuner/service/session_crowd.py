@@ -51,8 +51,9 @@ class CrowdSessions:
 
     def _crowd(self, field: str) -> Any:
         if self.crowd is None:
-            raise InvalidInputError(field, "this server keeps no crowd repository "
-                                           "(start it with `raytuner serve --crowd mongodb://...`)")
+            raise InvalidInputError(
+                field, "this server keeps no crowd repository (start it with `raytuner serve --crowd mongodb://...`)"
+            )
         return self.crowd
 
     def crowd_user_of(self, key: str, method: str | None = None) -> str | None:
@@ -75,9 +76,10 @@ class CrowdSessions:
         if meta.api_key is not None:
             return str(crowd.authenticate(meta.api_key.get_secret_value()).username)
         if owner.startswith(CROWD_OWNER):
-            return owner[len(CROWD_OWNER):]
-        raise InvalidInputError("api_key", f"{field} needs a crowd user: give the crowd user's API key "
-                                           "(or call with it)")
+            return owner[len(CROWD_OWNER) :]
+        raise InvalidInputError(
+            "api_key", f"{field} needs a crowd user: give the crowd user's API key (or call with it)"
+        )
 
     def _crowd_user(self, meta: MetaDescription, owner: str) -> str:
         """The crowd user a ``sync_crowd_repo`` session uploads as; '' without sync."""
@@ -89,8 +91,11 @@ class CrowdSessions:
             return DEFAULT_SYNC_ACCESS
         access = options.pop("crowd_access")
         if access not in SYNC_ACCESS:
-            raise InvalidInputError("options.crowd_access", f"{access!r} is not an access level for synced records",
-                                    allowed=list(SYNC_ACCESS))
+            raise InvalidInputError(
+                "options.crowd_access",
+                f"{access!r} is not an access level for synced records",
+                allowed=list(SYNC_ACCESS),
+            )
         if not meta.sync_crowd_repo:
             raise InvalidInputError("options.crowd_access", "only a session with sync_crowd_repo uploads records")
         return str(access)
@@ -103,13 +108,14 @@ class CrowdSessions:
 
         try:
             user = self._crowd("sync_crowd_repo").get_user(crowd_user)
-        except RaytunerError as exc:   # restarted without the crowd, or the user is gone: tune, sync later
+        except RaytunerError as exc:  # restarted without the crowd, or the user is gone: tune, sync later
             log.warning("session %s is not synced to the crowd repository: %s", session_id, exc)
             return self.store
         return CrowdSyncStore.as_user(self.store, self.crowd, user, session_id, access)
 
-    def _with_crowd_sources(self, meta: MetaDescription, owner: str, strategy: str, options: dict[str, Any]
-                            ) -> tuple[dict[str, Any], list[FunctionEvaluation] | None]:
+    def _with_crowd_sources(
+        self, meta: MetaDescription, owner: str, strategy: str, options: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[FunctionEvaluation] | None]:
         """``options`` with ``crowd_sources: true`` replaced by the ``source_problem`` of the crowd's cache.
 
         Also returns the records downloaded now, for the cache (``None``: nothing to write, the cache
@@ -118,30 +124,37 @@ class CrowdSessions:
         refused session leaves nothing behind.
         """
         given = options.get("source_problem")
-        if isinstance(given, str) and is_cache_name(given):      # another user's cache: other access levels
-            raise InvalidInputError("options.source_problem", f"{given!r} is a crowd cache; a session learns from "
-                                                              "the crowd through options.crowd_sources")
+        if isinstance(given, str) and is_cache_name(given):  # another user's cache: other access levels
+            raise InvalidInputError(
+                "options.source_problem",
+                f"{given!r} is a crowd cache; a session learns from the crowd through options.crowd_sources",
+            )
         wanted = options.pop("crowd_sources", False)
         if wanted is False:
             return options, None
         if wanted is not True:
             raise InvalidInputError("options.crowd_sources", f"{wanted!r} is not a yes or no", allowed=[True, False])
         if not ENGINES[strategy].learns_from_sources:
-            raise InvalidInputError("options.crowd_sources", f"{strategy} learns from no source data",
-                                    allowed=sorted(n for n, e in ENGINES.items() if e.learns_from_sources))
+            raise InvalidInputError(
+                "options.crowd_sources",
+                f"{strategy} learns from no source data",
+                allowed=sorted(n for n, e in ENGINES.items() if e.learns_from_sources),
+            )
         if "source_problem" in options:
             raise InvalidInputError("options.crowd_sources", "give crowd_sources or source_problem, not both")
-        user = self._crowd("options.crowd_sources").get_user(self._crowd_identity(meta, owner,
-                                                                                 "options.crowd_sources"))
+        user = self._crowd("options.crowd_sources").get_user(self._crowd_identity(meta, owner, "options.crowd_sources"))
         problem = meta.tuning_problem_name
         cache = crowd_cache_name(problem, user.username)
         fresh = None
         if not downloaded(self.store, cache):
             try:
                 fresh = self.crowd.evaluations_for(user, problem, *meta_query(meta))
-            except StoreError as exc:      # the crowd's database is down: tune without its data
-                log.warning("the crowd repository could not be read (%s); session of %s starts without crowd "
-                            "sources", exc, problem)
+            except StoreError as exc:  # the crowd's database is down: tune without its data
+                log.warning(
+                    "the crowd repository could not be read (%s); session of %s starts without crowd sources",
+                    exc,
+                    problem,
+                )
                 return options, None
         options["source_problem"] = cache
         return options, fresh

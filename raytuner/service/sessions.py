@@ -88,8 +88,8 @@ class SessionSpec:
     seed: int
     max_evaluations: int = 0
     created: float = field(default_factory=time.time)
-    crowd_user: str = ""             # sync_crowd_repo: the crowd user the session's records are uploaded as
-    crowd_access: str = "private"    # sync_crowd_repo: the access level they get (options.crowd_access)
+    crowd_user: str = ""  # sync_crowd_repo: the crowd user the session's records are uploaded as
+    crowd_access: str = "private"  # sync_crowd_repo: the access level they get (options.crowd_access)
 
 
 class ServiceSession:
@@ -129,8 +129,10 @@ class ServiceSession:
         if trial is not None:
             item.update(trial_id=trial.trial_id, task=trial.task, config=trial.config)
         if record is not None:
-            item.update(outputs={k: n for k, v in record.evaluation_result.items() if (n := as_number(v)) is not None},
-                        failure=record.raytuner.failure_message if record.raytuner else None)
+            item.update(
+                outputs={k: n for k, v in record.evaluation_result.items() if (n := as_number(v)) is not None},
+                failure=record.raytuner.failure_message if record.raytuner else None,
+            )
         with self.changed:
             self.events.append(item)
             self.changed.notify_all()
@@ -152,8 +154,9 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             crowd sources (:mod:`raytuner.service.session_crowd`).
     """
 
-    def __init__(self, store: HistoryStore, ledger: Ledger | None = None, executor: Any = None,
-                 crowd: Any = None) -> None:
+    def __init__(
+        self, store: HistoryStore, ledger: Ledger | None = None, executor: Any = None, crowd: Any = None
+    ) -> None:
         self.store = store
         self.ledger = ledger if ledger is not None else store.ledger()
         self.executor = executor
@@ -164,8 +167,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
 
     # -- building ---------------------------------------------------------------------------
 
-    def _strategy(self, spec: SessionSpec, problem: Any,
-                  fresh: Sequence[FunctionEvaluation] | None = None) -> Strategy:
+    def _strategy(self, spec: SessionSpec, problem: Any, fresh: Sequence[FunctionEvaluation] | None = None) -> Strategy:
         """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store.
 
         ``fresh``: the records of its source problem, given while they are not stored yet (crowd sources
@@ -176,35 +178,61 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
             needed = "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1
             if (needed or source_problem is not None or query is not None) and not isinstance(source_problem, str):
-                raise InvalidInputError("options.source_problem", f"{spec.strategy} needs the name of a source "
-                                        f"problem in the store, other than the session's own")
+                raise InvalidInputError(
+                    "options.source_problem",
+                    f"{spec.strategy} needs the name of a source problem in the store, other than the session's own",
+                )
             if isinstance(source_problem, str):
                 source = StoreSource(self.store, source_problem, query)
-                if fresh is not None:      # what source.evaluations() will read once they are stored
+                if fresh is not None:  # what source.evaluations() will read once they are stored
                     source = [r for r in fresh if source.query is None or source.query.matches(r)]
-        return build_engine(EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed,
-                            executor=self.executor, source=source)
+        return build_engine(
+            EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed, executor=self.executor, source=source
+        )
 
-    def _open(self, spec: SessionSpec, fresh: Sequence[FunctionEvaluation] | None = None,
-              trials: Sequence[Trial] | None = None, records: ProblemRecords | None = None) -> ServiceSession:
+    def _open(
+        self,
+        spec: SessionSpec,
+        fresh: Sequence[FunctionEvaluation] | None = None,
+        trials: Sequence[Trial] | None = None,
+        records: ProblemRecords | None = None,
+    ) -> ServiceSession:
         meta = MetaDescription.parse(spec.meta)
         problem = meta.problem_space
         tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(spec.tasks)]
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
         strategy = self._strategy(spec, problem, fresh)
-        tuning = TuningSession.resume(spec.problem_name, problem, strategy,
-                                      self._store_of(spec.session_id, spec.crowd_user, spec.crowd_access),
-                                      session_only=True, ledger=self.ledger, max_evaluations=spec.max_evaluations,
-                                      session_id=spec.session_id, machine=meta.machine_configuration,
-                                      software=meta.software_configuration, history=meta.history,
-                                      asked=trials, stored=None if records is None else records[0],
-                                      models=None if records is None else records[1])
+        tuning = TuningSession.resume(
+            spec.problem_name,
+            problem,
+            strategy,
+            self._store_of(spec.session_id, spec.crowd_user, spec.crowd_access),
+            session_only=True,
+            ledger=self.ledger,
+            max_evaluations=spec.max_evaluations,
+            session_id=spec.session_id,
+            machine=meta.machine_configuration,
+            software=meta.software_configuration,
+            history=meta.history,
+            asked=trials,
+            stored=None if records is None else records[0],
+            models=None if records is None else records[1],
+        )
         return ServiceSession(spec, tuning)
 
-    def create(self, owner: str, meta: Mapping[str, Any] | MetaDescription, strategy: str, *,
-               options: Mapping[str, Any] | None = None, tasks: Sequence[Mapping[str, Any]] | None = None,
-               seed: int = 0, max_evaluations: int = 0, session_id: str | None = None,
-               claim: Callable[[str], object] | None = None) -> ServiceSession:
+    def create(
+        self,
+        owner: str,
+        meta: Mapping[str, Any] | MetaDescription,
+        strategy: str,
+        *,
+        options: Mapping[str, Any] | None = None,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        seed: int = 0,
+        max_evaluations: int = 0,
+        session_id: str | None = None,
+        claim: Callable[[str], object] | None = None,
+    ) -> ServiceSession:
         """A new session of ``owner``; durable (in the ledger) when this returns.
 
         Args:
@@ -220,13 +248,16 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             claim: Called with the problem's name once the session is validated, before anything is stored;
                 it raises to refuse (the server claims the problem for ``owner`` there, atomically).
         """
-        if session_id is not None and (self.known(session_id)
-                                       or next(self.ledger.read("sessions", session_id=session_id), None)):
+        if session_id is not None and (
+            self.known(session_id) or next(self.ledger.read("sessions", session_id=session_id), None)
+        ):
             raise TrialConflict(f"session_id: a session {session_id!r} exists already")
         parsed = meta if isinstance(meta, MetaDescription) else MetaDescription.parse(meta)
         if parsed.historydb_path is not None:
-            raise InvalidInputError("historydb_path", "the service keeps its history in its own store; "
-                                    "leave historydb_path out of the meta description")
+            raise InvalidInputError(
+                "historydb_path",
+                "the service keeps its history in its own store; leave historydb_path out of the meta description",
+            )
         if strategy not in ENGINES:
             raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=sorted(ENGINES))
         tasks = list(tasks) if tasks else [{}]
@@ -235,30 +266,38 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                 raise InvalidInputError(f"tasks[{i}]", f"{task!r} is not an object of task parameters")
         tasks = [dict(t) for t in tasks]
         if (options or {}).get("source_problem") == parsed.tuning_problem_name:
-            raise InvalidInputError("options.source_problem", f"{strategy} needs the name of a source problem in "
-                                                              "the store, other than the session's own")
+            raise InvalidInputError(
+                "options.source_problem",
+                f"{strategy} needs the name of a source problem in the store, other than the session's own",
+            )
         data = parsed.to_dict()
-        data.pop("api_key", None)                       # a secret never goes into the ledger
+        data.pop("api_key", None)  # a secret never goes into the ledger
         options = dict(options or {})
-        access = self._sync_access(parsed, options)    # takes options.crowd_access out
+        access = self._sync_access(parsed, options)  # takes options.crowd_access out
         chosen, fresh = self._with_crowd_sources(parsed, owner, strategy, options)
-        spec = SessionSpec(session_id=session_id or uuid.uuid4().hex, owner=owner,
-                           problem_name=parsed.tuning_problem_name, meta=data, strategy=strategy,
-                           options=chosen, tasks=tasks,
-                           seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
-                           max_evaluations=max_evaluations, crowd_user=self._crowd_user(parsed, owner),
-                           crowd_access=access)
+        spec = SessionSpec(
+            session_id=session_id or uuid.uuid4().hex,
+            owner=owner,
+            problem_name=parsed.tuning_problem_name,
+            meta=data,
+            strategy=strategy,
+            options=chosen,
+            tasks=tasks,
+            seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
+            max_evaluations=max_evaluations,
+            crowd_user=self._crowd_user(parsed, owner),
+            crowd_access=access,
+        )
         fresh = None if fresh is None else uncached(self.store, spec.problem_name, chosen["source_problem"], fresh)
-        session = self._open(spec, fresh)               # validates everything before anything is stored
+        session = self._open(spec, fresh)  # validates everything before anything is stored
         if claim is not None:
             claim(spec.problem_name)
-        if fresh is not None:                           # the crowd's records, cached as the engine took them
+        if fresh is not None:  # the crowd's records, cached as the engine took them
             fill_cache(self.store, spec.problem_name, chosen["source_problem"], fresh)
         self.ledger.append("sessions", asdict(session.spec))
         with self._lock:
             self._sessions[spec.session_id] = session
-        log.info("created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, strategy,
-                 len(tasks))
+        log.info("created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, strategy, len(tasks))
         return session
 
     def open(self, session_id: str) -> ServiceSession | None:
@@ -276,14 +315,15 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                     self._specs.setdefault(session_id, document)
         return self._live(session_id)
 
-    def _rebuild(self, document: Mapping[str, Any], trials: Sequence[Trial] | None,
-                 records: ProblemRecords | None) -> ServiceSession:
+    def _rebuild(
+        self, document: Mapping[str, Any], trials: Sequence[Trial] | None, records: ProblemRecords | None
+    ) -> ServiceSession:
         """A session of the ``sessions`` log, its trials and records as given (read here when ``None``)."""
         spec = SessionSpec(**document)
         if trials is None:
             trials = list(read_trials(self.ledger.read("trials", session_id=spec.session_id)))
         session = self._open(spec, trials=trials, records=records)
-        for trial in trials:           # the events of its trials (its tuning session adopted the ones in flight)
+        for trial in trials:  # the events of its trials (its tuning session adopted the ones in flight)
             session.event("ASKED", trial)
             record = session.tuning.told_record(trial.trial_id)
             if record is not None:
@@ -301,7 +341,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         """
         session = None
         if isinstance(session_id, str) and self._spec_owner(session_id) == owner:
-            session = self._live(session_id)            # rebuilt first after a restart
+            session = self._live(session_id)  # rebuilt first after a restart
         if session is None:
             raise SessionNotFound(f"session_id: no session {session_id!r}")
         return session
@@ -320,7 +360,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         """
         with self._lock:
             waiting = [i for i, d in self._specs.items() if d.get("owner") == owner]
-        for session_id in waiting:                      # rebuilt first after a restart
+        for session_id in waiting:  # rebuilt first after a restart
             try:
                 self._live(session_id)
             except NotRebuilt:
@@ -331,8 +371,9 @@ class SessionManager(CrowdSessions, SessionRebuilder):
 
     # -- ask and tell ---------------------------------------------------------------------------
 
-    def ask(self, owner: str, session_id: str, task: Mapping[str, Any] | None = None,
-            trial_id: str | None = None) -> tuple[AskStatus, Trial | None]:
+    def ask(
+        self, owner: str, session_id: str, task: Mapping[str, Any] | None = None, trial_id: str | None = None
+    ) -> tuple[AskStatus, Trial | None]:
         """The next trial of a session, or ``("WAIT", None)`` / ``("FINISHED", None)``.
 
         Args:
@@ -347,8 +388,9 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         if task is not None:
             task = session.tuning.problem.input_space.check(task, "task_json")
             if task_key(task) not in {task_key(t) for t in session.spec.tasks}:
-                raise InvalidInputError("task_json", f"{task} is not a task of this session",
-                                        allowed=session.spec.tasks)
+                raise InvalidInputError(
+                    "task_json", f"{task} is not a task of this session", allowed=session.spec.tasks
+                )
         with session.lock:
             known = trial_id is not None and trial_id in session.tuning.pending
             try:
@@ -361,10 +403,18 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             session.event("ASKED", trial)
         return "TRIAL", trial
 
-    def tell(self, owner: str, session_id: str, trial_id: str, outputs: Mapping[str, Any] | None = None, *,
-             failure: str | None = None, machine: Mapping[str, Any] | None = None,
-             software: Mapping[str, Any] | None = None,
-             additional_output: Mapping[str, Any] | None = None) -> tuple[FunctionEvaluation, bool]:
+    def tell(
+        self,
+        owner: str,
+        session_id: str,
+        trial_id: str,
+        outputs: Mapping[str, Any] | None = None,
+        *,
+        failure: str | None = None,
+        machine: Mapping[str, Any] | None = None,
+        software: Mapping[str, Any] | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+    ) -> tuple[FunctionEvaluation, bool]:
         """Record a trial's result; returns the record and whether it was told before (a retry).
 
         A Tell carries outputs or a failure (an empty one is an input error
@@ -386,13 +436,20 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         outputs = dict(outputs or {})
         if not failure and not outputs:
             objectives = session.tuning.problem.objectives
-            raise InvalidInputError(f"outputs[{objectives[0]!r}]", "missing; tell the outputs or a failure",
-                                    allowed=objectives)
+            raise InvalidInputError(
+                f"outputs[{objectives[0]!r}]", "missing; tell the outputs or a failure", allowed=objectives
+            )
         with session.lock:
             duplicate = session.tuning.told_record(trial_id) is not None
             trial = session.tuning.pending.get(trial_id)
-            record = session.tuning.tell(trial_id, None if failure else outputs, failure=failure or None,
-                                         additional_output=additional_output, machine=machine, software=software)
+            record = session.tuning.tell(
+                trial_id,
+                None if failure else outputs,
+                failure=failure or None,
+                additional_output=additional_output,
+                machine=machine,
+                software=software,
+            )
             finished = session.finished
         if duplicate:
             return record, True
@@ -401,8 +458,9 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             session.event("FINISHED")
         return record, False
 
-    def watch(self, owner: str, session_id: str, from_start: bool = False,
-              active: Any = lambda: True, poll: float = 0.5) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, owner: str, session_id: str, from_start: bool = False, active: Any = lambda: True, poll: float = 0.5
+    ) -> Iterator[dict[str, Any]]:
         """A session's events as they come, while ``active()``; the already logged ones first if ``from_start``.
 
         Args:

@@ -70,9 +70,12 @@ class EvaluationQuery(BaseModel):
     def _json_ranges(cls, v: Any) -> Any:
         # JSON has no tuples: a range travels as {"low": a, "high": b} (see to_json)
         if isinstance(v, Mapping):
-            return {name: (cond.get("low"), cond.get("high"))
-                    if isinstance(cond, Mapping) and set(cond) <= {"low", "high"} else cond
-                    for name, cond in v.items()}
+            return {
+                name: (cond.get("low"), cond.get("high"))
+                if isinstance(cond, Mapping) and set(cond) <= {"low", "high"}
+                else cond
+                for name, cond in v.items()
+            }
         return v
 
     @field_validator("task")
@@ -104,8 +107,10 @@ class EvaluationQuery(BaseModel):
         True
         """
         data = self.model_dump(mode="json", exclude_none=True)
-        data["task"] = {name: {"low": cond[0], "high": cond[1]} if isinstance(cond, tuple) else cond
-                        for name, cond in self.task.items()}
+        data["task"] = {
+            name: {"low": cond[0], "high": cond[1]} if isinstance(cond, tuple) else cond
+            for name, cond in self.task.items()
+        }
         return data
 
     def matches(self, record: FunctionEvaluation) -> bool:
@@ -168,8 +173,9 @@ class HistoryStore(ABC):
         """
 
     @abstractmethod
-    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
-                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+    def append_batch(
+        self, problem: str, evaluations: Sequence[FunctionEvaluation] = (), models: Sequence[SurrogateModelRecord] = ()
+    ) -> None:
         """Persist evaluations and surrogate models together: all of them or none.
 
         Every record is checked first; a record that cannot be stored raises

@@ -62,7 +62,7 @@ SCHEMAS: dict[int, str] = {
     4: "2020: name, model_data, func_eval records keyed I, P, O, machine_deps, compile_deps, runtime_deps",
 }
 
-_NAMESPACE = uuid.UUID("6f1c1d5e-3a51-4bd0-9a53-6b0f6f3f2a10")     # uids of legacy records that had none
+_NAMESPACE = uuid.UUID("6f1c1d5e-3a51-4bd0-9a53-6b0f6f3f2a10")  # uids of legacy records that had none
 
 
 @dataclass
@@ -95,8 +95,14 @@ class SchemaReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON: schema, its description, counts, skipped and notes."""
-        return {"schema": self.schema, "description": SCHEMAS[self.schema], "func_eval": self.evaluations,
-                "surrogate_model": self.models, "skipped": list(self.skipped), "notes": list(self.notes)}
+        return {
+            "schema": self.schema,
+            "description": SCHEMAS[self.schema],
+            "func_eval": self.evaluations,
+            "surrogate_model": self.models,
+            "skipped": list(self.skipped),
+            "notes": list(self.notes),
+        }
 
 
 def detect_schema(data: Any) -> int:
@@ -116,20 +122,27 @@ def detect_schema(data: Any) -> int:
         raise InvalidInputError("history", f"expected a JSON object, got {type(data).__name__}")
     named = "tuning_problem_name" in data or "name" in data
     if not named:
-        raise InvalidInputError("tuning_problem_name", "missing; a GPTune history names its problem in "
-                                                       "tuning_problem_name (or name, before 2021)")
+        raise InvalidInputError(
+            "tuning_problem_name",
+            "missing; a GPTune history names its problem in tuning_problem_name (or name, before 2021)",
+        )
     if not isinstance(data.get("func_eval"), list):
-        raise InvalidInputError("func_eval", "missing; a GPTune history has tuning_problem_name (or name) "
-                                             "and a func_eval list" if "func_eval" not in data
-                                else f"expected a list, got {type(data['func_eval']).__name__}")
+        raise InvalidInputError(
+            "func_eval",
+            "missing; a GPTune history has tuning_problem_name (or name) and a func_eval list"
+            if "func_eval" not in data
+            else f"expected a list, got {type(data['func_eval']).__name__}",
+        )
     for key in ("surrogate_model", "model_data"):
         if key in data and not isinstance(data[key], list):
             raise InvalidInputError(key, f"expected a list, got {type(data[key]).__name__}")
     records = [r for r in data["func_eval"] if isinstance(r, Mapping)]
     if any("P" in r or "I" in r or "O" in r for r in records):
         return 4
-    if any("evaluated_result" in r or _legacy_machine(r.get("machine_configuration")) for r in records) \
-            or "tuning_problem_name" not in data:
+    if (
+        any("evaluated_result" in r or _legacy_machine(r.get("machine_configuration")) for r in records)
+        or "tuning_problem_name" not in data
+    ):
         return 3
     return 2 if "model_data" in data and "surrogate_model" not in data else 1
 
@@ -155,8 +168,9 @@ def _legacy_uid(record: Mapping[str, Any]) -> str:
     return str(uuid.uuid5(_NAMESPACE, json.dumps(record, sort_keys=True, default=str)))
 
 
-def _evaluation(record: Mapping[str, Any], problem: ProblemSpace | None, types: Mapping[str, InferredType],
-                report: SchemaReport) -> dict[str, Any]:
+def _evaluation(
+    record: Mapping[str, Any], problem: ProblemSpace | None, types: Mapping[str, InferredType], report: SchemaReport
+) -> dict[str, Any]:
     """One ``func_eval`` record in today's spelling (any schema); ``types`` from :func:`infer_types`."""
     out = dict(record)
     if "I" in out or "P" in out or "O" in out:
@@ -181,7 +195,7 @@ def _evaluation(record: Mapping[str, Any], problem: ProblemSpace | None, types: 
         for key in deps:
             clash = set(software) & set(out[key])
             if clash:
-                continue                    # kept verbatim below
+                continue  # kept verbatim below
             software.update(out.pop(key))
         out["software_configuration"] = software
     if "uid" not in out:
@@ -209,8 +223,11 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
         out["function_evaluations"] = out.pop("func_eval")
     space = out.get("problem_space")
     if isinstance(space, Mapping):
-        keys = {"input_space": ("input_space", "IS"), "parameter_space": ("parameter_space", "PS"),
-                "output_space": ("output_space", "OS")}
+        keys = {
+            "input_space": ("input_space", "IS"),
+            "parameter_space": ("parameter_space", "PS"),
+            "output_space": ("output_space", "OS"),
+        }
         mapped: set[str] = set()
         for target, spellings in keys.items():
             found = next((s for s in spellings if s in space), None)
@@ -222,14 +239,16 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
             report.note("some model space entries have no names (the file's records did not say them)")
         rest = {k: v for k, v in space.items() if k not in mapped}
         if rest:
-            out["problem_space"] = rest          # what had no place in today's spaces, kept verbatim
+            out["problem_space"] = rest  # what had no place in today's spaces, kept verbatim
         else:
             del out["problem_space"]
     objective_id = out.get("objective_id")
     if "objective" not in out and isinstance(objective_id, int):
         outputs = names["output_space"]
-        out["objective"] = {"objective_id": objective_id,
-                            **({"name": outputs[objective_id]} if 0 <= objective_id < len(outputs) else {})}
+        out["objective"] = {
+            "objective_id": objective_id,
+            **({"name": outputs[objective_id]} if 0 <= objective_id < len(outputs) else {}),
+        }
     if "uid" not in out:
         out["uid"] = _legacy_uid(record)
     return out
@@ -238,12 +257,17 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
 def _names(records: list[Mapping[str, Any]], problem: ProblemSpace | None) -> dict[str, list[str]]:
     """The space names in order: the problem's, else the first record's key order (GPTune writes that order)."""
     if problem is not None:
-        return {"input_space": problem.input_space.names, "parameter_space": problem.parameter_space.names,
-                "output_space": problem.objectives}
+        return {
+            "input_space": problem.input_space.names,
+            "parameter_space": problem.parameter_space.names,
+            "output_space": problem.objectives,
+        }
     first = records[0] if records else {}
-    return {"input_space": list(first.get("task_parameter", {})),
-            "parameter_space": list(first.get("tuning_parameter", {})),
-            "output_space": list(first.get("evaluation_result", {}))}
+    return {
+        "input_space": list(first.get("task_parameter", {})),
+        "parameter_space": list(first.get("tuning_parameter", {})),
+        "output_space": list(first.get("evaluation_result", {})),
+    }
 
 
 def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[dict[str, Any], SchemaReport]:
@@ -259,7 +283,7 @@ def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[d
     """
     schema = detect_schema(data)
     report = SchemaReport(schema)
-    if schema == 1:          # today's schema: read as it is (an entry that is no record is refused when validated)
+    if schema == 1:  # today's schema: read as it is (an entry that is no record is refused when validated)
         report.evaluations, report.models = len(data["func_eval"]), len(data.get("surrogate_model") or [])
         return dict(data), report
     types = infer_types(data, problem) if schema == 4 else {}
@@ -280,10 +304,17 @@ def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[d
                 continue
             models.append(_model(record, names, report) if key == "model_data" else dict(record))
     report.evaluations, report.models = len(evaluations), len(models)
-    header = {k: v for k, v in data.items() if k not in ("name", "tuning_problem_name", "func_eval",
-                                                          "surrogate_model", "model_data")}
+    header = {
+        k: v
+        for k, v in data.items()
+        if k not in ("name", "tuning_problem_name", "func_eval", "surrogate_model", "model_data")
+    }
     name = data.get("name") if schema >= 3 and "name" in data else data.get("tuning_problem_name")
-    out = {"tuning_problem_name": name,
-           "tuning_problem_category": header.pop("tuning_problem_category", None), **header,
-           "surrogate_model": models, "func_eval": evaluations}
+    out = {
+        "tuning_problem_name": name,
+        "tuning_problem_category": header.pop("tuning_problem_category", None),
+        **header,
+        "surrogate_model": models,
+        "func_eval": evaluations,
+    }
     return out, report

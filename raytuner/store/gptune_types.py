@@ -47,7 +47,7 @@ _INT = re.compile(r"^[+-]?\d+$")
 #: A legacy space entry's ``type``, as a parameter type.
 _DECLARED = {"int": "integer", "integer": "integer", "real": "real", "categorical": "categorical"}
 _SPACES = (("input_space", ("input_space", "IS")), ("parameter_space", ("parameter_space", "PS")))
-_SHOWN_CATEGORIES = 8          # categories the note lists per parameter
+_SHOWN_CATEGORIES = 8  # categories the note lists per parameter
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ def _declared_types(data: Mapping[str, Any], names: Mapping[str, list[str]]) -> 
                 if kind is None or not isinstance(name, str) or name in out:
                     continue
                 categories = entry.get("categories") if kind == "categorical" else None
-                out[name] = InferredType(kind, tuple(str(c) for c in categories) if isinstance(categories, list)
-                                         else (), declared=True)
+                out[name] = InferredType(
+                    kind, tuple(str(c) for c in categories) if isinstance(categories, list) else (), declared=True
+                )
     return out
 
 
@@ -121,8 +122,9 @@ def _fit(values: list[str], declared: InferredType | None) -> InferredType:
     numbers = [_number(v) for v in values]
     if declared is not None and declared.type == "categorical":
         return declared if declared.categories else InferredType("categorical", tuple(dict.fromkeys(values)), True)
-    if declared is not None and all(n is not None and (declared.type == "real" or float(n).is_integer())
-                                    for n in numbers):
+    if declared is not None and all(
+        n is not None and (declared.type == "real" or float(n).is_integer()) for n in numbers
+    ):
         return declared
     if any(n is None for n in numbers):
         return InferredType("categorical", tuple(dict.fromkeys(values)))
@@ -153,8 +155,9 @@ def infer_types(data: Mapping[str, Any], problem: ProblemSpace | None = None) ->
     if not seen:
         return {}
     first = next((r for r in records if isinstance(r.get("I"), Mapping) or isinstance(r.get("P"), Mapping)), {})
-    declared = _declared_types(data, {"input_space": list(first.get("I") or {}),
-                                      "parameter_space": list(first.get("P") or {})})
+    declared = _declared_types(
+        data, {"input_space": list(first.get("I") or {}), "parameter_space": list(first.get("P") or {})}
+    )
     return {name: _fit(values, declared.get(name)) for name, values in seen.items()}
 
 
@@ -166,10 +169,12 @@ def inference_note(types: Mapping[str, InferredType], problem: ProblemSpace | No
         problem: The problem given to the reader (``None``: none).
     """
     declared = sum(t.declared for t in types.values())
-    return (f"values written as strings were typed by inference "
-            f"({'no problem given' if problem is None else 'not in the problem'}; {declared} of {len(types)} "
-            f"as the file's model_data declares; --meta sets them): "
-            + ", ".join(f"{name} {kind.label()}" for name, kind in types.items()))
+    return (
+        f"values written as strings were typed by inference "
+        f"({'no problem given' if problem is None else 'not in the problem'}; {declared} of {len(types)} "
+        f"as the file's model_data declares; --meta sets them): "
+        + ", ".join(f"{name} {kind.label()}" for name, kind in types.items())
+    )
 
 
 def _converted(value: str, kind: str) -> Any:

@@ -36,8 +36,17 @@ from pydantic import ValidationError
 from raytuner.jsontext import dumps_standard, loads_stored
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 
-__all__ = ["FUNC_EVAL", "SURROGATE_MODEL", "Journal", "BadLine", "encode_entries", "decode_line",
-           "read_journal", "quarantine", "fsync_dir"]
+__all__ = [
+    "FUNC_EVAL",
+    "SURROGATE_MODEL",
+    "Journal",
+    "BadLine",
+    "encode_entries",
+    "decode_line",
+    "read_journal",
+    "quarantine",
+    "fsync_dir",
+]
 
 FUNC_EVAL = "func_eval"
 SURROGATE_MODEL = "surrogate_model"
@@ -161,8 +170,12 @@ def fsync_dir(path: Path) -> None:
 
 
 def _quarantine_line(journal: Path, line: BadLine) -> dict[str, Any]:
-    entry: dict[str, Any] = {"file": journal.name, "offset": line.offset, "reason": line.reason,
-                             "quarantined": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    entry: dict[str, Any] = {
+        "file": journal.name,
+        "offset": line.offset,
+        "reason": line.reason,
+        "quarantined": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     try:
         entry["line"] = line.data.decode("utf-8")
     except UnicodeDecodeError:
@@ -194,8 +207,11 @@ def quarantine(target: Path, journal: Path, lines: list[BadLine]) -> None:
                     continue
     except FileNotFoundError:
         pass
-    fresh = [entry for entry in (_quarantine_line(journal, line) for line in lines)
-             if (entry["offset"], entry.get("line") or entry.get("line_base64")) not in done]
+    fresh = [
+        entry
+        for entry in (_quarantine_line(journal, line) for line in lines)
+        if (entry["offset"], entry.get("line") or entry.get("line_base64")) not in done
+    ]
     if not fresh:
         return
     created = not target.exists()

@@ -98,16 +98,18 @@ class JsonStore(HistoryStore):
     def __init__(self, directory: str | os.PathLike[str], compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
         self.directory = Path(directory)
         if self.directory.exists() and not self.directory.is_dir():
-            raise StoreError(f"{self.directory} is a file, not a store directory; read a single GPTune "
-                             f"file with raytuner.store.read_history_file")
+            raise StoreError(
+                f"{self.directory} is a file, not a store directory; read a single GPTune "
+                f"file with raytuner.store.read_history_file"
+            )
         self.compact_min_bytes = compact_min_bytes
         self._problems: dict[str, ProblemFiles] = {}
         self._guard = threading.Lock()
-        self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any], bool]] = {}   # bool: records validated
+        self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any], bool]] = {}  # bool: records validated
         self._warned: set[tuple[str, int, bytes]] = set()
-        self._damage: dict[str, list[BadLine]] = {}   # per GPTune file: its damaged lines
-        self._writable: set[str] = set()                # problems whose file was found intact
-        self._compact_after: dict[str, int] = {}        # the journal size at which a failed compaction is retried
+        self._damage: dict[str, list[BadLine]] = {}  # per GPTune file: its damaged lines
+        self._writable: set[str] = set()  # problems whose file was found intact
+        self._compact_after: dict[str, int] = {}  # the journal size at which a failed compaction is retried
 
     def __repr__(self) -> str:
         return f"JsonStore({str(self.directory)!r})"
@@ -158,8 +160,9 @@ class JsonStore(HistoryStore):
         """Persist one surrogate-model record; fsync'd when this returns."""
         self._write(problem, [(_SURROGATE, record)])
 
-    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
-                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+    def append_batch(
+        self, problem: str, evaluations: Sequence[FunctionEvaluation] = (), models: Sequence[SurrogateModelRecord] = ()
+    ) -> None:
         """Persist evaluations and surrogate models as one journal line: all of them or none.
 
         Args:
@@ -177,7 +180,7 @@ class JsonStore(HistoryStore):
         try:
             payload = encode_entries(entries)
         except (TypeError, ValueError):
-            for i, entry in enumerate(entries):     # name the first record that is not JSON data
+            for i, entry in enumerate(entries):  # name the first record that is not JSON data
                 try:
                     encode_entries([entry])
                 except (TypeError, ValueError) as exc:
@@ -186,15 +189,21 @@ class JsonStore(HistoryStore):
         if problem not in self._writable:
             self.check_writable(problem)
         state = self._writer(problem)
-        journal_size = state.append(payload)        # durable: from here on nothing may fail the write
-        if journal_size > max(self.compact_min_bytes, self._compact_after.get(problem, 0)) \
-                and journal_size > state.main_size() // 2:
+        journal_size = state.append(payload)  # durable: from here on nothing may fail the write
+        if (
+            journal_size > max(self.compact_min_bytes, self._compact_after.get(problem, 0))
+            and journal_size > state.main_size() // 2
+        ):
             try:
                 self.compact(problem)
             except Exception as exc:  # noqa: BLE001 - the record is durable in the journal; compact later
                 self._compact_after[problem] = journal_size + self.compact_min_bytes
-                log.warning("could not compact %s (%s: %s); the journal keeps every record, compaction is "
-                            "tried again later", self.path(problem), type(exc).__name__, exc)
+                log.warning(
+                    "could not compact %s (%s: %s); the journal keeps every record, compaction is tried again later",
+                    self.path(problem),
+                    type(exc).__name__,
+                    exc,
+                )
 
     def check_writable(self, problem: str) -> None:
         """Raise :class:`~raytuner.errors.StoreError` (saying how to repair it) when ``problem``'s file is damaged.
@@ -209,8 +218,10 @@ class JsonStore(HistoryStore):
             self._read_main(path)
         damage = self._damage.get(str(path))
         if damage:
-            raise StoreError(f"{path} is damaged at byte offset(s) {', '.join(str(b.offset) for b in damage)}; "
-                             f"repair it with `{self._repair_hint(problem)}` before writing to it")
+            raise StoreError(
+                f"{path} is damaged at byte offset(s) {', '.join(str(b.offset) for b in damage)}; "
+                f"repair it with `{self._repair_hint(problem)}` before writing to it"
+            )
         self._writable.add(problem)
 
     # -- reading -----------------------------------------------------------------------------
@@ -234,8 +245,10 @@ class JsonStore(HistoryStore):
         read = read_store_file(raw)
         data, damage = read.data, read.bad
         if not isinstance(data, dict) or not all(isinstance(data.get(k, []), list) for k in (_FUNC_EVAL, _SURROGATE)):
-            raise StoreError(f"{path} is not a GPTune history file (expected an object whose "
-                             f"{_FUNC_EVAL} and {_SURROGATE} are lists)")
+            raise StoreError(
+                f"{path} is not a GPTune history file (expected an object whose "
+                f"{_FUNC_EVAL} and {_SURROGATE} are lists)"
+            )
         try:
             if isinstance(data.get(_FUNC_EVAL), list) and detect_schema(data) != 1:
                 data, _ = normalise_history(data)  # an older GPTune file: read as today's (written so at compaction)
@@ -283,21 +296,36 @@ class JsonStore(HistoryStore):
 
     def _warn_unreadable(self, journal: Path, lines: list[BadLine]) -> None:
         if fresh := self._fresh(journal, lines):
-            log.warning("%s: skipping %d torn or unreadable journal line(s) at byte offset(s) %s (%s); the next "
-                        "compaction keeps them in %s", journal, len(fresh), ", ".join(str(b.offset) for b in fresh),
-                        fresh[0].reason, journal.with_name(journal.name.removesuffix(".journal") + ".corrupt"))
+            log.warning(
+                "%s: skipping %d torn or unreadable journal line(s) at byte offset(s) %s (%s); the next "
+                "compaction keeps them in %s",
+                journal,
+                len(fresh),
+                ", ".join(str(b.offset) for b in fresh),
+                fresh[0].reason,
+                journal.with_name(journal.name.removesuffix(".journal") + ".corrupt"),
+            )
 
     def _warn_damaged(self, path: Path, damage: list[BadLine], data: dict[str, Any]) -> None:
         if fresh := self._fresh(path, damage):
             problem = path.name.removesuffix(".json")
-            log.warning("%s is damaged: %d line(s) at byte offset(s) %s cannot be read (%s); read around them: "
-                        "%d evaluations and %d models. Writers refuse this problem until `%s` moves the damaged "
-                        "lines to %s", path, len(fresh), ", ".join(str(b.offset) for b in fresh), fresh[0].reason,
-                        len(data.get(_FUNC_EVAL, [])), len(data.get(_SURROGATE, [])), self._repair_hint(problem),
-                        self.quarantine_path(problem))
+            log.warning(
+                "%s is damaged: %d line(s) at byte offset(s) %s cannot be read (%s); read around them: "
+                "%d evaluations and %d models. Writers refuse this problem until `%s` moves the damaged "
+                "lines to %s",
+                path,
+                len(fresh),
+                ", ".join(str(b.offset) for b in fresh),
+                fresh[0].reason,
+                len(data.get(_FUNC_EVAL, [])),
+                len(data.get(_SURROGATE, [])),
+                self._repair_hint(problem),
+                self.quarantine_path(problem),
+            )
 
-    def _snapshot(self, problem: str, journal_entries: list[tuple[str, dict[str, Any]]],
-                  main: dict[str, Any]) -> dict[str, Any]:
+    def _snapshot(
+        self, problem: str, journal_entries: list[tuple[str, dict[str, Any]]], main: dict[str, Any]
+    ) -> dict[str, Any]:
         """The GPTune document of the file and the journal together, repeated uids dropped."""
         document: dict[str, Any] = {"tuning_problem_name": problem, "tuning_problem_category": None}
         document.update({k: v for k, v in main.items() if k not in (_FUNC_EVAL, _SURROGATE)})
@@ -324,7 +352,7 @@ class JsonStore(HistoryStore):
         try:
             try:
                 return [model.model_validate(r) for r in self._raw(problem)[kind]]
-            except ValidationError:                        # a damaged record: keep the others
+            except ValidationError:  # a damaged record: keep the others
                 with self._shared_lock(problem):
                     self._read_main(self.path(problem), salvage=True)
                 return [model.model_validate(r) for r in self._raw(problem)[kind]]
@@ -404,15 +432,22 @@ class JsonStore(HistoryStore):
             document = self._snapshot(problem, journal.entries, self._read_main(state.main, salvage=repair))
             target = self.quarantine_path(problem)
             moved = 0
-            for path, lines in ((state.main, self._damage.get(str(state.main), [])),
-                                (journal_path, [*journal.bad, *([journal.tail] if journal.tail else [])])):
-                if lines:                                  # no writer is mid-line now
+            for path, lines in (
+                (state.main, self._damage.get(str(state.main), [])),
+                (journal_path, [*journal.bad, *([journal.tail] if journal.tail else [])]),
+            ):
+                if lines:  # no writer is mid-line now
                     quarantine(target, path, lines)
                     moved += len(lines)
-                    log.warning("%s: moved %d unreadable line(s) (byte offset(s) %s) to %s", path, len(lines),
-                                ", ".join(str(b.offset) for b in lines), target)
+                    log.warning(
+                        "%s: moved %d unreadable line(s) (byte offset(s) %s) to %s",
+                        path,
+                        len(lines),
+                        ", ".join(str(b.offset) for b in lines),
+                        target,
+                    )
             if repair and not moved and state.main.exists():
-                return 0, len(document[_FUNC_EVAL])        # nothing damaged: the file stays as it is
+                return 0, len(document[_FUNC_EVAL])  # nothing damaged: the file stays as it is
             write_history_file(state.main, document)
             os.ftruncate(state.journal_fd, 0)
             os.fsync(state.journal_fd)

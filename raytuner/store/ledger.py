@@ -195,7 +195,7 @@ class JsonLedger(Ledger):
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
-                os.close(fd)                   # closing releases the lock
+                os.close(fd)  # closing releases the lock
 
     def append(self, name: str, document: dict[str, Any]) -> None:
         """Append ``document`` to log ``name``; on disk (fsync'd) when this returns.
@@ -260,8 +260,14 @@ class JsonLedger(Ledger):
             os.fsync(out.fileno())
         os.replace(tmp, path)
         fsync_dir(self.directory)
-        log.warning("%s: moved %d unreadable line(s) (byte offset(s) %s: %s) to %s", path, len(bad),
-                    ", ".join(str(line.offset) for line in bad), bad[0].reason, target)
+        log.warning(
+            "%s: moved %d unreadable line(s) (byte offset(s) %s: %s) to %s",
+            path,
+            len(bad),
+            ", ".join(str(line.offset) for line in bad),
+            bad[0].reason,
+            target,
+        )
         return len(bad)
 
     @staticmethod
@@ -276,7 +282,7 @@ class JsonLedger(Ledger):
             if size == 0 or os.pread(fh.fileno(), 1, size - 1) == b"\n":
                 return 0
             keep = size - 1
-            while keep > 0:                    # back to the last newline, a block at a time
+            while keep > 0:  # back to the last newline, a block at a time
                 start = max(0, keep - 65536)
                 found = os.pread(fh.fileno(), keep - start, start).rfind(b"\n")
                 if found >= 0:
@@ -285,8 +291,13 @@ class JsonLedger(Ledger):
                 keep = start
             target = path.with_name(path.name + ".corrupt")
             quarantine(target, path, [BadLine(keep, os.pread(fh.fileno(), size - keep, keep), _TORN)])
-            log.warning("%s: moved a torn last line (%d bytes at byte offset %d) left by an interrupted write "
-                        "to %s", path, size - keep, keep, target)
+            log.warning(
+                "%s: moved a torn last line (%d bytes at byte offset %d) left by an interrupted write to %s",
+                path,
+                size - keep,
+                keep,
+                target,
+            )
             fh.truncate(keep)
             fh.flush()
             os.fsync(fh.fileno())
@@ -313,9 +324,15 @@ class JsonLedger(Ledger):
         if key in self._warned:
             return
         self._warned.add(key)
-        log.warning("%s: skipping an unreadable line at byte offset %d (%s); the next append or `raytuner "
-                    "history repair %s` keeps it in %s", path, line.offset, line.reason, self.directory.parent,
-                    path.name + ".corrupt")
+        log.warning(
+            "%s: skipping an unreadable line at byte offset %d (%s); the next append or `raytuner "
+            "history repair %s` keeps it in %s",
+            path,
+            line.offset,
+            line.reason,
+            self.directory.parent,
+            path.name + ".corrupt",
+        )
 
 
 def _append_line(path: Path, data: bytes) -> None:
@@ -327,7 +344,7 @@ def _append_line(path: Path, data: bytes) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         except OSError:
             cut_back(fd, start, path)

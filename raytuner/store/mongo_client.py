@@ -39,8 +39,15 @@ from raytuner.errors import InvalidInputError, StoreError
 __all__ = ["open_client", "mongo_errors", "unreachable_reason", "redact_uri"]
 
 
-def open_client(uri: str, *, timeout_ms: int = 10000, appname: str = "raytuner", field: str = "uri",
-                shown_as: str | None = None, **options: Any) -> pymongo.MongoClient[dict[str, Any]]:
+def open_client(
+    uri: str,
+    *,
+    timeout_ms: int = 10000,
+    appname: str = "raytuner",
+    field: str = "uri",
+    shown_as: str | None = None,
+    **options: Any,
+) -> pymongo.MongoClient[dict[str, Any]]:
     """A :class:`pymongo.MongoClient` for ``uri`` (it connects lazily, on the first command).
 
     Args:
@@ -56,7 +63,8 @@ def open_client(uri: str, *, timeout_ms: int = 10000, appname: str = "raytuner",
     """
     try:
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-            uri, serverSelectionTimeoutMS=timeout_ms, appname=appname, **options)
+            uri, serverSelectionTimeoutMS=timeout_ms, appname=appname, **options
+        )
     except (ConfigurationError, ValueError, TypeError) as exc:
         where = f" {shown_as}" if shown_as is not None else ""
         raise InvalidInputError(field, f"invalid MongoDB URI{where}: {exc}") from None
@@ -105,7 +113,7 @@ def mongo_errors(action: str, *, server: str, owner: str, field: str = "record")
     """
     try:
         yield
-    except (InvalidDocument, OverflowError) as exc:        # DocumentTooLarge is an InvalidDocument
+    except (InvalidDocument, OverflowError) as exc:  # DocumentTooLarge is an InvalidDocument
         raise InvalidInputError(field, f"cannot be stored in MongoDB: {exc}") from None
     except ConnectionFailure as exc:
         raise StoreError(f"cannot reach {server} to {action}: {unreachable_reason(exc)}") from None

@@ -87,8 +87,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 _MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 _KEY_RULE = "names that do not start with '$' and contain no '.' or NUL"
 
-_ORDER_INDEX = pymongo.IndexModel([(_PROBLEM, pymongo.ASCENDING), (_ORDER, pymongo.ASCENDING)],
-                                  name="problem_appended")
+_ORDER_INDEX = pymongo.IndexModel([(_PROBLEM, pymongo.ASCENDING), (_ORDER, pymongo.ASCENDING)], name="problem_appended")
 _FUNC_EVAL_INDEXES = [
     _ORDER_INDEX,
     pymongo.IndexModel([("task_parameter.$**", pymongo.ASCENDING)], name="task_parameter_wildcard"),
@@ -103,8 +102,9 @@ _FUNC_EVAL_INDEXES = [
 def _check_key(key: Any, field: str) -> str:
     """A user-supplied name that goes into a MongoDB field path must not be an operator or a path."""
     if not isinstance(key, str) or not key or key.startswith("$") or "." in key or "\x00" in key:
-        raise InvalidInputError(field, f"{key!r} cannot be used as a field name in a MongoDB query",
-                                allowed=[_KEY_RULE])
+        raise InvalidInputError(
+            field, f"{key!r} cannot be used as a field name in a MongoDB query", allowed=[_KEY_RULE]
+        )
     return key
 
 
@@ -246,11 +246,15 @@ class MongoStore(HistoryStore):
         self._timeout_ms = server_selection_timeout_ms
         self._display = redact_uri(uri)
         self.client: pymongo.MongoClient[dict[str, Any]] = open_client(
-            uri, timeout_ms=server_selection_timeout_ms, appname="raytuner", shown_as=self._display)
+            uri, timeout_ms=server_selection_timeout_ms, appname="raytuner", shown_as=self._display
+        )
         try:
             try:
-                db = (self.client[database] if database is not None
-                      else self.client.get_default_database(default=DEFAULT_DATABASE))
+                db = (
+                    self.client[database]
+                    if database is not None
+                    else self.client.get_default_database(default=DEFAULT_DATABASE)
+                )
             except (InvalidName, TypeError) as exc:
                 raise InvalidInputError("database", f"invalid MongoDB database name: {exc}") from None
             self.database = db.name
@@ -260,8 +264,7 @@ class MongoStore(HistoryStore):
             self.transactions = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
             self._durable = MAJORITY if self.transactions else DURABLE
             self._func_eval: Collection[dict[str, Any]] = db.get_collection(FUNC_EVAL, write_concern=self._durable)
-            self._models: Collection[dict[str, Any]] = db.get_collection(SURROGATE_MODEL,
-                                                                          write_concern=self._durable)
+            self._models: Collection[dict[str, Any]] = db.get_collection(SURROGATE_MODEL, write_concern=self._durable)
             self._indexed = False
         except BaseException:
             self.client.close()
@@ -303,8 +306,12 @@ class MongoStore(HistoryStore):
 
     def _errors(self, action: str, field: str = "record") -> AbstractContextManager[None]:
         """Driver errors as :class:`StoreError`, unstorable data as InvalidInputError: :func:`mongo_errors`."""
-        return mongo_errors(action, server=f"the MongoDB server {self._display}",
-                            owner=f"MongoDB server {self._display} (database {self.database!r})", field=field)
+        return mongo_errors(
+            action,
+            server=f"the MongoDB server {self._display}",
+            owner=f"MongoDB server {self._display} (database {self.database!r})",
+            field=field,
+        )
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -321,8 +328,9 @@ class MongoStore(HistoryStore):
         """Persist one evaluation; journaled when this returns; a repeated uid is ignored."""
         self._insert_one(self._func_eval, problem, record.to_dict())
 
-    def append_batch(self, problem: str, evaluations: Sequence[FunctionEvaluation] = (),
-                     models: Sequence[SurrogateModelRecord] = ()) -> None:
+    def append_batch(
+        self, problem: str, evaluations: Sequence[FunctionEvaluation] = (), models: Sequence[SurrogateModelRecord] = ()
+    ) -> None:
         """Persist evaluations and surrogate models in one transaction (a standalone server: bulk inserts).
 
         A record MongoDB cannot store (a key it refuses, a document over its
@@ -342,8 +350,10 @@ class MongoStore(HistoryStore):
             models: ``surrogate_model`` records to add.
         """
         problem = check_problem_name(problem)
-        batches = [(self._models, [_document(problem, m.to_dict()) for m in models]),
-                   (self._func_eval, [_document(problem, e.to_dict()) for e in evaluations])]
+        batches = [
+            (self._models, [_document(problem, m.to_dict()) for m in models]),
+            (self._func_eval, [_document(problem, e.to_dict()) for e in evaluations]),
+        ]
         for name, (_, docs) in zip(("models", "evaluations"), batches):
             for i, doc in enumerate(docs):
                 try:
@@ -351,24 +361,27 @@ class MongoStore(HistoryStore):
                 except (InvalidDocument, OverflowError) as exc:
                     raise InvalidInputError(f"{name}[{i}]", f"cannot be stored in MongoDB: {exc}") from None
                 if size > _MAX_DOCUMENT_BYTES:
-                    raise InvalidInputError(f"{name}[{i}]", f"is {size} bytes, over MongoDB's limit of "
-                                                            f"{_MAX_DOCUMENT_BYTES} bytes per record")
+                    raise InvalidInputError(
+                        f"{name}[{i}]",
+                        f"is {size} bytes, over MongoDB's limit of {_MAX_DOCUMENT_BYTES} bytes per record",
+                    )
         if not self.transactions:
             for collection, docs in batches:
                 if docs:
                     self._insert_many(collection, problem, docs)
             return
         with self._errors(f"append to {problem!r}"):
-            self._create_indexes()              # outside the transaction, which cannot create them
+            self._create_indexes()  # outside the transaction, which cannot create them
             with self.client.start_session() as session:
                 session.with_transaction(lambda s: self._insert_new(s, batches), write_concern=self._durable)
 
     @staticmethod
-    def _insert_new(session: ClientSession, batches: list[tuple[Collection[dict[str, Any]],
-                                                             list[dict[str, Any]]]]) -> None:
+    def _insert_new(
+        session: ClientSession, batches: list[tuple[Collection[dict[str, Any]], list[dict[str, Any]]]]
+    ) -> None:
         """Insert, within ``session``'s transaction, the documents whose key is not stored (a key given twice: once)."""
         for collection, docs in batches:
-            new = {doc["_id"]: doc for doc in reversed(docs)}       # a key given twice: its first document
+            new = {doc["_id"]: doc for doc in reversed(docs)}  # a key given twice: its first document
             stored = collection.find({"_id": {"$in": list(new)}}, projection={"_id": 1}, session=session)
             for doc in stored:
                 del new[doc["_id"]]
@@ -388,9 +401,11 @@ class MongoStore(HistoryStore):
                     raise StoreError(
                         f"MongoDB server {self._display} (database {self.database!r}) failed to append to "
                         f"{problem!r}: {len(others)} records not written, first error: "
-                        f"{first.get('errmsg', first)}") from None
-                log.debug("%s: %d of %d uids already stored; skipped", problem,
-                          len(details.get("writeErrors", [])), len(docs))
+                        f"{first.get('errmsg', first)}"
+                    ) from None
+                log.debug(
+                    "%s: %d of %d uids already stored; skipped", problem, len(details.get("writeErrors", [])), len(docs)
+                )
 
     def stored_uids(self, problem: str) -> tuple[set[str], set[str]]:
         """The uids of the problem's stored evaluations and surrogate models (read from their keys only).
@@ -401,8 +416,9 @@ class MongoStore(HistoryStore):
         prefix = f"{check_problem_name(problem)}:"
         with self._errors(f"read {problem!r}"):
             return tuple(  # type: ignore[return-value]
-                {doc["_id"][len(prefix):] for doc in collection.find({_PROBLEM: problem}, projection={"_id": 1})}
-                for collection in (self._func_eval, self._models))
+                {doc["_id"][len(prefix) :] for doc in collection.find({_PROBLEM: problem}, projection={"_id": 1})}
+                for collection in (self._func_eval, self._models)
+            )
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
         """Persist one surrogate-model record; journaled when this returns; a repeated uid is ignored."""
@@ -437,8 +453,13 @@ class MongoStore(HistoryStore):
         They live in the store's database, with its write concern and its error mapping.
         """
         database = self._func_eval.database
-        return MongoLedger({name: database.get_collection(collection, write_concern=self._durable)
-                            for name, collection in MONGO_COLLECTIONS.items()}, self._errors)
+        return MongoLedger(
+            {
+                name: database.get_collection(collection, write_concern=self._durable)
+                for name, collection in MONGO_COLLECTIONS.items()
+            },
+            self._errors,
+        )
 
     def close(self) -> None:
         """Close the connection pool; the store is not used afterwards."""

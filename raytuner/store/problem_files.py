@@ -54,7 +54,7 @@ def cut_back(fd: int, size: int, path: Path) -> None:
     try:
         os.ftruncate(fd, size)
         os.fsync(fd)
-    except OSError as exc:                     # the next append's torn-tail check moves it aside
+    except OSError as exc:  # the next append's torn-tail check moves it aside
         log.warning("%s: cannot cut a failed write back to %d bytes: %s", path, size, exc)
 
 
@@ -104,12 +104,12 @@ class ProblemFiles:
                     payload = b"\n" + payload  # a torn line from a crash: start afresh
                 view = memoryview(payload)
                 while view:
-                    view = view[os.write(self.journal_fd, view):]
+                    view = view[os.write(self.journal_fd, view) :]
             except OSError as exc:
                 cut_back(self.journal_fd, size, self.journal)
                 raise StoreError(f"cannot append to {self.journal}: {exc.strerror or exc}") from None
         try:
-            os.fsync(self.journal_fd)            # outside the lock: other writers go on meanwhile
+            os.fsync(self.journal_fd)  # outside the lock: other writers go on meanwhile
         except OSError as exc:
             raise StoreError(f"cannot sync {self.journal}: {exc.strerror or exc}") from None
         return size + len(payload)

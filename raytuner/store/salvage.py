@@ -111,9 +111,9 @@ def salvage_history(raw: bytes, check: Callable[[str | None, dict[str, Any]], st
                 continue
         markers = list(_MARKER.finditer(text))
         if markers:
-            head = text[:markers[0].start()]
+            head = text[: markers[0].start()]
             header = _header(head) if head.lstrip().startswith(b"{") else ({} if _STRUCTURE.match(head) else None)
-            if header is not None and _STRUCTURE.match(text[markers[-1].end():]):
+            if header is not None and _STRUCTURE.match(text[markers[-1].end() :]):
                 data.update({k: v for k, v in header.items() if k not in (FUNC_EVAL, SURROGATE_MODEL)})
                 section = None if markers[-1].group(2) else markers[-1].group(1).decode()
                 continue
@@ -121,8 +121,13 @@ def salvage_history(raw: bytes, check: Callable[[str | None, dict[str, Any]], st
             if b"]" in text:
                 section = None
             continue
-        bad.append(BadLine(start, line, "not a whole record of the file" if text.startswith(b"{")
-                           else "a damaged line of the file's structure"))
+        bad.append(
+            BadLine(
+                start,
+                line,
+                "not a whole record of the file" if text.startswith(b"{") else "a damaged line of the file's structure",
+            )
+        )
     return Salvage(data, bad)
 
 
@@ -143,10 +148,11 @@ def read_store_file(raw: bytes) -> Salvage:
     """
     try:
         data = loads_stored(raw)
-    except (ValueError, RecursionError):          # not UTF-8, not JSON, torn
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, torn
         data = None
-    if isinstance(data, dict) and all(isinstance(r, dict) for k in (FUNC_EVAL, SURROGATE_MODEL)
-                                      if isinstance(data.get(k), list) for r in data[k]):
+    if isinstance(data, dict) and all(
+        isinstance(r, dict) for k in (FUNC_EVAL, SURROGATE_MODEL) if isinstance(data.get(k), list) for r in data[k]
+    ):
         return Salvage(data, [], checked=False)
     salvaged = salvage_history(raw)
     if not salvaged.bad:

@@ -43,8 +43,12 @@ class StoreSource:
             the error); every evaluation when ``None``.
     """
 
-    def __init__(self, store: HistoryStore | str | os.PathLike[str], problem_name: str,
-                 query: EvaluationQuery | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        query: EvaluationQuery | Mapping[str, Any] | None = None,
+    ) -> None:
         self.store = open_store(store)
         self.problem_name = check_problem_name(problem_name)
         self.query = query if isinstance(query, EvaluationQuery) or query is None else EvaluationQuery.parse(query)

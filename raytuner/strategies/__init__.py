@@ -22,6 +22,21 @@ from raytuner.strategies.registry import ENGINES, build_engine, fresh_engine
 from raytuner.strategies.spec import EngineSpec
 from raytuner.strategies.transfer import TLA1, TLA2, TransferLearning
 
-__all__ = ["Strategy", "Suggestion", "RandomSearch", "MLA", "GPTuneBand", "BanditStructure", "DiscreteBO",
-           "TLA1", "TLA2", "TransferLearning", "MultiFidelityEngine", "EngineSpec", "ENGINES",
-           "build_engine", "fresh_engine", "task_key"]
+__all__ = [
+    "Strategy",
+    "Suggestion",
+    "RandomSearch",
+    "MLA",
+    "GPTuneBand",
+    "BanditStructure",
+    "DiscreteBO",
+    "TLA1",
+    "TLA2",
+    "TransferLearning",
+    "MultiFidelityEngine",
+    "EngineSpec",
+    "ENGINES",
+    "build_engine",
+    "fresh_engine",
+    "task_key",
+]

@@ -126,22 +126,38 @@ class GPTuneBand(Strategy):
     name = "gptuneband"
     spec_name = "band"
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
-                 b_min: float | None = None, b_max: float | None = None, eta: int | None = 3,
-                 fidelities: Sequence[float] | None = None, integer_fidelities: bool | None = None,
-                 passes: int | None = None, budget: float | None = None,
-                 fidelity_mode: FidelityMode = "one_shot", n_initial: int | None = None,
-                 options: LCMOptions | None = None, acquisition: str = "ei",
-                 acquisition_options: Mapping[str, float] | None = None, executor: Executor | None = None,
-                 objective: str | None = None, search_candidates: int = 2048, model: str = "paper",
-                 source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
-                 source_proposals: str = "alternate") -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        seed: int | None = None,
+        *,
+        b_min: float | None = None,
+        b_max: float | None = None,
+        eta: int | None = 3,
+        fidelities: Sequence[float] | None = None,
+        integer_fidelities: bool | None = None,
+        passes: int | None = None,
+        budget: float | None = None,
+        fidelity_mode: FidelityMode = "one_shot",
+        n_initial: int | None = None,
+        options: LCMOptions | None = None,
+        acquisition: str = "ei",
+        acquisition_options: Mapping[str, float] | None = None,
+        executor: Executor | None = None,
+        objective: str | None = None,
+        search_candidates: int = 2048,
+        model: str = "paper",
+        source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
+        source_proposals: str = "alternate",
+    ) -> None:
         super().__init__(problem, tasks, seed)
         if model not in MODELS:
             raise InvalidInputError("model", f"unknown GPTuneBand model {model!r}", allowed=list(MODELS))
         if source_proposals not in SOURCE_PROPOSALS:
-            raise InvalidInputError("source_proposals", f"unknown choice {source_proposals!r}",
-                                    allowed=list(SOURCE_PROPOSALS))
+            raise InvalidInputError(
+                "source_proposals", f"unknown choice {source_proposals!r}", allowed=list(SOURCE_PROPOSALS)
+            )
         self.source_proposals = source_proposals
         self.model = model
         self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
@@ -151,8 +167,15 @@ class GPTuneBand(Strategy):
         self.objective = problem.objective(objective)
         # several objectives or output constraints (none named): rungs ranked by all, samples by one LCM per output
         self.several = tunes_several(problem, objective)
-        self.plan = BandPlan(self.structure, self.objective, len(self.tasks), passes, budget, self.fidelity_mode,
-                             problem=problem if self.several else None)
+        self.plan = BandPlan(
+            self.structure,
+            self.objective,
+            len(self.tasks),
+            passes,
+            budget,
+            self.fidelity_mode,
+            problem=problem if self.several else None,
+        )
         named = None if self.several else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget
         self.source = source
@@ -166,23 +189,42 @@ class GPTuneBand(Strategy):
         self.n_initial = n_initial
         self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
-            n_initial=self.n_initial, options=options, acquisition=acquisition,
-            acquisition_options=acquisition_options, executor=executor, objective=named,
-            search_candidates=search_candidates)
-        self._keep_options(b_min=b_min, b_max=b_max, eta=eta, fidelities=fidelities,
-                           integer_fidelities=integer_fidelities, passes=passes, budget=budget,
-                           fidelity_mode=fidelity_mode, n_initial=self.n_initial, options=options,
-                           acquisition=acquisition,
-                           acquisition_options=acquisition_options, objective=named,
-                           search_candidates=search_candidates, model=model, source_proposals=source_proposals)
-        levels = Space.model_validate(problem.input_space.model_dump() + [
-            {"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}])
+            n_initial=self.n_initial,
+            options=options,
+            acquisition=acquisition,
+            acquisition_options=acquisition_options,
+            executor=executor,
+            objective=named,
+            search_candidates=search_candidates,
+        )
+        self._keep_options(
+            b_min=b_min,
+            b_max=b_max,
+            eta=eta,
+            fidelities=fidelities,
+            integer_fidelities=integer_fidelities,
+            passes=passes,
+            budget=budget,
+            fidelity_mode=fidelity_mode,
+            n_initial=self.n_initial,
+            options=options,
+            acquisition=acquisition,
+            acquisition_options=acquisition_options,
+            objective=named,
+            search_candidates=search_candidates,
+            model=model,
+            source_proposals=source_proposals,
+        )
+        levels = Space.model_validate(
+            problem.input_space.model_dump()
+            + [{"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}]
+        )
         self.level_problem = problem.model_copy(update={"input_space": levels})
         self._records: list[FunctionEvaluation] = []
         self._sampler: LevelSampler | None = None
-        self._plain: LevelSampler | None = None      # the sampler without the sources, when they alternate
+        self._plain: LevelSampler | None = None  # the sampler without the sources, when they alternate
         self._sampler_key: tuple[int, int] | None = None
-        self._models: list[SurrogateModelRecord] = []       # the stored models and those fitted since
+        self._models: list[SurrogateModelRecord] = []  # the stored models and those fitted since
         self._fixed_models = False
 
     # -- plan state ------------------------------------------------------------------------------
@@ -210,8 +252,9 @@ class GPTuneBand(Strategy):
         if self.finished:
             return []
         stage = self.stage()
-        return [(dict(self.tasks[i]), j) for i in range(len(self.tasks))
-                for j in range(stage, self.structure.s_max + 1)]
+        return [
+            (dict(self.tasks[i]), j) for i in range(len(self.tasks)) for j in range(stage, self.structure.s_max + 1)
+        ]
 
     # -- ask -------------------------------------------------------------------------------------
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
@@ -279,10 +322,28 @@ class GPTuneBand(Strategy):
         self.plan.asked(i, source.tuning_parameter, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=dict(source.tuning_parameter), provenance=provenance)
 
-    def _provenance(self, p: int, s: int, rung: int, fidelity: float, source: str,
-                    previous: float | None = None, parent: str | None = None, **notes: Any) -> Provenance:
-        return Provenance(strategy=self.name, source=source, bracket=s, rung=rung, pass_=p + 1, fidelity=fidelity,
-                          parent=parent, cost=self.structure.cost(fidelity, previous, self.fidelity_mode), **notes)
+    def _provenance(
+        self,
+        p: int,
+        s: int,
+        rung: int,
+        fidelity: float,
+        source: str,
+        previous: float | None = None,
+        parent: str | None = None,
+        **notes: Any,
+    ) -> Provenance:
+        return Provenance(
+            strategy=self.name,
+            source=source,
+            bracket=s,
+            rung=rung,
+            pass_=p + 1,
+            fidelity=fidelity,
+            parent=parent,
+            cost=self.structure.cost(fidelity, previous, self.fidelity_mode),
+            **notes,
+        )
 
     def _next_sample(self, only: int | None) -> Suggestion | None:
         place = self.plan.next_sample(only)
@@ -291,18 +352,22 @@ class GPTuneBand(Strategy):
         p, i, j = place
         sampler, lifted = self._level_sampler(), {**self.tasks[i], LEVEL: j}
         other = self._plain
-        if other is not None and self.plan.samples_given(i, j) % 2 == 1 and not sampler.designing(lifted) \
-                and not other.designing(lifted):
-            sampler, other = other, sampler                 # the plain LCM's turn
+        if (
+            other is not None
+            and self.plan.samples_given(i, j) % 2 == 1
+            and not sampler.designing(lifted)
+            and not other.designing(lifted)
+        ):
+            sampler, other = other, sampler  # the plain LCM's turn
         suggestion = sampler.ask(lifted)
         self._new_models.extend(made := sampler.take_models())
-        self._models.extend([] if self._fixed_models else made)       # as it is: a stored model only, as GPTune's
+        self._models.extend([] if self._fixed_models else made)  # as it is: a stored model only, as GPTune's
         if other is not None:
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.source or "model"
         how = "plain_model" if sampler is self._plain and how == "model" else how
         noted = {k: v for k, v in (suggestion.provenance.model_extra or {}).items() if k == NOTE}
-        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how, **noted)   # a likely success
+        provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how, **noted)  # a likely success
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)
 
@@ -316,31 +381,42 @@ class GPTuneBand(Strategy):
             return self._sampler
         sources = sources_for(self._sources, self.tasks, 0 if self.model == "levels" else key[1])
         self._sampler = self._build_sampler(key, sources)
-        self._plain = self._build_sampler(key, [], plain=True) if sources and self.source_proposals == "alternate" \
-            else None
+        self._plain = (
+            self._build_sampler(key, [], plain=True) if sources and self.source_proposals == "alternate" else None
+        )
         self._sampler_key = key
-        log.info("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1],
-                 len(self._sampler.lcm_tasks))
+        log.info("GPTuneBand pass %d stage %d: LCM over %d LCM-tasks", key[0] + 1, key[1], len(self._sampler.lcm_tasks))
         return self._sampler
 
-    def _build_sampler(self, key: tuple[int, int], sources: list[FunctionEvaluation],
-                       plain: bool = False) -> LevelSampler:
+    def _build_sampler(
+        self, key: tuple[int, int], sources: list[FunctionEvaluation], plain: bool = False
+    ) -> LevelSampler:
         """A sampler of (pass, stage) ``key`` holding ``sources`` and the log's records of its LCM-tasks.
 
         The ``plain`` twin's models are stored apart from those fitted with sources (its :meth:`~LevelSampler.sampler`).
         """
         kind = MultiObjectiveLevelSampler if self.several else LevelSampler
-        known = [*self.plan.brackets.by_uid, *(r.uid for r in self._sources)]      # this run's: warm starts
-        sampler = kind(self.level_problem, self.tasks, self.structure, key[0], key[1], self.model == "levels",
-                       self.seed, plain=plain, known=known, **self._sampler_options,
-                       **({"source": sources} if sources else {}))
+        known = [*self.plan.brackets.by_uid, *(r.uid for r in self._sources)]  # this run's: warm starts
+        sampler = kind(
+            self.level_problem,
+            self.tasks,
+            self.structure,
+            key[0],
+            key[1],
+            self.model == "levels",
+            self.seed,
+            plain=plain,
+            known=known,
+            **self._sampler_options,
+            **({"source": sources} if sources else {}),
+        )
         wanted = {task_key({**self.tasks[i], LEVEL: j}) for i, j in sampler.lcm_tasks}
         for record in self._records:
             level = self._level_of(record)
             if level is not None:
                 lifted = self._lift(record, level)
                 if task_key(lifted.task_parameter) in wanted:
-                    sampler._fold(lifted)        # checked when told to the band
+                    sampler._fold(lifted)  # checked when told to the band
         for p, i, j, config in self.plan.in_flight.places():
             if p == key[0] and j >= key[1]:
                 sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
@@ -373,18 +449,20 @@ class GPTuneBand(Strategy):
         except InvalidInputError:
             return
         if not 0 <= prov.bracket <= self.structure.s_max or not 0 <= prov.rung <= prov.bracket:
-            log.warning("record %s has bracket %s rung %s outside the plan; ignored", record.uid,
-                        prov.bracket, prov.rung)
+            log.warning(
+                "record %s has bracket %s rung %s outside the plan; ignored", record.uid, prov.bracket, prov.rung
+            )
             return
         self._records.append(record)
         self.plan.told(i, record)
         lifted = self._lift(record, prov.bracket - prov.rung)
         for sampler in (self._sampler, self._plain):
             if sampler is not None and any(task_key(lifted.task_parameter) == task_key(t) for t in sampler.tasks):
-                sampler._fold(lifted)      # checked when told to the band
+                sampler._fold(lifted)  # checked when told to the band
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(
+        self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
+    ) -> None:
         """Count an adopted trial as in flight, placed in the plan by its provenance.
 
         Args:
@@ -398,8 +476,12 @@ class GPTuneBand(Strategy):
         i = self.task_index(task)
         p = (provenance.pass_ or 1) - 1
         self.plan.asked(i, config, provenance)
-        if provenance.rung == 0 and self._sampler is not None and self._sampler_key == (p, self.stage()) \
-                and provenance.bracket >= self._sampler.stage:
+        if (
+            provenance.rung == 0
+            and self._sampler is not None
+            and self._sampler_key == (p, self.stage())
+            and provenance.bracket >= self._sampler.stage
+        ):
             for sampler in (self._sampler, self._plain):
                 if sampler is not None:
                     sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
@@ -414,10 +496,14 @@ class GPTuneBand(Strategy):
         sign = self.objective.sign()
         out: list[FunctionEvaluation | None] = []
         for i in range(len(self.tasks)):
-            scored = [(sign * v, n, r) for n, r in enumerate(self._records)
-                      if self._level_of(r) == 0 and task_key(r.task_parameter) == task_key(self.tasks[i])
-                      and (v := r.value(self.objective.name)) is not None
-                      and (not self.several or feasible(self.problem, r))]
+            scored = [
+                (sign * v, n, r)
+                for n, r in enumerate(self._records)
+                if self._level_of(r) == 0
+                and task_key(r.task_parameter) == task_key(self.tasks[i])
+                and (v := r.value(self.objective.name)) is not None
+                and (not self.several or feasible(self.problem, r))
+            ]
             out.append(min(scored, key=lambda x: (x[0], x[1]))[2] if scored else None)
         return out
 
@@ -440,11 +526,17 @@ class GPTuneBand(Strategy):
         """
         finished = self.finished
         current = self.current_pass if self.passes is None else min(self.current_pass, self.passes - 1)
-        return {"pass": current + 1, "passes": self.passes,
-                "stage": None if finished else self.stage(), "evaluations": len(self._records),
-                "in_flight": self.plan.in_flight.count(),
-                "cost_per_task": float(np.mean(self.cost_per_task())), "budget": self.budget,
-                "tasks_finished": sum(self.finished_tasks()), "finished": finished}
+        return {
+            "pass": current + 1,
+            "passes": self.passes,
+            "stage": None if finished else self.stage(),
+            "evaluations": len(self._records),
+            "in_flight": self.plan.in_flight.count(),
+            "cost_per_task": float(np.mean(self.cost_per_task())),
+            "budget": self.budget,
+            "tasks_finished": sum(self.finished_tasks()),
+            "finished": finished,
+        }
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
         """Keep stored models, which a sampler warm-starts from (:mod:`~raytuner.strategies.stored_models`).

@@ -65,8 +65,9 @@ def check_limits(budget: float | None, passes: int | None) -> None:
     ...
     raytuner.errors.InvalidInputError: budget: must be a number > 0 (normalised cost per task) or None, got 0
     """
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                               or not 0 < budget < float("inf")):
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf")
+    ):
         raise InvalidInputError("budget", f"must be a number > 0 (normalised cost per task) or None, got {budget!r}")
     if passes is not None and (not isinstance(passes, int) or isinstance(passes, bool) or passes < 1):
         raise InvalidInputError("passes", f"must be an integer >= 1 or None, got {passes!r}")
@@ -86,9 +87,16 @@ class BandPlan:
             :class:`~raytuner.strategies.brackets.Brackets`).
     """
 
-    def __init__(self, structure: BanditStructure, objective: Objective, tasks: int, passes: int | None = None,
-                 budget: float | None = None, mode: FidelityMode = "one_shot",
-                 problem: ProblemSpace | None = None) -> None:
+    def __init__(
+        self,
+        structure: BanditStructure,
+        objective: Objective,
+        tasks: int,
+        passes: int | None = None,
+        budget: float | None = None,
+        mode: FidelityMode = "one_shot",
+        problem: ProblemSpace | None = None,
+    ) -> None:
         check_limits(budget, passes)
         self.structure = structure
         self.tasks = tasks
@@ -98,7 +106,7 @@ class BandPlan:
         self.brackets = Brackets(structure, objective, problem)
         self.in_flight = InFlight()
         self.told_cost = [0.0] * tasks
-        self._complete_parts = [0] * tasks    # per task, passes known complete (a complete part stays complete)
+        self._complete_parts = [0] * tasks  # per task, passes known complete (a complete part stays complete)
 
     # -- folds -----------------------------------------------------------------------------------
     def asked(self, task: int, config: Mapping[str, Any], provenance: Provenance) -> None:
@@ -140,20 +148,31 @@ class BandPlan:
         where = f"task {dict(record.task_parameter)} and configuration {dict(record.tuning_parameter)}"
         if len({(p.pass_, p.bracket, p.rung) for p in found}) != 1:
             places = ", ".join(f"pass {p.pass_} bracket {p.bracket} rung {p.rung}" for p in found) or "none"
-            at = f" at pass {prov.pass_ or 1} bracket {prov.bracket} rung {prov.rung}" if placed else \
-                " has no bracket and rung, and it"
+            at = (
+                f" at pass {prov.pass_ or 1} bracket {prov.bracket} rung {prov.rung}"
+                if placed
+                else " has no bracket and rung, and it"
+            )
             raise InvalidInputError(
-                "provenance", f"the record of {where}{at} matches {len(found)} GPTuneBand suggestions in flight "
+                "provenance",
+                f"the record of {where}{at} matches {len(found)} GPTuneBand suggestions in flight "
                 f"({places}): tell each suggestion once, as it was asked (engine.tell(suggestion, outputs)), or "
-                "create the record with provenance=suggestion.provenance")
+                "create the record with provenance=suggestion.provenance",
+            )
         asked = found[0].model_dump(by_alias=True, exclude_none=True)
         own = prov.model_dump(by_alias=True, exclude_none=True)
-        if placed:          # the record's own fidelity and cost (a trial that ran further) stand
+        if placed:  # the record's own fidelity and cost (a trial that ran further) stand
             return record.model_copy(update={"raytuner": Provenance.model_validate({**asked, **own})})
-        log.warning("a record of %s came without its suggestion's provenance; matched to pass %s bracket %s rung %s",
-                    where, found[0].pass_, found[0].bracket, found[0].rung)
-        placed_prov = Provenance.model_validate({**own, **asked, "status": prov.status,
-                                                 "failure_message": prov.failure_message})
+        log.warning(
+            "a record of %s came without its suggestion's provenance; matched to pass %s bracket %s rung %s",
+            where,
+            found[0].pass_,
+            found[0].bracket,
+            found[0].rung,
+        )
+        placed_prov = Provenance.model_validate(
+            {**own, **asked, "status": prov.status, "failure_message": prov.failure_message}
+        )
         return record.model_copy(update={"raytuner": placed_prov})
 
     def told(self, task: int, record: FunctionEvaluation) -> None:
@@ -194,7 +213,8 @@ class BandPlan:
     def _part_complete(self, i: int, p: int) -> bool:
         s_max = self.structure.s_max
         return all(self.sampled(p, i, j) >= self.structure.samples(j) for j in range(s_max + 1)) and all(
-            self.brackets.complete(self.brackets.run((p, i, j))) for j in range(s_max + 1))
+            self.brackets.complete(self.brackets.run((p, i, j))) for j in range(s_max + 1)
+        )
 
     def frontier(self, i: int) -> int:
         """The first pass whose part for task ``i`` is not complete (``passes`` when all are).
@@ -230,8 +250,9 @@ class BandPlan:
                 previous = (source.raytuner.fidelity if source.raytuner else None) or self.structure.fidelity(level + 1)
                 cost = self.structure.cost(self.structure.fidelity(level), previous, self.mode)
                 return Step("promotion", cost, key[2], (key, rung, parent))
-        choices = [(self.sampled(p, i, j) + len(self.in_flight.samples(p, i, j)), j)
-                   for j in range(self.structure.s_max + 1)]
+        choices = [
+            (self.sampled(p, i, j) + len(self.in_flight.samples(p, i, j)), j) for j in range(self.structure.s_max + 1)
+        ]
         open_choices = [(used, j) for used, j in choices if used < self.structure.samples(j)]
         if not open_choices:
             return None

@@ -49,16 +49,21 @@ def lift_sources(records: Sequence[FunctionEvaluation], structure: BanditStructu
         fidelity = record.raytuner.fidelity if record.raytuner is not None else None
         level = 0 if fidelity is None else next((j for j, b in enumerate(fidelities) if b == fidelity), None)
         if level is not None:
-            lifted.append(record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level},
-                                                    "raytuner": None}))
+            lifted.append(
+                record.model_copy(update={"task_parameter": {**record.task_parameter, LEVEL: level}, "raytuner": None})
+            )
     if len(lifted) < len(ok):
-        log.warning("GPTuneBand: %d of %d source records are at fidelities of no bracket; left out",
-                    len(ok) - len(lifted), len(ok))
+        log.warning(
+            "GPTuneBand: %d of %d source records are at fidelities of no bracket; left out",
+            len(ok) - len(lifted),
+            len(ok),
+        )
     return lifted
 
 
-def sources_for(sources: Sequence[FunctionEvaluation], tasks: Sequence[Mapping[str, Any]],
-                lowest: int) -> list[FunctionEvaluation]:
+def sources_for(
+    sources: Sequence[FunctionEvaluation], tasks: Sequence[Mapping[str, Any]], lowest: int
+) -> list[FunctionEvaluation]:
     """The lifted sources a sampler takes: the engine's own tasks only at the levels it models (``>= lowest``).
 
     Args:
@@ -67,8 +72,12 @@ def sources_for(sources: Sequence[FunctionEvaluation], tasks: Sequence[Mapping[s
         lowest: the lowest level the sampler's LCM holds.
     """
     own = {task_key(t) for t in tasks}
-    return [r for r in sources if r.task_parameter[LEVEL] >= lowest
-            or task_key({k: v for k, v in r.task_parameter.items() if k != LEVEL}) not in own]
+    return [
+        r
+        for r in sources
+        if r.task_parameter[LEVEL] >= lowest
+        or task_key({k: v for k, v in r.task_parameter.items() if k != LEVEL}) not in own
+    ]
 
 
 class LevelSampler(MLA):
@@ -94,9 +103,20 @@ class LevelSampler(MLA):
     #: 1.062, 5 repeats × 10 tasks) and won rows 2, 3 and 5 by less.
     default_options = LCMOptions(task_weights="signed")
 
-    def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
-                 pass_index: int, stage: int, every_level: bool, seed: int | None, *, plain: bool = False,
-                 known: Collection[str] = (), **options: Any) -> None:
+    def __init__(
+        self,
+        level_problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        structure: BanditStructure,
+        pass_index: int,
+        stage: int,
+        every_level: bool,
+        seed: int | None,
+        *,
+        plain: bool = False,
+        known: Collection[str] = (),
+        **options: Any,
+    ) -> None:
         self.pass_index = pass_index
         self.plain = plain
         self.known = frozenset(known)
@@ -109,7 +129,7 @@ class LevelSampler(MLA):
         self._sampled = [0] * len(self.lcm_tasks)
         self._round: int | None = None
         self._horizon = 0
-        super().__init__(level_problem, lifted, seed=seed, **options)     # folds the sources (no provenance)
+        super().__init__(level_problem, lifted, seed=seed, **options)  # folds the sources (no provenance)
 
     def fit_horizon(self) -> int:
         return self._horizon
@@ -123,15 +143,18 @@ class LevelSampler(MLA):
         if not isinstance(sampler, Mapping) or bool(sampler.get("plain")) != self.plain:
             return None
         earlier = (sampler.get("pass"), sampler.get("stage"))
-        if not all(isinstance(v, int) for v in earlier) or not earlier < (self.pass_index + 1, self.stage) \
-                or not self.known.issuperset(record.function_evaluations):
+        if (
+            not all(isinstance(v, int) for v in earlier)
+            or not earlier < (self.pass_index + 1, self.stage)
+            or not self.known.issuperset(record.function_evaluations)
+        ):
             return None
         names = self.problem.input_space.names
         at = names.index(LEVEL)
         levels: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
         for k, values in enumerate(record.task_parameters):
             if len(values) != len(names) or not isinstance(values[at], int) or isinstance(values[at], bool):
-                return None             # a model of other task parameters
+                return None  # a model of other task parameters
             levels.setdefault(tuple(v for n, v in enumerate(values) if n != at), []).append((values[at], k))
         rows = []
         for values in self._task_values():
@@ -155,7 +178,7 @@ class LevelSampler(MLA):
         if not self.every_level:
             return index
         i, _ = self.lcm_tasks[index]
-        return self.lcm_tasks.index((i, 0))        # the prediction at b_max
+        return self.lcm_tasks.index((i, 0))  # the prediction at b_max
 
     def _fold(self, record: FunctionEvaluation) -> None:
         before = len(self._records)
@@ -193,10 +216,19 @@ class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
         **options: MLA's options (no ``objective``), and ``plain`` and ``known`` as for :class:`LevelSampler`.
     """
 
-    def __init__(self, level_problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], structure: BanditStructure,
-                 pass_index: int, stage: int, every_level: bool, seed: int | None, **options: Any) -> None:
+    def __init__(
+        self,
+        level_problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        structure: BanditStructure,
+        pass_index: int,
+        stage: int,
+        every_level: bool,
+        seed: int | None,
+        **options: Any,
+    ) -> None:
         super().__init__(level_problem, tasks, structure, pass_index, stage, every_level, seed, **options)
         for component in self.components:
-            component.fit_horizon = self.fit_horizon          # type: ignore[method-assign]  # the sampler's rounds
-            component.sampler = self.sampler                  # type: ignore[method-assign]  # and its models
-            component.warm_rows = self.warm_rows              # type: ignore[method-assign]  # and warm starts
+            component.fit_horizon = self.fit_horizon  # type: ignore[method-assign]  # the sampler's rounds
+            component.sampler = self.sampler  # type: ignore[method-assign]  # and its models
+            component.warm_rows = self.warm_rows  # type: ignore[method-assign]  # and warm starts

@@ -110,7 +110,7 @@ class BanditStructure:
         Args:
             s: The bracket.
         """
-        return ((self.s_max + 1) // (s + 1)) * self.eta ** s
+        return ((self.s_max + 1) // (s + 1)) * self.eta**s
 
     def keep(self, count: int) -> int:
         """How many of ``count`` evaluations successive halving promotes: ``⌊count/η⌋`` (at least 1).
@@ -169,8 +169,10 @@ class BanditStructure:
 
     def describe(self) -> list[dict[str, object]]:
         """One row per bracket: ``s``, ``B(s)``, ``N(s)`` and the rungs, for reports."""
-        return [{"bracket": s, "fidelity": self.fidelity(s), "samples": self.samples(s),
-                 "rungs": self.rungs(s)} for s in range(self.s_max + 1)]
+        return [
+            {"bracket": s, "fidelity": self.fidelity(s), "samples": self.samples(s), "rungs": self.rungs(s)}
+            for s in range(self.s_max + 1)
+        ]
 
 
 def check_mode(mode: str) -> FidelityMode:
@@ -180,8 +182,13 @@ def check_mode(mode: str) -> FidelityMode:
     return mode  # type: ignore[return-value]
 
 
-def structure_from(b_min: float | None, b_max: float | None, eta: int | None,
-                   fidelities: Sequence[float] | None, integer: bool | None = None) -> BanditStructure:
+def structure_from(
+    b_min: float | None,
+    b_max: float | None,
+    eta: int | None,
+    fidelities: Sequence[float] | None,
+    integer: bool | None = None,
+) -> BanditStructure:
     """A structure from either ``(b_min, b_max, eta)`` or ``(fidelities, eta)``; naming what is missing.
 
     ``integer=None`` rounds Hyperband's fidelities to whole numbers when
@@ -210,10 +217,14 @@ def structure_from(b_min: float | None, b_max: float | None, eta: int | None,
         raise InvalidInputError("b_min" if b_min is None else "b_max", "required unless fidelities are given")
     if integer is not None and not isinstance(integer, bool):
         raise InvalidInputError("integer_fidelities", f"must be true, false or none, got {integer!r}")
-    whole = all(isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer()
-                for b in (b_min, b_max))
+    whole = all(
+        isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer() for b in (b_min, b_max)
+    )
     structure = BanditStructure.hyperband(b_min, b_max, eta, integer=whole if integer is None else integer)
     if any(not b.is_integer() for b in structure.fidelities):
-        log.info("Hyperband's fidelities %s are fractional%s", [round(b, 4) for b in structure.fidelities],
-                 "" if not whole else " (integer_fidelities=False); integer_fidelities=True rounds them")
+        log.info(
+            "Hyperband's fidelities %s are fractional%s",
+            [round(b, 4) for b in structure.fidelities],
+            "" if not whole else " (integer_fidelities=False); integer_fidelities=True rounds them",
+        )
     return structure

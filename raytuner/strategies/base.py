@@ -73,8 +73,9 @@ def check_record(problem: ProblemSpace, record: FunctionEvaluation) -> None:
     problem.check(record.task_parameter, record.tuning_parameter)
 
 
-def source_records(problem: ProblemSpace, source: Iterable[FunctionEvaluation] | EvaluationSource,
-                   what: str = "source") -> list[FunctionEvaluation]:
+def source_records(
+    problem: ProblemSpace, source: Iterable[FunctionEvaluation] | EvaluationSource, what: str = "source"
+) -> list[FunctionEvaluation]:
     """The records of ``source`` (a list or an :class:`~raytuner.records.EvaluationSource`, read once) that fit.
 
     Args:
@@ -85,8 +86,11 @@ def source_records(problem: ProblemSpace, source: Iterable[FunctionEvaluation] |
     if isinstance(source, EvaluationSource):
         records = list(source.evaluations())
     elif isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):
-        raise InvalidInputError("source", f"a {type(source).__name__}; give evaluation records, or an "
-                                          "EvaluationSource such as raytuner.store.StoreSource(store, problem)")
+        raise InvalidInputError(
+            "source",
+            f"a {type(source).__name__}; give evaluation records, or an "
+            "EvaluationSource such as raytuner.store.StoreSource(store, problem)",
+        )
     else:
         records = list(source)
         if not all(isinstance(r, FunctionEvaluation) for r in records):
@@ -115,8 +119,9 @@ def other_tasks(records: Iterable[FunctionEvaluation], tasks: Iterable[Mapping[s
     return out
 
 
-def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation], what: str = "history"
-                    ) -> list[FunctionEvaluation]:
+def fitting_records(
+    problem: ProblemSpace, records: Iterable[FunctionEvaluation], what: str = "history"
+) -> list[FunctionEvaluation]:
     """The records that fit ``problem``; the others are skipped with one warning that counts them.
 
     History (a store replayed on resume, transfer-learning sources, imported
@@ -144,8 +149,13 @@ def fitting_records(problem: ProblemSpace, records: Iterable[FunctionEvaluation]
             continue
         kept.append(record)
     if refused:
-        log.warning("skipped %d of %d %s records that do not fit the problem (first: %s)",
-                    len(refused), len(refused) + len(kept), what, refused[0])
+        log.warning(
+            "skipped %d of %d %s records that do not fit the problem (first: %s)",
+            len(refused),
+            len(refused) + len(kept),
+            what,
+            refused[0],
+        )
     return kept
 
 
@@ -175,8 +185,10 @@ def _retold(earlier: FunctionEvaluation, again: FunctionEvaluation) -> FunctionE
     """
     if again.status == earlier.status and again.evaluation_result == earlier.evaluation_result:
         return earlier
-    raise TrialConflict(f"suggestion: suggestion {earlier.uid} was told before with another result "
-                        f"({earlier.status}: {earlier.evaluation_result}); tell it again only with the same result")
+    raise TrialConflict(
+        f"suggestion: suggestion {earlier.uid} was told before with another result "
+        f"({earlier.status}: {earlier.evaluation_result}); tell it again only with the same result"
+    )
 
 
 class Strategy(ABC):
@@ -212,9 +224,9 @@ class Strategy(ABC):
         self.tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
         self.seed = seed
         self._spec_options: dict[str, Any] = {}
-        self._new_models: list[SurrogateModelRecord] = []     # fitted, not yet taken by the session
-        self._told_uids: set[str] = set()                       # every record told or replayed
-        self._told_suggestions: dict[str, FunctionEvaluation] = {}     # by uid: the records told as suggestions
+        self._new_models: list[SurrogateModelRecord] = []  # fitted, not yet taken by the session
+        self._told_uids: set[str] = set()  # every record told or replayed
+        self._told_suggestions: dict[str, FunctionEvaluation] = {}  # by uid: the records told as suggestions
 
     def _keep_options(self, **options: Any) -> None:
         """Remember the options the engine was built with, as plain data (its :attr:`spec`).
@@ -259,8 +271,14 @@ class Strategy(ABC):
             task: Restrict the suggestion to this task (default: the engine's choice).
         """
 
-    def tell(self, told: FunctionEvaluation | Suggestion, outputs: Mapping[str, Any] | None = None, *,
-             failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+    def tell(
+        self,
+        told: FunctionEvaluation | Suggestion,
+        outputs: Mapping[str, Any] | None = None,
+        *,
+        failure: str | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+    ) -> FunctionEvaluation:
         """Fold one finished (or failed) evaluation into the state; returns the record folded in.
 
         Tell either the suggestion with what the evaluation reported
@@ -295,7 +313,7 @@ class Strategy(ABC):
         'y: no value'
         """
         record = self.admit(told, outputs, failure=failure, additional_output=additional_output)
-        if record.uid in self._told_uids:                  # the same suggestion and result again: a retry
+        if record.uid in self._told_uids:  # the same suggestion and result again: a retry
             return record
         self._fold(record)
         self._told_uids.add(record.uid)
@@ -303,8 +321,14 @@ class Strategy(ABC):
             self._told_suggestions[record.uid] = record
         return record
 
-    def admit(self, told: FunctionEvaluation | Suggestion, outputs: Mapping[str, Any] | None = None, *,
-              failure: str | None = None, additional_output: Mapping[str, Any] | None = None) -> FunctionEvaluation:
+    def admit(
+        self,
+        told: FunctionEvaluation | Suggestion,
+        outputs: Mapping[str, Any] | None = None,
+        *,
+        failure: str | None = None,
+        additional_output: Mapping[str, Any] | None = None,
+    ) -> FunctionEvaluation:
         """The record :meth:`tell` would fold in, checked, and nothing changed (a face checks before it stores).
 
         Args:
@@ -319,17 +343,26 @@ class Strategy(ABC):
         """
         if isinstance(told, Suggestion):
             record = FunctionEvaluation.create(
-                told.task, told.config, outputs, failure=failure or result_failure(self.problem, outputs),
-                provenance=told.provenance, outputs=self.problem.objectives, additional_output=additional_output,
-                uid=told.uid)
+                told.task,
+                told.config,
+                outputs,
+                failure=failure or result_failure(self.problem, outputs),
+                provenance=told.provenance,
+                outputs=self.problem.objectives,
+                additional_output=additional_output,
+                uid=told.uid,
+            )
             earlier = self._told_suggestions.get(told.uid)
             if earlier is not None:
                 return _retold(earlier, record)
         elif not isinstance(told, FunctionEvaluation):
             raise InvalidInputError("told", f"{type(told).__name__} is neither a Suggestion nor a FunctionEvaluation")
         elif outputs is not None or failure is not None or additional_output is not None:
-            raise InvalidInputError("outputs", "a FunctionEvaluation carries its own outputs: give outputs, "
-                                    "failure and additional_output only with a Suggestion")
+            raise InvalidInputError(
+                "outputs",
+                "a FunctionEvaluation carries its own outputs: give outputs, "
+                "failure and additional_output only with a Suggestion",
+            )
         else:
             record = told
         check_record(self.problem, record)
@@ -353,8 +386,12 @@ class Strategy(ABC):
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold one checked evaluation into the state (each engine's own part of :meth:`tell`)."""
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],  # noqa: B027 (an optional hook: nothing by default)
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(  # noqa: B027 (an optional hook: nothing by default)
+        self,
+        task: Mapping[str, Any],
+        config: Mapping[str, Any],
+        provenance: Provenance | None = None,
+    ) -> None:
         """Treat ``config`` as asked and not yet told (a trial adopted after a restore).
 
         ``provenance`` is what the strategy wrote when it asked (its bracket

@@ -35,7 +35,7 @@ from raytuner.strategies.bandit import BanditStructure
 
 __all__ = ["Brackets", "InFlight", "Run", "RunKey"]
 
-RunKey = tuple[int, int, int]          # (pass, task index, bracket)
+RunKey = tuple[int, int, int]  # (pass, task index, bracket)
 
 
 @dataclass
@@ -144,8 +144,11 @@ class Brackets:
             ranked = [uids[n] for n in nsga_order(self.problem, [self.by_uid[u] for u in uids])]
         else:
             sign = self.objective.sign()
-            scored = [(sign * v, n, u) for n, u in enumerate(uids)
-                      if (v := self.by_uid[u].value(self.objective.name)) is not None]
+            scored = [
+                (sign * v, n, u)
+                for n, u in enumerate(uids)
+                if (v := self.by_uid[u].value(self.objective.name)) is not None
+            ]
             ranked = [u for _, _, u in sorted(scored)]
         run.ranked[rung] = (len(uids), ranked)
         return ranked
@@ -251,8 +254,11 @@ class InFlight:
         prov = record.raytuner or Provenance()
         key = task_key(record.tuning_parameter)
         for n, (t, config, p) in enumerate(self._asked):
-            if t == task and (p.bracket, p.rung, p.pass_ or 1) == (prov.bracket, prov.rung, prov.pass_ or 1) \
-                    and task_key(config) == key:
+            if (
+                t == task
+                and (p.bracket, p.rung, p.pass_ or 1) == (prov.bracket, prov.rung, prov.pass_ or 1)
+                and task_key(config) == key
+            ):
                 del self._asked[n]
                 return
 
@@ -265,8 +271,13 @@ class InFlight:
             fidelity: The fidelity the record says it ran at (``None``: any).
         """
         key = task_key(config)
-        return [p for t, c, p in self._asked if t == task and task_key(c) == key
-                and (fidelity is None or p.fidelity is None or abs(p.fidelity - fidelity) < 1e-9)]
+        return [
+            p
+            for t, c, p in self._asked
+            if t == task
+            and task_key(c) == key
+            and (fidelity is None or p.fidelity is None or abs(p.fidelity - fidelity) < 1e-9)
+        ]
 
     def samples(self, p: int, task: int, bracket: int) -> list[dict[str, Any]]:
         """The configurations of new samples in flight for pass ``p`` (0-based), ``task`` and ``bracket``.
@@ -276,13 +287,17 @@ class InFlight:
             task: The task's index.
             bracket: The bracket.
         """
-        return [c for t, c, q in self._asked if t == task and q.rung == 0 and q.bracket == bracket
-                and (q.pass_ or 1) == p + 1]
+        return [
+            c
+            for t, c, q in self._asked
+            if t == task and q.rung == 0 and q.bracket == bracket and (q.pass_ or 1) == p + 1
+        ]
 
     def places(self) -> list[tuple[int, int, int, dict[str, Any]]]:
         """``(pass, task, bracket, config)`` of every new sample in flight, in asking order."""
-        return [((q.pass_ or 1) - 1, t, q.bracket, c) for t, c, q in self._asked
-                if q.rung == 0 and q.bracket is not None]
+        return [
+            ((q.pass_ or 1) - 1, t, q.bracket, c) for t, c, q in self._asked if q.rung == 0 and q.bracket is not None
+        ]
 
     def count(self, task: int | None = None) -> int:
         """How many suggestions are in flight (for ``task`` when given).

@@ -96,18 +96,19 @@ class BreachValues:
     """
 
     def __init__(self, values: np.ndarray, broke: np.ndarray, chance: np.ndarray) -> None:
-        self.flagged: list[tuple[int, float, float]] = []       # (column, encoded value, factor)
+        self.flagged: list[tuple[int, float, float]] = []  # (column, encoded value, factor)
         broke, chance = np.asarray(broke, dtype=bool), np.clip(np.asarray(chance, dtype=float), 0.0, 1.0)
         remaining = np.ones(len(broke), dtype=bool)
         while (found := self._most_surprising(values, broke, chance, remaining)) is not None:
             column, value, at, odds = found
             met = int(np.count_nonzero(at & ~broke))
             self.flagged.append((column, value, min(1.0, (1 + met) / (1 + float((1.0 - odds).sum())))))
-            remaining &= ~at                # its suggestions explain no other value's breaches
+            remaining &= ~at  # its suggestions explain no other value's breaches
 
     @staticmethod
-    def _most_surprising(values: np.ndarray, broke: np.ndarray, chance: np.ndarray, remaining: np.ndarray
-                         ) -> tuple[int, float, np.ndarray, np.ndarray] | None:
+    def _most_surprising(
+        values: np.ndarray, broke: np.ndarray, chance: np.ndarray, remaining: np.ndarray
+    ) -> tuple[int, float, np.ndarray, np.ndarray] | None:
         """The (column, value, its remaining suggestions, their breach odds) least likely, if below :data:`SURPRISE`.
 
         A suggestion's breach odds are one minus its chance, or the breach rate of the other remaining
@@ -129,7 +130,7 @@ class BreachValues:
                 key = (tail_at_least(odds, breaches), -int(np.count_nonzero(at)), column, float(value))
                 if best is None or key < best[:4]:
                     best = (*key, at, odds)
-        if best is None or best[0] >= SURPRISE / tested:         # Bonferroni: one of the values tested
+        if best is None or best[0] >= SURPRISE / tested:  # Bonferroni: one of the values tested
             return None
         return best[2], best[3], best[4], best[5]
 
@@ -141,6 +142,6 @@ class BreachValues:
         """
         factor = np.ones(len(candidates))
         for column, value, share in self.flagged:
-            at = candidates[:, column] == value          # both sides encoded alike (bin centres)
+            at = candidates[:, column] == value  # both sides encoded alike (bin centres)
             factor[at] = np.minimum(factor[at], share)
         return factor

@@ -129,13 +129,23 @@ class MLA(StoredModels, Strategy):
     #: (signed: 0.547); as Table 1's MLA peer R̄ fell in rows 2-6 and rose in row 1 (1.0361 to 1.0420).
     default_options = LCMOptions(task_weights="nonnegative")
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, *,
-                 n_initial: int = 10, design: Design = "per_task", options: LCMOptions | None = None,
-                 acquisition: str = "ei",
-                 acquisition_options: Mapping[str, float] | None = None, batch: BatchMode = "kriging_believer",
-                 executor: Executor | None = None, objective: str | None = None,
-                 search_candidates: int = 2048,
-                 source: Sequence[FunctionEvaluation] | EvaluationSource | None = None) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        seed: int | None = None,
+        *,
+        n_initial: int = 10,
+        design: Design = "per_task",
+        options: LCMOptions | None = None,
+        acquisition: str = "ei",
+        acquisition_options: Mapping[str, float] | None = None,
+        batch: BatchMode = "kriging_believer",
+        executor: Executor | None = None,
+        objective: str | None = None,
+        search_candidates: int = 2048,
+        source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
+    ) -> None:
         sources = [] if source is None else source_records(problem, source)
         super().__init__(problem, [*tasks, *other_tasks(sources, tasks)], seed)
         if not isinstance(n_initial, int) or n_initial < 1:
@@ -146,36 +156,47 @@ class MLA(StoredModels, Strategy):
             raise InvalidInputError("design", f"unknown initial design {design!r}", allowed=list(_DESIGNS))
         self.n_initial = n_initial
         self.design = design
-        requested = options or self.default_options        # kept as given: a rebuilt engine resolves it alike
+        requested = options or self.default_options  # kept as given: a rebuilt engine resolves it alike
         self.model = LCM(requested.weighted(self.default_options.task_weights).over(problem.parameter_space))
-        self._chosen_columns = requested.categorical is not None      # else a stored model's are adopted
+        self._chosen_columns = requested.categorical is not None  # else a stored model's are adopted
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
         self.batch = batch
         self.executor = executor
         self.objective = problem.objective(objective)
         self.search_candidates = search_candidates
-        self._keep_options(n_initial=n_initial, design=design, options=requested, acquisition=acquisition,
-                           acquisition_options=acquisition_options, batch=batch, objective=self.objective.name,
-                           search_candidates=search_candidates)
+        self._keep_options(
+            n_initial=n_initial,
+            design=design,
+            options=requested,
+            acquisition=acquisition,
+            acquisition_options=acquisition_options,
+            batch=batch,
+            objective=self.objective.name,
+            search_candidates=search_candidates,
+        )
         self.source = source
-        self.targets: list[int] = list(range(len(tasks)))   # tasks this engine suggests for (sources follow)
+        self.targets: list[int] = list(range(len(tasks)))  # tasks this engine suggests for (sources follow)
         self.evaluated: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
         self.pending: list[list[dict[str, Any]]] = [[] for _ in self.tasks]
         self._records: list[FunctionEvaluation] = []
         self._uids: set[str] = set()
         self._initial: list[list[dict[str, Any]] | None] = [None for _ in self.tasks]
-        self._start: dict[int, dict[str, Any]] = {}       # per task, its design's point from the source tasks
-        self._start_data: SourceData | None = None           # the source tasks' GPs the starts are proposed from
-        self._from_sources = [r for r in sources      # the source tasks' values (a start for a task with none)
-                              if (v := r.value(self.objective.name)) is not None and np.isfinite(v)
-                              and self.task_index(r.task_parameter) not in self.targets]
+        self._start: dict[int, dict[str, Any]] = {}  # per task, its design's point from the source tasks
+        self._start_data: SourceData | None = None  # the source tasks' GPs the starts are proposed from
+        self._from_sources = [
+            r
+            for r in sources  # the source tasks' values (a start for a task with none)
+            if (v := r.value(self.objective.name)) is not None
+            and np.isfinite(v)
+            and self.task_index(r.task_parameter) not in self.targets
+        ]
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._warm: Hyperparameters | None = None
-        self._warm_optimised: int | None = None    # how many samples the warm hyperparameters were optimised on
+        self._warm_optimised: int | None = None  # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
-        self._fixed: Hyperparameters | None = None      # a stored model used as it is (load_surrogate_model)
-        self._notes: dict[str, Any] = {}      # what the last search adds to its suggestion's provenance
+        self._fixed: Hyperparameters | None = None  # a stored model used as it is (load_surrogate_model)
+        self._notes: dict[str, Any] = {}  # what the last search adds to its suggestion's provenance
         for record in sources:
             self._fold(record)
 
@@ -201,8 +222,11 @@ class MLA(StoredModels, Strategy):
                 config, source = self._search(index)
             notes, self._notes = self._notes, {}
         self.pending[index].append(config)
-        return Suggestion(task=dict(self.tasks[index]), config=config,
-                          provenance=Provenance(strategy=self.name, source=source, **notes))
+        return Suggestion(
+            task=dict(self.tasks[index]),
+            config=config,
+            provenance=Provenance(strategy=self.name, source=source, **notes),
+        )
 
     def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:
         """``size`` suggestions at once (each sees the earlier ones as pending fantasies).
@@ -217,8 +241,9 @@ class MLA(StoredModels, Strategy):
         """The position of one of the tasks this engine tunes; a source task is refused, naming the field."""
         index = self.task_index(task)
         if index not in self.targets:
-            raise InvalidInputError("task", f"{dict(task)} is a source task of this engine, not one it tunes",
-                                    allowed=self.spec_tasks)
+            raise InvalidInputError(
+                "task", f"{dict(task)} is a source task of this engine, not one it tunes", allowed=self.spec_tasks
+            )
         return index
 
     def _next_task(self) -> int:
@@ -251,11 +276,17 @@ class MLA(StoredModels, Strategy):
         """
         return self._initial_point(self._own_index(task)) is not None
 
-    def _own_design(self, index: int, exclude: Sequence[Mapping[str, Any]] = (), count: int | None = None
-                    ) -> list[dict[str, Any]]:
+    def _own_design(
+        self, index: int, exclude: Sequence[Mapping[str, Any]] = (), count: int | None = None
+    ) -> list[dict[str, Any]]:
         stream = np.random.SeedSequence([self.seed or 0, 7919, index])
-        return sample_configurations(self.problem, self.tasks[index], self.n_initial if count is None else count,
-                                     seed=np.random.default_rng(stream), exclude=exclude)
+        return sample_configurations(
+            self.problem,
+            self.tasks[index],
+            self.n_initial if count is None else count,
+            seed=np.random.default_rng(stream),
+            exclude=exclude,
+        )
 
     def _shared_design(self, index: int) -> list[dict[str, Any]]:
         """The first task's design, less the points this task's constraints refuse, refilled from its own stream."""
@@ -283,16 +314,24 @@ class MLA(StoredModels, Strategy):
         from raytuner.strategies.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
         from raytuner.strategies.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415
 
-        if self._start_data is None or self._start_data.uids != {r.uid for r in records}:   # its GPs serve every task
-            self._start_data = SourceData(self.problem, records, objective=self.objective.name,
-                                          options=self.model.options, executor=self.executor)
-        start = TransferLearning(self.problem, self.tasks[index], self._start_data, FIRST, self.seed,
-                                 options=self.model.options, objective=self.objective.name,
-                                 executor=self.executor).ask()
-        if start.provenance.source != "model":          # its model failed: no consensus, the plain LHS
+        if self._start_data is None or self._start_data.uids != {r.uid for r in records}:  # its GPs serve every task
+            self._start_data = SourceData(
+                self.problem, records, objective=self.objective.name, options=self.model.options, executor=self.executor
+            )
+        start = TransferLearning(
+            self.problem,
+            self.tasks[index],
+            self._start_data,
+            FIRST,
+            self.seed,
+            options=self.model.options,
+            objective=self.objective.name,
+            executor=self.executor,
+        ).ask()
+        if start.provenance.source != "model":  # its model failed: no consensus, the plain LHS
             return design
         self._start[index] = start.config
-        return [start.config, *[c for c in design if c != start.config]][:self.n_initial]
+        return [start.config, *[c for c in design if c != start.config]][: self.n_initial]
 
     def start_sources(self, index: int) -> list[FunctionEvaluation]:
         """The source records a task's first initial point is chosen from: every source task's.
@@ -306,7 +345,7 @@ class MLA(StoredModels, Strategy):
     def _training(self, count: int) -> tuple[TrainingData | None, list[str]]:
         try:
             return TrainingData.from_records(self.problem, self.tasks, self._records[:count], self.objective.name)
-        except InvalidInputError:        # no successful evaluation yet
+        except InvalidInputError:  # no successful evaluation yet
             return None, []
 
     def fit_horizon(self) -> int:
@@ -330,8 +369,11 @@ class MLA(StoredModels, Strategy):
         if fitted is None:
             fixed = self._fixed if self._fixed is not None and self._fixed.shape[1] == data.tasks else None
             fitted = self.fit(data) if fixed is None else self.model.condition(data, fixed)
-            self._new_models.append(surrogate_record(fitted, self.problem, self.tasks, uids, self.modeler,
-                                                     self.objective.name, self.sampler()))
+            self._new_models.append(
+                surrogate_record(
+                    fitted, self.problem, self.tasks, uids, self.modeler, self.objective.name, self.sampler()
+                )
+            )
         self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
         self._warm_optimised = fitted.report.optimised_samples
         return fitted
@@ -348,8 +390,12 @@ class MLA(StoredModels, Strategy):
         """
         growth, last = self.model.options.refit_growth, self._warm_optimised
         samples = int(sum(np.isfinite(v).sum() for v in data.y))
-        if self._warm is not None and last is not None and samples < (1 + growth) * last \
-                and self._warm.shape[1] == data.tasks:
+        if (
+            self._warm is not None
+            and last is not None
+            and samples < (1 + growth) * last
+            and self._warm.shape[1] == data.tasks
+        ):
             return self.model.condition(data, self._warm, optimised_samples=last)
         return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=self._warm)
 
@@ -400,13 +446,15 @@ class MLA(StoredModels, Strategy):
             mean, variance = model.predict_standardised(target, U)
             return self.acquisition(sign * mean, np.sqrt(variance), best)
 
-        config, _ = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
-                                         search_candidates=self.search_candidates)
+        config, _ = optimize_acquisition(
+            self.problem, self.tasks[index], score, rng=rng, exclude=exclude, search_candidates=self.search_candidates
+        )
         return config, "model"
 
     # -- tell, replay, models ----------------------------------------------------------------------
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(
+        self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
+    ) -> None:
         """Count an adopted trial as pending (a fantasy in the next search).
 
         Args:
@@ -429,9 +477,14 @@ class MLA(StoredModels, Strategy):
         index = self._own_index(record.task_parameter)
         key = task_key(record.tuning_parameter)
         if not any(task_key(c) == key for c in self.pending[index]):
-            log.warning("%s: an evaluation of task %s at %s matches no suggestion in flight (%d in flight for "
-                        "this task); it is taken as extra data", self.name, dict(record.task_parameter),
-                        dict(record.tuning_parameter), len(self.pending[index]))
+            log.warning(
+                "%s: an evaluation of task %s at %s matches no suggestion in flight (%d in flight for "
+                "this task); it is taken as extra data",
+                self.name,
+                dict(record.task_parameter),
+                dict(record.tuning_parameter),
+                len(self.pending[index]),
+            )
         return record
 
     def _fold(self, record: FunctionEvaluation) -> None:

@@ -121,8 +121,9 @@ def tunes_several(problem: ProblemSpace, objective: str | None) -> bool:
     return objective is None and is_multiobjective(problem)
 
 
-def mla_engine(problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
-               **options: Any) -> Strategy:
+def mla_engine(
+    problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, **options: Any
+) -> Strategy:
     """MLA for ``problem``: :class:`MultiObjectiveMLA` when it has several objectives or an output constraint.
 
     Naming an ``objective`` in the options tunes that output alone with a plain
@@ -153,13 +154,15 @@ class MultiObjectiveMLA(MLA):
     """
 
     #: The measured settings of these LCMs, with GPTune's signed task weights (nonnegative ones not measured).
-    default_options = LCMOptions(kernel="rbf", lengthscale_prior=LENGTHSCALE_PRIOR, noise_prior=None,
-                                 task_weights="signed")
+    default_options = LCMOptions(
+        kernel="rbf", lengthscale_prior=LENGTHSCALE_PRIOR, noise_prior=None, task_weights="signed"
+    )
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, **options: Any
+    ) -> None:
         # resolved here, so that the components (plain MLAs) fit the same weights
-        default = MultiObjectiveMLA.default_options      # named by class: a subclass's default is another model's
+        default = MultiObjectiveMLA.default_options  # named by class: a subclass's default is another model's
         options["options"] = (options.get("options") or default).weighted(default.task_weights)
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
@@ -171,10 +174,10 @@ class MultiObjectiveMLA(MLA):
             component = MLA(problem, self.tasks, seed, **{**shared, "objective": output.name})
             component.targets = self.targets
             component._records, component.evaluated, component.pending = self._records, self.evaluated, self.pending
-            component.scored_task = self.scored_task          # type: ignore[method-assign]  # GPTuneBand's levels
+            component.scored_task = self.scored_task  # type: ignore[method-assign]  # GPTuneBand's levels
             self.components.append(component)
-        self._lead = next(k for k, o in enumerate(modelled) if o.optimize)      # the first objective's model
-        self._keep_options(objective=None)          # rebuilt by its spec as what it is: every output tuned
+        self._lead = next(k for k, o in enumerate(modelled) if o.optimize)  # the first objective's model
+        self._keep_options(objective=None)  # rebuilt by its spec as what it is: every output tuned
 
     def take_models(self) -> list[SurrogateModelRecord]:
         """The surrogate models fitted since the last call, one per modelled output and fit."""
@@ -222,15 +225,18 @@ class MultiObjectiveMLA(MLA):
         the scale); the choice depends only on the data up to the fit horizon,
         so a replay makes it again.
         """
-        if self.model.options.log_transform:          # the user chose the log for every output
+        if self.model.options.log_transform:  # the user chose the log for every output
             return
         horizon = self.fit_horizon()
         for component in self.components:
             name = component.objective.name
-            values = np.array([r.value(name) for r in self._records[:horizon]
-                               if r.status == "ok" and r.value(name) is not None], dtype=float)
-            logged = bool(len(values) >= 3 and values.min() > 0
-                          and abs(skew(np.log(values))) < abs(skew(values)) - SKEW_MARGIN)
+            values = np.array(
+                [r.value(name) for r in self._records[:horizon] if r.status == "ok" and r.value(name) is not None],
+                dtype=float,
+            )
+            logged = bool(
+                len(values) >= 3 and values.min() > 0 and abs(skew(np.log(values))) < abs(skew(values)) - SKEW_MARGIN
+            )
             if logged != component.model.options.log_transform:
                 component.model.options = replace(component.model.options, log_transform=logged)
 
@@ -245,14 +251,22 @@ class MultiObjectiveMLA(MLA):
         """
         names = [self.components[k].objective.name for k in bounded]
         own = {self.scored_task(i) for i in self.targets}
-        told = [r for r in self._records if r.status == "ok" and r.raytuner is not None
-                and r.raytuner.strategy == self.name and (r.raytuner.model_extra or {}).get(NOTE) is True
-                and self.task_index(r.task_parameter) in own and all(r.value(name) is not None for name in names)]
+        told = [
+            r
+            for r in self._records
+            if r.status == "ok"
+            and r.raytuner is not None
+            and r.raytuner.strategy == self.name
+            and (r.raytuner.model_extra or {}).get(NOTE) is True
+            and self.task_index(r.task_parameter) in own
+            and all(r.value(name) is not None for name in names)
+        ]
         space = self.problem.parameter_space
         values = space.encode([r.tuning_parameter for r in told]) if told else np.zeros((0, space.dimension))
         broke = [not self.problem.meets_output_constraints(r.evaluation_result) for r in told]
-        return BreachValues(values[:, discrete_columns(space)], np.array(broke, dtype=bool),
-                            np.full(len(told), CONFIDENT))
+        return BreachValues(
+            values[:, discrete_columns(space)], np.array(broke, dtype=bool), np.full(len(told), CONFIDENT)
+        )
 
     def _search(self, index: int) -> tuple[dict[str, Any], str]:
         exclude = self.evaluated[index] + self.pending[index]
@@ -263,15 +277,20 @@ class MultiObjectiveMLA(MLA):
         except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
             log.exception("model fit failed; suggesting a random configuration for task %d", index)
             fits = [None]
-        if any(f is None for f in fits):     # too little data for some output: the first objective's search
+        if any(f is None for f in fits):  # too little data for some output: the first objective's search
             return self.components[self._lead]._search(index)
         models = [c._with_fantasies(f) for c, f in zip(self.components, fits)]  # type: ignore[arg-type]
         outputs = [c.objective for c in self.components]
         objectives = [k for k, o in enumerate(outputs) if o.optimize]
         bounded = [k for k, o in enumerate(outputs) if o.bounded]
-        target = self.scored_task(index)         # GPTuneBand's levels model: the front at b_max
-        mine = [r for r in self._records if self.task_index(r.task_parameter) == target and r.status == "ok"
-                and all(r.value(outputs[k].name) is not None for k in objectives)]
+        target = self.scored_task(index)  # GPTuneBand's levels model: the front at b_max
+        mine = [
+            r
+            for r in self._records
+            if self.task_index(r.task_parameter) == target
+            and r.status == "ok"
+            and all(r.value(outputs[k].name) is not None for k in objectives)
+        ]
         if not mine:
             return self.components[self._lead]._search(index)
         seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
@@ -279,7 +298,8 @@ class MultiObjectiveMLA(MLA):
         limits = np.array([outputs[k].minimised_bounds() for k in objectives])
         pareto = ParetoScore(seen, good, self._weights(index), limits)
         draws = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 69621, index])).standard_normal(
-            (DRAWS, len(objectives)))
+            (DRAWS, len(objectives))
+        )
         columns = discrete_columns(self.problem.parameter_space)
         breaches = self._breaches(bounded) if bounded else None
 
@@ -289,22 +309,35 @@ class MultiObjectiveMLA(MLA):
             spread = [np.sqrt(np.maximum(v, 0.0)) for _, v in predicted]
             value = [models[k].transform.inverse for k in range(len(models))]
             mean = np.stack([outputs[k].sign() * value[k](target, predicted[k][0]) for k in objectives], axis=-1)
-            samples = np.stack([outputs[k].sign() * value[k](target, predicted[k][0][:, None]
-                                                             + spread[k][:, None] * draws[None, :, j])
-                                for j, k in enumerate(objectives)], axis=-1)          # (n, draws, m)
+            samples = np.stack(
+                [
+                    outputs[k].sign()
+                    * value[k](target, predicted[k][0][:, None] + spread[k][:, None] * draws[None, :, j])
+                    for j, k in enumerate(objectives)
+                ],
+                axis=-1,
+            )  # (n, draws, m)
             chance = np.ones(len(U))
             for k in bounded:
                 o, to_model = outputs[k], models[k].transform.bound
-                chance = chance * chance_within(predicted[k][0], spread[k], to_model(target, o.lower_bound),
-                                                to_model(target, o.upper_bound))
+                chance = chance * chance_within(
+                    predicted[k][0], spread[k], to_model(target, o.lower_bound), to_model(target, o.upper_bound)
+                )
             if breaches is not None:
                 chance = chance * breaches.factor(U[:, columns])
             return pareto(mean, samples, chance)
 
         on_front = {r.uid for r in pareto_front(self.problem, mine)}
-        front = [r.tuning_parameter for r in mine if r.uid in on_front]         # in the order they were told
-        config, best = optimize_acquisition(self.problem, self.tasks[index], score, rng=rng, exclude=exclude,
-                                            around=front, search_candidates=self.search_candidates)
+        front = [r.tuning_parameter for r in mine if r.uid in on_front]  # in the order they were told
+        config, best = optimize_acquisition(
+            self.problem,
+            self.tasks[index],
+            score,
+            rng=rng,
+            exclude=exclude,
+            around=front,
+            search_candidates=self.search_candidates,
+        )
         if bounded and ParetoScore.likely_success(best):
             self._notes = {NOTE: True}
         return config, "model"

@@ -77,8 +77,9 @@ class ParetoScore:
             infinite where it has none); ``None``: no objective is bounded.
     """
 
-    def __init__(self, seen: np.ndarray, good: np.ndarray, weights: np.ndarray,
-                 limits: np.ndarray | None = None) -> None:
+    def __init__(
+        self, seen: np.ndarray, good: np.ndarray, weights: np.ndarray, limits: np.ndarray | None = None
+    ) -> None:
         self.limits = None if limits is None or np.isinf(limits).all() else np.asarray(limits, dtype=float)
         self.low = seen.min(axis=0)
         self.span = np.maximum(np.ptp(seen, axis=0), 1e-12)
@@ -88,7 +89,7 @@ class ParetoScore:
         self.reference: np.ndarray | None = None
         if seen.shape[1] == 2 and len(good):
             self.front = good[non_dominated(good)]
-            self.reference = good.max(axis=0) + REFERENCE_MARGIN * self.span     # beyond the worst feasible point
+            self.reference = good.max(axis=0) + REFERENCE_MARGIN * self.span  # beyond the worst feasible point
 
     @staticmethod
     def likely_success(score: float) -> bool:
@@ -138,14 +139,14 @@ class ParetoScore:
             samples: ``(n, draws, m)`` posterior draws of them.
             chance: ``(n,)`` the probability of meeting every output constraint.
         """
-        if self.front is not None:          # two objectives: the expected hypervolume improvement
+        if self.front is not None:  # two objectives: the expected hypervolume improvement
             assert self.reference is not None
             gains = hypervolume_improvement(self.front, self.reference, samples)
         else:
             gains = np.maximum(self.best - self.scalarise(samples), 0.0)
         if self.limits is None:
             improvement = gains.mean(axis=1)
-        else:                               # given the objectives' own bounds hold (``chance`` weighs that they do)
+        else:  # given the objectives' own bounds hold (``chance`` weighs that they do)
             inside = ((samples >= self.limits[:, 0]) & (samples <= self.limits[:, 1])).all(axis=-1)
             improvement = (gains * inside).sum(axis=1) / np.maximum(inside.sum(axis=1), 1)
         # where no draw improves, the predicted scalarisation still orders the candidates (never a flat score)

@@ -60,14 +60,15 @@ class RandomSearch(Strategy):
         """
         index = self._next_task() if task is None else self.task_index(task)
         stream = np.random.SeedSequence([self.seed or 0, index, len(self._seen[index]), self._pending[index]])
-        config = sample_configurations(self.problem, self.tasks[index], 1, seed=np.random.default_rng(stream),
-                                       exclude=self._seen[index])[0]
+        config = sample_configurations(
+            self.problem, self.tasks[index], 1, seed=np.random.default_rng(stream), exclude=self._seen[index]
+        )[0]
         self._pending[index] += 1
-        return Suggestion(task=dict(self.tasks[index]), config=config,
-                          provenance=Provenance(strategy=self.name))
+        return Suggestion(task=dict(self.tasks[index]), config=config, provenance=Provenance(strategy=self.name))
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(
+        self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
+    ) -> None:
         """Count a trial in flight, adopted after a restart, as pending for its task.
 
         Args:

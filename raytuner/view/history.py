@@ -52,8 +52,24 @@ Goal = Literal["minimize", "maximize"]
 DETAIL_COLUMNS = ("failure", "source", "session", "trial", "uid")
 
 #: Columns every frame has, after the task label (task, parameters and outputs come between).
-FIXED_COLUMNS = ("task", "fidelity", "cost", "pass", "bracket", "rung", "status", "failure", "strategy", "source",
-                 "time", "machine", "software", "session", "trial", "uid")
+FIXED_COLUMNS = (
+    "task",
+    "fidelity",
+    "cost",
+    "pass",
+    "bracket",
+    "rung",
+    "status",
+    "failure",
+    "strategy",
+    "source",
+    "time",
+    "machine",
+    "software",
+    "session",
+    "trial",
+    "uid",
+)
 
 
 def _when(record: FunctionEvaluation) -> _dt.datetime | None:
@@ -80,8 +96,11 @@ def _goal_from_models(models: Sequence[SurrogateModelRecord], objective: str) ->
     for model in reversed(models):
         spaces = (model.raytuner or {}).get("spaces") or {}
         for output in spaces.get("output_space") or []:
-            if isinstance(output, Mapping) and output.get("name") == objective and output.get("goal") in (
-                    "minimize", "maximize"):
+            if (
+                isinstance(output, Mapping)
+                and output.get("name") == objective
+                and output.get("goal") in ("minimize", "maximize")
+            ):
                 return output["goal"]  # type: ignore[no-any-return]
     return None
 
@@ -124,8 +143,10 @@ class HistoryView:
     problem_space: ProblemSpace | None = None
 
     def __repr__(self) -> str:
-        return (f"HistoryView(problem={self.problem!r}, evaluations={len(self.records)}, tasks={len(self.tasks)}, "
-                f"objective={self.objective!r}, goal={self.goal!r})")
+        return (
+            f"HistoryView(problem={self.problem!r}, evaluations={len(self.records)}, tasks={len(self.tasks)}, "
+            f"objective={self.objective!r}, goal={self.goal!r})"
+        )
 
     @cached_property
     def tasks(self) -> list[dict[str, Any]]:
@@ -169,10 +190,15 @@ class HistoryView:
             taken.add(chosen)
             return chosen
 
-        kinds = (("task", "task", sorted({k for r in self.records for k in r.task_parameter})),
-                 ("parameter", "param", list(dict.fromkeys(k for r in self.records for k in r.tuning_parameter))),
-                 ("output", "output", list(dict.fromkeys([*(k for r in self.records for k in r.evaluation_result),
-                                                          self.objective]))))   # the objective's column always
+        kinds = (
+            ("task", "task", sorted({k for r in self.records for k in r.task_parameter})),
+            ("parameter", "param", list(dict.fromkeys(k for r in self.records for k in r.tuning_parameter))),
+            (
+                "output",
+                "output",
+                list(dict.fromkeys([*(k for r in self.records for k in r.evaluation_result), self.objective])),
+            ),
+        )  # the objective's column always
         return {kind: {n: column(prefix, n) for n in names} for kind, prefix, names in kinds}
 
     @cached_property
@@ -186,13 +212,25 @@ class HistoryView:
             row.update({task_cols[k]: v for k, v in r.task_parameter.items()})
             row.update({param_cols[k]: v for k, v in r.tuning_parameter.items()})
             row.update({output_cols[k]: (r.value(k) if r.status == "ok" else None) for k in r.evaluation_result})
-            row.update({"fidelity": p.fidelity if p else None, "cost": p.cost if p else None,
-                        "pass": p.pass_ if p else None, "bracket": p.bracket if p else None,
-                        "rung": p.rung if p else None, "status": r.status,
-                        "failure": (p.failure_message if p else None) or "", "strategy": (p.strategy if p else None)
-                        or r.modeling or "", "source": r.source, "time": _when(r), "machine": _machine(r),
-                        "software": _software(r), "session": (p.session_id if p else None) or "",
-                        "trial": (p.trial_id if p else None) or "", "uid": r.uid})
+            row.update(
+                {
+                    "fidelity": p.fidelity if p else None,
+                    "cost": p.cost if p else None,
+                    "pass": p.pass_ if p else None,
+                    "bracket": p.bracket if p else None,
+                    "rung": p.rung if p else None,
+                    "status": r.status,
+                    "failure": (p.failure_message if p else None) or "",
+                    "strategy": (p.strategy if p else None) or r.modeling or "",
+                    "source": r.source,
+                    "time": _when(r),
+                    "machine": _machine(r),
+                    "software": _software(r),
+                    "session": (p.session_id if p else None) or "",
+                    "trial": (p.trial_id if p else None) or "",
+                    "uid": r.uid,
+                }
+            )
             rows.append(row)
         order = ["task", *task_cols.values(), *param_cols.values(), *output_cols.values(), *FIXED_COLUMNS[1:]]
         frame = pd.DataFrame(rows, columns=order)
@@ -246,8 +284,13 @@ class HistoryView:
             else:
                 row = {c: float("nan") for c in frame.columns}
                 row.update({"task": label, **{k: v for k, v in task.items() if k in frame.columns}})
-            row.update({"evaluations": len(mine), "failed": int((mine["status"] != "ok").sum()),
-                        "total_cost": float(pd.to_numeric(mine["cost"], errors="coerce").fillna(1.0).sum())})
+            row.update(
+                {
+                    "evaluations": len(mine),
+                    "failed": int((mine["status"] != "ok").sum()),
+                    "total_cost": float(pd.to_numeric(mine["cost"], errors="coerce").fillna(1.0).sum()),
+                }
+            )
             rows.append(row)
         return pd.DataFrame(rows, columns=[*frame.columns, "evaluations", "failed", "total_cost"])
 
@@ -267,7 +310,7 @@ class HistoryView:
         out["evaluation"] = out.groupby("task", sort=False).cumcount() + 1
         out["cost"] = pd.to_numeric(frame["cost"], errors="coerce").fillna(1.0).groupby(frame["task"]).cumsum()
         running = self._ranked(out["value"]).groupby(out["task"], sort=False).cummin()
-        running = running.groupby(out["task"], sort=False).ffill()     # a failure keeps the best so far
+        running = running.groupby(out["task"], sort=False).ffill()  # a failure keeps the best so far
         out["best"] = self._ranked(running)
         return out[["task", "evaluation", "cost", "value", "best"]]
 
@@ -288,15 +331,32 @@ class HistoryView:
         """What ``raytuner history show`` prints: the objective, goal and per task its best and counts."""
         tasks = []
         for task, record, (_, row) in zip(self.tasks, self.best_records(), self._best.iterrows()):
-            tasks.append({"task": task, "evaluations": int(row["evaluations"]), "failed": int(row["failed"]),
-                          "total_cost": round(float(row["total_cost"]), 6),
-                          "best": None if record is None else {
-                              "value": record.value(self.objective), "config": record.tuning_parameter,
-                              "fidelity": record.raytuner.fidelity if record.raytuner else None,
-                              "uid": record.uid}})
-        return {"problem": self.problem, "objective": self.objective, "goal": self.goal,
-                "goal_source": self.goal_source, "evaluations": len(self.records), "models": len(self.models),
-                "full_fidelity": self.full_fidelity, "tasks": tasks}
+            tasks.append(
+                {
+                    "task": task,
+                    "evaluations": int(row["evaluations"]),
+                    "failed": int(row["failed"]),
+                    "total_cost": round(float(row["total_cost"]), 6),
+                    "best": None
+                    if record is None
+                    else {
+                        "value": record.value(self.objective),
+                        "config": record.tuning_parameter,
+                        "fidelity": record.raytuner.fidelity if record.raytuner else None,
+                        "uid": record.uid,
+                    },
+                }
+            )
+        return {
+            "problem": self.problem,
+            "objective": self.objective,
+            "goal": self.goal,
+            "goal_source": self.goal_source,
+            "evaluations": len(self.records),
+            "models": len(self.models),
+            "full_fidelity": self.full_fidelity,
+            "tasks": tasks,
+        }
 
 
 def _objective_of(records: Sequence[FunctionEvaluation], problem: ProblemSpace | None, objective: str | None) -> str:
@@ -312,8 +372,7 @@ def _objective_of(records: Sequence[FunctionEvaluation], problem: ProblemSpace |
     return chosen
 
 
-def read_history(source: Any, problem: str | None = None,
-                 problem_space: ProblemSpace | None = None) -> HistoryDocument:
+def read_history(source: Any, problem: str | None = None, problem_space: ProblemSpace | None = None) -> HistoryDocument:
     """One problem's records from any source :func:`load_history` takes, as a document (a read never writes).
 
     Args:
@@ -329,24 +388,40 @@ def read_history(source: Any, problem: str | None = None,
     if isinstance(source, HistoryDocument):
         return source
     if isinstance(source, TuningSession):
-        return HistoryDocument(tuning_problem_name=source.problem_name, func_eval=source.records,
-                               surrogate_model=source.store.models(source.problem_name))
+        return HistoryDocument(
+            tuning_problem_name=source.problem_name,
+            func_eval=source.records,
+            surrogate_model=source.store.models(source.problem_name),
+        )
     if isinstance(source, HistoryStore):
         return source.export_document(_problem_in(source, problem, "the store"))
     if not isinstance(source, (str, os.PathLike)):
-        raise InvalidInputError("source", f"cannot read a history from {type(source).__name__}",
-                                allowed=["store directory", "mongodb:// URI", "GPTune file", "HistoryStore",
-                                         "HistoryDocument", "TuningSession"])
+        raise InvalidInputError(
+            "source",
+            f"cannot read a history from {type(source).__name__}",
+            allowed=[
+                "store directory",
+                "mongodb:// URI",
+                "GPTune file",
+                "HistoryStore",
+                "HistoryDocument",
+                "TuningSession",
+            ],
+        )
     location = os.fspath(source)
     if not is_mongodb_uri(location) and os.path.isfile(location):
         document = read_history_file(location, problem_space)
         if problem is not None and problem != document.tuning_problem_name:
-            raise InvalidInputError("problem", f"{location} holds problem {document.tuning_problem_name!r}",
-                                    allowed=[document.tuning_problem_name])
+            raise InvalidInputError(
+                "problem",
+                f"{location} holds problem {document.tuning_problem_name!r}",
+                allowed=[document.tuning_problem_name],
+            )
         return document
     if not is_mongodb_uri(location) and not os.path.isdir(location):
-        raise InvalidInputError("source", f"{location} is neither a GPTune file, a store directory nor a "
-                                "mongodb:// URI")
+        raise InvalidInputError(
+            "source", f"{location} is neither a GPTune file, a store directory nor a mongodb:// URI"
+        )
     with open_store(location) as store:
         return store.export_document(_problem_in(store, problem, location))
 
@@ -363,8 +438,14 @@ def _problem_in(store: HistoryStore, problem: str | None, where: str) -> str:
     raise InvalidInputError("problem", f"{where} holds several problems; choose one", allowed=list(names))
 
 
-def load_history(source: Any, problem: str | None = None, *, objective: str | None = None,
-                 problem_space: ProblemSpace | None = None, goal: Goal | None = None) -> HistoryView:
+def load_history(
+    source: Any,
+    problem: str | None = None,
+    *,
+    objective: str | None = None,
+    problem_space: ProblemSpace | None = None,
+    goal: Goal | None = None,
+) -> HistoryView:
     """Read one problem's history as a :class:`HistoryView` (a read never writes).
 
     Args:
@@ -383,7 +464,7 @@ def load_history(source: Any, problem: str | None = None, *, objective: str | No
     if goal is not None and goal not in ("minimize", "maximize"):
         raise InvalidInputError("goal", f"{goal!r} is not a goal", allowed=["minimize", "maximize"])
     if problem_space is None and isinstance(source, TuningSession):
-        problem_space = source.problem      # a session knows its problem
+        problem_space = source.problem  # a session knows its problem
     document = read_history(source, problem, problem_space)
     name, records, models = document.tuning_problem_name, list(document.func_eval), list(document.surrogate_model)
     chosen = _objective_of(records, problem_space, objective)
@@ -393,5 +474,12 @@ def load_history(source: Any, problem: str | None = None, *, objective: str | No
     if found[0] is None:
         found = (_goal_from_models(models, chosen), "model")
     resolved: Goal = found[0] or "minimize"
-    return HistoryView(name, records, models, chosen, resolved, found[1] if found[0] else "default",
-                       problem_space if problem_space is not None else _space_from_models(models))
+    return HistoryView(
+        name,
+        records,
+        models,
+        chosen,
+        resolved,
+        found[1] if found[0] else "default",
+        problem_space if problem_space is not None else _space_from_models(models),
+    )

@@ -36,8 +36,16 @@ from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.records import SurrogateModelRecord
 from raytuner.view.history import HistoryView, task_label
 
-__all__ = ["plot_history", "plot_parameter", "plot_task_correlation", "task_correlation", "plot_sobol",
-           "plot_brackets", "plot_front", "PLOTS"]
+__all__ = [
+    "plot_history",
+    "plot_parameter",
+    "plot_task_correlation",
+    "task_correlation",
+    "plot_sobol",
+    "plot_brackets",
+    "plot_front",
+    "PLOTS",
+]
 
 #: The plots a view can draw by name (``raytuner history plot --kind``, the dashboard).
 PLOTS = ("history", "parameter", "correlation", "brackets", "front")
@@ -58,8 +66,9 @@ def _tasks(view: HistoryView, task: Mapping[str, Any] | str | None) -> list[str]
     return [wanted]
 
 
-def plot_history(view: HistoryView, by: Literal["evaluations", "cost"] = "evaluations",
-                 task: Mapping[str, Any] | str | None = None) -> Figure:
+def plot_history(
+    view: HistoryView, by: Literal["evaluations", "cost"] = "evaluations", task: Mapping[str, Any] | str | None = None
+) -> Figure:
     """Best-so-far per task (at full fidelity) against evaluations or normalised cost.
 
     Args:
@@ -74,7 +83,7 @@ def plot_history(view: HistoryView, by: Literal["evaluations", "cost"] = "evalua
     x_column = "evaluation" if by == "evaluations" else "cost"
     for label in _tasks(view, task):
         mine = curves[curves["task"] == label]
-        line, = ax.step(mine[x_column], mine["best"], where="post", label=label)
+        (line,) = ax.step(mine[x_column], mine["best"], where="post", label=label)
         ax.plot(mine[x_column].iloc[-1:], mine["best"].iloc[-1:], "o", color=line.get_color(), markersize=4)
     ax.set_xlabel("evaluations of the task" if by == "evaluations" else "normalised cost spent by the task")
     ax.set_ylabel(f"best {view.objective} ({view.goal})")
@@ -95,8 +104,9 @@ def plot_parameter(view: HistoryView, parameter: str, task: Mapping[str, Any] | 
     """
     frame, names = view.frame, view.columns["parameter"]
     if parameter not in names:
-        raise InvalidInputError("parameter", f"{parameter!r} is no tuning parameter of {view.problem}",
-                                allowed=list(names))
+        raise InvalidInputError(
+            "parameter", f"{parameter!r} is no tuning parameter of {view.problem}", allowed=list(names)
+        )
     rows = frame[frame["task"].isin(_tasks(view, task)) & (frame["status"] == "ok")]
     figure, ax = _figure()
     fidelity = pd.to_numeric(rows["fidelity"], errors="coerce")
@@ -198,14 +208,21 @@ def plot_brackets(view: HistoryView, task: Mapping[str, Any] | str | None = None
     rows = frame[(frame["task"] == label) & frame["bracket"].notna()]
     if rows.empty:
         raise InvalidInputError("task", f"{label!r} has no evaluations in a bracket (not a GPTuneBand run?)")
-    brackets = sorted({(int(p if p == p else 0), int(b)) for p, b in zip(rows["pass"], rows["bracket"])},
-                      key=lambda pb: (pb[0], -pb[1]))          # the order a pass runs its brackets
+    brackets = sorted(
+        {(int(p if p == p else 0), int(b)) for p, b in zip(rows["pass"], rows["bracket"])},
+        key=lambda pb: (pb[0], -pb[1]),
+    )  # the order a pass runs its brackets
     column = {key: i for i, key in enumerate(brackets)}
     figure, ax = _figure(max(5.0, 0.8 * len(brackets) + 2.0), 4.2)
     spread = rows.groupby(["pass", "bracket", "fidelity"], dropna=False).cumcount()
     width = rows.groupby(["pass", "bracket", "fidelity"], dropna=False)["uid"].transform("count")
-    xs = np.array([column[(int(p if p == p else 0), int(b))] for p, b in zip(rows["pass"], rows["bracket"])],
-                  dtype=float) + 0.7 * (spread.to_numpy() + 0.5) / width.to_numpy() - 0.35
+    xs = (
+        np.array(
+            [column[(int(p if p == p else 0), int(b))] for p, b in zip(rows["pass"], rows["bracket"])], dtype=float
+        )
+        + 0.7 * (spread.to_numpy() + 0.5) / width.to_numpy()
+        - 0.35
+    )
     where = dict(zip(rows["uid"], zip(xs, rows["fidelity"])))
     parents = {r.uid: r.raytuner.parent for r in view.records if r.raytuner and r.raytuner.parent}
     for uid, (x, fidelity) in where.items():
@@ -213,8 +230,14 @@ def plot_brackets(view: HistoryView, task: Mapping[str, Any] | str | None = None
         if parent in where:
             px, pf = where[parent]
             ax.plot([px, x], [pf, fidelity], color="0.75", linewidth=0.8, zorder=1)
-    points = ax.scatter(xs, rows["fidelity"], c=rows[view.objective_column], cmap="viridis_r"
-                        if view.goal == "minimize" else "viridis", s=18, zorder=2)
+    points = ax.scatter(
+        xs,
+        rows["fidelity"],
+        c=rows[view.objective_column],
+        cmap="viridis_r" if view.goal == "minimize" else "viridis",
+        s=18,
+        zorder=2,
+    )
     figure.colorbar(points, ax=ax, label=view.objective)
     ax.set_xticks(range(len(brackets)), [f"p{p} s{b}" for p, b in brackets])
     ax.set_yscale("log")
@@ -240,14 +263,24 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
     """
     space = view.problem_space
     if space is None or len(space.optimised) < 2:
-        raise InvalidInputError("problem_space", f"{view.problem} has no known second objective: no front to draw "
-                                "(give the meta description)", allowed=["a problem with several objectives"])
+        raise InvalidInputError(
+            "problem_space",
+            f"{view.problem} has no known second objective: no front to draw (give the meta description)",
+            allowed=["a problem with several objectives"],
+        )
     first, second = space.optimised[:2]
     figure, ax = _figure()
-    full = [r for r in view.records if view.is_full_fidelity(r) and r.status == "ok"
-            and r.value(first.name) is not None and r.value(second.name) is not None]
-    for label, parameters in zip(_tasks(view, task), [t for t in view.tasks if task is None
-                                                      or task_label(t) in _tasks(view, task)]):
+    full = [
+        r
+        for r in view.records
+        if view.is_full_fidelity(r)
+        and r.status == "ok"
+        and r.value(first.name) is not None
+        and r.value(second.name) is not None
+    ]
+    for label, parameters in zip(
+        _tasks(view, task), [t for t in view.tasks if task is None or task_label(t) in _tasks(view, task)]
+    ):
         mine = [r for r in full if task_label(r.task_parameter) == label]
         ok = [r for r in mine if space.meets_output_constraints(r.evaluation_result)]
         broken = [r for r in mine if r not in ok]
@@ -255,13 +288,28 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
         dots = ax.scatter([r.value(first.name) for r in ok], [r.value(second.name) for r in ok], s=10, alpha=0.45)
         colour = dots.get_facecolor()[0]
         if broken:
-            ax.scatter([r.value(first.name) for r in broken], [r.value(second.name) for r in broken], s=14,
-                       marker="x", color=colour, alpha=0.45)
-        ax.step([r.value(first.name) for r in front], [r.value(second.name) for r in front], where="post",
-                color=colour, marker="o", markersize=4, label=f"{label} ({len(front)} on the front)")
+            ax.scatter(
+                [r.value(first.name) for r in broken],
+                [r.value(second.name) for r in broken],
+                s=14,
+                marker="x",
+                color=colour,
+                alpha=0.45,
+            )
+        ax.step(
+            [r.value(first.name) for r in front],
+            [r.value(second.name) for r in front],
+            where="post",
+            color=colour,
+            marker="o",
+            markersize=4,
+            label=f"{label} ({len(front)} on the front)",
+        )
     ax.set_xlabel(f"{first.name} ({first.goal})")
     ax.set_ylabel(f"{second.name} ({second.goal})")
-    ax.set_title(f"{view.problem}: Pareto front per task" + (" (x: breaks an output constraint)"
-                                                            if space.output_constraints else ""))
+    ax.set_title(
+        f"{view.problem}: Pareto front per task"
+        + (" (x: breaks an output constraint)" if space.output_constraints else "")
+    )
     ax.legend(fontsize="small")
     return figure

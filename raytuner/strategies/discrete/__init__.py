@@ -13,5 +13,13 @@ from raytuner.strategies.discrete.engine import METHODS, DiscreteBO
 from raytuner.strategies.discrete.gp import CandidateGP
 from raytuner.strategies.discrete.portfolio import AdvancedMulti, Multi, Single, contextual_variance
 
-__all__ = ["DiscreteBO", "METHODS", "CandidateSet", "CandidateGP", "Single", "Multi", "AdvancedMulti",
-           "contextual_variance"]
+__all__ = [
+    "DiscreteBO",
+    "METHODS",
+    "CandidateSet",
+    "CandidateGP",
+    "Single",
+    "Multi",
+    "AdvancedMulti",
+    "contextual_variance",
+]

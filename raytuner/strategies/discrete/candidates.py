@@ -60,13 +60,17 @@ def _ordered_values(parameter: Any) -> list[Any]:
     if isinstance(parameter, Integer):
         count = int(parameter.upper_bound) - int(parameter.lower_bound) + 1
         if count > 100_000:
-            raise InvalidInputError(f"parameter_space.{parameter.name}",
-                                    f"has {count} integer values; discrete BO needs listed values "
-                                    "(give it as a categorical parameter with its values)")
+            raise InvalidInputError(
+                f"parameter_space.{parameter.name}",
+                f"has {count} integer values; discrete BO needs listed values "
+                "(give it as a categorical parameter with its values)",
+            )
         return list(range(int(parameter.lower_bound), int(parameter.upper_bound) + 1))
-    raise InvalidInputError(f"parameter_space.{parameter.name}",
-                            f"is a {parameter.type} parameter; discrete BO needs listed values",
-                            allowed=["categorical", "integer"])
+    raise InvalidInputError(
+        f"parameter_space.{parameter.name}",
+        f"is a {parameter.type} parameter; discrete BO needs listed values",
+        allowed=["categorical", "integer"],
+    )
 
 
 @dataclass
@@ -90,8 +94,9 @@ class CandidateSet:
         return len(self.configs)
 
     @classmethod
-    def from_problem(cls, problem: ProblemSpace, task: Mapping[str, Any] | None = None,
-                     limit: int = MAX_ENUMERATED) -> CandidateSet:
+    def from_problem(
+        cls, problem: ProblemSpace, task: Mapping[str, Any] | None = None, limit: int = MAX_ENUMERATED
+    ) -> CandidateSet:
         """Enumerate the configurations of ``problem`` that meet its constraints for ``task``.
 
         Args:
@@ -103,8 +108,10 @@ class CandidateSet:
         values = [_ordered_values(p) for p in space.parameters]
         total = math.prod(len(v) for v in values)
         if total > limit:
-            raise InvalidInputError("parameter_space", f"has {total} combinations, more than the {limit} "
-                                                       "discrete BO enumerates; pass candidates= instead")
+            raise InvalidInputError(
+                "parameter_space",
+                f"has {total} combinations, more than the {limit} discrete BO enumerates; pass candidates= instead",
+            )
         task = dict(task or {})
         names = space.names
         configs = [dict(zip(names, combo)) for combo in itertools.product(*values)]
@@ -134,18 +141,24 @@ class CandidateSet:
         return cls._build(problem, values, list(unique.values()))
 
     @classmethod
-    def _build(cls, problem: ProblemSpace, values: list[list[Any]], configs: list[dict[str, Any]]
-               ) -> CandidateSet:
+    def _build(cls, problem: ProblemSpace, values: list[list[Any]], configs: list[dict[str, Any]]) -> CandidateSet:
         space_names = problem.parameter_space.names
         ranks = [{repr(v): r for r, v in enumerate(vals)} for vals in values]
-        rank_matrix = np.array([[ranks[j][repr(c[n])] for j, n in enumerate(space_names)] for c in configs],
-                               dtype=np.int64).reshape(len(configs), len(space_names))
+        rank_matrix = np.array(
+            [[ranks[j][repr(c[n])] for j, n in enumerate(space_names)] for c in configs], dtype=np.int64
+        ).reshape(len(configs), len(space_names))
         kept = [j for j, vals in enumerate(values) if len(vals) > 1]
         scale = np.array([len(values[j]) - 1 for j in kept], dtype=float)
         units = rank_matrix[:, kept] / scale if kept else np.zeros((len(configs), 0))
         positions = {tuple(row): i for i, row in enumerate(rank_matrix.tolist())}
-        return cls([space_names[j] for j in kept], configs, np.ascontiguousarray(units, dtype=float),
-                   list(space_names), positions, ranks)
+        return cls(
+            [space_names[j] for j in kept],
+            configs,
+            np.ascontiguousarray(units, dtype=float),
+            list(space_names),
+            positions,
+            ranks,
+        )
 
     def locate(self, config: Mapping[str, Any]) -> int | None:
         """The position of ``config`` among the candidates, or ``None`` if it is not one.

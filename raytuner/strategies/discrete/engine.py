@@ -72,6 +72,8 @@ Method = Literal["advanced_multi", "multi", "ei", "pi", "lcb"]
 #: The acquisition methods: the two portfolios, then the single functions.
 METHODS: tuple[str, ...] = ("advanced_multi", "multi", "ei", "pi", "lcb")
 _DISCOUNT = {"multi": 0.65, "advanced_multi": 0.75}
+
+
 class DiscreteBO(Strategy):
     """Bayesian optimisation over an enumerated set of valid discrete configurations.
 
@@ -105,13 +107,25 @@ class DiscreteBO(Strategy):
     name = "discrete"
     spec_name = "discrete"
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]] | None = None,
-                 seed: int | None = None, *, method: Method = "ei", n_initial: int = 20,
-                 kernel: str = "matern32", lengthscale: float | None = None,
-                 exploration: Literal["cv"] | float = "cv", acquisitions: Sequence[str] = AFS,
-                 skip_threshold: int = 5, discount_factor: float | None = None,
-                 improvement_factor: float = 0.1, candidates: Sequence[Mapping[str, Any]] | None = None,
-                 objective: str | None = None, avoid_failures: bool = True) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+        *,
+        method: Method = "ei",
+        n_initial: int = 20,
+        kernel: str = "matern32",
+        lengthscale: float | None = None,
+        exploration: Literal["cv"] | float = "cv",
+        acquisitions: Sequence[str] = AFS,
+        skip_threshold: int = 5,
+        discount_factor: float | None = None,
+        improvement_factor: float = 0.1,
+        candidates: Sequence[Mapping[str, Any]] | None = None,
+        objective: str | None = None,
+        avoid_failures: bool = True,
+    ) -> None:
         if tasks is None:
             if problem.input_space.dimension:
                 raise InvalidInputError("tasks", "the problem has task parameters: list the tasks to tune")
@@ -122,8 +136,9 @@ class DiscreteBO(Strategy):
         if kernel not in KERNELS:
             raise InvalidInputError("kernel", f"unknown kernel {kernel!r}", allowed=list(KERNELS))
         if not (exploration == "cv" or (isinstance(exploration, (int, float)) and exploration >= 0)):
-            raise InvalidInputError("exploration", f"must be 'cv' or a number >= 0, got {exploration!r}",
-                                    allowed=["cv", "a number >= 0"])
+            raise InvalidInputError(
+                "exploration", f"must be 'cv' or a number >= 0, got {exploration!r}", allowed=["cv", "a number >= 0"]
+            )
         if lengthscale is not None and not (isinstance(lengthscale, (int, float)) and lengthscale > 0):
             raise InvalidInputError("lengthscale", f"must be a positive number, got {lengthscale!r}")
         if not isinstance(n_initial, int) or n_initial < 2:
@@ -145,27 +160,35 @@ class DiscreteBO(Strategy):
         self.discount_factor = float(factor)
         self.improvement_factor = float(improvement_factor)
         self.avoid_failures = bool(avoid_failures)
-        Portfolio(self.acquisitions)              # validates the acquisitions, whatever the method
+        Portfolio(self.acquisitions)  # validates the acquisitions, whatever the method
         self.objective = problem.objective(objective)
         #: Several objectives or output constraints (none named): one GP per output, a Pareto score.
         self.several = tunes_several(problem, objective)
         self.modelled = problem.modelled if self.several else []
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
         self._searches: dict[str, TaskSearch] = {}
-        self._records: list[FunctionEvaluation] = []          # for the Pareto fronts
-        self._keep_options(method=method, n_initial=n_initial, kernel=kernel, lengthscale=lengthscale,
-                           exploration=exploration, acquisitions=self.acquisitions, skip_threshold=skip_threshold,
-                           discount_factor=discount_factor, improvement_factor=improvement_factor,
-                           candidates=None if candidates is None else [dict(c) for c in candidates],
-                           objective=None if self.several else self.objective.name, avoid_failures=avoid_failures)
+        self._records: list[FunctionEvaluation] = []  # for the Pareto fronts
+        self._keep_options(
+            method=method,
+            n_initial=n_initial,
+            kernel=kernel,
+            lengthscale=lengthscale,
+            exploration=exploration,
+            acquisitions=self.acquisitions,
+            skip_threshold=skip_threshold,
+            discount_factor=discount_factor,
+            improvement_factor=improvement_factor,
+            candidates=None if candidates is None else [dict(c) for c in candidates],
+            objective=None if self.several else self.objective.name,
+            avoid_failures=avoid_failures,
+        )
 
     def new_portfolio(self) -> Portfolio:
         """A fresh portfolio for :attr:`method`."""
         if self.method == "multi":
             return Multi(self.acquisitions, self.skip_threshold, self.discount_factor)
         if self.method == "advanced_multi":
-            return AdvancedMulti(self.acquisitions, self.skip_threshold, self.discount_factor,
-                                 self.improvement_factor)
+            return AdvancedMulti(self.acquisitions, self.skip_threshold, self.discount_factor, self.improvement_factor)
         return Single(self.method)
 
     def search(self, task: Mapping[str, Any] | None = None) -> TaskSearch:
@@ -223,11 +246,15 @@ class DiscreteBO(Strategy):
         search.pending[pick.index] = pick
         extra: dict[str, Any] = {"acquisitions": pick.afs, "round": pick.round} if pick.afs else {}
         extra.update(pick.notes)
-        return Suggestion(task=dict(self.tasks[search.number]), config=dict(search.cands.configs[pick.index]),
-                          provenance=Provenance(strategy=self.name, source=pick.source, **extra))
+        return Suggestion(
+            task=dict(self.tasks[search.number]),
+            config=dict(search.cands.configs[pick.index]),
+            provenance=Provenance(strategy=self.name, source=pick.source, **extra),
+        )
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(
+        self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
+    ) -> None:
         """Treat an adopted trial as asked and not yet told.
 
         Args:

@@ -74,8 +74,9 @@ class CandidateGP:
         noise: The observation noise variance (relative to the prior).
     """
 
-    def __init__(self, units: np.ndarray, kernel: str = "matern32", lengthscale: float = 1.5,
-                 noise: float = NOISE) -> None:
+    def __init__(
+        self, units: np.ndarray, kernel: str = "matern32", lengthscale: float = 1.5, noise: float = NOISE
+    ) -> None:
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; one of {KERNELS}")
         self.units = np.asarray(units, dtype=float)
@@ -87,7 +88,7 @@ class CandidateGP:
         self.values: list[float] = []
         self._L = np.zeros((8, 8))
         self._V = np.zeros((8, n_cand))
-        self._explained = np.zeros(n_cand)   # column sums of V**2: prior variance explained
+        self._explained = np.zeros(n_cand)  # column sums of V**2: prior variance explained
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -117,7 +118,7 @@ class CandidateGP:
             V[:n] = self._V
             self._L, self._V = L, V
         k = self.covariance(index)
-        offdiag = self._V[:n, index].copy()              # L^-1 k(X, x_new): the new row of L
+        offdiag = self._V[:n, index].copy()  # L^-1 k(X, x_new): the new row of L
         pivot2 = 1.0 + self.noise - float(offdiag @ offdiag)
         pivot = float(np.sqrt(max(pivot2, _MIN_PIVOT)))
         row = (k - offdiag @ self._V[:n]) / pivot

@@ -40,8 +40,7 @@ import numpy as np
 from raytuner.acquisition import ACQUISITIONS
 from raytuner.errors import InvalidInputError
 
-__all__ = ["AFS", "scores", "contextual_variance", "discounted_score", "Single", "Multi", "AdvancedMulti",
-           "Portfolio"]
+__all__ = ["AFS", "scores", "contextual_variance", "discounted_score", "Single", "Multi", "AdvancedMulti", "Portfolio"]
 
 #: The basic acquisition functions, in the paper's default order (Table I).
 AFS: tuple[str, ...] = ("ei", "pi", "lcb")
@@ -70,8 +69,7 @@ def scores(name: str, mean: np.ndarray, std: np.ndarray, best: float, exploratio
     raise InvalidInputError("acquisition", f"unknown acquisition function {name!r}", allowed=list(AFS))
 
 
-def contextual_variance(mean_variance: float, initial_mean_variance: float, initial_mean: float,
-                        best: float) -> float:
+def contextual_variance(mean_variance: float, initial_mean_variance: float, initial_mean: float, best: float) -> float:
     """The contextual-variance exploration factor of section III-F.
 
     ``lambda = (mean_variance / (initial_mean / best)) / initial_mean_variance``.
@@ -118,8 +116,9 @@ class Portfolio:
     def __init__(self, afs: Sequence[str]) -> None:
         bad = [a for a in afs if a not in AFS]
         if not afs or bad or len(set(afs)) != len(afs):
-            raise InvalidInputError("acquisitions", f"must list distinct acquisition functions, got {list(afs)}",
-                                    allowed=list(AFS))
+            raise InvalidInputError(
+                "acquisitions", f"must list distinct acquisition functions, got {list(afs)}", allowed=list(AFS)
+            )
         self.afs = list(afs)
         self.skipped: list[str] = []
         self.observations: dict[str, list[float]] = {a: [] for a in self.afs}
@@ -178,7 +177,7 @@ class Multi(Portfolio):
 
     def _update(self, duplicates: set[str]) -> None:
         for af in self.active:
-            self.recent[af] = (self.recent[af] + [af in duplicates])[-self.skip_threshold:]
+            self.recent[af] = (self.recent[af] + [af in duplicates])[-self.skip_threshold :]
         stuck = [a for a in self.active if sum(self.recent[a]) >= self.skip_threshold]
         if len(stuck) < 2:
             return
@@ -198,8 +197,13 @@ class AdvancedMulti(Portfolio):
         improvement_factor: The margin around the mean score, relative to it, that counts as worse or better.
     """
 
-    def __init__(self, afs: Sequence[str] = AFS, skip_threshold: int = 5, discount_factor: float = 0.75,
-                 improvement_factor: float = 0.1) -> None:
+    def __init__(
+        self,
+        afs: Sequence[str] = AFS,
+        skip_threshold: int = 5,
+        discount_factor: float = 0.75,
+        improvement_factor: float = 0.1,
+    ) -> None:
         super().__init__(afs)
         self.skip_threshold = int(skip_threshold)
         self.discount_factor = float(discount_factor)
@@ -218,7 +222,7 @@ class AdvancedMulti(Portfolio):
             self.worse[af] += dos[af] > mean + margin
             self.better[af] += dos[af] < mean - margin
         worst = [a for a in active if self.worse[a] >= self.skip_threshold]
-        if worst:       # skipping goes first: one function per round, the most often worse, then the worst score
+        if worst:  # skipping goes first: one function per round, the most often worse, then the worst score
             skip = max(worst, key=lambda a: (self.worse[a], dos[a]))
             self.skipped.append(skip)
             self.worse = {a: 0 for a in self.afs}

@@ -40,7 +40,7 @@ class Pick:
     source: str
     afs: list[str] = field(default_factory=list)
     round: int | None = None
-    notes: dict[str, Any] = field(default_factory=dict)      # added to the suggestion's provenance
+    notes: dict[str, Any] = field(default_factory=dict)  # added to the suggestion's provenance
 
 
 @dataclass
@@ -111,8 +111,7 @@ class TaskSearch:
         """
         index = self.cands.locate(record.tuning_parameter)
         if index is None:
-            log.warning("ignoring a record whose configuration %s is not a valid candidate",
-                        record.tuning_parameter)
+            log.warning("ignoring a record whose configuration %s is not a valid candidate", record.tuning_parameter)
             return
         if self.visited[index]:
             return
@@ -147,8 +146,12 @@ class TaskSearch:
         if index is None or self.visited[index]:
             return
         extra = (provenance.model_extra if provenance else None) or {}
-        self.pending[index] = Pick(index, (provenance.source if provenance else None) or "model",
-                                    list(extra.get("acquisitions") or []), extra.get("round"))
+        self.pending[index] = Pick(
+            index,
+            (provenance.source if provenance else None) or "model",
+            list(extra.get("acquisitions") or []),
+            extra.get("round"),
+        )
 
     # -- ask --------------------------------------------------------------------------------------
     def next_pick(self) -> Pick:
@@ -184,8 +187,11 @@ class TaskSearch:
             done = self.rounds.get(number)
             if done is None:
                 continue
-            fill = done.median_before if done.median_before is not None else (
-                float(np.median(self.values)) if self.values else None)
+            fill = (
+                done.median_before
+                if done.median_before is not None
+                else (float(np.median(self.values)) if self.values else None)
+            )
             observed: dict[str, float] = {}
             duplicates: set[str] = set()
             for afs, value in done.results.values():
@@ -199,7 +205,7 @@ class TaskSearch:
     def initial_variance(self) -> float:
         """Mean prior-relative posterior variance over the non-initial candidates after the initial sample."""
         if self._initial_variance is None:
-            points = [i for i, v in self.initial if v is not None] or self.gp.indices[:self.engine.n_initial]
+            points = [i for i, v in self.initial if v is not None] or self.gp.indices[: self.engine.n_initial]
             gp = CandidateGP(self.cands.units, self.engine.kernel, self.engine.lengthscale)
             for i in points:
                 gp.add(i, 0.0)
@@ -217,9 +223,10 @@ class TaskSearch:
         """
         if self.engine.exploration != "cv":
             return float(self.engine.exploration)
-        initial = [v for _, v in self.initial if v is not None] or self.values[:self.engine.n_initial]
-        return contextual_variance(float(np.mean(std_z[free] ** 2)), self.initial_variance(),
-                                   float(np.mean(initial)), float(min(self.values)))
+        initial = [v for _, v in self.initial if v is not None] or self.values[: self.engine.n_initial]
+        return contextual_variance(
+            float(np.mean(std_z[free] ** 2)), self.initial_variance(), float(np.mean(initial)), float(min(self.values))
+        )
 
     def likely_valid(self, free: np.ndarray) -> np.ndarray:
         """The free candidates the validity model predicts to succeed (all free ones before any failure).

@@ -67,8 +67,11 @@ class SeveralSearch(TaskSearch):
         if len(self.gp) > before:
             self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
-            if record.raytuner is not None and record.raytuner.strategy == self.engine.name \
-                    and (record.raytuner.model_extra or {}).get(NOTE) is True:
+            if (
+                record.raytuner is not None
+                and record.raytuner.strategy == self.engine.name
+                and (record.raytuner.model_extra or {}).get(NOTE) is True
+            ):
                 self.guided.append((self.gp.indices[-1], not self.feasible[-1]))
 
     def model_round(self) -> None:
@@ -77,25 +80,31 @@ class SeveralSearch(TaskSearch):
         if not free.any():
             raise InfeasibleSpaceError("every valid configuration has been evaluated")
         chosen = np.flatnonzero(self.likely_valid(free))
-        means, sds = self.gp.posterior_of(np.array(self.rows))       # each output's, in its own units
+        means, sds = self.gp.posterior_of(np.array(self.rows))  # each output's, in its own units
         objectives = [k for k, o in enumerate(self.outputs) if o.optimize]
         signs = np.array([self.outputs[k].sign() for k in objectives])
-        seen = np.array(self.rows)[:, objectives] * signs          # to minimise
+        seen = np.array(self.rows)[:, objectives] * signs  # to minimise
         good = seen[np.array(self.feasible, dtype=bool)]
         rng = np.random.default_rng([self.engine.seed or 0, self.number, 3, self.told, len(self.pending)])
-        pareto = ParetoScore(seen, good, rng.dirichlet(np.ones(len(objectives))),
-                             np.array([self.outputs[k].minimised_bounds() for k in objectives]))
+        pareto = ParetoScore(
+            seen,
+            good,
+            rng.dirichlet(np.ones(len(objectives))),
+            np.array([self.outputs[k].minimised_bounds() for k in objectives]),
+        )
         chance = np.ones(len(means[0]))
         for k, o in enumerate(self.outputs):
             if o.bounded:
                 chance = chance * chance_within(means[k], sds[k], o.lower_bound, o.upper_bound)
-        if self.guided:                 # a likely success when chosen: values where such breaches surprise
+        if self.guided:  # a likely success when chosen: values where such breaches surprise
             picked, broke = (np.array(v) for v in zip(*self.guided))
-            chance = chance * BreachValues(self.cands.units[picked], broke.astype(bool),
-                                           np.full(len(picked), CONFIDENT)).factor(self.cands.units)
+            chance = chance * BreachValues(
+                self.cands.units[picked], broke.astype(bool), np.full(len(picked), CONFIDENT)
+            ).factor(self.cands.units)
         if len(chosen) > SHORTLIST:
-            quick = pareto.optimistic((means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen],
-                                      chance[chosen])
+            quick = pareto.optimistic(
+                (means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen], chance[chosen]
+            )
             chosen = chosen[np.argsort(-quick, kind="stable")[:SHORTLIST]]
         mean, sd = (means[objectives] * signs[:, None]).T[chosen], sds[objectives].T[chosen]
         samples = mean[:, None, :] + sd[:, None, :] * rng.standard_normal((DRAWS, len(objectives)))[None]

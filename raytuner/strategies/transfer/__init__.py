@@ -13,17 +13,32 @@ tunes it from the source tasks' LCM.
 
 from raytuner.strategies.transfer.data import SourceData, SourceTask
 from raytuner.strategies.transfer.engine import (
-                                                 ALGORITHMS,
-                                                 DEFAULT_POOL,
-                                                 ENSEMBLES,
-                                                 FIRST,
-                                                 SINGLE_ALGORITHMS,
-                                                 TransferLearning,
+    ALGORITHMS,
+    DEFAULT_POOL,
+    ENSEMBLES,
+    FIRST,
+    SINGLE_ALGORITHMS,
+    TransferLearning,
 )
 from raytuner.strategies.transfer.ensemble import ensemble_probabilities, exploration_rate
 from raytuner.strategies.transfer.tla import TLA1, TLA2, OptimumPrediction, best_per_task, centred_sample
 from raytuner.strategies.transfer.tla1_engine import TLA1Engine
 
-__all__ = ["TransferLearning", "SourceData", "SourceTask", "ALGORITHMS", "SINGLE_ALGORITHMS", "ENSEMBLES",
-           "DEFAULT_POOL", "FIRST", "ensemble_probabilities", "exploration_rate", "TLA1", "TLA1Engine", "TLA2",
-           "OptimumPrediction", "best_per_task", "centred_sample"]
+__all__ = [
+    "TransferLearning",
+    "SourceData",
+    "SourceTask",
+    "ALGORITHMS",
+    "SINGLE_ALGORITHMS",
+    "ENSEMBLES",
+    "DEFAULT_POOL",
+    "FIRST",
+    "ensemble_probabilities",
+    "exploration_rate",
+    "TLA1",
+    "TLA1Engine",
+    "TLA2",
+    "OptimumPrediction",
+    "best_per_task",
+    "centred_sample",
+]

@@ -83,7 +83,7 @@ class FitContext:
     """How a builder fits: LCM options, executor, random stream, the pseudo design, static weights."""
 
     options: LCMOptions
-    executor: Executor | None   # None: each fit's own default (raytuner.executors.default_executor)
+    executor: Executor | None  # None: each fit's own default (raytuner.executors.default_executor)
     rng: np.random.Generator
     design: Callable[[int], np.ndarray]
     weights: np.ndarray | None = None
@@ -93,8 +93,9 @@ def _target_gp(target: TargetData, context: FitContext):  # noqa: ANN202 - a Fit
     return fit_gp(target.X, target.v, context.options, context.rng, context.executor)
 
 
-def weighted_sum(source: SourceData, target: TargetData, context: FitContext,
-                 weights: np.ndarray | None = None) -> WeightedSumModel:
+def weighted_sum(
+    source: SourceData, target: TargetData, context: FitContext, weights: np.ndarray | None = None
+) -> WeightedSumModel:
     """Equations 1–2 with ``weights`` (one per source, then the target; default all 1)."""
     count = len(source)
     w = np.ones(count + 1) if weights is None else np.asarray(weights, dtype=float)
@@ -184,8 +185,7 @@ def build_multitask_ps(source: SourceData, target: TargetData, context: FitConte
     X = np.vstack([context.design(PSEUDO_DESIGN), target.X])
     pseudo = [source.gp(i).predict(0, X)[0] for i in range(n)]
     data = TrainingData([X] * n + [target.X], pseudo + [target.v])
-    fitted = LCM(replace(context.options, latent=source.latent)).fit(data, seed=context.rng,
-                                                                      executor=context.executor)
+    fitted = LCM(replace(context.options, latent=source.latent)).fit(data, seed=context.rng, executor=context.executor)
     return MultitaskModel(fantasise(fitted, n, target.pending), n)
 
 

@@ -78,8 +78,9 @@ class SourceTask:
         return len(self.v)
 
 
-def minimisation_values(problem: ProblemSpace, records: Iterable[FunctionEvaluation], objective: str
-                        ) -> tuple[list[FunctionEvaluation], np.ndarray]:
+def minimisation_values(
+    problem: ProblemSpace, records: Iterable[FunctionEvaluation], objective: str
+) -> tuple[list[FunctionEvaluation], np.ndarray]:
     """The successful records with a finite objective, and ``sign · y`` of each.
 
     Args:
@@ -97,8 +98,9 @@ def minimisation_values(problem: ProblemSpace, records: Iterable[FunctionEvaluat
     return kept, np.asarray(values, dtype=float)
 
 
-def fit_gp(X: np.ndarray, v: np.ndarray, options: LCMOptions, seed: int | np.random.Generator,
-           executor: Executor | None) -> FittedLCM:
+def fit_gp(
+    X: np.ndarray, v: np.ndarray, options: LCMOptions, seed: int | np.random.Generator, executor: Executor | None
+) -> FittedLCM:
     """A single-task GP (a one-task LCM) of ``v`` at the unit-cube points ``X``.
 
     Args:
@@ -121,8 +123,9 @@ def _label(task: dict[str, Any], machine: dict[str, Any], software: dict[str, An
     return " on ".join(p for p in parts if p) or "source"
 
 
-def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str
-                       ) -> list[SourceTask]:
+def group_source_tasks(
+    problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str
+) -> list[SourceTask]:
     """Group ``records`` into source tasks (task parameters + machine + software), in order of appearance.
 
     Tasks without a single successful evaluation are left out; records of
@@ -138,10 +141,16 @@ def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluati
     for i, record in enumerate(records):
         missing = [n for n in names if n not in record.tuning_parameter]
         if missing:
-            raise InvalidInputError(f"source[{i}].tuning_parameter", f"lacks {missing[0]!r}: the source must be "
-                                    "evaluations of the same parameter space", allowed=names)
-        key = (task_key(record.task_parameter), json.dumps(record.machine_configuration, sort_keys=True, default=str),
-               json.dumps(record.software_configuration, sort_keys=True, default=str))
+            raise InvalidInputError(
+                f"source[{i}].tuning_parameter",
+                f"lacks {missing[0]!r}: the source must be evaluations of the same parameter space",
+                allowed=names,
+            )
+        key = (
+            task_key(record.task_parameter),
+            json.dumps(record.machine_configuration, sort_keys=True, default=str),
+            json.dumps(record.software_configuration, sort_keys=True, default=str),
+        )
         groups.setdefault(key, []).append(record)
     distinct = {kind for kind, j in (("machine", 1), ("software", 2)) if len({k[j] for k in groups}) > 1}
     tasks = []
@@ -152,10 +161,17 @@ def group_source_tasks(problem: ProblemSpace, records: Sequence[FunctionEvaluati
             log.info("source task %s has no successful evaluation; left out", dict(first.task_parameter))
             continue
         X = problem.parameter_space.encode([r.tuning_parameter for r in kept])
-        tasks.append(SourceTask(_label(dict(first.task_parameter), first.machine_configuration,
-                                       first.software_configuration, distinct),
-                                dict(first.task_parameter), dict(first.machine_configuration),
-                                dict(first.software_configuration), list(members), X, v))
+        tasks.append(
+            SourceTask(
+                _label(dict(first.task_parameter), first.machine_configuration, first.software_configuration, distinct),
+                dict(first.task_parameter),
+                dict(first.machine_configuration),
+                dict(first.software_configuration),
+                list(members),
+                X,
+                v,
+            )
+        )
     return tasks
 
 
@@ -176,9 +192,15 @@ class SourceData:
         executor: Runs their multi-start fits.
     """
 
-    def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation] | EvaluationSource, *,
-                 objective: str | None = None, options: LCMOptions | None = None,
-                 executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        records: Sequence[FunctionEvaluation] | EvaluationSource,
+        *,
+        objective: str | None = None,
+        options: LCMOptions | None = None,
+        executor: Executor | None = None,
+    ) -> None:
         self.problem = problem
         self.objective = problem.objective(objective).name
         self.options = (options or LCMOptions()).over(problem.parameter_space)
@@ -186,8 +208,10 @@ class SourceData:
         self.records = source_records(problem, records)
         self.tasks = group_source_tasks(problem, self.records, self.objective)
         if not self.tasks:
-            raise InvalidInputError("source", "no successful source evaluation of the objective "
-                                              f"{self.objective!r}: nothing to transfer from")
+            raise InvalidInputError(
+                "source",
+                f"no successful source evaluation of the objective {self.objective!r}: nothing to transfer from",
+            )
         self.uids = frozenset(r.uid for r in self.records)
         self._lock = threading.RLock()
         self._gps: dict[int, FittedLCM] = {}
@@ -229,8 +253,13 @@ class SourceData:
         drop = self.uids & set(uids)
         if not drop:
             return self
-        return SourceData(self.problem, [r for r in self.records if r.uid not in drop], objective=self.objective,
-                          options=self.options, executor=self.executor)
+        return SourceData(
+            self.problem,
+            [r for r in self.records if r.uid not in drop],
+            objective=self.objective,
+            options=self.options,
+            executor=self.executor,
+        )
 
     def gp(self, index: int) -> FittedLCM:
         """The GP of source task ``index`` (task 0 of the returned model).
@@ -261,8 +290,9 @@ class SourceData:
                 for position, index in enumerate(self.stacking_order()):
                     task = self.tasks[index]
                     prior = sum((m.predict(0, task.X)[0] for m in chain), np.zeros(len(task)))
-                    chain.append(fit_gp(task.X, task.v - prior, self.options, SOURCE_SEED + 1000 + position,
-                                        self.executor))
+                    chain.append(
+                        fit_gp(task.X, task.v - prior, self.options, SOURCE_SEED + 1000 + position, self.executor)
+                    )
                 self._chain = chain
             return self._chain
 
@@ -271,9 +301,14 @@ class SourceData:
         with self._lock:
             if self._lcm is None:
                 data = TrainingData([t.X for t in self.tasks], [t.v for t in self.tasks])
-                fitted = LCM(replace(self.options, latent=self.latent)).fit(data, seed=SOURCE_SEED,
-                                                                            executor=self.executor)
+                fitted = LCM(replace(self.options, latent=self.latent)).fit(
+                    data, seed=SOURCE_SEED, executor=self.executor
+                )
                 self._lcm = fitted.hyperparameters
-                log.info("fitted the source LCM over %d tasks, %d samples in %.1f s", len(self.tasks),
-                         sum(len(t) for t in self.tasks), fitted.report.seconds)
+                log.info(
+                    "fitted the source LCM over %d tasks, %d samples in %.1f s",
+                    len(self.tasks),
+                    sum(len(t) for t in self.tasks),
+                    fitted.report.seconds,
+                )
             return self._lcm

@@ -116,13 +116,24 @@ class TransferLearning(Strategy):
     name = "tla"
     spec_name = "tla"
 
-    def __init__(self, problem: ProblemSpace, target_task: Mapping[str, Any],
-                 source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
-                 algorithm: str = "ensemble", seed: int | None = None, *, pool: Sequence[str] = DEFAULT_POOL,
-                 weights: Sequence[float] | None = None, candidates: Sequence[Mapping[str, Any]] | None = None,
-                 options: LCMOptions | None = None, acquisition: str = "ei",
-                 acquisition_options: Mapping[str, float] | None = None, objective: str | None = None,
-                 executor: Executor | None = None, search_candidates: int = 2048) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        target_task: Mapping[str, Any],
+        source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
+        algorithm: str = "ensemble",
+        seed: int | None = None,
+        *,
+        pool: Sequence[str] = DEFAULT_POOL,
+        weights: Sequence[float] | None = None,
+        candidates: Sequence[Mapping[str, Any]] | None = None,
+        options: LCMOptions | None = None,
+        acquisition: str = "ei",
+        acquisition_options: Mapping[str, float] | None = None,
+        objective: str | None = None,
+        executor: Executor | None = None,
+        search_candidates: int = 2048,
+    ) -> None:
         super().__init__(problem, [target_task], seed)
         if algorithm not in ALGORITHMS:
             raise InvalidInputError("algorithm", f"unknown TLA algorithm {algorithm!r}", allowed=list(ALGORITHMS))
@@ -132,22 +143,36 @@ class TransferLearning(Strategy):
         requested = options or LCMOptions()
         self.options = requested.over(problem.parameter_space)
         self.executor = executor
-        self.source = source if isinstance(source, SourceData) else SourceData(
-            problem, source, objective=self.objective.name, options=self.options, executor=executor)
+        self.source = (
+            source
+            if isinstance(source, SourceData)
+            else SourceData(problem, source, objective=self.objective.name, options=self.options, executor=executor)
+        )
         self.weights = _check_weights(weights, algorithm, self.pool, len(self.source))
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
         self.search_candidates = search_candidates
-        self.candidates = None if candidates is None else [problem.parameter_space.check(c, f"candidates[{i}]")
-                                                           for i, c in enumerate(candidates)]
+        self.candidates = (
+            None
+            if candidates is None
+            else [problem.parameter_space.check(c, f"candidates[{i}]") for i, c in enumerate(candidates)]
+        )
         self._candidate_units = None if self.candidates is None else problem.parameter_space.encode(self.candidates)
         self.records: list[FunctionEvaluation] = []
         self.proposers: list[str] = []
         self.pending: list[tuple[dict[str, Any], str]] = []
         self._visited: set[tuple[tuple[str, Any], ...]] = set()
         self._target_uids: set[str] = set()
-        self._keep_options(algorithm=algorithm, pool=self.pool, weights=self.weights, candidates=self.candidates,
-                           options=requested, acquisition=acquisition, acquisition_options=acquisition_options,
-                           objective=self.objective.name, search_candidates=search_candidates)
+        self._keep_options(
+            algorithm=algorithm,
+            pool=self.pool,
+            weights=self.weights,
+            candidates=self.candidates,
+            options=requested,
+            acquisition=acquisition,
+            acquisition_options=acquisition_options,
+            objective=self.objective.name,
+            search_candidates=search_candidates,
+        )
 
     @property
     def target(self) -> dict[str, Any]:
@@ -173,7 +198,7 @@ class TransferLearning(Strategy):
         """Equation 3 over the pool now."""
         best = self.best_per_algorithm()
         kept, _ = self._observed()
-        observed = [float(r.value(self.objective.name)) for r in kept]   # type: ignore[arg-type]
+        observed = [float(r.value(self.objective.name)) for r in kept]  # type: ignore[arg-type]
         p = ensemble_probabilities([best[n] for n in self.pool], observed, self.objective.goal)
         return dict(zip(self.pool, p.tolist()))
 
@@ -190,10 +215,18 @@ class TransferLearning(Strategy):
         pool = [n for n in self.pool if n not in skipped]
         turn = sum(p in self.pool for p in self.proposers) + sum(p in self.pool for _, p in self.pending)
         best = self.best_per_algorithm()
-        observed = [float(r.value(self.objective.name)) for r in kept]   # type: ignore[arg-type]
-        return choose_algorithm(POLICIES[self.algorithm], pool, [best[n] for n in pool], observed,
-                                self.objective.goal, self.problem.parameter_space.dimension, len(self.records),
-                                turn + len(skipped), rng)
+        observed = [float(r.value(self.objective.name)) for r in kept]  # type: ignore[arg-type]
+        return choose_algorithm(
+            POLICIES[self.algorithm],
+            pool,
+            [best[n] for n in pool],
+            observed,
+            self.objective.goal,
+            self.problem.parameter_space.dimension,
+            len(self.records),
+            turn + len(skipped),
+            rng,
+        )
 
     def _repeats(self, config: Mapping[str, Any]) -> bool:
         """Whether ``config`` lies within :data:`REPEAT_DISTANCE` (unit cube, every coordinate) of a target point."""
@@ -206,8 +239,9 @@ class TransferLearning(Strategy):
 
     # -- ask ---------------------------------------------------------------------------------------
     def _stream(self, key: int) -> np.random.Generator:
-        return np.random.default_rng(np.random.SeedSequence([self.seed or 0, len(self.records),
-                                                             len(self.pending), key]))
+        return np.random.default_rng(
+            np.random.SeedSequence([self.seed or 0, len(self.records), len(self.pending), key])
+        )
 
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
         """The next configuration for the target, with the proposing algorithm in its provenance.
@@ -219,18 +253,25 @@ class TransferLearning(Strategy):
             self.task_index(task)
         rng = self._stream(1)
         skipped: list[str] = []
-        with one_blas_thread():   # small matrices: one BLAS thread is faster
+        with one_blas_thread():  # small matrices: one BLAS thread is faster
             while True:
                 proposer = self._choose(rng, skipped)
                 config, how = self._propose(proposer)
-                if (self.algorithm not in POLICIES or proposer not in self.pool
-                        or len(skipped) + 1 >= len(self.pool) or not self._repeats(config)):
+                if (
+                    self.algorithm not in POLICIES
+                    or proposer not in self.pool
+                    or len(skipped) + 1 >= len(self.pool)
+                    or not self._repeats(config)
+                ):
                     break
                 log.debug("%s proposed a point the target already has; another algorithm proposes", proposer)
                 skipped.append(proposer)
         self.pending.append((config, proposer))
-        return Suggestion(task=dict(self.target), config=config,
-                          provenance=Provenance(strategy=proposer, source=how, tla=self.algorithm))
+        return Suggestion(
+            task=dict(self.target),
+            config=config,
+            provenance=Provenance(strategy=proposer, source=how, tla=self.algorithm),
+        )
 
     def _exclude(self) -> list[dict[str, Any]]:
         return [dict(r.tuning_parameter) for r in self.records] + [c for c, _ in self.pending]
@@ -253,8 +294,7 @@ class TransferLearning(Strategy):
 
     def _context(self) -> FitContext:
         weights = None if self.weights is None else np.asarray(self.weights)
-        return FitContext(self.options, self.executor, self._stream(2), self._design,
-                          weights)
+        return FitContext(self.options, self.executor, self._stream(2), self._design, weights)
 
     def _design(self, n: int) -> np.ndarray:
         """A fixed design of ``n`` valid points (Multitask(PS)'s pseudo-sample points)."""
@@ -287,22 +327,29 @@ class TransferLearning(Strategy):
         def score(U: np.ndarray) -> np.ndarray:
             mean, std = model.predict(U)
             values = np.asarray(self.acquisition(mean, std, model.incumbent), dtype=float)
-            if len(avoid):    # next to a failure or a pending point: nothing to learn there
+            if len(avoid):  # next to a failure or a pending point: nothing to learn there
                 near = np.any(np.all(np.abs(U[:, None, :] - avoid[None, :, :]) <= REPEAT_DISTANCE, axis=2), axis=1)
                 values = np.where(near, -np.inf, values)
             return values
 
         if self.candidates is not None:
             free = self._unvisited()
-            values = score(self._candidate_units[free])           # type: ignore[index]
+            values = score(self._candidate_units[free])  # type: ignore[index]
             return dict(self.candidates[int(free[int(np.argmax(values))])])
-        config, _ = optimize_acquisition(self.problem, self.target, score, rng=self._stream(4),
-                                         exclude=self._exclude(), search_candidates=self.search_candidates)
+        config, _ = optimize_acquisition(
+            self.problem,
+            self.target,
+            score,
+            rng=self._stream(4),
+            exclude=self._exclude(),
+            search_candidates=self.search_candidates,
+        )
         return config
 
     # -- tell --------------------------------------------------------------------------------------
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(
+        self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
+    ) -> None:
         """Count an adopted trial as pending, proposed by the algorithm its provenance names.
 
         Args:
@@ -316,8 +363,11 @@ class TransferLearning(Strategy):
 
     def _fold(self, record: FunctionEvaluation) -> None:
         """Fold a target evaluation in (other tasks' records, source records and repeats are ignored)."""
-        if (task_key(record.task_parameter) != task_key(self.target) or record.uid in self._target_uids
-                or record.uid in self.source.uids):
+        if (
+            task_key(record.task_parameter) != task_key(self.target)
+            or record.uid in self._target_uids
+            or record.uid in self.source.uids
+        ):
             return
         self._target_uids.add(record.uid)
         self.records.append(record)
@@ -334,18 +384,23 @@ class TransferLearning(Strategy):
 def _check_pool(pool: Sequence[str]) -> tuple[str, ...]:
     names = tuple(pool)
     if not names or len(set(names)) != len(names) or any(n not in SINGLE_ALGORITHMS for n in names):
-        raise InvalidInputError("pool", f"must list distinct TLA algorithms, got {list(names)}",
-                                allowed=list(SINGLE_ALGORITHMS))
+        raise InvalidInputError(
+            "pool", f"must list distinct TLA algorithms, got {list(names)}", allowed=list(SINGLE_ALGORITHMS)
+        )
     return names
 
 
-def _check_weights(weights: Sequence[float] | None, algorithm: str, pool: Sequence[str], sources: int
-                   ) -> list[float] | None:
+def _check_weights(
+    weights: Sequence[float] | None, algorithm: str, pool: Sequence[str], sources: int
+) -> list[float] | None:
     if algorithm != "weighted_sum_static" and not (algorithm in ENSEMBLES and "weighted_sum_static" in pool):
         if weights is not None:
             raise InvalidInputError("weights", f"only weighted_sum_static takes weights, not {algorithm}")
         return None
     if weights is None or len(weights) != sources + 1 or not all(np.isfinite(w) and w >= 0 for w in weights):
-        raise InvalidInputError("weights", f"weighted_sum_static needs {sources + 1} non-negative weights "
-                                           f"(one per source task, then the target), got {weights!r}")
+        raise InvalidInputError(
+            "weights",
+            f"weighted_sum_static needs {sources + 1} non-negative weights "
+            f"(one per source task, then the target), got {weights!r}",
+        )
     return [float(w) for w in weights]

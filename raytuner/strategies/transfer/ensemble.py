@@ -46,8 +46,9 @@ Policy = Literal["proposed", "toggling", "prob"]
 POLICIES: dict[str, Policy] = {"ensemble": "proposed", "ensemble_toggling": "toggling", "ensemble_prob": "prob"}
 
 
-def ensemble_probabilities(best: Sequence[float | None], observed: Sequence[float],
-                           goal: str = "minimize") -> np.ndarray:
+def ensemble_probabilities(
+    best: Sequence[float | None], observed: Sequence[float], goal: str = "minimize"
+) -> np.ndarray:
     """Equation 3 over the pool, for any sign and either goal; see the module docstring.
 
     ``best[t]`` is the best value proposed by algorithm ``t`` (``None`` if it
@@ -101,9 +102,17 @@ def exploration_rate(pool_size: int, n_parameters: int, n_samples: int) -> float
     return r / (1.0 + r)
 
 
-def choose_algorithm(policy: Policy, pool: Sequence[str], best: Sequence[float | None],
-                     observed: Sequence[float], goal: str, n_parameters: int, n_samples: int, turn: int,
-                     rng: np.random.Generator) -> str:
+def choose_algorithm(
+    policy: Policy,
+    pool: Sequence[str],
+    best: Sequence[float | None],
+    observed: Sequence[float],
+    goal: str,
+    n_parameters: int,
+    n_samples: int,
+    turn: int,
+    rng: np.random.Generator,
+) -> str:
     """The algorithm of the pool that proposes the next point (Algorithm 1 and its two simpler variants).
 
     ``turn`` counts the pool's proposals so far (Ensemble(toggling) takes

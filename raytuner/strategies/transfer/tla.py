@@ -72,8 +72,9 @@ class OptimumPrediction:
     std: dict[str, float | None]
 
 
-def best_per_task(problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str | None = None
-                  ) -> dict[tuple[tuple[str, Any], ...], FunctionEvaluation]:
+def best_per_task(
+    problem: ProblemSpace, records: Sequence[FunctionEvaluation], objective: str | None = None
+) -> dict[tuple[tuple[str, Any], ...], FunctionEvaluation]:
     """The best successful evaluation of every task in ``records`` (by the objective's goal).
 
     Args:
@@ -107,16 +108,22 @@ class TLA1:
         executor: Runs the multi-start fits (default: inline).
     """
 
-    def __init__(self, problem: ProblemSpace, records: Sequence[FunctionEvaluation], *,
-                 objective: str | None = None, options: LCMOptions | None = None, seed: int | None = None,
-                 executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        records: Sequence[FunctionEvaluation],
+        *,
+        objective: str | None = None,
+        options: LCMOptions | None = None,
+        seed: int | None = None,
+        executor: Executor | None = None,
+    ) -> None:
         if not problem.input_space.dimension:
             raise InvalidInputError("input_space", "TLA1 needs a task space to model the optima over")
         records = fitting_records(problem, records, "TLA1 source")
         optima = list(best_per_task(problem, records, objective).values())
         if len(optima) < 2:
-            raise InvalidInputError("records", f"TLA1 needs the optima of at least two tuned tasks, "
-                                               f"got {len(optima)}")
+            raise InvalidInputError("records", f"TLA1 needs the optima of at least two tuned tasks, got {len(optima)}")
         self.problem = problem
         self.optima = optima
         T = problem.input_space.encode([r.task_parameter for r in optima])
@@ -124,7 +131,8 @@ class TLA1:
         lcm = LCM((options or TLA1_OPTIONS).over(problem.input_space))
         self._models: list[FittedLCM] = [
             lcm.fit(TrainingData([T], [U[:, j]]), seed=seed, executor=executor or InlineExecutor())
-            for j in range(U.shape[1])]
+            for j in range(U.shape[1])
+        ]
 
     def predict(self, task: Mapping[str, Any]) -> OptimumPrediction:
         """The predicted optimal configuration of ``task`` with its uncertainty (no evaluation).
@@ -148,8 +156,15 @@ class TLA1:
         return OptimumPrediction(dict(t), config, mean, std, spread)
 
 
-def centred_sample(problem: ProblemSpace, task: Mapping[str, Any], centre: np.ndarray, std: np.ndarray, n: int,
-                   rng: np.random.Generator, max_rounds: int = 200) -> list[dict[str, Any]]:
+def centred_sample(
+    problem: ProblemSpace,
+    task: Mapping[str, Any],
+    centre: np.ndarray,
+    std: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    max_rounds: int = 200,
+) -> list[dict[str, Any]]:
     """``n`` distinct valid configurations drawn from N(centre, diag(std²)) on the unit cube.
 
     Draws outside the cube or breaking a constraint are discarded and
@@ -203,10 +218,17 @@ class TLA2(MLA):
     #: TLA2 grows the source tasks' model by one task: GPTune's signed task weights.
     default_options = LCMOptions(task_weights="signed")
 
-    def __init__(self, problem: ProblemSpace, new_task: Mapping[str, Any],
-                 source: Sequence[FunctionEvaluation] | EvaluationSource, seed: int | None = None, *,
-                 source_model: Hyperparameters | None = None, refit: Literal["weights", "all"] = "weights",
-                 **mla_options: Any) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        new_task: Mapping[str, Any],
+        source: Sequence[FunctionEvaluation] | EvaluationSource,
+        seed: int | None = None,
+        *,
+        source_model: Hyperparameters | None = None,
+        refit: Literal["weights", "all"] = "weights",
+        **mla_options: Any,
+    ) -> None:
         if refit not in ("weights", "all"):
             raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
         new_task = problem.input_space.check(new_task, "new_task")
@@ -222,7 +244,7 @@ class TLA2(MLA):
         self.targets = [self.new_index]
         self.tla1 = TLA1(problem, source, objective=self.objective.name, seed=seed)
         for record in source:
-            self._fold(record)          # checked above
+            self._fold(record)  # checked above
         self._source_model = source_model or self._fit_source()
         self._extended: Hyperparameters | None = None
 
@@ -239,10 +261,10 @@ class TLA2(MLA):
         if index != self.new_index:
             return super().initial_design(index)
         prediction = self.tla1.predict(self.tasks[index])
-        lengths = self._source_model.lengthscales            # (Q, d)
+        lengths = self._source_model.lengthscales  # (Q, d)
         weights = self._source_model.coregionalization()[:, np.arange(self.new_index), np.arange(self.new_index)]
-        relevance = weights.sum(axis=1) / max(float(weights.sum()), 1e-12)   # share of each latent function
-        width = np.exp(relevance @ np.log(lengths))             # weighted geometric mean per dimension
+        relevance = weights.sum(axis=1) / max(float(weights.sum()), 1e-12)  # share of each latent function
+        width = np.exp(relevance @ np.log(lengths))  # weighted geometric mean per dimension
         std = np.clip(width, 0.02, 0.5)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 7919, index]))
         return centred_sample(self.problem, self.tasks[index], prediction.unit_mean, std, self.n_initial, rng)
@@ -260,5 +282,10 @@ class TLA2(MLA):
         start = self._warm if self._warm is not None else self.extended_hyperparameters()
         if self.refit == "all":
             return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start)
-        return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=start,
-                              fixed=start.fixed_except_task(self.new_index))
+        return self.model.fit(
+            data,
+            seed=self._stream(104729),
+            executor=self.executor,
+            warm_start=start,
+            fixed=start.fixed_except_task(self.new_index),
+        )

@@ -67,16 +67,30 @@ class TLA1Engine(Strategy):
     name = "tla1"
     spec_name = "tla1"
 
-    def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None,
-                 source: Sequence[FunctionEvaluation] | EvaluationSource, *, objective: str | None = None,
-                 options: LCMOptions | None = None, executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]],
+        seed: int | None,
+        source: Sequence[FunctionEvaluation] | EvaluationSource,
+        *,
+        objective: str | None = None,
+        options: LCMOptions | None = None,
+        executor: Executor | None = None,
+    ) -> None:
         super().__init__(problem, tasks, seed)
         if len(self.tasks) != 1:
             raise InvalidInputError("tasks", f"TLA1 predicts for one new task, not {len(self.tasks)}")
         self.source = source
         self.executor = executor
-        self.tla1 = TLA1(problem, source_records(problem, source, "TLA1 source"), objective=objective,
-                         options=options, seed=seed, executor=executor)
+        self.tla1 = TLA1(
+            problem,
+            source_records(problem, source, "TLA1 source"),
+            objective=objective,
+            options=options,
+            seed=seed,
+            executor=executor,
+        )
         self._keep_options(objective=objective, options=options)
         #: The prediction (its configuration and its uncertainty per parameter).
         self.prediction: OptimumPrediction = self.tla1.predict(self.tasks[0])
@@ -88,8 +102,13 @@ class TLA1Engine(Strategy):
             valid = sample_configurations(problem, self.tasks[0], NEAREST_OF, seed=rng)
             gaps = np.linalg.norm(problem.parameter_space.encode(valid) - self.prediction.unit_mean, axis=1)
             self.config = valid[int(np.argmin(gaps))]
-            log.warning("TLA1's prediction %s breaks a constraint of task %s; suggesting %s, the valid point "
-                        "nearest it of %d", self.prediction.config, self.tasks[0], self.config, len(valid))
+            log.warning(
+                "TLA1's prediction %s breaks a constraint of task %s; suggesting %s, the valid point nearest it of %d",
+                self.prediction.config,
+                self.tasks[0],
+                self.config,
+                len(valid),
+            )
         self._handed_out = False
 
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
@@ -103,11 +122,13 @@ class TLA1Engine(Strategy):
         if self._handed_out:
             raise TuningFinished(f"TLA1 predicted the optimum of {self.tasks[0]}; nothing more to suggest")
         self._handed_out = True
-        return Suggestion(task=dict(self.tasks[0]), config=dict(self.config),
-                          provenance=Provenance(strategy=self.name, source="tla1"))
+        return Suggestion(
+            task=dict(self.tasks[0]), config=dict(self.config), provenance=Provenance(strategy=self.name, source="tla1")
+        )
 
-    def add_pending(self, task: Mapping[str, Any], config: Mapping[str, Any],
-                    provenance: Provenance | None = None) -> None:
+    def add_pending(
+        self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
+    ) -> None:
         """The prediction is out (a trial adopted after a restore).
 
         Args:
@@ -118,4 +139,4 @@ class TLA1Engine(Strategy):
         self._handed_out = True
 
     def _fold(self, record: FunctionEvaluation) -> None:
-        self._handed_out = True             # the prediction was run (or something else was): nothing more to say
+        self._handed_out = True  # the prediction was run (or something else was): nothing more to say
