@@ -34,6 +34,10 @@ else through the sequential engine raytuner.strategies.GPTuneBand):
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "pyamg", "numpy", "scipy", "ray")
+
 import argparse
 import functools
 import logging

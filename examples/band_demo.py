@@ -24,6 +24,10 @@ Or on a running cluster: ``--address HOST:PORT``. Running again with the same
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "numpy", "ray")
+
 import argparse
 import contextlib
 import logging

@@ -23,6 +23,10 @@ evaluations are replayed, even in the middle of a bracket).
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "onnxruntime", "numpy", "ray")
+
 import argparse
 import json
 import logging

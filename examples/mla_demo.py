@@ -17,6 +17,10 @@ evaluations (and the last surrogate model, as a warm start) are replayed.
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "ray", "matplotlib")
+
 import argparse
 import logging
 from pathlib import Path

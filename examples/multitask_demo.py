@@ -14,6 +14,10 @@ evaluations are replayed and the new ones are added to them.
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "ray")
+
 import argparse
 import logging
 from pathlib import Path

@@ -23,6 +23,10 @@ else through the sequential engine raytuner.strategies.GPTuneBand):
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "sklearn", "numpy", "ray")
+
 import argparse
 import logging
 import math

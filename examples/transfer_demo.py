@@ -28,6 +28,10 @@ source is sampled only up to --source-samples).
 
 from __future__ import annotations
 
+from _extras import require
+
+require(__file__, "ray")
+
 import argparse
 import logging
 import sys

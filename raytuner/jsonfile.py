@@ -51,13 +51,13 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     >>> read_json_file("/nonexistent/x.json")
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: /nonexistent/x.json: no such file
+    raytuner.errors.InvalidInputError: /nonexistent/x.json: does not exist
     """
     name = str(path)
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
-        raise InvalidInputError(name, "no such file") from None
+        raise InvalidInputError(name, "does not exist") from None
     except IsADirectoryError:
         raise InvalidInputError(name, "is a directory; expected a JSON file") from None
     except OSError as exc:

@@ -200,6 +200,7 @@ def test_cache_lookups_and_problem_round_trip() -> None:
 
 
 def test_default_data_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kernel_tuner").mkdir()  # the environment's folder comes first when it holds the data
     monkeypatch.setenv("RAYTUNER_SHARED_DATA", str(tmp_path))
     assert default_data_dir() == tmp_path / "kernel_tuner"
 

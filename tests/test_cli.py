@@ -53,7 +53,7 @@ def test_import_then_export_keeps_every_record(tmp_path: Path, backend: str, req
 def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(main, ["history", "show", str(tmp_path / "nothing")])
-    assert missing.exit_code == 2 and "neither a GPTune file" in missing.output
+    assert missing.exit_code == 2 and "does not exist" in missing.output
     run("history", "import", str(DEMO_FILE), "--to", str(tmp_path / "h"))
     wrong = runner.invoke(
         main,

@@ -311,7 +311,7 @@ def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> 
     runner = CliRunner()
     for args, words in (
         (["dashboard"], "give a store"),
-        (["dashboard", str(tmp_path / "missing")], "is not a store directory"),
+        (["dashboard", str(tmp_path / "missing")], "does not exist"),
         (["dashboard", "--crowd", "http://x"], "is not a mongodb:// URI"),
         (["dashboard", str(tmp_path), "--service", "127.0.0.1:1"], "not both"),
     ):

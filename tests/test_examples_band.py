@@ -24,6 +24,8 @@ def load_example(name: str) -> ModuleType:
     """Import ``examples/<name>.py`` by path (examples/ is not a package)."""
     if name in sys.modules:
         return sys.modules[name]
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))  # as `python examples/NAME.py` has it: for examples/_extras.py
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickle look classes up by module

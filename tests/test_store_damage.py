@@ -243,7 +243,7 @@ def test_a_record_of_the_wrong_kind_in_a_json_valid_file_is_read_around(tmp_path
 
 def test_repair_of_a_problem_that_is_not_there_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["history", "repair", str(tmp_path), "nothing"])
-    assert result.exit_code == 1 and "no problem 'nothing'" in result.output
+    assert result.exit_code == 2 and "no problem 'nothing'" in result.output
 
 
 def test_appends_of_several_processes_take_turns_and_none_is_cut_as_torn(tmp_path: Path) -> None:

@@ -11,11 +11,10 @@ Examples::
 from __future__ import annotations
 
 import logging
-import os
 
 import click
 
-from raytuner.cli.errors import store_location
+from raytuner.cli.errors import existing_store
 
 __all__ = ["dashboard"]
 
@@ -58,9 +57,7 @@ def dashboard(
     if location is not None and service is not None:
         raise click.BadParameter("show a store or a service, not both", param_hint="--service")
     if location is not None:
-        store_location(location, "DIR_OR_MONGODB_URI")
-        if not is_mongodb_uri(location) and not os.path.isdir(location):
-            raise click.BadParameter(f"{location} is not a store directory", param_hint="DIR_OR_MONGODB_URI")
+        existing_store(location, "DIR_OR_MONGODB_URI")
     if crowd_uri is not None and not is_mongodb_uri(crowd_uri):
         raise click.BadParameter(f"{crowd_uri[:80]} is not a mongodb:// URI", param_hint="--crowd")
     tuner = None

@@ -58,6 +58,7 @@ __all__ = [
     "JsonFile",
     "history_file",
     "store_location",
+    "existing_store",
     "one_line",
 ]
 
@@ -157,6 +158,26 @@ def store_location(location: str, param_hint: str) -> str:
             f"{location} is a file, not a store directory (or a mongodb:// URI)", param_hint=param_hint
         )
     return location
+
+
+def existing_store(location: str, param_hint: str) -> str:
+    """``location`` when it is a store to read (a ``mongodb://`` URI or a directory that exists);
+    a :class:`CommandError` (exit 2) ``"<location>: does not exist"`` for a missing path, as every command says it.
+
+    Args:
+        location: what the user gave.
+        param_hint: the option it came from, for the error of an existing file (``"--from"``).
+
+    >>> existing_store("/nonexistent/store", "--from")
+    Traceback (most recent call last):
+    ...
+    raytuner.cli.errors.CommandError: /nonexistent/store: does not exist
+    """
+    from raytuner.store import is_mongodb_uri  # noqa: PLC0415 - the store package only when a command needs one
+
+    if not is_mongodb_uri(location) and not os.path.lexists(location):
+        raise CommandError(f"{location}: does not exist", EXIT_INPUT)
+    return store_location(location, param_hint)
 
 
 def history_file(name_from_file_name: bool = False) -> JsonFile:

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from raytuner.cli.errors import JsonFile, store_location
+from raytuner.cli.errors import JsonFile, existing_store, store_location
 from raytuner.cli.service import META_FILE
 from raytuner.meta import MetaDescription
 from raytuner.records import HistoryDocument
@@ -36,6 +36,7 @@ from raytuner.view import (
     plot_history,
     plot_parameter,
     plot_task_correlation,
+    problem_in,
     read_history,
     task_label,
 )
@@ -281,13 +282,8 @@ def history_export(source: str, problem: str, out: str, ok_only: bool) -> None:
     """
     if not Path(out).resolve().parent.is_dir():
         raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
-    with open_store(store_location(source, "--from")) as store:
-        if problem not in store.problems():
-            raise click.BadParameter(
-                f"no problem {problem!r} in {source}; there are: {', '.join(store.problems()) or 'none'}",
-                param_hint="--problem",
-            )
-        document = store.export_document(problem)
+    with open_store(existing_store(source, "--from")) as store:
+        document = store.export_document(problem_in(store, problem, source))
     if ok_only:
         document.func_eval = [r for r in document.func_eval if r.status == "ok"]
     write_history_file(out, document)
@@ -295,7 +291,7 @@ def history_export(source: str, problem: str, out: str, ok_only: bool) -> None:
 
 
 @history.command("repair")
-@click.argument("directory", metavar="STORE_DIR", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", metavar="STORE_DIR")
 @click.argument("problem", required=False)
 def history_repair(directory: str, problem: str | None) -> None:
     """Salvage a damaged PROBLEM (default: every problem) of a JSON store in place, and the store's service ledger.
@@ -306,9 +302,9 @@ def history_repair(directory: str, problem: str | None) -> None:
     rewritten from every intact record, and writers may append to it again.
     Nothing is dropped. Prints what was moved and kept.
     """
-    store = JsonStore(store_location(directory, "STORE_DIR"))
+    store = JsonStore(existing_store(directory, "STORE_DIR"))
     with store:
-        for name in [problem] if problem else store.problems():
+        for name in [problem_in(store, problem, directory)] if problem else store.problems():
             moved, kept = store.repair(name)
             click.echo(
                 f"{name}: kept {kept} evaluations; moved {moved} damaged line(s)"

@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from raytuner.cli.errors import JsonFile, store_location
+from raytuner.cli.errors import JsonFile, existing_store, store_location
 from raytuner.cli.options import credential, echo_json, json_arg, pairs, private_key_option
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
 from raytuner.meta import MetaDescription
@@ -319,9 +319,12 @@ def keys_grant(store: str | None, mongodb: str | None, problem: str, principal: 
         raise click.BadParameter("give --owner or --revoke, not both", param_hint="--revoke")
     from raytuner.service.access import ProblemAccess  # noqa: PLC0415 - only for this command
     from raytuner.store import open_store  # noqa: PLC0415
+    from raytuner.view import problem_in  # noqa: PLC0415
 
-    opened = open_store(_location(store, mongodb))
+    location = _location(store, mongodb)
+    opened = open_store(existing_store(location, "--store"))
     try:
+        problem = problem_in(opened, problem, _shown(location))
         ProblemAccess(opened.ledger(), opened).admit(
             problem, principal, "owner" if owner else "revoke" if revoke else "grant"
         )

@@ -106,6 +106,7 @@ def history_text(document: HistoryDocument) -> str:
     Args:
         document: the records.
 
+    >>> import json
     >>> parse_history(json.loads(history_text(HistoryDocument(tuning_problem_name="p")))).tuning_problem_name
     'p'
     """

@@ -8,7 +8,15 @@ Example:
     [0.25]
 """
 
-from raytuner.view.history import DETAIL_COLUMNS, HistoryView, config_label, load_history, read_history, task_label
+from raytuner.view.history import (
+    DETAIL_COLUMNS,
+    HistoryView,
+    config_label,
+    load_history,
+    problem_in,
+    read_history,
+    task_label,
+)
 from raytuner.view.plots import (
     PLOTS,
     plot_brackets,
@@ -24,6 +32,7 @@ __all__ = [
     "DETAIL_COLUMNS",
     "HistoryView",
     "load_history",
+    "problem_in",
     "read_history",
     "task_label",
     "config_label",

@@ -39,12 +39,12 @@ import pandas as pd
 from raytuner.errors import InvalidInputError
 from raytuner.pareto import pareto_front
 from raytuner.progress import config_label, in_task_order, task_label
-from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord, task_key
+from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord, check_problem_name, task_key
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
 
-__all__ = ["HistoryView", "load_history", "read_history", "task_label", "config_label", "DETAIL_COLUMNS"]
+__all__ = ["HistoryView", "load_history", "read_history", "problem_in", "task_label", "config_label", "DETAIL_COLUMNS"]
 
 Goal = Literal["minimize", "maximize"]
 
@@ -394,7 +394,7 @@ def read_history(source: Any, problem: str | None = None, problem_space: Problem
             surrogate_model=source.store.models(source.problem_name),
         )
     if isinstance(source, HistoryStore):
-        return source.export_document(_problem_in(source, problem, "the store"))
+        return source.export_document(problem_in(source, problem, "the store"))
     if not isinstance(source, (str, os.PathLike)):
         raise InvalidInputError(
             "source",
@@ -419,18 +419,36 @@ def read_history(source: Any, problem: str | None = None, problem_space: Problem
             )
         return document
     if not is_mongodb_uri(location) and not os.path.isdir(location):
-        raise InvalidInputError(
-            "source", f"{location} is neither a GPTune file, a store directory nor a mongodb:// URI"
-        )
+        raise InvalidInputError("", f"{location}: does not exist")
     with open_store(location) as store:
-        return store.export_document(_problem_in(store, problem, location))
+        return store.export_document(problem_in(store, problem, location))
 
 
-def _problem_in(store: HistoryStore, problem: str | None, where: str) -> str:
-    """``problem``, or the store's only problem; ``where`` names the store in the error."""
-    if problem is not None:
-        return problem
+def problem_in(store: HistoryStore, problem: str | None, where: str) -> str:
+    """``problem`` when ``store`` holds it, or the store's only problem when ``problem`` is ``None``.
+
+    An unknown or missing name is :class:`~raytuner.errors.InvalidInputError` on the field
+    ``problem``, listing the problems the store holds: every command that takes a problem
+    answers the same.
+
+    Args:
+        store: an open store.
+        problem: the problem's name (``None``: the store's only problem).
+        where: names the store in the error (its directory or URI).
+
+    >>> from raytuner.store import JsonStore
+    >>> problem_in(JsonStore("/nonexistent/raytuner-doctest"), "demo", "st")
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: problem: no problem 'demo' in st (it holds none)
+    """
     names = store.problems()
+    if problem is not None:
+        check_problem_name(problem, "problem")
+        if problem not in names:
+            held = "" if names else " (it holds none)"
+            raise InvalidInputError("problem", f"no problem {problem!r} in {where}{held}", allowed=names)
+        return problem
     if len(names) == 1:
         return names[0]
     if not names:
