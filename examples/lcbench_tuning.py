@@ -12,10 +12,12 @@ fidelity). Every evaluation lands in the JSON store; at the end the best
 configuration per task at epoch 52 is printed.
 
 The surrogate's files are read from ../shared/data/yahpo_lcbench (or
-$RAYTUNER_SHARED_DATA/yahpo_lcbench); nothing is downloaded.
+$RAYTUNER_SHARED_DATA/yahpo_lcbench, or --data-dir: the repository carries a
+copy in tests/data/yahpo_lcbench); nothing is downloaded.
 
 Run:
-    python examples/lcbench_tuning.py --store raytuner_results --tasks 3945 7593 34539 --passes 1
+    python examples/lcbench_tuning.py --store raytuner_results --tasks 3945 7593 34539 --passes 1 \
+        --data-dir tests/data/yahpo_lcbench
 
 Running it again with the same --store continues the same problem (stored
 evaluations are replayed, even in the middle of a bracket).
