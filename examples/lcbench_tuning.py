@@ -11,8 +11,9 @@ their checkpoints, so a promotion pays only the extra epochs ("iterative"
 fidelity). Every evaluation lands in the JSON store; at the end the best
 configuration per task at epoch 52 is printed.
 
-The surrogate's files are read from ../shared/data/yahpo_lcbench (or
-$RAYTUNER_SHARED_DATA/yahpo_lcbench); nothing is downloaded.
+The surrogate's files are read from the repository's copy in
+tests/data/yahpo_lcbench (or $RAYTUNER_SHARED_DATA/yahpo_lcbench, or
+--data-dir); nothing is downloaded.
 
 Run:
     python examples/lcbench_tuning.py --store raytuner_results --tasks 3945 7593 34539 --passes 1
@@ -85,7 +86,9 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
     parser.add_argument("--passes", type=int, default=1, help="GPTuneBand passes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrent", type=int, default=2, help="trials running at once (and Ray CPUs)")
-    parser.add_argument("--data-dir", default=None, help="the yahpo_lcbench folder (default: ../shared/data/...)")
+    parser.add_argument(
+        "--data-dir", default=None, help="the yahpo_lcbench folder (default: the repository's tests/data/yahpo_lcbench)"
+    )
     parser.add_argument(
         "--address", default="local", help="Ray address: 'local' starts a private Ray, 'auto' joins the running cluster"
     )

@@ -13,3 +13,5 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data"
 #: GPTune's own history file for its demo function (BSD-3, ``data/gptune/License.txt``).
 GPTUNE_DEMO = DATA / "gptune" / "GPTune-Demo.json"
+#: Kernel Tuner caches, subsets of the published ones (MIT, ``data/kernel_tuner/LICENSE``).
+KERNEL_TUNER = DATA / "kernel_tuner"

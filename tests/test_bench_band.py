@@ -2,8 +2,8 @@
 
 No Ray here: the Ray peers are exercised by ``python -m benchmarks band --quick``. Nothing skips but the
 SMAC peer's run (smac is in the ``[bench]`` extra only): the ``[test]`` extra installs onnxruntime and
-Optuna, and CI provides ``../shared/data/yahpo_lcbench``; without them these tests fail and say what is
-missing.
+Optuna, and the repository carries the surrogate in ``tests/data/yahpo_lcbench``; without them these tests
+fail and say what is missing.
 """
 
 from __future__ import annotations

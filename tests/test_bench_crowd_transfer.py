@@ -10,12 +10,8 @@ import pytest
 
 from benchmarks.crowd_transfer import Settings, goals, run, summarise
 from benchmarks.crowd_transfer_problems import TransferProblem, kernel_problem, tpe_run
-from benchmarks.kernel_cache import default_data_dir
-from benchmarks.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
 from raytuner.problems import DEMO_PROBLEM
 from raytuner.space import ProblemSpace
-
-HAVE_KERNELS = all((default_data_dir() / name).is_file() for name in (KERNEL_SOURCE, KERNEL_TARGET))
 
 
 def _problem(best: float = 1.0) -> TransferProblem:
@@ -66,7 +62,7 @@ def test_a_tpe_run_never_measures_a_configuration_that_cannot_run() -> None:
 
 
 def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
-    problems = ("lcbench", "kernel") if HAVE_KERNELS else ("lcbench",)
+    problems = ("lcbench", "kernel")
     results = run(tmp_path, settings=Settings(seeds=(0,), budgets=tuple((p, 3.0) for p in problems), source_per_task=3))
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["goals"] == results["goals"] and (tmp_path / "report.md").is_file()
@@ -101,7 +97,6 @@ def test_a_small_run_writes_every_key(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.skipif(not HAVE_KERNELS, reason="the Kernel Tuner caches are not in ../shared/data")
 def test_each_crowd_is_its_own_and_the_same_every_time() -> None:
     """The benchmark's seeds sample crowds too: crowd k is always the same run, and crowds differ."""
     tp = kernel_problem(4)

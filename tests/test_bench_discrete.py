@@ -9,7 +9,6 @@ import pytest
 
 from benchmarks import discrete
 from benchmarks.discrete import Settings, best_so_far, run, run_mae, summarise
-from benchmarks.kernel_cache import default_data_dir
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +38,6 @@ def test_mdf_is_the_mean_over_kernels_of_mae_over_the_kernels_mean_mae() -> None
     assert rows["a"]["mae_by_kernel"] == {"k1": 2.0, "k2": 10.0}
 
 
-@pytest.mark.skipif(not (default_data_dir() / "pnpoly_RTX_3090.json.gz").is_file(), reason="shared data missing")
 def test_a_small_run_writes_the_results_keys_and_resumes(tmp_path: Path, caplog) -> None:
     s = Settings(
         kernels=("pnpoly_RTX_3090",),

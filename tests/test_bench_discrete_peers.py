@@ -2,7 +2,7 @@
 
 A synthetic Kernel Tuner cache (3 parameters, a restriction that leaves some
 Cartesian configurations out, a few failed configurations) checks each
-runner's trace; the shared pnpoly cache checks a real one when it is there.
+runner's trace; the repository's pnpoly cache subset checks a real one.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_data import KERNEL_TUNER
 
 from benchmarks import discrete_peers
 from benchmarks.discrete_peers import KERNEL_TUNER_METHODS, MAX_FREE_PROPOSALS, Trace, run_kernel_tuner, run_optuna_tpe
-from benchmarks.kernel_cache import KernelCache, default_data_dir, load_cache
+from benchmarks.kernel_cache import KernelCache, load_cache
 from raytuner.errors import InvalidInputError
 
 A = [1, 2, 4, 8, 16, 32]
@@ -177,10 +178,7 @@ def test_tpe_guard_against_free_proposals(
 
 
 def test_real_pnpoly_cache() -> None:
-    path = default_data_dir() / "pnpoly_RTX_3090.json.gz"
-    if not path.is_file():
-        pytest.skip(f"{path} is not there")
-    cache = load_cache(path)
+    cache = load_cache(KERNEL_TUNER / "pnpoly_RTX_3090.json.gz")
     runs = [("optuna_tpe", 25)]
     if importlib.util.find_spec("kernel_tuner") is not None:
         runs += [("kt_genetic_algorithm", 25), ("kt_bayes_opt_multi_advanced", 25)]

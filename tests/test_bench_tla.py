@@ -1,8 +1,7 @@
 """The TLA benchmark (a tiny run of its real code path), the Kernel Tuner cache reader and Branin.
 
-Tests that read ``../shared/data/kernel_tuner`` skip when the folder is not there (set
-``$RAYTUNER_SHARED_DATA`` to the folder holding ``kernel_tuner/``); the full benchmark runs with
-``python -m benchmarks tla --out DIR --quick``.
+The Kernel Tuner caches are the repository's subsets (``tests/data/kernel_tuner``); the full
+benchmark runs with ``python -m benchmarks tla --out DIR --quick`` over the whole caches.
 """
 
 from __future__ import annotations
@@ -15,19 +14,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from repo_data import KERNEL_TUNER
 
 from benchmarks import BENCHMARKS
 from benchmarks.kernel_cache import KernelCache, default_data_dir, load_cache
 from benchmarks.tla import CROSS_MACHINE_ID, SCENARIOS, Settings, Trace, branin_tasks, run
-from benchmarks.tla_kernel import KERNEL_SOURCE, KERNEL_TARGET
+from benchmarks.tla_kernel import KERNEL_SOURCE
 from benchmarks.tla_report import goals, summarise
 from raytuner.errors import InvalidInputError
 from raytuner.problems import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
 from raytuner.space import ProblemSpace
 
-DATA = default_data_dir()
-HAVE_KERNELS = (DATA / KERNEL_SOURCE).is_file() and (DATA / KERNEL_TARGET).is_file()
-needs_kernels = pytest.mark.skipif(not HAVE_KERNELS, reason=f"shared Kernel Tuner caches not found in {DATA}")
+DATA = KERNEL_TUNER
 
 TUNERS = ("NoTLA", "Multitask(TS)", "WeightedSum(equal)", "Ensemble(proposed)")
 
@@ -49,7 +47,7 @@ def test_tiny_run_writes_the_agreed_results(tmp_path: Path) -> None:
         evaluations=6,
         source_samples=30,
         checkpoints=(3, 6, 20),
-        cross_machine_seeds=(0,) if HAVE_KERNELS else (),
+        cross_machine_seeds=(0,),
         cross_machine_tuners=("NoTLA", "Ensemble(proposed)"),
         workers=2,
     )
@@ -77,13 +75,10 @@ def test_tiny_run_writes_the_agreed_results(tmp_path: Path) -> None:
     assert saved["goals"]["multitask_ts_no_worse_than_ps"]["met"] is None  # Multitask(PS) did not run
     assert set(saved["ask_seconds_median"]) == set(TUNERS)
     cross = saved["cross_machine"]
-    if HAVE_KERNELS:
-        assert cross["id"] == CROSS_MACHINE_ID and set(cross["best_so_far"]) == {"NoTLA", "Ensemble(proposed)"}
-        assert cross["optimum"] == pytest.approx(50.36, abs=0.01) and cross["outside_valid_space"]["NoTLA"] == 0
-        assert all(v[0] >= cross["optimum"] for s in cross["best_so_far"].values() for v in s.values())
-        assert _finite_numbers(cross)
-    else:
-        assert cross is None
+    assert cross["id"] == CROSS_MACHINE_ID and set(cross["best_so_far"]) == {"NoTLA", "Ensemble(proposed)"}
+    assert cross["optimum"] == pytest.approx(50.36, abs=0.01) and cross["outside_valid_space"]["NoTLA"] == 0
+    assert all(v[0] >= cross["optimum"] for s in cross["best_so_far"].values() for v in s.values())
+    assert _finite_numbers(cross)
     assert "### (a) demo" in (tmp_path / "report.md").read_text()
 
 
@@ -205,18 +200,17 @@ def test_default_data_dir_follows_the_environment(tmp_path: Path, monkeypatch: p
     assert default_data_dir() == tmp_path / "kernel_tuner"
 
 
-@needs_kernels
-def test_dedispersion_and_convolution_caches_match_the_readme() -> None:
+def test_dedispersion_and_convolution_caches_match_the_data_readme() -> None:
     a100 = load_cache(DATA / KERNEL_SOURCE)
-    assert (len(a100.configs), a100.failed, a100.cartesian_size) == (11130, 0, 22272)
+    assert (len(a100.configs), a100.failed, a100.cartesian_size) == (602, 0, 22272)
     assert a100.optimum == pytest.approx(68.1, abs=0.05) and a100.kernel == "dedispersion_kernel"
     assert a100.parameter_names[:2] == ["block_size_x", "block_size_y"] and "A100" in a100.device
     problem = a100.problem()
-    config = a100.configs[1234]
+    config = a100.configs[123]
     space = problem.parameter_space
     assert space.decode(space.encode([config])) == [config] and a100.time(config) is not None
     assert [p.categories for p in space] == [a100.values[n] for n in a100.parameter_names]
     conv = load_cache(DATA / "convolution_A100.json.gz")
-    assert (len(conv.configs), conv.failed) == (4362, 161)
+    assert (len(conv.configs), conv.failed) == (421, 32)
     failed = next(c for c in conv.configs if conv.time(c) is None)
     assert conv.failure(failed) in ("CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig")

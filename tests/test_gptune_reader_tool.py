@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
 from raytuner.executors import InlineExecutor
@@ -28,7 +29,7 @@ from raytuner.store import JsonStore
 from raytuner.strategies import MLA
 
 TOOL = Path(__file__).resolve().parents[2] / "shared/tools/gptune-reader"
-DATA = Path(__file__).resolve().parents[2] / "shared/data/gptune"
+DATA = GPTUNE_DEMO.parent
 
 pytestmark = pytest.mark.skipif(not (TOOL / "check.py").is_file(), reason=f"GPTune's reader tool is not in {TOOL}")
 
@@ -56,7 +57,7 @@ def _successful_per_task(path: Path, names: list[str]) -> list[int]:
 
 
 def _export(tmp_path: Path, name: str, problem: str) -> Path:
-    """``history import`` then ``history export`` of a shared GPTune file, through the CLI."""
+    """``history import`` then ``history export`` of a GPTune file in ``tests/data/gptune``, through the CLI."""
     store, out = tmp_path / "store", tmp_path / name
     for args in (
         ["history", "import", str(DATA / name), "--to", str(store)],

@@ -2,7 +2,7 @@
 
 Examples::
 
-    raytuner history show ../shared/data/gptune/GPTune-Demo.json --json
+    raytuner history show tests/data/gptune/GPTune-Demo.json --json
     raytuner history show raytuner_results --csv > evaluations.csv
     raytuner history plot raytuner_results --kind brackets --task t=1.3 --out brackets.png
     raytuner history import GPTune-Demo.json --to ./history

@@ -8,10 +8,10 @@ task, a configuration of 7 hyperparameters and an epoch (the fidelity,
 not depend on earlier calls, so "continuing training" from epoch ``a`` to
 ``b`` is just asking at ``b``.
 
-The data live outside the project (``../shared/data/yahpo_lcbench``, see
-``shared/data/README.md``); they are read in place, never copied. The folder
-is, in order: the ``data_dir`` argument, ``$RAYTUNER_SHARED_DATA/yahpo_lcbench``,
-or ``<repo>/../shared/data/yahpo_lcbench``.
+The surrogate's files (YAHPO Gym's ``lcbench`` folder, Apache-2.0) are read in
+place, never downloaded. The folder is, in order: the ``data_dir`` argument,
+``$RAYTUNER_SHARED_DATA/yahpo_lcbench``, or, in a clone of the repository,
+its own copy in ``tests/data/yahpo_lcbench``.
 
 Example:
     >>> bench = LCBenchSurrogate()                                        # doctest: +SKIP
@@ -69,13 +69,13 @@ _TYPES = {"uniform_int": "integer", "uniform_float": "real"}
 
 
 def default_data_dir() -> Path:
-    """``$RAYTUNER_SHARED_DATA/yahpo_lcbench`` if the variable is set, else ``<repo>/../shared/data/yahpo_lcbench``."""
+    """``$RAYTUNER_SHARED_DATA/yahpo_lcbench`` if the variable is set, else the clone's ``tests/data/yahpo_lcbench``."""
     env = os.environ.get("RAYTUNER_SHARED_DATA")
     if env:
         return Path(env) / "yahpo_lcbench"
     import raytuner
 
-    return Path(raytuner.__file__).resolve().parents[1].parent / "shared/data/yahpo_lcbench"
+    return Path(raytuner.__file__).resolve().parents[1] / "tests/data/yahpo_lcbench"
 
 
 class LCBenchSurrogate:
@@ -101,7 +101,7 @@ class LCBenchSurrogate:
         try:
             import onnxruntime
         except ImportError as exc:
-            raise ImportError("the LCBench surrogate needs onnxruntime: pip install 'raytuner[bench]'") from exc
+            raise ImportError("the LCBench surrogate needs onnxruntime: pip install 'raytuner[examples]'") from exc
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1

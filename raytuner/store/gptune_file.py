@@ -71,7 +71,7 @@ def read_history_file(path: str | os.PathLike[str], problem: ProblemSpace | None
         InvalidInputError: naming the file (and the field in it) when it cannot
             be read, is not JSON, or is not a GPTune history file.
 
-    >>> doc = read_history_file("../shared/data/gptune/GPTune-Demo.json")  # doctest: +SKIP
+    >>> doc = read_history_file("tests/data/gptune/GPTune-Demo.json")  # doctest: +SKIP
     >>> len(doc.func_eval), len(doc.surrogate_model)                        # doctest: +SKIP
     (70, 35)
     """
