@@ -15,7 +15,10 @@ growing GPTune file on every append would cost O(n²); instead the journal is
 *compacted* into the GPTune file (write a temporary file, fsync, atomic
 rename, fsync the directory, then truncate the journal) when it outgrows the
 file, on :meth:`JsonStore.compact` and on :meth:`JsonStore.close` of a store
-that wrote. Each step leaves a readable pair of files: readers take the union
+that wrote. A store that wrote and was never closed is closed when the
+interpreter exits. The last writer to close removes the (then empty) journal
+and the lock file: whenever no writer is open, the directory holds the GPTune
+file alone, with every record. Each step leaves a readable pair of files: readers take the union
 of both and drop repeated uids, so a crash between the rename and the
 truncation loses and duplicates nothing. A write that fails (a full disk) is
 cut back and raises :class:`~raytuner.errors.StoreError`; once the line is
@@ -51,6 +54,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import logging
 import os
@@ -77,6 +81,23 @@ from raytuner.store.salvage import drop_invalid_records, read_store_file
 __all__ = ["JsonStore"]
 
 log = logging.getLogger(__name__)
+
+#: Stores with a problem open for writing, closed at exit (a script that never closes its store still
+#: leaves the GPTune file whole); a store leaves the set when it closes.
+_OPEN_WRITERS: set[JsonStore] = set()
+_PID = os.getpid()
+
+
+@atexit.register
+def _close_open_writers() -> None:
+    if os.getpid() != _PID:  # a forked child that exits normally closes nothing it inherited
+        return
+    for store in list(_OPEN_WRITERS):
+        try:
+            store.close()
+        except Exception as exc:  # noqa: BLE001 - at exit: the journal keeps every record, the next writer compacts
+            log.warning("could not close %r at exit: %s", store, exc)
+
 
 #: The journal is compacted once it is larger than this and than half the GPTune file,
 #: so compaction work stays proportional to the records appended (amortised O(1)).
@@ -148,6 +169,7 @@ class JsonStore(HistoryStore):
                 path = self.path(problem)
                 self.directory.mkdir(parents=True, exist_ok=True)
                 state = self._problems[problem] = ProblemFiles(path)
+                _OPEN_WRITERS.add(self)
             return state
 
     # -- writing -----------------------------------------------------------------------------
@@ -471,3 +493,4 @@ class JsonStore(HistoryStore):
             for state in self._problems.values():
                 state.close()
             self._problems.clear()
+        _OPEN_WRITERS.discard(self)

@@ -51,14 +51,14 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from raytuner.errors import InvalidInputError, StoreError
 from raytuner.jsontext import dumps_standard, loads_stored
 from raytuner.store.journal import BadLine, fsync_dir, quarantine
-from raytuner.store.problem_files import cut_back
+from raytuner.store.problem_files import cut_back, flock_current
 
 __all__ = ["Ledger", "JsonLedger", "MongoLedger", "LOGS", "MONGO_COLLECTIONS"]
 
@@ -149,7 +149,8 @@ class JsonLedger(Ledger):
     """JSON-lines logs under ``DIRECTORY/.service`` (a JSON store's directory).
 
     Each append takes the log's lock file (``<log>.jsonl.lock``, ``flock``, so
-    appends of several processes take turns), cuts a torn last line, writes
+    appends of several processes take turns; it is removed after the append),
+    cuts a torn last line, writes
     one whole line, fsyncs and closes the log, so a ledger holds no file
     between appends. A write that fails (a full disk) is undone and raises
     :class:`~raytuner.errors.StoreError`: the log never keeps a fragment that
@@ -190,11 +191,13 @@ class JsonLedger(Ledger):
             if not self.directory.is_dir():
                 self.directory.mkdir(parents=True, exist_ok=True)
                 fsync_dir(self.directory.parent)
-            fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            lock = path.with_name(path.name + ".lock")
+            fd = flock_current(os.open(lock, os.O_RDWR | os.O_CREAT, 0o644), lock, fcntl.LOCK_EX)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
+                with suppress(OSError):
+                    lock.unlink()  # no lock file stays between appends: the next one makes it again
                 os.close(fd)  # closing releases the lock
 
     def append(self, name: str, document: dict[str, Any]) -> None:

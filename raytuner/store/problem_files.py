@@ -23,7 +23,7 @@ from pathlib import Path
 from raytuner.errors import StoreError
 from raytuner.store.journal import fsync_dir
 
-__all__ = ["ProblemFiles", "cut_back", "release_memory"]
+__all__ = ["ProblemFiles", "cut_back", "flock_current", "release_memory"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,31 @@ def release_memory() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except (OSError, AttributeError):  # not glibc
             pass
+
+
+def flock_current(fd: int, path: Path, operation: int) -> int:
+    """``flock`` the lock file at ``path`` as it is now; returns the descriptor that holds the lock.
+
+    A lock file may be removed by its holder when it is done (the last writer
+    of a problem, a ledger's append): whoever waited on the removed file gets
+    its lock and finds its inode is no longer ``path``'s, so it opens the file
+    now there (making it if missing) and waits again. Everyone who holds the
+    lock thus holds it on the same file.
+
+    Args:
+        fd: An open descriptor of ``path`` (closed and replaced if the file was removed).
+        path: The lock file.
+        operation: ``fcntl.LOCK_EX`` or ``fcntl.LOCK_SH``.
+    """
+    while True:
+        fcntl.flock(fd, operation)
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # closing releases the lock on the removed file
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 
 def cut_back(fd: int, size: int, path: Path) -> None:
@@ -61,6 +86,12 @@ def cut_back(fd: int, size: int, path: Path) -> None:
 class ProblemFiles:
     """Open file descriptors of one problem's journal and lock file (made if missing).
 
+    Every writer holds a shared ``flock`` on its journal for as long as it is
+    open, so the last one to close can tell it is the last (an exclusive
+    ``flock`` succeeds) and remove the then empty journal and lock file
+    (:meth:`close`). A writer that finds the lock file it waited on removed
+    (its inode is no longer the path's) opens the new one and waits again.
+
     Args:
         base: The problem's GPTune file (``DIR/<problem>.json``).
     """
@@ -69,10 +100,19 @@ class ProblemFiles:
         self.main = base
         self.journal = base.with_name(base.name + ".journal")
         self.lock_path = base.with_name(base.name + ".lock")
-        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.journal_fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        fsync_dir(base.parent)  # a new journal's directory entry must be durable too
         self.thread_lock = threading.Lock()  # flock is per open file, not per thread
+        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_current(fcntl.LOCK_EX)
+        try:
+            self.journal_fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fcntl.flock(self.journal_fd, fcntl.LOCK_SH)  # "a writer has this problem open", until close()
+            fsync_dir(base.parent)  # a new journal's directory entry must be durable too
+        finally:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def _lock_current(self, operation: int) -> None:
+        """``flock`` the lock file that is at :attr:`lock_path` now, reopening it if the last writer removed it."""
+        self.lock_fd = flock_current(self.lock_fd, self.lock_path, operation)
 
     @contextmanager
     def locked(self, exclusive: bool) -> Iterator[None]:
@@ -82,7 +122,7 @@ class ProblemFiles:
             exclusive: Whether to exclude readers as well as writers.
         """
         with self.thread_lock:
-            fcntl.flock(self.lock_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            self._lock_current(fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             try:
                 yield
             finally:
@@ -121,7 +161,35 @@ class ProblemFiles:
         except FileNotFoundError:
             return 0
 
-    def close(self) -> None:
-        """Close the journal and the lock file."""
-        os.close(self.journal_fd)
-        os.close(self.lock_fd)
+    def close(self, tidy: bool = True) -> None:
+        """Close the journal and the lock file; with ``tidy``, the last writer removes them when the journal is empty.
+
+        The GPTune file then holds every record, and the directory only the
+        files a user shares. A journal that still holds lines (a compaction
+        that failed) is kept, as is everything while another writer is open.
+
+        Args:
+            tidy: Whether to remove an empty journal and the lock file when no other writer has them open.
+        """
+        try:
+            if tidy:
+                with self.locked(exclusive=True):
+                    self._remove_if_last()
+        finally:
+            os.close(self.journal_fd)
+            os.close(self.lock_fd)
+
+    def _remove_if_last(self) -> None:
+        """Remove the journal and lock file if the journal is empty and no other writer holds it (lock held)."""
+        if os.fstat(self.journal_fd).st_size:
+            return
+        try:
+            fcntl.flock(self.journal_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another writer has the problem open: it tidies up when it closes
+        try:
+            self.journal.unlink()
+            self.lock_path.unlink()  # waiting writers notice (their lock's inode is gone) and make a new one
+            fsync_dir(self.main.parent)
+        except OSError as exc:
+            log.warning("%s: could not remove the empty journal and lock file: %s", self.journal, exc)
