@@ -380,7 +380,9 @@ def test_usage_errors_are_one_line_too(store_dir: Path) -> None:
 def test_an_unreachable_server_is_one_line_with_status_1() -> None:
     with socket.socket() as bound:  # bound, never listening: connections are refused
         bound.bind(("127.0.0.1", 0))
-        result = invoke(["session", "list", "--server", f"127.0.0.1:{bound.getsockname()[1]}", "--timeout", "1"])
+        result = invoke(
+            ["session", "list", "--server", f"127.0.0.1:{bound.getsockname()[1]}", "--timeout", "1", "--retry-for", "2"]
+        )
     lines = result.stderr.splitlines()
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert "UNAVAILABLE" in lines[0] or "DEADLINE_EXCEEDED" in lines[0], lines
