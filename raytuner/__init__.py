@@ -1,18 +1,147 @@
 """raytuner: multi-task, multi-fidelity autotuning on Ray.
 
-Start with :mod:`raytuner.space` (define a problem), :mod:`raytuner.store`
-(where evaluations are kept), :mod:`raytuner.session` (ask/tell with
-persistence) and ``raytuner.searchers`` (the Ray Tune faces).
+``import raytuner as rt`` gives the names a user needs; each is imported when
+it is first used, so ``import raytuner`` loads neither Ray nor gRPC:
 
->>> from raytuner.space import ProblemSpace
->>> ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real",
-...                                          "lower_bound": 0, "upper_bound": 1}]}).objectives
-['y']
+- a problem: :class:`ProblemSpace` (and :class:`Real`, :class:`Integer`, :class:`Categorical`);
+- tuning driven from Python: :class:`TuningSession` with an engine (:class:`MLA`, :class:`GPTuneBand`,
+  :class:`TLA1`, :class:`TLA2`, :class:`TransferLearning`, :class:`DiscreteBO`, :class:`RandomSearch`);
+- where evaluations are kept: :class:`JsonStore` (default), :class:`MongoStore`, :func:`open_store`,
+  GPTune files with :func:`read_history_file` and :func:`write_history_file`, and :func:`load_history`
+  to look at a history;
+- the Ray Tune faces: :class:`LCMSearcher`, :class:`TLASearcher`, :class:`TLA2Searcher`,
+  :class:`DiscreteBOSearcher`, :class:`RandomSearcher`, :class:`GPTuneBandScheduler`;
+- a remote service: :class:`RemoteTuner`, :class:`CrowdClient`.
+
+Example:
+    >>> import raytuner as rt
+    >>> problem = rt.ProblemSpace.parse(
+    ...     {"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]}
+    ... )
+    >>> problem.objectives
+    ['y']
+    >>> rt.MLA.__module__
+    'raytuner.strategies.mla'
 """
 
+from __future__ import annotations
+
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("raytuner")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
+
+#: Each public name and the module it comes from (imported on first use).
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(("ProblemSpace", "Real", "Integer", "Categorical"), "raytuner.space"),
+    **dict.fromkeys(("TuningSession", "Trial"), "raytuner.session"),
+    **dict.fromkeys(
+        ("MLA", "GPTuneBand", "BanditStructure", "TLA1", "TLA2", "TransferLearning", "DiscreteBO", "RandomSearch"),
+        "raytuner.strategies",
+    ),
+    **dict.fromkeys(
+        ("JsonStore", "MongoStore", "open_store", "StoreSource", "read_history_file", "write_history_file"),
+        "raytuner.store",
+    ),
+    "load_history": "raytuner.view",
+    **dict.fromkeys(("FunctionEvaluation", "HistoryDocument"), "raytuner.records"),
+    **dict.fromkeys(("RaytunerError", "InvalidInputError", "StoreError"), "raytuner.errors"),
+    **dict.fromkeys(
+        ("LCMSearcher", "TLASearcher", "TLA2Searcher", "DiscreteBOSearcher", "RandomSearcher", "TuningProgress"),
+        "raytuner.searchers",
+    ),
+    "GPTuneBandScheduler": "raytuner.schedulers",
+    **dict.fromkeys(("RemoteTuner", "CrowdClient"), "raytuner.client"),
+}
+
+__all__ = [
+    "__version__",
+    "ProblemSpace",
+    "Real",
+    "Integer",
+    "Categorical",
+    "TuningSession",
+    "Trial",
+    "MLA",
+    "GPTuneBand",
+    "BanditStructure",
+    "TLA1",
+    "TLA2",
+    "TransferLearning",
+    "DiscreteBO",
+    "RandomSearch",
+    "JsonStore",
+    "MongoStore",
+    "open_store",
+    "StoreSource",
+    "read_history_file",
+    "write_history_file",
+    "load_history",
+    "FunctionEvaluation",
+    "HistoryDocument",
+    "RaytunerError",
+    "InvalidInputError",
+    "StoreError",
+    "LCMSearcher",
+    "TLASearcher",
+    "TLA2Searcher",
+    "DiscreteBOSearcher",
+    "RandomSearcher",
+    "TuningProgress",
+    "GPTuneBandScheduler",
+    "RemoteTuner",
+    "CrowdClient",
+]  # the names of _HOMES (tests/test_public_api.py checks)
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports each on first use
+    from raytuner.client import CrowdClient, RemoteTuner
+    from raytuner.errors import InvalidInputError, RaytunerError, StoreError
+    from raytuner.records import FunctionEvaluation, HistoryDocument
+    from raytuner.schedulers import GPTuneBandScheduler
+    from raytuner.searchers import (
+        DiscreteBOSearcher,
+        LCMSearcher,
+        RandomSearcher,
+        TLA2Searcher,
+        TLASearcher,
+        TuningProgress,
+    )
+    from raytuner.session import Trial, TuningSession
+    from raytuner.space import Categorical, Integer, ProblemSpace, Real
+    from raytuner.store import (
+        JsonStore,
+        MongoStore,
+        StoreSource,
+        open_store,
+        read_history_file,
+        write_history_file,
+    )
+    from raytuner.strategies import (
+        MLA,
+        TLA1,
+        TLA2,
+        BanditStructure,
+        DiscreteBO,
+        GPTuneBand,
+        RandomSearch,
+        TransferLearning,
+    )
+    from raytuner.view import load_history
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use and keep the name here (PEP 562)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'raytuner' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

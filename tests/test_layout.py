@@ -50,8 +50,10 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
             "raytuner.dashboard",
         ),
     ),
-    ("benchmarks", 8, ("benchmarks",)),  # the repository's benchmarks, outside the library
+    ("benchmarks", 9, ("benchmarks",)),  # the repository's benchmarks, outside the library
 ]
+#: ``raytuner`` itself (``raytuner/__init__.py``): the front door, which names what every layer offers.
+FRONT = ("front", 8)
 #: The benchmarks' folder (not installed; its modules are ``benchmarks.*``).
 BENCHMARKS = "benchmarks"
 #: Third-party packages that only faces, stores and the executor seam may import.
@@ -135,6 +137,8 @@ IMPORTS, SERVICE_IMPORTS = _imports()
 
 def layer(module: str) -> tuple[str, int]:
     """The layer of ``module``: its name and rank."""
+    if module == "raytuner":
+        return FRONT
     best = max(
         (
             (prefix, name, rank)

@@ -73,9 +73,7 @@ def default_data_dir() -> Path:
     env = os.environ.get("RAYTUNER_SHARED_DATA")
     if env:
         return Path(env) / "yahpo_lcbench"
-    import raytuner
-
-    return Path(raytuner.__file__).resolve().parents[1] / "tests/data/yahpo_lcbench"
+    return Path(__file__).resolve().parents[2] / "tests/data/yahpo_lcbench"
 
 
 class LCBenchSurrogate:

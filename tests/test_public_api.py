@@ -1,0 +1,59 @@
+"""``import raytuner as rt``: every public name, imported lazily, and a two-task hello world with it alone."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import raytuner as rt
+
+
+def test_every_public_name_is_its_home_modules_object() -> None:
+    assert rt.__all__ == ["__version__", *rt._HOMES]
+    for name, home in rt._HOMES.items():
+        assert getattr(rt, name) is getattr(importlib.import_module(home), name), name
+    assert set(rt._HOMES) <= set(dir(rt))
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        rt.NoSuchThing  # noqa: B018 - the lookup is the test
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("rt.NoSuchThing did not raise")
+
+
+def test_import_raytuner_loads_neither_ray_nor_grpc() -> None:
+    code = (
+        "import sys, time\n"
+        "t = time.perf_counter()\n"
+        "import raytuner\n"
+        "print(time.perf_counter() - t)\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'grpc', 'numpy', 'pymongo'})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    seconds, loaded = done.stdout.splitlines()
+    assert loaded == "" and float(seconds) < 1.0, done.stdout
+
+
+def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
+    problem = rt.ProblemSpace.parse(
+        {
+            "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+            "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "output_space": [{"name": "y", "goal": "minimize"}],
+        }
+    )
+    tasks = [{"t": 0.5}, {"t": 1.5}]
+    store = rt.JsonStore(tmp_path)
+    session = rt.TuningSession("hello", problem, rt.MLA(problem, tasks, seed=0, n_initial=3), store)
+    for _ in range(8):
+        trial = session.ask()
+        session.tell(trial, {"y": (trial.config["x"] - trial.task["t"] / 2) ** 2})
+    best = [session.best(task) for task in tasks]
+    assert all(b is not None and b.evaluation_result["y"] < 0.05 for b in best)
+    store.close()
+    assert len(rt.load_history(tmp_path, "hello").records) == 8
