@@ -352,7 +352,7 @@ class JsonStore(HistoryStore):
         document: dict[str, Any] = {"tuning_problem_name": problem, "tuning_problem_category": None}
         document.update({k: v for k, v in main.items() if k not in (_FUNC_EVAL, _SURROGATE)})
         for kind in (_SURROGATE, _FUNC_EVAL):
-            seen: set[str] = set()
+            seen: set[str | None] = set()  # a record without a uid (None) is kept once, as before
             merged = []
             for record in [*main.get(kind, []), *(r for k, r in journal_entries if k == kind)]:
                 uid = record.get("uid") if isinstance(record, dict) else None
