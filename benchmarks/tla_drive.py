@@ -281,6 +281,8 @@ def run_tuner(
         valid: whether a configuration may be evaluated (``None``: all may).
     """
     trace = Trace()
+    value: float | None
+    failure: str | None
     for _ in range(evaluations):
         started = time.perf_counter()
         s = engine.ask()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -219,7 +220,7 @@ MIXED12_ALGORITHM_EFFECT = {"lu": 0.0, "qr": 2.0, "svd": -1.5}
 MIXED12_INDICES = {"x0": 0.8 / 3.6956, "nb": 0.84 / 3.6956, "alg": 2.0556 / 3.6956}
 
 
-def mixed12(config: Mapping[str, object]) -> float:
+def mixed12(config: Mapping[str, Any]) -> float:
     """``3 x0^2 + 0.4 nb + effect(alg) + 10``: the other nine parameters do nothing.
 
     Args:
@@ -229,8 +230,5 @@ def mixed12(config: Mapping[str, object]) -> float:
     17.0
     """
     return (
-        3.0 * float(config["x0"]) ** 2
-        + 0.4 * float(config["nb"])  # type: ignore[arg-type]
-        + MIXED12_ALGORITHM_EFFECT[str(config["alg"])]
-        + 10.0
+        3.0 * float(config["x0"]) ** 2 + 0.4 * float(config["nb"]) + MIXED12_ALGORITHM_EFFECT[str(config["alg"])] + 10.0
     )

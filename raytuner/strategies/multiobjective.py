@@ -293,7 +293,7 @@ class MultiObjectiveMLA(MLA):
         ]
         if not mine:
             return self.components[self._lead]._search(index)
-        seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
+        seen = np.array([[outputs[k].sign() * r.known_value(outputs[k].name) for k in objectives] for r in mine])
         good = np.array([s for s, r in zip(seen, mine) if feasible(self.problem, r)]).reshape(-1, len(objectives))
         limits = np.array([outputs[k].minimised_bounds() for k in objectives])
         pareto = ParetoScore(seen, good, self._weights(index), limits)
