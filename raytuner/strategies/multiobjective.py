@@ -277,9 +277,10 @@ class MultiObjectiveMLA(MLA):
         except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
             log.exception("model fit failed; suggesting a random configuration for task %d", index)
             fits = [None]
-        if any(f is None for f in fits):  # too little data for some output: the first objective's search
+        fitted = [f for f in fits if f is not None]
+        if len(fitted) < len(fits):  # too little data for some output: the first objective's search
             return self.components[self._lead]._search(index)
-        models = [c._with_fantasies(f) for c, f in zip(self.components, fits)]  # type: ignore[arg-type]
+        models = [c._with_fantasies(f) for c, f in zip(self.components, fitted)]
         outputs = [c.objective for c in self.components]
         objectives = [k for k, o in enumerate(outputs) if o.optimize]
         bounded = [k for k, o in enumerate(outputs) if o.bounded]
