@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,8 @@ class SlowCheckpoint(tune.Trainable):
         time.sleep(self.rng.uniform(0.0, self.delay))
         (Path(checkpoint_dir) / "state.json").write_text(json.dumps({"epoch": self.epoch}))
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    # Ray types the argument as save_checkpoint's dict, yet passes the directory when save_checkpoint returns None
+    def load_checkpoint(self, checkpoint_dir: str) -> None:  # type: ignore[override]
         self.epoch = json.loads((Path(checkpoint_dir) / "state.json").read_text())["epoch"]
 
     def reset_config(self, new_config: dict) -> bool:
@@ -148,7 +150,7 @@ def slow_training(config: dict, delay: float = 0.5) -> None:
             tune.report({"y": y}, checkpoint=tune.Checkpoint.from_directory(folder))
 
 
-TRAINABLES = {"class": SlowCheckpoint, "function": slow_training}
+TRAINABLES: dict[str, type[tune.Trainable] | Callable[..., Any]] = {"class": SlowCheckpoint, "function": slow_training}
 
 
 def planned(scheduler: GPTuneBandScheduler, tasks: int) -> Counter:
@@ -213,7 +215,8 @@ def run_once(
     results = tuner.fit()
     seconds = time.perf_counter() - start
     records = JsonStore(folder / "store").evaluations("hang")
-    done = Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(band, tasks)
+    told = Counter((r.raytuner.bracket, r.raytuner.rung) for r in records if r.raytuner is not None)
+    done = told == planned(band, tasks)
     failure = None
     if not guard.stalled and (results.errors or not done or not band.engine.finished):
         failure = f"errors {len(results.errors)}, plan recorded {done}, engine finished {band.engine.finished}"

@@ -36,7 +36,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -94,7 +94,7 @@ class Trace:
         self.costs.append(float(cost))
         self.values.append(math.nan if value is None else float(value))
 
-    def curve(self, grid: Sequence[float], sign: float = 1.0) -> np.ndarray:
+    def curve(self, grid: Sequence[float] | np.ndarray, sign: float = 1.0) -> np.ndarray:
         """Best value at ``b_max`` so far at each cumulative cost of ``grid`` (``sign=-1``: maximised).
 
         Args:
@@ -156,7 +156,7 @@ def run_demo_gptuneband(
     from raytuner.records import FunctionEvaluation
     from raytuner.strategies import GPTuneBand
 
-    options = {} if model is None else {"model": model}
+    options: dict[str, Any] = {} if model is None else {"model": model}
     band = GPTuneBand(
         _demo_problem(),
         [{"t": t} for t in tasks],
@@ -211,7 +211,7 @@ def optuna_rows(
     tasks: Sequence[Any],
     evaluations: int,
     seed: int,
-    direction: str,
+    direction: Literal["minimize", "maximize"],
     objective: Callable[[Any, dict[str, Any]], float],
     sampler: str = "TPESampler",
     n_startup: int | None = None,
@@ -396,7 +396,7 @@ def run_lcbench_gptuneband(
         trace.add(s.provenance.cost or 0.0, value if epoch >= b_max else None)
         trace.ask_seconds.append(asked)
     for trace, best in zip(traces, band.best()):
-        trace.final = float(best.value("val_accuracy")) if best is not None else math.nan
+        trace.final = best.known_value("val_accuracy") if best is not None else math.nan
     return traces
 
 

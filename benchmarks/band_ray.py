@@ -197,7 +197,7 @@ def _ray_run(
     from ray.tune.schedulers import ASHAScheduler, HyperBandForBOHB, HyperBandScheduler
     from ray.tune.search import BasicVariantGenerator
 
-    common = {"time_attr": "fidelity", "max_t": run.b_max, "metric": run.metric, "mode": run.mode}
+    common: dict[str, Any] = {"time_attr": "fidelity", "max_t": run.b_max, "metric": run.metric, "mode": run.mode}
     eta = run.structure.eta
     config: dict[str, Any] = dict(constants)
     concurrency: int | None = 2
@@ -303,6 +303,10 @@ def demo_trainable(config: dict[str, Any], report_at: Sequence[int] = (), b_max:
         tune.report({"y": demo_fidelity(config["x"], config["t"], b=b, b_max=b_max), "fidelity": b})
 
 
+def _demo_truth(t: float, config: Mapping[str, Any]) -> float:
+    return demo(config["x"], t)
+
+
 def run_demo_ray(kind: str, tasks: Sequence[float], structure: BanditStructure, seed: int) -> list[Trace]:
     """Ray Tune's ``kind`` (``"HB"`` or ``"BOHB"``), one ``tune.run`` per task, each stopped at ``C`` per task.
 
@@ -325,7 +329,7 @@ def run_demo_ray(kind: str, tasks: Sequence[float], structure: BanditStructure, 
     traces = []
     for j, t in enumerate(tasks):
         budget, configs = _ray_run(run, trainable, {"t": t}, space, seed * 1000 + j)
-        traces.append(budget_trace(budget, configs, run.b_max, 1.0, lambda c, t=t: demo(c["x"], t)))
+        traces.append(budget_trace(budget, configs, run.b_max, 1.0, functools.partial(_demo_truth, t)))
         if traces[-1].note:
             log.warning("%s on t=%.4f: %s", kind, t, traces[-1].note)
     return traces

@@ -182,7 +182,7 @@ def run_mae(curve: Sequence[float | None], optimum: float, checkpoints: Sequence
         checkpoints: the evaluation counts ``c_i`` to compare at.
         worst: the time that counts for a checkpoint with no success yet.
     """
-    return float(np.mean([abs((curve[c - 1] if curve[c - 1] is not None else worst) - optimum) for c in checkpoints]))
+    return float(np.mean([abs((worst if (v := curve[c - 1]) is None else v) - optimum) for c in checkpoints]))
 
 
 def run_job(method: str, kernel: str, seed: int, settings: Settings) -> dict[str, Any]:

@@ -370,12 +370,12 @@ def run_optuna_tpe(cache: KernelCache, max_fevals: int, seed: int, n_startup: in
         import optuna
     except ImportError as exc:
         raise ImportError("the discrete benchmark compares with Optuna: pip install 'raytuner[bench]'") from exc
-    from optuna.distributions import CategoricalDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.trial import TrialState, create_trial
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     names = list(cache.parameter_names)
-    distributions = {n: CategoricalDistribution(list(cache.values[n])) for n in names}
+    distributions: dict[str, BaseDistribution] = {n: CategoricalDistribution(list(cache.values[n])) for n in names}
     budget = min(max_fevals, len(cache.configs))
     if budget < max_fevals:
         log.info("%s holds %d configurations: TPE evaluates all of them, not %d", cache.source, budget, max_fevals)

@@ -466,7 +466,7 @@ def render_report(results: Mapping[str, Any]) -> str:
     """
     q, o, g, m = results["quality"], results["overhead"], results["goals"], results["machine"]
     peers = [r["tuner"] for r in q["rows"] if r["tuner"] != q["reference"]]
-    reference = next((r for r in q["rows"] if r["tuner"] == q["reference"]), {})
+    reference: dict[str, Any] = next((r for r in q["rows"] if r["tuner"] == q["reference"]), {})
     quality_table = markdown_table(
         [
             "tuner",

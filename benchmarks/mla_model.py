@@ -112,16 +112,16 @@ def model_accuracy(
             np.mean([s[1] for s in scores["lcm"]]),
             np.mean([s[1] for s in scores["independent"]]),
         )
-    lcm, alone = np.array(scores["lcm"]), np.array(scores["independent"])
-    share = win_rate(lcm[:, 1], alone[:, 1])  # the lower top regret wins
+    lcm_cells, alone_cells = np.array(scores["lcm"]), np.array(scores["independent"])
+    share = win_rate(lcm_cells[:, 1], alone_cells[:, 1])  # the lower top regret wins
     return {
         "samples_per_task": samples_per_task,
         "reference_configurations": REFERENCE_CONFIGURATIONS,
         "top": TOP,
-        "cells": len(lcm),
+        "cells": len(lcm_cells),
         "models": {
             name: {"spearman": round(float(v[:, 0].mean()), 4), "top_regret": round(float(v[:, 1].mean()), 4)}
-            for name, v in (("lcm", lcm), ("independent", alone))
+            for name, v in (("lcm", lcm_cells), ("independent", alone_cells))
         },
         "lcm_better_top_share": round(float(share), 4),
     }

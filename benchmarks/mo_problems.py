@@ -248,6 +248,7 @@ def _optuna(sampler: str, mo: MOProblem, seed: int) -> Run:
         options: dict[str, Any] = {"seed": seed * 1000 + j}
         if constraints is not None:
             options["constraints_func"] = constraints
+        chosen: optuna.samplers.BaseSampler
         if sampler == "nsga2":
             chosen = optuna.samplers.NSGAIISampler(population_size=mo.n_initial, **options)
         elif sampler == "motpe":

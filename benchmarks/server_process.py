@@ -80,7 +80,7 @@ class ServerProcess:
         if not found or not found[0].strip():
             self.stop()
             tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
-            raise RuntimeError(f"server {self.process.args} did not start; its log ends:\n{tail}")
+            raise RuntimeError(f"server {self.process.args!r} did not start; its log ends:\n{tail}")
         info: dict[str, Any] = json.loads(found[0])
         return info
 
@@ -122,7 +122,8 @@ def _serve_optuna(url: str, port: int, workers: int) -> None:
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     storage = get_storage(url)
-    engine = storage._backend.engine  # noqa: SLF001 - the SQLite settings it commits with
+    # get_storage types its _CachedStorage as a BaseStorage, which has no _backend
+    engine = storage._backend.engine  # type: ignore[attr-defined]  # noqa: SLF001 - the SQLite settings it commits with
     with engine.connect() as connection:
         synchronous = connection.exec_driver_sql("PRAGMA synchronous").scalar()
         journal = connection.exec_driver_sql("PRAGMA journal_mode").scalar()

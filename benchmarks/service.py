@@ -176,14 +176,14 @@ def _raytuner_cell(address: str, key: str, strategy: str, clients: int, repeat: 
 
 def _optuna_cell(port: int, clients: int, repeat: int, settings: Settings) -> Cell:
     import optuna
-    from optuna.distributions import FloatDistribution
+    from optuna.distributions import BaseDistribution, FloatDistribution
     from optuna.storages import GrpcStorageProxy
 
     name = f"bench_service_{clients}_{repeat}"
     owner = GrpcStorageProxy(host="127.0.0.1", port=port)
     optuna.create_study(storage=owner, study_name=name, direction="minimize")
     owner.close()
-    space = {"x": FloatDistribution(0.0, 1.0)}
+    space: dict[str, BaseDistribution] = {"x": FloatDistribution(0.0, 1.0)}
     opened: list[Any] = []
 
     def make_loop(index: int) -> Callable[[int], Any]:

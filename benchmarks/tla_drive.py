@@ -83,7 +83,7 @@ def branin_tasks(seed: int = BRANIN_TASK_SEED) -> dict[str, dict[str, float]]:
     (['S1', 'S2', 'S3', 'T1', 'T2'], True, True)
     """
     rng = np.random.default_rng(seed)
-    bounds = [(p["name"], p["lower_bound"], p["upper_bound"]) for p in BRANIN_PROBLEM["input_space"]]  # type: ignore
+    bounds = [(p["name"], p["lower_bound"], p["upper_bound"]) for p in BRANIN_PROBLEM["input_space"]]
     return {
         label: {name: round(float(rng.uniform(lo, hi)), 6) for name, lo, hi in bounds}
         for label in ("S1", "S2", "S3", "T1", "T2")
@@ -281,6 +281,8 @@ def run_tuner(
         valid: whether a configuration may be evaluated (``None``: all may).
     """
     trace = Trace()
+    value: float | None
+    failure: str | None
     for _ in range(evaluations):
         started = time.perf_counter()
         s = engine.ask()

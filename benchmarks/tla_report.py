@@ -87,7 +87,9 @@ def summarise(raw: Mapping[str, Any], checkpoints: Sequence[int]) -> dict[str, A
         checkpoints: the evaluation counts to summarise at.
     """
     optimum, scale = float(raw["optimum"]), float(raw["scale"])
-    curves, bsf_stats, regret, norm, ranks, proposers, asks, failed, outside, runs = ({} for _ in range(10))
+    curves, bsf_stats, regret, norm, ranks, proposers, asks, failed, outside, runs = (
+        dict[str, Any]() for _ in range(10)
+    )
     for tuner, traces in raw["traces"].items():
         values = np.array([t.values for t in traces], dtype=float)  # (seeds, evaluations)
         bsf = best_so_far(values)

@@ -122,6 +122,7 @@ def run_engine(
     records: list[Any] = []
     while not band.finished:
         s = band.ask()
+        assert s.fidelity is not None  # GPTuneBand gives every suggestion its fidelity
         k = fidelity_to_k(s.fidelity, args.b_min, args.b_max, args.k_min, args.k_max)
         try:
             record = band.tell(s, {name: evaluate(s.task, s.config, k)}, additional_output={"k": k})
@@ -129,6 +130,7 @@ def run_engine(
             record = band.tell(s, None, failure=exc.reason, additional_output={"k": k})
         records.append(record)
         value = record.value(name)
+        why = record.raytuner.failure_message if record.raytuner is not None else None
         log.info(
             "eval %3d task a=%g c=%g bracket %s rung %s b=%g k=%d: %s",
             len(records),
@@ -138,7 +140,7 @@ def run_engine(
             s.provenance.rung,
             s.fidelity,
             k,
-            f"{name} {value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})",
+            f"{name} {value:.4f}" if value is not None else f"FAILED ({why})",
         )
     return band, records
 

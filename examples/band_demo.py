@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
             storage_path=str(Path(args.store).resolve() / "ray"),
             name=args.problem,
         )
-        if address:
+        if executor is not None:  # on a Ray cluster (--address)
             trial_nodes = Counter(t.last_result.get("node_id") for t in analysis.trials if t.last_result)
             print(f"\nTrials per Ray node: {dict(trial_nodes)}")
             print(f"LCM fit starts per Ray node: {dict(executor.nodes)}")

@@ -232,6 +232,7 @@ def run_engine(
     records: list[Any] = []
     while not band.finished:
         s = band.ask()
+        assert s.fidelity is not None  # GPTuneBand gives every suggestion its fidelity
         parent = s.provenance.parent
         trainer = (
             EpochTrainer.from_state(snapshots[parent])
@@ -257,6 +258,7 @@ def run_engine(
         band.tell(record)
         records.append(record)
         value = record.value("val_accuracy")
+        why = record.raytuner.failure_message if record.raytuner is not None else None
         log.info(
             "eval %3d %-13s bracket %s rung %s epochs %2d -> %2d: %s",
             len(records),
@@ -265,7 +267,7 @@ def run_engine(
             s.provenance.rung,
             start,
             int(round(s.fidelity)),
-            f"{value:.4f}" if value is not None else f"FAILED ({record.raytuner.failure_message})",
+            f"{value:.4f}" if value is not None else f"FAILED ({why})",
         )
     return band, records
 

@@ -85,22 +85,21 @@ def _check(value: Any, field: str) -> None:
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if not is_unicode(item):
+            if not is_unicode(item) and (found := _SURROGATE.search(item)):
                 raise InvalidInputError(
                     field,
-                    f"{_path(where)} holds a lone surrogate "
-                    f"(U+{ord(_SURROGATE.search(item)[0]):04X}): strings must be Unicode text",
+                    f"{_path(where)} holds a lone surrogate (U+{ord(found[0]):04X}): strings must be Unicode text",
                 )
         elif isinstance(item, (dict, list)):
             if len(where) >= MAX_DEPTH:
                 raise InvalidInputError(field, f"nested deeper than {MAX_DEPTH} levels of arrays and objects")
             if isinstance(item, dict):
                 for key, inner in item.items():
-                    if not is_unicode(key):
+                    if not is_unicode(key) and (found := _SURROGATE.search(key)):
                         raise InvalidInputError(
                             field,
                             f"key {_path(where + (key,))} holds a lone surrogate "
-                            f"(U+{ord(_SURROGATE.search(key)[0]):04X}): keys must be Unicode text",
+                            f"(U+{ord(found[0]):04X}): keys must be Unicode text",
                         )
                     stack.append((inner, where + (key,)))
             else:
@@ -217,7 +216,10 @@ def loads_stored(text: str | bytes) -> Any:
         json.JSONDecodeError, UnicodeDecodeError, RecursionError: as :func:`json.loads`.
     """
     value = json.loads(text)
-    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(text, (bytes, bytearray)) else _SURROGATE_ESCAPE
-    if pattern.search(text) or (isinstance(text, str) and not text.isascii() and _SURROGATE.search(text)):
+    if isinstance(text, (bytes, bytearray)):
+        surrogates = _SURROGATE_ESCAPE_BYTES.search(text) is not None
+    else:
+        surrogates = _SURROGATE_ESCAPE.search(text) is not None or not is_unicode(text)
+    if surrogates:
         return _replace(value, numbers=False)  # numbers as read: a NaN output makes a failed record
     return value

@@ -229,9 +229,11 @@ class Categorical(_ParameterBase):
         >>> Categorical(name="tile", categories=[1, 2, 4, 8]).ordered, Categorical(name="alg", categories=["lu"]).ordered
         (True, False)
         """
-        numbers = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.categories)
-        pairs = list(zip(self.categories, self.categories[1:]))
-        return numbers and (all(a < b for a, b in pairs) or all(a > b for a, b in pairs))
+        numbers = [c for c in self.categories if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        if len(numbers) < len(self.categories):
+            return False
+        pairs = list(zip(numbers, numbers[1:]))
+        return all(a < b for a, b in pairs) or all(a > b for a, b in pairs)
 
     def check(self, value: Any, field: str) -> Scalar:
         """Return the matching category, or raise naming ``field`` and the categories.

@@ -64,7 +64,7 @@ def objective_values(problem: ProblemSpace, records: Sequence[FunctionEvaluation
         records: successful evaluations with every objective.
     """
     objectives = problem.optimised
-    rows = [[o.sign() * float(r.value(o.name)) for o in objectives] for r in records]  # type: ignore[arg-type]
+    rows = [[o.sign() * r.known_value(o.name) for o in objectives] for r in records]
     return np.array(rows, dtype=float).reshape(len(rows), len(objectives))
 
 
@@ -235,7 +235,9 @@ def _volume(Y: np.ndarray, ref: np.ndarray) -> float:
     return total
 
 
-def hypervolume_improvement(front: np.ndarray, reference: Sequence[float], points: np.ndarray) -> np.ndarray:
+def hypervolume_improvement(
+    front: np.ndarray, reference: Sequence[float] | np.ndarray, points: np.ndarray
+) -> np.ndarray:
     """What each of ``points`` would add to the hypervolume of ``front`` (two objectives, to minimise), vectorised.
 
     Dominated points of ``front`` are left out first.

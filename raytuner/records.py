@@ -310,6 +310,20 @@ class FunctionEvaluation(BaseModel):
             return None
         return as_number(self.evaluation_result.get(objective))
 
+    def known_value(self, objective: str) -> float:
+        """The output named ``objective`` of a record already found to hold it (:meth:`value` is not ``None``).
+
+        Args:
+            objective: the output's name.
+
+        Raises:
+            ValueError: the record holds no such value after all.
+        """
+        value = self.value(objective)
+        if value is None:
+            raise ValueError(f"evaluation {self.uid} holds no value of {objective!r}")
+        return value
+
     def to_dict(self) -> dict[str, Any]:
         """The record as GPTune writes it (plus the ``raytuner`` key when set)."""
         data = self.model_dump(by_alias=True, exclude={"raytuner"})

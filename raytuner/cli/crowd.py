@@ -114,32 +114,31 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
         with CrowdClient(server, given, root_certificates=ca, timeout=timeout) as client:
             return command(client, **kwargs)
 
-    for option in reversed(
-        [
-            click.option(
-                "--server",
-                envvar="RAYTUNER_SERVER",
-                required=True,
-                metavar="HOST:PORT",
-                help="The server (default: $RAYTUNER_SERVER).",
-            ),
-            click.option("--api-key", envvar=ENV_KEY, metavar="KEY", help=f"Your crowd API key (default: ${ENV_KEY})."),
-            private_key_option,
-            click.option(
-                "--tls-ca",
-                envvar="RAYTUNER_TLS_CA",
-                type=click.File("rb"),
-                help="CA certificate (PEM) of a TLS server.",
-            ),
-            click.option(
-                "--timeout",
-                type=float,
-                default=60.0,
-                show_default=True,
-                help="Deadline of each call in seconds (model fits run on the server).",
-            ),
-        ]
-    ):
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option(
+            "--server",
+            envvar="RAYTUNER_SERVER",
+            required=True,
+            metavar="HOST:PORT",
+            help="The server (default: $RAYTUNER_SERVER).",
+        ),
+        click.option("--api-key", envvar=ENV_KEY, metavar="KEY", help=f"Your crowd API key (default: ${ENV_KEY})."),
+        private_key_option,
+        click.option(
+            "--tls-ca",
+            envvar="RAYTUNER_TLS_CA",
+            type=click.File("rb"),
+            help="CA certificate (PEM) of a TLS server.",
+        ),
+        click.option(
+            "--timeout",
+            type=float,
+            default=60.0,
+            show_default=True,
+            help="Deadline of each call in seconds (model fits run on the server).",
+        ),
+    ]
+    for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
 

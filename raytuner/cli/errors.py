@@ -97,7 +97,8 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
         super().__init__(one_line(message) or "failed")
-        self.exit_code = exit_code
+        # click types exit_code as a ClassVar, yet its main() reads it from the instance
+        self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         click.echo(f"Error: {self.format_message()}", file=file, err=True)

@@ -40,7 +40,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import click
@@ -81,7 +81,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             server: str,
             api_key: str | None,
             private_key: str | None,
-            tls_ca: str | None,
+            tls_ca: IO[bytes] | None,
             timeout: float,
             retry_for: float,
             session_id: str | None = None,
@@ -96,7 +96,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             ) as tuner:
                 return command(tuner, **kwargs)
 
-        options = [
+        options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
             click.option(
                 "--server",
                 envvar="RAYTUNER_SERVER",

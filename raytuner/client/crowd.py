@@ -87,7 +87,7 @@ def _batches(records: Sequence[Record]) -> list[str]:
     out: list[list[str]] = [[]]
     size = 0
     for record in records:
-        text = dumps(record.to_dict() if hasattr(record, "to_dict") else dict(record))  # type: ignore[union-attr]
+        text = dumps(record.to_dict() if hasattr(record, "to_dict") else dict(record))
         if out[-1] and size + len(text) + 1 > UPLOAD_BATCH_BYTES:
             out.append([])
             size = 0

@@ -62,7 +62,7 @@ def _source() -> HistoryViews:
     source = config().get("store")
     if source is None:
         abort(404)
-    return source  # type: ignore[no-any-return]
+    return source
 
 
 def _view(problem: str) -> HistoryView:

@@ -40,7 +40,7 @@ def signed_in_user() -> User | None:
             config()["signins"].pop(token, None)
             return None
         config()["signins"][token] = (key_id, user, time.monotonic())
-    return user  # type: ignore[no-any-return]
+    return user
 
 
 def sign_in(credential: str) -> User:

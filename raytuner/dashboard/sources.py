@@ -145,6 +145,9 @@ class TableQuery:
 class HistoryViews(ABC):
     """What the dashboard's history pages read: problems, each as a :class:`~raytuner.view.HistoryView`."""
 
+    #: The JSON store's directory (``None``: MongoDB or a service).
+    directory: Path | None
+
     @abstractmethod
     def problems(self) -> list[str]:
         """The problems there are."""
@@ -252,7 +255,7 @@ class ServiceViews(HistoryViews):
 
     def sessions(self) -> list[dict[str, Any]]:
         """The caller's sessions on the service, oldest first (as :meth:`RemoteTuner.sessions` gives them)."""
-        return self.tuner.sessions()  # type: ignore[no-any-return]
+        return self.tuner.sessions()
 
     def problems(self) -> list[str]:
         """The problems of the caller's sessions."""

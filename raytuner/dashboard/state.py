@@ -11,7 +11,7 @@ __all__ = ["config", "repository"]
 
 def config() -> dict[str, Any]:
     """The running application's raytuner state: ``store`` (its history source), ``crowd`` and ``signins``."""
-    return current_app.config["RAYTUNER"]  # type: ignore[no-any-return]
+    return current_app.config["RAYTUNER"]
 
 
 def repository() -> Any:

@@ -157,9 +157,9 @@ class NegativeLogLikelihood:
         """
         self._fill_covariance(self.hyperparameters(theta))
         n = len(self.y)
-        K = np.zeros(n * n)
-        K[self._flat] = self._K
-        K = K.reshape(n, n)
+        flat = np.zeros(n * n)
+        flat[self._flat] = self._K
+        K = flat.reshape(n, n)
         return K + np.tril(K, -1).T
 
     def _fill_covariance(self, hp: Hyperparameters) -> None:

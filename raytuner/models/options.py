@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
+from raytuner.parameters import Categorical
 from raytuner.space import Space
 
 __all__ = [
@@ -278,7 +279,8 @@ class LCMOptions:
         """
         named = tuple(i for i, p in enumerate(space) if p.type == "categorical")
         if self.categorical is None:
-            return replace(self, categorical=tuple(i for i in named if not space.parameters[i].ordered))
+            unordered = tuple(i for i, p in enumerate(space) if isinstance(p, Categorical) and not p.ordered)
+            return replace(self, categorical=unordered)
         wrong = [c for c in self.categorical if c not in named]
         if wrong:
             raise InvalidInputError(

@@ -67,7 +67,7 @@ def gptune_space(space: Space) -> list[dict[str, Any]]:
     >>> gptune_space(Space.model_validate([{"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 8}]))
     [{'name': 'n', 'transformer': 'normalize', 'type': 'int', 'lower_bound': 1, 'upper_bound': 8, 'optimize': True}]
     """
-    out = []
+    out: list[dict[str, Any]] = []
     for p in space:
         if p.type == "categorical":
             out.append(

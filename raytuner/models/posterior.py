@@ -75,9 +75,9 @@ def balanced_subset(task: np.ndarray, tasks: int, limit: int) -> np.ndarray:
         if len(open_) == 0:
             break
         share = max(1, left // len(open_))
-        for i in open_:
-            take = min(share, counts[i] - quota[i], left)
-            quota[i] += take
+        for j in open_:
+            take = min(share, counts[j] - quota[j], left)
+            quota[j] += take
             left -= take
             if left == 0:
                 break

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: The demo problem's spaces (GPTune-Demo: task t in [0, 10], x in [0, 1], minimise y).
-DEMO_PROBLEM: dict[str, object] = {
+DEMO_PROBLEM: dict[str, Any] = {
     "input_space": [{"name": "t", "type": "real", "lower_bound": 0.0, "upper_bound": 10.0}],
     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0.0, "upper_bound": 1.0}],
     "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
@@ -60,7 +61,7 @@ BRANIN_CLASSIC: dict[str, float] = {
 #: The paper gives no task ranges; these bracket the classic values a = 1, b = 5.1/(4π²) ≈ 0.129,
 #: c = 5/π ≈ 1.59, r = 6, s = 10, t = 1/(8π) ≈ 0.0398. The tuning parameters keep the classic
 #: domain x1 in [-5, 10], x2 in [0, 15]; y is minimised (and positive over these ranges).
-BRANIN_PROBLEM: dict[str, object] = {
+BRANIN_PROBLEM: dict[str, Any] = {
     "input_space": [
         {"name": "a", "type": "real", "lower_bound": 0.5, "upper_bound": 1.5},
         {"name": "b", "type": "real", "lower_bound": 0.1, "upper_bound": 0.15},
@@ -165,7 +166,7 @@ def branin_grid_minimum(task: Mapping[str, float], points: int = 1001) -> tuple[
 
 
 #: The Ishigami function's problem space: x1, x2, x3 in [-pi, pi], output ``y``.
-ISHIGAMI_PROBLEM: dict[str, object] = {
+ISHIGAMI_PROBLEM: dict[str, Any] = {
     "parameter_space": [
         {"name": f"x{i}", "type": "real", "lower_bound": -math.pi, "upper_bound": math.pi} for i in (1, 2, 3)
     ],
@@ -206,7 +207,7 @@ def ishigami_indices(a: float = 7.0, b: float = 0.1) -> tuple[list[float], list[
 
 
 #: Twelve tuning parameters of which three matter (``x0``, ``nb``, ``alg``): a Table V-like case.
-MIXED12_PROBLEM: dict[str, object] = {
+MIXED12_PROBLEM: dict[str, Any] = {
     "parameter_space": [{"name": f"x{i}", "type": "real", "lower_bound": 0, "upper_bound": 1} for i in range(10)]
     + [
         {"name": "nb", "type": "integer", "lower_bound": 1, "upper_bound": 8},
@@ -219,7 +220,7 @@ MIXED12_ALGORITHM_EFFECT = {"lu": 0.0, "qr": 2.0, "svd": -1.5}
 MIXED12_INDICES = {"x0": 0.8 / 3.6956, "nb": 0.84 / 3.6956, "alg": 2.0556 / 3.6956}
 
 
-def mixed12(config: Mapping[str, object]) -> float:
+def mixed12(config: Mapping[str, Any]) -> float:
     """``3 x0^2 + 0.4 nb + effect(alg) + 10``: the other nine parameters do nothing.
 
     Args:
@@ -229,8 +230,5 @@ def mixed12(config: Mapping[str, object]) -> float:
     17.0
     """
     return (
-        3.0 * float(config["x0"]) ** 2
-        + 0.4 * float(config["nb"])  # type: ignore[arg-type]
-        + MIXED12_ALGORITHM_EFFECT[str(config["alg"])]
-        + 10.0
+        3.0 * float(config["x0"]) ** 2 + 0.4 * float(config["nb"]) + MIXED12_ALGORITHM_EFFECT[str(config["alg"])] + 10.0
     )

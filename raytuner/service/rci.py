@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription
@@ -89,6 +89,16 @@ def _exclusive(directory: Path, timeout: float, create: bool = True) -> Iterator
         os.close(fd)  # closing releases the lock
 
 
+class _Creation(TypedDict):
+    """What an RCI call gives to create its session (:class:`RciSession`'s arguments)."""
+
+    strategy: str | None
+    options: dict[str, Any]
+    max_evaluations: int
+    tasks: list[dict[str, Any]] | None
+    seed: int
+
+
 class RciSession:
     """One named RCI session of a store directory (see the module documentation).
 
@@ -123,7 +133,7 @@ class RciSession:
             raise InvalidInputError("store", "give the store directory (or a meta description with historydb_path)")
         self.directory = Path(location)
         self.name = name or (self.meta.tuning_problem_name if self.meta is not None else None)
-        self.creation = {
+        self.creation: _Creation = {
             "strategy": strategy,
             "options": dict(options or {}),
             "max_evaluations": max_evaluations,

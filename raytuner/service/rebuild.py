@@ -199,7 +199,7 @@ class SessionRebuilder:
             future = self._building.get(session_id)
             document = self._specs.get(session_id)
             mine = future is None
-            if mine:
+            if future is None:
                 if document is None:
                     return None
                 future = self._building[session_id] = Future()

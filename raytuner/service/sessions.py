@@ -173,7 +173,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         ``fresh``: the records of its source problem, given while they are not stored yet (crowd sources
         downloaded at creation).
         """
-        options, source = dict(spec.options), None
+        options = dict(spec.options)
+        source: StoreSource | list[FunctionEvaluation] | None = None
         if spec.strategy in ENGINES and ENGINES[spec.strategy].learns_from_sources:
             source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
             needed = "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1
@@ -260,11 +261,11 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             )
         if strategy not in ENGINES:
             raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=sorted(ENGINES))
-        tasks = list(tasks) if tasks else [{}]
-        for i, task in enumerate(tasks):
+        given = list(tasks) if tasks else [{}]
+        for i, task in enumerate(given):
             if not isinstance(task, Mapping):
                 raise InvalidInputError(f"tasks[{i}]", f"{task!r} is not an object of task parameters")
-        tasks = [dict(t) for t in tasks]
+        task_list = [dict(t) for t in given]
         if (options or {}).get("source_problem") == parsed.tuning_problem_name:
             raise InvalidInputError(
                 "options.source_problem",
@@ -282,7 +283,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             meta=data,
             strategy=strategy,
             options=chosen,
-            tasks=tasks,
+            tasks=task_list,
             seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
             max_evaluations=max_evaluations,
             crowd_user=self._crowd_user(parsed, owner),
@@ -297,7 +298,9 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         self.ledger.append("sessions", asdict(session.spec))
         with self._lock:
             self._sessions[spec.session_id] = session
-        log.info("created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, strategy, len(tasks))
+        log.info(
+            "created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, strategy, len(task_list)
+        )
         return session
 
     def open(self, session_id: str) -> ServiceSession | None:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,7 +232,12 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
         for target, spellings in keys.items():
             found = next((s for s in spellings if s in space), None)
             entries = space[found] if found is not None else None
-            if isinstance(entries, list) and target not in out and all(isinstance(e, Mapping) for e in entries):
+            if (
+                found is not None
+                and isinstance(entries, list)
+                and target not in out
+                and all(isinstance(e, Mapping) for e in entries)
+            ):
                 out[target] = _space_entries(entries, names[target], output=target == "output_space")
                 mapped.add(found)
         if not all("name" in e for k in keys for e in out.get(k, [])):
@@ -254,7 +259,7 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
     return out
 
 
-def _names(records: list[Mapping[str, Any]], problem: ProblemSpace | None) -> dict[str, list[str]]:
+def _names(records: Sequence[Mapping[str, Any]], problem: ProblemSpace | None) -> dict[str, list[str]]:
     """The space names in order: the problem's, else the first record's key order (GPTune writes that order)."""
     if problem is not None:
         return {

@@ -415,10 +415,11 @@ class MongoStore(HistoryStore):
         """
         prefix = f"{check_problem_name(problem)}:"
         with self._errors(f"read {problem!r}"):
-            return tuple(  # type: ignore[return-value]
+            evaluations, models = (
                 {doc["_id"][len(prefix) :] for doc in collection.find({_PROBLEM: problem}, projection={"_id": 1})}
                 for collection in (self._func_eval, self._models)
             )
+            return evaluations, models
 
     def append_model(self, problem: str, record: SurrogateModelRecord) -> None:
         """Persist one surrogate-model record; journaled when this returns; a repeated uid is ignored."""

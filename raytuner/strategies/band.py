@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -215,8 +215,9 @@ class GPTuneBand(Strategy):
             model=model,
             source_proposals=source_proposals,
         )
+        # a Space serialises as a list (its model_serializer); pydantic types model_dump as a dict
         levels = Space.model_validate(
-            problem.input_space.model_dump()
+            cast(list[dict[str, Any]], problem.input_space.model_dump())
             + [{"name": LEVEL, "type": "integer", "lower_bound": 0, "upper_bound": max(1, self.structure.s_max)}]
         )
         self.level_problem = problem.model_copy(update={"input_space": levels})

@@ -208,14 +208,16 @@ class Brackets:
         if record is None or record.raytuner is None:
             return True
         prov = record.raytuner
-        if prov.rung == prov.bracket or record.value(self.objective.name) is None:
+        rung = prov.rung
+        assert rung is not None  # add() takes records with a rung only
+        if rung == prov.bracket or record.value(self.objective.name) is None:
             return True
         run = self.run(self._keys[uid])
-        size = self.rung_size(run, prov.rung)
-        if size is None or len(run.told(prov.rung)) < size:
+        size = self.rung_size(run, rung)
+        if size is None or len(run.told(rung)) < size:
             return False
-        keep = self.rung_size(run, prov.rung + 1) or 0
-        return uid not in self.successes(run, prov.rung)[:keep]
+        keep = self.rung_size(run, rung + 1) or 0
+        return uid not in self.successes(run, rung)[:keep]
 
 
 class InFlight:

@@ -125,7 +125,7 @@ class BreachValues:
                     continue
                 tested += 1
                 rest = remaining & ~at
-                rate = np.count_nonzero(broke & rest) / max(1, np.count_nonzero(rest))
+                rate = np.count_nonzero(broke & rest) / max(1, int(np.count_nonzero(rest)))
                 odds = np.maximum(1.0 - chance[at], rate)
                 key = (tail_at_least(odds, breaches), -int(np.count_nonzero(at)), column, float(value))
                 if best is None or key < best[:4]:

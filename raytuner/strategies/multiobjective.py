@@ -277,9 +277,10 @@ class MultiObjectiveMLA(MLA):
         except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
             log.exception("model fit failed; suggesting a random configuration for task %d", index)
             fits = [None]
-        if any(f is None for f in fits):  # too little data for some output: the first objective's search
+        fitted = [f for f in fits if f is not None]
+        if len(fitted) < len(fits):  # too little data for some output: the first objective's search
             return self.components[self._lead]._search(index)
-        models = [c._with_fantasies(f) for c, f in zip(self.components, fits)]  # type: ignore[arg-type]
+        models = [c._with_fantasies(f) for c, f in zip(self.components, fitted)]
         outputs = [c.objective for c in self.components]
         objectives = [k for k, o in enumerate(outputs) if o.optimize]
         bounded = [k for k, o in enumerate(outputs) if o.bounded]
@@ -293,7 +294,7 @@ class MultiObjectiveMLA(MLA):
         ]
         if not mine:
             return self.components[self._lead]._search(index)
-        seen = np.array([[outputs[k].sign() * r.value(outputs[k].name) for k in objectives] for r in mine])
+        seen = np.array([[outputs[k].sign() * r.known_value(outputs[k].name) for k in objectives] for r in mine])
         good = np.array([s for s, r in zip(seen, mine) if feasible(self.problem, r)]).reshape(-1, len(objectives))
         limits = np.array([outputs[k].minimised_bounds() for k in objectives])
         pareto = ParetoScore(seen, good, self._weights(index), limits)

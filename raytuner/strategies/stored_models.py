@@ -27,12 +27,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters
 from raytuner.models.persistence import load_surrogate, own_model
-from raytuner.records import SurrogateModelRecord
+from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+
+if TYPE_CHECKING:
+    from raytuner.space import Objective, ProblemSpace
 
 __all__ = ["StoredModels"]
 
@@ -48,6 +51,12 @@ class StoredModels:
     _fixed: Hyperparameters | None
     _chosen_columns: bool
     model: LCM
+    # what the engine it is mixed into sets (see the module docstring)
+    problem: ProblemSpace
+    tasks: list[dict[str, Any]]
+    name: str
+    objective: Objective
+    _records: list[FunctionEvaluation]
 
     def sampler(self) -> dict[str, int | bool] | None:
         """Which of an engine's samplers this is, stored with its models (``None``: the engine's only one).
@@ -69,8 +78,8 @@ class StoredModels:
         return None
 
     def _task_values(self) -> list[list[Any]]:
-        names = self.problem.input_space.names  # type: ignore[attr-defined]
-        return [[t[n] for n in names] for t in self.tasks]  # type: ignore[attr-defined]
+        names = self.problem.input_space.names
+        return [[t[n] for n in names] for t in self.tasks]
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
         """Warm-start from the last stored model of this modeler, tasks and :meth:`sampler` (or use it as it is).
@@ -89,7 +98,7 @@ class StoredModels:
             if (own := own_model(record)) is not None
             and own["modeler"] == self.modeler
             and own.get("objective") in (None, self.objective.name)
-        ]  # type: ignore[attr-defined]
+        ]
         # several outputs: this output's model; as it is: any sampler's; a warm start: this sampler's first
         if any(
             self._adopt_model(record, own, fixed)
@@ -158,14 +167,14 @@ class StoredModels:
         if record is None or list(record.function_evaluations) != uids:
             return None
         try:
-            return load_surrogate(record, self._records[:horizon])  # type: ignore[attr-defined]
+            return load_surrogate(record, self._records[:horizon])
         except InvalidInputError:
             return None
 
     def _adopt_columns(self, stored: tuple[int, ...]) -> None:
         """Compare categorical columns as a stored model did (say, one fitted before ordinals), none being asked for."""
         try:
-            self.model = LCM(replace(self.model.options, categorical=stored).over(self.problem.parameter_space))  # type: ignore[attr-defined]
+            self.model = LCM(replace(self.model.options, categorical=stored).over(self.problem.parameter_space))
         except InvalidInputError:  # columns that are not categorical parameters here: fit again
             return
         log.info("%s compares the categorical columns %s, as its stored model does", self.modeler, list(stored))
@@ -173,4 +182,4 @@ class StoredModels:
     @property
     def modeler(self) -> str:
         """The name written into this engine's surrogate-model records."""
-        return f"{self.model.name}:{self.name}"  # type: ignore[attr-defined]
+        return f"{self.model.name}:{self.name}"

@@ -58,7 +58,8 @@ def _ray_cli() -> str:
 def _refresh_ray_config() -> None:
     """Make an already imported Ray see the authentication variables (it caches its config at import)."""
     if "ray" in sys.modules:
-        from ray._raylet import Config  # noqa: PLC0415 - Ray's own refresh, as ray.init does for token mode
+        # Ray's own refresh, as ray.init does for token mode (Ray's _raylet.pyi leaves out the Config _raylet has)
+        from ray._raylet import Config  # type: ignore[attr-defined]  # noqa: PLC0415
 
         Config.initialize("")
 

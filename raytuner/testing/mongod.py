@@ -108,7 +108,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def _tail(path: Path | None, lines: int = 30) -> str:
+    if path is None:
+        return ""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

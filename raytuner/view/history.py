@@ -101,7 +101,7 @@ def _goal_from_models(models: Sequence[SurrogateModelRecord], objective: str) ->
                 and output.get("name") == objective
                 and output.get("goal") in ("minimize", "maximize")
             ):
-                return output["goal"]  # type: ignore[no-any-return]
+                return output["goal"]
     return None
 
 

@@ -134,7 +134,7 @@ def task_correlation(model: SurrogateModelRecord) -> tuple[list[str], np.ndarray
         raise InvalidInputError("model", f"surrogate model {model.uid} holds no raytuner LCM hyperparameters")
     covariance = Hyperparameters.from_dict(details["hyperparameters"]).coregionalization().sum(axis=0)
     scale = np.sqrt(np.clip(np.diag(covariance), 1e-300, None))
-    names = [s.get("name") for s in model.input_space] if model.input_space else []
+    names: list[Any] = [s.get("name") for s in model.input_space] if model.input_space else []
     labels = [task_label(dict(zip(names, values))) for values in model.task_parameters]
     if len(labels) != len(covariance):
         labels = [f"task {i}" for i in range(len(covariance))]
@@ -284,7 +284,7 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
         mine = [r for r in full if task_label(r.task_parameter) == label]
         ok = [r for r in mine if space.meets_output_constraints(r.evaluation_result)]
         broken = [r for r in mine if r not in ok]
-        front = sorted(view.pareto_front(parameters), key=lambda r: first.sign() * r.value(first.name))
+        front = sorted(view.pareto_front(parameters), key=lambda r: first.sign() * r.known_value(first.name))
         dots = ax.scatter([r.value(first.name) for r in ok], [r.value(second.name) for r in ok], s=10, alpha=0.45)
         colour = dots.get_facecolor()[0]
         if broken:

@@ -166,7 +166,7 @@ class DiscreteBO(Strategy):
         self.several = tunes_several(problem, objective)
         self.modelled = problem.modelled if self.several else []
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
-        self._searches: dict[str, TaskSearch] = {}
+        self._searches: dict[tuple[tuple[str, Any], ...], TaskSearch] = {}
         self._records: list[FunctionEvaluation] = []  # for the Pareto fronts
         self._keep_options(
             method=method,

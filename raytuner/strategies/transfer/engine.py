@@ -198,7 +198,7 @@ class TransferLearning(Strategy):
         """Equation 3 over the pool now."""
         best = self.best_per_algorithm()
         kept, _ = self._observed()
-        observed = [float(r.value(self.objective.name)) for r in kept]  # type: ignore[arg-type]
+        observed = [r.known_value(self.objective.name) for r in kept]
         p = ensemble_probabilities([best[n] for n in self.pool], observed, self.objective.goal)
         return dict(zip(self.pool, p.tolist()))
 
@@ -215,7 +215,7 @@ class TransferLearning(Strategy):
         pool = [n for n in self.pool if n not in skipped]
         turn = sum(p in self.pool for p in self.proposers) + sum(p in self.pool for _, p in self.pending)
         best = self.best_per_algorithm()
-        observed = [float(r.value(self.objective.name)) for r in kept]  # type: ignore[arg-type]
+        observed = [r.known_value(self.objective.name) for r in kept]
         return choose_algorithm(
             POLICIES[self.algorithm],
             pool,
