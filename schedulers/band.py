@@ -53,7 +53,7 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
@@ -179,7 +179,7 @@ class GPTuneBandScheduler(TrialScheduler):
         self._metric, self.mode = self.metrics[0], self.modes[0]
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
-        self.engine: MultiFidelityEngine = build_engine(
+        engine = build_engine(
             EngineSpec(
                 "band",
                 {
@@ -207,11 +207,13 @@ class GPTuneBandScheduler(TrialScheduler):
             executor=executor,
             source=source,
         )
+        # a Strategy as the registry builds it, and the multi-fidelity engine this scheduler drives
+        self.engine = cast(MultiFidelityEngine, engine)
         # a result counts once it has every objective tuned (with several, every bounded output too)
         self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics
         self.store = open_store(store)
         self._session_options = session_options
-        self.session = TuningSession.resume(problem_name, problem, self.engine, self.store, **session_options)
+        self.session = TuningSession.resume(problem_name, problem, engine, self.store, **session_options)
         self._states: dict[str, _TrialState] = {}
         self._held: list[SessionTrial] = []  # asked, for the next suggests: their Ray trial is gone
         self._warned_restart = False
@@ -484,8 +486,9 @@ class GPTuneBandScheduler(TrialScheduler):
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
         options = {**self._session_options, "session_id": state.get("session_id")}
-        self.engine = fresh_engine(self.engine)
-        self.session = TuningSession.resume(self.session.problem_name, self.problem, self.engine, self.store, **options)
+        engine = fresh_engine(self.session.strategy)
+        self.engine = cast(MultiFidelityEngine, engine)
+        self.session = TuningSession.resume(self.session.problem_name, self.problem, engine, self.store, **options)
         self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}
         running = {s.session_trial for s in self._states.values() if not s.told}
         self._held = [t for tid, t in self.session.pending.items() if tid not in running]

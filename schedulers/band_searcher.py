@@ -84,7 +84,10 @@ class GPTuneBandSearcher(Searcher):
 
     def __init__(self, band: BracketDriver) -> None:
         several = len(band.metrics) > 1  # Ray's searchers take lists, as OptunaSearch does
-        super().__init__(metric=band.metrics if several else band.metric, mode=band.modes if several else band.mode)
+        # Ray annotates str, yet takes lists (as OptunaSearch does)
+        metric: Any = band.metrics if several else band.metric
+        mode: Any = band.modes if several else band.mode
+        super().__init__(metric=metric, mode=mode)
         self.band = band
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any) -> bool:

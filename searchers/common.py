@@ -68,6 +68,7 @@ def ray_mode(
     if not (several and (isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1))):
         if isinstance(mode, (list, tuple)):
             raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}", allowed=["min", "max"])
+        assert not isinstance(metric, (list, tuple))  # a list was refused above, or several took this elsewhere
         objective = problem.objective(metric)
         expected = RAY_MODES[objective.goal]
         if mode is not None and mode != expected:

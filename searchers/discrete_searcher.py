@@ -37,6 +37,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
 from raytuner.strategies.discrete import DiscreteBO
+from raytuner.strategies.discrete.engine import Method
 from raytuner.strategies.discrete.portfolio import AFS
 
 __all__ = ["DiscreteBOSearcher"]
@@ -84,7 +85,7 @@ class DiscreteBOSearcher(StrategySearcher):
         mode: str | list[str] | None = None,
         seed: int | None = None,
         *,
-        method: str = "ei",
+        method: Method = "ei",
         n_initial: int = 20,
         kernel: str = "matern32",
         lengthscale: float | None = None,
@@ -98,7 +99,7 @@ class DiscreteBOSearcher(StrategySearcher):
             tasks,
             seed=seed,
             method=method,
-            n_initial=n_initial,  # type: ignore[arg-type]
+            n_initial=n_initial,
             kernel=kernel,
             lengthscale=lengthscale,
             exploration=exploration,  # type: ignore[arg-type]
@@ -161,4 +162,4 @@ class DiscreteBOSearcher(StrategySearcher):
     @property
     def engine(self) -> DiscreteBO:
         """The session's discrete BO engine (a new one after :meth:`restore`)."""
-        return self.session.strategy  # type: ignore[return-value]
+        return self.session.strategy

@@ -128,7 +128,7 @@ class TLASearcher(StrategySearcher):
     @property
     def engine(self) -> TransferLearning:
         """The session's transfer-learning engine (a new one after :meth:`restore`)."""
-        return self.session.strategy  # type: ignore[return-value]
+        return self.session.strategy
 
 
 class TLA2Searcher(StrategySearcher):
@@ -200,4 +200,4 @@ class TLA2Searcher(StrategySearcher):
     @property
     def engine(self) -> TLA2:
         """The session's TLA2 engine (a new one after :meth:`restore`)."""
-        return self.session.strategy  # type: ignore[return-value]
+        return self.session.strategy
