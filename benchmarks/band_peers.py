@@ -175,7 +175,7 @@ def run_demo_gptuneband(
         y = demo_fidelity(s.config["x"], s.task["t"], b=fidelity, b_max=b_max)
         band.tell(FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance))
         traces[band.task_index(s.task)].add(s.provenance.cost or fidelity / b_max, y if fidelity >= b_max else None)
-    for trace, t, best in zip(traces, tasks, band.best()):
+    for trace, t, best in zip(traces, tasks, band.best_per_task()):
         trace.final = demo(best.tuning_parameter["x"], t) if best is not None else math.nan
     return traces
 
@@ -395,7 +395,7 @@ def run_lcbench_gptuneband(
         trace = traces[band.task_index(s.task)]
         trace.add(s.provenance.cost or 0.0, value if epoch >= b_max else None)
         trace.ask_seconds.append(asked)
-    for trace, best in zip(traces, band.best()):
+    for trace, best in zip(traces, band.best_per_task()):
         trace.final = best.known_value("val_accuracy") if best is not None else math.nan
     return traces
 

@@ -196,7 +196,7 @@ def report(band: GPTuneBandScheduler, store: JsonStore, problem_name: str) -> di
     print(f"\nBest configuration per task at b_max (store: {store.path(problem_name)}):")
     print(f"{'t':>6} {'evals':>6} {'cost':>6} {'best x':>9} {'best y':>9} {'grid x*':>9} {'grid y*':>9} {'ratio':>7}")
     costs = band.engine.cost_per_task()
-    for task, record, cost in zip(band.engine.tasks, band.best(), costs):
+    for task, record, cost in zip(band.engine.tasks, band.best_per_task(), costs):
         evaluations = sum(1 for r in records if r.task_parameter == task)
         x_star, y_star = demo_grid_minimum(task["t"])
         if record is None:

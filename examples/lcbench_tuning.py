@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
 
     best: dict[int, dict[str, Any]] = {}
     print(f"\nBest configuration per task at epoch {EPOCHS[1]} (store: {Path(args.store).resolve()}):")
-    for task, record in zip(args.tasks, band.best()):
+    for task, record in zip(args.tasks, band.best_per_task()):
         if record is None:
             print(f"  task {task}: no evaluation reached epoch {EPOCHS[1]}")
             continue

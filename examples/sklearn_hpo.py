@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> list[Any]:
     start = time.perf_counter()
     band, records = (run_ray if runner == "ray" else run_engine)(problem, tasks, args)
     elapsed = time.perf_counter() - start
-    best = band.best()
+    best = band.best_per_task()
     print_summary(tasks, records, best, args.b_max)
     print(f"tuning took {elapsed:.1f} s")
     return best

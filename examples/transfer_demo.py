@@ -65,7 +65,7 @@ def collect_source(problem: ProblemSpace, store: JsonStore, name: str, ts: list[
     A session records them as any tuning run would (with the machine and
     software configuration). Returns how many evaluations the source holds.
     """
-    session = TuningSession.resume(name, problem, RandomSearch(problem, [{"t": t} for t in ts], seed=seed), store)
+    session = TuningSession.resume(problem, RandomSearch(problem, [{"t": t} for t in ts], seed=seed), store, name)
     for _ in range(samples * len(ts) - len(session.records)):
         trial = session.ask()
         session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})

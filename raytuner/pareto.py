@@ -32,6 +32,7 @@ from raytuner.records import FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
 
 __all__ = [
+    "best_of",
     "objective_values",
     "non_dominated",
     "pareto_front",
@@ -54,6 +55,43 @@ def feasible(problem: ProblemSpace, record: FunctionEvaluation) -> bool:
         and all(record.value(o.name) is not None for o in problem.optimised)
         and problem.meets_output_constraints(record.evaluation_result)
     )
+
+
+def best_of(
+    problem: ProblemSpace,
+    records: Sequence[FunctionEvaluation],
+    task: Mapping[str, Any],
+    objective: str | None = None,
+) -> FunctionEvaluation | None:
+    """The best evaluation of ``task`` in ``objective``, or ``None`` when no evaluation of it counts.
+
+    An evaluation counts when it succeeded, has a number for the objective and
+    meets every output constraint; of equal ones, the first.
+
+    Args:
+        problem: the problem (the objective's goal, the output constraints).
+        records: evaluations, oldest first.
+        task: the task.
+        objective: the objective's name (default: the problem's first).
+
+    >>> from raytuner.records import FunctionEvaluation
+    >>> space = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
+    ...     "upper_bound": 1}], "output_space": [{"name": "y", "goal": "maximize"}]})
+    >>> runs = [FunctionEvaluation.create({}, {"x": x}, {"y": x}) for x in (0.2, 0.9, 0.5)]
+    >>> best_of(space, runs, {}).tuning_parameter
+    {'x': 0.9}
+    """
+    target = problem.objective(objective)
+    key = task_key(task)
+    scored = [
+        (target.sign() * v, n, r)
+        for n, r in enumerate(records)
+        if r.status == "ok"
+        and task_key(r.task_parameter) == key
+        and (v := r.value(target.name)) is not None
+        and problem.meets_output_constraints(r.evaluation_result)
+    ]
+    return min(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
 
 
 def objective_values(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> np.ndarray:

@@ -41,7 +41,7 @@ Example:
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> store = JsonStore(tempfile.mkdtemp())
-    >>> session = TuningSession("demo", problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store,
+    >>> session = TuningSession(problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store, "demo",
     ...                         max_evaluations=1)
     >>> trial = session.ask()
     >>> [d["trial_id"] for d in store.ledger().read("trials")] == [trial.trial_id]   # durable before handed out
@@ -81,11 +81,15 @@ log = logging.getLogger(__name__)
 class TuningSession:
     """Ask/tell over an engine with the whole trial lifecycle (see the module documentation).
 
+    Its first arguments follow the convention of every face: what is tuned (``problem``, then the
+    engine, which holds the tasks), where it is kept (``store``) and under which name
+    (``problem_name``), as in ``LCMSearcher(problem, tasks, store, problem_name)``.
+
     Args:
-        problem_name: The problem's name in the store.
         problem: The problem's spaces.
         strategy: The engine.
         store: The history store (records, and the ledger of handed-out trials).
+        problem_name: The problem's name in the store.
         machine: User-given machine configuration; wins over what is captured.
         software: User-given software configuration; wins over what is captured.
         software_packages: Extra packages whose versions each record carries.
@@ -97,10 +101,10 @@ class TuningSession:
 
     def __init__(
         self,
-        problem_name: str,
         problem: ProblemSpace,
         strategy: Strategy,
         store: HistoryStore,
+        problem_name: str,
         *,
         machine: Mapping[str, Any] | None = None,
         software: Mapping[str, Any] | None = None,
@@ -110,6 +114,11 @@ class TuningSession:
         ledger: Ledger | None = None,
         history: HistoryOptions | Mapping[str, Any] | None = None,
     ) -> None:
+        if not isinstance(problem, ProblemSpace):
+            raise InvalidInputError(
+                "problem",
+                f"{problem!r} is not a ProblemSpace: the order is TuningSession(problem, strategy, store, problem_name)",
+            )
         if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int) or max_evaluations < 0:
             raise InvalidInputError("max_evaluations", f"{max_evaluations!r} is not a count (0 = no limit)")
         self.problem_name = check_problem_name(problem_name)
@@ -157,10 +166,10 @@ class TuningSession:
     @classmethod
     def resume(
         cls,
-        problem_name: str,
         problem: ProblemSpace,
         strategy: Strategy,
         store: HistoryStore,
+        problem_name: str,
         *,
         session_only: bool = False,
         stored: Sequence[FunctionEvaluation] | None = None,
@@ -181,10 +190,10 @@ class TuningSession:
         telling them later records them).
 
         Args:
-            problem_name: The problem's name in the store.
             problem: The problem's spaces.
             strategy: A fresh engine, to be rebuilt from the store.
             store: The history store.
+            problem_name: The problem's name in the store.
             session_only: By default replay only this session's own evaluations
                 (``load_func_eval`` in ``history`` decides when given).
             stored: The problem's stored evaluations, already read (read from ``store`` when ``None``):
@@ -193,7 +202,7 @@ class TuningSession:
             asked: The trials the ledger holds as handed out by this session id, already read (likewise).
             **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ``history``, ...).
         """
-        session = cls(problem_name, problem, strategy, store, **kwargs)
+        session = cls(problem, strategy, store, problem_name, **kwargs)
         keys = {task_key(t) for t in strategy.spec_tasks}  # the engine's own tasks (not its sources')
         if stored is None:
             stored = store.evaluations(problem_name)
@@ -466,21 +475,26 @@ class TuningSession:
             )
         return record
 
-    def best(self, task: Mapping[str, Any], objective: str | None = None) -> FunctionEvaluation | None:
-        """The best successful evaluation of ``task`` (by the objective's goal), or ``None``.
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task``, or ``None`` while none counts: its engine's answer.
+
+        Every engine answers the same way (:meth:`raytuner.strategies.Strategy.best`): the
+        evaluation that succeeded, meets every output constraint and is best in ``objective``
+        (GPTuneBand: at ``b_max`` only).
 
         Args:
-            task: The task.
-            objective: The objective's name (the first one when ``None``).
+            task: One of the tasks (default: the first).
+            objective: The objective's name (default: the one the engine tunes).
         """
-        target = self.problem.objective(objective)
-        key = task_key(task)
-        scored = [
-            (target.sign() * v, r)
-            for r in self._records
-            if task_key(r.task_parameter) == key and (v := r.value(target.name)) is not None
-        ]
-        return min(scored, key=lambda pair: pair[0])[1] if scored else None
+        return self.strategy.best(task, objective)
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """:meth:`best` of each task, in the engine's order.
+
+        Args:
+            objective: The objective's name (default: the one the engine tunes).
+        """
+        return self.strategy.best_per_task(objective)
 
     def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
         """The evaluations of ``task`` that meet every output constraint and no other such one dominates.

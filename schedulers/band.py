@@ -213,7 +213,7 @@ class GPTuneBandScheduler(TrialScheduler):
         self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics
         self.store = open_store(store)
         self._session_options = session_options
-        self.session = TuningSession.resume(problem_name, problem, engine, self.store, **session_options)
+        self.session = TuningSession.resume(problem, engine, self.store, problem_name, **session_options)
         self._states: dict[str, _TrialState] = {}
         self._held: list[SessionTrial] = []  # asked, for the next suggests: their Ray trial is gone
         self._warned_restart = False
@@ -229,9 +229,22 @@ class GPTuneBandScheduler(TrialScheduler):
         """The searcher that feeds this scheduler's brackets: pass it as ``search_alg``."""
         return GPTuneBandSearcher(self)
 
-    def best(self) -> list[FunctionEvaluation | None]:
-        """Per task, the best recorded evaluation at ``b_max``."""
-        return self.engine.best()
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` at ``b_max``, as every engine answers it (see ``Strategy.best``).
+
+        Args:
+            task: One of the tasks (default: the first).
+            objective: The objective's name (default: the one tuned).
+        """
+        return self.session.best(task, objective)
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """Per task, the best evaluation at ``b_max`` (``None`` where there is none).
+
+        Args:
+            objective: The objective's name (default: the one tuned).
+        """
+        return self.engine.best_per_task(objective)
 
     def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None, **spec: Any) -> bool:
         """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned."""
@@ -488,7 +501,7 @@ class GPTuneBandScheduler(TrialScheduler):
         options = {**self._session_options, "session_id": state.get("session_id")}
         engine = fresh_engine(self.session.strategy)
         self.engine = cast(MultiFidelityEngine, engine)
-        self.session = TuningSession.resume(self.session.problem_name, self.problem, engine, self.store, **options)
+        self.session = TuningSession.resume(self.problem, engine, self.store, self.session.problem_name, **options)
         self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}
         running = {s.session_trial for s in self._states.values() if not s.told}
         self._held = [t for tid, t in self.session.pending.items() if tid not in running]

@@ -87,7 +87,7 @@ class StrategySearcher(Searcher):
         self.problem = problem
         self.store = open_store(store)
         self._session_options = session_options
-        self.session = TuningSession.resume(problem_name, problem, strategy, self.store, **session_options)
+        self.session = TuningSession.resume(problem, strategy, self.store, problem_name, **session_options)
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any) -> bool:
         """Accept Tuner-level metric/mode when they agree with the problem's objectives."""
@@ -138,10 +138,10 @@ class StrategySearcher(Searcher):
         with open(checkpoint_path, encoding="utf-8") as fh:
             state = json.load(fh)
         self.session = TuningSession.resume(
-            self.session.problem_name,
             self.problem,
             fresh_engine(self.session.strategy),
             self.store,
+            self.session.problem_name,
             **{**self._session_options, "session_id": state.get("session_id") or self.session.session_id},
         )
         log.info(

@@ -116,7 +116,7 @@ def test_one_shot_cost_is_fidelity_over_b_max() -> None:
     records = run_to_end(band)
     assert all(math.isclose(r.raytuner.cost, r.raytuner.fidelity / 8.0) for r in records)
     assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass("one_shot")] * 2)
-    best = band.best()
+    best = band.best_per_task()
     assert all(b is not None and b.raytuner.fidelity == 8.0 for b in best)
     with pytest.raises(TuningFinished):
         band.ask()
@@ -173,7 +173,7 @@ def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> Non
     In the second pass, the samplers warm-start from the first pass's models: the stored ones after the resume.
     """
     store = JsonStore(tmp_path)
-    session = TuningSession("band", PROBLEM, engine(passes=passes), store)
+    session = TuningSession(PROBLEM, engine(passes=passes), store, "band")
     uninterrupted = engine(passes=passes)
     steps = 0
     while True:  # stop mid-bracket: after some promotions were told, others still to come
@@ -191,7 +191,7 @@ def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> Non
         if trial.provenance.rung == 1 and trial.provenance.bracket == 3 and trial.provenance.pass_ == passes:
             break
     resumed_engine = engine(passes=passes)
-    resumed = TuningSession.resume("band", PROBLEM, resumed_engine, JsonStore(tmp_path))
+    resumed = TuningSession.resume(PROBLEM, resumed_engine, JsonStore(tmp_path), "band")
     assert len(resumed.records) == steps
     while not uninterrupted.finished:
         a, b = resumed.ask(), uninterrupted.ask()

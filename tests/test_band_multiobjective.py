@@ -111,11 +111,11 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
 
     band = GPTuneBand(CONSTRAINED, TASKS, seed=2, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(), model=model)
     with JsonStore(tmp_path / "s") as store:
-        live = TuningSession("zdt", CONSTRAINED, band, store)
+        live = TuningSession(CONSTRAINED, band, store, "zdt")
         for _ in range(23):  # mid-pass: the first brackets promoted, the last still sampling
             trial = live.ask()
             live.tell(trial, zdt(trial.config, trial.task["t"], trial.provenance.fidelity))
-        resumed = TuningSession.resume("zdt", CONSTRAINED, fresh_engine(band), store)
+        resumed = TuningSession.resume(CONSTRAINED, fresh_engine(band), store, "zdt")
         for _ in range(6):
             ahead, again = live.ask(), resumed.ask()
             assert (again.task, again.config, again.provenance.fidelity) == (

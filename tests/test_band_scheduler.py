@@ -135,7 +135,7 @@ def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, mod
     assert len(analysis.trials) == len(records) and scheduler.engine.finished
     assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
     assert all(r.status == "ok" and r.raytuner.cost == r.raytuner.fidelity / B_MAX for r in records)
-    best = scheduler.best()
+    best = scheduler.best_per_task()
     assert all(b is not None and b.raytuner.fidelity == B_MAX for b in best)
     assert JsonStore(tmp_path / "store").models("band")  # the LCM fits are stored too
 

@@ -198,7 +198,7 @@ def test_gptuneband_resumes_a_crowd_sourced_run_mid_bracket(tmp_path: Path) -> N
         shared += drive(other, 1, b_max=8.0)
     engine = band(source=shared)
     assert len(engine.level_problem.input_space.names) == 2
-    session = TuningSession("band", PROBLEM, engine, JsonStore(tmp_path))
+    session = TuningSession(PROBLEM, engine, JsonStore(tmp_path), "band")
     twin = band(source=shared)
     steps = 0
     while True:  # stop after a promotion, mid-bracket
@@ -214,7 +214,7 @@ def test_gptuneband_resumes_a_crowd_sourced_run_mid_bracket(tmp_path: Path) -> N
         steps += 1
         if trial.provenance.rung == 1:
             break
-    resumed = TuningSession.resume("band", PROBLEM, band(source=shared), JsonStore(tmp_path))
+    resumed = TuningSession.resume(PROBLEM, band(source=shared), JsonStore(tmp_path), "band")
     assert len(resumed.records) == steps
     for _ in range(4):
         a, b = resumed.ask(), twin.ask()
@@ -255,9 +255,9 @@ def test_a_gptuneband_run_resumed_before_a_new_pass_starts_its_samplers_as_the_l
     while first.current_pass == 0:
         drive(first, 1, b_max=8.0)
     twin = make()
-    live = TuningSession("band", PROBLEM, make(), JsonStore(tmp_path))
+    live = TuningSession(PROBLEM, make(), JsonStore(tmp_path), "band")
     run(twin, live, len(first._records) - 2)  # two samples before pass 2 starts
-    resumed = TuningSession.resume("band", PROBLEM, make(), JsonStore(tmp_path))
+    resumed = TuningSession.resume(PROBLEM, make(), JsonStore(tmp_path), "band")
     run(twin, resumed, 8)
     assert {r.raytuner.pass_ for r in resumed.records[-6:]} == {2}
 
@@ -304,14 +304,14 @@ def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_on
 def test_gptuneband_resumes_a_run_whose_sources_are_its_own_task_with_the_plain_lcms_own_models(tmp_path: Path) -> None:
     """With sources of the very task, both LCMs have the same tasks: each warm-starts from its own stored models."""
     shared = tuned(1.15, 6, seed=7)
-    session = TuningSession("band", PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path))
+    session = TuningSession(PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path), "band")
     twin = band(source=shared, n_initial=1)
     for _ in range(9):
         trial, other = session.ask(), twin.ask()
         assert (trial.config, trial.provenance.source) == (other.config, other.provenance.source)
         session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=trial.fidelity, b_max=8.0)})
         twin.tell(session.records[-1])
-    resumed = TuningSession.resume("band", PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path))
+    resumed = TuningSession.resume(PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path), "band")
     sources = []
     for _ in range(6):
         a, b = resumed.ask(), twin.ask()
@@ -395,7 +395,7 @@ def test_a_synced_run_learns_from_the_crowd_and_sends_back_only_its_own(
     store = sync_store_for(synced, tmp_path / "history", server=address)
     source = crowd_source(synced, store, server=address)
     assert source is not None and len(source.evaluations()) == len(public)
-    session = TuningSession.resume("demo", PROBLEM, mla(source=source), store)
+    session = TuningSession.resume(PROBLEM, mla(source=source), store, "demo")
     for _ in range(5):
         trial = session.ask()
         session.tell(trial, {"y": demo(trial.config["x"], 1.0)})

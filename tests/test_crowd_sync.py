@@ -41,7 +41,7 @@ def meta(key: str | None, sync: str = "yes") -> MetaDescription:
 
 def tune(store: Any, n: int, seed: int = 0) -> list[FunctionEvaluation]:
     problem = meta(None).problem_space
-    session = TuningSession.resume(PROBLEM, problem, RandomSearch(problem, [{"t": 3}], seed=seed), store)
+    session = TuningSession.resume(problem, RandomSearch(problem, [{"t": 3}], seed=seed), store, PROBLEM)
     told = []
     for _ in range(n):
         trial = session.ask()
@@ -87,7 +87,7 @@ def test_surrogate_models_sync_like_evaluations(
     problem = meta(None).problem_space
     store = sync_store_for(meta(key), tmp_path / "history", server=address, access="private")
     session = TuningSession.resume(
-        PROBLEM, problem, MLA(problem, [{"t": 3}], seed=0, n_initial=3, executor=InlineExecutor()), store
+        problem, MLA(problem, [{"t": 3}], seed=0, n_initial=3, executor=InlineExecutor()), store, PROBLEM
     )
     for _ in range(5):
         trial = session.ask()

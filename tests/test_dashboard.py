@@ -147,7 +147,7 @@ def _tell(session: TuningSession, n: int) -> None:
 def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp_path: Path) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     with JsonStore(tmp_path / "live") as store:
-        session = TuningSession("live-demo", problem, RandomSearch(problem, [{"t": 1.0}, {"t": 2.0}], seed=5), store)
+        session = TuningSession(problem, RandomSearch(problem, [{"t": 1.0}, {"t": 2.0}], seed=5), store, "live-demo")
         _tell(session, 3)
         with serve(create_app(store=tmp_path / "live"), port=0) as server:
             browser.get(server.url + "problem/live-demo/live")
@@ -183,7 +183,7 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
     tasks = [{"t": 0.0}, {"t": 0.5}]
     with JsonStore(tmp_path / "mo") as store:  # the models the session stores keep the spaces: no meta needed
         session = TuningSession(
-            "zdt", problem, mla_engine(problem, tasks, 0, n_initial=4, executor=InlineExecutor()), store
+            problem, mla_engine(problem, tasks, 0, n_initial=4, executor=InlineExecutor()), store, "zdt"
         )
         for _ in range(16):
             trial = session.ask()

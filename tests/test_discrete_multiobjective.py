@@ -78,11 +78,11 @@ def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path) -> None:
 
     engine = DiscreteBO(PROBLEM, seed=6, n_initial=5)
     with JsonStore(tmp_path / "s") as store:
-        live = TuningSession("zdt", PROBLEM, engine, store)
+        live = TuningSession(PROBLEM, engine, store, "zdt")
         for _ in range(12):
             trial = live.ask()
             live.tell(trial, zdt(trial.config))
-        resumed = TuningSession.resume("zdt", PROBLEM, fresh_engine(engine), store)
+        resumed = TuningSession.resume(PROBLEM, fresh_engine(engine), store, "zdt")
         for _ in range(4):
             ahead, again = live.ask(), resumed.ask()
             assert again.config == ahead.config

@@ -210,7 +210,7 @@ def _drive(store: Path, executor: Any) -> list[dict[str, Any]]:
         n_initial=2,  # fewer than N(0): the model suggests too
         options=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80),
     )
-    session = TuningSession("demo", PROBLEM, engine, JsonStore(store))
+    session = TuningSession(PROBLEM, engine, JsonStore(store), "demo")
     while not engine.finished:
         trial = session.ask()
         session.tell(trial, outputs(trial))

@@ -227,7 +227,7 @@ def test_resume_skips_stored_records_that_do_not_fit(tmp_path: Path, caplog: pyt
     for record in history():
         store.append("kernel", record)
     with caplog.at_level(logging.WARNING, logger=LOG):
-        session = TuningSession.resume("kernel", PROBLEM, RandomSearch(PROBLEM, [TASK], seed=0), store)
+        session = TuningSession.resume(PROBLEM, RandomSearch(PROBLEM, [TASK], seed=0), store, "kernel")
     warnings = skip_warnings(caplog)
     # the record of task n=500 is not one of the session's tasks: it is not replayed at all
     assert len(warnings) == 1 and "skipped 2 of 6" in warnings[0]

@@ -246,7 +246,7 @@ def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
         band.tell(outcome(suggestion))
     expected = sum(n for s in range(band.structure.s_max + 1) for n, _ in band.structure.rungs(s)[1:])
     assert promotions == expected > 0
-    assert band.progress()["finished"] and band.best()[0] is not None
+    assert band.progress()["finished"] and band.best_per_task()[0] is not None
 
 
 @pytest.mark.parametrize("seed", [-5, 1.5, True, "7"])

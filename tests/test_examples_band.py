@@ -135,7 +135,7 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
     assert failed and all(r.value("runtime") is None and r.raytuner.failure_message for r in failed)
     assert all(r.value("runtime") > 0 for r in records if r.status == "ok")
     assert not {r.raytuner.parent for r in records} & {r.uid for r in failed}
-    best = band.best()[0]
+    best = band.best_per_task()[0]
     assert best is None or best.raytuner.fidelity == args.b_max
 
 
@@ -231,4 +231,4 @@ def test_a_short_band_run_over_mlp_epochs_continues_promotions() -> None:
     promotions = [r for r in records if r.raytuner.parent]
     assert promotions
     assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass("iterative")])
-    assert band.best()[0].value("val_accuracy") > 0.9
+    assert band.best_per_task()[0].value("val_accuracy") > 0.9

@@ -310,7 +310,7 @@ def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, **GPTUNE_LCM), executor=InlineExecutor()
     )
     store = JsonStore(tmp_path / "mla")
-    session = TuningSession("mla-demo", problem, engine, store)
+    session = TuningSession(problem, engine, store, "mla-demo")
     for n in range(12):
         trial = session.ask()
         if n == 4:
@@ -419,7 +419,7 @@ def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
         options=LCMOptions(n_starts=1),
     )
     store = JsonStore(tmp_path)
-    session = TuningSession("band-demo", problem, band, store)
+    session = TuningSession(problem, band, store, "band-demo")
     while not band.finished:
         trial = session.ask()
         session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.0, b=trial.provenance.fidelity, b_max=4)})

@@ -38,7 +38,7 @@ def test_gptunes_prediction_from_our_newest_model_is_ours(tmp_path: Path) -> Non
         problem, tasks, seed=1, n_initial=4, options=LCMOptions(n_starts=2, **GPTUNE_LCM), executor=InlineExecutor()
     )
     store = JsonStore(tmp_path / "db")
-    session = TuningSession("demo", problem, engine, store)
+    session = TuningSession(problem, engine, store, "demo")
     for _ in range(20):
         trial = session.ask()
         session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})

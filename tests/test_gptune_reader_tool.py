@@ -79,7 +79,7 @@ def test_gptune_loads_an_mla_run_with_a_failure_and_finds_its_models(tmp_path: P
         executor=InlineExecutor(),
     )
     store = JsonStore(tmp_path)
-    session = TuningSession("mla-demo", problem, engine, store)
+    session = TuningSession(problem, engine, store, "mla-demo")
     for n in range(8):
         trial = session.ask()
         if n == 4:

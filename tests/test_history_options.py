@@ -36,7 +36,7 @@ FAST = LCMOptions(n_starts=2, max_iterations=100, warm_iterations=40)
 
 
 def run(store: JsonStore, trials: int, **options: Any) -> TuningSession:
-    session = TuningSession(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=len(options) + trials), store, **options)
+    session = TuningSession(PROBLEM, RandomSearch(PROBLEM, TASKS, seed=len(options) + trials), store, NAME, **options)
     for _ in range(trials):
         trial = session.ask()
         session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
@@ -53,7 +53,7 @@ def history(tmp_path: Path) -> JsonStore:
 
 
 def machines_replayed(store: JsonStore, **options: Any) -> list[str]:
-    session = TuningSession.resume(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=0), store, **options)
+    session = TuningSession.resume(PROBLEM, RandomSearch(PROBLEM, TASKS, seed=0), store, NAME, **options)
     return [r.machine_configuration["machine_name"] for r in session.records]
 
 
@@ -115,10 +115,10 @@ def test_save_func_eval_no_keeps_records_out_of_the_store_but_durable(history: J
     kept = list(history.ledger().read("session_evaluations", session_id=session.session_id))
     assert [d["record"]["uid"] for d in kept] == [r.uid for r in session.records[-2:]]
     again = TuningSession.resume(
-        NAME,
         PROBLEM,
         RandomSearch(PROBLEM, TASKS, seed=0),
         history,
+        NAME,
         session_id=session.session_id,
         history={"save_func_eval": "no"},
     )
@@ -128,10 +128,10 @@ def test_save_func_eval_no_keeps_records_out_of_the_store_but_durable(history: J
     ledger = history.ledger()  # a retried tell's line written twice
     ledger.append("session_evaluations", kept[-1])
     twice = TuningSession.resume(
-        NAME,
         PROBLEM,
         RandomSearch(PROBLEM, TASKS, seed=0),
         history,
+        NAME,
         session_id=session.session_id,
         history={"save_func_eval": "no"},
     )
@@ -140,7 +140,7 @@ def test_save_func_eval_no_keeps_records_out_of_the_store_but_durable(history: J
 
 def mla_session(store: JsonStore, seed: int, **options: Any) -> TuningSession:
     engine = MLA(PROBLEM, TASKS, seed=seed, n_initial=3, options=FAST, executor=InlineExecutor(), search_candidates=256)
-    return TuningSession.resume(NAME, PROBLEM, engine, store, **options)
+    return TuningSession.resume(PROBLEM, engine, store, NAME, **options)
 
 
 def tune(session: TuningSession, trials: int) -> None:

@@ -200,7 +200,7 @@ def test_a_session_logs_each_tasks_progress_at_info(tmp_path: Path, caplog: pyte
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 2.0}]
     with JsonStore(tmp_path / "s") as store, caplog.at_level(logging.INFO, logger="raytuner.session"):
-        session = TuningSession("p", problem, RandomSearch(problem, tasks, seed=3), store)
+        session = TuningSession(problem, RandomSearch(problem, tasks, seed=3), store, "p")
         values: dict[float, list[float]] = {1.0: [], 2.0: []}
         for _ in range(6):
             trial = session.ask()
@@ -213,7 +213,7 @@ def test_a_session_logs_each_tasks_progress_at_info(tmp_path: Path, caplog: pyte
         for t, line in last.items():
             assert f"{len(values[t])} evaluations, 0 failed" in line and f"best y {min(values[t]):.6g}" in line
         resumed = TuningSession.resume(
-            "p", problem, RandomSearch(problem, tasks, seed=3), store, session_id=session.session_id
+            problem, RandomSearch(problem, tasks, seed=3), store, "p", session_id=session.session_id
         )
         table = resumed.progress.table()
         assert len(table) == 3 and table[1].split()[:2] == ["t=1", str(len(values[1.0]))]

@@ -99,7 +99,7 @@ def test_suggestions_for_one_named_task_respect_its_constraint() -> None:
 
 
 def _run_session(store: JsonStore, steps: int, **engine_args: Any) -> TuningSession:
-    session = TuningSession("demo", DEMO, MLA(DEMO, **engine_args), store)
+    session = TuningSession(DEMO, MLA(DEMO, **engine_args), store, "demo")
     for _ in range(steps):
         trial = session.ask()
         session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
@@ -125,7 +125,7 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
         assert math.isfinite(model.model_stats["log_likelihood"])
     assert [r.raytuner.source for r in records] == ["initial"] * 10 + ["model"] * 4
 
-    resumed = TuningSession.resume("demo", DEMO, MLA(DEMO, **args), store)
+    resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "demo")
     assert len(resumed.records) == 14
     mine, theirs = resumed.ask(), original.ask()
     assert mine.task == theirs.task
@@ -142,7 +142,7 @@ def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
     args = dict(tasks=[{"t": 1.0}], seed=3, n_initial=4, options=FAST, executor=INLINE, search_candidates=256)
     store = JsonStore(tmp_path)
     _run_session(store, 6, **args)
-    resumed = TuningSession.resume("other", DEMO, MLA(DEMO, **args), store)  # another problem: empty
+    resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "other")  # another problem: empty
     assert resumed.records == []
     assert resumed.ask().provenance.source == "initial"
 

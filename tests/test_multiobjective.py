@@ -279,7 +279,7 @@ def test_the_search_stops_returning_to_a_cliff_the_model_cannot_see(seed: int) -
 def test_a_multiobjective_run_resumes_from_its_store(tmp_path: Path) -> None:
     with JsonStore(tmp_path / "s") as store:
         session = TuningSession(
-            "zdt", CONSTRAINED, mla_engine(CONSTRAINED, TASKS, 3, n_initial=4, executor=InlineExecutor()), store
+            CONSTRAINED, mla_engine(CONSTRAINED, TASKS, 3, n_initial=4, executor=InlineExecutor()), store, "zdt"
         )
         for _ in range(16):
             trial = session.ask()
@@ -288,10 +288,10 @@ def test_a_multiobjective_run_resumes_from_its_store(tmp_path: Path) -> None:
         models = store.models("zdt")
         assert {m.objective["name"] for m in models} == {"f1", "f2", "mem"}  # a model per modelled output
         again = TuningSession.resume(
-            "zdt",
             CONSTRAINED,
             mla_engine(CONSTRAINED, TASKS, 3, n_initial=4, executor=InlineExecutor()),
             store,
+            "zdt",
             session_id=session.session_id,
         )
         assert {task["t"]: [r.uid for r in again.pareto_front(task)] for task in TASKS} == front

@@ -49,7 +49,7 @@ def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
     )
     tasks = [{"t": 0.5}, {"t": 1.5}]
     store = rt.JsonStore(tmp_path)
-    session = rt.TuningSession("hello", problem, rt.MLA(problem, tasks, seed=0, n_initial=3), store)
+    session = rt.TuningSession(problem, rt.MLA(problem, tasks, seed=0, n_initial=3), store, "hello")
     for _ in range(8):
         trial = session.ask()
         session.tell(trial, {"y": (trial.config["x"] - trial.task["t"] / 2) ** 2})

@@ -178,7 +178,7 @@ def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_
     from raytuner.strategies import GPTuneBand
 
     band = GPTuneBand(PROBLEM, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, passes=1, executor=InlineExecutor())
-    session = TuningSession("band", PROBLEM, band, JsonStore(tmp_path))
+    session = TuningSession(PROBLEM, band, JsonStore(tmp_path), "band")
     out = io.StringIO()
     progress = TuningProgress(SimpleNamespace(session=session, engine=band), every=0, stream=out, tables=False)
     stages = set()

@@ -99,7 +99,7 @@ def test_a_report_retried_and_a_failure(tmp_path: Path) -> None:
 def test_the_session_starts_from_the_stored_history(tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "db")
     problem = ProblemSpace.parse(DEMO_PROBLEM)
-    earlier = TuningSession("rcidemo", problem, RandomSearch(problem, [{"t": 1.0}], seed=1), store)
+    earlier = TuningSession(problem, RandomSearch(problem, [{"t": 1.0}], seed=1), store, "rcidemo")
     for _ in range(3):
         trial = earlier.ask()
         earlier.tell(trial, {"y": demo(trial.config["x"], 1.0)})

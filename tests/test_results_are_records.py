@@ -106,7 +106,7 @@ def test_a_gptune_record_holding_no_number_is_read_as_failed(tmp_path: Path) -> 
 @pytest.mark.parametrize(("result", "reason"), BAD_RESULTS)
 def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result: dict, reason: str) -> None:
     store = JsonStore(tmp_path)
-    session = TuningSession("demo", PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), store)
+    session = TuningSession(PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), store, "demo")
     trial = session.ask()
     record = session.tell(trial, result)
     stored = JsonStore(tmp_path).evaluations("demo")
@@ -119,7 +119,7 @@ def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result
 
 
 def test_a_session_stores_a_result_that_is_no_mapping_as_failed(tmp_path: Path) -> None:
-    session = TuningSession("demo", PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), JsonStore(tmp_path))
+    session = TuningSession(PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), JsonStore(tmp_path), "demo")
     record = session.tell(session.ask(), "fast")  # type: ignore[arg-type]
     assert record.status == "failed" and "not a mapping" in record.raytuner.failure_message
     assert JsonStore(tmp_path).evaluations("demo")[0].status == "failed"

@@ -29,12 +29,12 @@ NAME = "lifecycle"
 
 
 def session_on(store: HistoryStore, **options: Any) -> TuningSession:
-    return TuningSession(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=11), store, **options)
+    return TuningSession(PROBLEM, RandomSearch(PROBLEM, TASKS, seed=11), store, NAME, **options)
 
 
 def resumed_on(store: HistoryStore, session_id: str, **options: Any) -> TuningSession:
     return TuningSession.resume(
-        NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=11), store, session_id=session_id, **options
+        PROBLEM, RandomSearch(PROBLEM, TASKS, seed=11), store, NAME, session_id=session_id, **options
     )
 
 
@@ -176,7 +176,7 @@ def test_an_engine_that_finishes_waits_for_the_trials_in_flight(tmp_path: Path) 
     from ray.tune.search import Searcher  # noqa: PLC0415 - the Ray face's answers
     from raytuner.searchers.common import ask_for_ray  # noqa: PLC0415
 
-    session = TuningSession(NAME, PROBLEM, ThreeTrials(PROBLEM, TASKS, seed=11), JsonStore(tmp_path))
+    session = TuningSession(PROBLEM, ThreeTrials(PROBLEM, TASKS, seed=11), JsonStore(tmp_path), NAME)
     trials = [ask_for_ray(session, f"ray-{i}") for i in range(3)]
     assert all(isinstance(t, Trial) for t in trials)
     assert ask_for_ray(session, "ray-3") is None  # the plan is done; three trials in flight
@@ -201,7 +201,7 @@ def test_an_unknown_output_is_refused_with_nothing_written(tmp_path: Path) -> No
 def test_a_missing_objective_is_a_failed_record_that_says_which(tmp_path: Path) -> None:
     two = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "z"}]})
     store = JsonStore(tmp_path)
-    session = TuningSession(NAME, two, RandomSearch(two, TASKS, seed=11), store)
+    session = TuningSession(two, RandomSearch(two, TASKS, seed=11), store, NAME)
     trial = session.ask()
     record = session.tell(trial, {"y": 0.5})
     assert (

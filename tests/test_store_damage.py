@@ -214,7 +214,7 @@ def test_a_damaged_gptune_file_is_salvaged_with_one_accurate_warning_and_repaire
         JsonStore(tmp_path).append(PROBLEM, _record(9))  # a writer refuses, and says how to repair
     with pytest.raises(StoreError, match="repair it with"):  # a session refuses before its first trial
         space = ProblemSpace.parse(DEMO_PROBLEM)
-        TuningSession(PROBLEM, space, RandomSearch(space, [{"t": 1.0}], seed=0), JsonStore(tmp_path))
+        TuningSession(space, RandomSearch(space, [{"t": 1.0}], seed=0), JsonStore(tmp_path), PROBLEM)
     assert _files(tmp_path) == before
 
     result = CliRunner().invoke(main, ["history", "repair", str(tmp_path), PROBLEM])

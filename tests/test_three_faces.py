@@ -53,7 +53,7 @@ def _through_a_session(directory: Path) -> None:
     from raytuner.session import TuningSession  # noqa: PLC0415
 
     with JsonStore(directory) as store:
-        session = TuningSession(NAME, PROBLEM, RandomSearch(PROBLEM, TASKS, seed=SEED), store)
+        session = TuningSession(PROBLEM, RandomSearch(PROBLEM, TASKS, seed=SEED), store, NAME)
         for _ in range(TRIALS):
             trial = session.ask()
             session.tell(trial.trial_id, {"y": objective(trial.task, trial.config)})
@@ -116,7 +116,7 @@ SESSION_SCRIPT = textwrap.dedent("""
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     store = JsonStore(sys.argv[1])
-    session = TuningSession("three_faces", problem, RandomSearch(problem, [{"t": 1.0}, {"t": 6.0}], seed=7), store,
+    session = TuningSession(problem, RandomSearch(problem, [{"t": 1.0}, {"t": 6.0}], seed=7), store, "three_faces",
                             session_id="killed-session")
     for n in range(int(sys.argv[2])):
         trial = session.ask()
@@ -158,10 +158,10 @@ def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_p
         stored = [r.raytuner.trial_id for r in store.evaluations(NAME) if r.raytuner is not None]
         assert stored == acknowledged
         resumed = TuningSession.resume(
-            NAME,
             PROBLEM,
             RandomSearch(PROBLEM, TASKS, seed=SEED),
             store,
+            NAME,
             session_only=True,
             session_id="killed-session",
         )

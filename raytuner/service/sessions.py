@@ -204,10 +204,10 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
         strategy = self._strategy(spec, problem, fresh)
         tuning = TuningSession.resume(
-            spec.problem_name,
             problem,
             strategy,
             self._store_of(spec.session_id, spec.crowd_user, spec.crowd_access),
+            spec.problem_name,
             session_only=True,
             ledger=self.ledger,
             max_evaluations=spec.max_evaluations,

@@ -36,9 +36,8 @@ Example:
     ...     record = band.tell(s, {"y": y})
     >>> [round(c, 6) for c in band.cost_per_task()] == [band.structure.cost_per_pass()] * 2
     True
-    >>> best = band.best()
-    >>> best[0].raytuner.fidelity
-    4.0
+    >>> band.best({"t": 1.0}).raytuner.fidelity, len(band.best_per_task())
+    (4.0, 2)
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ import numpy as np
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.pareto import feasible, pareto_front
+from raytuner.pareto import best_of, pareto_front
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace, Space
 from raytuner.strategies.band_plan import BandPlan, Step
@@ -488,25 +487,15 @@ class GPTuneBand(Strategy):
                     sampler.add_pending({**self.tasks[i], LEVEL: provenance.bracket}, config)
 
     # -- results ---------------------------------------------------------------------------------
-    def best(self) -> list[FunctionEvaluation | None]:
-        """Per task, the best successful evaluation at ``b_max`` (``None`` where there is none).
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` at ``b_max`` (see :meth:`Strategy.best`); lower fidelities never count.
 
-        With several objectives or output constraints: the best in the first objective of those that meet
-        every output constraint (:meth:`pareto_front` gives the front).
+        Args:
+            task: One of the engine's tasks (default: its first).
+            objective: The objective's name (default: the one the engine tunes).
         """
-        sign = self.objective.sign()
-        out: list[FunctionEvaluation | None] = []
-        for i in range(len(self.tasks)):
-            scored = [
-                (sign * v, n, r)
-                for n, r in enumerate(self._records)
-                if self._level_of(r) == 0
-                and task_key(r.task_parameter) == task_key(self.tasks[i])
-                and (v := r.value(self.objective.name)) is not None
-                and (not self.several or feasible(self.problem, r))
-            ]
-            out.append(min(scored, key=lambda x: (x[0], x[1]))[2] if scored else None)
-        return out
+        at_b_max = [r for r in self._records if self._level_of(r) == 0]
+        return best_of(self.problem, at_b_max, self._best_task(task), self._best_objective(objective))
 
     def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
         """The feasible evaluations of ``task`` at ``b_max`` that no other one dominates.

@@ -38,6 +38,7 @@ import numpy as np
 from raytuner.errors import InvalidInputError, TrialConflict
 from raytuner.executors import Executor
 from raytuner.outcome import result_failure
+from raytuner.pareto import best_of
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, new_uid, task_key
 from raytuner.space import ProblemSpace
 from raytuner.strategies.spec import EngineSpec, plain_options
@@ -227,6 +228,7 @@ class Strategy(ABC):
         self._new_models: list[SurrogateModelRecord] = []  # fitted, not yet taken by the session
         self._told_uids: set[str] = set()  # every record told or replayed
         self._told_suggestions: dict[str, FunctionEvaluation] = {}  # by uid: the records told as suggestions
+        self._evaluations: list[FunctionEvaluation] = []  # every record told or replayed, oldest first
 
     def _keep_options(self, **options: Any) -> None:
         """Remember the options the engine was built with, as plain data (its :attr:`spec`).
@@ -317,6 +319,7 @@ class Strategy(ABC):
             return record
         self._fold(record)
         self._told_uids.add(record.uid)
+        self._evaluations.append(record)
         if isinstance(told, Suggestion):
             self._told_suggestions[record.uid] = record
         return record
@@ -430,4 +433,45 @@ class Strategy(ABC):
         for record in kept:
             self._fold(record)
             self._told_uids.add(record.uid)
+            self._evaluations.append(record)
         return len(kept)
+
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation told of ``task``, or ``None`` while none counts (see :func:`raytuner.pareto.best_of`).
+
+        Every engine and :meth:`raytuner.session.TuningSession.best` answer the same way: the
+        evaluation (a :class:`FunctionEvaluation`) that succeeded, meets every output constraint and
+        is best in ``objective``. GPTuneBand counts only evaluations at ``b_max``.
+
+        Args:
+            task: One of the engine's tasks (default: its first).
+            objective: The objective's name (default: the one the engine tunes, else the problem's first).
+
+        >>> from raytuner.problems import DEMO_PROBLEM
+        >>> from raytuner.strategies import RandomSearch
+        >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
+        >>> for y in (3.0, 1.0, 2.0):
+        ...     _ = engine.tell(engine.ask(), {"y": y})
+        >>> engine.best().evaluation_result, engine.best_per_task()[0].evaluation_result
+        ({'y': 1.0}, {'y': 1.0})
+        """
+        return best_of(self.problem, self._evaluations, self._best_task(task), self._best_objective(objective))
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """:meth:`best` of each of the engine's own tasks, in their order.
+
+        Args:
+            objective: The objective's name (default: the problem's first).
+        """
+        return [self.best(task, objective) for task in self.spec_tasks]
+
+    def _best_objective(self, objective: str | None) -> str | None:
+        """``objective``, or by default the one the engine tunes (its ``objective``, where it has one)."""
+        return objective if objective is not None else getattr(getattr(self, "objective", None), "name", None)
+
+    def _best_task(self, task: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        """``task`` checked to be one of the engine's own tasks (default: the first)."""
+        if task is None:
+            return self.spec_tasks[0]
+        self.task_index(task)  # refuses a task the engine does not tune, naming its tasks
+        return task

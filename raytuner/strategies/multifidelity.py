@@ -72,6 +72,10 @@ class MultiFidelityEngine(Protocol):
         """
         ...  # pragma: no cover - protocol
 
-    def best(self) -> list[FunctionEvaluation | None]:
-        """Per task, the best successful evaluation at ``b_max`` (``None`` where there is none)."""
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """Per task, the best successful evaluation at ``b_max`` (``None`` where there is none).
+
+        Args:
+            objective: The objective's name (default: the one the engine tunes).
+        """
         ...  # pragma: no cover - protocol
