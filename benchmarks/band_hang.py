@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
-from raytuner.schedulers import GPTuneBandScheduler
+from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
 from raytuner.problems import DEMO_PROBLEM, demo_fidelity
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.strategies import BanditStructure
 
 __all__ = ["StallGuard", "SlowCheckpoint", "slow_training", "run_once", "run"]
 
@@ -190,14 +191,9 @@ def run_once(
         task_list,
         JsonStore(folder / "store"),
         "hang",
-        b_min=1,
-        b_max=B_MAX,
-        eta=2,
         seed=seed,
-        options=FAST,
-        executor=InlineExecutor(),
-        fidelity_mode="iterative",
-        search_candidates=128,
+        structure=BanditStructure.hyperband(1, B_MAX, 2),
+        options=BandOptions(lcm=FAST, executor=InlineExecutor(), fidelity_mode="iterative", search_candidates=128),
     )
     guard = StallGuard(band, steps=steps, deadline=deadline)
     tuner = tune.Tuner(

@@ -153,10 +153,11 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     """
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
 
     from raytuner.store import JsonStore  # noqa: PLC0415
+    from raytuner.strategies import BanditStructure
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
     band = GPTuneBandScheduler(
@@ -164,14 +165,9 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         tasks,
         str(store),
         args.problem,
-        b_min=args.b_min,
-        b_max=args.b_max,
-        eta=args.eta,
-        passes=args.passes,
-        budget=args.budget,
-        fidelity_mode="one_shot",
-        fidelity_key="fidelity",
         seed=args.seed,
+        structure=BanditStructure.hyperband(args.b_min, args.b_max, args.eta),
+        options=BandOptions(passes=args.passes, budget=args.budget, fidelity_mode="one_shot", fidelity_key="fidelity"),
     )
     trainable = tune.with_parameters(
         one_shot_trainable,

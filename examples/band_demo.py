@@ -43,13 +43,14 @@ import numpy as np
 import ray
 from ray import tune
 from ray.tune.logger import JsonLoggerCallback
-from raytuner.schedulers import GPTuneBandScheduler
+from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
 from raytuner.executors import RayExecutor
 from raytuner.problems import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.strategies import BanditStructure
 from raytuner.strategies.band import MODELS
 from raytuner.testing.cluster import LocalCluster
 
@@ -142,13 +143,9 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
             tasks,
             store,
             args.problem,
-            b_min=args.b_min,
-            b_max=args.b_max,
-            eta=args.eta,
-            passes=args.passes,
             seed=args.seed,
-            executor=executor,
-            model=args.model,
+            structure=BanditStructure.hyperband(args.b_min, args.b_max, args.eta),
+            options=BandOptions(passes=args.passes, executor=executor, model=args.model),
         )
         structure = band.engine.structure
         print(

@@ -38,7 +38,7 @@ from typing import Any
 import ray
 from ray import tune
 from ray.tune import Checkpoint
-from raytuner.schedulers import GPTuneBandScheduler
+from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
 from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
@@ -105,14 +105,11 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
         tasks,
         store,
         args.problem,
-        fidelities=structure.fidelities,
-        eta=structure.eta,
-        passes=args.passes,
-        fidelity_mode="iterative",
-        time_attr="training_iteration",
         metric="val_accuracy",
         mode="max",
         seed=args.seed,
+        structure=BanditStructure(structure.fidelities, structure.eta),
+        options=BandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
     )
     log.info(
         "tuning tasks %s: %d pass(es) of brackets %s, %.1f epochs/52 per task and pass",

@@ -280,10 +280,11 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     """
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
 
     from raytuner.store import JsonStore  # noqa: PLC0415
+    from raytuner.strategies import BanditStructure
 
     store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()
     band = GPTuneBandScheduler(
@@ -291,14 +292,9 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         tasks,
         str(store),
         args.problem,
-        b_min=args.b_min,
-        b_max=args.b_max,
-        eta=args.eta,
-        passes=args.passes,
-        fidelity_mode="iterative",
-        integer_fidelities=True,
-        time_attr="training_iteration",
         seed=args.seed,
+        structure=BanditStructure.hyperband(args.b_min, args.b_max, args.eta, integer=True),
+        options=BandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
     )
     trainable = tune.with_parameters(iterative_trainable, max_epochs=int(args.b_max), seed=args.seed)
     local = args.address == "local"  # a fresh local Ray, not a stale or foreign running one

@@ -54,7 +54,7 @@ _HOMES: dict[str, str] = {
         ("LCMSearcher", "TLASearcher", "TLA2Searcher", "DiscreteBOSearcher", "RandomSearcher", "TuningProgress"),
         "raytuner.searchers",
     ),
-    "GPTuneBandScheduler": "raytuner.schedulers",
+    **dict.fromkeys(("GPTuneBandScheduler", "BandOptions"), "raytuner.schedulers"),
     **dict.fromkeys(("RemoteTuner", "CrowdClient"), "raytuner.client"),
 }
 
@@ -93,6 +93,7 @@ __all__ = [
     "RandomSearcher",
     "TuningProgress",
     "GPTuneBandScheduler",
+    "BandOptions",
     "RemoteTuner",
     "CrowdClient",
 ]  # the names of _HOMES (tests/test_public_api.py checks)
@@ -101,7 +102,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from raytuner.client import CrowdClient, RemoteTuner
     from raytuner.errors import InvalidInputError, RaytunerError, StoreError
     from raytuner.records import FunctionEvaluation, HistoryDocument
-    from raytuner.schedulers import GPTuneBandScheduler
+    from raytuner.schedulers import BandOptions, GPTuneBandScheduler
     from raytuner.searchers import (
         DiscreteBOSearcher,
         LCMSearcher,

@@ -4,7 +4,7 @@ One object owns the engine (:class:`raytuner.strategies.GPTuneBand`) and its
 :class:`~raytuner.session.TuningSession`; :meth:`GPTuneBandScheduler.searcher` hands out
 the paired searcher. Pass both to Ray::
 
-    band = GPTuneBandScheduler(problem, tasks, store="runs/", problem_name="demo", b_min=1, b_max=27, eta=3)
+    band = GPTuneBandScheduler(problem, tasks, "runs/", "demo", structure=BanditStructure.hyperband(1, 27, 3))
     tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1)
 
 Trial configs are flat (task and tuning parameters side by side).
@@ -35,8 +35,9 @@ Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.strategies import BanditStructure
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
-    ...                   "demo", b_min=1, b_max=9, eta=3, seed=0)
+    ...                   "demo", seed=0, structure=BanditStructure.hyperband(1, 9, 3))
     >>> band.engine.structure.fidelities
     (9.0, 3.0, 1.0)
     >>> searcher = band.searcher()
@@ -68,14 +69,14 @@ from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
-from raytuner.strategies import EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
+from raytuner.strategies import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
 from raytuner.strategies.bandit import FidelityMode
 from raytuner.strategies.base import Suggestion
 
 if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
 
-__all__ = ["GPTuneBandScheduler"]
+__all__ = ["BandOptions", "GPTuneBandScheduler"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,51 @@ class _TrialState:
     rung: int = 0
 
 
+@dataclass(frozen=True)
+class BandOptions:
+    """How :class:`GPTuneBandScheduler` tunes, beyond what identifies the run; every field has a default.
+
+    Example:
+        >>> from raytuner.models import LCMOptions
+        >>> BandOptions(passes=2, fidelity_mode="iterative", lcm=LCMOptions(n_starts=2)).passes
+        2
+
+    Attributes:
+        passes: How many times the whole bracket plan runs (``None``: once, or as often as ``budget`` pays for).
+        budget: Normalised cost per task at which each task ends (``None``: the passes decide).
+        fidelity_mode: ``"one_shot"`` or ``"iterative"`` (see the module docstring).
+        fidelity_key: The config key of a one-shot trial's fidelity.
+        time_attr: The result key that counts an iterative trial's fidelity.
+        n_initial: The engine's initial samples per LCM-task (``None``: the engine's default).
+        lcm: The LCM's fitting options (``None``: the defaults).
+        acquisition: The acquisition function.
+        acquisition_options: Its options.
+        executor: Runs the LCM's multi-start fits (``None``: see the module docstring).
+        search_candidates: The size of the acquisition search's global phase.
+        model: The engine's model: ``"paper"`` (the paper's LCM over (task, bracket) pairs) or ``"levels"``
+            (every fidelity level of every task in one LCM, samples chosen by the prediction at ``b_max``);
+            see :class:`raytuner.strategies.GPTuneBand`.
+        source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
+            crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); ``None``: none.
+        source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.strategies.GPTuneBand`.
+    """
+
+    passes: int | None = None
+    budget: float | None = None
+    fidelity_mode: FidelityMode = "one_shot"
+    fidelity_key: str = "fidelity"
+    time_attr: str = "training_iteration"
+    n_initial: int | None = None
+    lcm: LCMOptions | None = None
+    acquisition: str = "ei"
+    acquisition_options: Mapping[str, float] | None = None
+    executor: Executor | None = None
+    search_candidates: int = 2048
+    model: str = "paper"
+    source: Any = None
+    source_proposals: str = "alternate"
+
+
 class GPTuneBandScheduler(TrialScheduler):
     """The GPTuneBand scheduler; see the module docstring.
 
@@ -106,33 +152,13 @@ class GPTuneBandScheduler(TrialScheduler):
         tasks: The tasks to tune.
         store: A :class:`~raytuner.store.HistoryStore` or where to open one.
         problem_name: The problem's name in the store.
-        b_min: The lowest fidelity (the engine's bandit structure).
-        b_max: The highest fidelity.
-        eta: The reduction factor between rungs.
-        fidelities: The fidelities, highest first (instead of ``b_min``/``b_max``/``eta``).
-        integer_fidelities: Round fidelities to whole numbers (``None``: when ``b_min`` and ``b_max`` are).
-        passes: How many times the whole bracket plan runs (``None``: once, or as often as ``budget`` pays for).
-        budget: Normalised cost per task at which each task ends (``None``: the passes decide).
-        fidelity_mode: ``"one_shot"`` or ``"iterative"`` (see the module docstring).
-        fidelity_key: The config key of a one-shot trial's fidelity.
-        time_attr: The result key that counts an iterative trial's fidelity.
         metric: The objective, or a list of objectives tuned together (default: every optimised output, so a
             problem with several objectives or an output constraint ranks each rung by non-dominated
             sorting with crowding, as Ray Tune's ``OptunaSearch`` takes ``metric=[...]``).
         mode: Ray's ``"min"``/``"max"``, a list for a list of metrics (follows the goals).
         seed: The engine's seed.
-        n_initial: The engine's initial samples per LCM-task.
-        options: The LCM's fitting options.
-        acquisition: The acquisition function.
-        acquisition_options: Its options.
-        executor: Runs the LCM's multi-start fits.
-        search_candidates: The size of the acquisition search's global phase.
-        model: The engine's model: ``"paper"`` (the paper's LCM over (task, bracket) pairs) or ``"levels"``
-            (every fidelity level of every task in one LCM, samples chosen by the prediction at ``b_max``);
-            see :class:`raytuner.strategies.GPTuneBand`.
-        source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
-            crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
-        source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.strategies.GPTuneBand`.
+        structure: The brackets' fidelities and halving factor (``BanditStructure.hyperband(b_min, b_max, eta)``).
+        options: Everything else (:class:`BandOptions`; default: its defaults).
         **session_options: Options of the :class:`~raytuner.session.TuningSession`.
     """
 
@@ -144,31 +170,23 @@ class GPTuneBandScheduler(TrialScheduler):
         tasks: Sequence[Mapping[str, Any]],
         store: HistoryStore | str | os.PathLike[str],
         problem_name: str,
-        *,
-        b_min: float | None = None,
-        b_max: float | None = None,
-        eta: int | None = 3,
-        fidelities: Sequence[float] | None = None,
-        integer_fidelities: bool | None = None,
-        passes: int | None = None,
-        budget: float | None = None,
-        fidelity_mode: FidelityMode = "one_shot",
-        fidelity_key: str = "fidelity",
-        time_attr: str = "training_iteration",
         metric: str | list[str] | None = None,
         mode: str | list[str] | None = None,
         seed: int | None = None,
-        n_initial: int | None = None,
-        options: LCMOptions | None = None,
-        acquisition: str = "ei",
-        acquisition_options: Mapping[str, float] | None = None,
-        executor: Executor | None = None,
-        search_candidates: int = 2048,
-        model: str = "paper",
-        source: Any = None,
-        source_proposals: str = "alternate",
+        *,
+        structure: BanditStructure,
+        options: BandOptions | None = None,
         **session_options: Any,
     ) -> None:
+        if not isinstance(structure, BanditStructure):
+            raise InvalidInputError(
+                "structure", f"{structure!r} is not a BanditStructure: e.g. BanditStructure.hyperband(1, 27, 3)"
+            )
+        if options is None:
+            options = BandOptions()
+        elif not isinstance(options, BandOptions):
+            raise InvalidInputError("options", f"{options!r} is not a BandOptions")
+        fidelity_key, time_attr, source = options.fidelity_key, options.time_attr, options.source
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
         self.metrics, self.modes = one_or_all(problem, metric, mode)
@@ -183,28 +201,25 @@ class GPTuneBandScheduler(TrialScheduler):
             EngineSpec(
                 "band",
                 {
-                    "b_min": b_min,
-                    "b_max": b_max,
-                    "eta": eta,
-                    "fidelities": fidelities,
-                    "integer_fidelities": integer_fidelities,
-                    "passes": passes,
-                    "budget": budget,
-                    "fidelity_mode": fidelity_mode,
-                    "n_initial": n_initial,
-                    "options": options,
-                    "acquisition": acquisition,
-                    "acquisition_options": acquisition_options,
-                    "search_candidates": search_candidates,
-                    "model": model,
-                    "source_proposals": source_proposals,
+                    "eta": structure.eta,
+                    "fidelities": list(structure.fidelities),
+                    "passes": options.passes,
+                    "budget": options.budget,
+                    "fidelity_mode": options.fidelity_mode,
+                    "n_initial": options.n_initial,
+                    "options": options.lcm,
+                    "acquisition": options.acquisition,
+                    "acquisition_options": options.acquisition_options,
+                    "search_candidates": options.search_candidates,
+                    "model": options.model,
+                    "source_proposals": options.source_proposals,
                     "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0],
                 },
             ),
             problem,
             tasks,
             seed,
-            executor=executor,
+            executor=options.executor,
             source=source,
         )
         # a Strategy as the registry builds it, and the multi-fidelity engine this scheduler drives

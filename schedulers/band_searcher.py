@@ -10,8 +10,9 @@ Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.schedulers import GPTuneBandScheduler
     >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.strategies import BanditStructure
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
-    ...                   b_min=1, b_max=4, eta=2, seed=0)
+    ...                   seed=0, structure=BanditStructure.hyperband(1, 4, 2))
     >>> searcher = band.searcher()
     >>> searcher.metric, searcher.mode
     ('y', 'min')

@@ -13,7 +13,9 @@ evaluation at INFO on ``raytuner.session``.
 
 Example::
 
-    band = GPTuneBandScheduler(problem, tasks, "raytuner_results", "demo", b_min=1, b_max=27, eta=3)
+    band = GPTuneBandScheduler(
+        problem, tasks, "raytuner_results", "demo", structure=BanditStructure.hyperband(1, 27, 3)
+    )
     tune.run(trainable, search_alg=band.searcher(), scheduler=band, num_samples=-1,
              callbacks=[TuningProgress(band)])
 """

@@ -130,15 +130,24 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
 
 def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Path) -> None:
     from ray import tune
-    from raytuner.schedulers import GPTuneBandScheduler
+    from raytuner.schedulers import BandOptions, GPTuneBandScheduler
+
+    from raytuner.strategies import BanditStructure
 
     def trainable(config: dict) -> None:
         tune.report(zdt(config, config["t"], config["fidelity"]))
 
     with pytest.raises(InvalidInputError, match=r"metric: \[.f2.\]: this face tunes one objective or all of them"):
-        GPTuneBandScheduler(CONSTRAINED, TASKS, JsonStore(tmp_path / "x"), "zdt", metric=["f2"])
+        GPTuneBandScheduler(
+            CONSTRAINED,
+            TASKS,
+            JsonStore(tmp_path / "x"),
+            "zdt",
+            metric=["f2"],
+            structure=BanditStructure.hyperband(1, 3, 3),
+        )
     named = GPTuneBandScheduler(
-        CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", b_min=1, b_max=3, eta=3, metric="f2"
+        CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", metric="f2", structure=BanditStructure.hyperband(1, 3, 3)
     )
     assert not named.engine.several and named.engine.objective.name == "f2"  # one named: it alone
     store = JsonStore(tmp_path / "s")
@@ -147,13 +156,11 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
         TASKS,
         store,
         "zdt",
-        b_min=1,
-        b_max=B_MAX,
-        eta=3,
         seed=1,
         metric=["f1", "f2"],
         mode=["min", "min"],
-        executor=InlineExecutor(),
+        structure=BanditStructure.hyperband(1, B_MAX, 3),
+        options=BandOptions(executor=InlineExecutor()),
     )
     assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])
     tune.run(

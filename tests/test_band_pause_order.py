@@ -19,13 +19,14 @@ pytest.importorskip("ray")
 from ray.tune.experiment import Trial  # noqa: E402
 from ray.tune.schedulers import TrialScheduler  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
-from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
+from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
 
 from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
+from raytuner.strategies import BanditStructure
 
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 
@@ -119,14 +120,9 @@ def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_at_once(tmp_pat
         TASKS,
         JsonStore(tmp_path / "store"),
         "band",
-        b_min=1,
-        b_max=B_MAX,
-        eta=2,
         seed=0,
-        options=FAST,
-        executor=InlineExecutor(),
-        fidelity_mode="iterative",
-        search_candidates=128,
+        structure=BanditStructure.hyperband(1, B_MAX, 2),
+        options=BandOptions(lcm=FAST, executor=InlineExecutor(), fidelity_mode="iterative", search_candidates=128),
     )
     band.max_concurrent = slots
     ray = SlowSaves(band, slots)

@@ -8,6 +8,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ ray = pytest.importorskip("ray")
 from dashboard_helpers import BAND_PROBLEM, BandRun  # noqa: E402
 from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
-from raytuner.schedulers import GPTuneBandScheduler  # noqa: E402
+from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
 
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
@@ -90,19 +91,16 @@ class SlowPause(tune.Trainable):
         return True
 
 
-def band(tmp_path: Path, **kwargs) -> GPTuneBandScheduler:
+def band(tmp_path: Path, **options: Any) -> GPTuneBandScheduler:
+    """The scheduler under test: ``options`` are :class:`BandOptions` fields over the fast defaults here."""
     return GPTuneBandScheduler(
         PROBLEM,
         TASKS,
         JsonStore(tmp_path / "store"),
         "band",
-        b_min=1,
-        b_max=B_MAX,
-        eta=2,
         seed=0,
-        options=FAST,
-        executor=InlineExecutor(),
-        **kwargs,
+        structure=BanditStructure.hyperband(1, B_MAX, 2),
+        options=BandOptions(**{"lcm": FAST, "executor": InlineExecutor(), **options}),
     )
 
 

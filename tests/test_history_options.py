@@ -226,10 +226,14 @@ def test_the_ray_faces_take_the_options(history: JsonStore) -> None:
     from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415 - Ray's import only here
     from raytuner.searchers import LCMSearcher, RandomSearcher  # noqa: PLC0415
 
+    from raytuner.strategies import BanditStructure
+
     cori = {"loadable_machine_configurations": {"cori": {"haswell": {"nodes": 1, "cores": 32}}}}
     searcher = RandomSearcher(PROBLEM, tasks=TASKS, store=history, problem_name=NAME, seed=0, history=cori)
     lcm = LCMSearcher(PROBLEM, TASKS, history, NAME, seed=0, history={"load_func_eval": "no"})
-    band = GPTuneBandScheduler(PROBLEM, TASKS, history, NAME, b_min=1, b_max=9, eta=3, seed=0, history=cori)
+    band = GPTuneBandScheduler(
+        PROBLEM, TASKS, history, NAME, seed=0, history=cori, structure=BanditStructure.hyperband(1, 9, 3)
+    )
     assert [len(face.session.records) for face in (searcher, lcm, band)] == [3, 0, 3]
 
 

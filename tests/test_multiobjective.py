@@ -420,6 +420,8 @@ def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
     from raytuner.schedulers import GPTuneBandScheduler
     from raytuner.searchers import LCMSearcher, RandomSearcher
 
+    from raytuner.strategies import BanditStructure
+
     assert type(mla_engine(PROBLEM, TASKS, 0, objective="f2")) is MLA
     assert type(build_engine(EngineSpec("mla", {"objective": "f2"}), PROBLEM, TASKS, 0)) is MLA
     searcher = LCMSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "a"), "p", metric="f2")
@@ -428,7 +430,11 @@ def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
     assert (random.metric, random.mode) == ("f1", "min")  # one objective: the first
     with pytest.raises(InvalidInputError, match=r"metric: \['f1', 'f2'\]: this face tunes one objective"):
         RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "c"), "p", metric=["f1", "f2"])
-    band = GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "d"), "p", b_min=1, b_max=3, eta=3)
+    band = GPTuneBandScheduler(
+        PROBLEM, TASKS, JsonStore(tmp_path / "d"), "p", structure=BanditStructure.hyperband(1, 3, 3)
+    )
     assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])  # every objective
-    single = GPTuneBandScheduler(PROBLEM, TASKS, JsonStore(tmp_path / "e"), "p", b_min=1, b_max=3, eta=3, metric="f2")
+    single = GPTuneBandScheduler(
+        PROBLEM, TASKS, JsonStore(tmp_path / "e"), "p", metric="f2", structure=BanditStructure.hyperband(1, 3, 3)
+    )
     assert not single.engine.several and single.engine.objective.name == "f2"

@@ -212,22 +212,22 @@ def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_
 @pytest.mark.slow
 def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_path: Path) -> None:
     from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
 
     from raytuner.executors import InlineExecutor  # noqa: PLC0415
     from raytuner.models import LCMOptions  # noqa: PLC0415
+    from raytuner.strategies import BanditStructure
 
     scheduler = GPTuneBandScheduler(
         PROBLEM,
         [{"t": 1.0}],
         JsonStore(tmp_path / "store"),
         "band_demo",
-        b_min=1,
-        b_max=2,
-        eta=2,
         seed=0,
-        executor=InlineExecutor(),
-        options=LCMOptions(n_starts=1, warm_starts=1, max_iterations=30, screen=2),
+        structure=BanditStructure.hyperband(1, 2, 2),
+        options=BandOptions(
+            executor=InlineExecutor(), lcm=LCMOptions(n_starts=1, warm_starts=1, max_iterations=30, screen=2)
+        ),
     )
     tune.run(
         fast_at_the_low_fidelity,
