@@ -133,8 +133,8 @@ def json_text(record: Mapping[str, Any]) -> str:
 def task_hint(problem_space: Any) -> str | None:
     """The task-parameter index when the query narrows a task parameter (the selective part of a crowd query).
 
-    MongoDB's planner otherwise races the candidate indexes on a new query
-    shape, which cost up to 0.8 s on 100,000 records (measured).
+    MongoDB's planner otherwise races the candidate indexes on each new query
+    shape, which is slow on large collections.
 
     Args:
         problem_space: the query's ``problem_space`` (see :mod:`raytuner.crowd.query`).

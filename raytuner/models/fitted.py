@@ -457,7 +457,7 @@ class FittedLCM:
             part.kappa[:] = self.hyperparameters.kappa[q]
         # GPy's exact inference factorises K + (noise + 1e-8)·I; ours K + (noise + jitter)·I. With the
         # noise at its 1e-8 floor that doubled the noise in GPy and moved the posterior mean by 4e-4
-        # (issue 17): hand GPy the noise that makes the two matrices equal (floored: GPy needs > 0).
+        # hand GPy the noise that makes the two matrices equal (floored: GPy needs > 0).
         for i, likelihood in enumerate(model.likelihood.likelihoods_list):
             likelihood.variance[:] = max(float(self.hyperparameters.noise[i]) + self.jitter - _GPY_JITTER, 1e-300)
         model.update_model(True)  # GPy's Add kernel keeps a K(X) cached before W and kappa were set

@@ -115,14 +115,10 @@ class LCMOptions:
     the data as noise (``None``: none). A fit's ``starts`` values (its report)
     are then the negative log-likelihood plus the priors' negative log
     densities (without their constants); ``log_likelihood`` stays the
-    likelihood alone. Measured with single-task BO
-    on ``python -m benchmarks mla``'s cells (20 evaluations, 10 initial), the two
-    priors with the Matérn 5/2 kernel won 0.760 ± 0.025 of 8 LCBench tasks'
-    cells (30 seeds) and 0.509 ± 0.025 of the demo's (40 seeds) against
-    maximum likelihood with the RBF kernel (GPTune's model, still available as
-    ``LCMOptions(**GPTUNE_LCM)``). The
-    length-scale prior alone lost on the demo (0.361): with it, fits explained
-    a needle as noise (noise variance 1.0), which the noise prior prevents.
+    likelihood alone. GPTune's model (the RBF kernel, maximum likelihood) stays
+    available as ``LCMOptions(**GPTUNE_LCM)``; ``python -m benchmarks mla``
+    compares them. The length-scale prior alone lets a fit explain a needle
+    as noise, which the noise prior prevents.
     ``task_weights`` bounds the mixing weights ``W``: ``"signed"`` (GPTune's)
     lets tasks be related with either sign; ``"nonnegative"`` keeps every
     ``W`` entry at 0 or above, so that no two tasks are modelled as

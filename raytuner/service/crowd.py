@@ -166,8 +166,8 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         method = request.method or "sobol"
         if method != "sobol":
             raise InvalidInputError("method", f"{method!r} is not an analysis method", allowed=["sobol"])
-        # the seed as given, 0 included (the client's default): `seed or None` made every default call
-        # draw fresh Sobol samples, and the indices differed from call to call (issue 17)
+        # the seed as given, 0 included (the client's default): with `seed or None` every default call would
+        # draw fresh Sobol samples, and the indices would differ from call to call
         options: dict[str, Any] = {"second_order": request.second_order, "seed": int(request.seed)}
         if request.num_samples:
             options["num_samples"] = check_num_samples(int(request.num_samples))

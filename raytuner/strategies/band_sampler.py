@@ -99,8 +99,7 @@ class LevelSampler(MLA):
     """
 
     name = "gptuneband"
-    #: GPTuneBand's model keeps signed task weights: nonnegative ones lost Table 1's row 1 (R̄ 1.100 against
-    #: 1.062, 5 repeats × 10 tasks) and won rows 2, 3 and 5 by less.
+    #: GPTuneBand's model keeps signed task weights (``python -m benchmarks band`` compares them).
     default_options = LCMOptions(task_weights="signed")
 
     def __init__(

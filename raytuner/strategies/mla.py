@@ -8,25 +8,11 @@ sample (``design="per_task"``, paper 003's heterotopic case, section 4.1):
 together the tasks cover the space more densely. With ``design="shared"``
 (the isotropic case) every task is evaluated at the same configurations
 (those a task's constraints refuse are replaced for it alone): these pairs
-show the LCM how the tasks relate. Measured at 20 evaluations per task (10
-initial) against single-task BO (win rate ± its standard error over seeds),
-the shared design won 0.625 ± 0.03 of the cells of 8 LCBench tasks (7
-parameters, 30 seeds; the per-task design 0.579 ± 0.03) and raised the mean
-best accuracy by 0.6 points; on the demo function (one parameter, 10 tasks,
-40 seeds) the two designs won 0.540 ± 0.03 and 0.537 ± 0.03. Neither difference
-is far beyond the noise, so the default stays. (Those figures are of GPTune's
-model: RBF, maximum likelihood. With :class:`~raytuner.models.LCMOptions`'
-defaults since, Matérn 5/2 and two priors, single-task BO won 0.760 ± 0.025
-of the LCBench cells against that model and 0.458 ± 0.028 against Optuna's
-GPSampler, up from 0.292; the per-task MLA 0.392 ± 0.039 against GPSampler
-and 0.467 ± 0.036 against the new single-task BO, the shared design 0.500 ±
-0.035 and 0.554 ± 0.035, and 0.610 ± 0.039 against the per-task design: 30
-seeds each. On the demo, 40 seeds, the per-task MLA won 0.547 ± 0.031 against
-the new single-task BO, the shared design 0.507 ± 0.031 against per-task.) Since
-then MLA fits nonnegative task weights unless its options name them (:attr:`MLA.default_options`, with
-figures); the shared design with them won 0.508 ± 0.039 of the LCBench cells against single-task BO and
-0.530 ± 0.024 of the demo's (0.481 ± 0.037 and 0.470 ± 0.030 against signed weights). Failed evaluations
-are never suggested again and are left out of the model.
+show the LCM how the tasks relate (``python -m benchmarks mla`` compares the
+two; the documentation's benchmarks page has the figures). The LCM fits
+nonnegative task weights unless its options name them
+(:attr:`MLA.default_options`). Failed evaluations are never suggested again
+and are left out of the model.
 
 The engine is a fold over the evaluation log: the model is refitted when
 evaluations arrived since the last fit, warm-started from the previous
@@ -124,9 +110,7 @@ class MLA(StoredModels, Strategy):
     name = "mla"
     spec_name = "mla"
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
-    #: nonnegative. Per-task MLA on 8 LCBench tasks (30 seeds): mean best 94.47 against 94.19 with signed
-    #: weights, 0.479 ± 0.035 of the cells against single-task BO (signed: 0.467); on the demo (40 seeds) 0.562
-    #: (signed: 0.547); as Table 1's MLA peer R̄ fell in rows 2-6 and rose in row 1 (1.0361 to 1.0420).
+    #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
 
     def __init__(

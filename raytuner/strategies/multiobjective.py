@@ -89,9 +89,8 @@ __all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_severa
 #: ``(mean, sd)`` of the normal prior on each log length scale of a multi-objective MLA's LCMs, unless its
 #: options say otherwise: a median length scale of the unit cube's side, within [0.14, 7] at 95 %.
 #: Maximum likelihood on a few dozen samples of 12 parameters (PyAMG) kept some length scales near 0 and pruned
-#: others at 100, and the memory model was then sure where it was wrong: 18 % of the suggestions broke the
-#: memory bound. With the prior, 10 %, and a larger hypervolume on PyAMG and LCBench (the closing note of
-#: issue 22 has the figures).
+#: others at 100, and the memory model was then sure where it was wrong: many suggestions broke the memory
+#: bound; with the prior, fewer did (``python -m benchmarks multiobjective``).
 LENGTHSCALE_PRIOR = (0.0, 1.0)
 
 log = logging.getLogger(__name__)
