@@ -339,13 +339,14 @@ class FunctionEvaluation(BaseModel):
         (:mod:`raytuner.gptune_fields`); reading the record back puts its
         machine back.
 
-        >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"],
-        ...                                    machine_configuration={"machine_name": "vm"})
-        >>> written = failed.to_file()
-        >>> "machine_configuration" in written, written["raytuner"]["machine_configuration"]
-        (False, {'machine_name': 'vm'})
-        >>> FunctionEvaluation.model_validate(written) == failed
-        True
+        Examples:
+            >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"],
+            ...                                    machine_configuration={"machine_name": "vm"})
+            >>> written = failed.to_file()
+            >>> "machine_configuration" in written, written["raytuner"]["machine_configuration"]
+            (False, {'machine_name': 'vm'})
+            >>> FunctionEvaluation.model_validate(written) == failed
+            True
         """
         return file_record(self.to_dict())
 
@@ -387,8 +388,9 @@ class SurrogateModelRecord(BaseModel):
         an entry without one (a model stored before raytuner wrote them) gets
         the one GPTune's drivers declare (:func:`~raytuner.gptune_fields.with_transformers`).
 
-        >>> SurrogateModelRecord(output_space=[{"name": "y", "type": "real"}]).to_file()["output_space"]
-        [{'name': 'y', 'type': 'real', 'transformer': 'identity'}]
+        Examples:
+            >>> SurrogateModelRecord(output_space=[{"name": "y", "type": "real"}]).to_file()["output_space"]
+            [{'name': 'y', 'type': 'real', 'transformer': 'identity'}]
         """
         data = self.to_dict()
         for key in ("input_space", "parameter_space", "output_space"):

@@ -120,9 +120,10 @@ class Objective(BaseModel):
 class Space(BaseModel):
     """An ordered list of uniquely named parameters; serialises as a plain list.
 
-    >>> s = Space.model_validate([{"name": "t", "type": "int", "lower_bound": 1, "upper_bound": 10}])
-    >>> s.names, s.model_dump()[0]["type"]
-    (['t'], 'integer')
+    Examples:
+        >>> s = Space.model_validate([{"name": "t", "type": "int", "lower_bound": 1, "upper_bound": 10}])
+        >>> s.names, s.model_dump()[0]["type"]
+        (['t'], 'integer')
     """
 
     model_config = ConfigDict(frozen=True)

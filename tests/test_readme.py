@@ -1,10 +1,10 @@
-"""Every ```python block of README.md runs on its own, as written, in a fresh interpreter.
+"""Every ```python block of README.md and of the documentation (``docs/``) runs on its own, as written.
 
 Each block runs as ``python -c CODE`` in an empty temporary directory (its
 stores land there) and must exit with status 0. The blocks that start Ray are
 marked slow (Ray's start costs 5-20 s a block on a busy machine); the crowd
-block starts a throwaway ``mongod`` (the ``test`` extra's binary). A README
-that lost its Python blocks fails the count check instead of passing with
+block starts a throwaway ``mongod`` (the ``test`` extra's binary). Pages that
+lost their Python blocks fail the count check instead of passing with
 nothing to run.
 """
 
@@ -17,11 +17,15 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: README and every page of the documentation, in a stable order.
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
-#: How many Python blocks README has today (quick start, GPTuneBand, driving an engine, transfer learning,
-#: GPU kernels, remote jobs, crowd repository); lower it only when a block is merged into another, never to pass.
-EXPECTED_BLOCKS = 9
+#: How many Python blocks README and the documentation have today (README: GPTuneBand, driving an engine; the
+#: pages: the quick start, transfer learning, GPU kernels, remote jobs, the crowd repository, ...); lower it
+#: only when a block is merged into another, never to pass.
+EXPECTED_BLOCKS = 11
 TIMEOUT_S = 300
 
 
@@ -37,24 +41,25 @@ def python_blocks(text: str) -> list[str]:
     return [match.group(1) for match in BLOCK.finditer(text)]
 
 
-BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+#: (page, code) of every block.
+BLOCKS = [(page, code) for page in PAGES for code in python_blocks(page.read_text(encoding="utf-8"))]
 
 
-def _case(index: int, code: str) -> object:
+def _case(index: int, page: Path, code: str) -> object:
     first = next(
         (line for line in code.splitlines() if line.startswith(("from raytuner", "import raytuner"))),
         code.splitlines()[0] if code.strip() else "",
     )
     marks = [pytest.mark.slow] if re.search(r"^(import ray|from ray )", code, re.MULTILINE) else []
-    return pytest.param(code, id=f"{index}:{first[:60]}", marks=marks)
+    return pytest.param(code, id=f"{page.relative_to(ROOT)}:{index}:{first[:50]}", marks=marks)
 
 
 def test_readme_has_its_python_blocks() -> None:
-    assert len(BLOCKS) >= EXPECTED_BLOCKS, f"README.md has {len(BLOCKS)} ```python blocks, expected {EXPECTED_BLOCKS}"
-    assert all(block.strip() for block in BLOCKS)
+    assert len(BLOCKS) >= EXPECTED_BLOCKS, f"the pages have {len(BLOCKS)} ```python blocks, expected {EXPECTED_BLOCKS}"
+    assert all(code.strip() for _, code in BLOCKS)
 
 
-@pytest.mark.parametrize("code", [_case(i, code) for i, code in enumerate(BLOCKS)])
+@pytest.mark.parametrize("code", [_case(i, page, code) for i, (page, code) in enumerate(BLOCKS)])
 def test_readme_block_runs_as_written(code: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, (

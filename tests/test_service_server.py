@@ -366,7 +366,9 @@ def test_generated_stubs_match_the_proto(tmp_path: Path) -> None:
     for name in ("tuning_pb2.py", "tuning_pb2.pyi", "tuning_pb2_grpc.py"):
         fresh = (tmp_path / "raytuner/protocol/v1" / name).read_text()
         checked_in = (root / "raytuner/protocol/v1" / name).read_text()
-        assert fresh == checked_in, f"raytuner/protocol/v1/{name} is stale: regenerate it (see the README)"
+        assert fresh == checked_in, (
+            f"raytuner/protocol/v1/{name} is stale: regenerate it (docs/guides/remote-jobs.md gives the command)"
+        )
 
 
 DISCRETE_META = {
