@@ -36,7 +36,7 @@ from typing import Any
 import click
 
 from raytuner.cli.errors import history_file
-from raytuner.cli.options import ENV_PRIVATE_KEY, credential, echo_json, pairs, private_key_option
+from raytuner.cli.options import ENV_PRIVATE_KEY, connection_options, credential, echo_json, pairs
 from raytuner.errors import InvalidInputError
 from raytuner.jsonfile import read_json_file
 from raytuner.jsontext import loads_strict
@@ -114,30 +114,12 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
         with CrowdClient(server, given, root_certificates=ca, timeout=timeout) as client:
             return command(client, **kwargs)
 
-    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-        click.option(
-            "--server",
-            envvar="RAYTUNER_SERVER",
-            required=True,
-            metavar="HOST:PORT",
-            help="The server (default: $RAYTUNER_SERVER).",
-        ),
-        click.option("--api-key", envvar=ENV_KEY, metavar="KEY", help=f"Your crowd API key (default: ${ENV_KEY})."),
-        private_key_option,
-        click.option(
-            "--tls-ca",
-            envvar="RAYTUNER_TLS_CA",
-            type=click.File("rb"),
-            help="CA certificate (PEM) of a TLS server.",
-        ),
-        click.option(
-            "--timeout",
-            type=float,
-            default=60.0,
-            show_default=True,
-            help="Deadline of each call in seconds (model fits run on the server).",
-        ),
-    ]
+    options = connection_options(
+        "The server",
+        (ENV_KEY, f"Your crowd API key (default: ${ENV_KEY})."),
+        60.0,
+        "Deadline of each call in seconds (model fits run on the server).",
+    )
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper

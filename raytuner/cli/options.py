@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -17,7 +17,16 @@ import click
 from raytuner.errors import InvalidInputError
 from raytuner.jsontext import dumps_standard, is_unicode, loads_strict
 
-__all__ = ["parse_value", "pairs", "json_arg", "echo_json", "credential", "private_key_option", "ENV_PRIVATE_KEY"]
+__all__ = [
+    "parse_value",
+    "pairs",
+    "json_arg",
+    "echo_json",
+    "credential",
+    "private_key_option",
+    "connection_options",
+    "ENV_PRIVATE_KEY",
+]
 
 #: Where ``--private-key`` is read from when it is not given.
 ENV_PRIVATE_KEY = "RAYTUNER_CROWD_PRIVATE_KEY"
@@ -129,3 +138,38 @@ def credential(api_key: str | None, private_key: str | None) -> Any:
     from raytuner.crowd.signatures import Signer  # noqa: PLC0415 - cryptography only when a key file is given
 
     return Signer.from_file(private_key)
+
+
+def connection_options(
+    server: str, api_key: tuple[str, str], timeout: float, timeout_help: str
+) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """The options every command that calls a server takes: ``--server``, ``--api-key``, ``--private-key``,
+    ``--tls-ca`` and ``--timeout``, in that order (apply them last to first).
+
+    Args:
+        server: What the server is, for ``--server``'s help ("The tuning service").
+        api_key: ``--api-key``'s environment variable and help.
+        timeout: ``--timeout``'s default, in seconds.
+        timeout_help: ``--timeout``'s help.
+
+    >>> [o.__name__ for o in connection_options("The server", ("KEY", "Your key."), 10.0, "Deadline.")][:1]
+    ['decorator']
+    """
+    return [
+        click.option(
+            "--server",
+            envvar="RAYTUNER_SERVER",
+            required=True,
+            metavar="HOST:PORT",
+            help=f"{server} (default: $RAYTUNER_SERVER).",
+        ),
+        click.option("--api-key", envvar=api_key[0], metavar="KEY", help=api_key[1]),
+        private_key_option,
+        click.option(
+            "--tls-ca",
+            envvar="RAYTUNER_TLS_CA",
+            type=click.File("rb"),
+            help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA).",
+        ),
+        click.option("--timeout", type=float, default=timeout, show_default=True, help=timeout_help),
+    ]

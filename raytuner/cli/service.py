@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 import click
 
 from raytuner.cli.errors import JsonFile, existing_store, store_location
-from raytuner.cli.options import credential, echo_json, json_arg, pairs, private_key_option
+from raytuner.cli.options import connection_options, credential, echo_json, json_arg, pairs
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
 from raytuner.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
@@ -97,29 +97,11 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                 return command(tuner, **kwargs)
 
         options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-            click.option(
-                "--server",
-                envvar="RAYTUNER_SERVER",
-                required=True,
-                metavar="HOST:PORT",
-                help="The tuning service (default: $RAYTUNER_SERVER).",
-            ),
-            click.option(
-                "--api-key", envvar="RAYTUNER_API_KEY", metavar="KEY", help="API key (default: $RAYTUNER_API_KEY)."
-            ),
-            private_key_option,
-            click.option(
-                "--tls-ca",
-                envvar="RAYTUNER_TLS_CA",
-                type=click.File("rb"),
-                help="CA certificate (PEM) of a TLS server (default: $RAYTUNER_TLS_CA).",
-            ),
-            click.option(
-                "--timeout",
-                type=float,
-                default=10.0,
-                show_default=True,
-                help="Deadline of each call in seconds (calls are retried with backoff).",
+            *connection_options(
+                "The tuning service",
+                ("RAYTUNER_API_KEY", "API key (default: $RAYTUNER_API_KEY)."),
+                10.0,
+                "Deadline of each call in seconds (calls are retried with backoff).",
             ),
             click.option(
                 "--retry-for",
