@@ -2,7 +2,7 @@
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.strategies import RandomSearch
+    >>> from raytuner.engines import RandomSearch
     >>> from raytuner.problems import DEMO_PROBLEM, demo
     >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 2.0}], seed=0)
     >>> drive_tasks(engine, 3, lambda task, config: demo(config["x"], task["t"]), "y").shape
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from raytuner.engines import Engine
 from raytuner.records import FunctionEvaluation
-from raytuner.strategies import Strategy
 
 __all__ = ["drive_tasks"]
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def drive_tasks(
-    engine: Strategy, evaluations: int, objective: Callable[[Mapping[str, Any], Mapping[str, Any]], float], output: str
+    engine: Engine, evaluations: int, objective: Callable[[Mapping[str, Any], Mapping[str, Any]], float], output: str
 ) -> np.ndarray:
     """Ask/tell ``engine`` until each of its tasks has ``evaluations`` values; (tasks, evaluations).
 

@@ -75,10 +75,10 @@ from benchmarks.band_smac import run_lcbench_smac
 from benchmarks.data import find
 from benchmarks.report import finish_run, machine_at_start
 from raytuner.analysis import r_bar, relative_performance, win_rate
+from raytuner.engines import BanditStructure
 from raytuner.executors import default_executor
 from raytuner.problems import demo_grid_minimum
 from raytuner.problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
-from raytuner.strategies import BanditStructure
 
 __all__ = [
     "Row",

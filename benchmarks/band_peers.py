@@ -21,7 +21,7 @@ The engines (SciPy, the LCM) load inside the runners: Ray's trial workers
 import this module through :mod:`benchmarks.band_ray` and start fast.
 
 Example (no Ray needed):
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> structure = BanditStructure.hyperband(1, 4, 2)
     >>> demo_budget(structure)
     (8.0, 8)
@@ -47,8 +47,8 @@ from raytuner.problems.lcbench import LCBenchSurrogate
 from raytuner.space import ProblemSpace, Space
 
 if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
+    from raytuner.engines import BanditStructure
     from raytuner.executors import Executor
-    from raytuner.strategies import BanditStructure
 
 __all__ = [
     "Trace",
@@ -119,7 +119,7 @@ def demo_budget(structure: BanditStructure) -> tuple[float, int]:
     Args:
         structure: the bandit structure (``b_min``, ``b_max``, ``η``) of the row.
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> demo_budget(BanditStructure.hyperband(1, 8, 2)), demo_budget(BanditStructure.hyperband(1, 9, 3))
     ((15.0, 15), (8.0, 8))
     """
@@ -147,14 +147,14 @@ def run_demo_gptuneband(
         model: the engine's ``model`` (``"paper"``: the paper's GPTuneBand model; default ``None``: the engine's
             default).
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> (trace,) = run_demo_gptuneband([1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
     >>> sum(trace.costs), len(trace.costs), bool(trace.final == np.nanmin(trace.values))
     (8.0, 13, True)
     """
+    from raytuner.engines import GPTuneBand
     from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
-    from raytuner.strategies import GPTuneBand
 
     options: dict[str, Any] = {} if model is None else {"model": model}
     band = GPTuneBand(
@@ -272,14 +272,14 @@ def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) 
         structure: the bandit structure of the row (it sets the budget, see :func:`demo_budget`).
         seed: the engine's seed.
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> traces = run_demo_mla([1.0, 1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
     >>> [len(t.costs) for t in traces], [t.final == min(t.values) for t in traces]
     ([8, 8], [True, True])
     """
+    from raytuner.engines import MLA
     from raytuner.executors import InlineExecutor
     from raytuner.records import FunctionEvaluation
-    from raytuner.strategies import MLA
 
     _, evaluations = demo_budget(structure)
     engine = MLA(
@@ -306,7 +306,7 @@ def run_demo_tpe(tasks: Sequence[float], structure: BanditStructure, seed: int) 
         structure: the bandit structure of the row (it sets the budget, see :func:`demo_budget`).
         seed: the samplers' seed.
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> traces = run_demo_tpe([1.0, 1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
     >>> [sum(t.costs) for t in traces], [t.final == min(t.values) for t in traces]
     ([8.0, 8.0], [True, True])
@@ -324,7 +324,7 @@ def run_demo_random(tasks: Sequence[float], structure: BanditStructure, seed: in
         structure: the bandit structure of the row (it sets the budget, see :func:`demo_budget`).
         seed: the random generator's seed.
     """
-    from raytuner.strategies import RandomSearch
+    from raytuner.engines import RandomSearch
 
     _, evaluations = demo_budget(structure)
     engine = RandomSearch(_demo_problem(), [{"t": t} for t in tasks], seed=seed)
@@ -360,7 +360,7 @@ def run_lcbench_gptuneband(
         seed: the engine's seed.
         executor: runs the LCM fits' starts (default ``None``: the engine's default, as above).
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> structure = BanditStructure.hyperband(2, 8, 2, integer=True)
     >>> budget = structure.cost_per_pass("iterative")
     >>> (trace,) = run_lcbench_gptuneband(LCBenchSurrogate(), [3945], structure, budget, seed=0)
@@ -369,8 +369,8 @@ def run_lcbench_gptuneband(
     >>> len(trace.ask_seconds) == len(trace.costs), min(trace.ask_seconds) >= 0.0
     (True, True)
     """
+    from raytuner.engines import GPTuneBand
     from raytuner.records import FunctionEvaluation
-    from raytuner.strategies import GPTuneBand
 
     passes = max(1, int(math.floor(budget / structure.cost_per_pass("iterative") + 1e-9)))
     band = GPTuneBand(
@@ -416,7 +416,7 @@ def run_lcbench_tpe(
         budget: the normalised cost per task to spend (epochs / ``b_max``).
         seed: the samplers' seed (task ``j`` gets ``seed * 1000 + j``).
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> (trace,) = run_lcbench_tpe(LCBenchSurrogate(), [3945], BanditStructure.hyperband(2, 8, 2), 3.5, seed=0)
     >>> trace.costs, trace.final == max(trace.values)
     ([1.0, 1.0, 1.0], True)

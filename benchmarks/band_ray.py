@@ -24,7 +24,7 @@ import this module to run the trainables: it imports no engine and no Ray at
 the top, so that they start fast.
 
 Example (what a run is set up with needs no cluster):
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> run = RayRun("ASHA", BanditStructure.hyperband(1, 8, 2), 15.0, "y", "min", iterative=False)
     >>> run.b_max, run.points()
     (8, (1, 2, 4, 8))
@@ -56,7 +56,7 @@ from raytuner.problems.lcbench import HYPERPARAMETERS, LCBenchSurrogate
 from raytuner.space import ProblemSpace, Space
 
 if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
-    from raytuner.strategies import BanditStructure
+    from raytuner.engines import BanditStructure
 
 __all__ = [
     "RAY_KINDS",
@@ -160,7 +160,7 @@ def _trial_dirname(trial: Any) -> str:
 class RayRun:
     """One Ray tuner on one task: the scheduler kind, the structure, the budget and what to optimise.
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> lcbench = BanditStructure.hyperband(1, 52, 3, integer=True)
     >>> RayRun("HB", lcbench, 12.7, "val_accuracy", "max", iterative=True).points()
     (1, 3, 5, 9, 15, 17, 27, 45, 51, 52)

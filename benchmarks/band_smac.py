@@ -28,7 +28,7 @@ smac is in the ``[bench]`` extra, not in ``[test]``; without it
 this peer).
 
 Example (the budgets need no smac):
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> structure = BanditStructure.hyperband(1, 52, 3, integer=True)
     >>> [round(b, 3) for b in smac_budgets(structure)]
     [1.926, 52.0]
@@ -55,7 +55,7 @@ from benchmarks.band_ray_budget import ReportBudget
 from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBenchSurrogate
 
 if TYPE_CHECKING:
-    from raytuner.strategies import BanditStructure
+    from raytuner.engines import BanditStructure
 
 __all__ = ["smac_budgets", "run_lcbench_smac"]
 
@@ -69,7 +69,7 @@ def smac_budgets(structure: BanditStructure) -> tuple[float, float]:
     Args:
         structure: the bandit structure (its ``b_max``, ``η`` and ``s_max``).
 
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> [round(b, 6) for b in smac_budgets(BanditStructure.hyperband(2, 8, 2, integer=True))]
     [2.0, 8.0]
     """

@@ -20,7 +20,7 @@ on LCBench, 40 evaluations of the kernel; quick: 10 and 20):
   crowd's records as source tasks of its LCM;
 - ``mla+crowd`` and ``mla``: MLA at full fidelity, with and without them
   (5 initial samples each);
-- ``tla_ensemble``: the TLA ensemble (:class:`~raytuner.strategies.transfer.TransferLearning`)
+- ``tla_ensemble``: the TLA ensemble (:class:`~raytuner.engines.transfer.TransferLearning`)
   from the same records;
 - ``tpe_warm``: Optuna's TPE, the sources' best configurations enqueued first
   (each source task's best; the five best of a single source).
@@ -175,8 +175,8 @@ def _tpe_warm(tp: TransferProblem, sources: list[FunctionEvaluation], seed: int,
 
 
 def _engine(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], seed: int, budget: float) -> Any:
-    from raytuner.strategies import MLA, GPTuneBand  # noqa: PLC0415
-    from raytuner.strategies.transfer import TransferLearning  # noqa: PLC0415
+    from raytuner.engines import MLA, GPTuneBand  # noqa: PLC0415
+    from raytuner.engines.transfer import TransferLearning  # noqa: PLC0415
 
     crowd = sources if name.endswith("+crowd") else None
     inline = InlineExecutor()

@@ -14,7 +14,7 @@ run, and evaluating it costs an evaluation like any other.
 Every method gets 220 unique evaluations (raytuner's own start with 20
 initial ones), ``repeats`` times with seeds ``0 .. repeats - 1``:
 
-- raytuner's :class:`~raytuner.strategies.discrete.DiscreteBO` with the
+- raytuner's :class:`~raytuner.engines.discrete.DiscreteBO` with the
   *advanced multi*, *multi* and EI acquisition (Table I defaults);
 - Kernel Tuner 1.5 itself in simulation mode on the same cache:
   ``bayes_opt`` (``multi-advanced``, ``multi``, ``ei``),
@@ -126,7 +126,7 @@ def _cache(kernel: str) -> KernelCache:
 def run_raytuner(
     cache: KernelCache, options: dict[str, Any], max_fevals: int, seed: int, n_initial: int = 20
 ) -> tuple[Trace, list[float]]:
-    """Tune ``cache`` with :class:`~raytuner.strategies.discrete.DiscreteBO`; the trace and model-ask times (ms).
+    """Tune ``cache`` with :class:`~raytuner.engines.discrete.DiscreteBO`; the trace and model-ask times (ms).
 
     Args:
         cache: the Kernel Tuner cache that answers the evaluations.
@@ -135,7 +135,7 @@ def run_raytuner(
         seed: the engine's seed.
         n_initial: random evaluations before the model's first ask (default 20).
     """
-    from raytuner.strategies.discrete import DiscreteBO
+    from raytuner.engines.discrete import DiscreteBO
 
     engine = DiscreteBO(cache.problem(), seed=seed, n_initial=n_initial, candidates=cache.configs, **options)
     search = engine.search()

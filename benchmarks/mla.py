@@ -10,7 +10,7 @@ matplotlib is installed) and logs progress on the ``benchmarks.mla`` logger.
 
 - **Quality**: the demo function on 10 tasks t = 1, 1.5, ..., 5.5, x in
   [0, 1], minimised; 20 evaluations per task (10 LHS + 10 BO), 5 seeds. Tuners:
-  ``mla`` (one :class:`~raytuner.strategies.MLA` over all tasks),
+  ``mla`` (one :class:`~raytuner.engines.MLA` over all tasks),
   ``single_task_bo`` (one MLA per task), ``optuna_tpe`` (Optuna's TPE per
   task, 10 startup trials), ``optuna_gp`` (Optuna's ``GPSampler`` per task,
   10 startup trials; it needs torch: without it the peer is skipped with a
@@ -82,9 +82,9 @@ from benchmarks.mla_scale import (
 )
 from benchmarks.report import machine_at_start, markdown_table, peer_win_rates, publish, save_history_plot, win_cell
 from raytuner.analysis import best_so_far, r_bar, relative_performance
+from raytuner.engines import Engine, RandomSearch
 from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 from raytuner.space import ProblemSpace
-from raytuner.strategies import RandomSearch, Strategy
 
 __all__ = [
     "run",
@@ -136,7 +136,7 @@ QUICK_OVERHEAD = OverheadSettings(
 TunerRun = Callable[[ProblemSpace, list[dict[str, float]], int, QualitySettings], np.ndarray]
 
 
-def drive(engine: Strategy, evaluations: int) -> np.ndarray:
+def drive(engine: Engine, evaluations: int) -> np.ndarray:
     """Ask/tell ``engine`` on the demo until each of its tasks has ``evaluations`` values; (tasks, evaluations).
 
     Args:
@@ -148,7 +148,7 @@ def drive(engine: Strategy, evaluations: int) -> np.ndarray:
 
 def run_mla(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings) -> np.ndarray:
     """One MLA engine over all tasks."""
-    from raytuner.strategies import MLA
+    from raytuner.engines import MLA
 
     return drive(MLA(problem, tasks, seed=seed, n_initial=s.n_initial), s.evaluations)
 
@@ -157,7 +157,7 @@ def run_single_task_bo(
     problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings
 ) -> np.ndarray:
     """One single-task MLA engine per task."""
-    from raytuner.strategies import MLA
+    from raytuner.engines import MLA
 
     return np.vstack(
         [

@@ -5,7 +5,7 @@ its own), so they say little about what a multitask model is for. Here the
 tasks are 8 OpenML datasets of LCBench (:data:`~raytuner.problems.lcbench.LCBENCH_TASKS`,
 7 hyperparameters, ``val_accuracy`` after 52 epochs, maximised), read from
 YAHPO Gym's surrogate. Tuners, 20 evaluations per task (10 initial):
-``mla`` (one :class:`~raytuner.strategies.MLA` over all tasks, each task its
+``mla`` (one :class:`~raytuner.engines.MLA` over all tasks, each task its
 own initial design), ``mla_shared`` (the same with ``design="shared"``),
 ``single_task_bo`` (one MLA per task), Optuna's ``optuna_tpe`` and
 ``optuna_gp`` (``GPSampler``; per task, 10 startup trials each) and
@@ -39,9 +39,9 @@ from benchmarks.band_peers import optuna_rows, torch_missing
 from benchmarks.data import find
 from benchmarks.mla_model import model_accuracy, render_model_accuracy
 from benchmarks.report import markdown_table, peer_win_rates, win_cell
+from raytuner.engines import MLA, Engine, RandomSearch
+from raytuner.engines.mla import Design
 from raytuner.problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
-from raytuner.strategies import MLA, RandomSearch, Strategy
-from raytuner.strategies.mla import Design
 
 __all__ = [
     "LCBenchQuality",
@@ -81,7 +81,7 @@ QUICK_LCBENCH = LCBenchQuality(seeds=(0, 1), tasks=LCBENCH_TASKS[:4], evaluation
 LCBenchRun = Callable[[LCBenchSurrogate, LCBenchQuality, int], np.ndarray]
 
 
-def drive_lcbench(engine: Strategy, surrogate: LCBenchSurrogate, evaluations: int) -> np.ndarray:
+def drive_lcbench(engine: Engine, surrogate: LCBenchSurrogate, evaluations: int) -> np.ndarray:
     """Ask/tell ``engine`` until each of its tasks has ``evaluations`` accuracies; (tasks, evaluations).
 
     Args:

@@ -5,7 +5,7 @@ every task's data, predicts that task better than a GP fitted on the task's
 own data. This measures both on the same samples: per seed, each task gets
 ``n_initial`` LHS samples (the size of the tuners' initial designs); one LCM
 over all tasks and one GP per task, both with MLA's default options
-(:attr:`MLA.default_options <raytuner.strategies.MLA.default_options>`), are fitted on them; each predicts
+(:attr:`MLA.default_options <raytuner.engines.MLA.default_options>`), are fitted on them; each predicts
 :data:`REFERENCE_CONFIGURATIONS` fresh LHS configurations of each task, whose
 true accuracies the surrogate gives. Per (seed, task) cell:
 
@@ -41,11 +41,11 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from raytuner.analysis import win_rate
+from raytuner.engines import MLA
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCM, TrainingData
 from raytuner.problems.lcbench import OUTPUTS, LCBenchSurrogate
 from raytuner.sampling import sample_configurations
-from raytuner.strategies import MLA
 
 __all__ = ["REFERENCE_CONFIGURATIONS", "TOP", "cell_scores", "model_accuracy", "render_model_accuracy"]
 

@@ -4,7 +4,7 @@ For each history size, a (``tasks``, ``samples_per_task``) pair (tasks
 t = linspace(1, 5.5, tasks), ``samples_per_task`` evaluations of each drawn
 by LHS; ``records`` = their product), it measures:
 
-- **ask**: an :class:`~raytuner.strategies.MLA` engine replays the history,
+- **ask**: an :class:`~raytuner.engines.MLA` engine replays the history,
   answers one cold ``ask`` (``first_ask_seconds``), then ``asks`` more
   ask/tell rounds, each ask timed (its model refit warm-starts from the last
   one); ``ask_seconds_median`` is their median.
@@ -156,7 +156,7 @@ def time_asks(
         problem: the tuning problem (default ``None``: the demo's).
         seed: the engine's seed (default 0).
     """
-    from raytuner.strategies import MLA
+    from raytuner.engines import MLA
 
     problem = problem or _demo_problem()
     engine = MLA(problem, history.tasks, seed=seed, n_initial=n_initial)

@@ -18,7 +18,7 @@ reference point per problem, fixed before any tuner runs):
   nonzeros over the fine matrix's); once more with ``memory <= 2`` as an
   output constraint. A solve that fails is a failed evaluation.
 
-Tuners: ``mla`` (:class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` over
+Tuners: ``mla`` (:class:`~raytuner.engines.multiobjective.MultiObjectiveMLA` over
 all tasks), and per task Optuna's ``nsga2``, ``motpe`` (TPE with several
 objectives), ``gp`` (``GPSampler``; it needs torch) and ``random`` search.
 Optuna's samplers get the output constraint through ``constraints_func``.
@@ -36,12 +36,12 @@ import numpy as np
 
 from benchmarks.band_peers import suggest_config
 from benchmarks.data import find
+from raytuner.engines import RandomSearch
+from raytuner.engines.multiobjective import mla_engine
 from raytuner.executors import InlineExecutor
 from raytuner.problems.amg import SolveFailure
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies import RandomSearch
-from raytuner.strategies.multiobjective import mla_engine
 
 __all__ = ["MOProblem", "zdt_problem", "lcbench_problem", "amg_mo_problem", "RUNNERS", "Run"]
 

@@ -15,8 +15,8 @@ or ``benchmarks.run_benchmark("tla", Path(DIR), quick=False)``. It writes
   tasks S1–S3, targets T1 and T2 (tasks drawn with a fixed seed). Each source
   task has 200 uniformly random evaluations (a fixed seed: the same for every
   tuner and seed of a scenario); each tuner makes 20 target evaluations.
-- **Tuners**: NoTLA (single-task :class:`~raytuner.strategies.MLA`, 5 LHS
-  points) and eight :class:`~raytuner.strategies.transfer.TransferLearning`
+- **Tuners**: NoTLA (single-task :class:`~raytuner.engines.MLA`, 5 LHS
+  points) and eight :class:`~raytuner.engines.transfer.TransferLearning`
   algorithms, driven by ask/tell without Ray. One ``SourceData`` per scenario
   serves every engine of the scenario.
 - **Cross-machine** (a real case): dedispersion on an A100 (200 random
@@ -100,7 +100,7 @@ def run_scenario(sid: str, settings: Settings) -> dict[str, Any]:
         sid: the scenario's id.
         settings: the seeds and evaluations to run.
     """
-    from raytuner.strategies.transfer import SourceData
+    from raytuner.engines.transfer import SourceData
 
     started = time.perf_counter()
     scenario = next(s for s in SCENARIOS if s.id == sid)

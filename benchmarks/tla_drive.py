@@ -233,7 +233,7 @@ def make_engine(
         tuner: a name in :data:`TUNERS`.
         problem: the problem the TLA engines tune.
         target: the target task.
-        source: the engines' :class:`~raytuner.strategies.transfer.SourceData` (NoTLA ignores it).
+        source: the engines' :class:`~raytuner.engines.transfer.SourceData` (NoTLA ignores it).
         seed: the engine's seed.
         settings: the run's settings (NoTLA's ``n_initial``).
         candidates: the configurations a TLA engine may suggest (``None``: any).
@@ -241,12 +241,12 @@ def make_engine(
     """
     algorithm = TUNERS[tuner]
     if algorithm is None:
-        from raytuner.strategies import MLA
+        from raytuner.engines import MLA
 
         return MLA(
             notla_problem or problem, [dict(target)], seed=seed, n_initial=settings.n_initial, executor=InlineExecutor()
         )
-    from raytuner.strategies.transfer import TransferLearning
+    from raytuner.engines.transfer import TransferLearning
 
     return TransferLearning(
         problem,

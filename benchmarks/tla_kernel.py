@@ -46,7 +46,7 @@ def run_cross_machine(settings: Settings, data_dir: Path | None = None) -> dict[
         settings: the seeds and evaluations to run.
         data_dir: the folder holding the Kernel Tuner caches (default ``None``: the benchmark's data folder).
     """
-    from raytuner.strategies.transfer import SourceData
+    from raytuner.engines.transfer import SourceData
 
     started = time.perf_counter()
     a100, w7800 = (

@@ -25,7 +25,7 @@ time limit or ends with a non-finite or unconverged solution is a *failed*
 evaluation: it is recorded as such and never stops the tuning.
 
 Run (through Ray Tune with raytuner.schedulers.GPTuneBandScheduler when available,
-else through the sequential engine raytuner.strategies.GPTuneBand):
+else through the sequential engine raytuner.engines.GPTuneBand):
     python examples/amg_tuning.py                 # 3 tasks, k = 10..40, [b_min, b_max, eta] = [1, 8, 2]
     python examples/amg_tuning.py --quick         # 2 tasks, k = 10..20, [1, 4, 2]: under a minute
     python examples/amg_tuning.py --runner engine # force the sequential engine
@@ -96,13 +96,13 @@ def run_engine(
     executor: Any = None,
     options: Any = None,
 ) -> tuple[Any, list[Any]]:
-    """Tune sequentially with the ask/tell engine ``raytuner.strategies.GPTuneBand``.
+    """Tune sequentially with the ask/tell engine ``raytuner.engines.GPTuneBand``.
 
     Returns the engine and the evaluation records in order (failed solves are failed records).
 
     ``evaluate(task, config, k)`` defaults to :func:`solve_time` with ``args.time_limit``.
     """
-    from raytuner.strategies import GPTuneBand  # noqa: PLC0415
+    from raytuner.engines import GPTuneBand  # noqa: PLC0415
 
     evaluate = evaluate or functools.partial(OBJECTIVES[args.objective], time_limit=args.time_limit)
     name = problem.objectives[0]
@@ -156,8 +156,8 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
 
+    from raytuner.engines import BanditStructure
     from raytuner.store import JsonStore  # noqa: PLC0415
-    from raytuner.strategies import BanditStructure
 
     store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
     band = GPTuneBandScheduler(
@@ -283,8 +283,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[Any]:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from raytuner.engines import BanditStructure  # noqa: PLC0415
     from raytuner.space import ProblemSpace  # noqa: PLC0415
-    from raytuner.strategies import BanditStructure  # noqa: PLC0415
 
     problem = ProblemSpace.parse(amg_problem(args.objective))
     tasks = args.task_list

@@ -46,12 +46,12 @@ from ray.tune.logger import JsonLoggerCallback
 from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
+from raytuner.engines import BanditStructure
+from raytuner.engines.band import MODELS
 from raytuner.executors import RayExecutor
 from raytuner.problems import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import BanditStructure
-from raytuner.strategies.band import MODELS
 from raytuner.testing.cluster import LocalCluster
 
 B_MAX = 27.0

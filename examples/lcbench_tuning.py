@@ -41,9 +41,9 @@ from ray.tune import Checkpoint
 from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
+from raytuner.engines import BanditStructure
 from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.store import JsonStore
-from raytuner.strategies import BanditStructure
 
 log = logging.getLogger("lcbench_tuning")
 

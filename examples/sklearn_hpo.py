@@ -15,7 +15,7 @@ Each epoch visits the training set in a permutation drawn from (seed, epoch),
 so a run restored from a checkpoint trains exactly as an uninterrupted one.
 
 Run (through Ray Tune with raytuner.schedulers.GPTuneBandScheduler when available,
-else through the sequential engine raytuner.strategies.GPTuneBand):
+else through the sequential engine raytuner.engines.GPTuneBand):
     python examples/sklearn_hpo.py                 # [b_min, b_max, eta] = [1, 27, 3] epochs
     python examples/sklearn_hpo.py --quick         # [1, 4, 2]: 18 Ray trials
     python examples/sklearn_hpo.py --runner engine # force the sequential engine
@@ -205,15 +205,15 @@ def run_engine(
     executor: Any = None,
     options: Any = None,
 ) -> tuple[Any, list[Any]]:
-    """Tune sequentially with the ask/tell engine ``raytuner.strategies.GPTuneBand``.
+    """Tune sequentially with the ask/tell engine ``raytuner.engines.GPTuneBand``.
 
     Returns the engine and the evaluation records in order.
 
     A promotion continues a copy of its parent's trainer (kept pickled by
     evaluation uid, as a Ray checkpoint would be).
     """
+    from raytuner.engines import GPTuneBand  # noqa: PLC0415
     from raytuner.records import FunctionEvaluation  # noqa: PLC0415
-    from raytuner.strategies import GPTuneBand  # noqa: PLC0415
 
     band = GPTuneBand(
         problem,
@@ -283,8 +283,8 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
 
+    from raytuner.engines import BanditStructure
     from raytuner.store import JsonStore  # noqa: PLC0415
-    from raytuner.strategies import BanditStructure
 
     store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()
     band = GPTuneBandScheduler(

@@ -43,13 +43,13 @@ from ray import tune
 from raytuner.searchers import TLA2Searcher, TLASearcher, TuningProgress
 
 from raytuner.analysis import task_summary
+from raytuner.engines import RandomSearch
+from raytuner.engines.transfer import ALGORITHMS, ENSEMBLES
 from raytuner.models import LCMOptions
 from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
-from raytuner.strategies import RandomSearch
-from raytuner.strategies.transfer import ALGORITHMS, ENSEMBLES
 
 log = logging.getLogger("transfer_demo")
 

@@ -21,7 +21,7 @@ Example:
     >>> problem.objectives
     ['y']
     >>> rt.MLA.__module__
-    'raytuner.strategies.mla'
+    'raytuner.engines.mla'
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("TuningSession", "Trial"), "raytuner.session"),
     **dict.fromkeys(
         ("MLA", "GPTuneBand", "BanditStructure", "TLA1", "TLA2", "TransferLearning", "DiscreteBO", "RandomSearch"),
-        "raytuner.strategies",
+        "raytuner.engines",
     ),
     **dict.fromkeys(
         ("JsonStore", "MongoStore", "open_store", "StoreSource", "read_history_file", "write_history_file"),
@@ -100,6 +100,16 @@ __all__ = [
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports each on first use
     from raytuner.client import CrowdClient, RemoteTuner
+    from raytuner.engines import (
+        MLA,
+        TLA1,
+        TLA2,
+        BanditStructure,
+        DiscreteBO,
+        GPTuneBand,
+        RandomSearch,
+        TransferLearning,
+    )
     from raytuner.errors import InvalidInputError, RaytunerError, StoreError
     from raytuner.records import FunctionEvaluation, HistoryDocument
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler
@@ -120,16 +130,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         open_store,
         read_history_file,
         write_history_file,
-    )
-    from raytuner.strategies import (
-        MLA,
-        TLA1,
-        TLA2,
-        BanditStructure,
-        DiscreteBO,
-        GPTuneBand,
-        RandomSearch,
-        TransferLearning,
     )
     from raytuner.view import load_history
 

@@ -143,7 +143,7 @@ class Provenance(BaseModel):
     ``parent`` is the uid of the lower-rung evaluation a promotion continues.
     With output constraints, MLA, GPTuneBand and DiscreteBO add ``confident: true`` (an extra key)
     to a model suggestion whose chance of meeting every constraint was at least 0.9 when chosen
-    (:mod:`raytuner.strategies.breaches`).
+    (:mod:`raytuner.engines.breaches`).
     ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).
     """
 

@@ -37,7 +37,7 @@ Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.store import JsonStore
-    >>> from raytuner.strategies import RandomSearch
+    >>> from raytuner.engines import RandomSearch
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> store = JsonStore(tempfile.mkdtemp())
@@ -60,6 +60,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from raytuner.engines.base import Engine, fitting_records, task_key
 from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
 from raytuner.history_options import HistoryOptions
@@ -70,7 +71,6 @@ from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecor
 from raytuner.space import ProblemSpace
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
-from raytuner.strategies.base import Strategy, fitting_records, task_key
 from raytuner.trial import Trial, TrialNamer, read_trials
 
 __all__ = ["TuningSession", "Trial", "TrialNamer"]
@@ -102,7 +102,7 @@ class TuningSession:
     def __init__(
         self,
         problem: ProblemSpace,
-        strategy: Strategy,
+        strategy: Engine,
         store: HistoryStore,
         problem_name: str,
         *,
@@ -167,7 +167,7 @@ class TuningSession:
     def resume(
         cls,
         problem: ProblemSpace,
-        strategy: Strategy,
+        strategy: Engine,
         store: HistoryStore,
         problem_name: str,
         *,
@@ -478,7 +478,7 @@ class TuningSession:
     def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
         """The best evaluation of ``task``, or ``None`` while none counts: its engine's answer.
 
-        Every engine answers the same way (:meth:`raytuner.strategies.Strategy.best`): the
+        Every engine answers the same way (:meth:`raytuner.engines.Engine.best`): the
         evaluation that succeeded, meets every output constraint and is best in ``objective``
         (GPTuneBand: at ``b_max`` only).
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from raytuner.engines.base import Suggestion
 from raytuner.records import Provenance
-from raytuner.strategies.base import Suggestion
 
 __all__ = ["Trial", "TrialNamer", "read_trials"]
 

@@ -1,6 +1,6 @@
 """GPTuneBand as a Ray Tune scheduler, with the searcher that feeds its brackets.
 
-One object owns the engine (:class:`raytuner.strategies.GPTuneBand`) and its
+One object owns the engine (:class:`raytuner.engines.GPTuneBand`) and its
 :class:`~raytuner.session.TuningSession`; :meth:`GPTuneBandScheduler.searcher` hands out
 the paired searcher. Pass both to Ray::
 
@@ -35,7 +35,7 @@ Example:
     >>> import tempfile
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.problems import DEMO_PROBLEM
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
     ...                   "demo", seed=0, structure=BanditStructure.hyperband(1, 9, 3))
     >>> band.engine.structure.fidelities
@@ -61,6 +61,9 @@ from ray.tune.schedulers import TrialScheduler
 from raytuner.schedulers.band_searcher import GPTuneBandSearcher
 from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
 
+from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
+from raytuner.engines.bandit import FidelityMode
+from raytuner.engines.base import Suggestion
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
@@ -69,9 +72,6 @@ from raytuner.session import Trial as SessionTrial
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
-from raytuner.strategies import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
-from raytuner.strategies.bandit import FidelityMode
-from raytuner.strategies.base import Suggestion
 
 if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
@@ -118,10 +118,10 @@ class BandOptions:
         search_candidates: The size of the acquisition search's global phase.
         model: The engine's model: ``"paper"`` (the paper's LCM over (task, bracket) pairs) or ``"levels"``
             (every fidelity level of every task in one LCM, samples chosen by the prediction at ``b_max``);
-            see :class:`raytuner.strategies.GPTuneBand`.
+            see :class:`raytuner.engines.GPTuneBand`.
         source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
             crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); ``None``: none.
-        source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.strategies.GPTuneBand`.
+        source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.engines.GPTuneBand`.
     """
 
     passes: int | None = None
@@ -145,7 +145,7 @@ class GPTuneBandScheduler(TrialScheduler):
 
     Evaluations already stored for the problem's tasks are replayed, so a new
     run continues an interrupted one mid-bracket. The engine's options are
-    those of :class:`raytuner.strategies.GPTuneBand`.
+    those of :class:`raytuner.engines.GPTuneBand`.
 
     Args:
         problem: The problem's spaces.
@@ -222,7 +222,7 @@ class GPTuneBandScheduler(TrialScheduler):
             executor=options.executor,
             source=source,
         )
-        # a Strategy as the registry builds it, and the multi-fidelity engine this scheduler drives
+        # a Engine as the registry builds it, and the multi-fidelity engine this scheduler drives
         self.engine = cast(MultiFidelityEngine, engine)
         # a result counts once it has every objective tuned (with several, every bounded output too)
         self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics
@@ -245,7 +245,7 @@ class GPTuneBandScheduler(TrialScheduler):
         return GPTuneBandSearcher(self)
 
     def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The best evaluation of ``task`` at ``b_max``, as every engine answers it (see ``Strategy.best``).
+        """The best evaluation of ``task`` at ``b_max``, as every engine answers it (see ``Engine.best``).
 
         Args:
             task: One of the tasks (default: the first).

@@ -10,7 +10,7 @@ Example:
     >>> from raytuner.space import ProblemSpace
     >>> from raytuner.schedulers import GPTuneBandScheduler
     >>> from raytuner.problems import DEMO_PROBLEM
-    >>> from raytuner.strategies import BanditStructure
+    >>> from raytuner.engines import BanditStructure
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
     ...                   seed=0, structure=BanditStructure.hyperband(1, 4, 2))
     >>> searcher = band.searcher()

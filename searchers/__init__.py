@@ -4,18 +4,18 @@ The GPTuneBand scheduler's own searcher is ``raytuner.schedulers.GPTuneBandSearc
 (get it from the scheduler: ``band.searcher()``).
 
 >>> from raytuner.searchers import (DiscreteBOSearcher, LCMSearcher, RandomSearcher, ServiceCallback,
-...                                 StrategySearcher, TLA2Searcher, TLASearcher, TuningProgress)
+...                                 EngineSearcher, TLA2Searcher, TLASearcher, TuningProgress)
 """
 
 from raytuner.searchers.discrete_searcher import DiscreteBOSearcher
+from raytuner.searchers.engine_searcher import EngineSearcher, RandomSearcher
 from raytuner.searchers.lcm_searcher import LCMSearcher
 from raytuner.searchers.progress import TuningProgress
 from raytuner.searchers.service_callback import ServiceCallback
-from raytuner.searchers.strategy_searcher import RandomSearcher, StrategySearcher
 from raytuner.searchers.tla_searcher import TLA2Searcher, TLASearcher
 
 __all__ = [
-    "StrategySearcher",
+    "EngineSearcher",
     "RandomSearcher",
     "LCMSearcher",
     "TLASearcher",

@@ -1,6 +1,6 @@
 """DiscreteBOSearcher: Bayesian optimisation of discrete, restricted spaces (GPU kernels) for Ray Tune.
 
-The searcher runs :class:`raytuner.strategies.discrete.DiscreteBO`: every
+The searcher runs :class:`raytuner.engines.discrete.DiscreteBO`: every
 suggestion is the best acquisition value among the valid configurations not
 yet tried. A trial that raises (the kernel failed to compile, launch or
 verify) or reports no metric is stored as a failed evaluation and never
@@ -31,26 +31,26 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytuner.searchers.strategy_searcher import StrategySearcher
+from raytuner.searchers.engine_searcher import EngineSearcher
 
+from raytuner.engines.discrete import DiscreteBO
+from raytuner.engines.discrete.engine import Method
+from raytuner.engines.discrete.portfolio import AFS
 from raytuner.errors import InvalidInputError
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
-from raytuner.strategies.discrete import DiscreteBO
-from raytuner.strategies.discrete.engine import Method
-from raytuner.strategies.discrete.portfolio import AFS
 
 __all__ = ["DiscreteBOSearcher"]
 
 _GOALS = {"min": "minimize", "max": "maximize"}
 
 
-class DiscreteBOSearcher(StrategySearcher):
-    """Discrete BO (:class:`~raytuner.strategies.discrete.DiscreteBO`) for ``tune.run`` and ``Tuner``.
+class DiscreteBOSearcher(EngineSearcher):
+    """Discrete BO (:class:`~raytuner.engines.discrete.DiscreteBO`) for ``tune.run`` and ``Tuner``.
 
     ``method``, ``n_initial``, ``kernel``, ``lengthscale``, ``exploration``,
     ``acquisitions`` and ``candidates`` are those of
-    :class:`~raytuner.strategies.discrete.DiscreteBO`. ``tasks`` is needed
+    :class:`~raytuner.engines.discrete.DiscreteBO`. ``tasks`` is needed
     only when the problem has task parameters. Stored evaluations of the same
     problem are replayed first, so a new searcher continues an old run.
 
@@ -63,7 +63,7 @@ class DiscreteBOSearcher(StrategySearcher):
             every optimised output of a problem with several, else the one.
         mode: ``"min"`` or ``"max"`` as Ray says it (a list for several metrics); must match the goals.
         seed: The engine's random seed.
-        method: One of :data:`raytuner.strategies.discrete.engine.METHODS` (a single acquisition or a portfolio).
+        method: One of :data:`raytuner.engines.discrete.engine.METHODS` (a single acquisition or a portfolio).
         n_initial: How many initial evaluations must succeed before the model proposes.
         kernel: The GP kernel.
         lengthscale: The GP's fixed length scale (default: by ``exploration``).

@@ -28,29 +28,29 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytuner.searchers.strategy_searcher import StrategySearcher
+from raytuner.searchers.engine_searcher import EngineSearcher
 
+from raytuner.engines.mla import BatchMode, Design
+from raytuner.engines.multiobjective import mla_engine
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
-from raytuner.strategies.mla import BatchMode, Design
-from raytuner.strategies.multiobjective import mla_engine
 
 __all__ = ["LCMSearcher"]
 
 
-class LCMSearcher(StrategySearcher):
+class LCMSearcher(EngineSearcher):
     """Multitask BO with an LCM over ``tasks`` (one task: single-task BO), for ``tune.run`` and ``Tuner``.
 
     ``n_initial`` LHS configurations per task come first (with ``source``, the
-    first is where the source tasks agree: :class:`raytuner.strategies.MLA`), then model-guided
+    first is where the source tasks agree: :class:`raytuner.engines.MLA`), then model-guided
     suggestions; ``design``, ``options``, ``acquisition``, ``acquisition_options``,
-    ``batch`` and ``executor`` are those of :class:`raytuner.strategies.MLA`.
+    ``batch`` and ``executor`` are those of :class:`raytuner.engines.MLA`.
     Stored evaluations of the same problem and tasks are replayed first, so a
     new searcher continues an old run. A problem with several objectives or
     an output constraint is tuned by
-    :class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` (``metric`` and
+    :class:`~raytuner.engines.multiobjective.MultiObjectiveMLA` (``metric`` and
     ``mode`` are then lists, as Ray Tune's ``OptunaSearch`` takes them), and
     ``session.pareto_front(task)`` gives each task's front.
 

@@ -1,13 +1,13 @@
 """TLASearcher and TLA2Searcher: transfer learning from source tasks as Ray Tune searchers.
 
 :class:`TLA2Searcher` tunes a new task with GPTune's TLA2
-(:class:`raytuner.strategies.transfer.TLA2`): its first samples around TLA1's
+(:class:`raytuner.engines.transfer.TLA2`): its first samples around TLA1's
 prediction, its model the source tasks' LCM extended by the new task.
 
 The searcher tunes one **target** task with
-:class:`raytuner.strategies.transfer.TransferLearning`: the source
+:class:`raytuner.engines.transfer.TransferLearning`: the source
 evaluations (other tasks, machines or software versions, read from a
-:class:`~raytuner.strategies.transfer.SourceData`, a list of
+:class:`~raytuner.engines.transfer.SourceData`, a list of
 :class:`~raytuner.records.FunctionEvaluation` or any
 :class:`~raytuner.records.EvaluationSource` such as
 :class:`raytuner.store.StoreSource`) shape every suggestion, from the first
@@ -47,26 +47,26 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytuner.searchers.strategy_searcher import StrategySearcher
+from raytuner.searchers.engine_searcher import EngineSearcher
 
+from raytuner.engines.transfer import DEFAULT_POOL, TLA2, SourceData, TransferLearning
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
-from raytuner.strategies.transfer import DEFAULT_POOL, TLA2, SourceData, TransferLearning
 
 __all__ = ["TLASearcher", "TLA2Searcher"]
 
 
-class TLASearcher(StrategySearcher):
+class TLASearcher(EngineSearcher):
     """Transfer learning to ``target_task`` from ``source``, for ``tune.run`` and ``Tuner``.
 
-    ``algorithm`` is one of :data:`raytuner.strategies.transfer.ALGORITHMS`
+    ``algorithm`` is one of :data:`raytuner.engines.transfer.ALGORITHMS`
     (default ``"ensemble"``, drawing from ``pool``); ``weights`` (for
     ``"weighted_sum_static"``), ``candidates`` (an explicit list of valid
     configurations), ``options``, ``acquisition`` and ``executor`` are those
-    of :class:`raytuner.strategies.transfer.TransferLearning`. Stored
+    of :class:`raytuner.engines.transfer.TransferLearning`. Stored
     evaluations of the target task under ``problem_name`` are replayed first,
     so a new searcher continues an old run.
 
@@ -79,7 +79,7 @@ class TLASearcher(StrategySearcher):
         metric: The objective Ray reports (the first one when ``None``).
         mode: Ray's ``"min"``/``"max"``; it follows the objective's goal.
         seed: The engine's seed.
-        algorithm: One of :data:`raytuner.strategies.transfer.ALGORITHMS`.
+        algorithm: One of :data:`raytuner.engines.transfer.ALGORITHMS`.
         pool: The algorithms an ensemble draws from.
         weights: The source weights of ``"weighted_sum_static"``.
         candidates: An explicit list of valid configurations to choose from.
@@ -131,7 +131,7 @@ class TLASearcher(StrategySearcher):
         return self.session.strategy
 
 
-class TLA2Searcher(StrategySearcher):
+class TLA2Searcher(EngineSearcher):
     """GPTune's TLA2 tuning ``new_task`` from the tuned ``source`` tasks, for ``tune.run`` and ``Tuner``.
 
     The configs are flat, as for every raytuner searcher; stored evaluations

@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from raytuner.engines import BanditStructure, GPTuneBand
+from raytuner.engines.base import Suggestion
+from raytuner.engines.brackets import Brackets
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
@@ -16,9 +19,6 @@ from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecor
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import BanditStructure, GPTuneBand
-from raytuner.strategies.base import Suggestion
-from raytuner.strategies.brackets import Brackets
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from raytuner.engines import GPTuneBand, fresh_engine
+from raytuner.engines.band_sampler import MultiObjectiveLevelSampler
+from raytuner.engines.breaches import NOTE
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.pareto import nsga_order, pareto_front
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import GPTuneBand, fresh_engine
-from raytuner.strategies.band_sampler import MultiObjectiveLevelSampler
-from raytuner.strategies.breaches import NOTE
 
 SPACES = {
     "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 1}],
@@ -132,7 +132,7 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
     from ray import tune
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 
-    from raytuner.strategies import BanditStructure
+    from raytuner.engines import BanditStructure
 
     def trainable(config: dict) -> None:
         tune.report(zdt(config, config["t"], config["fidelity"]))

@@ -22,11 +22,11 @@ from ray.tune.search import Searcher  # noqa: E402
 from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
 
 from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
+from raytuner.engines import BanditStructure
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
-from raytuner.strategies import BanditStructure
 
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 

@@ -18,13 +18,13 @@ from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
 from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
 
+from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
-from raytuner.strategies.bandit import BanditStructure  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 1.3}]

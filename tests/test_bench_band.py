@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from benchmarks import band, band_peers, band_ray_budget, band_smac
+from raytuner.engines import BanditStructure
 from raytuner.errors import InvalidInputError
 from raytuner.problems.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
-from raytuner.strategies import BanditStructure
 
 CONFIG = {
     "batch_size": 91,

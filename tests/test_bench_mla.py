@@ -25,9 +25,9 @@ from benchmarks.mla import (
 from benchmarks.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells, lcbench_rows, render_lcbench
 from benchmarks.mla_overhead import make_history, overhead_goals, overhead_row, standardise
 from benchmarks.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
+from raytuner.engines import RandomSearch
 from raytuner.problems import DEMO_PROBLEM, demo_grid_minimum
 from raytuner.space import ProblemSpace
-from raytuner.strategies import RandomSearch
 
 TUNERS = ("mla", "single_task_bo", "optuna_tpe", "random")
 

@@ -18,6 +18,9 @@ from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.crowd_sources import crowd_source
 from raytuner.client.remote import RemoteTuner
 from raytuner.crowd.cache import DOWNLOADS, crowd_cache_name
+from raytuner.engines import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
+from raytuner.engines.multiobjective import mla_engine
+from raytuner.engines.transfer import FIRST, TLA1Engine, TransferLearning
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
@@ -28,9 +31,6 @@ from raytuner.sampling import sample_configurations
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
-from raytuner.strategies.multiobjective import mla_engine
-from raytuner.strategies.transfer import FIRST, TLA1Engine, TransferLearning
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=60)

@@ -11,13 +11,13 @@ import pytest
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.crowd.sync import CrowdSyncStore
+from raytuner.engines import MLA, RandomSearch
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA, RandomSearch
 
 PROBLEM = "synced"
 SPACE = {

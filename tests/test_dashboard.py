@@ -29,12 +29,12 @@ from raytuner.cli import main
 from raytuner.client import RemoteTuner
 from raytuner.dashboard import create_app, serve
 from raytuner.dashboard.sources import PAGE_SIZE
+from raytuner.engines import RandomSearch
 from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.records import FunctionEvaluation, HistoryDocument
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, write_history_file
-from raytuner.strategies import RandomSearch
 from raytuner.view import load_history, task_label
 
 log = logging.getLogger(__name__)
@@ -166,9 +166,9 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
 def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_front(
     browser: Any, tmp_path: Path
 ) -> None:
+    from raytuner.engines.multiobjective import mla_engine
     from raytuner.executors import InlineExecutor
     from raytuner.pareto import pareto_front
-    from raytuner.strategies.multiobjective import mla_engine
 
     problem = ProblemSpace.parse(
         {

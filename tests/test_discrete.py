@@ -7,10 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
-from raytuner.strategies.discrete import (
+from raytuner.engines.discrete import (
     METHODS,
     AdvancedMulti,
     CandidateGP,
@@ -19,7 +16,10 @@ from raytuner.strategies.discrete import (
     Multi,
     contextual_variance,
 )
-from raytuner.strategies.discrete.gp import matern
+from raytuner.engines.discrete.gp import matern
+from raytuner.errors import InfeasibleSpaceError, InvalidInputError
+from raytuner.records import FunctionEvaluation
+from raytuner.space import ProblemSpace
 
 KERNEL = ProblemSpace.parse(
     {

@@ -8,12 +8,12 @@ import math
 
 import pytest
 
+from raytuner.engines import DiscreteBO, fresh_engine
+from raytuner.engines.discrete.search import TaskSearch
+from raytuner.engines.discrete.several import SeveralSearch
 from raytuner.pareto import hypervolume, objective_values, pareto_front
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies import DiscreteBO, fresh_engine
-from raytuner.strategies.discrete.search import TaskSearch
-from raytuner.strategies.discrete.several import SeveralSearch
 
 #: ZDT1 on a 41 x 41 grid with ``mem = a + b <= 0.6`` (in units of 40): the constraint cuts the front at a = 0.6.
 PROBLEM = ProblemSpace.parse(

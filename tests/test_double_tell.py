@@ -1,6 +1,6 @@
 """Every engine refuses a suggestion told twice with another result (issue 53, item 8).
 
-``Strategy.tell(suggestion, outputs)`` gives the record the suggestion's uid, so the engine knows a suggestion
+``Engine.tell(suggestion, outputs)`` gives the record the suggestion's uid, so the engine knows a suggestion
 told before: told again with another result (other outputs, or a failure instead of outputs) it raises one
 :class:`~raytuner.errors.TrialConflict` line naming the suggestion and the first record, and the engine's state
 is unchanged; told again with the same result it is a retry, answered with the first record and folded in once
@@ -15,18 +15,18 @@ from collections.abc import Callable
 import pytest
 from test_engine_checks import ENGINES, FAST, PROBLEM, TASK, runtime, source_records, state
 
+from raytuner.engines import Engine
+from raytuner.engines.multiobjective import MultiObjectiveMLA
+from raytuner.engines.transfer import TLA1Engine
 from raytuner.errors import TrialConflict
 from raytuner.executors import InlineExecutor
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies import Strategy
-from raytuner.strategies.multiobjective import MultiObjectiveMLA
-from raytuner.strategies.transfer import TLA1Engine
 
 TWO_OUTPUTS = ProblemSpace.parse({**PROBLEM.model_dump(), "output_space": [{"name": "runtime"}, {"name": "memory"}]})
 
 #: Every engine kind, built fresh: those of test_engine_checks, TLA1 and multi-objective MLA.
-BUILDERS: dict[str, Callable[[], Strategy]] = {
+BUILDERS: dict[str, Callable[[], Engine]] = {
     **ENGINES,
     "tla1": lambda: TLA1Engine(PROBLEM, [TASK], 0, source_records(), options=FAST, executor=InlineExecutor()),
     "multiobjective": lambda: MultiObjectiveMLA(
@@ -35,7 +35,7 @@ BUILDERS: dict[str, Callable[[], Strategy]] = {
 }
 
 
-def outputs(engine: Strategy, config: dict, shift: float = 0.0) -> dict[str, float]:
+def outputs(engine: Engine, config: dict, shift: float = 0.0) -> dict[str, float]:
     value = runtime(TASK, config) + shift
     return {name: value for name in engine.problem.objectives}
 

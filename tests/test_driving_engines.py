@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from raytuner.engines import MLA, GPTuneBand, RandomSearch
+from raytuner.engines.base import Suggestion
 from raytuner.errors import InvalidInputError, TrialConflict, TuningFinished
 from raytuner.executors import InlineExecutor, ProcessExecutor
 from raytuner.models import LCM, LCMOptions, TrainingData
@@ -19,8 +21,6 @@ from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA, GPTuneBand, RandomSearch
-from raytuner.strategies.base import Suggestion
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
@@ -54,7 +54,7 @@ def test_a_record_without_provenance_is_matched_to_its_suggestion_with_a_warning
     engine = band()
     s = engine.ask()
     bare = FunctionEvaluation.create(s.task, s.config, outputs(s))  # provenance forgotten
-    with caplog.at_level(logging.WARNING, logger="raytuner.strategies.band"):
+    with caplog.at_level(logging.WARNING, logger="raytuner.engines.band"):
         record = engine.tell(bare)
     assert "without its suggestion's provenance" in caplog.text
     assert engine.progress()["evaluations"] == 1 and engine.progress()["in_flight"] == 0
@@ -91,7 +91,7 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
 def test_mla_takes_an_evaluation_it_did_not_ask_as_data_and_says_so(caplog) -> None:
     engine = MLA(PROBLEM, TASKS[:1], seed=0, n_initial=2, options=FAST, executor=InlineExecutor())
     s = engine.ask()
-    with caplog.at_level(logging.WARNING, logger="raytuner.strategies.mla"):
+    with caplog.at_level(logging.WARNING, logger="raytuner.engines.mla"):
         engine.tell(FunctionEvaluation.create(s.task, {"x": 0.9}, {"y": 1.0}))
     assert "matches no suggestion in flight" in caplog.text
     assert engine.evaluated[0] == [{"x": 0.9}] and engine.pending[0] == [s.config]
@@ -131,11 +131,11 @@ def test_fidelities_are_integers_when_b_min_and_b_max_are(caplog) -> None:
     assert band(b_min=1, b_max=52, eta=3).structure.fidelities == (52.0, 17.0, 6.0, 2.0)
     assert band(b_min=1, b_max=52, eta=3, integer_fidelities=False).structure.fidelities[1] == pytest.approx(52 / 3)
     caplog.clear()  # what a logger at INFO already (another test's doing) caught above is not asserted
-    with caplog.at_level(logging.INFO, logger="raytuner.strategies.bandit"):
+    with caplog.at_level(logging.INFO, logger="raytuner.engines.bandit"):
         assert band(b_min=0.5, b_max=4.5, eta=3).structure.fidelities == (4.5, 1.5, 0.5)
     assert "fractional" in caplog.text and "integer_fidelities=True" not in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="raytuner.strategies.bandit"):
+    with caplog.at_level(logging.INFO, logger="raytuner.engines.bandit"):
         band(b_min=1, b_max=52, eta=3, integer_fidelities=False)
     assert "are fractional" in caplog.text and "integer_fidelities=True rounds them" in caplog.text
 

@@ -1,8 +1,8 @@
 """Engines check what they are told (issue 17, item 4), against the real engines, stores and sources.
 
-``Strategy.tell`` refuses a record whose task or configuration lies outside the problem with an
+``Engine.tell`` refuses a record whose task or configuration lies outside the problem with an
 ``InvalidInputError`` naming the field and the allowed values, and the engine's state is unchanged; a
-replayed history (``Strategy.replay``, ``TuningSession.resume``, transfer sources from a store or an
+replayed history (``Engine.replay``, ``TuningSession.resume``, transfer sources from a store or an
 imported GPTune file, TLA) skips the records that do not fit with one warning that counts them.
 """
 
@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 from repo_data import GPTUNE_DEMO
 
+from raytuner.engines import MLA, DiscreteBO, Engine, GPTuneBand, RandomSearch
+from raytuner.engines.transfer import TLA1, TLA2, SourceData, TransferLearning
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
@@ -28,8 +30,6 @@ from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, StoreSource
-from raytuner.strategies import MLA, DiscreteBO, GPTuneBand, RandomSearch, Strategy
-from raytuner.strategies.transfer import TLA1, TLA2, SourceData, TransferLearning
 
 DEMO_FILE = GPTUNE_DEMO
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=40, warm_iterations=10, screen=2)
@@ -47,7 +47,7 @@ PROBLEM = ProblemSpace.parse(
 )
 TASK = {"n": 10}
 GOOD = {"block": 16, "loop_order": "ikj", "unroll": 2}
-LOG = "raytuner.strategies.base"
+LOG = "raytuner.engines.base"
 
 #: (what is told, the start of the error message)
 BAD = [
@@ -81,7 +81,7 @@ def source_records() -> list[FunctionEvaluation]:
     return out
 
 
-ENGINES: dict[str, Callable[[], Strategy]] = {
+ENGINES: dict[str, Callable[[], Engine]] = {
     "random": lambda: RandomSearch(PROBLEM, [TASK], seed=0),
     "mla": lambda: MLA(PROBLEM, [TASK], seed=0, n_initial=3, options=FAST, executor=InlineExecutor()),
     "tla2": lambda: TLA2(PROBLEM, TASK, source_records(), seed=0, n_initial=2, options=FAST, executor=InlineExecutor()),
@@ -96,7 +96,7 @@ ENGINES: dict[str, Callable[[], Strategy]] = {
 
 
 @pytest.fixture(scope="module", params=sorted(ENGINES))
-def engine(request: pytest.FixtureRequest) -> Strategy:
+def engine(request: pytest.FixtureRequest) -> Engine:
     """One engine of each kind, which has asked and been told one good evaluation."""
     built = ENGINES[request.param]()
     suggestion = built.ask()
@@ -111,7 +111,7 @@ def engine(request: pytest.FixtureRequest) -> Strategy:
     return built
 
 
-def state(engine: Strategy) -> object:
+def state(engine: Engine) -> object:
     """Everything the engine holds, as plain comparable data (functions by name, arrays as lists)."""
     seen: set[int] = set()
 
@@ -142,7 +142,7 @@ def state(engine: Strategy) -> object:
 
 @pytest.mark.parametrize(("task", "config", "message"), BAD)
 def test_every_engine_refuses_a_point_outside_the_problem(
-    engine: Strategy, task: dict, config: dict, message: str
+    engine: Engine, task: dict, config: dict, message: str
 ) -> None:
     before = state(engine)
     provenance = Provenance(strategy=engine.name, bracket=1, rung=0, pass_=1, fidelity=1.0)  # GPTuneBand's plan
@@ -157,7 +157,7 @@ def test_every_engine_refuses_a_point_outside_the_problem(
         assert state(engine) == before  # nothing entered the engine
 
 
-def test_the_state_snapshot_sees_a_good_tell(engine: Strategy) -> None:
+def test_the_state_snapshot_sees_a_good_tell(engine: Engine) -> None:
     """The check above is not vacuous: a good record told to the same engine changes its state."""
     suggestion = engine.ask()
     before = state(engine)

@@ -1,4 +1,4 @@
-"""One way to build an engine (issue 18, item 2): the registry, EngineSpec, Strategy.spec, fresh_engine.
+"""One way to build an engine (issue 18, item 2): the registry, EngineSpec, Engine.spec, fresh_engine.
 
 Every registered engine builds from a ``(name, options)`` spec plus what the face has (an executor,
 source data); every engine reports the spec it was built from, as JSON-able data, and an engine built
@@ -15,23 +15,23 @@ from typing import Any
 import numpy as np
 import pytest
 
+from raytuner.engines import (
+    ENGINES,
+    Engine,
+    EngineSpec,
+    GPTuneBand,
+    MultiFidelityEngine,
+    Suggestion,
+    build_engine,
+    fresh_engine,
+)
+from raytuner.engines.transfer import SourceData, TransferLearning
 from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
 from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
 from raytuner.records import FunctionEvaluation
 from raytuner.space import ProblemSpace
-from raytuner.strategies import (
-    ENGINES,
-    EngineSpec,
-    GPTuneBand,
-    MultiFidelityEngine,
-    Strategy,
-    Suggestion,
-    build_engine,
-    fresh_engine,
-)
-from raytuner.strategies.transfer import SourceData, TransferLearning
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 DISCRETE = ProblemSpace.parse(
@@ -91,7 +91,7 @@ def outcome(s: Suggestion) -> FunctionEvaluation:
     return FunctionEvaluation.create(s.task, s.config, {"time": time}, provenance=s.provenance)
 
 
-def build(name: str, seed: int = 3) -> Strategy:
+def build(name: str, seed: int = 3) -> Engine:
     problem, tasks, options = SPECS[name]
     return build_engine(EngineSpec(name, options), problem, tasks, seed, executor=INLINE, source=_source(name))
 
@@ -257,7 +257,7 @@ def test_a_bad_seed_is_refused_when_the_engine_is_built(seed: Any) -> None:
 
 
 def test_fresh_engine_refuses_an_engine_the_registry_does_not_build() -> None:
-    from raytuner.strategies import RandomSearch  # noqa: PLC0415
+    from raytuner.engines import RandomSearch  # noqa: PLC0415
 
     class Mine(RandomSearch):
         pass

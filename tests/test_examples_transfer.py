@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from raytuner.engines.transfer import DEFAULT_POOL
 from raytuner.problems import demo, demo_grid_minimum
 from raytuner.store import JsonStore
-from raytuner.strategies.transfer import DEFAULT_POOL
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
+from raytuner.engines import MLA, GPTuneBand
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
@@ -31,7 +32,6 @@ from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, read_history_file, write_history_file
 from raytuner.store.gptune_file import parse_history
-from raytuner.strategies import MLA, GPTuneBand
 
 DATA = GPTUNE_DEMO.parent
 FILES = {"GPTune-Demo.json": (1, 70, 35), "hypre-2021.json": (4, 10, 5), "scalapack-pdqrdriver-2021.json": (3, 5, 0)}

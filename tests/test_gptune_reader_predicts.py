@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from raytuner.engines import MLA
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.models.persistence import load_surrogate
@@ -23,7 +24,6 @@ from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA
 
 TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gptune-reader"
 pytestmark = pytest.mark.skipif(

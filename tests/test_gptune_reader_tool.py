@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
+from raytuner.engines import MLA
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA
 
 TOOL = Path(__file__).resolve().parents[2] / "shared/tools/gptune-reader"
 DATA = GPTUNE_DEMO.parent

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from raytuner.engines import MLA, RandomSearch
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.history_options import HistoryOptions
@@ -23,7 +24,6 @@ from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA, RandomSearch
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}]
@@ -226,7 +226,7 @@ def test_the_ray_faces_take_the_options(history: JsonStore) -> None:
     from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415 - Ray's import only here
     from raytuner.searchers import LCMSearcher, RandomSearcher  # noqa: PLC0415
 
-    from raytuner.strategies import BanditStructure
+    from raytuner.engines import BanditStructure
 
     cori = {"loadable_machine_configurations": {"cori": {"haswell": {"nodes": 1, "cores": 32}}}}
     searcher = RandomSearcher(PROBLEM, tasks=TASKS, store=history, problem_name=NAME, seed=0, history=cori)

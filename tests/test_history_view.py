@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from dashboard_helpers import BAND_PROBLEM
 
 from raytuner.cli import main
+from raytuner.engines import RandomSearch
 from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.progress import ProgressTally
 from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore, open_store
-from raytuner.strategies import RandomSearch
 from raytuner.view import (
     HistoryView,
     load_history,

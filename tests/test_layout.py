@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
     ("stores", 1, ("raytuner.store",)),
     ("models", 2, ("raytuner.models", "raytuner.acquisition", "raytuner.analysis")),
     ("crowd", 3, ("raytuner.crowd",)),
-    ("engines", 4, ("raytuner.strategies",)),
+    ("engines", 4, ("raytuner.engines",)),
     ("session", 5, ("raytuner.session", "raytuner.trial")),
     ("protocol", 6, ("raytuner.protocol",)),
     ("views", 6, ("raytuner.view",)),  # read-only views of histories and sessions: tables, plots
@@ -59,7 +59,7 @@ BENCHMARKS = "benchmarks"
 #: Third-party packages that only faces, stores and the executor seam may import.
 SERVICES = ("ray", "grpc", "pymongo")
 NO_SERVICES = (
-    "raytuner.strategies",
+    "raytuner.engines",
     "raytuner.models",
     "raytuner.acquisition",
     "raytuner.session",
@@ -204,7 +204,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read() -> None:
     """The checks below see the whole library (a broken reader would pass them all)."""
     assert len(MODULES) > 100
-    assert "raytuner.searchers.strategy_searcher" in MODULES and "raytuner.schedulers.band" in MODULES
+    assert "raytuner.searchers.engine_searcher" in MODULES and "raytuner.schedulers.band" in MODULES
     assert "benchmarks" in MODULES and "benchmarks.band" in MODULES
     assert len(IMPORTS) > 300
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from raytuner.engines import MLA
+from raytuner.engines.base import Suggestion
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
@@ -17,8 +19,6 @@ from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA
-from raytuner.strategies.base import Suggestion
 
 FAST = LCMOptions(n_starts=2, max_iterations=150, warm_iterations=50)
 INLINE = InlineExecutor()

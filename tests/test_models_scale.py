@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from raytuner.engines import MLA
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import LCM, LCMOptions, TrainingData
@@ -15,7 +16,6 @@ from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies import MLA
 
 INLINE = InlineExecutor()
 

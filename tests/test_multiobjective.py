@@ -8,6 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from raytuner.engines import MLA, EngineSpec, build_engine, fresh_engine
+from raytuner.engines.breaches import NOTE, BreachValues, tail_at_least
+from raytuner.engines.multiobjective import MultiObjectiveMLA, mla_engine
+from raytuner.engines.pareto_score import CONFIDENT, ParetoScore
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.pareto import hypervolume, non_dominated, objective_values, pareto_front
@@ -15,10 +19,6 @@ from raytuner.records import FunctionEvaluation
 from raytuner.session import TuningSession
 from raytuner.space import Objective, ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import MLA, EngineSpec, build_engine, fresh_engine
-from raytuner.strategies.breaches import NOTE, BreachValues, tail_at_least
-from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
-from raytuner.strategies.pareto_score import CONFIDENT, ParetoScore
 
 #: A two-task family of ZDT1 (Zitzler, Deb and Thiele), shifted by the task t: f2 = g (1 - sqrt(f1 / g)) + 0.2 t,
 #: g = 1 + 9 b. The Pareto set is b = 0, its front f2 = 1 - sqrt(f1) + 0.2 t; ``mem`` = a + b is only recorded.
@@ -179,7 +179,7 @@ def test_suggestions_after_the_initial_design_keep_to_the_output_constraint() ->
 
 
 def test_the_search_also_perturbs_the_tasks_feasible_front(monkeypatch: pytest.MonkeyPatch) -> None:
-    import raytuner.strategies.multiobjective as multiobjective
+    import raytuner.engines.multiobjective as multiobjective
 
     engine = mla_engine(CONSTRAINED, TASKS, 0, n_initial=6, executor=InlineExecutor())
     searched: list[tuple[list[dict], list[dict]]] = []
@@ -420,7 +420,7 @@ def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
     from raytuner.schedulers import GPTuneBandScheduler
     from raytuner.searchers import LCMSearcher, RandomSearcher
 
-    from raytuner.strategies import BanditStructure
+    from raytuner.engines import BanditStructure
 
     assert type(mla_engine(PROBLEM, TASKS, 0, objective="f2")) is MLA
     assert type(build_engine(EngineSpec("mla", {"objective": "f2"}), PROBLEM, TASKS, 0)) is MLA

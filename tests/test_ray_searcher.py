@@ -172,10 +172,10 @@ def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_
 
     from raytuner.searchers import TuningProgress
 
+    from raytuner.engines import GPTuneBand
     from raytuner.executors import InlineExecutor
     from raytuner.problems import demo_fidelity
     from raytuner.session import TuningSession
-    from raytuner.strategies import GPTuneBand
 
     band = GPTuneBand(PROBLEM, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, passes=1, executor=InlineExecutor())
     session = TuningSession(PROBLEM, band, JsonStore(tmp_path), "band")

@@ -19,13 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from raytuner.cli import main
+from raytuner.engines import RandomSearch
 from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.service.rci import RciSession
 from raytuner.service.sessions import SessionManager
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import RandomSearch
 
 META = {"tuning_problem_name": "rcidemo", "problem_space": DEMO_PROBLEM}
 

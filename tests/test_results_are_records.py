@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from repo_data import GPTUNE_DEMO
 
+from raytuner.engines import RandomSearch
 from raytuner.problems import DEMO_PROBLEM
 from raytuner.records import FunctionEvaluation, HistoryDocument, as_number, parse_outputs
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import RandomSearch
 
 DEMO_FILE = GPTUNE_DEMO
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -214,9 +214,9 @@ def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp
     from ray import tune  # noqa: PLC0415
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
 
+    from raytuner.engines import BanditStructure
     from raytuner.executors import InlineExecutor  # noqa: PLC0415
     from raytuner.models import LCMOptions  # noqa: PLC0415
-    from raytuner.strategies import BanditStructure
 
     scheduler = GPTuneBandScheduler(
         PROBLEM,

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from store_helpers import DAMAGE, ShortWrites
 
 from raytuner.cli import main
+from raytuner.engines import RandomSearch
 from raytuner.errors import StoreError
 from raytuner.problems import DEMO_PROBLEM
 from raytuner.records import FunctionEvaluation
@@ -29,7 +30,6 @@ from raytuner.service.auth import ApiKeys
 from raytuner.session import TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonLedger, JsonStore
-from raytuner.strategies import RandomSearch
 
 PROBLEM = "damage"
 

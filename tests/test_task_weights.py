@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from raytuner.engines import MLA
+from raytuner.engines.band_sampler import LevelSampler
+from raytuner.engines.multiobjective import MultiObjectiveMLA
+from raytuner.engines.transfer.tla import TLA2
 from raytuner.errors import InvalidInputError
 from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.problems import DEMO_PROBLEM, demo
 from raytuner.space import ProblemSpace
-from raytuner.strategies import MLA
-from raytuner.strategies.band_sampler import LevelSampler
-from raytuner.strategies.multiobjective import MultiObjectiveMLA
-from raytuner.strategies.transfer.tla import TLA2
 
 
 def _opposed_tasks() -> TrainingData:

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
+from raytuner.engines import RandomSearch
 from raytuner.problems import DEMO_PROBLEM
 from raytuner.space import ProblemSpace
 from raytuner.store import JsonStore
-from raytuner.strategies import RandomSearch
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 6.0}]
@@ -111,7 +111,7 @@ SESSION_SCRIPT = textwrap.dedent("""
     from raytuner.session import TuningSession
     from raytuner.space import ProblemSpace
     from raytuner.store import JsonStore
-    from raytuner.strategies import RandomSearch
+    from raytuner.engines import RandomSearch
     from raytuner.problems import DEMO_PROBLEM
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)

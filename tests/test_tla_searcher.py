@@ -16,13 +16,13 @@ from ray import tune  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 from raytuner.searchers import TLA2Searcher, TLASearcher  # noqa: E402
 
+from raytuner.engines.transfer import DEFAULT_POOL, SourceData  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
 from raytuner.records import FunctionEvaluation  # noqa: E402
 from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore, StoreSource  # noqa: E402
-from raytuner.strategies.transfer import DEFAULT_POOL, SourceData  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 SOURCE_T, TARGET = 0.8, {"t": 1.0}

@@ -1,17 +1,11 @@
-"""The TLA pool and the ensemble (raytuner.strategies.transfer): known answers, equations 3-4, replay."""
+"""The TLA pool and the ensemble (raytuner.engines.transfer): known answers, equations 3-4, replay."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.executors import InlineExecutor
-from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
-from raytuner.strategies.transfer import (
+from raytuner.engines.transfer import (
     ALGORITHMS,
     DEFAULT_POOL,
     FIRST,
@@ -21,7 +15,13 @@ from raytuner.strategies.transfer import (
     ensemble_probabilities,
     exploration_rate,
 )
-from raytuner.strategies.transfer.algorithms import dynamic_weights
+from raytuner.engines.transfer.algorithms import dynamic_weights
+from raytuner.errors import InfeasibleSpaceError, InvalidInputError
+from raytuner.executors import InlineExecutor
+from raytuner.models import LCMOptions
+from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
+from raytuner.records import FunctionEvaluation
+from raytuner.space import ProblemSpace
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=300, warm_iterations=60)

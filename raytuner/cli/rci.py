@@ -66,7 +66,7 @@ def rci() -> None:
 @click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option (first call).")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters (first call).")
 @click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Strategy seed (0: one is drawn and kept).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: one is drawn and kept).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of reports (0: none).")
 @click.option(
     "--format",

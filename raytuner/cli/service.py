@@ -338,7 +338,7 @@ def session_group() -> None:
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
 @click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
 @click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Strategy seed (0: the server draws one).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: the server draws one).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')
 @_client(session=False)

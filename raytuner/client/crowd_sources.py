@@ -2,7 +2,7 @@
 
 GPTuneCrowd (paper 000) downloads performance data for a problem before
 tuning. :func:`crowd_source` does that for any engine that learns from
-sources (:class:`~raytuner.strategies.MLA`, GPTuneBand, the TLA engines):
+sources (:class:`~raytuner.engines.MLA`, GPTuneBand, the TLA engines):
 
 - the query is the meta description's ``problem_space`` (ranges and
   categories of the task and tuning parameters) and ``configuration_space``

@@ -124,7 +124,7 @@ class LCMOptions:
     ``W`` entry at 0 or above, so that no two tasks are modelled as
     anticorrelated (each ``B_q`` has no negative entry); ``None`` (the
     default) leaves the choice to the engine: single-objective
-    :class:`~raytuner.strategies.MLA` fits nonnegative weights, GPTuneBand,
+    :class:`~raytuner.engines.MLA` fits nonnegative weights, GPTuneBand,
     TLA2, multi-objective MLA and an LCM alone signed ones.
     With a few samples per task a signed fit often explains them by spurious
     negative correlations: on 8 LCBench tasks with 10 samples each, the five

@@ -48,13 +48,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict
 
+from raytuner.engines.registry import ENGINES
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
 from raytuner.service.sessions import ServiceSession, SessionManager, SessionNotFound
 from raytuner.session import Trial
 from raytuner.store import JsonStore
-from raytuner.strategies.registry import ENGINES
 
 __all__ = ["RciSession", "RCI_OWNER"]
 

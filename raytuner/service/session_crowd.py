@@ -29,11 +29,11 @@ from typing import Any
 from raytuner.crowd.cache import crowd_cache_name, downloaded, is_cache_name, meta_query
 from raytuner.crowd.errors import Unauthenticated
 from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS
+from raytuner.engines.registry import ENGINES
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation
 from raytuner.store.base import HistoryStore
-from raytuner.strategies.registry import ENGINES
 
 __all__ = ["CrowdSessions", "CROWD_OWNER"]
 

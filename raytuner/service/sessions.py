@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from raytuner.crowd.cache import fill_cache, uncached
+from raytuner.engines.base import Engine
+from raytuner.engines.registry import ENGINES, EngineSpec, build_engine
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
 from raytuner.meta import MetaDescription
 from raytuner.records import FunctionEvaluation, as_number, task_key
@@ -55,8 +57,6 @@ from raytuner.session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 from raytuner.store.source import StoreSource
-from raytuner.strategies.base import Strategy
-from raytuner.strategies.registry import ENGINES, EngineSpec, build_engine
 from raytuner.trial import read_trials
 
 __all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "AskStatus"]
@@ -167,7 +167,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
 
     # -- building ---------------------------------------------------------------------------
 
-    def _strategy(self, spec: SessionSpec, problem: Any, fresh: Sequence[FunctionEvaluation] | None = None) -> Strategy:
+    def _strategy(self, spec: SessionSpec, problem: Any, fresh: Sequence[FunctionEvaluation] | None = None) -> Engine:
         """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store.
 
         ``fresh``: the records of its source problem, given while they are not stored yet (crowd sources
@@ -240,7 +240,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             owner: Who creates it (a key id, or ``crowd:<username>``).
             meta: The meta description (problem, spaces, configurations, GPTune's history options: only the
                 session's own records are replayed unless ``load_func_eval`` is yes; no ``historydb_path``).
-            strategy: A registered engine's name (:data:`raytuner.strategies.ENGINES`).
+            strategy: A registered engine's name (:data:`raytuner.engines.ENGINES`).
             options: The strategy's options.
             tasks: The tasks to tune (one task without parameters when ``None``).
             seed: The engine's seed (a random one when 0).

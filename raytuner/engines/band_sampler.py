@@ -1,6 +1,6 @@
 """GPTuneBand's sampler: MLA over the (task, bracket) pairs of one pass and stage, refitted once per round.
 
-The engine (:class:`raytuner.strategies.GPTuneBand`) builds one sampler per
+The engine (:class:`raytuner.engines.GPTuneBand`) builds one sampler per
 (pass, sampling stage) and folds into it the evaluations of the LCM-tasks it
 covers, each task lifted by the bracket's level (:data:`LEVEL`); the sampler
 refits its LCM when the least-sampled LCM-task gains a sample, not after
@@ -13,12 +13,12 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from raytuner.engines.bandit import BanditStructure
+from raytuner.engines.mla import MLA
+from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.models import LCMOptions
 from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.space import ProblemSpace
-from raytuner.strategies.bandit import BanditStructure
-from raytuner.strategies.mla import MLA
-from raytuner.strategies.multiobjective import MultiObjectiveMLA
 
 __all__ = ["LEVEL", "SOURCE_PROPOSALS", "LevelSampler", "MultiObjectiveLevelSampler", "lift_sources", "sources_for"]
 

@@ -1,6 +1,6 @@
 """Ray Tune searchers over raytuner's ask/tell strategies.
 
-:class:`StrategySearcher` turns any :class:`raytuner.session.TuningSession`
+:class:`EngineSearcher` turns any :class:`raytuner.session.TuningSession`
 into a ``ray.tune.search.Searcher``: ``suggest`` asks the session, and
 ``on_trial_complete`` tells it, which persists the record to the history store
 before the next suggestion is made. A trial that errors, or reports no value
@@ -39,18 +39,18 @@ from typing import Any, ClassVar
 from ray.tune.search import Searcher
 from raytuner.searchers.common import ask_for_ray, ray_mode
 
+from raytuner.engines import Engine, RandomSearch, fresh_engine
 from raytuner.errors import InvalidInputError
 from raytuner.session import Trial, TuningSession
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
-from raytuner.strategies import RandomSearch, Strategy, fresh_engine
 
-__all__ = ["StrategySearcher", "RandomSearcher"]
+__all__ = ["EngineSearcher", "RandomSearcher"]
 
 log = logging.getLogger(__name__)
 
 
-class StrategySearcher(Searcher):
+class EngineSearcher(Searcher):
     """A Ray Tune searcher that asks and tells a raytuner strategy through a session.
 
     Records already stored for the problem's tasks are replayed first, so a
@@ -76,7 +76,7 @@ class StrategySearcher(Searcher):
     def __init__(
         self,
         problem: ProblemSpace,
-        strategy: Strategy,
+        strategy: Engine,
         store: HistoryStore | str | os.PathLike[str],
         problem_name: str,
         metric: str | list[str] | None = None,
@@ -158,7 +158,7 @@ def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str,
     return {k: result[k] for k in keep if k in result and k not in exclude}
 
 
-class RandomSearcher(StrategySearcher):
+class RandomSearcher(EngineSearcher):
     """Random search over a problem's valid configurations, for several tasks at once.
 
     Args:

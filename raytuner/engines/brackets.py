@@ -10,7 +10,7 @@ told records, like the engine.
 Example:
     >>> from raytuner.records import FunctionEvaluation, Provenance
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.strategies.bandit import BanditStructure
+    >>> from raytuner.engines.bandit import BanditStructure
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> brackets = Brackets(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective())
     >>> for x in (0.1, 0.5, 0.9):      # bracket 1 samples N(1) = 2 configurations at B(1) = 2
@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from raytuner.engines.bandit import BanditStructure
 from raytuner.pareto import nsga_order
 from raytuner.records import FunctionEvaluation, Provenance, task_key
 from raytuner.space import Objective, ProblemSpace
-from raytuner.strategies.bandit import BanditStructure
 
 __all__ = ["Brackets", "InFlight", "Run", "RunKey"]
 

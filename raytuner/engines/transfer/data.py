@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
+from raytuner.engines.base import source_records
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import source_records
 
 __all__ = ["SourceTask", "SourceData", "fit_gp", "minimisation_values", "group_source_tasks"]
 

@@ -17,7 +17,7 @@ paused trial can ever be continued, and reports
 Example:
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.strategies import GPTuneBand, MLA
+    >>> from raytuner.engines import GPTuneBand, MLA
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> band = GPTuneBand(problem, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, executor=InlineExecutor())
@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from raytuner.engines.bandit import BanditStructure, FidelityMode
+from raytuner.engines.base import Suggestion
 from raytuner.records import FunctionEvaluation
-from raytuner.strategies.bandit import BanditStructure, FidelityMode
-from raytuner.strategies.base import Suggestion
 
 __all__ = ["MultiFidelityEngine"]
 

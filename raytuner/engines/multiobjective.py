@@ -3,7 +3,7 @@
 When a problem optimises several outputs, or bounds one (an output
 constraint such as memory below the node's), :func:`mla_engine` builds a
 :class:`MultiObjectiveMLA`. It keeps one multitask model (the LCM of
-:class:`~raytuner.strategies.MLA`, with its task correlations learnt per
+:class:`~raytuner.engines.MLA`, with its task correlations learnt per
 output) for each optimised or bounded output, all fitted to the same
 evaluations, and chooses each suggestion by:
 
@@ -26,11 +26,11 @@ evaluations, and chooses each suggestion by:
 - **Constraints**: the score is multiplied by the posterior probability that
   each bounded output meets its bounds; the improvement is measured from the
   best feasible evaluation. A candidate below
-  :data:`~raytuner.strategies.pareto_score.CONFIDENT` ranks after every
+  :data:`~raytuner.engines.pareto_score.CONFIDENT` ranks after every
   likelier one, by its chance alone. Where the likely successes at one value
   of a discrete parameter (every task's) broke a constraint far more often
   than that chance allows, that value's candidates have their chance scaled
-  down by the shortfall (:class:`~raytuner.strategies.breaches.BreachValues`):
+  down by the shortfall (:class:`~raytuner.engines.breaches.BreachValues`):
   on PyAMG with the memory bound, 6.6 % of the suggestions after the initial
   design broke it instead of 9.3 % (30 seeds), at a hypervolume as large.
 - **Length scales**: without ``options``, each LCM has the RBF kernel, a
@@ -46,7 +46,7 @@ evaluations, and chooses each suggestion by:
 The initial design (a plain LHS: no start from the sources, whose consensus is
 one objective's), batch fantasies, replay and stored models are MLA's.
 A problem with one objective and no output constraint gets a plain
-:class:`~raytuner.strategies.MLA`, so its behaviour is unchanged.
+:class:`~raytuner.engines.MLA`, so its behaviour is unchanged.
 
 Example:
     >>> from raytuner.executors import InlineExecutor
@@ -75,14 +75,14 @@ import numpy as np
 from scipy.stats import skew
 
 from raytuner.acquisition import optimize_acquisition
+from raytuner.engines.base import Engine
+from raytuner.engines.breaches import NOTE, BreachValues, discrete_columns
+from raytuner.engines.mla import MLA
+from raytuner.engines.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 from raytuner.models import LCMOptions
 from raytuner.pareto import feasible, pareto_front
 from raytuner.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import Strategy
-from raytuner.strategies.breaches import NOTE, BreachValues, discrete_columns
-from raytuner.strategies.mla import MLA
-from raytuner.strategies.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 
 __all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_several", "LENGTHSCALE_PRIOR"]
 
@@ -122,11 +122,11 @@ def tunes_several(problem: ProblemSpace, objective: str | None) -> bool:
 
 def mla_engine(
     problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None, **options: Any
-) -> Strategy:
+) -> Engine:
     """MLA for ``problem``: :class:`MultiObjectiveMLA` when it has several objectives or an output constraint.
 
     Naming an ``objective`` in the options tunes that output alone with a plain
-    :class:`~raytuner.strategies.MLA` (the other outputs are recorded), as before
+    :class:`~raytuner.engines.MLA` (the other outputs are recorded), as before
     several objectives were supported.
 
     Args:
@@ -242,9 +242,9 @@ class MultiObjectiveMLA(MLA):
     def _breaches(self, bounded: Sequence[int]) -> BreachValues:
         """The discrete values at which this engine's likely successes (every task's) broke a constraint too often.
 
-        Each was marked (:data:`~raytuner.strategies.breaches.NOTE`) when its chance of meeting every
+        Each was marked (:data:`~raytuner.engines.breaches.NOTE`) when its chance of meeting every
         constraint, for the task it was scored for, was at least
-        :data:`~raytuner.strategies.pareto_score.CONFIDENT`; only marks of this kind of engine count (a
+        :data:`~raytuner.engines.pareto_score.CONFIDENT`; only marks of this kind of engine count (a
         resumed session may replay another engine's records), and with GPTuneBand's levels model only the
         samples at ``b_max``, whose own prediction scored them.
         """

@@ -9,16 +9,16 @@
   :class:`~raytuner.records.EvaluationSource` such as
   :class:`raytuner.store.StoreSource`, a list of
   :class:`~raytuner.records.FunctionEvaluation`, or for ``tla`` a shared
-  :class:`~raytuner.strategies.transfer.SourceData`), and tunes one target task;
+  :class:`~raytuner.engines.transfer.SourceData`), and tunes one target task;
 - ``"sources"``: it may learn from source data too (the crowd's records), as
   extra tasks of its model, and tunes any number of tasks;
 - ``"fidelities"``: it is multi-fidelity; its options give the bandit
-  structure and it offers what :class:`~raytuner.strategies.MultiFidelityEngine`
+  structure and it offers what :class:`~raytuner.engines.MultiFidelityEngine`
   names.
 
 A face builds any engine from an :class:`EngineSpec` plus what it has
 (:func:`build_engine`); every engine knows its own spec
-(:attr:`Strategy.spec <raytuner.strategies.Strategy.spec>`), so a face
+(:attr:`Engine.spec <raytuner.engines.Engine.spec>`), so a face
 rebuilds a fresh one (to replay a store after a restore) with
 :func:`fresh_engine` instead of copying a blank engine.
 
@@ -48,18 +48,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from raytuner.engines.band import GPTuneBand
+from raytuner.engines.base import Engine
+from raytuner.engines.discrete import DiscreteBO
+from raytuner.engines.mla import MLA
+from raytuner.engines.multiobjective import MultiObjectiveMLA, mla_engine
+from raytuner.engines.random_search import RandomSearch
+from raytuner.engines.spec import EngineSpec
+from raytuner.engines.transfer import TLA2, TLA1Engine, TransferLearning
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import Hyperparameters, LCMOptions
 from raytuner.space import ProblemSpace
-from raytuner.strategies.band import GPTuneBand
-from raytuner.strategies.base import Strategy
-from raytuner.strategies.discrete import DiscreteBO
-from raytuner.strategies.mla import MLA
-from raytuner.strategies.multiobjective import MultiObjectiveMLA, mla_engine
-from raytuner.strategies.random_search import RandomSearch
-from raytuner.strategies.spec import EngineSpec
-from raytuner.strategies.transfer import TLA2, TLA1Engine, TransferLearning
 
 __all__ = ["ENGINES", "EngineEntry", "Need", "build_engine", "fresh_engine"]
 
@@ -67,7 +67,7 @@ __all__ = ["ENGINES", "EngineEntry", "Need", "build_engine", "fresh_engine"]
 Need = Literal["executor", "source", "sources", "fidelities"]
 
 #: ``(problem, tasks, seed, source, options) -> engine``; the options include the executor when there is one.
-Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[str, Any]], Strategy]
+Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[str, Any]], Engine]
 
 _MLA_OPTIONS = (
     "n_initial",
@@ -94,11 +94,11 @@ class EngineEntry:
         variants: Other classes ``build`` makes by this name, for some problems.
     """
 
-    engine: type[Strategy]
+    engine: type[Engine]
     options: tuple[str, ...]
     needs: frozenset[Need] = frozenset()
     build: Builder | None = None
-    variants: tuple[type[Strategy], ...] = ()
+    variants: tuple[type[Engine], ...] = ()
 
     @property
     def learns_from_sources(self) -> bool:
@@ -108,31 +108,31 @@ class EngineEntry:
 
 def _transfer(
     problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
-) -> Strategy:
+) -> Engine:
     return TransferLearning(problem, tasks[0], source, seed=seed, **options)
 
 
 def _mla(
     problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
-) -> Strategy:
+) -> Engine:
     return mla_engine(problem, tasks, seed, source=source, **options)
 
 
 def _band(
     problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
-) -> Strategy:
+) -> Engine:
     return GPTuneBand(problem, tasks, seed, source=source, **options)
 
 
 def _tla1(
     problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
-) -> Strategy:
+) -> Engine:
     return TLA1Engine(problem, tasks, seed, source, **options)
 
 
 def _tla2(
     problem: ProblemSpace, tasks: list[dict[str, Any]], seed: int | None, source: Any, options: dict[str, Any]
-) -> Strategy:
+) -> Engine:
     return TLA2(problem, tasks[0], source, seed, **options)
 
 
@@ -232,7 +232,7 @@ def build_engine(
     *,
     executor: Executor | None = None,
     source: Any = None,
-) -> Strategy:
+) -> Engine:
     """The engine ``spec`` names, over ``tasks``, given what the face has.
 
     The executor goes only to engines that fit models, the source only to
@@ -280,7 +280,7 @@ def build_engine(
         raise InvalidInputError("options", f"{spec.name}: {exc}") from None
 
 
-def fresh_engine(strategy: Strategy) -> Strategy:
+def fresh_engine(strategy: Engine) -> Engine:
     """A new engine built as ``strategy`` was (same spec, problem, tasks, seed, executor and source), told nothing.
 
     A face replays its store into it after a restore, instead of copying a blank engine.

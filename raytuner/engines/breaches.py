@@ -10,7 +10,7 @@ that do not matter there, stays sure that the bound holds, and the Pareto
 search, drawn to the bound's low work, went back 5 to 7 times per run.
 
 An engine with output constraints marks a suggestion whose chance of meeting
-every constraint was at least :data:`~raytuner.strategies.pareto_score.CONFIDENT`
+every constraint was at least :data:`~raytuner.engines.pareto_score.CONFIDENT`
 when its model chose it (:data:`NOTE` in the provenance: a likely success;
 not an initial design point, not a fallback search, not a pick made when no
 candidate reached that chance). :class:`BreachValues` takes these suggestions

@@ -1,7 +1,7 @@
 """The engine ``tla1``: GPTune's TLA1 as a strategy, so every face can predict a new task's optimum.
 
 It suggests one configuration for its task, TLA1's prediction from the tuned
-source tasks (:class:`~raytuner.strategies.transfer.TLA1`), and is then
+source tasks (:class:`~raytuner.engines.transfer.TLA1`), and is then
 finished: the prediction needs no evaluation (paper 003, section 5.1). A
 prediction that breaks one of the problem's constraints (TLA1 models each
 parameter alone) is replaced by the nearest of many valid points. The user
@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from raytuner.engines.base import Engine, Suggestion, source_records
+from raytuner.engines.transfer.tla import TLA1, OptimumPrediction
 from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import Strategy, Suggestion, source_records
-from raytuner.strategies.transfer.tla import TLA1, OptimumPrediction
 
 __all__ = ["TLA1Engine", "NEAREST_OF"]
 
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 NEAREST_OF = 2048
 
 
-class TLA1Engine(Strategy):
+class TLA1Engine(Engine):
     """TLA1's prediction for one new task, as an engine (see the module docstring).
 
     Args:

@@ -22,7 +22,7 @@ Example:
     >>> import numpy as np
     >>> from raytuner.executors import InlineExecutor
     >>> from raytuner.models import LCMOptions
-    >>> from raytuner.strategies.transfer.data import fit_gp
+    >>> from raytuner.engines.transfer.data import fit_gp
     >>> X = np.linspace(0, 1, 8)[:, None]
     >>> a = fit_gp(X, np.sin(3 * X[:, 0]), LCMOptions(n_starts=1), 0, InlineExecutor())
     >>> b = fit_gp(X, np.cos(3 * X[:, 0]), LCMOptions(n_starts=1), 0, InlineExecutor())

@@ -48,14 +48,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.executors import Executor
-from raytuner.models import LCMOptions
-from raytuner.pareto import best_of, pareto_front
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
-from raytuner.space import ProblemSpace, Space
-from raytuner.strategies.band_plan import BandPlan, Step
-from raytuner.strategies.band_sampler import (
+from raytuner.engines.band_plan import BandPlan, Step
+from raytuner.engines.band_sampler import (
     LEVEL,
     SOURCE_PROPOSALS,
     LevelSampler,
@@ -63,10 +57,16 @@ from raytuner.strategies.band_sampler import (
     lift_sources,
     sources_for,
 )
-from raytuner.strategies.bandit import BanditStructure, FidelityMode, check_mode, structure_from
-from raytuner.strategies.base import Strategy, Suggestion, source_records
-from raytuner.strategies.breaches import NOTE
-from raytuner.strategies.multiobjective import tunes_several
+from raytuner.engines.bandit import BanditStructure, FidelityMode, check_mode, structure_from
+from raytuner.engines.base import Engine, Suggestion, source_records
+from raytuner.engines.breaches import NOTE
+from raytuner.engines.multiobjective import tunes_several
+from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
+from raytuner.executors import Executor
+from raytuner.models import LCMOptions
+from raytuner.pareto import best_of, pareto_front
+from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.space import ProblemSpace, Space
 
 __all__ = ["GPTuneBand", "LEVEL", "MODELS", "SOURCE_PROPOSALS"]
 
@@ -76,10 +76,10 @@ log = logging.getLogger(__name__)
 MODELS = ("paper", "levels")
 
 
-class GPTuneBand(Strategy):
+class GPTuneBand(Engine):
     """GPTuneBand over ``tasks``; see the module docstring.
 
-    It offers a scheduler what :class:`~raytuner.strategies.MultiFidelityEngine` names.
+    It offers a scheduler what :class:`~raytuner.engines.MultiFidelityEngine` names.
 
     Args:
         problem: The problem's spaces (``gptuneband_level`` is a reserved name).
@@ -113,7 +113,7 @@ class GPTuneBand(Strategy):
         source: Evaluations to learn from besides the engine's own (the crowd's records): each
             sampler's LCM takes the successful ones as tasks of their own, at the level of their
             fidelity (one of the brackets'; a record without one is at ``b_max``, as GPTune's are),
-            as :class:`~raytuner.strategies.MLA` does (a task's first ``b_max`` sample is their consensus there),
+            as :class:`~raytuner.engines.MLA` does (a task's first ``b_max`` sample is their consensus there),
             those of the engine's own tasks only at the levels the sampler models; default ``None``: none.
         source_proposals: With sources: ``"alternate"`` (default) gives each task's model-chosen samples in
             turn to the LCM with the source tasks and to the LCM without them (paper 000's Ensemble(toggling)
@@ -488,7 +488,7 @@ class GPTuneBand(Strategy):
 
     # -- results ---------------------------------------------------------------------------------
     def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The best evaluation of ``task`` at ``b_max`` (see :meth:`Strategy.best`); lower fidelities never count.
+        """The best evaluation of ``task`` at ``b_max`` (see :meth:`Engine.best`); lower fidelities never count.
 
         Args:
             task: One of the engine's tasks (default: its first).
@@ -529,7 +529,7 @@ class GPTuneBand(Strategy):
         }
 
     def restore_models(self, models: Sequence[SurrogateModelRecord], fixed: bool = False) -> None:
-        """Keep stored models, which a sampler warm-starts from (:mod:`~raytuner.strategies.stored_models`).
+        """Keep stored models, which a sampler warm-starts from (:mod:`~raytuner.engines.stored_models`).
 
         Args:
             models: The stored surrogate-model records, oldest first.

@@ -6,13 +6,13 @@ GPTuneCrowd's TLA pool and its ensemble (paper 000, section V):
 engine ``tla1``, :class:`TLA1Engine`), :class:`TLA2` (the engine ``tla2``)
 tunes it from the source tasks' LCM.
 
->>> from raytuner.strategies.transfer import TransferLearning, SourceData, ALGORITHMS
+>>> from raytuner.engines.transfer import TransferLearning, SourceData, ALGORITHMS
 >>> ALGORITHMS[-3:]
 ('ensemble', 'ensemble_toggling', 'ensemble_prob')
 """
 
-from raytuner.strategies.transfer.data import SourceData, SourceTask
-from raytuner.strategies.transfer.engine import (
+from raytuner.engines.transfer.data import SourceData, SourceTask
+from raytuner.engines.transfer.engine import (
     ALGORITHMS,
     DEFAULT_POOL,
     ENSEMBLES,
@@ -20,9 +20,9 @@ from raytuner.strategies.transfer.engine import (
     SINGLE_ALGORITHMS,
     TransferLearning,
 )
-from raytuner.strategies.transfer.ensemble import ensemble_probabilities, exploration_rate
-from raytuner.strategies.transfer.tla import TLA1, TLA2, OptimumPrediction, best_per_task, centred_sample
-from raytuner.strategies.transfer.tla1_engine import TLA1Engine
+from raytuner.engines.transfer.ensemble import ensemble_probabilities, exploration_rate
+from raytuner.engines.transfer.tla import TLA1, TLA2, OptimumPrediction, best_per_task, centred_sample
+from raytuner.engines.transfer.tla1_engine import TLA1Engine
 
 __all__ = [
     "TransferLearning",

@@ -3,15 +3,15 @@
 See :class:`DiscreteBO` and Willemsen et al. (2021), "Bayesian Optimization
 for auto-tuning GPU kernels".
 
->>> from raytuner.strategies.discrete import DiscreteBO, METHODS
+>>> from raytuner.engines.discrete import DiscreteBO, METHODS
 >>> METHODS
 ('advanced_multi', 'multi', 'ei', 'pi', 'lcb')
 """
 
-from raytuner.strategies.discrete.candidates import CandidateSet
-from raytuner.strategies.discrete.engine import METHODS, DiscreteBO
-from raytuner.strategies.discrete.gp import CandidateGP
-from raytuner.strategies.discrete.portfolio import AdvancedMulti, Multi, Single, contextual_variance
+from raytuner.engines.discrete.candidates import CandidateSet
+from raytuner.engines.discrete.engine import METHODS, DiscreteBO
+from raytuner.engines.discrete.gp import CandidateGP
+from raytuner.engines.discrete.portfolio import AdvancedMulti, Multi, Single, contextual_variance
 
 __all__ = [
     "DiscreteBO",

@@ -1,7 +1,7 @@
 """Where a GPTuneBand run stands: each task's place in the passes, what is in flight, and each task's budget.
 
 :class:`BandPlan` is GPTuneBand's bookkeeping without a model: the
-successive-halving runs (:class:`~raytuner.strategies.brackets.Brackets`),
+successive-halving runs (:class:`~raytuner.engines.brackets.Brackets`),
 the samples and promotions in flight, and the normalised cost told per
 task. From these alone it answers which pass and sampling stage the run is
 in, each task's next step and its cost, and whether a task is finished:
@@ -12,7 +12,7 @@ where the original stood.
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.strategies.bandit import BanditStructure
+    >>> from raytuner.engines.bandit import BanditStructure
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> structure = BanditStructure.hyperband(1, 4, 2)
     >>> plan = BandPlan(structure, ProblemSpace.parse(DEMO_PROBLEM).objective(), tasks=2, budget=1.0)
@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from raytuner.engines.bandit import BanditStructure, FidelityMode
+from raytuner.engines.brackets import Brackets, InFlight, RunKey
 from raytuner.errors import InvalidInputError
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.space import Objective, ProblemSpace
-from raytuner.strategies.bandit import BanditStructure, FidelityMode
-from raytuner.strategies.brackets import Brackets, InFlight, RunKey
 
 __all__ = ["BandPlan", "Step", "check_limits"]
 
@@ -84,7 +84,7 @@ class BandPlan:
         budget: Normalised cost per task (``b / b_max`` per evaluation; ``None``: the passes decide).
         mode: ``"one_shot"`` or ``"iterative"`` (what a promotion costs).
         problem: With several objectives or output constraints: rank a rung by all of them (see
-            :class:`~raytuner.strategies.brackets.Brackets`).
+            :class:`~raytuner.engines.brackets.Brackets`).
     """
 
     def __init__(

@@ -3,15 +3,15 @@
 A task's :class:`SeveralSearch` keeps DiscreteBO's initial design, validity
 model and bookkeeping; after the design each suggestion is the unvisited,
 likely valid candidate with the best
-:class:`~raytuner.strategies.pareto_score.ParetoScore` (the expected
+:class:`~raytuner.engines.pareto_score.ParetoScore` (the expected
 hypervolume improvement over the task's feasible front with two objectives,
 a random Chebyshev scalarisation with more), times the probability of
 meeting every output constraint (below 0.9, a candidate ranks after every
 likelier one, by that probability alone), and a value at which the task's
 likely successes broke a constraint far more often than that chance allows
-lowers it further (:class:`~raytuner.strategies.breaches.BreachValues`). The outputs share the GP's fixed length
+lowers it further (:class:`~raytuner.engines.breaches.BreachValues`). The outputs share the GP's fixed length
 scale, so one factorisation serves them all
-(:meth:`~raytuner.strategies.discrete.gp.CandidateGP.posterior_of`). The
+(:meth:`~raytuner.engines.discrete.gp.CandidateGP.posterior_of`). The
 score is computed by Monte Carlo on the :data:`SHORTLIST` candidates whose
 optimistic point (each objective's mean less two standard deviations) scores
 best, with the probability of meeting the constraints, or on all of them when fewer.
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from raytuner.engines.breaches import NOTE, BreachValues
+from raytuner.engines.discrete.candidates import CandidateSet
+from raytuner.engines.discrete.search import Pick, TaskSearch
+from raytuner.engines.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 from raytuner.errors import InfeasibleSpaceError
 from raytuner.records import FunctionEvaluation
-from raytuner.strategies.breaches import NOTE, BreachValues
-from raytuner.strategies.discrete.candidates import CandidateSet
-from raytuner.strategies.discrete.search import Pick, TaskSearch
-from raytuner.strategies.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 
 __all__ = ["SeveralSearch", "SHORTLIST"]
 
@@ -40,7 +40,7 @@ class SeveralSearch(TaskSearch):
     """DiscreteBO's state for one task of a problem with several objectives or output constraints.
 
     Args:
-        engine: the :class:`~raytuner.strategies.discrete.DiscreteBO` (its ``modelled`` outputs).
+        engine: the :class:`~raytuner.engines.discrete.DiscreteBO` (its ``modelled`` outputs).
         number: the task's index.
         candidates: the task's valid configurations.
     """
@@ -51,7 +51,7 @@ class SeveralSearch(TaskSearch):
         #: Per successful evaluation, in the GP's order: each modelled output's value.
         self.rows: list[list[float]] = []
         self.feasible: list[bool] = []
-        #: Per likely success told with every modelled output (:data:`~raytuner.strategies.breaches.NOTE`): its
+        #: Per likely success told with every modelled output (:data:`~raytuner.engines.breaches.NOTE`): its
         #: candidate index and whether it broke a constraint.
         self.guided: list[tuple[int, bool]] = []
 

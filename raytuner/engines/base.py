@@ -7,7 +7,7 @@ evaluation. Strategies know nothing of Ray, gRPC or databases; the
 
 Example:
     >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.strategies import RandomSearch
+    >>> from raytuner.engines import RandomSearch
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = RandomSearch(problem, tasks=[{"t": 1.0}, {"t": 2.0}], seed=0)
@@ -15,7 +15,7 @@ Example:
     >>> s.task, 0 <= s.config["x"] <= 1
     ({'t': 1.0}, True)
 
-Every engine checks what it is told, in one place (:meth:`Strategy.tell`): a
+Every engine checks what it is told, in one place (:meth:`Engine.tell`): a
 record whose task or configuration lies outside the problem is refused with
 the field and the allowed values, and nothing of it enters the engine.
 
@@ -35,15 +35,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from raytuner.engines.spec import EngineSpec, plain_options
 from raytuner.errors import InvalidInputError, TrialConflict
 from raytuner.executors import Executor
 from raytuner.outcome import result_failure
 from raytuner.pareto import best_of
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, new_uid, task_key
 from raytuner.space import ProblemSpace
-from raytuner.strategies.spec import EngineSpec, plain_options
 
-__all__ = ["Suggestion", "Strategy", "task_key", "check_record", "fitting_records", "source_records", "other_tasks"]
+__all__ = ["Suggestion", "Engine", "task_key", "check_record", "fitting_records", "source_records", "other_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def _retold(earlier: FunctionEvaluation, again: FunctionEvaluation) -> FunctionE
     )
 
 
-class Strategy(ABC):
+class Engine(ABC):
     """An ask/tell tuning engine over a fixed list of tasks.
 
     Subclasses set :attr:`name` (recorded in every record's provenance and in
@@ -209,7 +209,7 @@ class Strategy(ABC):
     """
 
     name: str = "strategy"
-    #: The name :func:`raytuner.strategies.build_engine` builds this engine by (its :attr:`spec`'s name).
+    #: The name :func:`raytuner.engines.build_engine` builds this engine by (its :attr:`spec`'s name).
     spec_name: ClassVar[str] = ""
     #: Runs the engine's model fits (``None``: the engine has none, or picks the default).
     executor: Executor | None = None
@@ -244,13 +244,13 @@ class Strategy(ABC):
 
         ``build_engine(engine.spec, engine.problem, engine.spec_tasks, engine.seed, executor=...,
         source=...)`` builds a fresh engine that makes the same suggestions
-        (:func:`raytuner.strategies.fresh_engine` does exactly that).
+        (:func:`raytuner.engines.fresh_engine` does exactly that).
         """
         return EngineSpec(self.spec_name, dict(self._spec_options))
 
     @property
     def spec_tasks(self) -> list[dict[str, Any]]:
-        """The tasks :func:`raytuner.strategies.build_engine` takes to build this engine again (its :attr:`tasks`)."""
+        """The tasks :func:`raytuner.engines.build_engine` takes to build this engine again (its :attr:`tasks`)."""
         return [dict(t) for t in self.tasks]
 
     def task_index(self, task: Mapping[str, Any]) -> int:
@@ -309,7 +309,7 @@ class Strategy(ABC):
             TrialConflict: The suggestion was told before with another result (state unchanged).
 
         >>> from raytuner.problems import DEMO_PROBLEM
-        >>> from raytuner.strategies import RandomSearch
+        >>> from raytuner.engines import RandomSearch
         >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
         >>> engine.tell(engine.ask(), {"y": None}).raytuner.failure_message
         'y: no value'
@@ -448,7 +448,7 @@ class Strategy(ABC):
             objective: The objective's name (default: the one the engine tunes, else the problem's first).
 
         >>> from raytuner.problems import DEMO_PROBLEM
-        >>> from raytuner.strategies import RandomSearch
+        >>> from raytuner.engines import RandomSearch
         >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
         >>> for y in (3.0, 1.0, 2.0):
         ...     _ = engine.tell(engine.ask(), {"y": y})

@@ -1,8 +1,8 @@
 """What an engine is built from: its registered name and its options, as plain JSON-able data.
 
 An :class:`EngineSpec` is what a face stores or sends to build an engine
-again (:func:`raytuner.strategies.build_engine`); every engine reports its
-own (:attr:`raytuner.strategies.Strategy.spec`). Options are plain data:
+again (:func:`raytuner.engines.build_engine`); every engine reports its
+own (:attr:`raytuner.engines.Engine.spec`). Options are plain data:
 an option object that has a ``to_dict()`` (``LCMOptions``, LCM
 ``Hyperparameters``) is kept as that dict, tuples become lists. What an
 engine uses but is not an option, its executor and its source data, is
@@ -75,9 +75,9 @@ class EngineSpec:
 
     Args:
         name: The name the registry builds the engine by (``"mla"``, ``"band"``,
-            ``"tla"``, ...; :data:`raytuner.strategies.ENGINES` lists them). It is
+            ``"tla"``, ...; :data:`raytuner.engines.ENGINES` lists them). It is
             not always the name an engine writes into provenance
-            (:attr:`Strategy.name <raytuner.strategies.Strategy.name>`: ``"band"``
+            (:attr:`Engine.name <raytuner.engines.Engine.name>`: ``"band"``
             writes ``"gptuneband"``).
         options: The engine's keyword options; made plain on construction.
     """

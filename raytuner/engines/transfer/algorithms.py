@@ -1,8 +1,8 @@
 """The TLA pool of GPTuneCrowd (paper 000, section V, Table I): one model builder per algorithm.
 
-Each builder takes the source (:class:`~raytuner.strategies.transfer.data.SourceData`),
+Each builder takes the source (:class:`~raytuner.engines.transfer.data.SourceData`),
 the target's data so far and a :class:`FitContext`, and returns a
-:class:`~raytuner.strategies.transfer.surrogates.TargetModel` to search.
+:class:`~raytuner.engines.transfer.surrogates.TargetModel` to search.
 Target points asked but not yet told enter the target's model at their
 predicted mean (the Kriging believer), so a batch spreads out.
 
@@ -49,16 +49,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import nnls
 
-from raytuner.executors import Executor
-from raytuner.models import LCM, LCMOptions, TrainingData
-from raytuner.strategies.transfer.data import SourceData, fit_gp
-from raytuner.strategies.transfer.surrogates import (
+from raytuner.engines.transfer.data import SourceData, fit_gp
+from raytuner.engines.transfer.surrogates import (
     MultitaskModel,
     StackedModel,
     TargetModel,
     WeightedSumModel,
     fantasise,
 )
+from raytuner.executors import Executor
+from raytuner.models import LCM, LCMOptions, TrainingData
 
 __all__ = ["TargetData", "FitContext", "BUILDERS", "PSEUDO_DESIGN", "dynamic_weights"]
 

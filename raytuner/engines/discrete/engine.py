@@ -52,17 +52,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from raytuner.engines.base import Engine, Suggestion
+from raytuner.engines.discrete.candidates import CandidateSet
+from raytuner.engines.discrete.gp import KERNELS
+from raytuner.engines.discrete.portfolio import AFS, AdvancedMulti, Multi, Portfolio, Single
+from raytuner.engines.discrete.search import TaskSearch
+from raytuner.engines.discrete.several import SeveralSearch, several_value
+from raytuner.engines.multiobjective import tunes_several
 from raytuner.errors import InvalidInputError
 from raytuner.pareto import pareto_front
 from raytuner.records import FunctionEvaluation, Provenance, task_key
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import Strategy, Suggestion
-from raytuner.strategies.discrete.candidates import CandidateSet
-from raytuner.strategies.discrete.gp import KERNELS
-from raytuner.strategies.discrete.portfolio import AFS, AdvancedMulti, Multi, Portfolio, Single
-from raytuner.strategies.discrete.search import TaskSearch
-from raytuner.strategies.discrete.several import SeveralSearch, several_value
-from raytuner.strategies.multiobjective import tunes_several
 
 __all__ = ["DiscreteBO", "METHODS"]
 
@@ -74,7 +74,7 @@ METHODS: tuple[str, ...] = ("advanced_multi", "multi", "ei", "pi", "lcb")
 _DISCOUNT = {"multi": 0.65, "advanced_multi": 0.75}
 
 
-class DiscreteBO(Strategy):
+class DiscreteBO(Engine):
     """Bayesian optimisation over an enumerated set of valid discrete configurations.
 
     Suggestions carry ``source`` (``"initial"``, ``"random"`` or

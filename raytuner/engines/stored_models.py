@@ -1,6 +1,6 @@
 """How a model-based engine takes back its stored surrogate models: the warm start, or the model as it is.
 
-:class:`StoredModels` is a mixin of :class:`~raytuner.strategies.MLA`: it
+:class:`StoredModels` is a mixin of :class:`~raytuner.engines.MLA`: it
 reads the engine's ``problem``, ``tasks``, ``name``, ``objective``,
 ``model``, ``_chosen_columns`` and ``_records``, and sets the warm start (``_warm``, with the
 samples it was optimised on, ``_warm_optimised``), the model to reuse as it

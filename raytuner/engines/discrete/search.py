@@ -1,8 +1,8 @@
 """DiscreteBO's state for one task: its candidate GPs, what is pending, and its acquisition rounds.
 
-:class:`TaskSearch` holds what :class:`~raytuner.strategies.discrete.DiscreteBO`
+:class:`TaskSearch` holds what :class:`~raytuner.engines.discrete.DiscreteBO`
 knows of one task (see that module for the method);
-:class:`~raytuner.strategies.discrete.several.SeveralSearch` extends it to several
+:class:`~raytuner.engines.discrete.several.SeveralSearch` extends it to several
 objectives and output constraints.
 """
 
@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from raytuner.engines.discrete.candidates import CandidateSet
+from raytuner.engines.discrete.gp import CandidateGP
+from raytuner.engines.discrete.portfolio import contextual_variance, scores
 from raytuner.errors import InfeasibleSpaceError
 from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.strategies.discrete.candidates import CandidateSet
-from raytuner.strategies.discrete.gp import CandidateGP
-from raytuner.strategies.discrete.portfolio import contextual_variance, scores
 
 __all__ = ["TaskSearch", "Pick", "VALIDITY_SCALE", "VALIDITY_THRESHOLD"]
 
-log = logging.getLogger("raytuner.strategies.discrete.engine")
+log = logging.getLogger("raytuner.engines.discrete.engine")
 
 #: The validity model's length scale, relative to the objective model's.
 VALIDITY_SCALE = 1.0
@@ -55,7 +55,7 @@ class TaskSearch:
     """DiscreteBO's state for one task.
 
     Args:
-        engine: the :class:`~raytuner.strategies.discrete.DiscreteBO` (its options).
+        engine: the :class:`~raytuner.engines.discrete.DiscreteBO` (its options).
         number: the task's index.
         candidates: the task's valid configurations.
     """

@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from raytuner.engines.base import Engine, Suggestion, task_key
 from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.sampling import ConfigurationSet, sample_configurations
-from raytuner.strategies.base import Strategy, Suggestion, task_key
 
 __all__ = ["RandomSearch"]
 
 
-class RandomSearch(Strategy):
+class RandomSearch(Engine):
     """Uniform random search over the valid configurations of each task.
 
     Args:

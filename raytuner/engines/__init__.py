@@ -1,7 +1,7 @@
 """Tuning engines: Ray-free ask/tell strategies, rebuilt by replaying the evaluation log.
 
 Every engine is built by name from an :class:`EngineSpec` (:func:`build_engine`,
-:data:`ENGINES`) and knows its own spec (:attr:`Strategy.spec`).
+:data:`ENGINES`) and knows its own spec (:attr:`Engine.spec`).
 
 Example:
     >>> from raytuner.space import ProblemSpace
@@ -11,19 +11,19 @@ Example:
     {'name': 'random', 'options': {}}
 """
 
-from raytuner.strategies.band import GPTuneBand
-from raytuner.strategies.bandit import BanditStructure
-from raytuner.strategies.base import Strategy, Suggestion, task_key
-from raytuner.strategies.discrete import DiscreteBO
-from raytuner.strategies.mla import MLA
-from raytuner.strategies.multifidelity import MultiFidelityEngine
-from raytuner.strategies.random_search import RandomSearch
-from raytuner.strategies.registry import ENGINES, build_engine, fresh_engine
-from raytuner.strategies.spec import EngineSpec
-from raytuner.strategies.transfer import TLA1, TLA2, TransferLearning
+from raytuner.engines.band import GPTuneBand
+from raytuner.engines.bandit import BanditStructure
+from raytuner.engines.base import Engine, Suggestion, task_key
+from raytuner.engines.discrete import DiscreteBO
+from raytuner.engines.mla import MLA
+from raytuner.engines.multifidelity import MultiFidelityEngine
+from raytuner.engines.random_search import RandomSearch
+from raytuner.engines.registry import ENGINES, build_engine, fresh_engine
+from raytuner.engines.spec import EngineSpec
+from raytuner.engines.transfer import TLA1, TLA2, TransferLearning
 
 __all__ = [
-    "Strategy",
+    "Engine",
     "Suggestion",
     "RandomSearch",
     "MLA",

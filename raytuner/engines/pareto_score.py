@@ -14,8 +14,8 @@ improvement is averaged over the draws within its bounds only (the expected
 improvement given that the bound holds; the chance then weighs in that it
 holds): a draw past the bound improves nothing, however good it looks, so a
 candidate at the bound's edge is not valued for the draws that break it.
-:class:`~raytuner.strategies.multiobjective.MultiObjectiveMLA` scores its LCMs'
-predictions with it, :class:`~raytuner.strategies.discrete.DiscreteBO` its
+:class:`~raytuner.engines.multiobjective.MultiObjectiveMLA` scores its LCMs'
+predictions with it, :class:`~raytuner.engines.discrete.DiscreteBO` its
 candidate GPs'.
 
 Example:

@@ -60,6 +60,8 @@ import numpy as np
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.blas import one_blas_thread
+from raytuner.engines.base import Engine, Suggestion, other_tasks, source_records
+from raytuner.engines.stored_models import StoredModels
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
@@ -67,11 +69,9 @@ from raytuner.models.persistence import surrogate_record
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import Strategy, Suggestion, other_tasks, source_records
-from raytuner.strategies.stored_models import StoredModels
 
 if TYPE_CHECKING:
-    from raytuner.strategies.transfer.data import SourceData
+    from raytuner.engines.transfer.data import SourceData
 
 __all__ = ["MLA", "BatchMode", "Design"]
 
@@ -83,7 +83,7 @@ Design = Literal["shared", "per_task"]
 _DESIGNS = ("shared", "per_task")
 
 
-class MLA(StoredModels, Strategy):
+class MLA(StoredModels, Engine):
     """Multitask BO over ``tasks`` (one task: single-task BO); see the module docstring.
 
     Args:
@@ -295,8 +295,8 @@ class MLA(StoredModels, Strategy):
         records = self.start_sources(index)
         if not records or any(r.status == "ok" and self.task_index(r.task_parameter) == index for r in self._records):
             return design
-        from raytuner.strategies.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
-        from raytuner.strategies.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415
+        from raytuner.engines.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
+        from raytuner.engines.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415
 
         if self._start_data is None or self._start_data.uids != {r.uid for r in records}:  # its GPs serve every task
             self._start_data = SourceData(

@@ -36,14 +36,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from raytuner.engines.base import fitting_records, other_tasks, source_records
+from raytuner.engines.mla import MLA
 from raytuner.errors import InvalidInputError
 from raytuner.executors import Executor, InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import fitting_records, other_tasks, source_records
-from raytuner.strategies.mla import MLA
 
 __all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task", "centred_sample", "TLA1_OPTIONS"]
 
@@ -208,7 +208,7 @@ class TLA2(MLA):
         seed: Seeds every random stream and model fit.
         source_model: The source tasks' LCM hyperparameters (fitted here when not given).
         refit: ``"weights"`` learns only the new task's weights; ``"all"`` refits every hyperparameter.
-        **mla_options: :class:`~raytuner.strategies.MLA`'s options (``n_initial``, ``options``,
+        **mla_options: :class:`~raytuner.engines.MLA`'s options (``n_initial``, ``options``,
             ``executor``, ...); ``design`` changes nothing: the new task's sample is centred on TLA1's
             prediction and the source tasks need none.
     """

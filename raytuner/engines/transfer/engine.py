@@ -2,9 +2,9 @@
 
 The engine is a fold over the target's evaluation log, like every
 strategy. Each suggestion is proposed by one algorithm of the TLA pool
-(:mod:`raytuner.strategies.transfer.algorithms`) — the engine's own
+(:mod:`raytuner.engines.transfer.algorithms`) — the engine's own
 ``algorithm``, or for an ensemble the one chosen by
-:func:`~raytuner.strategies.transfer.ensemble.choose_algorithm` — and its
+:func:`~raytuner.engines.transfer.ensemble.choose_algorithm` — and its
 name is written into the suggestion's provenance (``strategy``), hence into
 the record's ``modeling`` field. The ensemble's statistics (best value per
 algorithm, number of samples, whose turn it is) are rebuilt from those
@@ -60,17 +60,17 @@ import numpy as np
 
 from raytuner.acquisition import acquisition_function, optimize_acquisition
 from raytuner.blas import one_blas_thread
+from raytuner.engines.base import Engine, Suggestion
+from raytuner.engines.transfer.algorithms import BUILDERS, FitContext, TargetData
+from raytuner.engines.transfer.data import SOURCE_SEED, SourceData, minimisation_values
+from raytuner.engines.transfer.ensemble import POLICIES, choose_algorithm, ensemble_probabilities, exploration_rate
+from raytuner.engines.transfer.surrogates import TargetModel
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.executors import Executor
 from raytuner.models import LCMOptions
 from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, task_key
 from raytuner.sampling import sample_configurations
 from raytuner.space import ProblemSpace
-from raytuner.strategies.base import Strategy, Suggestion
-from raytuner.strategies.transfer.algorithms import BUILDERS, FitContext, TargetData
-from raytuner.strategies.transfer.data import SOURCE_SEED, SourceData, minimisation_values
-from raytuner.strategies.transfer.ensemble import POLICIES, choose_algorithm, ensemble_probabilities, exploration_rate
-from raytuner.strategies.transfer.surrogates import TargetModel
 
 __all__ = ["TransferLearning", "ALGORITHMS", "SINGLE_ALGORITHMS", "ENSEMBLES", "DEFAULT_POOL", "FIRST"]
 
@@ -90,7 +90,7 @@ FIRST = "weighted_sum_equal"
 REPEAT_DISTANCE = 0.002
 
 
-class TransferLearning(Strategy):
+class TransferLearning(Engine):
     """Tune ``target_task`` using ``source`` evaluations; see the module docstring.
 
     Args:
