@@ -99,7 +99,7 @@ class History:
                 if k < len(configs):
                     out.append(
                         FunctionEvaluation.create(
-                            task, configs[k], {"y": float(ys[k])}, provenance=Provenance(strategy="lhs")
+                            task, configs[k], {"y": float(ys[k])}, provenance=Provenance(engine="lhs")
                         )
                     )
         return out

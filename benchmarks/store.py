@@ -97,7 +97,7 @@ class RecordFactory:
             },
             {"runtime": rng.lognormvariate(0.0, 1.0)},
             provenance=Provenance(
-                strategy="gptune_mla", fidelity=1.0, cost=1.0, trial_id=f"trial_{i:06d}", session_id=self.session
+                engine="gptune_mla", fidelity=1.0, cost=1.0, trial_id=f"trial_{i:06d}", session_id=self.session
             ),
             machine_configuration=self.machine,
             software_configuration=self.software,

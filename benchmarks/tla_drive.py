@@ -303,7 +303,7 @@ def run_tuner(
         engine.tell(record)
         trace.failed += value is None
         trace.values.append(math.nan if value is None else float(value))
-        trace.proposers.append(str(s.provenance.strategy))
+        trace.proposers.append(str(s.provenance.engine))
     return trace
 
 

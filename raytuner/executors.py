@@ -384,8 +384,8 @@ class _ActorPool:
             return worker.options(num_cpus=num_cpus).remote()
         if num_cpus > 0:
             return worker.options(num_cpus=num_cpus, scheduling_strategy="SPREAD").remote()
-        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
-        return worker.options(num_cpus=num_cpus, scheduling_strategy=strategy).remote()
+        engine = NodeAffinitySchedulingStrategy(node, soft=False)
+        return worker.options(num_cpus=num_cpus, scheduling_strategy=engine).remote()
 
 
 _ACTORS = _ActorPool()

@@ -4,13 +4,13 @@ A :class:`FunctionEvaluation` is one ``func_eval`` entry and a
 :class:`SurrogateModelRecord` one ``surrogate_model`` entry of a GPTune JSON
 file (see GPTune's history database design). Fields GPTune does not know are
 kept as they are, so a file read and written again keeps every record whole.
-raytuner's own provenance (fidelity, bracket, rung, pass, strategy, trial id,
+raytuner's own provenance (fidelity, bracket, rung, pass, engine, trial id,
 status, failure message, cost) lives under the extra key ``"raytuner"``, which
 GPTune's readers ignore.
 
 Example:
     >>> rec = FunctionEvaluation.create({"t": 1.0}, {"x": 0.3}, {"y": 0.25},
-    ...                                 provenance=Provenance(strategy="random", fidelity=9))
+    ...                                 provenance=Provenance(engine="random", fidelity=9))
     >>> rec.status, rec.raytuner.fidelity, rec.value("y")
     ('ok', 9.0, 0.25)
     >>> failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="segfault", outputs=["y"])
@@ -132,8 +132,8 @@ class Provenance(BaseModel):
     """Where an evaluation came from: raytuner's extra key on a record.
 
     ``cost`` is the normalised cost of the evaluation (fidelity / maximum
-    fidelity for multi-fidelity strategies, 1.0 otherwise). ``source`` says
-    how the strategy chose the point: ``"initial"`` (its initial design),
+    fidelity for multi-fidelity engines, 1.0 otherwise). ``source`` says
+    how the engine chose the point: ``"initial"`` (its initial design),
     ``"source_start"`` (the design's first point, where the source tasks agree),
     ``"model"`` (surrogate search), ``"plain_model"`` (GPTuneBand's surrogate
     search without its source records, in turn with the one with them),
@@ -156,7 +156,7 @@ class Provenance(BaseModel):
     bracket: int | None = None
     rung: int | None = None
     pass_: int | None = Field(default=None, alias="pass")
-    strategy: str | None = None
+    engine: str | None = Field(default=None, validation_alias=AliasChoices("engine", "strategy"))  # was "strategy"
     source: str | None = None
     parent: str | None = None
     trial_id: str | None = None
@@ -218,12 +218,12 @@ class FunctionEvaluation(BaseModel):
             config: The tuning parameters.
             result: Output names to reported values (any type: checked here).
             failure: Why the evaluation failed (its outputs are then ignored).
-            provenance: raytuner's provenance (strategy, fidelity, bracket, ...).
+            provenance: raytuner's provenance (engine, fidelity, bracket, ...).
             machine_configuration: Where it ran.
             software_configuration: With what software.
             additional_output: Extra values kept with the record.
             constants: GPTune's constants.
-            modeling: GPTune's ``modeling`` field (default: the strategy).
+            modeling: GPTune's ``modeling`` field (default: the engine).
             uid: The record's uid (default: a fresh one).
             outputs: The problem's output names, null in a failed record (default: the keys ``result`` has).
         """
@@ -250,7 +250,7 @@ class FunctionEvaluation(BaseModel):
             evaluation_result=values or nulls,
             evaluation_detail=detail,
             additional_output=dict(additional_output or {}),
-            modeling=modeling or prov.strategy,
+            modeling=modeling or prov.engine,
             raytuner=prov,
             **({"uid": uid} if uid else {}),
         )

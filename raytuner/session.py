@@ -87,7 +87,7 @@ class TuningSession:
 
     Args:
         problem: The problem's spaces.
-        strategy: The engine.
+        engine: The engine.
         store: The history store (records, and the ledger of handed-out trials).
         problem_name: The problem's name in the store.
         machine: User-given machine configuration; wins over what is captured.
@@ -102,7 +102,7 @@ class TuningSession:
     def __init__(
         self,
         problem: ProblemSpace,
-        strategy: Engine,
+        engine: Engine,
         store: HistoryStore,
         problem_name: str,
         *,
@@ -117,13 +117,13 @@ class TuningSession:
         if not isinstance(problem, ProblemSpace):
             raise InvalidInputError(
                 "problem",
-                f"{problem!r} is not a ProblemSpace: the order is TuningSession(problem, strategy, store, problem_name)",
+                f"{problem!r} is not a ProblemSpace: the order is TuningSession(problem, engine, store, problem_name)",
             )
         if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int) or max_evaluations < 0:
             raise InvalidInputError("max_evaluations", f"{max_evaluations!r} is not a count (0 = no limit)")
         self.problem_name = check_problem_name(problem_name)
         self.problem = problem
-        self.strategy = strategy
+        self.engine = engine
         self.store = store
         store.check_writable(self.problem_name)  # a damaged problem: refuse now, saying how to repair
         self.session_id = session_id or uuid.uuid4().hex
@@ -146,7 +146,7 @@ class TuningSession:
         #: Per task: evaluations, failures, cost and the best so far (logged at INFO with each tell).
         self.progress = ProgressTally(problem)
         #: Whether the engine said its plan is done (no trial is asked of it again).
-        self.strategy_finished = False
+        self.engine_finished = False
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray pickles the searchers that hold a session: the store's ledger is fetched again after
@@ -167,7 +167,7 @@ class TuningSession:
     def resume(
         cls,
         problem: ProblemSpace,
-        strategy: Engine,
+        engine: Engine,
         store: HistoryStore,
         problem_name: str,
         *,
@@ -191,7 +191,7 @@ class TuningSession:
 
         Args:
             problem: The problem's spaces.
-            strategy: A fresh engine, to be rebuilt from the store.
+            engine: A fresh engine, to be rebuilt from the store.
             store: The history store.
             problem_name: The problem's name in the store.
             session_only: By default replay only this session's own evaluations
@@ -202,8 +202,8 @@ class TuningSession:
             asked: The trials the ledger holds as handed out by this session id, already read (likewise).
             **kwargs: The session's options (``session_id``, ``max_evaluations``, ``machine``, ``history``, ...).
         """
-        session = cls(problem, strategy, store, problem_name, **kwargs)
-        keys = {task_key(t) for t in strategy.spec_tasks}  # the engine's own tasks (not its sources')
+        session = cls(problem, engine, store, problem_name, **kwargs)
+        keys = {task_key(t) for t in engine.spec_tasks}  # the engine's own tasks (not its sources')
         if stored is None:
             stored = store.evaluations(problem_name)
         stored = [r for r in stored if task_key(r.task_parameter) in keys]
@@ -214,8 +214,8 @@ class TuningSession:
         records = fitting_records(problem, replayed, f"stored {problem_name}")
         session._records = records
         session.progress.add_all(records)
-        strategy.replay(records)
-        strategy.restore_models(
+        engine.replay(records)
+        engine.restore_models(
             store.models(problem_name) if models is None else list(models), fixed=session.history.load_surrogate_model
         )
         adopted = session._adopt_in_flight(session.asked_trials() if asked is None else asked)
@@ -293,7 +293,7 @@ class TuningSession:
     def finished(self) -> bool:
         """Whether no trial will be handed out any more: ``max_evaluations`` reached or the plan done, none pending."""
         spent = 0 < self.max_evaluations <= len(self._told)
-        return (spent or self.strategy_finished) and not self._pending
+        return (spent or self.engine_finished) and not self._pending
 
     # -- ask --------------------------------------------------------------------------------------
 
@@ -320,15 +320,15 @@ class TuningSession:
             return self._pending[oldest]
         self._check_open()
         try:
-            suggestion = self.strategy.ask(task)
+            suggestion = self.engine.ask(task)
         except TuningFinished:
-            self.strategy_finished = True
+            self.engine_finished = True
             if self._pending:
                 raise AwaitingResults(
                     f"the engine's plan is done; {len(self._pending)} trial(s) are in flight"
                 ) from None
             raise
-        for model in self.strategy.take_models():
+        for model in self.engine.take_models():
             if self.history.save_model:
                 self.store.append_model(self.problem_name, model)
         name = trial_id(suggestion) if callable(trial_id) else trial_id or uuid.uuid4().hex
@@ -363,7 +363,7 @@ class TuningSession:
                 if self.max_evaluations and len(self._told) >= self.max_evaluations
                 else "the engine's plan is done"
             )
-        if self.strategy_finished:
+        if self.engine_finished:
             raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight")
         if self.max_evaluations and len(self._told) + len(self._pending) >= self.max_evaluations:
             raise AwaitingResults(
@@ -384,7 +384,7 @@ class TuningSession:
         if trial.trial_id in self._pending or trial.trial_id in self._told:
             return
         self.problem.check(trial.task, trial.config)
-        self.strategy.add_pending(trial.task, trial.config, trial.provenance)
+        self.engine.add_pending(trial.task, trial.config, trial.provenance)
         self._pending[trial.trial_id] = trial
 
     # -- tell -------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ class TuningSession:
             # written the record is absorbed by the store's uid check, not stored twice
             uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
         )
-        record = self.strategy.admit(record)  # refused before anything is written
+        record = self.engine.admit(record)  # refused before anything is written
         if self.history.save_func_eval:  # durable before acknowledged, in the store or the ledger
             self.store.append(self.problem_name, record)
         else:
@@ -457,7 +457,7 @@ class TuningSession:
         self._unsaved.discard(trial_id)
         self._told[trial_id] = record
         self._records.append(record)
-        self.strategy.tell(record)
+        self.engine.tell(record)
         progress = self.progress.add(record)
         if log.isEnabledFor(logging.INFO):  # the line is built only when someone reads it
             log.info("%s: %s", self.problem_name, self.progress.line(progress))
@@ -486,7 +486,7 @@ class TuningSession:
             task: One of the tasks (default: the first).
             objective: The objective's name (default: the one the engine tunes).
         """
-        return self.strategy.best(task, objective)
+        return self.engine.best(task, objective)
 
     def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
         """:meth:`best` of each task, in the engine's order.
@@ -494,7 +494,7 @@ class TuningSession:
         Args:
             objective: The objective's name (default: the one the engine tunes).
         """
-        return self.strategy.best_per_task(objective)
+        return self.engine.best_per_task(objective)
 
     def pareto_front(self, task: Mapping[str, Any]) -> list[FunctionEvaluation]:
         """The evaluations of ``task`` that meet every output constraint and no other such one dominates.
@@ -505,5 +505,5 @@ class TuningSession:
         Args:
             task: The task.
         """
-        own = getattr(self.strategy, "pareto_front", None)
+        own = getattr(self.engine, "pareto_front", None)
         return own(task) if callable(own) else pareto_front(self.problem, self._records, task)

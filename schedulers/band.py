@@ -514,7 +514,7 @@ class GPTuneBandScheduler(TrialScheduler):
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
         options = {**self._session_options, "session_id": state.get("session_id")}
-        engine = fresh_engine(self.session.strategy)
+        engine = fresh_engine(self.session.engine)
         self.engine = cast(MultiFidelityEngine, engine)
         self.session = TuningSession.resume(self.problem, engine, self.store, self.session.problem_name, **options)
         self._states = {tid: _TrialState(**s) for tid, s in state.get("states", {}).items()}

@@ -1,4 +1,4 @@
-"""Ray Tune searchers backed by raytuner strategies (installed as ``raytuner.searchers``).
+"""Ray Tune searchers backed by raytuner engines (installed as ``raytuner.searchers``).
 
 The GPTuneBand scheduler's own searcher is ``raytuner.schedulers.GPTuneBandSearcher``
 (get it from the scheduler: ``band.searcher()``).

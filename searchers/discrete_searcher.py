@@ -162,4 +162,4 @@ class DiscreteBOSearcher(EngineSearcher):
     @property
     def engine(self) -> DiscreteBO:
         """The session's discrete BO engine (a new one after :meth:`restore`)."""
-        return self.session.strategy
+        return self.session.engine

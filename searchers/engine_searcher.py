@@ -1,4 +1,4 @@
-"""Ray Tune searchers over raytuner's ask/tell strategies.
+"""Ray Tune searchers over raytuner's ask/tell engines.
 
 :class:`EngineSearcher` turns any :class:`raytuner.session.TuningSession`
 into a ``ray.tune.search.Searcher``: ``suggest`` asks the session, and
@@ -51,14 +51,14 @@ log = logging.getLogger(__name__)
 
 
 class EngineSearcher(Searcher):
-    """A Ray Tune searcher that asks and tells a raytuner strategy through a session.
+    """A Ray Tune searcher that asks and tells a raytuner engine through a session.
 
     Records already stored for the problem's tasks are replayed first, so a
     new run continues an old one.
 
     Args:
         problem: The problem's spaces.
-        strategy: The engine (a fresh one).
+        engine: The engine (a fresh one).
         store: A :class:`~raytuner.store.HistoryStore` or where to open one (a directory or a
             ``mongodb://`` URI).
         problem_name: The problem's name in the store.
@@ -76,7 +76,7 @@ class EngineSearcher(Searcher):
     def __init__(
         self,
         problem: ProblemSpace,
-        strategy: Engine,
+        engine: Engine,
         store: HistoryStore | str | os.PathLike[str],
         problem_name: str,
         metric: str | list[str] | None = None,
@@ -87,7 +87,7 @@ class EngineSearcher(Searcher):
         self.problem = problem
         self.store = open_store(store)
         self._session_options = session_options
-        self.session = TuningSession.resume(problem, strategy, self.store, problem_name, **session_options)
+        self.session = TuningSession.resume(problem, engine, self.store, problem_name, **session_options)
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any) -> bool:
         """Accept Tuner-level metric/mode when they agree with the problem's objectives."""
@@ -114,7 +114,7 @@ class EngineSearcher(Searcher):
         return {**trial.task, **trial.config}
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        """Persist the trial's last result (or its failure) and fold it into the strategy."""
+        """Persist the trial's last result (or its failure) and fold it into the engine."""
         if trial_id not in self.session.pending:
             return
         if error or result is None:
@@ -129,17 +129,17 @@ class EngineSearcher(Searcher):
             json.dump({"session_id": self.session.session_id}, fh)
 
     def restore(self, checkpoint_path: str) -> None:
-        """Resume the saved session: the strategy replays the store, the trials in flight are adopted.
+        """Resume the saved session: the engine replays the store, the trials in flight are adopted.
 
         Ray reruns unfinished trials after ``Tuner.restore``; adopting them
         means their results are recorded rather than dropped, and the
-        strategy treats them as pending rather than suggesting them again.
+        engine treats them as pending rather than suggesting them again.
         """
         with open(checkpoint_path, encoding="utf-8") as fh:
             state = json.load(fh)
         self.session = TuningSession.resume(
             self.problem,
-            fresh_engine(self.session.strategy),
+            fresh_engine(self.session.engine),
             self.store,
             self.session.problem_name,
             **{**self._session_options, "session_id": state.get("session_id") or self.session.session_id},

@@ -105,7 +105,7 @@ class ServiceCallback(Callback):
         machine = dict(self.machine)
         if result.get("hostname"):
             machine["host"] = result["hostname"]
-        provenance = Provenance(strategy="ray_tune", trial_id=str(trial.trial_id))
+        provenance = Provenance(engine="ray_tune", trial_id=str(trial.trial_id))
         return FunctionEvaluation.create(
             task,
             config,

@@ -128,7 +128,7 @@ class TLASearcher(EngineSearcher):
     @property
     def engine(self) -> TransferLearning:
         """The session's transfer-learning engine (a new one after :meth:`restore`)."""
-        return self.session.strategy
+        return self.session.engine
 
 
 class TLA2Searcher(EngineSearcher):
@@ -200,4 +200,4 @@ class TLA2Searcher(EngineSearcher):
     @property
     def engine(self) -> TLA2:
         """The session's TLA2 engine (a new one after :meth:`restore`)."""
-        return self.session.strategy
+        return self.session.engine

@@ -123,14 +123,14 @@ def world(crowd: tuple[Any, Any, str]) -> Iterator[dict[str, Any]]:
             shared_with_groups=groups,
         )
     sessions = {}
-    for who, problem, strategy, options in (
+    for who, problem, engine, options in (
         ("alice", "alpha", "mla", {"crowd_sources": True, "n_initial": 2}),
         ("bob", "bravo", "random", {}),
         ("service", "ops", "random", {}),
     ):
         with RemoteTuner(server.address, keys[who], timeout=60) as tuner:
             sessions[who] = tuner.create_session(
-                json.loads(meta(problem)), strategy, tasks=[{"t": 1.0}], seed=1, options=options
+                json.loads(meta(problem)), engine, tasks=[{"t": 1.0}], seed=1, options=options
             )
             assert tuner.run(lambda config, task, fidelity: demo(config["x"], 1.0), max_trials=2) == 2
     with RemoteTuner(server.address, keys["carol"], timeout=30) as tuner:
@@ -216,17 +216,17 @@ def _tuning_calls(
             )
         for request in (
             pb.CreateSessionRequest(
-                problem_json=meta(problem, history={"load_func_eval": "yes"}), strategy="random", seed=1
+                problem_json=meta(problem, history={"load_func_eval": "yes"}), engine="random", seed=1
             ),
             pb.CreateSessionRequest(
                 problem_json=meta(f"tla-{caller}"),
-                strategy="tla",
+                engine="tla",
                 tasks_json='[{"t": 5}]',
                 options_json=json.dumps({"source_problem": problem}),
                 seed=1,
             ),
         ):
-            session = request.strategy == "random"  # only owners start sessions; readers use it as a source
+            session = request.engine == "random"  # only owners start sessions; readers use it as a source
             if (caller in OWNERS[problem] if session else allowed) or problem == "ghost" and session:
                 continue  # a new problem or one's own: not a cross-user call
             code, answer = matrix.call(lambda: stub.CreateSession(request, metadata=md, timeout=30))

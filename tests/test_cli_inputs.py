@@ -59,7 +59,7 @@ META: dict[str, Any] = {
     },
 }
 
-# -- strategies -----------------------------------------------------------------------------------------
+# -- engines -----------------------------------------------------------------------------------------
 
 SCALARS = (
     st.none()
@@ -304,7 +304,7 @@ def test_session_create_refuses_bad_problem_files_before_connecting(
                 "create",
                 "--problem",
                 str(path),
-                "--strategy",
+                "--engine",
                 "random",
                 "--server",
                 address,
@@ -345,7 +345,7 @@ def test_the_valid_starting_points_are_taken(work: Path, store_dir: Path) -> Non
         ["history", "show", "{path}"],
         ["history", "import", "{path}", "--to", "{store}"],
         ["crowd", "upload", "{path}", "--server", "{server}", "--api-key", "rt_x_y"],
-        ["session", "create", "--problem", "{path}", "--strategy", "random", "--server", "{server}"],
+        ["session", "create", "--problem", "{path}", "--engine", "random", "--server", "{server}"],
     ],
 )
 @pytest.mark.parametrize("kind", ["directory", "missing"])

@@ -451,7 +451,7 @@ def test_a_service_session_of_mla_takes_a_source_problem(crowd: tuple[Any, Any, 
             meta_plain, "mla", tasks=[{"t": 1.0}], seed=0, options={"n_initial": 2, "source_problem": "demo-tuned"}
         )
         assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3
-        engine = next(iter(server.manager._sessions.values())).tuning.strategy
+        engine = next(iter(server.manager._sessions.values())).tuning.engine
         assert engine.tasks == [{"t": 1.0}, {"t": 2.0}]
         for bad in ({"source_problem": "demo"}, {"source_problem": 3}, {"source_query": {}}):
             with pytest.raises(ServiceError) as info:
@@ -472,7 +472,7 @@ def test_a_service_session_downloads_the_crowd_sources_its_user_may_see_once(
         assert server.store.evaluations("demo.crowd.bob") == [] and not list(server.store.ledger().read(DOWNLOADS))
         tuner.create_session(plain, "mla", tasks=[{"t": 1.0}], seed=0, options={"crowd_sources": True, "n_initial": 2})
         assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3
-        engine = server.manager._sessions[tuner.session_id].tuning.strategy
+        engine = server.manager._sessions[tuner.session_id].tuning.engine
         assert engine.tasks == [{"t": 1.0}, {"t": 2.0}, {"t": 3.0}]  # alice's private task 4: never
         assert {r.uid for r in server.store.evaluations("demo.crowd.bob")} == {r.uid for r in public}
         with CrowdClient(address, keys["alice"]) as client:
@@ -480,14 +480,14 @@ def test_a_service_session_downloads_the_crowd_sources_its_user_may_see_once(
         second = tuner.create_session(plain, "mla", tasks=[{"t": 1.5}], options={"crowd_sources": True})
         assert server.manager._sessions[second].spec.options["source_problem"] == "demo.crowd.bob"
         assert len(server.store.evaluations("demo.crowd.bob")) == len(public)  # downloaded once
-        for bad, strategy, field in (
+        for bad, engine, field in (
             ({"crowd_sources": True}, "random", "options.crowd_sources"),
             ({"crowd_sources": "yes"}, "mla", "options.crowd_sources"),
             ({"crowd_sources": True, "source_problem": "x"}, "mla", "options.crowd_sources"),
             ({"source_problem": "demo.crowd.alice"}, "mla", "options.source_problem"),
         ):
             with pytest.raises(ServiceError) as info:  # the last: alice's cache, other access levels
-                tuner.create_session(plain, strategy, tasks=[{"t": 1.0}], options=bad)
+                tuner.create_session(plain, engine, tasks=[{"t": 1.0}], options=bad)
             assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith(field)
 
 

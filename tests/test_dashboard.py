@@ -158,7 +158,7 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
             _wait_live(browser, 8)
             best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
             assert best == pytest.approx(
-                {task_label(t): session.best(t).value("y") for t in session.strategy.tasks}, rel=1e-5
+                {task_label(t): session.best(t).value("y") for t in session.engine.tasks}, rel=1e-5
             )
             screenshot(browser, tmp_path, "dashboard-live")
 

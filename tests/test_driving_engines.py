@@ -83,7 +83,7 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
     with pytest.raises(TrialConflict, match="^suggestion: .*told before with another result"):
         engine.tell(s, {"y": 123.0})  # ... and with another result: refused
     assert engine.cost_per_task()[0] == pytest.approx(s.provenance.cost)
-    with pytest.raises(InvalidInputError, match=r"^task: \{'t': 5.0\} is not one of the strategy's tasks"):
+    with pytest.raises(InvalidInputError, match=r"^task: \{'t': 5.0\} is not one of the engine's tasks"):
         engine.tell(FunctionEvaluation.create({"t": 5.0}, s.config, {"y": 1.0}, provenance=s.provenance))
     assert engine.progress()["evaluations"] == 1
 

@@ -145,7 +145,7 @@ def test_every_engine_refuses_a_point_outside_the_problem(
     engine: Engine, task: dict, config: dict, message: str
 ) -> None:
     before = state(engine)
-    provenance = Provenance(strategy=engine.name, bracket=1, rung=0, pass_=1, fidelity=1.0)  # GPTuneBand's plan
+    provenance = Provenance(engine=engine.name, bracket=1, rung=0, pass_=1, fidelity=1.0)  # GPTuneBand's plan
     for record in (
         FunctionEvaluation.create(task, config, {"runtime": 1.0}, provenance=provenance),
         FunctionEvaluation.create(task, config, failure="crashed", provenance=provenance),

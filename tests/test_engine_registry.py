@@ -173,7 +173,7 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
             {},
             [TASK],
             None,
-            "strategy: unknown strategy 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)",
+            "engine: unknown engine 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)",
         ),
         ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
         (
@@ -186,7 +186,7 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
         ),
         ("tla", {}, [TASK], None, "source: tla transfers from source data"),
         ("tla2", {}, [TASK], None, "source: tla2 transfers from source data"),
-        ("tla", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: strategy tla tunes one target task, not 2"),
+        ("tla", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: engine tla tunes one target task, not 2"),
         ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
         ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
         ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
@@ -263,5 +263,5 @@ def test_fresh_engine_refuses_an_engine_the_registry_does_not_build() -> None:
         pass
 
     problem, tasks, _ = SPECS["random"]
-    with pytest.raises(InvalidInputError, match=r"^strategy: Mine is not a registered engine"):
+    with pytest.raises(InvalidInputError, match=r"^engine: Mine is not a registered engine"):
         fresh_engine(Mine(problem, tasks, seed=0))

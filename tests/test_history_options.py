@@ -165,7 +165,7 @@ def test_load_surrogate_model_uses_the_stored_model_as_it_is(
     stored = store.models(NAME)[-1]
     session = mla_session(store, 2, history={"load_func_eval": "no", "load_surrogate_model": load_surrogate_model})
     tune(session, 5)  # past LCMOptions.refit_growth: a warm start is re-optimised
-    fitted = session.strategy.fitted_model()
+    fitted = session.engine.fitted_model()
     assert fitted is not None and fitted.report.optimised is refitted
     if not refitted:
         assert fitted.hyperparameters.to_dict() == stored.raytuner["hyperparameters"]

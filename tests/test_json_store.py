@@ -42,7 +42,7 @@ _WRITER = textwrap.dedent("""
     while True:
         rec = FunctionEvaluation.create(
             {"t": float(i % 7)}, {"x": i * 0.001, "n": i, "algo": "lu"}, {"y": float(i)},
-            provenance=Provenance(strategy="random", trial_id=f"{tag}-{i}"),
+            provenance=Provenance(engine="random", trial_id=f"{tag}-{i}"),
             machine_configuration=machine, software_configuration=software)
         store.append(problem, rec)
         sys.stdout.write(rec.uid + "\\n")
@@ -65,7 +65,7 @@ _BATCH_WRITER = textwrap.dedent("""
     for i in range(n):
         rec = FunctionEvaluation.create(
             {"t": 1.0}, {"x": i * 0.01, "worker": tag}, {"y": float(i)},
-            provenance=Provenance(strategy="random", trial_id=f"{tag}-{i}"),
+            provenance=Provenance(engine="random", trial_id=f"{tag}-{i}"),
             machine_configuration={"machine_name": "testbox", "cpu": {"nodes": 1, "cores": 2}})
         store.append(problem, rec)
     store.close()
@@ -85,7 +85,7 @@ def _record(i: int, **extra: object) -> FunctionEvaluation:
         {"t": 1.0},
         {"x": i * 0.1, "n": i},
         {"y": float(i)},
-        provenance=Provenance(strategy="test", trial_id=str(i)),
+        provenance=Provenance(engine="test", trial_id=str(i)),
         **extra,
     )
 

@@ -75,7 +75,7 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
     assert len(set(points(records))) == 10  # no (task, x) suggested twice
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], r.task_parameter["t"]))
-        assert r.raytuner.strategy == "mla" and r.raytuner.trial_id
+        assert r.raytuner.engine == "mla" and r.raytuner.trial_id
     for task in TASKS:
         mine = [r for r in records if r.task_parameter == task]
         sources = Counter(r.raytuner.source for r in mine)

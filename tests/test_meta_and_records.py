@@ -95,7 +95,7 @@ def test_records_keep_provenance_under_an_extra_key() -> None:
         {"t": 1.0},
         {"x": 0.5},
         {"y": 2.0},
-        provenance=Provenance(strategy="band", fidelity=9, cost=1 / 3, bracket=1, rung=0, pass_=2, trial_id="abc"),
+        provenance=Provenance(engine="band", fidelity=9, cost=1 / 3, bracket=1, rung=0, pass_=2, trial_id="abc"),
     )
     data = record.to_dict()
     assert data["raytuner"] == {
@@ -105,7 +105,7 @@ def test_records_keep_provenance_under_an_extra_key() -> None:
         "bracket": 1,
         "rung": 0,
         "pass": 2,
-        "strategy": "band",
+        "engine": "band",
         "trial_id": "abc",
     }
     assert data["evaluation_result"] == {"y": 2.0} and data["modeling"] == "band"

@@ -33,7 +33,7 @@ KILLS = int(os.environ.get("RAYTUNER_MONGOD_KILLS", "3"))
 
 
 def evaluation(i: float, y: float = 1.0) -> FunctionEvaluation:
-    return FunctionEvaluation.create({"t": float(i)}, {"x": 0.5}, {"y": y}, provenance=Provenance(strategy="test"))
+    return FunctionEvaluation.create({"t": float(i)}, {"x": 0.5}, {"y": y}, provenance=Provenance(engine="test"))
 
 
 def model(i: int) -> SurrogateModelRecord:

@@ -22,7 +22,7 @@ from raytuner.testing.mongod import LocalMongod
 
 
 def evaluation(t: Any = 1.0, **kw: Any) -> FunctionEvaluation:
-    return FunctionEvaluation.create({"t": t}, {"x": 0.5}, {"y": 1.0}, provenance=Provenance(strategy="test"), **kw)
+    return FunctionEvaluation.create({"t": t}, {"x": 0.5}, {"y": 1.0}, provenance=Provenance(engine="test"), **kw)
 
 
 def test_indexes_exist(mongo_store: MongoStore) -> None:

@@ -366,7 +366,7 @@ def test_the_ray_searcher_tunes_two_metrics_under_tune_run(local_ray, tmp_path: 
         n_initial=3,
         executor=InlineExecutor(),
     )
-    assert isinstance(searcher.session.strategy, MultiObjectiveMLA)
+    assert isinstance(searcher.session.engine, MultiObjectiveMLA)
     tune.run(
         trainable,
         search_alg=searcher,
@@ -425,7 +425,7 @@ def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
     assert type(mla_engine(PROBLEM, TASKS, 0, objective="f2")) is MLA
     assert type(build_engine(EngineSpec("mla", {"objective": "f2"}), PROBLEM, TASKS, 0)) is MLA
     searcher = LCMSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "a"), "p", metric="f2")
-    assert type(searcher.session.strategy) is MLA and (searcher.metric, searcher.mode) == ("f2", "min")
+    assert type(searcher.session.engine) is MLA and (searcher.metric, searcher.mode) == ("f2", "min")
     random = RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path / "b"), "p")
     assert (random.metric, random.mode) == ("f1", "min")  # one objective: the first
     with pytest.raises(InvalidInputError, match=r"metric: \['f1', 'f2'\]: this face tunes one objective"):

@@ -57,3 +57,24 @@ def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
     assert all(b is not None and b.evaluation_result["y"] < 0.05 for b in best)
     store.close()
     assert len(rt.load_history(tmp_path, "hello").records) == 8
+
+
+def test_names_stored_before_the_engine_was_so_named_still_load() -> None:
+    """Records and service sessions written when the engine was called a strategy read as they were."""
+    from raytuner.records import Provenance
+    from raytuner.service.sessions import SessionSpec
+
+    record = rt.FunctionEvaluation.model_validate(
+        {
+            "task_parameter": {"t": 1.0},
+            "tuning_parameter": {"x": 0.5},
+            "evaluation_result": {"y": 2.0},
+            "raytuner": {"strategy": "mla", "fidelity": 1.0},
+        }
+    )
+    assert record.raytuner is not None and record.raytuner.engine == "mla"
+    assert "engine" in record.to_dict()["raytuner"] and "strategy" not in record.to_dict()["raytuner"]
+    assert Provenance(strategy="random").engine == "random" == Provenance(engine="random").engine
+    old = {"session_id": "s", "owner": "u", "problem_name": "p", "meta": {}, "strategy": "band", "options": {}}
+    spec = SessionSpec.from_document({**old, "tasks": [{"t": 1.0}], "seed": 0})
+    assert spec.engine == "band"

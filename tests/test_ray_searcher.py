@@ -59,7 +59,7 @@ def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) ->
     assert sorted(r.task_parameter["t"] for r in records) == [0.5] * 3 + [2.0] * 3
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], r.task_parameter["t"]))
-        assert r.raytuner.strategy == "random" and r.raytuner.trial_id
+        assert r.raytuner.engine == "random" and r.raytuner.trial_id
         assert r.machine_configuration["machine_name"] and "ray" in r.software_configuration
 
     # a new searcher on the same store replays the log and continues without repeating points

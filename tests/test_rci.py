@@ -47,7 +47,7 @@ def test_a_job_loop_over_the_command_line(meta: Path, tmp_path: Path) -> None:
         "next",
         "--meta",
         str(meta),
-        "--strategy",
+        "--engine",
         "mla",
         "--option",
         "n_initial=2",
@@ -81,7 +81,7 @@ def test_a_job_loop_over_the_command_line(meta: Path, tmp_path: Path) -> None:
 
 def test_a_report_retried_and_a_failure(tmp_path: Path) -> None:
     store = str(tmp_path / "db")
-    trial = RciSession(store, meta=META, strategy="random", tasks=[{"t": 2.0}], seed=5).next()
+    trial = RciSession(store, meta=META, engine="random", tasks=[{"t": 2.0}], seed=5).next()
     assert trial is not None
     record, duplicate = RciSession(store).report(trial.trial_id, {"y": 1.5})  # found by the trial id
     assert (duplicate, RciSession(store, "rcidemo").report(trial.trial_id, {"y": 1.5})[1]) == (False, True)
@@ -108,7 +108,7 @@ def test_the_session_starts_from_the_stored_history(tmp_path: Path) -> None:
             tmp_path / "db",
             f"run-{load}",
             meta={**META, "load_func_eval": load},
-            strategy="random",
+            engine="random",
             tasks=[{"t": 1.0}],
             seed=2,
         )
@@ -123,10 +123,10 @@ def test_the_session_starts_from_the_stored_history(tmp_path: Path) -> None:
         (["rci", "next", "--store", "{db}"], "name: give the session's name"),
         (["rci", "next", "--store", "{db}", "--name", "x"], "meta: no RCI session 'x'"),
         (
-            ["rci", "next", "--store", "mongodb://127.0.0.1/x", "--meta", "{meta}", "--strategy", "random"],
+            ["rci", "next", "--store", "mongodb://127.0.0.1/x", "--meta", "{meta}", "--engine", "random"],
             "the RCI keeps its session in a store directory",
         ),
-        (["rci", "next", "--meta", "{meta}", "--strategy", "nope"], "strategy: unknown strategy 'nope'"),
+        (["rci", "next", "--meta", "{meta}", "--engine", "nope"], "engine: unknown engine 'nope'"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(meta: Path, tmp_path: Path, args: list[str], message: str) -> None:
@@ -145,7 +145,7 @@ def test_two_jobs_at_once_get_one_trial(meta: Path, tmp_path: Path) -> None:
         "next",
         "--meta",
         str(meta),
-        "--strategy",
+        "--engine",
         "random",
         "--task",
         "t=1.0",

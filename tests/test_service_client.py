@@ -65,7 +65,7 @@ def test_ask_tell_and_session(tuner: RemoteTuner) -> None:
     assert info_["tasks"] == TASKS and info_["max_evaluations"] == 4 and not info_["finished"]
     assert [b["task"] for b in info_["best"]] == [{"t": 5}] and info_["best"][0]["uid"] == first.uid
     assert [s["session_id"] for s in tuner.sessions()] == [session_id]
-    assert tuner.sessions("client_demo")[0]["strategy"] == "random" and tuner.sessions("other") == []
+    assert tuner.sessions("client_demo")[0]["engine"] == "random" and tuner.sessions("other") == []
 
 
 def test_ask_is_idempotent_with_a_trial_id(tuner: RemoteTuner) -> None:
@@ -130,7 +130,7 @@ def test_errors_keep_the_status_and_the_message(
 ) -> None:
     with pytest.raises(ServiceError) as info:
         tuner.create_session(META, "nonsense", tasks=TASKS)
-    assert info.value.code == "INVALID_ARGUMENT" and "strategy" in info.value.message
+    assert info.value.code == "INVALID_ARGUMENT" and "engine" in info.value.message
     with pytest.raises(ServiceError) as info:
         tuner.create_session(META, "random", tasks=[{"t": 99}])
     assert info.value.code == "INVALID_ARGUMENT" and "tasks" in info.value.message

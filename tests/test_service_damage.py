@@ -84,7 +84,7 @@ def _work(client: Client, acked: Acknowledged, sessions: int = SESSIONS, refused
     for s in range(sessions):
         created = _retrying(
             lambda s=s: client.CreateSession(
-                pb.CreateSessionRequest(problem_json=json.dumps(META), strategy="random", seed=11 + s)
+                pb.CreateSessionRequest(problem_json=json.dumps(META), engine="random", seed=11 + s)
             ),
             refused,
         )

@@ -59,7 +59,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, tup
     stub = pb_grpc.TuningServiceStub(channel)
     metadata = (("x-api-key", key),)
     session = stub.CreateSession(
-        pb.CreateSessionRequest(problem_json=json.dumps(META), strategy="random", tasks_json='[{"t": 1}, {"t": 2}]'),
+        pb.CreateSessionRequest(problem_json=json.dumps(META), engine="random", tasks_json='[{"t": 1}, {"t": 2}]'),
         metadata=metadata,
     )
     yield stub, metadata, session.session_id, channel
@@ -87,14 +87,14 @@ def real(session_id: str, service: tuple) -> str:
 @fuzz
 @given(
     problem=json_text,
-    strategy=st.sampled_from(["random", "mla", "band", "discrete", "tla", "", "x"]),
+    engine=st.sampled_from(["random", "mla", "band", "discrete", "tla", "", "x"]),
     options=json_text,
     tasks=json_text,
     seed=st.integers(-(2**63), 2**63 - 1),
     budget=st.integers(-(2**63), 2**63 - 1),
 )
 def test_create_session(
-    service: tuple, problem: str, strategy: str, options: str, tasks: str, seed: int, budget: int
+    service: tuple, problem: str, engine: str, options: str, tasks: str, seed: int, budget: int
 ) -> None:
     if problem.startswith("{") and "REAL" not in problem:
         problem = json.dumps({**META, **json.loads(problem)}) if problem.endswith("}") else problem
@@ -103,7 +103,7 @@ def test_create_session(
         "CreateSession",
         pb.CreateSessionRequest(
             problem_json=problem,
-            strategy=strategy,
+            engine=engine,
             options_json=options,
             tasks_json=tasks,
             seed=seed,

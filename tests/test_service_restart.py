@@ -52,7 +52,7 @@ def build_store(
         session_id = manager.create(owner, meta, "random", tasks=[task], seed=s + 1).session_id
         told = []
         for i in range(records + in_flight):
-            provenance = Provenance(session_id=session_id, trial_id=f"t{i}", strategy="random", source="random")
+            provenance = Provenance(session_id=session_id, trial_id=f"t{i}", engine="random", source="random")
             trial = Trial(task=task, config={"x": rng.random()}, provenance=provenance, trial_id=f"t{i}")
             manager.ledger.append("trials", trial.document(session_id))
             if i < records:
@@ -123,7 +123,7 @@ def test_a_session_that_cannot_be_rebuilt_is_skipped(tmp_path: Path, caplog: pyt
     key = keys.create("alice")
     owner = keys.verify(key).key_id  # type: ignore[union-attr]
     good = build_store(tmp_path, owner, sessions=2, records=3, problems=1)
-    broken = dict(next(JsonStore(tmp_path).ledger().read("sessions")), session_id="broken", strategy="nonesuch")
+    broken = dict(next(JsonStore(tmp_path).ledger().read("sessions")), session_id="broken", engine="nonesuch")
     JsonStore(tmp_path).ledger().append("sessions", broken)
     server = TuningServer(tmp_path, port=0)
     server.start()

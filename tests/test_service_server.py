@@ -49,11 +49,11 @@ class Client:
         method = getattr(self.stub, name)
         return lambda request, **kw: method(request, metadata=self.metadata, timeout=20, **kw)
 
-    def create(self, strategy: str = "random", tasks: Any = ({"t": 1.0},), **fields: Any) -> pb.Session:
+    def create(self, engine: str = "random", tasks: Any = ({"t": 1.0},), **fields: Any) -> pb.Session:
         return self.CreateSession(
             pb.CreateSessionRequest(
                 problem_json=json.dumps(fields.pop("meta", META)),
-                strategy=strategy,
+                engine=engine,
                 tasks_json=json.dumps(list(tasks)),
                 **fields,
             )
@@ -156,7 +156,7 @@ def test_ask_with_client_trial_id_is_idempotent(alice: Client) -> None:
             },
             "problem_space",
         ),
-        ({"strategy": "annealing"}, "strategy"),
+        ({"engine": "annealing"}, "engine"),
         ({"tasks_json": json.dumps([{"t": 99.0}])}, "tasks"),
         ({"tasks_json": json.dumps({"t": 1.0})}, "tasks_json"),
         ({"tasks_json": "[null]"}, "tasks[0]"),
@@ -167,7 +167,7 @@ def test_ask_with_client_trial_id_is_idempotent(alice: Client) -> None:
     ],
 )
 def test_bad_sessions_name_the_field(alice: Client, request_fields: dict[str, Any], field: str) -> None:
-    fields = {"problem_json": json.dumps(META), "strategy": "random", "tasks_json": '[{"t": 1.0}]', **request_fields}
+    fields = {"problem_json": json.dumps(META), "engine": "random", "tasks_json": '[{"t": 1.0}]', **request_fields}
     code, message = code_of(lambda: alice.CreateSession(pb.CreateSessionRequest(**fields)))
     assert code == Code.INVALID_ARGUMENT and field in message, message
 
@@ -242,7 +242,7 @@ def test_sessions_and_pending_trials_survive_a_restart(tmp_path: Path, reserved_
     port = first.start()
     key = first.keys.create("alice")
     client = Client(first.address, key)
-    session = client.create(strategy="mla", options_json=json.dumps({"n_initial": 3}), seed=5)
+    session = client.create(engine="mla", options_json=json.dumps({"n_initial": 3}), seed=5)
     run_trials(client, session.session_id, 3)
     pending = client.Ask(pb.AskRequest(session_id=session.session_id))
     client.close()
@@ -384,7 +384,7 @@ DISCRETE_META = {
 
 
 @pytest.mark.parametrize(
-    "strategy, options, meta, tasks",
+    "engine, options, meta, tasks",
     [
         ("mla", {"n_initial": 3}, META, [{"t": 1.0}, {"t": 2.0}]),
         ("band", {"b_min": 1, "b_max": 9, "eta": 3}, META, [{"t": 1.0}]),
@@ -393,7 +393,7 @@ DISCRETE_META = {
     ],
 )
 def test_every_strategy_runs_through_the_service(
-    alice: Client, strategy: str, options: dict[str, Any], meta: dict[str, Any], tasks: list[dict[str, Any]]
+    alice: Client, engine: str, options: dict[str, Any], meta: dict[str, Any], tasks: list[dict[str, Any]]
 ) -> None:
     from raytuner.records import FunctionEvaluation
 
@@ -402,7 +402,7 @@ def test_every_strategy_runs_through_the_service(
         for x in range(11)
     ]
     alice.UploadEvaluations(pb.UploadEvaluationsRequest(problem_name="svc_source", records_json=json.dumps(source)))
-    sid = alice.create(strategy, tasks, meta=meta, options_json=json.dumps(options), seed=2).session_id
+    sid = alice.create(engine, tasks, meta=meta, options_json=json.dumps(options), seed=2).session_id
     fidelities = set()
     for _ in range(5):
         answer = alice.Ask(pb.AskRequest(session_id=sid))
@@ -412,4 +412,4 @@ def test_every_strategy_runs_through_the_service(
         value = sum(float(v) for v in config.values()) / (answer.fidelity or 1.0)
         alice.Tell(pb.TellRequest(session_id=sid, trial_id=answer.trial_id, outputs={"y": value}))
     assert alice.GetSession(pb.GetSessionRequest(session_id=sid)).evaluations == 5
-    assert (min(fidelities) >= 1.0) if strategy == "band" else fidelities == {0.0}
+    assert (min(fidelities) >= 1.0) if engine == "band" else fidelities == {0.0}

@@ -25,7 +25,7 @@ PROBLEM = "integrity"
 
 def _evaluation(i: int, **task: Any) -> FunctionEvaluation:
     return FunctionEvaluation.create(
-        task or {"t": float(i % 3)}, {"x": i / 100}, {"y": float(i)}, provenance=Provenance(strategy="test")
+        task or {"t": float(i % 3)}, {"x": i / 100}, {"y": float(i)}, provenance=Provenance(engine="test")
     )
 
 

@@ -29,9 +29,7 @@ def evaluation(t: Any = 1.0, x: float = 0.5, y: float | None = 2.0, **kw: Any) -
         {"t": t},
         {"x": x},
         None if y is None else {"y": y},
-        provenance=kw.pop(
-            "provenance", Provenance(strategy="random", fidelity=3, bracket=0, rung=1, trial_id="trial-1")
-        ),
+        provenance=kw.pop("provenance", Provenance(engine="random", fidelity=3, bracket=0, rung=1, trial_id="trial-1")),
         **kw,
     )
 
@@ -68,7 +66,7 @@ def test_append_reads_back_equal_records(store: HistoryStore) -> None:
         additional_output={"log": "fine"},
         constants={"c": 7},
     )
-    failed = evaluation(2.0, 0.75, None, provenance=Provenance(strategy="bo", trial_id="t-2"))
+    failed = evaluation(2.0, 0.75, None, provenance=Provenance(engine="bo", trial_id="t-2"))
     crashed = FunctionEvaluation.create({"t": 3.0}, {"x": 0.1}, failure="segfault")
     mine = gptune_record(4.0, 0.3, 1.5)
     for record in (ok, failed, crashed, mine):

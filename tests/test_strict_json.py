@@ -85,7 +85,7 @@ def test_create_session_refuses_each_bad_json_in_each_field(
 ) -> None:
     fields = {"problem_json": as_problem(obj), "options_json": obj, "tasks_json": in_list(obj)}
     for field, text in fields.items():
-        request = {"problem_json": json.dumps(META), "strategy": "random", "tasks_json": '[{"t": 1.0}]', field: text}
+        request = {"problem_json": json.dumps(META), "engine": "random", "tasks_json": '[{"t": 1.0}]', field: text}
         refused(lambda request=request: alice.CreateSession(pb.CreateSessionRequest(**request)), field, reason, text)
     assert list(alice.ListSessions(pb.ListSessionsRequest()).sessions) == []
     assert server.manager.store.problems() == []
@@ -219,7 +219,7 @@ def test_the_command_lines_json_options_are_read_as_strictly(server: TuningServe
                 "create",
                 "--problem",
                 str(meta),
-                "--strategy",
+                "--engine",
                 "random",
                 "--tasks-json",
                 tasks,

@@ -100,7 +100,7 @@ def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Pa
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], TARGET["t"]))
         assert r.modeling in {*DEFAULT_POOL, FIRST}, r.modeling
-        assert r.raytuner.strategy == r.modeling and r.raytuner.tla == "ensemble" and r.raytuner.trial_id
+        assert r.raytuner.engine == r.modeling and r.raytuner.tla == "ensemble" and r.raytuner.trial_id
     assert records[0].modeling == FIRST  # asked before any result: no target data
     assert searcher.engine.proposers == [r.modeling for r in records]
     assert searcher.session.records == records and not searcher.session.pending

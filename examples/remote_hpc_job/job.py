@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default=os.environ.get("RAYTUNER_SERVER"))
     parser.add_argument("--session", default=os.environ.get("RAYTUNER_SESSION"))
-    parser.add_argument("--strategy", default="random", help="for a new session")
+    parser.add_argument("--engine", default="random", help="for a new session")
     parser.add_argument("--n", type=int, default=256, help="the task of a new session")
     parser.add_argument("--max-evaluations", type=int, default=20, help="budget of a new session")
     parser.add_argument("--max-trials", type=int, default=None, help="stop this job after this many trials")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ) as tuner:
         if tuner.session_id is None:
             tuner.create_session(
-                HERE / "meta.json", args.strategy, tasks=[{"n": args.n}], max_evaluations=args.max_evaluations
+                HERE / "meta.json", args.engine, tasks=[{"n": args.n}], max_evaluations=args.max_evaluations
             )
             print(f"created session {tuner.session_id}")
         ran = tuner.run(objective, max_trials=args.max_trials)

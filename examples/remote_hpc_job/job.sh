@@ -15,7 +15,7 @@
 #   bash examples/remote_hpc_job/job.sh            # anywhere else
 #
 # RAYTUNER_SESSION names the session to work for; without it the job creates
-# one from meta.json (STRATEGY, N, MAX_EVALUATIONS). Several jobs may work for
+# one from meta.json (ENGINE, N, MAX_EVALUATIONS). Several jobs may work for
 # the same session at once.
 #
 # Each raytuner call retries for up to RAYTUNER_RETRY_FOR seconds (default 150), so the job
@@ -36,7 +36,7 @@ LAUNCH=()
 [ -n "${SLURM_JOB_ID:-}" ] && LAUNCH=(srun --ntasks=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}")
 
 if [ -z "${RAYTUNER_SESSION:-}" ]; then
-    RAYTUNER_SESSION=$($RAYTUNER session create --problem "$HERE/meta.json" --strategy "${STRATEGY:-random}" \
+    RAYTUNER_SESSION=$($RAYTUNER session create --problem "$HERE/meta.json" --engine "${ENGINE:-random}" \
         --task "n=${N:-256}" --max-evaluations "${MAX_EVALUATIONS:-20}")
     echo "created session $RAYTUNER_SESSION"
 fi

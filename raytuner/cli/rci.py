@@ -3,10 +3,10 @@
 For a job that can speak neither Python nor gRPC: each call is a process of
 its own, the session lives in the store directory (see
 :mod:`raytuner.service.rci`). The first ``next`` creates the session from
-``--meta``, ``--strategy`` and the tasks; later calls find it by ``--name``
+``--meta``, ``--engine`` and the tasks; later calls find it by ``--name``
 (default: the problem's name) or, for ``report``, by the trial id::
 
-    raytuner rci next --store db --meta meta.json --strategy mla --task n=100 > trial.env
+    raytuner rci next --store db --meta meta.json --engine mla --task n=100 > trial.env
     while [ $? -eq 0 ]; do
         . ./trial.env                              # TRIAL_ID, TASK_n, and each tuning parameter
         raytuner rci report --store db --trial "$TRIAL_ID" --value "$(./my_program --nb "$nb")"
@@ -62,8 +62,8 @@ def rci() -> None:
 @_STORE
 @_NAME
 @_META
-@click.option("--strategy", help="An engine (first call): random | mla | band | discrete | tla | tla1 | tla2.")
-@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option (first call).")
+@click.option("--engine", help="An engine (first call): random | mla | band | discrete | tla | tla1 | tla2.")
+@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A engine option (first call).")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters (first call).")
 @click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: one is drawn and kept).")
@@ -83,7 +83,7 @@ def rci_next(
     store: str | None,
     name: str | None,
     meta: MetaDescription | None,
-    strategy: str | None,
+    engine: str | None,
     option: tuple[str, ...],
     task: tuple[str, ...],
     tasks_json: str | None,
@@ -102,7 +102,7 @@ def rci_next(
         _where(store, meta),
         name,
         meta=meta,
-        strategy=strategy,
+        engine=engine,
         options=pairs(option, "--option"),
         tasks=tasks,
         seed=seed,

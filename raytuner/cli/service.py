@@ -334,10 +334,10 @@ def session_group() -> None:
     type=JsonFile(MetaDescription.parse, META_FILE),
     help="The problem's meta description (JSON); checked before the service is called.",
 )
-@click.option("--strategy", required=True, help="An engine: random | mla | band | discrete | tla | tla1 | tla2.")
+@click.option("--engine", required=True, help="An engine: random | mla | band | discrete | tla | tla1 | tla2.")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
 @click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
-@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A strategy option.")
+@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A engine option.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: the server draws one).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')
@@ -345,7 +345,7 @@ def session_group() -> None:
 def session_create(
     tuner: Any,
     problem: MetaDescription,
-    strategy: str,
+    engine: str,
     task: tuple[str, ...],
     tasks_json: str | None,
     option: tuple[str, ...],
@@ -358,7 +358,7 @@ def session_create(
         raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
     tasks = json_arg(tasks_json, "--tasks-json", list) or ([pairs(task, "--task")] if task else None)
     session_id = tuner.create_session(
-        problem, strategy, tasks=tasks, options=pairs(option, "--option"), seed=seed, max_evaluations=max_evaluations
+        problem, engine, tasks=tasks, options=pairs(option, "--option"), seed=seed, max_evaluations=max_evaluations
     )
     click.echo(json.dumps({"session_id": session_id}) if as_json else session_id)
 
@@ -367,7 +367,7 @@ def session_create(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_client(session=True)
 def session_show(tuner: Any, as_json: bool) -> None:
-    """Show a session: problem, strategy, counts and the best configuration per task."""
+    """Show a session: problem, engine, counts and the best configuration per task."""
     info = tuner.session()
     if as_json:
         echo_json(info)
@@ -375,7 +375,7 @@ def session_show(tuner: Any, as_json: bool) -> None:
     for key in (
         "session_id",
         "problem_name",
-        "strategy",
+        "engine",
         "tasks",
         "options",
         "evaluations",
@@ -421,7 +421,7 @@ def session_list(tuner: Any, problem: str | None, as_json: bool) -> None:
     for s in sessions:
         budget = f"/{s['max_evaluations']}" if s["max_evaluations"] else ""
         click.echo(
-            f"{s['session_id']}  {s['problem_name']:<20} {s['strategy']:<8} "
+            f"{s['session_id']}  {s['problem_name']:<20} {s['engine']:<8} "
             f"{s['evaluations']}{budget} evaluations{'  finished' if s['finished'] else ''}"
         )
 

@@ -79,7 +79,7 @@ def _session_dict(message: pb.Session) -> dict[str, Any]:
     return {
         "session_id": message.session_id,
         "problem_name": message.problem_name,
-        "strategy": message.strategy,
+        "engine": message.engine,
         "tasks": json.loads(message.tasks_json or "[]"),
         "options": json.loads(message.options_json or "{}"),
         "evaluations": message.evaluations,
@@ -181,7 +181,7 @@ class RemoteTuner(ServiceChannel):
     def create_session(
         self,
         problem: MetaDescription | Mapping[str, Any] | str | os.PathLike[str],
-        strategy: str,
+        engine: str,
         tasks: Sequence[Mapping[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
         seed: int = 0,
@@ -192,7 +192,7 @@ class RemoteTuner(ServiceChannel):
         Args:
             problem: a meta description: parsed, as plain data, or a JSON file's path. With ``"sync_crowd_repo":
                 "yes"`` the server also uploads the session's records to its crowd repository as its ``api_key``'s user.
-            strategy: the engine's name: ``random``, ``mla``, ``band``, ``tla`` or ``discrete``.
+            engine: the engine's name: ``random``, ``mla``, ``band``, ``tla`` or ``discrete``.
             tasks: the task parameters to tune (none for a problem without input space).
             options: the engine's options (default none).
             seed: the engine's seed (default 0).
@@ -208,7 +208,7 @@ class RemoteTuner(ServiceChannel):
             data.pop("api_key", None)
         request = pb.CreateSessionRequest(
             problem_json=dumps(data),
-            strategy=strategy,
+            engine=engine,
             options_json=dumps(dict(options or {})),
             tasks_json=dumps([dict(t) for t in tasks]) if tasks else "",
             seed=seed,

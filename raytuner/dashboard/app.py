@@ -164,13 +164,13 @@ def _overview() -> tuple[str, int]:
 def _sessions_table(source: ServiceViews) -> str:
     rows = "".join(
         f'<tr><td>{escape(s["session_id"])}</td><td><a href="/problem/{escape(s["problem_name"])}/live">'
-        f'{escape(s["problem_name"])}</a></td><td>{escape(s["strategy"])}</td><td class="num">{s["evaluations"]}'
+        f'{escape(s["problem_name"])}</a></td><td>{escape(s["engine"])}</td><td class="num">{s["evaluations"]}'
         f'</td><td class="num">{s["failed"]}</td><td class="num">{s["pending"]}</td>'
         f"<td>{'finished' if s['finished'] else 'running'}</td></tr>"
         for s in source.sessions()
     )
     return (
-        '<h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>problem</th><th>strategy</th>'
+        '<h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>problem</th><th>engine</th>'
         f"<th>evaluations</th><th>failed</th><th>pending</th><th>state</th></tr></thead><tbody>{rows}</tbody>"
         "</table>"
     )

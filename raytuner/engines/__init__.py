@@ -1,4 +1,4 @@
-"""Tuning engines: Ray-free ask/tell strategies, rebuilt by replaying the evaluation log.
+"""Tuning engines: Ray-free ask/tell engines, rebuilt by replaying the evaluation log.
 
 Every engine is built by name from an :class:`EngineSpec` (:func:`build_engine`,
 :data:`ENGINES`) and knows its own spec (:attr:`Engine.spec`).

@@ -334,7 +334,7 @@ class GPTuneBand(Engine):
         **notes: Any,
     ) -> Provenance:
         return Provenance(
-            strategy=self.name,
+            engine=self.name,
             source=source,
             bracket=s,
             rung=rung,

@@ -1,8 +1,8 @@
-"""The ask/tell interface every tuning strategy implements.
+"""The ask/tell interface every tuning engine implements.
 
-A strategy is an in-memory engine rebuilt by replaying the evaluation log:
+A engine is an in-memory engine rebuilt by replaying the evaluation log:
 ``tell`` folds one record into its state, and ``ask`` proposes the next
-evaluation. Strategies know nothing of Ray, gRPC or databases; the
+evaluation. Engines know nothing of Ray, gRPC or databases; the
 :class:`raytuner.session.TuningSession` wires one to a store.
 
 Example:
@@ -174,7 +174,7 @@ class Suggestion:
 
     @property
     def fidelity(self) -> float | None:
-        """The fidelity to evaluate at (``None`` for single-fidelity strategies)."""
+        """The fidelity to evaluate at (``None`` for single-fidelity engines)."""
         return self.provenance.fidelity
 
 
@@ -208,7 +208,7 @@ class Engine(ABC):
         seed: Seeds every random stream of the engine.
     """
 
-    name: str = "strategy"
+    name: str = "engine"
     #: The name :func:`raytuner.engines.build_engine` builds this engine by (its :attr:`spec`'s name).
     spec_name: ClassVar[str] = ""
     #: Runs the engine's model fits (``None``: the engine has none, or picks the default).
@@ -263,7 +263,7 @@ class Engine(ABC):
         for i, t in enumerate(self.tasks):
             if task_key(t) == key:
                 return i
-        raise InvalidInputError("task", f"{dict(task)} is not one of the strategy's tasks", allowed=self.tasks)
+        raise InvalidInputError("task", f"{dict(task)} is not one of the engine's tasks", allowed=self.tasks)
 
     @abstractmethod
     def ask(self, task: Mapping[str, Any] | None = None) -> Suggestion:
@@ -397,7 +397,7 @@ class Engine(ABC):
     ) -> None:
         """Treat ``config`` as asked and not yet told (a trial adopted after a restore).
 
-        ``provenance`` is what the strategy wrote when it asked (its bracket
+        ``provenance`` is what the engine wrote when it asked (its bracket
         and rung, for a multi-fidelity engine).
 
         Args:

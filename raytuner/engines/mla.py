@@ -209,7 +209,7 @@ class MLA(StoredModels, Engine):
         return Suggestion(
             task=dict(self.tasks[index]),
             config=config,
-            provenance=Provenance(strategy=self.name, source=source, **notes),
+            provenance=Provenance(engine=self.name, source=source, **notes),
         )
 
     def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:

@@ -255,7 +255,7 @@ class MultiObjectiveMLA(MLA):
             for r in self._records
             if r.status == "ok"
             and r.raytuner is not None
-            and r.raytuner.strategy == self.name
+            and r.raytuner.engine == self.name
             and (r.raytuner.model_extra or {}).get(NOTE) is True
             and self.task_index(r.task_parameter) in own
             and all(r.value(name) is not None for name in names)

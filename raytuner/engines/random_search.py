@@ -1,4 +1,4 @@
-"""Random search: the baseline every model-based strategy must beat.
+"""Random search: the baseline every model-based engine must beat.
 
 Each suggestion is one uniformly drawn configuration that meets the
 constraints for its task and repeats no configuration already seen for that
@@ -64,7 +64,7 @@ class RandomSearch(Engine):
             self.problem, self.tasks[index], 1, seed=np.random.default_rng(stream), exclude=self._seen[index]
         )[0]
         self._pending[index] += 1
-        return Suggestion(task=dict(self.tasks[index]), config=config, provenance=Provenance(strategy=self.name))
+        return Suggestion(task=dict(self.tasks[index]), config=config, provenance=Provenance(engine=self.name))
 
     def add_pending(
         self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None

@@ -35,7 +35,7 @@ Example:
     >>> build_engine(EngineSpec("bogus"), problem, [{}])
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: strategy: unknown strategy 'bogus' (allowed: band, discrete, mla, random, tla, tla1, tla2)
+    raytuner.errors.InvalidInputError: engine: unknown engine 'bogus' (allowed: band, discrete, mla, random, tla, tla1, tla2)
     >>> build_engine(EngineSpec("discrete", {"n_initail": 2}), problem, [{}])
     Traceback (most recent call last):
     ...
@@ -247,20 +247,20 @@ def build_engine(
         source: The source data of an engine that transfers (or may: default ``None``, none).
 
     Raises:
-        InvalidInputError: An unknown name (``strategy``) or option (``options``), more than one task
+        InvalidInputError: An unknown name (``engine``) or option (``options``), more than one task
             for an engine that transfers (``tasks``), no source for it (``source``), or an option the
             engine refuses; one line that names the field and the allowed values.
     """
     entry = ENGINES.get(spec.name)
     if entry is None:
-        raise InvalidInputError("strategy", f"unknown strategy {spec.name!r}", allowed=sorted(ENGINES))
+        raise InvalidInputError("engine", f"unknown engine {spec.name!r}", allowed=sorted(ENGINES))
     unknown = sorted(set(spec.options) - set(entry.options))
     if unknown:
         raise InvalidInputError("options", f"{spec.name} takes no option {unknown[0]!r}", allowed=sorted(entry.options))
     targets = [dict(t) for t in tasks]
     if "source" in entry.needs:
         if len(targets) != 1:
-            raise InvalidInputError("tasks", f"strategy {spec.name} tunes one target task, not {len(targets)}")
+            raise InvalidInputError("tasks", f"engine {spec.name} tunes one target task, not {len(targets)}")
         if source is None:
             raise InvalidInputError(
                 "source",
@@ -280,31 +280,31 @@ def build_engine(
         raise InvalidInputError("options", f"{spec.name}: {exc}") from None
 
 
-def fresh_engine(strategy: Engine) -> Engine:
-    """A new engine built as ``strategy`` was (same spec, problem, tasks, seed, executor and source), told nothing.
+def fresh_engine(engine: Engine) -> Engine:
+    """A new engine built as ``engine`` was (same spec, problem, tasks, seed, executor and source), told nothing.
 
     A face replays its store into it after a restore, instead of copying a blank engine.
 
     Args:
-        strategy: Any registered engine (of the class :data:`ENGINES` builds by its name).
+        engine: Any registered engine (of the class :data:`ENGINES` builds by its name).
 
     Raises:
-        InvalidInputError: ``strategy`` is of a class the registry does not build by its name
+        InvalidInputError: ``engine`` is of a class the registry does not build by its name
             (a subclass, or an engine of one's own): its spec cannot rebuild it.
     """
-    entry = ENGINES.get(strategy.spec_name)
-    built_by_name = entry is not None and (type(strategy) is entry.engine or type(strategy) in entry.variants)
+    entry = ENGINES.get(engine.spec_name)
+    built_by_name = entry is not None and (type(engine) is entry.engine or type(engine) in entry.variants)
     if not built_by_name:
         raise InvalidInputError(
-            "strategy",
-            f"{type(strategy).__name__} is not a registered engine, so its spec cannot rebuild it; add it to ENGINES",
+            "engine",
+            f"{type(engine).__name__} is not a registered engine, so its spec cannot rebuild it; add it to ENGINES",
             allowed=sorted(ENGINES),
         )
     return build_engine(
-        strategy.spec,
-        strategy.problem,
-        strategy.spec_tasks,
-        strategy.seed,
-        executor=strategy.executor,
-        source=strategy.source,
+        engine.spec,
+        engine.problem,
+        engine.spec_tasks,
+        engine.seed,
+        executor=engine.executor,
+        source=engine.source,
     )

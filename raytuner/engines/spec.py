@@ -87,7 +87,7 @@ class EngineSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise InvalidInputError("strategy", f"must be a name, got {type(self.name).__name__}")
+            raise InvalidInputError("engine", f"must be a name, got {type(self.name).__name__}")
         object.__setattr__(self, "options", plain_options(self.options))
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ as durable as the service's sessions (the trial is in the ledger before
 ``next`` prints it, the record in the store before ``report`` returns).
 
 - The session is named (default: the problem's name) and created by the
-  first ``next``, from the meta description, the strategy, its options, the
+  first ``next``, from the meta description, the engine, its options, the
   tasks and the seed; later calls may repeat those (they must agree) or
   leave them out.
 - **One job at a time**: a call holds an exclusive lock on the store
@@ -27,7 +27,7 @@ Example:
     >>> from raytuner.problems import DEMO_PROBLEM
     >>> store = tempfile.mkdtemp()
     >>> rci = RciSession(store, meta={"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM},
-    ...                  strategy="random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)
+    ...                  engine="random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)
     >>> trial = rci.next()
     >>> RciSession(store, "demo").next().trial_id == trial.trial_id     # not reported: the same trial
     True
@@ -92,7 +92,7 @@ def _exclusive(directory: Path, timeout: float, create: bool = True) -> Iterator
 class _Creation(TypedDict):
     """What an RCI call gives to create its session (:class:`RciSession`'s arguments)."""
 
-    strategy: str | None
+    engine: str | None
     options: dict[str, Any]
     max_evaluations: int
     tasks: list[dict[str, Any]] | None
@@ -106,7 +106,7 @@ class RciSession:
         store: The JSON store directory (``None``: the meta description's ``historydb_path``).
         name: The session's name (default: the meta description's problem name).
         meta: The meta description (needed by the first call, which creates the session).
-        strategy: A registered engine's name (needed by the first call).
+        engine: A registered engine's name (needed by the first call).
         options: The engine's options.
         tasks: The tasks to tune (one task without parameters when ``None``).
         seed: The engine's seed (0: one is drawn and kept).
@@ -120,7 +120,7 @@ class RciSession:
         name: str | None = None,
         *,
         meta: MetaDescription | Mapping[str, Any] | None = None,
-        strategy: str | None = None,
+        engine: str | None = None,
         options: Mapping[str, Any] | None = None,
         tasks: Sequence[Mapping[str, Any]] | None = None,
         seed: int = 0,
@@ -134,7 +134,7 @@ class RciSession:
         self.directory = Path(location)
         self.name = name or (self.meta.tuning_problem_name if self.meta is not None else None)
         self.creation: _Creation = {
-            "strategy": strategy,
+            "engine": engine,
             "options": dict(options or {}),
             "max_evaluations": max_evaluations,
             "tasks": [dict(t) for t in tasks] if tasks else None,
@@ -156,16 +156,16 @@ class RciSession:
         """The named session, created now when the store has none of that name."""
         session = manager.open(self.session_id)
         if session is None:
-            if self.meta is None or self.creation["strategy"] is None:
+            if self.meta is None or self.creation["engine"] is None:
                 raise InvalidInputError(
                     "meta",
                     f"no RCI session {self.name!r} in {self.directory} yet: "
-                    "the first call gives the meta description and the strategy",
+                    "the first call gives the meta description and the engine",
                 )
             return manager.create(
                 RCI_OWNER,
                 self._meta_for_session(),
-                str(self.creation["strategy"]),
+                str(self.creation["engine"]),
                 options=self.creation["options"],
                 tasks=self.creation["tasks"],
                 seed=int(self.creation["seed"]),
@@ -177,17 +177,17 @@ class RciSession:
 
     def _check_creation(self) -> None:
         """Refuse what cannot create the session when the store has none of its name (read only)."""
-        strategy = self.creation["strategy"]
-        if strategy is not None and strategy not in ENGINES:
-            raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=sorted(ENGINES))
+        engine = self.creation["engine"]
+        if engine is not None and engine not in ENGINES:
+            raise InvalidInputError("engine", f"unknown engine {engine!r}", allowed=sorted(ENGINES))
         session_id = self.session_id
-        if self.meta is None or strategy is None:
+        if self.meta is None or engine is None:
             ledger = JsonStore(self.directory).ledger()
             if next(ledger.read("sessions", session_id=session_id), None) is None:
                 raise InvalidInputError(
                     "meta",
                     f"no RCI session {self.name!r} in {self.directory} yet: "
-                    "the first call gives the meta description and the strategy",
+                    "the first call gives the meta description and the engine",
                 )
 
     def _meta_for_session(self) -> dict[str, Any]:
@@ -201,7 +201,7 @@ class RciSession:
     def _check_agrees(self, session: ServiceSession) -> None:
         spec = session.spec
         given = {
-            "strategy": self.creation["strategy"],
+            "engine": self.creation["engine"],
             "options": self.creation["options"] or None,
             "tasks": self.creation["tasks"],
             "max_evaluations": self.creation["max_evaluations"] or None,
@@ -230,7 +230,7 @@ class RciSession:
                 return next(iter(pending.values()))
             status, trial = manager.ask(RCI_OWNER, session.session_id)
             if status == "WAIT":  # an engine waiting on nothing reported: not for one job at a time
-                raise RaytunerError("the strategy waits for results that no trial in flight will bring")
+                raise RaytunerError("the engine waits for results that no trial in flight will bring")
             return trial
 
     def report(

@@ -63,7 +63,7 @@ def _session_message(session: ServiceSession) -> pb.Session:
     return pb.Session(
         session_id=spec.session_id,
         problem_name=spec.problem_name,
-        strategy=spec.strategy,
+        engine=spec.engine,
         tasks_json=dumps(spec.tasks),
         evaluations=len(records),
         failed=sum(r.status != "ok" for r in records),
@@ -139,7 +139,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         session = self.manager.create(
             owner,
             meta,
-            request.strategy,
+            request.engine,
             options=options,
             tasks=json_field("tasks_json", request.tasks_json, list, None),
             seed=request.seed,

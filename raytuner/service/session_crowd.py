@@ -114,7 +114,7 @@ class CrowdSessions:
         return CrowdSyncStore.as_user(self.store, self.crowd, user, session_id, access)
 
     def _with_crowd_sources(
-        self, meta: MetaDescription, owner: str, strategy: str, options: dict[str, Any]
+        self, meta: MetaDescription, owner: str, engine: str, options: dict[str, Any]
     ) -> tuple[dict[str, Any], list[FunctionEvaluation] | None]:
         """``options`` with ``crowd_sources: true`` replaced by the ``source_problem`` of the crowd's cache.
 
@@ -134,10 +134,10 @@ class CrowdSessions:
             return options, None
         if wanted is not True:
             raise InvalidInputError("options.crowd_sources", f"{wanted!r} is not a yes or no", allowed=[True, False])
-        if not ENGINES[strategy].learns_from_sources:
+        if not ENGINES[engine].learns_from_sources:
             raise InvalidInputError(
                 "options.crowd_sources",
-                f"{strategy} learns from no source data",
+                f"{engine} learns from no source data",
                 allowed=sorted(n for n, e in ENGINES.items() if e.learns_from_sources),
             )
         if "source_problem" in options:

@@ -82,7 +82,7 @@ class SessionSpec:
     owner: str
     problem_name: str
     meta: dict[str, Any]
-    strategy: str
+    engine: str
     options: dict[str, Any]
     tasks: list[dict[str, Any]]
     seed: int
@@ -90,6 +90,18 @@ class SessionSpec:
     created: float = field(default_factory=time.time)
     crowd_user: str = ""  # sync_crowd_repo: the crowd user the session's records are uploaded as
     crowd_access: str = "private"  # sync_crowd_repo: the access level they get (options.crowd_access)
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> SessionSpec:
+        """The spec a ``sessions`` log document holds; one written before the engine was so named says ``strategy``.
+
+        Args:
+            document: The ledger's document.
+        """
+        data = dict(document)
+        if "engine" not in data and "strategy" in data:
+            data["engine"] = data.pop("strategy")
+        return cls(**data)
 
 
 class ServiceSession:
@@ -149,7 +161,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         store: The history store.
         ledger: Where sessions and handed-out trials are logged (default: ``store.ledger()``).
         executor: Runs model fits (the server's: a :class:`~raytuner.executors.RayExecutor` when it
-            has a Ray cluster, else the process pool); it goes to the strategies that take one.
+            has a Ray cluster, else the process pool); it goes to the engines that take one.
         crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions and
             crowd sources (:mod:`raytuner.service.session_crowd`).
     """
@@ -167,7 +179,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
 
     # -- building ---------------------------------------------------------------------------
 
-    def _strategy(self, spec: SessionSpec, problem: Any, fresh: Sequence[FunctionEvaluation] | None = None) -> Engine:
+    def _engine(self, spec: SessionSpec, problem: Any, fresh: Sequence[FunctionEvaluation] | None = None) -> Engine:
         """The session's engine, built from its ``(name, options)`` spec; a transferring one reads the store.
 
         ``fresh``: the records of its source problem, given while they are not stored yet (crowd sources
@@ -175,20 +187,20 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         """
         options = dict(spec.options)
         source: StoreSource | list[FunctionEvaluation] | None = None
-        if spec.strategy in ENGINES and ENGINES[spec.strategy].learns_from_sources:
+        if spec.engine in ENGINES and ENGINES[spec.engine].learns_from_sources:
             source_problem, query = options.pop("source_problem", None), options.pop("source_query", None)
-            needed = "source" in ENGINES[spec.strategy].needs and len(spec.tasks) == 1
+            needed = "source" in ENGINES[spec.engine].needs and len(spec.tasks) == 1
             if (needed or source_problem is not None or query is not None) and not isinstance(source_problem, str):
                 raise InvalidInputError(
                     "options.source_problem",
-                    f"{spec.strategy} needs the name of a source problem in the store, other than the session's own",
+                    f"{spec.engine} needs the name of a source problem in the store, other than the session's own",
                 )
             if isinstance(source_problem, str):
                 source = StoreSource(self.store, source_problem, query)
                 if fresh is not None:  # what source.evaluations() will read once they are stored
                     source = [r for r in fresh if source.query is None or source.query.matches(r)]
         return build_engine(
-            EngineSpec(spec.strategy, options), problem, spec.tasks, spec.seed, executor=self.executor, source=source
+            EngineSpec(spec.engine, options), problem, spec.tasks, spec.seed, executor=self.executor, source=source
         )
 
     def _open(
@@ -202,10 +214,10 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         problem = meta.problem_space
         tasks = [problem.input_space.check(t, f"tasks[{i}]") for i, t in enumerate(spec.tasks)]
         spec = SessionSpec(**{**asdict(spec), "tasks": tasks})
-        strategy = self._strategy(spec, problem, fresh)
+        engine = self._engine(spec, problem, fresh)
         tuning = TuningSession.resume(
             problem,
-            strategy,
+            engine,
             self._store_of(spec.session_id, spec.crowd_user, spec.crowd_access),
             spec.problem_name,
             session_only=True,
@@ -225,7 +237,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         self,
         owner: str,
         meta: Mapping[str, Any] | MetaDescription,
-        strategy: str,
+        engine: str,
         *,
         options: Mapping[str, Any] | None = None,
         tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -240,8 +252,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             owner: Who creates it (a key id, or ``crowd:<username>``).
             meta: The meta description (problem, spaces, configurations, GPTune's history options: only the
                 session's own records are replayed unless ``load_func_eval`` is yes; no ``historydb_path``).
-            strategy: A registered engine's name (:data:`raytuner.engines.ENGINES`).
-            options: The strategy's options.
+            engine: A registered engine's name (:data:`raytuner.engines.ENGINES`).
+            options: The engine's options.
             tasks: The tasks to tune (one task without parameters when ``None``).
             seed: The engine's seed (a random one when 0).
             max_evaluations: The most trials to hand out (0: no limit).
@@ -259,8 +271,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                 "historydb_path",
                 "the service keeps its history in its own store; leave historydb_path out of the meta description",
             )
-        if strategy not in ENGINES:
-            raise InvalidInputError("strategy", f"unknown strategy {strategy!r}", allowed=sorted(ENGINES))
+        if engine not in ENGINES:
+            raise InvalidInputError("engine", f"unknown engine {engine!r}", allowed=sorted(ENGINES))
         given = list(tasks) if tasks else [{}]
         for i, task in enumerate(given):
             if not isinstance(task, Mapping):
@@ -269,19 +281,19 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         if (options or {}).get("source_problem") == parsed.tuning_problem_name:
             raise InvalidInputError(
                 "options.source_problem",
-                f"{strategy} needs the name of a source problem in the store, other than the session's own",
+                f"{engine} needs the name of a source problem in the store, other than the session's own",
             )
         data = parsed.to_dict()
         data.pop("api_key", None)  # a secret never goes into the ledger
         options = dict(options or {})
         access = self._sync_access(parsed, options)  # takes options.crowd_access out
-        chosen, fresh = self._with_crowd_sources(parsed, owner, strategy, options)
+        chosen, fresh = self._with_crowd_sources(parsed, owner, engine, options)
         spec = SessionSpec(
             session_id=session_id or uuid.uuid4().hex,
             owner=owner,
             problem_name=parsed.tuning_problem_name,
             meta=data,
-            strategy=strategy,
+            engine=engine,
             options=chosen,
             tasks=task_list,
             seed=seed if seed else int.from_bytes(uuid.uuid4().bytes[:4], "big"),
@@ -298,9 +310,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         self.ledger.append("sessions", asdict(session.spec))
         with self._lock:
             self._sessions[spec.session_id] = session
-        log.info(
-            "created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, strategy, len(task_list)
-        )
+        log.info("created session %s (%s, %s, %d task(s))", spec.session_id, spec.problem_name, engine, len(task_list))
         return session
 
     def open(self, session_id: str) -> ServiceSession | None:
@@ -322,7 +332,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         self, document: Mapping[str, Any], trials: Sequence[Trial] | None, records: ProblemRecords | None
     ) -> ServiceSession:
         """A session of the ``sessions`` log, its trials and records as given (read here when ``None``)."""
-        spec = SessionSpec(**document)
+        spec = SessionSpec.from_document(document)
         if trials is None:
             trials = list(read_trials(self.ledger.read("trials", session_id=spec.session_id)))
         session = self._open(spec, trials=trials, records=records)

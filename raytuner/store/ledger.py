@@ -6,7 +6,7 @@ Ray searchers and scheduler, the gRPC service) adds to three append-only
 logs, kept where the store is, so that a restarted process rebuilds what was
 in flight by replaying them:
 
-- **sessions**: one document per service session (its problem, strategy,
+- **sessions**: one document per service session (its problem, engine,
   options, tasks, seed, owner), written when the session is created;
 - **trials**: one document per handed-out trial (session id, trial id, task,
   configuration, provenance), written before the trial is handed out, so a

@@ -249,7 +249,7 @@ class DiscreteBO(Engine):
         return Suggestion(
             task=dict(self.tasks[search.number]),
             config=dict(search.cands.configs[pick.index]),
-            provenance=Provenance(strategy=self.name, source=pick.source, **extra),
+            provenance=Provenance(engine=self.name, source=pick.source, **extra),
         )
 
     def add_pending(

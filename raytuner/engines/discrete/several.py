@@ -69,7 +69,7 @@ class SeveralSearch(TaskSearch):
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
             if (
                 record.raytuner is not None
-                and record.raytuner.strategy == self.engine.name
+                and record.raytuner.engine == self.engine.name
                 and (record.raytuner.model_extra or {}).get(NOTE) is True
             ):
                 self.guided.append((self.gp.indices[-1], not self.feasible[-1]))

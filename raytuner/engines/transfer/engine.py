@@ -1,11 +1,11 @@
 """TransferLearning: tune a target task from source data with one TLA algorithm or an ensemble.
 
 The engine is a fold over the target's evaluation log, like every
-strategy. Each suggestion is proposed by one algorithm of the TLA pool
+engine. Each suggestion is proposed by one algorithm of the TLA pool
 (:mod:`raytuner.engines.transfer.algorithms`) — the engine's own
 ``algorithm``, or for an ensemble the one chosen by
 :func:`~raytuner.engines.transfer.ensemble.choose_algorithm` — and its
-name is written into the suggestion's provenance (``strategy``), hence into
+name is written into the suggestion's provenance (``engine``), hence into
 the record's ``modeling`` field. The ensemble's statistics (best value per
 algorithm, number of samples, whose turn it is) are rebuilt from those
 fields on replay, and every random draw and model fit is seeded from the
@@ -270,7 +270,7 @@ class TransferLearning(Engine):
         return Suggestion(
             task=dict(self.target),
             config=config,
-            provenance=Provenance(strategy=proposer, source=how, tla=self.algorithm),
+            provenance=Provenance(engine=proposer, source=how, tla=self.algorithm),
         )
 
     def _exclude(self) -> list[dict[str, Any]]:
@@ -358,7 +358,7 @@ class TransferLearning(Engine):
             provenance: What the engine wrote when it asked (the proposing algorithm).
         """
         self.task_index(task)
-        proposer = provenance.strategy if provenance is not None and provenance.strategy else ""
+        proposer = provenance.engine if provenance is not None and provenance.engine else ""
         self.pending.append((dict(config), proposer))
 
     def _fold(self, record: FunctionEvaluation) -> None:
@@ -371,7 +371,7 @@ class TransferLearning(Engine):
             return
         self._target_uids.add(record.uid)
         self.records.append(record)
-        proposer = record.modeling or (record.raytuner.strategy if record.raytuner else None) or ""
+        proposer = record.modeling or (record.raytuner.engine if record.raytuner else None) or ""
         self.proposers.append(proposer)
         key = task_key(record.tuning_parameter)
         self._visited.add(key)

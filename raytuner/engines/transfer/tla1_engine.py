@@ -1,4 +1,4 @@
-"""The engine ``tla1``: GPTune's TLA1 as a strategy, so every face can predict a new task's optimum.
+"""The engine ``tla1``: GPTune's TLA1 as a engine, so every face can predict a new task's optimum.
 
 It suggests one configuration for its task, TLA1's prediction from the tuned
 source tasks (:class:`~raytuner.engines.transfer.TLA1`), and is then
@@ -6,7 +6,7 @@ finished: the prediction needs no evaluation (paper 003, section 5.1). A
 prediction that breaks one of the problem's constraints (TLA1 models each
 parameter alone) is replaced by the nearest of many valid points. The user
 may run the prediction and tell the result, which is kept like any
-evaluation; a session (a service session of strategy ``tla1``, with
+evaluation; a session (a service session of engine ``tla1``, with
 ``options.source_problem``) waits for that tell before it says it is finished,
 and an engine told any evaluation of its task has nothing more to suggest.
 
@@ -123,7 +123,7 @@ class TLA1Engine(Engine):
             raise TuningFinished(f"TLA1 predicted the optimum of {self.tasks[0]}; nothing more to suggest")
         self._handed_out = True
         return Suggestion(
-            task=dict(self.tasks[0]), config=dict(self.config), provenance=Provenance(strategy=self.name, source="tla1")
+            task=dict(self.tasks[0]), config=dict(self.config), provenance=Provenance(engine=self.name, source="tla1")
         )
 
     def add_pending(

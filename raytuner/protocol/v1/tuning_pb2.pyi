@@ -8,26 +8,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("problem_json", "strategy", "options_json", "tasks_json", "seed", "max_evaluations")
+    __slots__ = ("problem_json", "engine", "options_json", "tasks_json", "seed", "max_evaluations")
     PROBLEM_JSON_FIELD_NUMBER: _ClassVar[int]
-    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     TASKS_JSON_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     MAX_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     problem_json: str
-    strategy: str
+    engine: str
     options_json: str
     tasks_json: str
     seed: int
     max_evaluations: int
-    def __init__(self, problem_json: _Optional[str] = ..., strategy: _Optional[str] = ..., options_json: _Optional[str] = ..., tasks_json: _Optional[str] = ..., seed: _Optional[int] = ..., max_evaluations: _Optional[int] = ...) -> None: ...
+    def __init__(self, problem_json: _Optional[str] = ..., engine: _Optional[str] = ..., options_json: _Optional[str] = ..., tasks_json: _Optional[str] = ..., seed: _Optional[int] = ..., max_evaluations: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "problem_name", "strategy", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs")
+    __slots__ = ("session_id", "problem_name", "engine", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
-    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
     TASKS_JSON_FIELD_NUMBER: _ClassVar[int]
     EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -40,7 +40,7 @@ class Session(_message.Message):
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     problem_name: str
-    strategy: str
+    engine: str
     tasks_json: str
     evaluations: int
     failed: int
@@ -51,7 +51,7 @@ class Session(_message.Message):
     options_json: str
     max_evaluations: int
     outputs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., strategy: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., engine: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BestConfiguration(_message.Message):
     __slots__ = ("task_json", "config_json", "outputs", "uid")
