@@ -4,7 +4,7 @@ First the source tasks (t = 0.8 by default; several with ``--source-t``) are
 sampled at random and their evaluations are stored in the embedded JSON
 history store under their own problem name (``demo-source``), as earlier
 tuning runs would have left them. Then the target task (t = 1.0 by default) is tuned with
-raytuner.searchers.TLASearcher, which reads the source back through
+raytuner.searchers.TransferLearningSearcher, which reads the source back through
 ``raytuner.store.StoreSource``: with ``--algorithm ensemble`` (the default)
 each suggestion comes from one algorithm of the pool (multitask_ts,
 weighted_sum_dynamic, stacking), drawn by how well each has done so far; the
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import ray
 from ray import tune
-from raytuner.searchers import TLA2Searcher, TLASearcher, TuningProgress
+from raytuner.searchers import TLA2Searcher, TransferLearningSearcher, TuningProgress
 
 from raytuner.analysis import task_summary
 from raytuner.engines import RandomSearch
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     try:
         source = StoreSource(store, args.source_problem)
         if args.algorithm == "tla2":
-            searcher: TLASearcher | TLA2Searcher = TLA2Searcher(
+            searcher: TransferLearningSearcher | TLA2Searcher = TLA2Searcher(
                 problem, target, source, store, args.problem, seed=args.seed, options=options
             )
             predicted = searcher.engine.tla1.predict(target)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 f"t={args.target_t:g}, where y = {demo(predicted.config['x'], args.target_t):.4f}"
             )
         else:
-            searcher = TLASearcher(
+            searcher = TransferLearningSearcher(
                 problem, target, source, store, args.problem, seed=args.seed, algorithm=args.algorithm, options=options
             )
         replayed = len(searcher.session.records)
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         best_y = min(best_y, y) if y is not None else best_y
         y_text = f"{y:>8.4f}" if y is not None else f"{'failed':>8}"
         print(f"{i:>3} {record.modeling or '-':<22} {record.tuning_parameter['x']:>8.4f} {y_text} {best_y:>8.4f}")
-    if isinstance(searcher, TLASearcher) and args.algorithm in ENSEMBLES:
+    if isinstance(searcher, TransferLearningSearcher) and args.algorithm in ENSEMBLES:
         shares = ", ".join(f"{name} {p:.2f}" for name, p in searcher.engine.probabilities().items())
         print(f"Ensemble probabilities now: {shares}; exploration rate {searcher.engine.exploration_rate():.3f}")
 

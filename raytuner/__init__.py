@@ -9,7 +9,7 @@ it is first used, so ``import raytuner`` loads neither Ray nor gRPC:
 - where evaluations are kept: :class:`JsonStore` (default), :class:`MongoStore`, :func:`open_store`,
   GPTune files with :func:`read_history_file` and :func:`write_history_file`, and :func:`load_history`
   to look at a history;
-- the Ray Tune faces: :class:`LCMSearcher`, :class:`TLASearcher`, :class:`TLA2Searcher`,
+- the Ray Tune faces: :class:`LCMSearcher`, :class:`TransferLearningSearcher`, :class:`TLA2Searcher`,
   :class:`DiscreteBOSearcher`, :class:`RandomSearcher`, :class:`GPTuneBandScheduler`;
 - a remote service: :class:`RemoteTuner`, :class:`CrowdClient`.
 
@@ -51,7 +51,14 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("FunctionEvaluation", "HistoryDocument"), "raytuner.records"),
     **dict.fromkeys(("RaytunerError", "InvalidInputError", "StoreError"), "raytuner.errors"),
     **dict.fromkeys(
-        ("LCMSearcher", "TLASearcher", "TLA2Searcher", "DiscreteBOSearcher", "RandomSearcher", "TuningProgress"),
+        (
+            "LCMSearcher",
+            "TransferLearningSearcher",
+            "TLA2Searcher",
+            "DiscreteBOSearcher",
+            "RandomSearcher",
+            "TuningProgress",
+        ),
         "raytuner.searchers",
     ),
     **dict.fromkeys(("GPTuneBandScheduler", "BandOptions"), "raytuner.schedulers"),
@@ -87,7 +94,7 @@ __all__ = [
     "InvalidInputError",
     "StoreError",
     "LCMSearcher",
-    "TLASearcher",
+    "TransferLearningSearcher",
     "TLA2Searcher",
     "DiscreteBOSearcher",
     "RandomSearcher",
@@ -118,7 +125,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         LCMSearcher,
         RandomSearcher,
         TLA2Searcher,
-        TLASearcher,
+        TransferLearningSearcher,
         TuningProgress,
     )
     from raytuner.session import Trial, TuningSession

@@ -4,7 +4,7 @@ The GPTuneBand scheduler's own searcher is ``raytuner.schedulers.GPTuneBandSearc
 (get it from the scheduler: ``band.searcher()``).
 
 >>> from raytuner.searchers import (DiscreteBOSearcher, LCMSearcher, RandomSearcher, ServiceCallback,
-...                                 EngineSearcher, TLA2Searcher, TLASearcher, TuningProgress)
+...                                 EngineSearcher, TLA2Searcher, TransferLearningSearcher, TuningProgress)
 """
 
 from raytuner.searchers.discrete_searcher import DiscreteBOSearcher
@@ -12,13 +12,13 @@ from raytuner.searchers.engine_searcher import EngineSearcher, RandomSearcher
 from raytuner.searchers.lcm_searcher import LCMSearcher
 from raytuner.searchers.progress import TuningProgress
 from raytuner.searchers.service_callback import ServiceCallback
-from raytuner.searchers.tla_searcher import TLA2Searcher, TLASearcher
+from raytuner.searchers.tla_searcher import TLA2Searcher, TransferLearningSearcher
 
 __all__ = [
     "EngineSearcher",
     "RandomSearcher",
     "LCMSearcher",
-    "TLASearcher",
+    "TransferLearningSearcher",
     "TLA2Searcher",
     "DiscreteBOSearcher",
     "ServiceCallback",

@@ -1,4 +1,4 @@
-"""TLASearcher and TLA2Searcher: transfer learning from source tasks as Ray Tune searchers.
+"""TransferLearningSearcher and TLA2Searcher: transfer learning from source tasks as Ray Tune searchers.
 
 :class:`TLA2Searcher` tunes a new task with GPTune's TLA2
 (:class:`raytuner.engines.transfer.TLA2`): its first samples around TLA1's
@@ -32,7 +32,7 @@ Example:
     >>> rng = random.Random(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
     ...           for x in (rng.random() for _ in range(40))]
-    >>> searcher = TLASearcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}, source,
+    >>> searcher = TransferLearningSearcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}, source,
     ...                        store=tempfile.mkdtemp(), problem_name="demo-target", seed=0)
     >>> searcher.engine.algorithm, searcher.metric, searcher.mode
     ('ensemble', 'y', 'min')
@@ -56,10 +56,10 @@ from raytuner.records import EvaluationSource, FunctionEvaluation
 from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore
 
-__all__ = ["TLASearcher", "TLA2Searcher"]
+__all__ = ["TransferLearningSearcher", "TLA2Searcher"]
 
 
-class TLASearcher(EngineSearcher):
+class TransferLearningSearcher(EngineSearcher):
     """Transfer learning to ``target_task`` from ``source``, for ``tune.run`` and ``Tuner``.
 
     ``algorithm`` is one of :data:`raytuner.engines.transfer.ALGORITHMS`

@@ -452,12 +452,12 @@ def _gptune_loads_all(history: dict[str, Any], tasks: list[list[Any]], machine: 
 
 
 def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
-    from raytuner.searchers import TLASearcher  # noqa: PLC0415 - Ray's import only here
+    from raytuner.searchers import TransferLearningSearcher  # noqa: PLC0415 - Ray's import only here
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     source = [FunctionEvaluation.create({"t": 0.8}, {"x": x / 20}, {"y": demo(x / 20, 0.8)}) for x in range(20)]
     store = JsonStore(tmp_path)
-    searcher = TLASearcher(
+    searcher = TransferLearningSearcher(
         problem,
         {"t": 1.0},
         source,

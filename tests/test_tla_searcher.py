@@ -1,4 +1,4 @@
-"""TLASearcher and TLA2Searcher (transfer learning to a target task) on a real local Ray.
+"""TransferLearningSearcher and TLA2Searcher (transfer learning to a target task) on a real local Ray.
 
 tune.run, Tuner with failures, save/restore, a source read from a history store."""
 
@@ -14,7 +14,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
-from raytuner.searchers import TLA2Searcher, TLASearcher  # noqa: E402
+from raytuner.searchers import TLA2Searcher, TransferLearningSearcher  # noqa: E402
 
 from raytuner.engines.transfer import DEFAULT_POOL, SourceData  # noqa: E402
 from raytuner.executors import InlineExecutor  # noqa: E402
@@ -82,7 +82,9 @@ def xs(records) -> list[float]:
 
 def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=0, algorithm="ensemble", options=FAST)
+    searcher = TransferLearningSearcher(
+        PROBLEM, TARGET, source, store, "demo-target", seed=0, algorithm="ensemble", options=FAST
+    )
     tune.run(
         objective,
         search_alg=searcher,
@@ -109,7 +111,7 @@ def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Pa
 
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=1, options=FAST)
+    searcher = TransferLearningSearcher(PROBLEM, TARGET, source, store, "demo-target", seed=1, options=FAST)
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo-target", 8, tmp_path, diverges)
     assert len(set(xs(records))) == 8  # a failed config is never suggested again
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
@@ -121,8 +123,8 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
     # no Ray needed: the searcher's methods are called as Ray Tune would call them
     store = JsonStore(tmp_path / "store")
 
-    def searcher() -> TLASearcher:
-        return TLASearcher(
+    def searcher() -> TransferLearningSearcher:
+        return TransferLearningSearcher(
             PROBLEM, TARGET, source, store, "demo-target", seed=5, options=FAST, executor=InlineExecutor()
         )
 
@@ -161,20 +163,20 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(
     local_ray, tmp_path: Path, source: SourceData
 ) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = TLASearcher(PROBLEM, TARGET, source, store, "demo-target", seed=2, options=FAST)
+    searcher = TransferLearningSearcher(PROBLEM, TARGET, source, store, "demo-target", seed=2, options=FAST)
     restored, records, _ = interrupted_then_restored(searcher, slowish, store, "demo-target", 7, tmp_path)
     assert len(set(xs(records))) == 7
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
     assert records[0].modeling == FIRST  # asked before any result: no target data
     restored_searcher = restored._local_tuner._tune_config.search_alg  # the object Tune restored and ran
-    assert isinstance(restored_searcher, TLASearcher)
+    assert isinstance(restored_searcher, TransferLearningSearcher)
     assert restored_searcher.engine.proposers == [r.modeling for r in records]
 
 
 def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     assert store.append_many("demo-source", source_records(seed=7)) == 40
-    searcher = TLASearcher(
+    searcher = TransferLearningSearcher(
         PROBLEM,
         TARGET,
         StoreSource(store, "demo-source"),
