@@ -146,7 +146,7 @@ def run_raytuner(
         started = time.perf_counter()
         s = engine.ask()
         elapsed = (time.perf_counter() - started) * 1000
-        if computes and s.provenance.source == "model":
+        if computes and s.provenance.proposer == "model":
             ask_ms.append(elapsed)
         t = cache.time(s.config)
         engine.tell(

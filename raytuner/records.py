@@ -132,8 +132,9 @@ class Provenance(BaseModel):
     """Where an evaluation came from: raytuner's extra key on a record.
 
     ``cost`` is the normalised cost of the evaluation (fidelity / maximum
-    fidelity for multi-fidelity engines, 1.0 otherwise). ``source`` says
-    how the engine chose the point: ``"initial"`` (its initial design),
+    fidelity for multi-fidelity engines, 1.0 otherwise). ``proposer`` says
+    how the engine chose the point (stored as ``source`` before, which still
+    loads): ``"initial"`` (its initial design),
     ``"source_start"`` (the design's first point, where the source tasks agree),
     ``"model"`` (surrogate search), ``"plain_model"`` (GPTuneBand's surrogate
     search without its source records, in turn with the one with them),
@@ -157,7 +158,7 @@ class Provenance(BaseModel):
     rung: int | None = None
     pass_: int | None = Field(default=None, alias="pass")
     engine: str | None = Field(default=None, validation_alias=AliasChoices("engine", "strategy"))  # was "strategy"
-    source: str | None = None
+    proposer: str | None = Field(default=None, validation_alias=AliasChoices("proposer", "source"))  # was "source"
     parent: str | None = None
     trial_id: str | None = None
     session_id: str | None = None

@@ -155,7 +155,7 @@ def test_concurrent_asks_wait_for_the_rung() -> None:
         band.tell(evaluate(s, b_max=4))
     assert band.ready_promotions() > 0
     promotion = band.ask()
-    assert promotion.provenance.source == "promotion" and promotion.provenance.rung == 1
+    assert promotion.provenance.proposer == "promotion" and promotion.provenance.rung == 1
 
 
 def test_two_passes_reuse_all_earlier_data() -> None:
@@ -163,7 +163,7 @@ def test_two_passes_reuse_all_earlier_data() -> None:
     records = run_to_end(band)
     assert Counter(r.raytuner.pass_ for r in records) == {1: len(records) // 2, 2: len(records) // 2}
     assert band.cost_per_task() == pytest.approx([2 * band.structure.cost_per_pass()] * 2)
-    assert all(r.raytuner.source != "initial" for r in records if r.raytuner.pass_ == 2)
+    assert all(r.raytuner.proposer != "initial" for r in records if r.raytuner.pass_ == 2)
 
 
 @pytest.mark.parametrize("passes", [1, 2])
@@ -261,7 +261,7 @@ def test_the_levels_model_keeps_every_evaluation_and_scores_at_b_max() -> None:
     seen_stages = set()
     while not band.finished:
         s = band.ask()
-        if s.provenance.rung == 0 and s.provenance.source == "model":
+        if s.provenance.rung == 0 and s.provenance.proposer == "model":
             sampler = band._level_sampler()
             seen_stages.add(sampler.stage)
             # every level of every task is an LCM-task, at any stage

@@ -99,7 +99,7 @@ def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
     ]
     # a sample its LCMs chose as a likely success carries the mark the breach check reads; a promotion does not
     noted = [r for r in records if (r.raytuner.model_extra or {}).get(NOTE) is True]
-    assert noted and {r.raytuner.source for r in noted} == {"model"}
+    assert noted and {r.raytuner.proposer for r in noted} == {"model"}
     assert [(r.raytuner.model_extra or {}).get(NOTE) for r in replayed] == [
         (r.raytuner.model_extra or {}).get(NOTE) for r in records
     ]

@@ -81,7 +81,7 @@ def test_mla_takes_source_tasks_into_its_model_and_tunes_its_own_tasks_only() ->
         engine.ask({"t": 2.0})
     with pytest.raises(InvalidInputError, match="^task: "):
         engine.tell(FunctionEvaluation.create({"t": 3.0}, {"x": 0.5}, {"y": 1.0}))
-    assert [r.raytuner.source for r in told] == ["initial", "initial", "model", "model"]  # 3 - 1 initial points
+    assert [r.raytuner.proposer for r in told] == ["initial", "initial", "model", "model"]  # 3 - 1 initial points
     fitted = engine.fitted_model()
     assert fitted is not None and fitted.hyperparameters.shape[1] == 3  # three tasks in the LCM
     again = fresh_engine(engine)  # rebuilt by its spec, with the same sources
@@ -104,23 +104,23 @@ def test_a_task_without_data_starts_where_the_source_tasks_agree() -> None:
     source = tuned(2.0, 8) + tuned(3.0, 8, seed=1)
     engine = mla(source=source)
     told = drive(engine, 4)
-    assert [r.raytuner.source for r in told] == ["source_start", "initial", "initial", "model"]
+    assert [r.raytuner.proposer for r in told] == ["source_start", "initial", "initial", "model"]
     consensus = TransferLearning(PROBLEM, {"t": 1.0}, source, FIRST, 0, options=FAST, executor=InlineExecutor())
     assert told[0].tuning_parameter == consensus.ask().config
     assert [r.tuning_parameter for r in drive(fresh_engine(engine), 4)] == [r.tuning_parameter for r in told]
-    assert mla().ask().provenance.source == "initial"  # no sources: a plain LHS
+    assert mla().ask().provenance.proposer == "initial"  # no sources: a plain LHS
     two = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "z"}]})
     other = MLA(
         two, [{"t": 1.0}], 0, n_initial=2, options=FAST, executor=InlineExecutor(), objective="z", source=source
     )  # the sources have no value of the output tuned
-    assert other.ask().provenance.source == "initial"
+    assert other.ask().provenance.proposer == "initial"
 
 
 def test_sources_of_the_target_task_are_its_data() -> None:
     """Shared evaluations of the very task: no initial design, and none of them is proposed again."""
     engine = mla(source=tuned(1.0, 30, seed=3))
     assert engine.tasks == [{"t": 1.0}] and len(engine.evaluated[0]) == 30
-    assert engine.ask().provenance.source == "model"
+    assert engine.ask().provenance.proposer == "model"
 
 
 class CountingSource:
@@ -155,7 +155,7 @@ def test_several_objectives_read_the_source_once_and_model_the_same_tasks() -> N
     assert all(c.tasks == engine.tasks == [{"t": 1.0}, {"t": 2.0}] for c in engine.components)
     for _ in range(3):
         s = engine.ask()
-        assert s.provenance.source != "source_start"  # one objective's consensus would ignore the other
+        assert s.provenance.proposer != "source_start"  # one objective's consensus would ignore the other
         engine.tell(s, {"y": demo(s.config["x"], 1.0), "z": 1 - s.config["x"]})
     assert source.reads == 1
 
@@ -286,7 +286,7 @@ def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_on
     while len([r for r in told if r.raytuner.rung == 0]) < 16:
         told += drive(engine, 1, b_max=8.0)
     for j in range(4):  # the k-th sample of bracket j: the initial one, then in turn
-        how = [r.raytuner.source for r in told if (r.raytuner.rung, r.raytuner.bracket) == (0, j)]
+        how = [r.raytuner.proposer for r in told if (r.raytuner.rung, r.raytuner.bracket) == (0, j)]
         first = "source_start" if j == 0 else "initial"  # the sources are at b_max, bracket 0's fidelity
         assert len(how) >= 3 and how == [first, "plain_model", "model", "plain_model", "model"][: len(how)], how
     sampler, plain = engine._sampler, engine._plain
@@ -295,7 +295,12 @@ def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_on
     assert [len(e) for e in plain.evaluated] == [len(e) for e in sampler.evaluated[: len(plain.tasks)]]
     assert plain.sampler() == {**sampler.sampler(), "plain": True}  # their models are stored apart
     every = band(source=tuned(2.0, 6), n_initial=1, source_proposals="every")
-    assert {r.raytuner.source for r in drive(every, 8, b_max=8.0)} <= {"source_start", "initial", "model", "promotion"}
+    assert {r.raytuner.proposer for r in drive(every, 8, b_max=8.0)} <= {
+        "source_start",
+        "initial",
+        "model",
+        "promotion",
+    }
     assert every._plain is None and band(n_initial=1)._plain is None  # no sources: one LCM
     with pytest.raises(InvalidInputError, match="^source_proposals: unknown choice 'some'.*alternate, every"):
         band(source=tuned(2.0, 6), source_proposals="some")
@@ -308,7 +313,7 @@ def test_gptuneband_resumes_a_run_whose_sources_are_its_own_task_with_the_plain_
     twin = band(source=shared, n_initial=1)
     for _ in range(9):
         trial, other = session.ask(), twin.ask()
-        assert (trial.config, trial.provenance.source) == (other.config, other.provenance.source)
+        assert (trial.config, trial.provenance.proposer) == (other.config, other.provenance.proposer)
         session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=trial.fidelity, b_max=8.0)})
         twin.tell(session.records[-1])
     resumed = TuningSession.resume(PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path), "band")
@@ -320,7 +325,7 @@ def test_gptuneband_resumes_a_run_whose_sources_are_its_own_task_with_the_plain_
             b.provenance.bracket,
             b.provenance.rung,
         )
-        sources.append(a.provenance.source)
+        sources.append(a.provenance.proposer)
         resumed.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=a.fidelity, b_max=8.0)})
         twin.tell(resumed.records[-1])
     assert "plain_model" in sources

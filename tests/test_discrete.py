@@ -109,14 +109,14 @@ def test_every_suggestion_meets_the_restrictions_and_no_failed_configuration_ret
     search = engine.search()
     # failures are out of the surrogate: it holds exactly the successful evaluations
     assert sorted(search.gp.indices) == sorted(search.cands.locate(s.config) for s, t in asked if t is not None)
-    assert [s.provenance.source for s, _ in asked[:8]] == ["initial"] * 8
-    assert {s.provenance.source for s, _ in asked[12:]} == {"model"}
+    assert [s.provenance.proposer for s, _ in asked[:8]] == ["initial"] * 8
+    assert {s.provenance.proposer for s, _ in asked[12:]} == {"model"}
 
 
 def test_initial_failures_are_replaced_until_n_initial_succeed() -> None:
     engine = DiscreteBO(KERNEL, seed=0, n_initial=10)
     asked = evaluate(engine, 30)
-    initial = [(s, t) for s, t in asked if s.provenance.source == "initial"]
+    initial = [(s, t) for s, t in asked if s.provenance.proposer == "initial"]
     assert sum(t is not None for _, t in initial) == 10
     assert len(initial) == 10 + sum(t is None for _, t in initial)
 
@@ -177,7 +177,7 @@ def test_contextual_variance_against_a_hand_computation() -> None:
         Ks = matern(np.linalg.norm(units[:, None] - X[None], axis=2), "matern32", 1.5)
         return np.clip(1 - np.einsum("ij,ji->i", Ks, np.linalg.solve(K, Ks.T)), 0, None)
 
-    initial = [(search.cands.locate(s.config), t) for s, t in asked if s.provenance.source == "initial"]
+    initial = [(search.cands.locate(s.config), t) for s, t in asked if s.provenance.proposer == "initial"]
     initial_ok = [i for i, t in initial if t is not None]
     rest = np.setdiff1d(np.arange(len(units)), initial_ok)
     var_s = posterior_variance(initial_ok)[rest].mean()
@@ -316,7 +316,7 @@ def model_failures(avoid_failures: bool, seed: int) -> int:
     for _ in range(40):
         s = engine.ask()
         t = failing_large_blocks(s.config)
-        failures += s.provenance.source == "model" and t is None
+        failures += s.provenance.proposer == "model" and t is None
         engine.tell(
             FunctionEvaluation.create(
                 s.task,

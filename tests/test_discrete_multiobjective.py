@@ -43,7 +43,7 @@ def drive(engine: DiscreteBO, n: int) -> list[tuple[str, FunctionEvaluation]]:
     told = []
     for _ in range(n):
         suggestion = engine.ask()
-        told.append((suggestion.provenance.source, engine.tell(suggestion, zdt(suggestion.config))))
+        told.append((suggestion.provenance.proposer, engine.tell(suggestion, zdt(suggestion.config))))
     return told
 
 
@@ -134,7 +134,7 @@ def test_a_bounded_maximised_objective_is_kept_above_its_bound() -> None:
     told = []
     for _ in range(30):
         suggestion = engine.ask()
-        told.append((suggestion.provenance.source, engine.tell(suggestion, run(suggestion.config))))
+        told.append((suggestion.provenance.proposer, engine.tell(suggestion, run(suggestion.config))))
     guided = [r for source, r in told if source == "model"]
     assert sum(r.evaluation_result["accuracy"] < 0.6 for r in guided) <= 0.1 * len(guided)
     front = engine.pareto_front()

@@ -85,7 +85,7 @@ def test_tune_run_records_failed_launches_and_never_suggests_them_again(local_ra
     assert all(r.raytuner.failure_message == "trial raised an error" for r in failed)
     assert not any(launch_fails(r.tuning_parameter) for r in records if r.status == "ok")
     assert all(r.modeling == "discrete" for r in records)
-    assert {r.raytuner.source for r in records} >= {"initial", "model"}
+    assert {r.raytuner.proposer for r in records} >= {"initial", "model"}
     best = min(r.value("time") for r in records if r.status == "ok")
     assert analysis.get_best_trial("time", "min").last_result["time"] == best
     # near the optimum (1.0) in 30 of 170. Ray decides which of the two trials in flight finishes first,

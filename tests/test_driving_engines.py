@@ -238,5 +238,5 @@ def test_two_runs_with_the_same_seed_leave_identical_stores(tmp_path: Path, exec
     first = _drive(tmp_path / "a", executor)
     second = _drive(tmp_path / "b", executor)
     assert any(r["raytuner"].get("status") == "failed" for r in first)
-    assert any(r["raytuner"].get("source") == "model" for r in first)
+    assert any(r["raytuner"].get("proposer") == "model" for r in first)
     assert first == second

@@ -237,7 +237,7 @@ def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
         ready = band.ready_promotions()
         suggestion = band.ask()
         if ready:
-            assert suggestion.provenance.source == "promotion" and suggestion.provenance.parent is not None
+            assert suggestion.provenance.proposer == "promotion" and suggestion.provenance.parent is not None
             parent = suggestion.provenance.parent
             assert not band.retired(parent)
             promotions += 1

@@ -191,7 +191,7 @@ def test_two_seed_0_band_runs_over_the_amg_work_leave_the_same_records() -> None
     ]
     assert first_band.cost_per_task() == second_band.cost_per_task()
     assert all(c <= 8 + 1e-9 for c in first_band.cost_per_task()) and first_band.finished
-    assert any(r.status == "failed" for r in first) and any(r.raytuner.source == "model" for r in first)
+    assert any(r.status == "failed" for r in first) and any(r.raytuner.proposer == "model" for r in first)
 
 
 # -- scikit-learn epochs -----------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
         assert r.raytuner.engine == "mla" and r.raytuner.trial_id
     for task in TASKS:
         mine = [r for r in records if r.task_parameter == task]
-        sources = Counter(r.raytuner.source for r in mine)
+        sources = Counter(r.raytuner.proposer for r in mine)
         assert sources["initial"] == 3, sources  # the LHS design, then the model
         assert sources["model"] == len(mine) - 3 >= 1, sources
     models = store.models("demo")
@@ -93,7 +93,7 @@ def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: P
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, n_initial=3, options=FAST)
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo", 10, tmp_path, diverges)
     assert len(set(points(records))) == 10  # a failed config is never suggested again
-    assert any(r.raytuner.source == "model" for r in records)
+    assert any(r.raytuner.proposer == "model" for r in records)
     assert len(results.errors) == sum(r.status == "failed" for r in records)
     assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
 
@@ -124,7 +124,7 @@ def test_failed_configurations_are_never_suggested_again(tmp_path: Path) -> None
     assert len(set(suggested)) == 11
     records = searcher.store.evaluations("grid")
     assert sum(r.status == "failed" for r in records) == sum(n % 3 == 0 for n in suggested) >= 3
-    assert [r.raytuner.source for r in records].count("model") == 8
+    assert [r.raytuner.proposer for r in records].count("model") == 8
 
 
 @pytest.mark.parametrize("told_before", [0, 3], ids=["initial-design", "model-phase"])
@@ -158,7 +158,9 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
     assert len(records) == told_before + 2
     adopted = records[-1]
     assert adopted.tuning_parameter == {"x": b["x"]} and adopted.status == "ok"
-    assert adopted.raytuner.trial_id == "b" and adopted.raytuner.source == ("initial" if told_before == 0 else "model")
+    assert adopted.raytuner.trial_id == "b" and adopted.raytuner.proposer == (
+        "initial" if told_before == 0 else "model"
+    )
     assert adopted.value("y") == pytest.approx(demo(b["x"], b["t"]))
     restored.on_trial_complete("c", {"y": demo(c["x"], c["t"])})
     assert len(set(points(store.evaluations("demo")))) == told_before + 3
@@ -172,7 +174,7 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, n_initial=2, options=FAST)
     _, records, _ = interrupted_then_restored(searcher, slowish, store, "demo", 8, tmp_path)
     assert len(set(points(records))) == 8
-    assert {r.raytuner.source for r in records} == {"initial", "model"}
+    assert {r.raytuner.proposer for r in records} == {"initial", "model"}
 
 
 def test_mla_example_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def test_suggestions_are_valid_new_and_typed() -> None:
         assert MIXED.is_valid(s.task, config)
         assert not any(close(config, old) for old in seen[index]), (step, config)  # evaluated or pending
         seen[index].append(config)
-        sources.append(s.provenance.source)
+        sources.append(s.provenance.proposer)
         held.append(s)
         if step % 3 != 1:  # every third suggestion waits: the next asks see it as pending
             for h in held:
@@ -123,14 +123,14 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
         assert model.task_parameters == [[1.0], [2.5]]
         assert model.raytuner["fit"]["samples"] == [5 + (k + 1) // 2, 5 + k // 2]
         assert math.isfinite(model.model_stats["log_likelihood"])
-    assert [r.raytuner.source for r in records] == ["initial"] * 10 + ["model"] * 4
+    assert [r.raytuner.proposer for r in records] == ["initial"] * 10 + ["model"] * 4
 
     resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "demo")
     assert len(resumed.records) == 14
     mine, theirs = resumed.ask(), original.ask()
     assert mine.task == theirs.task
     assert mine.config == theirs.config
-    assert mine.provenance.source == theirs.provenance.source == "model"
+    assert mine.provenance.proposer == theirs.provenance.proposer == "model"
 
     # both fitted the same model from the same warm start: same hyperparameters, stored twice
     last = store.models("demo")[-2:]
@@ -144,7 +144,7 @@ def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
     _run_session(store, 6, **args)
     resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "other")  # another problem: empty
     assert resumed.records == []
-    assert resumed.ask().provenance.source == "initial"
+    assert resumed.ask().provenance.proposer == "initial"
 
 
 @pytest.mark.parametrize("batch", ["kriging_believer", "constant_liar"])
@@ -156,7 +156,7 @@ def test_batch_suggestions_are_distinct(batch: str) -> None:
         engine.tell(evaluate(s, demo(s.config["x"], s.task["t"])))
     batch_of_four = engine.ask_batch(4, {"t": 2.0})
     xs = [s.config["x"] for s in batch_of_four]
-    assert all(s.task == {"t": 2.0} and s.provenance.source == "model" for s in batch_of_four)
+    assert all(s.task == {"t": 2.0} and s.provenance.proposer == "model" for s in batch_of_four)
     assert len(set(xs)) == 4
     # distinct beyond the acquisition search's duplicate tolerance (1e-9 in the unit cube); a believer's batch
     # on a sharp peak may still lie within 1e-6 (seed 4: 4.9e-7 apart)
@@ -188,7 +188,7 @@ def _initial_designs(
         designs.append([])
         for _ in range(n):
             s = engine.ask(task)
-            assert s.provenance.source == "initial"
+            assert s.provenance.proposer == "initial"
             designs[-1].append(s.config)
             engine.tell(evaluate(s, 1.0))
     return designs

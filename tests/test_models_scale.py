@@ -210,7 +210,7 @@ def test_mla_reoptimises_only_when_its_data_grew_by_refit_growth() -> None:
     optimised = []
     for _ in range(14):
         s = engine.ask()
-        if s.provenance.source == "model":
+        if s.provenance.proposer == "model":
             report = engine.fitted_model().report
             optimised.append((len(engine.fitted_model().z), report.optimised, report.optimised_samples))
         _tell(engine, s)

@@ -56,7 +56,7 @@ def drive(engine: MLA, per_task: int) -> list[tuple[str, FunctionEvaluation]]:
         outputs = zdt(suggestion.config, suggestion.task["t"])
         told.append(
             (
-                suggestion.provenance.source,
+                suggestion.provenance.proposer,
                 engine.tell(suggestion, {k: v for k, v in outputs.items() if k in engine.problem.objectives}),
             )
         )

@@ -60,7 +60,7 @@ def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
 
 
 def test_names_stored_before_the_engine_was_so_named_still_load() -> None:
-    """Records and service sessions written when the engine was called a strategy read as they were."""
+    """Records and service sessions written when the engine was a strategy and the proposer a source read as they were."""
     from raytuner.records import Provenance
     from raytuner.service.sessions import SessionSpec
 
@@ -69,11 +69,12 @@ def test_names_stored_before_the_engine_was_so_named_still_load() -> None:
             "task_parameter": {"t": 1.0},
             "tuning_parameter": {"x": 0.5},
             "evaluation_result": {"y": 2.0},
-            "raytuner": {"strategy": "mla", "fidelity": 1.0},
+            "raytuner": {"strategy": "mla", "source": "model", "fidelity": 1.0},
         }
     )
-    assert record.raytuner is not None and record.raytuner.engine == "mla"
-    assert "engine" in record.to_dict()["raytuner"] and "strategy" not in record.to_dict()["raytuner"]
+    assert record.raytuner is not None and (record.raytuner.engine, record.raytuner.proposer) == ("mla", "model")
+    written = record.to_dict()["raytuner"]
+    assert {"engine", "proposer"} <= set(written) and not {"strategy", "source"} & set(written)
     assert Provenance(strategy="random").engine == "random" == Provenance(engine="random").engine
     old = {"session_id": "s", "owner": "u", "problem_name": "p", "meta": {}, "strategy": "band", "options": {}}
     spec = SessionSpec.from_document({**old, "tasks": [{"t": 1.0}], "seed": 0})

@@ -52,7 +52,7 @@ def build_store(
         session_id = manager.create(owner, meta, "random", tasks=[task], seed=s + 1).session_id
         told = []
         for i in range(records + in_flight):
-            provenance = Provenance(session_id=session_id, trial_id=f"t{i}", engine="random", source="random")
+            provenance = Provenance(session_id=session_id, trial_id=f"t{i}", engine="random", proposer="random")
             trial = Trial(task=task, config={"x": rng.random()}, provenance=provenance, trial_id=f"t{i}")
             manager.ledger.append("trials", trial.document(session_id))
             if i < records:

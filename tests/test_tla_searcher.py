@@ -227,5 +227,5 @@ def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_pat
     )
     records = store.evaluations("demo-new")
     assert len(records) == 4 and all(r.status == "ok" and r.task_parameter == TARGET for r in records)
-    assert [r.raytuner.source for r in records].count("initial") == 2  # around TLA1's prediction first
+    assert [r.raytuner.proposer for r in records].count("initial") == 2  # around TLA1's prediction first
     assert len(store.evaluations("demo-tuned")) == 40 and 0 <= prediction <= 1

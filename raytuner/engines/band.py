@@ -117,7 +117,7 @@ class GPTuneBand(Engine):
             those of the engine's own tasks only at the levels the sampler models; default ``None``: none.
         source_proposals: With sources: ``"alternate"`` (default) gives each task's model-chosen samples in
             turn to the LCM with the source tasks and to the LCM without them (paper 000's Ensemble(toggling)
-            over the two; the plain one's are marked ``source="plain_model"``), so that sources which mislead
+            over the two; the plain one's are marked ``proposer="plain_model"``), so that sources which mislead
             about the task cannot hold its search in their region; ``"every"``: every sample from the LCM with
             the sources.
     """
@@ -335,7 +335,7 @@ class GPTuneBand(Engine):
     ) -> Provenance:
         return Provenance(
             engine=self.name,
-            source=source,
+            proposer=source,
             bracket=s,
             rung=rung,
             pass_=p + 1,
@@ -364,7 +364,7 @@ class GPTuneBand(Engine):
         self._models.extend([] if self._fixed_models else made)  # as it is: a stored model only, as GPTune's
         if other is not None:
             other.add_pending(lifted, suggestion.config)
-        how = suggestion.provenance.source or "model"
+        how = suggestion.provenance.proposer or "model"
         how = "plain_model" if sampler is self._plain and how == "model" else how
         noted = {k: v for k, v in (suggestion.provenance.model_extra or {}).items() if k == NOTE}
         provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how, **noted)  # a likely success

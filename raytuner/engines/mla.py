@@ -35,7 +35,7 @@ initial design is shorter by it). The source is read once, at the start.
 A task with no data of its own starts where the source tasks agree: the
 first point of its initial design is the one TransferLearning proposes with
 no target data (WeightedSum(equal) over a GP per source task, paper 000),
-marked ``source="source_start"`` in its provenance.
+marked ``proposer="source_start"`` in its provenance.
 
 Example:
     >>> from raytuner.space import ProblemSpace
@@ -209,7 +209,7 @@ class MLA(StoredModels, Engine):
         return Suggestion(
             task=dict(self.tasks[index]),
             config=config,
-            provenance=Provenance(engine=self.name, source=source, **notes),
+            provenance=Provenance(engine=self.name, proposer=source, **notes),
         )
 
     def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:
@@ -312,7 +312,7 @@ class MLA(StoredModels, Engine):
             objective=self.objective.name,
             executor=self.executor,
         ).ask()
-        if start.provenance.source != "model":  # its model failed: no consensus, the plain LHS
+        if start.provenance.proposer != "model":  # its model failed: no consensus, the plain LHS
             return design
         self._start[index] = start.config
         return [start.config, *[c for c in design if c != start.config]][: self.n_initial]

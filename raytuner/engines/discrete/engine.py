@@ -42,7 +42,7 @@ Example:
     ...     s = engine.ask()
     ...     t = abs(s.config["bx"] - 64) / 16 + abs(s.config["tile"] - 2)
     ...     record = engine.tell(s, {"time": t})
-    >>> s.provenance.source, s.config["bx"] * s.config["tile"] <= 512
+    >>> s.provenance.proposer, s.config["bx"] * s.config["tile"] <= 512
     ('model', True)
 """
 
@@ -249,7 +249,7 @@ class DiscreteBO(Engine):
         return Suggestion(
             task=dict(self.tasks[search.number]),
             config=dict(search.cands.configs[pick.index]),
-            provenance=Provenance(engine=self.name, source=pick.source, **extra),
+            provenance=Provenance(engine=self.name, proposer=pick.proposer, **extra),
         )
 
     def add_pending(

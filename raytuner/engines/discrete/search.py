@@ -37,7 +37,7 @@ class Pick:
     """A candidate handed out (or queued): which functions chose it, in which round, how."""
 
     index: int
-    source: str
+    proposer: str
     afs: list[str] = field(default_factory=list)
     round: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # added to the suggestion's provenance
@@ -120,7 +120,7 @@ class TaskSearch:
         pick = self.pending.pop(index, None)
         prov = record.raytuner or Provenance()
         extra = prov.model_extra or {}
-        source = prov.source or (pick.source if pick else "")
+        source = prov.proposer or (pick.proposer if pick else "")
         afs = list(extra.get("acquisitions") or (pick.afs if pick else []))
         number = extra.get("round", pick.round if pick else None)
         median = float(np.median(self.values)) if self.values else None
@@ -148,7 +148,7 @@ class TaskSearch:
         extra = (provenance.model_extra if provenance else None) or {}
         self.pending[index] = Pick(
             index,
-            (provenance.source if provenance else None) or "model",
+            (provenance.proposer if provenance else None) or "model",
             list(extra.get("acquisitions") or []),
             extra.get("round"),
         )
@@ -162,7 +162,7 @@ class TaskSearch:
             if not self.visited[pick.index] and pick.index not in self.pending:
                 return pick
         n_valid = len(self.values)
-        initial_pending = sum(p.source == "initial" for p in self.pending.values())
+        initial_pending = sum(p.proposer == "initial" for p in self.pending.values())
         if n_valid + initial_pending < self.engine.n_initial:
             return Pick(self.initial_index(), "initial")
         if n_valid < 2:

@@ -270,7 +270,7 @@ class TransferLearning(Engine):
         return Suggestion(
             task=dict(self.target),
             config=config,
-            provenance=Provenance(engine=proposer, source=how, tla=self.algorithm),
+            provenance=Provenance(engine=proposer, proposer=how, tla=self.algorithm),
         )
 
     def _exclude(self) -> list[dict[str, Any]]:

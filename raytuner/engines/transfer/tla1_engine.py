@@ -18,7 +18,7 @@ Example:
     ...          for t in (1.0, 2.0, 3.0, 4.0) for x in range(11)]
     >>> engine = TLA1Engine(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 2.5}], 0, tuned)
     >>> suggestion = engine.ask()
-    >>> suggestion.provenance.source, bool(abs(suggestion.config["x"] - 0.25) < 0.06)
+    >>> suggestion.provenance.proposer, bool(abs(suggestion.config["x"] - 0.25) < 0.06)
     ('tla1', True)
     >>> engine.ask()
     Traceback (most recent call last):
@@ -123,7 +123,7 @@ class TLA1Engine(Engine):
             raise TuningFinished(f"TLA1 predicted the optimum of {self.tasks[0]}; nothing more to suggest")
         self._handed_out = True
         return Suggestion(
-            task=dict(self.tasks[0]), config=dict(self.config), provenance=Provenance(engine=self.name, source="tla1")
+            task=dict(self.tasks[0]), config=dict(self.config), provenance=Provenance(engine=self.name, proposer="tla1")
         )
 
     def add_pending(
