@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from raytuner.engines import BanditStructure, GPTuneBand
+from raytuner.engines import BanditStructure, GPTuneBand, fresh_engine
 from raytuner.engines.base import Suggestion
 from raytuner.engines.brackets import Brackets
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
@@ -303,3 +303,15 @@ def test_a_rungs_ranking_follows_what_it_is_told() -> None:
     tell(None)  # a failed evaluation is no success
     assert brackets.successes(run, 0) == [best, middle, worst]
     assert brackets.rung_size(run, 1) == 2  # N(2) = 4 told: keep 4 // 2
+
+
+def test_the_engine_takes_the_schedulers_bandit_structure() -> None:
+    """GPTuneBand(structure=...) is GPTuneBand(b_min=..., b_max=..., eta=...), and rebuilds from its spec."""
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    tasks = [{"t": 1.0}, {"t": 1.5}]
+    given = GPTuneBand(problem, tasks, seed=0, structure=BanditStructure.hyperband(1, 9, 3))
+    named = GPTuneBand(problem, tasks, seed=0, b_min=1, b_max=9, eta=3)
+    assert given.structure == named.structure and given.structure.fidelities == (9.0, 3.0, 1.0)
+    assert fresh_engine(given).structure == given.structure
+    with pytest.raises(InvalidInputError, match="structure: give either a structure or b_min"):
+        GPTuneBand(problem, tasks, structure=BanditStructure.hyperband(1, 9, 3), b_max=9)

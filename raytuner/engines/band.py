@@ -85,6 +85,9 @@ class GPTuneBand(Engine):
         problem: The problem's spaces (``gptuneband_level`` is a reserved name).
         tasks: The tasks to tune.
         seed: Seeds every sample and model fit.
+        structure: The brackets' fidelities and halving factor, as :class:`GPTuneBandScheduler
+            <raytuner.schedulers.GPTuneBandScheduler>` takes them (``BanditStructure.hyperband(1, 27, 3)``);
+            instead of ``b_min``, ``b_max``, ``eta`` and ``fidelities``.
         b_min: The lowest fidelity of Hyperband's brackets (with ``b_max`` and ``eta``).
         b_max: The highest fidelity.
         eta: The halving factor.
@@ -131,6 +134,7 @@ class GPTuneBand(Engine):
         tasks: Sequence[Mapping[str, Any]],
         seed: int | None = None,
         *,
+        structure: BanditStructure | None = None,
         b_min: float | None = None,
         b_max: float | None = None,
         eta: int | None = 3,
@@ -159,6 +163,12 @@ class GPTuneBand(Engine):
             )
         self.source_proposals = source_proposals
         self.model = model
+        if structure is not None:
+            if not isinstance(structure, BanditStructure):
+                raise InvalidInputError("structure", f"{structure!r} is not a BanditStructure")
+            if b_min is not None or b_max is not None or fidelities is not None:
+                raise InvalidInputError("structure", "give either a structure or b_min, b_max and fidelities, not both")
+            b_min, b_max, eta, fidelities = None, None, structure.eta, list(structure.fidelities)
         self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
         if LEVEL in problem.input_space.names + problem.parameter_space.names:
             raise InvalidInputError("input_space", f"the name {LEVEL!r} is reserved by GPTuneBand")
