@@ -53,10 +53,13 @@ def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
     for _ in range(8):
         trial = session.ask()
         session.tell(trial, {"y": (trial.config["x"] - trial.task["t"] / 2) ** 2})
-    best = [session.best(task) for task in tasks]
-    assert all(b is not None and b.evaluation_result["y"] < 0.05 for b in best)
     store.close()
-    assert len(rt.load_history(tmp_path, "hello").records) == 8
+    records = rt.load_history(tmp_path, "hello").records
+    assert len(records) == 8
+    for task, best in zip(tasks, session.best_per_task(), strict=True):  # the lowest y of each task's records
+        mine = [r.evaluation_result["y"] for r in records if r.task_parameter == task]
+        assert best is not None and best.task_parameter == task and best.evaluation_result["y"] == min(mine)
+        assert session.best(task) == best
 
 
 def test_names_stored_before_the_engine_was_so_named_still_load() -> None:

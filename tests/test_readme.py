@@ -66,7 +66,8 @@ def test_readme_block_runs_as_written(code: str, tmp_path: Path) -> None:
         f"exit status {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-5000:]}"
     )
     # every store the block wrote holds its GPTune files whole, with no journal or lock file left behind
-    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.suffix in (".journal", ".lock"))
+    ours = (".json.journal", ".json.lock", ".jsonl.lock")  # a store's journal and lock files, the ledger's lock
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.name.endswith(ours))
     assert not left, f"left behind: {left}"
     if "raytuner_results" in code and 'problem_name="my-solver"' in code:
         assert (tmp_path / "raytuner_results" / "my-solver.json").is_file()
