@@ -1,9 +1,9 @@
 """The ask/tell loop the benchmarks drive an engine with, task by task to a fixed number of evaluations.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.engines import RandomSearch
-    >>> from raytuner.problems import DEMO_PROBLEM, demo
+    >>> from raytuner.test_problems import DEMO_PROBLEM, demo
     >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 2.0}], seed=0)
     >>> drive_tasks(engine, 3, lambda task, config: demo(config["x"], task["t"]), "y").shape
     (2, 3)
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from raytuner.engines import Engine
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 
 __all__ = ["drive_tasks"]
 

@@ -76,9 +76,9 @@ from benchmarks.data import find
 from benchmarks.report import finish_run, machine_at_start
 from raytuner.analysis import r_bar, relative_performance, win_rate
 from raytuner.engines import BanditStructure
-from raytuner.executors import default_executor
-from raytuner.problems import demo_grid_minimum
-from raytuner.problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
+from raytuner.models.executors import default_executor
+from raytuner.test_problems import demo_grid_minimum
+from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 
 __all__ = [
     "Row",
@@ -420,7 +420,7 @@ def run_lcbench(
         task_ids: the LCBench task ids to tune.
         repeats: how many seeded repeats per task.
         passes: how many GPTuneBand passes the budget per task holds (every peer gets the same budget).
-        data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.problems.lcbench.default_data_dir`).
+        data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.test_problems.lcbench.default_data_dir`).
         runners: tuner name to runner (default ``None``: :data:`LCBENCH_RUNNERS`, whose Ray tuners need
             ``ray.init``); must hold ``"GPTuneBand"``.
 

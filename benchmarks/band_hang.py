@@ -35,11 +35,11 @@ from ray import tune
 from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 
 from raytuner.engines import BanditStructure
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo_fidelity
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
 
 __all__ = ["StallGuard", "SlowCheckpoint", "slow_training", "run_once", "run"]
 

@@ -42,13 +42,13 @@ import numpy as np
 
 from raytuner.analysis import best_so_far
 from raytuner.errors import InvalidInputError
-from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
-from raytuner.problems.lcbench import LCBenchSurrogate
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.space import ProblemSpace, Space
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.test_problems.lcbench import LCBenchSurrogate
 
 if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.engines import BanditStructure
-    from raytuner.executors import Executor
+    from raytuner.models.executors import Executor
 
 __all__ = [
     "Trace",
@@ -153,8 +153,8 @@ def run_demo_gptuneband(
     (8.0, 13, True)
     """
     from raytuner.engines import GPTuneBand
-    from raytuner.executors import InlineExecutor
-    from raytuner.records import FunctionEvaluation
+    from raytuner.models.executors import InlineExecutor
+    from raytuner.problem.records import FunctionEvaluation
 
     options: dict[str, Any] = {} if model is None else {"model": model}
     band = GPTuneBand(
@@ -278,8 +278,8 @@ def run_demo_mla(tasks: Sequence[float], structure: BanditStructure, seed: int) 
     ([8, 8], [True, True])
     """
     from raytuner.engines import MLA
-    from raytuner.executors import InlineExecutor
-    from raytuner.records import FunctionEvaluation
+    from raytuner.models.executors import InlineExecutor
+    from raytuner.problem.records import FunctionEvaluation
 
     _, evaluations = demo_budget(structure)
     engine = MLA(
@@ -348,8 +348,8 @@ def run_lcbench_gptuneband(
     A promotion pays only its extra epochs; the answer is the best
     ``val_accuracy`` at ``b_max`` epochs. The wall seconds of each ``ask`` go
     to the asked task's ``Trace.ask_seconds``. By default the engine fits as
-    a user's does, on :func:`~raytuner.executors.default_executor` (its starts
-    in parallel past :data:`~raytuner.executors.INLINE_RECORDS` records); the
+    a user's does, on :func:`~raytuner.models.executors.default_executor` (its starts
+    in parallel past :data:`~raytuner.models.executors.INLINE_RECORDS` records); the
     answers do not depend on the executor, only the ask times do.
 
     Args:
@@ -370,7 +370,7 @@ def run_lcbench_gptuneband(
     (True, True)
     """
     from raytuner.engines import GPTuneBand
-    from raytuner.records import FunctionEvaluation
+    from raytuner.problem.records import FunctionEvaluation
 
     passes = max(1, int(math.floor(budget / structure.cost_per_pass("iterative") + 1e-9)))
     band = GPTuneBand(

@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.band_peers import Trace, demo_budget
 from benchmarks.band_ray_budget import ReportBudget, hyperband_trials, report_points
 from benchmarks.data import find
-from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
-from raytuner.problems.lcbench import HYPERPARAMETERS, LCBenchSurrogate
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.space import ProblemSpace, Space
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.test_problems.lcbench import HYPERPARAMETERS, LCBenchSurrogate
 
 if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.engines import BanditStructure
@@ -344,11 +344,11 @@ def lcbench_trainable(config: dict[str, Any], data_dir: str | None = None, repor
     """Train (on the surrogate) up to each epoch of ``report_at``, checkpointing the epoch; a restore continues.
 
     A Ray Tune function trainable; ``config`` holds ``task_id`` and the 7
-    hyperparameters (:data:`~raytuner.problems.lcbench.HYPERPARAMETERS`).
+    hyperparameters (:data:`~raytuner.test_problems.lcbench.HYPERPARAMETERS`).
 
     Args:
         config: the trial's configuration: ``task_id`` and the 7 hyperparameters.
-        data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.problems.lcbench.default_data_dir`).
+        data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.test_problems.lcbench.default_data_dir`).
         report_at: the epochs to report at (default none).
 
     Example (after ``ray.init()``)::

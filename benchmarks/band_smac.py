@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.band_peers import Trace
 from benchmarks.band_ray import budget_trace, config_space
 from benchmarks.band_ray_budget import ReportBudget
-from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBenchSurrogate
+from raytuner.test_problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBenchSurrogate
 
 if TYPE_CHECKING:
     from raytuner.engines import BanditStructure

@@ -36,10 +36,17 @@ from typing import Any
 import numpy as np
 
 from benchmarks.report import finish_run, machine_info, markdown_table, percentile
-from raytuner.problems import ISHIGAMI_PROBLEM, MIXED12_INDICES, MIXED12_PROBLEM, ishigami, ishigami_indices, mixed12
-from raytuner.records import FunctionEvaluation
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import (
+    ISHIGAMI_PROBLEM,
+    MIXED12_INDICES,
+    MIXED12_PROBLEM,
+    ishigami,
+    ishigami_indices,
+    mixed12,
+)
 
 __all__ = ["Settings", "FULL", "QUICK", "run"]
 

@@ -66,8 +66,8 @@ from benchmarks.crowd_transfer_problems import (
 )
 from benchmarks.report import finish_run, machine_at_start, markdown_table
 from raytuner.errors import TuningFinished
-from raytuner.executors import InlineExecutor
-from raytuner.records import FunctionEvaluation, task_key
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation, task_key
 
 __all__ = ["run", "Settings", "FULL", "QUICK", "crowd_records", "run_tuner", "summarise", "GOAL_SAVING"]
 
@@ -104,7 +104,7 @@ def crowd_records(tp: TransferProblem, workdir: Path, crowd: int = 0) -> list[Fu
     """
     from raytuner.client.crowd import CrowdClient  # noqa: PLC0415 - gRPC only here
     from raytuner.client.crowd_sources import crowd_source  # noqa: PLC0415
-    from raytuner.meta import MetaDescription  # noqa: PLC0415
+    from raytuner.problem.meta import MetaDescription  # noqa: PLC0415
     from raytuner.service.server import TuningServer  # noqa: PLC0415
     from raytuner.testing.mongod import LocalMongod  # noqa: PLC0415
 

@@ -1,8 +1,8 @@
 """The problems of ``python -m benchmarks crowd-transfer``: a target task, and other users' data about related ones.
 
-- ``lcbench``: the LCBench surrogate (:mod:`raytuner.problems.lcbench`), task
+- ``lcbench``: the LCBench surrogate (:mod:`raytuner.test_problems.lcbench`), task
   ``task_id``, ``val_accuracy`` maximised, fidelity the epoch (1..52). The
-  target is the first of :data:`~raytuner.problems.lcbench.LCBENCH_TASKS`; each
+  target is the first of :data:`~raytuner.test_problems.lcbench.LCBENCH_TASKS`; each
   of the other seven tasks was tuned earlier by another user (Optuna's TPE,
   ``source_per_task`` evaluations at epoch 52: :func:`tpe_run`), who
   shared that run.
@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.data import find
-from raytuner.records import FunctionEvaluation
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = [
     "TransferProblem",
@@ -264,7 +264,7 @@ def lcbench_problem(source_per_task: int, data_dir: Path | None = None, sample: 
         data_dir: the LCBench data folder (default ``None``: the shared one).
         sample: how many random configurations give the target's best-known value (and the reference set).
     """
-    from raytuner.problems.lcbench import EPOCHS, LCBENCH_TASKS, LCBenchSurrogate
+    from raytuner.test_problems.lcbench import EPOCHS, LCBENCH_TASKS, LCBenchSurrogate
 
     bench = LCBenchSurrogate(data_dir if data_dir is not None else find("yahpo_lcbench"))
     tasks = list(LCBENCH_TASKS)

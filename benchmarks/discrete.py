@@ -67,7 +67,7 @@ from benchmarks.discrete_peers import KERNEL_TUNER_METHODS, Trace, run_kernel_tu
 from benchmarks.kernel_cache import KernelCache, load_cache
 from benchmarks.report import finish_run, machine_at_start
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 
 __all__ = [
     "Settings",

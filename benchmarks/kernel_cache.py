@@ -15,7 +15,7 @@ goes, so a cache may end "open" (a trailing comma and no closing braces);
 The caches the benchmarks read live outside the project
 (``../shared/data/kernel_tuner``, see ``shared/data/README.md``); they are
 read in place, never copied. :func:`default_data_dir` finds the folder the
-way :func:`raytuner.problems.lcbench.default_data_dir` does
+way :func:`raytuner.test_problems.lcbench.default_data_dir` does
 (``$RAYTUNER_SHARED_DATA/kernel_tuner`` or ``<repo>/../shared/data/kernel_tuner``).
 
 Example:
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["KernelCache", "load_cache", "parse_cache_text", "default_data_dir", "FAILURE_STRINGS"]
 

@@ -83,8 +83,8 @@ from benchmarks.mla_scale import (
 from benchmarks.report import machine_at_start, markdown_table, peer_win_rates, publish, save_history_plot, win_cell
 from raytuner.analysis import best_so_far, r_bar, relative_performance
 from raytuner.engines import Engine, RandomSearch
-from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 __all__ = [
     "run",

@@ -2,7 +2,7 @@
 
 The demo function's tasks share little but an envelope (each has needles of
 its own), so they say little about what a multitask model is for. Here the
-tasks are 8 OpenML datasets of LCBench (:data:`~raytuner.problems.lcbench.LCBENCH_TASKS`,
+tasks are 8 OpenML datasets of LCBench (:data:`~raytuner.test_problems.lcbench.LCBENCH_TASKS`,
 7 hyperparameters, ``val_accuracy`` after 52 epochs, maximised), read from
 YAHPO Gym's surrogate. Tuners, 20 evaluations per task (10 initial):
 ``mla`` (one :class:`~raytuner.engines.MLA` over all tasks, each task its
@@ -41,7 +41,7 @@ from benchmarks.mla_model import model_accuracy, render_model_accuracy
 from benchmarks.report import markdown_table, peer_win_rates, win_cell
 from raytuner.engines import MLA, Engine, RandomSearch
 from raytuner.engines.mla import Design
-from raytuner.problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
+from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 
 __all__ = [
     "LCBenchQuality",

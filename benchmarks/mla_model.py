@@ -42,10 +42,10 @@ from scipy.stats import spearmanr
 
 from raytuner.analysis import win_rate
 from raytuner.engines import MLA
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCM, TrainingData
-from raytuner.problems.lcbench import OUTPUTS, LCBenchSurrogate
-from raytuner.sampling import sample_configurations
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.sampling import sample_configurations
+from raytuner.test_problems.lcbench import OUTPUTS, LCBenchSurrogate
 
 __all__ = ["REFERENCE_CONFIGURATIONS", "TOP", "cell_scores", "model_accuracy", "render_model_accuracy"]
 

@@ -38,10 +38,10 @@ import numpy as np
 
 from benchmarks.mla_scale import SCALE_KEYS, dash, render_scale, scale_figures, task_values
 from benchmarks.report import markdown_table
-from raytuner.problems import demo
-from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, Provenance
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import demo
 
 __all__ = [
     "OverheadSettings",
@@ -426,6 +426,6 @@ def render_overhead(overhead: Mapping[str, Any]) -> list[str]:
 
 
 def _demo_problem() -> ProblemSpace:
-    from raytuner.problems import DEMO_PROBLEM
+    from raytuner.test_problems import DEMO_PROBLEM
 
     return ProblemSpace.parse(DEMO_PROBLEM)

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.report import markdown_table
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 __all__ = [
     "task_values",

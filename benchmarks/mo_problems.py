@@ -12,7 +12,7 @@ reference point per problem, fixed before any tuner runs):
 - ``lcbench``: YAHPO's LCBench surrogate (``../shared/data/yahpo_lcbench``),
   maximise ``val_accuracy`` and minimise ``time`` at epoch 52, 4 tasks;
 - ``amg`` and ``amg-constrained``: PyAMG on 3-D convection-diffusion
-  (:mod:`raytuner.problems.amg`, the problem of ``examples/amg_tuning.py``) on a
+  (:mod:`raytuner.test_problems.amg`, the problem of ``examples/amg_tuning.py``) on a
   10³ grid, 3 tasks (a, c): minimise the solve's deterministic ``work``
   (in fine-grid matrix-vector products) and its ``memory`` (the hierarchy's
   nonzeros over the fine matrix's); once more with ``memory <= 2`` as an
@@ -38,10 +38,10 @@ from benchmarks.band_peers import suggest_config
 from benchmarks.data import find
 from raytuner.engines import RandomSearch
 from raytuner.engines.multiobjective import mla_engine
-from raytuner.executors import InlineExecutor
-from raytuner.problems.amg import SolveFailure
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems.amg import SolveFailure
 
 __all__ = ["MOProblem", "zdt_problem", "lcbench_problem", "amg_mo_problem", "RUNNERS", "Run"]
 
@@ -99,7 +99,7 @@ def zdt_problem(constrained: bool, quick: bool) -> MOProblem:
         constrained: add the output constraint.
         quick: fewer evaluations per task.
     """
-    from raytuner.pareto import hypervolume
+    from raytuner.problem.pareto import hypervolume
 
     outputs: list[dict[str, Any]] = [{"name": "f1"}, {"name": "f2"}]
     if constrained:
@@ -139,8 +139,8 @@ def lcbench_problem(quick: bool) -> MOProblem:
     Args:
         quick: fewer evaluations per task.
     """
-    from raytuner.problems.lcbench import EPOCHS, LCBENCH_TASKS, LCBenchSurrogate
-    from raytuner.sampling import sample_configurations
+    from raytuner.problem.sampling import sample_configurations
+    from raytuner.test_problems.lcbench import EPOCHS, LCBENCH_TASKS, LCBenchSurrogate
 
     model = LCBenchSurrogate(find("yahpo_lcbench"))
     task_ids = list(LCBENCH_TASKS[:4])
@@ -181,7 +181,7 @@ def amg_mo_problem(constrained: bool, quick: bool) -> MOProblem:
         constrained: bound the memory (it stays an objective).
         quick: fewer evaluations per task.
     """
-    from raytuner.problems.amg import AMG_PROBLEM, DEFAULT_TASKS, solve
+    from raytuner.test_problems.amg import AMG_PROBLEM, DEFAULT_TASKS, solve
 
     memory: dict[str, Any] = {"name": "memory", "goal": "minimize"}
     if constrained:

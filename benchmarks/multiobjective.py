@@ -43,8 +43,8 @@ from benchmarks.band_peers import torch_missing
 from benchmarks.data import find
 from benchmarks.mo_problems import RUNNERS, MOProblem, Run, amg_mo_problem, lcbench_problem, zdt_problem
 from benchmarks.report import finish_run, markdown_table
-from raytuner.pareto import hypervolume, objective_values, pareto_front
-from raytuner.progress import task_label
+from raytuner.problem.pareto import hypervolume, objective_values, pareto_front
+from raytuner.session.progress import task_label
 
 __all__ = ["run", "FRACTIONS", "PROBLEMS", "problems", "measure", "goals", "render_report"]
 
@@ -70,7 +70,7 @@ def problems() -> list[str]:
     """The ids of the problems this machine can run (LCBench needs its data and onnxruntime, AMG PyAMG)."""
     chosen = ["zdt", "zdt-constrained"]
     try:
-        from raytuner.problems.lcbench import LCBenchSurrogate
+        from raytuner.test_problems.lcbench import LCBenchSurrogate
 
         LCBenchSurrogate(find("yahpo_lcbench"))
         chosen.append("lcbench")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from raytuner.analysis.metrics import win_rate, win_rate_se
-from raytuner.environment import cpu_model
+from raytuner.problem.environment import cpu_model
 
 __all__ = [
     "write_results",

@@ -68,7 +68,7 @@ import numpy as np
 from benchmarks.report import finish_run, goal_lines, machine_at_start, markdown_table, percentile, verdict
 from benchmarks.server_process import Cell, ServerProcess, drive_clients
 from raytuner.errors import InvalidInputError
-from raytuner.problems import DEMO_PROBLEM, demo
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 __all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "summarise", "goals", "render_report"]
 

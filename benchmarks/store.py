@@ -31,7 +31,7 @@ What it measures, in one run on this machine:
   error is recorded in the results instead.
 
 Records are built outside the timed region (the machine and software
-configuration once, as :mod:`raytuner.environment` captures them); only the
+configuration once, as :mod:`raytuner.problem.environment` captures them); only the
 store call is timed. All data goes to a temporary directory that is removed
 afterwards; the results name the file system it was on, since fsync cost
 depends on it.
@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import machine_info, markdown_table, peak_rss_mb, percentile, publish, rss_mb
-from raytuner.environment import machine_configuration, software_configuration
-from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.problem.environment import machine_configuration, software_configuration
+from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.store.json_store import JsonStore
 
 __all__ = ["run", "GOAL_APPENDS_PER_S"]

@@ -10,7 +10,7 @@ or ``benchmarks.run_benchmark("tla", Path(DIR), quick=False)``. It writes
 ``benchmarks.tla`` logger.
 
 - **Scenarios** (Figure 3): (a) demo, source t = 0.8, target t = 1.0; (b)
-  target t = 1.2; (c), (d) Branin (:data:`~raytuner.problems.BRANIN_PROBLEM`),
+  target t = 1.2; (c), (d) Branin (:data:`~raytuner.test_problems.BRANIN_PROBLEM`),
   one random source task S1, targets T1 and T2; (e), (f) three random source
   tasks S1–S3, targets T1 and T2 (tasks drawn with a fixed seed). Each source
   task has 200 uniformly random evaluations (a fixed seed: the same for every
@@ -70,7 +70,7 @@ from benchmarks.tla_drive import (
 )
 from benchmarks.tla_kernel import run_cross_machine
 from benchmarks.tla_report import goals, render_report, save_plots, summarise, versus_reference
-from raytuner.executors import InlineExecutor
+from raytuner.models.executors import InlineExecutor
 
 __all__ = [
     "TUNERS",

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.tla_report import CHECKPOINTS
-from raytuner.executors import InlineExecutor
-from raytuner.problems import BRANIN_PROBLEM, DEMO_PROBLEM, branin, branin_grid_minimum, demo, demo_grid_minimum
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import BRANIN_PROBLEM, DEMO_PROBLEM, branin, branin_grid_minimum, demo, demo_grid_minimum
 
 __all__ = [
     "TUNERS",

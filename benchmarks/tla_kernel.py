@@ -31,8 +31,8 @@ import numpy as np
 from benchmarks.data import find
 from benchmarks.kernel_cache import load_cache
 from benchmarks.tla_drive import CROSS_MACHINE_ID, SOURCE_SEED, Settings, drive_all, make_engine, run_tuner
-from raytuner.executors import InlineExecutor
-from raytuner.records import FunctionEvaluation
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
 
 __all__ = ["KERNEL_SOURCE", "KERNEL_TARGET", "run_cross_machine"]
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raytuner.problems.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
+from raytuner.test_problems.amg import (  # noqa: F401  (the problem and solver, re-exported for the tests and users)
     AMG_PROBLEM,
     DEFAULT_TASKS,
     OBJECTIVES,
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> list[Any]:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from raytuner.engines import BanditStructure  # noqa: PLC0415
-    from raytuner.space import ProblemSpace  # noqa: PLC0415
+    from raytuner.problem.space import ProblemSpace  # noqa: PLC0415
 
     problem = ProblemSpace.parse(amg_problem(args.objective))
     tasks = args.task_list

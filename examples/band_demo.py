@@ -48,10 +48,10 @@ from raytuner.searchers import TuningProgress
 
 from raytuner.engines import BanditStructure
 from raytuner.engines.band import MODELS
-from raytuner.executors import RayExecutor
-from raytuner.problems import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import RayExecutor
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity, demo_grid_minimum
 from raytuner.testing.cluster import LocalCluster
 
 B_MAX = 27.0

@@ -42,8 +42,8 @@ from raytuner.schedulers import BandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
 from raytuner.engines import BanditStructure
-from raytuner.problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 from raytuner.store import JsonStore
+from raytuner.test_problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBENCH_TASKS, LCBenchSurrogate
 
 log = logging.getLogger("lcbench_tuning")
 

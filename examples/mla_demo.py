@@ -29,9 +29,9 @@ import ray
 from ray import tune
 from raytuner.searchers import LCMSearcher, TuningProgress
 
-from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_grid_minimum
 from raytuner.view import load_history, plot_history
 
 log = logging.getLogger("mla_demo")

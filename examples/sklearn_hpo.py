@@ -213,7 +213,7 @@ def run_engine(
     evaluation uid, as a Ray checkpoint would be).
     """
     from raytuner.engines import GPTuneBand  # noqa: PLC0415
-    from raytuner.records import FunctionEvaluation  # noqa: PLC0415
+    from raytuner.problem.records import FunctionEvaluation  # noqa: PLC0415
 
     band = GPTuneBand(
         problem,
@@ -372,7 +372,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[Any]:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from raytuner.space import ProblemSpace  # noqa: PLC0415
+    from raytuner.problem.space import ProblemSpace  # noqa: PLC0415
 
     problem = ProblemSpace.parse(SKLEARN_PROBLEM)
     tasks = [{"dataset": name} for name in args.datasets]

@@ -46,10 +46,10 @@ from raytuner.analysis import task_summary
 from raytuner.engines import RandomSearch
 from raytuner.engines.transfer import ALGORITHMS, ENSEMBLES
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, StoreSource
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 log = logging.getLogger("transfer_demo")
 

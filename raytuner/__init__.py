@@ -37,8 +37,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 #: Each public name and the module it comes from (imported on first use).
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("ProblemSpace", "Real", "Integer", "Categorical"), "raytuner.space"),
-    **dict.fromkeys(("TuningSession", "Trial"), "raytuner.session"),
+    **dict.fromkeys(("ProblemSpace", "Real", "Integer", "Categorical"), "raytuner.problem.space"),
+    **dict.fromkeys(("TuningSession", "Trial"), "raytuner.session.tuning_session"),
     **dict.fromkeys(
         ("MLA", "GPTuneBand", "BanditStructure", "TLA1", "TLA2", "TransferLearning", "DiscreteBO", "RandomSearch"),
         "raytuner.engines",
@@ -48,7 +48,7 @@ _HOMES: dict[str, str] = {
         "raytuner.store",
     ),
     "load_history": "raytuner.view",
-    **dict.fromkeys(("FunctionEvaluation", "HistoryDocument"), "raytuner.records"),
+    **dict.fromkeys(("FunctionEvaluation", "HistoryDocument"), "raytuner.problem.records"),
     **dict.fromkeys(("RaytunerError", "InvalidInputError", "StoreError"), "raytuner.errors"),
     **dict.fromkeys(
         (
@@ -118,7 +118,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         TransferLearning,
     )
     from raytuner.errors import InvalidInputError, RaytunerError, StoreError
-    from raytuner.records import FunctionEvaluation, HistoryDocument
+    from raytuner.problem.records import FunctionEvaluation, HistoryDocument
+    from raytuner.problem.space import Categorical, Integer, ProblemSpace, Real
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler
     from raytuner.searchers import (
         DiscreteBOSearcher,
@@ -128,8 +129,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         TransferLearningSearcher,
         TuningProgress,
     )
-    from raytuner.session import Trial, TuningSession
-    from raytuner.space import Categorical, Integer, ProblemSpace, Real
+    from raytuner.session.tuning_session import Trial, TuningSession
     from raytuner.store import (
         JsonStore,
         MongoStore,

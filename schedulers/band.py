@@ -1,7 +1,7 @@
 """GPTuneBand as a Ray Tune scheduler, with the searcher that feeds its brackets.
 
 One object owns the engine (:class:`raytuner.engines.GPTuneBand`) and its
-:class:`~raytuner.session.TuningSession`; :meth:`GPTuneBandScheduler.searcher` hands out
+:class:`~raytuner.session.tuning_session.TuningSession`; :meth:`GPTuneBandScheduler.searcher` hands out
 the paired searcher. Pass both to Ray::
 
     band = GPTuneBandScheduler(problem, tasks, "runs/", "demo", structure=BanditStructure.hyperband(1, 27, 3))
@@ -33,8 +33,8 @@ executor, fits of at most ``INLINE_RECORDS`` records run inline in the driver).
 
 Example:
     >>> import tempfile
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> from raytuner.engines import BanditStructure
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 1.2}], tempfile.mkdtemp(),
     ...                   "demo", seed=0, structure=BanditStructure.hyperband(1, 9, 3))
@@ -65,12 +65,12 @@ from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, b
 from raytuner.engines.bandit import FidelityMode
 from raytuner.engines.base import Suggestion
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation, as_number
-from raytuner.session import Trial as SessionTrial
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.records import FunctionEvaluation, as_number
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import Trial as SessionTrial
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import HistoryStore, open_store
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class GPTuneBandScheduler(TrialScheduler):
         seed: The engine's seed.
         structure: The brackets' fidelities and halving factor (``BanditStructure.hyperband(b_min, b_max, eta)``).
         options: Everything else (:class:`BandOptions`; default: its defaults).
-        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
     _supports_buffered_results = False

@@ -7,9 +7,9 @@ back, so that results the scheduler stopped are recorded too.
 
 Example:
     >>> import tempfile
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.schedulers import GPTuneBandScheduler
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> from raytuner.engines import BanditStructure
     >>> band = GPTuneBandScheduler(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], tempfile.mkdtemp(), "demo",
     ...                   seed=0, structure=BanditStructure.hyperband(1, 4, 2))

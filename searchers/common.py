@@ -4,8 +4,8 @@ The searchers (``raytuner.searchers``) and the GPTuneBand scheduler
 (``raytuner.schedulers``) import this module; it imports neither.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> ray_mode(ProblemSpace.parse(DEMO_PROBLEM), None, None)
     ('y', 'min')
     >>> ray_mode(ProblemSpace.parse(DEMO_PROBLEM), None, "max")
@@ -24,8 +24,8 @@ from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.search import Searcher
 
 from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
-from raytuner.session import Trial, TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import Trial, TuningSession
 
 __all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "extra_outputs"]
 
@@ -53,7 +53,7 @@ def ray_mode(
             (``None``: from the goals).
         several: the face tunes several objectives at once (else one: by default the first).
 
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
     ...     "upper_bound": 1}], "output_space": [{"name": "time"}, {"name": "acc", "goal": "maximize"}]})
     >>> ray_mode(two, None, None, several=True), ray_mode(two, ["acc", "time"], ["max", "min"], several=True)
@@ -102,7 +102,7 @@ def one_or_all(
         metric: As for :func:`ray_mode` with ``several``.
         mode: As for :func:`ray_mode` with ``several``.
 
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
     ...     "upper_bound": 1}], "output_space": [{"name": "time"}, {"name": "acc", "goal": "maximize"}]})
     >>> one_or_all(two, None, None), one_or_all(two, "acc", None)

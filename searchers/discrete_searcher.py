@@ -7,7 +7,7 @@ verify) or reports no metric is stored as a failed evaluation and never
 suggested again. Every result is persisted to the history store before the
 next suggestion.
 
-Build it from a :class:`~raytuner.space.ProblemSpace`, or from Ray-style
+Build it from a :class:`~raytuner.problem.space.ProblemSpace`, or from Ray-style
 choices plus Kernel-Tuner-style restriction expressions with
 :meth:`DiscreteBOSearcher.from_choices`.
 
@@ -37,7 +37,7 @@ from raytuner.engines.discrete import DiscreteBO
 from raytuner.engines.discrete.engine import Method
 from raytuner.engines.discrete.portfolio import AFS
 from raytuner.errors import InvalidInputError
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
 
 __all__ = ["DiscreteBOSearcher"]
@@ -70,7 +70,7 @@ class DiscreteBOSearcher(EngineSearcher):
         exploration: ``"cv"`` (contextual variance) or a constant.
         acquisitions: The portfolio's acquisitions.
         candidates: An explicit list of valid configurations.
-        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
     several_objectives = True

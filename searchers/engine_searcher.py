@@ -1,6 +1,6 @@
 """Ray Tune searchers over raytuner's ask/tell engines.
 
-:class:`EngineSearcher` turns any :class:`raytuner.session.TuningSession`
+:class:`EngineSearcher` turns any :class:`raytuner.session.tuning_session.TuningSession`
 into a ``ray.tune.search.Searcher``: ``suggest`` asks the session, and
 ``on_trial_complete`` tells it, which persists the record to the history store
 before the next suggestion is made. A trial that errors, or reports no value
@@ -17,9 +17,9 @@ spaces, so they cannot clash).
 Example:
     >>> import tempfile
     >>> from ray import tune
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.searchers import RandomSearcher
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> searcher = RandomSearcher(problem, tasks=[{"t": 1.0}, {"t": 2.0}],
     ...                           store=tempfile.mkdtemp(), problem_name="demo", seed=0)
@@ -41,8 +41,8 @@ from raytuner.searchers.common import ask_for_ray, ray_mode
 
 from raytuner.engines import Engine, RandomSearch, fresh_engine
 from raytuner.errors import InvalidInputError
-from raytuner.session import Trial, TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store import HistoryStore, open_store
 
 __all__ = ["EngineSearcher", "RandomSearcher"]
@@ -66,7 +66,7 @@ class EngineSearcher(Searcher):
             that tunes several (:attr:`several_objectives`).
         mode: Ray's ``"min"``/``"max"`` (a list for a list of metrics); follows the goals (a contradicting one
             is an error).
-        **session_options: Options of the :class:`~raytuner.session.TuningSession` (``session_id``,
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession` (``session_id``,
             ``max_evaluations``, ``machine``, ...).
     """
 
@@ -169,7 +169,7 @@ class RandomSearcher(EngineSearcher):
         metric: The objective Ray reports (default: the first objective).
         mode: Ray's ``"min"``/``"max"`` (follows the objective's goal).
         seed: The random seed.
-        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
     def __init__(

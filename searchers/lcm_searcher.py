@@ -13,8 +13,8 @@ CPUs that trials hold; smaller ones run inline in the driver.
 Example:
     >>> import tempfile
     >>> from ray import tune
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM, demo
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM, demo
     >>> searcher = LCMSearcher(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}, {"t": 2.0}],
     ...                        store=tempfile.mkdtemp(), problem_name="demo", seed=0, n_initial=4)
     >>> def trainable(config):
@@ -32,9 +32,9 @@ from raytuner.searchers.engine_searcher import EngineSearcher
 
 from raytuner.engines.mla import BatchMode, Design
 from raytuner.engines.multiobjective import mla_engine
-from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
 
 __all__ = ["LCMSearcher"]
@@ -72,7 +72,7 @@ class LCMSearcher(EngineSearcher):
         executor: Runs the multi-start fits.
         source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
             crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
-        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
     several_objectives = True

@@ -8,8 +8,8 @@ per task the evaluations, failures, normalised cost and best so far (at full
 fidelity), and for GPTuneBand the pass, bracket and rung of the task's latest
 evaluation, under a line with the plan's pass and stage. The table goes to
 ``stream`` (standard output by default) or, with ``stream=None``, to the
-``raytuner.progress`` logger at INFO. Each session also logs one line per
-evaluation at INFO on ``raytuner.session``.
+``raytuner.searchers.progress`` logger at INFO. Each session also logs one line per
+evaluation at INFO on ``raytuner.session.tuning_session``.
 
 Example::
 
@@ -33,7 +33,7 @@ from raytuner.errors import InvalidInputError
 
 __all__ = ["TuningProgress"]
 
-log = logging.getLogger("raytuner.progress")
+log = logging.getLogger(__name__)
 
 
 class TuningProgress(tune.Callback):
@@ -43,14 +43,14 @@ class TuningProgress(tune.Callback):
         tuner: the run's raytuner searcher (any with a ``session``) or ``GPTuneBandScheduler``.
         every: the least seconds between two tables (the last one is always written).
         stream: where to write the table (default standard output; ``None``: the
-            ``raytuner.progress`` logger at INFO).
+            ``raytuner.searchers.progress`` logger at INFO).
         tables: write the table every ``every`` seconds (default); ``False``: only the heading line when
             GPTuneBand's pass or stage changes, and the table at the end.
 
     >>> from raytuner.searchers import RandomSearcher
     >>> from raytuner.store import JsonStore
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> import io, tempfile
     >>> searcher = RandomSearcher(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], JsonStore(tempfile.mkdtemp()),
     ...                           "demo", metric="y", mode="min")

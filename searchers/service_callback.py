@@ -27,10 +27,10 @@ from typing import Any
 
 from ray.tune import Callback
 
-from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, Provenance, check_problem_name
-from raytuner.retry_buffer import RetryBuffer
+from raytuner.problem.environment import describe_machine, software_configuration
+from raytuner.problem.records import FunctionEvaluation, Provenance, check_problem_name
+from raytuner.store.retry_buffer import RetryBuffer
 
 __all__ = ["ServiceCallback"]
 

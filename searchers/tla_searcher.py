@@ -8,8 +8,8 @@ The searcher tunes one **target** task with
 :class:`raytuner.engines.transfer.TransferLearning`: the source
 evaluations (other tasks, machines or software versions, read from a
 :class:`~raytuner.engines.transfer.SourceData`, a list of
-:class:`~raytuner.records.FunctionEvaluation` or any
-:class:`~raytuner.records.EvaluationSource` such as
+:class:`~raytuner.problem.records.FunctionEvaluation` or any
+:class:`~raytuner.problem.records.EvaluationSource` such as
 :class:`raytuner.store.StoreSource`) shape every suggestion, from the first
 one on. Each record's ``modeling`` field names the algorithm that proposed
 it (``"weighted_sum_equal"`` while the target has no data; for an ensemble,
@@ -26,9 +26,9 @@ read, never written.
 Example:
     >>> import random, tempfile
     >>> from ray import tune
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM, demo
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM, demo
     >>> rng = random.Random(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
     ...           for x in (rng.random() for _ in range(40))]
@@ -50,10 +50,10 @@ from typing import Any
 from raytuner.searchers.engine_searcher import EngineSearcher
 
 from raytuner.engines.transfer import DEFAULT_POOL, TLA2, SourceData, TransferLearning
-from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import EvaluationSource, FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
 
 __all__ = ["TransferLearningSearcher", "TLA2Searcher"]
@@ -86,7 +86,7 @@ class TransferLearningSearcher(EngineSearcher):
         options: The LCM's fitting options.
         acquisition: The acquisition function.
         executor: Runs the model fits.
-        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
     def __init__(
@@ -152,13 +152,13 @@ class TLA2Searcher(EngineSearcher):
         refit: ``"weights"`` (the new task's LCM weights only) or ``"all"``.
         options: The LCM's fitting options.
         executor: Runs the model fits.
-        **session_options: Options of the :class:`~raytuner.session.TuningSession`.
+        **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
 
     Example:
         >>> import tempfile
-        >>> from raytuner.records import FunctionEvaluation
-        >>> from raytuner.space import ProblemSpace
-        >>> from raytuner.problems import DEMO_PROBLEM, demo
+        >>> from raytuner.problem.records import FunctionEvaluation
+        >>> from raytuner.problem.space import ProblemSpace
+        >>> from raytuner.test_problems import DEMO_PROBLEM, demo
         >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": demo(x / 10, t)})
         ...          for t in (1.0, 2.0, 3.0) for x in range(11)]
         >>> searcher = TLA2Searcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 2.5}, tuned, tempfile.mkdtemp(),

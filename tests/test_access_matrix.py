@@ -25,11 +25,11 @@ import pytest
 from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.crowd.cache import crowd_cache_name
 from raytuner.dashboard.app import create_app
-from raytuner.problems import DEMO_PROBLEM, demo
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.protocol import METADATA_KEY
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 USERS = {"alice": ("hpc",), "bob": ("hpc", "ml"), "carol": ("ml",), "dave": ()}
 NEXT = {"alice": "bob", "bob": "carol", "carol": "dave", "dave": "alice"}

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from raytuner.acquisition import (
+from raytuner.errors import InfeasibleSpaceError, InvalidInputError
+from raytuner.models.acquisition import (
     ACQUISITIONS,
     CANDIDATES_PER_DIMENSION,
     _duplicates,
@@ -19,8 +20,7 @@ from raytuner.acquisition import (
     optimize_acquisition,
     probability_of_improvement,
 )
-from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 
 X = {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}
 MIXED = ProblemSpace.parse(
@@ -260,7 +260,7 @@ def test_falls_back_to_a_constrained_sample(caplog: pytest.LogCaptureFixture) ->
             "constraints": {"one": "k == 7"},
         }
     )
-    with caplog.at_level(logging.INFO, logger="raytuner.acquisition"):
+    with caplog.at_level(logging.INFO, logger="raytuner.models.acquisition"):
         config, value = optimize_acquisition(problem, {}, lambda u: 1 - u[:, 0], rng=0, search_candidates=1, rounds=0)
     assert config == {"k": 7} and "falling back" in caplog.text
     assert value == pytest.approx(1 - problem.parameter_space.encode([config])[0, 0])

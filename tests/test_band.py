@@ -12,13 +12,13 @@ from raytuner.engines import BanditStructure, GPTuneBand, fresh_engine
 from raytuner.engines.base import Suggestion
 from raytuner.engines.brackets import Brackets
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo_fidelity
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)

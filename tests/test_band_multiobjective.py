@@ -12,10 +12,10 @@ from raytuner.engines import GPTuneBand, fresh_engine
 from raytuner.engines.band_sampler import MultiObjectiveLevelSampler
 from raytuner.engines.breaches import NOTE
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
-from raytuner.pareto import nsga_order, pareto_front
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.pareto import nsga_order, pareto_front
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore
 
 SPACES = {
@@ -107,7 +107,7 @@ def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
 
 @pytest.mark.parametrize("model", ["paper", "levels"])
 def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_does(model: str, tmp_path: Path) -> None:
-    from raytuner.session import TuningSession
+    from raytuner.session.tuning_session import TuningSession
 
     band = GPTuneBand(CONSTRAINED, TASKS, seed=2, b_min=1, b_max=B_MAX, eta=3, executor=InlineExecutor(), model=model)
     with JsonStore(tmp_path / "s") as store:

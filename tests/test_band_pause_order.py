@@ -23,10 +23,10 @@ from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
 
 from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
 from raytuner.engines import BanditStructure
-from raytuner.executors import InlineExecutor  # noqa: E402
-from raytuner.problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
-from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.models.executors import InlineExecutor  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 

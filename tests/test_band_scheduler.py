@@ -20,11 +20,11 @@ from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
 
 from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
-from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
-from raytuner.problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
-from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.models.executors import InlineExecutor  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 1.3}]

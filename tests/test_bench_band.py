@@ -21,7 +21,7 @@ import pytest
 from benchmarks import band, band_peers, band_ray_budget, band_smac
 from raytuner.engines import BanditStructure
 from raytuner.errors import InvalidInputError
-from raytuner.problems.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
+from raytuner.test_problems.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
 
 CONFIG = {
     "batch_size": 91,

@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks.crowd_transfer import Settings, goals, run, summarise
 from benchmarks.crowd_transfer_problems import TransferProblem, kernel_problem, tpe_run
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM
 
 
 def _problem(best: float = 1.0) -> TransferProblem:

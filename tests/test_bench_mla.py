@@ -26,8 +26,8 @@ from benchmarks.mla_lcbench import LCBENCH_TUNERS, LCBenchQuality, lcbench_cells
 from benchmarks.mla_overhead import make_history, overhead_goals, overhead_row, standardise
 from benchmarks.mla_scale import make_heldout, render_scale, scale_figures, scale_goals, task_values
 from raytuner.engines import RandomSearch
-from raytuner.problems import DEMO_PROBLEM, demo_grid_minimum
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo_grid_minimum
 
 TUNERS = ("mla", "single_task_bo", "optuna_tpe", "random")
 

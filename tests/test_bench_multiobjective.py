@@ -58,7 +58,7 @@ def test_the_lcbench_problem_has_two_objectives_and_a_fixed_reference() -> None:
 
 
 def test_the_amg_problem_trades_work_against_memory_and_records_failed_solves() -> None:
-    from raytuner.problems.amg import SolveFailure
+    from raytuner.test_problems.amg import SolveFailure
 
     amg = amg_mo_problem(True, quick=True)
     assert [o.name for o in amg.problem.optimised] == ["work", "memory"]

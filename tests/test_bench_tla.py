@@ -22,8 +22,8 @@ from benchmarks.tla import CROSS_MACHINE_ID, SCENARIOS, Settings, Trace, branin_
 from benchmarks.tla_kernel import KERNEL_SOURCE
 from benchmarks.tla_report import goals, summarise
 from raytuner.errors import InvalidInputError
-from raytuner.problems import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
 
 DATA = KERNEL_TUNER
 

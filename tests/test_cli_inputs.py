@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raytuner.cli import main
-from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord
 
 SCRIPT = Path(sys.executable).with_name("raytuner")
 RAYTUNER = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "raytuner.cli"]
@@ -331,7 +331,7 @@ def test_the_valid_starting_points_are_taken(work: Path, store_dir: Path) -> Non
         f"imported 0 new evaluations and 0 new models of cli_inputs into {store_dir} (2 already in the store)"
     )
     assert fingerprint(store_dir) == before
-    from raytuner.meta import MetaDescription
+    from raytuner.problem.meta import MetaDescription
 
     MetaDescription.parse(META)
 

@@ -10,7 +10,7 @@ import pytest
 
 from raytuner.crowd import AccessDenied, CrowdRepository, Unauthenticated, visibility_filter
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 
 PROBLEM = "matrix"
 

@@ -12,7 +12,7 @@ from repo_data import GPTUNE_DEMO as REPO_GPTUNE_DEMO
 
 from raytuner.crowd import CrowdRepository, Unauthenticated
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, HistoryDocument
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from raytuner.cli import main
 from raytuner.client.crowd import CrowdClient
 from raytuner.client.remote import ServiceError
 from raytuner.crowd import CrowdRepository
-from raytuner.problems import ISHIGAMI_PROBLEM, ishigami
-from raytuner.records import FunctionEvaluation
-from raytuner.sampling import sample_configurations
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
 from raytuner.service.server import TuningServer
-from raytuner.space import ProblemSpace
+from raytuner.test_problems import ISHIGAMI_PROBLEM, ishigami
 
 PROBLEM = "ishigami"
 PROBLEM_SPACE = {

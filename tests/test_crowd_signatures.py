@@ -37,11 +37,11 @@ from raytuner.crowd.signatures import (
     verify,
 )
 from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.protocol import METADATA_KEY
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import FunctionEvaluation
 
 PROBLEM = "signed"
 SPACE = {

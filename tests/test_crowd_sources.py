@@ -22,15 +22,15 @@ from raytuner.engines import MLA, EngineSpec, GPTuneBand, build_engine, fresh_en
 from raytuner.engines.multiobjective import mla_engine
 from raytuner.engines.transfer import FIRST, TLA1Engine, TransferLearning
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
-from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
-from raytuner.records import FunctionEvaluation
-from raytuner.sampling import sample_configurations
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=60)

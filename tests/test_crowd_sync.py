@@ -13,10 +13,10 @@ from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.crowd.sync import CrowdSyncStore
 from raytuner.engines import MLA, RandomSearch
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
-from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation
-from raytuner.session import TuningSession
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
 
 PROBLEM = "synced"

@@ -30,11 +30,11 @@ from raytuner.client import RemoteTuner
 from raytuner.dashboard import create_app, serve
 from raytuner.dashboard.sources import PAGE_SIZE
 from raytuner.engines import RandomSearch
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.records import FunctionEvaluation, HistoryDocument
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, write_history_file
+from raytuner.test_problems import DEMO_PROBLEM, demo
 from raytuner.view import load_history, task_label
 
 log = logging.getLogger(__name__)
@@ -167,8 +167,8 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
     browser: Any, tmp_path: Path
 ) -> None:
     from raytuner.engines.multiobjective import mla_engine
-    from raytuner.executors import InlineExecutor
-    from raytuner.pareto import pareto_front
+    from raytuner.models.executors import InlineExecutor
+    from raytuner.problem.pareto import pareto_front
 
     problem = ProblemSpace.parse(
         {

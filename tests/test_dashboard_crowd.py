@@ -29,7 +29,7 @@ from test_crowd_access import PROBLEM, UPLOADS, USERS, _may_see, _record
 from raytuner.crowd import CrowdRepository
 from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, Signer, generate_key_pair
 from raytuner.dashboard import create_app, serve, signin
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.store.gptune_file import parse_history
 
 pytestmark = pytest.mark.slow

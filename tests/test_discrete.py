@@ -18,8 +18,8 @@ from raytuner.engines.discrete import (
 )
 from raytuner.engines.discrete.gp import matern
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 
 KERNEL = ProblemSpace.parse(
     {

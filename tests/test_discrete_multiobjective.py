@@ -11,9 +11,9 @@ import pytest
 from raytuner.engines import DiscreteBO, fresh_engine
 from raytuner.engines.discrete.search import TaskSearch
 from raytuner.engines.discrete.several import SeveralSearch
-from raytuner.pareto import hypervolume, objective_values, pareto_front
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.problem.pareto import hypervolume, objective_values, pareto_front
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 
 #: ZDT1 on a 41 x 41 grid with ``mem = a + b <= 0.6`` (in units of 40): the constraint cuts the front at a = 0.6.
 PROBLEM = ProblemSpace.parse(
@@ -73,7 +73,7 @@ def test_a_rebuilt_engine_replays_the_same_suggestions_and_a_named_objective_is_
 
 
 def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path) -> None:
-    from raytuner.session import TuningSession
+    from raytuner.session.tuning_session import TuningSession
     from raytuner.store import JsonStore
 
     engine = DiscreteBO(PROBLEM, seed=6, n_initial=5)

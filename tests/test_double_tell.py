@@ -4,7 +4,7 @@
 told before: told again with another result (other outputs, or a failure instead of outputs) it raises one
 :class:`~raytuner.errors.TrialConflict` line naming the suggestion and the first record, and the engine's state
 is unchanged; told again with the same result it is a retry, answered with the first record and folded in once
-(as :class:`~raytuner.session.TuningSession` answers a retried tell of a trial). Every engine of the registry
+(as :class:`~raytuner.session.tuning_session.TuningSession` answers a retried tell of a trial). Every engine of the registry
 is tried: RandomSearch, MLA, multi-objective MLA, DiscreteBO, TLA1, TLA2, TransferLearning and GPTuneBand.
 """
 
@@ -19,9 +19,9 @@ from raytuner.engines import Engine
 from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.engines.transfer import TLA1Engine
 from raytuner.errors import TrialConflict
-from raytuner.executors import InlineExecutor
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 
 TWO_OUTPUTS = ProblemSpace.parse({**PROBLEM.model_dump(), "output_space": [{"name": "runtime"}, {"name": "memory"}]})
 

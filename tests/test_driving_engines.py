@@ -14,13 +14,13 @@ import pytest
 from raytuner.engines import MLA, GPTuneBand, RandomSearch
 from raytuner.engines.base import Suggestion
 from raytuner.errors import InvalidInputError, TrialConflict, TuningFinished
-from raytuner.executors import InlineExecutor, ProcessExecutor
 from raytuner.models import LCM, LCMOptions, TrainingData
-from raytuner.problems import DEMO_PROBLEM, demo_fidelity
-from raytuner.records import FunctionEvaluation
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor, ProcessExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)

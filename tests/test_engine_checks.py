@@ -23,13 +23,13 @@ from repo_data import GPTUNE_DEMO
 from raytuner.engines import MLA, DiscreteBO, Engine, GPTuneBand, RandomSearch
 from raytuner.engines.transfer import TLA1, TLA2, SourceData, TransferLearning
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation, Provenance
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, StoreSource
+from raytuner.test_problems import DEMO_PROBLEM
 
 DEMO_FILE = GPTUNE_DEMO
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=40, warm_iterations=10, screen=2)

@@ -27,11 +27,11 @@ from raytuner.engines import (
 )
 from raytuner.engines.transfer import SourceData, TransferLearning
 from raytuner.errors import InvalidInputError, TuningFinished
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 DISCRETE = ProblemSpace.parse(

@@ -12,9 +12,9 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.space import ProblemSpace
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)

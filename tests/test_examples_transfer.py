@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from raytuner.engines.transfer import DEFAULT_POOL
-from raytuner.problems import demo, demo_grid_minimum
 from raytuner.store import JsonStore
+from raytuner.test_problems import demo, demo_grid_minimum
 
 ROOT = Path(__file__).resolve().parents[1]
 

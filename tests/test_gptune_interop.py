@@ -24,14 +24,14 @@ from repo_data import GPTUNE_DEMO
 from raytuner.cli import main
 from raytuner.engines import MLA, GPTuneBand
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo, demo_fidelity
-from raytuner.records import FunctionEvaluation
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, read_history_file, write_history_file
 from raytuner.store.gptune_file import parse_history
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
 
 DATA = GPTUNE_DEMO.parent
 FILES = {"GPTune-Demo.json": (1, 70, 35), "hypre-2021.json": (4, 10, 5), "scalapack-pdqrdriver-2021.json": (3, 5, 0)}

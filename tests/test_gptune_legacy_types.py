@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 from raytuner.store.gptune_file import parse_history
 from raytuner.store.gptune_types import InferredType, infer_types
 

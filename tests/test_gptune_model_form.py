@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCM, LCMOptions, TrainingData
+from raytuner.models.executors import InlineExecutor
 from raytuner.models.options import UNSTORED_OPTIONS
 from raytuner.models.persistence import GPY_JITTER, gptune_hyperparameters, surrogate_record
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace, Space
 
 PROBLEM = ProblemSpace.parse(
     {

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from raytuner.engines import MLA
-from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
+from raytuner.models.executors import InlineExecutor
 from raytuner.models.persistence import load_surrogate
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gptune-reader"
 pytestmark = pytest.mark.skipif(

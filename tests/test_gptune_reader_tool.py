@@ -21,12 +21,12 @@ from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
 from raytuner.engines import MLA
-from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 TOOL = Path(__file__).resolve().parents[2] / "shared/tools/gptune-reader"
 DATA = GPTUNE_DEMO.parent

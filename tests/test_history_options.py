@@ -16,14 +16,14 @@ import pytest
 
 from raytuner.engines import MLA, RandomSearch
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
-from raytuner.history_options import HistoryOptions
-from raytuner.meta import MetaDescription
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.history_options import HistoryOptions
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}]

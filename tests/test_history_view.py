@@ -21,12 +21,12 @@ from dashboard_helpers import BAND_PROBLEM
 
 from raytuner.cli import main
 from raytuner.engines import RandomSearch
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.progress import ProgressTally
-from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.progress import ProgressTally
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, open_store
+from raytuner.test_problems import DEMO_PROBLEM, demo
 from raytuner.view import (
     HistoryView,
     load_history,
@@ -199,7 +199,7 @@ def test_records_read_as_a_user_expects() -> None:
 def test_a_session_logs_each_tasks_progress_at_info(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 2.0}]
-    with JsonStore(tmp_path / "s") as store, caplog.at_level(logging.INFO, logger="raytuner.session"):
+    with JsonStore(tmp_path / "s") as store, caplog.at_level(logging.INFO, logger="raytuner.session.tuning_session"):
         session = TuningSession(problem, RandomSearch(problem, tasks, seed=3), store, "p")
         values: dict[float, list[float]] = {1.0: [], 2.0: []}
         for _ in range(6):
@@ -207,7 +207,11 @@ def test_a_session_logs_each_tasks_progress_at_info(tmp_path: Path, caplog: pyte
             y = demo(trial.config["x"], trial.task["t"])
             values[trial.task["t"]].append(y)
             session.tell(trial, {"y": y})
-        lines = [r.getMessage() for r in caplog.records if r.name == "raytuner.session" and "evaluations" in r.message]
+        lines = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "raytuner.session.tuning_session" and "evaluations" in r.message
+        ]
         assert len(lines) == 6
         last = {t: [line for line in lines if line.startswith(f"p: t={t:g}:")][-1] for t in values}
         for t, line in last.items():

@@ -21,7 +21,7 @@ import pytest
 from repo_data import GPTUNE_DEMO
 
 from raytuner.errors import StoreError
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store import JsonStore, read_history_file, write_history_file
 from raytuner.store.json_store import COMPACT_MIN_BYTES
 
@@ -31,7 +31,7 @@ PROBLEM = "crash-test"
 #: A writer that appends forever and prints each uid once ``append`` has returned.
 _WRITER = textwrap.dedent("""
     import sys
-    from raytuner.records import FunctionEvaluation, Provenance
+    from raytuner.problem.records import FunctionEvaluation, Provenance
     from raytuner.store import JsonStore
 
     directory, problem, compact_min_bytes, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -53,7 +53,7 @@ _WRITER = textwrap.dedent("""
 #: A writer for the concurrency test: waits for "go" on stdin, appends N, prints "done".
 _BATCH_WRITER = textwrap.dedent("""
     import sys
-    from raytuner.records import FunctionEvaluation, Provenance
+    from raytuner.problem.records import FunctionEvaluation, Provenance
     from raytuner.store import JsonStore
 
     directory, problem, compact_min_bytes, tag, n = (

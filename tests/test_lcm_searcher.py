@@ -16,11 +16,11 @@ from ray import tune  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 from raytuner.searchers import LCMSearcher  # noqa: E402
 
-from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
-from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
-from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.models.executors import InlineExecutor  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from repo_data import GPTUNE_DEMO
 
-from raytuner.environment import (
+from raytuner.errors import InvalidInputError
+from raytuner.problem.environment import (
     cpu_model,
     describe_machine,
     machine_configuration,
@@ -16,9 +17,8 @@ from raytuner.environment import (
     software_configuration,
     version_entry,
 )
-from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
 
 DEMO_FILE = GPTUNE_DEMO
 

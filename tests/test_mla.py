@@ -12,13 +12,13 @@ import pytest
 from raytuner.engines import MLA
 from raytuner.engines.base import Suggestion
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.records import FunctionEvaluation
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 FAST = LCMOptions(n_starts=2, max_iterations=150, warm_iterations=50)
 INLINE = InlineExecutor()

@@ -17,15 +17,15 @@ from scipy.optimize import approx_fprime
 from threadpoolctl import threadpool_limits
 
 from raytuner.errors import InvalidInputError
-from raytuner.executors import INLINE_RECORDS, InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models.executors import INLINE_RECORDS, InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models.fitted import cross_covariance
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
 from raytuner.models.options import FitReport
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.models.posterior import ExactPosterior
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
 
 KERNELS = ["rbf", "matern32", "matern52"]
@@ -717,7 +717,7 @@ def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray) -> N
     """An idle pooled actor killed between fits (say for memory): its item runs again on a new actor."""
     import ray
 
-    from raytuner.executors import _ACTORS
+    from raytuner.models.executors import _ACTORS
 
     first = RayExecutor().map(_process_id, [0, 1], timeout=120)
     dead = _ACTORS._idle[-1]  # the next map takes it first

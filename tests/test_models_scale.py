@@ -7,15 +7,15 @@ import pytest
 
 from raytuner.engines import MLA
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCM, LCMOptions, TrainingData
+from raytuner.models.executors import InlineExecutor
 from raytuner.models.lcm import approximation
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.models.posterior import balanced_subset
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, Provenance
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 INLINE = InlineExecutor()
 

@@ -24,7 +24,7 @@ from test_service_reliability import PROBLEM, PROGRESS_S, Load, check_exactly_on
 
 from benchmarks.server_process import ServerProcess
 from raytuner.errors import StoreError
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store.mongo_store import MongoStore
 from raytuner.testing.mongod import LocalMongod, find_mongod
 

@@ -15,7 +15,7 @@ import pymongo
 import pytest
 
 from raytuner.errors import InvalidInputError, StoreError
-from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.store import EvaluationQuery, open_store
 from raytuner.store.mongo_store import MongoStore, query_filter
 from raytuner.testing.mongod import LocalMongod

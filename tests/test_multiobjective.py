@@ -13,11 +13,11 @@ from raytuner.engines.breaches import NOTE, BreachValues, tail_at_least
 from raytuner.engines.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.engines.pareto_score import CONFIDENT, ParetoScore
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
-from raytuner.pareto import hypervolume, non_dominated, objective_values, pareto_front
-from raytuner.records import FunctionEvaluation
-from raytuner.session import TuningSession
-from raytuner.space import Objective, ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.pareto import hypervolume, non_dominated, objective_values, pareto_front
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import Objective, ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
 
 #: A two-task family of ZDT1 (Zitzler, Deb and Thiele), shifted by the task t: f2 = g (1 - sqrt(f1 / g)) + 0.2 t,

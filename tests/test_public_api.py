@@ -64,7 +64,7 @@ def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
 
 def test_names_stored_before_the_engine_was_so_named_still_load() -> None:
     """Records and service sessions written when the engine was a strategy and the proposer a source read as they were."""
-    from raytuner.records import Provenance
+    from raytuner.problem.records import Provenance
     from raytuner.service.sessions import SessionSpec
 
     record = rt.FunctionEvaluation.model_validate(

@@ -14,9 +14,9 @@ from ray import tune  # noqa: E402
 from raytuner.searchers import RandomSearcher  # noqa: E402
 
 from raytuner.errors import InvalidInputError  # noqa: E402
-from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
-from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -173,9 +173,9 @@ def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_
     from raytuner.searchers import TuningProgress
 
     from raytuner.engines import GPTuneBand
-    from raytuner.executors import InlineExecutor
-    from raytuner.problems import demo_fidelity
-    from raytuner.session import TuningSession
+    from raytuner.models.executors import InlineExecutor
+    from raytuner.session.tuning_session import TuningSession
+    from raytuner.test_problems import demo_fidelity
 
     band = GPTuneBand(PROBLEM, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, passes=1, executor=InlineExecutor())
     session = TuningSession(PROBLEM, band, JsonStore(tmp_path), "band")

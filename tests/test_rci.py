@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from raytuner.cli import main
 from raytuner.engines import RandomSearch
-from raytuner.problems import DEMO_PROBLEM, demo
+from raytuner.problem.space import ProblemSpace
 from raytuner.service.rci import RciSession
 from raytuner.service.sessions import SessionManager
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 META = {"tuning_problem_name": "rcidemo", "problem_space": DEMO_PROBLEM}
 

@@ -16,11 +16,11 @@ import pytest
 from repo_data import GPTUNE_DEMO
 
 from raytuner.engines import RandomSearch
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.records import FunctionEvaluation, HistoryDocument, as_number, parse_outputs
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, as_number, parse_outputs
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM
 
 DEMO_FILE = GPTUNE_DEMO
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
@@ -215,8 +215,8 @@ def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp
     from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
 
     from raytuner.engines import BanditStructure
-    from raytuner.executors import InlineExecutor  # noqa: PLC0415
     from raytuner.models import LCMOptions  # noqa: PLC0415
+    from raytuner.models.executors import InlineExecutor  # noqa: PLC0415
 
     scheduler = GPTuneBandScheduler(
         PROBLEM,

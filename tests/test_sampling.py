@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.sampling import initial_samples, latin_hypercube, sample_configurations, sample_tasks
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.sampling import initial_samples, latin_hypercube, sample_configurations, sample_tasks
+from raytuner.problem.space import ProblemSpace, Space
 
 PROBLEM = ProblemSpace.parse(
     {

@@ -10,13 +10,13 @@ import pytest
 
 from raytuner.analysis import SurrogateModel, reduce_space, sobol_analysis, surrogate_from_records
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import FittedLCM, LCMOptions
+from raytuner.models.executors import InlineExecutor
 from raytuner.models.fitted import cross_covariance
-from raytuner.problems import ISHIGAMI_PROBLEM, MIXED12_PROBLEM, ishigami, ishigami_indices, mixed12
-from raytuner.records import FunctionEvaluation
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import ISHIGAMI_PROBLEM, MIXED12_PROBLEM, ishigami, ishigami_indices, mixed12
 
 INLINE = InlineExecutor()
 

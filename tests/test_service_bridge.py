@@ -17,10 +17,10 @@ from raytuner.searchers import ServiceCallback  # noqa: E402
 from raytuner.client import RemoteSource  # noqa: E402
 from raytuner.client.remote import RemoteTuner  # noqa: E402
 from raytuner.engines.transfer import TransferLearning  # noqa: E402
-from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.service.server import TuningServer  # noqa: E402
-from raytuner.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

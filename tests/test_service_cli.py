@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from raytuner.cli import main
 from raytuner.client.remote import RemoteTuner, ServiceError
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pytest
 
 from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
 from raytuner.errors import RaytunerError
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 
 META = {

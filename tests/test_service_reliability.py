@@ -22,10 +22,10 @@ import pytest
 
 from benchmarks.server_process import ServerProcess
 from raytuner.client.remote import RemoteTrial, RemoteTuner
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.store import JsonStore
 from raytuner.store.mongo_store import MongoStore
+from raytuner.test_problems import DEMO_PROBLEM, demo
 from raytuner.testing.mongod import LocalMongod, find_mongod
 
 pytestmark = pytest.mark.slow

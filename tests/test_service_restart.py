@@ -19,16 +19,16 @@ import grpc
 import pytest
 
 from raytuner.client.remote import RemoteTuner, ServiceError
-from raytuner.problems import DEMO_PROBLEM
+from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.protocol import METADATA_KEY
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import FunctionEvaluation, Provenance
 from raytuner.service.auth import ApiKeys
 from raytuner.service.server import TuningServer
 from raytuner.service.sessions import SessionManager
+from raytuner.session.trial import Trial
 from raytuner.store import JsonStore
-from raytuner.trial import Trial
+from raytuner.test_problems import DEMO_PROBLEM
 
 SESSIONS, RECORDS, IN_FLIGHT, PROBLEMS = 40, 30, 2, 4
 

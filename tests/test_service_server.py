@@ -280,7 +280,7 @@ def test_watch_streams_the_events(alice: Client) -> None:
 
 
 def test_upload_and_query_evaluations(alice: Client) -> None:
-    from raytuner.records import FunctionEvaluation
+    from raytuner.problem.records import FunctionEvaluation
 
     records = [FunctionEvaluation.create({"t": t}, {"x": 0.5, "k": 2}, {"y": t}).to_dict() for t in (1.0, 2.0, 3.0)]
     request = pb.UploadEvaluationsRequest(problem_name="ray_runs", records_json=json.dumps(records))
@@ -395,7 +395,7 @@ DISCRETE_META = {
 def test_every_strategy_runs_through_the_service(
     alice: Client, engine: str, options: dict[str, Any], meta: dict[str, Any], tasks: list[dict[str, Any]]
 ) -> None:
-    from raytuner.records import FunctionEvaluation
+    from raytuner.problem.records import FunctionEvaluation
 
     source = [
         FunctionEvaluation.create({"t": 0.8}, {"x": x / 10, "k": 2}, {"y": (x / 10 - 0.3) ** 2}).to_dict()

@@ -18,10 +18,10 @@ import pytest
 from raytuner.engines import RandomSearch
 from raytuner.engines.base import Suggestion
 from raytuner.errors import AwaitingResults, InvalidInputError, StoreError, TrialConflict, TuningFinished, UnknownTrial
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.session import Trial, TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store import HistoryStore, JsonLedger, JsonStore, open_store
+from raytuner.test_problems import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 2.0}]

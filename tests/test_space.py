@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytuner.constraints import Constraint, SafeExpression
 from raytuner.errors import InvalidInputError
-from raytuner.space import Categorical, Integer, ProblemSpace, Real, Space
+from raytuner.problem.constraints import Constraint, SafeExpression
+from raytuner.problem.space import Categorical, Integer, ProblemSpace, Real, Space
 
 X = {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}
 

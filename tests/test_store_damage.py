@@ -24,12 +24,12 @@ from store_helpers import DAMAGE, ShortWrites
 from raytuner.cli import main
 from raytuner.engines import RandomSearch
 from raytuner.errors import StoreError
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
 from raytuner.service.auth import ApiKeys
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonLedger, JsonStore
+from raytuner.test_problems import DEMO_PROBLEM
 
 PROBLEM = "damage"
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from raytuner.cli import main
 from raytuner.errors import InvalidInputError, StoreError
-from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance, SurrogateModelRecord
 from raytuner.store import HistoryStore, JsonStore, StoreSource, read_history_file, write_history_file
 
 PROBLEM = "integrity"

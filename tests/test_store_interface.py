@@ -9,7 +9,7 @@ import pytest
 from repo_data import GPTUNE_DEMO
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord
 from raytuner.store import EvaluationQuery, HistoryStore, VersionRange, read_history_file
 
 DEMO = GPTUNE_DEMO

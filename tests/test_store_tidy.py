@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.store import JsonStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def test_a_store_never_closed_is_closed_when_its_interpreter_exits(tmp_path: Pat
     done = _python(
         """
         import sys
-        from raytuner.records import FunctionEvaluation
+        from raytuner.problem.records import FunctionEvaluation
         from raytuner.store import JsonStore
 
         store = JsonStore(sys.argv[1])
@@ -108,7 +108,7 @@ def test_writers_opening_and_closing_at_once_lose_nothing(tmp_path: Path) -> Non
     goes under writers waiting on it, and every record is in the GPTune file at the end."""
     script = """
         import sys
-        from raytuner.records import FunctionEvaluation
+        from raytuner.problem.records import FunctionEvaluation
         from raytuner.store import JsonStore
 
         directory, tag = sys.argv[1], sys.argv[2]

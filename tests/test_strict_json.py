@@ -25,14 +25,14 @@ import pytest
 from test_service_server import META, Client, code_of
 
 from raytuner.dashboard import create_app, serve
-from raytuner.jsontext import MAX_DEPTH
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.protocol import MAX_JSON_BYTES
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 from raytuner.store import JsonStore
 from raytuner.store.journal import FUNC_EVAL
+from raytuner.store.jsontext import MAX_DEPTH
 
 #: (name, a JSON object holding the bad value, the start of the reason refused)
 BAD: list[tuple[str, str, str]] = [

@@ -10,10 +10,10 @@ from raytuner.engines.band_sampler import LevelSampler
 from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.engines.transfer.tla import TLA2
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.problems import DEMO_PROBLEM, demo
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 
 def _opposed_tasks() -> TrainingData:

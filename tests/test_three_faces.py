@@ -1,6 +1,6 @@
 """One scenario through the three faces: the same seed leaves the same records, and a kill loses nothing.
 
-The faces are a :class:`~raytuner.session.TuningSession` driven in Python,
+The faces are a :class:`~raytuner.session.tuning_session.TuningSession` driven in Python,
 ``tune.run`` with a :class:`~raytuner.searchers.RandomSearcher` on a real
 local Ray, and the gRPC service driven by a
 :class:`~raytuner.client.RemoteTuner`. All three go through the same trial
@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from raytuner.engines import RandomSearch
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 6.0}]
@@ -50,7 +50,7 @@ def _stored(directory: Path) -> list[tuple[dict[str, Any], dict[str, Any], dict[
 
 
 def _through_a_session(directory: Path) -> None:
-    from raytuner.session import TuningSession  # noqa: PLC0415
+    from raytuner.session.tuning_session import TuningSession  # noqa: PLC0415
 
     with JsonStore(directory) as store:
         session = TuningSession(PROBLEM, RandomSearch(PROBLEM, TASKS, seed=SEED), store, NAME)
@@ -108,11 +108,11 @@ def test_the_three_faces_leave_the_same_records(tmp_path: Path, server: Any, loc
 
 SESSION_SCRIPT = textwrap.dedent("""
     import sys, time
-    from raytuner.session import TuningSession
-    from raytuner.space import ProblemSpace
+    from raytuner.session.tuning_session import TuningSession
+    from raytuner.problem.space import ProblemSpace
     from raytuner.store import JsonStore
     from raytuner.engines import RandomSearch
-    from raytuner.problems import DEMO_PROBLEM
+    from raytuner.test_problems import DEMO_PROBLEM
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     store = JsonStore(sys.argv[1])
@@ -131,7 +131,7 @@ SESSION_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_path: Path) -> None:
-    from raytuner.session import TuningSession  # noqa: PLC0415
+    from raytuner.session.tuning_session import TuningSession  # noqa: PLC0415
 
     told_before_kill = 4
     proc = subprocess.Popen(

@@ -7,11 +7,11 @@ import pytest
 
 from raytuner.engines.transfer import TLA1, TLA2, best_per_task, centred_sample
 from raytuner.errors import InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=1, max_iterations=200)

@@ -17,12 +17,12 @@ from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: 
 from raytuner.searchers import TLA2Searcher, TransferLearningSearcher  # noqa: E402
 
 from raytuner.engines.transfer import DEFAULT_POOL, SourceData  # noqa: E402
-from raytuner.executors import InlineExecutor  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
-from raytuner.problems import DEMO_PROBLEM, demo  # noqa: E402
-from raytuner.records import FunctionEvaluation  # noqa: E402
-from raytuner.space import ProblemSpace  # noqa: E402
+from raytuner.models.executors import InlineExecutor  # noqa: E402
+from raytuner.problem.records import FunctionEvaluation  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore, StoreSource  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 SOURCE_T, TARGET = 0.8, {"t": 1.0}

@@ -17,11 +17,11 @@ from raytuner.engines.transfer import (
 )
 from raytuner.engines.transfer.algorithms import dynamic_weights
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.executors import InlineExecutor
 from raytuner.models import LCMOptions
-from raytuner.problems import DEMO_PROBLEM, demo, demo_grid_minimum
-from raytuner.records import FunctionEvaluation
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.space import ProblemSpace
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_grid_minimum
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 FAST = LCMOptions(n_starts=2, max_iterations=300, warm_iterations=60)

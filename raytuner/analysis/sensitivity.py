@@ -15,10 +15,10 @@ its values. :func:`reduce_space` then keeps the parameters that matter and
 fixes the others at default values (Tables IV and V, Figures 6 and 7).
 
 Example:
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.sampling import sample_configurations
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.sampling import sample_configurations
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({"parameter_space": [
     ...     {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
     ...     {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
@@ -47,9 +47,9 @@ from typing import Any, Literal
 import numpy as np
 
 from raytuner.analysis.surrogate import SurrogateModel, surrogate_from_records
-from raytuner.constraints import Constraint
 from raytuner.errors import InvalidInputError
-from raytuner.space import Categorical, Integer, Parameter, ProblemSpace, Space
+from raytuner.problem.constraints import Constraint
+from raytuner.problem.space import Categorical, Integer, Parameter, ProblemSpace, Space
 
 __all__ = [
     "SensitivityResult",

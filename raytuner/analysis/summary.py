@@ -1,7 +1,7 @@
 """Plain-text summaries of a tuning run, per task: what was spent and what was found.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation, Provenance
+    >>> from raytuner.problem.records import FunctionEvaluation, Provenance
     >>> tasks = [{"t": 1.0}]
     >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": 0.25}, {"y": 0.5}, provenance=Provenance(cost=1.0)),
     ...            FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, failure="diverged",
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from raytuner.records import FunctionEvaluation, task_key
+from raytuner.problem.records import FunctionEvaluation, task_key
 
 __all__ = ["task_summary"]
 

@@ -10,10 +10,10 @@ bins of the space's own encoding before the model sees them, so a prediction
 always belongs to a configuration the space can decode.
 
 Example:
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)           # task t, parameter x in [0, 1], output y
     >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": i / 9}, {"y": (i / 9) ** 2}) for i in range(10)]
     >>> model = surrogate_from_records(problem, records, executor=InlineExecutor())
@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, LCMOptions, TrainingData
-from raytuner.records import FunctionEvaluation, task_key
-from raytuner.space import Objective, ProblemSpace, Space
+from raytuner.models.executors import Executor
+from raytuner.problem.records import FunctionEvaluation, task_key
+from raytuner.problem.space import Objective, ProblemSpace, Space
 
 __all__ = [
     "SurrogateModel",
@@ -185,10 +185,10 @@ class SurrogateModel:
             task: a task-parameter dict, an index, or ``None`` (the default task).
 
         >>> import numpy as np
-        >>> from raytuner.executors import InlineExecutor
-        >>> from raytuner.records import FunctionEvaluation
-        >>> from raytuner.space import ProblemSpace
-        >>> from raytuner.problems import DEMO_PROBLEM
+        >>> from raytuner.models.executors import InlineExecutor
+        >>> from raytuner.problem.records import FunctionEvaluation
+        >>> from raytuner.problem.space import ProblemSpace
+        >>> from raytuner.test_problems import DEMO_PROBLEM
         >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
         >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 2 * x}) for x in np.linspace(0, 1, 8)]
         >>> model = surrogate_from_records(problem, records, executor=InlineExecutor())
@@ -216,9 +216,9 @@ class SurrogateModel:
             parameters: one configuration.
             task: a task-parameter dict, an index, or ``None`` (the default task).
 
-        >>> from raytuner.executors import InlineExecutor
-        >>> from raytuner.records import FunctionEvaluation
-        >>> from raytuner.space import ProblemSpace
+        >>> from raytuner.models.executors import InlineExecutor
+        >>> from raytuner.problem.records import FunctionEvaluation
+        >>> from raytuner.problem.space import ProblemSpace
         >>> problem = ProblemSpace.parse({"parameter_space": [
         ...     {"name": "c", "type": "categorical", "categories": ["lu", "qr"]}]})
         >>> records = [FunctionEvaluation.create({}, {"c": c}, {"y": v}) for c, v in
@@ -289,15 +289,15 @@ def surrogate_from_records(
         task: the default task of predictions (required when the records span several tasks).
         options: the LCM's options (default :class:`~raytuner.models.LCMOptions`).
         seed: a seed or generator for the fit's restarts (default 0).
-        executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor`: inline
+        executor: runs the multi-start fits (default :func:`~raytuner.models.executors.default_executor`: inline
             for a small fit, else Ray when initialised, else a process pool).
         min_records: the fewest usable records (default 3).
         chunk_size: rows per prediction call (default 8192).
         modeler: ``"LCM"`` (default: every task's records in one model) or ``"GP"`` (the chosen task's only).
 
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> surrogate_from_records(problem, [FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0})])
     Traceback (most recent call last):

@@ -38,9 +38,9 @@ import click
 from raytuner.cli.errors import history_file
 from raytuner.cli.options import ENV_PRIVATE_KEY, connection_options, credential, echo_json, pairs
 from raytuner.errors import InvalidInputError
-from raytuner.jsonfile import read_json_file
-from raytuner.jsontext import loads_strict
-from raytuner.records import HistoryDocument
+from raytuner.problem.records import HistoryDocument
+from raytuner.store.jsonfile import read_json_file
+from raytuner.store.jsontext import loads_strict
 
 __all__ = ["crowd"]
 

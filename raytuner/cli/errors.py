@@ -18,7 +18,7 @@ Exit statuses:
       ``-v`` for the traceback (and please report it)
 ====  ==========================================================================================
 
-An input file is read through :func:`raytuner.jsonfile.parse_json_file`
+An input file is read through :func:`raytuner.store.jsonfile.parse_json_file`
 (or the :class:`JsonFile` parameter type, which does it while click parses the
 command line, so a bad file is refused before any server or store is
 contacted): a missing file, a directory, bytes that are not UTF-8, text that is
@@ -45,8 +45,8 @@ from typing import Any, NoReturn
 import click
 
 from raytuner.errors import InvalidInputError, RaytunerError
-from raytuner.jsonfile import parse_json_file
 from raytuner.store.gptune_file import HISTORY_FILE, parse_history
+from raytuner.store.jsonfile import parse_json_file
 
 __all__ = [
     "EXIT_FAILED",
@@ -119,7 +119,7 @@ class JsonFile(click.ParamType):
         what: what the file holds, for messages (``"a meta description"``).
         defaults: gives values for keys the file leaves out, from its path (default none).
 
-    >>> from raytuner.meta import MetaDescription
+    >>> from raytuner.problem.meta import MetaDescription
     >>> option = click.option("--problem", type=JsonFile(MetaDescription.parse, "a meta description"))
     """
 
@@ -183,7 +183,7 @@ def existing_store(location: str, param_hint: str) -> str:
 
 def history_file(name_from_file_name: bool = False) -> JsonFile:
     """The parameter type of a GPTune history file argument: the command gets a
-    :class:`~raytuner.records.HistoryDocument`. With ``name_from_file_name`` a
+    :class:`~raytuner.problem.records.HistoryDocument`. With ``name_from_file_name`` a
     file without ``tuning_problem_name`` takes its file name without ``.json``.
 
     Args:

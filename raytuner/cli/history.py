@@ -21,8 +21,8 @@ import click
 
 from raytuner.cli.errors import JsonFile, existing_store, store_location
 from raytuner.cli.service import META_FILE
-from raytuner.meta import MetaDescription
-from raytuner.records import HistoryDocument
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import HistoryDocument
 from raytuner.store import JsonStore, open_store, read_history_file, write_history_file
 from raytuner.store.ledger import LOGS
 from raytuner.view import (

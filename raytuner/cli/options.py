@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from raytuner.errors import InvalidInputError
-from raytuner.jsontext import dumps_standard, is_unicode, loads_strict
+from raytuner.store.jsontext import dumps_standard, is_unicode, loads_strict
 
 __all__ = [
     "parse_value",
@@ -70,7 +70,7 @@ def pairs(items: Iterable[str], option: str) -> dict[str, Any]:
 def json_arg(text: str | None, option: str, kind: type) -> Any:
     """The standard JSON value of ``text`` (``None`` when not given), which must be a ``kind``.
 
-    Read strictly, as the service reads its JSON fields (:func:`raytuner.jsontext.loads_strict`).
+    Read strictly, as the service reads its JSON fields (:func:`raytuner.store.jsontext.loads_strict`).
 
     Args:
         text: The option's value.

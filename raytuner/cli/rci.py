@@ -28,7 +28,7 @@ from raytuner.cli.errors import JsonFile, store_location
 from raytuner.cli.options import json_arg, pairs
 from raytuner.cli.service import DEFAULT_STORE, EXIT_FINISHED, META_FILE
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
-from raytuner.meta import MetaDescription
+from raytuner.problem.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
 __all__ = ["rci"]

@@ -48,7 +48,7 @@ import click
 from raytuner.cli.errors import JsonFile, existing_store, store_location
 from raytuner.cli.options import connection_options, credential, echo_json, json_arg, pairs
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
-from raytuner.meta import MetaDescription
+from raytuner.problem.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
 __all__ = [

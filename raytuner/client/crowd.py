@@ -42,12 +42,12 @@ from raytuner.client.channel import ServiceChannel
 from raytuner.crowd.signatures import Signer
 from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS, CrowdSyncStore
 from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.space import ProblemSpace
 from raytuner.protocol import MAX_JSON_BYTES, dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord
-from raytuner.space import ProblemSpace
 from raytuner.store import HistoryStore, open_store
 
 __all__ = [
@@ -372,7 +372,7 @@ def sync_store_for(
                 the meta description's ``api_key``).
             **connection: :class:`CrowdClient`'s connection arguments.
 
-        >>> from raytuner.problems import DEMO_PROBLEM
+        >>> from raytuner.test_problems import DEMO_PROBLEM
         >>> meta = MetaDescription.parse({"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM})
         >>> import tempfile; type(sync_store_for(meta, tempfile.mkdtemp())).__name__     # sync_crowd_repo is off
         'JsonStore'

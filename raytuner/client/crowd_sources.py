@@ -39,7 +39,7 @@ from typing import Any
 from raytuner.crowd.cache import cached_source, crowd_cache_name, downloaded, fill_cache, meta_query
 from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
+from raytuner.problem.meta import MetaDescription
 from raytuner.store import HistoryStore, StoreSource, open_store
 
 __all__ = ["crowd_source"]

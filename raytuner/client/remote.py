@@ -40,13 +40,13 @@ import grpc
 
 from raytuner.client.channel import RETRIED_CODES, ServiceChannel, ServiceError
 from raytuner.crowd.signatures import Signer
-from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
+from raytuner.problem.environment import describe_machine, software_configuration
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation, parse_outputs
 from raytuner.protocol import dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import FunctionEvaluation, parse_outputs
 from raytuner.store.base import EvaluationQuery
 
 __all__ = ["ServiceChannel", "RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]

@@ -1,6 +1,6 @@
 """Transfer-learning source data read through the tuning service.
 
-:class:`RemoteSource` is an :class:`~raytuner.records.EvaluationSource`: the
+:class:`RemoteSource` is an :class:`~raytuner.problem.records.EvaluationSource`: the
 evaluations of one problem that pass a query, read with a
 :class:`~raytuner.client.RemoteTuner`.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.problem.records import FunctionEvaluation, check_problem_name
 from raytuner.store.base import EvaluationQuery
 
 __all__ = ["RemoteSource"]

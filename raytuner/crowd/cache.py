@@ -13,7 +13,7 @@ what the first one brought.
 
 Example:
     >>> import tempfile
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> from raytuner.store import JsonStore
     >>> store = JsonStore(tempfile.mkdtemp())
     >>> shared = [FunctionEvaluation.create({"t": 2.0}, {"x": 0.5}, {"y": 1.0})]
@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from raytuner.errors import InvalidInputError
-from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation, check_problem_name
 from raytuner.store import HistoryStore, StoreSource
 
 __all__ = [

@@ -7,7 +7,7 @@ record as compact JSON text, made once, which is what a query answers with.
 :class:`~raytuner.crowd.repository.CrowdRepository` writes and reads them.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 2.0},
     ...                                    machine_configuration={"machine_name": "cori.nersc.gov"},
     ...                                    software_configuration={"gcc": {"version_split": [8, 3]}})
@@ -33,7 +33,7 @@ from raytuner.crowd.names import check_field_name
 from raytuner.crowd.query import ProblemSpaceQuery
 from raytuner.crowd.versions import version_key
 from raytuner.errors import InvalidInputError, validate
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 
 __all__ = [
     "TASK_INDEX",

@@ -68,7 +68,13 @@ from raytuner.crowd.documents import (
 from raytuner.crowd.inserts import insert_documents
 from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
 from raytuner.errors import InvalidInputError
-from raytuner.records import EVALUATION_LIST, MODEL_LIST, FunctionEvaluation, SurrogateModelRecord, check_problem_name
+from raytuner.problem.records import (
+    EVALUATION_LIST,
+    MODEL_LIST,
+    FunctionEvaluation,
+    SurrogateModelRecord,
+    check_problem_name,
+)
 from raytuner.store.mongo_client import mongo_errors, open_client
 from raytuner.store.mongo_store import DURABLE
 

@@ -28,7 +28,7 @@ the server side for sessions created from such a meta description.
 
 Example:
     >>> import tempfile
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> from raytuner.store import JsonStore
     >>> sent = []
     >>> store = CrowdSyncStore(JsonStore(tempfile.mkdtemp()), lambda problem, records: sent.extend(records))
@@ -54,10 +54,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raytuner.crowd.access import User
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.retry_buffer import RetryBuffer
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore
 from raytuner.store.ledger import Ledger
+from raytuner.store.retry_buffer import RetryBuffer
 
 __all__ = ["CrowdSyncStore", "Uploader", "ModelUploader", "made_by_raytuner", "SYNC_ACCESS", "DEFAULT_SYNC_ACCESS"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from raytuner.environment import split_version
 from raytuner.errors import InvalidInputError
+from raytuner.problem.environment import split_version
 
 __all__ = ["version_key", "version_parts", "PARTS", "WIDTH"]
 
@@ -35,7 +35,7 @@ def version_parts(version: Any, field: str = "version") -> list[int]:
     """A version as a list of non-negative integers, from a list of ints or a ``"1.2.3"`` string.
 
     A string keeps its leading numeric parts (``"2.60.0rc1"`` is ``[2, 60, 0]``:
-    :func:`raytuner.environment.split_version`, as records store versions).
+    :func:`raytuner.problem.environment.split_version`, as records store versions).
 
     Args:
         version: a list of ints or a version string.

@@ -16,7 +16,7 @@ with a signed token records its nonce in the crowd repository, so that it counts
 
 Example:
     >>> import tempfile
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> from raytuner.store import JsonStore
     >>> folder = tempfile.mkdtemp()
     >>> with JsonStore(folder) as store:

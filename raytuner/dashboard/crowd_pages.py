@@ -33,11 +33,11 @@ from raytuner.dashboard.pages import render, svg, table_html
 from raytuner.dashboard.signin import form_token, sign_in, sign_out, signed_in_user
 from raytuner.dashboard.state import repository
 from raytuner.errors import InvalidInputError, RaytunerError
-from raytuner.executors import InlineExecutor
-from raytuner.progress import task_label
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument
+from raytuner.problem.space import ProblemSpace
 from raytuner.protocol import json_field
-from raytuner.records import FunctionEvaluation, HistoryDocument
-from raytuner.space import ProblemSpace
+from raytuner.session.progress import task_label
 from raytuner.store import history_text
 from raytuner.view import DETAIL_COLUMNS, load_history, plot_sobol
 

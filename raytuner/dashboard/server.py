@@ -3,7 +3,7 @@
 Example:
     >>> import tempfile, urllib.request
     >>> from raytuner.dashboard import create_app
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> from raytuner.store import JsonStore
     >>> folder = tempfile.mkdtemp()
     >>> with JsonStore(folder) as store:

@@ -11,7 +11,7 @@ sessions' problems, read over gRPC at most every ``refresh`` seconds).
 
 Example:
     >>> import tempfile
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> from raytuner.store import JsonStore
     >>> store = JsonStore(tempfile.mkdtemp())
     >>> store.append("demo", FunctionEvaluation.create({"t": 2.0}, {"x": 0.1}, {"y": 1.5}))
@@ -35,7 +35,7 @@ from typing import Any
 import pandas as pd
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import HistoryDocument
+from raytuner.problem.records import HistoryDocument
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store
 from raytuner.view import HistoryView, load_history
 

@@ -4,8 +4,8 @@ Every engine is built by name from an :class:`EngineSpec` (:func:`build_engine`,
 :data:`ENGINES`) and knows its own spec (:attr:`Engine.spec`).
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> engine = build_engine(EngineSpec("random"), ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], seed=0)
     >>> engine.spec.to_dict()
     {'name': 'random', 'options': {}}

@@ -24,9 +24,9 @@ needs evaluations still in flight, and :class:`~raytuner.errors.TuningFinished`
 after the last pass.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.problems import DEMO_PROBLEM, demo_fidelity
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> band = GPTuneBand(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, b_min=1, b_max=4, eta=2,
     ...                   executor=InlineExecutor())
@@ -62,11 +62,11 @@ from raytuner.engines.base import Engine, Suggestion, source_records
 from raytuner.engines.breaches import NOTE
 from raytuner.engines.multiobjective import tunes_several
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.pareto import best_of, pareto_front
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
-from raytuner.space import ProblemSpace, Space
+from raytuner.models.executors import Executor
+from raytuner.problem.pareto import best_of, pareto_front
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = ["GPTuneBand", "LEVEL", "MODELS", "SOURCE_PROPOSALS"]
 

@@ -11,9 +11,9 @@ a fold over the told records, like the engine, so a replayed run stands
 where the original stood.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.engines.bandit import BanditStructure
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> structure = BanditStructure.hyperband(1, 4, 2)
     >>> plan = BandPlan(structure, ProblemSpace.parse(DEMO_PROBLEM).objective(), tasks=2, budget=1.0)
     >>> plan.next_step(0, 0)          # bracket 0's first sample at b_max costs 1
@@ -32,8 +32,8 @@ from typing import Any, Literal
 from raytuner.engines.bandit import BanditStructure, FidelityMode
 from raytuner.engines.brackets import Brackets, InFlight, RunKey
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.space import Objective, ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, Provenance
+from raytuner.problem.space import Objective, ProblemSpace
 
 __all__ = ["BandPlan", "Step", "check_limits"]
 

@@ -17,8 +17,8 @@ from raytuner.engines.bandit import BanditStructure
 from raytuner.engines.mla import MLA
 from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.models import LCMOptions
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["LEVEL", "SOURCE_PROPOSALS", "LevelSampler", "MultiObjectiveLevelSampler", "lift_sources", "sources_for"]
 

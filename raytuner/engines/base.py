@@ -3,12 +3,12 @@
 A engine is an in-memory engine rebuilt by replaying the evaluation log:
 ``tell`` folds one record into its state, and ``ask`` proposes the next
 evaluation. Engines know nothing of Ray, gRPC or databases; the
-:class:`raytuner.session.TuningSession` wires one to a store.
+:class:`raytuner.session.tuning_session.TuningSession` wires one to a store.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.engines import RandomSearch
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = RandomSearch(problem, tasks=[{"t": 1.0}, {"t": 2.0}], seed=0)
     >>> s = engine.ask()
@@ -37,11 +37,18 @@ import numpy as np
 
 from raytuner.engines.spec import EngineSpec, plain_options
 from raytuner.errors import InvalidInputError, TrialConflict
-from raytuner.executors import Executor
-from raytuner.outcome import result_failure
-from raytuner.pareto import best_of
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, new_uid, task_key
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.outcome import result_failure
+from raytuner.problem.pareto import best_of
+from raytuner.problem.records import (
+    EvaluationSource,
+    FunctionEvaluation,
+    Provenance,
+    SurrogateModelRecord,
+    new_uid,
+    task_key,
+)
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["Suggestion", "Engine", "task_key", "check_record", "fitting_records", "source_records", "other_tasks"]
 
@@ -77,7 +84,7 @@ def check_record(problem: ProblemSpace, record: FunctionEvaluation) -> None:
 def source_records(
     problem: ProblemSpace, source: Iterable[FunctionEvaluation] | EvaluationSource, what: str = "source"
 ) -> list[FunctionEvaluation]:
-    """The records of ``source`` (a list or an :class:`~raytuner.records.EvaluationSource`, read once) that fit.
+    """The records of ``source`` (a list or an :class:`~raytuner.problem.records.EvaluationSource`, read once) that fit.
 
     Args:
         problem: The problem the records must fit (see :func:`fitting_records`).
@@ -134,7 +141,7 @@ def fitting_records(
         records: The records, in log order.
         what: What the records are, for the warning (``"history"``, ``"source"``, ...).
 
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> records = [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 1.0}) for x in (0.5, 2.0, 3.0)]
     >>> [r.tuning_parameter["x"] for r in fitting_records(problem, records)]
@@ -308,7 +315,7 @@ class Engine(ABC):
                 allowed values, and the engine's state is unchanged.
             TrialConflict: The suggestion was told before with another result (state unchanged).
 
-        >>> from raytuner.problems import DEMO_PROBLEM
+        >>> from raytuner.test_problems import DEMO_PROBLEM
         >>> from raytuner.engines import RandomSearch
         >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
         >>> engine.tell(engine.ask(), {"y": None}).raytuner.failure_message
@@ -437,9 +444,9 @@ class Engine(ABC):
         return len(kept)
 
     def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The best evaluation told of ``task``, or ``None`` while none counts (see :func:`raytuner.pareto.best_of`).
+        """The best evaluation told of ``task``, or ``None`` while none counts (see :func:`raytuner.problem.pareto.best_of`).
 
-        Every engine and :meth:`raytuner.session.TuningSession.best` answer the same way: the
+        Every engine and :meth:`raytuner.session.tuning_session.TuningSession.best` answer the same way: the
         evaluation (a :class:`FunctionEvaluation`) that succeeded, meets every output constraint and
         is best in ``objective``. GPTuneBand counts only evaluations at ``b_max``.
 
@@ -447,7 +454,7 @@ class Engine(ABC):
             task: One of the engine's tasks (default: its first).
             objective: The objective's name (default: the one the engine tunes, else the problem's first).
 
-        >>> from raytuner.problems import DEMO_PROBLEM
+        >>> from raytuner.test_problems import DEMO_PROBLEM
         >>> from raytuner.engines import RandomSearch
         >>> engine = RandomSearch(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}], seed=0)
         >>> for y in (3.0, 1.0, 2.0):

@@ -8,10 +8,10 @@ run is complete and whether an evaluation is retired. It is a fold over the
 told records, like the engine.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation, Provenance
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.records import FunctionEvaluation, Provenance
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.engines.bandit import BanditStructure
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> brackets = Brackets(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective())
     >>> for x in (0.1, 0.5, 0.9):      # bracket 1 samples N(1) = 2 configurations at B(1) = 2
     ...     record = FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": x},
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytuner.engines.bandit import BanditStructure
-from raytuner.pareto import nsga_order
-from raytuner.records import FunctionEvaluation, Provenance, task_key
-from raytuner.space import Objective, ProblemSpace
+from raytuner.problem.pareto import nsga_order
+from raytuner.problem.records import FunctionEvaluation, Provenance, task_key
+from raytuner.problem.space import Objective, ProblemSpace
 
 __all__ = ["Brackets", "InFlight", "Run", "RunKey"]
 
@@ -75,7 +75,7 @@ class Brackets:
         structure: The bandit structure (fidelities, ``eta``).
         objective: The objective that ranks evaluations within a rung.
         problem: With several objectives or output constraints: rank a rung by them instead, as NSGA-II
-            does (:func:`~raytuner.pareto.nsga_order`: feasible first, non-dominated fronts, crowding).
+            does (:func:`~raytuner.problem.pareto.nsga_order`: feasible first, non-dominated fronts, crowding).
     """
 
     def __init__(self, structure: BanditStructure, objective: Objective, problem: ProblemSpace | None = None) -> None:

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from raytuner.parameters import Categorical, Integer
-from raytuner.space import Space
+from raytuner.problem.parameters import Categorical, Integer
+from raytuner.problem.space import Space
 
 __all__ = ["BreachValues", "SURPRISE", "NOTE", "discrete_columns", "tail_at_least"]
 

@@ -38,9 +38,9 @@ no target data (WeightedSum(equal) over a GP per source task, paper 000),
 marked ``proposer="source_start"`` in its provenance.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> engine = MLA(problem, [{"t": 1.0}, {"t": 1.2}], seed=0, n_initial=3, executor=InlineExecutor())
     >>> for _ in range(8):
@@ -58,17 +58,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from raytuner.acquisition import acquisition_function, optimize_acquisition
-from raytuner.blas import one_blas_thread
 from raytuner.engines.base import Engine, Suggestion, other_tasks, source_records
 from raytuner.engines.stored_models import StoredModels
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models.acquisition import acquisition_function, optimize_acquisition
+from raytuner.models.blas import one_blas_thread
+from raytuner.models.executors import Executor
 from raytuner.models.persistence import surrogate_record
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
 
 if TYPE_CHECKING:
     from raytuner.engines.transfer.data import SourceData
@@ -98,12 +98,12 @@ class MLA(StoredModels, Engine):
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
         executor: Runs the multi-start fits (default: inline for a fit of at most
-            :data:`~raytuner.executors.INLINE_RECORDS` records; larger ones on Ray actors when
+            :data:`~raytuner.models.executors.INLINE_RECORDS` records; larger ones on Ray actors when
             Ray is initialised, else on a process pool).
         objective: The objective to minimise or maximise (default: the first).
         search_candidates: How many random points the acquisition search's global phase scores.
         source: Evaluations to learn from besides the engine's own (a list of records or an
-            :class:`~raytuner.records.EvaluationSource` such as :class:`raytuner.store.StoreSource`;
+            :class:`~raytuner.problem.records.EvaluationSource` such as :class:`raytuner.store.StoreSource`;
             default ``None``: none); see the module docstring.
     """
 

@@ -15,10 +15,10 @@ paused trial can ever be continued, and reports
 :meth:`~MultiFidelityEngine.progress`.
 
 Example:
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.engines import GPTuneBand, MLA
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> band = GPTuneBand(problem, [{"t": 1.0}], seed=0, b_min=1, b_max=4, eta=2, executor=InlineExecutor())
     >>> isinstance(band, MultiFidelityEngine), isinstance(MLA(problem, [{"t": 1.0}]), MultiFidelityEngine)
@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from raytuner.engines.bandit import BanditStructure, FidelityMode
 from raytuner.engines.base import Suggestion
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 
 __all__ = ["MultiFidelityEngine"]
 

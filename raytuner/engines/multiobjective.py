@@ -49,8 +49,8 @@ A problem with one objective and no output constraint gets a plain
 :class:`~raytuner.engines.MLA`, so its behaviour is unchanged.
 
 Example:
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
     ...     "output_space": [{"name": "f1"}, {"name": "f2"}]})
@@ -74,15 +74,15 @@ from typing import Any
 import numpy as np
 from scipy.stats import skew
 
-from raytuner.acquisition import optimize_acquisition
 from raytuner.engines.base import Engine
 from raytuner.engines.breaches import NOTE, BreachValues, discrete_columns
 from raytuner.engines.mla import MLA
 from raytuner.engines.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 from raytuner.models import LCMOptions
-from raytuner.pareto import feasible, pareto_front
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.space import ProblemSpace
+from raytuner.models.acquisition import optimize_acquisition
+from raytuner.problem.pareto import feasible, pareto_front
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_several", "LENGTHSCALE_PRIOR"]
 

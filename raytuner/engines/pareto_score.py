@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
-from raytuner.pareto import hypervolume_improvement, non_dominated
+from raytuner.problem.pareto import hypervolume_improvement, non_dominated
 
 __all__ = ["ParetoScore", "chance_within", "DRAWS", "CONFIDENT"]
 

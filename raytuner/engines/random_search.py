@@ -8,8 +8,8 @@ of that task already told, so an engine rebuilt by replaying the log makes the
 same next suggestion as one that never stopped.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> a = RandomSearch(problem, tasks=[{"t": 1.0}], seed=3).ask().config
     >>> b = RandomSearch(problem, tasks=[{"t": 1.0}], seed=3).ask().config
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from raytuner.engines.base import Engine, Suggestion, task_key
-from raytuner.records import FunctionEvaluation, Provenance
-from raytuner.sampling import ConfigurationSet, sample_configurations
+from raytuner.problem.records import FunctionEvaluation, Provenance
+from raytuner.problem.sampling import ConfigurationSet, sample_configurations
 
 __all__ = ["RandomSearch"]
 

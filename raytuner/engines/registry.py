@@ -4,11 +4,11 @@
 
 - ``"executor"``: it fits models, and runs their multi-start fits on the
   executor it is given (Ray actors, a process pool, inline); without one each
-  fit picks the default for its size (:func:`raytuner.executors.default_executor`);
+  fit picks the default for its size (:func:`raytuner.models.executors.default_executor`);
 - ``"source"``: it transfers from source data (an
-  :class:`~raytuner.records.EvaluationSource` such as
+  :class:`~raytuner.problem.records.EvaluationSource` such as
   :class:`raytuner.store.StoreSource`, a list of
-  :class:`~raytuner.records.FunctionEvaluation`, or for ``tla`` a shared
+  :class:`~raytuner.problem.records.FunctionEvaluation`, or for ``tla`` a shared
   :class:`~raytuner.engines.transfer.SourceData`), and tunes one target task;
 - ``"sources"``: it may learn from source data too (the crowd's records), as
   extra tasks of its model, and tunes any number of tasks;
@@ -23,7 +23,7 @@ rebuilds a fresh one (to replay a store after a restore) with
 :func:`fresh_engine` instead of copying a blank engine.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "bx", "type": "categorical", "categories": [32, 64, 128]}],
     ...     "output_space": [{"name": "time"}]})
@@ -57,9 +57,9 @@ from raytuner.engines.random_search import RandomSearch
 from raytuner.engines.spec import EngineSpec
 from raytuner.engines.transfer import TLA2, TLA1Engine, TransferLearning
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor
 from raytuner.models import Hyperparameters, LCMOptions
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["ENGINES", "EngineEntry", "Need", "build_engine", "fresh_engine"]
 

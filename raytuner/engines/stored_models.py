@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters
 from raytuner.models.persistence import load_surrogate, own_model
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 
 if TYPE_CHECKING:
-    from raytuner.space import Objective, ProblemSpace
+    from raytuner.problem.space import Objective, ProblemSpace
 
 __all__ = ["StoredModels"]
 

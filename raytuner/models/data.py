@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, task_key
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, task_key
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["TrainingData"]
 

@@ -5,7 +5,7 @@ are mixed per task by ``B_q = W_q W_qᵀ + diag(κ_q)``, with a noise variance
 per task (paper 004, section 3.1). Outputs are standardised per task
 (optionally after a log transform, for run times), and hyperparameters are
 fitted by L-BFGS-B from several starts that run in parallel through an
-:class:`~raytuner.executors.Executor` (one after another when inline); one start is always the previous
+:class:`~raytuner.models.executors.Executor` (one after another when inline); one start is always the previous
 fit's optimum (``warm_start``). With one task this is an ordinary GP.
 
 Example:
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from raytuner.blas import one_blas_thread
-from raytuner.executors import Executor, default_executor
+from raytuner.models.blas import one_blas_thread
 from raytuner.models.data import TrainingData
+from raytuner.models.executors import Executor, default_executor
 from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, training_covariance
 from raytuner.models.hyperparameters import BOUNDS, Hyperparameters
 from raytuner.models.likelihood import NegativeLogLikelihood
@@ -180,8 +180,8 @@ class LCM:
         Args:
             data: the training data.
             seed: a seed or generator for the random starts (default: fresh entropy).
-            executor: runs the multi-start fits (default :func:`~raytuner.executors.default_executor` for the
-                fit's size: inline up to :data:`~raytuner.executors.INLINE_RECORDS` records).
+            executor: runs the multi-start fits (default :func:`~raytuner.models.executors.default_executor` for the
+                fit's size: inline up to :data:`~raytuner.models.executors.INLINE_RECORDS` records).
             warm_start: the previous optimum, always one of the starts (default none).
             fixed: a boolean mask over :meth:`Hyperparameters.to_vector` of entries kept at their
                 ``warm_start`` values.

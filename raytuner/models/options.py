@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from raytuner.errors import InvalidInputError
 from raytuner.models.kernels import KERNELS
-from raytuner.parameters import Categorical
-from raytuner.space import Space
+from raytuner.problem.parameters import Categorical
+from raytuner.problem.space import Space
 
 __all__ = [
     "FitReport",
@@ -264,7 +264,7 @@ class LCMOptions:
         Args:
             space: the space the model's inputs encode (parameters, or tasks for TLA1).
 
-        >>> from raytuner.space import Space
+        >>> from raytuner.problem.space import Space
         >>> space = Space.model_validate([{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
         ...                               {"name": "alg", "type": "categorical", "categories": ["lu", "qr", "svd"]}])
         >>> LCMOptions().over(space).categorical, LCMOptions(categorical=[]).over(space).categorical

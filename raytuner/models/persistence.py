@@ -9,10 +9,10 @@ model from a record and the stored evaluations it names, without refitting.
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace, Space
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace, Space
     >>> from raytuner.models import LCM, LCMOptions, TrainingData
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem, task = ProblemSpace.parse(DEMO_PROBLEM), {"t": 1.0}
     >>> records = [FunctionEvaluation.create(task, {"x": x}, {"y": np.sin(5 * x)}) for x in np.linspace(0, 1, 6)]
     >>> data, uids = TrainingData.from_records(problem, [task], records)
@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.gptune_fields import OUTPUT_TRANSFORMER, parameter_transformer
 from raytuner.models.data import TrainingData
 from raytuner.models.fitted import FittedLCM
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
 from raytuner.models.options import UNSTORED_OPTIONS, FitReport, LCMOptions
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord, task_key
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.gptune_fields import OUTPUT_TRANSFORMER, parameter_transformer
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord, task_key
+from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = [
     "GPTUNE_MODELER",
@@ -63,7 +63,7 @@ def gptune_space(space: Space) -> list[dict[str, Any]]:
     Args:
         space: a problem space (task, parameter or output space).
 
-    >>> from raytuner.space import Space
+    >>> from raytuner.problem.space import Space
     >>> gptune_space(Space.model_validate([{"name": "n", "type": "integer", "lower_bound": 1, "upper_bound": 8}]))
     [{'name': 'n', 'transformer': 'normalize', 'type': 'int', 'lower_bound': 1, 'upper_bound': 8, 'optimize': True}]
     """
@@ -161,7 +161,7 @@ def gptune_hyperparameters(fitted: FittedLCM, space: Space) -> list[float] | Non
 
     >>> import numpy as np
     >>> from raytuner.models import LCM, LCMOptions, GPTUNE_LCM, TrainingData
-    >>> from raytuner.space import Space
+    >>> from raytuner.problem.space import Space
     >>> space = Space.model_validate([{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}])
     >>> data = TrainingData([np.linspace(0, 1, 5)[:, None]], [np.linspace(1, 2, 5)])
     >>> len(gptune_hyperparameters(LCM(LCMOptions(n_starts=1, **GPTUNE_LCM)).fit(data, seed=0), space))

@@ -5,8 +5,8 @@
 holds the generated stubs. JSON travels in string fields, written by
 :func:`dumps` as standard JSON (RFC 8259) and at most :data:`MAX_JSON_BYTES`
 long. Every JSON field a client sends is read by :func:`json_field`, strictly
-(:func:`raytuner.jsontext.loads_strict`): no ``NaN`` or ``Infinity``, no lone
-surrogate, at most :data:`~raytuner.jsontext.MAX_DEPTH` levels deep; anything
+(:func:`raytuner.store.jsontext.loads_strict`): no ``NaN`` or ``Infinity``, no lone
+surrogate, at most :data:`~raytuner.store.jsontext.MAX_DEPTH` levels deep; anything
 else is refused (``INVALID_ARGUMENT``) naming the field.
 
 Example:
@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from raytuner.errors import InvalidInputError
-from raytuner.jsontext import dumps_standard, loads_strict
+from raytuner.store.jsontext import dumps_standard, loads_strict
 
 __all__ = ["MAX_JSON_BYTES", "MAX_MESSAGE_BYTES", "METADATA_KEY", "dumps", "json_field"]
 
@@ -41,7 +41,7 @@ def dumps(value: Any) -> str:
     """Compact standard JSON text of ``value`` (numpy scalars as numbers, anything else as its ``str``).
 
     A number that is not finite is written as ``null`` and a lone surrogate as U+FFFD
-    (:func:`raytuner.jsontext.dumps_standard`), so any parser reads what a server answers.
+    (:func:`raytuner.store.jsontext.dumps_standard`), so any parser reads what a server answers.
 
     Args:
         value: What to write.
@@ -55,7 +55,7 @@ def dumps(value: Any) -> str:
 def json_field(field: str, text: str, kind: type, default: Any) -> Any:
     """The JSON text of request field ``field``, which must hold a ``kind`` (dict or list); ``default`` if empty.
 
-    At most :data:`MAX_JSON_BYTES` bytes of standard JSON (see :func:`raytuner.jsontext.loads_strict`);
+    At most :data:`MAX_JSON_BYTES` bytes of standard JSON (see :func:`raytuner.store.jsontext.loads_strict`);
     what is not, or is not a ``kind``, is refused with one :class:`InvalidInputError` naming ``field``.
 
     Args:

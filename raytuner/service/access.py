@@ -61,7 +61,7 @@ from typing import Any
 from raytuner.crowd.cache import is_cache_name
 from raytuner.crowd.names import check_username
 from raytuner.errors import InvalidInputError, RaytunerError
-from raytuner.records import check_problem_name
+from raytuner.problem.records import check_problem_name
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 

@@ -22,11 +22,11 @@ from raytuner.analysis.sensitivity import check_num_samples, sobol_analysis
 from raytuner.analysis.surrogate import check_modeler, surrogate_from_records
 from raytuner.crowd.repository import RECORD_KINDS
 from raytuner.errors import InvalidInputError
+from raytuner.problem.space import ProblemSpace
 from raytuner.protocol import METADATA_KEY, dumps, json_field
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.service.handlers import rpc, status_of
-from raytuner.space import ProblemSpace
 
 __all__ = ["CrowdServicer", "BATCH"]
 

@@ -24,7 +24,7 @@ as durable as the service's sessions (the trial is in the ledger before
 
 Example:
     >>> import tempfile
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> store = tempfile.mkdtemp()
     >>> rci = RciSession(store, meta={"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM},
     ...                  engine="random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)
@@ -50,10 +50,10 @@ from typing import Any, TypedDict
 
 from raytuner.engines.registry import ENGINES
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
-from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.sessions import ServiceSession, SessionManager, SessionNotFound
-from raytuner.session import Trial
+from raytuner.session.tuning_session import Trial
 from raytuner.store import JsonStore
 
 __all__ = ["RciSession", "RCI_OWNER"]

@@ -8,7 +8,7 @@ listens at once whatever the size of its history:
   line per session) and knows every session from then on, then a background
   thread rebuilds them one problem at a time: the ledger's ``trials`` log is read
   once for all sessions, each problem's records and models once for all its
-  sessions (:meth:`~raytuner.session.TuningSession.resume` takes them as given,
+  sessions (:meth:`~raytuner.session.tuning_session.TuningSession.resume` takes them as given,
   so nothing is read or validated twice);
 - a call to a session not rebuilt yet rebuilds it in the caller's thread (or waits
   for the thread that is rebuilding it) and then answers as usual;
@@ -21,7 +21,7 @@ Example:
     >>> import tempfile
     >>> from raytuner.store import JsonStore
     >>> from raytuner.service.sessions import SessionManager
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> directory = tempfile.mkdtemp()
     >>> meta = {"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM}
     >>> made = SessionManager(JsonStore(directory)).create("owner", meta, "random", tasks=[{"t": 1.0}], seed=1)
@@ -44,10 +44,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from raytuner.errors import RaytunerError, StoreError
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.session.trial import Trial, read_trials
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
-from raytuner.trial import Trial, read_trials
 
 __all__ = ["SessionRebuilder", "ProblemRecords", "NotRebuilt"]
 

@@ -33,10 +33,10 @@ import grpc
 
 from raytuner.crowd.cache import is_cache_name
 from raytuner.errors import InvalidInputError, validate
+from raytuner.problem.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
-from raytuner.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.service.access import ProblemAccess
 from raytuner.service.auth import ApiKeys
 from raytuner.service.handlers import Abort, rpc, status_of
@@ -332,7 +332,7 @@ class TuningServer:
 
     @staticmethod
     def _executor(ray_address: str | None) -> Any:
-        from raytuner.executors import RayExecutor, default_executor  # noqa: PLC0415
+        from raytuner.models.executors import RayExecutor, default_executor  # noqa: PLC0415
 
         if ray_address is None:
             # the process pool (or this process's Ray), for small fits too: concurrent sessions' fits then run

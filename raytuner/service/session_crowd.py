@@ -31,8 +31,8 @@ from raytuner.crowd.errors import Unauthenticated
 from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS
 from raytuner.engines.registry import ENGINES
 from raytuner.errors import InvalidInputError, RaytunerError, StoreError
-from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.store.base import HistoryStore
 
 __all__ = ["CrowdSessions", "CROWD_OWNER"]

@@ -1,7 +1,7 @@
 """The service's sessions: tuning sessions created by remote clients, rebuilt from the logs on restart.
 
 A :class:`SessionManager` owns every session of a server. A session is a
-:class:`~raytuner.session.TuningSession`, which owns the trial lifecycle —
+:class:`~raytuner.session.tuning_session.TuningSession`, which owns the trial lifecycle —
 durable asks (a trial is in the store's ledger before ``Ask`` answers),
 idempotent asks and tells by trial id (a retried tell gets the first record
 back, ``duplicate``; another result is :class:`~raytuner.errors.TrialConflict`),
@@ -22,7 +22,7 @@ flight after a restart — plus what is the service's own:
 Example:
     >>> import tempfile
     >>> from raytuner.store import JsonStore
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> manager = SessionManager(JsonStore(tempfile.mkdtemp()))
     >>> meta = {"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM}
     >>> session = manager.create("owner", meta, "random", tasks=[{"t": 1.0}], seed=1, max_evaluations=1)
@@ -49,15 +49,15 @@ from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.engines.base import Engine
 from raytuner.engines.registry import ENGINES, EngineSpec, build_engine
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
-from raytuner.meta import MetaDescription
-from raytuner.records import FunctionEvaluation, as_number, task_key
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation, as_number, task_key
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
 from raytuner.service.session_crowd import CrowdSessions
-from raytuner.session import Trial, TuningSession
+from raytuner.session.trial import read_trials
+from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 from raytuner.store.source import StoreSource
-from raytuner.trial import read_trials
 
 __all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "AskStatus"]
 
@@ -160,7 +160,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
     Args:
         store: The history store.
         ledger: Where sessions and handed-out trials are logged (default: ``store.ledger()``).
-        executor: Runs model fits (the server's: a :class:`~raytuner.executors.RayExecutor` when it
+        executor: Runs model fits (the server's: a :class:`~raytuner.models.executors.RayExecutor` when it
             has a Ray cluster, else the process pool); it goes to the engines that take one.
         crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions and
             crowd sources (:mod:`raytuner.service.session_crowd`).

@@ -6,7 +6,7 @@ idempotent by ``uid`` (a repeated append does not make a second record).
 
 Example:
     >>> q = EvaluationQuery(task={"t": (0.5, 2.0)}, status={"ok"})
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> q.matches(FunctionEvaluation.create({"t": 1.0}, {"x": 0.1}, {"y": 3.0}))
     True
     >>> q.matches(FunctionEvaluation.create({"t": 4.0}, {"x": 0.1}, {"y": 3.0}))
@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raytuner.errors import InvalidInputError, validate
-from raytuner.meta import VersionRange
-from raytuner.records import (
+from raytuner.problem.meta import VersionRange
+from raytuner.problem.records import (
     PROBLEM_NAME_RULE,
     FunctionEvaluation,
     HistoryDocument,
@@ -274,7 +274,7 @@ class HistoryStore(ABC):
         Example:
             >>> import tempfile
             >>> from raytuner.store import JsonStore
-            >>> from raytuner.records import FunctionEvaluation
+            >>> from raytuner.problem.records import FunctionEvaluation
             >>> doc = HistoryDocument(tuning_problem_name="demo",
             ...                       func_eval=[FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0})])
             >>> store = JsonStore(tempfile.mkdtemp())

@@ -11,7 +11,7 @@ a torn one.
 
 Example:
     >>> import tempfile, os
-    >>> from raytuner.records import FunctionEvaluation, HistoryDocument
+    >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
     >>> path = os.path.join(tempfile.mkdtemp(), "demo.json")
     >>> record = FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0})
     >>> write_history_file(path, HistoryDocument(tuning_problem_name="demo", func_eval=[record]))
@@ -27,14 +27,14 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from raytuner.jsonfile import parse_json_file
-from raytuner.jsontext import dumps_standard
-from raytuner.records import HistoryDocument
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import HistoryDocument
+from raytuner.problem.space import ProblemSpace
 from raytuner.store.gptune_schemas import normalise_history
 from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL
 from raytuner.store.journal import SURROGATE_MODEL as _SURROGATE
 from raytuner.store.journal import fsync_dir
+from raytuner.store.jsonfile import parse_json_file
+from raytuner.store.jsontext import dumps_standard
 
 __all__ = ["HISTORY_FILE", "parse_history", "read_history_file", "write_history_file", "history_text"]
 
@@ -86,7 +86,7 @@ def _dump_one_record_per_line(data: dict[str, Any], fh: Any) -> None:
     and written record by record, so a compaction holds no second copy of
     the history as one big string. Standard JSON (RFC 8259): a value that is
     not a finite number is written as ``null`` (as GPTune writes a failed
-    run's outputs) and a lone surrogate as U+FFFD (see :mod:`raytuner.jsontext`).
+    run's outputs) and a lone surrogate as U+FFFD (see :mod:`raytuner.store.jsontext`).
     """
     lists = [k for k in (_SURROGATE, _FUNC_EVAL) if isinstance(data.get(k), list)]
     header = {k: v for k, v in data.items() if k not in lists}

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytuner.errors import InvalidInputError
-from raytuner.gptune_fields import with_transformers
-from raytuner.space import ProblemSpace
+from raytuner.problem.gptune_fields import with_transformers
+from raytuner.problem.space import ProblemSpace
 from raytuner.store.gptune_types import InferredType, infer_types, inference_note, typed_values
 
 __all__ = ["SCHEMAS", "SchemaReport", "detect_schema", "normalise_history"]

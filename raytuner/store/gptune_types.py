@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = ["InferredType", "infer_types", "inference_note", "typed_values"]
 

@@ -33,8 +33,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from raytuner.jsontext import dumps_standard, loads_stored
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.store.jsontext import dumps_standard, loads_stored
 
 __all__ = [
     "FUNC_EVAL",

@@ -45,7 +45,7 @@ and written (atomically) by :mod:`raytuner.store.gptune_file`.
 
 Example:
     >>> import tempfile
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> with JsonStore(tempfile.mkdtemp()) as store:
     ...     store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0}))
     ...     [r.evaluation_result for r in store.evaluations("demo")]
@@ -67,7 +67,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.gptune_file import write_history_file
 from raytuner.store.gptune_schemas import detect_schema, normalise_history

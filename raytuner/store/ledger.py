@@ -1,7 +1,7 @@
 """The trial ledger a history store keeps beside its records: sessions, handed-out trials, API keys.
 
 Evaluations live in the history store (JSON files or MongoDB). Every face of
-a tuning session (a :class:`~raytuner.session.TuningSession` in Python, the
+a tuning session (a :class:`~raytuner.session.tuning_session.TuningSession` in Python, the
 Ray searchers and scheduler, the gRPC service) adds to three append-only
 logs, kept where the store is, so that a restarted process rebuilds what was
 in flight by replaying them:
@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from raytuner.errors import InvalidInputError, StoreError
-from raytuner.jsontext import dumps_standard, loads_stored
 from raytuner.store.journal import BadLine, fsync_dir, quarantine
+from raytuner.store.jsontext import dumps_standard, loads_stored
 from raytuner.store.problem_files import cut_back, flock_current
 
 __all__ = ["Ledger", "JsonLedger", "MongoLedger", "LOGS", "MONGO_COLLECTIONS"]

@@ -35,7 +35,7 @@ apply :meth:`EvaluationQuery.matches`, so the results are exactly those the
 JSON store gives; software-version ranges are filtered in Python only.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> with MongoStore("mongodb://127.0.0.1:27017/tuning") as store:   # doctest: +SKIP
     ...     store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0}))
     ...     [r.evaluation_result for r in store.evaluations("demo")]
@@ -59,7 +59,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, InvalidName, Opera
 from pymongo.write_concern import WriteConcern
 
 from raytuner.errors import InvalidInputError, StoreError
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
 from raytuner.store.mongo_client import mongo_errors, open_client, redact_uri

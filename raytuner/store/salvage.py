@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from raytuner.jsontext import loads_stored
-from raytuner.records import FunctionEvaluation, SurrogateModelRecord
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.journal import FUNC_EVAL, SURROGATE_MODEL, BadLine
+from raytuner.store.jsontext import loads_stored
 
 __all__ = ["Salvage", "drop_invalid_records", "read_store_file", "record_kind", "salvage_history"]
 

@@ -1,7 +1,7 @@
 """Source evaluations for transfer learning, read from a history store.
 
 :class:`StoreSource` is the history-store implementation of
-:class:`raytuner.records.EvaluationSource`: the evaluations of one tuning
+:class:`raytuner.problem.records.EvaluationSource`: the evaluations of one tuning
 problem that pass an :class:`~raytuner.store.EvaluationQuery` (task-parameter
 ranges, machine and software configuration, status). The source may differ
 from the target in task, machine or software version; each record's
@@ -9,7 +9,7 @@ configuration says which, and transfer learning groups them by it.
 
 Example:
     >>> import tempfile
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> from raytuner.store import JsonStore
     >>> store = JsonStore(tempfile.mkdtemp())
     >>> store.append_many("demo", [FunctionEvaluation.create({"t": t}, {"x": 0.5}, {"y": t})
@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from raytuner.records import FunctionEvaluation, check_problem_name
+from raytuner.problem.records import FunctionEvaluation, check_problem_name
 from raytuner.store.base import EvaluationQuery, HistoryStore
 from raytuner.store.location import open_store
 

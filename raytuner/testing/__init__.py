@@ -3,5 +3,5 @@
 - :mod:`raytuner.testing.cluster`: a local multi-node Ray cluster;
 - :mod:`raytuner.testing.mongod`: a local ``mongod`` on a free loopback port.
 
-The papers' test problems are in :mod:`raytuner.problems`.
+The papers' test problems are in :mod:`raytuner.test_problems`.
 """

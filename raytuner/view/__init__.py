@@ -1,7 +1,7 @@
 """Read-only views of tuning histories and sessions: tables, plots and progress.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation, HistoryDocument
+    >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
     >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
     ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 0.25})])
     >>> load_history(doc).best()["y"].tolist()

@@ -2,8 +2,8 @@
 
 :func:`load_history` reads a problem from any store (a JSON store directory,
 a MongoDB URI, an open :class:`~raytuner.store.HistoryStore`), a GPTune file,
-a :class:`~raytuner.records.HistoryDocument` or a live
-:class:`~raytuner.session.TuningSession`, and gives a :class:`HistoryView`:
+a :class:`~raytuner.problem.records.HistoryDocument` or a live
+:class:`~raytuner.session.tuning_session.TuningSession`, and gives a :class:`HistoryView`:
 ``view.frame`` is a pandas DataFrame with one row per evaluation (task,
 parameters, fidelity, outputs, status, bracket/rung/pass, cost, time, machine,
 software), ``view.best()`` the best configuration per task at full fidelity,
@@ -12,7 +12,7 @@ cost. The objective's goal (minimise or maximise) comes from the problem when
 given, else from the newest stored surrogate model, else minimise.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation, HistoryDocument, Provenance
+    >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
     >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
     ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, {"y": 0.9}, provenance=Provenance(cost=1.0)),
     ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 0.7}, provenance=Provenance(cost=1.0)),
@@ -37,11 +37,17 @@ from typing import Any, Literal
 import pandas as pd
 
 from raytuner.errors import InvalidInputError
-from raytuner.pareto import pareto_front
-from raytuner.progress import config_label, in_task_order, task_label
-from raytuner.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord, check_problem_name, task_key
-from raytuner.session import TuningSession
-from raytuner.space import ProblemSpace
+from raytuner.problem.pareto import pareto_front
+from raytuner.problem.records import (
+    FunctionEvaluation,
+    HistoryDocument,
+    SurrogateModelRecord,
+    check_problem_name,
+    task_key,
+)
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.progress import config_label, in_task_order, task_label
+from raytuner.session.tuning_session import TuningSession
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
 
 __all__ = ["HistoryView", "load_history", "read_history", "problem_in", "task_label", "config_label", "DETAIL_COLUMNS"]
@@ -377,8 +383,8 @@ def read_history(source: Any, problem: str | None = None, problem_space: Problem
 
     Args:
         source: a store directory or ``mongodb://`` URI, a GPTune file, an open
-            :class:`~raytuner.store.HistoryStore`, a :class:`~raytuner.records.HistoryDocument`
-            or a :class:`~raytuner.session.TuningSession`.
+            :class:`~raytuner.store.HistoryStore`, a :class:`~raytuner.problem.records.HistoryDocument`
+            or a :class:`~raytuner.session.tuning_session.TuningSession`.
         problem: the problem's name (needed when a store holds several; a file's must match).
         problem_space: types an older GPTune file's string values (default: inferred, with a note).
 
@@ -475,7 +481,7 @@ def load_history(
             (default: the session's; else the goal is read from the newest stored model).
         goal: ``minimize`` or ``maximize``, overriding the problem's and the model's.
 
-    >>> from raytuner.records import HistoryDocument
+    >>> from raytuner.problem.records import HistoryDocument
     >>> load_history(HistoryDocument(tuning_problem_name="empty"))
     HistoryView(problem='empty', evaluations=0, tasks=0, objective='y', goal='minimize')
     """

@@ -11,7 +11,7 @@ Save one with ``figure.savefig("history.png")``; the dashboard renders the
 same figures as SVG.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation, HistoryDocument
+    >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
     >>> from raytuner.view import load_history
     >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
     ...     FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": (x - 0.3) ** 2}) for x in (0.1, 0.5, 0.3)])
@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.errors import InvalidInputError
 from raytuner.models.hyperparameters import Hyperparameters
-from raytuner.records import SurrogateModelRecord
+from raytuner.problem.records import SurrogateModelRecord
 from raytuner.view.history import HistoryView, task_label
 
 __all__ = [

@@ -9,7 +9,7 @@ of two such as 32, 64, 128, 256 are equally spaced. Parameters with one value
 are pruned: they carry no information.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "bx", "type": "categorical", "categories": [256, 32, 64, 128]},
     ...                         {"name": "tile", "type": "integer", "lower_bound": 1, "upper_bound": 4},
@@ -38,7 +38,7 @@ import numpy as np
 from scipy.stats import qmc
 
 from raytuner.errors import InvalidInputError
-from raytuner.space import Categorical, Integer, ProblemSpace
+from raytuner.problem.space import Categorical, Integer, ProblemSpace
 
 __all__ = ["CandidateSet", "MAX_ENUMERATED"]
 

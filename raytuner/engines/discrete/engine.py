@@ -31,7 +31,7 @@ from the initial design and which functions in which round proposed it, so a
 resumed engine continues the portfolio where it stopped.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "bx", "type": "categorical", "categories": [16, 32, 64, 128, 256]},
     ...                         {"name": "tile", "type": "categorical", "categories": [1, 2, 4, 8]}],
@@ -60,9 +60,9 @@ from raytuner.engines.discrete.search import TaskSearch
 from raytuner.engines.discrete.several import SeveralSearch, several_value
 from raytuner.engines.multiobjective import tunes_several
 from raytuner.errors import InvalidInputError
-from raytuner.pareto import pareto_front
-from raytuner.records import FunctionEvaluation, Provenance, task_key
-from raytuner.space import ProblemSpace
+from raytuner.problem.pareto import pareto_front
+from raytuner.problem.records import FunctionEvaluation, Provenance, task_key
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["DiscreteBO", "METHODS"]
 

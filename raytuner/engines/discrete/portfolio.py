@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from raytuner.acquisition import ACQUISITIONS
 from raytuner.errors import InvalidInputError
+from raytuner.models.acquisition import ACQUISITIONS
 
 __all__ = ["AFS", "scores", "contextual_variance", "discounted_score", "Single", "Multi", "AdvancedMulti", "Portfolio"]
 

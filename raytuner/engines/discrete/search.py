@@ -20,7 +20,7 @@ from raytuner.engines.discrete.candidates import CandidateSet
 from raytuner.engines.discrete.gp import CandidateGP
 from raytuner.engines.discrete.portfolio import contextual_variance, scores
 from raytuner.errors import InfeasibleSpaceError
-from raytuner.records import FunctionEvaluation, Provenance
+from raytuner.problem.records import FunctionEvaluation, Provenance
 
 __all__ = ["TaskSearch", "Pick", "VALIDITY_SCALE", "VALIDITY_THRESHOLD"]
 

@@ -28,7 +28,7 @@ from raytuner.engines.discrete.candidates import CandidateSet
 from raytuner.engines.discrete.search import Pick, TaskSearch
 from raytuner.engines.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_within
 from raytuner.errors import InfeasibleSpaceError
-from raytuner.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation
 
 __all__ = ["SeveralSearch", "SHORTLIST"]
 

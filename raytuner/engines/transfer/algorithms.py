@@ -57,8 +57,8 @@ from raytuner.engines.transfer.surrogates import (
     WeightedSumModel,
     fantasise,
 )
-from raytuner.executors import Executor
 from raytuner.models import LCM, LCMOptions, TrainingData
+from raytuner.models.executors import Executor
 
 __all__ = ["TargetData", "FitContext", "BUILDERS", "PSEUDO_DESIGN", "dynamic_weights"]
 
@@ -83,7 +83,7 @@ class FitContext:
     """How a builder fits: LCM options, executor, random stream, the pseudo design, static weights."""
 
     options: LCMOptions
-    executor: Executor | None  # None: each fit's own default (raytuner.executors.default_executor)
+    executor: Executor | None  # None: each fit's own default (raytuner.models.executors.default_executor)
     rng: np.random.Generator
     design: Callable[[int], np.ndarray]
     weights: np.ndarray | None = None

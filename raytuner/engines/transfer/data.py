@@ -16,10 +16,10 @@ models.
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.executors import InlineExecutor
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM, demo
+    >>> from raytuner.models.executors import InlineExecutor
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM, demo
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> records = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)})
     ...            for x in np.linspace(0, 1, 12)]
@@ -44,10 +44,10 @@ import numpy as np
 
 from raytuner.engines.base import source_records
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation, task_key
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["SourceTask", "SourceData", "fit_gp", "minimisation_values", "group_source_tasks"]
 
@@ -109,7 +109,7 @@ def fit_gp(
         options: Configure the fit.
         seed: Seeds the fit.
         executor: Runs the multi-start fit (default: chosen by the fit's size,
-            :func:`raytuner.executors.default_executor`).
+            :func:`raytuner.models.executors.default_executor`).
     """
     return LCM(replace(options, latent=1)).fit(TrainingData([X], [v]), seed=seed, executor=executor)
 

@@ -33,11 +33,11 @@ space as MLA does.
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.executors import InlineExecutor
+    >>> from raytuner.models.executors import InlineExecutor
     >>> from raytuner.models import LCMOptions
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM, demo
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM, demo
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> rng = np.random.default_rng(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)}) for x in rng.random(40)]
@@ -58,19 +58,19 @@ from typing import Any
 
 import numpy as np
 
-from raytuner.acquisition import acquisition_function, optimize_acquisition
-from raytuner.blas import one_blas_thread
 from raytuner.engines.base import Engine, Suggestion
 from raytuner.engines.transfer.algorithms import BUILDERS, FitContext, TargetData
 from raytuner.engines.transfer.data import SOURCE_SEED, SourceData, minimisation_values
 from raytuner.engines.transfer.ensemble import POLICIES, choose_algorithm, ensemble_probabilities, exploration_rate
 from raytuner.engines.transfer.surrogates import TargetModel
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance, task_key
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.models.acquisition import acquisition_function, optimize_acquisition
+from raytuner.models.blas import one_blas_thread
+from raytuner.models.executors import Executor
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation, Provenance, task_key
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["TransferLearning", "ALGORITHMS", "SINGLE_ALGORITHMS", "ENSEMBLES", "DEFAULT_POOL", "FIRST"]
 
@@ -109,7 +109,7 @@ class TransferLearning(Engine):
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         objective: The objective to tune (default: the first).
-        executor: Runs the multi-start fits (default: :func:`raytuner.executors.default_executor`).
+        executor: Runs the multi-start fits (default: :func:`raytuner.models.executors.default_executor`).
         search_candidates: How many random points the continuous search's global phase scores.
     """
 

@@ -20,7 +20,7 @@ own units:
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.executors import InlineExecutor
+    >>> from raytuner.models.executors import InlineExecutor
     >>> from raytuner.models import LCMOptions
     >>> from raytuner.engines.transfer.data import fit_gp
     >>> X = np.linspace(0, 1, 8)[:, None]

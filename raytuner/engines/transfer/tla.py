@@ -16,9 +16,9 @@ restarting, section 5.3).
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> records = [FunctionEvaluation.create({"t": t}, {"x": x}, {"y": (x - 0.1 * t) ** 2})
     ...            for t in (1.0, 2.0, 3.0, 4.0) for x in np.linspace(0, 1, 11)]
@@ -39,11 +39,11 @@ import numpy as np
 from raytuner.engines.base import fitting_records, other_tasks, source_records
 from raytuner.engines.mla import MLA
 from raytuner.errors import InvalidInputError
-from raytuner.executors import Executor, InlineExecutor
 from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
-from raytuner.records import EvaluationSource, FunctionEvaluation, task_key
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor, InlineExecutor
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation, task_key
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["TLA1", "TLA2", "OptimumPrediction", "best_per_task", "centred_sample", "TLA1_OPTIONS"]
 

@@ -11,9 +11,9 @@ evaluation; a session (a service session of engine ``tla1``, with
 and an engine told any evaluation of its task has nothing more to suggest.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": (x / 10 - 0.1 * t) ** 2})
     ...          for t in (1.0, 2.0, 3.0, 4.0) for x in range(11)]
     >>> engine = TLA1Engine(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 2.5}], 0, tuned)
@@ -37,11 +37,11 @@ import numpy as np
 from raytuner.engines.base import Engine, Suggestion, source_records
 from raytuner.engines.transfer.tla import TLA1, OptimumPrediction
 from raytuner.errors import InvalidInputError, TuningFinished
-from raytuner.executors import Executor
 from raytuner.models import LCMOptions
-from raytuner.records import EvaluationSource, FunctionEvaluation, Provenance
-from raytuner.sampling import sample_configurations
-from raytuner.space import ProblemSpace
+from raytuner.models.executors import Executor
+from raytuner.problem.records import EvaluationSource, FunctionEvaluation, Provenance
+from raytuner.problem.sampling import sample_configurations
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["TLA1Engine", "NEAREST_OF"]
 
@@ -58,7 +58,7 @@ class TLA1Engine(Engine):
         problem: The problem's spaces (it needs a task space).
         tasks: The one new task.
         seed: Seeds TLA1's fits and the sample a prediction that breaks a constraint gives way to.
-        source: The tuned tasks' evaluations (a list, or an :class:`~raytuner.records.EvaluationSource`).
+        source: The tuned tasks' evaluations (a list, or an :class:`~raytuner.problem.records.EvaluationSource`).
         objective: The objective whose optima are modelled (default: the first).
         options: Configure TLA1's GPs.
         executor: Runs their multi-start fits (default: inline).

@@ -1,8 +1,8 @@
 """GPTune's history-database options: what a session loads from its store and what it writes there.
 
 GPTune's meta description carries them at its top level; here they are one
-:class:`HistoryOptions`, which :class:`~raytuner.meta.MetaDescription` gives
-(:meth:`~raytuner.meta.MetaDescription.history_options`) and every face takes
+:class:`HistoryOptions`, which :class:`~raytuner.problem.meta.MetaDescription` gives
+(:meth:`~raytuner.problem.meta.MetaDescription.history_options`) and every face takes
 (``TuningSession(..., history=...)``, the Ray searchers' and the GPTuneBand
 scheduler's ``history=`` session option, the service's meta description):
 
@@ -217,7 +217,7 @@ class HistoryOptions(BaseModel):
         """Whether a stored evaluation passes the load check (always, when there is none).
 
         Args:
-            record: A :class:`~raytuner.records.FunctionEvaluation` or its plain data.
+            record: A :class:`~raytuner.problem.records.FunctionEvaluation` or its plain data.
         """
         if not self.checks_load:
             return True

@@ -7,7 +7,7 @@ and meta descriptions read user files through here.
 
 Example:
     >>> import tempfile, pathlib
-    >>> from raytuner.records import HistoryDocument
+    >>> from raytuner.problem.records import HistoryDocument
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "h.json"
     >>> _ = path.write_text('{"tuning_problem_name": "p", "func_eval": 3}')
     >>> parse_json_file(path, HistoryDocument.model_validate, "a GPTune history")  # doctest: +ELLIPSIS
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, from_validation_error
-from raytuner.jsontext import loads_stored
+from raytuner.store.jsontext import loads_stored
 
 __all__ = ["read_json_file", "parse_json_file"]
 

@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from raytuner.blas import one_blas_thread
+from raytuner.models.blas import one_blas_thread
 
 __all__ = ["INLINE_RECORDS", "Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor"]
 

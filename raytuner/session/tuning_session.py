@@ -26,7 +26,7 @@ lives the same life everywhere:
   is; an engine's own ``TuningFinished`` likewise waits for the trials in flight;
 - **restarts**: :meth:`TuningSession.resume` replays the stored records and
   adopts the trials this session id asked and never told;
-- **GPTune's history-database options** (:class:`~raytuner.history_options.HistoryOptions`,
+- **GPTune's history-database options** (:class:`~raytuner.problem.history_options.HistoryOptions`,
   ``history=``): which stored records a resumed session replays
   (``load_func_eval``, the loadable machine and software configurations,
   ``no_load_check``), whether stored models are used as they are
@@ -35,10 +35,10 @@ lives the same life everywhere:
 
 Example:
     >>> import tempfile
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.store import JsonStore
     >>> from raytuner.engines import RandomSearch
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> store = JsonStore(tempfile.mkdtemp())
     >>> session = TuningSession(problem, RandomSearch(problem, [{"t": 1.0}], seed=0), store, "demo",
@@ -61,17 +61,23 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from raytuner.engines.base import Engine, fitting_records, task_key
-from raytuner.environment import describe_machine, software_configuration
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
-from raytuner.history_options import HistoryOptions
-from raytuner.outcome import result_failure
-from raytuner.pareto import pareto_front
-from raytuner.progress import ProgressTally
-from raytuner.records import FunctionEvaluation, Provenance, SurrogateModelRecord, check_problem_name, parse_outputs
-from raytuner.space import ProblemSpace
+from raytuner.problem.environment import describe_machine, software_configuration
+from raytuner.problem.history_options import HistoryOptions
+from raytuner.problem.outcome import result_failure
+from raytuner.problem.pareto import pareto_front
+from raytuner.problem.records import (
+    FunctionEvaluation,
+    Provenance,
+    SurrogateModelRecord,
+    check_problem_name,
+    parse_outputs,
+)
+from raytuner.problem.space import ProblemSpace
+from raytuner.session.progress import ProgressTally
+from raytuner.session.trial import Trial, TrialNamer, read_trials
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
-from raytuner.trial import Trial, TrialNamer, read_trials
 
 __all__ = ["TuningSession", "Trial", "TrialNamer"]
 

@@ -6,8 +6,8 @@ front is the set of such records that no other dominates (at least as good
 in every objective, better in one).
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
     ...     "output_space": [{"name": "time"}, {"name": "accuracy", "goal": "maximize"},
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import FunctionEvaluation, task_key
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, task_key
+from raytuner.problem.space import ProblemSpace
 
 __all__ = [
     "best_of",
@@ -74,7 +74,7 @@ def best_of(
         task: the task.
         objective: the objective's name (default: the problem's first).
 
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> space = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
     ...     "upper_bound": 1}], "output_space": [{"name": "y", "goal": "maximize"}]})
     >>> runs = [FunctionEvaluation.create({}, {"x": x}, {"y": x}) for x in (0.2, 0.9, 0.5)]
@@ -168,7 +168,7 @@ def nsga_order(problem: ProblemSpace, records: Sequence[FunctionEvaluation]) -> 
         problem: the problem (its objectives and output constraints).
         records: the evaluations, in the order they were told.
 
-    >>> from raytuner.records import FunctionEvaluation
+    >>> from raytuner.problem.records import FunctionEvaluation
     >>> problem = ProblemSpace.parse({
     ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
     ...     "output_space": [{"name": "f1"}, {"name": "f2"}, {"name": "mem", "optimize": False, "upper_bound": 5}]})

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from raytuner.errors import InvalidInputError
-from raytuner.space import ProblemSpace
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["LCBenchSurrogate", "LCBENCH_TASKS", "OUTPUTS", "HYPERPARAMETERS", "EPOCHS", "default_data_dir"]
 

@@ -37,10 +37,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from raytuner.environment import split_machine
 from raytuner.errors import InvalidInputError
-from raytuner.gptune_fields import file_record, read_record, with_transformers
-from raytuner.values import as_number, output_problem, parse_outputs
+from raytuner.problem.environment import split_machine
+from raytuner.problem.gptune_fields import file_record, read_record, with_transformers
+from raytuner.problem.values import as_number, output_problem, parse_outputs
 
 __all__ = [
     "GPTuneTime",
@@ -337,7 +337,7 @@ class FunctionEvaluation(BaseModel):
 
         GPTune's reader passes over a record without a top-level
         ``machine_configuration`` and exits on a null output it loads
-        (:mod:`raytuner.gptune_fields`); reading the record back puts its
+        (:mod:`raytuner.problem.gptune_fields`); reading the record back puts its
         machine back.
 
         Examples:
@@ -387,7 +387,7 @@ class SurrogateModelRecord(BaseModel):
 
         GPTune's exact model match reads the ``transformer`` of every entry;
         an entry without one (a model stored before raytuner wrote them) gets
-        the one GPTune's drivers declare (:func:`~raytuner.gptune_fields.with_transformers`).
+        the one GPTune's drivers declare (:func:`~raytuner.problem.gptune_fields.with_transformers`).
 
         Examples:
             >>> SurrogateModelRecord(output_space=[{"name": "y", "type": "real"}]).to_file()["output_space"]

@@ -107,7 +107,7 @@ def file_record(record: Mapping[str, Any]) -> dict[str, Any]:
     under ``raytuner``, so GPTune's load check passes over it instead of its reader exiting on its null outputs.
 
     Args:
-        record: the record as :meth:`~raytuner.records.FunctionEvaluation.to_dict` gives it.
+        record: the record as :meth:`~raytuner.problem.records.FunctionEvaluation.to_dict` gives it.
 
     >>> file_record({"machine_configuration": {}, "raytuner": {"status": "ok"}})
     {'machine_configuration': {}, 'raytuner': {'status': 'ok'}}

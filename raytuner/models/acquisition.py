@@ -6,7 +6,7 @@ value seen so far; they return scores to be *maximised*. All of them work
 element-wise on numpy arrays.
 
 :func:`optimize_acquisition` maximises a score over the parameter space
-encoded to the unit cube (see :mod:`raytuner.space`): a global phase scores a
+encoded to the unit cube (see :mod:`raytuner.problem.space`): a global phase scores a
 large random + Latin hypercube sample (and perturbations of any configurations
 it is told to search ``around``), a local phase refines the best points
 by Gaussian perturbation with a shrinking scale. A finite space (integers and
@@ -18,7 +18,7 @@ excluded (evaluated or pending) configuration are dropped before scoring.
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({
     ...     "input_space": [{"name": "t", "type": "real", "lower_bound": 1, "upper_bound": 10}],
     ...     "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1},
@@ -48,9 +48,9 @@ from numpy.typing import ArrayLike
 from scipy.stats import norm, qmc
 
 from raytuner.errors import InvalidInputError
-from raytuner.grid import valid_grid
-from raytuner.sampling import Seed, sample_configurations
-from raytuner.space import Categorical, ProblemSpace, Real, Space
+from raytuner.models.grid import valid_grid
+from raytuner.problem.sampling import Seed, sample_configurations
+from raytuner.problem.space import Categorical, ProblemSpace, Real, Space
 
 __all__ = [
     "expected_improvement",
@@ -370,7 +370,7 @@ def optimize_acquisition(
     integer and categorical parameter and within ``tolerance`` in the unit
     cube in every real one. When no valid, new candidate turns up, a
     constrained Latin hypercube sample of one point stands in
-    (:func:`~raytuner.sampling.sample_configurations`, which raises
+    (:func:`~raytuner.problem.sampling.sample_configurations`, which raises
     :class:`~raytuner.errors.InfeasibleSpaceError` if it finds none either).
 
     The result depends only on the state of ``rng`` (a generator or a seed).
@@ -390,7 +390,7 @@ def optimize_acquisition(
         top: how many best points each round perturbs (default 16).
         tolerance: the unit-cube distance under which two configurations are equal (default 1e-9).
 
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({"parameter_space": [
     ...     {"name": "k", "type": "integer", "lower_bound": 0, "upper_bound": 9}]})
     >>> def prefer_five_then_below(unit):

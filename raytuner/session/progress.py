@@ -8,9 +8,9 @@ fidelity any evaluation of the run reached (full fidelity), or over every
 evaluation when there are no fidelities.
 
 Example:
-    >>> from raytuner.records import FunctionEvaluation, Provenance
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.records import FunctionEvaluation, Provenance
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> tally = ProgressTally(ProblemSpace.parse(DEMO_PROBLEM))
     >>> _ = tally.add(FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, {"y": 0.9}, provenance=Provenance(cost=0.5)))
     >>> print(tally.line(tally.add(FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 0.7}))))
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytuner.records import FunctionEvaluation, task_key
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import FunctionEvaluation, task_key
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["TaskProgress", "ProgressTally", "task_label", "config_label", "in_task_order"]
 
@@ -46,7 +46,7 @@ def task_label(task: Mapping[str, Any]) -> str:
 
 
 def in_task_order(by_task: Mapping[Any, Any]) -> list[Any]:
-    """The values of a mapping keyed by :func:`~raytuner.records.task_key`, sorted by task values.
+    """The values of a mapping keyed by :func:`~raytuner.problem.records.task_key`, sorted by task values.
 
     Where the values do not sort (text against numbers), the mapping's own order.
 

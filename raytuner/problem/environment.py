@@ -160,7 +160,7 @@ def machine_details(user: Mapping[str, Any] | None = None, env: Mapping[str, str
 def describe_machine(user: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """:func:`machine_configuration` and :func:`machine_details` in one mapping, as a record's maker takes it.
 
-    :meth:`raytuner.records.FunctionEvaluation.create` splits it again
+    :meth:`raytuner.problem.records.FunctionEvaluation.create` splits it again
     (:func:`split_machine`): GPTune's keys to ``machine_configuration``, the rest to ``raytuner.machine``.
 
     Args:

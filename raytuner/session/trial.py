@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raytuner.engines.base import Suggestion
-from raytuner.records import Provenance
+from raytuner.problem.records import Provenance
 
 __all__ = ["Trial", "TrialNamer", "read_trials"]
 

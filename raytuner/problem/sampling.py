@@ -9,8 +9,8 @@ budget runs out; then :class:`~raytuner.errors.InfeasibleSpaceError` says how
 far it got and how rare valid points are.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse({**DEMO_PROBLEM, "constraints": {"half": "x < 0.5"}})
     >>> tasks = sample_tasks(problem, 3, seed=1)
     >>> samples = sample_configurations(problem, tasks[0], 4, seed=1)
@@ -30,7 +30,7 @@ import numpy as np
 from scipy.stats import qmc
 
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
-from raytuner.space import ProblemSpace, Space
+from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = ["ConfigurationSet", "latin_hypercube", "sample_tasks", "sample_configurations", "initial_samples"]
 

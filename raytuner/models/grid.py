@@ -2,14 +2,14 @@
 
 A space of integer and categorical parameters only has finitely many
 configurations; when there are few enough,
-:func:`~raytuner.acquisition.optimize_acquisition` scores every valid one
+:func:`~raytuner.models.acquisition.optimize_acquisition` scores every valid one
 instead of a random sample, and so returns the acquisition's maximum itself.
 A search runs again at every suggestion, so the grid of the last few problems
 is kept, and each constraint is checked once per configuration and task.
 
 Example:
     >>> import numpy as np
-    >>> from raytuner.space import ProblemSpace
+    >>> from raytuner.problem.space import ProblemSpace
     >>> problem = ProblemSpace.parse({"parameter_space": [
     ...     {"name": "k", "type": "integer", "lower_bound": 1, "upper_bound": 4},
     ...     {"name": "tile", "type": "categorical", "categories": [8, 16]}], "constraints": {"fits": "k * tile <= 32"}})
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from raytuner.space import Categorical, ProblemSpace
+from raytuner.problem.space import Categorical, ProblemSpace
 
 __all__ = ["valid_grid"]
 
@@ -81,7 +81,7 @@ def valid_grid(
     The order is random so that ties in a score (an expected improvement
     that underflows to 0) go by chance, not to the first configuration.
     Returns the unit-cube rows (bin centres, as
-    :meth:`~raytuner.space.Space.encode` gives them) and the configurations.
+    :meth:`~raytuner.problem.space.Space.encode` gives them) and the configurations.
 
     Args:
         problem: the problem; its parameter space must be finite (integers and categoricals only).

@@ -1,9 +1,9 @@
 """The papers' test problems: their spaces and objectives, for examples, tests and benchmarks.
 
 This module holds the synthetic ones (GPTune's demo function, Branin,
-Ishigami, a mixed 12-parameter function); :mod:`raytuner.problems.amg` is the
+Ishigami, a mixed 12-parameter function); :mod:`raytuner.test_problems.amg` is the
 PyAMG convection-diffusion solve (needs PyAMG) and
-:mod:`raytuner.problems.lcbench` the YAHPO LCBench surrogate (needs
+:mod:`raytuner.test_problems.lcbench` the YAHPO LCBench surrogate (needs
 onnxruntime and the surrogate's files).
 
 Example:

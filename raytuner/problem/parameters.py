@@ -4,7 +4,7 @@ Each parameter checks a value (an error names the input and, for a
 categorical, the allowed values) and maps values to ``[0, 1]`` and back.
 Integers and categoricals own equal-width bins of ``[0, 1]`` (a value maps
 to its bin's centre and any point of the bin maps back to it); reals map
-linearly, or linearly in the logarithm. :mod:`raytuner.space` builds the
+linearly, or linearly in the logarithm. :mod:`raytuner.problem.space` builds the
 task, parameter and output spaces from these.
 
 Example:

@@ -5,8 +5,8 @@ Every face that takes a result for a suggestion it handed out (a session's
 same result is a failure, with the same reason, everywhere.
 
 Example:
-    >>> from raytuner.space import ProblemSpace
-    >>> from raytuner.problems import DEMO_PROBLEM
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
     >>> result_failure(problem, {"y": 0.5}) is None
     True
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from raytuner.errors import InvalidInputError
-from raytuner.records import parse_outputs
-from raytuner.space import ProblemSpace
+from raytuner.problem.records import parse_outputs
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["result_failure"]
 

@@ -45,9 +45,9 @@ from pydantic import (
 )
 
 from raytuner.errors import InvalidInputError, validate
-from raytuner.history_options import HISTORY_FIELDS, HistoryOptions, yes_no
-from raytuner.records import check_problem_name
-from raytuner.space import ProblemSpace
+from raytuner.problem.history_options import HISTORY_FIELDS, HistoryOptions, yes_no
+from raytuner.problem.records import check_problem_name
+from raytuner.problem.space import ProblemSpace
 
 __all__ = ["MetaDescription", "ConfigurationSpace", "ProcessorConfiguration", "VersionRange"]
 

@@ -4,7 +4,7 @@ A tuning problem has three spaces (GPTune's vocabulary): the *task* (input)
 space of the problems an application may meet, the *parameter* space of the
 tuning parameters, and the *output* space of the objectives. Parameters are
 real (optionally log-scaled), integer (optionally log-scaled) or categorical
-(:mod:`raytuner.parameters`).
+(:mod:`raytuner.problem.parameters`).
 
 Every space encodes points to the unit hypercube and back. Integers and
 categoricals own equal-width bins of ``[0, 1]`` (a value encodes to its bin's
@@ -41,10 +41,10 @@ from pydantic import (
     model_validator,
 )
 
-from raytuner.constraints import Constraint
 from raytuner.errors import InvalidInputError, validate
-from raytuner.parameters import PARAMETER_TYPES, Categorical, Integer, Parameter, Real, normalise_parameter_type
-from raytuner.values import as_number
+from raytuner.problem.constraints import Constraint
+from raytuner.problem.parameters import PARAMETER_TYPES, Categorical, Integer, Parameter, Real, normalise_parameter_type
+from raytuner.problem.values import as_number
 
 __all__ = [
     "Real",
@@ -336,7 +336,7 @@ class ProblemSpace(BaseModel):
 
     @property
     def compiled_constraints(self) -> list[Constraint]:
-        """The constraints as :class:`~raytuner.constraints.Constraint` objects."""
+        """The constraints as :class:`~raytuner.problem.constraints.Constraint` objects."""
         return list(self._compiled)
 
     @property
