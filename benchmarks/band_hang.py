@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
-from raytuner.schedulers import BandOptions, GPTuneBandScheduler
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
 
 from raytuner.engines import BanditStructure
 from raytuner.models import LCMOptions
@@ -193,7 +193,9 @@ def run_once(
         "hang",
         seed=seed,
         structure=BanditStructure.hyperband(1, B_MAX, 2),
-        options=BandOptions(lcm=FAST, executor=InlineExecutor(), fidelity_mode="iterative", search_candidates=128),
+        options=GPTuneBandOptions(
+            lcm=FAST, executor=InlineExecutor(), fidelity_mode="iterative", search_candidates=128
+        ),
     )
     guard = StallGuard(band, steps=steps, deadline=deadline)
     tuner = tune.Tuner(

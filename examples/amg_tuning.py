@@ -153,7 +153,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     """
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
 
     from raytuner.engines import BanditStructure
@@ -167,7 +167,9 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         args.problem,
         seed=args.seed,
         structure=BanditStructure.hyperband(args.b_min, args.b_max, args.eta),
-        options=BandOptions(passes=args.passes, budget=args.budget, fidelity_mode="one_shot", fidelity_key="fidelity"),
+        options=GPTuneBandOptions(
+            passes=args.passes, budget=args.budget, fidelity_mode="one_shot", fidelity_key="fidelity"
+        ),
     )
     trainable = tune.with_parameters(
         one_shot_trainable,

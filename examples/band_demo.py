@@ -43,11 +43,11 @@ import numpy as np
 import ray
 from ray import tune
 from ray.tune.logger import JsonLoggerCallback
-from raytuner.schedulers import BandOptions, GPTuneBandScheduler
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
 from raytuner.engines import BanditStructure
-from raytuner.engines.band import MODELS
+from raytuner.engines.gptuneband.engine import MODELS
 from raytuner.models.executors import RayExecutor
 from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
             args.problem,
             seed=args.seed,
             structure=BanditStructure.hyperband(args.b_min, args.b_max, args.eta),
-            options=BandOptions(passes=args.passes, executor=executor, model=args.model),
+            options=GPTuneBandOptions(passes=args.passes, executor=executor, model=args.model),
         )
         structure = band.engine.structure
         print(

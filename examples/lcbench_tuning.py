@@ -38,7 +38,7 @@ from typing import Any
 import ray
 from ray import tune
 from ray.tune import Checkpoint
-from raytuner.schedulers import BandOptions, GPTuneBandScheduler
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
 from raytuner.searchers import TuningProgress
 
 from raytuner.engines import BanditStructure
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
         mode="max",
         seed=args.seed,
         structure=BanditStructure(structure.fidelities, structure.eta),
-        options=BandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
+        options=GPTuneBandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
     )
     log.info(
         "tuning tasks %s: %d pass(es) of brackets %s, %.1f epochs/52 per task and pass",

@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": t} for t in args.tasks]
     store = JsonStore(Path(args.store))
-    searcher = LCMSearcher(problem, tasks, store, args.problem, seed=args.seed, n_initial=args.initial)
+    searcher = LCMSearcher(
+        problem, tasks, store, args.problem, seed=args.seed, engine_options={"n_initial": args.initial}
+    )
     log.info(
         "tuning %d tasks, %d samples each (%d initial), %d evaluations already stored",
         len(tasks),

@@ -280,7 +280,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     """
     import ray  # noqa: PLC0415
     from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
     from raytuner.searchers import TuningProgress  # noqa: PLC0415
 
     from raytuner.engines import BanditStructure
@@ -294,7 +294,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         args.problem,
         seed=args.seed,
         structure=BanditStructure.hyperband(args.b_min, args.b_max, args.eta, integer=True),
-        options=BandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
+        options=GPTuneBandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
     )
     trainable = tune.with_parameters(iterative_trainable, max_epochs=int(args.b_max), seed=args.seed)
     local = args.address == "local"  # a fresh local Ray, not a stale or foreign running one

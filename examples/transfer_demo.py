@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         source = StoreSource(store, args.source_problem)
         if args.algorithm == "tla2":
             searcher: TransferLearningSearcher | TLA2Searcher = TLA2Searcher(
-                problem, target, source, store, args.problem, seed=args.seed, options=options
+                problem, target, source, store, args.problem, seed=args.seed, engine_options={"options": options}
             )
             predicted = searcher.engine.tla1.predict(target)
             print(
@@ -137,7 +137,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             )
         else:
             searcher = TransferLearningSearcher(
-                problem, target, source, store, args.problem, seed=args.seed, algorithm=args.algorithm, options=options
+                problem,
+                target,
+                source,
+                store,
+                args.problem,
+                seed=args.seed,
+                engine_options={"algorithm": args.algorithm, "options": options},
             )
         replayed = len(searcher.session.records)
         print(

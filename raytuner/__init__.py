@@ -61,7 +61,7 @@ _HOMES: dict[str, str] = {
         ),
         "raytuner.searchers",
     ),
-    **dict.fromkeys(("GPTuneBandScheduler", "BandOptions"), "raytuner.schedulers"),
+    **dict.fromkeys(("GPTuneBandScheduler", "GPTuneBandOptions"), "raytuner.schedulers"),
     **dict.fromkeys(("RemoteTuner", "CrowdClient"), "raytuner.client"),
 }
 
@@ -100,7 +100,7 @@ __all__ = [
     "RandomSearcher",
     "TuningProgress",
     "GPTuneBandScheduler",
-    "BandOptions",
+    "GPTuneBandOptions",
     "RemoteTuner",
     "CrowdClient",
 ]  # the names of _HOMES (tests/test_public_api.py checks)
@@ -120,7 +120,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from raytuner.errors import InvalidInputError, RaytunerError, StoreError
     from raytuner.problem.records import FunctionEvaluation, HistoryDocument
     from raytuner.problem.space import Categorical, Integer, ProblemSpace, Real
-    from raytuner.schedulers import BandOptions, GPTuneBandScheduler
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
     from raytuner.searchers import (
         DiscreteBOSearcher,
         LCMSearcher,

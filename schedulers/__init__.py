@@ -3,7 +3,7 @@
 >>> from raytuner.schedulers import GPTuneBandScheduler, GPTuneBandSearcher
 """
 
-from raytuner.schedulers.band import BandOptions, GPTuneBandScheduler
-from raytuner.schedulers.band_searcher import GPTuneBandSearcher
+from raytuner.schedulers.gptuneband import GPTuneBandOptions, GPTuneBandScheduler
+from raytuner.schedulers.gptuneband_searcher import GPTuneBandSearcher
 
-__all__ = ["BandOptions", "GPTuneBandScheduler", "GPTuneBandSearcher"]
+__all__ = ["GPTuneBandOptions", "GPTuneBandScheduler", "GPTuneBandSearcher"]

@@ -36,12 +36,12 @@ RAY_MODES = {"minimize": "min", "maximize": "max"}
 
 
 def ray_mode(
-    problem: ProblemSpace, metric: str | list[str] | None, mode: str | list[str] | None, several: bool = False
+    problem: ProblemSpace, metric: str | list[str] | None, mode: str | list[str] | None, multiobjective: bool = False
 ) -> tuple[Any, Any]:
     """The Ray ``(metric, mode)`` of ``problem``'s objectives; a contradicting ``mode`` is an error.
 
     One objective gives strings, as Ray Tune's searchers take them; a face
-    that tunes ``several`` objectives gets lists in the same order (a list of
+    that tunes several objectives (``multiobjective``) gets lists in the same order (a list of
     ``metric``, or by default every optimised output of a multi-objective
     problem), as Ray Tune's ``OptunaSearch`` takes them.
 
@@ -51,24 +51,24 @@ def ray_mode(
             optimised one when there are several).
         mode: Ray's ``"min"`` or ``"max"`` (a list for a list of metrics) as the caller gave it
             (``None``: from the goals).
-        several: the face tunes several objectives at once (else one: by default the first).
+        multiobjective: the face tunes several objectives at once (else one: by default the first).
 
     >>> from raytuner.problem.space import ProblemSpace
     >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
     ...     "upper_bound": 1}], "output_space": [{"name": "time"}, {"name": "acc", "goal": "maximize"}]})
-    >>> ray_mode(two, None, None, several=True), ray_mode(two, ["acc", "time"], ["max", "min"], several=True)
+    >>> ray_mode(two, None, None, multiobjective=True), ray_mode(two, ["acc", "time"], ["max", "min"], multiobjective=True)
     ((['time', 'acc'], ['min', 'max']), (['acc', 'time'], ['max', 'min']))
     >>> ray_mode(two, None, None)
     ('time', 'min')
     """
-    if isinstance(metric, (list, tuple)) and not several:
+    if isinstance(metric, (list, tuple)) and not multiobjective:
         raise InvalidInputError(
             "metric", f"{list(metric)!r}: this face tunes one objective", allowed=[o.name for o in problem.optimised]
         )
-    if not (several and (isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1))):
+    if not (multiobjective and (isinstance(metric, (list, tuple)) or (metric is None and len(problem.optimised) > 1))):
         if isinstance(mode, (list, tuple)):
             raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}", allowed=["min", "max"])
-        assert not isinstance(metric, (list, tuple))  # a list was refused above, or several took this elsewhere
+        assert not isinstance(metric, (list, tuple))  # a list was refused above, or multiobjective took this elsewhere
         objective = problem.objective(metric)
         expected = RAY_MODES[objective.goal]
         if mode is not None and mode != expected:
@@ -99,8 +99,8 @@ def one_or_all(
 
     Args:
         problem: The problem.
-        metric: As for :func:`ray_mode` with ``several``.
-        mode: As for :func:`ray_mode` with ``several``.
+        metric: As for :func:`ray_mode` with ``multiobjective``.
+        mode: As for :func:`ray_mode` with ``multiobjective``.
 
     >>> from raytuner.problem.space import ProblemSpace
     >>> two = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
@@ -108,7 +108,7 @@ def one_or_all(
     >>> one_or_all(two, None, None), one_or_all(two, "acc", None)
     ((['time', 'acc'], ['min', 'max']), (['acc'], ['max']))
     """
-    names, modes = ray_mode(problem, metric, mode, several=True)
+    names, modes = ray_mode(problem, metric, mode, multiobjective=True)
     if isinstance(names, str):
         return [names], [modes]
     if sorted(names) != sorted(o.name for o in problem.optimised):

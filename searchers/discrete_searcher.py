@@ -17,7 +17,7 @@ Example:
     >>> searcher = DiscreteBOSearcher.from_choices(
     ...     {"block_size_x": tune.choice([32, 64, 128, 256]), "tile": [1, 2, 4, 8]},
     ...     restrictions=["block_size_x * tile <= 512"], metric="time", mode="min",
-    ...     store=tempfile.mkdtemp(), problem_name="kernel", seed=0, n_initial=4)
+    ...     store=tempfile.mkdtemp(), problem_name="kernel", seed=0, engine_options={"n_initial": 4})
     >>> len(searcher.engine.candidates()), searcher.metric, searcher.mode
     (13, 'time', 'min')
     >>> def trainable(config):
@@ -31,11 +31,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytuner.searchers.engine_searcher import EngineSearcher
+from raytuner.searchers.engine_searcher import EngineSearcher, registered_engine
 
 from raytuner.engines.discrete import DiscreteBO
-from raytuner.engines.discrete.engine import Method
-from raytuner.engines.discrete.portfolio import AFS
 from raytuner.errors import InvalidInputError
 from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
@@ -48,65 +46,50 @@ _GOALS = {"min": "minimize", "max": "maximize"}
 class DiscreteBOSearcher(EngineSearcher):
     """Discrete BO (:class:`~raytuner.engines.discrete.DiscreteBO`) for ``tune.run`` and ``Tuner``.
 
-    ``method``, ``n_initial``, ``kernel``, ``lengthscale``, ``exploration``,
-    ``acquisitions`` and ``candidates`` are those of
-    :class:`~raytuner.engines.discrete.DiscreteBO`. ``tasks`` is needed
-    only when the problem has task parameters. Stored evaluations of the same
-    problem are replayed first, so a new searcher continues an old run.
+    Stored evaluations of the same problem are replayed first, so a new
+    searcher continues an old run.
 
     Args:
         problem: The problem's spaces (categorical or integer parameters, constraints).
+        tasks: The tasks (``None``: the one task of a problem without task parameters).
         store: A history store or where one is (a directory, a ``mongodb://`` URI).
         problem_name: Under which name the store keeps the evaluations.
-        tasks: The tasks (needed only when the problem has task parameters).
         metric: Which objective Ray reports (a list: several tuned at once, with a Pareto score); by default
             every optimised output of a problem with several, else the one.
         mode: ``"min"`` or ``"max"`` as Ray says it (a list for several metrics); must match the goals.
         seed: The engine's random seed.
-        method: One of :data:`raytuner.engines.discrete.engine.METHODS` (a single acquisition or a portfolio).
-        n_initial: How many initial evaluations must succeed before the model proposes.
-        kernel: The GP kernel.
-        lengthscale: The GP's fixed length scale (default: by ``exploration``).
-        exploration: ``"cv"`` (contextual variance) or a constant.
-        acquisitions: The portfolio's acquisitions.
-        candidates: An explicit list of valid configurations.
+        engine_options: :class:`~raytuner.engines.discrete.DiscreteBO`'s keyword options (``method``,
+            ``n_initial``, ``kernel``, ``lengthscale``, ``exploration``, ``acquisitions``,
+            ``candidates``, ...); an unknown name is refused in one line that lists them.
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
-    several_objectives = True
+    multiobjective = True
 
     def __init__(
         self,
         problem: ProblemSpace,
+        tasks: Sequence[Mapping[str, Any]] | None,
         store: HistoryStore | str | os.PathLike[str],
         problem_name: str,
-        tasks: Sequence[Mapping[str, Any]] | None = None,
         metric: str | list[str] | None = None,
         mode: str | list[str] | None = None,
         seed: int | None = None,
         *,
-        method: Method = "ei",
-        n_initial: int = 20,
-        kernel: str = "matern32",
-        lengthscale: float | None = None,
-        exploration: str | float = "cv",
-        acquisitions: Sequence[str] = AFS,
-        candidates: Sequence[Mapping[str, Any]] | None = None,
+        engine_options: Mapping[str, Any] | None = None,
         **session_options: Any,
     ) -> None:
-        engine = DiscreteBO(
-            problem,
-            tasks,
-            seed=seed,
-            method=method,
-            n_initial=n_initial,
-            kernel=kernel,
-            lengthscale=lengthscale,
-            exploration=exploration,  # type: ignore[arg-type]
-            acquisitions=acquisitions,
-            candidates=candidates,
-            objective=metric if isinstance(metric, str) else None,
-        )
+        if isinstance(tasks, (str, os.PathLike, HistoryStore)):
+            raise InvalidInputError(
+                "tasks",
+                f"got a store ({tasks!r}): DiscreteBOSearcher takes (problem, tasks, store, problem_name, ...)"
+                " as every searcher does; pass tasks=None for a problem without task parameters",
+            )
+        if tasks is None:
+            if problem.input_space.dimension:
+                raise InvalidInputError("tasks", "the problem has task parameters: list the tasks to tune")
+            tasks = [{}]
+        engine = registered_engine("discrete", problem, tasks, seed, metric, engine_options)
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 
     @classmethod
@@ -117,13 +100,13 @@ class DiscreteBOSearcher(EngineSearcher):
         restrictions: Sequence[str] | Mapping[str, str] = (),
         metric: str = "time",
         mode: str = "min",
-        **options: Any,
+        **arguments: Any,
     ) -> DiscreteBOSearcher:
         """A searcher over ``choices`` (name -> list of values or ``tune.choice``) under ``restrictions``.
 
         ``restrictions`` are expressions over the parameter names that a valid
         configuration meets (``"block_size_x * block_size_y <= 1024"``);
-        ``options`` go to the constructor (``store`` and ``problem_name`` are
+        ``arguments`` go to the constructor (``store`` and ``problem_name`` are
         required).
 
         Args:
@@ -131,7 +114,7 @@ class DiscreteBOSearcher(EngineSearcher):
             restrictions: Expressions a valid configuration meets (a mapping names them).
             metric: The objective's name.
             mode: ``"min"`` or ``"max"``.
-            **options: The constructor's other arguments.
+            **arguments: The constructor's other arguments.
         """
         if mode not in _GOALS:
             raise InvalidInputError("mode", f"unknown mode {mode!r}", allowed=list(_GOALS))
@@ -157,7 +140,7 @@ class DiscreteBOSearcher(EngineSearcher):
                 "constraints": named,
             }
         )
-        return cls(problem, metric=metric, mode=mode, **options)
+        return cls(problem, None, metric=metric, mode=mode, **arguments)
 
     @property
     def engine(self) -> DiscreteBO:

@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -39,15 +40,24 @@ from typing import Any, ClassVar
 from ray.tune.search import Searcher
 from raytuner.searchers.common import ask_for_ray, ray_mode
 
-from raytuner.engines import Engine, RandomSearch, fresh_engine
+from raytuner.engines import Engine, EngineSpec, RandomSearch, build_engine, fresh_engine
 from raytuner.errors import InvalidInputError
+from raytuner.models.executors import Executor
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store import HistoryStore, open_store
 
-__all__ = ["EngineSearcher", "RandomSearcher"]
+__all__ = ["EngineSearcher", "RandomSearcher", "registered_engine"]
 
 log = logging.getLogger(__name__)
+
+#: The keyword options a searcher passes on to its :class:`~raytuner.session.tuning_session.TuningSession`.
+SESSION_OPTIONS = frozenset(
+    name
+    for name, p in inspect.signature(TuningSession.__init__).parameters.items()
+    if p.kind is p.KEYWORD_ONLY
+    or (p.default is not p.empty and name not in ("problem", "engine", "store", "problem_name"))
+)
 
 
 class EngineSearcher(Searcher):
@@ -63,7 +73,7 @@ class EngineSearcher(Searcher):
             ``mongodb://`` URI).
         problem_name: The problem's name in the store.
         metric: The objective Ray reports (default: the first objective), or a list of them for an engine
-            that tunes several (:attr:`several_objectives`).
+            that tunes several (:attr:`multiobjective`).
         mode: Ray's ``"min"``/``"max"`` (a list for a list of metrics); follows the goals (a contradicting one
             is an error).
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession` (``session_id``,
@@ -71,7 +81,7 @@ class EngineSearcher(Searcher):
     """
 
     #: Whether the engine tunes several objectives at once (Ray's metric and mode may then be lists).
-    several_objectives: ClassVar[bool] = False
+    multiobjective: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -83,7 +93,14 @@ class EngineSearcher(Searcher):
         mode: str | list[str] | None = None,
         **session_options: Any,
     ) -> None:
-        super().__init__(*ray_mode(problem, metric, mode, self.several_objectives))
+        unknown = sorted(set(session_options) - SESSION_OPTIONS)
+        if unknown:
+            raise InvalidInputError(
+                "session_options",
+                f"{type(self).__name__} takes no argument {unknown[0]!r} (an engine's options go in engine_options)",
+                allowed=sorted(SESSION_OPTIONS),
+            )
+        super().__init__(*ray_mode(problem, metric, mode, self.multiobjective))
         self.problem = problem
         self.store = open_store(store)
         self._session_options = session_options
@@ -96,7 +113,7 @@ class EngineSearcher(Searcher):
                 self.problem,
                 metric or self._metric,
                 mode if metric is not None or mode is not None else self._mode,
-                self.several_objectives,
+                self.multiobjective,
             )
         except InvalidInputError:
             return False
@@ -150,6 +167,55 @@ class EngineSearcher(Searcher):
             len(self.session.records),
             len(self.session.pending),
         )
+
+
+def registered_engine(
+    name: str,
+    problem: ProblemSpace,
+    tasks: Sequence[Mapping[str, Any]],
+    seed: int | None,
+    metric: str | list[str] | None,
+    engine_options: Mapping[str, Any] | None,
+    *,
+    executor: Executor | None = None,
+    source: Any = None,
+) -> Engine:
+    """The engine registered as ``name``, built as a searcher asks for it (see :func:`raytuner.engines.build_engine`).
+
+    One metric named by Ray is the engine's ``objective``; ``engine_options`` are
+    checked against the engine's option names, and a bad one is refused in one line
+    that names ``engine_options``.
+
+    Args:
+        name: The engine's registered name (:data:`raytuner.engines.ENGINES`).
+        problem: The problem's spaces.
+        tasks: The tasks to tune.
+        seed: The engine's seed.
+        metric: The searcher's metric (one name: the engine tunes that objective alone).
+        engine_options: The engine's keyword options (default: none).
+        executor: Runs the engine's model fits (default: the engine's own choice).
+        source: Source data the engine transfers from or learns beside its tasks.
+
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
+    >>> registered_engine("mla", ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], 0, None, {"n_initial": 2}).n_initial
+    2
+    >>> registered_engine("mla", ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], 0, None, {"n_intial": 2})
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: engine_options: mla takes no option 'n_intial' (allowed: ...)
+    """
+    options = dict(engine_options or {})
+    if "objective" in options:
+        raise InvalidInputError("engine_options", "objective is the searcher's metric: pass metric instead")
+    if isinstance(metric, str):
+        options["objective"] = metric
+    try:
+        return build_engine(EngineSpec(name, options), problem, tasks, seed, executor=executor, source=source)
+    except InvalidInputError as exc:
+        if exc.field != "options":
+            raise
+        raise InvalidInputError("engine_options", exc.reason, exc.allowed) from None
 
 
 def _scalars(result: Mapping[str, Any], exclude: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,10 @@ Example:
     >>> from ray import tune
     >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.test_problems import DEMO_PROBLEM, demo
-    >>> searcher = LCMSearcher(ProblemSpace.parse(DEMO_PROBLEM), tasks=[{"t": 1.0}, {"t": 2.0}],
-    ...                        store=tempfile.mkdtemp(), problem_name="demo", seed=0, n_initial=4)
+    >>> searcher = LCMSearcher(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}, {"t": 2.0}], tempfile.mkdtemp(),
+    ...                        "demo", seed=0, engine_options={"n_initial": 4})
+    >>> searcher.engine.n_initial, searcher.metric, searcher.mode
+    (4, 'y', 'min')
     >>> def trainable(config):
     ...     tune.report({"y": demo(config["x"], config["t"])})
     >>> tune.run(trainable, search_alg=searcher, num_samples=12, max_concurrent_trials=2)  # doctest: +SKIP
@@ -28,11 +30,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytuner.searchers.engine_searcher import EngineSearcher
+from raytuner.searchers.engine_searcher import EngineSearcher, registered_engine
 
-from raytuner.engines.mla import BatchMode, Design
-from raytuner.engines.multiobjective import mla_engine
-from raytuner.models import LCMOptions
+from raytuner.engines.mla import MLA
 from raytuner.models.executors import Executor
 from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
@@ -43,13 +43,11 @@ __all__ = ["LCMSearcher"]
 class LCMSearcher(EngineSearcher):
     """Multitask BO with an LCM over ``tasks`` (one task: single-task BO), for ``tune.run`` and ``Tuner``.
 
-    ``n_initial`` LHS configurations per task come first (with ``source``, the
-    first is where the source tasks agree: :class:`raytuner.engines.MLA`), then model-guided
-    suggestions; ``design``, ``options``, ``acquisition``, ``acquisition_options``,
-    ``batch`` and ``executor`` are those of :class:`raytuner.engines.MLA`.
-    Stored evaluations of the same problem and tasks are replayed first, so a
-    new searcher continues an old run. A problem with several objectives or
-    an output constraint is tuned by
+    The engine is :class:`raytuner.engines.MLA`: ``n_initial`` LHS configurations
+    per task come first (with ``source``, the first is where the source tasks
+    agree), then model-guided suggestions. Stored evaluations of the same problem
+    and tasks are replayed first, so a new searcher continues an old run. A
+    problem with several objectives or an output constraint is tuned by
     :class:`~raytuner.engines.multiobjective.MultiObjectiveMLA` (``metric`` and
     ``mode`` are then lists, as Ray Tune's ``OptunaSearch`` takes them), and
     ``session.pareto_front(task)`` gives each task's front.
@@ -63,19 +61,17 @@ class LCMSearcher(EngineSearcher):
             optimised output of a multi-objective problem).
         mode: Ray's ``"min"``/``"max"`` (a list for several metrics), which must agree with the goals.
         seed: The engine's seed.
-        n_initial: LHS configurations per task before the model guides.
-        design: ``"per_task"`` (each task draws its own initial design) or ``"shared"`` (one for all).
-        options: The LCM's fitting options.
-        acquisition: The acquisition function.
-        acquisition_options: Its options.
-        batch: How the suggestions asked while trials run see each other (pending fantasies).
-        executor: Runs the multi-start fits.
+        engine_options: :class:`~raytuner.engines.MLA`'s keyword options (``n_initial``, ``design``,
+            ``options``, ``acquisition``, ``acquisition_options``, ``batch``, ``search_candidates``);
+            an unknown name is refused in one line that lists them.
+        executor: Runs the multi-start fits (default: zero-CPU Ray actors past
+            :data:`~raytuner.models.executors.INLINE_RECORDS` records, inline below).
         source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
             crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); default ``None``: none.
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
-    several_objectives = True
+    multiobjective = True
 
     def __init__(
         self,
@@ -87,28 +83,17 @@ class LCMSearcher(EngineSearcher):
         mode: str | list[str] | None = None,
         seed: int | None = None,
         *,
-        n_initial: int = 10,
-        design: Design = "per_task",
-        options: LCMOptions | None = None,
-        acquisition: str = "ei",
-        acquisition_options: Mapping[str, float] | None = None,
-        batch: BatchMode = "kriging_believer",
+        engine_options: Mapping[str, Any] | None = None,
         executor: Executor | None = None,
         source: Any = None,
         **session_options: Any,
     ) -> None:
-        engine = mla_engine(
-            problem,
-            tasks,
-            seed=seed,
-            n_initial=n_initial,
-            design=design,
-            options=options,
-            acquisition=acquisition,
-            acquisition_options=acquisition_options,
-            batch=batch,
-            executor=executor,
-            objective=metric if isinstance(metric, str) else None,
-            source=source,
+        engine = registered_engine(
+            "mla", problem, tasks, seed, metric, engine_options, executor=executor, source=source
         )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+
+    @property
+    def engine(self) -> MLA:
+        """The session's MLA engine (a new one after :meth:`restore`)."""
+        return self.session.engine

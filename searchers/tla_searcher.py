@@ -1,6 +1,6 @@
 """TransferLearningSearcher and TLA2Searcher: transfer learning from source tasks as Ray Tune searchers.
 
-:class:`TLA2Searcher` tunes a new task with GPTune's TLA2
+:class:`TLA2Searcher` tunes a new target task with GPTune's TLA2
 (:class:`raytuner.engines.transfer.TLA2`): its first samples around TLA1's
 prediction, its model the source tasks' LCM extended by the new task.
 
@@ -47,10 +47,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytuner.searchers.engine_searcher import EngineSearcher
+from raytuner.searchers.engine_searcher import EngineSearcher, registered_engine
 
-from raytuner.engines.transfer import DEFAULT_POOL, TLA2, SourceData, TransferLearning
-from raytuner.models import LCMOptions
+from raytuner.engines.transfer import TLA2, SourceData, TransferLearning
 from raytuner.models.executors import Executor
 from raytuner.problem.records import EvaluationSource, FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
@@ -62,13 +61,11 @@ __all__ = ["TransferLearningSearcher", "TLA2Searcher"]
 class TransferLearningSearcher(EngineSearcher):
     """Transfer learning to ``target_task`` from ``source``, for ``tune.run`` and ``Tuner``.
 
+    The engine is :class:`raytuner.engines.transfer.TransferLearning`: its
     ``algorithm`` is one of :data:`raytuner.engines.transfer.ALGORITHMS`
-    (default ``"ensemble"``, drawing from ``pool``); ``weights`` (for
-    ``"weighted_sum_static"``), ``candidates`` (an explicit list of valid
-    configurations), ``options``, ``acquisition`` and ``executor`` are those
-    of :class:`raytuner.engines.transfer.TransferLearning`. Stored
-    evaluations of the target task under ``problem_name`` are replayed first,
-    so a new searcher continues an old run.
+    (default ``"ensemble"``, drawing from its ``pool``). Stored evaluations of
+    the target task under ``problem_name`` are replayed first, so a new
+    searcher continues an old run.
 
     Args:
         problem: The problem's spaces (source and target share them).
@@ -79,12 +76,9 @@ class TransferLearningSearcher(EngineSearcher):
         metric: The objective Ray reports (the first one when ``None``).
         mode: Ray's ``"min"``/``"max"``; it follows the objective's goal.
         seed: The engine's seed.
-        algorithm: One of :data:`raytuner.engines.transfer.ALGORITHMS`.
-        pool: The algorithms an ensemble draws from.
-        weights: The source weights of ``"weighted_sum_static"``.
-        candidates: An explicit list of valid configurations to choose from.
-        options: The LCM's fitting options.
-        acquisition: The acquisition function.
+        engine_options: :class:`~raytuner.engines.transfer.TransferLearning`'s keyword options
+            (``algorithm``, ``pool``, ``weights``, ``candidates``, ``options``, ``acquisition``,
+            ``acquisition_options``, ``search_candidates``); an unknown name is refused in one line.
         executor: Runs the model fits.
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
@@ -100,28 +94,12 @@ class TransferLearningSearcher(EngineSearcher):
         mode: str | None = None,
         seed: int | None = None,
         *,
-        algorithm: str = "ensemble",
-        pool: Sequence[str] = DEFAULT_POOL,
-        weights: Sequence[float] | None = None,
-        candidates: Sequence[Mapping[str, Any]] | None = None,
-        options: LCMOptions | None = None,
-        acquisition: str = "ei",
+        engine_options: Mapping[str, Any] | None = None,
         executor: Executor | None = None,
         **session_options: Any,
     ) -> None:
-        engine = TransferLearning(
-            problem,
-            target_task,
-            source,
-            algorithm=algorithm,
-            seed=seed,
-            pool=pool,
-            weights=weights,
-            candidates=candidates,
-            options=options,
-            acquisition=acquisition,
-            objective=metric,
-            executor=executor,
+        engine = registered_engine(
+            "transfer", problem, [target_task], seed, metric, engine_options, executor=executor, source=source
         )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 
@@ -132,25 +110,25 @@ class TransferLearningSearcher(EngineSearcher):
 
 
 class TLA2Searcher(EngineSearcher):
-    """GPTune's TLA2 tuning ``new_task`` from the tuned ``source`` tasks, for ``tune.run`` and ``Tuner``.
+    """GPTune's TLA2 tuning ``target_task`` from the tuned ``source`` tasks, for ``tune.run`` and ``Tuner``.
 
     The configs are flat, as for every raytuner searcher; stored evaluations
-    of the new task under ``problem_name`` are replayed first, so a new
+    of the target task under ``problem_name`` are replayed first, so a new
     searcher continues an old run; the source is read, never written.
 
     Args:
         problem: The problem's spaces (a task space: TLA1 models the optima over it).
-        new_task: The task tuned.
+        target_task: The task tuned.
         source: The tuned tasks' evaluations (a list, or an EvaluationSource such as
             :class:`raytuner.store.StoreSource`; at least two tasks).
-        store: Where the new task's evaluations go: a :class:`~raytuner.store.HistoryStore` or its location.
-        problem_name: The new task's problem name in the store.
+        store: Where the target task's evaluations go: a :class:`~raytuner.store.HistoryStore` or its location.
+        problem_name: The target task's problem name in the store.
         metric: The objective Ray reports (the first one when ``None``).
         mode: Ray's ``"min"``/``"max"``; it follows the objective's goal.
         seed: The engine's seed.
-        n_initial: The samples drawn around TLA1's prediction before the model guides.
-        refit: ``"weights"`` (the new task's LCM weights only) or ``"all"``.
-        options: The LCM's fitting options.
+        engine_options: :class:`~raytuner.engines.transfer.TLA2`'s keyword options (``n_initial``: the
+            samples drawn around TLA1's prediction before the model guides; ``refit``: ``"weights"``
+            or ``"all"``; ``options``, ``source_model`` and MLA's options); an unknown name is refused.
         executor: Runs the model fits.
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
 
@@ -162,7 +140,7 @@ class TLA2Searcher(EngineSearcher):
         >>> tuned = [FunctionEvaluation.create({"t": t}, {"x": x / 10}, {"y": demo(x / 10, t)})
         ...          for t in (1.0, 2.0, 3.0) for x in range(11)]
         >>> searcher = TLA2Searcher(ProblemSpace.parse(DEMO_PROBLEM), {"t": 2.5}, tuned, tempfile.mkdtemp(),
-        ...                         "demo-new", seed=0, n_initial=3)
+        ...                         "demo-new", seed=0, engine_options={"n_initial": 3})
         >>> searcher.engine.name, searcher.engine.tasks[-1]
         ('tla2', {'t': 2.5})
     """
@@ -170,7 +148,7 @@ class TLA2Searcher(EngineSearcher):
     def __init__(
         self,
         problem: ProblemSpace,
-        new_task: Mapping[str, Any],
+        target_task: Mapping[str, Any],
         source: Sequence[FunctionEvaluation] | EvaluationSource,
         store: HistoryStore | str | os.PathLike[str],
         problem_name: str,
@@ -178,22 +156,12 @@ class TLA2Searcher(EngineSearcher):
         mode: str | None = None,
         seed: int | None = None,
         *,
-        n_initial: int = 5,
-        refit: str = "weights",
-        options: LCMOptions | None = None,
+        engine_options: Mapping[str, Any] | None = None,
         executor: Executor | None = None,
         **session_options: Any,
     ) -> None:
-        engine = TLA2(
-            problem,
-            new_task,
-            source,
-            seed,
-            n_initial=n_initial,
-            refit=refit,  # type: ignore[arg-type]
-            options=options,
-            objective=metric,
-            executor=executor,
+        engine = registered_engine(
+            "tla2", problem, [target_task], seed, metric, engine_options, executor=executor, source=source
         )
         super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
 

@@ -10,7 +10,7 @@ import pytest
 
 from raytuner.engines import BanditStructure, GPTuneBand, fresh_engine
 from raytuner.engines.base import Suggestion
-from raytuner.engines.brackets import Brackets
+from raytuner.engines.gptuneband.brackets import Brackets
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.models import LCMOptions
 from raytuner.models.executors import InlineExecutor

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from raytuner.engines import GPTuneBand, fresh_engine
-from raytuner.engines.band_sampler import MultiObjectiveLevelSampler
 from raytuner.engines.breaches import NOTE
+from raytuner.engines.gptuneband.sampler import MultiObjectiveLevelSampler
 from raytuner.errors import InvalidInputError
 from raytuner.models.executors import InlineExecutor
 from raytuner.problem.pareto import nsga_order, pareto_front
@@ -54,7 +54,7 @@ def run_band(seed: int, model: str = "paper") -> tuple[GPTuneBand, list[Function
 @pytest.mark.parametrize("model", ["paper", "levels"])
 def test_each_rung_promotes_what_nsga_ii_ranks_first(model: str) -> None:
     band, records = run_band(0, model)
-    assert band.several and isinstance(band._sampler, MultiObjectiveLevelSampler)
+    assert band.multiobjective and isinstance(band._sampler, MultiObjectiveLevelSampler)
     by_uid = {r.uid: r for r in records}
     rungs: dict[tuple, list[FunctionEvaluation]] = {}
     for r in records:
@@ -89,7 +89,7 @@ def test_a_feasible_evaluation_is_promoted_before_one_that_breaks_the_constraint
 def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
     first, records = run_band(3)
     again = fresh_engine(first)
-    assert isinstance(again, GPTuneBand) and again.several and again.spec == first.spec
+    assert isinstance(again, GPTuneBand) and again.multiobjective and again.spec == first.spec
     replayed = []
     while not again.finished:
         s = again.ask()
@@ -130,7 +130,7 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
 
 def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Path) -> None:
     from ray import tune
-    from raytuner.schedulers import BandOptions, GPTuneBandScheduler
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
 
     from raytuner.engines import BanditStructure
 
@@ -149,7 +149,7 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
     named = GPTuneBandScheduler(
         CONSTRAINED, TASKS, JsonStore(tmp_path / "y"), "zdt", metric="f2", structure=BanditStructure.hyperband(1, 3, 3)
     )
-    assert not named.engine.several and named.engine.objective.name == "f2"  # one named: it alone
+    assert not named.engine.multiobjective and named.engine.objective.name == "f2"  # one named: it alone
     store = JsonStore(tmp_path / "s")
     band = GPTuneBandScheduler(
         CONSTRAINED,
@@ -160,9 +160,9 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
         metric=["f1", "f2"],
         mode=["min", "min"],
         structure=BanditStructure.hyperband(1, B_MAX, 3),
-        options=BandOptions(executor=InlineExecutor()),
+        options=GPTuneBandOptions(executor=InlineExecutor()),
     )
-    assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])
+    assert band.engine.multiobjective and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])
     tune.run(
         trainable,
         search_alg=band.searcher(),

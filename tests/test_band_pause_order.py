@@ -19,7 +19,7 @@ pytest.importorskip("ray")
 from ray.tune.experiment import Trial  # noqa: E402
 from ray.tune.schedulers import TrialScheduler  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
-from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
 
 from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
 from raytuner.engines import BanditStructure
@@ -122,7 +122,9 @@ def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_at_once(tmp_pat
         "band",
         seed=0,
         structure=BanditStructure.hyperband(1, B_MAX, 2),
-        options=BandOptions(lcm=FAST, executor=InlineExecutor(), fidelity_mode="iterative", search_candidates=128),
+        options=GPTuneBandOptions(
+            lcm=FAST, executor=InlineExecutor(), fidelity_mode="iterative", search_candidates=128
+        ),
     )
     band.max_concurrent = slots
     ray = SlowSaves(band, slots)

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 from dashboard_helpers import BAND_PROBLEM, BandRun  # noqa: E402
 from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
-from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: E402
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
 
 from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
@@ -92,7 +92,7 @@ class SlowPause(tune.Trainable):
 
 
 def band(tmp_path: Path, **options: Any) -> GPTuneBandScheduler:
-    """The scheduler under test: ``options`` are :class:`BandOptions` fields over the fast defaults here."""
+    """The scheduler under test: ``options`` are :class:`GPTuneBandOptions` fields over the fast defaults here."""
     return GPTuneBandScheduler(
         PROBLEM,
         TASKS,
@@ -100,7 +100,7 @@ def band(tmp_path: Path, **options: Any) -> GPTuneBandScheduler:
         "band",
         seed=0,
         structure=BanditStructure.hyperband(1, B_MAX, 2),
-        options=BandOptions(**{"lcm": FAST, "executor": InlineExecutor(), **options}),
+        options=GPTuneBandOptions(**{"lcm": FAST, "executor": InlineExecutor(), **options}),
     )
 
 

@@ -94,7 +94,7 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(
     browser: Any, band_dashboard: str, band_store: Path, tmp_path: Path
 ) -> None:
     view = load_history(band_store)
-    best = dict(zip(view.best()["task"], view.best()["y"]))
+    best = dict(zip(view.best_table()["task"], view.best_table()["y"]))
     browser.get(band_dashboard + "/")
     [row] = _rows(browser, "problems")
     assert row["problem"] == BAND_PROBLEM and int(row["evaluations"]) == len(view.records)
@@ -190,7 +190,7 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
             a, b, t = trial.config["a"], trial.config["b"], trial.task["t"]
             session.tell(trial, {"f1": a, "f2": (1 + 9 * b) * (1 - (a / (1 + 9 * b)) ** 0.5) + 0.2 * t, "mem": a + b})
         records = store.evaluations("zdt")
-    assert load_history(tmp_path / "mo").several
+    assert load_history(tmp_path / "mo").multiobjective
     with serve(create_app(store=tmp_path / "mo"), port=0) as server:
         browser.get(server.url + "problem/zdt")
         shown = sorted((r["task"], r["uid"]) for r in _rows(browser, "front"))

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from raytuner.engines import DiscreteBO, fresh_engine
+from raytuner.engines.discrete.multiobjective import MultiObjectiveSearch
 from raytuner.engines.discrete.search import TaskSearch
-from raytuner.engines.discrete.several import SeveralSearch
 from raytuner.problem.pareto import hypervolume, objective_values, pareto_front
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
@@ -51,7 +51,7 @@ def drive(engine: DiscreteBO, n: int) -> list[tuple[str, FunctionEvaluation]]:
 def test_the_front_is_nearly_the_grids_and_guided_picks_keep_to_the_constraint(seed: int) -> None:
     engine = DiscreteBO(PROBLEM, seed=seed, n_initial=8)
     told = drive(engine, 40)
-    assert engine.several and isinstance(engine.search(), SeveralSearch)
+    assert engine.multiobjective and isinstance(engine.search(), MultiObjectiveSearch)
     front = engine.pareto_front()
     assert [r.uid for r in front] == [r.uid for r in pareto_front(PROBLEM, [r for _, r in told])]
     ratio = hypervolume(objective_values(PROBLEM, front), REFERENCE) / exact_hypervolume()
@@ -63,11 +63,11 @@ def test_the_front_is_nearly_the_grids_and_guided_picks_keep_to_the_constraint(s
 def test_a_rebuilt_engine_replays_the_same_suggestions_and_a_named_objective_is_tuned_alone() -> None:
     engine = DiscreteBO(PROBLEM, seed=4, n_initial=5)
     again = fresh_engine(engine)
-    assert again.several and again.spec == engine.spec
+    assert again.multiobjective and again.spec == engine.spec
     first = [r.tuning_parameter for _, r in drive(engine, 14)]
     assert [r.tuning_parameter for _, r in drive(again, 14)] == first
     single = DiscreteBO(PROBLEM, seed=4, n_initial=5, objective="f2")
-    assert not single.several and type(single.search()) is TaskSearch
+    assert not single.multiobjective and type(single.search()) is TaskSearch
     drive(single, 8)
     assert single.active_acquisitions() == ["ei"]
 
@@ -100,8 +100,10 @@ def test_the_ray_searcher_takes_two_metrics_under_tune_run(local_ray, tmp_path) 
         tune.report(zdt(config))
 
     store = JsonStore(tmp_path / "s")
-    searcher = DiscreteBOSearcher(PROBLEM, store, "zdt", metric=["f1", "f2"], mode=["min", "min"], seed=3, n_initial=4)
-    assert searcher.engine.several and (searcher.metric, searcher.mode) == (["f1", "f2"], ["min", "min"])
+    searcher = DiscreteBOSearcher(
+        PROBLEM, None, store, "zdt", metric=["f1", "f2"], mode=["min", "min"], seed=3, engine_options={"n_initial": 4}
+    )
+    assert searcher.engine.multiobjective and (searcher.metric, searcher.mode) == (["f1", "f2"], ["min", "min"])
     tune.run(
         trainable,
         search_alg=searcher,

@@ -51,7 +51,7 @@ def valid(config: dict) -> bool:
     return config["block_size_x"] * config["block_size_y"] <= 512 and config["block_size_x"] * config["tile"] <= 512
 
 
-def searcher(tmp_path: Path, **options) -> DiscreteBOSearcher:
+def searcher(tmp_path: Path, **engine_options) -> DiscreteBOSearcher:
     return DiscreteBOSearcher.from_choices(
         CHOICES,
         restrictions=RESTRICTIONS,
@@ -59,7 +59,8 @@ def searcher(tmp_path: Path, **options) -> DiscreteBOSearcher:
         mode="min",
         store=JsonStore(tmp_path / "store"),
         problem_name="kernel",
-        **{"seed": 0, "n_initial": 6, **options},
+        seed=0,
+        engine_options={"n_initial": 6, **engine_options},
     )
 
 
@@ -104,8 +105,7 @@ def test_tuner_stops_when_the_valid_space_is_exhausted(local_ray, tmp_path: Path
         store=JsonStore(tmp_path / "store"),
         problem_name="small",
         seed=1,
-        n_initial=2,
-        method="multi",
+        engine_options={"n_initial": 2, "method": "multi"},
     )
     tuner = tune.Tuner(
         lambda c: tune.report({"time": c["a"] + (c["b"] == "y")}),

@@ -233,7 +233,7 @@ def test_the_walk_covers_the_library() -> None:
     for expected in (
         "raytuner.session.tuning_session",
         "raytuner.searchers.lcm_searcher",
-        "raytuner.schedulers.band",
+        "raytuner.schedulers.gptuneband",
         "raytuner.client.remote",
         "raytuner.cli.main",
         "raytuner.test_problems",

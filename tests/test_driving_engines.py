@@ -54,7 +54,7 @@ def test_a_record_without_provenance_is_matched_to_its_suggestion_with_a_warning
     engine = band()
     s = engine.ask()
     bare = FunctionEvaluation.create(s.task, s.config, outputs(s))  # provenance forgotten
-    with caplog.at_level(logging.WARNING, logger="raytuner.engines.band"):
+    with caplog.at_level(logging.WARNING, logger="raytuner.engines.gptuneband.engine"):
         record = engine.tell(bare)
     assert "without its suggestion's provenance" in caplog.text
     assert engine.progress()["evaluations"] == 1 and engine.progress()["in_flight"] == 0

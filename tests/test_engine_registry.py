@@ -55,13 +55,13 @@ SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
         [TASK, {"t": 2.0}],
         {"n_initial": 2, "design": "shared", "options": FAST, "search_candidates": 128},
     ),
-    "band": (
+    "gptuneband": (
         PROBLEM,
         [TASK],
         {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "options": FAST, "search_candidates": 128},
     ),
     "discrete": (DISCRETE, [{}], {"n_initial": 2, "method": "pi"}),
-    "tla": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "options": FAST, "search_candidates": 128}),
+    "transfer": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "options": FAST, "search_candidates": 128}),
     "tla1": (PROBLEM, [TASK], {"options": FAST}),
     "tla2": (PROBLEM, [TASK], {"n_initial": 2, "options": FAST, "search_candidates": 128}),
 }
@@ -106,16 +106,16 @@ def test_every_registered_engine_is_tested_and_declares_its_constructor_options(
     for name, entry in ENGINES.items():
         parameters = inspect.signature(entry.engine.__init__).parameters
         keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor", "source"}
-        if name == "band":  # a BanditStructure object: the spec keeps it as its plain eta and fidelities
+        if name == "gptuneband":  # a BanditStructure object: the spec keeps it as its plain eta and fidelities
             keywords -= {"structure"}
         if name == "tla2":  # TLA2 passes MLA's options on
             keywords |= set(ENGINES["mla"].options)
-        if name == "tla":  # the target task, the source and the seed are given beside the spec
+        if name == "transfer":  # the target task, the source and the seed are given beside the spec
             keywords |= {"algorithm"}
         assert set(entry.options) == keywords, name
         assert ("executor" in entry.needs) == ("executor" in parameters or name == "tla2"), name
         assert ("sources" in entry.needs) == ("source" in parameters and "source" not in entry.needs), name
-        assert entry.engine.spec_name == name
+        assert entry.engine.name == name
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -158,11 +158,11 @@ def test_the_executor_goes_only_to_engines_that_fit_models() -> None:
         engine = build(name)
         assert (engine.executor is INLINE) == ("executor" in entry.needs), name
         assert "executor" not in engine.spec.options
-    assert "source" not in build("tla").spec.options
+    assert "source" not in build("transfer").spec.options
 
 
 def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
-    engine = build("tla")
+    engine = build("transfer")
     assert isinstance(engine, TransferLearning) and isinstance(engine.source, SourceData)
     assert fresh_engine(engine).source is engine.source
 
@@ -175,7 +175,7 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
             {},
             [TASK],
             None,
-            "engine: unknown engine 'annealing' (allowed: band, discrete, mla, random, tla, tla1, tla2)",
+            "engine: unknown engine 'annealing' (allowed: discrete, gptuneband, mla, random, tla1, tla2, transfer)",
         ),
         ("random", {"bogus_option": 1}, [TASK], None, "options: random takes no option 'bogus_option'"),
         (
@@ -186,17 +186,17 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
             "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, n_initial, "
             "objective, options, search_candidates)",
         ),
-        ("tla", {}, [TASK], None, "source: tla transfers from source data"),
-        ("tla2", {}, [TASK], None, "source: tla2 transfers from source data"),
-        ("tla", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: engine tla tunes one target task, not 2"),
+        ("transfer", {}, [TASK], None, "source: the transfer engine transfers from source data"),
+        ("tla2", {}, [TASK], None, "source: the tla2 engine transfers from source data"),
+        ("transfer", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: the transfer engine tunes one target task, not 2"),
         ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
         ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
         ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
         ("mla", {"options": "fast"}, [TASK], None, "options.options: mla: expected an object of fields, got 'fast'"),
         ("tla2", {"source_model": 3}, [TASK], SOURCE, "options.source_model: tla2: expected an object of fields"),
         ("mla", {"n_initial": 0}, [TASK], None, "n_initial: must be an integer >= 1, got 0"),
-        ("band", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
-        ("tla", {"algorithm": "best"}, [TASK], SOURCE, "algorithm: unknown TLA algorithm 'best' (allowed: "),
+        ("gptuneband", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
+        ("transfer", {"algorithm": "best"}, [TASK], SOURCE, "algorithm: unknown TLA algorithm 'best' (allowed: "),
     ],
 )
 def test_bad_specs_are_refused_in_one_line_that_names_the_field(
@@ -230,7 +230,11 @@ def test_options_stored_before_the_priors_rebuild_the_model_they_fitted() -> Non
 def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
     """Iterative fidelity: the ask after a complete rung is the promotion, naming its parent."""
     band = build_engine(
-        EngineSpec("band", {**SPECS["band"][2], "fidelity_mode": "iterative"}), PROBLEM, [TASK], 0, executor=INLINE
+        EngineSpec("gptuneband", {**SPECS["gptuneband"][2], "fidelity_mode": "iterative"}),
+        PROBLEM,
+        [TASK],
+        0,
+        executor=INLINE,
     )
     assert isinstance(band, GPTuneBand) and isinstance(band, MultiFidelityEngine)
     assert not isinstance(build("mla"), MultiFidelityEngine)
@@ -267,3 +271,26 @@ def test_fresh_engine_refuses_an_engine_the_registry_does_not_build() -> None:
     problem, tasks, _ = SPECS["random"]
     with pytest.raises(InvalidInputError, match=r"^engine: Mine is not a registered engine"):
         fresh_engine(Mine(problem, tasks, seed=0))
+
+
+@pytest.mark.parametrize(("former", "name"), [("band", "gptuneband"), ("tla", "transfer")])
+def test_a_spec_stored_under_an_engine_s_former_name_builds_that_engine(former: str, name: str) -> None:
+    stored = json.loads(json.dumps({"name": former, "options": SPECS[name][2]}))  # as a session of 0.x kept it
+    spec = EngineSpec.from_dict(stored)
+    assert spec.name == name and spec.to_dict()["name"] == name
+    problem, tasks, _ = SPECS[name]
+    engine = build_engine(spec, problem, tasks, 3, executor=INLINE, source=_source(name))
+    assert type(engine) is ENGINES[name].engine and engine.spec.name == name
+
+
+def test_the_command_line_offers_every_registered_engine_by_its_name() -> None:
+    from raytuner.cli.rci import rci as rci_group
+    from raytuner.cli.service import session_group
+
+    helps = [
+        next(p.help for p in command.params if p.name == "engine")
+        for group in (rci_group, session_group)
+        for command in group.commands.values()
+        if any(p.name == "engine" for p in command.params)
+    ]
+    assert len(helps) == 2 and all(set(h.rstrip(".").split(": ")[1].split(" | ")) == set(ENGINES) for h in helps)

@@ -464,9 +464,8 @@ def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
         store,
         "tla-demo",
         seed=0,
-        algorithm="ensemble",
-        options=LCMOptions(n_starts=1),
         executor=InlineExecutor(),
+        engine_options={"algorithm": "ensemble", "options": LCMOptions(n_starts=1)},
     )
     for n in range(5):  # Ray's calls, in Ray's order, without a cluster
         config = searcher.suggest(f"trial{n}")

@@ -21,6 +21,7 @@ from dashboard_helpers import BAND_PROBLEM
 
 from raytuner.cli import main
 from raytuner.engines import RandomSearch
+from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.progress import ProgressTally
@@ -92,7 +93,7 @@ def test_the_view_of_an_example_store_gives_the_best_per_task_and_best_so_far(lo
         "uid",
     }
     assert view.goal == "minimize" and view.goal_source == "model" and view.full_fidelity == 27
-    best = view.best()
+    best = view.best_table()
     assert dict(zip(best["task"], best["y"])) == _expected_best(records)
     assert (best["fidelity"] == 27).all() and best["evaluations"].sum() == len(records)
     curves = view.best_so_far()
@@ -132,7 +133,7 @@ def test_a_maximised_objective_and_failures_are_read_right() -> None:
     ]
     view = load_history(HistoryDocument(tuning_problem_name="p", func_eval=records), problem_space=problem)
     assert view.goal == "maximize" and view.goal_source == "problem"
-    assert view.best()["x"].tolist() == [0.3] and view.best()["failed"].tolist() == [1]
+    assert view.best_table()["x"].tolist() == [0.3] and view.best_table()["failed"].tolist() == [1]
     assert view.best_so_far()["best"].tolist() == [1.0, 1.0, 3.0, 3.0]
     assert view.frame["failure"].tolist()[1] == "crashed"
     with pytest.raises(Exception, match="goal: 'largest' is not a goal"):
@@ -231,3 +232,20 @@ def test_the_tally_takes_the_best_at_the_highest_fidelity_only() -> None:
     assert tally.best(progress) == (0.1, {"x": 0.1})  # fidelity 1 is the highest seen so far
     tally.add(high)
     assert tally.best(progress) == (0.9, {"x": 0.2}) and progress.cost == pytest.approx(1.1)
+
+
+def test_the_view_s_best_is_the_engines_best_an_output_constraint_counts() -> None:
+    problem = ProblemSpace.parse(
+        {**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "mem", "optimize": False, "upper_bound": 1.0}]}
+    )
+    records = [  # on t = 1 the lowest y breaks the memory bound; t = 2 only fails
+        FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": y, "mem": mem})
+        for x, y, mem in ((0.1, 0.5, 0.2), (0.2, 0.1, 3.0), (0.3, 0.3, 0.9))
+    ] + [FunctionEvaluation.create({"t": 2.0}, {"x": 0.4}, failure="diverged")]
+    engine = RandomSearch(problem, [{"t": 1.0}, {"t": 2.0}], seed=0)
+    engine.replay(records)
+    view = load_history(HistoryDocument(tuning_problem_name="m", func_eval=records), problem_space=problem)
+    assert view.best({"t": 1.0}) is view.best() is records[2]
+    assert view.best_per_task() == engine.best_per_task() == [records[2], None]
+    with pytest.raises(InvalidInputError, match=r"^task: \{'t': 9.0\} is no task of this history"):
+        view.best({"t": 9.0})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from ray import tune  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 from raytuner.searchers import LCMSearcher  # noqa: E402
 
+from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.models.executors import InlineExecutor  # noqa: E402
 from raytuner.problem.space import ProblemSpace  # noqa: E402
@@ -59,7 +61,7 @@ def points(records) -> list[tuple[float, float]]:
 
 def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=0, n_initial=3, options=FAST)
+    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=0, engine_options={"n_initial": 3, "options": FAST})
     tune.run(
         objective,
         search_alg=searcher,
@@ -90,7 +92,7 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
 
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, n_initial=3, options=FAST)
+    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, engine_options={"n_initial": 3, "options": FAST})
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo", 10, tmp_path, diverges)
     assert len(set(points(records))) == 10  # a failed config is never suggested again
     assert any(r.raytuner.proposer == "model" for r in records)
@@ -109,9 +111,8 @@ def test_failed_configurations_are_never_suggested_again(tmp_path: Path) -> None
         JsonStore(tmp_path / "store"),
         "grid",
         seed=0,
-        n_initial=3,
-        options=FAST,
         executor=InlineExecutor(),
+        engine_options={"n_initial": 3, "options": FAST},
     )
     suggested = []
     for i in range(11):
@@ -134,7 +135,15 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
     store = JsonStore(tmp_path / "store")
 
     def searcher() -> LCMSearcher:
-        return LCMSearcher(PROBLEM, task, store, "demo", seed=5, n_initial=3, options=FAST, executor=InlineExecutor())
+        return LCMSearcher(
+            PROBLEM,
+            task,
+            store,
+            "demo",
+            seed=5,
+            executor=InlineExecutor(),
+            engine_options={"n_initial": 3, "options": FAST},
+        )
 
     first = searcher()
     for i in range(told_before):
@@ -171,7 +180,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
 )
 def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, n_initial=2, options=FAST)
+    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, engine_options={"n_initial": 2, "options": FAST})
     _, records, _ = interrupted_then_restored(searcher, slowish, store, "demo", 8, tmp_path)
     assert len(set(points(records))) == 8
     assert {r.raytuner.proposer for r in records} == {"initial", "model"}
@@ -229,7 +238,9 @@ def test_a_used_up_space_finishes_the_search(tmp_path: Path) -> None:
             "output_space": [{"name": "y", "type": "real", "goal": "minimize"}],
         }
     )
-    searcher = LCMSearcher(problem, [{}], JsonStore(tmp_path), "tiny", seed=0, n_initial=2, executor=InlineExecutor())
+    searcher = LCMSearcher(
+        problem, [{}], JsonStore(tmp_path), "tiny", seed=0, executor=InlineExecutor(), engine_options={"n_initial": 2}
+    )
     seen = []
     for i in range(4):
         config = searcher.suggest(str(i))
@@ -237,3 +248,26 @@ def test_a_used_up_space_finishes_the_search(tmp_path: Path) -> None:
         searcher.on_trial_complete(str(i), {"y": (config["n"] - 1) ** 2})
     assert sorted(seen) == [0, 1, 2, 3]
     assert searcher.suggest("4") == Searcher.FINISHED
+
+
+def test_every_searcher_takes_the_same_arguments_in_the_same_order(tmp_path: Path) -> None:
+    from raytuner.searchers import DiscreteBOSearcher, RandomSearcher, TLA2Searcher, TransferLearningSearcher
+
+    head = ["problem", "tasks", "store", "problem_name", "metric", "mode", "seed"]
+    for face in (RandomSearcher, LCMSearcher, DiscreteBOSearcher):
+        assert list(inspect.signature(face.__init__).parameters)[1:8] == head, face
+    for face in (TransferLearningSearcher, TLA2Searcher):  # one target task, from source data
+        names = list(inspect.signature(face.__init__).parameters)[1:]
+        assert names[:3] == ["problem", "target_task", "source"] and names[3:8] == head[2:], face
+    for face in (LCMSearcher, DiscreteBOSearcher, TransferLearningSearcher, TLA2Searcher):
+        parameters = inspect.signature(face.__init__).parameters.values()
+        assert "engine_options" in inspect.signature(face.__init__).parameters
+        assert len([p for p in parameters if p.kind is not p.VAR_KEYWORD]) - 1 <= 10, face
+
+
+def test_an_engine_option_passed_beside_engine_options_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"^session_options: LCMSearcher takes no argument 'n_initial'"):
+        LCMSearcher(PROBLEM, TASKS, JsonStore(tmp_path), "demo", n_initial=3)
+    with pytest.raises(InvalidInputError, match=r"^engine_options: mla takes no option 'n_intial' \(allowed: "):
+        LCMSearcher(PROBLEM, TASKS, JsonStore(tmp_path), "demo", engine_options={"n_intial": 3})
+    assert not list(tmp_path.iterdir())  # refused before anything is written

@@ -363,8 +363,8 @@ def test_the_ray_searcher_tunes_two_metrics_under_tune_run(local_ray, tmp_path: 
         metric=["f1", "f2"],
         mode=["min", "min"],
         seed=2,
-        n_initial=3,
         executor=InlineExecutor(),
+        engine_options={"n_initial": 3},
     )
     assert isinstance(searcher.session.engine, MultiObjectiveMLA)
     tune.run(
@@ -433,8 +433,11 @@ def test_naming_one_objective_tunes_it_alone_as_before(tmp_path: Path) -> None:
     band = GPTuneBandScheduler(
         PROBLEM, TASKS, JsonStore(tmp_path / "d"), "p", structure=BanditStructure.hyperband(1, 3, 3)
     )
-    assert band.engine.several and (band.metrics, band.modes) == (["f1", "f2"], ["min", "min"])  # every objective
+    assert band.engine.multiobjective and (band.metrics, band.modes) == (
+        ["f1", "f2"],
+        ["min", "min"],
+    )  # every objective
     single = GPTuneBandScheduler(
         PROBLEM, TASKS, JsonStore(tmp_path / "e"), "p", metric="f2", structure=BanditStructure.hyperband(1, 3, 3)
     )
-    assert not single.engine.several and single.engine.objective.name == "f2"
+    assert not single.engine.multiobjective and single.engine.objective.name == "f2"

@@ -212,7 +212,7 @@ def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_
 @pytest.mark.slow
 def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_path: Path) -> None:
     from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import BandOptions, GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
 
     from raytuner.engines import BanditStructure
     from raytuner.models import LCMOptions  # noqa: PLC0415
@@ -225,7 +225,7 @@ def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp
         "band_demo",
         seed=0,
         structure=BanditStructure.hyperband(1, 2, 2),
-        options=BandOptions(
+        options=GPTuneBandOptions(
             executor=InlineExecutor(), lcm=LCMOptions(n_starts=1, warm_starts=1, max_iterations=30, screen=2)
         ),
     )

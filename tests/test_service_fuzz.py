@@ -87,7 +87,7 @@ def real(session_id: str, service: tuple) -> str:
 @fuzz
 @given(
     problem=json_text,
-    engine=st.sampled_from(["random", "mla", "band", "discrete", "tla", "", "x"]),
+    engine=st.sampled_from(["random", "mla", "gptuneband", "band", "discrete", "transfer", "tla", "", "x"]),
     options=json_text,
     tasks=json_text,
     seed=st.integers(-(2**63), 2**63 - 1),

@@ -387,9 +387,9 @@ DISCRETE_META = {
     "engine, options, meta, tasks",
     [
         ("mla", {"n_initial": 3}, META, [{"t": 1.0}, {"t": 2.0}]),
-        ("band", {"b_min": 1, "b_max": 9, "eta": 3}, META, [{"t": 1.0}]),
+        ("gptuneband", {"b_min": 1, "b_max": 9, "eta": 3}, META, [{"t": 1.0}]),
         ("discrete", {"n_initial": 3}, DISCRETE_META, [{}]),
-        ("tla", {"source_problem": "svc_source", "algorithm": "weighted_sum_equal"}, META, [{"t": 1.0}]),
+        ("transfer", {"source_problem": "svc_source", "algorithm": "weighted_sum_equal"}, META, [{"t": 1.0}]),
     ],
 )
 def test_every_strategy_runs_through_the_service(
@@ -412,4 +412,4 @@ def test_every_strategy_runs_through_the_service(
         value = sum(float(v) for v in config.values()) / (answer.fidelity or 1.0)
         alice.Tell(pb.TellRequest(session_id=sid, trial_id=answer.trial_id, outputs={"y": value}))
     assert alice.GetSession(pb.GetSessionRequest(session_id=sid)).evaluations == 5
-    assert (min(fidelities) >= 1.0) if engine == "band" else fidelities == {0.0}
+    assert (min(fidelities) >= 1.0) if engine == "gptuneband" else fidelities == {0.0}

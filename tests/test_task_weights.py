@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from raytuner.engines import MLA
-from raytuner.engines.band_sampler import LevelSampler
+from raytuner.engines.gptuneband.sampler import LevelSampler
 from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.engines.transfer.tla import TLA2
 from raytuner.errors import InvalidInputError

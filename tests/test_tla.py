@@ -86,7 +86,7 @@ def test_tla2_tunes_only_the_new_task_and_learns_only_its_weights(refit: str) ->
 
 
 def test_tla2_refuses_a_source_task_as_new_task() -> None:
-    with pytest.raises(InvalidInputError, match="^new_task:"):
+    with pytest.raises(InvalidInputError, match="^target_task:"):
         TLA2(PROBLEM, {"t": 1.0}, source_records())
     with pytest.raises(InvalidInputError, match="^refit:"):
         TLA2(PROBLEM, {"t": 3.0}, source_records(), refit="some")  # type: ignore[arg-type]

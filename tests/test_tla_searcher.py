@@ -83,7 +83,7 @@ def xs(records) -> list[float]:
 def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
-        PROBLEM, TARGET, source, store, "demo-target", seed=0, algorithm="ensemble", options=FAST
+        PROBLEM, TARGET, source, store, "demo-target", seed=0, engine_options={"algorithm": "ensemble", "options": FAST}
     )
     tune.run(
         objective,
@@ -111,7 +111,9 @@ def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Pa
 
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = TransferLearningSearcher(PROBLEM, TARGET, source, store, "demo-target", seed=1, options=FAST)
+    searcher = TransferLearningSearcher(
+        PROBLEM, TARGET, source, store, "demo-target", seed=1, engine_options={"options": FAST}
+    )
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo-target", 8, tmp_path, diverges)
     assert len(set(xs(records))) == 8  # a failed config is never suggested again
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
@@ -125,7 +127,14 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
 
     def searcher() -> TransferLearningSearcher:
         return TransferLearningSearcher(
-            PROBLEM, TARGET, source, store, "demo-target", seed=5, options=FAST, executor=InlineExecutor()
+            PROBLEM,
+            TARGET,
+            source,
+            store,
+            "demo-target",
+            seed=5,
+            executor=InlineExecutor(),
+            engine_options={"options": FAST},
         )
 
     first = searcher()
@@ -163,7 +172,9 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(
     local_ray, tmp_path: Path, source: SourceData
 ) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = TransferLearningSearcher(PROBLEM, TARGET, source, store, "demo-target", seed=2, options=FAST)
+    searcher = TransferLearningSearcher(
+        PROBLEM, TARGET, source, store, "demo-target", seed=2, engine_options={"options": FAST}
+    )
     restored, records, _ = interrupted_then_restored(searcher, slowish, store, "demo-target", 7, tmp_path)
     assert len(set(xs(records))) == 7
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
@@ -183,8 +194,7 @@ def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
         store,
         "demo-target",
         seed=3,
-        algorithm="ensemble",
-        options=FAST,
+        engine_options={"algorithm": "ensemble", "options": FAST},
     )
     tune.run(
         objective,
@@ -213,7 +223,13 @@ def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_pat
     ]
     store.append_many("demo-tuned", tuned)
     searcher = TLA2Searcher(
-        PROBLEM, TARGET, StoreSource(store, "demo-tuned"), store, "demo-new", seed=3, n_initial=2, options=FAST
+        PROBLEM,
+        TARGET,
+        StoreSource(store, "demo-tuned"),
+        store,
+        "demo-new",
+        seed=3,
+        engine_options={"n_initial": 2, "options": FAST},
     )
     prediction = searcher.engine.tla1.predict(TARGET).config["x"]
     tune.run(

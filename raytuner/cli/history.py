@@ -107,7 +107,7 @@ def best_lines(view: HistoryView) -> list[str]:
         f"best {view.objective} per task ({view.goal}{fidelity}):",
         f"  {'task':<{width}} {'evals':>6} {'failed':>6} {'cost':>8} {'best':>12}  configuration",
     ]
-    for task, record, (_, row) in zip(view.tasks, view.best_records(), view.best().iterrows()):
+    for task, record, (_, row) in zip(view.tasks, view.best_per_task(), view.best_table().iterrows()):
         value = "-" if record is None else f"{record.value(view.objective):.6g}"
         config = "no successful evaluation" if record is None else config_label(record.tuning_parameter)
         lines.append(

@@ -62,7 +62,7 @@ def rci() -> None:
 @_STORE
 @_NAME
 @_META
-@click.option("--engine", help="An engine (first call): random | mla | band | discrete | tla | tla1 | tla2.")
+@click.option("--engine", help="An engine (first call): random | mla | gptuneband | discrete | transfer | tla1 | tla2.")
 @click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A engine option (first call).")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters (first call).")
 @click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")

@@ -334,10 +334,12 @@ def session_group() -> None:
     type=JsonFile(MetaDescription.parse, META_FILE),
     help="The problem's meta description (JSON); checked before the service is called.",
 )
-@click.option("--engine", required=True, help="An engine: random | mla | band | discrete | tla | tla1 | tla2.")
+@click.option(
+    "--engine", required=True, help="An engine: random | mla | gptuneband | discrete | transfer | tla1 | tla2."
+)
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters.")
 @click.option("--tasks-json", metavar="JSON", help='Several tasks: a JSON list, e.g. \'[{"n": 100}, {"n": 200}]\'.')
-@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A engine option.")
+@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="An engine option.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: the server draws one).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')

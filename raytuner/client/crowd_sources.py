@@ -27,7 +27,7 @@ face takes as ``source=``::
     meta = MetaDescription.load("meta.json")      # problem_space, configuration_space, api_key
     source = crowd_source(meta, "history/", server="crowd.example.org:50051")
     scheduler = GPTuneBandScheduler(meta.problem_space, tasks, "history/", meta.tuning_problem_name,
-                                    structure=BanditStructure.hyperband(1, 27, 3), options=BandOptions(source=source))
+                                    structure=BanditStructure.hyperband(1, 27, 3), options=GPTuneBandOptions(source=source))
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ class RemoteTuner(ServiceChannel):
         Args:
             problem: a meta description: parsed, as plain data, or a JSON file's path. With ``"sync_crowd_repo":
                 "yes"`` the server also uploads the session's records to its crowd repository as its ``api_key``'s user.
-            engine: the engine's name: ``random``, ``mla``, ``band``, ``tla`` or ``discrete``.
+            engine: the engine's name: ``random``, ``mla``, ``gptuneband``, ``transfer``, ``tla1``, ``tla2`` or ``discrete``.
             tasks: the task parameters to tune (none for a problem without input space).
             options: the engine's options (default none).
             seed: the engine's seed (default 0).

@@ -78,7 +78,7 @@ def _url(path: str, /, **args: Any) -> str:
 
 
 def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str:
-    best = view.best()
+    best = view.best_table()
     if task is not None:
         best = best[best["task"] == task]
     shown = best[
@@ -101,7 +101,7 @@ def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str
 
 def _front_section(view: HistoryView, problem: str, task: str | None = None) -> str:
     """With several objectives or output constraints: each task's Pareto front as a table and a chart."""
-    if not view.several:
+    if not view.multiobjective:
         return ""
     space = view.problem_space
     assert space is not None
@@ -145,7 +145,7 @@ def _overview() -> tuple[str, int]:
     rows = []
     for name in source.problems():
         view = source.view(name)
-        best = view.best()[view.objective_column] if view.records else []
+        best = view.best_table()[view.objective_column] if view.records else []
         shown = ", ".join(f"{v:.6g}" for v in best if v == v) or "-"
         rows.append(
             f'<tr><td><a href="/problem/{escape(name)}">{escape(name)}</a></td>'

@@ -141,7 +141,7 @@ def _crowd_home() -> tuple[str, int]:
 def _crowd_problem(problem: str) -> tuple[str, int]:
     records, problem_space, configuration_space = _query(problem)  # bad input: the app's one-line error page
     view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
-    best = view.best()[["task", *view.columns["parameter"].values(), view.objective_column, "evaluations"]]
+    best = view.best_table()[["task", *view.columns["parameter"].values(), view.objective_column, "evaluations"]]
     frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
     shown = frame.head(200)
     suggestion = problem_space or infer_problem_space(records)

@@ -226,7 +226,7 @@ class StoreViews(HistoryViews):
                 return held[1]
             started = time.perf_counter()
             view = load_history(self.store, problem)
-            view.best()  # the table and the best per task built here, not by the first page
+            view.best_table()  # the table and the best per task built here, not by the first page
             self._views[problem] = (signature, view)
             log.info("read %s: %d evaluations in %.2f s", problem, len(view.records), time.perf_counter() - started)
             return view
@@ -277,7 +277,7 @@ class ServiceViews(HistoryViews):
             )
         records = self.tuner.query_evaluations(problem)
         view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
-        view.best()
+        view.best_table()
         with self._lock:
             self._views[problem] = (time.monotonic(), view)
         return view

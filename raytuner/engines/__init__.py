@@ -11,10 +11,10 @@ Example:
     {'name': 'random', 'options': {}}
 """
 
-from raytuner.engines.band import GPTuneBand
 from raytuner.engines.bandit import BanditStructure
 from raytuner.engines.base import Engine, Suggestion, task_key
 from raytuner.engines.discrete import DiscreteBO
+from raytuner.engines.gptuneband.engine import GPTuneBand
 from raytuner.engines.mla import MLA
 from raytuner.engines.multifidelity import MultiFidelityEngine
 from raytuner.engines.random_search import RandomSearch

@@ -31,7 +31,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -202,9 +202,8 @@ def _retold(earlier: FunctionEvaluation, again: FunctionEvaluation) -> FunctionE
 class Engine(ABC):
     """An ask/tell tuning engine over a fixed list of tasks.
 
-    Subclasses set :attr:`name` (recorded in every record's provenance and in
-    GPTune's ``modeling`` field) and :attr:`spec_name` (the name the registry
-    builds them by), keep their options with :meth:`_keep_options` and
+    Subclasses set :attr:`name` (the name the registry builds them by, recorded
+    in every record's provenance and in GPTune's ``modeling`` field), keep their options with :meth:`_keep_options` and
     implement :meth:`ask` and :meth:`_fold`; :meth:`tell` checks a record and
     then folds it, so every engine refuses the same bad input with the same
     message.
@@ -215,9 +214,8 @@ class Engine(ABC):
         seed: Seeds every random stream of the engine.
     """
 
-    name: str = "engine"
     #: The name :func:`raytuner.engines.build_engine` builds this engine by (its :attr:`spec`'s name).
-    spec_name: ClassVar[str] = ""
+    name: str = "engine"
     #: Runs the engine's model fits (``None``: the engine has none, or picks the default).
     executor: Executor | None = None
     #: The source data the engine transfers from (``None``: it transfers from nothing).
@@ -253,7 +251,7 @@ class Engine(ABC):
         source=...)`` builds a fresh engine that makes the same suggestions
         (:func:`raytuner.engines.fresh_engine` does exactly that).
         """
-        return EngineSpec(self.spec_name, dict(self._spec_options))
+        return EngineSpec(self.name, dict(self._spec_options))
 
     @property
     def spec_tasks(self) -> list[dict[str, Any]]:

@@ -108,7 +108,6 @@ class MLA(StoredModels, Engine):
     """
 
     name = "mla"
-    spec_name = "mla"
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")

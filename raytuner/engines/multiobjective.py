@@ -84,7 +84,7 @@ from raytuner.problem.pareto import feasible, pareto_front
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.problem.space import ProblemSpace
 
-__all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_several", "LENGTHSCALE_PRIOR"]
+__all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_multiobjective", "LENGTHSCALE_PRIOR"]
 
 #: ``(mean, sd)`` of the normal prior on each log length scale of a multi-objective MLA's LCMs, unless its
 #: options say otherwise: a median length scale of the unit cube's side, within [0.14, 7] at 95 %.
@@ -105,10 +105,10 @@ def is_multiobjective(problem: ProblemSpace) -> bool:
     Args:
         problem: the problem.
     """
-    return problem.several
+    return problem.multiobjective
 
 
-def tunes_several(problem: ProblemSpace, objective: str | None) -> bool:
+def tunes_multiobjective(problem: ProblemSpace, objective: str | None) -> bool:
     """Whether an engine given ``objective`` tunes every objective and output constraint of ``problem``.
 
     Naming one objective tunes it alone, as before several objectives were supported.
@@ -135,7 +135,7 @@ def mla_engine(
         seed: the engine's seed.
         **options: MLA's options.
     """
-    engine = MultiObjectiveMLA if tunes_several(problem, options.get("objective")) else MLA
+    engine = MultiObjectiveMLA if tunes_multiobjective(problem, options.get("objective")) else MLA
     return engine(problem, tasks, seed, **options)
 
 

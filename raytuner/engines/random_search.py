@@ -41,7 +41,6 @@ class RandomSearch(Engine):
     """
 
     name = "random"
-    spec_name = "random"
 
     def __init__(self, problem: Any, tasks: Any, seed: int | None = None) -> None:
         super().__init__(problem, tasks, seed)

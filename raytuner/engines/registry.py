@@ -8,7 +8,7 @@
 - ``"source"``: it transfers from source data (an
   :class:`~raytuner.problem.records.EvaluationSource` such as
   :class:`raytuner.store.StoreSource`, a list of
-  :class:`~raytuner.problem.records.FunctionEvaluation`, or for ``tla`` a shared
+  :class:`~raytuner.problem.records.FunctionEvaluation`, or for ``transfer`` a shared
   :class:`~raytuner.engines.transfer.SourceData`), and tunes one target task;
 - ``"sources"``: it may learn from source data too (the crowd's records), as
   extra tasks of its model, and tunes any number of tasks;
@@ -29,13 +29,13 @@ Example:
     ...     "output_space": [{"name": "time"}]})
     >>> engine = build_engine(EngineSpec("discrete", {"n_initial": 2}), problem, [{}], seed=0)
     >>> engine.spec, sorted(ENGINES)
-    (EngineSpec(name='discrete', options={...'n_initial': 2...}), ['band', 'discrete', 'mla', 'random', 'tla', 'tla1', 'tla2'])
+    (EngineSpec(name='discrete', options={...'n_initial': 2...}), ['discrete', 'gptuneband', 'mla', 'random', 'tla1', 'tla2', 'transfer'])
     >>> fresh_engine(engine).ask().config == engine.ask().config
     True
     >>> build_engine(EngineSpec("bogus"), problem, [{}])
     Traceback (most recent call last):
     ...
-    raytuner.errors.InvalidInputError: engine: unknown engine 'bogus' (allowed: band, discrete, mla, random, tla, tla1, tla2)
+    raytuner.errors.InvalidInputError: engine: unknown engine 'bogus' (allowed: discrete, gptuneband, mla, random, tla1, tla2, transfer)
     >>> build_engine(EngineSpec("discrete", {"n_initail": 2}), problem, [{}])
     Traceback (most recent call last):
     ...
@@ -48,9 +48,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from raytuner.engines.band import GPTuneBand
 from raytuner.engines.base import Engine
 from raytuner.engines.discrete import DiscreteBO
+from raytuner.engines.gptuneband.engine import GPTuneBand
 from raytuner.engines.mla import MLA
 from raytuner.engines.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.engines.random_search import RandomSearch
@@ -142,7 +142,7 @@ ENGINES: dict[str, EngineEntry] = {
     "mla": EngineEntry(
         MLA, _MLA_OPTIONS, frozenset({"executor", "sources"}), _mla, (MultiObjectiveMLA,)
     ),  # several objectives
-    "band": EngineEntry(
+    "gptuneband": EngineEntry(
         GPTuneBand,
         (
             "b_min",
@@ -182,7 +182,7 @@ ENGINES: dict[str, EngineEntry] = {
             "avoid_failures",
         ),
     ),
-    "tla": EngineEntry(
+    "transfer": EngineEntry(
         TransferLearning,
         (
             "algorithm",
@@ -260,11 +260,11 @@ def build_engine(
     targets = [dict(t) for t in tasks]
     if "source" in entry.needs:
         if len(targets) != 1:
-            raise InvalidInputError("tasks", f"engine {spec.name} tunes one target task, not {len(targets)}")
+            raise InvalidInputError("tasks", f"the {spec.name} engine tunes one target task, not {len(targets)}")
         if source is None:
             raise InvalidInputError(
                 "source",
-                f"{spec.name} transfers from source data: pass an EvaluationSource "
+                f"the {spec.name} engine transfers from source data: pass an EvaluationSource "
                 f"(such as raytuner.store.StoreSource) or a list of records",
             )
     options = _decode(spec.name, spec.options)
@@ -292,7 +292,7 @@ def fresh_engine(engine: Engine) -> Engine:
         InvalidInputError: ``engine`` is of a class the registry does not build by its name
             (a subclass, or an engine of one's own): its spec cannot rebuild it.
     """
-    entry = ENGINES.get(engine.spec_name)
+    entry = ENGINES.get(engine.name)
     built_by_name = entry is not None and (type(engine) is entry.engine or type(engine) in entry.variants)
     if not built_by_name:
         raise InvalidInputError(

@@ -30,7 +30,7 @@ import numpy as np
 
 from raytuner.errors import InvalidInputError
 
-__all__ = ["EngineSpec", "plain_options"]
+__all__ = ["EngineSpec", "FORMER_NAMES", "plain_options"]
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -69,17 +69,25 @@ def plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k): _plain(v, f"options.{k}") for k, v in options.items()}
 
 
+#: Registry names of earlier versions, and the engine each names now (stored specs and commands still use them).
+FORMER_NAMES: dict[str, str] = {"band": "gptuneband", "tla": "transfer"}
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """An engine's registered name and the options it is built with (plain data).
 
     Args:
-        name: The name the registry builds the engine by (``"mla"``, ``"band"``,
-            ``"tla"``, ...; :data:`raytuner.engines.ENGINES` lists them). It is
-            not always the name an engine writes into provenance
-            (:attr:`Engine.name <raytuner.engines.Engine.name>`: ``"band"``
-            writes ``"gptuneband"``).
+        name: The name the registry builds the engine by (``"mla"``, ``"gptuneband"``,
+            ``"transfer"``, ...; :data:`raytuner.engines.ENGINES` lists them), which
+            is also the name the engine writes into provenance
+            (:attr:`Engine.name <raytuner.engines.Engine.name>`). Names written
+            before the rename still load (:data:`FORMER_NAMES`).
         options: The engine's keyword options; made plain on construction.
+
+    Example:
+        >>> EngineSpec("band", {"eta": 3}).to_dict()
+        {'name': 'gptuneband', 'options': {'eta': 3}}
     """
 
     name: str
@@ -88,6 +96,7 @@ class EngineSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise InvalidInputError("engine", f"must be a name, got {type(self.name).__name__}")
+        object.__setattr__(self, "name", FORMER_NAMES.get(self.name, self.name))
         object.__setattr__(self, "options", plain_options(self.options))
 
     def to_dict(self) -> dict[str, Any]:

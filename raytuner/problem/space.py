@@ -346,7 +346,7 @@ class ProblemSpace(BaseModel):
 
     @property
     def optimised(self) -> list[Objective]:
-        """The outputs to optimise, in order (several: a multi-objective problem)."""
+        """The outputs to optimise, in order (more than one: a multi-objective problem)."""
         return [o for o in self.output_space if o.optimize]
 
     @property
@@ -355,7 +355,7 @@ class ProblemSpace(BaseModel):
         return [o for o in self.output_space if o.bounded]
 
     @property
-    def several(self) -> bool:
+    def multiobjective(self) -> bool:
         """Whether the problem optimises several outputs or bounds one: its best is then a Pareto front per task."""
         return len(self.optimised) > 1 or bool(self.output_constraints)
 

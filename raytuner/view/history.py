@@ -6,7 +6,7 @@ a :class:`~raytuner.problem.records.HistoryDocument` or a live
 :class:`~raytuner.session.tuning_session.TuningSession`, and gives a :class:`HistoryView`:
 ``view.frame`` is a pandas DataFrame with one row per evaluation (task,
 parameters, fidelity, outputs, status, bracket/rung/pass, cost, time, machine,
-software), ``view.best()`` the best configuration per task at full fidelity,
+software), ``view.best_table()`` the best configuration per task at full fidelity,
 ``view.best_so_far()`` the running best against evaluations and normalised
 cost. The objective's goal (minimise or maximise) comes from the problem when
 given, else from the newest stored surrogate model, else minimise.
@@ -18,8 +18,10 @@ Example:
     ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 0.7}, provenance=Provenance(cost=1.0)),
     ...     FunctionEvaluation.create({"t": 2.0}, {"x": 0.5}, failure="diverged")])
     >>> view = load_history(doc)
-    >>> view.best()[["task", "x", "y", "evaluations"]].to_dict("records")
+    >>> view.best_table()[["task", "x", "y", "evaluations"]].to_dict("records")
     [{'task': 't=1', 'x': 0.4, 'y': 0.7, 'evaluations': 2}, {'task': 't=2', 'x': nan, 'y': nan, 'evaluations': 1}]
+    >>> view.best({"t": 1.0}).tuning_parameter, view.best({"t": 2.0})
+    ({'x': 0.4}, None)
     >>> view.best_so_far()["best"].tolist()
     [0.9, 0.7, nan]
 """
@@ -37,7 +39,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from raytuner.errors import InvalidInputError
-from raytuner.problem.pareto import pareto_front
+from raytuner.problem.pareto import best_of, pareto_front
 from raytuner.problem.records import (
     FunctionEvaluation,
     HistoryDocument,
@@ -163,9 +165,9 @@ class HistoryView:
         return in_task_order(seen)
 
     @property
-    def several(self) -> bool:
+    def multiobjective(self) -> bool:
         """Whether the problem is known to tune several objectives or bound an output (it then has fronts)."""
-        return self.problem_space is not None and self.problem_space.several
+        return self.problem_space is not None and self.problem_space.multiobjective
 
     @cached_property
     def full_fidelity(self) -> float | None:
@@ -252,13 +254,41 @@ class HistoryView:
     def _ranked(self, values: pd.Series) -> pd.Series:
         return values if self.goal == "minimize" else -values
 
-    def best_records(self) -> list[FunctionEvaluation | None]:
-        """Per task (in :attr:`tasks` order) its best successful evaluation at full fidelity, or ``None``."""
+    def best(self, task: Mapping[str, Any] | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` at full fidelity, or ``None`` while none counts.
+
+        It answers as every engine's and session's ``best()`` does
+        (:func:`raytuner.problem.pareto.best_of`): the evaluation that
+        succeeded, meets every output constraint and is best in
+        :attr:`objective`; evaluations below full fidelity do not count.
+
+        Args:
+            task: One of :attr:`tasks` (default: the first).
+        """
+        tasks = self.tasks
+        if task is None:
+            return self.best_per_task()[0] if tasks else None
+        keys = [task_key(t) for t in tasks]
+        if task_key(task) not in keys:
+            raise InvalidInputError(
+                "task", f"{dict(task)} is no task of this history", allowed=[task_label(t) for t in tasks]
+            )
+        return self.best_per_task()[keys.index(task_key(task))]
+
+    def best_per_task(self) -> list[FunctionEvaluation | None]:
+        """:meth:`best` of each task, in :attr:`tasks` order."""
         return [None if i is None else self.records[i] for i in self._best_rows]
 
     @cached_property
     def _best_rows(self) -> list[int | None]:
         """Per task (in :attr:`tasks` order) the index of its best evaluation at full fidelity, or ``None``."""
+        if self.problem_space is not None and self.objective in self.problem_space.objectives:
+            full = [n for n, r in enumerate(self.records) if self.is_full_fidelity(r)]
+            row_of = {id(self.records[n]): n for n in full}
+            found = [
+                best_of(self.problem_space, [self.records[n] for n in full], t, self.objective) for t in self.tasks
+            ]
+            return [None if r is None else row_of[id(r)] for r in found]
         best: dict[Any, tuple[float, int]] = {}
         sign = 1.0 if self.goal == "minimize" else -1.0
         for index, record in enumerate(self.records):
@@ -270,8 +300,8 @@ class HistoryView:
                 best[key] = (sign * value, index)
         return [best[k][1] if (k := task_key(t)) in best else None for t in self.tasks]
 
-    def best(self) -> pd.DataFrame:
-        """One row per task: its best evaluation's row of :attr:`frame` (NaN where none), plus counts.
+    def best_table(self) -> pd.DataFrame:
+        """One row per task: its :meth:`best` evaluation's row of :attr:`frame` (NaN where none), plus counts.
 
         ``evaluations``, ``failed`` and ``total_cost`` count every evaluation of
         the task, at any fidelity (an evaluation without a cost counts 1).
@@ -329,14 +359,14 @@ class HistoryView:
             task: The task.
         """
         if self.problem_space is None:
-            best = dict(zip((task_key(t) for t in self.tasks), self.best_records())).get(task_key(task))
+            best = dict(zip((task_key(t) for t in self.tasks), self.best_per_task())).get(task_key(task))
             return [best] if best is not None else []
         return pareto_front(self.problem_space, [r for r in self.records if self.is_full_fidelity(r)], task)
 
     def summary(self) -> dict[str, Any]:
         """What ``raytuner history show`` prints: the objective, goal and per task its best and counts."""
         tasks = []
-        for task, record, (_, row) in zip(self.tasks, self.best_records(), self._best.iterrows()):
+        for task, record, (_, row) in zip(self.tasks, self.best_per_task(), self._best.iterrows()):
             tasks.append(
                 {
                     "task": task,

@@ -55,10 +55,10 @@ from typing import Any, Literal
 from raytuner.engines.base import Engine, Suggestion
 from raytuner.engines.discrete.candidates import CandidateSet
 from raytuner.engines.discrete.gp import KERNELS
+from raytuner.engines.discrete.multiobjective import MultiObjectiveSearch, multiobjective_value
 from raytuner.engines.discrete.portfolio import AFS, AdvancedMulti, Multi, Portfolio, Single
 from raytuner.engines.discrete.search import TaskSearch
-from raytuner.engines.discrete.several import SeveralSearch, several_value
-from raytuner.engines.multiobjective import tunes_several
+from raytuner.engines.multiobjective import tunes_multiobjective
 from raytuner.errors import InvalidInputError
 from raytuner.problem.pareto import pareto_front
 from raytuner.problem.records import FunctionEvaluation, Provenance, task_key
@@ -105,7 +105,6 @@ class DiscreteBO(Engine):
     """
 
     name = "discrete"
-    spec_name = "discrete"
 
     def __init__(
         self,
@@ -163,8 +162,8 @@ class DiscreteBO(Engine):
         Portfolio(self.acquisitions)  # validates the acquisitions, whatever the method
         self.objective = problem.objective(objective)
         #: Several objectives or output constraints (none named): one GP per output, a Pareto score.
-        self.several = tunes_several(problem, objective)
-        self.modelled = problem.modelled if self.several else []
+        self.multiobjective = tunes_multiobjective(problem, objective)
+        self.modelled = problem.modelled if self.multiobjective else []
         self._explicit = None if candidates is None else CandidateSet.from_configs(problem, candidates)
         self._searches: dict[tuple[tuple[str, Any], ...], TaskSearch] = {}
         self._records: list[FunctionEvaluation] = []  # for the Pareto fronts
@@ -179,7 +178,7 @@ class DiscreteBO(Engine):
             discount_factor=discount_factor,
             improvement_factor=improvement_factor,
             candidates=None if candidates is None else [dict(c) for c in candidates],
-            objective=None if self.several else self.objective.name,
+            objective=None if self.multiobjective else self.objective.name,
             avoid_failures=avoid_failures,
         )
 
@@ -201,7 +200,7 @@ class DiscreteBO(Engine):
         key = task_key(self.tasks[number])
         if key not in self._searches:
             cands = self._explicit or CandidateSet.from_problem(self.problem, self.tasks[number])
-            self._searches[key] = (SeveralSearch if self.several else TaskSearch)(self, number, cands)
+            self._searches[key] = (MultiObjectiveSearch if self.multiobjective else TaskSearch)(self, number, cands)
         return self._searches[key]
 
     def candidates(self, task: Mapping[str, Any] | None = None) -> CandidateSet:
@@ -281,7 +280,7 @@ class DiscreteBO(Engine):
         return pareto_front(self.problem, self._records, self.tasks[0] if task is None else task)
 
     def _value(self, record: FunctionEvaluation) -> float | None:
-        if self.several:
-            return several_value(self, record)
+        if self.multiobjective:
+            return multiobjective_value(self, record)
         value = record.value(self.objective.name)
         return None if value is None else self.objective.sign() * value

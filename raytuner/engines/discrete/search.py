@@ -2,7 +2,7 @@
 
 :class:`TaskSearch` holds what :class:`~raytuner.engines.discrete.DiscreteBO`
 knows of one task (see that module for the method);
-:class:`~raytuner.engines.discrete.several.SeveralSearch` extends it to several
+:class:`~raytuner.engines.discrete.multiobjective.MultiObjectiveSearch` extends it to several
 objectives and output constraints.
 """
 

@@ -1,7 +1,7 @@
 """Transfer learning from past data, in one place.
 
 GPTuneCrowd's TLA pool and its ensemble (paper 000, section V):
-:class:`TransferLearning` (the engine ``tla``); and GPTune's TLA1 and TLA2
+:class:`TransferLearning` (the engine ``transfer``); and GPTune's TLA1 and TLA2
 (paper 003, section 5): :class:`TLA1` predicts a new task's optimum (the
 engine ``tla1``, :class:`TLA1Engine`), :class:`TLA2` (the engine ``tla2``)
 tunes it from the source tasks' LCM.

@@ -113,8 +113,7 @@ class TransferLearning(Engine):
         search_candidates: How many random points the continuous search's global phase scores.
     """
 
-    name = "tla"
-    spec_name = "tla"
+    name = "transfer"
 
     def __init__(
         self,

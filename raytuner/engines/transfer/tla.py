@@ -198,11 +198,11 @@ def centred_sample(
 
 
 class TLA2(MLA):
-    """Tune ``new_task`` starting from tuned source tasks; see the module docstring.
+    """Tune ``target_task`` starting from tuned source tasks; see the module docstring.
 
     Args:
         problem: The problem's spaces.
-        new_task: The task to tune.
+        target_task: The task to tune.
         source: The source tasks' evaluations, or an :class:`EvaluationSource`
             (those that do not fit the problem are skipped with one warning).
         seed: Seeds every random stream and model fit.
@@ -214,14 +214,13 @@ class TLA2(MLA):
     """
 
     name = "tla2"
-    spec_name = "tla2"
     #: TLA2 grows the source tasks' model by one task: GPTune's signed task weights.
     default_options = LCMOptions(task_weights="signed")
 
     def __init__(
         self,
         problem: ProblemSpace,
-        new_task: Mapping[str, Any],
+        target_task: Mapping[str, Any],
         source: Sequence[FunctionEvaluation] | EvaluationSource,
         seed: int | None = None,
         *,
@@ -231,12 +230,12 @@ class TLA2(MLA):
     ) -> None:
         if refit not in ("weights", "all"):
             raise InvalidInputError("refit", f"unknown refit mode {refit!r}", allowed=["weights", "all"])
-        new_task = problem.input_space.check(new_task, "new_task")
+        target_task = problem.input_space.check(target_task, "target_task")
         source = source_records(problem, source, "TLA2 source")
         source_tasks = other_tasks(source, [])
-        if task_key(new_task) in {task_key(t) for t in source_tasks}:
-            raise InvalidInputError("new_task", f"{dict(new_task)} is already one of the source tasks")
-        super().__init__(problem, [*source_tasks, dict(new_task)], seed, **mla_options)
+        if task_key(target_task) in {task_key(t) for t in source_tasks}:
+            raise InvalidInputError("target_task", f"{dict(target_task)} is already one of the source tasks")
+        super().__init__(problem, [*source_tasks, dict(target_task)], seed, **mla_options)
         self.refit = refit
         self.source = source
         self._keep_options(source_model=source_model, refit=refit)

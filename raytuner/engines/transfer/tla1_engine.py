@@ -1,4 +1,4 @@
-"""The engine ``tla1``: GPTune's TLA1 as a engine, so every face can predict a new task's optimum.
+"""The engine ``tla1``: GPTune's TLA1 as an engine, so every face can predict a new task's optimum.
 
 It suggests one configuration for its task, TLA1's prediction from the tuned
 source tasks (:class:`~raytuner.engines.transfer.TLA1`), and is then
@@ -65,7 +65,6 @@ class TLA1Engine(Engine):
     """
 
     name = "tla1"
-    spec_name = "tla1"
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """DiscreteBO for several objectives and output constraints: one candidate GP per output, a Pareto score.
 
-A task's :class:`SeveralSearch` keeps DiscreteBO's initial design, validity
+A task's :class:`MultiObjectiveSearch` keeps DiscreteBO's initial design, validity
 model and bookkeeping; after the design each suggestion is the unvisited,
 likely valid candidate with the best
 :class:`~raytuner.engines.pareto_score.ParetoScore` (the expected
@@ -30,13 +30,13 @@ from raytuner.engines.pareto_score import CONFIDENT, DRAWS, ParetoScore, chance_
 from raytuner.errors import InfeasibleSpaceError
 from raytuner.problem.records import FunctionEvaluation
 
-__all__ = ["SeveralSearch", "SHORTLIST"]
+__all__ = ["MultiObjectiveSearch", "SHORTLIST"]
 
 #: Candidates scored by Monte Carlo in each round (the rest are ranked by their optimistic point first).
 SHORTLIST = 1024
 
 
-class SeveralSearch(TaskSearch):
+class MultiObjectiveSearch(TaskSearch):
     """DiscreteBO's state for one task of a problem with several objectives or output constraints.
 
     Args:
@@ -114,7 +114,7 @@ class SeveralSearch(TaskSearch):
         self.queue.append(Pick(int(chosen[best]), "model", notes={NOTE: True} if confident else {}))
 
 
-def several_value(engine: Any, record: FunctionEvaluation) -> float | None:
+def multiobjective_value(engine: Any, record: FunctionEvaluation) -> float | None:
     """The first objective to minimise of ``record``, or ``None`` when any modelled output is missing.
 
     Args:

@@ -1,7 +1,7 @@
 """Where a GPTuneBand run stands: each task's place in the passes, what is in flight, and each task's budget.
 
 :class:`BandPlan` is GPTuneBand's bookkeeping without a model: the
-successive-halving runs (:class:`~raytuner.engines.brackets.Brackets`),
+successive-halving runs (:class:`~raytuner.engines.gptuneband.brackets.Brackets`),
 the samples and promotions in flight, and the normalised cost told per
 task. From these alone it answers which pass and sampling stage the run is
 in, each task's next step and its cost, and whether a task is finished:
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from raytuner.engines.bandit import BanditStructure, FidelityMode
-from raytuner.engines.brackets import Brackets, InFlight, RunKey
+from raytuner.engines.gptuneband.brackets import Brackets, InFlight, RunKey
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.problem.space import Objective, ProblemSpace
@@ -84,7 +84,7 @@ class BandPlan:
         budget: Normalised cost per task (``b / b_max`` per evaluation; ``None``: the passes decide).
         mode: ``"one_shot"`` or ``"iterative"`` (what a promotion costs).
         problem: With several objectives or output constraints: rank a rung by all of them (see
-            :class:`~raytuner.engines.brackets.Brackets`).
+            :class:`~raytuner.engines.gptuneband.brackets.Brackets`).
     """
 
     def __init__(

@@ -48,8 +48,11 @@ from typing import Any, cast
 
 import numpy as np
 
-from raytuner.engines.band_plan import BandPlan, Step
-from raytuner.engines.band_sampler import (
+from raytuner.engines.bandit import BanditStructure, FidelityMode, check_mode, structure_from
+from raytuner.engines.base import Engine, Suggestion, source_records
+from raytuner.engines.breaches import NOTE
+from raytuner.engines.gptuneband.plan import BandPlan, Step
+from raytuner.engines.gptuneband.sampler import (
     LEVEL,
     SOURCE_PROPOSALS,
     LevelSampler,
@@ -57,10 +60,7 @@ from raytuner.engines.band_sampler import (
     lift_sources,
     sources_for,
 )
-from raytuner.engines.bandit import BanditStructure, FidelityMode, check_mode, structure_from
-from raytuner.engines.base import Engine, Suggestion, source_records
-from raytuner.engines.breaches import NOTE
-from raytuner.engines.multiobjective import tunes_several
+from raytuner.engines.multiobjective import tunes_multiobjective
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.models import LCMOptions
 from raytuner.models.executors import Executor
@@ -126,7 +126,6 @@ class GPTuneBand(Engine):
     """
 
     name = "gptuneband"
-    spec_name = "band"
 
     def __init__(
         self,
@@ -175,7 +174,7 @@ class GPTuneBand(Engine):
         self.fidelity_mode = check_mode(fidelity_mode)
         self.objective = problem.objective(objective)
         # several objectives or output constraints (none named): rungs ranked by all, samples by one LCM per output
-        self.several = tunes_several(problem, objective)
+        self.multiobjective = tunes_multiobjective(problem, objective)
         self.plan = BandPlan(
             self.structure,
             self.objective,
@@ -183,9 +182,9 @@ class GPTuneBand(Engine):
             passes,
             budget,
             self.fidelity_mode,
-            problem=problem if self.several else None,
+            problem=problem if self.multiobjective else None,
         )
-        named = None if self.several else self.objective.name
+        named = None if self.multiobjective else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget
         self.source = source
         self._sources: list[FunctionEvaluation] = []
@@ -405,7 +404,7 @@ class GPTuneBand(Engine):
 
         The ``plain`` twin's models are stored apart from those fitted with sources (its :meth:`~LevelSampler.sampler`).
         """
-        kind = MultiObjectiveLevelSampler if self.several else LevelSampler
+        kind = MultiObjectiveLevelSampler if self.multiobjective else LevelSampler
         known = [*self.plan.brackets.by_uid, *(r.uid for r in self._sources)]  # this run's: warm starts
         sampler = kind(
             self.level_problem,

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
-from raytuner.schedulers.band_searcher import GPTuneBandSearcher
+from raytuner.schedulers.gptuneband_searcher import GPTuneBandSearcher
 from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
 
 from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
@@ -76,7 +76,7 @@ from raytuner.store import HistoryStore, open_store
 if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
 
-__all__ = ["BandOptions", "GPTuneBandScheduler"]
+__all__ = ["GPTuneBandOptions", "GPTuneBandScheduler"]
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,12 @@ class _TrialState:
 
 
 @dataclass(frozen=True)
-class BandOptions:
+class GPTuneBandOptions:
     """How :class:`GPTuneBandScheduler` tunes, beyond what identifies the run; every field has a default.
 
     Example:
         >>> from raytuner.models import LCMOptions
-        >>> BandOptions(passes=2, fidelity_mode="iterative", lcm=LCMOptions(n_starts=2)).passes
+        >>> GPTuneBandOptions(passes=2, fidelity_mode="iterative", lcm=LCMOptions(n_starts=2)).passes
         2
 
     Attributes:
@@ -158,7 +158,7 @@ class GPTuneBandScheduler(TrialScheduler):
         mode: Ray's ``"min"``/``"max"``, a list for a list of metrics (follows the goals).
         seed: The engine's seed.
         structure: The brackets' fidelities and halving factor (``BanditStructure.hyperband(b_min, b_max, eta)``).
-        options: Everything else (:class:`BandOptions`; default: its defaults).
+        options: Everything else (:class:`GPTuneBandOptions`; default: its defaults).
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
@@ -175,7 +175,7 @@ class GPTuneBandScheduler(TrialScheduler):
         seed: int | None = None,
         *,
         structure: BanditStructure,
-        options: BandOptions | None = None,
+        options: GPTuneBandOptions | None = None,
         **session_options: Any,
     ) -> None:
         if not isinstance(structure, BanditStructure):
@@ -183,9 +183,9 @@ class GPTuneBandScheduler(TrialScheduler):
                 "structure", f"{structure!r} is not a BanditStructure: e.g. BanditStructure.hyperband(1, 27, 3)"
             )
         if options is None:
-            options = BandOptions()
-        elif not isinstance(options, BandOptions):
-            raise InvalidInputError("options", f"{options!r} is not a BandOptions")
+            options = GPTuneBandOptions()
+        elif not isinstance(options, GPTuneBandOptions):
+            raise InvalidInputError("options", f"{options!r} is not a GPTuneBandOptions")
         fidelity_key, time_attr, source = options.fidelity_key, options.time_attr, options.source
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
@@ -199,7 +199,7 @@ class GPTuneBandScheduler(TrialScheduler):
         self.time_attr = time_attr
         engine = build_engine(
             EngineSpec(
-                "band",
+                "gptuneband",
                 {
                     "eta": structure.eta,
                     "fidelities": list(structure.fidelities),

@@ -84,10 +84,10 @@ class GPTuneBandSearcher(Searcher):
     """
 
     def __init__(self, band: BracketDriver) -> None:
-        several = len(band.metrics) > 1  # Ray's searchers take lists, as OptunaSearch does
+        multiobjective = len(band.metrics) > 1  # Ray's searchers take lists, as OptunaSearch does
         # Ray annotates str, yet takes lists (as OptunaSearch does)
-        metric: Any = band.metrics if several else band.metric
-        mode: Any = band.modes if several else band.mode
+        metric: Any = band.metrics if multiobjective else band.metric
+        mode: Any = band.modes if multiobjective else band.mode
         super().__init__(metric=metric, mode=mode)
         self.band = band
 
