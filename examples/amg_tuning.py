@@ -94,7 +94,7 @@ def run_engine(
     args: argparse.Namespace,
     evaluate: Callable[[Mapping[str, Any], Mapping[str, Any], int], float] | None = None,
     executor: Any = None,
-    options: Any = None,
+    lcm: Any = None,
 ) -> tuple[Any, list[Any]]:
     """Tune sequentially with the ask/tell engine ``raytuner.engines.GPTuneBand``.
 
@@ -117,7 +117,7 @@ def run_engine(
         budget=args.budget,
         fidelity_mode="one_shot",
         executor=executor,
-        options=options,
+        lcm=lcm,
     )
     records: list[Any] = []
     while not band.finished:

@@ -203,7 +203,7 @@ def run_engine(
     tasks: Sequence[Mapping[str, Any]],
     args: argparse.Namespace,
     executor: Any = None,
-    options: Any = None,
+    lcm: Any = None,
 ) -> tuple[Any, list[Any]]:
     """Tune sequentially with the ask/tell engine ``raytuner.engines.GPTuneBand``.
 
@@ -226,7 +226,7 @@ def run_engine(
         fidelity_mode="iterative",
         integer_fidelities=True,
         executor=executor,
-        options=options,
+        lcm=lcm,
     )
     snapshots: dict[str, bytes] = {}
     records: list[Any] = []

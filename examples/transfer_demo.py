@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         source = StoreSource(store, args.source_problem)
         if args.algorithm == "tla2":
             searcher: TransferLearningSearcher | TLA2Searcher = TLA2Searcher(
-                problem, target, source, store, args.problem, seed=args.seed, engine_options={"options": options}
+                problem, target, source, store, args.problem, seed=args.seed, engine_options={"lcm": options}
             )
             predicted = searcher.engine.tla1.predict(target)
             print(
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 store,
                 args.problem,
                 seed=args.seed,
-                engine_options={"algorithm": args.algorithm, "options": options},
+                engine_options={"algorithm": args.algorithm, "lcm": options},
             )
         replayed = len(searcher.session.records)
         print(

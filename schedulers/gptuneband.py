@@ -207,7 +207,7 @@ class GPTuneBandScheduler(TrialScheduler):
                     "budget": options.budget,
                     "fidelity_mode": options.fidelity_mode,
                     "n_initial": options.n_initial,
-                    "options": options.lcm,
+                    "lcm": options.lcm,
                     "acquisition": options.acquisition,
                     "acquisition_options": options.acquisition_options,
                     "search_candidates": options.search_candidates,

@@ -31,7 +31,7 @@ def engine(**kwargs: Any) -> GPTuneBand:
         "b_min": 1,
         "b_max": 8,
         "eta": 2,
-        "options": FAST,
+        "lcm": FAST,
         "executor": InlineExecutor(),
         "search_candidates": 256,
         **kwargs,
@@ -219,7 +219,7 @@ def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one(tasks: int, 
     starts cold, and stage 0 of pass 2 passes over it for pass 1's stage 0.
     """
     options = LCMOptions(n_starts=3, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
-    band = engine(passes=2, b_max=4, options=options, tasks=[{"t": 1.0}, {"t": 1.2}, {"t": 1.4}][:tasks])
+    band = engine(passes=2, b_max=4, lcm=options, tasks=[{"t": 1.0}, {"t": 1.2}, {"t": 1.4}][:tasks])
     first: dict[tuple[int, int], Any] = {}
     while not band.finished:
         band.tell(evaluate(band.ask(), b_max=4))

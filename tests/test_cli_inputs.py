@@ -3,7 +3,7 @@
 Property test (Hypothesis): random bytes, truncated JSON and valid JSON of
 wrong shapes are fed to ``history show``, ``history import`` (into a real
 JsonStore directory that already holds records), ``crowd upload`` and
-``session create --problem``. Each must exit 2 with exactly one line on stderr
+``session create --meta``. Each must exit 2 with exactly one line on stderr
 (no traceback) and nothing on stdout; no file under the store directory may
 change (names and bytes); and ``crowd upload`` / ``session create`` must
 refuse the file before any connection is made: their ``--server`` is a real
@@ -302,7 +302,7 @@ def test_session_create_refuses_bad_problem_files_before_connecting(
             [
                 "session",
                 "create",
-                "--problem",
+                "--meta",
                 str(path),
                 "--engine",
                 "random",
@@ -345,7 +345,7 @@ def test_the_valid_starting_points_are_taken(work: Path, store_dir: Path) -> Non
         ["history", "show", "{path}"],
         ["history", "import", "{path}", "--to", "{store}"],
         ["crowd", "upload", "{path}", "--server", "{server}", "--api-key", "rt_x_y"],
-        ["session", "create", "--problem", "{path}", "--engine", "random", "--server", "{server}"],
+        ["session", "create", "--meta", "{path}", "--engine", "random", "--server", "{server}"],
     ],
 )
 @pytest.mark.parametrize("kind", ["directory", "missing"])

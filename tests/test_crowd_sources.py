@@ -50,7 +50,7 @@ def mla(**kwargs: Any) -> MLA:
         [{"t": 1.0}],
         seed=0,
         n_initial=3,
-        options=FAST,
+        lcm=FAST,
         executor=InlineExecutor(),
         search_candidates=256,
         **kwargs,
@@ -89,7 +89,7 @@ def test_mla_takes_source_tasks_into_its_model_and_tunes_its_own_tasks_only() ->
         r.tuning_parameter for r in told
     ]
     built = build_engine(
-        EngineSpec("mla", {"n_initial": 3, "options": FAST, "search_candidates": 256}),
+        EngineSpec("mla", {"n_initial": 3, "lcm": FAST, "search_candidates": 256}),
         PROBLEM,
         [{"t": 1.0}],
         0,
@@ -105,13 +105,13 @@ def test_a_task_without_data_starts_where_the_source_tasks_agree() -> None:
     engine = mla(source=source)
     told = drive(engine, 4)
     assert [r.raytuner.proposer for r in told] == ["source_start", "initial", "initial", "model"]
-    consensus = TransferLearning(PROBLEM, {"t": 1.0}, source, FIRST, 0, options=FAST, executor=InlineExecutor())
+    consensus = TransferLearning(PROBLEM, {"t": 1.0}, source, FIRST, 0, lcm=FAST, executor=InlineExecutor())
     assert told[0].tuning_parameter == consensus.ask().config
     assert [r.tuning_parameter for r in drive(fresh_engine(engine), 4)] == [r.tuning_parameter for r in told]
     assert mla().ask().provenance.proposer == "initial"  # no sources: a plain LHS
     two = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "z"}]})
     other = MLA(
-        two, [{"t": 1.0}], 0, n_initial=2, options=FAST, executor=InlineExecutor(), objective="z", source=source
+        two, [{"t": 1.0}], 0, n_initial=2, lcm=FAST, executor=InlineExecutor(), objective="z", source=source
     )  # the sources have no value of the output tuned
     assert other.ask().provenance.proposer == "initial"
 
@@ -146,7 +146,7 @@ def test_several_objectives_read_the_source_once_and_model_the_same_tasks() -> N
         [{"t": 1.0}],
         0,
         n_initial=2,
-        options=FAST,
+        lcm=FAST,
         executor=InlineExecutor(),
         search_candidates=128,
         source=source,
@@ -183,7 +183,7 @@ def band(tasks: list[dict[str, float]] | None = None, **kwargs: Any) -> GPTuneBa
         "b_min": 1,
         "b_max": 8,
         "eta": 2,
-        "options": FAST,
+        "lcm": FAST,
         "executor": InlineExecutor(),
         "search_candidates": 256,
         **kwargs,
@@ -514,7 +514,7 @@ def test_a_tla1_prediction_that_breaks_a_constraint_gives_way_to_the_nearest_val
 def test_gptuneband_starts_each_lcm_task_with_the_fewest_samples_of_a_bracket_or_half_with_sources() -> None:
     def band(**kwargs: Any) -> GPTuneBand:
         return GPTuneBand(
-            PROBLEM, [{"t": 1.0}], 0, b_min=1, b_max=16, eta=2, options=FAST, executor=InlineExecutor(), **kwargs
+            PROBLEM, [{"t": 1.0}], 0, b_min=1, b_max=16, eta=2, lcm=FAST, executor=InlineExecutor(), **kwargs
         )
 
     plain = band()

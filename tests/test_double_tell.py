@@ -28,9 +28,9 @@ TWO_OUTPUTS = ProblemSpace.parse({**PROBLEM.model_dump(), "output_space": [{"nam
 #: Every engine kind, built fresh: those of test_engine_checks, TLA1 and multi-objective MLA.
 BUILDERS: dict[str, Callable[[], Engine]] = {
     **ENGINES,
-    "tla1": lambda: TLA1Engine(PROBLEM, [TASK], 0, source_records(), options=FAST, executor=InlineExecutor()),
+    "tla1": lambda: TLA1Engine(PROBLEM, [TASK], 0, source_records(), lcm=FAST, executor=InlineExecutor()),
     "multiobjective": lambda: MultiObjectiveMLA(
-        TWO_OUTPUTS, [TASK], seed=0, n_initial=3, options=FAST, executor=InlineExecutor()
+        TWO_OUTPUTS, [TASK], seed=0, n_initial=3, lcm=FAST, executor=InlineExecutor()
     ),
 }
 

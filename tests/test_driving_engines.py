@@ -34,7 +34,7 @@ def band(**kwargs: Any) -> GPTuneBand:
         "b_min": 1,
         "b_max": 8,
         "eta": 2,
-        "options": FAST,
+        "lcm": FAST,
         "executor": InlineExecutor(),
         "search_candidates": 256,
         **kwargs,
@@ -89,7 +89,7 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
 
 
 def test_mla_takes_an_evaluation_it_did_not_ask_as_data_and_says_so(caplog) -> None:
-    engine = MLA(PROBLEM, TASKS[:1], seed=0, n_initial=2, options=FAST, executor=InlineExecutor())
+    engine = MLA(PROBLEM, TASKS[:1], seed=0, n_initial=2, lcm=FAST, executor=InlineExecutor())
     s = engine.ask()
     with caplog.at_level(logging.WARNING, logger="raytuner.engines.mla"):
         engine.tell(FunctionEvaluation.create(s.task, {"x": 0.9}, {"y": 1.0}))
@@ -208,7 +208,7 @@ def _drive(store: Path, executor: Any) -> list[dict[str, Any]]:
         budget=6.0,
         executor=executor,
         n_initial=2,  # fewer than N(0): the model suggests too
-        options=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80),
+        lcm=LCMOptions(n_starts=2, warm_starts=2, max_iterations=80),
     )
     session = TuningSession(PROBLEM, engine, JsonStore(store), "demo")
     while not engine.finished:

@@ -83,14 +83,14 @@ def source_records() -> list[FunctionEvaluation]:
 
 ENGINES: dict[str, Callable[[], Engine]] = {
     "random": lambda: RandomSearch(PROBLEM, [TASK], seed=0),
-    "mla": lambda: MLA(PROBLEM, [TASK], seed=0, n_initial=3, options=FAST, executor=InlineExecutor()),
-    "tla2": lambda: TLA2(PROBLEM, TASK, source_records(), seed=0, n_initial=2, options=FAST, executor=InlineExecutor()),
+    "mla": lambda: MLA(PROBLEM, [TASK], seed=0, n_initial=3, lcm=FAST, executor=InlineExecutor()),
+    "tla2": lambda: TLA2(PROBLEM, TASK, source_records(), seed=0, n_initial=2, lcm=FAST, executor=InlineExecutor()),
     "gptuneband": lambda: GPTuneBand(
-        PROBLEM, [TASK], seed=0, b_min=1, b_max=2, eta=2, options=FAST, executor=InlineExecutor()
+        PROBLEM, [TASK], seed=0, b_min=1, b_max=2, eta=2, lcm=FAST, executor=InlineExecutor()
     ),
     "discrete": lambda: DiscreteBO(PROBLEM, [TASK], seed=0, n_initial=3),
     "transfer": lambda: TransferLearning(
-        PROBLEM, TASK, source_records(), "weighted_sum_dynamic", seed=0, options=FAST, executor=InlineExecutor()
+        PROBLEM, TASK, source_records(), "weighted_sum_dynamic", seed=0, lcm=FAST, executor=InlineExecutor()
     ),
 }
 
@@ -178,7 +178,7 @@ def test_a_refused_tell_leaves_the_next_suggestion_as_it_was() -> None:
 
 
 def test_a_good_record_is_still_folded_in() -> None:
-    engine = MLA(PROBLEM, [TASK], seed=0, n_initial=3, options=FAST, executor=InlineExecutor())
+    engine = MLA(PROBLEM, [TASK], seed=0, n_initial=3, lcm=FAST, executor=InlineExecutor())
     engine.tell(FunctionEvaluation.create(TASK, {"block": 16.0, "loop_order": "ikj", "unroll": 2}, {"runtime": 1.0}))
     assert engine.evaluated[0] == [{"block": 16.0, "loop_order": "ikj", "unroll": 2}]
 
@@ -258,7 +258,7 @@ def test_sources_skip_what_does_not_fit_with_one_counted_warning(caplog: pytest.
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger=LOG):
-        engine = TLA2(PROBLEM, TASK, records + misfits, seed=0, n_initial=2, options=FAST, executor=InlineExecutor())
+        engine = TLA2(PROBLEM, TASK, records + misfits, seed=0, n_initial=2, lcm=FAST, executor=InlineExecutor())
     assert len(engine.tasks) == 3 and len(skip_warnings(caplog)) == 1  # one warning, not one per record
 
 
@@ -279,7 +279,7 @@ def test_an_imported_gptune_history_used_as_a_source_skips_what_does_not_fit(
             StoreSource(tmp_path, "GPTune-Demo"),
             "weighted_sum_dynamic",
             seed=0,
-            options=FAST,
+            lcm=FAST,
             executor=InlineExecutor(),
         )
     warnings = skip_warnings(caplog)

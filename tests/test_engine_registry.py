@@ -53,17 +53,17 @@ SPECS: dict[str, tuple[ProblemSpace, list[dict[str, Any]], dict[str, Any]]] = {
     "mla": (
         PROBLEM,
         [TASK, {"t": 2.0}],
-        {"n_initial": 2, "design": "shared", "options": FAST, "search_candidates": 128},
+        {"n_initial": 2, "design": "shared", "lcm": FAST, "search_candidates": 128},
     ),
     "gptuneband": (
         PROBLEM,
         [TASK],
-        {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "options": FAST, "search_candidates": 128},
+        {"b_min": 1, "b_max": 4, "eta": 2, "n_initial": 1, "lcm": FAST, "search_candidates": 128},
     ),
     "discrete": (DISCRETE, [{}], {"n_initial": 2, "method": "pi"}),
-    "transfer": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "options": FAST, "search_candidates": 128}),
-    "tla1": (PROBLEM, [TASK], {"options": FAST}),
-    "tla2": (PROBLEM, [TASK], {"n_initial": 2, "options": FAST, "search_candidates": 128}),
+    "transfer": (PROBLEM, [TASK], {"algorithm": "weighted_sum_dynamic", "lcm": FAST, "search_candidates": 128}),
+    "tla1": (PROBLEM, [TASK], {"lcm": FAST}),
+    "tla2": (PROBLEM, [TASK], {"n_initial": 2, "lcm": FAST, "search_candidates": 128}),
 }
 
 
@@ -183,16 +183,16 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
             {"candidates": 256},
             [TASK],
             None,
-            "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, n_initial, "
-            "objective, options, search_candidates)",
+            "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, lcm, "
+            "n_initial, objective, search_candidates)",
         ),
         ("transfer", {}, [TASK], None, "source: the transfer engine transfers from source data"),
         ("tla2", {}, [TASK], None, "source: the tla2 engine transfers from source data"),
         ("transfer", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: the transfer engine tunes one target task, not 2"),
-        ("mla", {"options": {"n_start": 2}}, [TASK], None, "options.options: mla: "),
-        ("mla", {"options": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
+        ("mla", {"lcm": {"n_start": 2}}, [TASK], None, "options.lcm: mla: "),
+        ("mla", {"lcm": {"kernel": "cubic"}}, [TASK], None, "kernel: unknown kernel 'cubic'"),
         ("mla", {"acquisition_options": [1]}, [TASK], None, "options: mla: "),
-        ("mla", {"options": "fast"}, [TASK], None, "options.options: mla: expected an object of fields, got 'fast'"),
+        ("mla", {"lcm": "fast"}, [TASK], None, "options.lcm: mla: expected an object of fields, got 'fast'"),
         ("tla2", {"source_model": 3}, [TASK], SOURCE, "options.source_model: tla2: expected an object of fields"),
         ("mla", {"n_initial": 0}, [TASK], None, "n_initial: must be an integer >= 1, got 0"),
         ("gptuneband", {"eta": 2}, [TASK], None, "b_min: required unless fidelities are given"),
@@ -213,18 +213,18 @@ def test_options_must_be_plain_data() -> None:
         EngineSpec("mla", {"executor": INLINE})
     with pytest.raises(InvalidInputError, match=r"^options: must be an object of option names"):
         EngineSpec("mla", [1, 2])  # type: ignore[arg-type]
-    assert EngineSpec("mla", {"options": LCMOptions(n_starts=2)}).options["options"]["n_starts"] == 2
+    assert EngineSpec("mla", {"lcm": LCMOptions(n_starts=2)}).options["lcm"]["n_starts"] == 2
 
 
 def test_options_stored_before_the_priors_rebuild_the_model_they_fitted() -> None:
     """A spec stored before ``to_dict`` named a prior had none; a user's few fields take today's defaults."""
     stored = {k: v for k, v in LCMOptions(kernel="rbf").to_dict().items() if not k.endswith("_prior")}
-    engine = build_engine(EngineSpec("mla", {"options": stored}), PROBLEM, [TASK], 0, executor=INLINE)
-    options = engine.spec.options["options"]
+    engine = build_engine(EngineSpec("mla", {"lcm": stored}), PROBLEM, [TASK], 0, executor=INLINE)
+    options = engine.spec.options["lcm"]
     assert options["kernel"] == "rbf" and options["lengthscale_prior"] is None and options["noise_prior"] is None
-    partial = build_engine(EngineSpec("mla", {"options": {"n_starts": 2}}), PROBLEM, [TASK], 0, executor=INLINE)
-    assert partial.spec.options["options"]["noise_prior"] == list(LCMOptions().noise_prior)
-    assert partial.spec.options["options"]["lengthscale_prior"] == "spacing"
+    partial = build_engine(EngineSpec("mla", {"lcm": {"n_starts": 2}}), PROBLEM, [TASK], 0, executor=INLINE)
+    assert partial.spec.options["lcm"]["noise_prior"] == list(LCMOptions().noise_prior)
+    assert partial.spec.options["lcm"]["lengthscale_prior"] == "spacing"
 
 
 def test_band_offers_the_scheduler_promotions_in_one_ask() -> None:
@@ -275,7 +275,7 @@ def test_fresh_engine_refuses_an_engine_the_registry_does_not_build() -> None:
 
 @pytest.mark.parametrize(("former", "name"), [("band", "gptuneband"), ("tla", "transfer")])
 def test_a_spec_stored_under_an_engine_s_former_name_builds_that_engine(former: str, name: str) -> None:
-    stored = json.loads(json.dumps({"name": former, "options": SPECS[name][2]}))  # as a session of 0.x kept it
+    stored = json.loads(json.dumps({"name": former, "options": SPECS[name][2]}))  # as an earlier version stored it
     spec = EngineSpec.from_dict(stored)
     assert spec.name == name and spec.to_dict()["name"] == name
     problem, tasks, _ = SPECS[name]
@@ -294,3 +294,10 @@ def test_the_command_line_offers_every_registered_engine_by_its_name() -> None:
         if any(p.name == "engine" for p in command.params)
     ]
     assert len(helps) == 2 and all(set(h.rstrip(".").split(": ")[1].split(" | ")) == set(ENGINES) for h in helps)
+
+
+def test_a_spec_that_names_the_lcm_s_options_options_as_stored_before_still_builds() -> None:
+    stored = {"name": "mla", "options": {"n_initial": 2, "options": {"n_starts": 2}}}  # as an earlier version stored it
+    engine = build_engine(EngineSpec.from_dict(stored), PROBLEM, [TASK], 0, executor=INLINE)
+    assert engine.model.options.n_starts == 2 and "options" not in engine.spec.options
+    assert engine.spec.options["lcm"]["n_starts"] == 2

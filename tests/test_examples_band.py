@@ -127,7 +127,7 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
         args,
         evaluate=evaluate,
         executor=InlineExecutor(),
-        options=FAST,
+        lcm=FAST,
     )
     assert band.finished and len(records) == len(calls)
     assert set(calls) == {4, 6, 8}  # k of b = 1, 2, 4
@@ -182,7 +182,7 @@ def test_two_seed_0_band_runs_over_the_amg_work_leave_the_same_records() -> None
         return amg.solve_work(task, config, k, tol=1e-30 if config["strength"] > 0.45 else amg.TOL, maxiter=20)
 
     runs = [
-        amg.run_engine(problem, args.task_list, args, evaluate=evaluate, executor=InlineExecutor(), options=FAST)
+        amg.run_engine(problem, args.task_list, args, evaluate=evaluate, executor=InlineExecutor(), lcm=FAST)
         for _ in range(2)
     ]
     (first_band, first), (second_band, second) = runs
@@ -224,7 +224,7 @@ def test_a_short_band_run_over_mlp_epochs_continues_promotions() -> None:
         [{"dataset": "breast_cancer"}],
         args,
         executor=InlineExecutor(),
-        options=FAST,
+        lcm=FAST,
     )
     assert band.finished and all(r.status == "ok" for r in records)
     assert Counter(r.additional_output["epoch"] for r in records) == Counter(r.raytuner.fidelity for r in records)

@@ -307,7 +307,7 @@ def _mla_history(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     tasks = [{"t": 1.0}, {"t": 1.5}]
     # only GPTune's own model (an uncentred RBF LCM) is written in its form (others as raytuner_LCM)
     engine = MLA(
-        problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1, **GPTUNE_LCM), executor=InlineExecutor()
+        problem, tasks, seed=0, n_initial=3, lcm=LCMOptions(n_starts=1, **GPTUNE_LCM), executor=InlineExecutor()
     )
     store = JsonStore(tmp_path / "mla")
     session = TuningSession(problem, engine, store, "mla-demo")
@@ -416,7 +416,7 @@ def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
         b_max=4,
         eta=2,
         executor=InlineExecutor(),
-        options=LCMOptions(n_starts=1),
+        lcm=LCMOptions(n_starts=1),
     )
     store = JsonStore(tmp_path)
     session = TuningSession(problem, band, store, "band-demo")
@@ -465,7 +465,7 @@ def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
         "tla-demo",
         seed=0,
         executor=InlineExecutor(),
-        engine_options={"algorithm": "ensemble", "options": LCMOptions(n_starts=1)},
+        engine_options={"algorithm": "ensemble", "lcm": LCMOptions(n_starts=1)},
     )
     for n in range(5):  # Ray's calls, in Ray's order, without a cluster
         config = searcher.suggest(f"trial{n}")

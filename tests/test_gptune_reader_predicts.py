@@ -35,7 +35,7 @@ def test_gptunes_prediction_from_our_newest_model_is_ours(tmp_path: Path) -> Non
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 1.5}]
     engine = MLA(
-        problem, tasks, seed=1, n_initial=4, options=LCMOptions(n_starts=2, **GPTUNE_LCM), executor=InlineExecutor()
+        problem, tasks, seed=1, n_initial=4, lcm=LCMOptions(n_starts=2, **GPTUNE_LCM), executor=InlineExecutor()
     )
     store = JsonStore(tmp_path / "db")
     session = TuningSession(problem, engine, store, "demo")

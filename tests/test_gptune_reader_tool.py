@@ -75,7 +75,7 @@ def test_gptune_loads_an_mla_run_with_a_failure_and_finds_its_models(tmp_path: P
         [{"t": 1.0}, {"t": 1.5}],
         seed=0,
         n_initial=3,
-        options=LCMOptions(n_starts=1, **GPTUNE_LCM),
+        lcm=LCMOptions(n_starts=1, **GPTUNE_LCM),
         executor=InlineExecutor(),
     )
     store = JsonStore(tmp_path)

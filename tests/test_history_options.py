@@ -139,7 +139,7 @@ def test_save_func_eval_no_keeps_records_out_of_the_store_but_durable(history: J
 
 
 def mla_session(store: JsonStore, seed: int, **options: Any) -> TuningSession:
-    engine = MLA(PROBLEM, TASKS, seed=seed, n_initial=3, options=FAST, executor=InlineExecutor(), search_candidates=256)
+    engine = MLA(PROBLEM, TASKS, seed=seed, n_initial=3, lcm=FAST, executor=InlineExecutor(), search_candidates=256)
     return TuningSession.resume(PROBLEM, engine, store, NAME, **options)
 
 

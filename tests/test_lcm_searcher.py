@@ -61,7 +61,7 @@ def points(records) -> list[tuple[float, float]]:
 
 def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=0, engine_options={"n_initial": 3, "options": FAST})
+    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=0, engine_options={"n_initial": 3, "lcm": FAST})
     tune.run(
         objective,
         search_alg=searcher,
@@ -92,7 +92,7 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
 
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, engine_options={"n_initial": 3, "options": FAST})
+    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, engine_options={"n_initial": 3, "lcm": FAST})
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo", 10, tmp_path, diverges)
     assert len(set(points(records))) == 10  # a failed config is never suggested again
     assert any(r.raytuner.proposer == "model" for r in records)
@@ -112,7 +112,7 @@ def test_failed_configurations_are_never_suggested_again(tmp_path: Path) -> None
         "grid",
         seed=0,
         executor=InlineExecutor(),
-        engine_options={"n_initial": 3, "options": FAST},
+        engine_options={"n_initial": 3, "lcm": FAST},
     )
     suggested = []
     for i in range(11):
@@ -142,7 +142,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
             "demo",
             seed=5,
             executor=InlineExecutor(),
-            engine_options={"n_initial": 3, "options": FAST},
+            engine_options={"n_initial": 3, "lcm": FAST},
         )
 
     first = searcher()
@@ -180,7 +180,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
 )
 def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
-    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, engine_options={"n_initial": 2, "options": FAST})
+    searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, engine_options={"n_initial": 2, "lcm": FAST})
     _, records, _ = interrupted_then_restored(searcher, slowish, store, "demo", 8, tmp_path)
     assert len(set(points(records))) == 8
     assert {r.raytuner.proposer for r in records} == {"initial", "model"}

@@ -58,7 +58,7 @@ def close(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def test_suggestions_are_valid_new_and_typed() -> None:
     tasks = [{"t": 1.0}, {"t": 2.6}]
-    engine = MLA(MIXED, tasks, seed=1, n_initial=4, options=FAST, executor=INLINE, search_candidates=512)
+    engine = MLA(MIXED, tasks, seed=1, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=512)
     seen: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
     sources = []
     held: list[Suggestion] = []
@@ -87,7 +87,7 @@ def test_suggestions_are_valid_new_and_typed() -> None:
 
 def test_suggestions_for_one_named_task_respect_its_constraint() -> None:
     tasks = [{"t": 1.0}, {"t": 3.0}]
-    engine = MLA(MIXED, tasks, seed=2, n_initial=3, options=FAST, executor=INLINE, search_candidates=256)
+    engine = MLA(MIXED, tasks, seed=2, n_initial=3, lcm=FAST, executor=INLINE, search_candidates=256)
     for _ in range(8):
         s = engine.ask({"t": 1.0})
         assert s.task == {"t": 1.0} and s.config["x"] < 0.25
@@ -107,9 +107,7 @@ def _run_session(store: JsonStore, steps: int, **engine_args: Any) -> TuningSess
 
 
 def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
-    args = dict(
-        tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, options=FAST, executor=INLINE, search_candidates=512
-    )
+    args = dict(tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, lcm=FAST, executor=INLINE, search_candidates=512)
     store = JsonStore(tmp_path)
     original = _run_session(store, 14, **args)
 
@@ -139,7 +137,7 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
 
 
 def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
-    args = dict(tasks=[{"t": 1.0}], seed=3, n_initial=4, options=FAST, executor=INLINE, search_candidates=256)
+    args = dict(tasks=[{"t": 1.0}], seed=3, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=256)
     store = JsonStore(tmp_path)
     _run_session(store, 6, **args)
     resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "other")  # another problem: empty
@@ -150,7 +148,7 @@ def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
 @pytest.mark.parametrize("batch", ["kriging_believer", "constant_liar"])
 def test_batch_suggestions_are_distinct(batch: str) -> None:
     tasks = [{"t": 1.0}, {"t": 2.0}]
-    engine = MLA(DEMO, tasks, seed=4, n_initial=4, options=FAST, executor=INLINE, search_candidates=512, batch=batch)
+    engine = MLA(DEMO, tasks, seed=4, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=512, batch=batch)
     for _ in range(8):
         s = engine.ask()
         engine.tell(evaluate(s, demo(s.config["x"], s.task["t"])))
@@ -182,7 +180,7 @@ def _initial_designs(
     problem: ProblemSpace, tasks: list[dict[str, Any]], n: int, **engine_args: Any
 ) -> list[list[dict[str, Any]]]:
     """Each task's initial configurations, asked task by task."""
-    engine = MLA(problem, tasks, seed=3, n_initial=n, options=FAST, executor=INLINE, **engine_args)
+    engine = MLA(problem, tasks, seed=3, n_initial=n, lcm=FAST, executor=INLINE, **engine_args)
     designs: list[list[dict[str, Any]]] = []
     for task in tasks:
         designs.append([])
@@ -216,7 +214,7 @@ def test_each_task_draws_its_own_initial_design_unless_they_share_one() -> None:
 
 def test_failed_evaluations_are_never_suggested_again_nor_modelled() -> None:
     task = {"t": 1.0}
-    engine = MLA(DEMO, [task], seed=5, n_initial=5, options=FAST, executor=INLINE, search_candidates=256)
+    engine = MLA(DEMO, [task], seed=5, n_initial=5, lcm=FAST, executor=INLINE, search_candidates=256)
     failed = []
     for step in range(5):
         s = engine.ask()
@@ -250,7 +248,7 @@ def test_maximisation_finds_the_maximum() -> None:
         }
     )
     for seed in (0, 1):
-        engine = MLA(problem, [{}], seed=seed, n_initial=4, options=FAST, executor=INLINE, search_candidates=512)
+        engine = MLA(problem, [{}], seed=seed, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=512)
         best = None
         for _ in range(12):
             s = engine.ask()
@@ -273,7 +271,7 @@ CATEGORICAL = ProblemSpace.parse(
 
 
 def _categorical_engine(options: LCMOptions | None) -> MLA:
-    return MLA(CATEGORICAL, [{}], 0, n_initial=4, options=options, executor=InlineExecutor())
+    return MLA(CATEGORICAL, [{}], 0, n_initial=4, lcm=options, executor=InlineExecutor())
 
 
 @pytest.mark.parametrize(

@@ -205,7 +205,7 @@ def test_mla_reoptimises_only_when_its_data_grew_by_refit_growth() -> None:
         seed=0,
         n_initial=5,
         executor=INLINE,
-        options=LCMOptions(n_starts=1, refit_growth=0.25),
+        lcm=LCMOptions(n_starts=1, refit_growth=0.25),
     )
     optimised = []
     for _ in range(14):

@@ -338,9 +338,12 @@ def test_the_service_shows_the_pareto_front_as_best(server) -> None:
             tuner.tell(trial, {"f1": outputs["f1"], "f2": outputs["f2"]})
             told.append(FunctionEvaluation.create({"t": 0.0}, trial.config, {"f1": outputs["f1"], "f2": outputs["f2"]}))
         best = tuner.session()["best"]
+        remote_front, best_f2 = tuner.pareto_front(), tuner.best(objective="f2")
     front = pareto_front(PROBLEM, told)
     assert len(best) == len(front) >= 2
     assert sorted(b["outputs"]["f1"] for b in best) == sorted(r.value("f1") for r in front)
+    assert sorted(r.value("f1") for r in remote_front) == sorted(r.value("f1") for r in front)
+    assert best_f2 is not None and best_f2.value("f2") == min(r.value("f2") for r in front)
 
 
 def test_the_ray_searcher_tunes_two_metrics_under_tune_run(local_ray, tmp_path: Path) -> None:

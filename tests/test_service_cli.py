@@ -57,7 +57,7 @@ def cli(args: list[str], env: dict[str, str] | None = None, code: int = 0) -> Re
 
 
 def create(env: dict[str, str], meta: Path, *extra: str) -> str:
-    out = cli(["session", "create", "--problem", str(meta), "--engine", "random", "--json", *extra], env)
+    out = cli(["session", "create", "--meta", str(meta), "--engine", "random", "--json", *extra], env)
     return json.loads(out.stdout)["session_id"]
 
 
@@ -125,13 +125,13 @@ def test_env_format_is_shell_safe(env: dict[str, str], meta: Path) -> None:
 
 def test_create_errors_name_the_field(env: dict[str, str], meta: Path, tmp_path: Path) -> None:
     # input the service refuses (INVALID_ARGUMENT) exits 2, like every bad input (raytuner.cli.errors)
-    bad = cli(["session", "create", "--problem", str(meta), "--engine", "nonsense"], env, code=2)
+    bad = cli(["session", "create", "--meta", str(meta), "--engine", "nonsense"], env, code=2)
     assert "INVALID_ARGUMENT" in bad.output and "engine" in bad.output
     bad = cli(
         [
             "session",
             "create",
-            "--problem",
+            "--meta",
             str(meta),
             "--engine",
             "random",
@@ -147,7 +147,7 @@ def test_create_errors_name_the_field(env: dict[str, str], meta: Path, tmp_path:
     mla = create(env, meta, "--engine", "mla", "--task", "t=1", "--option", "n_initial=4", "--option", "acquisition=ei")
     shown = json.loads(cli(["session", "show", "--json", "--session", mla], env).stdout)
     assert shown["engine"] == "mla" and shown["options"] == {"n_initial": 4, "acquisition": "ei"}
-    out = cli(["session", "create", "--problem", str(meta), "--engine", "random", "--task", "t"], env, code=2)
+    out = cli(["session", "create", "--meta", str(meta), "--engine", "random", "--task", "t"], env, code=2)
     assert "NAME=VALUE" in out.output
     wrong = {**env, "RAYTUNER_API_KEY": "rt_0123456789abcdef_" + "x" * 43}
     assert "UNAUTHENTICATED" in cli(["session", "list"], wrong, code=1).output
@@ -245,7 +245,7 @@ def test_tla1_predicts_and_tla2_tunes_a_new_task_through_the_commands(
     with RemoteTuner(server.address, env["RAYTUNER_API_KEY"]) as tuner:  # the key's own source problem
         tuner.upload_evaluations("cli_demo_tuned", tuned)
     source = ("--option", "source_problem=cli_demo_tuned", "--task", "t=3")
-    out = cli(["session", "create", "--problem", str(meta), "--engine", "tla1", "--json", *source], env)
+    out = cli(["session", "create", "--meta", str(meta), "--engine", "tla1", "--json", *source], env)
     predict = {**env, "RAYTUNER_SESSION": json.loads(out.stdout)["session_id"]}
     trial = json.loads(cli(["ask", "--format", "json"], predict).stdout)
     assert trial["status"] == "TRIAL" and abs(trial["config"]["x"] - 0.3) < 0.1  # no evaluation needed
@@ -253,7 +253,7 @@ def test_tla1_predicts_and_tla2_tunes_a_new_task_through_the_commands(
         [
             "session",
             "create",
-            "--problem",
+            "--meta",
             str(meta),
             "--engine",
             "tla2",

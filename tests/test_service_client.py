@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
-from raytuner.errors import RaytunerError
+from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 
@@ -64,6 +64,12 @@ def test_ask_tell_and_session(tuner: RemoteTuner) -> None:
     assert info_["evaluations"] == 2 and info_["failed"] == 1 and info_["pending"] == 0
     assert info_["tasks"] == TASKS and info_["max_evaluations"] == 4 and not info_["finished"]
     assert [b["task"] for b in info_["best"]] == [{"t": 5}] and info_["best"][0]["uid"] == first.uid
+    best = tuner.best({"t": 5})  # as every engine and session answers it: a FunctionEvaluation
+    assert best is not None and best.uid == first.uid and best.tuning_parameter == trial.config
+    assert best.evaluation_result == f(trial.config, trial.task, None)
+    assert tuner.best_per_task() == [None, best] and tuner.pareto_front({"t": 5}) == [best]  # t = 2: no success
+    with pytest.raises(InvalidInputError, match=r"^task: \{'t': 9\} is no task of session "):
+        tuner.best({"t": 9})
     assert [s["session_id"] for s in tuner.sessions()] == [session_id]
     assert tuner.sessions("client_demo")[0]["engine"] == "random" and tuner.sessions("other") == []
 

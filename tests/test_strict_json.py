@@ -217,7 +217,7 @@ def test_the_command_lines_json_options_are_read_as_strictly(server: TuningServe
                 "raytuner.cli",
                 "session",
                 "create",
-                "--problem",
+                "--meta",
                 str(meta),
                 "--engine",
                 "random",

@@ -70,14 +70,14 @@ def test_mla_fits_nonnegative_weights_unless_told_and_the_other_engines_signed_o
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     tasks = [{"t": 1.0}, {"t": 2.0}]
     assert MLA(problem, tasks, seed=0).model.options.task_weights == "nonnegative"
-    assert MLA(problem, tasks, seed=0, options=LCMOptions(n_starts=2)).model.options.task_weights == "nonnegative"
-    assert MLA(problem, tasks, seed=0, options=LCMOptions(**GPTUNE_LCM)).model.options.task_weights == "signed"
+    assert MLA(problem, tasks, seed=0, lcm=LCMOptions(n_starts=2)).model.options.task_weights == "nonnegative"
+    assert MLA(problem, tasks, seed=0, lcm=LCMOptions(**GPTUNE_LCM)).model.options.task_weights == "signed"
     # GPTuneBand's samplers, TLA2 and multi-objective MLA keep GPTune's signed weights, given options or not
     assert LevelSampler.default_options.task_weights == "signed" and TLA2.default_options.task_weights == "signed"
     outputs = [{"name": "y", "goal": "minimize"}, {"name": "z", "goal": "minimize"}]
     several = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": outputs})
     for options in (None, LCMOptions(n_starts=2)):
-        engine = MultiObjectiveMLA(several, tasks, seed=0, options=options)
+        engine = MultiObjectiveMLA(several, tasks, seed=0, lcm=options)
         assert {c.model.options.task_weights for c in [engine, *engine.components]} == {"signed"}
         assert engine.model.options.kernel == ("rbf" if options is None else "matern52")  # its measured model
 
@@ -92,7 +92,7 @@ def test_a_stored_model_of_signed_weights_is_fitted_again_by_an_engine_of_nonneg
         tasks,
         seed=0,
         n_initial=3,
-        options=LCMOptions(n_starts=1, task_weights="signed"),
+        lcm=LCMOptions(n_starts=1, task_weights="signed"),
         executor=InlineExecutor(),
     )
     records = []
@@ -101,7 +101,7 @@ def test_a_stored_model_of_signed_weights_is_fitted_again_by_an_engine_of_nonneg
         records.append(signed.tell(s, {"y": demo(s.config["x"], s.task["t"])}))
     models = signed.take_models()
     assert models and models[-1].modeling_options["task_weights"] == "signed"
-    again = MLA(problem, tasks, seed=0, n_initial=3, options=LCMOptions(n_starts=1), executor=InlineExecutor())
+    again = MLA(problem, tasks, seed=0, n_initial=3, lcm=LCMOptions(n_starts=1), executor=InlineExecutor())
     again.replay(records)
     again.restore_models(models, fixed=True)
     fitted = again.fitted_model()

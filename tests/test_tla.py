@@ -38,7 +38,7 @@ def test_best_per_task_ignores_failures() -> None:
 
 
 def test_tla1_predicts_an_unseen_optimum_with_uncertainty() -> None:
-    tla1 = TLA1(PROBLEM, source_records(), options=FAST, seed=0)
+    tla1 = TLA1(PROBLEM, source_records(), lcm=FAST, seed=0)
     inside = tla1.predict({"t": 3.0})
     assert inside.config["x"] == pytest.approx(0.3, abs=0.05)
     far = tla1.predict({"t": 9.5})  # far from every tuned task: less certain
@@ -63,9 +63,7 @@ def test_centred_sample_respects_bounds_and_constraints() -> None:
 @pytest.mark.parametrize("refit", ["weights", "all"])
 def test_tla2_tunes_only_the_new_task_and_learns_only_its_weights(refit: str) -> None:
     source = source_records()
-    engine = TLA2(
-        PROBLEM, {"t": 3.0}, source, seed=1, n_initial=3, refit=refit, options=FAST, executor=InlineExecutor()
-    )
+    engine = TLA2(PROBLEM, {"t": 3.0}, source, seed=1, n_initial=3, refit=refit, lcm=FAST, executor=InlineExecutor())
     for _ in range(6):
         s = engine.ask()
         assert s.task == {"t": 3.0}

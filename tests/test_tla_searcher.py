@@ -47,7 +47,7 @@ def source() -> SourceData:
     Fitted inline: the default executor would depend on whether a Ray happens to be running when the
     fixture is made (a test order dependence), and the small fits gain nothing from one.
     """
-    return SourceData(PROBLEM, source_records(), options=FAST, executor=InlineExecutor())
+    return SourceData(PROBLEM, source_records(), lcm=FAST, executor=InlineExecutor())
 
 
 # Trainables stay in the test module: Ray workers import them from here by value, and a shared helper
@@ -83,7 +83,7 @@ def xs(records) -> list[float]:
 def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
-        PROBLEM, TARGET, source, store, "demo-target", seed=0, engine_options={"algorithm": "ensemble", "options": FAST}
+        PROBLEM, TARGET, source, store, "demo-target", seed=0, engine_options={"algorithm": "ensemble", "lcm": FAST}
     )
     tune.run(
         objective,
@@ -112,7 +112,7 @@ def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Pa
 def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
-        PROBLEM, TARGET, source, store, "demo-target", seed=1, engine_options={"options": FAST}
+        PROBLEM, TARGET, source, store, "demo-target", seed=1, engine_options={"lcm": FAST}
     )
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo-target", 8, tmp_path, diverges)
     assert len(set(xs(records))) == 8  # a failed config is never suggested again
@@ -134,7 +134,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
             "demo-target",
             seed=5,
             executor=InlineExecutor(),
-            engine_options={"options": FAST},
+            engine_options={"lcm": FAST},
         )
 
     first = searcher()
@@ -173,7 +173,7 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(
 ) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
-        PROBLEM, TARGET, source, store, "demo-target", seed=2, engine_options={"options": FAST}
+        PROBLEM, TARGET, source, store, "demo-target", seed=2, engine_options={"lcm": FAST}
     )
     restored, records, _ = interrupted_then_restored(searcher, slowish, store, "demo-target", 7, tmp_path)
     assert len(set(xs(records))) == 7
@@ -194,7 +194,7 @@ def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
         store,
         "demo-target",
         seed=3,
-        engine_options={"algorithm": "ensemble", "options": FAST},
+        engine_options={"algorithm": "ensemble", "lcm": FAST},
     )
     tune.run(
         objective,
@@ -229,7 +229,7 @@ def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_pat
         store,
         "demo-new",
         seed=3,
-        engine_options={"n_initial": 2, "options": FAST},
+        engine_options={"n_initial": 2, "lcm": FAST},
     )
     prediction = searcher.engine.tla1.predict(TARGET).config["x"]
     tune.run(

@@ -35,7 +35,7 @@ def source_records(t: float = 0.8, n: int = 60, seed: int = 1, **config) -> list
 
 @pytest.fixture(scope="module")
 def source() -> SourceData:
-    return SourceData(PROBLEM, source_records(), options=FAST, executor=InlineExecutor())
+    return SourceData(PROBLEM, source_records(), lcm=FAST, executor=InlineExecutor())
 
 
 def run(engine, f, steps: int) -> list[FunctionEvaluation]:
@@ -52,7 +52,7 @@ def run(engine, f, steps: int) -> list[FunctionEvaluation]:
 def test_a_shifted_source_is_exploited_at_once(source: SourceData, algorithm: str) -> None:
     # the target is the source plus a constant: its optimum is the source's, found within a few evaluations
     x_star, y_star = demo_grid_minimum(0.8)
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, algorithm, seed=0, options=FAST, executor=InlineExecutor())
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, algorithm, seed=0, lcm=FAST, executor=InlineExecutor())
     told = run(engine, lambda x: demo(x, 0.8) + OFFSET, 4)
     best = min(r.value("y") for r in told)
     assert best - (y_star + OFFSET) < 0.02, (algorithm, best, y_star + OFFSET)
@@ -63,7 +63,7 @@ def test_every_algorithm_names_itself_and_never_repeats(source: SourceData) -> N
     for algorithm in ALGORITHMS:
         weights = [1.0, 2.0] if algorithm == "weighted_sum_static" else None
         engine = TransferLearning(
-            PROBLEM, {"t": 1.2}, source, algorithm, seed=3, options=FAST, weights=weights, executor=InlineExecutor()
+            PROBLEM, {"t": 1.2}, source, algorithm, seed=3, lcm=FAST, weights=weights, executor=InlineExecutor()
         )
         told = run(engine, lambda x: demo(x, 1.2), 5)
         xs = [r.tuning_parameter["x"] for r in told]
@@ -75,9 +75,9 @@ def test_every_algorithm_names_itself_and_never_repeats(source: SourceData) -> N
 
 
 def test_a_resumed_ensemble_continues_exactly(source: SourceData) -> None:
-    first = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, options=FAST, executor=InlineExecutor())
+    first = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, lcm=FAST, executor=InlineExecutor())
     told = run(first, lambda x: demo(x, 1.0), 6)
-    again = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, options=FAST, executor=InlineExecutor())
+    again = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=7, lcm=FAST, executor=InlineExecutor())
     assert again.replay(told) == 6
     assert again.proposers == first.proposers == [r.modeling for r in told]
     assert again.probabilities() == first.probabilities()
@@ -123,7 +123,7 @@ def test_failed_candidates_are_never_suggested_again() -> None:
         source_records(n=30),
         "ensemble",
         seed=0,
-        options=FAST,
+        lcm=FAST,
         candidates=candidates,
         executor=InlineExecutor(),
     )
@@ -149,9 +149,9 @@ def test_failed_candidates_are_never_suggested_again() -> None:
 def test_sources_group_by_machine_and_their_records_are_not_target_data() -> None:
     a100 = source_records(t=1.0, n=20, machine_configuration={"machine_name": "A100"})
     w7800 = source_records(t=1.0, n=10, seed=2, machine_configuration={"machine_name": "W7800"})
-    data = SourceData(PROBLEM, a100 + w7800, options=FAST, executor=InlineExecutor())
+    data = SourceData(PROBLEM, a100 + w7800, lcm=FAST, executor=InlineExecutor())
     assert [(t.label, len(t)) for t in data.tasks] == [("t=1.0 on A100", 20), ("t=1.0 on W7800", 10)]
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, data, "stacking", seed=0, options=FAST, executor=InlineExecutor())
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, data, "stacking", seed=0, lcm=FAST, executor=InlineExecutor())
     engine.replay(a100)  # a resumed session replays the store's records of the task
     assert engine.records == []
     assert data.stacking_order() == [0, 1]
@@ -164,7 +164,7 @@ def test_a_maximised_objective() -> None:
         for x in np.random.default_rng(0).random(40).tolist()
     ]
     engine = TransferLearning(
-        problem, {"t": 0.8}, records, "weighted_sum_dynamic", seed=0, options=FAST, executor=InlineExecutor()
+        problem, {"t": 0.8}, records, "weighted_sum_dynamic", seed=0, lcm=FAST, executor=InlineExecutor()
     )
     told = run(engine, lambda x: -demo(x, 0.8), 3)
     assert max(r.value("y") for r in told) > -demo_grid_minimum(0.8)[1] - 0.02
@@ -187,7 +187,7 @@ def test_bad_input_names_the_field(source: SourceData) -> None:
 
 
 def test_a_failing_region_is_left_and_a_batch_spreads(source: SourceData) -> None:
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=0, options=FAST, executor=InlineExecutor())
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "ensemble", seed=0, lcm=FAST, executor=InlineExecutor())
     batch = [engine.ask() for _ in range(3)]  # no target data yet: all from weighted_sum_equal
     xs = sorted(s.config["x"] for s in batch)
     assert min(np.diff(xs)) > 0.002
@@ -202,7 +202,7 @@ def test_an_engine_pickles_and_copies_share_the_source(source: SourceData) -> No
 
     pickle = pytest.importorskip("ray.cloudpickle")  # what Ray ships searchers with
 
-    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "stacking", seed=0, options=FAST, executor=InlineExecutor())
+    engine = TransferLearning(PROBLEM, {"t": 1.0}, source, "stacking", seed=0, lcm=FAST, executor=InlineExecutor())
     assert copy.deepcopy(engine).source is source
     clone = pickle.loads(pickle.dumps(engine))
     assert clone.ask().config == engine.ask().config

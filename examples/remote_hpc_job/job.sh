@@ -36,7 +36,7 @@ LAUNCH=()
 [ -n "${SLURM_JOB_ID:-}" ] && LAUNCH=(srun --ntasks=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}")
 
 if [ -z "${RAYTUNER_SESSION:-}" ]; then
-    RAYTUNER_SESSION=$($RAYTUNER session create --problem "$HERE/meta.json" --engine "${ENGINE:-random}" \
+    RAYTUNER_SESSION=$($RAYTUNER session create --meta "$HERE/meta.json" --engine "${ENGINE:-random}" \
         --task "n=${N:-256}" --max-evaluations "${MAX_EVALUATIONS:-20}")
     echo "created session $RAYTUNER_SESSION"
 fi

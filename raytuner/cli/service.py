@@ -26,7 +26,7 @@ for a trial, **3 when the session is finished** (it then prints
 ``RAYTUNER_STATUS=FINISHED``) and, with ``--no-wait``, 4 when the service has
 nothing to hand out until pending trials are told (``RAYTUNER_STATUS=WAIT``).
 Errors are one line on stderr (the service's status name and message):
-exit status 2 for bad input (an option, the ``--problem`` file, or input the
+exit status 2 for bad input (an option, the ``--meta`` file, or input the
 service refused as ``INVALID_ARGUMENT``), 1 for any other failure (an
 unreachable server, an unknown session, a conflicting tell), 70 for a bug
 (see :mod:`raytuner.cli.errors`, which handles the errors of every command).
@@ -328,7 +328,8 @@ def session_group() -> None:
 
 @session_group.command("create")
 @click.option(
-    "--problem",
+    "--meta",
+    "problem",
     required=True,
     metavar="FILE",
     type=JsonFile(MetaDescription.parse, META_FILE),

@@ -28,7 +28,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, Self, TypedDict
 
 import grpc
 
@@ -36,13 +36,50 @@ from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY
 
-__all__ = ["ServiceChannel", "ServiceError", "RETRIED_CODES"]
+__all__ = ["ServiceChannel", "ServiceError", "Connection", "RETRIED_CODES", "check_connection"]
 
 log = logging.getLogger(__name__)
 
 #: Status codes a call is retried on (the request may not have reached the server, or it was busy).
 RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
 _MAX_BACKOFF = 5.0
+
+
+class Connection(TypedDict, total=False):
+    """How a client reaches its server: the keyword arguments every client takes beside address and key.
+
+    See :class:`ServiceChannel` for each one's meaning and default.
+
+    Example:
+        >>> connection: Connection = {"timeout": 30.0, "retry_for": 600.0}
+        >>> check_connection(connection) == connection
+        True
+    """
+
+    root_certificates: bytes | None
+    tls: bool | None
+    timeout: float
+    retries: int | None
+    backoff: float
+    tls_server_name: str | None
+    retry_for: float
+
+
+def check_connection(connection: Any) -> Connection:
+    """``connection`` checked to hold only :class:`Connection`'s names; an unknown one is refused in one line.
+
+    Args:
+        connection: The connection keyword arguments a client was given.
+
+    >>> check_connection({"timeot": 3})
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: connection: no argument 'timeot' (allowed: backoff, retries, retry_for, root_certificates, timeout, tls, tls_server_name)
+    """
+    unknown = sorted(set(connection) - set(Connection.__annotations__))
+    if unknown:
+        raise InvalidInputError("connection", f"no argument {unknown[0]!r}", allowed=sorted(Connection.__annotations__))
+    return connection
 
 
 class ServiceError(RaytunerError):

@@ -32,13 +32,13 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import TypeAdapter
 
 from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.analysis.surrogate import surrogate_from_records
-from raytuner.client.channel import ServiceChannel
+from raytuner.client.channel import Connection, ServiceChannel, check_connection
 from raytuner.crowd.signatures import Signer
 from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS, CrowdSyncStore
 from raytuner.errors import InvalidInputError
@@ -114,8 +114,8 @@ class CrowdClient(ServiceChannel):
         api_key: the crowd user's API key (``raytuner crowd keys create``), or a
             :class:`~raytuner.crowd.signatures.Signer` of their private key, which signs each call
             afresh (its public key registered with ``raytuner crowd keys register``).
-        **connection: :class:`ServiceChannel`'s keyword arguments (TLS, ``timeout``, ``retries``,
-            ``backoff``).
+        **connection: how the server is reached (:class:`~raytuner.client.channel.Connection`: TLS,
+            ``timeout``, ``retries``, ``backoff``, ...).
 
     Example (needs a running server)::
 
@@ -124,7 +124,8 @@ class CrowdClient(ServiceChannel):
             records = crowd.query_function_evaluations("pdgeqrf")
     """
 
-    def __init__(self, address: str, api_key: str | Signer, **connection: Any) -> None:
+    def __init__(self, address: str, api_key: str | Signer, **connection: Unpack[Connection]) -> None:
+        connection = check_connection(connection)
         if not api_key:
             raise InvalidInputError(
                 "api_key", "the crowd repository needs a user's API key (`raytuner crowd keys create`) or private key"
@@ -350,7 +351,7 @@ def sync_store_for(
     server: str | None = None,
     access: str = DEFAULT_SYNC_ACCESS,
     credential: str | Signer | None = None,
-    **connection: Any,
+    **connection: Unpack[Connection],
 ) -> HistoryStore:
     """``store`` (opened when a location), synced to the crowd repository when ``meta`` says ``sync_crowd_repo``.
 

@@ -17,7 +17,7 @@ Example (needs a running service)::
         tuner.create_session("meta.json", "mla", tasks=[{"n": 2000}], max_evaluations=40)
         while (trial := tuner.ask()) is not None:
             tuner.tell(trial, {"runtime": run_my_code(**trial.config)})
-        print(tuner.session()["best"])
+        print(tuner.best())  # the best evaluation of the first task
 
 or, with the loop written for you::
 
@@ -34,11 +34,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import grpc
 
-from raytuner.client.channel import RETRIED_CODES, ServiceChannel, ServiceError
+from raytuner.client.channel import RETRIED_CODES, Connection, ServiceChannel, ServiceError, check_connection
 from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError
 from raytuner.problem.environment import describe_machine, software_configuration
@@ -89,6 +89,7 @@ def _session_dict(message: pb.Session) -> dict[str, Any]:
         "max_evaluations": message.max_evaluations,
         "created": message.created,
         "outputs": list(message.outputs),
+        "goals": dict(zip(message.outputs, message.goals, strict=False)),
         "best": [
             {
                 "task": json.loads(b.task_json or "{}"),
@@ -114,12 +115,21 @@ def _event_dict(event: pb.SessionEvent) -> dict[str, Any]:
     }
 
 
+def _best_of(
+    front: Sequence[FunctionEvaluation], goals: Mapping[str, str], objective: str | None
+) -> FunctionEvaluation | None:
+    """The record of ``front`` best in ``objective`` (default: the first optimised output), or ``None``."""
+    optimised = [name for name, goal in goals.items() if goal]
+    name = objective if objective is not None else (optimised[0] if optimised else None)
+    if name is None or name not in optimised:
+        raise InvalidInputError("objective", f"{name!r} is not an optimised output of the session", allowed=optimised)
+    sign = -1.0 if goals[name] == "maximize" else 1.0
+    scored = [(sign * v, n, r) for n, r in enumerate(front) if (v := r.value(name)) is not None]
+    return min(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
+
+
 class RemoteTuner(ServiceChannel):
     """A client of one tuning service (see the module documentation).
-
-    The connection arguments (``root_certificates``, ``tls``, ``timeout``, ``retries``, ``backoff``,
-    ``tls_server_name``, ``retry_for``) are :class:`ServiceChannel`'s, save that ``retries`` is ``None`` by
-    default (retried for ``retry_for`` seconds); an ``mla`` ask may need a larger ``timeout``.
 
     Args:
         address: ``host:port`` of the server.
@@ -129,6 +139,11 @@ class RemoteTuner(ServiceChannel):
         session_id: the session to join (default: none until :meth:`create_session`).
         machine: machine configuration values that win over the captured ones (default: the meta's).
         software: software configuration values that win over the captured ones.
+        **connection: how the server is reached (:class:`~raytuner.client.channel.Connection`:
+            ``timeout``, ``retries``, ``backoff``, ``retry_for``, ``root_certificates``, ``tls``,
+            ``tls_server_name``), as :class:`ServiceChannel` takes them, save that ``retries`` is
+            ``None`` by default (retried for ``retry_for`` seconds); an ``mla`` ask may need a larger
+            ``timeout``.
     """
 
     def __init__(
@@ -137,28 +152,13 @@ class RemoteTuner(ServiceChannel):
         api_key: str | Signer | None = None,
         *,
         session_id: str | None = None,
-        root_certificates: bytes | None = None,
-        tls: bool | None = None,
-        timeout: float = 10.0,
-        retries: int | None = None,
-        backoff: float = 0.2,
         machine: Mapping[str, Any] | None = None,
         software: Mapping[str, Any] | None = None,
-        tls_server_name: str | None = None,
-        retry_for: float = 150.0,
+        **connection: Unpack[Connection],
     ) -> None:
-        super().__init__(
-            address,
-            api_key,
-            pb_grpc.TuningServiceStub,
-            root_certificates=root_certificates,
-            tls=tls,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            tls_server_name=tls_server_name,
-            retry_for=retry_for,
-        )
+        connection = check_connection(connection)
+        connection.setdefault("retries", None)
+        super().__init__(address, api_key, pb_grpc.TuningServiceStub, **connection)
         self.session_id = session_id
         self.finished = False
         self.machine, self._machine_given = describe_machine(machine), machine is not None
@@ -233,6 +233,61 @@ class RemoteTuner(ServiceChannel):
             session_id: the session (default: this client's).
         """
         return _session_dict(self._call("GetSession", pb.GetSessionRequest(session_id=self._session(session_id))))
+
+    def pareto_front(
+        self, task: Mapping[str, Any] | None = None, session_id: str | None = None
+    ) -> list[FunctionEvaluation]:
+        """The session's best evaluations of ``task``: its best, or with several objectives its Pareto front.
+
+        They meet every output constraint; the records hold the task, the
+        configuration, the outputs and the uid the service stored them under.
+
+        Args:
+            task: One of the session's tasks (default: the first).
+            session_id: the session (default: this client's).
+        """
+        return self._fronts(self.session(session_id), task)
+
+    def best(
+        self, task: Mapping[str, Any] | None = None, objective: str | None = None, session_id: str | None = None
+    ) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` in ``objective``, or ``None`` while none counts.
+
+        It answers as every engine's and :class:`~raytuner.session.tuning_session.TuningSession`'s
+        ``best()`` does: the evaluation that succeeded, meets every output constraint and is best
+        in ``objective``.
+
+        Args:
+            task: One of the session's tasks (default: the first).
+            objective: The objective's name (default: the problem's first optimised output).
+            session_id: the session (default: this client's).
+        """
+        data = self.session(session_id)
+        return _best_of(self._fronts(data, task), data["goals"], objective)
+
+    def best_per_task(
+        self, objective: str | None = None, session_id: str | None = None
+    ) -> list[FunctionEvaluation | None]:
+        """:meth:`best` of each of the session's tasks, in their order.
+
+        Args:
+            objective: The objective's name (default: the problem's first optimised output).
+            session_id: the session (default: this client's).
+        """
+        data = self.session(session_id)
+        return [_best_of(self._fronts(data, task), data["goals"], objective) for task in data["tasks"] or [{}]]
+
+    @staticmethod
+    def _fronts(data: Mapping[str, Any], task: Mapping[str, Any] | None) -> list[FunctionEvaluation]:
+        tasks = data["tasks"] or [{}]
+        chosen = dict(tasks[0] if task is None else task)
+        if chosen not in tasks:
+            raise InvalidInputError("task", f"{chosen} is no task of session {data['session_id']}", allowed=tasks)
+        return [
+            FunctionEvaluation.create(entry["task"], entry["config"], entry["outputs"], uid=entry["uid"] or None)
+            for entry in data["best"]
+            if entry["task"] == chosen
+        ]
 
     def output_names(self, session_id: str | None = None) -> list[str]:
         """The session's output names (asked of the server once, then remembered).

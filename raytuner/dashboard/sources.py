@@ -16,7 +16,7 @@ Example:
     >>> store = JsonStore(tempfile.mkdtemp())
     >>> store.append("demo", FunctionEvaluation.create({"t": 2.0}, {"x": 0.1}, {"y": 1.5}))
     >>> views = StoreViews(store)
-    >>> views.problems(), views.view("demo").best()["y"].tolist()
+    >>> views.problems(), views.view("demo").best_table()["y"].tolist()
     (['demo'], [1.5])
 """
 

@@ -93,7 +93,7 @@ class MLA(StoredModels, Engine):
         n_initial: Size of each task's initial Latin hypercube design.
         design: ``"per_task"``: each task draws its own initial design; ``"shared"``: one for
             every task (where a task's constraints allow); see the module docstring.
-        options: Configure the LCM (default: :attr:`default_options`, whose task weights fill those left open).
+        lcm: Configure the LCM (default: :attr:`default_options`, whose task weights fill those left open).
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         batch: How pending suggestions enter the model: ``"kriging_believer"`` or ``"constant_liar"``.
@@ -120,7 +120,7 @@ class MLA(StoredModels, Engine):
         *,
         n_initial: int = 10,
         design: Design = "per_task",
-        options: LCMOptions | None = None,
+        lcm: LCMOptions | None = None,
         acquisition: str = "ei",
         acquisition_options: Mapping[str, float] | None = None,
         batch: BatchMode = "kriging_believer",
@@ -139,7 +139,7 @@ class MLA(StoredModels, Engine):
             raise InvalidInputError("design", f"unknown initial design {design!r}", allowed=list(_DESIGNS))
         self.n_initial = n_initial
         self.design = design
-        requested = options or self.default_options  # kept as given: a rebuilt engine resolves it alike
+        requested = lcm or self.default_options  # kept as given: a rebuilt engine resolves it alike
         self.model = LCM(requested.weighted(self.default_options.task_weights).over(problem.parameter_space))
         self._chosen_columns = requested.categorical is not None  # else a stored model's are adopted
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
@@ -150,7 +150,7 @@ class MLA(StoredModels, Engine):
         self._keep_options(
             n_initial=n_initial,
             design=design,
-            options=requested,
+            lcm=requested,
             acquisition=acquisition,
             acquisition_options=acquisition_options,
             batch=batch,
@@ -299,7 +299,7 @@ class MLA(StoredModels, Engine):
 
         if self._start_data is None or self._start_data.uids != {r.uid for r in records}:  # its GPs serve every task
             self._start_data = SourceData(
-                self.problem, records, objective=self.objective.name, options=self.model.options, executor=self.executor
+                self.problem, records, objective=self.objective.name, lcm=self.model.options, executor=self.executor
             )
         start = TransferLearning(
             self.problem,
@@ -307,7 +307,7 @@ class MLA(StoredModels, Engine):
             self._start_data,
             FIRST,
             self.seed,
-            options=self.model.options,
+            lcm=self.model.options,
             objective=self.objective.name,
             executor=self.executor,
         ).ask()

@@ -16,13 +16,9 @@ evaluations, and chooses each suggestion by:
   ``max_k λ_k f̃_k + 0.05 Σ_k λ_k f̃_k`` (objectives normalised to the range
   the task has seen; ParEGO's scalarisation with a model per output), so
   successive asks spread along the front. Where no draw improves, the
-  predicted scalarisation still orders the candidates. Measured on the
-  shifted ZDT1 family, the hypervolume improvement beat the scalarisation
-  (quick benchmark: 11.61 against 10.92-11.35 at 20 evaluations per task).
-  The search for the best score also perturbs the task's feasible front
-  (``optimize_acquisition(around=...)``), where an improvement is likeliest:
-  over 20 seeds, LCBench's hypervolume at the full budget rose from 2,977,247
-  to 2,992,923 and PyAMG's from 119.9 to 122.0.
+  predicted scalarisation still orders the candidates. The search for the
+  best score also perturbs the task's feasible front
+  (``optimize_acquisition(around=...)``), where an improvement is likeliest.
 - **Constraints**: the score is multiplied by the posterior probability that
   each bounded output meets its bounds; the improvement is measured from the
   best feasible evaluation. A candidate below
@@ -30,18 +26,14 @@ evaluations, and chooses each suggestion by:
   likelier one, by its chance alone. Where the likely successes at one value
   of a discrete parameter (every task's) broke a constraint far more often
   than that chance allows, that value's candidates have their chance scaled
-  down by the shortfall (:class:`~raytuner.engines.breaches.BreachValues`):
-  on PyAMG with the memory bound, 6.6 % of the suggestions after the initial
-  design broke it instead of 9.3 % (30 seeds), at a hypervolume as large.
-- **Length scales**: without ``options``, each LCM has the RBF kernel, a
+  down by the shortfall (:class:`~raytuner.engines.breaches.BreachValues`).
+- **Length scales**: without ``lcm`` options, each LCM has the RBF kernel, a
   normal prior on its log length scales (:data:`LENGTHSCALE_PRIOR`) against
-  spiky fits and no noise prior: the settings this engine was measured with
-  (not :class:`~raytuner.models.LCMOptions`' defaults, measured on one output).
+  spiky fits and no noise prior (not :class:`~raytuner.models.LCMOptions`'
+  defaults, which were chosen for one output).
 - **Skewed outputs**: an output whose values so far are positive and whose
   logarithm is clearly less skewed (a run time, a memory footprint) is
-  modelled in log space; the draws are taken there and mapped back. On the
-  PyAMG problem this cut the suggestions that broke the memory bound from
-  26 % to 14-19 % (seeds 0 and 1).
+  modelled in log space; the draws are taken there and mapped back.
 
 The initial design (a plain LHS: no start from the sources, whose consensus is
 one objective's), batch fantasies, replay and stored models are MLA's.
@@ -146,9 +138,9 @@ class MultiObjectiveMLA(MLA):
         problem: The problem (several optimised outputs, or output constraints).
         tasks: The tasks to tune.
         seed: Seeds every random stream and model fit.
-        **options: MLA's options (no ``objective``: every optimised output is one). Without ``options``,
+        **options: MLA's options (no ``objective``: every optimised output is one). Without ``lcm``,
             the LCMs have the RBF kernel, a length-scale prior (:data:`LENGTHSCALE_PRIOR`) and no noise
-            prior (:attr:`default_options`); given ``options`` are used as they are, with signed task
+            prior (:attr:`default_options`); a given ``lcm`` is used as it is, with signed task
             weights where they leave them to the engine.
     """
 
@@ -162,7 +154,7 @@ class MultiObjectiveMLA(MLA):
     ) -> None:
         # resolved here, so that the components (plain MLAs) fit the same weights
         default = MultiObjectiveMLA.default_options  # named by class: a subclass's default is another model's
-        options["options"] = (options.get("options") or default).weighted(default.task_weights)
+        options["lcm"] = (options.get("lcm") or default).weighted(default.task_weights)
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k not in ("objective", "source")}

@@ -72,7 +72,7 @@ Builder = Callable[[ProblemSpace, list[dict[str, Any]], "int | None", Any, dict[
 _MLA_OPTIONS = (
     "n_initial",
     "design",
-    "options",
+    "lcm",
     "acquisition",
     "acquisition_options",
     "batch",
@@ -154,7 +154,7 @@ ENGINES: dict[str, EngineEntry] = {
             "budget",
             "fidelity_mode",
             "n_initial",
-            "options",
+            "lcm",
             "acquisition",
             "acquisition_options",
             "objective",
@@ -189,7 +189,7 @@ ENGINES: dict[str, EngineEntry] = {
             "pool",
             "weights",
             "candidates",
-            "options",
+            "lcm",
             "acquisition",
             "acquisition_options",
             "objective",
@@ -198,14 +198,14 @@ ENGINES: dict[str, EngineEntry] = {
         frozenset({"executor", "source"}),
         _transfer,
     ),
-    "tla1": EngineEntry(TLA1Engine, ("objective", "options"), frozenset({"executor", "source"}), _tla1),
+    "tla1": EngineEntry(TLA1Engine, ("objective", "lcm"), frozenset({"executor", "source"}), _tla1),
     "tla2": EngineEntry(TLA2, (*_MLA_OPTIONS, "source_model", "refit"), frozenset({"executor", "source"}), _tla2),
 }
 
 
 #: Options given as plain data that an engine takes as an object: the object's class, and how one is made.
 _DECODERS: dict[str, tuple[type, Callable[[Mapping[str, Any]], Any]]] = {
-    "options": (LCMOptions, LCMOptions.from_dict),
+    "lcm": (LCMOptions, LCMOptions.from_dict),
     "source_model": (Hyperparameters, Hyperparameters.from_dict),
 }
 
@@ -254,6 +254,10 @@ def build_engine(
     entry = ENGINES.get(spec.name)
     if entry is None:
         raise InvalidInputError("engine", f"unknown engine {spec.name!r}", allowed=sorted(ENGINES))
+    if (
+        "options" in spec.options and "lcm" in entry.options and "lcm" not in spec.options
+    ):  # as specs stored before named it
+        spec = EngineSpec(spec.name, {("lcm" if k == "options" else k): v for k, v in spec.options.items()})
     unknown = sorted(set(spec.options) - set(entry.options))
     if unknown:
         raise InvalidInputError("options", f"{spec.name} takes no option {unknown[0]!r}", allowed=sorted(entry.options))

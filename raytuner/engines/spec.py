@@ -10,8 +10,8 @@ passed beside the spec, never in it.
 
 Example:
     >>> from raytuner.models import LCMOptions
-    >>> spec = EngineSpec("mla", {"n_initial": 4, "options": LCMOptions(n_starts=2)})
-    >>> spec.options["options"]["n_starts"], EngineSpec.from_dict(spec.to_dict()) == spec
+    >>> spec = EngineSpec("mla", {"n_initial": 4, "lcm": LCMOptions(n_starts=2)})
+    >>> spec.options["lcm"]["n_starts"], EngineSpec.from_dict(spec.to_dict()) == spec
     (2, True)
     >>> EngineSpec("mla", {"executor": object()})
     Traceback (most recent call last):

@@ -79,6 +79,7 @@ def _session_message(session: ServiceSession) -> pb.Session:
         options_json=dumps(spec.options),
         max_evaluations=spec.max_evaluations,
         outputs=session.tuning.problem.objectives,
+        goals=[o.goal if o.optimize else "" for o in session.tuning.problem.output_space],
     )
 
 

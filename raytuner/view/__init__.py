@@ -4,7 +4,7 @@ Example:
     >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
     >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
     ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 0.25})])
-    >>> load_history(doc).best()["y"].tolist()
+    >>> load_history(doc).best_table()["y"].tolist()
     [0.25]
 """
 

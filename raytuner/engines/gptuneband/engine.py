@@ -102,7 +102,7 @@ class GPTuneBand(Engine):
             ``min N(s)``, as GPTune's ``MB_LCM`` takes ``NS1``; half of that, at least 1, when ``source``
             gives usable records, successful and at one of the brackets' fidelities: they inform the model
             from the start). The spec keeps the number chosen, so a rebuilt engine starts the same way.
-        options: MLA's: configure the LCM.
+        lcm: MLA's: configure the LCM.
         acquisition: MLA's.
         acquisition_options: MLA's.
         executor: MLA's: runs the multi-start fits.
@@ -143,7 +143,7 @@ class GPTuneBand(Engine):
         budget: float | None = None,
         fidelity_mode: FidelityMode = "one_shot",
         n_initial: int | None = None,
-        options: LCMOptions | None = None,
+        lcm: LCMOptions | None = None,
         acquisition: str = "ei",
         acquisition_options: Mapping[str, float] | None = None,
         executor: Executor | None = None,
@@ -198,7 +198,7 @@ class GPTuneBand(Engine):
         self.executor = executor
         self._sampler_options: dict[str, Any] = dict(
             n_initial=self.n_initial,
-            options=options,
+            lcm=lcm,
             acquisition=acquisition,
             acquisition_options=acquisition_options,
             executor=executor,
@@ -215,7 +215,7 @@ class GPTuneBand(Engine):
             budget=budget,
             fidelity_mode=fidelity_mode,
             n_initial=self.n_initial,
-            options=options,
+            lcm=lcm,
             acquisition=acquisition,
             acquisition_options=acquisition_options,
             objective=named,

@@ -15,9 +15,8 @@ predicted mean (the Kriging believer), so a batch spreads out.
   extended by the target task; each step refits every hyperparameter from
   that start (one L-BFGS start: the same start for the same log, so a
   resumed run refits identically). Learning only the target's weights on
-  top of the fixed source model was tried and is worse: on the demo
-  (source t = 0.8, target t = 1.0, 4 seeds) it stalled in the source's
-  basin in half the runs where the full refit left it in all.
+  top of the fixed source model stalls in the source's basin more often
+  (the benchmarks page has the figures).
 - ``weighted_sum_equal`` / ``weighted_sum_static`` — equations 1–2 with
   weights 1 or the user's weights (one per source task, then the target).
 - ``weighted_sum_dynamic`` — the weights solve the linear regression of

@@ -180,7 +180,7 @@ class SourceData:
 
     ``records`` are the source evaluations (or an :class:`EvaluationSource`,
     such as a store or an imported GPTune file); those that do not fit the
-    problem are skipped with one warning that counts them. ``options``
+    problem are skipped with one warning that counts them. ``lcm``
     configure every GP and LCM fit; ``executor`` runs their multi-start
     fits. Thread-safe: engines in several threads may share one.
 
@@ -188,7 +188,7 @@ class SourceData:
         problem: The problem.
         records: The source evaluations, or an :class:`EvaluationSource`.
         objective: The objective (default: the first).
-        options: Configure every GP and LCM fit.
+        lcm: Configure every GP and LCM fit.
         executor: Runs their multi-start fits.
     """
 
@@ -198,12 +198,12 @@ class SourceData:
         records: Sequence[FunctionEvaluation] | EvaluationSource,
         *,
         objective: str | None = None,
-        options: LCMOptions | None = None,
+        lcm: LCMOptions | None = None,
         executor: Executor | None = None,
     ) -> None:
         self.problem = problem
         self.objective = problem.objective(objective).name
-        self.options = (options or LCMOptions()).over(problem.parameter_space)
+        self.options = (lcm or LCMOptions()).over(problem.parameter_space)
         self.executor = executor
         self.records = source_records(problem, records)
         self.tasks = group_source_tasks(problem, self.records, self.objective)
@@ -257,7 +257,7 @@ class SourceData:
             self.problem,
             [r for r in self.records if r.uid not in drop],
             objective=self.objective,
-            options=self.options,
+            lcm=self.options,
             executor=self.executor,
         )
 

@@ -42,7 +42,7 @@ Example:
     >>> rng = np.random.default_rng(0)
     >>> source = [FunctionEvaluation.create({"t": 0.8}, {"x": x}, {"y": demo(x, 0.8)}) for x in rng.random(40)]
     >>> engine = TransferLearning(problem, {"t": 1.0}, source, "ensemble", seed=0,
-    ...                           options=LCMOptions(n_starts=2), executor=InlineExecutor())
+    ...                           lcm=LCMOptions(n_starts=2), executor=InlineExecutor())
     >>> for _ in range(4):
     ...     s = engine.ask()
     ...     record = engine.tell(s, {"y": demo(s.config["x"], 1.0)})
@@ -105,7 +105,7 @@ class TransferLearning(Engine):
         weights: The static weights of ``weighted_sum_static`` (one per source task, then the target).
         candidates: The valid configurations of a discrete space (the acquisition is evaluated at
             every unvisited one); ``None``: search the parameter space.
-        options: Configure the GP/LCM fits.
+        lcm: Configure the GP/LCM fits.
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
         objective: The objective to tune (default: the first).
@@ -126,7 +126,7 @@ class TransferLearning(Engine):
         pool: Sequence[str] = DEFAULT_POOL,
         weights: Sequence[float] | None = None,
         candidates: Sequence[Mapping[str, Any]] | None = None,
-        options: LCMOptions | None = None,
+        lcm: LCMOptions | None = None,
         acquisition: str = "ei",
         acquisition_options: Mapping[str, float] | None = None,
         objective: str | None = None,
@@ -139,13 +139,13 @@ class TransferLearning(Engine):
         self.pool = _check_pool(pool)
         self.algorithm = algorithm
         self.objective = problem.objective(objective)
-        requested = options or LCMOptions()
+        requested = lcm or LCMOptions()
         self.options = requested.over(problem.parameter_space)
         self.executor = executor
         self.source = (
             source
             if isinstance(source, SourceData)
-            else SourceData(problem, source, objective=self.objective.name, options=self.options, executor=executor)
+            else SourceData(problem, source, objective=self.objective.name, lcm=self.options, executor=executor)
         )
         self.weights = _check_weights(weights, algorithm, self.pool, len(self.source))
         self.acquisition = acquisition_function(acquisition, **dict(acquisition_options or {}))
@@ -166,7 +166,7 @@ class TransferLearning(Engine):
             pool=self.pool,
             weights=self.weights,
             candidates=self.candidates,
-            options=requested,
+            lcm=requested,
             acquisition=acquisition,
             acquisition_options=acquisition_options,
             objective=self.objective.name,

@@ -103,7 +103,7 @@ class TLA1:
         records: The tuned tasks' evaluations; those that do not fit the problem
             (task or configuration outside it) are skipped with one warning that counts them.
         objective: The objective's name (default: the first).
-        options: Configure the GPs (default :data:`TLA1_OPTIONS`).
+        lcm: Configure the GPs (default :data:`TLA1_OPTIONS`).
         seed: Seeds the fits.
         executor: Runs the multi-start fits (default: inline).
     """
@@ -114,7 +114,7 @@ class TLA1:
         records: Sequence[FunctionEvaluation],
         *,
         objective: str | None = None,
-        options: LCMOptions | None = None,
+        lcm: LCMOptions | None = None,
         seed: int | None = None,
         executor: Executor | None = None,
     ) -> None:
@@ -128,9 +128,9 @@ class TLA1:
         self.optima = optima
         T = problem.input_space.encode([r.task_parameter for r in optima])
         U = problem.parameter_space.encode([r.tuning_parameter for r in optima])
-        lcm = LCM((options or TLA1_OPTIONS).over(problem.input_space))
+        model = LCM((lcm or TLA1_OPTIONS).over(problem.input_space))
         self._models: list[FittedLCM] = [
-            lcm.fit(TrainingData([T], [U[:, j]]), seed=seed, executor=executor or InlineExecutor())
+            model.fit(TrainingData([T], [U[:, j]]), seed=seed, executor=executor or InlineExecutor())
             for j in range(U.shape[1])
         ]
 
@@ -206,9 +206,10 @@ class TLA2(MLA):
         source: The source tasks' evaluations, or an :class:`EvaluationSource`
             (those that do not fit the problem are skipped with one warning).
         seed: Seeds every random stream and model fit.
+        n_initial: The samples drawn around TLA1's prediction before the model guides.
         source_model: The source tasks' LCM hyperparameters (fitted here when not given).
         refit: ``"weights"`` learns only the new task's weights; ``"all"`` refits every hyperparameter.
-        **mla_options: :class:`~raytuner.engines.MLA`'s options (``n_initial``, ``options``,
+        **mla_options: :class:`~raytuner.engines.MLA`'s other options (``lcm``,
             ``executor``, ...); ``design`` changes nothing: the new task's sample is centred on TLA1's
             prediction and the source tasks need none.
     """
@@ -224,6 +225,7 @@ class TLA2(MLA):
         source: Sequence[FunctionEvaluation] | EvaluationSource,
         seed: int | None = None,
         *,
+        n_initial: int = 5,
         source_model: Hyperparameters | None = None,
         refit: Literal["weights", "all"] = "weights",
         **mla_options: Any,
@@ -235,7 +237,7 @@ class TLA2(MLA):
         source_tasks = other_tasks(source, [])
         if task_key(target_task) in {task_key(t) for t in source_tasks}:
             raise InvalidInputError("target_task", f"{dict(target_task)} is already one of the source tasks")
-        super().__init__(problem, [*source_tasks, dict(target_task)], seed, **mla_options)
+        super().__init__(problem, [*source_tasks, dict(target_task)], seed, n_initial=n_initial, **mla_options)
         self.refit = refit
         self.source = source
         self._keep_options(source_model=source_model, refit=refit)

@@ -60,7 +60,7 @@ class TLA1Engine(Engine):
         seed: Seeds TLA1's fits and the sample a prediction that breaks a constraint gives way to.
         source: The tuned tasks' evaluations (a list, or an :class:`~raytuner.problem.records.EvaluationSource`).
         objective: The objective whose optima are modelled (default: the first).
-        options: Configure TLA1's GPs.
+        lcm: Configure TLA1's GPs.
         executor: Runs their multi-start fits (default: inline).
     """
 
@@ -74,7 +74,7 @@ class TLA1Engine(Engine):
         source: Sequence[FunctionEvaluation] | EvaluationSource,
         *,
         objective: str | None = None,
-        options: LCMOptions | None = None,
+        lcm: LCMOptions | None = None,
         executor: Executor | None = None,
     ) -> None:
         super().__init__(problem, tasks, seed)
@@ -86,11 +86,11 @@ class TLA1Engine(Engine):
             problem,
             source_records(problem, source, "TLA1 source"),
             objective=objective,
-            options=options,
+            lcm=lcm,
             seed=seed,
             executor=executor,
         )
-        self._keep_options(objective=objective, options=options)
+        self._keep_options(objective=objective, lcm=lcm)
         #: The prediction (its configuration and its uncertainty per parameter).
         self.prediction: OptimumPrediction = self.tla1.predict(self.tasks[0])
         self.config = dict(self.prediction.config)

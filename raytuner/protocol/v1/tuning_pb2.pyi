@@ -24,7 +24,7 @@ class CreateSessionRequest(_message.Message):
     def __init__(self, problem_json: _Optional[str] = ..., engine: _Optional[str] = ..., options_json: _Optional[str] = ..., tasks_json: _Optional[str] = ..., seed: _Optional[int] = ..., max_evaluations: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "problem_name", "engine", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs")
+    __slots__ = ("session_id", "problem_name", "engine", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs", "goals")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class Session(_message.Message):
     OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     MAX_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    GOALS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     problem_name: str
     engine: str
@@ -51,7 +52,8 @@ class Session(_message.Message):
     options_json: str
     max_evaluations: int
     outputs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., engine: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ...) -> None: ...
+    goals: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., engine: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ..., goals: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BestConfiguration(_message.Message):
     __slots__ = ("task_json", "config_json", "outputs", "uid")
