@@ -86,12 +86,18 @@ def chromium() -> Iterator[Any]:
         "--no-first-run",
     ):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console: CSP reports land there
     session = webdriver.Chrome(service=Service(driver), options=options)
     session.set_page_load_timeout(60)
     try:
         yield session
     finally:
         session.quit()
+
+
+def policy_violations(driver: Any) -> list[str]:
+    """The console messages since the last call that report a Content Security Policy violation."""
+    return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
 
 
 def screenshot(driver: Any, folder: Path, name: str) -> Path:

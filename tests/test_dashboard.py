@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from dashboard_helpers import BAND_PROBLEM, chromium, screenshot
+from dashboard_helpers import BAND_PROBLEM, chromium, policy_violations, screenshot
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -112,6 +112,7 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(
     browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}/brackets")
     _no_broken_images(browser)
     screenshot(browser, tmp_path, "dashboard-brackets")
+    assert policy_violations(browser) == []  # every page and chart drew under the content security policy
 
 
 def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(
@@ -161,6 +162,7 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
                 {task_label(t): session.best(t).value("y") for t in session.engine.tasks}, rel=1e-5
             )
             screenshot(browser, tmp_path, "dashboard-live")
+            assert policy_violations(browser) == []  # its script ran by its nonce
 
 
 def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_front(

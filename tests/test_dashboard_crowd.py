@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pymongo
 import pytest
-from dashboard_helpers import chromium, screenshot
+from dashboard_helpers import chromium, policy_violations, screenshot
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -243,6 +243,7 @@ def test_machines_software_prediction_and_sobol_pages(browser: Any, site: str, t
     assert rows["a"] > 0.95 and rows["b"] < 0.05
     assert browser.find_elements(By.CSS_SELECTOR, "#sobol-chart svg")
     screenshot(browser, tmp_path, "dashboard-crowd-sobol")
+    assert policy_violations(browser) == []  # the inline Sobol chart drew under the content security policy
     browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/sensitivity?task=%7B%7D&num_samples=%C2%B2")
     assert browser.find_element(By.ID, "error").text.startswith("num_samples: '²' is not a count")
     browser.get(site + f"/crowd/problem/{SOBOL_PROBLEM}/predict?task=%7B%7D&parameters=%5B%7B%22a%22%3A1%7D%5D")

@@ -40,14 +40,30 @@ log = logging.getLogger(__name__)
     help="Address to listen on (loopback by default; 0.0.0.0 serves the network).",
 )
 @click.option("--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
+@click.option(
+    "--allow-host",
+    "allowed",
+    multiple=True,
+    metavar="NAME",
+    help="A host name browsers may reach it by, besides loopback and --host (repeat for more).",
+)
 def dashboard(
-    location: str | None, crowd_uri: str | None, service: str | None, api_key: str | None, host: str, port: int
+    location: str | None,
+    crowd_uri: str | None,
+    service: str | None,
+    api_key: str | None,
+    host: str,
+    port: int,
+    allowed: tuple[str, ...],
 ) -> None:
     """Serve a read-only web dashboard of a store's histories or a service's sessions (and a crowd repository).
 
     A directory is read as the embedded JSON store (the main job writes ./raytuner_results).
+    A request that names another host than loopback, --host or an --allow-host is refused
+    (a DNS-rebinding page cannot read a loopback dashboard).
     """
     from raytuner.dashboard import DashboardServer, create_app  # noqa: PLC0415 - Flask only for this command
+    from raytuner.dashboard.pages import LOOPBACK_HOSTS  # noqa: PLC0415
     from raytuner.store import is_mongodb_uri  # noqa: PLC0415
 
     if location is None and crowd_uri is None and service is None:
@@ -67,7 +83,10 @@ def dashboard(
         from raytuner.client import RemoteTuner  # noqa: PLC0415
 
         tuner = RemoteTuner(service, api_key)
-    server = DashboardServer(create_app(store=location, crowd=crowd_uri, service=tuner, warm=True), host, port)
+    app = create_app(
+        store=location, crowd=crowd_uri, service=tuner, warm=True, allowed_hosts=[*LOOPBACK_HOSTS, *allowed]
+    )
+    server = DashboardServer(app, host, port)
     click.echo(f"raytuner dashboard at {server.url} (Ctrl-C stops it)")
     try:
         server.serve_forever()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -39,10 +40,11 @@ import pandas as pd
 from flask import Flask, Response, abort, jsonify, redirect, request
 from markupsafe import escape
 
-from raytuner.dashboard.pages import render, svg, table_html
+from raytuner.dashboard.pages import LOOPBACK_HOSTS, nonce, render, secure, svg, table_html
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.problem.records import check_problem_name
 from raytuner.store import HistoryStore
 from raytuner.view import (
     DETAIL_COLUMNS,
@@ -67,7 +69,7 @@ def _source() -> HistoryViews:
 
 def _view(problem: str) -> HistoryView:
     try:
-        return _source().view(problem)
+        return _source().view(check_problem_name(problem, "problem"))
     except InvalidInputError:
         abort(404)
 
@@ -303,6 +305,7 @@ def create_app(
     crowd: Any = None,
     service: Any = None,
     warm: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Flask:
     """The dashboard's Flask application over a store or a tuning service, and/or a crowd repository.
 
@@ -312,6 +315,12 @@ def create_app(
         service: a :class:`~raytuner.client.RemoteTuner` of a running tuning service: its sessions and
             their problems take the place of a store's (``None``: none).
         warm: read every problem now, so the first page is as fast as the next.
+        allowed_hosts: the host names a request's ``Host`` header may name (default: the loopback
+            names, :data:`~raytuner.dashboard.pages.LOOPBACK_HOSTS`; the server adds the address it
+            listens on): a page asked for by another name (a DNS-rebinding site) is refused with 400.
+
+    Every answer carries a content security policy (no script but the page's own, with a fresh
+    nonce; nothing fetched from elsewhere; no framing) and the usual security headers.
     """
     if store is None and crowd is None and service is None:
         raise InvalidInputError("store", "the dashboard needs a store, a tuning service or a crowd repository")
@@ -319,7 +328,12 @@ def create_app(
         raise InvalidInputError("service", "show a store or a tuning service, not both")
     app = Flask("raytuner.dashboard")
     app.secret_key = secrets.token_bytes(32)  # sign-in cookies last as long as the process
-    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
+    app.config.update(
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        TRUSTED_HOSTS=list(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts),
+    )
+    app.after_request(secure)
     source = StoreViews(store) if store is not None else ServiceViews(service) if service is not None else None
     if source is not None and warm:
         source.warm()
@@ -376,8 +390,8 @@ def create_app(
                 figure = plot_front(view, task=task)
             else:
                 abort(404)
-        except InvalidInputError as exc:
-            return Response(str(exc), status=400, mimetype="text/plain")
+        except InvalidInputError as exc:  # a page that escapes what it echoes, as every error
+            return Response(render("Not possible", "", error=str(exc))[0], status=400, mimetype="text/html")
         return Response(svg(figure), mimetype="image/svg+xml")
 
     @app.get("/problem/<problem>/live")
@@ -385,7 +399,8 @@ def create_app(
         _, fragment = _live_fragment(problem)
         return render(
             f"{problem}: live",
-            f'<p class="note">Refreshes as evaluations arrive.</p><div id="live">{fragment}</div>{_LIVE_SCRIPT}',
+            f'<p class="note">Refreshes as evaluations arrive.</p><div id="live">{fragment}</div>'
+            + _LIVE_SCRIPT.replace("<script>", f'<script nonce="{nonce()}">', 1),
         )
 
     @app.get("/problem/<problem>/live.json")

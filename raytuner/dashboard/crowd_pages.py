@@ -179,11 +179,21 @@ def _surrogate_inputs(problem: str) -> tuple[ProblemSpace, dict[str, Any], list[
 
 
 def _surrogate_page(
-    problem: str, title: str, fields: str, button: str, compute: Callable[[Any, dict[str, Any], int], str]
+    problem: str,
+    title: str,
+    fields: str,
+    button: str,
+    compute: Callable[[Any, dict[str, Any], int], str],
+    check: Callable[[], None] | None = None,
 ) -> tuple[str, int]:
-    """A surrogate page: the query's problem space and a task in a form, ``compute``'s result once asked."""
+    """A surrogate page: the query's problem space and a task in a form, ``compute``'s result once asked.
+
+    ``check`` refuses the page's own inputs before any query or fit is made.
+    """
     result, error, space = "", None, None
     try:
+        if check is not None and request.args.get("task") is not None:
+            check()
         problem_space, space, records = _surrogate_inputs(problem)
         task = _json_arg("task", {})
         if request.args.get("task") is not None:
@@ -236,11 +246,13 @@ def _predict(problem: str) -> tuple[str, int]:
 def _sensitivity(problem: str) -> tuple[str, int]:
     text = request.args.get("num_samples") or "512"
 
-    def compute(model: Any, task: dict[str, Any], n: int) -> str:
+    def check() -> None:
         if not (text.isascii() and text.isdigit() and 0 < int(text) <= MAX_SOBOL_SAMPLES):
             raise InvalidInputError(
                 "num_samples", f"{text[:20]!r} is not a count", allowed=[f"a power of 2 up to {MAX_SOBOL_SAMPLES}"]
             )
+
+    def compute(model: Any, task: dict[str, Any], n: int) -> str:
         analysis = sobol_analysis(model, num_samples=int(text), task=task or None, seed=0)
         rows = "".join(
             f"<tr><td>{escape(p)}</td>"
@@ -259,7 +271,7 @@ def _sensitivity(problem: str) -> tuple[str, int]:
         )
 
     fields = f'<label>Sobol samples (a power of 2)<input name="num_samples" value="{escape(text)}"></label>'
-    return _surrogate_page(problem, "Sobol sensitivity", fields, "run-sensitivity", compute)
+    return _surrogate_page(problem, "Sobol sensitivity", fields, "run-sensitivity", compute, check)
 
 
 def _signin_form() -> str:

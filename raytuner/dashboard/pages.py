@@ -8,19 +8,37 @@ few lines, inline.
 from __future__ import annotations
 
 import io
+import secrets
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-from flask import render_template_string
+from flask import Response, g, render_template_string
 from markupsafe import escape
 from matplotlib.figure import Figure
 
 from raytuner.dashboard.signin import signed_in_user
 from raytuner.dashboard.state import config
 
-__all__ = ["LAYOUT", "svg", "table_html", "cell", "render"]
+__all__ = ["LAYOUT", "LOOPBACK_HOSTS", "svg", "table_html", "cell", "render", "nonce", "secure"]
+
+#: The host names a dashboard answers to by default: loopback only (a request naming another host,
+#: as a DNS-rebinding page would, is refused). Werkzeug's check cannot name an IPv6 literal.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
+
+#: The headers every answer carries; ``{nonce}`` is the request's script nonce.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
 
 _RENDER = threading.Lock()
 
@@ -109,6 +127,26 @@ def table_html(
             cells.append(f"<td{cls}>{body}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def nonce() -> str:
+    """This request's script nonce: the one inline script a page may carry names it."""
+    if "nonce" not in g:
+        g.nonce = secrets.token_urlsafe(16)
+    return str(g.nonce)
+
+
+def secure(response: Response) -> Response:
+    """``response`` with :data:`SECURITY_HEADERS` (an SVG image: a policy that runs nothing at all).
+
+    Args:
+        response: the answer about to leave.
+    """
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value.format(nonce=nonce()))
+    if response.mimetype == "image/svg+xml":
+        response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
+    return response
 
 
 def render(title: str, body: str, error: str | None = None, status: int = 200) -> tuple[str, int]:

@@ -34,12 +34,19 @@ class DashboardServer:
         app: the dashboard application.
         host: the address to listen on (default loopback).
         port: the port (0: a free one).
+
+    A concrete ``host`` joins the names the application answers to (its ``TRUSTED_HOSTS``);
+    ``0.0.0.0`` or ``::`` adds none: name them with ``create_app(allowed_hosts=...)``.
     """
 
     def __init__(self, app: Flask, host: str = "127.0.0.1", port: int = 8050) -> None:
+        trusted = app.config.get("TRUSTED_HOSTS")
+        if trusted is not None and host not in ("0.0.0.0", "::", "") and host not in trusted:
+            app.config["TRUSTED_HOSTS"] = [*trusted, host]
         self._server = make_server(host, port, app, threaded=True)
         self.host, self.port = host, int(self._server.server_port)
         self._thread: threading.Thread | None = None
+        self._served = False  # shutdown() waits for a serve_forever() that began: never call it otherwise
 
     @property
     def url(self) -> str:
@@ -50,6 +57,7 @@ class DashboardServer:
     def start(self) -> DashboardServer:
         """Serve in a background thread; returns at once."""
         self._thread = threading.Thread(target=self._server.serve_forever, name="raytuner-dashboard", daemon=True)
+        self._served = True
         self._thread.start()
         log.info("dashboard at %s", self.url)
         return self
@@ -57,11 +65,13 @@ class DashboardServer:
     def serve_forever(self) -> None:
         """Serve in this thread until interrupted."""
         log.info("dashboard at %s", self.url)
+        self._served = True
         self._server.serve_forever()
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._server.shutdown()
+        """Stop serving (if it began) and close the socket."""
+        if self._served:
+            self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=10)

@@ -1,0 +1,89 @@
+"""The dashboard's boundary: which hosts it answers, the headers every answer carries, inputs refused first.
+
+Flask's test client drives the application (its requests name ``localhost``); the live view's script
+runs under this policy in real Chromium in ``tests/test_dashboard.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+from raytuner.dashboard import DashboardServer, create_app
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.store import JsonStore
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Flask:
+    with JsonStore(tmp_path) as store:
+        for x in (0.2, 0.4):
+            store.append("demo", FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": x * x}))
+    return create_app(store=tmp_path)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8050", "10.0.0.7", "localhost.evil.example"])
+def test_a_request_naming_another_host_is_refused(app: Flask, host: str) -> None:
+    answer = app.test_client().get("/problem/demo", headers={"Host": host})
+    assert answer.status_code == 400 and b"demo" not in answer.data
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8050", "127.0.0.1:8050"])
+def test_loopback_names_are_answered(app: Flask, host: str) -> None:
+    assert app.test_client().get("/problem/demo", headers={"Host": host}).status_code == 200
+
+
+def test_names_given_and_the_address_listened_on_are_answered(tmp_path: Path, app: Flask) -> None:
+    named = create_app(store=tmp_path, allowed_hosts=["tuner.lab.example"]).test_client()
+    assert named.get("/", headers={"Host": "tuner.lab.example:8050"}).status_code == 200
+    assert named.get("/", headers={"Host": "localhost"}).status_code == 400  # the list replaces loopback
+    with DashboardServer(app, "127.0.0.1", 0):
+        assert app.config["TRUSTED_HOSTS"] == ["localhost", "127.0.0.1"]  # already there: not doubled
+    with DashboardServer(app, "0.0.0.0", 0):
+        assert app.config["TRUSTED_HOSTS"] == ["localhost", "127.0.0.1"]  # every address: name them yourself
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/problem/demo", "/problem/demo/live", "/problem/demo/live.json", "/no/such/page", "/favicon.ico"]
+)
+def test_every_answer_carries_the_security_headers(app: Flask, path: str) -> None:
+    headers = app.test_client().get(path).headers
+    policy = headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy and "script-src 'nonce-" in policy
+    assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]  # no script but the page's own
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "DENY"
+    assert headers["Referrer-Policy"] == "same-origin"
+
+
+def test_a_chart_runs_nothing_even_opened_alone(app: Flask) -> None:
+    answer = app.test_client().get("/problem/demo/plot/history.svg")
+    assert answer.mimetype == "image/svg+xml"
+    assert answer.headers["Content-Security-Policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def test_the_live_view_s_one_script_carries_this_answer_s_nonce(app: Flask) -> None:
+    client = app.test_client()
+    nonces = []
+    for _ in range(2):
+        answer = client.get("/problem/demo/live")
+        page = answer.get_data(as_text=True)
+        nonce = re.search(r"script-src 'nonce-([^']+)'", answer.headers["Content-Security-Policy"]).group(1)
+        assert re.findall(r"<script[^>]*>", page) == [f'<script nonce="{nonce}">']
+        nonces.append(nonce)
+    assert nonces[0] != nonces[1]  # fresh each time
+
+
+@pytest.mark.parametrize("name", ["a" * 300, "x" * 129, "..", "a/b", "<script>"])
+def test_a_problem_name_of_any_length_or_shape_is_a_plain_not_found(app: Flask, name: str) -> None:
+    answer = app.test_client().get(f"/problem/{name}")
+    assert answer.status_code == 404 and b"<script>" not in answer.data
+
+
+def test_a_bad_chart_query_is_a_page_that_escapes_what_it_echoes(app: Flask) -> None:
+    answer = app.test_client().get("/problem/demo/plot/parameter.svg", query_string={"parameter": "<script>x</script>"})
+    page = answer.get_data(as_text=True)
+    assert answer.status_code == 400 and answer.mimetype == "text/html"
+    assert "&lt;script&gt;" in page and "<script>x" not in page
