@@ -30,7 +30,7 @@ from raytuner.client import RemoteTuner
 from raytuner.dashboard import create_app, serve
 from raytuner.dashboard.sources import PAGE_SIZE
 from raytuner.engines import RandomSearch
-from raytuner.problem.records import FunctionEvaluation, HistoryDocument
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, write_history_file
@@ -305,7 +305,7 @@ def test_odd_histories_and_odd_urls_get_a_page_never_a_crash(tmp_path: Path) -> 
         answer = client.get(path)
         assert answer.status_code == status and "Traceback" not in answer.get_data(as_text=True), path
     page = client.get("/problem/mixed/evaluations?sort=c").get_data(as_text=True)
-    column = re.findall(r"<tr><td>t=1</td><td[^>]*>1</td><td[^>]*>([^<]*)</td>", page)
+    column = re.findall(r"<tr><td><a [^>]*>[^<]*</a></td><td>t=1</td><td[^>]*>1</td><td[^>]*>([^<]*)</td>", page)
     assert column == ["3", "a", "b"]  # sorted as text
 
 
@@ -320,3 +320,58 @@ def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> 
         result = runner.invoke(main, args)
         assert result.exit_code == 2 and words in result.output and result.output.count("\n") == 1, result.output
     assert re.search(r"loopback by default", runner.invoke(main, ["dashboard", "--help"]).output)
+
+
+def test_every_evaluation_has_a_page_that_says_why_it_failed(browser: Any, tmp_path: Path) -> None:
+    problem = ProblemSpace.parse(
+        {**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "mem", "optimize": False, "upper_bound": 2.0}]}
+    )
+    low = FunctionEvaluation.create(
+        {"t": 1.0},
+        {"x": 0.25},
+        {"y": 0.5, "mem": 1.0},
+        provenance=Provenance(engine="gptuneband", proposer="model", fidelity=1, cost=1 / 3, bracket=1, rung=0),
+        software_configuration={"solver": {"version_split": [2, 1, 0]}},
+    )
+    high = FunctionEvaluation.create(
+        {"t": 1.0},
+        {"x": 0.25},
+        {"y": 0.4, "mem": 1.5},
+        provenance=Provenance(engine="gptuneband", proposer="promotion", fidelity=3, bracket=1, rung=1, parent=low.uid),
+    )
+    failed = FunctionEvaluation.create({"t": 1.0}, {"x": 0.9}, failure="diverged <after 3 steps>")
+    with JsonStore(tmp_path / "s") as store:  # a session first: its stored models keep the spaces
+        from raytuner.engines.multiobjective import mla_engine
+        from raytuner.models.executors import InlineExecutor
+
+        session = TuningSession(
+            problem, mla_engine(problem, [{"t": 1.0}], 0, n_initial=3, executor=InlineExecutor()), store, "trial-pages"
+        )
+        for _ in range(4):
+            trial = session.ask()
+            session.tell(trial, {"y": trial.config["x"], "mem": 1.0})
+        store.append_many("trial-pages", [low, high, failed])
+    with serve(create_app(store=tmp_path / "s"), port=0) as server:
+        browser.get(server.url + "problem/trial-pages/evaluations")
+        head, rows = browser.execute_script(_TABLE_SCRIPT, "evaluations")
+        assert head[0] == "evaluation" and "failure" in head and len(rows) == 7
+        assert [row[head.index("failure")] for row in rows] == [""] * 6 + ["diverged <after 3 steps>"]
+        browser.find_element(By.LINK_TEXT, failed.uid[:8]).click()
+        assert browser.find_element(By.ID, "failure").text == "diverged <after 3 steps>"
+        assert "failed" in browser.find_element(By.ID, "status").text
+        browser.get(server.url + f"problem/trial-pages/evaluation/{high.uid}")
+        _, outputs = browser.execute_script(_TABLE_SCRIPT, "outputs")
+        assert outputs == [["y", "0.4", "objective, minimize", ""], ["mem", "1.5", "recorded", "<= 2"]]
+        _, plan = browser.execute_script(_TABLE_SCRIPT, "plan")
+        assert dict(map(tuple, plan)) == {"fidelity": "3", "bracket": "1", "rung": "1"}
+        _, provenance = browser.execute_script(_TABLE_SCRIPT, "provenance")
+        assert dict(map(tuple, provenance))["proposer"] == "promotion"
+        screenshot(browser, tmp_path, "dashboard-evaluation")
+        browser.find_element(By.ID, "parent").click()  # the lower rung it continues
+        _, provenance = browser.execute_script(_TABLE_SCRIPT, "provenance")
+        assert dict(map(tuple, provenance))["uid"] == low.uid
+        _, software = browser.execute_script(_TABLE_SCRIPT, "software")
+        assert software == [["solver", '{"version_split": [2, 1, 0]}']]
+        browser.find_element(By.CSS_SELECTOR, "#trail a").click()  # back to the problem
+        assert browser.current_url.endswith("/problem/trial-pages")
+        assert policy_violations(browser) == []

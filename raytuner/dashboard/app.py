@@ -8,7 +8,10 @@ Pages of a store (a JSON store directory by default, or a MongoDB history):
 - ``/problem/NAME/evaluations``: the evaluations table, sortable by any column and filtered by task,
   task-parameter range, machine, software and status, paginated on the server;
 - ``/problem/NAME/brackets?task=LABEL``: GPTuneBand's brackets and promotions;
-- ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results).
+- ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results);
+- ``/problem/NAME/evaluation/UID``: one evaluation: its task, configuration, outputs (each one's role
+  and constraint), status and failure reason, fidelity and place in GPTuneBand's plan, engine and
+  proposer, session and trial ids, machine and software; every table links each row here.
 
 The crowd repository's pages are in :mod:`raytuner.dashboard.crowd_pages`.
 Every page is read-only (the only forms that post are sign-in and sign-out; a sign-in
@@ -29,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import secrets
@@ -40,7 +44,7 @@ import pandas as pd
 from flask import Flask, Response, abort, jsonify, redirect, request
 from markupsafe import escape
 
-from raytuner.dashboard.pages import LOOPBACK_HOSTS, nonce, render, secure, svg, table_html
+from raytuner.dashboard.pages import LOOPBACK_HOSTS, cell, nonce, render, secure, svg, table_html
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
@@ -79,6 +83,25 @@ def _url(path: str, /, **args: Any) -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
+def _evaluation_url(problem: str, uid: str) -> str:
+    return f"/problem/{problem}/evaluation/{uid}"
+
+
+def _listed(rows: pd.DataFrame, problem: str, table_id: str, sort_links: dict[str, str] | None = None) -> str:
+    """Evaluations (rows of :attr:`HistoryView.frame`) as a table: each links to its page, failures say why."""
+    uids = [str(u) for u in rows["uid"]]
+    shown = rows.drop(columns=[c for c in DETAIL_COLUMNS if c != "failure"])
+    if not shown["failure"].astype(bool).any():  # nothing failed here: no empty column
+        shown = shown.drop(columns=["failure"])
+    shown.insert(0, "evaluation", [u[:8] for u in uids])
+    return table_html(
+        shown,
+        table_id,
+        sort_links=sort_links,
+        row_links={"evaluation": [_evaluation_url(problem, u) for u in uids]},
+    )
+
+
 def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str:
     best = view.best_table()
     if task is not None:
@@ -98,7 +121,10 @@ def _best_table(view: HistoryView, problem: str, task: str | None = None) -> str
         ]
     ].dropna(axis=1, how="all")
     links = {"task": {t: _url(f"/problem/{problem}/task", task=t) for t in best["task"]}} if task is None else {}
-    return table_html(shown, "best", links=links)
+    uids = [u if isinstance(u, str) else "" for u in best["uid"]]  # NaN: no best yet
+    shown.insert(0, "evaluation", [u[:8] for u in uids])
+    pages = [_evaluation_url(problem, u) if u else "" for u in uids]
+    return table_html(shown, "best", links=links, row_links={"evaluation": pages})
 
 
 def _front_section(view: HistoryView, problem: str, task: str | None = None) -> str:
@@ -210,7 +236,7 @@ def _task(problem: str) -> tuple[str, int]:
     label = request.args.get("task", "")
     if label not in set(view.frame["task"]):
         return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
-    recent = view.frame[view.frame["task"] == label].drop(columns=list(DETAIL_COLUMNS)).tail(PAGE_SIZE)
+    recent = view.frame[view.frame["task"] == label].tail(PAGE_SIZE)
     plots = "".join(
         f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
         f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
@@ -223,14 +249,14 @@ def _task(problem: str) -> tuple[str, int]:
         f"</a></p>"
         f'<img class="chart" id="history-plot" alt="best so far" '
         f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", task=label))}">{plots}'
-        f"<h2>Latest evaluations</h2>{table_html(recent.iloc[::-1], 'latest')}"
+        f"<h2>Latest evaluations</h2>{_listed(recent.iloc[::-1], problem, 'latest')}"
     )
     return render(f"{problem}: {label}", body)
 
 
 def _evaluations(problem: str) -> tuple[str, int]:
     view = _view(problem)
-    frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
+    frame = view.frame
     task_columns = [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
     query = TableQuery.from_args(request.args, task_columns)  # bad input: the app's one-line error page
     rows, total, page = query.apply(frame)
@@ -242,7 +268,7 @@ def _evaluations(problem: str) -> tuple[str, int]:
             sort=c,
             desc="1" if query.sort == c and not query.descending else "",
         )
-        for c in frame.columns
+        for c in ("failure", *frame.columns.drop(list(DETAIL_COLUMNS)))
     }
     pages = max(1, -(-total // PAGE_SIZE))
     here = f"/problem/{problem}/evaluations"
@@ -272,9 +298,110 @@ def _evaluations(problem: str) -> tuple[str, int]:
     )
     body = (
         f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of '
-        f"{pages}. {nav}</p>{table_html(rows, 'evaluations', sort_links=sort_links)}"
+        f"{pages}. {nav}</p>{_listed(rows, problem, 'evaluations', sort_links)}"
     )
     return render(f"{problem}: evaluations", body)
+
+
+def _pairs(table_id: str, pairs: dict[str, Any]) -> str:
+    """A two-column table of names and values (values as JSON where they are not text or numbers)."""
+    if not pairs:
+        return f'<p class="note" id="{escape(table_id)}">none recorded</p>'
+    shown = {
+        k: (v if isinstance(v, (str, int, float)) or v is None else json.dumps(v, sort_keys=True))
+        for k, v in pairs.items()
+    }
+    frame = pd.DataFrame({"name": list(shown), "value": [cell(v) for v in shown.values()]})
+    return table_html(frame, table_id)
+
+
+def _evaluation(problem: str, uid: str) -> tuple[str, int]:
+    """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
+    view = _view(problem)
+    index = next((n for n, r in enumerate(view.records) if r.uid == uid), None)
+    if index is None:
+        return render(problem, "", error=f"uid: no evaluation {uid[:80]!r} in {problem}", status=404)
+    record = view.records[index]
+    p = record.raytuner
+    space = view.problem_space
+    roles = {
+        o.name: ("objective, " + o.goal if o.optimize else "recorded") for o in (space.output_space if space else [])
+    }
+    bounds = {
+        o.name: " and ".join(
+            [
+                *([f">= {o.lower_bound:g}"] if math.isfinite(o.lower_bound) else []),
+                *([f"<= {o.upper_bound:g}"] if math.isfinite(o.upper_bound) else []),
+            ]
+        )
+        for o in (space.output_constraints if space else [])
+    }
+    outputs = pd.DataFrame(
+        [
+            {
+                "output": name,
+                "value": cell(record.value(name)),
+                "role": roles.get(name, ""),
+                "constraint": bounds.get(name, ""),
+            }
+            for name in (space.objectives if space else record.evaluation_result)
+        ],
+        columns=["output", "value", "role", "constraint"],
+    )
+    failure = (p.failure_message if p else None) or ""
+    parent = p.parent if p else None
+    plan = {
+        k: v
+        for k, v in {
+            "fidelity": p and p.fidelity,
+            "cost": p and p.cost,
+            "bracket": p and p.bracket,
+            "rung": p and p.rung,
+            "pass": p and p.pass_,
+        }.items()
+        if v is not None
+    }
+    label = task_label(record.task_parameter)
+    body = (
+        f'<p class="note" id="status">status: <b>{escape(record.status)}</b>'
+        + (f' — <span id="failure">{escape(failure)}</span>' if failure else "")
+        + "</p>"
+        + f"<h2>Task</h2>{_pairs('task', record.task_parameter)}"
+        + f"<h2>Configuration</h2>{_pairs('configuration', record.tuning_parameter)}"
+        + f"<h2>Outputs</h2>{table_html(outputs, 'outputs')}"
+        + (f"<h2>Fidelity and plan</h2>{_pairs('plan', plan)}" if plan else "")
+        + (
+            f'<p>continues <a id="parent" href="{escape(_evaluation_url(problem, parent))}">{escape(parent[:8])}</a></p>'
+            if parent
+            else ""
+        )
+        + "<h2>Provenance</h2>"
+        + _pairs(
+            "provenance",
+            {
+                "engine": (p.engine if p else None) or record.modeling or "",
+                "proposer": (p.proposer if p else None) or "",
+                "session": (p.session_id if p else None) or "",
+                "trial": (p.trial_id if p else None) or "",
+                "uid": record.uid,
+                "time": cell(view.frame["time"].iloc[index]),
+                "source": record.source,
+            },
+        )
+        + f"<h2>Machine</h2>{_pairs('machine', {**record.machine_configuration, **((p.machine or {}) if p else {})})}"
+        + f"<h2>Software</h2>{_pairs('software', record.software_configuration)}"
+        + (
+            f"<h2>Additional output</h2>{_pairs('additional', record.additional_output)}"
+            if record.additional_output
+            else ""
+        )
+    )
+    trail = (
+        f'<p class="trail" id="trail"><a href="{escape(f"/problem/{problem}")}">{escape(problem)}</a> › '
+        f'<a href="{escape(_url(f"/problem/{problem}/task", task=label))}">{escape(label)}</a> › '
+        f'<a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations</a></p>'
+    )
+    return render(f"{problem}: evaluation {uid[:8]}", trail + body)
 
 
 _LIVE_SCRIPT = """<script>
@@ -293,10 +420,10 @@ poll();
 
 def _live_fragment(problem: str) -> tuple[int, str]:
     view = _view(problem)
-    recent = view.frame.drop(columns=list(DETAIL_COLUMNS)).tail(20).iloc[::-1]
+    recent = view.frame.tail(20).iloc[::-1]
     return len(view.records), (
         f'<p id="live-count">{len(view.records)} evaluations</p>'
-        f"{_best_table(view, problem)}<h2>Latest</h2>{table_html(recent, 'latest')}"
+        f"{_best_table(view, problem)}<h2>Latest</h2>{_listed(recent, problem, 'latest')}"
     )
 
 
@@ -355,6 +482,7 @@ def create_app(
     app.add_url_rule("/problem/<problem>", "problem", _problem)
     app.add_url_rule("/problem/<problem>/task", "task", _task)
     app.add_url_rule("/problem/<problem>/evaluations", "evaluations", _evaluations)
+    app.add_url_rule("/problem/<problem>/evaluation/<uid>", "evaluation", _evaluation)
 
     @app.get("/problem/<problem>/brackets")
     def brackets(problem: str) -> tuple[str, int]:

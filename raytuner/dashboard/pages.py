@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -101,6 +101,7 @@ def table_html(
     table_id: str,
     sort_links: Mapping[str, str] | None = None,
     links: Mapping[str, Mapping[str, str]] | None = None,
+    row_links: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """An HTML table of ``frame`` (escaped); headers link to ``sort_links[column]`` where given.
 
@@ -109,6 +110,7 @@ def table_html(
         table_id: the table's HTML id.
         sort_links: per column, the URL that sorts by it.
         links: per column, cell text to URL (a cell becomes a link).
+        row_links: per column, one URL per row (that column's cell of each row becomes a link).
     """
     head = "".join(
         f'<th><a href="{escape(sort_links[c])}">{escape(c)}</a></th>'
@@ -117,11 +119,13 @@ def table_html(
         for c in frame.columns
     )
     rows = []
-    for values in frame.itertuples(index=False):
+    for row, values in enumerate(frame.itertuples(index=False)):
         cells = []
         for column, value in zip(frame.columns, values):
             text = cell(value)
             target = (links or {}).get(column, {}).get(text)
+            if row_links and column in row_links:
+                target = row_links[column][row]
             body = f'<a href="{escape(target)}">{escape(text)}</a>' if target else escape(text)
             cls = ' class="num"' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
             cells.append(f"<td{cls}>{body}</td>")
