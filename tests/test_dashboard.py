@@ -361,7 +361,7 @@ def test_every_evaluation_has_a_page_that_says_why_it_failed(browser: Any, tmp_p
         assert "failed" in browser.find_element(By.ID, "status").text
         browser.get(server.url + f"problem/trial-pages/evaluation/{high.uid}")
         _, outputs = browser.execute_script(_TABLE_SCRIPT, "outputs")
-        assert outputs == [["y", "0.4", "objective, minimize", ""], ["mem", "1.5", "recorded", "<= 2"]]
+        assert outputs == [["y", "0.4", "objective, minimize", ""], ["mem", "1.5", "recorded", "mem <= 2"]]
         _, plan = browser.execute_script(_TABLE_SCRIPT, "plan")
         assert dict(map(tuple, plan)) == {"fidelity": "3", "bracket": "1", "rung": "1"}
         _, provenance = browser.execute_script(_TABLE_SCRIPT, "provenance")

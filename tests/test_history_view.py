@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import struct
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -249,3 +250,45 @@ def test_the_view_s_best_is_the_engines_best_an_output_constraint_counts() -> No
     assert view.best_per_task() == engine.best_per_task() == [records[2], None]
     with pytest.raises(InvalidInputError, match=r"^task: \{'t': 9.0\} is no task of this history"):
         view.best({"t": 9.0})
+
+
+def test_history_plot_takes_a_size_a_dpi_and_a_title_and_says_which_task_it_chose(
+    band_store: Path, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    out = tmp_path / "sized.png"
+    result = runner.invoke(
+        main, ["history", "plot", str(band_store), "--size", "5", "3", "--dpi", "80", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    width, height = struct.unpack(">II", out.read_bytes()[16:24])  # the PNG header's IHDR
+    assert (width, height) == (400, 240)
+    titled = tmp_path / "titled.svg"
+    result = runner.invoke(main, ["history", "plot", str(band_store), "--title", "Solver runs", "--out", str(titled)])
+    assert result.exit_code == 0 and "Solver runs" in titled.read_text()
+    tasks = [task_label(t) for t in load_history(band_store).tasks]
+    chose = runner.invoke(main, ["history", "plot", str(band_store), "--kind", "brackets", "--out", str(out)])
+    assert chose.exit_code == 0 and f"no --task: drawing {tasks[0]}, the first of {len(tasks)} tasks" in chose.stderr
+    every = tmp_path / "parameter.svg"
+    runner.invoke(main, ["history", "plot", str(band_store), "--kind", "parameter", "--out", str(every)])
+    assert all(label in every.read_text() for label in tasks)  # one colour per task, named in the legend
+
+
+def test_history_show_speaks_one_format_and_keeps_constraints_apart(tmp_path: Path) -> None:
+    problem = ProblemSpace.parse(
+        {**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "mem", "optimize": False, "upper_bound": 2.0}]}
+    )
+    records = [
+        FunctionEvaluation.create({"t": 1.0}, {"x": 0.3}, {"y": 0.2, "mem": 1.5}, provenance=Provenance(fidelity=27.0)),
+        FunctionEvaluation.create({"t": 1.0}, {"x": 0.6}, failure="diverged", outputs=["y", "mem"]),
+    ]
+    with JsonStore(tmp_path / "store") as store:
+        store.append_many("p", records)
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"tuning_problem_name": "p", "problem_space": problem.model_dump()}))
+    shown = CliRunner().invoke(main, ["history", "show", str(tmp_path / "store"), "--meta", str(meta)])
+    assert shown.exit_code == 0, shown.output
+    lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip() for line in shown.stdout.splitlines()[:9]}
+    assert lines["status"] == "failed 1, ok 1" and lines["task"] == "t=1: failed 1, ok 1"
+    assert lines["objectives"] == "y" and lines["constraints"] == "mem <= 2" and lines["recorded"] == "mem"
+    assert "{" not in shown.stdout and "27.0" not in shown.stdout and "NaN" not in shown.stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from raytuner.cli.errors import JsonFile, existing_store, store_location
 from raytuner.cli.service import META_FILE
 from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import HistoryDocument
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore, open_store, read_history_file, write_history_file
 from raytuner.store.ledger import LOGS
 from raytuner.view import (
@@ -44,14 +46,17 @@ from raytuner.view import (
 __all__ = ["history", "summarise"]
 
 
-def summarise(document: HistoryDocument) -> dict[str, Any]:
-    """Counts that describe a history: its schema, records, statuses, tasks (with statuses), objectives.
+def summarise(document: HistoryDocument, problem: ProblemSpace | None = None) -> dict[str, Any]:
+    """Counts that describe a history: its schema, records, statuses, tasks (with statuses), outputs.
 
     ``schema`` is what reading the file did (:class:`~raytuner.store.gptune_schemas.SchemaReport`:
-    the schema, what was read, skipped and converted); ``None`` for a store.
+    the schema, what was read, skipped and converted); ``None`` for a store. With the problem known,
+    ``objectives`` are the optimised outputs, ``constraints`` the bounds an output must meet and
+    ``recorded`` the outputs only kept; without it every output counts as an objective.
 
     Args:
         document: a parsed GPTune history.
+        problem: the problem's spaces, when known.
 
     >>> summarise(HistoryDocument(tuning_problem_name="p"))["func_eval"]
     0
@@ -60,7 +65,11 @@ def summarise(document: HistoryDocument) -> dict[str, Any]:
     by_task: dict[str, Counter[str]] = {}
     for r in document.func_eval:
         by_task.setdefault(json.dumps(r.task_parameter, sort_keys=True), Counter())[r.status] += 1
-    objectives = sorted({k for r in document.func_eval for k in r.evaluation_result})
+    outputs = list(dict.fromkeys(k for r in document.func_eval for k in r.evaluation_result))
+    known = problem.output_space if problem is not None else []
+    objectives = [o.name for o in known if o.optimize] if known else outputs
+    constraints = [o.constraint_text() for o in known if o.bounded]
+    recorded = [o.name for o in known if not o.optimize]
     report = document.read_report
     return {
         "tuning_problem_name": document.tuning_problem_name,
@@ -71,7 +80,29 @@ def summarise(document: HistoryDocument) -> dict[str, Any]:
         "tasks": len(by_task),
         "by_task": {task: dict(sorted(counts.items())) for task, counts in sorted(by_task.items())},
         "objectives": objectives,
+        "constraints": constraints,
+        "recorded": recorded,
     }
+
+
+def plain_text(value: Any) -> str:
+    """A value as ``history show`` prints it: numbers as ``%g``, mappings as ``name value, ...``, lists joined.
+
+    Args:
+        value: a count, a name, a mapping or a list of them.
+
+    >>> plain_text({"ok": 5, "failed": 1}), plain_text([27.0, "a"]), plain_text({"t": 1.0})
+    ('ok 5, failed 1', '27, a', 't 1')
+    """
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {plain_text(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain_text(v) for v in value) or "none"
+    return str(value)
 
 
 def _load(location: str, problem: str | None, meta: MetaDescription | None = None) -> HistoryDocument:
@@ -151,7 +182,7 @@ def history_show(
     if as_csv:
         click.echo(view.frame.to_csv(index=False), nl=False)
         return
-    summary = summarise(document)
+    summary = summarise(document, view.problem_space)
     if as_json:
         click.echo(json.dumps({**summary, "best": view.summary()}, indent=2, default=str))
         return
@@ -166,9 +197,11 @@ def history_show(
                 click.echo(f"{'note':>20}: {note}")
         elif key == "by_task":
             for task, counts in value.items():
-                click.echo(f"{'task':>20}: {task} {counts}")
+                click.echo(f"{'task':>20}: {task_label(json.loads(task))}: {plain_text(counts)}")
+        elif key in ("constraints", "recorded") and not value:
+            continue
         elif key != "schema":
-            click.echo(f"{key:>20}: {value}")
+            click.echo(f"{key:>20}: {plain_text(value)}")
     if view.records:
         click.echo("")
         click.echo("\n".join(best_lines(view)))
@@ -186,7 +219,7 @@ def history_show(
         columns = [c for c in view.frame.columns if c not in (*DETAIL_COLUMNS, "time", "machine", "software")]
         table = view.frame[columns].tail(last).dropna(axis=1, how="all")
         click.echo(f"\nlatest {len(table)} of {len(view.frame)} evaluations:")
-        click.echo(table.to_string(index=False))
+        click.echo(table.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.6g}"))
 
 
 @history.command("plot")
@@ -205,6 +238,9 @@ def history_show(
     show_default=True,
     help="The x axis of --kind history.",
 )
+@click.option("--size", nargs=2, type=click.FloatRange(min=1, max=100), metavar="W H", help="Inches (default 6.4 4).")
+@click.option("--dpi", type=click.IntRange(min=10, max=2400), default=120, show_default=True, help="Dots per inch.")
+@click.option("--title", help="The chart's title (default: the problem and what is drawn).")
 def history_plot(
     location: str,
     out: str,
@@ -215,6 +251,9 @@ def history_plot(
     task: str | None,
     parameter: str | None,
     by: str,
+    size: tuple[float, float] | None,
+    dpi: int,
+    title: str | None,
 ) -> None:
     """Draw a history: best so far per task, a parameter against the objective, the LCM's task correlation,
     GPTuneBand's brackets and promotions, or each task's Pareto front (several objectives)."""
@@ -223,6 +262,8 @@ def history_plot(
     view = _view(_load(location, problem, meta), meta, objective)
     if not view.records:
         raise click.BadParameter(f"{location} holds no evaluations of {view.problem}", param_hint="PATH_OR_URI")
+    if task is None and kind in ("brackets", "front") and len(view.tasks) > 1:
+        click.echo(f"no --task: drawing {task_label(view.tasks[0])}, the first of {len(view.tasks)} tasks", err=True)
     if kind == "history":
         figure = plot_history(view, by=by, task=task)  # type: ignore[arg-type]
     elif kind == "parameter":
@@ -233,7 +274,11 @@ def history_plot(
         figure = plot_front(view, task=task)
     else:
         figure = plot_brackets(view, task=task)
-    figure.savefig(out, dpi=120)
+    if size:
+        figure.set_size_inches(*size)
+    if title is not None:
+        figure.axes[0].set_title(title)
+    figure.savefig(out, dpi=dpi)
     click.echo(f"wrote {out}")
 
 

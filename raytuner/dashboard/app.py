@@ -33,7 +33,6 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 from collections.abc import Sequence
@@ -150,16 +149,7 @@ def _front_section(view: HistoryView, problem: str, task: str | None = None) -> 
         if len(space.optimised) > 1
         else ""
     )
-    bounds = ", ".join(
-        " <= ".join(
-            [
-                *([f"{o.lower_bound:g}"] if math.isfinite(o.lower_bound) else []),
-                o.name,
-                *([f"{o.upper_bound:g}"] if math.isfinite(o.upper_bound) else []),
-            ]
-        )
-        for o in space.output_constraints
-    )
+    bounds = ", ".join(o.constraint_text() for o in space.output_constraints)
     return (
         f'<h2>Pareto front{" per task" if task is None else ""}</h2><p class="note">'
         f"{escape(', '.join(f'{o.name} ({o.goal})' for o in space.optimised))}"
@@ -327,15 +317,7 @@ def _evaluation(problem: str, uid: str) -> tuple[str, int]:
     roles = {
         o.name: ("objective, " + o.goal if o.optimize else "recorded") for o in (space.output_space if space else [])
     }
-    bounds = {
-        o.name: " and ".join(
-            [
-                *([f">= {o.lower_bound:g}"] if math.isfinite(o.lower_bound) else []),
-                *([f"<= {o.upper_bound:g}"] if math.isfinite(o.upper_bound) else []),
-            ]
-        )
-        for o in (space.output_constraints if space else [])
-    }
+    bounds = {o.name: o.constraint_text() for o in (space.output_constraints if space else [])}
     outputs = pd.DataFrame(
         [
             {

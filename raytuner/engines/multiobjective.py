@@ -226,7 +226,10 @@ class MultiObjectiveMLA(MLA):
                 dtype=float,
             )
             logged = bool(
-                len(values) >= 3 and values.min() > 0 and abs(skew(np.log(values))) < abs(skew(values)) - SKEW_MARGIN
+                len(values) >= 3
+                and values.min() > 0
+                and np.ptp(values) > 0  # equal values have no skew (scipy would warn of lost precision)
+                and abs(skew(np.log(values))) < abs(skew(values)) - SKEW_MARGIN
             )
             if logged != component.model.options.log_transform:
                 component.model.options = replace(component.model.options, log_transform=logged)

@@ -116,6 +116,20 @@ class Objective(BaseModel):
         low, high = sorted((self.sign() * self.lower_bound, self.sign() * self.upper_bound))
         return low, high
 
+    def constraint_text(self) -> str:
+        """The output's bounds as text (empty when it has none).
+
+        >>> Objective(name="mem", optimize=False, upper_bound=2).constraint_text()
+        'mem <= 2'
+        >>> Objective(name="acc", goal="maximize", lower_bound=0.5, upper_bound=1).constraint_text()
+        '0.5 <= acc <= 1'
+        """
+        if not self.bounded:
+            return ""
+        low = [f"{self.lower_bound:g}"] if math.isfinite(self.lower_bound) else []
+        high = [f"{self.upper_bound:g}"] if math.isfinite(self.upper_bound) else []
+        return " <= ".join([*low, self.name, *high])
+
 
 class Space(BaseModel):
     """An ordered list of uniquely named parameters; serialises as a plain list.

@@ -95,7 +95,10 @@ def plot_history(
 
 
 def plot_parameter(view: HistoryView, parameter: str, task: Mapping[str, Any] | str | None = None) -> Figure:
-    """One tuning parameter against the objective: every successful evaluation, coloured by fidelity.
+    """One tuning parameter against the objective: every successful evaluation.
+
+    With one task, the points are coloured by fidelity (when the history has
+    fidelities); with several, by task, with a legend.
 
     Args:
         view: the history.
@@ -107,12 +110,18 @@ def plot_parameter(view: HistoryView, parameter: str, task: Mapping[str, Any] | 
         raise InvalidInputError(
             "parameter", f"{parameter!r} is no tuning parameter of {view.problem}", allowed=list(names)
         )
-    rows = frame[frame["task"].isin(_tasks(view, task)) & (frame["status"] == "ok")]
+    shown = _tasks(view, task)
+    rows = frame[frame["task"].isin(shown) & (frame["status"] == "ok")]
     figure, ax = _figure()
     fidelity = pd.to_numeric(rows["fidelity"], errors="coerce")
     values = rows[names[parameter]]
     x = values if pd.api.types.is_numeric_dtype(values) else values.astype(str)
-    if fidelity.notna().any():
+    if len(shown) > 1:  # one colour per task
+        for label in shown:
+            mine = rows["task"] == label
+            ax.scatter(x[mine], rows[view.objective_column][mine], s=14, label=label)
+        ax.legend(fontsize="small", ncols=2 if len(shown) > 8 else 1)
+    elif fidelity.notna().any():
         points = ax.scatter(x, rows[view.objective_column], c=fidelity, cmap="viridis", s=14)
         figure.colorbar(points, ax=ax, label="fidelity")
     else:
