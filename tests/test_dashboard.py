@@ -9,10 +9,12 @@ The crowd repository's pages are in ``test_dashboard_crowd.py``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -372,6 +374,60 @@ def test_every_evaluation_has_a_page_that_says_why_it_failed(browser: Any, tmp_p
         assert dict(map(tuple, provenance))["uid"] == low.uid
         _, software = browser.execute_script(_TABLE_SCRIPT, "software")
         assert software == [["solver", '{"version_split": [2, 1, 0]}']]
-        browser.find_element(By.CSS_SELECTOR, "#trail a").click()  # back to the problem
+        browser.find_element(By.CSS_SELECTOR, "#trail a[href='/problem/trial-pages']").click()  # back to the problem
         assert browser.current_url.endswith("/problem/trial-pages")
         assert policy_violations(browser) == []
+
+
+def test_the_table_keeps_its_order_under_filters_downloads_its_query_and_fits_800_px(
+    browser: Any, tmp_path: Path
+) -> None:
+    records = [
+        FunctionEvaluation.create({"t": float(i % 2)}, {"x": i / 40}, {"y": (i % 7) / 7})
+        if i % 5
+        else FunctionEvaluation.create({"t": float(i % 2)}, {"x": i / 40}, failure="boom", outputs=["y"])
+        for i in range(40)
+    ]
+    with JsonStore(tmp_path / "t") as store:
+        store.append_many("table", records)
+    browser.set_window_size(800, 900)
+    try:
+        with serve(create_app(store=tmp_path / "t"), port=0) as server:
+            browser.get(server.url + "problem/table/evaluations")
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+            heads = [h for h in _rows(browser, "evaluations")[0]]
+            assert "fidelity" not in heads and "bracket" not in heads and "failure" in heads  # empty columns hidden
+            _click(browser, browser.find_element(By.LINK_TEXT, "y"))  # sort by y
+            _click(browser, browser.find_element(By.LINK_TEXT, "y"))  # then descending
+            Select(browser.find_element(By.NAME, "task")).select_by_visible_text("t=1")
+            _click(browser, browser.find_element(By.ID, "apply"))
+            assert "sort=y" in browser.current_url and "desc=1" in browser.current_url  # the order survived
+            marked = browser.find_element(By.CSS_SELECTOR, "#evaluations th.sorted")
+            assert marked.text.startswith("y") and marked.get_attribute("aria-sort") == "descending"
+            shown = _rows(browser, "evaluations")
+            ys = [float(r["y"]) for r in shown if r["y"]]
+            assert ys == sorted(ys, reverse=True) and {r["task"] for r in shown} == {"t=1"}
+            assert browser.find_elements(By.ID, "pager-top") and browser.find_elements(By.ID, "pager-bottom")
+            screenshot(browser, tmp_path, "dashboard-evaluations-800")
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+            matching = [r for r in records if r.task_parameter["t"] == 1.0]
+            csv_url = browser.find_element(By.ID, "download-csv").get_attribute("href")
+            json_url = browser.find_element(By.ID, "download-json").get_attribute("href")
+            with urllib.request.urlopen(csv_url) as answer:
+                lines = answer.read().decode().splitlines()
+            assert len(lines) == 1 + len(matching) and "filename=" in answer.headers["Content-Disposition"]
+            with urllib.request.urlopen(json_url) as answer:
+                document = json.loads(answer.read())
+            assert sorted(r["uid"] for r in document["func_eval"]) == sorted(r.uid for r in matching)
+            browser.get(server.url + "problem/table/evaluations?min.t=abc")  # a bad filter: said inline
+            assert browser.find_element(By.ID, "error").text.startswith("min.t: 'abc' is not a number")
+            assert browser.find_elements(By.ID, "filters") and _rows(browser, "evaluations")
+            for path in ("evaluations", "task?task=t%3D1", "brackets", "live"):
+                browser.get(server.url + f"problem/table/{path}")
+                assert browser.find_element(By.CSS_SELECTOR, "#trail a[href='/problem/table']"), path
+            browser.get(server.url + "problem/table/brackets")  # not a GPTuneBand run: said, no broken image
+            assert browser.find_element(By.ID, "no-brackets") and not browser.find_elements(By.TAG_NAME, "img")
+            screenshot(browser, tmp_path, "dashboard-table-800")
+            assert policy_violations(browser) == []
+    finally:
+        browser.set_window_size(1280, 1000)

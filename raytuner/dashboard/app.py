@@ -47,8 +47,8 @@ from raytuner.dashboard.pages import LOOPBACK_HOSTS, cell, nonce, render, secure
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
-from raytuner.problem.records import check_problem_name
-from raytuner.store import HistoryStore
+from raytuner.problem.records import HistoryDocument, check_problem_name
+from raytuner.store import HistoryStore, history_text
 from raytuner.view import (
     DETAIL_COLUMNS,
     HistoryView,
@@ -86,7 +86,13 @@ def _evaluation_url(problem: str, uid: str) -> str:
     return f"/problem/{problem}/evaluation/{uid}"
 
 
-def _listed(rows: pd.DataFrame, problem: str, table_id: str, sort_links: dict[str, str] | None = None) -> str:
+def _listed(
+    rows: pd.DataFrame,
+    problem: str,
+    table_id: str,
+    sort_links: dict[str, str] | None = None,
+    sorted_by: tuple[str, bool] | None = None,
+) -> str:
     """Evaluations (rows of :attr:`HistoryView.frame`) as a table: each links to its page, failures say why."""
     uids = [str(u) for u in rows["uid"]]
     shown = rows.drop(columns=[c for c in DETAIL_COLUMNS if c != "failure"])
@@ -98,6 +104,7 @@ def _listed(rows: pd.DataFrame, problem: str, table_id: str, sort_links: dict[st
         table_id,
         sort_links=sort_links,
         row_links={"evaluation": [_evaluation_url(problem, u) for u in uids]},
+        sorted_by=sorted_by,
     )
 
 
@@ -233,7 +240,8 @@ def _task(problem: str) -> tuple[str, int]:
         for p in view.columns["parameter"]
     )
     body = (
-        f"<h2>Best</h2>{_best_table(view, problem, label)}"
+        _trail(problem, (label, _url(f"/problem/{problem}/task", task=label)))
+        + f"<h2>Best</h2>{_best_table(view, problem, label)}"
         + _front_section(view, problem, label)
         + f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
         f"</a></p>"
@@ -244,13 +252,40 @@ def _task(problem: str) -> tuple[str, int]:
     return render(f"{problem}: {label}", body)
 
 
+def _trail(problem: str, *steps: tuple[str, str]) -> str:
+    """The breadcrumbs of a page below a problem: the overview, the problem, then ``(text, url)`` steps."""
+    links = [("problems", "/"), (problem, f"/problem/{problem}"), *steps]
+    return (
+        '<p class="trail" id="trail">'
+        + " › ".join(f'<a href="{escape(url)}">{escape(text)}</a>' for text, url in links)
+        + "</p>"
+    )
+
+
+def _empty_columns(frame: pd.DataFrame) -> list[str]:
+    """Columns with no value in any row (a problem without fidelities has five): a table leaves them out."""
+    return [c for c in frame.columns if not frame[c].map(lambda v: v is not None and v == v and v != "").any()]
+
+
+def _query(frame: pd.DataFrame, view: HistoryView) -> tuple[TableQuery, str | None]:
+    """The table query of this request's arguments, or every row with the reason it was refused."""
+    task_columns = [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
+    try:
+        query = TableQuery.from_args(request.args, task_columns)
+        query.apply(frame)  # an unknown sort column is refused here
+    except InvalidInputError as exc:
+        return TableQuery(), str(exc)
+    return query, None
+
+
 def _evaluations(problem: str) -> tuple[str, int]:
     view = _view(problem)
     frame = view.frame
     task_columns = [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
-    query = TableQuery.from_args(request.args, task_columns)  # bad input: the app's one-line error page
+    query, error = _query(frame, view)
     rows, total, page = query.apply(frame)
-    args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")}
+    rows = rows.drop(columns=[c for c in _empty_columns(frame) if c not in DETAIL_COLUMNS])
+    args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")} if error is None else {}
     sort_links = {
         c: _url(
             f"/problem/{problem}/evaluations",
@@ -258,39 +293,76 @@ def _evaluations(problem: str) -> tuple[str, int]:
             sort=c,
             desc="1" if query.sort == c and not query.descending else "",
         )
-        for c in ("failure", *frame.columns.drop(list(DETAIL_COLUMNS)))
+        for c in ("failure", *rows.columns.drop(list(DETAIL_COLUMNS), errors="ignore"))
     }
     pages = max(1, -(-total // PAGE_SIZE))
     here = f"/problem/{problem}/evaluations"
     order = {"sort": query.sort, "desc": "1" if query.descending else ""}
-    nav = " ".join(
-        f'<a id="page-{label}" href="{escape(_url(here, **args, **order, page=p))}">{label}</a>'
-        for label, p in (("previous", page - 1), ("next", page + 1))
-        if 1 <= p <= pages
-    )
+
+    def pager(where: str) -> str:
+        suffix = "" if where == "top" else f"-{where}"
+        links = " ".join(
+            f'<a id="page-{label}{suffix}" href="{escape(_url(here, **args, **order, page=p))}">{label}</a>'
+            for label, p in (("previous", page - 1), ("next", page + 1))
+            if 1 <= p <= pages
+        )
+        return f'<p class="pager" id="pager-{where}">{links}</p>'
+
     options = "".join(
         f"<option{' selected' if t == query.task else ''}>{escape(t)}</option>" for t in sorted(set(view.frame["task"]))
     )
 
     def bound(column: str, end: str, word: str) -> str:
-        value = escape(request.args.get(f"{end}.{column}", ""))
+        value = escape(request.args.get(f"{end}.{column}", "") if error is None else "")
         return f'<label>{escape(column)} {word}<input name="{end}.{escape(column)}" size="6" value="{value}"></label>'
 
     ranges = "".join(bound(c, "min", "from") + bound(c, "max", "to") for c in task_columns)
     statuses = "".join(f"<option{' selected' if s == query.status else ''}>{s}</option>" for s in ("ok", "failed"))
+    kept = "".join(  # the order survives a new filter
+        f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in order.items() if value
+    )
     form = (
         f'<form class="filters" id="filters" method="get"><label>task<select name="task"><option value="">any'
         f"</option>{options}</select></label>{ranges}"
         f'<label>machine<input name="machine" value="{escape(query.machine)}"></label>'
         f'<label>software<input name="software" value="{escape(query.software)}"></label>'
         f'<label>status<select name="status"><option value="">any</option>{statuses}</select></label>'
-        f'<button id="apply">filter</button></form>'
+        f'{kept}<button id="apply">filter</button></form>'
+    )
+    downloads = " · ".join(
+        f'<a id="download-{kind}" href="{escape(_url(f"{here}.{kind}", **args, **order))}">{text}</a>'
+        for kind, text in (("csv", "CSV"), ("json", "GPTune JSON"))
     )
     body = (
-        f'{form}<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of '
-        f"{pages}. {nav}</p>{_listed(rows, problem, 'evaluations', sort_links)}"
+        _trail(problem, ("evaluations", here))
+        + form
+        + f'<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of {pages}.</p>'
+        + f'<p class="note" id="downloads">Download them: {downloads}</p>'
+        + pager("top")
+        + _listed(
+            rows, problem, "evaluations", sort_links, sorted_by=(query.sort, query.descending) if query.sort else None
+        )
+        + pager("bottom")
     )
-    return render(f"{problem}: evaluations", body)
+    return render(f"{problem}: evaluations", body, error=error, status=200 if error is None else 400)
+
+
+def _download(problem: str, kind: str) -> Response:
+    """The evaluations the table's query matches, as CSV or as a GPTune history file."""
+    view = _view(problem)
+    query, error = _query(view.frame, view)
+    if error is not None:
+        raise InvalidInputError("query", error)
+    rows = query.matching(view.frame)
+    if kind == "csv":
+        body, mimetype = rows.to_csv(index=False), "text/csv"
+    else:
+        records = [view.records[i] for i in rows.index]
+        body = history_text(HistoryDocument(tuning_problem_name=view.problem, func_eval=records))
+        mimetype = "application/json"
+    response = Response(body, mimetype=mimetype)
+    response.headers["Content-Disposition"] = f'attachment; filename="{problem}-evaluations.{kind}"'
+    return response
 
 
 def _pairs(table_id: str, pairs: dict[str, Any]) -> str:
@@ -378,10 +450,10 @@ def _evaluation(problem: str, uid: str) -> tuple[str, int]:
             else ""
         )
     )
-    trail = (
-        f'<p class="trail" id="trail"><a href="{escape(f"/problem/{problem}")}">{escape(problem)}</a> › '
-        f'<a href="{escape(_url(f"/problem/{problem}/task", task=label))}">{escape(label)}</a> › '
-        f'<a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations</a></p>'
+    trail = _trail(
+        problem,
+        (label, _url(f"/problem/{problem}/task", task=label)),
+        ("evaluations", _url(f"/problem/{problem}/evaluations", task=label)),
     )
     return render(f"{problem}: evaluation {uid[:8]}", trail + body)
 
@@ -465,6 +537,10 @@ def create_app(
     app.add_url_rule("/problem/<problem>/task", "task", _task)
     app.add_url_rule("/problem/<problem>/evaluations", "evaluations", _evaluations)
     app.add_url_rule("/problem/<problem>/evaluation/<uid>", "evaluation", _evaluation)
+    app.add_url_rule("/problem/<problem>/evaluations.csv", "evaluations_csv", lambda problem: _download(problem, "csv"))
+    app.add_url_rule(
+        "/problem/<problem>/evaluations.json", "evaluations_json", lambda problem: _download(problem, "json")
+    )
 
     @app.get("/problem/<problem>/brackets")
     def brackets(problem: str) -> tuple[str, int]:
@@ -474,9 +550,17 @@ def create_app(
             f'<a href="{escape(_url(f"/problem/{problem}/brackets", task=t))}">{escape(t)}</a>' for t in tasks
         )
         chosen = request.args.get("task") or (tasks[0] if tasks else "")
+        if not tasks or view.frame["bracket"].isna().all():
+            return render(
+                f"{problem}: brackets",
+                _trail(problem, ("brackets", f"/problem/{problem}/brackets"))
+                + '<p class="note" id="no-brackets">No evaluation of this problem ran in a bracket: '
+                "it was not tuned with GPTuneBand.</p>",
+            )
         return render(
             f"{problem}: brackets",
-            f"<p>{links}</p>"
+            _trail(problem, ("brackets", f"/problem/{problem}/brackets"))
+            + f"<p>{links}</p>"
             + (
                 f'<img class="chart" id="brackets-plot" alt="brackets" '
                 f'src="{escape(_url(f"/problem/{problem}/plot/brackets.svg", task=chosen))}">'
@@ -509,7 +593,8 @@ def create_app(
         _, fragment = _live_fragment(problem)
         return render(
             f"{problem}: live",
-            f'<p class="note">Refreshes as evaluations arrive.</p><div id="live">{fragment}</div>'
+            _trail(problem, ("live", f"/problem/{problem}/live"))
+            + f'<p class="note">Refreshes as evaluations arrive.</p><div id="live">{fragment}</div>'
             + _LIVE_SCRIPT.replace("<script>", f'<script nonce="{nonce()}">', 1),
         )
 

@@ -21,6 +21,9 @@ from matplotlib.figure import Figure
 from raytuner.dashboard.signin import signed_in_user
 from raytuner.dashboard.state import config
 
+#: Cells longer than this many characters show their start and, on hover, the rest.
+LONG_CELL = 40
+
 __all__ = ["LAYOUT", "LOOPBACK_HOSTS", "svg", "table_html", "cell", "render", "nonce", "secure"]
 
 #: The host names a dashboard answers to by default: loopback only (a request naming another host,
@@ -54,7 +57,10 @@ th a{color:#1f3a5f}td.num{text-align:right;font-variant-numeric:tabular-nums}
 form.filters{display:flex;flex-wrap:wrap;gap:.6em;align-items:end;margin:.5em 0}
 form.filters label{display:flex;flex-direction:column;font-size:.8em}
 textarea{width:100%;font-family:monospace}.note{color:#666;font-size:.9em}.error{color:#a00}
-img.chart{width:49%;min-width:420px;max-width:100%;border:1px solid #eee;vertical-align:top}
+img.chart{width:49%;min-width:min(420px,100%);max-width:100%;border:1px solid #eee;vertical-align:top}
+.scroll{overflow-x:auto;max-width:100%}td.long{max-width:16em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+th.sorted{background:#dde6f2}th.ascending::after{content:" \\25B2"}th.descending::after{content:" \\25BC"}.trail{font-size:.9em;margin:0 0 .6em}.pager{margin:.4em 0}
+header{flex-wrap:wrap}
 </style></head><body>
 <header><a href="/"><b>raytuner</b></a>{% if has_store %}<a href="/">histories</a>{% endif %}
 {% if has_crowd %}<a href="/crowd">crowd repository</a>{% endif %}
@@ -102,6 +108,7 @@ def table_html(
     sort_links: Mapping[str, str] | None = None,
     links: Mapping[str, Mapping[str, str]] | None = None,
     row_links: Mapping[str, Sequence[str]] | None = None,
+    sorted_by: tuple[str, bool] | None = None,
 ) -> str:
     """An HTML table of ``frame`` (escaped); headers link to ``sort_links[column]`` where given.
 
@@ -111,13 +118,23 @@ def table_html(
         sort_links: per column, the URL that sorts by it.
         links: per column, cell text to URL (a cell becomes a link).
         row_links: per column, one URL per row (that column's cell of each row becomes a link).
+        sorted_by: the column the rows are sorted by and whether descending (its header is marked).
+
+    The table scrolls inside its own box, so a narrow window never scrolls sideways; a long
+    cell shows its start and, on hover, all of it.
     """
-    head = "".join(
-        f'<th><a href="{escape(sort_links[c])}">{escape(c)}</a></th>'
-        if sort_links and c in sort_links
-        else f"<th>{escape(c)}</th>"
-        for c in frame.columns
-    )
+
+    def header(column: str) -> str:
+        sort = ""
+        if sorted_by is not None and sorted_by[0] == column:  # marked by the style sheet: ▲ or ▼ after it
+            order = "descending" if sorted_by[1] else "ascending"
+            sort = f' aria-sort="{order}" class="sorted {order}"'
+        name = escape(column)
+        if sort_links and column in sort_links:
+            return f'<th{sort}><a href="{escape(sort_links[column])}">{name}</a></th>'
+        return f"<th{sort}>{name}</th>"
+
+    head = "".join(header(c) for c in frame.columns)
     rows = []
     for row, values in enumerate(frame.itertuples(index=False)):
         cells = []
@@ -127,10 +144,16 @@ def table_html(
             if row_links and column in row_links:
                 target = row_links[column][row]
             body = f'<a href="{escape(target)}">{escape(text)}</a>' if target else escape(text)
-            cls = ' class="num"' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                cls = ' class="num"'
+            elif len(text) > LONG_CELL:
+                cls = f' class="long" title="{escape(text)}"'
+            else:
+                cls = ""
             cells.append(f"<td{cls}>{body}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    table = f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<div class="scroll">{table}</div>'
 
 
 def nonce() -> str:

@@ -111,6 +111,17 @@ class TableQuery:
         Args:
             frame: a history's table.
         """
+        rows = self.matching(frame)
+        page = min(self.page, max(1, -(-len(rows) // PAGE_SIZE)))  # past the end: the last page
+        start = (page - 1) * PAGE_SIZE
+        return rows.iloc[start : start + PAGE_SIZE], len(rows), page
+
+    def matching(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Every row that meets the filters, in the query's order (what a download holds).
+
+        Args:
+            frame: a history's table.
+        """
         keep = pd.Series(True, index=frame.index)
         if self.task:
             keep &= frame["task"] == self.task
@@ -137,9 +148,7 @@ class TableQuery:
                 na_position="last",
                 key=(lambda column: column.map(str)) if mixed else None,
             )
-        page = min(self.page, max(1, -(-len(rows) // PAGE_SIZE)))  # past the end: the last page
-        start = (page - 1) * PAGE_SIZE
-        return rows.iloc[start : start + PAGE_SIZE], len(rows), page
+        return rows
 
 
 class HistoryViews(ABC):
