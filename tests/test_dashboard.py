@@ -80,6 +80,13 @@ def _click(driver: Any, element: Any) -> None:
     )
 
 
+def _wait_state(driver: Any, text: str) -> None:
+    """Wait until the live view's state line starts with ``text``."""
+    WebDriverWait(driver, 30, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
+        lambda d: d.find_element(By.ID, "live-state").text.startswith(text)
+    )
+
+
 def _wait_live(driver: Any, count: int) -> None:
     """Wait until the live view shows ``count`` evaluations (its script replaces the block: stale reads retry)."""
     WebDriverWait(driver, 30, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
@@ -155,16 +162,30 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
         with serve(create_app(store=tmp_path / "live"), port=0) as server:
             browser.get(server.url + "problem/live-demo/live")
             _wait_live(browser, 3)
-            teller = threading.Thread(target=_tell, args=(session, 5))
+            asked = session.ask()  # a trial in flight: the view says so
+            _wait_state(browser, "1 trial in flight")
+            session.tell(asked, {"y": demo(asked.config["x"], asked.task["t"])})
+            teller = threading.Thread(target=_tell, args=(session, 4))
             teller.start()
             teller.join(timeout=60)
             _wait_live(browser, 8)
+            _wait_state(browser, "no trial in flight: the run has finished")
+            state = browser.find_element(By.ID, "live-state")
+            newest = load_history(tmp_path / "live").frame["time"].max().strftime("%Y-%m-%d %H:%M:%S")
+            assert state.get_attribute("data-finished") == "true" and state.text.endswith(newest)
+            chart = browser.find_element(By.ID, "live-chart")  # best so far per task, drawn for these 8
+            assert chart.get_attribute("src").endswith("plot/history.svg?n=8")
+            assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", chart)
             best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
             assert best == pytest.approx(
                 {task_label(t): session.best(t).value("y") for t in session.engine.tasks}, rel=1e-5
             )
+            assert browser.find_element(By.ID, "live-status").text.startswith("checked at ")
             screenshot(browser, tmp_path, "dashboard-live")
             assert policy_violations(browser) == []  # its script ran by its nonce
+        WebDriverWait(browser, 30).until(  # the dashboard gone: the page says it cannot reach it
+            lambda d: d.find_element(By.ID, "live-status").text.startswith("cannot reach the dashboard")
+        )
 
 
 def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_front(

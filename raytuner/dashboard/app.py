@@ -233,7 +233,8 @@ def _task(problem: str) -> tuple[str, int]:
     label = request.args.get("task", "")
     if label not in set(view.frame["task"]):
         return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
-    recent = view.frame[view.frame["task"] == label].tail(PAGE_SIZE)
+    recent = _filled(view.frame)
+    recent = recent[recent["task"] == label].tail(PAGE_SIZE)
     plots = "".join(
         f'<img class="chart" alt="{escape(p)} against {escape(view.objective)}" '
         f'src="{escape(_url(f"/problem/{problem}/plot/parameter.svg", task=label, parameter=p))}">'
@@ -262,9 +263,12 @@ def _trail(problem: str, *steps: tuple[str, str]) -> str:
     )
 
 
-def _empty_columns(frame: pd.DataFrame) -> list[str]:
-    """Columns with no value in any row (a problem without fidelities has five): a table leaves them out."""
-    return [c for c in frame.columns if not frame[c].map(lambda v: v is not None and v == v and v != "").any()]
+def _filled(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without the columns no row fills (a problem without fidelities has five), details kept."""
+    empty = [
+        c for c in frame.columns if c not in DETAIL_COLUMNS and not (frame[c].notna() & ~frame[c].isin([""])).any()
+    ]
+    return frame.drop(columns=empty)
 
 
 def _query(frame: pd.DataFrame, view: HistoryView) -> tuple[TableQuery, str | None]:
@@ -284,7 +288,7 @@ def _evaluations(problem: str) -> tuple[str, int]:
     task_columns = [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
     query, error = _query(frame, view)
     rows, total, page = query.apply(frame)
-    rows = rows.drop(columns=[c for c in _empty_columns(frame) if c not in DETAIL_COLUMNS])
+    rows = rows[_filled(frame).columns]
     args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")} if error is None else {}
     sort_links = {
         c: _url(
@@ -459,26 +463,52 @@ def _evaluation(problem: str, uid: str) -> tuple[str, int]:
 
 
 _LIVE_SCRIPT = """<script>
-let seen = -1;
+let seen = "";
 async function poll() {
+  const status = document.getElementById("live-status");
   try {
     const answer = await fetch(location.pathname + ".json", {cache: "no-store"});
+    if (!answer.ok) { throw new Error("HTTP " + answer.status); }
     const data = await answer.json();
-    if (data.evaluations !== seen) { seen = data.evaluations; document.getElementById("live").innerHTML = data.html; }
-  } catch (e) {}
+    const state = data.evaluations + "/" + data.in_flight;
+    if (state !== seen) { seen = state; document.getElementById("live").innerHTML = data.html; }
+    status.textContent = "checked at " + new Date().toLocaleTimeString();
+    status.className = "note";
+  } catch (e) {
+    status.textContent = "cannot reach the dashboard (" + e.message + "); trying again";
+    status.className = "error";
+  }
   setTimeout(poll, 1000);
 }
 poll();
 </script>"""
 
 
-def _live_fragment(problem: str) -> tuple[int, str]:
+def _live_state(problem: str) -> dict[str, Any]:
+    """What the live view shows: the view's counts, trials in flight, the newest evaluation, the fragment."""
     view = _view(problem)
-    recent = view.frame.tail(20).iloc[::-1]
-    return len(view.records), (
-        f'<p id="live-count">{len(view.records)} evaluations</p>'
-        f"{_best_table(view, problem)}<h2>Latest</h2>{_listed(recent, problem, 'latest')}"
+    in_flight = _source().in_flight(problem)
+    last = view.frame["time"].max() if view.records else None
+    when = cell(last) if last is not None and last == last else ""
+    finished = bool(view.records) and in_flight == 0
+    state = (
+        f"{in_flight} trial{'s' if in_flight != 1 else ''} in flight"
+        if in_flight
+        else "no trial in flight: the run has finished (or waits for its next trial)"
+    ) + (f"; the newest evaluation at {when}" if when else "")
+    recent = _filled(view.frame).tail(20).iloc[::-1]
+    chart = (
+        f'<img class="chart" id="live-chart" alt="best so far per task" '
+        f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", n=len(view.records)))}">'
+        if view.records
+        else ""
     )
+    html = (
+        f'<p id="live-count">{len(view.records)} evaluations</p>'
+        f'<p class="note" id="live-state" data-finished="{str(finished).lower()}">{escape(state)}</p>'
+        f"{chart}{_best_table(view, problem)}<h2>Latest</h2>{_listed(recent, problem, 'latest')}"
+    )
+    return {"evaluations": len(view.records), "in_flight": in_flight, "finished": finished, "last": when, "html": html}
 
 
 def create_app(
@@ -590,18 +620,18 @@ def create_app(
 
     @app.get("/problem/<problem>/live")
     def live(problem: str) -> tuple[str, int]:
-        _, fragment = _live_fragment(problem)
+        fragment = _live_state(problem)["html"]
         return render(
             f"{problem}: live",
             _trail(problem, ("live", f"/problem/{problem}/live"))
-            + f'<p class="note">Refreshes as evaluations arrive.</p><div id="live">{fragment}</div>'
+            + '<p class="note">Refreshes as evaluations arrive. <span id="live-status"></span></p>'
+            + f'<div id="live">{fragment}</div>'
             + _LIVE_SCRIPT.replace("<script>", f'<script nonce="{nonce()}">', 1),
         )
 
     @app.get("/problem/<problem>/live.json")
     def live_json(problem: str) -> Response:
-        count, fragment = _live_fragment(problem)
-        return jsonify(evaluations=count, html=fragment)
+        return jsonify(_live_state(problem))
 
     if crowd is not None:
         from raytuner.dashboard.crowd_pages import register_crowd

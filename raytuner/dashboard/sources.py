@@ -36,7 +36,7 @@ import pandas as pd
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import HistoryDocument
-from raytuner.store import HistoryStore, is_mongodb_uri, open_store
+from raytuner.store import HistoryStore, Ledger, is_mongodb_uri, open_store
 from raytuner.view import HistoryView, load_history
 
 __all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE"]
@@ -170,6 +170,14 @@ class HistoryViews(ABC):
         """
 
     @abstractmethod
+    def in_flight(self, problem: str) -> int:
+        """How many trials of the problem's sessions were handed out and are not yet told.
+
+        Args:
+            problem: the problem's name.
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Let go of the store or the connection."""
 
@@ -191,6 +199,7 @@ class StoreViews(HistoryViews):
         if isinstance(location, (str, os.PathLike)) and not is_mongodb_uri(location) and not Path(location).is_dir():
             raise InvalidInputError("location", f"{location} is neither a store directory nor a mongodb:// URI")
         self.store = open_store(location)
+        self._ledger: Ledger | None = None
         self.directory = None if isinstance(location, HistoryStore) or is_mongodb_uri(location) else Path(location)
         self.refresh = refresh
         self._views: dict[str, tuple[Any, HistoryView]] = {}
@@ -203,6 +212,20 @@ class StoreViews(HistoryViews):
     def problems(self) -> list[str]:
         """The problems the store holds."""
         return self.store.problems()
+
+    def in_flight(self, problem: str) -> int:
+        """Trials the ledger says the problem's sessions handed out and no record tells yet.
+
+        Args:
+            problem: the problem's name.
+        """
+        view = self.view(problem)
+        sessions = {r.raytuner.session_id for r in view.records if r.raytuner and r.raytuner.session_id}
+        told = {r.raytuner.trial_id for r in view.records if r.raytuner and r.raytuner.trial_id}
+        if self._ledger is None:  # one, kept: a damaged line is warned of once, not at every poll
+            self._ledger = self.store.ledger()
+        asked = {d.get("trial_id") for d in self._ledger.read("trials") if d.get("session_id") in sessions}
+        return len(asked - told - {None})
 
     def _signature(self, problem: str) -> Any:
         if self.directory is None:
@@ -265,6 +288,14 @@ class ServiceViews(HistoryViews):
     def sessions(self) -> list[dict[str, Any]]:
         """The caller's sessions on the service, oldest first (as :meth:`RemoteTuner.sessions` gives them)."""
         return self.tuner.sessions()
+
+    def in_flight(self, problem: str) -> int:
+        """The pending trials of the caller's sessions of ``problem``, as the service counts them.
+
+        Args:
+            problem: the problem's name.
+        """
+        return sum(int(s["pending"]) for s in self.sessions() if s["problem_name"] == problem)
 
     def problems(self) -> list[str]:
         """The problems of the caller's sessions."""
