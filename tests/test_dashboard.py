@@ -193,7 +193,7 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
 ) -> None:
     from raytuner.engines.multiobjective import mla_engine
     from raytuner.models.executors import InlineExecutor
-    from raytuner.problem.pareto import pareto_front
+    from raytuner.problem.pareto import best_of, pareto_front
 
     problem = ProblemSpace.parse(
         {
@@ -227,6 +227,21 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         browser.get(server.url + "problem/zdt/task?task=t%3D0.5")
         assert {r["task"] for r in _rows(browser, "front")} == {"t=0.5"}
         _no_broken_images(browser)
+        browser.get(server.url + "problem/zdt")
+        _click(browser, browser.find_element(By.LINK_TEXT, "f2"))  # every page: choose the objective
+        assert browser.find_element(By.CSS_SELECTOR, "#objectives b").text == "f2"
+        best = {r["task"]: float(r["f2"]) for r in _rows(browser, "best")}
+        assert best == pytest.approx(  # the best f2 that meets the memory bound, per task
+            {task_label(t): best_of(problem, records, t, "f2").value("f2") for t in tasks}, rel=1e-5
+        )
+        charts = [i.get_attribute("src") for i in browser.find_elements(By.CSS_SELECTOR, "img.chart")]
+        assert charts and all("objective=f2" in src for src in charts)
+        correlation = next(src for src in charts if "correlation" in src)
+        with urllib.request.urlopen(correlation) as answer:
+            assert "task correlation of the LCM of f2" in answer.read().decode()  # the model it draws, named
+        _no_broken_images(browser)
+        _click(browser, browser.find_element(By.LINK_TEXT, "all evaluations"))  # the choice goes along
+        assert "objective=f2" in browser.current_url
 
 
 def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) -> None:

@@ -87,3 +87,9 @@ def test_a_bad_chart_query_is_a_page_that_escapes_what_it_echoes(app: Flask) -> 
     page = answer.get_data(as_text=True)
     assert answer.status_code == 400 and answer.mimetype == "text/html"
     assert "&lt;script&gt;" in page and "<script>x" not in page
+
+
+def test_an_objective_the_problem_lacks_is_a_page_that_lists_its_outputs(app: Flask) -> None:
+    answer = app.test_client().get("/problem/demo", query_string={"objective": "<script>"})
+    page = answer.get_data(as_text=True)
+    assert answer.status_code == 400 and "objective: " in page and "(allowed: y)" in page and "<script>" not in page

@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
-from flask import Flask, Response, abort, jsonify, redirect, request
+from flask import Flask, Response, abort, has_request_context, jsonify, redirect, request
 from markupsafe import escape
 
 from raytuner.dashboard.pages import LOOPBACK_HOSTS, cell, nonce, render, secure, svg, table_html
@@ -71,13 +71,34 @@ def _source() -> HistoryViews:
 
 
 def _view(problem: str) -> HistoryView:
+    """The problem's view, of the objective the URL names (``?objective=``; default: the first)."""
     try:
-        return _source().view(check_problem_name(problem, "problem"))
+        _source().view(check_problem_name(problem, "problem"))
     except InvalidInputError:
         abort(404)
+    return _source().view_of(problem, request.args.get("objective") or None)  # another name: 400, listed
+
+
+def _objectives(view: HistoryView, problem: str, path: str, /, **args: Any) -> str:
+    """A line that chooses the output the page is about (only where the problem has more than one)."""
+    outputs = list(view.columns["output"])
+    if len(outputs) < 2:
+        return ""
+    space = view.problem_space
+    roles = {o.name: ("" if o.optimize else " (recorded)") for o in space.output_space} if space else {}
+    choices = " · ".join(
+        f"<b>{escape(o)}</b>{roles.get(o, '')}"
+        if o == view.objective
+        else f'<a href="{escape(_url(path, **args, objective=o))}">{escape(o)}</a>{roles.get(o, "")}'
+        for o in outputs
+    )
+    return f'<p class="note" id="objectives">objective: {choices}</p>'
 
 
 def _url(path: str, /, **args: Any) -> str:
+    """``path`` with ``args`` as its query; the objective the page is about goes along unless given."""
+    if "objective" not in args and has_request_context():
+        args["objective"] = request.args.get("objective")
     kept = {k: v for k, v in args.items() if v not in (None, "", False)}
     return path + ("?" + urlencode(kept) if kept else "")
 
@@ -208,19 +229,20 @@ def _problem(problem: str) -> tuple[str, int]:
     body = (
         f'<p class="note">{len(view.records)} evaluations, {len(view.tasks)} tasks, {len(view.models)} models; '
         f"objective {escape(view.objective)} ({view.goal}; from the {view.goal_source})."
-        f' <a href="/problem/{escape(problem)}/evaluations">all evaluations</a> ·'
-        f' <a href="/problem/{escape(problem)}/live">live view</a>'
-        + (f' · <a href="/problem/{escape(problem)}/brackets">brackets</a>' if has_brackets else "")
+        f' <a href="{escape(_url(f"/problem/{problem}/evaluations"))}">all evaluations</a> ·'
+        f' <a href="{escape(_url(f"/problem/{problem}/live"))}">live view</a>'
+        + (f' · <a href="{escape(_url(f"/problem/{problem}/brackets"))}">brackets</a>' if has_brackets else "")
         + "</p>"
-        f"<h2>Best per task</h2>{_best_table(view, problem)}"
+        + _objectives(view, problem, f"/problem/{problem}")
+        + f"<h2>Best per task</h2>{_best_table(view, problem)}"
         + _front_section(view, problem)
         + f'<h2>Best so far</h2><img class="chart" id="history-plot" alt="best so far" '
-        f'src="/problem/{escape(problem)}/plot/history.svg">'
+        f'src="{escape(_url(f"/problem/{problem}/plot/history.svg"))}">'
         f'<img class="chart" alt="best so far against cost" '
-        f'src="/problem/{escape(problem)}/plot/history.svg?by=cost">'
+        f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", by="cost"))}">'
         + (
             f'<h2>Task correlation</h2><img class="chart" alt="task correlation" '
-            f'src="/problem/{escape(problem)}/plot/correlation.svg">'
+            f'src="{escape(_url(f"/problem/{problem}/plot/correlation.svg"))}">'
             if has_model
             else ""
         )
@@ -242,6 +264,7 @@ def _task(problem: str) -> tuple[str, int]:
     )
     body = (
         _trail(problem, (label, _url(f"/problem/{problem}/task", task=label)))
+        + _objectives(view, problem, f"/problem/{problem}/task", task=label)
         + f"<h2>Best</h2>{_best_table(view, problem, label)}"
         + _front_section(view, problem, label)
         + f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
@@ -323,7 +346,9 @@ def _evaluations(problem: str) -> tuple[str, int]:
     ranges = "".join(bound(c, "min", "from") + bound(c, "max", "to") for c in task_columns)
     statuses = "".join(f"<option{' selected' if s == query.status else ''}>{s}</option>" for s in ("ok", "failed"))
     kept = "".join(  # the order survives a new filter
-        f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in order.items() if value
+        f'<input type="hidden" name="{name}" value="{escape(value)}">'
+        for name, value in {**order, "objective": request.args.get("objective", "")}.items()
+        if value
     )
     form = (
         f'<form class="filters" id="filters" method="get"><label>task<select name="task"><option value="">any'
@@ -339,6 +364,7 @@ def _evaluations(problem: str) -> tuple[str, int]:
     )
     body = (
         _trail(problem, ("evaluations", here))
+        + _objectives(view, problem, here, **{k: v for k, v in {**args, **order}.items() if k != "objective"})
         + form
         + f'<p class="note" id="count">{total} of {len(frame)} evaluations match; page {page} of {pages}.</p>'
         + f'<p class="note" id="downloads">Download them: {downloads}</p>'

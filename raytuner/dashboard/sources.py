@@ -156,6 +156,8 @@ class HistoryViews(ABC):
 
     #: The JSON store's directory (``None``: MongoDB or a service).
     directory: Path | None
+    #: Views of another objective, by (problem, objective), with the view each was built from.
+    _objective_views: dict[tuple[str, str], tuple[HistoryView, HistoryView]]
 
     @abstractmethod
     def problems(self) -> list[str]:
@@ -168,6 +170,32 @@ class HistoryViews(ABC):
         Args:
             problem: the problem's name.
         """
+
+    def view_of(self, problem: str, objective: str | None = None) -> HistoryView:
+        """The problem's view with ``objective`` as the output its best values are of (default: the first).
+
+        Built from the cached view's records, without reading the store again.
+
+        Args:
+            problem: the problem's name.
+            objective: one of the problem's outputs.
+        """
+        base = self.view(problem)
+        if objective is None or objective == base.objective:
+            return base
+        outputs = list(base.columns["output"])
+        if objective not in outputs:
+            raise InvalidInputError("objective", f"{objective[:80]!r} is no output of {problem}", allowed=outputs)
+        key = (problem, objective)
+        held = self._objective_views.get(key)
+        if held is not None and held[0] is base:
+            return held[1]
+        document = HistoryDocument(
+            tuning_problem_name=base.problem, func_eval=base.records, surrogate_model=base.models
+        )
+        view = load_history(document, objective=objective, problem_space=base.problem_space)
+        self._objective_views[key] = (base, view)
+        return view
 
     @abstractmethod
     def in_flight(self, problem: str) -> int:
@@ -200,6 +228,7 @@ class StoreViews(HistoryViews):
             raise InvalidInputError("location", f"{location} is neither a store directory nor a mongodb:// URI")
         self.store = open_store(location)
         self._ledger: Ledger | None = None
+        self._objective_views = {}
         self.directory = None if isinstance(location, HistoryStore) or is_mongodb_uri(location) else Path(location)
         self.refresh = refresh
         self._views: dict[str, tuple[Any, HistoryView]] = {}
@@ -278,6 +307,7 @@ class ServiceViews(HistoryViews):
 
     def __init__(self, tuner: Any, refresh: float = 1.0) -> None:
         self.tuner, self.refresh = tuner, refresh
+        self._objective_views = {}
         self.directory = None
         self._views: dict[str, tuple[float, HistoryView]] = {}
         self._lock = threading.Lock()

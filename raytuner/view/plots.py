@@ -151,17 +151,19 @@ def task_correlation(model: SurrogateModelRecord) -> tuple[list[str], np.ndarray
 
 
 def plot_task_correlation(view: HistoryView, model: SurrogateModelRecord | None = None) -> Figure:
-    """The LCM's task correlation as a heat map (default: the view's newest model with hyperparameters).
+    """The LCM's task correlation as a heat map; its title names the output the model is of.
 
     Args:
         view: the history.
-        model: the model to draw (default: the newest stored raytuner LCM).
+        model: the model to draw (default: the newest stored raytuner LCM of the view's objective,
+            else the newest of any output).
     """
     if model is None:
         fitted = [m for m in view.models if (m.raytuner or {}).get("hyperparameters")]
         if not fitted:
             raise InvalidInputError("model", f"{view.problem} has no stored LCM to draw")
-        model = fitted[-1]
+        mine = [m for m in fitted if _modelled(m) == view.objective]
+        model = (mine or fitted)[-1]
     labels, correlation = task_correlation(model)
     size = max(5.0, 0.45 * len(labels) + 3.5)
     figure, ax = _figure(size, size * 0.85)
@@ -172,8 +174,17 @@ def plot_task_correlation(view: HistoryView, model: SurrogateModelRecord | None 
         for (i, j), value in np.ndenumerate(correlation):
             ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small")
     figure.colorbar(image, ax=ax, label="correlation")
-    ax.set_title(f"{view.problem}\ntask correlation of the LCM", fontsize="medium")
+    output = _modelled(model)
+    ax.set_title(
+        f"{view.problem}\ntask correlation of the LCM" + (f" of {output}" if output else ""), fontsize="medium"
+    )
     return figure
+
+
+def _modelled(model: SurrogateModelRecord) -> str | None:
+    """The output a stored model is of (``None`` when the record does not say)."""
+    name = (model.objective or {}).get("name") or (model.raytuner or {}).get("objective")
+    return str(name) if name else None
 
 
 def plot_sobol(result: SensitivityResult, title: str = "Sobol sensitivity") -> Figure:
