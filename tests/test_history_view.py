@@ -292,3 +292,28 @@ def test_history_show_speaks_one_format_and_keeps_constraints_apart(tmp_path: Pa
     assert lines["status"] == "failed 1, ok 1" and lines["task"] == "t=1: failed 1, ok 1"
     assert lines["objectives"] == "y" and lines["constraints"] == "mem <= 2" and lines["recorded"] == "mem"
     assert "{" not in shown.stdout and "27.0" not in shown.stdout and "NaN" not in shown.stdout
+
+
+def test_the_pareto_chart_frames_the_feasible_front_and_draws_bounds_as_lines() -> None:
+    from raytuner.view import plot_front
+
+    problem = ProblemSpace.parse(
+        {
+            **DEMO_PROBLEM,
+            "output_space": [
+                {"name": "f1", "upper_bound": 0.9},
+                {"name": "f2"},
+                {"name": "mem", "optimize": False, "upper_bound": 1.0},
+            ],
+        }
+    )
+    feasible = [
+        FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"f1": x, "f2": 1 - x, "mem": 0.5}) for x in (0.1, 0.5, 0.8)
+    ]
+    far = FunctionEvaluation.create({"t": 1.0}, {"x": 0.3}, {"f1": 0.3, "f2": 100.0, "mem": 9.0})  # breaks mem, far off
+    view = load_history(HistoryDocument(tuning_problem_name="mo", func_eval=[*feasible, far]), problem_space=problem)
+    ax = plot_front(view).axes[0]
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    assert x0 < 0.1 and x1 > 0.8 and y0 < 0.2 and 0.9 < y1 < 2.0  # the feasible points fill the view
+    assert "1 infeasible beyond the view" in ax.get_title()
+    assert any(list(line.get_xdata()) == [0.9, 0.9] for line in ax.lines)  # f1 <= 0.9, dashed

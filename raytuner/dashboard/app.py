@@ -182,7 +182,9 @@ def _front_section(view: HistoryView, problem: str, task: str | None = None) -> 
         f'<h2>Pareto front{" per task" if task is None else ""}</h2><p class="note">'
         f"{escape(', '.join(f'{o.name} ({o.goal})' for o in space.optimised))}"
         + (f"; output constraints met: {escape(bounds)}" if bounds else "")
-        + f"; at full fidelity.</p>{table_html(frame, 'front')}{chart}"
+        + "; at full fidelity.</p>"
+        + table_html(frame, "front", row_links={"uid": [_evaluation_url(problem, u) for u in frame["uid"]]})
+        + chart
     )
 
 

@@ -270,12 +270,31 @@ def plot_brackets(view: HistoryView, task: Mapping[str, Any] | str | None = None
     return figure
 
 
+def _frame_feasible(ax: Any, feasible: list[tuple[float, float]], infeasible: list[tuple[float, float]]) -> int:
+    """Limit ``ax`` to the feasible points with a margin; how many infeasible points fall outside."""
+    if len(feasible) < 2:
+        return 0
+    xs, ys = np.array([p[0] for p in feasible]), np.array([p[1] for p in feasible])
+    limits = []
+    for values in (xs, ys):
+        low, high = float(values.min()), float(values.max())
+        margin = 0.08 * (high - low) or 0.08 * max(abs(high), 1.0)
+        limits.append((low - margin, high + margin))
+    (x0, x1), (y0, y1) = limits
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    return sum(not (x0 <= x <= x1 and y0 <= y <= y1) for x, y in infeasible)
+
+
 def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -> Figure:
     """Each task's Pareto front at full fidelity, over its evaluations, in the first two objectives.
 
     Evaluations that meet the output constraints are dots, those that break
     one crosses; the front is joined by a step line. Values are plotted as
-    they are: each axis label says its objective's goal.
+    they are: each axis label says its objective's goal. The axes frame the
+    feasible evaluations (infeasible ones far off would squeeze the front
+    into a corner; the title counts those left outside), and a bound on
+    either objective is drawn as a dashed line.
 
     Args:
         view: the history of a problem with several objectives (its ``problem_space`` known).
@@ -290,6 +309,8 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
         )
     first, second = space.optimised[:2]
     figure, ax = _figure()
+    feasible: list[tuple[float, float]] = []
+    infeasible: list[tuple[float, float]] = []
     full = [
         r
         for r in view.records
@@ -305,6 +326,8 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
         ok = [r for r in mine if space.meets_output_constraints(r.evaluation_result)]
         broken = [r for r in mine if r not in ok]
         front = sorted(view.pareto_front(parameters), key=lambda r: first.sign() * r.known_value(first.name))
+        feasible += [(r.known_value(first.name), r.known_value(second.name)) for r in ok]
+        infeasible += [(r.known_value(first.name), r.known_value(second.name)) for r in broken]
         dots = ax.scatter([r.value(first.name) for r in ok], [r.value(second.name) for r in ok], s=10, alpha=0.45)
         colour = dots.get_facecolor()[0]
         if broken:
@@ -325,11 +348,19 @@ def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -
             markersize=4,
             label=f"{label} ({len(front)} on the front)",
         )
+    outside = _frame_feasible(ax, feasible, infeasible)
+    for output, line in ((first, ax.axvline), (second, ax.axhline)):
+        for bound in (output.lower_bound, output.upper_bound):
+            if math.isfinite(bound):
+                line(bound, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel(f"{first.name} ({first.goal})")
     ax.set_ylabel(f"{second.name} ({second.goal})")
+    notes = [
+        *(["x: breaks an output constraint"] if space.output_constraints else []),
+        *([f"{outside} infeasible beyond the view"] if outside else []),
+    ]
     ax.set_title(
-        f"{view.problem}: Pareto front per task"
-        + (" (x: breaks an output constraint)" if space.output_constraints else "")
+        f"{view.problem}: Pareto front per task" + ("\n" + "; ".join(notes) if notes else ""), fontsize="medium"
     )
     ax.legend(fontsize="small")
     return figure
