@@ -467,3 +467,57 @@ def test_the_table_keeps_its_order_under_filters_downloads_its_query_and_fits_80
             assert policy_violations(browser) == []
     finally:
         browser.set_window_size(1280, 1000)
+
+
+def test_parameter_importance_is_the_sobol_analysis_of_the_task_s_surrogate(browser: Any, tmp_path: Path) -> None:
+    from raytuner.analysis import sobol_analysis, surrogate_from_records
+    from raytuner.models.executors import InlineExecutor
+
+    problem = ProblemSpace.parse(
+        {
+            "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+            "parameter_space": [
+                {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+                {"name": "b", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            ],
+            "output_space": [{"name": "y"}],
+        }
+    )
+    with JsonStore(tmp_path / "imp") as store:
+        session = TuningSession(problem, RandomSearch(problem, [{"t": 1.0}, {"t": 2.0}], seed=0), store, "imp")
+        for _ in range(24):
+            trial = session.ask()
+            a, b = trial.config["a"], trial.config["b"]
+            session.tell(trial, {"y": 4 * a + 0.01 * b if trial.task["t"] == 1.0 else 0.01 * a + 4 * b})
+    view = load_history(tmp_path / "imp")
+    with serve(create_app(store=tmp_path / "imp"), port=0) as server:
+        browser.get(server.url + "problem/imp")
+        _click(browser, browser.find_element(By.LINK_TEXT, "parameter importance"))
+        for label, dominant in (("t=1", "a"), ("t=2", "b")):
+            if label != "t=1":
+                _click(browser, browser.find_element(By.LINK_TEXT, label))
+            shown = {r["parameter"]: float(r["S1"]) for r in _rows(browser, "sobol")}
+            task = {"t": 1.0} if label == "t=1" else {"t": 2.0}
+            mine = [r for r in view.records if r.task_parameter == task]
+            space = ProblemSpace.parse(
+                {
+                    "input_space": [{"name": "t", "type": "real", "lower_bound": 1.0, "upper_bound": 2.0}],
+                    "parameter_space": [
+                        {
+                            "name": p,
+                            "type": "real",
+                            "lower_bound": min(r.tuning_parameter[p] for r in view.records),
+                            "upper_bound": max(r.tuning_parameter[p] for r in view.records),
+                        }
+                        for p in ("a", "b")
+                    ],
+                    "output_space": [{"name": "y"}],
+                }
+            )  # the ranges the evaluations span: the store names no spaces
+            model = surrogate_from_records(space, mine, objective="y", task=task, executor=InlineExecutor())
+            expected = sobol_analysis(model, num_samples=512, task=task, seed=0)
+            assert shown == pytest.approx({p: round(expected.S1[p], 4) for p in ("a", "b")}, abs=1e-4)
+            assert shown[dominant] > 0.9
+            assert browser.find_elements(By.CSS_SELECTOR, "#sobol-chart svg")
+        screenshot(browser, tmp_path, "dashboard-importance")
+        assert policy_violations(browser) == []

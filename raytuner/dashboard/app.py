@@ -43,11 +43,14 @@ import pandas as pd
 from flask import Flask, Response, abort, has_request_context, jsonify, redirect, request
 from markupsafe import escape
 
-from raytuner.dashboard.pages import LOOPBACK_HOSTS, cell, nonce, render, secure, svg, table_html
+from raytuner.analysis import sobol_analysis, surrogate_from_records
+from raytuner.dashboard.pages import LOOPBACK_HOSTS, cell, nonce, render, secure, sobol_html, svg, table_html
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.models.executors import InlineExecutor
 from raytuner.problem.records import HistoryDocument, check_problem_name
+from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore, history_text
 from raytuner.view import (
     DETAIL_COLUMNS,
@@ -232,7 +235,8 @@ def _problem(problem: str) -> tuple[str, int]:
         f'<p class="note">{len(view.records)} evaluations, {len(view.tasks)} tasks, {len(view.models)} models; '
         f"objective {escape(view.objective)} ({view.goal}; from the {view.goal_source})."
         f' <a href="{escape(_url(f"/problem/{problem}/evaluations"))}">all evaluations</a> ·'
-        f' <a href="{escape(_url(f"/problem/{problem}/live"))}">live view</a>'
+        f' <a href="{escape(_url(f"/problem/{problem}/live"))}">live view</a> ·'
+        f' <a href="{escape(_url(f"/problem/{problem}/importance"))}">parameter importance</a>'
         + (f' · <a href="{escape(_url(f"/problem/{problem}/brackets"))}">brackets</a>' if has_brackets else "")
         + "</p>"
         + _objectives(view, problem, f"/problem/{problem}")
@@ -407,6 +411,102 @@ def _pairs(table_id: str, pairs: dict[str, Any]) -> str:
     }
     frame = pd.DataFrame({"name": list(shown), "value": [cell(v) for v in shown.values()]})
     return table_html(frame, table_id)
+
+
+#: SALib's base sample size on the importance page.
+IMPORTANCE_SAMPLES = 512
+#: The most evaluations (a task's newest) the importance page fits its GP to, so a large store stays quick.
+IMPORTANCE_RECORDS = 1000
+
+
+def _observed_space(view: HistoryView) -> ProblemSpace | None:
+    """The spaces the evaluations span (bounds as observed), for a history that does not name its own."""
+
+    def space(values: dict[str, list[Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name, seen in values.items():
+            numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen)
+            if numbers and min(seen) < max(seen):
+                kind = "integer" if all(isinstance(v, int) for v in seen) else "real"
+                out.append({"name": name, "type": kind, "lower_bound": min(seen), "upper_bound": max(seen)})
+            else:
+                out.append({"name": name, "type": "categorical", "categories": sorted({str(v) for v in seen})})
+        return out
+
+    def columns(part: str) -> dict[str, list[Any]]:
+        found: dict[str, list[Any]] = {}
+        for r in view.records:
+            for k, v in getattr(r, part).items():
+                found.setdefault(k, []).append(v)
+        return found
+
+    try:
+        return ProblemSpace.parse(
+            {
+                "input_space": space(columns("task_parameter")),
+                "parameter_space": space(columns("tuning_parameter")),
+                "output_space": [{"name": view.objective, "goal": view.goal}],
+            }
+        )
+    except InvalidInputError:
+        return None
+
+
+def _importance(problem: str) -> tuple[str, int]:
+    """Parameter importance for one task: Sobol indices of a GP fitted to its evaluations at full fidelity."""
+    view = _view(problem)
+    labels = [task_label(t) for t in view.tasks]
+    label = request.args.get("task") or (labels[0] if labels else "")
+    if label not in labels:
+        return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
+    task = view.tasks[labels.index(label)]
+    links = " · ".join(
+        f"<b>{escape(t)}</b>"
+        if t == label
+        else f'<a href="{escape(_url(f"/problem/{problem}/importance", task=t))}">{escape(t)}</a>'
+        for t in labels
+    )
+    head = (
+        _trail(problem, ("importance", _url(f"/problem/{problem}/importance", task=label)))
+        + _objectives(view, problem, f"/problem/{problem}/importance", task=label)
+        + f'<p class="note">task: {links}</p>'
+    )
+    mine = [
+        r
+        for r in view.records
+        if task_label(r.task_parameter) == label and view.is_full_fidelity(r) and r.status == "ok"
+    ]
+    everything = len(mine)
+    mine = mine[-IMPORTANCE_RECORDS:]
+    space = view.problem_space or _observed_space(view)
+    spans = "its spaces" if view.problem_space is not None else "the ranges its evaluations span"
+    if space is None or len(mine) < 3:
+        why = (
+            "the problem's spaces are unknown"
+            if space is None
+            else f"{len(mine)} successful evaluations at full fidelity; 3 are needed"
+        )
+        return render(
+            f"{problem}: parameter importance",
+            head + f'<p class="note" id="no-importance">No analysis: {escape(why)}.</p>',
+        )
+    done = config().setdefault("importance", {})  # by (problem, objective, task): the view it is of, the HTML
+    key = (problem, view.objective, label)
+    held = done.get(key)
+    if held is None or held[0] is not view:
+        model = surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor())
+        analysis = sobol_analysis(model, num_samples=IMPORTANCE_SAMPLES, task=task, seed=0)
+        held = (view, sobol_html(analysis, f"{problem}, {label}: {view.objective}"))
+        done[key] = held
+    note = (
+        f'<p class="note">Sobol indices of {escape(view.objective)} over the parameter space, computed on a GP '
+        f"fitted to this task's {len(mine)} {'newest ' if everything > len(mine) else ''}successful evaluations "
+        f"at full fidelity (SALib, "
+        f"{IMPORTANCE_SAMPLES} base samples, seed 0) over {spans}: S1 is the share of the variance a parameter explains "
+        "alone, ST with the others. Computed on the surrogate, not on the samples, so it speaks of the whole "
+        "space rather than of where the tuner happened to look.</p>"
+    )
+    return render(f"{problem}: parameter importance", head + note + held[1])
 
 
 def _evaluation(problem: str, uid: str) -> tuple[str, int]:
@@ -595,6 +695,7 @@ def create_app(
     app.add_url_rule("/problem/<problem>/task", "task", _task)
     app.add_url_rule("/problem/<problem>/evaluations", "evaluations", _evaluations)
     app.add_url_rule("/problem/<problem>/evaluation/<uid>", "evaluation", _evaluation)
+    app.add_url_rule("/problem/<problem>/importance", "importance", _importance)
     app.add_url_rule("/problem/<problem>/evaluations.csv", "evaluations_csv", lambda problem: _download(problem, "csv"))
     app.add_url_rule(
         "/problem/<problem>/evaluations.json", "evaluations_json", lambda problem: _download(problem, "json")

@@ -29,7 +29,7 @@ from markupsafe import escape
 
 from raytuner.analysis import sobol_analysis, surrogate_from_records
 from raytuner.crowd import CrowdRepository, Unauthenticated
-from raytuner.dashboard.pages import render, svg, table_html
+from raytuner.dashboard.pages import render, sobol_html, table_html
 from raytuner.dashboard.signin import form_token, sign_in, sign_out, signed_in_user
 from raytuner.dashboard.state import repository
 from raytuner.errors import InvalidInputError, RaytunerError
@@ -39,7 +39,7 @@ from raytuner.problem.space import ProblemSpace
 from raytuner.protocol import json_field
 from raytuner.session.progress import task_label
 from raytuner.store import history_text
-from raytuner.view import DETAIL_COLUMNS, load_history, plot_sobol
+from raytuner.view import DETAIL_COLUMNS, load_history
 
 __all__ = ["register_crowd", "infer_problem_space"]
 
@@ -254,21 +254,7 @@ def _sensitivity(problem: str) -> tuple[str, int]:
 
     def compute(model: Any, task: dict[str, Any], n: int) -> str:
         analysis = sobol_analysis(model, num_samples=int(text), task=task or None, seed=0)
-        rows = "".join(
-            f"<tr><td>{escape(p)}</td>"
-            + "".join(
-                f'<td class="num">{v:.4f}</td>'
-                for v in (analysis.S1[p], analysis.S1_conf[p], analysis.ST[p], analysis.ST_conf[p])
-            )
-            + "</tr>"
-            for p in analysis.parameters
-        )
-        chart = svg(plot_sobol(analysis, title=f"{problem}, {task_label(task)}")).decode()
-        return (
-            f'<table id="sobol"><thead><tr><th>parameter</th><th>S1</th><th>S1 conf</th><th>ST</th>'
-            f'<th>ST conf</th></tr></thead><tbody>{rows}</tbody></table><div id="sobol-chart">'
-            f'{chart[chart.index("<svg") :]}</div><p class="note">from {n} evaluations</p>'
-        )
+        return sobol_html(analysis, f"{problem}, {task_label(task)}") + f'<p class="note">from {n} evaluations</p>'
 
     fields = f'<label>Sobol samples (a power of 2)<input name="num_samples" value="{escape(text)}"></label>'
     return _surrogate_page(problem, "Sobol sensitivity", fields, "run-sensitivity", compute, check)

@@ -20,11 +20,12 @@ from matplotlib.figure import Figure
 
 from raytuner.dashboard.signin import signed_in_user
 from raytuner.dashboard.state import config
+from raytuner.view import plot_sobol
 
 #: Cells longer than this many characters show their start and, on hover, the rest.
 LONG_CELL = 40
 
-__all__ = ["LAYOUT", "LOOPBACK_HOSTS", "svg", "table_html", "cell", "render", "nonce", "secure"]
+__all__ = ["LAYOUT", "LOOPBACK_HOSTS", "svg", "table_html", "cell", "render", "nonce", "secure", "sobol_html"]
 
 #: The host names a dashboard answers to by default: loopback only (a request naming another host,
 #: as a DNS-rebinding page would, is refused). Werkzeug's check cannot name an IPv6 literal.
@@ -154,6 +155,30 @@ def table_html(
         rows.append("<tr>" + "".join(cells) + "</tr>")
     table = f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<div class="scroll">{table}</div>'
+
+
+def sobol_html(analysis: Any, title: str) -> str:
+    """A Sobol analysis as the dashboard shows it: a table of S1 and ST with their intervals, and a chart.
+
+    Args:
+        analysis: a :class:`~raytuner.analysis.sensitivity.SensitivityResult`.
+        title: the chart's title.
+    """
+    rows = "".join(
+        f"<tr><td>{escape(p)}</td>"
+        + "".join(
+            f'<td class="num">{v:.4f}</td>'
+            for v in (analysis.S1[p], analysis.S1_conf[p], analysis.ST[p], analysis.ST_conf[p])
+        )
+        + "</tr>"
+        for p in analysis.parameters
+    )
+    chart = svg(plot_sobol(analysis, title=title)).decode()
+    return (
+        f'<table id="sobol"><thead><tr><th>parameter</th><th>S1</th><th>S1 conf</th><th>ST</th>'
+        f'<th>ST conf</th></tr></thead><tbody>{rows}</tbody></table><div id="sobol-chart">'
+        f"{chart[chart.index('<svg') :]}</div>"
+    )
 
 
 def nonce() -> str:
