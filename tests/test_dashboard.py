@@ -38,6 +38,7 @@ from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, write_history_file
 from raytuner.test_problems import DEMO_PROBLEM, demo
 from raytuner.view import load_history, task_label
+from raytuner.view.figures import MAX_POINTS
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,11 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
             assert state.get_attribute("data-finished") == "true" and state.text.endswith(newest)
             chart = browser.find_element(By.ID, "live-chart")  # best so far per task, drawn for these 8
             assert chart.get_attribute("src").endswith("plot/history.svg?n=8")
-            assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", chart)
+            WebDriverWait(browser, 30).until(  # the new chart loads after the block that names it arrived
+                lambda d: d.execute_script(
+                    "const c = document.getElementById('live-chart'); return c !== null && c.complete && c.naturalWidth > 0"
+                )
+            )
             best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
             assert best == pytest.approx(
                 {task_label(t): session.best(t).value("y") for t in session.engine.tasks}, rel=1e-5
@@ -242,6 +247,17 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         _no_broken_images(browser)
         _click(browser, browser.find_element(By.LINK_TEXT, "all evaluations"))  # the choice goes along
         assert "objective=f2" in browser.current_url
+        browser.get(server.url + "problem/zdt/analysis?objective=f2&task=t%3D0.5")
+        figures = _figures(browser)
+        edf = {t["name"]: t["x"] for t in figures["chart-edf"]}
+        assert edf == {task_label(t): sorted(r.value("f2") for r in records if r.task_parameter == t) for t in tasks}
+        mine = {r.uid for r in records if r.task_parameter == {"t": 0.5}}
+        assert set(figures["chart-rank"][0]["customdata"]) == mine  # a and b, each evaluation by its rank
+        [contour, points] = figures["chart-contour"]  # the GP's f2 over a and b, the evaluations on top
+        assert len(contour["x"]) == 30 and set(points["customdata"]) == mine
+        title = "return document.getElementById('chart-history').layout.yaxis.title.text"
+        assert browser.execute_script(title) == "f2 (minimize)"
+        screenshot(browser, tmp_path, "dashboard-analysis-f2")
 
 
 def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) -> None:
@@ -298,12 +314,20 @@ def test_the_pages_of_a_store_of_100000_evaluations_come_from_one_read_a_page_at
         for path in (
             "problem/big",
             "problem/big/evaluations?sort=y&desc=1&page=1000",
+            "problem/big/analysis?task=t%3D3",
             "problem/big/evaluations?task=t%3D7&min.t=5&sort=x",
         ):
             started = time.perf_counter()
             browser.get(server.url + path)
+            if "analysis" in path:  # its charts drawn too, each from the newest evaluations only
+                points = sum(len(t["x"]) for t in _figures(browser)["chart-history"] if t["mode"] == "markers")
+                assert points == MAX_POINTS
             log.info("%s: %.2f s", path, time.perf_counter() - started)
-            assert browser.find_elements(By.ID, "count") or path == "problem/big", path
+            assert (
+                browser.find_elements(By.ID, "count")
+                or path.startswith("problem/big/analysis")
+                or path == "problem/big"
+            )
             assert views.view("big") is read, path  # served from that read, never read again
         assert len(_rows(browser, "evaluations")) == PAGE_SIZE
         assert browser.find_element(By.ID, "count").text.startswith("10000 of 100000 evaluations match; page 1 of 200")
@@ -521,3 +545,68 @@ def test_parameter_importance_is_the_sobol_analysis_of_the_task_s_surrogate(brow
             assert browser.find_elements(By.CSS_SELECTOR, "#sobol-chart svg")
         screenshot(browser, tmp_path, "dashboard-importance")
         assert policy_violations(browser) == []
+
+
+_FIGURES_SCRIPT = """
+return Object.fromEntries(Array.from(document.querySelectorAll(".js-plotly-plot"), (e) => [e.id, e.data.map(
+  (t) => ({name: t.name, mode: t.mode, x: t.x, y: t.y, customdata: t.customdata, visible: t.visible}))]));
+"""
+
+
+def _figures(driver: Any) -> dict[str, list[dict[str, Any]]]:
+    """Wait until every chart of the analysis page is drawn; each one's traces, as plotly.js holds them."""
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script(
+            "const all = document.querySelectorAll('div.plot');"
+            "return all.length > 0 && Array.from(all).every((e) => e.classList.contains('js-plotly-plot'));"
+        )
+    )
+    return driver.execute_script(_FIGURES_SCRIPT)
+
+
+def test_the_analysis_page_draws_the_store_s_numbers_and_answers_the_mouse(
+    browser: Any, band_dashboard: str, band_store: Path, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    view = load_history(band_store)
+    best = dict(zip(view.best_table()["task"], view.best_table()["y"]))
+    browser.get(band_dashboard + f"/problem/{BAND_PROBLEM}")
+    _click(browser, browser.find_element(By.LINK_TEXT, "analysis"))
+    figures = _figures(browser)
+    # the demo has one parameter, x: no pair of parameters to draw (the two-objective test draws them)
+    assert set(figures) == {"chart-history", "chart-edf", "chart-parallel", "chart-slice-0"}
+    assert browser.find_element(By.ID, "no-pair").text.startswith("A contour needs two numeric parameters")
+    ends = {t["name"]: t["y"][-1] for t in figures["chart-history"] if t["mode"] == "lines"}
+    assert ends == pytest.approx(best, rel=1e-9)  # each task's best so far ends at the store's best
+    full = view.frame[(view.frame["fidelity"] == 27) & (view.frame["status"] == "ok")]
+    counts = {t["name"]: len(t["x"]) for t in figures["chart-edf"]}
+    assert counts == full.groupby("task").size().to_dict()
+    screenshot(browser, tmp_path, "dashboard-analysis")
+
+    _click(browser, browser.find_element(By.CSS_SELECTOR, "#fidelity-choice a"))  # the lowest fidelity, 3
+    figures = _figures(browser)
+    low = view.frame[(view.frame["fidelity"] == 3) & (view.frame["status"] == "ok") & (view.frame["task"] == "t=1")]
+    assert browser.find_element(By.CSS_SELECTOR, "#fidelity-choice b").text == "3"
+    assert sum(t["y"].count(None) for t in figures["chart-parallel"]) == len(low)  # one line per evaluation
+    assert sorted(figures["chart-slice-0"][0]["customdata"]) == sorted(low["uid"])
+
+    legend = browser.find_element(By.CSS_SELECTOR, "#chart-history .legend .traces .legendtoggle")
+    ActionChains(browser).move_to_element(legend).click().perform()  # the first task, hidden by its legend entry
+    WebDriverWait(browser, 10).until(
+        lambda d: [t["visible"] for t in _figures(d)["chart-history"][:2]] == ["legendonly", "legendonly"]
+    )
+    point = browser.find_elements(By.CSS_SELECTOR, "#chart-slice-0 .scatterlayer .point")[0]
+    ActionChains(browser).move_to_element(point).pause(0.5).perform()
+    hover = WebDriverWait(browser, 10).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-slice-0 .hoverlayer .hovertext")
+    )
+    said = hover[0].text
+    assert said.startswith("evaluation ") and "x = " in said
+    shown = re.match(r"evaluation ([0-9a-f]{8})", said)
+    assert shown is not None, said
+    uid = next(u for u in low["uid"] if u.startswith(shown.group(1)))
+    ActionChains(browser).click().perform()  # a click where the mouse is opens that evaluation's page
+    WebDriverWait(browser, 30).until(lambda d: "/evaluation/" in d.current_url)
+    assert browser.current_url.endswith(f"/problem/{BAND_PROBLEM}/evaluation/{uid}")
+    assert policy_violations(browser) == []  # plotly.js drew every chart under the content security policy

@@ -6,6 +6,7 @@ runs under this policy in real Chromium in ``tests/test_dashboard.py``.
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -93,3 +94,37 @@ def test_an_objective_the_problem_lacks_is_a_page_that_lists_its_outputs(app: Fl
     answer = app.test_client().get("/problem/demo", query_string={"objective": "<script>"})
     page = answer.get_data(as_text=True)
     assert answer.status_code == 400 and "objective: " in page and "(allowed: y)" in page and "<script>" not in page
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "said"),
+    [
+        ({"x": "<script>"}, 400, "x: '<script>' is no numeric tuning parameter of demo (allowed: x)"),
+        ({"fidelity": "3"}, 400, "fidelity: no evaluation of demo has a fidelity: leave it out"),
+        ({"task": "<b>t=9</b>"}, 404, "task: '<b>t=9</b>' is no task of demo"),
+    ],
+)
+def test_the_analysis_page_refuses_bad_input_before_it_fits_anything(
+    app: Flask, query: dict[str, str], status: int, said: str
+) -> None:
+    answer = app.test_client().get("/problem/demo/analysis", query_string=query)
+    page = answer.get_data(as_text=True)
+    assert answer.status_code == status and said in html.unescape(page)
+    assert "<script>" not in page and "<b>t=9" not in page  # what it echoes, escaped
+    assert "contour" not in app.config["RAYTUNER"]  # no model was fitted for it
+
+
+def test_the_analysis_page_runs_plotly_from_this_dashboard_by_its_nonce_only(app: Flask) -> None:
+    client = app.test_client()
+    answer = client.get("/problem/demo/analysis")
+    page = answer.get_data(as_text=True)
+    nonce = re.search(r"script-src 'nonce-([^']+)'", answer.headers["Content-Security-Policy"]).group(1)
+    scripts = re.findall(r"<script[^>]*>", page)
+    assert scripts == [
+        '<script type="application/json" id="figures" data-evaluations="/problem/demo/evaluation/">',
+        f'<script nonce="{nonce}" src="/static/plotly.min.js">',
+        f'<script nonce="{nonce}">',
+    ]  # the data block is not run; nothing is fetched from elsewhere
+    script = client.get("/static/plotly.min.js")
+    assert script.status_code == 200 and script.mimetype == "text/javascript" and b"plotly.js v" in script.data[:200]
+    assert script.headers["X-Content-Type-Options"] == "nosniff"

@@ -9,6 +9,11 @@ Pages of a store (a JSON store directory by default, or a MongoDB history):
   task-parameter range, machine, software and status, paginated on the server;
 - ``/problem/NAME/brackets?task=LABEL``: GPTuneBand's brackets and promotions;
 - ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results);
+- ``/problem/NAME/analysis?task=LABEL&fidelity=F&x=P&y=Q``: interactive charts (plotly.js, served from
+  the ``plotly`` package): every task's history against evaluations or cost and the objective's
+  distribution; for one task at one fidelity, parallel coordinates, a GP's contour over two
+  parameters, the evaluations by rank, and the objective against each parameter;
+- ``/problem/NAME/importance?task=LABEL``: Sobol indices of a GP fitted to one task;
 - ``/problem/NAME/evaluation/UID``: one evaluation: its task, configuration, outputs (each one's role
   and constraint), status and failure reason, fidelity and place in GPTuneBand's plan, engine and
   proposer, session and trial ids, machine and software; every table links each row here.
@@ -40,11 +45,22 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
-from flask import Flask, Response, abort, has_request_context, jsonify, redirect, request
+from flask import Flask, Response, abort, has_request_context, jsonify, redirect, request, send_file
 from markupsafe import escape
 
 from raytuner.analysis import sobol_analysis, surrogate_from_records
-from raytuner.dashboard.pages import LOOPBACK_HOSTS, cell, nonce, render, secure, sobol_html, svg, table_html
+from raytuner.dashboard.pages import (
+    LOOPBACK_HOSTS,
+    cell,
+    charts_html,
+    nonce,
+    plotly_js,
+    render,
+    secure,
+    sobol_html,
+    svg,
+    table_html,
+)
 from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, StoreViews, TableQuery
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
@@ -61,6 +77,17 @@ from raytuner.view import (
     plot_parameter,
     plot_task_correlation,
     task_label,
+)
+from raytuner.view.figures import (
+    contour_figure,
+    edf_figure,
+    evaluations_at,
+    fidelities,
+    history_figure,
+    numeric_parameters,
+    parallel_figure,
+    rank_figure,
+    slice_figures,
 )
 
 __all__ = ["create_app"]
@@ -236,6 +263,7 @@ def _problem(problem: str) -> tuple[str, int]:
         f"objective {escape(view.objective)} ({view.goal}; from the {view.goal_source})."
         f' <a href="{escape(_url(f"/problem/{problem}/evaluations"))}">all evaluations</a> ·'
         f' <a href="{escape(_url(f"/problem/{problem}/live"))}">live view</a> ·'
+        f' <a href="{escape(_url(f"/problem/{problem}/analysis"))}">analysis</a> ·'
         f' <a href="{escape(_url(f"/problem/{problem}/importance"))}">parameter importance</a>'
         + (f' · <a href="{escape(_url(f"/problem/{problem}/brackets"))}">brackets</a>' if has_brackets else "")
         + "</p>"
@@ -274,7 +302,8 @@ def _task(problem: str) -> tuple[str, int]:
         + f"<h2>Best</h2>{_best_table(view, problem, label)}"
         + _front_section(view, problem, label)
         + f'<p><a href="{escape(_url(f"/problem/{problem}/evaluations", task=label))}">evaluations of this task'
-        f"</a></p>"
+        f'</a> · <a href="{escape(_url(f"/problem/{problem}/analysis", task=label))}">analysis</a> · '
+        f'<a href="{escape(_url(f"/problem/{problem}/importance", task=label))}">parameter importance</a></p>'
         f'<img class="chart" id="history-plot" alt="best so far" '
         f'src="{escape(_url(f"/problem/{problem}/plot/history.svg", task=label))}">{plots}'
         f"<h2>Latest evaluations</h2>{_listed(recent.iloc[::-1], problem, 'latest')}"
@@ -509,6 +538,153 @@ def _importance(problem: str) -> tuple[str, int]:
     return render(f"{problem}: parameter importance", head + note + held[1])
 
 
+#: The most evaluations (a task's newest) the analysis page's contour fits its GP to.
+CONTOUR_RECORDS = 300
+
+
+def _chosen_task(view: HistoryView, problem: str) -> str:
+    """The task the URL names (``?task=``; default: the first); another name: a 404 page."""
+    labels = [task_label(t) for t in view.tasks]
+    label = request.args.get("task") or (labels[0] if labels else "")
+    if label not in labels:
+        abort(Response(render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)[0], 404))
+    return label
+
+
+def _chosen_fidelity(view: HistoryView) -> float | None:
+    """The fidelity the URL names (``?fidelity=``; default: full fidelity); another value: a 400 page."""
+    raw = request.args.get("fidelity") or ""
+    levels = fidelities(view)
+    if not raw:
+        return None
+    try:
+        wanted = float(raw)
+    except ValueError:
+        wanted = float("nan")
+    if not levels:
+        raise InvalidInputError("fidelity", f"no evaluation of {view.problem} has a fidelity: leave it out")
+    if not any(abs(wanted - f) <= 1e-9 * max(1.0, abs(f)) for f in levels):
+        raise InvalidInputError("fidelity", f"{raw[:80]!r} is no fidelity of {view.problem}", allowed=levels)
+    return wanted
+
+
+def _choices(name: str, values: Sequence[Any], chosen: Any, url: Any) -> str:
+    """A line of links that choose one of ``values`` (the chosen one bold); ``url(value)`` is each link."""
+    links = " · ".join(
+        f"<b>{escape(cell(v))}</b>" if v == chosen else f'<a href="{escape(url(v))}">{escape(cell(v))}</a>'
+        for v in values
+    )
+    return f'<p class="note" id="{escape(name)}-choice">{escape(name)}: {links}</p>'
+
+
+def _select(name: str, values: Sequence[str], chosen: str) -> str:
+    """A drop-down list of ``values`` named ``name``, ``chosen`` selected."""
+    options = "".join(f"<option{' selected' if v == chosen else ''}>{escape(v)}</option>" for v in values)
+    return f'<select name="{escape(name)}">{options}</select>'
+
+
+def _analysis(problem: str) -> tuple[str, int]:
+    """Interactive charts of a problem: its tasks' histories and distributions, one task's parameters."""
+    view = _view(problem)
+    label = _chosen_task(view, problem)
+    fidelity = _chosen_fidelity(view)
+    numeric = numeric_parameters(view)
+    x = request.args.get("x") or (numeric[0] if numeric else "")
+    y = request.args.get("y") or next((n for n in numeric if n != x), "")
+    pair = len(numeric) >= 2 or bool(request.args.get("x") or request.args.get("y"))
+    if pair:
+        rank = rank_figure(view, label, x, y, fidelity)  # checks x and y before any other work
+    here = f"/problem/{problem}/analysis"
+    kept = {"task": label, "fidelity": fidelity, "x": request.args.get("x"), "y": request.args.get("y")}
+    levels = fidelities(view)
+    shown = levels[-1] if fidelity is None and levels else fidelity
+    evaluations = evaluations_at(view, label, fidelity, limit=len(view.records))
+    head = (
+        _trail(problem, ("analysis", _url(here, task=label)))
+        + _objectives(view, problem, here, **kept)
+        + _choices("task", [task_label(t) for t in view.tasks], label, lambda t: _url(here, **{**kept, "task": t}))
+        + (
+            _choices("fidelity", levels, shown, lambda f: _url(here, **{**kept, "fidelity": f}))
+            if len(levels) > 1
+            else ""
+        )
+        + '<p class="note">Hover a point for its evaluation, click it to open its page; click a task or group in '
+        "the legend to hide it (double-click: it alone); drag to zoom, double-click to zoom back.</p>"
+    )
+    figures: dict[str, Any] = {"chart-history": history_figure(view), "chart-edf": edf_figure(view, fidelity)}
+    body = (
+        '<h2>History of every task</h2><div class="plot" id="chart-history"></div>'
+        '<h2>Distribution of every task</h2><div class="plot" id="chart-edf"></div>'
+        f"<h2>{escape(label)}: {len(evaluations)} successful evaluations"
+        + (f" at fidelity {escape(cell(shown))}" if shown is not None else "")
+        + "</h2>"
+    )
+    if not len(evaluations):
+        body += '<p class="note" id="no-evaluations">Nothing to draw for this task here.</p>'
+        return render(f"{problem}: analysis", head + body + charts_html(figures, _evaluation_url(problem, "")))
+    figures["chart-parallel"] = parallel_figure(view, label, fidelity)
+    body += '<h3>Parallel coordinates</h3><div class="plot" id="chart-parallel"></div>'
+    if pair:
+        form = (
+            f'<form class="choose" id="pair" method="get" action="{escape(here)}">'
+            + "".join(
+                f'<input type="hidden" name="{k}" value="{escape(cell(v))}">'
+                for k, v in {**kept, "objective": request.args.get("objective")}.items()
+                if k not in ("x", "y") and v not in (None, "")
+            )
+            + f"<label>across {_select('x', numeric, x)}</label><label>up {_select('y', numeric, y)}</label>"
+            + "<button>draw</button></form>"
+        )
+        figures["chart-rank"] = rank
+        model = _contour_model(view, problem, label, fidelity)
+        contour = note = ""
+        if model is not None:
+            figures["chart-contour"] = contour_figure(view, label, x, y, model, fidelity)
+            contour = '<div class="plot" id="chart-contour"></div>'
+            note = (
+                '<p class="note">The contour is the predicted mean of a GP fitted to this task\'s newest '
+                f"{CONTOUR_RECORDS} or fewer successful evaluations here, the other parameters at the best one's "
+                "values: the model's view between the points.</p>"
+            )
+        body += (
+            f'<h3>Two parameters</h3>{form}{note}<div class="plots">{contour}<div class="plot" id="chart-rank"></div>'
+            "</div>"
+        )
+    else:
+        body += (
+            '<p class="note" id="no-pair">A contour needs two numeric parameters; '
+            f"{escape(problem)} has {len(numeric)}.</p>"
+        )
+    slices = slice_figures(view, label, fidelity)
+    figures.update({f"chart-slice-{n}": f for n, f in enumerate(slices.values())})
+    body += (
+        f'<h3>{escape(view.objective)} against each parameter</h3><div class="plots">'
+        + "".join(f'<div class="plot" id="chart-slice-{n}"></div>' for n in range(len(slices)))
+        + "</div>"
+    )
+    return render(f"{problem}: analysis", head + body + charts_html(figures, _evaluation_url(problem, "")))
+
+
+def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float | None) -> Any:
+    """A GP of the objective fitted to the task's newest evaluations at ``fidelity`` (cached per view)."""
+    space = view.problem_space or _observed_space(view)
+    task = next(t for t in view.tasks if task_label(t) == label)
+    uids = set(evaluations_at(view, label, fidelity, limit=CONTOUR_RECORDS)["uid"])
+    mine = [r for r in view.records if r.uid in uids]
+    if space is None or len(mine) < 3:
+        return None
+    done = config().setdefault("contour", {})
+    key = (problem, view.objective, label, fidelity)
+    held = done.get(key)
+    if held is None or held[0] is not view:
+        held = (
+            view,
+            surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor()),
+        )
+        done[key] = held
+    return held[1]
+
+
 def _evaluation(problem: str, uid: str) -> tuple[str, int]:
     """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
     view = _view(problem)
@@ -696,6 +872,12 @@ def create_app(
     app.add_url_rule("/problem/<problem>/evaluations", "evaluations", _evaluations)
     app.add_url_rule("/problem/<problem>/evaluation/<uid>", "evaluation", _evaluation)
     app.add_url_rule("/problem/<problem>/importance", "importance", _importance)
+    app.add_url_rule("/problem/<problem>/analysis", "analysis", _analysis)
+
+    @app.get("/static/plotly.min.js")
+    def plotly() -> Response:
+        return send_file(plotly_js(), mimetype="text/javascript", max_age=86400)
+
     app.add_url_rule("/problem/<problem>/evaluations.csv", "evaluations_csv", lambda problem: _download(problem, "csv"))
     app.add_url_rule(
         "/problem/<problem>/evaluations.json", "evaluations_json", lambda problem: _download(problem, "json")

@@ -1,16 +1,21 @@
 """The dashboard's HTML: one layout, small templates, no script or style fetched from elsewhere.
 
-Templates are Jinja2 (autoescaped by Flask); charts are SVG images drawn on
-the server by :mod:`raytuner.view.plots`. The only script is the live view's
-few lines, inline.
+Templates are Jinja2 (autoescaped by Flask). Most charts are SVG images drawn
+on the server by :mod:`raytuner.view.plots`; the analysis page's are interactive,
+drawn by plotly.js (:mod:`raytuner.view.figures` gives their data), which the
+dashboard serves from the ``plotly`` package itself: nothing comes from a CDN.
+Scripts run only by the request's nonce.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import json
 import secrets
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -25,7 +30,23 @@ from raytuner.view import plot_sobol
 #: Cells longer than this many characters show their start and, on hover, the rest.
 LONG_CELL = 40
 
-__all__ = ["LAYOUT", "LOOPBACK_HOSTS", "svg", "table_html", "cell", "render", "nonce", "secure", "sobol_html"]
+__all__ = [
+    "LAYOUT",
+    "LOOPBACK_HOSTS",
+    "PLOTLY_URL",
+    "svg",
+    "table_html",
+    "cell",
+    "render",
+    "nonce",
+    "secure",
+    "sobol_html",
+    "plotly_js",
+    "charts_html",
+]
+
+#: Where the dashboard serves plotly.js (the copy inside the installed ``plotly`` package).
+PLOTLY_URL = "/static/plotly.min.js"
 
 #: The host names a dashboard answers to by default: loopback only (a request naming another host,
 #: as a DNS-rebinding page would, is refused). Werkzeug's check cannot name an IPv6 literal.
@@ -62,6 +83,9 @@ img.chart{width:49%;min-width:min(420px,100%);max-width:100%;border:1px solid #e
 .scroll{overflow-x:auto;max-width:100%}td.long{max-width:16em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 th.sorted{background:#dde6f2}th.ascending::after{content:" \\25B2"}th.descending::after{content:" \\25BC"}.trail{font-size:.9em;margin:0 0 .6em}.pager{margin:.4em 0}
 header{flex-wrap:wrap}
+.plot{width:100%;height:440px;border:1px solid #eee;margin:.4em 0}
+.plots{display:flex;flex-wrap:wrap;gap:.5em}.plots .plot{width:calc(50% - .5em);min-width:min(420px,100%);height:360px}
+form.choose{display:inline-flex;gap:.5em;align-items:center}
 </style></head><body>
 <header><a href="/"><b>raytuner</b></a>{% if has_store %}<a href="/">histories</a>{% endif %}
 {% if has_crowd %}<a href="/crowd">crowd repository</a>{% endif %}
@@ -178,6 +202,46 @@ def sobol_html(analysis: Any, title: str) -> str:
         f'<table id="sobol"><thead><tr><th>parameter</th><th>S1</th><th>S1 conf</th><th>ST</th>'
         f'<th>ST conf</th></tr></thead><tbody>{rows}</tbody></table><div id="sobol-chart">'
         f"{chart[chart.index('<svg') :]}</div>"
+    )
+
+
+def plotly_js() -> Path:
+    """The plotly.js file that ships inside the installed ``plotly`` package (the dashboard serves it)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the plotly package is not installed (pip install plotly)")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+
+
+_CHARTS_SCRIPT = """<script>
+const block = document.getElementById("figures");
+const figures = JSON.parse(block.textContent);
+for (const [id, figure] of Object.entries(figures)) {
+  const element = document.getElementById(id);
+  Plotly.newPlot(element, figure.data, figure.layout, {responsive: true, displaylogo: false});
+  element.on("plotly_click", (event) => {
+    const uid = event.points.length ? event.points[0].customdata : null;
+    if (typeof uid === "string" && uid) { window.location.href = block.dataset.evaluations + encodeURIComponent(uid); }
+  });
+}
+</script>"""
+
+
+def charts_html(figures: Mapping[str, Any], evaluations: str) -> str:
+    """The scripts that draw ``figures`` (plotly.js figures by the id of the ``div`` each goes in).
+
+    The figures travel as a JSON block the page's nonce'd script reads; a click on
+    a point opens ``evaluations + uid`` (its evaluation's page).
+
+    Args:
+        figures: plotly.js figures (:mod:`raytuner.view.figures`) by element id.
+        evaluations: the URL an evaluation's uid is appended to.
+    """
+    data = json.dumps(figures, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e")
+    return (
+        f'<script type="application/json" id="figures" data-evaluations="{escape(evaluations)}">{data}</script>'
+        f'<script nonce="{nonce()}" src="{PLOTLY_URL}"></script>'
+        + _CHARTS_SCRIPT.replace("<script>", f'<script nonce="{nonce()}">', 1)
     )
 
 

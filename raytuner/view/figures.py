@@ -1,0 +1,555 @@
+"""Interactive charts of a tuning history, as plotly.js figures (plain dicts, ready for ``Plotly.newPlot``).
+
+Each function takes a :class:`~raytuner.view.history.HistoryView` and returns
+``{"data": [...], "layout": {...}}``; the dashboard's analysis page draws them
+with the plotly.js that ships inside the ``plotly`` package (hover, zoom, a
+legend that shows and hides each task or group). Every point carries its
+evaluation's uid as ``customdata``, so a page can link a click to that
+evaluation.
+
+- :func:`history_figure`: each task's evaluations and best so far, against evaluations or normalised cost;
+- :func:`edf_figure`: the empirical distribution of the objective, per task;
+- :func:`parallel_figure`: one task's evaluations across its parameters and the objective, grouped by rank;
+- :func:`slice_figures`: the objective against each parameter;
+- :func:`rank_figure`: two parameters, each evaluation coloured by its rank;
+- :func:`contour_figure`: a surrogate's prediction over two parameters, the evaluations on top.
+
+Example:
+    >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
+    >>> from raytuner.view import load_history
+    >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
+    ...     FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": (x - 0.3) ** 2}) for x in (0.1, 0.5, 0.3)])
+    >>> figure = edf_figure(load_history(doc))
+    >>> figure["data"][0]["x"], figure["data"][0]["y"]
+    ([0.0, 0.04000000000000001, 0.04000000000000001], [0.3333333333333333, 0.6666666666666666, 1.0])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from raytuner.errors import InvalidInputError
+from raytuner.problem.parameters import Categorical
+from raytuner.view.history import HistoryView, task_label
+
+if TYPE_CHECKING:
+    from raytuner.analysis.surrogate import SurrogateModel
+
+__all__ = [
+    "MAX_POINTS",
+    "PlotlyFigure",
+    "evaluations_at",
+    "fidelities",
+    "numeric_parameters",
+    "history_figure",
+    "edf_figure",
+    "parallel_figure",
+    "slice_figures",
+    "rank_figure",
+    "contour_figure",
+]
+
+#: A plotly.js figure: ``{"data": [trace, ...], "layout": {...}}``.
+PlotlyFigure = dict[str, Any]
+
+#: The most evaluations a chart draws as points (the newest), so a page of a large store stays small.
+MAX_POINTS = 2000
+
+#: One colour per task, in task order (matplotlib's tab10, as the static plots).
+TASK_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+
+#: The parallel-coordinates chart's rank groups, best first (dark red to grey).
+RANK_GROUPS = (
+    ("best 20%", "#b2182b"),
+    ("20–40%", "#ef8a62"),
+    ("40–60%", "#67a9cf"),
+    ("60–80%", "#2166ac"),
+    ("worst 20%", "#9e9e9e"),
+)
+
+
+def _layout(title: str, x: str, y: str, **more: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "font": {"size": 15}, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 32}},
+        "xaxis": {"title": {"text": x}, "automargin": True},
+        "yaxis": {"title": {"text": y}, "automargin": True},
+        "margin": {"l": 60, "r": 20, "t": 70, "b": 50},
+        "hovermode": "closest",
+        "legend": {"title": {"text": "task"}},
+        **more,
+    }
+
+
+def _objective_title(view: HistoryView) -> str:
+    return f"{view.objective} ({view.goal})"
+
+
+def _numbers(values: pd.Series) -> list[float | None]:
+    """JSON-safe numbers (NaN as ``None``, which plotly.js leaves out)."""
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
+
+
+def _hover(frame: pd.DataFrame, columns: list[str], objective: str) -> list[str]:
+    """Each row's hover text: its uid, the named columns and the objective."""
+    lines = []
+    for _, row in frame.iterrows():
+        parts = [f"evaluation {str(row['uid'])[:8]}", *(f"{c} = {_text(row[c])}" for c in columns)]
+        parts.append(f"<b>{objective} = {_text(row[objective])}</b>")
+        lines.append("<br>".join(parts))
+    return lines
+
+
+def _text(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _task_colour(view: HistoryView, label: str) -> str:
+    labels = [task_label(t) for t in view.tasks]
+    return TASK_COLOURS[labels.index(label) % len(TASK_COLOURS)] if label in labels else TASK_COLOURS[0]
+
+
+def _check_task(view: HistoryView, task: str) -> None:
+    labels = [task_label(t) for t in view.tasks]
+    if task not in labels:
+        raise InvalidInputError("task", f"{task[:80]!r} is no task of {view.problem}", allowed=labels)
+
+
+def fidelities(view: HistoryView) -> list[float]:
+    """The fidelities the history's evaluations ran at, lowest first (empty: none has one).
+
+    Args:
+        view: the history.
+    """
+    return sorted({float(f) for f in view.frame["fidelity"].dropna()})
+
+
+def evaluations_at(
+    view: HistoryView, task: str | None = None, fidelity: float | None = None, limit: int = MAX_POINTS
+) -> pd.DataFrame:
+    """The successful evaluations with an objective value, of ``task`` (default: every task) at ``fidelity``.
+
+    Rows of :attr:`HistoryView.frame`, oldest first, at most ``limit`` (the newest).
+
+    Args:
+        view: the history.
+        task: a task label (:func:`~raytuner.view.history.task_label`), or ``None`` for every task.
+        fidelity: one of the history's fidelities (default: full fidelity, or every evaluation where none
+            has a fidelity).
+        limit: the most rows (the newest).
+    """
+    frame = view.frame
+    keep = (frame["status"] == "ok") & frame[view.objective_column].notna()
+    if task is not None:
+        _check_task(view, task)
+        keep &= frame["task"] == task
+    levels = fidelities(view)
+    if levels:
+        wanted = levels[-1] if fidelity is None else fidelity
+        if not any(math.isclose(wanted, f) for f in levels):
+            raise InvalidInputError("fidelity", f"{wanted!r} is no fidelity of {view.problem}", allowed=levels)
+        keep &= np.isclose(pd.to_numeric(frame["fidelity"], errors="coerce").fillna(-math.inf), wanted)
+    return frame[keep].tail(limit)
+
+
+def numeric_parameters(view: HistoryView) -> list[str]:
+    """The tuning parameters whose every recorded value is a number (the axes a contour can span).
+
+    Args:
+        view: the history.
+    """
+    out = []
+    for name, column in view.columns["parameter"].items():
+        values = view.frame[column].dropna()
+        if len(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out.append(name)
+    return out
+
+
+def history_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
+    """Every task's evaluations (points) and best so far (a step line), with buttons for evaluations or cost.
+
+    Points are the objective of the newest ``limit`` evaluations at full fidelity; the line is the
+    running best at full fidelity, as :meth:`HistoryView.best_so_far` gives it, drawn where it changes.
+
+    Args:
+        view: the history.
+        limit: the most evaluations drawn as points (the newest).
+    """
+    runs = view.best_so_far()
+    runs["uid"] = view.frame["uid"].to_numpy()
+    shown = runs.index[runs["value"].notna()][-limit:]
+    traces: list[dict[str, Any]] = []
+    by_cost: list[list[float | None]] = []
+    by_count: list[list[float | None]] = []
+    for label in dict.fromkeys(task_label(t) for t in view.tasks):
+        mine = runs[runs["task"] == label]
+        colour = _task_colour(view, label)
+        points = mine.loc[mine.index.intersection(shown)]
+        changed = mine["best"].ne(mine["best"].shift()) & mine["best"].notna()
+        changed.iloc[-1:] = mine["best"].notna().iloc[-1:]  # the line reaches the task's last evaluation
+        steps = mine[changed]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": label,
+                "legendgroup": label,
+                "showlegend": False,
+                "x": _numbers(points["evaluation"]),
+                "y": _numbers(points["value"]),
+                "customdata": list(points["uid"]),
+                "text": [f"{label}<br>evaluation {str(u)[:8]}" for u in points["uid"]],
+                "hovertemplate": "%{text}<br>" + view.objective + " = %{y:.6g}<extra></extra>",
+                "marker": {"color": colour, "size": 6, "opacity": 0.55},
+            }
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": label,
+                "legendgroup": label,
+                "x": _numbers(steps["evaluation"]),
+                "y": _numbers(steps["best"]),
+                "customdata": list(steps["uid"]),
+                "line": {"color": colour, "shape": "hv", "width": 2},
+                "hovertemplate": label + "<br>best so far = %{y:.6g}<extra></extra>",
+            }
+        )
+        by_count += [traces[-2]["x"], traces[-1]["x"]]
+        by_cost += [_numbers(points["cost"]), _numbers(steps["cost"])]
+    buttons = [
+        {
+            "label": "against evaluations",
+            "method": "update",
+            "args": [{"x": by_count}, {"xaxis.title.text": "evaluations of the task"}],
+        },
+        {
+            "label": "against cost",
+            "method": "update",
+            "args": [{"x": by_cost}, {"xaxis.title.text": "normalised cost spent by the task"}],
+        },
+    ]
+    layout = _layout(
+        f"{view.objective}: each evaluation and the best so far, at full fidelity",
+        "evaluations of the task",
+        _objective_title(view),
+        updatemenus=[
+            {"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "buttons": buttons}
+        ],
+    )
+    layout["margin"]["t"] = 100
+    return {"data": traces, "layout": layout}
+
+
+def edf_figure(view: HistoryView, fidelity: float | None = None, limit: int = MAX_POINTS) -> PlotlyFigure:
+    """Per task, the share of its evaluations (at ``fidelity``) whose objective is at most each value.
+
+    Args:
+        view: the history.
+        fidelity: one of the history's fidelities (default: full fidelity).
+        limit: the most steps drawn per task (evenly spaced in rank).
+    """
+    frame = evaluations_at(view, fidelity=fidelity, limit=len(view.frame))
+    traces = []
+    for label in dict.fromkeys(task_label(t) for t in view.tasks):
+        values = np.sort(frame.loc[frame["task"] == label, view.objective_column].to_numpy(dtype=float))
+        if not len(values):
+            continue
+        ranks = np.unique(np.linspace(0, len(values) - 1, min(limit, len(values))).round().astype(int))
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": label,
+                "x": [float(v) for v in values[ranks]],
+                "y": [float(r + 1) / len(values) for r in ranks],
+                "line": {"color": _task_colour(view, label), "shape": "hv"},
+                "hovertemplate": label
+                + "<br>"
+                + view.objective
+                + " ≤ %{x:.6g}: %{y:.1%} of evaluations<extra></extra>",
+            }
+        )
+    return {
+        "data": traces,
+        "layout": _layout(
+            f"Empirical distribution of {view.objective}", _objective_title(view), "share of the task's evaluations"
+        ),
+    }
+
+
+def _positions(values: pd.Series) -> tuple[np.ndarray, list[tuple[float, str]]]:
+    """Values on a ``[0, 1]`` axis (numbers by their range, others by their sorted names) and its labels."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    if numbers.notna().all() and not values.map(lambda v: isinstance(v, bool)).any():
+        low, high = float(numbers.min()), float(numbers.max())
+        if high == low:
+            return np.full(len(values), 0.5), [(0.5, _text(low))]
+        return ((numbers - low) / (high - low)).to_numpy(dtype=float), [(0.0, _text(low)), (1.0, _text(high))]
+    names = sorted({str(v) for v in values})
+    where = {n: (i / (len(names) - 1) if len(names) > 1 else 0.5) for i, n in enumerate(names)}
+    return np.array([where[str(v)] for v in values]), [(where[n], n) for n in names]
+
+
+def _order(view: HistoryView, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` best first in the objective."""
+    return frame.sort_values(view.objective_column, ascending=view.goal == "minimize", kind="stable")
+
+
+def parallel_figure(
+    view: HistoryView, task: str, fidelity: float | None = None, limit: int = MAX_POINTS
+) -> PlotlyFigure:
+    """One task's evaluations as lines across its parameters and the objective, in five groups by rank.
+
+    Each axis spans the values the task's evaluations took (names sorted for a
+    categorical parameter); a legend entry shows or hides each fifth.
+
+    Args:
+        view: the history.
+        task: the task's label.
+        fidelity: one of the history's fidelities (default: full fidelity).
+        limit: the most evaluations drawn (the newest).
+    """
+    frame = _order(view, evaluations_at(view, task, fidelity, limit))
+    axes = [*view.columns["parameter"].values(), view.objective_column]
+    names = [*view.columns["parameter"], view.objective]
+    placed = {c: _positions(frame[c]) if len(frame) else (np.array([]), []) for c in axes}
+    groups = np.array_split(np.arange(len(frame)), min(len(RANK_GROUPS), len(frame))) if len(frame) else []
+    traces = []
+    for (group_name, colour), rows in reversed(list(zip(RANK_GROUPS, groups))):  # the best drawn last, on top
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        uids: list[str | None] = []
+        texts: list[str | None] = []
+        hover = _hover(frame.iloc[rows], list(view.columns["parameter"].values()), view.objective_column)
+        for n, row in enumerate(rows):
+            uid = str(frame["uid"].iloc[row])
+            for i, column in enumerate(axes):
+                xs.append(float(i))
+                ys.append(float(placed[column][0][row]))
+                uids.append(uid)
+                texts.append(hover[n])
+            xs.append(None)
+            ys.append(None)
+            uids.append(None)
+            texts.append(None)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": group_name,
+                "x": xs,
+                "y": ys,
+                "customdata": uids,
+                "text": texts,
+                "hovertemplate": "%{text}<extra></extra>",
+                "line": {"color": colour, "width": 1.5},
+                "marker": {"color": colour, "size": 4},
+                "opacity": 0.75,
+            }
+        )
+    labels = [
+        {"x": i, "y": y, "text": text, "showarrow": False, "xanchor": "left", "xshift": 4, "font": {"size": 10}}
+        for i, column in enumerate(axes)
+        for y, text in placed[column][1]
+    ]
+    layout = _layout(
+        f"{task}: {len(frame)} evaluations across the parameters and {view.objective}",
+        "",
+        "",
+        xaxis={
+            "tickvals": list(range(len(axes))),
+            "ticktext": names,
+            "showgrid": True,
+            "gridcolor": "#888",
+            "zeroline": False,
+        },
+        yaxis={"visible": False, "range": [-0.08, 1.08]},
+        annotations=labels,
+    )
+    layout["legend"] = {"title": {"text": view.objective}, "traceorder": "reversed"}
+    return {"data": traces, "layout": layout}
+
+
+def slice_figures(
+    view: HistoryView, task: str, fidelity: float | None = None, limit: int = MAX_POINTS
+) -> dict[str, PlotlyFigure]:
+    """Per tuning parameter, the task's objective against it, coloured by the order of the evaluations.
+
+    Args:
+        view: the history.
+        task: the task's label.
+        fidelity: one of the history's fidelities (default: full fidelity).
+        limit: the most evaluations drawn (the newest).
+    """
+    frame = evaluations_at(view, task, fidelity, limit)
+    columns = list(view.columns["parameter"].values())
+    hover = _hover(frame, columns, view.objective_column)
+    order = list(range(1, len(frame) + 1))
+    figures = {}
+    for name, column in view.columns["parameter"].items():
+        figures[name] = {
+            "data": [
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": task,
+                    "x": [
+                        v if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v) for v in frame[column]
+                    ],
+                    "y": _numbers(frame[view.objective_column]),
+                    "customdata": list(frame["uid"]),
+                    "text": hover,
+                    "hovertemplate": "%{text}<extra></extra>",
+                    "marker": {
+                        "color": order,
+                        "colorscale": "Blues",
+                        "reversescale": True,
+                        "size": 7,
+                        "line": {"width": 0.5, "color": "#444"},
+                        "colorbar": {"title": {"text": "evaluation"}, "thickness": 12},
+                    },
+                }
+            ],
+            "layout": _layout(f"{view.objective} against {name}", name, _objective_title(view), showlegend=False),
+        }
+    return figures
+
+
+def _check_pair(view: HistoryView, x: str, y: str) -> None:
+    allowed = numeric_parameters(view)
+    for field, name in (("x", x), ("y", y)):
+        if name not in allowed:
+            raise InvalidInputError(
+                field, f"{name[:80]!r} is no numeric tuning parameter of {view.problem}", allowed=allowed
+            )
+    if x == y:
+        raise InvalidInputError("y", f"choose a parameter other than x ({x!r})", allowed=[a for a in allowed if a != x])
+
+
+def _pair_points(view: HistoryView, frame: pd.DataFrame, x: str, y: str, colour: dict[str, Any]) -> dict[str, Any]:
+    columns = view.columns["parameter"]
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "evaluations",
+        "x": _numbers(frame[columns[x]]),
+        "y": _numbers(frame[columns[y]]),
+        "customdata": list(frame["uid"]),
+        "text": _hover(frame, list(columns.values()), view.objective_column),
+        "hovertemplate": "%{text}<extra></extra>",
+        "marker": {"size": 8, "line": {"width": 0.8, "color": "#fff"}, **colour},
+    }
+
+
+def rank_figure(
+    view: HistoryView, task: str, x: str, y: str, fidelity: float | None = None, limit: int = MAX_POINTS
+) -> PlotlyFigure:
+    """Two numeric parameters of one task's evaluations, each coloured by its rank (0 the best, 1 the worst).
+
+    Args:
+        view: the history.
+        task: the task's label.
+        x: the parameter across.
+        y: the parameter up.
+        fidelity: one of the history's fidelities (default: full fidelity).
+        limit: the most evaluations drawn (the newest).
+    """
+    _check_pair(view, x, y)
+    frame = evaluations_at(view, task, fidelity, limit)
+    position = pd.Series(np.arange(len(frame), dtype=float), index=_order(view, frame).index)
+    ranked = frame.assign(rank=position[frame.index] / max(len(frame) - 1, 1))
+    colour = {
+        "color": _numbers(ranked["rank"]),
+        "colorscale": "Viridis",
+        "reversescale": True,
+        "cmin": 0,
+        "cmax": 1,
+        "colorbar": {"title": {"text": "rank (0 = best)"}, "thickness": 12},
+    }
+    trace = _pair_points(view, ranked, x, y, colour)
+    trace["text"] = [f"{t}<br>rank {r:.2f}" for t, r in zip(trace["text"], ranked["rank"])]
+    return {
+        "data": [trace],
+        "layout": _layout(f"{task}: {x} and {y}, by rank of {view.objective}", x, y, showlegend=False),
+    }
+
+
+def contour_figure(
+    view: HistoryView,
+    task: str,
+    x: str,
+    y: str,
+    model: SurrogateModel,
+    fidelity: float | None = None,
+    size: int = 30,
+    limit: int = MAX_POINTS,
+) -> PlotlyFigure:
+    """A surrogate's predicted mean of the objective over two numeric parameters, the evaluations on top.
+
+    The other parameters stay at the task's best evaluation (at ``fidelity``);
+    the grid spans the model's parameter space, ``size`` values a side.
+
+    Args:
+        view: the history.
+        task: the task's label (the model predicts for it).
+        x: the parameter across.
+        y: the parameter up.
+        model: a surrogate of the objective fitted to the task (:func:`~raytuner.analysis.surrogate_from_records`).
+        fidelity: one of the history's fidelities (default: full fidelity).
+        size: grid values per axis.
+        limit: the most evaluations drawn as points (the newest).
+    """
+    _check_pair(view, x, y)
+    frame = evaluations_at(view, task, fidelity, limit)
+    if not len(frame):
+        raise InvalidInputError("task", f"{task!r} has no successful evaluation at this fidelity to draw")
+    space = model.problem.parameter_space
+    best = _order(view, frame).iloc[0]
+    start = model.unit([{n: best[view.columns["parameter"][n]] for n in space.names}])[0]
+    axes = []
+    for name in (x, y):
+        parameter = space[name]
+        if isinstance(parameter, Categorical):
+            raise InvalidInputError("x" if name == x else "y", f"{name!r} is categorical in the model's space")
+        values = list(dict.fromkeys(parameter.from_unit(np.linspace(0.0, 1.0, size))))
+        axes.append((values, parameter.to_unit(values)))
+    (xs, ux), (ys, uy) = axes
+    grid = np.repeat(start[None, :], len(xs) * len(ys), axis=0)
+    grid[:, space.names.index(x)] = np.tile(ux, len(ys))
+    grid[:, space.names.index(y)] = np.repeat(uy, len(xs))
+    mean, _ = model.predict(grid, _task_of(view, task))
+    trace = {
+        "type": "contour",
+        "x": [float(v) for v in xs],
+        "y": [float(v) for v in ys],
+        "z": mean.reshape(len(ys), len(xs)).tolist(),
+        "colorscale": "RdBu",
+        "reversescale": view.goal == "maximize",
+        "colorbar": {"title": {"text": f"predicted {view.objective}"}, "thickness": 12},
+        "hovertemplate": f"{x} = %{{x:.4g}}<br>{y} = %{{y:.4g}}<br>predicted {view.objective} = %{{z:.6g}}<extra></extra>",
+    }
+    points = _pair_points(view, frame, x, y, {"color": "#222"})
+    others = ", ".join(f"{n} = {_text(best[view.columns['parameter'][n]])}" for n in space.names if n not in (x, y))
+    title = f"{task}: the GP's {view.objective} over {x} and {y}" + (f" ({others})" if others else "")
+    return {"data": [trace, points], "layout": _layout(title, x, y, showlegend=False)}
+
+
+def _task_of(view: HistoryView, label: str) -> dict[str, Any]:
+    return next(dict(t) for t in view.tasks if task_label(t) == label)

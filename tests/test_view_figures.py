@@ -1,0 +1,153 @@
+"""The analysis page's figures (:mod:`raytuner.view.figures`) hold the history's own numbers.
+
+Each figure is checked against the records it was drawn from: the best-so-far
+line ends at each task's best, the distribution counts each task's evaluations,
+parallel coordinates draw one line per evaluation in groups by rank, a rank
+chart colours the best evaluation 0, a contour is the model's prediction.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from raytuner.analysis import surrogate_from_records
+from raytuner.errors import InvalidInputError
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
+from raytuner.problem.space import ProblemSpace
+from raytuner.view import load_history, task_label
+from raytuner.view.figures import (
+    contour_figure,
+    edf_figure,
+    evaluations_at,
+    fidelities,
+    history_figure,
+    numeric_parameters,
+    parallel_figure,
+    rank_figure,
+    slice_figures,
+)
+
+PROBLEM = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+        "parameter_space": [
+            {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "b", "type": "integer", "lower_bound": 1, "upper_bound": 16},
+            {"name": "c", "type": "categorical", "categories": ["qr", "lu"]},
+        ],
+        "output_space": [{"name": "y"}],
+    }
+)
+
+
+def _history(fidelity: bool = False) -> HistoryDocument:
+    """Two tasks, 20 evaluations each, every seventh failed; with ``fidelity``, levels 1 and 3 alternating."""
+    rng = np.random.default_rng(0)
+    records = []
+    for n in range(40):
+        t = 1.0 if n % 2 else 2.0
+        a, b, c = float(rng.random()), int(rng.integers(1, 17)), ["qr", "lu"][n % 3 == 0]
+        failed = n % 7 == 3
+        level = Provenance(fidelity=3.0 if n % 4 < 2 else 1.0, cost=1.0 if n % 4 < 2 else 1 / 3)
+        y = None if failed else (a - 0.3 * t) ** 2 + 0.01 * b
+        records.append(
+            FunctionEvaluation.create(
+                {"t": t}, {"a": a, "b": b, "c": c}, {"y": y}, provenance=level if fidelity else None
+            )
+        )
+    return HistoryDocument(tuning_problem_name="fig", func_eval=records)
+
+
+def _objective(record: FunctionEvaluation) -> float | None:
+    return record.value("y") if record.status == "ok" else None
+
+
+def test_the_history_chart_ends_each_task_at_its_best_and_draws_each_evaluation() -> None:
+    view = load_history(_history())
+    figure = history_figure(view)
+    json.dumps(figure, allow_nan=False)  # what the page sends is strict JSON
+    for task, best in zip(view.tasks, view.best_per_task()):
+        label = task_label(task)
+        points, line = (t for t in figure["data"] if t["legendgroup"] == label)
+        mine = [r for r in view.records if r.task_parameter == task]
+        assert sorted(points["y"]) == sorted(v for r in mine if (v := _objective(r)) is not None)
+        assert best is not None and line["y"][-1] == pytest.approx(best.value("y"))
+        assert line["x"][-1] == len(mine) and line["customdata"][-1] == mine[-1].uid
+        assert all(b <= a for a, b in zip(line["y"], line["y"][1:]))  # a best so far only improves
+    costs = figure["layout"]["updatemenus"][0]["buttons"][1]["args"][0]["x"]
+    assert len(costs) == len(figure["data"])  # the cost button moves every trace
+
+
+def test_the_distribution_counts_each_task_s_evaluations_at_the_chosen_fidelity() -> None:
+    view = load_history(_history(fidelity=True))
+    assert fidelities(view) == [1.0, 3.0]
+    for level in (None, 1.0):
+        figure = edf_figure(view, level)
+        for trace in figure["data"]:
+            values = [
+                v
+                for r in view.records
+                if task_label(r.task_parameter) == trace["name"]
+                and r.raytuner is not None
+                and r.raytuner.fidelity == (level or 3.0)
+                and (v := _objective(r)) is not None
+            ]
+            assert trace["x"] == sorted(values) and trace["y"][-1] == 1.0
+            assert trace["y"][0] == pytest.approx(1 / len(values))
+    with pytest.raises(InvalidInputError, match="fidelity.*allowed: 1.0, 3.0"):
+        evaluations_at(view, fidelity=2.0)
+
+
+def test_parallel_coordinates_draw_one_line_per_evaluation_grouped_by_rank() -> None:
+    view = load_history(_history())
+    figure = parallel_figure(view, "t=1")
+    frame = evaluations_at(view, "t=1")
+    axes = 4  # a, b, c and y
+    lines = {name: t["y"].count(None) for t in figure["data"] for name in [t["name"]]}
+    assert sum(lines.values()) == len(frame) and figure["layout"]["xaxis"]["ticktext"] == ["a", "b", "c", "y"]
+    best = figure["data"][-1]  # drawn last, on top
+    assert best["name"] == "best 20%" and best["y"][axes - 1] == 0.0  # the best's objective at the axis' foot
+    worst = figure["data"][0]
+    assert max(v for v in worst["y"][axes - 1 :: axes + 1] if v is not None) == 1.0
+    labels = {a["text"] for a in figure["layout"]["annotations"]}
+    assert {"qr", "lu"} <= labels  # a categorical axis names its values
+
+
+def test_rank_and_slice_charts_and_their_checked_axes() -> None:
+    view = load_history(_history())
+    assert numeric_parameters(view) == ["a", "b"]
+    figure = rank_figure(view, "t=2", "a", "b")
+    [trace] = figure["data"]
+    values = list(evaluations_at(view, "t=2")["y"])
+    best = int(np.argmin(values))
+    assert trace["marker"]["color"][best] == 0.0 and max(trace["marker"]["color"]) == 1.0
+    assert trace["customdata"][best] == evaluations_at(view, "t=2")["uid"].iloc[best]
+    slices = slice_figures(view, "t=2")
+    assert list(slices) == ["a", "b", "c"] and set(slices["c"]["data"][0]["x"]) == {"qr", "lu"}
+    with pytest.raises(InvalidInputError, match=r"x: 'c' is no numeric tuning parameter of fig \(allowed: a, b\)"):
+        rank_figure(view, "t=2", "c", "a")
+    with pytest.raises(InvalidInputError, match="y: choose a parameter other than x"):
+        rank_figure(view, "t=2", "a", "a")
+    with pytest.raises(InvalidInputError, match="task: 't=9' is no task of fig"):
+        parallel_figure(view, "t=9")
+
+
+def test_the_contour_is_the_model_s_prediction_with_the_others_at_the_best() -> None:
+    view = load_history(_history(), problem_space=PROBLEM)
+    mine = [r for r in view.records if r.task_parameter == {"t": 1.0} and r.status == "ok"]
+    model = surrogate_from_records(PROBLEM, mine, objective="y", task={"t": 1.0}, executor=InlineExecutor())
+    figure = contour_figure(view, "t=1", "a", "b", model, size=12)
+    contour, points = figure["data"]
+    assert len(contour["x"]) == 12 and contour["x"] == sorted(contour["x"])
+    assert contour["y"] == sorted(set(contour["y"])) and all(v == int(v) and 1 <= v <= 16 for v in contour["y"])
+    best = min(mine, key=lambda r: r.value("y"))
+    i, j = 5, 3
+    expected, _ = model.predict([{"a": contour["x"][i], "b": int(contour["y"][j]), "c": best.tuning_parameter["c"]}])
+    assert contour["z"][j][i] == pytest.approx(float(expected[0]), rel=1e-6)
+    assert len(points["x"]) == len(mine) and f"c = {best.tuning_parameter['c']}" in figure["layout"]["title"]["text"]
+    assert all(math.isfinite(v) for row in contour["z"] for v in row)
