@@ -255,6 +255,9 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         assert set(figures["chart-rank"][0]["customdata"]) == mine  # a and b, each evaluation by its rank
         [contour, points] = figures["chart-contour"]  # the GP's f2 over a and b, the evaluations on top
         assert len(contour["x"]) == 30 and set(points["customdata"]) == mine
+        front = next(t for t in figures["chart-front"] if t["name"].startswith("Pareto front"))
+        assert set(front["customdata"]) == {r.uid for r in pareto_front(problem, records, {"t": 0.5})}
+        assert [t["name"] for t in figures["chart-hypervolume"]] == ["t=0", "t=0.5"]
         title = "return document.getElementById('chart-history').layout.yaxis.title.text"
         assert browser.execute_script(title) == "f2 (minimize)"
         screenshot(browser, tmp_path, "dashboard-analysis-f2")
@@ -575,7 +578,7 @@ def test_the_analysis_page_draws_the_store_s_numbers_and_answers_the_mouse(
     _click(browser, browser.find_element(By.LINK_TEXT, "analysis"))
     figures = _figures(browser)
     # the demo has one parameter, x: no pair of parameters to draw (the two-objective test draws them)
-    assert set(figures) == {"chart-history", "chart-edf", "chart-parallel", "chart-slice-0"}
+    assert set(figures) == {"chart-history", "chart-edf", "chart-timeline", "chart-parallel", "chart-slice-0"}
     assert browser.find_element(By.ID, "no-pair").text.startswith("A contour needs two numeric parameters")
     ends = {t["name"]: t["y"][-1] for t in figures["chart-history"] if t["mode"] == "lines"}
     assert ends == pytest.approx(best, rel=1e-9)  # each task's best so far ends at the store's best

@@ -25,11 +25,14 @@ from raytuner.view.figures import (
     edf_figure,
     evaluations_at,
     fidelities,
+    front_figure,
     history_figure,
+    hypervolume_figure,
     numeric_parameters,
     parallel_figure,
     rank_figure,
     slice_figures,
+    timeline_figure,
 )
 
 PROBLEM = ProblemSpace.parse(
@@ -151,3 +154,64 @@ def test_the_contour_is_the_model_s_prediction_with_the_others_at_the_best() -> 
     assert contour["z"][j][i] == pytest.approx(float(expected[0]), rel=1e-6)
     assert len(points["x"]) == len(mine) and f"c = {best.tuning_parameter['c']}" in figure["layout"]["title"]["text"]
     assert all(math.isfinite(v) for row in contour["z"] for v in row)
+
+
+TWO = ProblemSpace.parse(
+    {
+        "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 2}],
+        "parameter_space": [
+            {"name": "a", "type": "real", "lower_bound": 0, "upper_bound": 1},
+            {"name": "b", "type": "categorical", "categories": ["<b>x</b>", "y"]},
+        ],
+        "output_space": [
+            {"name": "f1"},
+            {"name": "f2", "goal": "maximize"},
+            {"name": "mem", "optimize": False, "upper_bound": 0.8},
+        ],
+    }
+)
+
+
+def _two_objectives() -> HistoryDocument:
+    rng = np.random.default_rng(3)
+    records = []
+    for n in range(30):
+        a, t = float(rng.random()), 1.0 if n % 2 else 2.0
+        b = ["<b>x</b>", "y"][n % 2]
+        outputs = {"f1": a * t, "f2": 1 - (1 - a) ** 2 + 0.1 * rng.random(), "mem": float(rng.random())}
+        failure = "out of <memory>" if n % 9 == 4 else None
+        records.append(FunctionEvaluation.create({"t": t}, {"a": a, "b": b}, outputs, failure=failure))
+    return HistoryDocument(tuning_problem_name="two", func_eval=records)
+
+
+def test_the_hypervolume_of_each_task_is_a_peer_s_hypervolume_of_its_feasible_points() -> None:
+    from optuna._hypervolume import compute_hypervolume  # Optuna's own code, as a check
+
+    view = load_history(_two_objectives(), problem_space=TWO)
+    figure = hypervolume_figure(view)
+    for trace in figure["data"]:
+        task = {"t": 1.0} if trace["name"] == "t=1" else {"t": 2.0}
+        counted = [
+            r
+            for r in view.records
+            if r.task_parameter == task and r.status == "ok" and r.value("mem") <= 0.8  # feasible: the memory bound
+        ]
+        points = np.array([[r.value("f1"), -r.value("f2")] for r in counted])  # f2 is maximised
+        span = points.max(axis=0) - points.min(axis=0)
+        reference = points.max(axis=0) + 0.1 * span
+        assert trace["y"][-1] == pytest.approx(compute_hypervolume(points, reference), rel=1e-9)
+        assert all(b >= a for a, b in zip(trace["y"], trace["y"][1:])) and len(trace["x"]) == len(counted)
+
+
+def test_the_front_timeline_and_labels_show_the_records_and_escape_their_markup() -> None:
+    view = load_history(_two_objectives(), problem_space=TWO)
+    figure = front_figure(view, "t=2")
+    front = next(t for t in figure["data"] if t["name"].startswith("Pareto front"))
+    assert front["customdata"] == [r.uid for r in sorted(view.pareto_front({"t": 2.0}), key=lambda r: r.value("f1"))]
+    assert all("b = &lt;b&gt;x&lt;/b&gt;" in text for text in front["text"])  # a category's markup, shown as text
+    timeline = timeline_figure(view)
+    failed = next(t for t in timeline["data"] if t["name"] == "failed")
+    assert len(failed["x"]) == sum(r.status == "failed" for r in view.records) == 3  # n = 4, 13, 22
+    assert all("out of &lt;memory&gt;" in text for text in failed["text"])
+    with pytest.raises(InvalidInputError, match="objective: fig is not known to have several objectives"):
+        hypervolume_figure(load_history(_history()))

@@ -10,9 +10,10 @@ Pages of a store (a JSON store directory by default, or a MongoDB history):
 - ``/problem/NAME/brackets?task=LABEL``: GPTuneBand's brackets and promotions;
 - ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results);
 - ``/problem/NAME/analysis?task=LABEL&fidelity=F&x=P&y=Q``: interactive charts (plotly.js, served from
-  the ``plotly`` package): every task's history against evaluations or cost and the objective's
-  distribution; for one task at one fidelity, parallel coordinates, a GP's contour over two
-  parameters, the evaluations by rank, and the objective against each parameter;
+  the ``plotly`` package): every task's history against evaluations or cost (and hypervolume, with
+  several objectives), the objective's distribution and when evaluations finished; for one task at
+  one fidelity, its Pareto front, parallel coordinates, a GP's contour over two parameters, the
+  evaluations by rank, and the objective against each parameter;
 - ``/problem/NAME/importance?task=LABEL``: Sobol indices of a GP fitted to one task;
 - ``/problem/NAME/evaluation/UID``: one evaluation: its task, configuration, outputs (each one's role
   and constraint), status and failure reason, fidelity and place in GPTuneBand's plan, engine and
@@ -83,11 +84,14 @@ from raytuner.view.figures import (
     edf_figure,
     evaluations_at,
     fidelities,
+    front_figure,
     history_figure,
+    hypervolume_figure,
     numeric_parameters,
     parallel_figure,
     rank_figure,
     slice_figures,
+    timeline_figure,
 )
 
 __all__ = ["create_app"]
@@ -611,10 +615,20 @@ def _analysis(problem: str) -> tuple[str, int]:
         + '<p class="note">Hover a point for its evaluation, click it to open its page; click a task or group in '
         "the legend to hide it (double-click: it alone); drag to zoom, double-click to zoom back.</p>"
     )
-    figures: dict[str, Any] = {"chart-history": history_figure(view), "chart-edf": edf_figure(view, fidelity)}
+    several = view.problem_space is not None and len(view.problem_space.optimised) > 1
+    figures: dict[str, Any] = {
+        "chart-history": history_figure(view),
+        "chart-edf": edf_figure(view, fidelity),
+        "chart-timeline": timeline_figure(view),
+    }
+    if several:
+        figures["chart-hypervolume"] = hypervolume_figure(view)
+        figures["chart-front"] = front_figure(view, label)
     body = (
         '<h2>History of every task</h2><div class="plot" id="chart-history"></div>'
-        '<h2>Distribution of every task</h2><div class="plot" id="chart-edf"></div>'
+        + ('<div class="plot" id="chart-hypervolume"></div>' if several else "")
+        + '<h2>Distribution of every task</h2><div class="plot" id="chart-edf"></div>'
+        '<h2>When evaluations finished</h2><div class="plot" id="chart-timeline"></div>'
         f"<h2>{escape(label)}: {len(evaluations)} successful evaluations"
         + (f" at fidelity {escape(cell(shown))}" if shown is not None else "")
         + "</h2>"
@@ -623,6 +637,8 @@ def _analysis(problem: str) -> tuple[str, int]:
         body += '<p class="note" id="no-evaluations">Nothing to draw for this task here.</p>'
         return render(f"{problem}: analysis", head + body + charts_html(figures, _evaluation_url(problem, "")))
     figures["chart-parallel"] = parallel_figure(view, label, fidelity)
+    if several:
+        body += '<h3>Pareto front</h3><div class="plot" id="chart-front"></div>'
     body += '<h3>Parallel coordinates</h3><div class="plot" id="chart-parallel"></div>'
     if pair:
         form = (

@@ -12,7 +12,10 @@ evaluation.
 - :func:`parallel_figure`: one task's evaluations across its parameters and the objective, grouped by rank;
 - :func:`slice_figures`: the objective against each parameter;
 - :func:`rank_figure`: two parameters, each evaluation coloured by its rank;
-- :func:`contour_figure`: a surrogate's prediction over two parameters, the evaluations on top.
+- :func:`contour_figure`: a surrogate's prediction over two parameters, the evaluations on top;
+- :func:`timeline_figure`: when each evaluation finished, per task, failures apart;
+- :func:`front_figure` and :func:`hypervolume_figure`: with several objectives, a task's Pareto front
+  and each task's hypervolume as evaluations arrive.
 
 Example:
     >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
@@ -34,6 +37,7 @@ import pandas as pd
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.parameters import Categorical
+from raytuner.problem.pareto import feasible, hypervolume, non_dominated, objective_values
 from raytuner.view.history import HistoryView, task_label
 
 if TYPE_CHECKING:
@@ -51,6 +55,9 @@ __all__ = [
     "slice_figures",
     "rank_figure",
     "contour_figure",
+    "timeline_figure",
+    "front_figure",
+    "hypervolume_figure",
 ]
 
 #: A plotly.js figure: ``{"data": [trace, ...], "layout": {...}}``.
@@ -115,7 +122,8 @@ def _hover(frame: pd.DataFrame, columns: list[str], objective: str) -> list[str]
 
 
 def _text(value: Any) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
+    """A value as a chart's label shows it (reals to 6 digits; markup escaped: plotly.js reads a few tags)."""
+    return escape_text(f"{value:.6g}" if isinstance(value, float) else str(value))
 
 
 def _task_colour(view: HistoryView, label: str) -> str:
@@ -213,7 +221,7 @@ def history_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
                 "x": _numbers(points["evaluation"]),
                 "y": _numbers(points["value"]),
                 "customdata": list(points["uid"]),
-                "text": [f"{label}<br>evaluation {str(u)[:8]}" for u in points["uid"]],
+                "text": [f"{escape_text(label)}<br>evaluation {str(u)[:8]}" for u in points["uid"]],
                 "hovertemplate": "%{text}<br>" + view.objective + " = %{y:.6g}<extra></extra>",
                 "marker": {"color": colour, "size": 6, "opacity": 0.55},
             }
@@ -228,7 +236,7 @@ def history_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
                 "y": _numbers(steps["best"]),
                 "customdata": list(steps["uid"]),
                 "line": {"color": colour, "shape": "hv", "width": 2},
-                "hovertemplate": label + "<br>best so far = %{y:.6g}<extra></extra>",
+                "hovertemplate": escape_text(label) + "<br>best so far = %{y:.6g}<extra></extra>",
             }
         )
         by_count += [traces[-2]["x"], traces[-1]["x"]]
@@ -280,7 +288,7 @@ def edf_figure(view: HistoryView, fidelity: float | None = None, limit: int = MA
                 "x": [float(v) for v in values[ranks]],
                 "y": [float(r + 1) / len(values) for r in ranks],
                 "line": {"color": _task_colour(view, label), "shape": "hv"},
-                "hovertemplate": label
+                "hovertemplate": escape_text(label)
                 + "<br>"
                 + view.objective
                 + " ≤ %{x:.6g}: %{y:.1%} of evaluations<extra></extra>",
@@ -553,3 +561,181 @@ def contour_figure(
 
 def _task_of(view: HistoryView, label: str) -> dict[str, Any]:
     return next(dict(t) for t in view.tasks if task_label(t) == label)
+
+
+def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
+    """When each evaluation finished, one row per task, succeeded and failed apart (the newest ``limit``).
+
+    GPTune's records keep when an evaluation finished, not when it started, so
+    this shows the pace of a run and where failures cluster, not durations.
+
+    Args:
+        view: the history.
+        limit: the most evaluations drawn (the newest).
+    """
+    frame = view.frame[view.frame["time"].notna()].tail(limit)
+    traces = []
+    for name, colour, rows in (
+        ("succeeded", "#1f77b4", frame[frame["status"] == "ok"]),
+        ("failed", "#d62728", frame[frame["status"] != "ok"]),
+    ):
+        if not len(rows):
+            continue
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": name,
+                "x": [t.isoformat() for t in rows["time"]],
+                "y": list(rows["task"]),
+                "customdata": list(rows["uid"]),
+                "text": [
+                    f"evaluation {str(u)[:8]}<br>{escape_text(f) if f else v}"
+                    for u, f, v in zip(rows["uid"], rows["failure"], rows[view.objective_column].map(_text))
+                ],
+                "hovertemplate": "%{y} at %{x}<br>%{text}<extra></extra>",
+                "marker": {"color": colour, "size": 8, "symbol": "circle" if name == "succeeded" else "x"},
+            }
+        )
+    layout = _layout("When each evaluation finished", "finished at", "task")
+    layout["legend"] = {"title": {"text": "status"}}
+    layout["yaxis"]["type"] = "category"
+    return {"data": traces, "layout": layout}
+
+
+def escape_text(text: str) -> str:
+    """``text`` safe inside a plotly.js label (which reads a few HTML tags): ``<`` and ``>`` as entities.
+
+    Args:
+        text: what a record says (a failure reason, a value).
+
+    >>> escape_text("<b>x</b> & y")
+    '&lt;b&gt;x&lt;/b&gt; &amp; y'
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _objectives_of(view: HistoryView) -> list[Any]:
+    space = view.problem_space
+    if space is None or len(space.optimised) < 2:
+        raise InvalidInputError(
+            "objective", f"{view.problem} is not known to have several objectives", allowed=list(view.columns["output"])
+        )
+    return list(space.optimised)
+
+
+def front_figure(view: HistoryView, task: str) -> PlotlyFigure:
+    """One task's evaluations at full fidelity in its first two objectives, its Pareto front joined.
+
+    Evaluations that meet the output constraints are dots, those that break one
+    crosses, the front's points larger and joined by a step line.
+
+    Args:
+        view: the history of a problem with several objectives (its ``problem_space`` known).
+        task: the task's label.
+    """
+    first, second = _objectives_of(view)[:2]
+    _check_task(view, task)
+    space = view.problem_space
+    assert space is not None
+    mine = [
+        r
+        for r in view.records
+        if task_label(r.task_parameter) == task
+        and view.is_full_fidelity(r)
+        and r.value(first.name) is not None
+        and r.value(second.name) is not None
+    ]
+    front = sorted(view.pareto_front(_task_of(view, task)), key=lambda r: first.sign() * r.known_value(first.name))
+    on_front = {r.uid for r in front}
+    parameters = list(view.columns["parameter"])
+
+    def trace(name: str, records: list[Any], marker: dict[str, Any], mode: str = "markers") -> dict[str, Any]:
+        return {
+            "type": "scatter",
+            "mode": mode,
+            "name": f"{name} ({len(records)})",
+            "x": [r.value(first.name) for r in records],
+            "y": [r.value(second.name) for r in records],
+            "customdata": [r.uid for r in records],
+            "text": [
+                "<br>".join(
+                    [f"evaluation {r.uid[:8]}", *(f"{p} = {_text(r.tuning_parameter.get(p))}" for p in parameters)]
+                )
+                for r in records
+            ],
+            "hovertemplate": "%{text}<br>" + f"{first.name} = %{{x:.6g}}<br>{second.name} = %{{y:.6g}}<extra></extra>",
+            "marker": marker,
+            **({"line": {"shape": "hv", "color": "#b2182b"}} if mode != "markers" else {}),
+        }
+
+    traces = [
+        trace(
+            "meets the constraints",
+            [r for r in mine if feasible(space, r) and r.uid not in on_front],
+            {"color": "#67a9cf", "size": 7},
+        ),
+        trace(
+            "breaks a constraint",
+            [r for r in mine if not feasible(space, r)],
+            {"color": "#999", "size": 7, "symbol": "x"},
+        ),
+        trace("Pareto front", front, {"color": "#b2182b", "size": 9}, mode="lines+markers"),
+    ]
+    layout = _layout(
+        f"{task}: Pareto front at full fidelity", f"{first.name} ({first.goal})", f"{second.name} ({second.goal})"
+    )
+    layout["legend"] = {"title": {"text": "evaluations"}}
+    return {"data": [t for t in traces if t["x"]], "layout": layout}
+
+
+def hypervolume_figure(view: HistoryView) -> PlotlyFigure:
+    """Each task's hypervolume after each of its evaluations (its feasible ones at full fidelity count).
+
+    The reference point is, per task, the worst value of each objective over
+    its feasible evaluations, pushed out by a tenth of that objective's range;
+    objectives to maximise are negated first.
+
+    Args:
+        view: the history of a problem with several objectives (its ``problem_space`` known).
+    """
+    _objectives_of(view)
+    space = view.problem_space
+    assert space is not None
+    traces = []
+    for task in view.tasks:
+        label = task_label(task)
+        mine = [r for r in view.records if task_label(r.task_parameter) == label]
+        counted = [n for n, r in enumerate(mine) if view.is_full_fidelity(r) and feasible(space, r)]
+        if not counted:
+            continue
+        values = objective_values(space, [mine[n] for n in counted])
+        span = values.max(axis=0) - values.min(axis=0)
+        reference = values.max(axis=0) + 0.1 * np.where(span > 0, span, np.maximum(np.abs(values.max(axis=0)), 1.0))
+        xs, ys, front = [], [], np.empty((0, values.shape[1]))
+        volume = 0.0
+        for k, n in enumerate(counted):
+            candidate = np.vstack([front, values[k]])
+            kept = candidate[non_dominated(candidate)]
+            if len(kept) != len(front) or not np.array_equal(kept, front):
+                front, volume = kept, hypervolume(kept, reference)
+            xs.append(n + 1)
+            ys.append(volume)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": label,
+                "x": xs,
+                "y": ys,
+                "customdata": [mine[n].uid for n in counted],
+                "line": {"color": _task_colour(view, label), "shape": "hv"},
+                "hovertemplate": escape_text(label) + "<br>after evaluation %{x}: hypervolume %{y:.6g}<extra></extra>",
+            }
+        )
+    return {
+        "data": traces,
+        "layout": _layout(
+            "Hypervolume of each task's feasible evaluations at full fidelity", "evaluations of the task", "hypervolume"
+        ),
+    }
