@@ -578,7 +578,20 @@ def test_the_analysis_page_draws_the_store_s_numbers_and_answers_the_mouse(
     _click(browser, browser.find_element(By.LINK_TEXT, "analysis"))
     figures = _figures(browser)
     # the demo has one parameter, x: no pair of parameters to draw (the two-objective test draws them)
-    assert set(figures) == {"chart-history", "chart-edf", "chart-timeline", "chart-parallel", "chart-slice-0"}
+    assert set(figures) == {
+        "chart-history",
+        "chart-edf",
+        "chart-timeline",
+        "chart-fidelity",
+        "chart-parallel",
+        "chart-slice-0",
+    }
+    ok = {r.uid: r for r in view.records if r.task_parameter == {"t": 1.0} and r.status == "ok"}
+    promotions, *levels = figures["chart-fidelity"]  # GPTuneBand's intermediate values: each rung, promotions joined
+    assert promotions["x"].count(None) == sum(r.raytuner.parent in ok for r in ok.values()) > 0
+    assert {t["x"][0]: len(t["x"]) for t in levels} == {
+        f: sum(r.raytuner.fidelity == f for r in ok.values()) for f in (3, 9, 27)
+    }
     assert browser.find_element(By.ID, "no-pair").text.startswith("A contour needs two numeric parameters")
     ends = {t["name"]: t["y"][-1] for t in figures["chart-history"] if t["mode"] == "lines"}
     assert ends == pytest.approx(best, rel=1e-9)  # each task's best so far ends at the store's best

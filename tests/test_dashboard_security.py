@@ -128,3 +128,31 @@ def test_the_analysis_page_runs_plotly_from_this_dashboard_by_its_nonce_only(app
     script = client.get("/static/plotly.min.js")
     assert script.status_code == 200 and script.mimetype == "text/javascript" and b"plotly.js v" in script.data[:200]
     assert script.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_importance_and_analysis_choose_a_fidelity_and_say_which(tmp_path: Path) -> None:
+    from raytuner.problem.records import Provenance
+
+    with JsonStore(tmp_path) as store:
+        for n in range(12):
+            level = 3.0 if n % 2 else 1.0
+            x = (n * 0.37) % 1.0
+            store.append(
+                "band",
+                FunctionEvaluation.create(
+                    {"t": 1.0},
+                    {"x": x, "z": n % 5},
+                    {"y": (x - 0.4) ** 2 / level},
+                    provenance=Provenance(fidelity=level),
+                ),
+            )
+    client = create_app(store=tmp_path).test_client()
+    page = client.get("/problem/band/importance", query_string={"fidelity": "1"}).get_data(as_text=True)
+    assert "6 successful evaluations at fidelity 1 (SALib" in page and '<table id="sobol">' in page
+    assert '<b>1</b> · <a href="/problem/band/importance?task=t%3D1&amp;fidelity=3">3</a>' in page
+    page = client.get("/problem/band/analysis").get_data(as_text=True)
+    assert "t=1: 6 successful evaluations at full fidelity</h2>" in page
+    refused = client.get("/problem/band/importance", query_string={"fidelity": "2"})
+    assert refused.status_code == 400 and "fidelity: &#39;2&#39; is no fidelity of band (allowed: 1.0, 3.0)" in (
+        refused.get_data(as_text=True)
+    )

@@ -66,7 +66,7 @@ from raytuner.dashboard.sources import PAGE_SIZE, HistoryViews, ServiceViews, St
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.models.executors import InlineExecutor
-from raytuner.problem.records import HistoryDocument, check_problem_name
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, check_problem_name
 from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore, history_text
 from raytuner.view import (
@@ -84,6 +84,7 @@ from raytuner.view.figures import (
     edf_figure,
     evaluations_at,
     fidelities,
+    fidelity_figure,
     front_figure,
     history_figure,
     hypervolume_figure,
@@ -486,45 +487,25 @@ def _observed_space(view: HistoryView) -> ProblemSpace | None:
 
 
 def _importance(problem: str) -> tuple[str, int]:
-    """Parameter importance for one task: Sobol indices of a GP fitted to its evaluations at full fidelity."""
+    """Parameter importance for one task: Sobol indices of a GP fitted to its evaluations at one fidelity."""
     view = _view(problem)
-    labels = [task_label(t) for t in view.tasks]
-    label = request.args.get("task") or (labels[0] if labels else "")
-    if label not in labels:
-        return render(problem, "", error=f"task: {label[:80]!r} is no task of {problem}", status=404)
-    task = view.tasks[labels.index(label)]
-    links = " · ".join(
-        f"<b>{escape(t)}</b>"
-        if t == label
-        else f'<a href="{escape(_url(f"/problem/{problem}/importance", task=t))}">{escape(t)}</a>'
-        for t in labels
-    )
-    head = (
-        _trail(problem, ("importance", _url(f"/problem/{problem}/importance", task=label)))
-        + _objectives(view, problem, f"/problem/{problem}/importance", task=label)
-        + f'<p class="note">task: {links}</p>'
-    )
-    mine = [
-        r
-        for r in view.records
-        if task_label(r.task_parameter) == label and view.is_full_fidelity(r) and r.status == "ok"
-    ]
-    everything = len(mine)
-    mine = mine[-IMPORTANCE_RECORDS:]
+    label = _chosen_task(view, problem)
+    fidelity = _chosen_fidelity(view)
+    head = _choosing(view, problem, "importance", label, fidelity)
+    everything = evaluations_at(view, label, fidelity, limit=len(view.records))
+    mine = _records_of(view, everything.tail(IMPORTANCE_RECORDS))
+    task = next(t for t in view.tasks if task_label(t) == label)
+    where = _where(view, fidelity)
     space = view.problem_space or _observed_space(view)
     spans = "its spaces" if view.problem_space is not None else "the ranges its evaluations span"
     if space is None or len(mine) < 3:
-        why = (
-            "the problem's spaces are unknown"
-            if space is None
-            else f"{len(mine)} successful evaluations at full fidelity; 3 are needed"
-        )
+        why = "the problem's spaces are unknown" if space is None else f"{len(mine)} successful evaluations{where}"
         return render(
             f"{problem}: parameter importance",
-            head + f'<p class="note" id="no-importance">No analysis: {escape(why)}.</p>',
+            head + f'<p class="note" id="no-importance">No analysis: {escape(why)}; 3 are needed.</p>',
         )
-    done = config().setdefault("importance", {})  # by (problem, objective, task): the view it is of, the HTML
-    key = (problem, view.objective, label)
+    done = config().setdefault("importance", {})  # by (problem, objective, task, fidelity): the view, the HTML
+    key = (problem, view.objective, label, fidelity)
     held = done.get(key)
     if held is None or held[0] is not view:
         model = surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor())
@@ -533,13 +514,47 @@ def _importance(problem: str) -> tuple[str, int]:
         done[key] = held
     note = (
         f'<p class="note">Sobol indices of {escape(view.objective)} over the parameter space, computed on a GP '
-        f"fitted to this task's {len(mine)} {'newest ' if everything > len(mine) else ''}successful evaluations "
-        f"at full fidelity (SALib, "
-        f"{IMPORTANCE_SAMPLES} base samples, seed 0) over {spans}: S1 is the share of the variance a parameter explains "
-        "alone, ST with the others. Computed on the surrogate, not on the samples, so it speaks of the whole "
-        "space rather than of where the tuner happened to look.</p>"
+        f"fitted to this task's {len(mine)} {'newest ' if len(everything) > len(mine) else ''}successful "
+        f"evaluations{escape(where)} (SALib, {IMPORTANCE_SAMPLES} base samples, seed 0) over {spans}: S1 is the "
+        "share of the variance a parameter explains alone, ST with the others. Computed on the surrogate, not on "
+        "the samples, so it speaks of the whole space rather than of where the tuner happened to look.</p>"
     )
     return render(f"{problem}: parameter importance", head + note + held[1])
+
+
+def _records_of(view: HistoryView, rows: pd.DataFrame) -> list[FunctionEvaluation]:
+    """The records of rows of :attr:`HistoryView.frame` (its index is the records' order)."""
+    return [view.records[int(n)] for n in rows.index]
+
+
+def _where(view: HistoryView, fidelity: float | None) -> str:
+    """Which evaluations a chart or analysis counts: `` at full fidelity``, `` at fidelity F`` or (none has one) all."""
+    levels = fidelities(view)
+    if not levels:
+        return ""
+    return " at full fidelity" if fidelity is None or fidelity == levels[-1] else f" at fidelity {cell(fidelity)}"
+
+
+def _choosing(view: HistoryView, problem: str, page: str, label: str, fidelity: float | None, **kept: Any) -> str:
+    """A page's head below a problem: breadcrumbs, then lines that choose its objective, task and fidelity."""
+    here = f"/problem/{problem}/{page}"
+    kept = {"task": label, "fidelity": None if fidelity is None else cell(fidelity), **kept}
+    levels = fidelities(view)
+    return (
+        _trail(problem, (page, _url(here, task=label)))
+        + _objectives(view, problem, here, **kept)
+        + _choices("task", [task_label(t) for t in view.tasks], label, lambda t: _url(here, **{**kept, "task": t}))
+        + (
+            _choices(
+                "fidelity",
+                levels,
+                levels[-1] if fidelity is None else fidelity,
+                lambda f: _url(here, **{**kept, "fidelity": cell(f)}),
+            )
+            if len(levels) > 1
+            else ""
+        )
+    )
 
 
 #: The most evaluations (a task's newest) the analysis page's contour fits its GP to.
@@ -600,18 +615,9 @@ def _analysis(problem: str) -> tuple[str, int]:
         rank = rank_figure(view, label, x, y, fidelity)  # checks x and y before any other work
     here = f"/problem/{problem}/analysis"
     kept = {"task": label, "fidelity": fidelity, "x": request.args.get("x"), "y": request.args.get("y")}
-    levels = fidelities(view)
-    shown = levels[-1] if fidelity is None and levels else fidelity
     evaluations = evaluations_at(view, label, fidelity, limit=len(view.records))
     head = (
-        _trail(problem, ("analysis", _url(here, task=label)))
-        + _objectives(view, problem, here, **kept)
-        + _choices("task", [task_label(t) for t in view.tasks], label, lambda t: _url(here, **{**kept, "task": t}))
-        + (
-            _choices("fidelity", levels, shown, lambda f: _url(here, **{**kept, "fidelity": f}))
-            if len(levels) > 1
-            else ""
-        )
+        _choosing(view, problem, "analysis", label, fidelity, x=request.args.get("x"), y=request.args.get("y"))
         + '<p class="note">Hover a point for its evaluation, click it to open its page; click a task or group in '
         "the legend to hide it (double-click: it alone); drag to zoom, double-click to zoom back.</p>"
     )
@@ -629,14 +635,15 @@ def _analysis(problem: str) -> tuple[str, int]:
         + ('<div class="plot" id="chart-hypervolume"></div>' if several else "")
         + '<h2>Distribution of every task</h2><div class="plot" id="chart-edf"></div>'
         '<h2>When evaluations finished</h2><div class="plot" id="chart-timeline"></div>'
-        f"<h2>{escape(label)}: {len(evaluations)} successful evaluations"
-        + (f" at fidelity {escape(cell(shown))}" if shown is not None else "")
-        + "</h2>"
+        f"<h2>{escape(label)}: {len(evaluations)} successful evaluations{escape(_where(view, fidelity))}</h2>"
     )
     if not len(evaluations):
         body += '<p class="note" id="no-evaluations">Nothing to draw for this task here.</p>'
         return render(f"{problem}: analysis", head + body + charts_html(figures, _evaluation_url(problem, "")))
     figures["chart-parallel"] = parallel_figure(view, label, fidelity)
+    if len(fidelities(view)) > 1:
+        figures["chart-fidelity"] = fidelity_figure(view, label)
+        body += '<h3>Across fidelities</h3><div class="plot" id="chart-fidelity"></div>'
     if several:
         body += '<h3>Pareto front</h3><div class="plot" id="chart-front"></div>'
     body += '<h3>Parallel coordinates</h3><div class="plot" id="chart-parallel"></div>'
@@ -685,8 +692,7 @@ def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float 
     """A GP of the objective fitted to the task's newest evaluations at ``fidelity`` (cached per view)."""
     space = view.problem_space or _observed_space(view)
     task = next(t for t in view.tasks if task_label(t) == label)
-    uids = set(evaluations_at(view, label, fidelity, limit=CONTOUR_RECORDS)["uid"])
-    mine = [r for r in view.records if r.uid in uids]
+    mine = _records_of(view, evaluations_at(view, label, fidelity, limit=CONTOUR_RECORDS))
     if space is None or len(mine) < 3:
         return None
     done = config().setdefault("contour", {})

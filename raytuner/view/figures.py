@@ -14,6 +14,7 @@ evaluation.
 - :func:`rank_figure`: two parameters, each evaluation coloured by its rank;
 - :func:`contour_figure`: a surrogate's prediction over two parameters, the evaluations on top;
 - :func:`timeline_figure`: when each evaluation finished, per task, failures apart;
+- :func:`fidelity_figure`: with fidelities, one task's evaluations at each fidelity, promotions joined;
 - :func:`front_figure` and :func:`hypervolume_figure`: with several objectives, a task's Pareto front
   and each task's hypervolume as evaluations arrive.
 
@@ -21,10 +22,10 @@ Example:
     >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
     >>> from raytuner.view import load_history
     >>> doc = HistoryDocument(tuning_problem_name="demo", func_eval=[
-    ...     FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": (x - 0.3) ** 2}) for x in (0.1, 0.5, 0.3)])
-    >>> figure = edf_figure(load_history(doc))
-    >>> figure["data"][0]["x"], figure["data"][0]["y"]
-    ([0.0, 0.04000000000000001, 0.04000000000000001], [0.3333333333333333, 0.6666666666666666, 1.0])
+    ...     FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"y": 2 * x}) for x in (0.25, 0.5, 0.125)])
+    >>> (trace,) = edf_figure(load_history(doc))["data"]
+    >>> trace["x"], trace["y"]
+    ([0.25, 0.5, 1.0], [0.3333333333333333, 0.6666666666666666, 1.0])
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = [
     "rank_figure",
     "contour_figure",
     "timeline_figure",
+    "fidelity_figure",
     "front_figure",
     "hypervolume_figure",
 ]
@@ -739,3 +741,62 @@ def hypervolume_figure(view: HistoryView) -> PlotlyFigure:
             "Hypervolume of each task's feasible evaluations at full fidelity", "evaluations of the task", "hypervolume"
         ),
     }
+
+
+def fidelity_figure(view: HistoryView, task: str, limit: int = MAX_POINTS) -> PlotlyFigure:
+    """One task's evaluations at each fidelity, each promotion a line from the run it continues.
+
+    GPTuneBand's intermediate values: a configuration's value at each rung it
+    reached, the newest ``limit`` evaluations, one trace per fidelity.
+
+    Args:
+        view: the history.
+        task: the task's label.
+        limit: the most evaluations drawn (the newest).
+    """
+    _check_task(view, task)
+    frame = view.frame
+    mine = frame[(frame["task"] == task) & frame["fidelity"].notna() & frame[view.objective_column].notna()]
+    mine = mine[mine["status"] == "ok"].tail(limit)
+    at = {str(u): (float(f), float(v)) for u, f, v in zip(mine["uid"], mine["fidelity"], mine[view.objective_column])}
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for n in mine.index:
+        record = view.records[int(n)]
+        parent = record.raytuner.parent if record.raytuner else None
+        if parent in at:
+            xs += [at[parent][0], at[record.uid][0], None]
+            ys += [at[parent][1], at[record.uid][1], None]
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "promotions",
+            "x": xs,
+            "y": ys,
+            "line": {"color": "#bbb", "width": 1},
+            "hoverinfo": "skip",
+        }
+    ]
+    hover = _hover(mine, list(view.columns["parameter"].values()), view.objective_column)
+    for level in sorted(set(mine["fidelity"])):
+        rows = [i for i, f in enumerate(mine["fidelity"]) if f == level]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"fidelity {_text(float(level))}",
+                "x": [float(level)] * len(rows),
+                "y": _numbers(mine[view.objective_column].iloc[rows]),
+                "customdata": [str(mine["uid"].iloc[i]) for i in rows],
+                "text": [hover[i] for i in rows],
+                "hovertemplate": "%{text}<extra></extra>",
+                "marker": {"size": 7, "opacity": 0.7},
+            }
+        )
+    layout = _layout(
+        f"{task}: {view.objective} at each fidelity, promotions joined", "fidelity", _objective_title(view)
+    )
+    layout["xaxis"]["type"] = "log"
+    layout["legend"] = {"title": {"text": "evaluations"}}
+    return {"data": traces, "layout": layout}
