@@ -216,22 +216,29 @@ def plotly_js() -> Path:
 _CHARTS_SCRIPT = """<script>
 const block = document.getElementById("figures");
 const figures = JSON.parse(block.textContent);
-for (const [id, figure] of Object.entries(figures)) {
-  const element = document.getElementById(id);
+function draw(element) {
+  const figure = figures[element.id];
   Plotly.newPlot(element, figure.data, figure.layout, {responsive: true, displaylogo: false});
   element.on("plotly_click", (event) => {
     const uid = event.points.length ? event.points[0].customdata : null;
     if (typeof uid === "string" && uid) { window.location.href = block.dataset.evaluations + encodeURIComponent(uid); }
   });
 }
+const watcher = new IntersectionObserver((seen) => {
+  for (const entry of seen) {
+    if (entry.isIntersecting) { watcher.unobserve(entry.target); draw(entry.target); }
+  }
+}, {rootMargin: "300px"});
+for (const id of Object.keys(figures)) { watcher.observe(document.getElementById(id)); }
 </script>"""
 
 
 def charts_html(figures: Mapping[str, Any], evaluations: str) -> str:
     """The scripts that draw ``figures`` (plotly.js figures by the id of the ``div`` each goes in).
 
-    The figures travel as a JSON block the page's nonce'd script reads; a click on
-    a point opens ``evaluations + uid`` (its evaluation's page).
+    The figures travel as a JSON block the page's nonce'd script reads; each is
+    drawn as it comes near the window (a long page opens fast); a click on a
+    point opens ``evaluations + uid`` (its evaluation's page).
 
     Args:
         figures: plotly.js figures (:mod:`raytuner.view.figures`) by element id.

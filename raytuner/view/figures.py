@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_POINTS",
+    "EDF_STEPS",
+    "PARALLEL_LINES",
     "PlotlyFigure",
     "evaluations_at",
     "fidelities",
@@ -67,6 +69,12 @@ PlotlyFigure = dict[str, Any]
 
 #: The most evaluations a chart draws as points (the newest), so a page of a large store stays small.
 MAX_POINTS = 2000
+
+#: The most steps the distribution draws per task (evenly spaced in rank: the curve's shape, not every sample).
+EDF_STEPS = 200
+
+#: The most evaluations parallel coordinates draw (the newest): more lines only cover each other.
+PARALLEL_LINES = 1000
 
 #: One colour per task, in task order (matplotlib's tab10, as the static plots).
 TASK_COLOURS = (
@@ -115,12 +123,10 @@ def _numbers(values: pd.Series) -> list[float | None]:
 
 def _hover(frame: pd.DataFrame, columns: list[str], objective: str) -> list[str]:
     """Each row's hover text: its uid, the named columns and the objective."""
-    lines = []
-    for _, row in frame.iterrows():
-        parts = [f"evaluation {str(row['uid'])[:8]}", *(f"{c} = {_text(row[c])}" for c in columns)]
-        parts.append(f"<b>{objective} = {_text(row[objective])}</b>")
-        lines.append("<br>".join(parts))
-    return lines
+    parts = [("evaluation " + frame["uid"].astype(str).str[:8]).tolist()]
+    parts += [[f"{c} = {_text(v)}" for v in frame[c]] for c in columns]
+    parts.append([f"<b>{objective} = {_text(v)}</b>" for v in frame[objective]])
+    return ["<br>".join(row) for row in zip(*parts)] if len(frame) else []
 
 
 def _text(value: Any) -> str:
@@ -267,7 +273,7 @@ def history_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
     return {"data": traces, "layout": layout}
 
 
-def edf_figure(view: HistoryView, fidelity: float | None = None, limit: int = MAX_POINTS) -> PlotlyFigure:
+def edf_figure(view: HistoryView, fidelity: float | None = None, limit: int = EDF_STEPS) -> PlotlyFigure:
     """Per task, the share of its evaluations (at ``fidelity``) whose objective is at most each value.
 
     Args:
@@ -323,7 +329,7 @@ def _order(view: HistoryView, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def parallel_figure(
-    view: HistoryView, task: str, fidelity: float | None = None, limit: int = MAX_POINTS
+    view: HistoryView, task: str, fidelity: float | None = None, limit: int = PARALLEL_LINES
 ) -> PlotlyFigure:
     """One task's evaluations as lines across its parameters and the objective, in five groups by rank.
 
@@ -352,7 +358,7 @@ def parallel_figure(
             uid = str(frame["uid"].iloc[row])
             for i, column in enumerate(axes):
                 xs.append(float(i))
-                ys.append(float(placed[column][0][row]))
+                ys.append(round(float(placed[column][0][row]), 4))  # a position on the axis: 4 digits draw it
                 uids.append(uid)
                 texts.append(hover[n])
             xs.append(None)
@@ -362,7 +368,7 @@ def parallel_figure(
         traces.append(
             {
                 "type": "scatter",
-                "mode": "lines+markers",
+                "mode": "lines",
                 "name": group_name,
                 "x": xs,
                 "y": ys,
@@ -370,7 +376,6 @@ def parallel_figure(
                 "text": texts,
                 "hovertemplate": "%{text}<extra></extra>",
                 "line": {"color": colour, "width": 1.5},
-                "marker": {"color": colour, "size": 4},
                 "opacity": 0.75,
             }
         )
