@@ -19,7 +19,11 @@ matplotlib is installed) and logs progress on the ``benchmarks.mla`` logger.
   (:mod:`raytuner.analysis.metrics`); the report gives R-bar per tuner, mla's
   win rate over each peer with its standard error over the seeds (about 0.05
   at 5 seeds: over 40 seeds mla won 0.537 ± 0.03 against single-task BO here)
-  and a best-so-far plot. Goals: mla has the lowest
+  and a best-so-far plot. ``mla_staggered`` is MLA with ``design="staggered"``;
+  its win rates are given too, and for every tuner the evaluations, summed
+  over the tasks, until each task came within 1 % of the best any tuner
+  found on it (``results["quality"]["reach"]``, median over the seeds, as a
+  ratio to single-task BO's). Goals: mla has the lowest
   R-bar, and wins at least 70 % of the cells against single-task BO and
   against ``optuna_gp``.
 - **Real data** (:mod:`benchmarks.mla_lcbench`): 8 related LCBench tasks at
@@ -80,7 +84,16 @@ from benchmarks.mla_scale import (
     HELDOUT_PER_TASK,
     scale_goals,
 )
-from benchmarks.report import machine_at_start, markdown_table, peer_win_rates, publish, save_history_plot, win_cell
+from benchmarks.report import (
+    machine_at_start,
+    markdown_table,
+    peer_win_rates,
+    publish,
+    reach_results,
+    render_reach,
+    save_history_plot,
+    win_cell,
+)
 from raytuner.analysis import best_so_far, r_bar, relative_performance
 from raytuner.engines import Engine, RandomSearch
 from raytuner.problem.space import ProblemSpace
@@ -105,6 +118,10 @@ log = logging.getLogger(__name__)
 
 GOAL_WIN_RATE = 0.7  # mla against single_task_bo and against optuna_gp
 REFERENCE = "mla"
+#: The staggered start, compared with every peer as the reference is.
+STAGGERED = "mla_staggered"
+GOAL_STAGGERED_WIN_RATE = 0.6  # mla_staggered against single_task_bo, on the demo and on LCBench
+GOAL_STAGGERED_REACH_RATIO = 0.7  # its evaluations until every task is within 1 % of its best, over single_task_bo's
 TASKS = tuple(float(t) for t in np.linspace(1.0, 5.5, 10))
 
 
@@ -118,7 +135,7 @@ class QualitySettings:
     n_initial: int  # LHS evaluations per task before the model takes over
 
 
-FULL_QUALITY = QualitySettings(seeds=(0, 1, 2, 3, 4), tasks=TASKS, evaluations=20, n_initial=10)
+FULL_QUALITY = QualitySettings(seeds=tuple(range(10)), tasks=TASKS, evaluations=20, n_initial=10)
 QUICK_QUALITY = QualitySettings(seeds=(0, 1), tasks=TASKS[::3], evaluations=10, n_initial=5)
 FULL_OVERHEAD = OverheadSettings(
     sizes=((10, 10), (10, 30), (10, 50), (10, 100), (20, 250)),
@@ -151,6 +168,15 @@ def run_mla(problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: 
     from raytuner.engines import MLA
 
     return drive(MLA(problem, tasks, seed=seed, n_initial=s.n_initial), s.evaluations)
+
+
+def run_mla_staggered(
+    problem: ProblemSpace, tasks: list[dict[str, float]], seed: int, s: QualitySettings
+) -> np.ndarray:
+    """One MLA engine over all tasks, started staggered (``design="staggered"``)."""
+    from raytuner.engines import MLA
+
+    return drive(MLA(problem, tasks, seed=seed, n_initial=s.n_initial, design="staggered"), s.evaluations)
 
 
 def run_single_task_bo(
@@ -200,6 +226,7 @@ def _run_optuna(
 
 TUNERS: dict[str, TunerRun] = {
     "mla": run_mla,
+    "mla_staggered": run_mla_staggered,
     "single_task_bo": run_single_task_bo,
     "optuna_tpe": run_optuna_tpe,
     "optuna_gp": run_optuna_gp,
@@ -288,7 +315,7 @@ def quality_results(
     r_tilde = relative_performance(best)
     rows = []
     for name in best:
-        peers = [p for p in best if p != name] if name == reference else []
+        peers = [p for p in best if p != name] if name in (reference, STAGGERED) else []
         rows.append(
             {
                 "tuner": name,
@@ -326,7 +353,13 @@ def goals(
     lowest = min(row["R_bar"] for row in quality["rows"])
     wins = by_tuner.get(reference, {}).get("win_rate_vs", {})
     win, win_gp = wins.get("single_task_bo"), wins.get("optuna_gp")
+    staggered = by_tuner.get(STAGGERED, {}).get("win_rate_vs", {}).get("single_task_bo")
+    reach = {r["tuner"]: r["ratio_to_baseline"] for r in quality.get("reach", {}).get("rows", [])}.get(STAGGERED)
     lcbench_by_tuner = {row["tuner"]: row for row in (lcbench or {}).get("rows", [])}
+    staggered_lcbench = lcbench_by_tuner.get(STAGGERED, {}).get("win_rate_vs", {}).get("single_task_bo")
+    reach_lcbench = {r["tuner"]: r["ratio_to_baseline"] for r in (lcbench or {}).get("reach", {}).get("rows", [])}.get(
+        STAGGERED
+    )
     wins_lcbench = lcbench_by_tuner.get(reference, {}).get("win_rate_vs", {})
     win_lcbench, win_gp_lcbench = wins_lcbench.get("single_task_bo"), wins_lcbench.get("optuna_gp")
     return {
@@ -341,6 +374,18 @@ def goals(
         "mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench": None
         if win_gp_lcbench is None
         else win_gp_lcbench >= GOAL_WIN_RATE,
+        "mla_staggered_win_rate_vs_single_task_bo_ge_0.6": None
+        if staggered is None
+        else staggered >= GOAL_STAGGERED_WIN_RATE,
+        "mla_staggered_win_rate_vs_single_task_bo_ge_0.6_on_lcbench": None
+        if staggered_lcbench is None
+        else staggered_lcbench >= GOAL_STAGGERED_WIN_RATE,
+        "mla_staggered_evaluations_to_99_le_0.7_of_single_task_bo": None
+        if reach is None
+        else reach <= GOAL_STAGGERED_REACH_RATIO,
+        "mla_staggered_evaluations_to_99_le_0.7_of_single_task_bo_on_lcbench": None
+        if reach_lcbench is None
+        else reach_lcbench <= GOAL_STAGGERED_REACH_RATIO,
     }
 
 
@@ -408,6 +453,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         n_initial=qs.n_initial,
         curves=normalised_curves(values, qs.tasks),
         skipped=skipped,
+        reach=reach_results(values),
     )
     out.mkdir(parents=True, exist_ok=True)
     quality["plot"] = "quality.png" if save_plot(quality["curves"], out / "quality.png") else None
@@ -515,7 +561,14 @@ def render_report(results: Mapping[str, Any]) -> str:
         lines += [f"![best so far]({q['plot']})", ""]
     else:
         lines += ["(No best-so-far plot: matplotlib is not installed.)", ""]
+    staggered: dict[str, Any] = next((r for r in q["rows"] if r["tuner"] == STAGGERED), {})
+    if staggered:
+        lines += [f"{STAGGERED} wins vs single_task_bo: {win_cell(staggered, 'single_task_bo')}.", ""]
+    lines += render_reach(q.get("reach"), "Evaluations until every task is near its best (demo)")
     lines += render_lcbench(results.get("quality_lcbench"))
+    lines += render_reach(
+        (results.get("quality_lcbench") or {}).get("reach"), "Evaluations until every task is near its best (LCBench)"
+    )
     lines += render_overhead(o)
     lines += [
         "## Goals",
@@ -542,6 +595,17 @@ def render_report(results: Mapping[str, Any]) -> str:
         f"{_verdict(g.get('mla_win_rate_vs_single_task_bo_ge_0.7_on_lcbench'))}",
         f"- {q['reference']} wins at least {GOAL_WIN_RATE:.0%} of the LCBench cells against optuna_gp: "
         f"{_verdict(g.get('mla_win_rate_vs_optuna_gp_ge_0.7_on_lcbench'))}",
+        *[
+            f"- {STAGGERED} wins at least {GOAL_STAGGERED_WIN_RATE:.0%} of the {where}cells against "
+            f"single_task_bo: {_verdict(g.get('mla_staggered_win_rate_vs_single_task_bo_ge_0.6' + key))}"
+            for where, key in (("", ""), ("LCBench ", "_on_lcbench"))
+        ],
+        *[
+            f"- {STAGGERED}'s evaluations until every {where}task is within 1 % of its best at most "
+            f"{GOAL_STAGGERED_REACH_RATIO:g} x single_task_bo's: "
+            f"{_verdict(g.get('mla_staggered_evaluations_to_99_le_0.7_of_single_task_bo' + key))}"
+            for where, key in (("", ""), ("LCBench ", "_on_lcbench"))
+        ],
         "",
         f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; "
         f"load average {m.get('load_average_at_start')} at the start. Elapsed {results.get('elapsed_s')} s.",

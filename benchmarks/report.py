@@ -15,12 +15,15 @@ import math
 import os
 import platform
 import resource
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raytuner.analysis.metrics import win_rate, win_rate_se
+import numpy as np
+
+from raytuner.analysis.metrics import evaluations_to_reach, win_rate, win_rate_se
 from raytuner.problem.environment import cpu_model
 
 __all__ = [
@@ -39,6 +42,8 @@ __all__ = [
     "save_history_plot",
     "peer_win_rates",
     "win_cell",
+    "reach_results",
+    "render_reach",
 ]
 
 log = logging.getLogger(__name__)
@@ -357,3 +362,70 @@ def win_cell(row: Mapping[str, Any], peer: str) -> str:
     """
     rate, error = row.get("win_rate_vs", {}).get(peer), row.get("win_rate_se_vs", {}).get(peer)
     return ("-" if rate is None else str(rate)) + ("" if error is None else f" ± {error:.2f}")
+
+
+def reach_results(
+    values: Mapping[str, np.ndarray], sign: float = 1.0, baseline: str = "single_task_bo", share: float = 0.99
+) -> dict[str, Any]:
+    """How many evaluations each tuner spent until every task came within ``share`` of its best known value.
+
+    Per run, each task counts its evaluations up to the first within
+    ``share`` of the best any tuner found on it in any seed (a task that
+    never gets there counts its budget plus one,
+    :func:`~raytuner.analysis.evaluations_to_reach`); the run's total sums
+    its tasks. Each row gives the median total over the seeds and its ratio
+    to ``baseline``'s.
+
+    Args:
+        values: per tuner, the values it evaluated, shaped (seeds, tasks, evaluations) in evaluation order.
+        sign: 1 where lower values win (positive values), -1 where higher ones do (an accuracy).
+        baseline: the tuner the ratios are to.
+        share: how close to the best known value counts as reached.
+
+    >>> r = reach_results({"a": np.array([[[3.0, 1.0]]]), "b": np.array([[[1.0, 2.0]]])}, baseline="b")
+    >>> [(row["tuner"], row["total_median"], row["ratio_to_baseline"]) for row in r["rows"]]
+    [('a', 2.0, 2.0), ('b', 1.0, 1.0)]
+    """
+    minimised = {name: np.asarray(v, dtype=float) ** (1.0 if sign > 0 else -1.0) for name, v in values.items()}
+    best = np.nanmin(np.stack([np.nanmin(v, axis=(0, 2)) for v in minimised.values()]), axis=0)
+    totals = {name: [float(evaluations_to_reach(run, best, share).sum()) for run in v] for name, v in minimised.items()}
+    base = statistics.median(totals[baseline]) if baseline in totals else None
+    return {
+        "share": share,
+        "baseline": baseline,
+        "best_known": [round(float(b ** (1.0 if sign > 0 else -1.0)), 6) for b in best],
+        "rows": [
+            {
+                "tuner": name,
+                "total_median": statistics.median(t),
+                "total_mean": round(statistics.fmean(t), 2),
+                "per_seed": t,
+                "ratio_to_baseline": None if not base else round(statistics.median(t) / base, 4),
+            }
+            for name, t in totals.items()
+        ],
+    }
+
+
+def render_reach(reach: Mapping[str, Any] | None, title: str) -> list[str]:
+    """A report's section on :func:`reach_results` (nothing where it was not measured).
+
+    Args:
+        reach: what :func:`reach_results` returned, or ``None``.
+        title: the section's title.
+    """
+    if not reach:
+        return []
+    table = markdown_table(
+        ["tuner", "median total evaluations", "mean", f"ratio to {reach['baseline']}"],
+        [[r["tuner"], r["total_median"], r["total_mean"], r["ratio_to_baseline"]] for r in reach["rows"]],
+    )
+    return [
+        f"## {title}",
+        "",
+        f"Evaluations, summed over the tasks, until each task came within {reach['share']:.0%} of the best value "
+        "any tuner found on it (a task that never did counts its budget plus one); median over the seeds.",
+        "",
+        table,
+        "",
+    ]

@@ -8,7 +8,14 @@ Example:
     1.5
 """
 
-from raytuner.analysis.metrics import best_so_far, r_bar, relative_performance, win_rate, win_rate_se
+from raytuner.analysis.metrics import (
+    best_so_far,
+    evaluations_to_reach,
+    r_bar,
+    relative_performance,
+    win_rate,
+    win_rate_se,
+)
 from raytuner.analysis.sensitivity import SensitivityResult, reduce_space, sobol_analysis
 from raytuner.analysis.summary import task_summary
 from raytuner.analysis.surrogate import SurrogateModel, surrogate_from_records
@@ -19,6 +26,7 @@ __all__ = [
     "win_rate",
     "win_rate_se",
     "best_so_far",
+    "evaluations_to_reach",
     "task_summary",
     "SurrogateModel",
     "surrogate_from_records",

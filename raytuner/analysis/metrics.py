@@ -25,7 +25,7 @@ import numpy as np
 
 from raytuner.errors import InvalidInputError
 
-__all__ = ["relative_performance", "r_bar", "win_rate", "win_rate_se", "best_so_far"]
+__all__ = ["relative_performance", "r_bar", "win_rate", "win_rate_se", "best_so_far", "evaluations_to_reach"]
 
 
 def relative_performance(best: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -145,3 +145,27 @@ def best_so_far(values: np.ndarray) -> np.ndarray:
     if array.ndim == 0:
         return array.copy()
     return np.fmin.accumulate(array, axis=-1)
+
+
+def evaluations_to_reach(values: np.ndarray, best: np.ndarray, share: float = 0.99) -> np.ndarray:
+    """Per task, how many of its evaluations it took to come within ``share`` of its best known value.
+
+    Values are minimised and positive, as everywhere here (an accuracy: pass
+    ``1 / accuracy``): a value counts once ``best / value >= share``. A task
+    that never gets there counts its evaluations plus one, so a tuner that
+    misses is never counted as fast.
+
+    Args:
+        values: objective values shaped (tasks, evaluations), in the order evaluated (NaN: failed).
+        best: the best known value of each task (tasks,).
+        share: how close to the best counts as reached (default 0.99).
+
+    >>> evaluations_to_reach(np.array([[2.0, 1.005, 1.0], [3.0, 2.0, 2.5]]), np.array([1.0, 1.0])).tolist()
+    [2, 4]
+    """
+    v = np.asarray(values, dtype=float)
+    target = np.asarray(best, dtype=float) / share
+    if v.ndim != 2 or target.shape != (v.shape[0],):
+        raise InvalidInputError("best", "one best value per task (values shaped (tasks, evaluations))")
+    reached = np.nan_to_num(v, nan=np.inf) <= target[:, None]
+    return np.where(reached.any(axis=1), reached.argmax(axis=1) + 1, v.shape[1] + 1)

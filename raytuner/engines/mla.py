@@ -9,7 +9,14 @@ together the tasks cover the space more densely. With ``design="shared"``
 (the isotropic case) every task is evaluated at the same configurations
 (those a task's constraints refuse are replaced for it alone): these pairs
 show the LCM how the tasks relate (``python -m benchmarks mla`` compares the
-two; the documentation's benchmarks page has the figures). The LCM fits
+two; the documentation's benchmarks page has the figures). With
+``design="staggered"`` the tasks do not all start from nothing at once: a
+wave of leading tasks (a quarter, at least two, spread over the task space)
+is tuned first, to its design and half as many again; then, where the
+leaders' GPs rank each other's evaluations alike (:attr:`MLA.AGREEMENT`),
+every other task starts where the leaders agree (the point TransferLearning
+proposes from them, as for a source start below) with a short design, and
+the LCM takes over; where they do not, each gets its own full design. The LCM fits
 nonnegative task weights unless its options name them
 (:attr:`MLA.default_options`). Failed evaluations are never suggested again
 and are left out of the model.
@@ -66,6 +73,7 @@ from raytuner.models.acquisition import acquisition_function, optimize_acquisiti
 from raytuner.models.blas import one_blas_thread
 from raytuner.models.executors import Executor
 from raytuner.models.persistence import surrogate_record
+from raytuner.problem.parameters import Categorical
 from raytuner.problem.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.problem.sampling import sample_configurations
 from raytuner.problem.space import ProblemSpace
@@ -73,14 +81,42 @@ from raytuner.problem.space import ProblemSpace
 if TYPE_CHECKING:
     from raytuner.engines.transfer.data import SourceData
 
-__all__ = ["MLA", "BatchMode", "Design"]
+__all__ = ["MLA", "BatchMode", "Design", "spread_tasks"]
 
 log = logging.getLogger(__name__)
 
 BatchMode = Literal["kriging_believer", "constant_liar"]
 _BATCH_MODES = ("kriging_believer", "constant_liar")
-Design = Literal["shared", "per_task"]
-_DESIGNS = ("shared", "per_task")
+Design = Literal["shared", "per_task", "staggered"]
+_DESIGNS = ("shared", "per_task", "staggered")
+
+
+def spread_tasks(tasks: Sequence[Mapping[str, Any]], count: int) -> list[int]:
+    """``count`` of ``tasks`` spread over the task space: their positions, the first nearest the centre.
+
+    Where every task parameter is a number, each next task is the one
+    farthest from those chosen (parameters scaled to their range); otherwise
+    the first ``count`` tasks.
+
+    Args:
+        tasks: The tasks.
+        count: How many to choose.
+
+    >>> spread_tasks([{"t": float(t)} for t in range(1, 11)], 3)
+    [4, 9, 0]
+    """
+    names = sorted({k for t in tasks for k in t})
+    try:
+        X = np.array([[float(t[k]) for k in names] for t in tasks])
+    except (KeyError, TypeError, ValueError):
+        return list(range(min(count, len(tasks))))
+    span = X.max(axis=0) - X.min(axis=0)
+    X = (X - X.min(axis=0)) / np.where(span > 0, span, 1.0)
+    chosen = [int(np.argmin(np.linalg.norm(X - X.mean(axis=0), axis=1)))]
+    while len(chosen) < min(count, len(tasks)):
+        distance = np.min(np.linalg.norm(X[:, None, :] - X[chosen][None, :, :], axis=2), axis=1)
+        chosen.append(int(np.argmax(distance)))
+    return chosen
 
 
 class MLA(StoredModels, Engine):
@@ -92,7 +128,8 @@ class MLA(StoredModels, Engine):
         seed: Seeds every random stream and model fit.
         n_initial: Size of each task's initial Latin hypercube design.
         design: ``"per_task"``: each task draws its own initial design; ``"shared"``: one for
-            every task (where a task's constraints allow); see the module docstring.
+            every task (where a task's constraints allow); ``"staggered"``: a wave of leading tasks
+            first, the rest started where the leaders agree; see the module docstring.
         lcm: Configure the LCM (default: :attr:`default_options`, whose task weights fill those left open).
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         acquisition_options: The acquisition's parameters (``xi``, ``beta``).
@@ -108,6 +145,9 @@ class MLA(StoredModels, Engine):
     """
 
     name = "mla"
+    #: The leaders' rank agreement from which a staggered start's followers start short, where the leaders
+    #: agree: any positive agreement (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
+    AGREEMENT = 0.0
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
@@ -180,6 +220,9 @@ class MLA(StoredModels, Engine):
         self._restored: SurrogateModelRecord | None = None
         self._fixed: Hyperparameters | None = None  # a stored model used as it is (load_surrogate_model)
         self._notes: dict[str, Any] = {}  # what the last search adds to its suggestion's provenance
+        self._leaders: list[int] | None = None  # a staggered start's leading tasks
+        self._followers_from: list[FunctionEvaluation] | None = None  # the leaders' records the followers start from
+        self._agreement: float | None = None  # how well the leaders rank each other's evaluations (-1: unknown)
         for record in sources:
             self._fold(record)
 
@@ -230,8 +273,104 @@ class MLA(StoredModels, Engine):
         return index
 
     def _next_task(self) -> int:
-        counts = [len(self.evaluated[i]) + len(self.pending[i]) for i in self.targets]
-        return self.targets[int(np.argmin(counts))]
+        open_tasks = self.targets if self.followers_started() else self.leaders
+        counts = [len(self.evaluated[i]) + len(self.pending[i]) for i in open_tasks]
+        return open_tasks[int(np.argmin(counts))]
+
+    # -- the staggered start -------------------------------------------------------------------
+    @property
+    def leaders(self) -> list[int]:
+        """The tasks tuned first under ``design="staggered"`` (every task under the other designs).
+
+        A quarter of the tasks (at least two of three or more), spread over the
+        task space where the task parameters are numbers (:func:`spread_tasks`),
+        else the first ones.
+        """
+        if self.design != "staggered" or len(self.targets) < 2:
+            return list(self.targets)
+        if self._leaders is None:
+            count = max(2, -(-len(self.targets) // 4)) if len(self.targets) > 2 else 1
+            if any(isinstance(p, Categorical) for p in self.problem.input_space):  # no distance between them
+                self._leaders = self.targets[:count]
+            else:
+                self._leaders = [self.targets[i] for i in spread_tasks([self.tasks[i] for i in self.targets], count)]
+        return self._leaders
+
+    @property
+    def lead(self) -> int:
+        """How many evaluations each leader gets before the other tasks start: its design and half as many again."""
+        return self.n_initial + max(1, self.n_initial // 2)
+
+    def design_size(self, index: int) -> int:
+        """How many configurations task ``index``'s initial design has.
+
+        A follower of a staggered start whose leaders agree
+        (:meth:`followers_start_short`) has a short one (a fifth of
+        ``n_initial``, at least 2), its first point where the leaders agree.
+
+        Args:
+            index: The task's position in :attr:`tasks`.
+        """
+        if self.design == "staggered" and index not in self.leaders and self.followers_start_short():
+            return max(2, self.n_initial // 5)
+        return self.n_initial
+
+    def followers_start_short(self) -> bool:
+        """Whether a staggered start's followers start from the leaders: the leaders' GPs rank each other's
+        evaluations with a mean Spearman rho of at least :attr:`AGREEMENT` (else each follower gets the
+        full design, as under ``design="per_task"``)."""
+        if not self.followers_started() or self._followers_from is None:
+            return False
+        if self._agreement is None:
+            data = self._leader_data()
+            agreement = data.rank_agreement() if data is not None else None
+            self._agreement = -1.0 if agreement is None else agreement
+            log.info(
+                "%s: the leading tasks %s rank each other's evaluations with rho %.2f: the other tasks start %s",
+                self.name,
+                [dict(self.tasks[i]) for i in self.leaders],
+                self._agreement,
+                "where they agree" if self._agreement >= self.AGREEMENT else "with their own designs",
+            )
+        return self._agreement >= self.AGREEMENT
+
+    def _leader_data(self) -> SourceData | None:
+        """The leaders' successful records as source data (their GPs), as the followers started."""
+        from raytuner.engines.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
+
+        ok = self.objective.name
+        led = [r for r in self._followers_from or [] if (v := r.value(ok)) is not None and np.isfinite(v)]
+        if not led:
+            return None
+        records = [*self._from_sources, *led]
+        if self._start_data is None or self._start_data.uids != {r.uid for r in records}:
+            self._start_data = SourceData(
+                self.problem, records, objective=ok, lcm=self.model.options, executor=self.executor
+            )
+        return self._start_data
+
+    def _leaders_records(self) -> list[FunctionEvaluation] | None:
+        """The leaders' records as the log stood when each leader had :attr:`lead` of them (``None``: not yet).
+
+        Read from the log's order alone, so a replayed engine starts its followers alike.
+        """
+        leaders = set(self.leaders)
+        counts = dict.fromkeys(leaders, 0)
+        for n, record in enumerate(self._records):
+            index = self.task_index(record.task_parameter)
+            if index in counts:
+                counts[index] += 1
+                if min(counts.values()) >= self.lead:
+                    return [r for r in self._records[: n + 1] if self.task_index(r.task_parameter) in leaders]
+        return None
+
+    def followers_started(self) -> bool:
+        """Whether every task is open to suggestions (always, but while a staggered start's leaders lead)."""
+        if self.design != "staggered" or len(self.leaders) == len(self.targets):
+            return True
+        if self._followers_from is None:
+            self._followers_from = self._leaders_records()
+        return self._followers_from is not None
 
     def _stream(self, *keys: int) -> np.random.Generator:
         told = len(self._records)
@@ -241,7 +380,7 @@ class MLA(StoredModels, Engine):
     def _initial_point(self, index: int) -> dict[str, Any] | None:
         """The next unused point of the task's initial design, or ``None`` once it is spent."""
         used = len(self.evaluated[index]) + len(self.pending[index])
-        if used >= self.n_initial:
+        if used >= self.design_size(index):
             return None
         if self._initial[index] is None:
             self._initial[index] = self.initial_design(index)
@@ -290,7 +429,10 @@ class MLA(StoredModels, Engine):
         Args:
             index: The task's position in :attr:`tasks`.
         """
-        design = self._own_design(index) if self.design == "per_task" or index == 0 else self._shared_design(index)
+        if self.design == "shared" and index != 0:
+            design = self._shared_design(index)
+        else:
+            design = self._own_design(index, count=self.design_size(index))
         records = self.start_sources(index)
         if not records or any(r.status == "ok" and self.task_index(r.task_parameter) == index for r in self._records):
             return design
@@ -314,14 +456,20 @@ class MLA(StoredModels, Engine):
         if start.provenance.proposer != "model":  # its model failed: no consensus, the plain LHS
             return design
         self._start[index] = start.config
-        return [start.config, *[c for c in design if c != start.config]][: self.n_initial]
+        return [start.config, *[c for c in design if c != start.config]][: self.design_size(index)]
 
     def start_sources(self, index: int) -> list[FunctionEvaluation]:
         """The source records a task's first initial point is chosen from: every source task's.
 
+        A follower of a staggered start takes the leaders' successful records
+        (as they stood when the followers started) as well.
+
         Args:
             index: The task's position in :attr:`tasks`.
         """
+        if self.design == "staggered" and index not in self.leaders and self.followers_start_short():
+            data = self._leader_data()
+            return data.records if data is not None else self._from_sources
         return self._from_sources
 
     # -- model and search ------------------------------------------------------------------------

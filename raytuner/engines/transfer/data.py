@@ -274,6 +274,26 @@ class SourceData:
                 log.debug("fitted the GP of source %s (%d samples)", task.label, len(task))
             return self._gps[index]
 
+    def rank_agreement(self) -> float | None:
+        """How well each source task's GP ranks another's evaluations: Spearman's rho, averaged over the pairs.
+
+        Near 1: the tasks share what is good (a new task may start where they
+        agree); near 0 or below: each has its own. ``None`` with fewer than
+        two tasks of at least 3 successful evaluations.
+        """
+        from scipy.stats import spearmanr  # noqa: PLC0415 - scipy.stats is slow to import; needed here alone
+
+        usable = [i for i, task in enumerate(self.tasks) if len(task) >= 3]
+        rhos = []
+        for i in usable:
+            for j in usable:
+                if i != j:
+                    mean = self.gp(i).predict_standardised(0, self.tasks[j].X)[0]
+                    rho = float(spearmanr(mean, self.tasks[j].v).statistic)
+                    if np.isfinite(rho):
+                        rhos.append(rho)
+        return float(np.mean(rhos)) if rhos else None
+
     def stacking_order(self) -> list[int]:
         """Source tasks by decreasing sample count (Stacking's chain order; ties keep their order)."""
         return sorted(range(len(self.tasks)), key=lambda i: -len(self.tasks[i]))
