@@ -423,8 +423,9 @@ def render_reach(reach: Mapping[str, Any] | None, title: str) -> list[str]:
     return [
         f"## {title}",
         "",
-        f"Evaluations, summed over the tasks, until each task came within {reach['share']:.0%} of the best value "
-        "any tuner found on it (a task that never did counts its budget plus one); median over the seeds.",
+        f"Evaluations, summed over the tasks, until each task reached {reach['share']:.0%} of the best value "
+        "any tuner found on it (best / value for a minimised objective, value / best for an accuracy; a task "
+        "that never did counts its budget plus one); median over the seeds.",
         "",
         table,
         "",
