@@ -20,11 +20,15 @@ Table-1 row (``band_row{id}.png``) and for LCBench (``band_lcbench.png``).
   (``GPTune``, our MLA, too), R-bar ≤ 1.02, wins ≥ 80 % of the cells vs BOHB.
 - **LCBench** (YAHPO surrogate, iterative fidelity in epochs, ``val_accuracy``
   maximised): GPTuneBand's engine against Ray's ASHA, Hyperband and BOHB,
-  Optuna's TPE at epoch 52 and SMAC3 (:mod:`benchmarks.band_smac`), each
-  with ``passes × cost_per_pass("iterative")`` epochs / 52 per task, ranked
-  per (repeat, task) cell by the best accuracy at epoch 52; R-tilde is ``best
-  of all / best of the tuner`` (1 is best). A peer whose package is missing is
-  skipped. Goals: best mean rank, GPTuneBand's longest ``ask`` under 5 s,
+  SMAC3's multi-fidelity facade (``SMAC``) and its black-box facade at epoch
+  52 (``SMAC-HPO``, :mod:`benchmarks.band_smac`), and Optuna's TPE and
+  GPSampler and random search at epoch 52, at each budget of the settings
+  (epochs / 52 per task, the same for every tuner: GPTuneBand runs as many
+  passes as the budget pays for, the last one cut where its next step no longer
+  fits), ranked per (repeat, task) cell by the best accuracy at epoch 52;
+  R-tilde is ``best of all / best of the tuner`` (1 is best). A peer whose
+  package is missing is skipped (GPSampler needs torch). Goals at every budget:
+  GPTuneBand's best mean rank and lowest R-bar, its longest ``ask`` under 5 s,
   with its fits on the executor a user's run gets (``ask_executor``).
 
 ``--quick`` runs row 1 only with 2 repeats of 10 tasks, and LCBench on 2 tasks,
@@ -103,8 +107,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEMO_TUNERS: tuple[str, ...] = ("GPTuneBand", "GPTuneBand-paper", "BOHB", "HB", "GPTune", "TPE", "random")
-LCBENCH_TUNERS: tuple[str, ...] = ("GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC")
+LCBENCH_TUNERS: tuple[str, ...] = ("GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC", "GPSampler", "SMAC-HPO", "random")
 LCBENCH_STRUCTURE: tuple[int, int, int] = (1, 52, 3)
+#: The normalised cost of one GPTuneBand pass on LCBench (iterative fidelity): about 12.69.
+LCBENCH_PASS = BanditStructure.hyperband(*LCBENCH_STRUCTURE, integer=True).cost_per_pass("iterative")
 CURVE_POINTS = 61
 
 #: A demo tuner: (tasks, structure, seed) -> one trace per task.
@@ -127,6 +133,9 @@ LCBENCH_RUNNERS: dict[str, LCBenchRunner] = {
     "BOHB": functools.partial(run_lcbench_ray, "BOHB"),
     "TPE": peers.run_lcbench_tpe,
     "SMAC": run_lcbench_smac,
+    "GPSampler": peers.run_lcbench_gpsampler,
+    "SMAC-HPO": functools.partial(run_lcbench_smac, facade="hpo"),
+    "random": peers.run_lcbench_random,
 }
 
 
@@ -187,10 +196,10 @@ TABLE1: tuple[Row, ...] = (
 
 @dataclass(frozen=True)
 class Settings:
-    """What one run covers: Table-1 rows, repeats and tasks per repeat; LCBench tasks, repeats, budget.
+    """What one run covers: Table-1 rows, repeats and tasks per repeat; LCBench tasks, repeats, budgets.
 
-    >>> [row.id for row in QUICK.rows], QUICK.repeats, QUICK.lcbench_tasks, QUICK.lcbench_passes
-    ([1], 2, (3945, 7593), 1)
+    >>> [row.id for row in QUICK.rows], QUICK.repeats, QUICK.lcbench_tasks, QUICK.lcbench_budgets == (LCBENCH_PASS,)
+    ([1], 2, (3945, 7593), True)
     """
 
     rows: tuple[Row, ...]
@@ -198,12 +207,19 @@ class Settings:
     tasks: int
     lcbench_tasks: tuple[int, ...]
     lcbench_repeats: int
-    lcbench_passes: int  # budget per task = passes x cost_per_pass("iterative")
+    lcbench_budgets: tuple[float, ...]  # normalised cost per task (epochs / 52), one LCBench comparison each
 
 
-FULL = Settings(rows=TABLE1, repeats=5, tasks=10, lcbench_tasks=LCBENCH_TASKS, lcbench_repeats=3, lcbench_passes=2)
+FULL = Settings(
+    rows=TABLE1, repeats=5, tasks=10, lcbench_tasks=LCBENCH_TASKS, lcbench_repeats=5, lcbench_budgets=(30.0, 60.0)
+)
 QUICK = Settings(
-    rows=TABLE1[:1], repeats=2, tasks=10, lcbench_tasks=LCBENCH_TASKS[:2], lcbench_repeats=1, lcbench_passes=1
+    rows=TABLE1[:1],
+    repeats=2,
+    tasks=10,
+    lcbench_tasks=LCBENCH_TASKS[:2],
+    lcbench_repeats=1,
+    lcbench_budgets=(LCBENCH_PASS,),
 )
 
 
@@ -355,7 +371,6 @@ def lcbench_results(
     budget: float,
     finals: Mapping[str, np.ndarray],
     wall: Mapping[str, Sequence[float]],
-    passes: int,
     notes: Sequence[str] = (),
     ask_seconds: Sequence[float] = (),
     skipped: Sequence[str] = (),
@@ -368,30 +383,31 @@ def lcbench_results(
         finals: per tuner, its best ``val_accuracy`` at epoch 52, shaped (repeats, tasks); ``"GPTuneBand"`` is the
             reference.
         wall: per tuner, its wall seconds per repeat.
-        passes: how many GPTuneBand passes the budget holds.
         notes: remarks to keep in the results (default none).
         ask_seconds: the wall seconds of each of GPTuneBand's asks, all repeats and tasks (default none): their
             longest and median (``None`` without asks) and whether the longest is under 5 s.
         skipped: the tuners left out because their package is missing (default none).
 
     >>> r = lcbench_results([3945], 25.4, {"GPTuneBand": np.array([[90.0]]), "ASHA": np.array([[80.0]])},
-    ...                     {"GPTuneBand": [1.0], "ASHA": [1.0]}, 2, ask_seconds=[0.25, 0.5, 1.5])
-    >>> r["mean_rank"], r["R_bar"], r["goal_best_mean_rank"]
-    ({'GPTuneBand': 1.0, 'ASHA': 2.0}, {'GPTuneBand': 1.0, 'ASHA': 1.125}, True)
+    ...                     {"GPTuneBand": [1.0], "ASHA": [1.0]}, ask_seconds=[0.25, 0.5, 1.5])
+    >>> r["mean_rank"], r["R_bar"], r["goal_best_mean_rank"], r["goal_lowest_R_bar"], r["passes"]
+    ({'GPTuneBand': 1.0, 'ASHA': 2.0}, {'GPTuneBand': 1.0, 'ASHA': 1.125}, True, True, 2.001)
     >>> r["longest_ask_seconds"], r["ask_seconds_median"], r["goal_longest_ask_lt_5s"], r["skipped"]
     (1.5, 0.5, True, [])
     """
     ranks = _mean_ranks(finals)
     r_tilde = relative_performance({name: 1.0 / np.asarray(v, dtype=float) for name, v in finals.items()})
+    r_bars = {name: round(r_bar(r), 4) for name, r in r_tilde.items()}
     return {
         "tasks": [int(t) for t in task_ids],
         "structure": list(LCBENCH_STRUCTURE),
         "budget_per_task": round(budget, 6),
         "repeats": int(next(iter(finals.values())).shape[0]),
         "mean_rank": ranks,
-        "R_bar": {name: round(r_bar(r), 4) for name, r in r_tilde.items()},
+        "R_bar": r_bars,
         "goal_best_mean_rank": ranks.get(REFERENCE, math.inf) <= min(ranks.values()),
-        "passes": passes,
+        "goal_lowest_R_bar": r_bars.get(REFERENCE, math.inf) <= min(r_bars.values()),
+        "passes": round(budget / LCBENCH_PASS, 3),
         "fidelities": list(lcbench_structure().fidelities),
         "best_val_accuracy": {name: np.round(v, 4).tolist() for name, v in finals.items()},
         "wall_seconds_median": {name: round(statistics.median(w), 2) for name, w in wall.items()},
@@ -407,11 +423,11 @@ def lcbench_results(
 def run_lcbench(
     task_ids: Sequence[int],
     repeats: int,
-    passes: int,
+    budget: float,
     data_dir: Path | None = None,
     runners: Mapping[str, LCBenchRunner] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """GPTuneBand's engine, Ray's ASHA, HB and BOHB, TPE and SMAC on LCBench: the results and the curves.
+    """GPTuneBand's engine and its peers (:data:`LCBENCH_RUNNERS`) on LCBench: the results and the curves.
 
     A peer whose runner raises ``ImportError`` (its package is missing) is
     skipped with a warning and listed under ``"skipped"``.
@@ -419,19 +435,18 @@ def run_lcbench(
     Args:
         task_ids: the LCBench task ids to tune.
         repeats: how many seeded repeats per task.
-        passes: how many GPTuneBand passes the budget per task holds (every peer gets the same budget).
+        budget: the normalised cost per task (epochs / 52), the same for every tuner.
         data_dir: the LCBench surrogate's folder (default ``None``: :func:`~raytuner.test_problems.lcbench.default_data_dir`).
         runners: tuner name to runner (default ``None``: :data:`LCBENCH_RUNNERS`, whose Ray tuners need
             ``ray.init``); must hold ``"GPTuneBand"``.
 
     Example (after ``ray.init()``; about a minute per task on 2 cores)::
 
-        result, history = run_lcbench([3945], repeats=1, passes=1)
+        result, history = run_lcbench([3945], repeats=1, budget=LCBENCH_PASS)
         result["mean_rank"]      # {'GPTuneBand': 1.0, 'ASHA': 2.0, ...}: rank 1 = best accuracy
     """
     surrogate = LCBenchSurrogate(data_dir if data_dir is not None else find("yahpo_lcbench"))
     structure = lcbench_structure()
-    budget = passes * structure.cost_per_pass("iterative")
     runners = dict(LCBENCH_RUNNERS if runners is None else runners)
     traces: dict[str, list[list[Trace]]] = {name: [] for name in runners}
     wall: dict[str, list[float]] = {name: [] for name in runners}
@@ -461,11 +476,42 @@ def run_lcbench(
                 [round(tr.final, 3) for tr in runs],
             )
     asks = [s for row in traces[REFERENCE] for trace in row for s in trace.ask_seconds]
-    result = lcbench_results(task_ids, budget, _finals(traces, sign=-1.0), wall, passes, notes, asks, skipped)
+    result = lcbench_results(task_ids, budget, _finals(traces, sign=-1.0), wall, notes, asks, skipped)
     result["ask_executor"] = type(default_executor()).__name__  # where the reference's larger fits ran their starts
     grid = np.linspace(0.0, budget, CURVE_POINTS)
     curves = {name: _curve(runs, grid, lambda r, j: 1.0, -1.0) for name, runs in traces.items()}
     return result, {"cost": [round(float(c), 6) for c in grid], "curves": curves}
+
+
+def lcbench_section(out: Path, settings: Settings) -> list[dict[str, Any]]:
+    """:func:`run_lcbench` at each of ``settings``' LCBench budgets, each with its plot in ``out``.
+
+    The first budget's plot is ``band_lcbench.png``, the others' ``band_lcbench_{budget}.png``. The
+    Ray tuners need ``ray.init``.
+
+    Args:
+        out: the folder for the plots.
+        settings: the LCBench tasks, repeats and budgets.
+    """
+    results = []
+    for k, budget in enumerate(settings.lcbench_budgets):
+        log.info(
+            "band benchmark LCBench: tasks %s, %d repeats, budget %g",
+            list(settings.lcbench_tasks),
+            settings.lcbench_repeats,
+            budget,
+        )
+        lc, lc_history = run_lcbench(settings.lcbench_tasks, settings.lcbench_repeats, budget)
+        plot = "band_lcbench.png" if k == 0 else f"band_lcbench_{budget:g}.png"
+        title = f"LCBench: {len(settings.lcbench_tasks)} tasks, structure [1, 52, 3], budget {budget:g}"
+        lc["plot"] = (
+            plot
+            if save_plot(lc_history, out / plot, title, "best val_accuracy at epoch 52 (mean over tasks)")
+            else None
+        )
+        lc["history"] = lc_history
+        results.append(lc)
+    return results
 
 
 # -- goals and the run -------------------------------------------------------------------------------
@@ -517,26 +563,15 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
             )
             result["history"] = history
             rows.append(result)
-        log.info("band benchmark LCBench: tasks %s, %d repeats", list(s.lcbench_tasks), s.lcbench_repeats)
-        lc, lc_history = run_lcbench(s.lcbench_tasks, s.lcbench_repeats, s.lcbench_passes)
-        lc["plot"] = (
-            "band_lcbench.png"
-            if save_plot(
-                lc_history,
-                out / "band_lcbench.png",
-                f"LCBench: {len(s.lcbench_tasks)} tasks, structure [1, 52, 3]",
-                "best val_accuracy at epoch 52 (mean over tasks)",
-            )
-            else None
-        )
-        lc["history"] = lc_history
+        lcs = lcbench_section(out, s)
     finally:
         if own_ray:
             ray.shutdown()
     results = {
         "table1": {"rows": rows, "goals": goals(rows)},
-        "lcbench": lc,
-        "goals": all_goals(rows, lc),
+        "lcbench": lcs[0],
+        "lcbench_budgets": lcs,
+        "goals": all_goals(rows, lcs),
         "machine": machine,
     }
     return finish_run(out, "band", results, render_report, quick=quick, started=started)

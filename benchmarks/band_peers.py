@@ -62,7 +62,12 @@ __all__ = [
     "run_demo_random",
     "run_lcbench_gptuneband",
     "run_lcbench_tpe",
+    "run_lcbench_gpsampler",
+    "run_lcbench_random",
 ]
+
+#: Random startup trials of Optuna's GPSampler on LCBench: its own default.
+GP_STARTUP = 10
 
 
 @dataclass
@@ -227,9 +232,10 @@ def optuna_rows(
         seed: the samplers' seed.
         direction: Optuna's ``"minimize"`` or ``"maximize"``.
         objective: a (task, configuration)'s value.
-        sampler: the name of Optuna's sampler class: ``"TPESampler"`` (default) or ``"GPSampler"`` (it needs
-            torch: see :func:`torch_missing`).
-        n_startup: the random startup trials (default ``None``: half of ``evaluations``, at least 1).
+        sampler: the name of Optuna's sampler class: ``"TPESampler"`` (default), ``"GPSampler"`` (it needs
+            torch: see :func:`torch_missing`) or ``"RandomSampler"``.
+        n_startup: the random startup trials (default ``None``: half of ``evaluations``, at least 1; a
+            ``RandomSampler`` takes none).
     """
     try:
         import optuna
@@ -237,11 +243,11 @@ def optuna_rows(
         raise ImportError("the benchmarks compare with Optuna: pip install 'raytuner[bench]'") from exc
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     startup = max(1, evaluations // 2) if n_startup is None else n_startup
+    options = {} if sampler == "RandomSampler" else {"n_startup_trials": startup}
     rows = []
     for j, task in enumerate(tasks):
         study = optuna.create_study(
-            direction=direction,
-            sampler=getattr(optuna.samplers, sampler)(seed=seed * 1000 + j, n_startup_trials=startup),
+            direction=direction, sampler=getattr(optuna.samplers, sampler)(seed=seed * 1000 + j, **options)
         )
         values = []
         for _ in range(evaluations):
@@ -343,7 +349,10 @@ def run_lcbench_gptuneband(
     seed: int,
     executor: Executor | None = None,
 ) -> list[Trace]:
-    """GPTuneBand's engine in iterative mode over all tasks; as many passes as ``budget`` per task holds.
+    """GPTuneBand's engine in iterative mode over all tasks, spending ``budget`` per task.
+
+    The engine runs as many passes as the budget pays for; a task's last pass
+    ends where its next step no longer fits what is left.
 
     A promotion pays only its extra epochs; the answer is the best
     ``val_accuracy`` at ``b_max`` epochs. The wall seconds of each ``ask`` go
@@ -372,14 +381,13 @@ def run_lcbench_gptuneband(
     from raytuner.engines import GPTuneBand
     from raytuner.problem.records import FunctionEvaluation
 
-    passes = max(1, int(math.floor(budget / structure.cost_per_pass("iterative") + 1e-9)))
     band = GPTuneBand(
         surrogate.problem(task_ids),
         [{"task_id": t} for t in task_ids],
         seed=seed,
         fidelities=structure.fidelities,
         eta=structure.eta,
-        passes=passes,
+        budget=budget,
         fidelity_mode="iterative",
         executor=executor,
     )
@@ -421,6 +429,57 @@ def run_lcbench_tpe(
     >>> trace.costs, trace.final == max(trace.values)
     ([1.0, 1.0, 1.0], True)
     """
+    return _lcbench_optuna(surrogate, task_ids, structure, budget, seed, "TPESampler")
+
+
+def run_lcbench_gpsampler(
+    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+) -> list[Trace]:
+    """Optuna's GPSampler at full fidelity, as :func:`run_lcbench_tpe` runs TPE but with GPSampler's own 10
+    random startup trials. Raises ``ImportError`` without torch (the benchmark then skips this peer).
+
+    Args:
+        surrogate: the LCBench surrogate that answers the evaluations.
+        task_ids: the LCBench task ids to tune, one study and one trace each.
+        structure: the bandit structure, in epochs (its ``b_max`` is the fidelity evaluated).
+        budget: the normalised cost per task to spend (epochs / ``b_max``).
+        seed: the samplers' seed (task ``j`` gets ``seed * 1000 + j``).
+    """
+    if (why := torch_missing()) is not None:
+        raise ImportError(f"Optuna's GPSampler needs torch: {why}")
+    return _lcbench_optuna(surrogate, task_ids, structure, budget, seed, "GPSampler", n_startup=GP_STARTUP)
+
+
+def run_lcbench_random(
+    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+) -> list[Trace]:
+    """Random search at full fidelity (Optuna's RandomSampler), ``⌊budget⌋`` evaluations per task.
+
+    Args:
+        surrogate: the LCBench surrogate that answers the evaluations.
+        task_ids: the LCBench task ids to tune, one trace each.
+        structure: the bandit structure, in epochs (its ``b_max`` is the fidelity evaluated).
+        budget: the normalised cost per task to spend (epochs / ``b_max``).
+        seed: the samplers' seed (task ``j`` gets ``seed * 1000 + j``).
+
+    >>> from raytuner.engines import BanditStructure
+    >>> (trace,) = run_lcbench_random(LCBenchSurrogate(), [3945], BanditStructure.hyperband(2, 8, 2), 2.5, seed=0)
+    >>> trace.costs, trace.final == max(trace.values)
+    ([1.0, 1.0], True)
+    """
+    return _lcbench_optuna(surrogate, task_ids, structure, budget, seed, "RandomSampler")
+
+
+def _lcbench_optuna(
+    surrogate: LCBenchSurrogate,
+    task_ids: Sequence[int],
+    structure: BanditStructure,
+    budget: float,
+    seed: int,
+    sampler: str,
+    n_startup: int | None = None,
+) -> list[Trace]:
+    """One Optuna study per task at ``b_max`` with ``sampler``: ``⌊budget⌋`` evaluations each (see :func:`optuna_rows`)."""
     evaluations = int(math.floor(budget + 1e-9))
     if evaluations < 1:
         raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
@@ -428,7 +487,14 @@ def run_lcbench_tpe(
     b_max = structure.b_max
     return _at_b_max(
         optuna_rows(
-            space, task_ids, evaluations, seed, "maximize", lambda t, c: surrogate.evaluate(t, c, b_max)["val_accuracy"]
+            space,
+            task_ids,
+            evaluations,
+            seed,
+            "maximize",
+            lambda t, c: surrogate.evaluate(t, c, b_max)["val_accuracy"],
+            sampler=sampler,
+            n_startup=n_startup,
         ),
         sign=-1.0,
     )

@@ -1,7 +1,8 @@
-"""SMAC3's multi-fidelity facade on LCBench, a peer of the band benchmark (:mod:`benchmarks.band`).
+"""SMAC3's facades on LCBench, peers of the band benchmark (:mod:`benchmarks.band`).
 
 :func:`run_lcbench_smac` runs SMAC3 2.4's ``MultiFidelityFacade`` (random
-forest, Hyperband intensifier) once per task, in this process and one trial
+forest, Hyperband intensifier), or its ``HyperparameterOptimizationFacade``
+at ``b_max`` (``facade="hpo"``), once per task, in this process and one trial
 at a time through its ask/tell interface (no dask), and returns one
 :class:`~benchmarks.band_peers.Trace` per task as the other runners do.
 
@@ -47,7 +48,7 @@ import logging
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchmarks.band_peers import Trace
 from benchmarks.band_ray import budget_trace, config_space
@@ -57,9 +58,12 @@ from raytuner.test_problems.lcbench import EPOCHS, HYPERPARAMETERS, LCBenchSurro
 if TYPE_CHECKING:
     from raytuner.engines import BanditStructure
 
-__all__ = ["smac_budgets", "run_lcbench_smac"]
+__all__ = ["Facade", "smac_budgets", "run_lcbench_smac"]
 
 log = logging.getLogger(__name__)
+
+#: SMAC3's facade: multi-fidelity (Hyperband) or black-box hyperparameter optimisation at ``b_max``.
+Facade = Literal["multi_fidelity", "hpo"]
 
 
 def smac_budgets(structure: BanditStructure) -> tuple[float, float]:
@@ -90,37 +94,60 @@ def _quiet_smac() -> Iterator[None]:
 
 
 def _not_called(config: Any, seed: int = 0, budget: float = 0.0) -> float:
-    """The facade's target function; the ask/tell loop evaluates trials itself."""
+    """The multi-fidelity facade's target function; the ask/tell loop evaluates trials itself."""
     raise RuntimeError("run_lcbench_smac evaluates trials through ask/tell")
 
 
-def _one_task(
-    surrogate: LCBenchSurrogate, task_id: int, structure: BanditStructure, limit: float, seed: int, folder: Path
-) -> Trace:
-    """SMAC on one task until ``limit`` epochs are spent: the task's trace."""
-    from smac import MultiFidelityFacade, Scenario
+def _not_called_black_box(config: Any, seed: int = 0) -> float:
+    """The black-box facade's target function (it takes no budget); never called, as :func:`_not_called`."""
+    return _not_called(config, seed)
+
+
+def _facade(
+    surrogate: LCBenchSurrogate,
+    task_id: int,
+    structure: BanditStructure,
+    limit: float,
+    seed: int,
+    folder: Path,
+    facade: Facade,
+) -> Any:
+    """SMAC's ``facade`` for one task and ``limit`` epochs: Hyperband over the structure's budgets, or the
+    black-box facade at ``b_max`` with ``⌊limit / b_max⌋`` trials."""
+    from smac import HyperparameterOptimizationFacade, MultiFidelityFacade, Scenario
     from smac.intensifier.hyperband_utils import get_n_trials_for_hyperband_multifidelity
-    from smac.runhistory.dataclasses import TrialValue
 
     b_min, b_max = smac_budgets(structure)
+    space = config_space(surrogate.problem([task_id]).parameter_space, seed)
+    common: dict[str, Any] = {"name": f"task{task_id}", "output_directory": folder, "deterministic": True, "seed": seed}
+    if facade == "hpo":
+        scenario = Scenario(space, n_trials=max(1, int(limit // b_max + 1e-9)), **common)
+        return HyperparameterOptimizationFacade(scenario, _not_called_black_box, overwrite=True, logging_level=False)
     n_trials = get_n_trials_for_hyperband_multifidelity(limit, b_min, b_max, structure.eta, print_summary=False)
-    scenario = Scenario(
-        config_space(surrogate.problem([task_id]).parameter_space, seed),
-        name=f"task{task_id}",
-        output_directory=folder,
-        deterministic=True,
-        n_trials=max(1, int(n_trials)),
-        min_budget=b_min,
-        max_budget=b_max,
-        seed=seed,
-    )
-    smac = MultiFidelityFacade(
+    scenario = Scenario(space, n_trials=max(1, int(n_trials)), min_budget=b_min, max_budget=b_max, **common)
+    return MultiFidelityFacade(
         scenario,
         _not_called,
         overwrite=True,
         logging_level=False,
         intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=structure.eta),
     )
+
+
+def _one_task(
+    surrogate: LCBenchSurrogate,
+    task_id: int,
+    structure: BanditStructure,
+    limit: float,
+    seed: int,
+    folder: Path,
+    facade: Facade = "multi_fidelity",
+) -> Trace:
+    """SMAC on one task until ``limit`` epochs are spent: the task's trace."""
+    from smac.runhistory.dataclasses import TrialValue
+
+    b_max = structure.b_max
+    smac = _facade(surrogate, task_id, structure, limit, seed, folder, facade)
     spent = ReportBudget(limit, metric="val_accuracy")
     configs: dict[str, dict[str, Any]] = {}
     lo, hi = EPOCHS
@@ -128,7 +155,7 @@ def _one_task(
         info = smac.ask()
         params = {name: info.config[name] for name in HYPERPARAMETERS}
         key = repr(sorted(params.items()))
-        epoch = int(min(hi, b_max, max(lo, round(info.budget))))
+        epoch = int(min(hi, b_max, max(lo, round(b_max if info.budget is None else info.budget))))
         value = surrogate.evaluate(task_id, params, epoch)["val_accuracy"]
         spent.record(key, {"fidelity": epoch, "val_accuracy": value})
         configs[key] = params
@@ -141,7 +168,12 @@ def _one_task(
 
 
 def run_lcbench_smac(
-    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+    surrogate: LCBenchSurrogate,
+    task_ids: Sequence[int],
+    structure: BanditStructure,
+    budget: float,
+    seed: int,
+    facade: Facade = "multi_fidelity",
 ) -> list[Trace]:
     """SMAC3's ``MultiFidelityFacade`` (Hyperband) per task, stopped at ``budget`` (epochs / ``b_max``).
 
@@ -154,6 +186,8 @@ def run_lcbench_smac(
         structure: the bandit structure, in epochs (SMAC's budgets and ``η``).
         budget: the normalised cost per task to spend.
         seed: the runs' seed (task ``j`` gets ``seed * 1000 + j``).
+        facade: ``"multi_fidelity"`` (default), or ``"hpo"``: SMAC3's ``HyperparameterOptimizationFacade``
+            (random forest, black box) with ``⌊budget⌋`` trials at ``b_max``.
     """
     try:
         import smac  # noqa: F401
@@ -163,7 +197,9 @@ def run_lcbench_smac(
     traces = []
     with tempfile.TemporaryDirectory(prefix="raytuner_smac_") as folder, _quiet_smac():
         for j, task_id in enumerate(task_ids):
-            traces.append(_one_task(surrogate, task_id, structure, limit, seed * 1000 + j, Path(folder) / str(j)))
+            traces.append(
+                _one_task(surrogate, task_id, structure, limit, seed * 1000 + j, Path(folder) / str(j), facade)
+            )
             if traces[-1].note:
                 log.warning("SMAC on task %s: %s", task_id, traces[-1].note)
     return traces

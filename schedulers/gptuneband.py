@@ -122,6 +122,8 @@ class GPTuneBandOptions:
         source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
             crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); ``None``: none.
         source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.engines.GPTuneBand`.
+        later_passes: ``"agreeing"`` (the brackets of the passes after the first where low fidelities rank as
+            ``b_max`` does) or ``"all"`` (Hyperband's): see :class:`raytuner.engines.GPTuneBand`.
     """
 
     passes: int | None = None
@@ -138,6 +140,7 @@ class GPTuneBandOptions:
     model: str = "paper"
     source: Any = None
     source_proposals: str = "alternate"
+    later_passes: str = "agreeing"
 
 
 class GPTuneBandScheduler(TrialScheduler):
@@ -213,6 +216,7 @@ class GPTuneBandScheduler(TrialScheduler):
                     "search_candidates": options.search_candidates,
                     "model": options.model,
                     "source_proposals": options.source_proposals,
+                    "later_passes": options.later_passes,
                     "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0],
                 },
             ),

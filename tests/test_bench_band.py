@@ -107,18 +107,27 @@ def test_table1_rows_match_the_paper() -> None:
 
 
 def test_full_and_quick_settings() -> None:
-    """Issue 19: all six rows x 5 repeats; LCBench on the 8 tasks, 3 repeats, two passes. Quick stays small."""
+    """Issue 19: all six rows x 5 repeats; issue 58: LCBench on the 8 tasks, 5 repeats, budgets 30 and 60."""
     full, quick = band.FULL, band.QUICK
     assert (full.rows, full.repeats, full.tasks) == (band.TABLE1, 5, 10)
-    assert (full.lcbench_tasks, full.lcbench_repeats, full.lcbench_passes) == (LCBENCH_TASKS, 3, 2)
+    assert (full.lcbench_tasks, full.lcbench_repeats, full.lcbench_budgets) == (LCBENCH_TASKS, 5, (30.0, 60.0))
     assert len(LCBENCH_TASKS) == 8
     assert (quick.rows, quick.repeats, quick.tasks) == (band.TABLE1[:1], 2, 10)
-    assert (quick.lcbench_tasks, quick.lcbench_repeats, quick.lcbench_passes) == (LCBENCH_TASKS[:2], 1, 1)
+    assert (quick.lcbench_tasks, quick.lcbench_repeats, quick.lcbench_budgets) == (
+        LCBENCH_TASKS[:2],
+        1,
+        (band.LCBENCH_PASS,),
+    )
 
 
 def test_tuners_and_runners_line_up() -> None:
     assert tuple(band.DEMO_RUNNERS) == band.DEMO_TUNERS and tuple(band.LCBENCH_RUNNERS) == band.LCBENCH_TUNERS
-    assert {"GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC"} == set(band.LCBENCH_TUNERS)
+    assert {"GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC", "GPSampler", "SMAC-HPO", "random"} == set(
+        band.LCBENCH_TUNERS
+    )
+    hpo = band.LCBENCH_RUNNERS["SMAC-HPO"]  # SMAC's runner with the black-box facade
+    assert isinstance(hpo, functools.partial) and hpo.func is band_smac.run_lcbench_smac
+    assert hpo.keywords == {"facade": "hpo"} and not hpo.args
     paper = band.DEMO_RUNNERS["GPTuneBand-paper"]  # the same runner, the engine's paper model
     assert isinstance(paper, functools.partial) and paper.func is band_peers.run_demo_gptuneband
     assert paper.keywords == {"model": "paper"} and not paper.args
@@ -127,7 +136,7 @@ def test_tuners_and_runners_line_up() -> None:
 def test_lcbench_budget_and_ray_decision_points() -> None:
     structure = band.lcbench_structure()
     assert structure.fidelities == (52.0, 17.0, 6.0, 2.0)
-    assert band.FULL.lcbench_passes * structure.cost_per_pass("iterative") == pytest.approx(25.3846, abs=1e-4)
+    assert band.LCBENCH_PASS == pytest.approx(structure.cost_per_pass("iterative")) == pytest.approx(12.6923, abs=1e-4)
     assert band_ray_budget.report_points("HB", 27, 3) == (1, 3, 9, 27)
     assert band_ray_budget.report_points("ASHA", 16, 4, grace=1) == (1, 4, 16)
 
@@ -200,10 +209,9 @@ def test_run_goals_keep_the_old_keys_and_add_issue_19s() -> None:
         25.4,
         {"GPTuneBand": np.array([[90.0]]), "SMAC": np.array([[91.0]])},
         {"GPTuneBand": [1.0], "SMAC": [1.0]},
-        2,
         ask_seconds=[0.1, 6.0],
     )
-    goals = band.all_goals([row], lc)
+    goals = band.all_goals([row], [lc])
     assert {k: goals[k] for k in band.goals([row])} == band.goals([row])
     assert {
         k: goals[k]
@@ -212,6 +220,7 @@ def test_run_goals_keep_the_old_keys_and_add_issue_19s() -> None:
             "R_bar_le_1.02_every_row",
             "win_rate_vs_BOHB_ge_0.8_every_row",
             "lcbench_best_mean_rank",
+            "lcbench_lowest_R_bar",
             "lcbench_longest_ask_lt_5s",
         )
     } == {
@@ -219,6 +228,7 @@ def test_run_goals_keep_the_old_keys_and_add_issue_19s() -> None:
         "R_bar_le_1.02_every_row": True,
         "win_rate_vs_BOHB_ge_0.8_every_row": True,
         "lcbench_best_mean_rank": False,
+        "lcbench_lowest_R_bar": False,
         "lcbench_longest_ask_lt_5s": False,
     }
     unmeasured = band.all_goals([])
@@ -243,7 +253,7 @@ def test_lcbench_results_rank_maximised_accuracy() -> None:
         "HB": np.array([[85.0, 70.0]]),
         "BOHB": np.array([[95.0, 60.0]]),
     }
-    lc = band.lcbench_results([3945, 7593], 25.0, finals, {n: [1.0] for n in finals}, passes=2)
+    lc = band.lcbench_results([3945, 7593], 25.0, finals, {n: [1.0] for n in finals})
     assert lc["mean_rank"] == {"GPTuneBand": 1.5, "ASHA": 2.25, "HB": 3.5, "BOHB": 2.75}
     assert lc["R_bar"]["GPTuneBand"] == 1.0 and lc["R_bar"]["HB"] > 1.0 and lc["goal_best_mean_rank"]
     assert lc["structure"] == [1, 52, 3] and lc["repeats"] == 1
@@ -262,7 +272,7 @@ def test_run_lcbench_skips_a_peer_that_is_not_installed_and_times_asks(
     monkeypatch.setitem(sys.modules, "smac", None)  # import smac raises ImportError
     runners = {"GPTuneBand": _fake_gptuneband, "SMAC": band_smac.run_lcbench_smac}
     with caplog.at_level("WARNING", logger="benchmarks.band"):
-        lc, history = band.run_lcbench([3945], repeats=2, passes=1, runners=runners)
+        lc, history = band.run_lcbench([3945], repeats=2, budget=band.LCBENCH_PASS, runners=runners)
     assert lc["skipped"] == ["SMAC"] and list(lc["mean_rank"]) == ["GPTuneBand"] and "SMAC" in caplog.text
     assert set(history["curves"]) == {"GPTuneBand"}
     assert (lc["asks"], lc["longest_ask_seconds"], lc["ask_seconds_median"]) == (4, 3.0, 1.25)
@@ -279,6 +289,26 @@ def test_lcbench_tpe_evaluates_at_full_fidelity_within_the_budget(surrogate: LCB
     assert [t.values for t in again] == [t.values for t in traces]
     with pytest.raises(InvalidInputError, match="budget"):
         band_peers.run_lcbench_tpe(surrogate, [3945], structure, 0.5, seed=1)
+
+
+def test_random_and_gpsampler_peers_evaluate_at_full_fidelity(
+    surrogate: LCBenchSurrogate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    structure = BanditStructure.hyperband(2, 8, 2, integer=True)
+    traces = band_peers.run_lcbench_random(surrogate, [3945, 7593], structure, 4.5, seed=2)
+    assert [t.costs for t in traces] == [[1.0] * 4] * 2 and all(t.final == max(t.values) for t in traces)
+    assert traces[0].values != traces[1].values  # a seed per task
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError: the peer is skipped
+    with pytest.raises(ImportError, match="GPSampler needs torch"):
+        band_peers.run_lcbench_gpsampler(surrogate, [3945], structure, 4.5, seed=2)
+
+
+def test_smac_black_box_facade_evaluates_floor_budget_trials_at_b_max(surrogate: LCBenchSurrogate) -> None:
+    pytest.importorskip("smac", reason="smac is in the [bench] extra")
+    structure = BanditStructure.hyperband(2, 8, 2, integer=True)
+    (trace,) = band_smac.run_lcbench_smac(surrogate, [3945], structure, 5.5, seed=0, facade="hpo")
+    assert trace.costs == [1.0] * 5 and not trace.note
+    assert 0.0 < trace.final <= 100.0 and trace.final == pytest.approx(np.nanmax(trace.values))
 
 
 def test_smac_peer_on_one_task_spends_at_most_the_budget(surrogate: LCBenchSurrogate) -> None:

@@ -161,6 +161,7 @@ ENGINES: dict[str, EngineEntry] = {
             "search_candidates",
             "model",
             "source_proposals",
+            "later_passes",
         ),
         frozenset({"executor", "fidelities", "sources"}),
         _band,

@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,8 @@ class Run:
 
     Args:
         bracket: The bracket ``s``; its rung 0 is at fidelity ``B(s)``.
+        samples: How many samples its rung 0 holds when complete (``N(s)``, or none where a later pass
+            leaves the bracket out).
         rungs: The uids told at each rung, in log order.
         promoting: Parent uids whose promotion was asked and not told.
         promoted: Parent uids whose promotion was told.
@@ -52,6 +54,7 @@ class Run:
     """
 
     bracket: int
+    samples: int
     rungs: list[list[str]] = field(default_factory=list)
     promoting: set[str] = field(default_factory=set)
     promoted: set[str] = field(default_factory=set)
@@ -76,10 +79,18 @@ class Brackets:
         objective: The objective that ranks evaluations within a rung.
         problem: With several objectives or output constraints: rank a rung by them instead, as NSGA-II
             does (:func:`~raytuner.problem.pareto.nsga_order`: feasible first, non-dominated fronts, crowding).
+        quota: The samples of bracket ``j`` in pass ``p``, ``quota(p, j)`` (default: ``N(j)`` in every pass).
     """
 
-    def __init__(self, structure: BanditStructure, objective: Objective, problem: ProblemSpace | None = None) -> None:
+    def __init__(
+        self,
+        structure: BanditStructure,
+        objective: Objective,
+        problem: ProblemSpace | None = None,
+        quota: Callable[[int, int], int] | None = None,
+    ) -> None:
         self.structure = structure
+        self.quota = quota if quota is not None else (lambda p, j: structure.samples(j))
         self.objective = objective
         self.problem = problem
         self.runs: dict[RunKey, Run] = {}
@@ -93,8 +104,16 @@ class Brackets:
             key: ``(pass, task index, bracket)``.
         """
         if key not in self.runs:
-            self.runs[key] = Run(bracket=key[2])
+            self.runs[key] = Run(bracket=key[2], samples=self.quota(key[0], key[2]))
         return self.runs[key]
+
+    def key_of(self, uid: str) -> RunKey:
+        """The ``(pass, task index, bracket)`` of the told evaluation ``uid``.
+
+        Args:
+            uid: A uid told to :meth:`add`.
+        """
+        return self._keys[uid]
 
     def add(self, record: FunctionEvaluation, key: RunKey) -> None:
         """Fold in a told evaluation at its rung (its provenance has a rung; a promotion names its parent).
@@ -121,7 +140,7 @@ class Brackets:
             rung: The rung.
         """
         if rung == 0:
-            return self.structure.samples(run.bracket)
+            return run.samples
         below = self.rung_size(run, rung - 1)
         if below is None or len(run.told(rung - 1)) < below:
             return None

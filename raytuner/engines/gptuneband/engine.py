@@ -123,6 +123,12 @@ class GPTuneBand(Engine):
             over the two; the plain one's are marked ``proposer="plain_model"``), so that sources which mislead
             about the task cannot hold its search in their region; ``"every"``: every sample from the LCM with
             the sources.
+        later_passes: ``"agreeing"`` (default): from the second pass on, a bracket samples only where its
+            lowest fidelity has ranked the run's evaluations as ``b_max`` does (:meth:`BandPlan.agreement
+            <raytuner.engines.gptuneband.plan.BandPlan.agreement>`: the promotions of the earlier passes beside
+            the evaluations they promote); bracket 0 samples in every pass. Where low fidelities rank good
+            configurations badly, later passes spend their budget at ``b_max``, on the model's choices.
+            ``"all"``: every bracket in every pass, as Hyperband. With several objectives, every bracket.
     """
 
     name = "gptuneband"
@@ -152,6 +158,7 @@ class GPTuneBand(Engine):
         model: str = "paper",
         source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
         source_proposals: str = "alternate",
+        later_passes: str = "agreeing",
     ) -> None:
         super().__init__(problem, tasks, seed)
         if model not in MODELS:
@@ -183,6 +190,7 @@ class GPTuneBand(Engine):
             budget,
             self.fidelity_mode,
             problem=problem if self.multiobjective else None,
+            later_passes=later_passes,
         )
         named = None if self.multiobjective else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget
@@ -222,6 +230,7 @@ class GPTuneBand(Engine):
             search_candidates=search_candidates,
             model=model,
             source_proposals=source_proposals,
+            later_passes=later_passes,
         )
         # a Space serialises as a list (its model_serializer); pydantic types model_dump as a dict
         levels = Space.model_validate(
@@ -416,6 +425,7 @@ class GPTuneBand(Engine):
             self.seed,
             plain=plain,
             known=known,
+            quotas=self.plan.quotas(key[0]),
             **self._sampler_options,
             **({"source": sources} if sources else {}),
         )

@@ -29,18 +29,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+from scipy.stats import spearmanr
+
 from raytuner.engines.bandit import BanditStructure, FidelityMode
 from raytuner.engines.gptuneband.brackets import Brackets, InFlight, RunKey
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.problem.space import Objective, ProblemSpace
 
-__all__ = ["BandPlan", "Step", "check_limits"]
+__all__ = ["AGREEMENT", "LATER_PASSES", "BandPlan", "Step", "check_limits"]
 
 log = logging.getLogger(__name__)
 
 #: Slack in budget comparisons (normalised costs are sums of fractions).
 EPSILON = 1e-9
+#: How the passes after the first choose their brackets (GPTuneBand's ``later_passes`` option): every bracket, as
+#: Hyperband; or the brackets whose lowest fidelity ranks evaluations as ``b_max`` does (:meth:`BandPlan.agreement`).
+LATER_PASSES = ("all", "agreeing")
+#: With ``later_passes="agreeing"``, a bracket samples in a later pass when its agreement is at least this.
+AGREEMENT = 0.7
+#: The fewest (evaluation, promotion) pairs of one task at one fidelity that give a rank correlation.
+MIN_PAIRS = 3
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,23 @@ def check_limits(budget: float | None, passes: int | None) -> None:
         raise InvalidInputError("passes", f"must be an integer >= 1 or None, got {passes!r}")
 
 
+def rank_correlation(pairs: list[tuple[float, float]]) -> float | None:
+    """Spearman's rank correlation of ``pairs`` (``None`` where either side is constant).
+
+    Args:
+        pairs: ``(x, y)`` values.
+
+    >>> rank_correlation([(1.0, 10.0), (2.0, 30.0), (3.0, 20.0)])
+    0.5
+    >>> rank_correlation([(1.0, 5.0), (2.0, 5.0), (3.0, 5.0)]) is None
+    True
+    """
+    x, y = (np.array(side, dtype=float) for side in zip(*pairs))
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return float(spearmanr(x, y).statistic)
+
+
 class BandPlan:
     """GPTuneBand's plan state; see the module docstring.
 
@@ -85,6 +112,7 @@ class BandPlan:
         mode: ``"one_shot"`` or ``"iterative"`` (what a promotion costs).
         problem: With several objectives or output constraints: rank a rung by all of them (see
             :class:`~raytuner.engines.gptuneband.brackets.Brackets`).
+        later_passes: One of :data:`LATER_PASSES` (default ``"all"``); with several objectives, every bracket.
     """
 
     def __init__(
@@ -96,14 +124,19 @@ class BandPlan:
         budget: float | None = None,
         mode: FidelityMode = "one_shot",
         problem: ProblemSpace | None = None,
+        later_passes: str = "all",
     ) -> None:
         check_limits(budget, passes)
+        if later_passes not in LATER_PASSES:
+            raise InvalidInputError("later_passes", f"unknown choice {later_passes!r}", allowed=list(LATER_PASSES))
+        self.later_passes = later_passes if problem is None else "all"
+        self._quotas: dict[int, tuple[int, ...]] = {}
         self.structure = structure
         self.tasks = tasks
         self.passes = passes if passes is not None or budget is not None else 1
         self.budget = None if budget is None else float(budget)
         self.mode = mode
-        self.brackets = Brackets(structure, objective, problem)
+        self.brackets = Brackets(structure, objective, problem, quota=lambda p, j: self.quotas(p)[j])
         self.in_flight = InFlight()
         self.told_cost = [0.0] * tasks
         self._complete_parts = [0] * tasks  # per task, passes known complete (a complete part stays complete)
@@ -211,10 +244,83 @@ class BandPlan:
         return self.brackets.sampled((p, i, j))
 
     def _part_complete(self, i: int, p: int) -> bool:
-        s_max = self.structure.s_max
-        return all(self.sampled(p, i, j) >= self.structure.samples(j) for j in range(s_max + 1)) and all(
+        if self.sampled(p, i, 0) < self.structure.samples(0):
+            return False  # pass p has not begun for task i (nor chosen its brackets: see quotas)
+        s_max, quotas = self.structure.s_max, self.quotas(p)
+        return all(self.sampled(p, i, j) >= quotas[j] for j in range(s_max + 1)) and all(
             self.brackets.complete(self.brackets.run((p, i, j))) for j in range(s_max + 1)
         )
+
+    def quotas(self, p: int) -> tuple[int, ...]:
+        """The samples of each bracket in pass ``p``: Hyperband's ``N(j)``, or with ``later_passes="agreeing"``,
+        after the first pass, none in a bracket whose :meth:`agreement` is under :data:`AGREEMENT` (bracket 0
+        samples in every pass).
+
+        Decided once per pass from the evaluations of the passes before it. Those are all told when pass ``p``
+        begins (its samples wait until every open task ends pass ``p - 1``), and the plan asks for its brackets
+        only then, so a replayed run decides as the original did.
+
+        Args:
+            p: The pass (0-based).
+        """
+        full = tuple(self.structure.samples(j) for j in range(self.structure.s_max + 1))
+        if p == 0 or self.later_passes == "all":
+            return full
+        if p not in self._quotas:
+            agreement = self.agreement(p)
+            self._quotas[p] = tuple(n if j == 0 or agreement[j] >= AGREEMENT else 0 for j, n in enumerate(full))
+            log.info(
+                "GPTuneBand pass %d samples brackets %s (each bracket's lowest fidelity ranks as b_max does: %s)",
+                p + 1,
+                [j for j, n in enumerate(self._quotas[p]) if n],
+                [round(a, 3) for a in agreement],
+            )
+        return self._quotas[p]
+
+    def agreement(self, p: int) -> list[float]:
+        """Per bracket, how well evaluations at its lowest fidelity rank as they do at ``b_max``, from passes before ``p``.
+
+        Every told promotion and the evaluation it promotes are a pair of values of one configuration at two
+        neighbouring fidelities. Per fidelity level ``k >= 1`` (the promoted evaluation's), the rank correlation
+        (Spearman's) of a task's pairs, averaged over the tasks with at least :data:`MIN_PAIRS` of them weighted
+        by their pairs (1 where none has as many); a bracket's agreement is the product of these over the levels
+        from its own down to ``b_max``, each at least 0; bracket 0's is 1. Promotions are the best of their
+        rung, so it measures how well a fidelity ranks good configurations, the ones later passes sample.
+
+        Args:
+            p: The pass (0-based): only the passes before it count.
+
+        >>> from raytuner.engines.bandit import BanditStructure
+        >>> from raytuner.problem.space import ProblemSpace
+        >>> from raytuner.test_problems import DEMO_PROBLEM
+        >>> plan = BandPlan(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective(), 1)
+        >>> plan.agreement(1)   # no promotions yet: every fidelity counts as agreeing
+        [1.0, 1.0, 1.0]
+        """
+        name = self.brackets.objective.name
+        pairs: dict[tuple[int, int], list[tuple[float, float]]] = {}
+        for uid, record in self.brackets.by_uid.items():
+            prov = record.raytuner
+            if prov is None or prov.parent is None or not prov.rung or prov.bracket is None:
+                continue
+            key = self.brackets.key_of(uid)
+            parent = self.brackets.by_uid.get(prov.parent)
+            if key[0] >= p or parent is None:
+                continue
+            before, after = parent.value(name), record.value(name)
+            if before is not None and after is not None:
+                pairs.setdefault((prov.bracket - prov.rung + 1, key[1]), []).append((before, after))
+        agreement = [1.0]
+        for k in range(1, self.structure.s_max + 1):
+            weighted = [
+                (len(values), rank_correlation(values))
+                for (level, _), values in pairs.items()
+                if level == k and len(values) >= MIN_PAIRS
+            ]
+            known = [(n, r) for n, r in weighted if r is not None]
+            rho = sum(n * r for n, r in known) / sum(n for n, _ in known) if known else 1.0
+            agreement.append(agreement[-1] * max(rho, 0.0))
+        return agreement
 
     def frontier(self, i: int) -> int:
         """The first pass whose part for task ``i`` is not complete (``passes`` when all are).
@@ -253,7 +359,8 @@ class BandPlan:
         choices = [
             (self.sampled(p, i, j) + len(self.in_flight.samples(p, i, j)), j) for j in range(self.structure.s_max + 1)
         ]
-        open_choices = [(used, j) for used, j in choices if used < self.structure.samples(j)]
+        quotas = self.quotas(p)
+        open_choices = [(used, j) for used, j in choices if used < quotas[j]]
         if not open_choices:
             return None
         j = min(open_choices)[1]
@@ -299,9 +406,9 @@ class BandPlan:
         Args:
             p: The pass.
         """
-        open_tasks = self.open_tasks()
+        open_tasks, quotas = self.open_tasks(), self.quotas(p)
         for j in range(self.structure.s_max + 1):
-            if any(self.sampled(p, i, j) < self.structure.samples(j) for i in open_tasks):
+            if any(self.sampled(p, i, j) < quotas[j] for i in open_tasks):
                 return j
         return self.structure.s_max + 1
 
