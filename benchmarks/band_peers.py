@@ -439,11 +439,11 @@ def run_lcbench_gpsampler(
     random startup trials. Raises ``ImportError`` without torch (the benchmark then skips this peer).
 
     Args:
-        surrogate: the LCBench surrogate that answers the evaluations.
-        task_ids: the LCBench task ids to tune, one study and one trace each.
-        structure: the bandit structure, in epochs (its ``b_max`` is the fidelity evaluated).
-        budget: the normalised cost per task to spend (epochs / ``b_max``).
-        seed: the samplers' seed (task ``j`` gets ``seed * 1000 + j``).
+        surrogate: answers the evaluations.
+        task_ids: the LCBench tasks, one GPSampler study each.
+        structure: its ``b_max`` is the epoch evaluated.
+        budget: epochs / ``b_max`` per task: ``⌊budget⌋`` evaluations.
+        seed: task ``j``'s study gets ``seed * 1000 + j``.
     """
     if (why := torch_missing()) is not None:
         raise ImportError(f"Optuna's GPSampler needs torch: {why}")
@@ -456,11 +456,11 @@ def run_lcbench_random(
     """Random search at full fidelity (Optuna's RandomSampler), ``⌊budget⌋`` evaluations per task.
 
     Args:
-        surrogate: the LCBench surrogate that answers the evaluations.
-        task_ids: the LCBench task ids to tune, one trace each.
-        structure: the bandit structure, in epochs (its ``b_max`` is the fidelity evaluated).
-        budget: the normalised cost per task to spend (epochs / ``b_max``).
-        seed: the samplers' seed (task ``j`` gets ``seed * 1000 + j``).
+        surrogate: answers the evaluations.
+        task_ids: the LCBench tasks, one random study each.
+        structure: the epoch evaluated is its ``b_max``.
+        budget: epochs / ``b_max`` per task.
+        seed: the random studies' seed, ``seed * 1000 + j`` for task ``j``.
 
     >>> from raytuner.engines import BanditStructure
     >>> (trace,) = run_lcbench_random(LCBenchSurrogate(), [3945], BanditStructure.hyperband(2, 8, 2), 2.5, seed=0)

@@ -103,37 +103,6 @@ def _not_called_black_box(config: Any, seed: int = 0) -> float:
     return _not_called(config, seed)
 
 
-def _facade(
-    surrogate: LCBenchSurrogate,
-    task_id: int,
-    structure: BanditStructure,
-    limit: float,
-    seed: int,
-    folder: Path,
-    facade: Facade,
-) -> Any:
-    """SMAC's ``facade`` for one task and ``limit`` epochs: Hyperband over the structure's budgets, or the
-    black-box facade at ``b_max`` with ``⌊limit / b_max⌋`` trials."""
-    from smac import HyperparameterOptimizationFacade, MultiFidelityFacade, Scenario
-    from smac.intensifier.hyperband_utils import get_n_trials_for_hyperband_multifidelity
-
-    b_min, b_max = smac_budgets(structure)
-    space = config_space(surrogate.problem([task_id]).parameter_space, seed)
-    common: dict[str, Any] = {"name": f"task{task_id}", "output_directory": folder, "deterministic": True, "seed": seed}
-    if facade == "hpo":
-        scenario = Scenario(space, n_trials=max(1, int(limit // b_max + 1e-9)), **common)
-        return HyperparameterOptimizationFacade(scenario, _not_called_black_box, overwrite=True, logging_level=False)
-    n_trials = get_n_trials_for_hyperband_multifidelity(limit, b_min, b_max, structure.eta, print_summary=False)
-    scenario = Scenario(space, n_trials=max(1, int(n_trials)), min_budget=b_min, max_budget=b_max, **common)
-    return MultiFidelityFacade(
-        scenario,
-        _not_called,
-        overwrite=True,
-        logging_level=False,
-        intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=structure.eta),
-    )
-
-
 def _one_task(
     surrogate: LCBenchSurrogate,
     task_id: int,
@@ -143,11 +112,32 @@ def _one_task(
     folder: Path,
     facade: Facade = "multi_fidelity",
 ) -> Trace:
-    """SMAC on one task until ``limit`` epochs are spent: the task's trace."""
+    """SMAC on one task until ``limit`` epochs are spent: the task's trace.
+
+    The multi-fidelity facade runs Hyperband over the structure's budgets; the black-box one (``"hpo"``)
+    ``⌊limit / b_max⌋`` trials at ``b_max``.
+    """
+    from smac import HyperparameterOptimizationFacade, MultiFidelityFacade, Scenario
+    from smac.intensifier.hyperband_utils import get_n_trials_for_hyperband_multifidelity
     from smac.runhistory.dataclasses import TrialValue
 
-    b_max = structure.b_max
-    smac = _facade(surrogate, task_id, structure, limit, seed, folder, facade)
+    b_min, b_max = smac_budgets(structure)
+    space = config_space(surrogate.problem([task_id]).parameter_space, seed)
+    common: dict[str, Any] = {"name": f"task{task_id}", "output_directory": folder, "deterministic": True, "seed": seed}
+    smac: Any
+    if facade == "hpo":
+        scenario = Scenario(space, n_trials=max(1, int(limit // b_max + 1e-9)), **common)
+        smac = HyperparameterOptimizationFacade(scenario, _not_called_black_box, overwrite=True, logging_level=False)
+    else:
+        n_trials = get_n_trials_for_hyperband_multifidelity(limit, b_min, b_max, structure.eta, print_summary=False)
+        scenario = Scenario(space, n_trials=max(1, int(n_trials)), min_budget=b_min, max_budget=b_max, **common)
+        smac = MultiFidelityFacade(
+            scenario,
+            _not_called,
+            overwrite=True,
+            logging_level=False,
+            intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=structure.eta),
+        )
     spent = ReportBudget(limit, metric="val_accuracy")
     configs: dict[str, dict[str, Any]] = {}
     lo, hi = EPOCHS
