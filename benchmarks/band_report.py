@@ -14,7 +14,7 @@ and so do the goals over the whole run (:func:`goals`, :func:`all_goals`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +41,15 @@ GOAL_WIN_RATE_BOHB = 0.8
 GOAL_LONGEST_ASK_S = 5.0
 
 
+def _all_measured(flags: Iterable[bool | None]) -> bool | None:
+    """Whether every measured flag holds (``None`` ones were not measured; ``None`` when none was)."""
+    measured = [flag for flag in flags if flag is not None]
+    return all(measured) if measured else None
+
+
 def _every(rows: Sequence[Mapping[str, Any]], key: str) -> bool | None:
     """Whether the row goal ``key`` holds in every row that measured it (``None``: none did)."""
-    flags = [row["goals"][key] for row in rows if row["goals"].get(key) is not None]
-    return all(flags) if flags else None
+    return _all_measured(row["goals"].get(key) for row in rows)
 
 
 def goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
@@ -67,8 +72,7 @@ def goals(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool | None]:
 
 def _every_budget(lcbench: Sequence[Mapping[str, Any]], key: str) -> bool | None:
     """Whether the LCBench goal ``key`` holds at every budget that measured it (``None``: none did)."""
-    flags = [lc[key] for lc in lcbench if lc.get(key) is not None]
-    return all(flags) if flags else None
+    return _all_measured(lc.get(key) for lc in lcbench)
 
 
 def all_goals(rows: Sequence[Mapping[str, Any]], lcbench: Sequence[Mapping[str, Any]] = ()) -> dict[str, bool | None]:

@@ -95,7 +95,7 @@ class LevelSampler(MLA):
             models are stored apart (:meth:`sampler`).
         known: The uids of the run's records and sources: a model of an earlier pass or stage fitted on
             them alone may warm-start this sampler (:meth:`warm_rows`), none of another run.
-        quotas: The samples of each bracket in this pass (default: ``N(j)``; see :meth:`BandPlan.quotas
+        quotas: The samples of each bracket in this pass (:meth:`BandPlan.quotas
             <raytuner.engines.gptuneband.plan.BandPlan.quotas>`).
         **options: MLA's options.
     """
@@ -116,7 +116,7 @@ class LevelSampler(MLA):
         *,
         plain: bool = False,
         known: Collection[str] = (),
-        quotas: Sequence[int] | None = None,
+        quotas: Sequence[int],
         **options: Any,
     ) -> None:
         self.pass_index = pass_index
@@ -127,8 +127,7 @@ class LevelSampler(MLA):
         lowest = 0 if self.every_level else stage
         self.lcm_tasks = [(i, j) for i in range(len(tasks)) for j in range(lowest, structure.s_max + 1)]
         lifted = [{**tasks[i], LEVEL: j} for i, j in self.lcm_tasks]
-        per_bracket = [structure.samples(j) for j in range(structure.s_max + 1)] if quotas is None else list(quotas)
-        self._quota = [per_bracket[j] for _, j in self.lcm_tasks]
+        self._quota = [quotas[j] for _, j in self.lcm_tasks]
         self._sampled = [0] * len(self.lcm_tasks)
         self._round: int | None = None
         self._horizon = 0
