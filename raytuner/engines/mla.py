@@ -13,10 +13,11 @@ two; the documentation's benchmarks page has the figures). With
 ``design="staggered"`` the tasks do not all start from nothing at once: a
 wave of leading tasks (a quarter, at least two, spread over the task space)
 is tuned first, to its design and half as many again; then, where the
-leaders' GPs rank each other's evaluations alike (:attr:`MLA.AGREEMENT`),
+leaders' GPs predict their own evaluations unseen (:attr:`MLA.PREDICTIVE`),
 every other task starts where the leaders agree (the point TransferLearning
 proposes from them, as for a source start below) with a short design, and
-the LCM takes over; where they do not, each gets its own full design. The LCM fits
+the LCM takes over; where they do not (a landscape too rough for that many
+evaluations), each gets its own full design. The LCM fits
 nonnegative task weights unless its options name them
 (:attr:`MLA.default_options`). Failed evaluations are never suggested again
 and are left out of the model.
@@ -145,9 +146,10 @@ class MLA(StoredModels, Engine):
     """
 
     name = "mla"
-    #: The leaders' rank agreement from which a staggered start's followers start short, where the leaders
-    #: agree: any positive agreement (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
-    AGREEMENT = 0.0
+    #: How well the leaders' GPs must predict their own evaluations unseen (the mean Spearman rho of their
+    #: leave-one-out means, :meth:`~raytuner.engines.transfer.data.SourceData.predictability`) for a staggered
+    #: start's followers to start short (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
+    PREDICTIVE = 0.7
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
@@ -222,7 +224,7 @@ class MLA(StoredModels, Engine):
         self._notes: dict[str, Any] = {}  # what the last search adds to its suggestion's provenance
         self._leaders: list[int] | None = None  # a staggered start's leading tasks
         self._followers_from: list[FunctionEvaluation] | None = None  # the leaders' records the followers start from
-        self._agreement: float | None = None  # how well the leaders rank each other's evaluations (-1: unknown)
+        self._predictability: float | None = None  # how well the leaders' GPs predict their own data (-1: unknown)
         for record in sources:
             self._fold(record)
 
@@ -304,7 +306,7 @@ class MLA(StoredModels, Engine):
     def design_size(self, index: int) -> int:
         """How many configurations task ``index``'s initial design has.
 
-        A follower of a staggered start whose leaders agree
+        A follower of a staggered start whose leaders' models predict
         (:meth:`followers_start_short`) has a short one (a fifth of
         ``n_initial``, at least 2), its first point where the leaders agree.
 
@@ -316,23 +318,29 @@ class MLA(StoredModels, Engine):
         return self.n_initial
 
     def followers_start_short(self) -> bool:
-        """Whether a staggered start's followers start from the leaders: the leaders' GPs rank each other's
-        evaluations with a mean Spearman rho of at least :attr:`AGREEMENT` (else each follower gets the
-        full design, as under ``design="per_task"``)."""
+        """Whether a staggered start's followers start from the leaders: the leaders' GPs predict their own
+        evaluations unseen with a mean leave-one-out Spearman rho of at least :attr:`PREDICTIVE` (else each
+        follower gets the full design, as under ``design="per_task"``).
+
+        A short design pays where a model of a few evaluations already tells
+        good configurations from bad, whether or not the leaders agree with
+        each other: the LCM learns how much each follower shares with them.
+        """
         if not self.followers_started() or self._followers_from is None:
             return False
-        if self._agreement is None:
+        if self._predictability is None:
             data = self._leader_data()
-            agreement = data.rank_agreement() if data is not None else None
-            self._agreement = -1.0 if agreement is None else agreement
+            leaders = [self.tasks[i] for i in self.leaders]
+            predictability = data.predictability(leaders) if data is not None else None
+            self._predictability = -1.0 if predictability is None else predictability
             log.info(
-                "%s: the leading tasks %s rank each other's evaluations with rho %.2f: the other tasks start %s",
+                "%s: the leading tasks' GPs %s predict their own evaluations with rho %.2f: the other tasks start %s",
                 self.name,
-                [dict(self.tasks[i]) for i in self.leaders],
-                self._agreement,
-                "where they agree" if self._agreement >= self.AGREEMENT else "with their own designs",
+                [dict(t) for t in leaders],
+                self._predictability,
+                "short, where the leaders agree" if self._predictability >= self.PREDICTIVE else "with full designs",
             )
-        return self._agreement >= self.AGREEMENT
+        return self._predictability >= self.PREDICTIVE
 
     def _leader_data(self) -> SourceData | None:
         """The leaders' successful records as source data (their GPs), as the followers started."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -274,24 +274,47 @@ class SourceData:
                 log.debug("fitted the GP of source %s (%d samples)", task.label, len(task))
             return self._gps[index]
 
-    def rank_agreement(self) -> float | None:
-        """How well each source task's GP ranks another's evaluations: Spearman's rho, averaged over the pairs.
+    def predictability(self, tasks: Sequence[Mapping[str, Any]] | None = None) -> float | None:
+        """How well each source task's GP predicts its own evaluations unseen: Spearman's rho of its
+        leave-one-out means (:meth:`~raytuner.models.FittedLCM.leave_one_out`) against its values,
+        averaged over the tasks.
 
-        Near 1: the tasks share what is good (a new task may start where they
-        agree); near 0 or below: each has its own. ``None`` with fewer than
-        two tasks of at least 3 successful evaluations.
+        Near 1: a GP of this many evaluations already tells good
+        configurations from bad, so a new task of the same problem may start
+        with a short design and let a model lead; near 0: the landscape is
+        too rough for that many evaluations, and a new task needs its full
+        design. ``None`` with no task of at least 3 successful evaluations
+        (or none of ``tasks``).
+
+        Args:
+            tasks: Only the source tasks of these task parameters (default ``None``: every source task).
+
+        Example:
+            >>> import numpy as np
+            >>> from raytuner.problem.records import FunctionEvaluation
+            >>> from raytuner.problem.space import ProblemSpace
+            >>> problem = ProblemSpace.parse({"input_space": [{"name": "t", "type": "real", "lower_bound": 0,
+            ...     "upper_bound": 1}], "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0,
+            ...     "upper_bound": 1}], "output_space": [{"name": "y"}]})
+            >>> xs = np.linspace(0, 1, 12)
+            >>> smooth = [FunctionEvaluation.create({"t": 0.5}, {"x": x}, {"y": (x - 0.3) ** 2}) for x in xs]
+            >>> bool(SourceData(problem, smooth).predictability() > 0.9)
+            True
         """
         from scipy.stats import spearmanr  # noqa: PLC0415 - scipy.stats is slow to import; needed here alone
 
-        usable = [i for i, task in enumerate(self.tasks) if len(task) >= 3]
+        wanted = None if tasks is None else {task_key(t) for t in tasks}
         rhos = []
-        for i in usable:
-            for j in usable:
-                if i != j:
-                    mean = self.gp(i).predict_standardised(0, self.tasks[j].X)[0]
-                    rho = float(spearmanr(mean, self.tasks[j].v).statistic)
-                    if np.isfinite(rho):
-                        rhos.append(rho)
+        for i, task in enumerate(self.tasks):
+            if len(task) < 3 or (wanted is not None and task_key(task.task) not in wanted):
+                continue
+            try:
+                mean = self.gp(i).leave_one_out()[0]
+            except InvalidInputError:  # past the exact posterior's limit (no leave-one-out): left out
+                continue
+            rho = float(spearmanr(mean, task.v).statistic)
+            if np.isfinite(rho):
+                rhos.append(rho)
         return float(np.mean(rhos)) if rhos else None
 
     def stacking_order(self) -> list[int]:
