@@ -331,8 +331,8 @@ def test_the_global_phase_scores_at_most_its_share_per_dimension(dimension: int)
 
     optimize_acquisition(problem, {}, score, rng=0, search_candidates=2048, rounds=3)
     sampled = min(2048, CANDIDATES_PER_DIMENSION * dimension)
-    # real points drawn at random never repeat: every batch is scored whole
-    assert batches == [sampled] + [sampled // 4] * 3
+    # real points drawn at random never repeat: every batch is scored whole; a round perturbs the 64 best at least
+    assert batches == [sampled] + [max(64, sampled // 8)] * 3
 
 
 def test_a_score_of_the_wrong_shape_is_reported() -> None:

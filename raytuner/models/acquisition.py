@@ -348,8 +348,8 @@ def optimize_acquisition(
     exclude: Sequence[Mapping[str, Any]] = (),
     around: Sequence[Mapping[str, Any]] = (),
     search_candidates: int = 2048,
-    rounds: int = 3,
-    top: int = 16,
+    rounds: int = 10,
+    top: int = 64,
     tolerance: float = 1e-9,
 ) -> tuple[dict[str, Any], float]:
     """The valid configuration for ``task`` that maximises ``score``, and its score.
@@ -361,9 +361,11 @@ def optimize_acquisition(
     Gaussian perturbations (scale :data:`AROUND_SCALE`) of the configurations
     ``around`` (a task's Pareto front, say: where an improvement is likeliest
     found), taken in turn (the first ``G // 4`` of them where
-    there are more), then runs ``rounds`` rounds of ``G // 4`` (at least ``top``)
+    there are more), then runs ``rounds`` rounds of ``G // 8`` (at least ``top``)
     Gaussian perturbations (scale 0.1 down to 0.01) around the ``top`` best
-    points found so far. When the space is finite and holds at most
+    points found so far: an acquisition function's peaks narrow as a model
+    learns, and many short steps around many of them find higher maxima than
+    a few long ones. When the space is finite and holds at most
     :data:`ENUMERATION_FACTOR` ``* search_candidates`` points, it scores every
     one of them instead (and runs no rounds). A candidate is dropped when it breaks a constraint
     for ``task`` or duplicates a configuration in ``exclude``: equal in every
@@ -384,10 +386,10 @@ def optimize_acquisition(
         around: configurations whose neighbourhoods are searched from the start, besides the whole space
             (default none).
         search_candidates: how many initial random and Latin hypercube points at most (default 2048; at most
-            :data:`CANDIDATES_PER_DIMENSION` per dimension are used); a quarter as many perturbations of ``around``
-            and in each round.
-        rounds: rounds of Gaussian perturbation (default 3).
-        top: how many best points each round perturbs (default 16).
+            :data:`CANDIDATES_PER_DIMENSION` per dimension are used); a quarter as many perturbations of ``around``,
+            an eighth as many in each round.
+        rounds: rounds of Gaussian perturbation (default 10).
+        top: how many best points each round perturbs (default 64).
         tolerance: the unit-cube distance under which two configurations are equal (default 1e-9).
 
     >>> from raytuner.problem.space import ProblemSpace
@@ -428,7 +430,7 @@ def optimize_acquisition(
         order, points = search.best(top)
         if len(order) == 0:
             break
-        search.add(_perturb(points[order], max(len(order), sampled // 4), _scale(r, rounds), categorical, generator))
+        search.add(_perturb(points[order], max(len(order), sampled // 8), _scale(r, rounds), categorical, generator))
 
     found = search.result()
     if found is not None:
