@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -554,6 +557,41 @@ def test_process_executor_keeps_order_and_drops_failures_and_late_items(
     finally:
         release.touch()  # the worker ends its wait
     assert ProcessExecutor(2).map(_sleep_then, [0.0]) == [0.0]  # one item: inline, no pool
+
+
+#: A script that tunes at its top level, with no main guard: past 64 records its fits go to the process pool.
+UNGUARDED_SCRIPT = """
+import os, sys
+from raytuner.engines import MLA
+from raytuner.problem.space import ProblemSpace
+
+problem = ProblemSpace.parse({"parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}]})
+engine = MLA(problem, [{}], seed=0, n_initial=5)
+proposers = []
+for _ in range(100):
+    s = engine.ask()
+    with open(sys.argv[1], "a") as marker:
+        marker.write(f"{os.getpid()}\\n")
+    engine.tell(s, {"y": (s.config["x"] - 0.3) ** 2})
+    proposers.append(s.provenance.proposer)
+print(os.getpid(), proposers.count("model"))
+"""
+
+
+def test_a_script_without_a_main_guard_evaluates_in_its_own_process_alone(tmp_path: Path) -> None:
+    # the pool's spawned workers import the script again; each stops at its engine with one line, before any
+    # evaluation, and the fits run inline in the script's process (its suggestions still come from the model)
+    script, marker = tmp_path / "unguarded.py", tmp_path / "evaluations"
+    script.write_text(textwrap.dedent(UNGUARDED_SCRIPT))
+    run = subprocess.run(
+        [sys.executable, str(script), str(marker)], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr
+    pid, model = (int(v) for v in run.stdout.split())
+    assert marker.read_text().split() == [str(pid)] * 100  # every evaluation once, in the script's process
+    assert model == 95  # the model chose every suggestion after the 5-point design
+    assert 'guard the tuning with `if __name__ == "__main__":`' in run.stderr
+    assert run.stderr.count("every later call's inline") == 1  # one warning; later fits do not try a pool
 
 
 # -- persistence ----------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import numpy as np
 
 from raytuner.engines.spec import EngineSpec, plain_options
 from raytuner.errors import InvalidInputError, TrialConflict
-from raytuner.models.executors import Executor
+from raytuner.models.executors import Executor, refuse_unguarded_script
 from raytuner.problem.outcome import result_failure
 from raytuner.problem.pareto import best_of
 from raytuner.problem.records import (
@@ -222,6 +222,7 @@ class Engine(ABC):
     source: Any = None
 
     def __init__(self, problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], seed: int | None = None) -> None:
+        refuse_unguarded_script()  # a worker re-running a script that tunes at its top level stops here
         if not tasks:
             raise InvalidInputError("tasks", "at least one task is needed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):

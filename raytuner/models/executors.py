@@ -7,8 +7,10 @@ implementations:
 - :class:`ProcessExecutor` runs them on a shared pool of worker processes
   (threads would not help: SciPy's LAPACK wrappers hold the GIL, so two
   threads fitting run no faster than one). Workers are started with
-  ``spawn``, so a script that fits models must guard its entry point with
-  ``if __name__ == "__main__":``, as for any multiprocessing code;
+  ``spawn``, so a script that fits models should guard its entry point with
+  ``if __name__ == "__main__":``, as for any multiprocessing code (one that
+  does not still tunes once, with its fits inline: see
+  :func:`refuse_unguarded_script`);
 - :class:`RayExecutor` runs them on Ray actors (warm pooled zero-CPU ones by
   default), so they are spread over a cluster and never wait for CPUs that
   trials hold (no deadlock when every CPU is taken); results that miss the timeout are
@@ -43,7 +45,15 @@ from typing import Any, Protocol, TypeVar
 
 from raytuner.models.blas import one_blas_thread
 
-__all__ = ["INLINE_RECORDS", "Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "default_executor"]
+__all__ = [
+    "INLINE_RECORDS",
+    "Executor",
+    "InlineExecutor",
+    "ProcessExecutor",
+    "RayExecutor",
+    "default_executor",
+    "refuse_unguarded_script",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +101,45 @@ class InlineExecutor:
         return results
 
 
+def refuse_unguarded_script() -> None:
+    """Stop a spawned worker process that is running the user's script again.
+
+    A process started by ``spawn`` (a :class:`ProcessExecutor` worker, or
+    any other) first imports the main script again; a script that tunes
+    at its top level, without ``if __name__ == "__main__":``, would tune
+    again there, running its evaluations once more in every worker. Every
+    engine calls this when it is built, so such a worker exits with one line
+    before it evaluates anything; its pool breaks and the fits run inline in
+    the script's own process (:class:`ProcessExecutor`). Anywhere else it
+    does nothing.
+
+    Example:
+        >>> refuse_unguarded_script()  # not a worker starting: nothing happens
+    """
+    # multiprocessing marks a process that is still importing its parent's main script the same way
+    # (its own check, spawn._check_not_importing_main, reads this flag)
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(
+            "raytuner: this worker process was running the script again, which tunes at its top level; "
+            'guard the tuning with `if __name__ == "__main__":` (model fits run in the script\'s process meanwhile)'
+        )
+
+
 class ProcessExecutor:
     """A pool of ``workers`` spawned processes (default: the CPU count), created on first use.
 
     Each worker limits its BLAS to one thread. Items still running at the
-    timeout are abandoned (their result is ``None``); a broken pool is
-    replaced and the items run inline.
+    timeout are abandoned (their result is ``None``); when the pool breaks
+    (a worker died: a script without a main guard breaks every pool it
+    starts), the items run inline, as do the items of every later call in
+    this process.
 
     Args:
         workers: how many processes (default: the CPU count).
     """
+
+    #: Whether a pool of this process broke: every later call runs inline (another pool would break as well).
+    broken = False
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
@@ -123,23 +162,20 @@ class ProcessExecutor:
             items: the items.
             timeout: seconds to wait in all (default: no limit).
         """
-        if len(items) <= 1 or self.workers == 1:
+        if len(items) <= 1 or self.workers == 1 or ProcessExecutor.broken:
             return InlineExecutor().map(fn, items)
         try:
             futures = [self._get_pool().submit(fn, item) for item in items]
             concurrent.futures.wait(futures, timeout=timeout)
         except (concurrent.futures.process.BrokenProcessPool, OSError) as exc:
-            log.warning("process pool unusable (%r); running %d items inline", exc, len(items))
-            self.shutdown()
-            return InlineExecutor().map(fn, items)
+            return self._inline_from_now(f"process pool unusable ({exc!r})", fn, items)
         if any(f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool) for f in futures):
-            log.warning(
+            return self._inline_from_now(
                 'worker processes died (a script without an `if __name__ == "__main__":` guard '
-                "cannot use a spawned pool); running %d items inline",
-                len(items),
+                "cannot use a spawned pool)",
+                fn,
+                items,
             )
-            self.shutdown()
-            return InlineExecutor().map(fn, items)
         results: list[R | None] = []
         for future in futures:
             if not future.done():
@@ -152,6 +188,12 @@ class ProcessExecutor:
             else:
                 results.append(future.result())
         return results
+
+    def _inline_from_now(self, why: str, fn: Callable[[T], R], items: Sequence[T]) -> list[R | None]:
+        log.warning("%s; running these %d items and every later call's inline", why, len(items))
+        ProcessExecutor.broken = True
+        self.shutdown()
+        return InlineExecutor().map(fn, items)
 
     def shutdown(self) -> None:
         """Stop the worker processes (a later :meth:`map` starts new ones)."""
