@@ -559,6 +559,27 @@ def test_process_executor_keeps_order_and_drops_failures_and_late_items(
     assert ProcessExecutor(2).map(_sleep_then, [0.0]) == [0.0]  # one item: inline, no pool
 
 
+def _pid_or_die_in_a_worker(die: bool) -> int:
+    """This process's pid; a pool worker asked to die exits at once (inline, nothing dies)."""
+    import multiprocessing
+
+    if die and multiprocessing.parent_process() is not None:
+        os._exit(1)
+    return os.getpid()
+
+
+def test_a_pool_that_served_and_then_broke_is_replaced_not_given_up() -> None:
+    # a worker killed mid-run (for memory, say) breaks one call, which runs inline; the next call gets a new pool
+    executor = ProcessExecutor(2)
+    try:
+        assert os.getpid() not in executor.map(_pid_or_die_in_a_worker, [False, False], timeout=120)
+        assert executor.map(_pid_or_die_in_a_worker, [True, True], timeout=120) == [os.getpid()] * 2
+        assert not ProcessExecutor.broken
+        assert os.getpid() not in executor.map(_pid_or_die_in_a_worker, [False, False], timeout=120)
+    finally:
+        executor.shutdown()
+
+
 #: A script that tunes at its top level, with no main guard: past 64 records its fits go to the process pool.
 UNGUARDED_SCRIPT = """
 import os, sys

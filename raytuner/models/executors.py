@@ -130,20 +130,23 @@ class ProcessExecutor:
 
     Each worker limits its BLAS to one thread. Items still running at the
     timeout are abandoned (their result is ``None``); when the pool breaks
-    (a worker died: a script without a main guard breaks every pool it
-    starts), the items run inline, as do the items of every later call in
-    this process.
+    (a worker died) the items run inline, and a later call starts a new
+    pool, unless the broken one never returned a result: then its workers
+    died starting (a script without a main guard breaks every pool it
+    starts), and every later call in this process runs inline.
 
     Args:
         workers: how many processes (default: the CPU count).
     """
 
-    #: Whether a pool of this process broke: every later call runs inline (another pool would break as well).
+    #: Whether a pool of this process broke before it returned any result: every later call runs inline
+    #: (another pool would break as well).
     broken = False
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._served = False  # the current pool has returned a result
         self._lock = threading.Lock()
 
     def _get_pool(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -168,14 +171,9 @@ class ProcessExecutor:
             futures = [self._get_pool().submit(fn, item) for item in items]
             concurrent.futures.wait(futures, timeout=timeout)
         except (concurrent.futures.process.BrokenProcessPool, OSError) as exc:
-            return self._inline_from_now(f"process pool unusable ({exc!r})", fn, items)
+            return self._inline(f"process pool unusable ({exc!r})", fn, items)
         if any(f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool) for f in futures):
-            return self._inline_from_now(
-                'worker processes died (a script without an `if __name__ == "__main__":` guard '
-                "cannot use a spawned pool)",
-                fn,
-                items,
-            )
+            return self._inline("worker processes died", fn, items)
         results: list[R | None] = []
         for future in futures:
             if not future.done():
@@ -187,18 +185,28 @@ class ProcessExecutor:
                 results.append(None)
             else:
                 results.append(future.result())
+                self._served = True
         return results
 
-    def _inline_from_now(self, why: str, fn: Callable[[T], R], items: Sequence[T]) -> list[R | None]:
-        log.warning("%s; running these %d items and every later call's inline", why, len(items))
-        ProcessExecutor.broken = True
+    def _inline(self, why: str, fn: Callable[[T], R], items: Sequence[T]) -> list[R | None]:
+        """Run ``items`` inline after the pool broke; for good where it never returned a result."""
+        if self._served:
+            log.warning("%s; running %d items inline", why, len(items))
+        else:
+            ProcessExecutor.broken = True
+            log.warning(
+                '%s before the pool returned any result (a script without an `if __name__ == "__main__":` guard '
+                "cannot use a spawned pool); running these %d items and every later call's inline",
+                why,
+                len(items),
+            )
         self.shutdown()
         return InlineExecutor().map(fn, items)
 
     def shutdown(self) -> None:
         """Stop the worker processes (a later :meth:`map` starts new ones)."""
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool, self._pool, self._served = self._pool, None, False
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
