@@ -68,6 +68,7 @@ from benchmarks.band_report import (
     GOAL_LONGEST_ASK_S,
     GOAL_R_BAR,
     GOAL_WIN_RATE_BOHB,
+    GOAL_WORST_MARGIN,
     MLA,
     REFERENCE,
     all_goals,
@@ -77,12 +78,12 @@ from benchmarks.band_report import (
 )
 from benchmarks.band_smac import run_lcbench_smac
 from benchmarks.data import find
-from benchmarks.report import finish_run, machine_at_start
+from benchmarks.report import finish_run, machine_at_start, margins_vs
 from raytuner.analysis import r_bar, relative_performance, win_rate
 from raytuner.engines import BanditStructure
 from raytuner.models.executors import default_executor
 from raytuner.test_problems import demo_grid_minimum
-from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
+from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBENCH_VALIDATION_TASKS, LCBenchSurrogate
 
 __all__ = [
     "Row",
@@ -107,7 +108,21 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEMO_TUNERS: tuple[str, ...] = ("GPTuneBand", "GPTuneBand-paper", "BOHB", "HB", "GPTune", "TPE", "random")
-LCBENCH_TUNERS: tuple[str, ...] = ("GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC", "GPSampler", "SMAC-HPO", "random")
+LCBENCH_TUNERS: tuple[str, ...] = (
+    "GPTuneBand",
+    "GPTuneBand-one-shot",
+    "single-task BO",
+    "ASHA",
+    "HB",
+    "BOHB",
+    "TPE",
+    "SMAC",
+    "GPSampler",
+    "SMAC-HPO",
+    "random",
+)
+#: The tuner whose per-task margins say whether tuning together cost any task (raytuner's BO of each task alone).
+ALONE = "single-task BO"
 LCBENCH_STRUCTURE: tuple[int, int, int] = (1, 52, 3)
 #: The normalised cost of one GPTuneBand pass on LCBench (iterative fidelity): about 12.69.
 LCBENCH_PASS = BanditStructure.hyperband(*LCBENCH_STRUCTURE, integer=True).cost_per_pass("iterative")
@@ -128,6 +143,8 @@ DEMO_RUNNERS: dict[str, DemoRunner] = {
 LCBenchRunner = Callable[[LCBenchSurrogate, Sequence[int], BanditStructure, float, int], list[Trace]]
 LCBENCH_RUNNERS: dict[str, LCBenchRunner] = {
     "GPTuneBand": peers.run_lcbench_gptuneband,
+    "GPTuneBand-one-shot": functools.partial(peers.run_lcbench_gptuneband, fidelity_mode="one_shot"),
+    "single-task BO": peers.run_lcbench_single_task_bo,
     "ASHA": functools.partial(run_lcbench_ray, "ASHA"),
     "HB": functools.partial(run_lcbench_ray, "HB"),
     "BOHB": functools.partial(run_lcbench_ray, "BOHB"),
@@ -208,10 +225,17 @@ class Settings:
     lcbench_tasks: tuple[int, ...]
     lcbench_repeats: int
     lcbench_budgets: tuple[float, ...]  # normalised cost per task (epochs / 52), one LCBench comparison each
+    lcbench_validation_tasks: tuple[int, ...] = ()  # a second problem, never tuned to, at the same budgets
 
 
 FULL = Settings(
-    rows=TABLE1, repeats=5, tasks=10, lcbench_tasks=LCBENCH_TASKS, lcbench_repeats=5, lcbench_budgets=(30.0, 60.0)
+    rows=TABLE1,
+    repeats=5,
+    tasks=10,
+    lcbench_tasks=LCBENCH_TASKS,
+    lcbench_repeats=5,
+    lcbench_budgets=(30.0, 60.0),
+    lcbench_validation_tasks=LCBENCH_VALIDATION_TASKS,
 )
 QUICK = Settings(
     rows=TABLE1[:1],
@@ -220,6 +244,7 @@ QUICK = Settings(
     lcbench_tasks=LCBENCH_TASKS[:2],
     lcbench_repeats=1,
     lcbench_budgets=(LCBENCH_PASS,),
+    lcbench_validation_tasks=LCBENCH_VALIDATION_TASKS[:2],
 )
 
 
@@ -396,6 +421,8 @@ def lcbench_results(
     (1.5, 0.5, True, [])
     """
     ranks = _mean_ranks(finals)
+    margins = margins_vs(finals, [int(t) for t in task_ids], reference=ALONE) if ALONE in finals else {}
+    band_margins = [m["worst"] for name, m in margins.items() if name.startswith(REFERENCE)]
     r_tilde = relative_performance({name: 1.0 / np.asarray(v, dtype=float) for name, v in finals.items()})
     r_bars = {name: round(r_bar(r), 4) for name, r in r_tilde.items()}
     return {
@@ -417,6 +444,8 @@ def lcbench_results(
         "longest_ask_seconds": round(max(ask_seconds), 4) if ask_seconds else None,
         "ask_seconds_median": round(statistics.median(ask_seconds), 4) if ask_seconds else None,
         "goal_longest_ask_lt_5s": max(ask_seconds) < GOAL_LONGEST_ASK_S if ask_seconds else None,
+        "margins_vs_single_task_bo": margins,
+        "goal_no_negative_transfer": min(band_margins) >= GOAL_WORST_MARGIN if band_margins else None,
     }
 
 
@@ -483,33 +512,36 @@ def run_lcbench(
     return result, {"cost": [round(float(c), 6) for c in grid], "curves": curves}
 
 
-def lcbench_section(out: Path, settings: Settings) -> list[dict[str, Any]]:
+def lcbench_section(
+    out: Path, settings: Settings, tasks: Sequence[int] | None = None, name: str = ""
+) -> list[dict[str, Any]]:
     """:func:`run_lcbench` at each of ``settings``' LCBench budgets, each with its plot in ``out``.
 
-    The first budget's plot is ``band_lcbench.png``, the others' ``band_lcbench_{budget}.png``. The
+    The first budget's plot is ``band_lcbench{name}.png``, the others' ``band_lcbench{name}_{budget}.png``. The
     Ray tuners need ``ray.init``.
 
     Args:
         out: the folder for the plots.
         settings: the LCBench tasks, repeats and budgets.
+        tasks: the task set (default ``None``: ``settings.lcbench_tasks``).
+        name: the task set's suffix in the plots' names (default none: the tuning set's).
     """
+    tasks = settings.lcbench_tasks if tasks is None else tuple(tasks)
     results = []
     for k, budget in enumerate(settings.lcbench_budgets):
         log.info(
-            "band benchmark LCBench: tasks %s, %d repeats, budget %g",
-            list(settings.lcbench_tasks),
-            settings.lcbench_repeats,
-            budget,
+            "band benchmark LCBench: tasks %s, %d repeats, budget %g", list(tasks), settings.lcbench_repeats, budget
         )
-        lc, lc_history = run_lcbench(settings.lcbench_tasks, settings.lcbench_repeats, budget)
-        plot = "band_lcbench.png" if k == 0 else f"band_lcbench_{budget:g}.png"
-        title = f"LCBench: {len(settings.lcbench_tasks)} tasks, structure [1, 52, 3], budget {budget:g}"
+        lc, lc_history = run_lcbench(tasks, settings.lcbench_repeats, budget)
+        plot = f"band_lcbench{name}.png" if k == 0 else f"band_lcbench{name}_{budget:g}.png"
+        title = f"LCBench: {len(tasks)} tasks, structure [1, 52, 3], budget {budget:g}"
         lc["plot"] = (
             plot
             if save_plot(lc_history, out / plot, title, "best val_accuracy at epoch 52 (mean over tasks)")
             else None
         )
         lc["history"] = lc_history
+        lc["set"] = "validation" if name else "tuning"
         results.append(lc)
     return results
 
@@ -529,7 +561,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     Example (the quick run takes about 3 minutes on 2 cores)::
 
         results = run(Path("bench_out/band"), quick=True)
-        sorted(results)   # ['benchmark', 'command', 'elapsed_s', 'goals', 'lcbench', 'machine', 'quick', 'table1']
+        sorted(results)   # ['benchmark', ..., 'lcbench', 'lcbench_budgets', 'lcbench_validation', 'machine', ...]
     """
     import ray
 
@@ -564,6 +596,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
             result["history"] = history
             rows.append(result)
         lcs = lcbench_section(out, s)
+        validation = lcbench_section(out, s, s.lcbench_validation_tasks, "_validation")
     finally:
         if own_ray:
             ray.shutdown()
@@ -571,7 +604,8 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         "table1": {"rows": rows, "goals": goals(rows)},
         "lcbench": lcs[0],
         "lcbench_budgets": lcs,
-        "goals": all_goals(rows, lcs),
+        "lcbench_validation": validation,
+        "goals": all_goals(rows, [*lcs, *validation]),
         "machine": machine,
     }
     return finish_run(out, "band", results, render_report, quick=quick, started=started)

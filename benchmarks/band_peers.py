@@ -48,6 +48,7 @@ from raytuner.test_problems.lcbench import LCBenchSurrogate
 
 if TYPE_CHECKING:  # the engines (SciPy, the LCM) load lazily: Ray's trial workers import this module
     from raytuner.engines import BanditStructure
+    from raytuner.engines.bandit import FidelityMode
     from raytuner.models.executors import Executor
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "run_demo_tpe",
     "run_demo_random",
     "run_lcbench_gptuneband",
+    "run_lcbench_single_task_bo",
     "run_lcbench_tpe",
     "run_lcbench_gpsampler",
     "run_lcbench_random",
@@ -348,8 +350,9 @@ def run_lcbench_gptuneband(
     budget: float,
     seed: int,
     executor: Executor | None = None,
+    fidelity_mode: FidelityMode = "iterative",
 ) -> list[Trace]:
-    """GPTuneBand's engine in iterative mode over all tasks, spending ``budget`` per task.
+    """GPTuneBand's engine in iterative mode (or ``fidelity_mode``) over all tasks, spending ``budget`` per task.
 
     The engine runs as many passes as the budget pays for; a task's last pass
     ends where its next step no longer fits what is left.
@@ -368,6 +371,8 @@ def run_lcbench_gptuneband(
         budget: the normalised cost per task to spend.
         seed: the engine's seed.
         executor: runs the LCM fits' starts (default ``None``: the engine's default, as above).
+        fidelity_mode: ``"iterative"`` (default: a promotion continues training and pays its extra epochs) or
+            ``"one_shot"`` (a promotion trains anew and pays all its epochs).
 
     >>> from raytuner.engines import BanditStructure
     >>> structure = BanditStructure.hyperband(2, 8, 2, integer=True)
@@ -388,7 +393,7 @@ def run_lcbench_gptuneband(
         fidelities=structure.fidelities,
         eta=structure.eta,
         budget=budget,
-        fidelity_mode="iterative",
+        fidelity_mode=fidelity_mode,
         executor=executor,
     )
     traces = [Trace() for _ in task_ids]
@@ -406,6 +411,55 @@ def run_lcbench_gptuneband(
     for trace, best in zip(traces, band.best_per_task()):
         trace.final = best.known_value("val_accuracy") if best is not None else math.nan
     return traces
+
+
+def run_lcbench_single_task_bo(
+    surrogate: LCBenchSurrogate, task_ids: Sequence[int], structure: BanditStructure, budget: float, seed: int
+) -> list[Trace]:
+    """raytuner's single-task BO (an MLA of one task) at ``b_max``, ``⌊budget⌋`` evaluations per task: *alone*.
+
+    Each task is tuned by itself with the same GP core and acquisition
+    search as the multitask engines, 10 initial points (as GPSampler's
+    startup); the answer is the best ``val_accuracy`` seen.
+
+    Args:
+        surrogate: answers the evaluations.
+        task_ids: the LCBench tasks, one engine each.
+        structure: its ``b_max`` is the epoch evaluated.
+        budget: epochs / ``b_max`` per task: ``⌊budget⌋`` evaluations.
+        seed: task ``j``'s engine gets ``seed * 1000 + j``.
+
+    >>> from raytuner.engines import BanditStructure
+    >>> (trace,) = run_lcbench_single_task_bo(LCBenchSurrogate(), [3945], BanditStructure.hyperband(2, 8, 2), 3.5, 0)
+    >>> trace.costs, trace.final == max(trace.values)
+    ([1.0, 1.0, 1.0], True)
+    """
+    from benchmarks.ask_tell import drive_tasks
+    from raytuner.engines import MLA
+
+    evaluations = _evaluations_at_b_max(budget)
+    problem = surrogate.problem(task_ids)
+    b_max = structure.b_max
+    rows = []
+    for j, task_id in enumerate(task_ids):
+        engine = MLA(problem, [{"task_id": task_id}], seed=seed * 1000 + j, n_initial=min(GP_STARTUP, evaluations))
+        rows.append(
+            drive_tasks(
+                engine,
+                evaluations,
+                lambda task, config: surrogate.evaluate(task["task_id"], config, b_max)["val_accuracy"],
+                "val_accuracy",
+            )[0]
+        )
+    return _at_b_max(np.array(rows), sign=-1.0)
+
+
+def _evaluations_at_b_max(budget: float) -> int:
+    """``⌊budget⌋``: the evaluations at ``b_max`` (each costs 1) a budget pays for; at least one."""
+    evaluations = int(math.floor(budget + 1e-9))
+    if evaluations < 1:
+        raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
+    return evaluations
 
 
 def run_lcbench_tpe(
@@ -480,9 +534,7 @@ def _lcbench_optuna(
     n_startup: int | None = None,
 ) -> list[Trace]:
     """One Optuna study per task at ``b_max`` with ``sampler``: ``⌊budget⌋`` evaluations each (see :func:`optuna_rows`)."""
-    evaluations = int(math.floor(budget + 1e-9))
-    if evaluations < 1:
-        raise InvalidInputError("budget", f"{budget!r} holds no evaluation at b_max (it must be >= 1)")
+    evaluations = _evaluations_at_b_max(budget)
     space = surrogate.problem(task_ids).parameter_space
     b_max = structure.b_max
     return _at_b_max(

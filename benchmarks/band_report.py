@@ -26,6 +26,7 @@ __all__ = [
     "GOAL_R_BAR",
     "GOAL_WIN_RATE_BOHB",
     "GOAL_LONGEST_ASK_S",
+    "GOAL_WORST_MARGIN",
     "goals",
     "all_goals",
     "render_report",
@@ -39,6 +40,8 @@ GOAL_R_BAR = 1.02
 GOAL_WIN_RATE_BOHB = 0.8
 #: GPTuneBand's longest ``ask`` on LCBench must stay under this many seconds.
 GOAL_LONGEST_ASK_S = 5.0
+#: No task's mean best accuracy under GPTuneBand may be more than this many points under single-task BO's.
+GOAL_WORST_MARGIN = -0.5
 
 
 def _all_measured(flags: Iterable[bool | None]) -> bool | None:
@@ -82,7 +85,8 @@ def all_goals(rows: Sequence[Mapping[str, Any]], lcbench: Sequence[Mapping[str, 
 
     Args:
         rows: the Table-1 rows' results (each with its ``"goals"``).
-        lcbench: ``results["lcbench_budgets"]``, one result per budget (default none: LCBench did not run).
+        lcbench: ``results["lcbench_budgets"]`` and ``results["lcbench_validation"]``, one result per task set and
+            budget (default none: LCBench did not run).
 
     >>> flags = {"lowest_R_bar": True, "lowest_R_bar_incl_mla": True, "R_bar_le_1.02": False,
     ...          "win_rate_vs_BOHB_ge_0.8": True}
@@ -103,6 +107,7 @@ def all_goals(rows: Sequence[Mapping[str, Any]], lcbench: Sequence[Mapping[str, 
         "lcbench_best_mean_rank": _every_budget(lcbench, "goal_best_mean_rank"),
         "lcbench_lowest_R_bar": _every_budget(lcbench, "goal_lowest_R_bar"),
         "lcbench_longest_ask_lt_5s": _every_budget(lcbench, "goal_longest_ask_lt_5s"),
+        "lcbench_no_negative_transfer": _every_budget(lcbench, "goal_no_negative_transfer"),
     }
 
 
@@ -186,13 +191,23 @@ def _table1_lines(table1: Mapping[str, Any]) -> list[str]:
 
 
 def _lcbench_lines(lc: Mapping[str, Any]) -> list[str]:
+    margins = lc.get("margins_vs_single_task_bo") or {}
     table = markdown_table(
-        ["tuner", "mean rank", "R-bar", "median wall s per repeat"],
-        [[n, lc["mean_rank"][n], lc["R_bar"][n], lc["wall_seconds_median"].get(n)] for n in lc["mean_rank"]],
+        ["tuner", "mean rank", "R-bar", "worst task's margin to single-task BO", "median wall s per repeat"],
+        [
+            [
+                n,
+                lc["mean_rank"][n],
+                lc["R_bar"][n],
+                f"{margins[n]['worst']} ({margins[n]['worst_task']})" if n in margins else "-",
+                lc["wall_seconds_median"].get(n),
+            ]
+            for n in lc["mean_rank"]
+        ],
     )
     longest = lc.get("longest_ask_seconds")
     lines = [
-        f"## LCBench (YAHPO surrogate), budget {lc['budget_per_task']:g}",
+        f"## LCBench (YAHPO surrogate), the {lc.get('set', 'tuning')} set, budget {lc['budget_per_task']:g}",
         "",
         f"Tasks {lc['tasks']} (OpenML ids), structure {lc['structure']} in whole epochs (fidelities "
         f"{lc['fidelities']}), iterative fidelity: a promotion continues from its checkpoint and pays only the "
@@ -204,7 +219,8 @@ def _lcbench_lines(lc: Mapping[str, Any]) -> list[str]:
         f"search floor(budget) evaluations at epoch 52 per task. {lc['repeats']} repeat(s). "
         "Rank 1 = highest val_accuracy at epoch 52 in the (repeat, task) cell, ties share the average rank. "
         "R-tilde = best accuracy of all tuners / the tuner's (maximisation; 1 is best), R-bar = (mean + median) "
-        "/ 2 of R-tilde.",
+        "/ 2 of R-tilde. Margin: the tuner's mean best accuracy on a task minus single-task BO's (raytuner's BO "
+        "of the task alone), in points; the worst task's, with its id.",
         "",
         table,
         "",
@@ -217,6 +233,8 @@ def _lcbench_lines(lc: Mapping[str, Any]) -> list[str]:
         f"- GPTuneBand has the best mean rank: {_verdict(lc['goal_best_mean_rank'])}"
         f"{' (tied with ' + ', '.join(tied) + ')' if tied and lc['goal_best_mean_rank'] else ''}",
         f"- GPTuneBand has the lowest R-bar: {_verdict(lc.get('goal_lowest_R_bar'))}",
+        f"- No task's mean best under GPTuneBand (either fidelity mode) more than {-GOAL_WORST_MARGIN:g} points "
+        f"under single-task BO's: {_verdict(lc.get('goal_no_negative_transfer'))}",
         f"- GPTuneBand's longest ask < {GOAL_LONGEST_ASK_S:g} s: {_verdict(lc.get('goal_longest_ask_lt_5s'))}"
         + (
             ""
@@ -249,7 +267,7 @@ def render_report(results: Mapping[str, Any]) -> str:
     '# Band benchmark: GPTuneBand vs BOHB, HB, GPTune, TPE, random (quick)'
     """
     t1, m = results["table1"], results["machine"]
-    lcbench = results.get("lcbench_budgets") or [results["lcbench"]]
+    lcbench = [*(results.get("lcbench_budgets") or [results["lcbench"]]), *results.get("lcbench_validation", [])]
     g = results.get("goals") or all_goals(t1["rows"], lcbench)
     lines = [
         f"# Band benchmark: GPTuneBand vs BOHB, HB, GPTune, TPE, random{' (quick)' if results['quick'] else ''}",

@@ -35,6 +35,12 @@ matplotlib is installed) and logs progress on the ``benchmarks.mla`` logger.
   onnxruntime (the Optuna peers alone without Optuna, ``optuna_gp`` without
   torch). Goals: ``mla`` (its default, per-task design) wins at least 70 % of
   these cells against single-task BO and against ``optuna_gp``.
+- **Together against alone** (:mod:`benchmarks.mla_together`): the 8 tasks
+  above and a validation set of 10 others, each tuned together, at 30 and 60
+  evaluations per task, 5 seeds: every task's margin to single-task BO and
+  the win rate against it (``results["together_vs_alone"]``). Goals: no task's
+  mean best more than 0.5 accuracy points under single-task BO's, and wins
+  in at least 60 % of the cells, in every set and budget.
 - **Overhead** (:mod:`benchmarks.mla_overhead`,
   :mod:`benchmarks.mla_scale`): the median warm ``ask`` of an engine
   holding (tasks x samples per task) 10 x {10, 30, 50, 100} and 20 x 250
@@ -84,6 +90,7 @@ from benchmarks.mla_scale import (
     HELDOUT_PER_TASK,
     scale_goals,
 )
+from benchmarks.mla_together import FULL_TOGETHER, QUICK_TOGETHER, render_together, run_together
 from benchmarks.report import (
     machine_at_start,
     markdown_table,
@@ -458,6 +465,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     quality["plot"] = "quality.png" if save_plot(quality["curves"], out / "quality.png") else None
     lcbench = lcbench_cells(QUICK_LCBENCH if quick else FULL_LCBENCH)
+    together = run_together(QUICK_TOGETHER if quick else FULL_TOGETHER)
     overhead_rows = run_overhead(os_)
     results = build_results(
         quality,
@@ -476,6 +484,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
             "exact_max_records": EXACT_MAX_RECORDS,
         },
         quality_lcbench=lcbench,
+        together_vs_alone=together,
         benchmark="mla",
         elapsed_s=round(time.perf_counter() - started, 1),
     )
@@ -569,7 +578,9 @@ def render_report(results: Mapping[str, Any]) -> str:
     lines += render_reach(
         (results.get("quality_lcbench") or {}).get("reach"), "Evaluations until every task is near its best (LCBench)"
     )
+    lines += render_together(results.get("together_vs_alone"))
     lines += render_overhead(o)
+    together_goals = (results.get("together_vs_alone") or {}).get("goals", {})
     lines += [
         "## Goals",
         "",
@@ -606,6 +617,10 @@ def render_report(results: Mapping[str, Any]) -> str:
             f"{_verdict(g.get('mla_staggered_evaluations_to_99_le_0.7_of_single_task_bo' + key))}"
             for where, key in (("", ""), ("LCBench ", "_on_lcbench"))
         ],
+        f"- Together against alone, every LCBench set and budget: no task's mean best more than 0.5 points under "
+        f"single_task_bo's: {_verdict(together_goals.get('mla_worst_margin_ge_-0.5_every_cell'))}; "
+        f"{q['reference']} wins at least 60 % of the cells against single_task_bo: "
+        f"{_verdict(together_goals.get('mla_win_rate_vs_single_task_bo_ge_0.6_every_cell'))}",
         "",
         f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('os')}, Python {m.get('python')}; "
         f"load average {m.get('load_average_at_start')} at the start. Elapsed {results.get('elapsed_s')} s.",

@@ -7,7 +7,8 @@ tasks are 8 OpenML datasets of LCBench (:data:`~raytuner.test_problems.lcbench.L
 YAHPO Gym's surrogate. Tuners, 20 evaluations per task (10 initial):
 ``mla`` (one :class:`~raytuner.engines.MLA` over all tasks, each task its
 own initial design), ``mla_shared`` (the same with ``design="shared"``),
-``mla_staggered`` (``design="staggered"``), ``single_task_bo`` (one MLA per task), Optuna's ``optuna_tpe`` and
+``mla_staggered`` (``design="staggered"``), ``mla_always`` (``sharing="always"``: every
+suggestion from the shared LCM, as GPTune's MLA), ``single_task_bo`` (one MLA per task), Optuna's ``optuna_tpe`` and
 ``optuna_gp`` (``GPSampler``; per task, 10 startup trials each) and
 ``random``. Per (seed, task) cell each tuner's best accuracy is compared;
 the results give the mean best accuracy per tuner and, for both MLA
@@ -41,6 +42,7 @@ from benchmarks.mla_model import model_accuracy, render_model_accuracy
 from benchmarks.report import markdown_table, peer_win_rates, reach_results, win_cell
 from raytuner.engines import MLA, Engine, RandomSearch
 from raytuner.engines.mla import Design
+from raytuner.engines.sharing import Sharing
 from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBenchSurrogate
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "run_lcbench_quality",
     "lcbench_rows",
     "lcbench_cells",
+    "lcbench_peers",
     "render_lcbench",
 ]
 
@@ -101,9 +104,11 @@ def _tasks(s: LCBenchQuality) -> list[dict[str, Any]]:
     return [{"task_id": t} for t in s.tasks]
 
 
-def _mla(design: Design) -> LCBenchRun:
+def _mla(design: Design, sharing: Sharing = "checked") -> LCBenchRun:
     def run(surrogate: LCBenchSurrogate, s: LCBenchQuality, seed: int) -> np.ndarray:
-        engine = MLA(surrogate.problem(s.tasks), _tasks(s), seed=seed, n_initial=s.n_initial, design=design)
+        engine = MLA(
+            surrogate.problem(s.tasks), _tasks(s), seed=seed, n_initial=s.n_initial, design=design, sharing=sharing
+        )
         return drive_lcbench(engine, surrogate, s.evaluations)
 
     return run
@@ -143,6 +148,7 @@ LCBENCH_TUNERS: dict[str, LCBenchRun] = {
     "mla": _mla("per_task"),
     "mla_shared": _mla("shared"),
     "mla_staggered": _mla("staggered"),
+    "mla_always": _mla("per_task", sharing="always"),
     "single_task_bo": _single_task_bo,
     "optuna_tpe": _optuna("TPESampler"),
     "optuna_gp": _optuna("GPSampler"),
@@ -219,20 +225,15 @@ def run_lcbench_quality(
     }
 
 
-def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
-    """:func:`run_lcbench_quality` with every tuner this environment runs; ``skipped`` names the others and why.
-
-    Without the LCBench data or onnxruntime nothing runs (``skipped`` names
-    ``lcbench``); without Optuna the Optuna peers are left out, without torch ``optuna_gp``.
-
-    Args:
-        settings: the seeds, tasks and evaluations.
+def lcbench_peers() -> tuple[LCBenchSurrogate | None, dict[str, LCBenchRun], dict[str, str]]:
+    """The LCBench surrogate (``None`` without its data or onnxruntime), the tuners this environment runs and
+    why each other one is skipped (``"lcbench"``: nothing runs; without Optuna its peers, without torch ``optuna_gp``).
     """
     try:
         surrogate = LCBenchSurrogate(find("yahpo_lcbench"))
     except (OSError, ImportError) as exc:
         log.warning("skipping the LCBench cells: %s", exc)
-        return {"skipped": {"lcbench": f"{type(exc).__name__}: {exc}"}}
+        return None, {}, {"lcbench": f"{type(exc).__name__}: {exc}"}
     tuners, skipped = dict(LCBENCH_TUNERS), dict[str, str]()
     try:
         import optuna  # noqa: F401  (the Optuna peers)
@@ -243,6 +244,21 @@ def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
     for name, why in skipped.items():
         log.warning("skipping the %s peer on LCBench: %s", name, why)
         del tuners[name]
+    return surrogate, tuners, skipped
+
+
+def lcbench_cells(settings: LCBenchQuality) -> dict[str, Any]:
+    """:func:`run_lcbench_quality` with every tuner this environment runs; ``skipped`` names the others and why.
+
+    Without the LCBench data or onnxruntime nothing runs (``skipped`` names
+    ``lcbench``); without Optuna the Optuna peers are left out, without torch ``optuna_gp``.
+
+    Args:
+        settings: the seeds, tasks and evaluations.
+    """
+    surrogate, tuners, skipped = lcbench_peers()
+    if surrogate is None:
+        return {"skipped": skipped}
     accuracy = model_accuracy(surrogate, settings.tasks, settings.seeds, settings.n_initial, EPOCH)
     return {**run_lcbench_quality(settings, tuners, surrogate), "model_accuracy": accuracy, "skipped": skipped}
 

@@ -41,6 +41,7 @@ __all__ = [
     "filesystem_of",
     "save_history_plot",
     "peer_win_rates",
+    "margins_vs",
     "win_cell",
     "reach_results",
     "render_reach",
@@ -348,6 +349,41 @@ def peer_win_rates(best: Mapping[str, Any], name: str, peers: Sequence[str], sig
         "win_rate_vs": {p: round(win_rate(sign * best[name], sign * best[p]), 4) for p in peers},
         "win_rate_se_vs": {p: None if e is None else round(e, 4) for p, e in errors.items()},
     }
+
+
+def margins_vs(
+    best: Mapping[str, Any], tasks: Sequence[Any], reference: str = "single_task_bo", sign: float = -1.0
+) -> dict[str, Any]:
+    """Per tuner, its mean best per task minus ``reference``'s (in the direction that wins), and the worst task.
+
+    A tuner that shares what it learns across tasks must not leave any one
+    task worse than tuning it alone: the worst margin says by how much it
+    does at most.
+
+    Args:
+        best: per tuner, its best value per (seed, task) cell, shaped (seeds, tasks).
+        tasks: the tasks, in column order.
+        reference: the tuner the others are measured against (default ``"single_task_bo"``).
+        sign: -1 where higher values win (accuracies), 1 where lower ones do.
+
+    >>> import numpy as np
+    >>> m = margins_vs({"a": np.array([[90.0, 80.0]]), "single_task_bo": np.array([[89.0, 81.0]])}, [7, 9])
+    >>> m["a"]["per_task"], m["a"]["worst"], m["a"]["worst_task"]
+    ([1.0, -1.0], -1.0, 9)
+    """
+    alone = np.asarray(best[reference], dtype=float).mean(axis=0)
+    result: dict[str, Any] = {}
+    for name, values in best.items():
+        if name == reference:
+            continue
+        margin = -sign * (np.asarray(values, dtype=float).mean(axis=0) - alone)
+        worst = int(np.argmin(margin))
+        result[name] = {
+            "per_task": [round(float(m), 4) for m in margin],
+            "worst": round(float(margin[worst]), 4),
+            "worst_task": tasks[worst],
+        }
+    return result
 
 
 def win_cell(row: Mapping[str, Any], peer: str) -> str:

@@ -64,6 +64,7 @@ from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
 from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
 from raytuner.engines.bandit import FidelityMode
 from raytuner.engines.base import Suggestion
+from raytuner.engines.sharing import Sharing
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.models import LCMOptions
 from raytuner.models.executors import Executor
@@ -124,6 +125,9 @@ class GPTuneBandOptions:
         source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.engines.GPTuneBand`.
         later_passes: ``"agreeing"`` (the brackets of the passes after the first where low fidelities rank as
             ``b_max`` does) or ``"all"`` (Hyperband's): see :class:`raytuner.engines.GPTuneBand`.
+        sharing: ``"checked"`` (each task's samples from its own model where that predicts it better than the
+            model shared with the other tasks) or ``"always"`` (the shared model): see
+            :class:`raytuner.engines.GPTuneBand`.
     """
 
     passes: int | None = None
@@ -141,6 +145,7 @@ class GPTuneBandOptions:
     source: Any = None
     source_proposals: str = "alternate"
     later_passes: str = "agreeing"
+    sharing: Sharing = "checked"
 
 
 class GPTuneBandScheduler(TrialScheduler):
@@ -217,6 +222,7 @@ class GPTuneBandScheduler(TrialScheduler):
                     "model": options.model,
                     "source_proposals": options.source_proposals,
                     "later_passes": options.later_passes,
+                    "sharing": options.sharing,
                     "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0],
                 },
             ),

@@ -62,7 +62,7 @@ class LCMSearcher(EngineSearcher):
         mode: Ray's ``"min"``/``"max"`` (a list for several metrics), which must agree with the goals.
         seed: The engine's seed.
         engine_options: :class:`~raytuner.engines.MLA`'s keyword options (``n_initial``, ``design``,
-            ``options``, ``acquisition``, ``acquisition_options``, ``batch``, ``search_candidates``);
+            ``lcm``, ``acquisition``, ``acquisition_options``, ``batch``, ``search_candidates``, ``sharing``);
             an unknown name is refused in one line that lists them.
         executor: Runs the multi-start fits (default: zero-CPU Ray actors past
             :data:`~raytuner.models.executors.INLINE_RECORDS` records, inline below).

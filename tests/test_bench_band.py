@@ -21,7 +21,7 @@ import pytest
 from benchmarks import band, band_peers, band_ray_budget, band_smac
 from raytuner.engines import BanditStructure
 from raytuner.errors import InvalidInputError
-from raytuner.test_problems.lcbench import LCBENCH_TASKS, OUTPUTS, LCBenchSurrogate
+from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBENCH_VALIDATION_TASKS, OUTPUTS, LCBenchSurrogate
 
 CONFIG = {
     "batch_size": 91,
@@ -107,11 +107,13 @@ def test_table1_rows_match_the_paper() -> None:
 
 
 def test_full_and_quick_settings() -> None:
-    """Issue 19: all six rows x 5 repeats; issue 58: LCBench on the 8 tasks, 5 repeats, budgets 30 and 60."""
+    """Issue 19: all six rows x 5 repeats; issue 58: LCBench on the 8 tasks, 5 repeats, budgets 30 and 60; issue 66:
+    the 10 validation tasks as a second problem at the same budgets."""
     full, quick = band.FULL, band.QUICK
     assert (full.rows, full.repeats, full.tasks) == (band.TABLE1, 5, 10)
     assert (full.lcbench_tasks, full.lcbench_repeats, full.lcbench_budgets) == (LCBENCH_TASKS, 5, (30.0, 60.0))
-    assert len(LCBENCH_TASKS) == 8
+    assert len(LCBENCH_TASKS) == 8 and full.lcbench_validation_tasks == LCBENCH_VALIDATION_TASKS
+    assert len(LCBENCH_VALIDATION_TASKS) == 10 and not set(LCBENCH_VALIDATION_TASKS) & set(LCBENCH_TASKS)
     assert (quick.rows, quick.repeats, quick.tasks) == (band.TABLE1[:1], 2, 10)
     assert (quick.lcbench_tasks, quick.lcbench_repeats, quick.lcbench_budgets) == (
         LCBENCH_TASKS[:2],
@@ -122,9 +124,22 @@ def test_full_and_quick_settings() -> None:
 
 def test_tuners_and_runners_line_up() -> None:
     assert tuple(band.DEMO_RUNNERS) == band.DEMO_TUNERS and tuple(band.LCBENCH_RUNNERS) == band.LCBENCH_TUNERS
-    assert {"GPTuneBand", "ASHA", "HB", "BOHB", "TPE", "SMAC", "GPSampler", "SMAC-HPO", "random"} == set(
-        band.LCBENCH_TUNERS
-    )
+    assert {
+        "GPTuneBand",
+        "GPTuneBand-one-shot",
+        "single-task BO",
+        "ASHA",
+        "HB",
+        "BOHB",
+        "TPE",
+        "SMAC",
+        "GPSampler",
+        "SMAC-HPO",
+        "random",
+    } == set(band.LCBENCH_TUNERS)
+    one_shot = band.LCBENCH_RUNNERS["GPTuneBand-one-shot"]  # the same runner in the other fidelity mode
+    assert isinstance(one_shot, functools.partial) and one_shot.func is band_peers.run_lcbench_gptuneband
+    assert one_shot.keywords == {"fidelity_mode": "one_shot"}
     hpo = band.LCBENCH_RUNNERS["SMAC-HPO"]  # SMAC's runner with the black-box facade
     assert isinstance(hpo, functools.partial) and hpo.func is band_smac.run_lcbench_smac
     assert hpo.keywords == {"facade": "hpo"} and not hpo.args

@@ -184,8 +184,9 @@ def test_a_transfer_engine_rebuilt_shares_its_fitted_source() -> None:
             [TASK],
             None,
             "options: mla takes no option 'candidates' (allowed: acquisition, acquisition_options, batch, design, lcm, "
-            "n_initial, objective, search_candidates)",
+            "n_initial, objective, search_candidates, sharing)",
         ),
+        ("mla", {"sharing": "never"}, [TASK], None, "sharing: unknown sharing 'never' (allowed: checked, always)"),
         ("transfer", {}, [TASK], None, "source: the transfer engine transfers from source data"),
         ("tla2", {}, [TASK], None, "source: the tla2 engine transfers from source data"),
         ("transfer", {}, [TASK, {"t": 3.0}], SOURCE, "tasks: the transfer engine tunes one target task, not 2"),

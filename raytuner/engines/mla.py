@@ -32,6 +32,14 @@ are told (a batch for parallel trials) see those pending points as fantasy
 data: their predicted mean (``batch="kriging_believer"``) or the task's
 worst observed value (``batch="constant_liar"``), so a batch spreads out.
 
+Tasks share what holds for them, and no more (``sharing="checked"``, the
+default): a task's suggestion comes from the shared LCM unless an LCM of the
+task's own evaluations alone predicts them better unseen, and every
+:attr:`MLA.OWN_TURN`-th one comes from the task's own model regardless, so a
+task whose best region lies elsewhere than the others' is still searched as
+single-task BO would search it (:mod:`raytuner.engines.sharing`).
+``sharing="always"`` scores every suggestion by the shared LCM, as GPTune does.
+
 With a single task this is ordinary single-task Bayesian optimisation.
 
 Given ``source`` data (other users' evaluations from the crowd, earlier runs
@@ -67,6 +75,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from raytuner.engines.base import Engine, Suggestion, other_tasks, source_records
+from raytuner.engines.sharing import OWN_MODEL, SHARING, Sharing, own_predicts_better
 from raytuner.engines.stored_models import StoredModels
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
@@ -140,6 +149,9 @@ class MLA(StoredModels, Engine):
             Ray is initialised, else on a process pool).
         objective: The objective to minimise or maximise (default: the first).
         search_candidates: How many random points the acquisition search's global phase scores.
+        sharing: ``"checked"``: each task's suggestion comes from the shared LCM unless a model of the task's own
+            data predicts its evaluations better (:mod:`raytuner.engines.sharing`); ``"always"``: from the
+            shared LCM (GPTune's MLA).
         source: Evaluations to learn from besides the engine's own (a list of records or an
             :class:`~raytuner.problem.records.EvaluationSource` such as :class:`raytuner.store.StoreSource`;
             default ``None``: none); see the module docstring.
@@ -150,6 +162,10 @@ class MLA(StoredModels, Engine):
     #: leave-one-out means, :meth:`~raytuner.engines.transfer.data.SourceData.predictability`) for a staggered
     #: start's followers to start short (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
     PREDICTIVE = 0.7
+    #: Under ``sharing="checked"``, every ``OWN_TURN``-th suggestion of a task (counting its evaluations and those
+    #: in flight) comes from its own model whatever the check says: a task whose best region no evaluation has
+    #: shown yet is still searched as single-task BO would search it (chosen by ``python -m benchmarks mla``).
+    OWN_TURN = 3
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
@@ -170,6 +186,7 @@ class MLA(StoredModels, Engine):
         objective: str | None = None,
         search_candidates: int = 2048,
         source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
+        sharing: Sharing = "checked",
     ) -> None:
         sources = [] if source is None else source_records(problem, source)
         super().__init__(problem, [*tasks, *other_tasks(sources, tasks)], seed)
@@ -179,6 +196,8 @@ class MLA(StoredModels, Engine):
             raise InvalidInputError("batch", f"unknown batch mode {batch!r}", allowed=list(_BATCH_MODES))
         if design not in _DESIGNS:
             raise InvalidInputError("design", f"unknown initial design {design!r}", allowed=list(_DESIGNS))
+        if sharing not in SHARING:
+            raise InvalidInputError("sharing", f"unknown sharing {sharing!r}", allowed=list(SHARING))
         self.n_initial = n_initial
         self.design = design
         requested = lcm or self.default_options  # kept as given: a rebuilt engine resolves it alike
@@ -189,6 +208,7 @@ class MLA(StoredModels, Engine):
         self.executor = executor
         self.objective = problem.objective(objective)
         self.search_candidates = search_candidates
+        self.sharing = sharing
         self._keep_options(
             n_initial=n_initial,
             design=design,
@@ -198,6 +218,7 @@ class MLA(StoredModels, Engine):
             batch=batch,
             objective=self.objective.name,
             search_candidates=search_candidates,
+            sharing=sharing,
         )
         self.source = source
         self.targets: list[int] = list(range(len(tasks)))  # tasks this engine suggests for (sources follow)
@@ -217,6 +238,7 @@ class MLA(StoredModels, Engine):
         ]
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
+        self._own: dict[tuple[int, int], FittedLCM | None] = {}  # (task, horizon): the task's own model
         self._warm: Hyperparameters | None = None
         self._warm_optimised: int | None = None  # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
@@ -538,19 +560,22 @@ class MLA(StoredModels, Engine):
             return self.model.condition(data, self._warm, optimised_samples=last)
         return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=self._warm)
 
-    def _with_fantasies(self, fitted: FittedLCM) -> FittedLCM:
-        for i, configs in enumerate(self.pending):
+    def _with_fantasies(self, fitted: FittedLCM, tasks: Sequence[int] | None = None) -> FittedLCM:
+        """``fitted`` conditioned on the pending suggestions of its tasks (``tasks``: the engine's task of
+        each of the model's, default the same positions)."""
+        for position, i in enumerate(range(len(self.tasks)) if tasks is None else tasks):
+            configs = self.pending[i]
             if not configs:
                 continue
             X = self.problem.parameter_space.encode(configs)
             if self.batch == "kriging_believer":
-                z = fitted.predict_standardised(i, X)[0]
+                z = fitted.predict_standardised(position, X)[0]
             else:
-                observed = fitted.z[fitted.task == i]
+                observed = fitted.z[fitted.task == position]
                 sign = self.objective.sign()
                 lie = sign * float(np.max(sign * observed)) if len(observed) else 0.0
                 z = np.full(len(X), lie)
-            fitted = fitted.condition_on(i, X, z)
+            fitted = fitted.condition_on(position, X, z)
         return fitted
 
     def scored_task(self, index: int) -> int:
@@ -564,6 +589,62 @@ class MLA(StoredModels, Engine):
         """
         return index
 
+    def own_tasks(self, index: int) -> list[int]:
+        """The model tasks that are task ``index``'s own data: itself (GPTuneBand's: its every level).
+
+        Args:
+            index: The task a configuration is sought for.
+        """
+        return [index]
+
+    def own_model(self, index: int) -> FittedLCM | None:
+        """The LCM of task ``index``'s own evaluations up to :meth:`fit_horizon` (``None``: none succeeded).
+
+        Fitted afresh, seeded from the seed, the task and the horizon alone,
+        so a replayed engine fits the same model; kept until the horizon moves.
+
+        Args:
+            index: The task a configuration is sought for.
+        """
+        horizon, own = self.fit_horizon(), self.own_tasks(index)
+        key = (own[0], horizon)  # the task's every model task shares one own model
+        if key not in self._own:
+            records = [r for r in self._records[:horizon] if self.task_index(r.task_parameter) in own]
+            try:
+                data, _ = TrainingData.from_records(
+                    self.problem, [self.tasks[k] for k in own], records, self.objective.name
+                )
+            except InvalidInputError:  # no successful evaluation yet
+                self._own[key] = None
+            else:
+                stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, own[0], horizon]))
+                self._own = {k: v for k, v in self._own.items() if k[1] == horizon}  # older horizons are done
+                self._own[key] = self.model.fit(data, seed=stream, executor=self.executor)
+        return self._own[key]
+
+    def _acquisition_model(self, index: int, fitted: FittedLCM) -> tuple[FittedLCM, int, list[int] | None]:
+        """The model task ``index``'s search scores by: the shared LCM, or the task's own (its turn, or it predicts
+        the task's evaluations better; :mod:`raytuner.engines.sharing`).
+
+        Returns the model, the scored task's position in it and the engine's
+        task of each of its tasks (``None``: the shared model's own order). A
+        suggestion of the task's own model says so in its provenance
+        (``own_model: true``, an extra key).
+        """
+        target, own = self.scored_task(index), self.own_tasks(index)
+        if self.sharing == "always" or len(own) == fitted.tasks:  # nothing shared: the task's own model already
+            return fitted, target, None
+        try:
+            mine = self.own_model(index)
+        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+            log.exception("%s: the own model of task %d failed; its search uses the shared model", self.name, index)
+            return fitted, target, None
+        turn = (len(self.evaluated[index]) + len(self.pending[index])) % self.OWN_TURN == 0
+        if mine is None or not (turn or own_predicts_better(fitted, target, mine, own.index(target))):
+            return fitted, target, None
+        self._notes[OWN_MODEL] = True
+        return mine, own.index(target), own
+
     def _search(self, index: int) -> tuple[dict[str, Any], str]:
         exclude = self.evaluated[index] + self.pending[index]
         rng = self._stream(index)
@@ -575,11 +656,11 @@ class MLA(StoredModels, Engine):
         if fitted is None:
             config = sample_configurations(self.problem, self.tasks[index], 1, seed=rng, exclude=exclude)[0]
             return config, "random"
-        model = self._with_fantasies(fitted)
+        chosen, target, tasks = self._acquisition_model(index, fitted)
+        model = self._with_fantasies(chosen, tasks)
         sign = self.objective.sign()
-        target = self.scored_task(index)
-        observed = sign * fitted.z[fitted.task == target]
-        best = float(observed.min()) if len(observed) else float(np.min(sign * fitted.z))
+        observed = sign * chosen.z[chosen.task == target]
+        best = float(observed.min()) if len(observed) else float(np.min(sign * chosen.z))
 
         def score(U: np.ndarray) -> np.ndarray:
             mean, variance = model.predict_standardised(target, U)

@@ -78,6 +78,7 @@ _MLA_OPTIONS = (
     "batch",
     "objective",
     "search_candidates",
+    "sharing",
 )
 
 
@@ -162,6 +163,7 @@ ENGINES: dict[str, EngineEntry] = {
             "model",
             "source_proposals",
             "later_passes",
+            "sharing",
         ),
         frozenset({"executor", "fidelities", "sources"}),
         _band,

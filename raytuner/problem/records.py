@@ -144,7 +144,8 @@ class Provenance(BaseModel):
     ``parent`` is the uid of the lower-rung evaluation a promotion continues.
     With output constraints, MLA, GPTuneBand and DiscreteBO add ``confident: true`` (an extra key)
     to a model suggestion whose chance of meeting every constraint was at least 0.9 when chosen
-    (:mod:`raytuner.engines.breaches`).
+    (:mod:`raytuner.engines.breaches`), and ``own_model: true`` to a model suggestion that its task's own
+    model chose, not the model shared with the other tasks (:mod:`raytuner.engines.sharing`).
     ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).
     """
 

@@ -38,12 +38,33 @@ import numpy as np
 from raytuner.errors import InvalidInputError
 from raytuner.problem.space import ProblemSpace
 
-__all__ = ["LCBenchSurrogate", "LCBENCH_TASKS", "OUTPUTS", "HYPERPARAMETERS", "EPOCHS", "default_data_dir"]
+__all__ = [
+    "LCBenchSurrogate",
+    "LCBENCH_TASKS",
+    "LCBENCH_VALIDATION_TASKS",
+    "OUTPUTS",
+    "HYPERPARAMETERS",
+    "EPOCHS",
+    "default_data_dir",
+]
 
 log = logging.getLogger(__name__)
 
 #: The OpenML task ids the benchmarks tune (a spread of the 34).
 LCBENCH_TASKS: tuple[int, ...] = (3945, 7593, 34539, 126025, 126026, 126029, 146212, 167104)
+#: Ten other tasks, tuned together as a second problem: the benchmarks' validation set, never tuned to.
+LCBENCH_VALIDATION_TASKS: tuple[int, ...] = (
+    167184,
+    167149,
+    167152,
+    167161,
+    167168,
+    167181,
+    167185,
+    167190,
+    167200,
+    168329,
+)
 #: The surrogate's outputs, in the order of its ``output`` tensor.
 OUTPUTS: tuple[str, ...] = (
     "time",

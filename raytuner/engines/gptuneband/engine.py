@@ -61,6 +61,7 @@ from raytuner.engines.gptuneband.sampler import (
     sources_for,
 )
 from raytuner.engines.multiobjective import tunes_multiobjective
+from raytuner.engines.sharing import OWN_MODEL, Sharing
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.models import LCMOptions
 from raytuner.models.executors import Executor
@@ -129,6 +130,9 @@ class GPTuneBand(Engine):
             the evaluations they promote); bracket 0 samples in every pass. Where low fidelities rank good
             configurations badly, later passes spend their budget at ``b_max``, on the model's choices.
             ``"all"``: every bracket in every pass, as Hyperband. With several objectives, every bracket.
+        sharing: MLA's: ``"checked"`` (default): a sample's model is the LCM over every task unless the LCM of its
+            own task's levels alone predicts that task's evaluations better (:mod:`raytuner.engines.sharing`);
+            ``"always"``: the LCM over every task.
     """
 
     name = "gptuneband"
@@ -159,6 +163,7 @@ class GPTuneBand(Engine):
         source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
         source_proposals: str = "alternate",
         later_passes: str = "agreeing",
+        sharing: Sharing = "checked",
     ) -> None:
         super().__init__(problem, tasks, seed)
         if model not in MODELS:
@@ -212,6 +217,7 @@ class GPTuneBand(Engine):
             executor=executor,
             objective=named,
             search_candidates=search_candidates,
+            sharing=sharing,
         )
         self._keep_options(
             b_min=b_min,
@@ -231,6 +237,7 @@ class GPTuneBand(Engine):
             model=model,
             source_proposals=source_proposals,
             later_passes=later_passes,
+            sharing=sharing,
         )
         # a Space serialises as a list (its model_serializer); pydantic types model_dump as a dict
         levels = Space.model_validate(
@@ -384,7 +391,7 @@ class GPTuneBand(Engine):
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.proposer or "model"
         how = "plain_model" if sampler is self._plain and how == "model" else how
-        noted = {k: v for k, v in (suggestion.provenance.model_extra or {}).items() if k == NOTE}
+        noted = {k: v for k, v in (suggestion.provenance.model_extra or {}).items() if k in (NOTE, OWN_MODEL)}
         provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how, **noted)  # a likely success
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)

@@ -182,6 +182,10 @@ class LevelSampler(MLA):
         i, _ = self.lcm_tasks[index]
         return self.lcm_tasks.index((i, 0))  # the prediction at b_max
 
+    def own_tasks(self, index: int) -> list[int]:
+        i, _ = self.lcm_tasks[index]
+        return [k for k, (task, _) in enumerate(self.lcm_tasks) if task == i]
+
     def _fold(self, record: FunctionEvaluation) -> None:
         before = len(self._records)
         super()._fold(record)

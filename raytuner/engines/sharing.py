@@ -1,0 +1,86 @@
+"""Whether a task's suggestions come from the shared model or from the task's own: the leave-one-out check.
+
+A multitask model helps a task only where what the other tasks teach holds
+for it. A task whose best region lies elsewhere than the others' is
+predicted badly by a model that shares their trends, and a search guided by
+it never goes where that task's own data point. The check asks, per task and
+per suggestion, which model predicts the task's own evaluations better when
+each is held out in turn (the closed-form leave-one-out of
+:meth:`~raytuner.models.FittedLCM.leave_one_out`, both models with the
+hyperparameters fitted to all the data): the shared LCM over every task, or
+an LCM of the task's own data alone (for GPTuneBand, of its own fidelity
+levels). The score is the mean leave-one-out log predictive density of the
+task's evaluations in model units, a proper score: it rewards a model that
+ranks them right and knows how sure it is, and punishes one that is sure
+and wrong. The model that scores higher guides the task's next suggestion.
+
+The check sees only where the task has been evaluated; a best region that
+none of its evaluations has touched yet is invisible to it, and the shared
+model, sure of what the other tasks say there, would not send the task
+looking. So, besides, every :attr:`MLA.OWN_TURN <raytuner.engines.MLA.OWN_TURN>`-th
+suggestion of a task comes from its own model whatever the check says: the
+task keeps a share of single-task BO's own search. A suggestion of the
+task's own model carries ``own_model: true`` in its provenance.
+
+Example:
+    >>> import numpy as np
+    >>> from raytuner.models import LCM, LCMOptions, TrainingData
+    >>> X = np.linspace(0, 1, 8)[:, None]
+    >>> fitted = LCM(LCMOptions(n_starts=1)).fit(TrainingData([X], [np.sin(3 * X[:, 0])]), seed=0)
+    >>> bool(loo_log_density(fitted, 0) > 0)  # a smooth curve: each point is well predicted from the rest
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+
+from raytuner.models import FittedLCM
+
+__all__ = ["Sharing", "SHARING", "MIN_OWN_SAMPLES", "OWN_MODEL", "loo_log_density", "own_predicts_better"]
+
+#: How an engine chooses each suggestion's model: ``"checked"`` (the leave-one-out check of this module) or
+#: ``"always"`` (the shared LCM for every task, as GPTune does).
+Sharing = Literal["checked", "always"]
+SHARING: tuple[str, ...] = ("checked", "always")
+#: The extra provenance key of a suggestion its task's own model chose (``own_model: true``).
+OWN_MODEL = "own_model"
+#: The fewest successful evaluations of a task before its own model is weighed against the shared one (fewer:
+#: the shared model, whose other tasks make up for them).
+MIN_OWN_SAMPLES = 5
+
+
+def loo_log_density(fitted: FittedLCM, task: int) -> float | None:
+    """The mean leave-one-out log predictive density of ``task``'s samples under ``fitted`` (model units).
+
+    ``None`` where it cannot be told: the model is sparse (no closed-form
+    leave-one-out), or the task has fewer than :data:`MIN_OWN_SAMPLES`
+    samples.
+
+    Args:
+        fitted: The fitted model.
+        task: The task's index in the model.
+    """
+    mine = fitted.task == task
+    if int(mine.sum()) < MIN_OWN_SAMPLES or not fitted.exact:
+        return None
+    mean, variance = fitted.leave_one_out()
+    v = np.maximum(variance[mine], 1e-12)
+    density = -0.5 * (np.log(2 * math.pi * v) + (fitted.z[mine] - mean[mine]) ** 2 / v)
+    return float(np.mean(density))
+
+
+def own_predicts_better(shared: FittedLCM, shared_task: int, own: FittedLCM, own_task: int) -> bool:
+    """Whether the task's own model predicts its evaluations unseen better than the shared model does.
+
+    Args:
+        shared: The LCM over every task.
+        shared_task: The task's index in ``shared``.
+        own: The LCM of the task's own data.
+        own_task: The task's index in ``own``.
+    """
+    mine, theirs = loo_log_density(own, own_task), loo_log_density(shared, shared_task)
+    return mine is not None and theirs is not None and mine > theirs
