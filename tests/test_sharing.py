@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,8 @@ from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.models.executors import InlineExecutor
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
+from raytuner.session.tuning_session import TuningSession
+from raytuner.store import JsonStore
 
 FAST = LCMOptions(n_starts=2, warm_starts=1)
 INLINE = InlineExecutor()
@@ -118,3 +121,25 @@ def test_gptuneband_marks_the_samples_its_tasks_own_models_chose() -> None:
         records.append(band.tell(s, {"y": value}))
     own = [r for r in records if (r.raytuner.model_extra or {}).get(OWN_MODEL)]
     assert own and all(r.raytuner.proposer == "model" and r.raytuner.rung == 0 for r in own)
+
+
+def test_a_resumed_session_suggests_as_the_live_one_own_models_included(tmp_path: Path) -> None:
+    def engine() -> MLA:
+        return MLA(PROBLEM, TASKS[3:], seed=3, n_initial=3, lcm=FAST, executor=INLINE, search_candidates=256)
+
+    store = JsonStore(tmp_path)
+    live = TuningSession(PROBLEM, engine(), store, "six")
+    for _ in range(27):
+        trial = live.ask()
+        live.tell(trial, {"y": six_tasks(trial.task, trial.config)})
+    assert any((r.raytuner.model_extra or {}).get(OWN_MODEL) for r in store.evaluations("six"))
+    resumed = TuningSession.resume(PROBLEM, engine(), store, "six")  # the log and the stored models, told again
+    for _ in range(6):
+        mine, theirs = live.ask(), resumed.ask()
+        assert (mine.task, mine.config, mine.provenance.model_extra) == (
+            theirs.task,
+            theirs.config,
+            theirs.provenance.model_extra,
+        )
+        live.tell(mine, {"y": six_tasks(mine.task, mine.config)})
+        resumed.tell(theirs, {"y": six_tasks(theirs.task, theirs.config)})

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from raytuner.engines.base import Engine, Suggestion, other_tasks, source_records
-from raytuner.engines.sharing import OWN_MODEL, SHARING, Sharing, own_predicts_better
+from raytuner.engines.sharing import OWN_MODEL, SHARING, Sharing, own_predicts_better, refit_point
 from raytuner.engines.stored_models import StoredModels
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
@@ -166,6 +166,9 @@ class MLA(StoredModels, Engine):
     #: in flight) comes from its own model whatever the check says: a task whose best region no evaluation has
     #: shown yet is still searched as single-task BO would search it (chosen by ``python -m benchmarks mla``).
     OWN_TURN = 3
+    #: How much a task's successful evaluations grow before its own model is fitted again (a quarter; in between,
+    #: they are conditioned on its last hyperparameters).
+    OWN_REFIT_GROWTH = 0.25
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
@@ -239,6 +242,7 @@ class MLA(StoredModels, Engine):
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._own: dict[tuple[int, int], FittedLCM | None] = {}  # (task, horizon): the task's own model
+        self._own_hyperparameters: dict[int, tuple[int, Hyperparameters]] = {}  # per task: fitted on its first m
         self._warm: Hyperparameters | None = None
         self._warm_optimised: int | None = None  # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
@@ -600,8 +604,10 @@ class MLA(StoredModels, Engine):
     def own_model(self, index: int) -> FittedLCM | None:
         """The LCM of task ``index``'s own evaluations up to :meth:`fit_horizon` (``None``: none succeeded).
 
-        Fitted afresh, seeded from the seed, the task and the horizon alone,
-        so a replayed engine fits the same model; kept until the horizon moves.
+        Its hyperparameters are fitted afresh each time the task's successful
+        evaluations grow by :attr:`OWN_REFIT_GROWTH` (on the first ``m`` of them in
+        the log, seeded from the seed, the task and ``m`` alone, so a replayed
+        engine fits the same model); the evaluations since are conditioned on them.
 
         Args:
             index: The task a configuration is sought for.
@@ -609,17 +615,25 @@ class MLA(StoredModels, Engine):
         horizon, own = self.fit_horizon(), self.own_tasks(index)
         key = (own[0], horizon)  # the task's every model task shares one own model
         if key not in self._own:
-            records = [r for r in self._records[:horizon] if self.task_index(r.task_parameter) in own]
-            try:
-                data, _ = TrainingData.from_records(
-                    self.problem, [self.tasks[k] for k in own], records, self.objective.name
-                )
-            except InvalidInputError:  # no successful evaluation yet
-                self._own[key] = None
-            else:
-                stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, own[0], horizon]))
-                self._own = {k: v for k, v in self._own.items() if k[1] == horizon}  # older horizons are done
-                self._own[key] = self.model.fit(data, seed=stream, executor=self.executor)
+            name, tasks = self.objective.name, [self.tasks[k] for k in own]
+            ok = [
+                r
+                for r in self._records[:horizon]
+                if self.task_index(r.task_parameter) in own and (v := r.value(name)) is not None and np.isfinite(v)
+            ]
+            model = None
+            if ok:
+                fitted_on = refit_point(len(ok), self.OWN_REFIT_GROWTH)
+                known = self._own_hyperparameters.get(own[0])
+                if known is None or known[0] != fitted_on:
+                    first, _ = TrainingData.from_records(self.problem, tasks, ok[:fitted_on], name)
+                    stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, own[0], fitted_on]))
+                    known = (fitted_on, self.model.fit(first, seed=stream, executor=self.executor).hyperparameters)
+                    self._own_hyperparameters[own[0]] = known
+                data, _ = TrainingData.from_records(self.problem, tasks, ok, name)
+                model = self.model.condition(data, known[1], optimised_samples=fitted_on)
+            self._own = {k: v for k, v in self._own.items() if k[1] == horizon}  # older horizons are done
+            self._own[key] = model
         return self._own[key]
 
     def _acquisition_model(self, index: int, fitted: FittedLCM) -> tuple[FittedLCM, int, list[int] | None]:

@@ -40,7 +40,15 @@ import numpy as np
 
 from raytuner.models import FittedLCM
 
-__all__ = ["Sharing", "SHARING", "MIN_OWN_SAMPLES", "OWN_MODEL", "loo_log_density", "own_predicts_better"]
+__all__ = [
+    "Sharing",
+    "SHARING",
+    "MIN_OWN_SAMPLES",
+    "OWN_MODEL",
+    "loo_log_density",
+    "own_predicts_better",
+    "refit_point",
+]
 
 #: How an engine chooses each suggestion's model: ``"checked"`` (the leave-one-out check of this module) or
 #: ``"always"`` (the shared LCM for every task, as GPTune does).
@@ -84,3 +92,21 @@ def own_predicts_better(shared: FittedLCM, shared_task: int, own: FittedLCM, own
     """
     mine, theirs = loo_log_density(own, own_task), loo_log_density(shared, shared_task)
     return mine is not None and theirs is not None and mine > theirs
+
+
+def refit_point(count: int, growth: float) -> int:
+    """The last point, at or below ``count``, of the schedule 1, 2, ... where each point is at least
+    ``1 + growth`` times the one before (rounded down, and at least one more): how many of a task's
+    evaluations its own model's hyperparameters were last fitted on.
+
+    Args:
+        count: How many evaluations there are (at least 1).
+        growth: The growth between two fits (``0.25``: a quarter).
+
+    >>> [refit_point(n, 0.25) for n in (1, 4, 5, 9, 10, 12, 14, 30)]
+    [1, 4, 5, 8, 10, 12, 12, 27]
+    """
+    point = 1
+    while (step := max(point + 1, math.floor(point * (1 + growth)))) <= count:
+        point = step
+    return point
