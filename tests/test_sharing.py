@@ -114,6 +114,10 @@ def test_gptuneband_marks_the_samples_its_tasks_own_models_chose() -> None:
     band = GPTuneBand(
         PROBLEM, TASKS[:2] + [OUTLIER], seed=0, b_min=1, b_max=4, eta=2, passes=2, lcm=FAST, executor=INLINE
     )
+    sampler = band._level_sampler()  # a b_max sample's own model: the task's b_max data; another's: all its levels
+    at = {place: k for k, place in enumerate(sampler.lcm_tasks)}
+    assert sampler.own_tasks(at[(2, 0)]) == [at[(2, 0)]]
+    assert sampler.own_tasks(at[(2, 1)]) == [at[(2, j)] for j in range(band.structure.s_max + 1)]
     records = []
     while not band.finished:
         s = band.ask()

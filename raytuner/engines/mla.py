@@ -35,9 +35,10 @@ worst observed value (``batch="constant_liar"``), so a batch spreads out.
 Tasks share what holds for them, and no more (``sharing="checked"``, the
 default): a task's suggestion comes from the shared LCM unless an LCM of the
 task's own evaluations alone predicts them better unseen, and every
-:attr:`MLA.OWN_TURN`-th one comes from the task's own model regardless, so a
-task whose best region lies elsewhere than the others' is still searched as
-single-task BO would search it (:mod:`raytuner.engines.sharing`).
+:attr:`MLA.OWN_TURN`-th one comes from the task's own model regardless where
+that model predicts the task (:attr:`MLA.PREDICTIVE`), so a task whose best
+region lies elsewhere than the others' is still searched as single-task BO
+would search it (:mod:`raytuner.engines.sharing`).
 ``sharing="always"`` scores every suggestion by the shared LCM, as GPTune does.
 
 With a single task this is ordinary single-task Bayesian optimisation.
@@ -75,7 +76,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from raytuner.engines.base import Engine, Suggestion, other_tasks, source_records
-from raytuner.engines.sharing import OWN_MODEL, SHARING, Sharing, own_predicts_better, refit_point
+from raytuner.engines.sharing import (
+    OWN_MODEL,
+    SHARING,
+    Sharing,
+    loo_rank_correlation,
+    own_predicts_better,
+)
 from raytuner.engines.stored_models import StoredModels
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
@@ -158,17 +165,17 @@ class MLA(StoredModels, Engine):
     """
 
     name = "mla"
-    #: How well the leaders' GPs must predict their own evaluations unseen (the mean Spearman rho of their
-    #: leave-one-out means, :meth:`~raytuner.engines.transfer.data.SourceData.predictability`) for a staggered
-    #: start's followers to start short (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
+    #: How well a model of a task's own evaluations must predict them unseen (the Spearman rho of its
+    #: leave-one-out means, :func:`~raytuner.engines.sharing.loo_rank_correlation`) to lead: for a staggered
+    #: start's followers to start short, the leaders' mean
+    #: (:meth:`~raytuner.engines.transfer.data.SourceData.predictability`); for a task's own model to take its
+    #: turns (:attr:`OWN_TURN`), that model's (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
     PREDICTIVE = 0.7
     #: Under ``sharing="checked"``, every ``OWN_TURN``-th suggestion of a task (counting its evaluations and those
-    #: in flight) comes from its own model whatever the check says: a task whose best region no evaluation has
-    #: shown yet is still searched as single-task BO would search it (chosen by ``python -m benchmarks mla``).
+    #: in flight) comes from its own model whatever the check says, where that model predicts the task
+    #: (:attr:`PREDICTIVE`): a task whose best region no evaluation has shown yet is still searched as single-task
+    #: BO would search it (chosen by ``python -m benchmarks mla``).
     OWN_TURN = 3
-    #: How much a task's successful evaluations grow before its own model is fitted again (a quarter; in between,
-    #: they are conditioned on its last hyperparameters).
-    OWN_REFIT_GROWTH = 0.25
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
@@ -242,7 +249,6 @@ class MLA(StoredModels, Engine):
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
         self._own: dict[tuple[int, int], FittedLCM | None] = {}  # (task, horizon): the task's own model
-        self._own_hyperparameters: dict[int, tuple[int, Hyperparameters]] = {}  # per task: fitted on its first m
         self._warm: Hyperparameters | None = None
         self._warm_optimised: int | None = None  # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
@@ -604,10 +610,8 @@ class MLA(StoredModels, Engine):
     def own_model(self, index: int) -> FittedLCM | None:
         """The LCM of task ``index``'s own evaluations up to :meth:`fit_horizon` (``None``: none succeeded).
 
-        Its hyperparameters are fitted afresh each time the task's successful
-        evaluations grow by :attr:`OWN_REFIT_GROWTH` (on the first ``m`` of them in
-        the log, seeded from the seed, the task and ``m`` alone, so a replayed
-        engine fits the same model); the evaluations since are conditioned on them.
+        Fitted afresh, seeded from the seed, the task and the horizon alone,
+        so a replayed engine fits the same model; kept until the horizon moves.
 
         Args:
             index: The task a configuration is sought for.
@@ -615,23 +619,16 @@ class MLA(StoredModels, Engine):
         horizon, own = self.fit_horizon(), self.own_tasks(index)
         key = (own[0], horizon)  # the task's every model task shares one own model
         if key not in self._own:
-            name, tasks = self.objective.name, [self.tasks[k] for k in own]
-            ok = [
-                r
-                for r in self._records[:horizon]
-                if self.task_index(r.task_parameter) in own and (v := r.value(name)) is not None and np.isfinite(v)
-            ]
-            model = None
-            if ok:
-                fitted_on = refit_point(len(ok), self.OWN_REFIT_GROWTH)
-                known = self._own_hyperparameters.get(own[0])
-                if known is None or known[0] != fitted_on:
-                    first, _ = TrainingData.from_records(self.problem, tasks, ok[:fitted_on], name)
-                    stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, own[0], fitted_on]))
-                    known = (fitted_on, self.model.fit(first, seed=stream, executor=self.executor).hyperparameters)
-                    self._own_hyperparameters[own[0]] = known
-                data, _ = TrainingData.from_records(self.problem, tasks, ok, name)
-                model = self.model.condition(data, known[1], optimised_samples=fitted_on)
+            records = [r for r in self._records[:horizon] if self.task_index(r.task_parameter) in own]
+            try:
+                data, _ = TrainingData.from_records(
+                    self.problem, [self.tasks[k] for k in own], records, self.objective.name
+                )
+            except InvalidInputError:  # no successful evaluation yet
+                model = None
+            else:
+                stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, own[0], horizon]))
+                model = self.model.fit(data, seed=stream, executor=self.executor)
             self._own = {k: v for k, v in self._own.items() if k[1] == horizon}  # older horizons are done
             self._own[key] = model
         return self._own[key]
@@ -653,11 +650,21 @@ class MLA(StoredModels, Engine):
         except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
             log.exception("%s: the own model of task %d failed; its search uses the shared model", self.name, index)
             return fitted, target, None
-        turn = (len(self.evaluated[index]) + len(self.pending[index])) % self.OWN_TURN == 0
-        if mine is None or not (turn or own_predicts_better(fitted, target, mine, own.index(target))):
+        if mine is None or not (
+            self._own_turn(index, mine, own.index(target))
+            or own_predicts_better(fitted, target, mine, own.index(target))
+        ):
             return fitted, target, None
         self._notes[OWN_MODEL] = True
         return mine, own.index(target), own
+
+    def _own_turn(self, index: int, mine: FittedLCM, target: int) -> bool:
+        """Whether task ``index``'s next suggestion is its own model's turn: every :attr:`OWN_TURN`-th, where that
+        model predicts the task's evaluations unseen (leave-one-out rho of at least :attr:`PREDICTIVE`)."""
+        if (len(self.evaluated[index]) + len(self.pending[index])) % self.OWN_TURN:
+            return False
+        rho = loo_rank_correlation(mine, target)
+        return rho is not None and rho >= self.PREDICTIVE
 
     def _search(self, index: int) -> tuple[dict[str, Any], str]:
         exclude = self.evaluated[index] + self.pending[index]

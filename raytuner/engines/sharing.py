@@ -18,9 +18,13 @@ The check sees only where the task has been evaluated; a best region that
 none of its evaluations has touched yet is invisible to it, and the shared
 model, sure of what the other tasks say there, would not send the task
 looking. So, besides, every :attr:`MLA.OWN_TURN <raytuner.engines.MLA.OWN_TURN>`-th
-suggestion of a task comes from its own model whatever the check says: the
-task keeps a share of single-task BO's own search. A suggestion of the
-task's own model carries ``own_model: true`` in its provenance.
+suggestion of a task comes from its own model whatever the check says, where
+that model tells the task's good configurations from its bad ones unseen
+(:func:`loo_rank_correlation` at least :attr:`MLA.PREDICTIVE
+<raytuner.engines.MLA.PREDICTIVE>`): the task keeps a share of single-task
+BO's own search, unless its landscape is too rough for its own few
+evaluations to say anything. A suggestion of the task's own model carries
+``own_model: true`` in its provenance.
 
 Example:
     >>> import numpy as np
@@ -46,8 +50,8 @@ __all__ = [
     "MIN_OWN_SAMPLES",
     "OWN_MODEL",
     "loo_log_density",
+    "loo_rank_correlation",
     "own_predicts_better",
-    "refit_point",
 ]
 
 #: How an engine chooses each suggestion's model: ``"checked"`` (the leave-one-out check of this module) or
@@ -81,6 +85,35 @@ def loo_log_density(fitted: FittedLCM, task: int) -> float | None:
     return float(np.mean(density))
 
 
+def loo_rank_correlation(fitted: FittedLCM, task: int, least: int = MIN_OWN_SAMPLES) -> float | None:
+    """Spearman's rho of the leave-one-out means of ``task``'s samples under ``fitted`` against their values.
+
+    Near 1: the model tells the task's good configurations from its bad ones
+    before it sees them; near 0: the landscape is too rough for this many
+    evaluations. ``None`` where it cannot be told: a sparse model, fewer than
+    ``least`` samples, or values all alike.
+
+    Args:
+        fitted: The fitted model.
+        task: The task's index in the model.
+        least: The fewest samples to tell from (default :data:`MIN_OWN_SAMPLES`).
+
+    >>> import numpy as np
+    >>> from raytuner.models import LCM, LCMOptions, TrainingData
+    >>> X = np.linspace(0, 1, 12)[:, None]
+    >>> fitted = LCM(LCMOptions(n_starts=1)).fit(TrainingData([X], [(X[:, 0] - 0.3) ** 2]), seed=0)
+    >>> bool(loo_rank_correlation(fitted, 0) > 0.9)
+    True
+    """
+    from scipy.stats import spearmanr  # noqa: PLC0415 - scipy.stats is slow to import; needed here alone
+
+    mine = fitted.task == task
+    if int(mine.sum()) < least or not fitted.exact:
+        return None
+    rho = float(spearmanr(fitted.leave_one_out()[0][mine], fitted.z[mine]).statistic)
+    return rho if np.isfinite(rho) else None
+
+
 def own_predicts_better(shared: FittedLCM, shared_task: int, own: FittedLCM, own_task: int) -> bool:
     """Whether the task's own model predicts its evaluations unseen better than the shared model does.
 
@@ -92,21 +125,3 @@ def own_predicts_better(shared: FittedLCM, shared_task: int, own: FittedLCM, own
     """
     mine, theirs = loo_log_density(own, own_task), loo_log_density(shared, shared_task)
     return mine is not None and theirs is not None and mine > theirs
-
-
-def refit_point(count: int, growth: float) -> int:
-    """The last point, at or below ``count``, of the schedule 1, 2, ... where each point is at least
-    ``1 + growth`` times the one before (rounded down, and at least one more): how many of a task's
-    evaluations its own model's hyperparameters were last fitted on.
-
-    Args:
-        count: How many evaluations there are (at least 1).
-        growth: The growth between two fits (``0.25``: a quarter).
-
-    >>> [refit_point(n, 0.25) for n in (1, 4, 5, 9, 10, 12, 14, 30)]
-    [1, 4, 5, 8, 10, 12, 12, 27]
-    """
-    point = 1
-    while (step := max(point + 1, math.floor(point * (1 + growth)))) <= count:
-        point = step
-    return point

@@ -183,7 +183,18 @@ class LevelSampler(MLA):
         return self.lcm_tasks.index((i, 0))  # the prediction at b_max
 
     def own_tasks(self, index: int) -> list[int]:
-        i, _ = self.lcm_tasks[index]
+        """Task ``index``'s own levels; for a ``b_max`` sample scored at ``b_max``, its ``b_max`` evaluations alone.
+
+        A configuration that starts slowly ranks low at the low fidelities and
+        well at ``b_max`` (a late bloomer): a model that learns from its low
+        fidelities too would steer the task's full-fidelity search away from it.
+
+        Args:
+            index: The LCM-task a sample is sought for.
+        """
+        i, j = self.lcm_tasks[index]
+        if j == 0:
+            return [index]
         return [k for k, (task, _) in enumerate(self.lcm_tasks) if task == i]
 
     def _fold(self, record: FunctionEvaluation) -> None:

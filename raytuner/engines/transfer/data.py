@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from raytuner.engines.base import source_records
+from raytuner.engines.sharing import loo_rank_correlation
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.executors import Executor
@@ -301,19 +302,13 @@ class SourceData:
             >>> bool(SourceData(problem, smooth).predictability() > 0.9)
             True
         """
-        from scipy.stats import spearmanr  # noqa: PLC0415 - scipy.stats is slow to import; needed here alone
-
         wanted = None if tasks is None else {task_key(t) for t in tasks}
         rhos = []
         for i, task in enumerate(self.tasks):
             if len(task) < 3 or (wanted is not None and task_key(task.task) not in wanted):
                 continue
-            try:
-                mean = self.gp(i).leave_one_out()[0]
-            except InvalidInputError:  # past the exact posterior's limit (no leave-one-out): left out
-                continue
-            rho = float(spearmanr(mean, task.v).statistic)
-            if np.isfinite(rho):
+            rho = loo_rank_correlation(self.gp(i), 0, least=3)  # None past the exact posterior's limit: left out
+            if rho is not None:
                 rhos.append(rho)
         return float(np.mean(rhos)) if rhos else None
 
