@@ -35,10 +35,9 @@ worst observed value (``batch="constant_liar"``), so a batch spreads out.
 Tasks share what holds for them, and no more (``sharing="checked"``, the
 default): a task's suggestion comes from the shared LCM unless an LCM of the
 task's own evaluations alone predicts them better unseen, and every
-:attr:`MLA.OWN_TURN`-th one comes from the task's own model regardless where
-that model predicts the task (:attr:`MLA.PREDICTIVE`), so a task whose best
-region lies elsewhere than the others' is still searched as single-task BO
-would search it (:mod:`raytuner.engines.sharing`).
+:attr:`MLA.OWN_TURN`-th one comes from the task's own model regardless, so a
+task whose best region lies elsewhere than the others' is still searched as
+single-task BO would search it (:mod:`raytuner.engines.sharing`).
 ``sharing="always"`` scores every suggestion by the shared LCM, as GPTune does.
 
 With a single task this is ordinary single-task Bayesian optimisation.
@@ -165,17 +164,19 @@ class MLA(StoredModels, Engine):
     """
 
     name = "mla"
-    #: How well a model of a task's own evaluations must predict them unseen (the Spearman rho of its
-    #: leave-one-out means, :func:`~raytuner.engines.sharing.loo_rank_correlation`) to lead: for a staggered
-    #: start's followers to start short, the leaders' mean
-    #: (:meth:`~raytuner.engines.transfer.data.SourceData.predictability`); for a task's own model to take its
-    #: turns (:attr:`OWN_TURN`), that model's (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
+    #: How well models of a task's own evaluations must predict them unseen (the Spearman rho of their
+    #: leave-one-out means, :func:`~raytuner.engines.sharing.loo_rank_correlation`) to lead: the leaders' mean
+    #: (:meth:`~raytuner.engines.transfer.data.SourceData.predictability`) for a staggered start's followers to
+    #: start short (chosen by ``python -m benchmarks mla``; the benchmarks page says how).
     PREDICTIVE = 0.7
     #: Under ``sharing="checked"``, every ``OWN_TURN``-th suggestion of a task (counting its evaluations and those
-    #: in flight) comes from its own model whatever the check says, where that model predicts the task
-    #: (:attr:`PREDICTIVE`): a task whose best region no evaluation has shown yet is still searched as single-task
-    #: BO would search it (chosen by ``python -m benchmarks mla``).
+    #: in flight) comes from its own model whatever the check says: a task whose best region no evaluation has
+    #: shown yet is still searched as single-task BO would search it (chosen by ``python -m benchmarks mla``).
     OWN_TURN = 3
+    #: The leave-one-out rho (:func:`~raytuner.engines.sharing.loo_rank_correlation`) a task's own model needs to
+    #: take its turns (``None``: none). GPTuneBand's samplers need :attr:`PREDICTIVE`: a bracket gets a few
+    #: samples a pass, and on a landscape too rough for a model of one task's few evaluations its turns waste them.
+    OWN_TURN_RHO: float | None = None
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:
     #: nonnegative (no two tasks modelled as moving against each other).
     default_options = LCMOptions(task_weights="nonnegative")
@@ -248,7 +249,7 @@ class MLA(StoredModels, Engine):
         ]
         self._fitted: FittedLCM | None = None
         self._fitted_on = -1
-        self._own: dict[tuple[int, int], FittedLCM | None] = {}  # (task, horizon): the task's own model
+        self._own: dict[tuple[tuple[int, ...], int], FittedLCM | None] = {}  # (own tasks, horizon): their model
         self._warm: Hyperparameters | None = None
         self._warm_optimised: int | None = None  # how many samples the warm hyperparameters were optimised on
         self._restored: SurrogateModelRecord | None = None
@@ -617,7 +618,7 @@ class MLA(StoredModels, Engine):
             index: The task a configuration is sought for.
         """
         horizon, own = self.fit_horizon(), self.own_tasks(index)
-        key = (own[0], horizon)  # the task's every model task shares one own model
+        key = (tuple(own), horizon)  # the model tasks with the same own data share one own model
         if key not in self._own:
             records = [r for r in self._records[:horizon] if self.task_index(r.task_parameter) in own]
             try:
@@ -627,7 +628,7 @@ class MLA(StoredModels, Engine):
             except InvalidInputError:  # no successful evaluation yet
                 model = None
             else:
-                stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, own[0], horizon]))
+                stream = np.random.default_rng(np.random.SeedSequence([self.seed or 0, 6007, *own, horizon]))
                 model = self.model.fit(data, seed=stream, executor=self.executor)
             self._own = {k: v for k, v in self._own.items() if k[1] == horizon}  # older horizons are done
             self._own[key] = model
@@ -660,11 +661,13 @@ class MLA(StoredModels, Engine):
 
     def _own_turn(self, index: int, mine: FittedLCM, target: int) -> bool:
         """Whether task ``index``'s next suggestion is its own model's turn: every :attr:`OWN_TURN`-th, where that
-        model predicts the task's evaluations unseen (leave-one-out rho of at least :attr:`PREDICTIVE`)."""
+        model predicts the task's evaluations unseen well enough (:attr:`OWN_TURN_RHO`)."""
         if (len(self.evaluated[index]) + len(self.pending[index])) % self.OWN_TURN:
             return False
+        if self.OWN_TURN_RHO is None:
+            return True
         rho = loo_rank_correlation(mine, target)
-        return rho is not None and rho >= self.PREDICTIVE
+        return rho is not None and rho >= self.OWN_TURN_RHO
 
     def _search(self, index: int) -> tuple[dict[str, Any], str]:
         exclude = self.evaluated[index] + self.pending[index]

@@ -18,12 +18,13 @@ The check sees only where the task has been evaluated; a best region that
 none of its evaluations has touched yet is invisible to it, and the shared
 model, sure of what the other tasks say there, would not send the task
 looking. So, besides, every :attr:`MLA.OWN_TURN <raytuner.engines.MLA.OWN_TURN>`-th
-suggestion of a task comes from its own model whatever the check says, where
-that model tells the task's good configurations from its bad ones unseen
-(:func:`loo_rank_correlation` at least :attr:`MLA.PREDICTIVE
-<raytuner.engines.MLA.PREDICTIVE>`): the task keeps a share of single-task
-BO's own search, unless its landscape is too rough for its own few
-evaluations to say anything. A suggestion of the task's own model carries
+suggestion of a task comes from its own model whatever the check says: the
+task keeps a share of single-task BO's own search. GPTuneBand takes those
+turns only where the task's own model tells its good configurations from
+its bad ones unseen (:func:`loo_rank_correlation` at least
+:attr:`MLA.OWN_TURN_RHO <raytuner.engines.MLA.OWN_TURN_RHO>`): a bracket gets
+few samples a pass, and a model of one task's few evaluations of a rough
+landscape would waste them. A suggestion of the task's own model carries
 ``own_model: true`` in its provenance.
 
 Example:

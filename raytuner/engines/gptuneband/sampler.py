@@ -103,6 +103,8 @@ class LevelSampler(MLA):
     name = "gptuneband"
     #: GPTuneBand's model keeps signed task weights (``python -m benchmarks band`` compares them).
     default_options = LCMOptions(task_weights="signed")
+    #: A task's own model takes its turns where it predicts the task (``python -m benchmarks band``'s Table 1).
+    OWN_TURN_RHO = MLA.PREDICTIVE
 
     def __init__(
         self,
