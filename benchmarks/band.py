@@ -22,17 +22,22 @@ Table-1 row (``band_row{id}.png``) and for LCBench (``band_lcbench.png``).
   maximised): GPTuneBand's engine against Ray's ASHA, Hyperband and BOHB,
   SMAC3's multi-fidelity facade (``SMAC``) and its black-box facade at epoch
   52 (``SMAC-HPO``, :mod:`benchmarks.band_smac`), and Optuna's TPE and
-  GPSampler and random search at epoch 52, at each budget of the settings
+  GPSampler, raytuner's single-task BO (``single-task BO``: an MLA per task, the
+  reference for tuning each task alone) and random search at epoch 52, and
+  GPTuneBand in one-shot mode too (``GPTuneBand-one-shot``), on the 8 tasks and
+  on a validation set of 10 others (each set one problem), at each budget of the settings
   (epochs / 52 per task, the same for every tuner: GPTuneBand runs as many
   passes as the budget pays for, the last one cut where its next step no longer
   fits), ranked per (repeat, task) cell by the best accuracy at epoch 52;
   R-tilde is ``best of all / best of the tuner`` (1 is best). A peer whose
   package is missing is skipped (GPSampler needs torch). Goals at every budget:
   GPTuneBand's best mean rank and lowest R-bar, its longest ``ask`` under 5 s,
-  with its fits on the executor a user's run gets (``ask_executor``).
+  with its fits on the executor a user's run gets (``ask_executor``), and no
+  task's mean best under either GPTuneBand more than 0.5 points under
+  single-task BO's (``margins_vs_single_task_bo``).
 
-``--quick`` runs row 1 only with 2 repeats of 10 tasks, and LCBench on 2 tasks,
-1 repeat, one pass of budget. ``results["goals"]`` holds every goal
+``--quick`` runs row 1 only with 2 repeats of 10 tasks, and LCBench on 2 tasks of
+each set, 1 repeat, one pass of budget. ``results["goals"]`` holds every goal
 (:func:`all_goals`). The sequential tuners are in
 :mod:`benchmarks.band_peers`, Ray's in :mod:`benchmarks.band_ray`, the
 report and plots in :mod:`benchmarks.band_report`.
