@@ -651,13 +651,13 @@ class MLA(StoredModels, Engine):
         except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
             log.exception("%s: the own model of task %d failed; its search uses the shared model", self.name, index)
             return fitted, target, None
-        if mine is None or not (
-            self._own_turn(index, mine, own.index(target))
-            or own_predicts_better(fitted, target, mine, own.index(target))
-        ):
+        if mine is None:
+            return fitted, target, None
+        mine_target = own.index(target)
+        if not (self._own_turn(index, mine, mine_target) or own_predicts_better(fitted, target, mine, mine_target)):
             return fitted, target, None
         self._notes[OWN_MODEL] = True
-        return mine, own.index(target), own
+        return mine, mine_target, own
 
     def _own_turn(self, index: int, mine: FittedLCM, target: int) -> bool:
         """Whether task ``index``'s next suggestion is its own model's turn: every :attr:`OWN_TURN`-th, where that

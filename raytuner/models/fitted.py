@@ -267,6 +267,7 @@ class FittedLCM:
                 z,
             )
         self.jitter = self._posterior.jitter
+        self._leave_one_out: tuple[np.ndarray, np.ndarray] | None = None
         self.log_likelihood = self._posterior.log_likelihood
 
     @property
@@ -329,7 +330,8 @@ class FittedLCM:
         Each sample is predicted from all the others with the same
         hyperparameters (``z_j − α_j / [K⁻¹]_jj`` and ``1 / [K⁻¹]_jj``): an
         out-of-sample view of the model at its own data, which a model that
-        interpolates its data would otherwise hide.
+        interpolates its data would otherwise hide. Computed once per model
+        (the arrays are read-only): the engines ask for it at every suggestion.
 
         >>> import numpy as np
         >>> from raytuner.models import LCM, LCMOptions, TrainingData
@@ -346,7 +348,12 @@ class FittedLCM:
                 f"{len(self.z)} samples is sparse past exact_limit="
                 f"{self.options.exact_limit}",
             )
-        return self._posterior.leave_one_out(self.z)
+        if self._leave_one_out is None:  # a conditioned model never changes: computed once, read-only
+            mean, variance = self._posterior.leave_one_out(self.z)
+            mean.setflags(write=False)
+            variance.setflags(write=False)
+            self._leave_one_out = mean, variance
+        return self._leave_one_out
 
     def predict(self, task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of ``task`` at ``X`` in output units.
