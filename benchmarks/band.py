@@ -83,7 +83,7 @@ from benchmarks.band_report import (
 )
 from benchmarks.band_smac import run_lcbench_smac
 from benchmarks.data import find
-from benchmarks.report import finish_run, machine_at_start, margins_vs
+from benchmarks.report import finish_run, machine_at_start, margins_vs, noise_floor
 from raytuner.analysis import r_bar, relative_performance, win_rate
 from raytuner.engines import BanditStructure
 from raytuner.models.executors import default_executor
@@ -428,6 +428,7 @@ def lcbench_results(
     ranks = _mean_ranks(finals)
     margins = margins_vs(finals, [int(t) for t in task_ids], reference=ALONE) if ALONE in finals else {}
     band_margins = [m["worst"] for name, m in margins.items() if name.startswith(REFERENCE)]
+    band_uppers = [m["worst_upper"] for name, m in margins.items() if name.startswith(REFERENCE)]
     r_tilde = relative_performance({name: 1.0 / np.asarray(v, dtype=float) for name, v in finals.items()})
     r_bars = {name: round(r_bar(r), 4) for name, r in r_tilde.items()}
     return {
@@ -451,6 +452,8 @@ def lcbench_results(
         "goal_longest_ask_lt_5s": max(ask_seconds) < GOAL_LONGEST_ASK_S if ask_seconds else None,
         "margins_vs_single_task_bo": margins,
         "goal_no_negative_transfer": min(band_margins) >= GOAL_WORST_MARGIN if band_margins else None,
+        "goal_no_negative_transfer_beyond_noise": min(band_uppers) >= GOAL_WORST_MARGIN if band_uppers else None,
+        "noise_floor_single_task_bo": noise_floor(finals[ALONE]) if ALONE in finals else None,
     }
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "save_history_plot",
     "peer_win_rates",
     "margins_vs",
+    "noise_floor",
     "win_cell",
     "reach_results",
     "render_reach",
@@ -358,7 +359,12 @@ def margins_vs(
 
     A tuner that shares what it learns across tasks must not leave any one
     task worse than tuning it alone: the worst margin says by how much it
-    does at most.
+    does at most. A mean over a few seeds is noisy, so each margin comes with
+    its standard error (of the difference of the two means) and ``worst_upper``
+    is the least of ``margin + 2 * standard error`` over the tasks: a task
+    whose upper bound is under a threshold is worse than alone beyond the
+    seeds' noise (see :func:`noise_floor` for the worst margin a tuner shows
+    against itself).
 
     Args:
         best: per tuner, its best value per (seed, task) cell, shaped (seeds, tasks).
@@ -370,20 +376,69 @@ def margins_vs(
     >>> m = margins_vs({"a": np.array([[90.0, 80.0]]), "single_task_bo": np.array([[89.0, 81.0]])}, [7, 9])
     >>> m["a"]["per_task"], m["a"]["worst"], m["a"]["worst_task"]
     ([1.0, -1.0], -1.0, 9)
+    >>> m = margins_vs({"a": np.array([[90.0], [92.0]]), "single_task_bo": np.array([[91.0], [93.0]])}, [7])
+    >>> m["a"]["worst"], m["a"]["standard_error"], m["a"]["worst_upper"]
+    (-1.0, [1.4142], 1.8284)
     """
-    alone = np.asarray(best[reference], dtype=float).mean(axis=0)
+    alone_values = np.asarray(best[reference], dtype=float)
+    alone = alone_values.mean(axis=0)
     result: dict[str, Any] = {}
     for name, values in best.items():
         if name == reference:
             continue
-        margin = -sign * (np.asarray(values, dtype=float).mean(axis=0) - alone)
-        worst = int(np.argmin(margin))
+        values = np.asarray(values, dtype=float)
+        margin = -sign * (values.mean(axis=0) - alone)
+        error = np.sqrt(_mean_variance(values) + _mean_variance(alone_values))
+        upper = margin + 2.0 * error
+        worst, worst_upper = int(np.argmin(margin)), int(np.argmin(upper))
         result[name] = {
             "per_task": [round(float(m), 4) for m in margin],
             "worst": round(float(margin[worst]), 4),
             "worst_task": tasks[worst],
+            "standard_error": [round(float(e), 4) for e in error],
+            "worst_upper": round(float(upper[worst_upper]), 4),
+            "worst_upper_task": tasks[worst_upper],
         }
     return result
+
+
+def _mean_variance(values: np.ndarray) -> np.ndarray:
+    """Per column, the variance of its mean over the rows (0 with a single row)."""
+    if values.shape[0] < 2:
+        return np.zeros(values.shape[1])
+    return np.asarray(values.var(axis=0, ddof=1) / values.shape[0])
+
+
+def noise_floor(values: Any, sign: float = -1.0, splits: int = 200, seed: int = 0) -> float | None:
+    """The median worst-task margin of a tuner against itself: its seeds split in two halves at random.
+
+    What :func:`margins_vs`'s ``worst`` reads for two tuners that are the same,
+    at half the seeds: a worst margin near this is the seeds' noise, not
+    negative transfer. ``None`` with fewer than 4 seeds.
+
+    Args:
+        values: the tuner's best value per (seed, task), shaped (seeds, tasks).
+        sign: -1 where higher values win, 1 where lower ones do.
+        splits: how many random halvings to take the median over.
+        seed: the halvings' seed.
+
+    >>> import numpy as np
+    >>> noise_floor(np.array([[1.0, 5.0], [1.0, 5.0], [1.0, 5.0], [1.0, 5.0]]))
+    0.0
+    >>> noise_floor(np.array([[1.0], [2.0], [3.0]])) is None
+    True
+    """
+    values = np.asarray(values, dtype=float)
+    n = values.shape[0]
+    if n < 4:
+        return None
+    rng = np.random.default_rng(seed)
+    worst = []
+    for _ in range(splits):
+        order = rng.permutation(n)
+        first, second = values[order[: n // 2]], values[order[n // 2 : 2 * (n // 2)]]
+        worst.append(float(np.min(-sign * (first.mean(axis=0) - second.mean(axis=0)))))
+    return round(float(np.median(worst)), 4)
 
 
 def win_cell(row: Mapping[str, Any], peer: str) -> str:
