@@ -8,12 +8,16 @@ from typing import Any
 
 import pytest
 
+#: JSON nested far past Python's recursion limit: ``json.loads`` raises RecursionError, not a JSONDecodeError.
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
 #: A damaged line of each kind, as a crash, a flipped byte or a bad disk leaves one.
 DAMAGE = {
     "bad_utf8": b'{"session_id": "\xff\xfe\xfd", "trial_id": "\xc3("}\n',
     "not_an_object": b"[]\n",
     "nul": b"\x00" * 48 + b"\n",
     "torn": b'{"session_id": "torn", "trial_id": "torn", "con',  # no newline: a killed writer's
+    "deep": DEEP + b"\n",
 }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import pytest
 from click.testing import CliRunner
-from store_helpers import DAMAGE, ShortWrites
+from store_helpers import DAMAGE, DEEP, ShortWrites
 
 from raytuner.cli import main
 from raytuner.errors import StoreError
@@ -227,6 +227,7 @@ def _damage_a_record(path: Path, kind: str) -> None:
         "not_an_object": b"[],",
         "nul": b"\x00" * len(line),
         "torn": line[: len(line) // 2],
+        "deep": DEEP + b",",
     }[kind]
     raw = b"\n".join(lines[: index + 1]) + (b"" if kind == "torn" else b"\n" + b"\n".join(lines[index + 1 :]))
     path.write_bytes(raw)

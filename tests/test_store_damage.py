@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from store_helpers import DAMAGE, ShortWrites
+from store_helpers import DAMAGE, DEEP, ShortWrites
 
 from raytuner.cli import main
 from raytuner.engines import RandomSearch
@@ -256,3 +256,28 @@ def test_appends_of_several_processes_take_turns_and_none_is_cut_as_torn(tmp_pat
     documents = list(JsonLedger(tmp_path).read("trials"))
     assert sorted((d["writer"], d["n"]) for d in documents) == [(str(w), i) for w in range(4) for i in range(150)]
     assert not (tmp_path / ".service" / "trials.jsonl.corrupt").exists()
+
+
+def test_a_journal_line_nested_past_the_recursion_limit_is_a_damaged_line(tmp_path: Path) -> None:
+    """``[[[...]]]`` 100,000 deep: readers skip it, `history show` and `repair` exit 0, the line is kept whole."""
+    writer = JsonStore(tmp_path)
+    records = [_record(i) for i in range(3)]
+    writer.append(PROBLEM, records[0])
+    journal = tmp_path / f"{PROBLEM}.json.journal"
+    with open(journal, "ab") as fh:
+        fh.write(DAMAGE["deep"])
+    writer.append(PROBLEM, records[1])
+    offset = journal.read_bytes().index(b"\n") + 1
+    assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [r.uid for r in records[:2]]
+
+    shown = CliRunner().invoke(main, ["history", "show", str(tmp_path), "--problem", PROBLEM, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["func_eval"] == 2
+    repaired = CliRunner().invoke(main, ["history", "repair", str(tmp_path), PROBLEM])
+    assert repaired.exit_code == 0, repaired.output
+    assert "kept 2 evaluations; moved 1 damaged line(s)" in repaired.output
+    kept = _kept(tmp_path / f"{PROBLEM}.json")
+    assert [(k["file"], k["offset"], k["line"].encode()) for k in kept] == [(journal.name, offset, DEEP)]
+    writer.append(PROBLEM, records[2])  # the writer goes on
+    writer.close()
+    assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [r.uid for r in records]

@@ -116,18 +116,23 @@ def decode_line(line: bytes) -> list[Entry]:
         line: the line's bytes, without its newline.
 
     Raises:
-        ValueError: naming why the line cannot be read.
+        ValueError: naming why the line cannot be read (also for JSON nested deeper than Python can read).
     """
     try:
         obj = loads_stored(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"not JSON ({exc})") from None
-    if isinstance(obj, dict) and obj.get("kind") == _BATCH:
-        items = obj.get("entries")
-        if not isinstance(items, list):
-            raise ValueError("a batch without a list of entries")
-        return [_entry(item) for item in items]
-    return [_entry(obj)]
+    except RecursionError:  # nested deeper than the interpreter's stack: damage, not a record
+        raise ValueError("not usable JSON (nested too deeply)") from None
+    try:
+        if isinstance(obj, dict) and obj.get("kind") == _BATCH:
+            items = obj.get("entries")
+            if not isinstance(items, list):
+                raise ValueError("a batch without a list of entries")
+            return [_entry(item) for item in items]
+        return [_entry(obj)]
+    except RecursionError:
+        raise ValueError("not a usable record (nested too deeply)") from None
 
 
 def read_journal(path: Path) -> Journal:
