@@ -302,3 +302,76 @@ def test_a_short_write_of_a_key_is_a_store_error(tmp_path: Path, monkeypatch: py
     fresh = ApiKeys(JsonStore(tmp_path).ledger())
     assert [k.name for k in fresh.list()] == ["alice", "bob"]
     assert fresh.verify(first) is not None and fresh.verify(second) is not None
+
+
+def _tell_more(client: Client, acked: Acknowledged, sid: str, count: int) -> None:
+    """Ask and tell ``count`` more trials of session ``sid``, recording what was acknowledged."""
+    for t in range(count):
+        trial_id = f"more-{len(acked.asked[sid])}"
+        answer = client.Ask(pb.AskRequest(session_id=sid, trial_id=trial_id))
+        assert answer.status == pb.AskResponse.TRIAL
+        acked.asked[sid].append(trial_id)
+        value = json.loads(answer.config_json)["x"]
+        client.Tell(pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": value}))
+        acked.told[sid][trial_id] = value
+
+
+def test_a_gptune_file_emptied_while_the_server_runs_is_rewritten_and_loses_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    acked = _first_run(store, sessions=2)
+    writer = JsonStore(store)
+    writer.compact(PROBLEM)  # every told record into the GPTune file, the journal empty
+    writer.close()
+    path = store / f"{PROBLEM}.json"
+    server = TuningServer(store, port=0)
+    server.start()
+    client = Client(server.address, acked.key)
+    try:
+        for sid in acked.sessions:
+            client.GetSession(pb.GetSessionRequest(session_id=sid))  # rebuilt: the server read the file
+        path.write_bytes(b"")  # emptied behind the server's back
+        _tell_more(client, acked, acked.sessions[0], 3)
+        # as a kill -9 now would leave it: a reader finds every acknowledged record, the file whole again
+        stored = {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)}
+        assert stored == {t for told in acked.told.values() for t in told}
+        assert (store / f"{PROBLEM}.json.corrupt").exists()  # the emptied file is on record
+    finally:
+        client.close()
+        server.stop(grace=0)
+    assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}
+    result = CliRunner().invoke(main, ["history", "repair", str(store), PROBLEM])
+    assert result.exit_code == 0, result.output
+
+
+def test_an_emptied_gptune_file_is_damage_that_repair_rebuilds_from_the_journal(tmp_path: Path) -> None:
+    """Emptied while no writer held it: the journal's records stay readable, writers refuse, repair rebuilds."""
+    store = tmp_path / "store"
+    acked = _first_run(store, sessions=1)
+    writer = JsonStore(store)
+    writer.compact(PROBLEM)
+    writer.close()
+    compacted = {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)}
+    server = TuningServer(store, port=0)
+    server.start()
+    client = Client(server.address, acked.key)
+    try:
+        sid = acked.sessions[0]
+        client.GetSession(pb.GetSessionRequest(session_id=sid))
+        _tell_more(client, acked, sid, 2)  # into the journal
+    finally:
+        client.close()
+        server.stop(grace=0)
+    path = store / f"{PROBLEM}.json"
+    path.write_bytes(b"")  # emptied while no writer runs: its records are gone with it
+    journaled = {t for t in acked.told[sid] if t not in compacted}
+    assert {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)} == journaled
+    with pytest.raises(StoreError, match=f"damaged .*`raytuner history repair {store} {PROBLEM}`"):
+        JsonStore(store).append(PROBLEM, JsonStore(store).evaluations(PROBLEM)[0])
+    result = CliRunner().invoke(main, ["history", "repair", str(store), PROBLEM])
+    assert result.exit_code == 0, result.output
+    assert f"kept {len(journaled)} evaluations; moved 1 damaged line(s)" in result.output
+    kept = [json.loads(line) for line in (store / f"{PROBLEM}.json.corrupt").read_text().splitlines()]
+    assert [(k["file"], k["offset"], k["reason"]) for k in kept] == [(path.name, 0, "the file is empty")]
+    assert {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)} == journaled
+    acked.told[sid] = {t: v for t, v in acked.told[sid].items() if t in journaled}  # the rest went with the file
+    assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}

@@ -38,6 +38,12 @@ is read around (:mod:`raytuner.store.salvage`), with one warning naming the
 damaged lines' offsets; writers refuse it with a StoreError saying how to
 repair it: :meth:`JsonStore.repair` (``raytuner history repair DIR PROBLEM``)
 moves those lines, whole, to ``<problem>.json.corrupt`` and rewrites the file.
+An emptied GPTune file is damaged the same way (one damaged line of no
+bytes): the journal's records stay readable and repair rewrites the file
+from them. A writer that read the file whole and then finds it shrunk into
+damage (emptied or cut while it runs, as a server may find it) rewrites it at
+its next append from the copy it read, the file's intact lines and the
+journal, so its records are not lost with the file.
 
 Several processes may append to the same problem at once: writes are
 serialised by the lock, fsyncs run outside it. A whole GPTune file is read
@@ -131,6 +137,7 @@ class JsonStore(HistoryStore):
         self._damage: dict[str, list[BadLine]] = {}  # per GPTune file: its damaged lines
         self._writable: set[str] = set()  # problems whose file was found intact
         self._compact_after: dict[str, int] = {}  # the journal size at which a failed compaction is retried
+        self._intact: dict[str, dict[str, Any]] = {}  # per GPTune file: its whole copy, read before it was damaged
 
     def __repr__(self) -> str:
         return f"JsonStore({str(self.directory)!r})"
@@ -212,6 +219,8 @@ class JsonStore(HistoryStore):
             self.check_writable(problem)
         state = self._writer(problem)
         journal_size = state.append(payload)  # durable: from here on nothing may fail the write
+        if self._restore(problem):
+            return
         if (
             journal_size > max(self.compact_min_bytes, self._compact_after.get(problem, 0))
             and journal_size > state.main_size() // 2
@@ -226,6 +235,40 @@ class JsonStore(HistoryStore):
                     type(exc).__name__,
                     exc,
                 )
+
+    def _restore(self, problem: str) -> bool:
+        """Rewrite ``problem``'s GPTune file when it shrank into damage (emptied, cut) since this store read it whole.
+
+        The store's copy of the file read before (its records), the file's intact lines and the journal are
+        written back, the damaged lines kept in :meth:`quarantine_path`. True when it was rewritten. A file
+        that grew (another writer's compaction) or shrank whole (a repair) is left as it is; a failure is
+        logged: the journal keeps every record.
+        """
+        path = self.path(problem)
+        cached = self._cache.get(str(path))
+        if cached is None or self._damage.get(str(path)):
+            return False  # not read since this store compacted it, or damaged when read (writers refuse it)
+        try:
+            if os.stat(path).st_size >= cached[0][1]:
+                return False
+        except FileNotFoundError:
+            return False  # removed: the next compaction writes the journal's records
+        with self._shared_lock(problem):
+            self._read_main(path)
+        if not self._damage.get(str(path)):
+            return False
+        log.warning(
+            "%s was emptied or damaged while this store was writing to it; rewriting it from the %d evaluations "
+            "this store read from it before, its intact lines and the journal",
+            path,
+            len(self._intact.get(str(path), {}).get(_FUNC_EVAL, [])),
+        )
+        try:
+            self._compact(problem)
+        except Exception as exc:  # noqa: BLE001 - the record is durable in the journal
+            log.warning("could not rewrite %s (%s: %s); the journal keeps every record", path, type(exc).__name__, exc)
+            return False
+        return True
 
     def check_writable(self, problem: str) -> None:
         """Raise :class:`~raytuner.errors.StoreError` (saying how to repair it) when ``problem``'s file is damaged.
@@ -266,6 +309,8 @@ class JsonStore(HistoryStore):
             raw = fh.read()
         read = read_store_file(raw)
         data, damage = read.data, read.bad
+        if damage and isinstance(data, dict) and "tuning_problem_name" not in data and "name" not in data:
+            data["tuning_problem_name"] = path.name.removesuffix(".json")  # its header was lost (an emptied file)
         if not isinstance(data, dict) or not all(isinstance(data.get(k, []), list) for k in (_FUNC_EVAL, _SURROGATE)):
             raise StoreError(
                 f"{path} is not a GPTune history file (expected an object whose "
@@ -279,6 +324,8 @@ class JsonStore(HistoryStore):
         if salvage and not read.checked:
             damage = drop_invalid_records(data, raw)
         del raw
+        if damage and cached is not None and not self._damage.get(str(path)):
+            self._intact.setdefault(str(path), cached[1])  # damaged since it was read whole: keep that copy
         self._warn_damaged(path, damage, data)
         self._cache[str(path)] = (key, data, read.checked or salvage)
         self._damage[str(path)] = damage
@@ -451,7 +498,13 @@ class JsonStore(HistoryStore):
             if os.fstat(state.journal_fd).st_size == 0 and not repair:
                 return 0, 0
             journal = read_journal(journal_path)
-            document = self._snapshot(problem, journal.entries, self._read_main(state.main, salvage=repair))
+            main = self._read_main(state.main, salvage=repair)
+            held = self._intact.get(str(state.main))
+            if held is not None:  # what the file held when this store read it whole, then what is left of it
+                main = self._snapshot(
+                    problem, [(k, r) for k in (_SURROGATE, _FUNC_EVAL) for r in main.get(k, [])], held
+                )
+            document = self._snapshot(problem, journal.entries, main)
             target = self.quarantine_path(problem)
             moved = 0
             for path, lines in (
@@ -474,6 +527,7 @@ class JsonStore(HistoryStore):
             os.ftruncate(state.journal_fd, 0)
             os.fsync(state.journal_fd)
             self._cache.pop(str(state.main), None)
+            self._intact.pop(str(state.main), None)
             count = len(document[_FUNC_EVAL])
             del document
         release_memory()

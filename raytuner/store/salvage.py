@@ -135,8 +135,8 @@ def read_store_file(raw: bytes) -> Salvage:
     """A store's GPTune file: parsed whole when it is JSON whose records are objects, else line by line.
 
     Read line by line, ``bad`` lists the damaged lines; a file that is cut
-    short after a whole line (no closing brackets) is one damaged line of no
-    bytes at its end.
+    short after a whole line (no closing brackets), or emptied, is one damaged
+    line of no bytes at its end.
 
     Args:
         raw: The file's bytes.
@@ -145,6 +145,8 @@ def read_store_file(raw: bytes) -> Salvage:
     []
     >>> [(b.offset, b.reason) for b in read_store_file(b'{"func_eval": [').bad]
     [(15, 'the file ends early (torn)')]
+    >>> [(b.offset, b.reason) for b in read_store_file(b'').bad]
+    [(0, 'the file is empty')]
     """
     try:
         data = loads_stored(raw)
@@ -156,7 +158,8 @@ def read_store_file(raw: bytes) -> Salvage:
         return Salvage(data, [], checked=False)
     salvaged = salvage_history(raw)
     if not salvaged.bad:
-        salvaged.bad.append(BadLine(len(raw), b"", "the file ends early (torn)"))
+        why = "the file is empty" if not raw.strip() else "the file ends early (torn)"
+        salvaged.bad.append(BadLine(len(raw), b"", why))
     return salvaged
 
 
