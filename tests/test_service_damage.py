@@ -306,7 +306,7 @@ def test_a_short_write_of_a_key_is_a_store_error(tmp_path: Path, monkeypatch: py
 
 def _tell_more(client: Client, acked: Acknowledged, sid: str, count: int) -> None:
     """Ask and tell ``count`` more trials of session ``sid``, recording what was acknowledged."""
-    for t in range(count):
+    for _ in range(count):
         trial_id = f"more-{len(acked.asked[sid])}"
         answer = client.Ask(pb.AskRequest(session_id=sid, trial_id=trial_id))
         assert answer.status == pb.AskResponse.TRIAL
