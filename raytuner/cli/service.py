@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from raytuner.cli.errors import JsonFile, existing_store, store_location
+from raytuner.cli.errors import CommandError, JsonFile, existing_store, store_location
 from raytuner.cli.options import connection_options, credential, echo_json, json_arg, pairs
 from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
 from raytuner.problem.meta import MetaDescription
@@ -227,13 +227,15 @@ def serve(
             err=True,
         )
     try:
-        while not stop.wait(0.5):
+        while not stop.wait(0.5) and server.lost is None:  # lost: another server took the store's lease
             pass
     finally:
         click.echo("stopping", err=True)
         server.stop(grace=5.0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if server.lost is not None:
+        raise CommandError(server.lost)
 
 
 # -- API keys -----------------------------------------------------------------------------------

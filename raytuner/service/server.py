@@ -45,6 +45,7 @@ from raytuner.service.session_crowd import CROWD_OWNER
 from raytuner.service.sessions import ServiceSession, SessionManager
 from raytuner.store import open_store
 from raytuner.store.base import EvaluationQuery, HistoryStore
+from raytuner.store.server_lock import ServerLock
 
 __all__ = ["TuningServer"]
 
@@ -316,6 +317,9 @@ class TuningServer:
         self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address), crowd=self.crowd)
         self._owns_crowd = isinstance(crowd, str)
         self._server: grpc.Server | None = None
+        self._lock: ServerLock | None = None
+        #: Why the server stopped by itself (its store's lease was taken by another server), else ``None``.
+        self.lost: str | None = None
 
     @staticmethod
     def _crowd(crowd: Any) -> Any:
@@ -355,7 +359,32 @@ class TuningServer:
 
         The sessions of an earlier run are known from the start and rebuilt in a background thread
         (:mod:`raytuner.service.rebuild`); a call to one not rebuilt yet waits for its rebuild.
+
+        Raises:
+            StoreInUse: another server serves the store (:mod:`raytuner.store.server_lock`).
         """
+        lock = self.store.server_lock(on_lost=self._lease_lost)
+        if lock is not None:
+            lock.acquire()
+        self._lock = lock
+        try:
+            return self._start()
+        except BaseException:
+            self._release()
+            raise
+
+    def _lease_lost(self, message: str) -> None:
+        """Stop serving: another server took the store (this one's lease ran out)."""
+        self.lost = message
+        if self._server is not None:
+            self._server.stop(0)
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _start(self) -> int:
         self.manager.load(background=True)
         options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -403,6 +432,7 @@ class TuningServer:
             self._server = None
         self.manager.close()
         self.ledger.close()
+        self._release()  # after the last write: the next server may start
         if self._owns_crowd:
             self.crowd.close()
 
@@ -412,7 +442,8 @@ class TuningServer:
         Args:
             timeout: Seconds to wait at most (``None``: no limit).
         """
-        return self._server.wait_for_termination(timeout) if self._server is not None else True
+        # grpc's wait_for_termination returns whether it timed out
+        return not self._server.wait_for_termination(timeout) if self._server is not None else True
 
     def __enter__(self) -> TuningServer:
         self.start()

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -32,6 +32,7 @@ from raytuner.problem.records import (
     check_problem_name,
 )
 from raytuner.store.ledger import Ledger
+from raytuner.store.server_lock import ServerLock
 
 __all__ = ["HistoryStore", "EvaluationQuery", "VersionRange", "check_problem_name", "PROBLEM_NAME_RULE"]
 
@@ -240,6 +241,16 @@ class HistoryStore(ABC):
 
     def close(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Release files or connections; the store is not used afterwards."""
+
+    def server_lock(self, on_lost: Callable[[str], None] | None = None) -> ServerLock | None:
+        """The lock a tuning server holds on this store while it runs (one server per store); ``None``: no lock.
+
+        See :mod:`raytuner.store.server_lock`. Making it takes nothing: the server calls ``acquire``.
+
+        Args:
+            on_lost: Called with a message when the lock is lost while held (a MongoDB lease taken over).
+        """
+        return None
 
     def check_writable(self, problem: str) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Raise :class:`~raytuner.errors.StoreError` when ``problem`` cannot be written as it is stored.

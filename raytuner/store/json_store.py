@@ -65,7 +65,7 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,7 @@ from raytuner.store.journal import BadLine, encode_entries, quarantine, read_jou
 from raytuner.store.ledger import JsonLedger
 from raytuner.store.problem_files import ProblemFiles, release_memory
 from raytuner.store.salvage import drop_invalid_records, read_store_file
+from raytuner.store.server_lock import FileServerLock
 
 __all__ = ["JsonStore"]
 
@@ -451,6 +452,14 @@ class JsonStore(HistoryStore):
             elif path.name.endswith(".json.journal") and path.stat().st_size > 0:
                 names.add(path.name[: -len(".json.journal")])
         return sorted(names)
+
+    def server_lock(self, on_lost: Callable[[str], None] | None = None) -> FileServerLock:
+        """The store's server lock: a ``flock`` on ``DIR/.service/server.lock`` (never lost while held).
+
+        Args:
+            on_lost: Not used (a ``flock`` is held until released or the process ends).
+        """
+        return FileServerLock(self.directory)
 
     def ledger(self) -> JsonLedger:
         """The store's trial ledger: JSON-lines logs in ``DIR/.service``, made by their first append."""

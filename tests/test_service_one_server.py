@@ -1,0 +1,265 @@
+"""One server per store: a second ``raytuner serve`` on a store refuses to start, naming the first; a killed
+server's restart starts at once.
+
+Real servers (``raytuner serve`` in subprocesses) on one JSON store directory and on one database of a real
+``mongod``; the MongoDB lease's expiry and takeover are checked on the lease itself, with the database's clock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import pytest
+
+from raytuner.client.remote import RemoteTuner
+from raytuner.service.server import TuningServer
+from raytuner.store import JsonStore
+from raytuner.store.server_lock import LEASE_COLLECTION, MongoServerLease, StoreInUse
+from raytuner.test_problems import DEMO_PROBLEM
+
+SCRIPT = Path(sys.executable).with_name("raytuner")
+RAYTUNER = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "raytuner.cli"]
+START_S = 120  # bounds a server that never starts (2 shared cores); a start takes a few seconds
+META = {"tuning_problem_name": "one_server", "problem_space": DEMO_PROBLEM}
+
+
+class Serve:
+    """``raytuner serve`` on a store, in a subprocess; :attr:`address` once it printed its first line."""
+
+    def __init__(self, *store: str) -> None:
+        self.process = subprocess.Popen(
+            [*RAYTUNER, "serve", *store, "--port", "0", "--no-auth"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def started(self) -> str:
+        """The server's address, once it serves (fails with its stderr if it exits instead)."""
+        line = self.process.stdout.readline()  # type: ignore[union-attr]
+        found = re.search(r"on (127\.0\.0\.1:\d+) ", line)
+        assert found, (line, self.refused(timeout=START_S))
+        self.address = found.group(1)
+        return self.address
+
+    def refused(self, timeout: float = START_S) -> tuple[int, str]:
+        """Its exit status and stderr, once it exited."""
+        code = self.process.wait(timeout)
+        return code, self.process.stderr.read()  # type: ignore[union-attr]
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(START_S)
+        for stream in (self.process.stdout, self.process.stderr):
+            stream.close()  # type: ignore[union-attr]
+        return code
+
+
+def _one_session(address: str) -> str:
+    with RemoteTuner(address, timeout=30) as tuner:
+        return tuner.create_session(META, "random", tasks=[{"t": 1.0}], max_evaluations=4)
+
+
+def _second_refused(first: Serve, *store: str) -> None:
+    code, err = Serve(*store).refused()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "served by another raytuner server" in lines[0], err
+    assert f"host {socket.gethostname()}, pid {first.process.pid}, since 20" in lines[0], err
+
+
+def _restarted_after_kill_9(first: Serve, store: tuple[str, ...], session_id: str) -> float:
+    """Kill -9 ``first``, start a server again on ``store``: seconds until it serves, and its sessions are there."""
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    started = time.monotonic()
+    again = Serve(*store)
+    try:
+        address = again.started()
+        took = time.monotonic() - started
+        with RemoteTuner(address, timeout=30) as tuner:
+            assert session_id in [s["session_id"] for s in tuner.sessions()]
+        _second_refused(again, *store)  # and it holds the store in turn
+    finally:
+        assert again.stop() == 0
+    return took
+
+
+def _cold_start(*store: str) -> float:
+    """Seconds a server takes to serve ``store`` (a first start, nothing held)."""
+    started = time.monotonic()
+    server = Serve(*store)
+    try:
+        server.started()
+        return time.monotonic() - started
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_second_server_on_a_json_store_refuses_and_a_killed_ones_restart_is_prompt(tmp_path: Path) -> None:
+    store = ("--store", str(tmp_path / "store"))
+    first = Serve(*store)
+    try:
+        session_id = _one_session(first.started())
+        _second_refused(first, *store)
+        with RemoteTuner(first.address, timeout=30) as tuner:
+            assert [s["session_id"] for s in tuner.sessions()] == [session_id]  # the first one serves on
+    except BaseException:
+        first.stop(signal.SIGKILL)
+        raise
+    took = _restarted_after_kill_9(first, store, session_id)
+    cold = _cold_start(*store)
+    assert took < cold + 10, (took, cold)  # no lock to wait out: as fast as a start with nothing held
+    assert not (tmp_path / "store" / ".service" / "server.lock").exists()  # a stopped server leaves no lock file
+
+
+@pytest.fixture
+def database(mongo_uri: str) -> Iterator[str]:
+    name = f"one_server_{uuid.uuid4().hex}"
+    yield name
+    with pymongo.MongoClient(mongo_uri) as client:
+        client.drop_database(name)
+
+
+def test_a_second_server_on_a_mongodb_store_refuses_and_a_killed_ones_restart_is_prompt(
+    mongo_uri: str, database: str
+) -> None:
+    store = ("--mongodb", f"{mongo_uri}/{database}")
+    first = Serve(*store)
+    try:
+        session_id = _one_session(first.started())
+        _second_refused(first, *store)
+    except BaseException:
+        first.stop(signal.SIGKILL)
+        raise
+    took = _restarted_after_kill_9(first, store, session_id)  # the killed server's lease is taken over at once
+    cold = _cold_start(*store)
+    assert took < cold + 5, (took, cold)  # not the lease's 10 s
+    with pymongo.MongoClient(mongo_uri) as client:
+        assert client[database][LEASE_COLLECTION].count_documents({}) == 0  # a stopped server deleted its lease
+
+
+def test_a_server_object_on_a_held_store_refuses_until_the_first_stops(tmp_path: Path) -> None:
+    first = TuningServer(tmp_path, port=0)
+    first.start()
+    second = TuningServer(tmp_path, port=0)
+    try:
+        with pytest.raises(
+            StoreInUse, match=rf"^store: {tmp_path} is served by another .*, pid {os.getpid()}, since 20"
+        ):
+            second.start()
+    finally:
+        first.stop(grace=0)
+    second.start()  # the first one released it when it stopped
+    second.stop(grace=0)
+    JsonStore(tmp_path).ledger()  # readers and other writers never needed it
+
+
+@pytest.fixture
+def lease_collection(mongo_store: Any) -> Any:
+    return mongo_store.client[mongo_store.database][LEASE_COLLECTION]
+
+
+def _held_elsewhere(collection: Any, seconds_left: float) -> None:
+    """A lease of a server on another host that expires ``seconds_left`` from now by the database's clock."""
+    collection.update_one(
+        {"_id": "server"},
+        [
+            {
+                "$set": {
+                    "host": "elsewhere",
+                    "pid": 4242,
+                    "token": "theirs",
+                    "since": "$$NOW",
+                    "expires": {"$add": ["$$NOW", int(seconds_left * 1000)]},
+                }
+            }
+        ],
+        upsert=True,
+    )
+
+
+def test_a_mongodb_lease_of_a_live_server_elsewhere_is_refused_at_once(mongo_store: Any, lease_collection: Any) -> None:
+    _held_elsewhere(lease_collection, 9.5)  # renewed just now
+    lease = mongo_store.server_lock()
+    started = time.monotonic()
+    with pytest.raises(StoreInUse, match=r"host elsewhere, pid 4242, since 20.*its lease runs out 9 s after"):
+        lease.acquire()
+    assert time.monotonic() - started < 2.0
+    assert lease_collection.find_one()["token"] == "theirs"
+
+
+def test_a_mongodb_lease_that_ran_out_by_the_databases_clock_is_taken(mongo_store: Any, lease_collection: Any) -> None:
+    _held_elsewhere(lease_collection, -0.5)
+    lease = mongo_store.server_lock()
+    lease.acquire()
+    try:
+        held = lease_collection.find_one()
+        assert (held["host"], held["pid"], held["token"]) == (socket.gethostname(), os.getpid(), lease.token)
+    finally:
+        lease.release()
+    assert lease_collection.count_documents({}) == 0
+
+
+def test_a_mongodb_lease_no_longer_renewed_is_waited_out(mongo_store: Any, lease_collection: Any) -> None:
+    _held_elsewhere(lease_collection, 2.0)  # last renewed 8 s ago: its server is likely gone
+    lease = mongo_store.server_lock()
+    started = time.monotonic()
+    lease.acquire()
+    try:
+        assert 1.5 < time.monotonic() - started < 10.0
+        assert lease_collection.find_one()["token"] == lease.token
+    finally:
+        lease.release()
+
+
+def test_a_server_whose_mongodb_lease_is_taken_stops(mongo_store: Any, lease_collection: Any) -> None:
+    server = TuningServer(mongo_store, port=0, auth=False)
+    server.start()
+    try:
+        lease_collection.update_one({"_id": "server"}, {"$set": {"token": "theirs"}})  # taken while it could not renew
+        deadline = time.monotonic() + 30
+        while server.lost is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.lost is not None and "lease was taken by another server" in server.lost
+        assert server.wait(timeout=10)  # it stopped serving
+    finally:
+        server.stop(grace=0)
+    assert lease_collection.find_one()["token"] == "theirs"  # not deleted: it is the other server's
+
+
+def test_mongodb_leases_taken_at_once_by_many_go_to_one(mongo_store: Any) -> None:
+    leases = [mongo_store.server_lock() for _ in range(8)]
+    won: list[MongoServerLease] = []
+    barrier = threading.Barrier(len(leases))
+
+    def take(lease: MongoServerLease) -> None:
+        barrier.wait()
+        try:
+            lease.acquire()
+        except StoreInUse:
+            return
+        won.append(lease)
+
+    threads = [threading.Thread(target=take, args=(lease,)) for lease in leases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert len(won) == 1
+    finally:
+        for lease in won:
+            lease.release()
