@@ -263,3 +263,18 @@ def test_mongodb_leases_taken_at_once_by_many_go_to_one(mongo_store: Any) -> Non
     finally:
         for lease in won:
             lease.release()
+
+
+def test_a_mongodb_lease_deleted_while_held_is_taken_again(mongo_store: Any, lease_collection: Any) -> None:
+    """A database restored without the lease (nobody else took it): the renewal takes it again, the server goes on."""
+    lost: list[str] = []
+    lease = MongoServerLease(lease_collection, "test", mongo_store._errors, on_lost=lost.append, ttl=1.0)
+    lease.acquire()
+    try:
+        lease_collection.delete_many({})
+        deadline = time.monotonic() + 30
+        while lease_collection.count_documents({"token": lease.token}) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lease_collection.find_one()["token"] == lease.token and lost == []
+    finally:
+        lease.release()

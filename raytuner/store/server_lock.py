@@ -316,6 +316,8 @@ class MongoServerLease(ServerLock):
                         {"_id": _LEASE_ID, "token": self.token},
                         [{"$set": {"expires": {"$add": ["$$NOW", int(self.ttl * 1000)]}}}],
                     )
+                if renewed is None:  # gone (a database restored without it): take it again unless another has
+                    renewed = self._take({"$eq": ["$token", {"$literal": self.token}]}) or None
             except Exception as exc:  # noqa: BLE001 - retried at the next tick; the lease outlives a few
                 log.warning("%s: could not renew the server lease (%s); trying again", self.store, exc)
                 continue
