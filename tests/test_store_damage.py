@@ -281,3 +281,17 @@ def test_a_journal_line_nested_past_the_recursion_limit_is_a_damaged_line(tmp_pa
     writer.append(PROBLEM, records[2])  # the writer goes on
     writer.close()
     assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [r.uid for r in records]
+
+
+def test_a_writer_closing_over_an_emptied_file_rewrites_what_it_read(tmp_path: Path) -> None:
+    uids = _compacted_store(tmp_path, 4)
+    writer = JsonStore(tmp_path)
+    writer.append(PROBLEM, _record(9))
+    writer.compact(PROBLEM)  # the journal is empty now
+    assert len(writer.evaluations(PROBLEM)) == 5  # read whole
+    path = tmp_path / f"{PROBLEM}.json"
+    path.write_bytes(b"")
+    writer.close()
+    assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)][:4] == uids
+    assert len(JsonStore(tmp_path).evaluations(PROBLEM)) == 5
+    assert [(k["offset"], k["reason"]) for k in _kept(path)] == [(0, "the file is empty")]

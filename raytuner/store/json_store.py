@@ -265,7 +265,7 @@ class JsonStore(HistoryStore):
             len(self._intact.get(str(path), {}).get(_FUNC_EVAL, [])),
         )
         try:
-            self._compact(problem)
+            self._compact(problem, repair=True)  # also with nothing in the journal
         except Exception as exc:  # noqa: BLE001 - the record is durable in the journal
             log.warning("could not rewrite %s (%s: %s); the journal keeps every record", path, type(exc).__name__, exc)
             return False
@@ -548,6 +548,8 @@ class JsonStore(HistoryStore):
         with self._guard:
             problems = list(self._problems)
         for name in problems:
+            if self._restore(name):  # emptied since this store read it: rewritten whole, journal folded in
+                continue
             try:
                 self.compact(name)
             except (OSError, StoreError) as exc:  # the journal still holds every record
