@@ -195,7 +195,9 @@ def test_a_mongodb_lease_of_a_live_server_elsewhere_is_refused_at_once(mongo_sto
     _held_elsewhere(lease_collection, 9.5)  # renewed just now
     lease = mongo_store.server_lock()
     started = time.monotonic()
-    with pytest.raises(StoreInUse, match=r"host elsewhere, pid 4242, since 20.*its lease runs out 9 s after"):
+    with pytest.raises(
+        StoreInUse, match=r"host elsewhere, pid 4242, since 20.*if it is gone, its lease runs out in [0-9] s"
+    ):
         lease.acquire()
     assert time.monotonic() - started < 2.0
     assert lease_collection.find_one()["token"] == "theirs"

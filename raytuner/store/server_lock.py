@@ -292,8 +292,8 @@ class MongoServerLease(ServerLock):
                 raise StoreInUse(
                     self.store,
                     shown,
-                    f"stop it first, or serve another store (one server per store); its lease runs out "
-                    f"{max(left, 0):.0f} s after its last renewal if it is gone",
+                    f"stop it first, or serve another store (one server per store); if it is gone, its lease "
+                    f"runs out in {max(left, 0):.0f} s",
                 )
             log.warning(
                 "%s: the server lease of %s (pid %s) has not been renewed for %.0f s; waiting %.0f s for it to run out",
