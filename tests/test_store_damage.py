@@ -295,3 +295,18 @@ def test_a_writer_closing_over_an_emptied_file_rewrites_what_it_read(tmp_path: P
     assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)][:4] == uids
     assert len(JsonStore(tmp_path).evaluations(PROBLEM)) == 5
     assert [(k["offset"], k["reason"]) for k in _kept(path)] == [(0, "the file is empty")]
+
+
+def test_a_record_found_invalid_by_a_writer_that_read_the_file_is_quarantined_not_kept(tmp_path: Path) -> None:
+    """The same file read again to validate its records is not "damaged since it was read": nothing is held back."""
+    uids = _compacted_store(tmp_path, 3)
+    path = tmp_path / f"{PROBLEM}.json"
+    text = path.read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if uids[1] in line)
+    path.write_text(text.replace(line, '{"uid": "broken", "tuning_parameter": 5},'), encoding="utf-8")
+    store = JsonStore(tmp_path)
+    assert [r.uid for r in store.evaluations(PROBLEM)] == [uids[0], uids[2]]  # read, then read again to validate
+    assert store.repair(PROBLEM) == (1, 2)
+    store.close()
+    assert [r.uid for r in JsonStore(tmp_path).evaluations(PROBLEM)] == [uids[0], uids[2]]
+    assert b"broken" not in path.read_bytes() and JsonStore(tmp_path).repair(PROBLEM) == (0, 2)

@@ -325,7 +325,7 @@ class JsonStore(HistoryStore):
         if salvage and not read.checked:
             damage = drop_invalid_records(data, raw)
         del raw
-        if damage and cached is not None and not self._damage.get(str(path)):
+        if damage and cached is not None and cached[0] != key and not self._damage.get(str(path)):
             self._intact.setdefault(str(path), cached[1])  # damaged since it was read whole: keep that copy
         self._warn_damaged(path, damage, data)
         self._cache[str(path)] = (key, data, read.checked or salvage)
