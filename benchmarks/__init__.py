@@ -6,7 +6,7 @@ DIR]``, or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'band-hang', 'crowd', 'crowd-transfer', 'discrete', 'mla', 'multiobjective', 'service', 'store', 'tla']
+    ['band', 'band-hang', 'crowd', 'crowd-transfer', 'discrete', 'mla', 'multiobjective', 'service', 'slurm', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -43,6 +43,7 @@ BENCHMARKS: dict[str, str] = {
     "crowd": "benchmarks.crowd",
     "multiobjective": "benchmarks.multiobjective",
     "crowd-transfer": "benchmarks.crowd_transfer",
+    "slurm": "benchmarks.slurm",
 }
 
 
@@ -81,7 +82,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False, data: Path | None =
 
     Args:
         name: the benchmark to run: ``band``, ``band-hang``, ``crowd``, ``crowd-transfer``, ``discrete``, ``mla``,
-            ``multiobjective``, ``service``, ``store`` or ``tla``.
+            ``multiobjective``, ``service``, ``slurm``, ``store`` or ``tla``.
         out: the folder for its ``results.json``, ``report.md`` and plots (made if missing).
         quick: run the small workload instead of the full one (default ``False``).
         data: the data folder searched first (default ``None``: ``$RAYTUNER_SHARED_DATA``, then the

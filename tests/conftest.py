@@ -144,6 +144,26 @@ def mongod_replica() -> Iterator[LocalMongod]:
 
 
 @pytest.fixture(scope="session")
+def slurm() -> Iterator[Any]:
+    """A one-node Slurm cluster of 8 slots (:class:`~raytuner.testing.slurm.LocalSlurm`) for the whole session.
+
+    Skipped, with the reason, where it cannot start: it needs root and Debian's ``slurm-wlm`` and ``munge``
+    (README's test command installs them), unlike ``mongod``, which the test extra always brings.
+    """
+    from raytuner.testing.slurm import LocalSlurm, SlurmUnavailable  # noqa: PLC0415
+
+    cluster = LocalSlurm(cpus=8)
+    try:
+        cluster.start()
+    except SlurmUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def mongo_uri(mongod: LocalMongod) -> str:
     """``mongodb://127.0.0.1:PORT`` of the session's server."""
     return mongod.uri

@@ -1,0 +1,65 @@
+"""The remote-jobs example under a real one-node Slurm, against a real ``raytuner serve`` on loopback.
+
+``sbatch --array=0-7 examples/remote_hpc_job/job.sh`` works for one session
+created with the CLI; every array task asks and tells (its program through
+``srun``) until the session has its evaluations. The history must then hold
+exactly what the jobs' outputs show as acknowledged: no record lost, none
+duplicated, none that no job told. With two array tasks ``scancel``-led
+mid-trial, trial leases hand their trials out again and the session still
+finishes (skipped until ``raytuner session create`` has ``--lease``).
+
+The cluster (``slurm`` fixture) needs root and Debian's ``slurm-wlm`` and
+``munge``; without them these tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.slurm import NO_LEASES, ArrayRun, leases_supported, run_array
+from raytuner.testing.slurm import LocalSlurm
+
+TASKS = 8
+EVALUATIONS = 8
+
+
+def _check_history(run: ArrayRun) -> None:
+    """The history equals what the jobs told: every acknowledged tell stored, nothing twice, nothing else."""
+    assert len(run.told) == EVALUATIONS, run.told
+    assert run.lost == []
+    assert run.duplicates == 0
+    assert run.unexplained == []
+    assert len(run.records) == EVALUATIONS
+    assert {t.uid for t in run.told} == run.uids
+    job_of_task = {int(job["ArrayTaskId"]): job["JobId"] for job in run.jobs}
+    by_uid = {r.uid: r for r in run.records}
+    told_by = {t.uid: job_of_task[t.task] for t in run.told}
+    assert {uid: str(r.additional_output["job"]) for uid, r in by_uid.items()} == told_by  # the job that told it
+
+
+def test_an_array_of_jobs_fills_the_session_and_the_history_holds_what_they_told(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    run = run_array(slurm, tmp_path, tasks=TASKS, max_evaluations=EVALUATIONS)
+    _check_history(run)
+    assert [job["JobState"] for job in run.jobs] == ["COMPLETED"] * TASKS, run.jobs
+    assert all(job["ExitCode"] == "0:0" for job in run.jobs)
+    assert all(len(tasks) == 1 for tasks in run.handed_out.values())  # no trial handed out twice
+    assert all(r.raytuner and r.raytuner.machine and r.raytuner.machine["slurm_environment"] for r in run.records)
+
+
+def test_two_jobs_cancelled_mid_trial_lose_nothing_and_their_trials_are_handed_out_again(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    if not leases_supported():  # checked at run time: the test runs once trial leases are merged
+        pytest.skip(NO_LEASES)
+    run = run_array(slurm, tmp_path, tasks=TASKS, max_evaluations=EVALUATIONS, cancel=[1, 2], lease=5)
+    _check_history(run)
+    states = {int(job["ArrayTaskId"]): job["JobState"] for job in run.jobs}
+    assert states == {task: "CANCELLED" if task in (1, 2) else "COMPLETED" for task in range(TASKS)}
+    for task, trial in run.cancelled.items():
+        others = set(run.handed_out[trial]) - {task}
+        assert others, f"trial {trial} of cancelled array task {task} was not handed out again"
+        assert trial in {t.trial_id for t in run.told if t.task in others}
