@@ -6,8 +6,9 @@ and ``munge`` needed) and a real ``raytuner serve`` on loopback, creates a
 session with the CLI and submits ``sbatch --array=0-31
 examples/remote_hpc_job/job.sh`` (each array task asks and tells until the
 session has its ``max_evaluations``). It runs twice: once with no
-cancellation, once with 4 array tasks ``scancel``-led while their program
-runs (mid-trial: they hold a trial and never tell it). The second run needs
+cancellation, once with 4 array tasks killed while their program runs
+(``scancel --batch --signal=KILL`` mid-trial: they hold a trial and never
+tell it, as on a node failure). The second run needs
 trial leases (``raytuner session create --lease``): an expired trial is
 handed out again, so the session still finishes. Where leases are absent
 that run is reported as skipped, with the reason.
@@ -72,7 +73,7 @@ EXAMPLE = ROOT / "examples" / "remote_hpc_job"
 PROBLEM = "blocked_matmul"  # examples/remote_hpc_job/meta.json's problem
 #: The skip reason where ``raytuner session create`` has no ``--lease`` option.
 NO_LEASES = "needs trial leases (`raytuner session create --help` shows no --lease)"
-_TRIAL = re.compile(r"^trial (\S+): ")
+_TRIAL = re.compile(r"^trial (\S+): (.*)$")
 _RUNTIME = re.compile(r"^  runtime (\S+) s$")
 _UID = re.compile(r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
 
@@ -80,7 +81,7 @@ _UID = re.compile(r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 def raytuner_command() -> list[str]:
     """The ``raytuner`` command of this interpreter: its console script if installed beside it, else ``-m``.
 
-    >>> raytuner_command()[-1] in ("raytuner", "raytuner.cli")
+    >>> Path(raytuner_command()[-1]).name in ("raytuner", "raytuner.cli")
     True
     """
     script = Path(sys.executable).with_name("raytuner")
@@ -174,12 +175,19 @@ def _cli(args: Sequence[str], env: dict[str, str] | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class Told:
-    """One acknowledged tell as a job's output shows it: the array task, trial, runtime and the record's uid."""
+class Handed:
+    """A trial an array task was handed, as its output shows it: the task, trial id and configuration."""
 
     task: int
     trial_id: str
-    runtime: float
+    config: str  # job.sh's words: "n=64 block=9 loop_order=jik"
+
+
+@dataclass(frozen=True)
+class Told(Handed):
+    """An acknowledged tell as a job's output shows it: the trial, its runtime (``None``: failed), the record's uid."""
+
+    runtime: float | None
     uid: str
 
 
@@ -187,10 +195,9 @@ class Told:
 class ArrayRun:
     """What one :func:`run_array` saw: the jobs' tells, the history's records of the session, and timings.
 
-    ``cancelled`` maps each cancelled array task to the trial it held;
-    ``handed_out`` each trial id to the array tasks that were handed it (from
-    their ``trial ID:`` lines); ``jobs`` the array tasks' final
-    ``scontrol show job`` entries.
+    ``handed_out`` lists the trials the array tasks were handed (from their
+    ``trial ID: CONFIG`` lines), ``cancelled`` the one each cancelled task
+    held; ``jobs`` are the array tasks' final ``scontrol show job`` entries.
     """
 
     session_id: str
@@ -199,9 +206,9 @@ class ArrayRun:
     seconds_to_finish: float
     told: list[Told]
     records: list[FunctionEvaluation]
-    handed_out: dict[str, list[int]]
+    handed_out: list[Handed]
     jobs: list[dict[str, str]]
-    cancelled: dict[int, str] = field(default_factory=dict)
+    cancelled: list[Handed] = field(default_factory=list)
 
     @property
     def lost(self) -> list[Told]:
@@ -225,6 +232,13 @@ class ArrayRun:
         told = {t.uid for t in self.told}
         return [r for r in self.records if r.uid not in told]
 
+    @property
+    def handed_out_again(self) -> list[Handed]:
+        """The cancelled tasks' trials whose configuration another array task was handed and told."""
+        return [
+            held for held in self.cancelled if any(t.config == held.config and t.task != held.task for t in self.told)
+        ]
+
     def summary(self) -> dict[str, Any]:
         """The run's figures: ``trials_lost``, ``duplicates``, ``seconds_to_finish`` and counts."""
         return {
@@ -235,9 +249,7 @@ class ArrayRun:
             "trials_lost": len(self.lost),
             "duplicates": self.duplicates,
             "records_no_job_told": len(self.unexplained),
-            "cancelled_trials_handed_out_again": sum(
-                1 for task, trial in self.cancelled.items() if set(self.handed_out.get(trial, ())) - {task}
-            ),
+            "cancelled_trials_handed_out_again": len(self.handed_out_again),
             "seconds_to_finish": round(self.seconds_to_finish, 2),
         }
 
@@ -266,20 +278,24 @@ def _output(work: Path, task: int) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
 
 
-def _parse(lines: Sequence[str], task: int) -> tuple[list[str], list[Told]]:
-    """The trials ``task`` was handed, and its acknowledged tells (a runtime line, then the record's uid)."""
-    handed: list[str] = []
+def _parse(lines: Sequence[str], task: int) -> tuple[list[Handed], list[Told]]:
+    """The trials ``task`` was handed, and its acknowledged tells (the uid ``raytuner tell`` printed).
+
+    A tell after a ``  runtime R s`` line told R; one without, a failure.
+    """
+    handed: list[Handed] = []
     told: list[Told] = []
     runtime: float | None = None
+    open_trial = False
     for line in lines:
         if found := _TRIAL.match(line):
-            handed.append(found.group(1))
-            runtime = None
+            handed.append(Handed(task, found.group(1), found.group(2)))
+            runtime, open_trial = None, True
         elif found := _RUNTIME.match(line):
             runtime = float(found.group(1))
-        elif (found := _UID.match(line)) and runtime is not None and handed:
-            told.append(Told(task, handed[-1], runtime, found.group(1)))
-            runtime = None
+        elif (found := _UID.match(line)) and open_trial:
+            told.append(Told(task, handed[-1].trial_id, handed[-1].config, runtime, found.group(1)))
+            runtime, open_trial = None, False
     return handed, told
 
 
@@ -307,7 +323,7 @@ def run_array(
 
     The server and its store live in ``work``; so do the jobs' outputs
     (``work/out/TASK.out``). The array tasks in ``cancel`` are ``scancel``-led
-    while their first trial's program runs. Returns when the session has its
+    (``scancel --batch --signal=KILL``) while their first trial's program runs. Returns when the session has its
     evaluations and every array task has ended, with the history's records
     read after the server stopped.
 
@@ -353,13 +369,14 @@ def run_array(
             env=job_env,
             cwd=ROOT,
         )
-        cancelled: dict[int, str] = {}
+        cancelled: list[Handed] = []
         for task in cancel:  # each held task is mid-trial once its marker exists
             _wait_for(f"array task {task} to start its trial", (work / "held" / str(task)).exists, timeout)
-            handed, _ = _parse(_output(work, task), task)
-            cancelled[task] = handed[-1]
-            slurm.command(["scancel", f"{job}_{task}"])
-            log.info("cancelled array task %d holding trial %s", task, cancelled[task])
+            cancelled.append(_parse(_output(work, task), task)[0][-1])
+            # the job script first, at once (a node failure, the OOM killer): it has no chance to tell. A plain
+            # scancel ends the program's step first, and job.sh may then tell the trial failed before it is killed.
+            slurm.command(["scancel", "--batch", "--signal=KILL", f"{job}_{task}"])
+            log.info("killed array task %d holding trial %s", task, cancelled[-1].trial_id)
         with RemoteTuner(service.address, service.key, session_id=session_id, timeout=60) as client:
             _wait_for(
                 f"session {session_id} to reach {max_evaluations} evaluations",
@@ -371,12 +388,11 @@ def run_array(
         jobs = slurm.wait_for_jobs(job, timeout=max(deadline - time.monotonic(), 1.0))
     with JsonStore(work / "store") as store:
         records = [r for r in store.evaluations(PROBLEM) if r.raytuner and r.raytuner.session_id == session_id]
-    handed_out: dict[str, list[int]] = {}
+    handed_out: list[Handed] = []
     told: list[Told] = []
     for task in range(tasks):
         handed, task_told = _parse(_output(work, task), task)
-        for trial in handed:
-            handed_out.setdefault(trial, []).append(task)
+        handed_out += handed
         told += task_told
     return ArrayRun(session_id, tasks, max_evaluations, seconds, told, records, handed_out, jobs, cancelled)
 
