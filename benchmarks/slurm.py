@@ -44,12 +44,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from benchmarks.report import finish_run, machine_at_start, markdown_table
+from benchmarks.report import finish_run, goal_lines, machine_at_start, markdown_table, verdict
 from raytuner.errors import RaytunerError
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.testing.mongod import death_signal_prefix
@@ -322,10 +322,11 @@ def run_array(
     """Run ``sbatch --array=0-(tasks-1) job.sh`` for one session of ``max_evaluations`` against ``raytuner serve``.
 
     The server and its store live in ``work``; so do the jobs' outputs
-    (``work/out/TASK.out``). The array tasks in ``cancel`` are ``scancel``-led
-    (``scancel --batch --signal=KILL``) while their first trial's program runs. Returns when the session has its
-    evaluations and every array task has ended, with the history's records
-    read after the server stopped.
+    (``work/out/TASK.out``). The array tasks in ``cancel`` are killed
+    (``scancel --batch --signal=KILL``) while their first trial's program
+    runs: they must be among the first to start (the node's slots). Returns
+    when the session has its evaluations and every array task has ended,
+    with the history's records read after the server stopped.
 
     Args:
         slurm: a started cluster.
@@ -402,7 +403,10 @@ def run_array(
 
 @dataclass(frozen=True)
 class Settings:
-    """One benchmark size: array tasks, the session's evaluations, cancelled tasks, node slots, lease (s)."""
+    """One benchmark size: array tasks, the session's evaluations, cancelled tasks, node slots, lease (s).
+
+    At most ``slots`` array tasks run at once; the cancelled ones are among the first ``slots``.
+    """
 
     tasks: int
     max_evaluations: int
@@ -428,7 +432,8 @@ def measure(settings: Settings, work: Path) -> dict[str, Any]:
         if not leases:
             runs["cancelled"] = {"skipped": NO_LEASES}
         else:
-            step = settings.tasks // settings.cancel
+            # among the first tasks to run (the node's slots): a later one may start after the session is full
+            step = max(settings.slots // settings.cancel, 1)
             cancelled = run_array(
                 slurm,
                 work / "cancelled",
@@ -443,6 +448,34 @@ def measure(settings: Settings, work: Path) -> dict[str, Any]:
             runs["cancelled"]["seconds_to_finish"] / runs["uncancelled"]["seconds_to_finish"], 2
         )
     return runs
+
+
+def goals(runs: dict[str, Any]) -> dict[str, Any]:
+    """The issue's goals per run that ran: no acknowledged tell lost, no record duplicated.
+
+    Args:
+        runs: :func:`measure`'s runs.
+    """
+    out: dict[str, Any] = {}
+    for name in ("uncancelled", "cancelled"):
+        run = runs[name]
+        if "skipped" in run:
+            continue
+        out[f"{name}_nothing_lost_or_duplicated"] = {
+            "trials_lost": run["trials_lost"],
+            "duplicates": run["duplicates"],
+            "required": 0,
+            "met": run["trials_lost"] == 0 and run["duplicates"] == 0,
+        }
+    if "cancelled" in runs and "skipped" not in runs["cancelled"]:
+        run = runs["cancelled"]
+        out["cancelled_trials_handed_out_again"] = {
+            "handed_out_again": run["cancelled_trials_handed_out_again"],
+            "required": run["cancelled_tasks"],
+            "met": run["cancelled_trials_handed_out_again"] == run["cancelled_tasks"]
+            and run["records"] == run["max_evaluations"],
+        }
+    return out
 
 
 def render_report(results: dict[str, Any]) -> str:
@@ -462,12 +495,28 @@ def render_report(results: dict[str, Any]) -> str:
             "# Slurm array jobs against raytuner serve",
             "",
             f"`sbatch --array=0-{s['tasks'] - 1}` of `examples/remote_hpc_job/job.sh`, one session of "
-            f"{s['max_evaluations']} evaluations, a one-node Slurm of {s['slots']} slots; the cancelled run "
-            f"`scancel`s {s['cancel']} array tasks mid-trial (trial lease {s['lease']:g} s).",
+            f"{s['max_evaluations']} evaluations, a one-node Slurm of {s['slots']} slots; the cancelled run kills "
+            f"{s['cancel']} array tasks mid-trial, `scancel --batch --signal=KILL` (trial lease {s['lease']:g} s).",
             "",
             markdown_table(["run", *keys], rows),
             "",
             f"Time to finish, cancelled / uncancelled: {ratio if ratio is not None else 'n/a'}.",
+            "",
+            *goal_lines(
+                results["goals"],
+                {
+                    "uncancelled_nothing_lost_or_duplicated": lambda g: (
+                        f"uncancelled: {g['trials_lost']} lost, {g['duplicates']} duplicated: {verdict(g)}"
+                    ),
+                    "cancelled_nothing_lost_or_duplicated": lambda g: (
+                        f"cancelled: {g['trials_lost']} lost, {g['duplicates']} duplicated: {verdict(g)}"
+                    ),
+                    "cancelled_trials_handed_out_again": lambda g: (
+                        f"killed trials handed out again and told: {g['handed_out_again']} of {g['required']}, "
+                        f"the session full: {verdict(g)}"
+                    ),
+                },
+            ),
             "",
             f"Command: `{results['command']}`",
             f"Machine: {machine.get('cpu_model')}, {machine.get('cores')} cores, load at start "
@@ -495,5 +544,5 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         runs = measure(s, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results = {"runs": runs, "settings": s.__dict__.copy(), "machine": machine}
+    results = {"runs": runs, "goals": goals(runs), "settings": asdict(s), "machine": machine}
     return finish_run(Path(out), "slurm", results, render_report, quick=quick, started=started)
