@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +63,7 @@ __all__ = [
     "raytuner_command",
     "run",
     "run_array",
+    "wait_for",
     "NO_LEASES",
 ]
 
@@ -299,7 +300,18 @@ def _parse(lines: Sequence[str], task: int) -> tuple[list[Handed], list[Told]]:
     return handed, told
 
 
-def _wait_for(what: str, ready: Any, timeout: float, interval: float = 0.2) -> Any:
+def wait_for(what: str, ready: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
+    """Call ``ready()`` every ``interval`` seconds until it is true; its value.
+
+    Args:
+        what: what is awaited, for the error.
+        ready: the check.
+        timeout: seconds before :class:`TimeoutError` naming ``what``.
+        interval: seconds between checks (default 0.2).
+
+    >>> wait_for("one", lambda: 1, timeout=1)
+    1
+    """
     deadline = time.monotonic() + timeout
     while not (value := ready()):
         if time.monotonic() > deadline:
@@ -372,14 +384,14 @@ def run_array(
         )
         cancelled: list[Handed] = []
         for task in cancel:  # each held task is mid-trial once its marker exists
-            _wait_for(f"array task {task} to start its trial", (work / "held" / str(task)).exists, timeout)
+            wait_for(f"array task {task} to start its trial", (work / "held" / str(task)).exists, timeout)
             cancelled.append(_parse(_output(work, task), task)[0][-1])
             # the job script first, at once (a node failure, the OOM killer): it has no chance to tell. A plain
             # scancel ends the program's step first, and job.sh may then tell the trial failed before it is killed.
             slurm.command(["scancel", "--batch", "--signal=KILL", f"{job}_{task}"])
             log.info("killed array task %d holding trial %s", task, cancelled[-1].trial_id)
         with RemoteTuner(service.address, service.key, session_id=session_id, timeout=60) as client:
-            _wait_for(
+            wait_for(
                 f"session {session_id} to reach {max_evaluations} evaluations",
                 lambda: client.session()["evaluations"] >= max_evaluations,
                 deadline - time.monotonic(),

@@ -15,12 +15,13 @@ The cluster (``slurm`` fixture) needs root and Debian's ``slurm-wlm`` and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from benchmarks.slurm import NO_LEASES, ArrayRun, leases_supported, run_array
-from raytuner.testing.slurm import LocalSlurm
+from benchmarks.slurm import NO_LEASES, ArrayRun, leases_supported, run_array, wait_for
+from raytuner.testing.slurm import LocalSlurm, SlurmUnavailable, processes_of
 
 TASKS = 8
 EVALUATIONS = 8
@@ -64,3 +65,31 @@ def test_two_jobs_cancelled_mid_trial_lose_nothing_and_their_trials_are_handed_o
     assert [held.task for held in run.cancelled] == [1, 2]
     assert not {held.trial_id for held in run.cancelled} & {t.trial_id for t in run.told}  # never told
     assert run.handed_out_again == run.cancelled  # each killed trial's configuration told by another job
+
+
+def test_a_second_cluster_runs_beside_the_first_and_stop_ends_its_jobs_and_daemons(slurm: LocalSlurm) -> None:
+    other = LocalSlurm(cpus=1).start()
+    directory, conf, daemons = other.directory, other.conf, other.pids
+    assert directory is not None and sorted(daemons) == ["munged", "slurmctld", "slurmd"]
+    job = other.sbatch(["--wrap", "sleep 300"], cwd=directory)
+    wait_for("the job to run", lambda: other.jobs(job)[0]["JobState"] == "RUNNING", 120)
+    assert processes_of(conf)  # the job's shell and sleep, its slurmstepd
+    other.stop()
+    assert not directory.exists() and processes_of(conf) == []
+    assert not any(Path(f"/proc/{pid}").exists() for pid in daemons.values())
+    assert not other.running and slurm.running  # the fixture's cluster is untouched
+    assert slurm.command(["sinfo", "--noheader", "--Node", "--format=%T"]).stdout.strip() == "idle"
+
+
+def test_a_machine_without_slurm_gives_the_reason_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm or munge command on it
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    cluster = LocalSlurm()
+    with pytest.raises(SlurmUnavailable, match=r"Slurm commands not found: munged, slurmctld, .*apt-get install"):
+        cluster.start()
+    assert cluster.directory is None and not cluster.running
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SlurmUnavailable, match="needs root"):
+        cluster.start()

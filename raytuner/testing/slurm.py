@@ -50,7 +50,7 @@ from types import TracebackType
 from raytuner.errors import RaytunerError
 from raytuner.testing.mongod import death_signal_prefix, free_port
 
-__all__ = ["LocalSlurm", "SlurmUnavailable", "REQUIRED_COMMANDS"]
+__all__ = ["LocalSlurm", "SlurmUnavailable", "REQUIRED_COMMANDS", "processes_of"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,28 @@ def _check_machine() -> None:
     missing = [name for name in REQUIRED_COMMANDS if shutil.which(name) is None]
     if missing:
         raise SlurmUnavailable(f"Slurm commands not found: {', '.join(missing)}; {_INSTALL_HINT}")
+
+
+def processes_of(conf: Path) -> list[int]:
+    """The processes (not this one) whose environment names ``conf`` as ``SLURM_CONF``: a cluster's jobs and steps.
+
+    Args:
+        conf: a cluster's ``slurm.conf`` (:attr:`LocalSlurm.conf`).
+
+    >>> processes_of(Path("/nowhere/slurm.conf"))
+    []
+    """
+    marker = f"SLURM_CONF={conf}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 class LocalSlurm:
@@ -122,6 +144,11 @@ class LocalSlurm:
     def env(self) -> dict[str, str]:
         """This process's environment with ``SLURM_CONF`` naming the cluster: give it to Slurm's commands."""
         return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """The daemons' process ids by name (``munged``, ``slurmctld``, ``slurmd``), once started."""
+        return {name: process.pid for name, process in self._processes.items()}
 
     @property
     def running(self) -> bool:
@@ -314,16 +341,12 @@ class LocalSlurm:
 
     def _kill_leftovers(self) -> None:
         """SIGKILL any process still running with this cluster's ``SLURM_CONF`` (a job step that outlived it)."""
-        marker = f"SLURM_CONF={self.conf}".encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
+        for pid in processes_of(self.conf):
             try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    log.warning("killed process %s left by the local Slurm", entry.name)
-            except (OSError, ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 continue
+            log.warning("killed process %d left by the local Slurm", pid)
 
     # -- using it -----------------------------------------------------------------------------
 
@@ -372,7 +395,11 @@ class LocalSlurm:
         return out.split(";")[0]
 
     def jobs(self, job_id: str) -> list[dict[str, str]]:
-        """The jobs of ``job_id`` (each task of an array) as ``scontrol show job`` fields (``JobState``, ...)."""
+        """The jobs of ``job_id`` (each task of an array) as ``scontrol show job`` fields (``JobState``, ...).
+
+        Args:
+            job_id: a job's id (an array job's: all its tasks).
+        """
         done = self.command(["scontrol", "--oneliner", "show", "job", job_id])
         return [
             dict(field.split("=", 1) for field in line.split() if "=" in field)
@@ -382,6 +409,10 @@ class LocalSlurm:
 
     def wait_for_jobs(self, job_id: str, timeout: float = 600.0) -> list[dict[str, str]]:
         """Wait until no job of ``job_id`` is pending or running; their :meth:`jobs` entries.
+
+        Args:
+            job_id: a job's id (an array job's: all its tasks).
+            timeout: seconds to wait (default 600).
 
         Raises:
             TimeoutError: some job is still pending or running after ``timeout`` seconds.
