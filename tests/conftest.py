@@ -9,6 +9,11 @@ skip would hide a missing install step.
 
 ``store`` runs a test once against each history store.
 
+Slurm: one real one-node cluster per test process that asks for it (``slurm``: munged, slurmctld and slurmd
+on free ports, everything in a temporary directory), for the batch-job tests. It needs root and Debian's
+``slurm-wlm`` and ``munge`` (README's test command installs them); where it cannot start, those tests are
+skipped with the reason.
+
 Ray: one real local Ray per test process (``local_ray``), started at the
 first test that asks for it and shared by the Ray tests after it, which run
 last and together. Starting Ray costs 3-6 s a time; each module used to start
