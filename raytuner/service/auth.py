@@ -83,21 +83,36 @@ class ApiKeys:
         entries: dict[str, dict[str, Any]] = {}
         with self._lock:  # a key created meanwhile in this process is not lost
             try:
+                revoked: dict[str, int] = {}  # each revoked key id: the number of its revocation's document
                 for number, document in enumerate(self.ledger.read("keys"), 1):
                     problem = self._apply(entries, document)
-                    if problem is not None and (number, problem) not in self._skipped:
-                        self._skipped.add((number, problem))
-                        log.warning("keys log of %s: skipping document %d: %s", self.ledger, number, problem)
+                    if problem is None and document.get("revoke"):
+                        revoked.setdefault(document["key_id"], number)
+                    self._warn(number, problem)
+                for key_id, number in revoked.items():  # a revocation holds wherever it lies in the log
+                    if key_id in entries:
+                        entries[key_id]["revoked"] = True
+                    else:
+                        self._warn(number, f"revokes {key_id!r}, which no document creates")
             finally:
                 self._loaded = time.monotonic()
             self._entries = entries
+
+    def _warn(self, number: int, problem: str | None) -> None:
+        """Warn once that document ``number`` of the keys log is skipped for ``problem`` (``None``: it is not)."""
+        if problem is not None and (number, problem) not in self._skipped:
+            self._skipped.add((number, problem))
+            log.warning("keys log of %s: skipping document %d: %s", self.ledger, number, problem)
 
     @staticmethod
     def _apply(entries: dict[str, dict[str, Any]], document: dict[str, Any]) -> str | None:
         """Apply one document of the keys log to ``entries``; what is wrong with it when it is skipped.
 
         A damaged document costs its own key only: one without the fields a key or a revocation has
-        (``{}``, a revocation of an unknown key) changes nothing.
+        (``{}``) changes nothing. A revocation of a key not (yet) in ``entries`` changes nothing here:
+        :meth:`refresh` applies every revocation after the whole log is read, since a key is never
+        revived and a log written by an earlier release may hold a revocation before its key (ordered
+        by a lagging clock).
         """
         if not isinstance(document, dict):
             return f"a JSON {type(document).__name__}, not a key object"
@@ -105,10 +120,8 @@ class ApiKeys:
         if not isinstance(key_id, str) or not key_id:
             return "no key_id"
         if document.get("revoke"):
-            entry = entries.get(key_id)
-            if entry is None:
-                return f"revokes {key_id!r}, which no earlier document creates"
-            entries[key_id] = dict(entry, revoked=True)
+            if key_id in entries:
+                entries[key_id] = dict(entries[key_id], revoked=True)
             return None
         wrong = [f for f, kind in _FIELDS.items() if not isinstance(document.get(f), kind)]
         if wrong:

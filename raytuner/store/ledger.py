@@ -23,7 +23,9 @@ Get a store's ledger from the store: :meth:`raytuner.store.HistoryStore.ledger`.
 :class:`JsonLedger` keeps the logs as JSON-lines files in the store
 directory's ``.service`` folder (flushed and fsync'd per line);
 :class:`MongoLedger` in collections ``service_<log>`` of the store's database
-(:data:`MONGO_COLLECTIONS`; journaled writes). Reading a
+(:data:`MONGO_COLLECTIONS`; journaled writes, in the order the database server
+took them: a process whose clock is behind cannot put a revocation before the
+key it revokes). Reading a
 ledger writes nothing: the folder, files and indexes are made by the first
 append. Readers get JSON objects only: a damaged line of a JSON log is
 skipped with a warning and kept by the writer in ``<log>.jsonl.corrupt``; a
@@ -48,12 +50,13 @@ import json
 import logging
 import os
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+import bson
 
 from raytuner.errors import InvalidInputError, StoreError
 from raytuner.store.journal import BadLine, fsync_dir, quarantine
@@ -381,8 +384,6 @@ class MongoLedger(Ledger):
             raise InvalidInputError("collections", f"no collection for log {missing[0]!r}", allowed=LOGS)
         self._collections = dict(collections)
         self._errors = errors
-        self._lock = threading.Lock()
-        self._order = 0
         self._indexed = False
 
     def _create_indexes(self) -> None:
@@ -402,12 +403,11 @@ class MongoLedger(Ledger):
             document: A JSON-ready mapping.
         """
         collection = self._collections[_check_log(name)]
-        with self._lock:
-            self._order = max(self._order + 1, time.time_ns())
-            order = self._order
         with self._errors(f"append to the ledger's {name} log"):
             self._create_indexes()
-            collection.insert_one({**document, "_order": order})
+            # an empty timestamp: the server puts its own (unique, increasing) time in, so appends sort in the
+            # order the database took them, whatever the clocks of the processes that made them
+            collection.insert_one({**document, "_order": bson.Timestamp(0, 0)})
 
     def read(self, name: str, **equal: Any) -> Iterator[dict[str, Any]]:
         """The documents of log ``name`` in append order whose fields equal ``equal``.
