@@ -77,6 +77,28 @@ class MissingPackageError(RaytunerError):
     """Something optional was asked for whose packages are not installed; the message says which extra has them."""
 
 
+#: How many characters of a value an error message shows (:func:`shown`).
+SHOWN_CHARACTERS = 80
+
+
+def shown(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
+    """``value`` as an error message quotes it: its ``repr``, cut to ``limit`` characters and saying how long it was.
+
+    A message echoes what the caller sent; a 20,000-character id must not come back whole.
+
+    Args:
+        value: What the caller sent (any value; a non-string is shown by its ``str``).
+        limit: How many of its characters to show.
+
+    >>> shown("demo\\n"), shown("a" * 100, limit=5)
+    ("'demo\\\\n'", "'aaaaa'... (100 characters)")
+    """
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def field_path(loc: Sequence[int | str], prefix: str = "") -> str:
     """Render a pydantic error location as ``a.b[0].c``.
 

@@ -158,7 +158,12 @@ def _shown(location: str) -> str:
 
 @click.command()
 @_store_options
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (0.0.0.0: all; give --tls-cert and --tls-key then).",
+)
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port (0: any free one).")
 @click.option("--ray-address", metavar="ADDR", help="Fit models on this Ray cluster.")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Server certificate (PEM).")

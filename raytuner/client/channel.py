@@ -11,7 +11,11 @@ attempt (the tuning service's clients: 150 s, so a job outlives a server
 restart of two minutes). Each attempt waits for the connection (gRPC's
 ``wait_for_ready``) up to its deadline, so a call made while the server is
 down goes through as soon as the channel reconnects (at most 2 s after the
-server is back) rather than at the next backoff. gRPC's own retry policy
+server is back) rather than at the next backoff. While the channel cannot
+connect, one warning line names the address and the cause (``connection
+refused``, ``domain name not found``, a TLS handshake failure) within moments
+of the first failure, and once more after each time it was reached again; the
+error a call ends with names them too. gRPC's own retry policy
 (the channel's service config) is not used: gRPC caps its ``maxAttempts`` at
 5 and draws each backoff from ``[0, current]``, so it cannot promise a
 window of minutes; and a call is retried only where that is safe (tells and
@@ -26,6 +30,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Self, TypedDict
@@ -36,13 +41,32 @@ from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY
 
-__all__ = ["ServiceChannel", "ServiceError", "Connection", "RETRIED_CODES", "check_connection"]
+__all__ = ["ServiceChannel", "ServiceError", "Connection", "RETRIED_CODES", "check_connection", "connect_cause"]
 
 log = logging.getLogger(__name__)
 
 #: Status codes a call is retried on (the request may not have reached the server, or it was busy).
 RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"})
 _MAX_BACKOFF = 5.0
+#: A method no server has: calling it without waiting for the connection says why there is none.
+_PROBE = "/raytuner.v1.Diagnostics/NoSuchMethod"
+
+
+def connect_cause(details: str) -> str:
+    """The cause in gRPC's text for a channel that cannot connect, in lower case.
+
+    Args:
+        details: The details of an ``UNAVAILABLE`` status.
+
+    >>> connect_cause("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
+    ...               "Failed to connect to remote host: Connection refused")
+    'connection refused'
+    >>> connect_cause("errors resolving x.invalid:1: [field:hostname lookup error:address lookup failed "
+    ...               "for x.invalid:1: Domain name not found]")
+    'domain name not found'
+    """
+    cause = details.rstrip("] ").rsplit(": ", 1)[-1].strip() or details or "no connection"
+    return cause[:1].lower() + cause[1:]
 
 
 class Connection(TypedDict, total=False):
@@ -169,6 +193,41 @@ class ServiceChannel:
         else:
             self._channel = grpc.insecure_channel(address, options=options)
         self._stub = stub(self._channel)
+        self._cause: str | None = None  # why the channel could not connect (None: it did, or has not tried)
+        self._warned = False  # whether this outage was named in the log
+        self._state_lock = threading.Lock()
+        self._channel.subscribe(self._on_state, try_to_connect=False)
+
+    def _on_state(self, state: grpc.ChannelConnectivity) -> None:
+        """Name the address and the cause once per outage; reset when the server is reached (gRPC's thread)."""
+        if state is grpc.ChannelConnectivity.READY:
+            with self._state_lock:
+                recovered, self._warned, self._cause = self._warned, False, None
+            if recovered:
+                log.info("reached %s again", self.address)
+        elif state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            with self._state_lock:
+                if self._warned:
+                    return
+                self._warned = True
+            threading.Thread(target=self._diagnose, name="raytuner-diagnose", daemon=True).start()
+
+    def _diagnose(self) -> None:
+        """Ask the channel why it cannot connect (a call that does not wait for it) and log the answer once."""
+        probe = self._channel.unary_unary(_PROBE, request_serializer=bytes, response_deserializer=bytes)
+        try:
+            probe(b"", timeout=min(self.timeout, 5.0), wait_for_ready=False)
+            return  # answered (the server has no such method): connected after all
+        except grpc.RpcError as exc:
+            if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+                return
+            cause = connect_cause(exc.details() or "")
+        except ValueError:  # the channel was closed meanwhile
+            return
+        with self._state_lock:
+            self._cause = cause
+        within = f"for up to {self.retry_for:.0f} s" if self.retries is None else f"{self.retries} time(s)"
+        log.warning("cannot reach %s: %s; retrying %s", self.address, cause, within)
 
     def _signed_method(self, name: str, request: Any) -> str:
         """The method a call of ``name`` is signed for: its name in snake case (``CreateSession``: ``create_session``)."""
@@ -202,7 +261,11 @@ class ServiceChannel:
                     within = attempt < self.retries
                 if not retry or not within:
                     if retry:
-                        message = f"{message} (after {attempt + 1} attempts in {time.monotonic() - started:.0f} s)"
+                        unreachable = f"; {self.address}: {self._cause}" if self._cause else ""
+                        message = (
+                            f"{message} (after {attempt + 1} attempts in {time.monotonic() - started:.0f} s"
+                            f"{unreachable})"
+                        )
                     raise ServiceError(code, message) from None
                 log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
                 time.sleep(delay)
@@ -210,6 +273,7 @@ class ServiceChannel:
 
     def close(self) -> None:
         """Close the channel."""
+        self._channel.unsubscribe(self._on_state)
         self._channel.close()
 
     def __enter__(self) -> Self:

@@ -28,7 +28,7 @@ from typing import Any
 __all__ = ["new_key", "parse_key", "digest", "matches", "KEY_PATTERN"]
 
 #: What a key looks like; anything else is rejected before the database is asked.
-KEY_PATTERN = re.compile(r"^rt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+KEY_PATTERN = re.compile(r"rt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 
 
 def digest(salt: str, secret: str) -> str:
@@ -55,7 +55,7 @@ def parse_key(key: Any) -> tuple[str, str] | None:
     Args:
         key: what the caller sent (any value).
     """
-    match = KEY_PATTERN.match(key) if isinstance(key, str) else None
+    match = KEY_PATTERN.fullmatch(key) if isinstance(key, str) else None
     return (match.group(1), match.group(2)) if match else None
 
 

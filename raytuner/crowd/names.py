@@ -24,7 +24,7 @@ import math
 import re
 from typing import Any
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, shown
 
 __all__ = [
     "check_username",
@@ -40,15 +40,15 @@ __all__ = [
 NAME_RULE = "1-64 of letters, digits, '_', '.', '-', starting with a letter or digit"
 FIELD_RULE = "names that do not start with '$' and contain no '.' or NUL"
 SCALAR_RULE = "strings not starting with '$', numbers, booleans"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_EMAIL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
-_CATALOG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+ -]{0,127}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_EMAIL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
+_CATALOG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+ -]{0,127}")
 
 
 def _check_name(name: Any, field: str, kind: str) -> str:
     """``name`` if it follows :data:`NAME_RULE`; else the error naming ``field`` and what ``kind`` of name it is."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInputError(field, f"{name!r} is not a valid {kind} name", allowed=[NAME_RULE])
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidInputError(field, f"{shown(name)} is not a valid {kind} name", allowed=[NAME_RULE])
     return name
 
 
@@ -79,8 +79,8 @@ def check_email(email: Any, field: str = "email") -> str:
         email: the value to check.
         field: the field named in the error (default ``"email"``).
     """
-    if not isinstance(email, str) or len(email) > 254 or not _EMAIL.match(email):
-        raise InvalidInputError(field, f"{email!r} is not a valid e-mail address", allowed=["user@domain.tld"])
+    if not isinstance(email, str) or len(email) > 254 or not _EMAIL.fullmatch(email):
+        raise InvalidInputError(field, f"{shown(email)} is not a valid e-mail address", allowed=["user@domain.tld"])
     return email.lower()
 
 
@@ -93,10 +93,10 @@ def check_catalog_name(name: Any, field: str) -> str:
     """
     if isinstance(name, str):
         name = name.strip()
-    if not isinstance(name, str) or not _CATALOG.match(name):
+    if not isinstance(name, str) or not _CATALOG.fullmatch(name):
         raise InvalidInputError(
             field,
-            f"{name!r} is not a valid machine or software name",
+            f"{shown(name)} is not a valid machine or software name",
             allowed=["1-128 of letters, digits, '_', '.', '+', '-', ' ', starting with a letter or digit"],
         )
     return name
@@ -110,7 +110,7 @@ def check_field_name(key: Any, field: str) -> str:
         field: the field named in the error.
     """
     if not isinstance(key, str) or not key or key.startswith("$") or "." in key or "\x00" in key:
-        raise InvalidInputError(field, f"{key!r} cannot be used as a field name", allowed=[FIELD_RULE])
+        raise InvalidInputError(field, f"{shown(key)} cannot be used as a field name", allowed=[FIELD_RULE])
     return key
 
 
@@ -127,4 +127,4 @@ def check_scalar(value: Any, field: str) -> str | int | float | bool:
         return value
     if isinstance(value, str) and not value.startswith("$") and "\x00" not in value:
         return value
-    raise InvalidInputError(field, f"{value!r} is not a plain value", allowed=[SCALAR_RULE])
+    raise InvalidInputError(field, f"{shown(value)} is not a plain value", allowed=[SCALAR_RULE])

@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, shown
 from raytuner.problem.environment import split_machine
 from raytuner.problem.gptune_fields import file_record, read_record, with_transformers
 from raytuner.problem.values import as_number, output_problem, parse_outputs
@@ -65,7 +65,7 @@ Status = Literal["ok", "failed", "pending"]
 
 
 PROBLEM_NAME_RULE = "1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
-_PROBLEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PROBLEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
@@ -80,8 +80,8 @@ def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
     >>> check_problem_name("GPTune-Demo")
     'GPTune-Demo'
     """
-    if not isinstance(name, str) or not _PROBLEM_NAME.match(name):
-        raise InvalidInputError(field, f"invalid problem name {name!r}", allowed=[PROBLEM_NAME_RULE])
+    if not isinstance(name, str) or not _PROBLEM_NAME.fullmatch(name):
+        raise InvalidInputError(field, f"invalid problem name {shown(name)}", allowed=[PROBLEM_NAME_RULE])
     return name
 
 

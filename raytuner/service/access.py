@@ -60,7 +60,7 @@ from typing import Any
 
 from raytuner.crowd.cache import is_cache_name
 from raytuner.crowd.names import check_username
-from raytuner.errors import InvalidInputError, RaytunerError
+from raytuner.errors import InvalidInputError, RaytunerError, shown
 from raytuner.problem.records import check_problem_name
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
@@ -75,7 +75,7 @@ GRANTS = "grants"
 REFRESH_SECONDS = 1.0
 #: The owner of a crowd user's sessions: ``crowd:<username>`` (as :data:`raytuner.service.session_crowd.CROWD_OWNER`).
 _CROWD = "crowd:"
-_KEY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ProblemNotFound(RaytunerError):
@@ -96,8 +96,8 @@ def check_principal(value: Any, field: str = "grantee") -> str:
     """
     if isinstance(value, str) and value.startswith(_CROWD):
         return _CROWD + check_username(value[len(_CROWD) :], field)
-    if not isinstance(value, str) or not _KEY_ID.match(value):
-        raise InvalidInputError(field, f"{str(value)[:80]!r} is not a principal: an API key's id or crowd:<username>")
+    if not isinstance(value, str) or not _KEY_ID.fullmatch(value):
+        raise InvalidInputError(field, f"{shown(value)} is not a principal: an API key's id or crowd:<username>")
     return value
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytuner.crowd.keys import matches, new_key, parse_key
-from raytuner.errors import InvalidInputError
+from raytuner.errors import InvalidInputError, shown
 from raytuner.store.ledger import Ledger
 
 __all__ = ["ApiKeys", "KeyInfo", "open_keys"]
@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 #: How often (at most) :meth:`ApiKeys.verify` re-reads the keys log.
 REFRESH_SECONDS = 1.0
 
-_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-_HEX = re.compile(r"^(?:[0-9a-f]{2})+$")
+_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+_HEX = re.compile(r"(?:[0-9a-f]{2})+")
 #: The fields (and their types) of a key document; one without them is skipped.
 _FIELDS: dict[str, type | tuple[type, ...]] = {"name": str, "salt": str, "hash": str, "created": (int, float)}
 
@@ -126,7 +126,7 @@ class ApiKeys:
         wrong = [f for f, kind in _FIELDS.items() if not isinstance(document.get(f), kind)]
         if wrong:
             return f"key {key_id!r} lacks a valid {', '.join(wrong)}"
-        if not (_HEX.match(document["salt"]) and _HEX.match(document["hash"])):
+        if not (_HEX.fullmatch(document["salt"]) and _HEX.fullmatch(document["hash"])):
             return f"key {key_id!r}: its salt and hash are not hexadecimal"
         entries[key_id] = dict(document, revoked=False)
         return None
@@ -137,8 +137,8 @@ class ApiKeys:
         Args:
             name: Whom the key is for: 1-64 of letters, digits, ``_ . @ -``.
         """
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise InvalidInputError("name", f"{name!r} is not a key name: 1-64 of letters, digits, _ . @ -")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidInputError("name", f"{shown(name)} is not a key name: 1-64 of letters, digits, _ . @ -")
         key, key_id, salt, digest = new_key()
         document = {"key_id": key_id, "name": name, "salt": salt, "hash": digest, "created": time.time()}
         with self._lock:
@@ -156,7 +156,7 @@ class ApiKeys:
         """
         with self._lock:
             if key_id not in self._entries:
-                raise InvalidInputError("key_id", f"no key with id {key_id!r}")
+                raise InvalidInputError("key_id", f"no key with id {shown(key_id)}")
             document = {"key_id": key_id, "revoke": True, "time": time.time()}
             self.ledger.append("keys", document)
             self._entries = dict(self._entries)

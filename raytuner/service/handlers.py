@@ -6,7 +6,9 @@ An exception says its own status: :class:`~raytuner.errors.InvalidInputError`
 is ``INVALID_ARGUMENT``, :class:`~raytuner.errors.StoreError` ``UNAVAILABLE``
 (clients retry), and any other exception class with a ``grpc_status``
 attribute (a status name, such as ``"NOT_FOUND"``) that status; anything
-else is ``INTERNAL``, logged with its stack.
+else is ``INTERNAL``, logged with its stack. A message is cut to
+:data:`MAX_STATUS_MESSAGE` characters: gRPC carries it in a header, and a
+header over 16 KiB reaches the client as a retryable ``RESOURCE_EXHAUSTED``.
 
 Example:
     >>> status_of(InvalidInputError("x", "bad"))[0].name
@@ -24,9 +26,12 @@ import grpc
 
 from raytuner.errors import InvalidInputError, StoreError
 
-__all__ = ["Abort", "status_of", "rpc"]
+__all__ = ["Abort", "status_of", "rpc", "MAX_STATUS_MESSAGE"]
 
 log = logging.getLogger(__name__)
+
+#: The most characters of a status message sent (a longer one is cut, saying so).
+MAX_STATUS_MESSAGE = 2000
 
 
 class Abort(Exception):
@@ -48,6 +53,13 @@ def status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
     Args:
         exc: the exception the handler raised.
     """
+    code, message = _status(exc)
+    if len(message) > MAX_STATUS_MESSAGE:
+        message = f"{message[:MAX_STATUS_MESSAGE]}... (cut: {len(message)} characters)"
+    return code, message
+
+
+def _status(exc: Exception) -> tuple[grpc.StatusCode, str]:
     if isinstance(exc, Abort):
         return exc.code, str(exc)
     if isinstance(exc, InvalidInputError):

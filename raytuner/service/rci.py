@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from raytuner.engines.registry import ENGINES
-from raytuner.errors import InvalidInputError, RaytunerError, StoreError
+from raytuner.errors import InvalidInputError, RaytunerError, StoreError, shown
 from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.sessions import ServiceSession, SessionManager, SessionNotFound
@@ -262,7 +262,7 @@ class RciSession:
         spec = None if trial is None else next(ledger.read("sessions", session_id=trial["session_id"]), None)
         if spec is None or spec.get("owner") != RCI_OWNER or (self.name and spec["session_id"] != self.session_id):
             where = f"RCI session {self.name!r}" if self.name else str(self.directory)
-            raise SessionNotFound(f"trial_id: no trial {trial_id!r} of {where}")
+            raise SessionNotFound(f"trial_id: no trial {shown(trial_id)} of {where}")
         return spec
 
     def _session_of_trial(self, manager: SessionManager, trial_id: str) -> ServiceSession:

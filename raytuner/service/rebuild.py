@@ -126,6 +126,15 @@ class SessionRebuilder:
         with self._lock:
             return session_id in self._sessions or session_id in self._specs
 
+    def owns(self, owner: str, session_id: Any) -> bool:
+        """Whether ``session_id`` is a session of ``owner`` (live, or known and not rebuilt yet).
+
+        Args:
+            owner: Who calls.
+            session_id: The session.
+        """
+        return isinstance(session_id, str) and self._spec_owner(session_id) == owner
+
     def _spec_owner(self, session_id: str) -> str | None:
         """The owner of a session, live or not rebuilt yet (``None``: no such session)."""
         with self._lock:

@@ -41,6 +41,7 @@ from raytuner.service.access import ProblemAccess
 from raytuner.service.auth import ApiKeys
 from raytuner.service.handlers import Abort, rpc, status_of
 from raytuner.service.limits import PerKeyLimits, default_limits
+from raytuner.service.listen import CLEAR_TEXT_WARNING, check_listen, is_loopback
 from raytuner.service.session_crowd import CROWD_OWNER
 from raytuner.service.sessions import ServiceSession, SessionManager
 from raytuner.store import open_store
@@ -210,9 +211,10 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         raw = json_field("records_json", request.records_json, list, [])
         records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
         for i, record in enumerate(records):  # a service session replays only what it told itself
-            if record.raytuner is not None and record.raytuner.session_id in self.manager.session_ids():
+            # (the caller's own sessions only: another key's session is answered as one that does not exist)
+            if record.raytuner is not None and self.manager.owns(owner, record.raytuner.session_id):
                 raise InvalidInputError(
-                    f"records_json[{i}].raytuner.session_id", "names a session of this service; tell its trials instead"
+                    f"records_json[{i}].raytuner.session_id", "names a session of yours; tell its trials instead"
                 )
         if self.access is not None:  # the records were checked: now claim a new problem, then append
             self.access.check_append(owner, problem, claim=True)
@@ -385,6 +387,7 @@ class TuningServer:
             self._lock = None
 
     def _start(self) -> int:
+        check_listen(self.host, self.port)  # a port in use: one line naming it, before anything starts
         self.manager.load(background=True)
         options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -402,13 +405,18 @@ class TuningServer:
 
             pb_grpc.add_CrowdServiceServicer_to_server(CrowdServicer(self.crowd, self.manager.executor), server)
         target = f"{self.host}:{self.port}"
-        if self.tls is not None:
-            credentials = grpc.ssl_server_credentials([(_read(self.tls[1]), _read(self.tls[0]))])
-            self.port = server.add_secure_port(target, credentials)
-        else:
-            self.port = server.add_insecure_port(target)
+        try:
+            if self.tls is not None:
+                credentials = grpc.ssl_server_credentials([(_read(self.tls[1]), _read(self.tls[0]))])
+                self.port = server.add_secure_port(target, credentials)
+            else:
+                self.port = server.add_insecure_port(target)
+        except RuntimeError:  # taken since check_listen: gRPC says "Failed to bind"
+            self.port = 0
         if not self.port:
-            raise InvalidInputError("port", f"cannot listen on {target}")
+            raise InvalidInputError("port", f"cannot listen on {target} (in use, or not an address of this machine)")
+        if self.tls is None and not is_loopback(self.host):
+            log.warning(CLEAR_TEXT_WARNING.format(address=target))
         server.start()
         self._server = server
         log.info(

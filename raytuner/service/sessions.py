@@ -48,7 +48,7 @@ from typing import Any, Literal
 from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.engines.base import Engine
 from raytuner.engines.registry import ENGINES, EngineSpec, build_engine
-from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished
+from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished, shown
 from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import FunctionEvaluation, as_number, task_key
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
@@ -65,7 +65,16 @@ log = logging.getLogger(__name__)
 
 AskStatus = Literal["TRIAL", "WAIT", "FINISHED"]
 
-_TRIAL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_TRIAL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: The longest session or trial id a call may name (the ids made here have 32 characters): a longer one is
+#: refused as bad input, echoed in part (:func:`~raytuner.errors.shown`), never looked up.
+MAX_ID_CHARACTERS = 128
+
+
+def _check_id_length(value: Any, field: str) -> None:
+    """Refuse an id longer than :data:`MAX_ID_CHARACTERS` (``INVALID_ARGUMENT``: retrying cannot help)."""
+    if isinstance(value, str) and len(value) > MAX_ID_CHARACTERS:
+        raise InvalidInputError(field, f"{shown(value)} is not an id: longer than {MAX_ID_CHARACTERS} characters")
 
 
 class SessionNotFound(RaytunerError):
@@ -352,11 +361,12 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             owner: Who calls.
             session_id: The session.
         """
+        _check_id_length(session_id, "session_id")
         session = None
         if isinstance(session_id, str) and self._spec_owner(session_id) == owner:
             session = self._live(session_id)  # rebuilt first after a restart
         if session is None:
-            raise SessionNotFound(f"session_id: no session {session_id!r}")
+            raise SessionNotFound(f"session_id: no session {shown(session_id)}")
         return session
 
     def session_ids(self) -> set[str]:
@@ -396,8 +406,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             trial_id: The client's id for the trial; asking again with it returns the same trial.
         """
         session = self.get(owner, session_id)
-        if trial_id is not None and not _TRIAL_ID.match(trial_id):
-            raise InvalidInputError("trial_id", f"{trial_id[:80]!r} is not 1-64 of letters, digits, _ . -")
+        if trial_id is not None and not _TRIAL_ID.fullmatch(trial_id):
+            raise InvalidInputError("trial_id", f"{shown(trial_id)} is not 1-64 of letters, digits, _ . -")
         if task is not None:
             task = session.tuning.problem.input_space.check(task, "task_json")
             if task_key(task) not in {task_key(t) for t in session.spec.tasks}:
@@ -446,6 +456,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             additional_output: Extra values kept with the record.
         """
         session = self.get(owner, session_id)
+        _check_id_length(trial_id, "trial_id")
         outputs = dict(outputs or {})
         if not failure and not outputs:
             objectives = session.tuning.problem.objectives

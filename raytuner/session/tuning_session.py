@@ -61,7 +61,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from raytuner.engines.base import Engine, fitting_records, task_key
-from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial
+from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial, shown
 from raytuner.problem.environment import describe_machine, software_configuration
 from raytuner.problem.history_options import HistoryOptions
 from raytuner.problem.outcome import result_failure
@@ -429,14 +429,14 @@ class TuningSession:
         """
         trial_id = trial if isinstance(trial, str) else getattr(trial, "trial_id", None)
         if not isinstance(trial_id, str):
-            raise UnknownTrial(f"trial_id: {str(trial)[:80]!r} is not a trial or a trial id")
+            raise UnknownTrial(f"trial_id: {shown(trial)} is not a trial or a trial id")
         if failure is None:
             failure = result_failure(self.problem, result)
         if trial_id in self._told:
             return self._retold(trial_id, result, failure)
         pending = self._pending.get(trial_id)
         if pending is None:
-            raise UnknownTrial(f"trial_id: no pending trial {str(trial_id)[:80]!r} in this session")
+            raise UnknownTrial(f"trial_id: no pending trial {shown(trial_id)} in this session")
         prov = pending.provenance
         if provenance:
             prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})

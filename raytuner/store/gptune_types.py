@@ -43,7 +43,7 @@ from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = ["InferredType", "infer_types", "inference_note", "typed_values"]
 
-_INT = re.compile(r"^[+-]?\d+$")
+_INT = re.compile(r"[+-]?\d+")
 #: A legacy space entry's ``type``, as a parameter type.
 _DECLARED = {"int": "integer", "integer": "integer", "real": "real", "categorical": "categorical"}
 _SPACES = (("input_space", ("input_space", "IS")), ("parameter_space", ("parameter_space", "PS")))
@@ -79,7 +79,7 @@ class InferredType:
 def _number(text: str) -> int | float | None:
     """The finite number ``text`` spells (an int when written as a whole number), else ``None``."""
     text = text.strip()
-    if _INT.match(text):
+    if _INT.fullmatch(text):
         return int(text)
     try:
         number = float(text)
