@@ -87,16 +87,18 @@ def shown(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
     A message echoes what the caller sent; a 20,000-character id must not come back whole.
 
     Args:
-        value: What the caller sent (any value; a non-string is shown by its ``str``).
+        value: What the caller sent (any value; a non-string is shown by its ``repr``, cut likewise).
         limit: How many of its characters to show.
 
-    >>> shown("demo\\n"), shown("a" * 100, limit=5)
-    ("'demo\\\\n'", "'aaaaa'... (100 characters)")
+    >>> shown("demo\\n"), shown("a" * 100, limit=5), shown({"$gt": ""})
+    ("'demo\\\\n'", "'aaaaa'... (100 characters)", "{'$gt': ''}")
     """
-    text = value if isinstance(value, str) else str(value)
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} characters)"
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def field_path(loc: Sequence[int | str], prefix: str = "") -> str:

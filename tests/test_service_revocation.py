@@ -61,7 +61,9 @@ def uri(mongo_store: MongoStore) -> str:
     return f"{mongo_store.uri.rstrip('/')}/{mongo_store.database}"
 
 
-def test_a_revoke_from_a_lagging_clock_revokes_the_key(mongo_store: MongoStore, lagging: Any) -> None:
+@pytest.mark.parametrize("kind", ["mongo_store", "replica_store"])
+def test_a_revoke_from_a_lagging_clock_revokes_the_key(request: pytest.FixtureRequest, kind: str, lagging: Any) -> None:
+    mongo_store = request.getfixturevalue(kind)  # a standalone server, then a replica set (cluster time)
     keys = ApiKeys(mongo_store.ledger())
     key = keys.create("alice")
     key_id = keys.verify(key).key_id

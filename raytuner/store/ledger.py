@@ -406,8 +406,9 @@ class MongoLedger(Ledger):
         with self._errors(f"append to the ledger's {name} log"):
             self._create_indexes()
             # an empty timestamp: the server puts its own (unique, increasing) time in, so appends sort in the
-            # order the database took them, whatever the clocks of the processes that made them
-            collection.insert_one({**document, "_order": bson.Timestamp(0, 0)})
+            # order the database took them, whatever the clocks of the processes that made them (the field
+            # next to _id, where the store's records keep theirs)
+            collection.insert_one({"_order": bson.Timestamp(0, 0), **document})
 
     def read(self, name: str, **equal: Any) -> Iterator[dict[str, Any]]:
         """The documents of log ``name`` in append order whose fields equal ``equal``.
