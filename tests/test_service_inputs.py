@@ -168,6 +168,11 @@ def test_an_upload_says_nothing_of_another_keys_session(callers: tuple[Caller, C
     another = upload(bob, "bobs_problem", hers)
     none = upload(bob, "bobs_problem", "0" * 32)
     assert another == none == (grpc.StatusCode.OK, "")
+    stored = json.loads(
+        bob.answer("QueryEvaluations", pb.QueryEvaluationsRequest(problem_name="bobs_problem")).records_json
+    )
+    assert [r["raytuner"].get("session_id") for r in stored] == [None, None]  # no upload is a session's own
+    assert [r["raytuner"]["origin_session_id"] for r in stored] == [hers, "0" * 32]  # kept alike, not lost
     code, message = upload(alice, "seams", hers)  # her own session: tell its trials instead
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "raytuner.session_id" in message
 

@@ -147,6 +147,9 @@ class Provenance(BaseModel):
     (:mod:`raytuner.engines.breaches`), and ``own_model: true`` to a model suggestion that its task's own
     model chose, not the model shared with the other tasks (:mod:`raytuner.engines.sharing`).
     ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).
+    ``origin_session_id`` (an extra key): the ``session_id`` a record uploaded to the tuning service
+    (``UploadEvaluations``) named, for a session not of the uploader: only a session's own tells carry
+    ``session_id`` there.
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)

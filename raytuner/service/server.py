@@ -210,15 +210,28 @@ class _Servicer(pb_grpc.TuningServiceServicer):
         problem = check_problem_name(request.problem_name, field="problem_name")
         raw = json_field("records_json", request.records_json, list, [])
         records = [validate(FunctionEvaluation, r, f"records_json[{i}]") for i, r in enumerate(raw)]
-        for i, record in enumerate(records):  # a service session replays only what it told itself
-            # (the caller's own sessions only: another key's session is answered as one that does not exist)
-            if record.raytuner is not None and self.manager.owns(owner, record.raytuner.session_id):
-                raise InvalidInputError(
-                    f"records_json[{i}].raytuner.session_id", "names a session of yours; tell its trials instead"
-                )
+        records = [self._uploaded(owner, i, record) for i, record in enumerate(records)]
         if self.access is not None:  # the records were checked: now claim a new problem, then append
             self.access.check_append(owner, problem, claim=True)
         return pb.UploadEvaluationsResponse(received=self.manager.store.append_many(problem, records))
+
+    def _uploaded(self, owner: str, index: int, record: FunctionEvaluation) -> FunctionEvaluation:
+        """``record`` as an upload stores it: a service session replays as its own only what it told itself.
+
+        A record naming one of the caller's sessions is refused (tell its trials instead); one naming any
+        other session id, another key's or none of this service's, is kept alike, its id moved to
+        ``raytuner.origin_session_id``: the answer says nothing of other keys' sessions, and no upload
+        becomes a session's own evaluation.
+        """
+        provenance = record.raytuner
+        if provenance is None or provenance.session_id is None:
+            return record
+        if self.manager.owns(owner, provenance.session_id):
+            raise InvalidInputError(
+                f"records_json[{index}].raytuner.session_id", "names a session of yours; tell its trials instead"
+            )
+        moved = provenance.model_copy(update={"session_id": None, "origin_session_id": provenance.session_id})
+        return record.model_copy(update={"raytuner": moved})
 
     @rpc
     def QueryEvaluations(
