@@ -429,7 +429,7 @@ class TuningServer:
         if not self.port:
             raise InvalidInputError("port", f"cannot listen on {target} (in use, or not an address of this machine)")
         if self.tls is None and not is_loopback(self.host):
-            log.warning(CLEAR_TEXT_WARNING.format(address=target))
+            log.warning(CLEAR_TEXT_WARNING.format(address=self.address))
         server.start()
         self._server = server
         log.info(
