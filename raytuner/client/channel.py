@@ -11,11 +11,11 @@ attempt (the tuning service's clients: 150 s, so a job outlives a server
 restart of two minutes). Each attempt waits for the connection (gRPC's
 ``wait_for_ready``) up to its deadline, so a call made while the server is
 down goes through as soon as the channel reconnects (at most 2 s after the
-server is back) rather than at the next backoff. While the channel cannot
-connect, one warning line names the address and the cause (``connection
-refused``, ``domain name not found``, a TLS handshake failure) within moments
-of the first failure, and once more after each time it was reached again; the
-error a call ends with names them too. gRPC's own retry policy
+server is back) rather than at the next backoff. A call still waiting
+after a second asks the channel, with a call that does not wait, whether it
+can connect at all: when it cannot, one warning line names the address and
+the cause (``connection refused``, ``domain name not found``), once per
+outage, and the error the call ends with names them too. gRPC's own retry policy
 (the channel's service config) is not used: gRPC caps its ``maxAttempts`` at
 5 and draws each backoff from ``[0, current]``, so it cannot promise a
 window of minutes; and a call is retried only where that is safe (tells and
@@ -50,6 +50,8 @@ RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUST
 _MAX_BACKOFF = 5.0
 #: A method no server has: calling it without waiting for the connection says why there is none.
 _PROBE = "/raytuner.v1.Diagnostics/NoSuchMethod"
+#: Seconds a call waits before the channel is asked whether it can connect at all (:meth:`ServiceChannel._diagnose`).
+_DIAGNOSE_AFTER = 1.0
 
 
 def connect_cause(details: str) -> str:
@@ -196,38 +198,37 @@ class ServiceChannel:
         self._cause: str | None = None  # why the channel could not connect (None: it did, or has not tried)
         self._warned = False  # whether this outage was named in the log
         self._state_lock = threading.Lock()
-        self._channel.subscribe(self._on_state, try_to_connect=False)
-
-    def _on_state(self, state: grpc.ChannelConnectivity) -> None:
-        """Name the address and the cause once per outage; reset when the server is reached (gRPC's thread)."""
-        if state is grpc.ChannelConnectivity.READY:
-            with self._state_lock:
-                recovered, self._warned, self._cause = self._warned, False, None
-            if recovered:
-                log.info("reached %s again", self.address)
-        elif state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
-            with self._state_lock:
-                if self._warned:
-                    return
-                self._warned = True
-            threading.Thread(target=self._diagnose, name="raytuner-diagnose", daemon=True).start()
 
     def _diagnose(self) -> None:
-        """Ask the channel why it cannot connect (a call that does not wait for it) and log the answer once."""
+        """Name the address and why the channel cannot connect, once per outage (a call is waiting for it).
+
+        Asks with a call that does not wait for the connection (a method no server has: a server that
+        is reached answers ``UNIMPLEMENTED``, and nothing is logged).
+        """
         probe = self._channel.unary_unary(_PROBE, request_serializer=bytes, response_deserializer=bytes)
         try:
             probe(b"", timeout=min(self.timeout, 5.0), wait_for_ready=False)
-            return  # answered (the server has no such method): connected after all
+            return
         except grpc.RpcError as exc:
             if exc.code() is not grpc.StatusCode.UNAVAILABLE:
-                return
+                return  # reached
             cause = connect_cause(exc.details() or "")
         except ValueError:  # the channel was closed meanwhile
             return
         with self._state_lock:
             self._cause = cause
+            if self._warned:
+                return
+            self._warned = True
         within = f"for up to {self.retry_for:.0f} s" if self.retries is None else f"{self.retries} time(s)"
         log.warning("cannot reach %s: %s; retrying %s", self.address, cause, within)
+
+    def _reached(self) -> None:
+        """A call was answered: the next outage is named again."""
+        if self._warned:
+            with self._state_lock:
+                self._warned, self._cause = False, None
+            log.info("reached %s again", self.address)
 
     def _signed_method(self, name: str, request: Any) -> str:
         """The method a call of ``name`` is signed for: its name in snake case (``CreateSession``: ``create_session``)."""
@@ -244,12 +245,19 @@ class ServiceChannel:
         method = getattr(self._stub, name)
         attempt, started = 0, time.monotonic()
         while True:
+            # a call still waiting after a moment may wait for a connection that cannot be made: say why
+            diagnosis = threading.Timer(_DIAGNOSE_AFTER, self._diagnose)
+            diagnosis.daemon = True
+            diagnosis.start()
             try:
                 answer = method(
                     request, timeout=self.timeout, metadata=self._call_metadata(name, request), wait_for_ready=True
                 )
-                return list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
+                answer = list(answer) if isinstance(answer, grpc.Call) and hasattr(answer, "__iter__") else answer
+                self._reached()
+                return answer
             except grpc.RpcError as exc:
+                diagnosis.cancel()
                 code = exc.code().name if exc.code() is not None else "UNKNOWN"
                 message = exc.details() or ""
                 retry = code in RETRIED_CODES and "larger than max" not in message  # oversized: never
@@ -270,10 +278,11 @@ class ServiceChannel:
                 log.info("%s to %s: %s; retrying in %.2f s", name, self.address, code, delay)
                 time.sleep(delay)
                 attempt += 1
+            finally:
+                diagnosis.cancel()  # (an interrupted call too)
 
     def close(self) -> None:
         """Close the channel."""
-        self._channel.unsubscribe(self._on_state)
         self._channel.close()
 
     def __enter__(self) -> Self:
