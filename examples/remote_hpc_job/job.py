@@ -3,8 +3,9 @@
     export RAYTUNER_SERVER=tuner.example.org:50051 RAYTUNER_API_KEY=rt_...
     python examples/remote_hpc_job/job.py [--session ID] [--max-trials N]
 
-RemoteTuner.run asks for a configuration, runs the objective, tells the
-measured runtime (an exception is told as a failed trial) until the session
+RemoteTuner.run asks for a configuration, runs the objective (renewing the
+trial's lease with heartbeats meanwhile, so a killed job's trial goes to the
+next job once its lease ends), tells the measured runtime (an exception is told as a failed trial) until the session
 is finished; the machine (Slurm allocation included) and software versions
 go with every result. Without --session (or $RAYTUNER_SESSION) the job
 creates a session from meta.json.
@@ -41,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=256, help="the task of a new session")
     parser.add_argument("--max-evaluations", type=int, default=20, help="budget of a new session")
     parser.add_argument("--max-trials", type=int, default=None, help="stop this job after this many trials")
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=float(os.environ["LEASE"]) if os.environ.get("LEASE") else None,
+        help="lease time in seconds of a new session (default: $LEASE, else the server's)",
+    )
     args = parser.parse_args(argv)
     if not args.server:
         parser.error("give --server or set RAYTUNER_SERVER")
@@ -54,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     ) as tuner:
         if tuner.session_id is None:
             tuner.create_session(
-                HERE / "meta.json", args.engine, tasks=[{"n": args.n}], max_evaluations=args.max_evaluations
+                HERE / "meta.json",
+                args.engine,
+                tasks=[{"n": args.n}],
+                max_evaluations=args.max_evaluations,
+                lease_seconds=args.lease,
             )
             print(f"created session {tuner.session_id}")
         ran = tuner.run(objective, max_trials=args.max_trials)

@@ -20,6 +20,12 @@
 #
 # Each raytuner call retries for up to RAYTUNER_RETRY_FOR seconds (default 150), so the job
 # outlives a restart of the tuning service.
+#
+# While program.py runs, `raytuner heartbeat --every HEARTBEAT_EVERY` renews the trial's lease in
+# the background (default: a third of the session's lease time, LEASE_SECONDS from `raytuner ask`).
+# If the job dies (scancel, a node failure, the time limit) the heartbeats stop, and once the lease
+# ends the service hands the trial to the next job that asks. LEASE sets the lease time (seconds)
+# of a session this job creates (default: the server's, 300; 0: trials never expire).
 set -euo pipefail
 
 : "${RAYTUNER_SERVER:?set RAYTUNER_SERVER=host:port of the tuning service}"
@@ -29,6 +35,8 @@ RAYTUNER=${RAYTUNER:-raytuner}                 # may be a command with arguments
 PYTHON=${PYTHON:-python3}
 MAX_TRIALS=${MAX_TRIALS:-0}                    # 0: until the session is finished
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-300}            # seconds one run of the program may take
+LEASE=${LEASE:-}                               # lease time of a session this job creates (empty: the server's)
+HEARTBEAT_EVERY=${HEARTBEAT_EVERY:-}           # seconds between heartbeats (empty: a third of the lease)
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ -f "$HERE/program.py" ] || HERE=${SLURM_SUBMIT_DIR:-.}/examples/remote_hpc_job   # sbatch runs a copy
@@ -37,10 +45,20 @@ LAUNCH=()
 
 if [ -z "${RAYTUNER_SESSION:-}" ]; then
     RAYTUNER_SESSION=$($RAYTUNER session create --meta "$HERE/meta.json" --engine "${ENGINE:-random}" \
-        --task "n=${N:-256}" --max-evaluations "${MAX_EVALUATIONS:-20}")
+        --task "n=${N:-256}" --max-evaluations "${MAX_EVALUATIONS:-20}" ${LEASE:+--lease "$LEASE"})
     echo "created session $RAYTUNER_SESSION"
 fi
 export RAYTUNER_SESSION
+
+beat=
+stop_heartbeat() {                             # end the background heartbeat of the trial, if any
+    if [ -n "$beat" ]; then
+        kill "$beat" 2>/dev/null || true
+        wait "$beat" 2>/dev/null || true
+        beat=
+    fi
+}
+trap stop_heartbeat EXIT
 
 trials=0
 while [ "$MAX_TRIALS" -eq 0 ] || [ "$trials" -lt "$MAX_TRIALS" ]; do
@@ -53,12 +71,18 @@ while [ "$MAX_TRIALS" -eq 0 ] || [ "$trials" -lt "$MAX_TRIALS" ]; do
         echo "raytuner ask failed (exit status $rc)" >&2
         exit "$rc"
     fi
-    eval "$assignments"                        # TRIAL_ID, FIDELITY, TASK_n, block, loop_order
+    eval "$assignments"                        # TRIAL_ID, FIDELITY, LEASE_SECONDS, TASK_n, block, loop_order
     trials=$((trials + 1))
     echo "trial $TRIAL_ID: n=$TASK_n block=$block loop_order=$loop_order"
+    every=${HEARTBEAT_EVERY:-$(awk -v lease="${LEASE_SECONDS:-0}" 'BEGIN { e = lease / 3; print (e < 0.2 ? 0.2 : e) }')}
+    if [ "${LEASE_SECONDS:-0}" != "0" ] && [ "${LEASE_SECONDS:-0}" != "0.0" ]; then
+        $RAYTUNER heartbeat --trial "$TRIAL_ID" --every "$every" --while-pid $$ >/dev/null &
+        beat=$!
+    fi
     rc=0
     runtime=$(${LAUNCH[@]+"${LAUNCH[@]}"} timeout "$TRIAL_TIMEOUT" \
         "$PYTHON" "$HERE/program.py" --n "$TASK_n" --block "$block" --loop-order "$loop_order") || rc=$?
+    stop_heartbeat
     if [ "$rc" -eq 0 ]; then
         echo "  runtime $runtime s"
         $RAYTUNER tell --trial "$TRIAL_ID" --value "$runtime" --output runtime --extra "job=${SLURM_JOB_ID:-local}"

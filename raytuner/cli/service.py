@@ -1,4 +1,4 @@
-"""The tuning service's commands: ``raytuner serve``, ``keys``, ``session``, ``ask`` and ``tell``.
+"""The tuning service's commands: ``raytuner serve``, ``keys``, ``session``, ``ask``, ``tell`` and ``heartbeat``.
 
 The client
 commands read the server address from ``--server`` or ``$RAYTUNER_SERVER``,
@@ -13,18 +13,24 @@ A job script that is not Python loops like this (``examples/remote_hpc_job/job.s
         out=$(raytuner ask --format env) && rc=0 || rc=$?
         [ "$rc" -eq 3 ] && break                  # the session is over
         [ "$rc" -ne 0 ] && exit "$rc"             # an error (its message is on stderr)
-        eval "$out"                               # TRIAL_ID, FIDELITY, TASK_<name>, <name>
+        eval "$out"                               # TRIAL_ID, FIDELITY, LEASE_SECONDS, TASK_<name>, <name>
+        raytuner heartbeat --trial "$TRIAL_ID" --every 60 & beat=$!   # keeps the trial leased
         raytuner tell --trial "$TRIAL_ID" --value "$(./my_program --nb "$nb")" --output runtime
+        kill "$beat"
     done
 
 ``raytuner ask --format env`` prints shell-quoted assignments:
 ``RAYTUNER_STATUS=TRIAL``, ``TRIAL_ID``, ``FIDELITY`` (empty without
-fidelity), each task parameter as ``TASK_<name>`` and each tuning parameter
+fidelity), ``LEASE_SECONDS`` (how long the trial stays leased without a
+heartbeat; 0: it never expires), each task parameter as ``TASK_<name>`` and each tuning parameter
 under its own name (characters that cannot be in a shell name become ``_``;
 ``--prefix`` puts a prefix before the parameter names). Its exit status is 0
 for a trial, **3 when the session is finished** (it then prints
 ``RAYTUNER_STATUS=FINISHED``) and, with ``--no-wait``, 4 when the service has
 nothing to hand out until pending trials are told (``RAYTUNER_STATUS=WAIT``).
+``raytuner heartbeat --trial ID`` renews a trial's lease once, ``--every SECONDS``
+until the trial is told or expired (exit status 0 while or once told, **5 when the
+trial expired** and was handed out again: its tell is still kept).
 Errors are one line on stderr (the service's status name and message):
 exit status 2 for bad input (an option, the ``--meta`` file, or input the
 service refused as ``INVALID_ARGUMENT``), 1 for any other failure (an
@@ -37,6 +43,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -57,7 +64,9 @@ __all__ = [
     "session_group",
     "ask",
     "tell",
+    "heartbeat",
     "EXIT_FINISHED",
+    "EXIT_EXPIRED",
     "EXIT_WAIT",
     "DEFAULT_STORE",
     "DEFAULT_PORT",
@@ -67,6 +76,8 @@ log = logging.getLogger(__name__)
 
 #: Exit status of ``raytuner ask`` when the session is over / busy (``--no-wait``).
 EXIT_FINISHED, EXIT_WAIT = 3, 4
+#: Exit status of ``raytuner heartbeat`` when the trial's lease had ended and it was handed out again.
+EXIT_EXPIRED = 5
 DEFAULT_STORE = "./raytuner-db"
 DEFAULT_PORT = 50051
 META_FILE = "a meta description: tuning_problem_name, problem_space, ..."
@@ -350,6 +361,15 @@ def session_group() -> None:
 @click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="An engine option.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: the server draws one).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of tells (0: none).")
+@click.option(
+    "--lease",
+    "lease_seconds",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="How long a handed-out trial stays leased without a heartbeat before it is handed out again "
+    "(default: the server's, 300; 0: trials never expire).",
+)
 @click.option("--json", "as_json", is_flag=True, help='Print {"session_id": ...}.')
 @_client(session=False)
 def session_create(
@@ -361,6 +381,7 @@ def session_create(
     option: tuple[str, ...],
     seed: int,
     max_evaluations: int,
+    lease_seconds: float | None,
     as_json: bool,
 ) -> None:
     """Create a session; print its id."""
@@ -368,7 +389,13 @@ def session_create(
         raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
     tasks = json_arg(tasks_json, "--tasks-json", list) or ([pairs(task, "--task")] if task else None)
     session_id = tuner.create_session(
-        problem, engine, tasks=tasks, options=pairs(option, "--option"), seed=seed, max_evaluations=max_evaluations
+        problem,
+        engine,
+        tasks=tasks,
+        options=pairs(option, "--option"),
+        seed=seed,
+        max_evaluations=max_evaluations,
+        lease_seconds=lease_seconds,
     )
     click.echo(json.dumps({"session_id": session_id}) if as_json else session_id)
 
@@ -392,6 +419,7 @@ def session_show(tuner: Any, as_json: bool) -> None:
         "failed",
         "pending",
         "max_evaluations",
+        "lease_seconds",
         "finished",
     ):
         click.echo(f"{key:>16}: {json.dumps(info[key]) if isinstance(info[key], (dict, list)) else info[key]}")
@@ -501,3 +529,54 @@ def tell(
     outputs = parse_values(values, output, failed, tuner.output_names)
     result = tuner.tell(trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None)
     echo_told(result.uid, result.duplicate, result.failed, as_json)
+
+
+@click.command()
+@click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that ask printed.")
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    metavar="SECONDS",
+    help="Renew every SECONDS until the trial is told or expired, or the process is killed (default: once).",
+)
+@click.option(
+    "--while-pid",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="PID",
+    help="With --every: stop renewing once process PID has ended (the job script's $$), so a killed job's "
+    "trial expires even where its heartbeat outlives it.",
+)
+@_client(session=True)
+@click.pass_context
+def heartbeat(ctx: click.Context, tuner: Any, trial: str, every: float | None, while_pid: int | None) -> None:
+    """Renew a trial's lease (a running job's trial is handed out again once its lease ends without one).
+
+    Prints the trial's state (LEASED, TOLD or EXPIRED) and when its lease ends (seconds since the epoch,
+    0: never); exits 5 when the trial had expired and was handed out again (its tell is still kept).
+    """
+    lease = tuner.heartbeat(trial)
+    if every is not None and lease.held and lease.seconds:
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` of a backgrounded loop: end quietly
+        if while_pid is not None:
+            threading.Thread(target=_stop_after, args=(while_pid, stop), daemon=True).start()
+        lease = tuner.keep_leased(trial, every, stop) or lease
+    click.echo(f"{lease.status} {lease.ends:.3f}")
+    if lease.status == "EXPIRED":
+        click.echo(
+            f"trial {trial}: its lease ended and it was handed out again; tell its result still (kept)", err=True
+        )
+        ctx.exit(EXIT_EXPIRED)
+
+
+def _stop_after(pid: int, stop: threading.Event, poll: float = 1.0) -> None:
+    """Set ``stop`` once process ``pid`` has ended (checked every ``poll`` seconds)."""
+    while not stop.wait(poll):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            stop.set()
+        except PermissionError:  # it exists (another user's)
+            pass

@@ -19,9 +19,13 @@ Example (needs a running service)::
             tuner.tell(trial, {"runtime": run_my_code(**trial.config)})
         print(tuner.best())  # the best evaluation of the first task
 
-or, with the loop written for you::
+or, with the loop written for you (it renews the trial's lease while the objective runs)::
 
     tuner.run(lambda config, task, fidelity: {"runtime": run_my_code(**config)})
+
+A handed-out trial is leased (the session's ``lease_seconds``, 300 by default): a job that runs it
+longer renews the lease with :meth:`RemoteTuner.heartbeat`, or with ``with tuner.heartbeats(trial):``
+around the run; a trial whose lease ends is handed out again, and a late tell of it is still kept.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ import json
 import logging
 import numbers
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
@@ -49,7 +55,15 @@ from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.store.base import EvaluationQuery
 
-__all__ = ["ServiceChannel", "RemoteTuner", "RemoteTrial", "TellResult", "ServiceError", "RETRIED_CODES"]
+__all__ = [
+    "ServiceChannel",
+    "RemoteTuner",
+    "RemoteTrial",
+    "TellResult",
+    "TrialLease",
+    "ServiceError",
+    "RETRIED_CODES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +72,16 @@ Objective = Callable[[dict[str, Any], dict[str, Any], "float | None"], "Mapping[
 
 @dataclass(frozen=True)
 class RemoteTrial:
-    """A trial handed out by the service: run ``config`` on ``task`` (at ``fidelity`` when not ``None``)."""
+    """A trial handed out by the service: run ``config`` on ``task`` (at ``fidelity`` when not ``None``).
+
+    ``lease_seconds``: how long it stays this job's without a heartbeat (0: it never expires).
+    """
 
     trial_id: str
     task: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     fidelity: float | None = None
+    lease_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,25 @@ class TellResult:
     uid: str
     duplicate: bool
     failed: bool
+
+
+@dataclass(frozen=True)
+class TrialLease:
+    """The service's answer to a heartbeat.
+
+    ``status``: ``LEASED`` (the trial is yours until ``ends``), ``TOLD`` (nothing to renew) or ``EXPIRED``
+    (its lease ended and it was handed out again; a tell of it is still kept). ``ends``: seconds since the
+    epoch by the server's clock (0: the lease never ends). ``seconds``: the session's lease time (0: none).
+    """
+
+    status: str
+    ends: float
+    seconds: float
+
+    @property
+    def held(self) -> bool:
+        """Whether the trial is still the caller's (leased): renew it again later."""
+        return self.status == "LEASED"
 
 
 def _session_dict(message: pb.Session) -> dict[str, Any]:
@@ -87,6 +124,7 @@ def _session_dict(message: pb.Session) -> dict[str, Any]:
         "pending": message.pending,
         "finished": message.finished,
         "max_evaluations": message.max_evaluations,
+        "lease_seconds": message.lease_seconds,
         "created": message.created,
         "outputs": list(message.outputs),
         "goals": dict(zip(message.outputs, message.goals, strict=False)),
@@ -186,6 +224,7 @@ class RemoteTuner(ServiceChannel):
         options: Mapping[str, Any] | None = None,
         seed: int = 0,
         max_evaluations: int = 0,
+        lease_seconds: float | None = None,
     ) -> str:
         """Create a session (it becomes this client's session) and return its id.
 
@@ -197,6 +236,8 @@ class RemoteTuner(ServiceChannel):
             options: the engine's options (default none).
             seed: the engine's seed (default 0).
             max_evaluations: the most trials the session hands out (default 0: no limit).
+            lease_seconds: how long a handed-out trial stays leased without a heartbeat before it is handed
+                out again (default: the server's, 300 s; 0: trials never expire).
         """
         if isinstance(problem, MetaDescription):
             data = problem.to_dict()
@@ -213,6 +254,7 @@ class RemoteTuner(ServiceChannel):
             tasks_json=dumps([dict(t) for t in tasks]) if tasks else "",
             seed=seed,
             max_evaluations=max_evaluations,
+            lease_seconds=lease_seconds,
         )
         message = self._call("CreateSession", request)
         self.session_id = message.session_id
@@ -362,6 +404,7 @@ class RemoteTuner(ServiceChannel):
                     json.loads(answer.task_json or "{}"),
                     json.loads(answer.config_json or "{}"),
                     answer.fidelity or None,
+                    answer.lease_seconds,
                 )
             self.finished = answer.status == pb.AskResponse.FINISHED
             if self.finished or not wait:
@@ -408,6 +451,80 @@ class RemoteTuner(ServiceChannel):
         answer = self._call("Tell", request)
         return TellResult(answer.uid, answer.duplicate, answer.failed)
 
+    def heartbeat(self, trial: RemoteTrial | str) -> TrialLease:
+        """Renew a trial's lease: the service keeps it this job's for the session's lease time from now.
+
+        Args:
+            trial: The trial (or its id).
+        """
+        trial_id = trial.trial_id if isinstance(trial, RemoteTrial) else trial
+        answer = self._call("Heartbeat", pb.HeartbeatRequest(session_id=self._session(None), trial_id=trial_id))
+        return TrialLease(pb.HeartbeatResponse.Status.Name(answer.status), answer.lease_ends, answer.lease_seconds)
+
+    def keep_leased(
+        self, trial: RemoteTrial | str, every: float | None = None, stop: threading.Event | None = None
+    ) -> TrialLease | None:
+        """Renew ``trial``'s lease every ``every`` seconds until ``stop`` is set or it is told or expired.
+
+        The first renewal comes ``every`` seconds from now. Returns the last answer (``None`` when
+        stopped before the first). A failed renewal (the server unreachable for longer than the client
+        retries) is logged and tried again.
+
+        Args:
+            trial: The trial (or its id).
+            every: Seconds between renewals (default: a third of the trial's lease time, at least 0.2).
+            stop: Set to stop renewing (default: renew until the trial is told or expired).
+        """
+        stop = stop or threading.Event()
+        lease = None
+        if every is None:
+            seconds = trial.lease_seconds if isinstance(trial, RemoteTrial) else 0.0
+            every = max(0.2, (seconds or 3.0) / 3)
+        while not stop.wait(every):
+            try:
+                lease = self.heartbeat(trial)
+            except ServiceError as exc:
+                if exc.code not in RETRIED_CODES:
+                    raise
+                log.warning("heartbeat of trial %s failed (%s); trying again", trial, exc)
+            else:
+                if not lease.held or not lease.seconds:
+                    return lease
+        return lease
+
+    @contextmanager
+    def heartbeats(self, trial: RemoteTrial | str, every: float | None = None) -> Iterator[None]:
+        """Renew ``trial``'s lease in a background thread while the ``with`` block runs (it runs the trial).
+
+        Args:
+            trial: The trial (or its id).
+            every: Seconds between renewals (default: a third of the trial's lease time; a trial that
+                never expires is not renewed).
+
+        Example (needs a running service)::
+
+            with tuner.heartbeats(trial):
+                runtime = run_my_code(**trial.config)
+        """
+        if every is None and isinstance(trial, RemoteTrial) and not trial.lease_seconds:
+            yield  # a trial that never expires: nothing to renew
+            return
+        stop = threading.Event()
+
+        def renew() -> None:
+            try:
+                self.keep_leased(trial, every, stop)
+            except Exception as exc:  # noqa: BLE001 - the trial's run goes on; its tell says the rest
+                log.warning("stopped renewing the lease of trial %s: %s", trial, exc)
+
+        thread = threading.Thread(target=renew, name="raytuner-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5.0)  # a renewal being retried ends on its own
+
     def run(
         self,
         objective: Objective,
@@ -419,7 +536,7 @@ class RemoteTuner(ServiceChannel):
     ) -> int:
         """Ask → ``objective(config, task, fidelity)`` → tell until the session is over; returns the trials run.
 
-        An exception in ``objective`` is told as a failure (its type and text) and the loop goes
+        The trial's lease is renewed while ``objective`` runs (:meth:`heartbeats`). An exception in ``objective`` is told as a failure (its type and text) and the loop goes
         on, as does an output that is not a finite number. A result the service refuses as bad
         input is told as a failure, then the error is raised (the trial is not left pending).
 
@@ -437,7 +554,8 @@ class RemoteTuner(ServiceChannel):
                 break
             count += 1
             try:
-                result = objective(dict(trial.config), dict(trial.task), trial.fidelity)
+                with self.heartbeats(trial):
+                    result = objective(dict(trial.config), dict(trial.task), trial.fidelity)
             except Exception as exc:  # noqa: BLE001 - the objective's failure is the trial's result
                 log.info("trial %s failed: %s: %s", trial.trial_id, type(exc).__name__, exc)
                 self.tell(trial, failure=f"{type(exc).__name__}: {exc}")

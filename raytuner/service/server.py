@@ -33,6 +33,7 @@ import grpc
 
 from raytuner.crowd.cache import is_cache_name
 from raytuner.errors import InvalidInputError, validate
+from raytuner.models.executors import refuse_unguarded_script
 from raytuner.problem.records import FunctionEvaluation, as_number, check_problem_name
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY, dumps, json_field
 from raytuner.protocol.v1 import tuning_pb2 as pb
@@ -82,6 +83,7 @@ def _session_message(session: ServiceSession) -> pb.Session:
         max_evaluations=spec.max_evaluations,
         outputs=session.tuning.problem.objectives,
         goals=[o.goal if o.optimize else "" for o in session.tuning.problem.output_space],
+        lease_seconds=spec.lease_seconds,
     )
 
 
@@ -147,6 +149,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
             tasks=json_field("tasks_json", request.tasks_json, list, None),
             seed=request.seed,
             max_evaluations=request.max_evaluations,
+            lease_seconds=request.lease_seconds if request.HasField("lease_seconds") else None,
             # checked again, and a free problem claimed, at once before the session is stored: another key
             # that claimed it meanwhile (an upload, a session) keeps it
             claim=None
@@ -174,6 +177,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
             task_json=dumps(trial.task),
             config_json=dumps(trial.config),
             fidelity=float(fidelity or 0.0),
+            lease_seconds=self.manager.get(owner, request.session_id).spec.lease_seconds,
         )
 
     @rpc
@@ -192,6 +196,11 @@ class _Servicer(pb_grpc.TuningServiceServicer):
             additional_output=json_field("additional_output_json", request.additional_output_json, dict, None),
         )
         return pb.TellResponse(uid=record.uid, duplicate=duplicate, failed=record.status != "ok")
+
+    @rpc
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatResponse:
+        lease = self.manager.heartbeat(self._owner(context, "heartbeat"), request.session_id, request.trial_id)
+        return pb.HeartbeatResponse(status=lease.status, lease_ends=lease.ends, lease_seconds=lease.seconds)
 
     @rpc
     def GetSession(self, request: pb.GetSessionRequest, context: grpc.ServicerContext) -> pb.Session:
@@ -311,6 +320,9 @@ class TuningServer:
         max_calls_per_key: int | None = None,
         max_streams_per_key: int | None = None,
     ) -> None:
+        # a model-fit worker re-running a script that serves at its top level (no main guard) stops here, before
+        # it opens the store: it would be a second server on it, and its sessions' asks would fail and be retried
+        refuse_unguarded_script()
         if (tls_cert is None) != (tls_key is None):
             raise InvalidInputError(
                 "tls_key" if tls_key is None else "tls_cert", "TLS needs both a certificate and its key"

@@ -11,6 +11,9 @@ why; a name that is not an output is refused) and adopting the trials in
 flight after a restart — plus what is the service's own:
 
 - **owners**: a session is its creator's; another caller's request finds nothing;
+- **trial leases**: a session's ``lease_seconds`` (:data:`~raytuner.session.leases.DEFAULT_LEASE_SECONDS`
+  unless given; kept in its spec, so a restarted server keeps it), renewed by :meth:`SessionManager.heartbeat`
+  or a retried ask; an expired trial is handed out again (an ``EXPIRED`` event), and its late tell is kept;
 - **creation specs** in the ledger's ``sessions`` log, from which
   :meth:`SessionManager.load` rebuilds every session on start, in the background
   (:mod:`raytuner.service.rebuild`: a call to a session not rebuilt yet waits for it);
@@ -53,17 +56,42 @@ from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import FunctionEvaluation, as_number, task_key
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
 from raytuner.service.session_crowd import CrowdSessions
+from raytuner.session.leases import DEFAULT_LEASE_SECONDS, check_lease_seconds
 from raytuner.session.trial import read_trials
 from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store.base import HistoryStore
 from raytuner.store.ledger import Ledger
 from raytuner.store.source import StoreSource
 
-__all__ = ["SessionManager", "ServiceSession", "SessionSpec", "SessionNotFound", "TrialConflict", "AskStatus"]
+__all__ = [
+    "SessionManager",
+    "ServiceSession",
+    "SessionSpec",
+    "SessionNotFound",
+    "TrialConflict",
+    "AskStatus",
+    "Lease",
+]
 
 log = logging.getLogger(__name__)
 
 AskStatus = Literal["TRIAL", "WAIT", "FINISHED"]
+
+@dataclass(frozen=True)
+class Lease:
+    """A trial's lease as a heartbeat answers it.
+
+    ``status``: ``LEASED`` (the caller's until ``ends``), ``TOLD`` or ``EXPIRED`` (handed out again; a tell
+    of it is still kept). ``ends``: when the lease ends, seconds since the epoch by the server's clock (0: never,
+    or not leased). ``seconds``: the session's lease time (0: trials never expire).
+    """
+
+    status: Literal["LEASED", "TOLD", "EXPIRED"]
+    ends: float
+    seconds: float
+
+
+
 
 _TRIAL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The longest session or trial id a call may name (the ids made here have 32 characters): a longer one is
@@ -99,6 +127,7 @@ class SessionSpec:
     created: float = field(default_factory=time.time)
     crowd_user: str = ""  # sync_crowd_repo: the crowd user the session's records are uploaded as
     crowd_access: str = "private"  # sync_crowd_repo: the access level they get (options.crowd_access)
+    lease_seconds: float = DEFAULT_LEASE_SECONDS  # a trial's lease without a renewal (0: never expires)
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> SessionSpec:
@@ -142,7 +171,7 @@ class ServiceSession:
         """Log an event and wake the watchers.
 
         Args:
-            kind: ``ASKED``, ``TOLD`` or ``FINISHED``.
+            kind: ``ASKED``, ``TOLD``, ``EXPIRED`` or ``FINISHED``.
             trial: The trial it concerns.
             record: The record a tell made.
         """
@@ -237,6 +266,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             software=meta.software_configuration,
             history=meta.history,
             asked=trials,
+            lease_seconds=spec.lease_seconds,
             stored=None if records is None else records[0],
             models=None if records is None else records[1],
         )
@@ -254,6 +284,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         max_evaluations: int = 0,
         session_id: str | None = None,
         claim: Callable[[str], object] | None = None,
+        lease_seconds: float | None = None,
     ) -> ServiceSession:
         """A new session of ``owner``; durable (in the ledger) when this returns.
 
@@ -269,6 +300,8 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             session_id: The session's id (a new one when ``None``; one the ledger holds is a conflict).
             claim: Called with the problem's name once the session is validated, before anything is stored;
                 it raises to refuse (the server claims the problem for ``owner`` there, atomically).
+            lease_seconds: How long a handed-out trial stays leased without a renewal (``None``:
+                :data:`~raytuner.session.leases.DEFAULT_LEASE_SECONDS`; 0: trials never expire).
         """
         if session_id is not None and (
             self.known(session_id) or next(self.ledger.read("sessions", session_id=session_id), None)
@@ -282,6 +315,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             )
         if engine not in ENGINES:
             raise InvalidInputError("engine", f"unknown engine {engine!r}", allowed=sorted(ENGINES))
+        lease = DEFAULT_LEASE_SECONDS if lease_seconds is None else check_lease_seconds(lease_seconds)
         given = list(tasks) if tasks else [{}]
         for i, task in enumerate(given):
             if not isinstance(task, Mapping):
@@ -309,6 +343,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             max_evaluations=max_evaluations,
             crowd_user=self._crowd_user(parsed, owner),
             crowd_access=access,
+            lease_seconds=lease,
         )
         fresh = None if fresh is None else uncached(self.store, spec.problem_name, chosen["source_problem"], fresh)
         session = self._open(spec, fresh)  # validates everything before anything is stored
@@ -415,6 +450,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                     "task_json", f"{task} is not a task of this session", allowed=session.spec.tasks
                 )
         with session.lock:
+            self._expire(session)
             known = trial_id is not None and trial_id in session.tuning.pending
             try:
                 trial = session.tuning.ask(task, trial_id=trial_id)
@@ -425,6 +461,32 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         if not known:
             session.event("ASKED", trial)
         return "TRIAL", trial
+
+    @staticmethod
+    def _expire(session: ServiceSession) -> None:
+        """End the session's leases that are over, with an ``EXPIRED`` event each (``session.lock`` held)."""
+        for trial in session.tuning.expire():
+            session.event("EXPIRED", trial)
+
+    def heartbeat(self, owner: str, session_id: str, trial_id: str) -> Lease:
+        """Renew a handed-out trial's lease (a running job calls this every so often).
+
+        Args:
+            owner: Who calls (the session's owner).
+            session_id: The session.
+            trial_id: The trial.
+
+        Raises:
+            UnknownTrial: The session never handed the trial out.
+        """
+        session = self.get(owner, session_id)
+        if not isinstance(trial_id, str) or not _TRIAL_ID.fullmatch(trial_id):
+            raise InvalidInputError("trial_id", f"{shown(trial_id)} is not 1-64 of letters, digits, _ . -")
+        with session.lock:
+            self._expire(session)
+            status, left = session.tuning.renew(trial_id)
+        seconds = session.spec.lease_seconds
+        return Lease(status, 0.0 if left is None else time.time() + left, seconds)
 
     def tell(
         self,
@@ -464,8 +526,9 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                 f"outputs[{objectives[0]!r}]", "missing; tell the outputs or a failure", allowed=objectives
             )
         with session.lock:
+            was_finished = session.finished
             duplicate = session.tuning.told_record(trial_id) is not None
-            trial = session.tuning.pending.get(trial_id)
+            trial = session.tuning.pending.get(trial_id) or session.tuning.expired.get(trial_id)
             record = session.tuning.tell(
                 trial_id,
                 None if failure else outputs,
@@ -478,7 +541,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         if duplicate:
             return record, True
         session.event("TOLD", trial, record)
-        if finished:
+        if finished and not was_finished:
             session.event("FINISHED")
         return record, False
 

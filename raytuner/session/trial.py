@@ -1,9 +1,15 @@
 """A trial: a suggestion handed out by a tuning session, with its id, as the ledger keeps it.
 
+A trial handed out again after another one's lease expired (same task and configuration) names
+the trial it ``replaces``, so a restarted session knows the expired one is no longer in flight.
+
 Example:
     >>> trial = Trial(task={"t": 1.0}, config={"x": 0.5}, trial_id="a1")
     >>> Trial.from_document(trial.document("s1")) == trial
     True
+    >>> again = Trial(task={"t": 1.0}, config={"x": 0.5}, trial_id="a2", replaces="a1")
+    >>> Trial.from_document(again.document("s1")).replaces
+    'a1'
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ TrialNamer = Callable[[Suggestion], str]
 
 @dataclass
 class Trial(Suggestion):
-    """A suggestion handed out by a session, with its trial id."""
+    """A suggestion handed out by a session, with its trial id (and the expired trial it replaces, if any)."""
 
     trial_id: str = ""
+    replaces: str = ""
 
     def document(self, session_id: str) -> dict[str, Any]:
         """The trial as the ledger's ``trials`` log keeps it.
@@ -38,13 +45,16 @@ class Trial(Suggestion):
         Args:
             session_id: The session that handed it out.
         """
-        return {
+        document = {
             "session_id": session_id,
             "trial_id": self.trial_id,
             "task": self.task,
             "config": self.config,
             "provenance": self.provenance.model_dump(by_alias=True, exclude_none=True),
         }
+        if self.replaces:
+            document["replaces"] = self.replaces
+        return document
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> Trial:
@@ -58,6 +68,7 @@ class Trial(Suggestion):
             config=document["config"],
             trial_id=document["trial_id"],
             provenance=Provenance.model_validate(document.get("provenance") or {}),
+            replaces=document.get("replaces") or "",
         )
 
 
@@ -85,7 +96,12 @@ def read_trials(documents: Iterable[Mapping[str, Any]]) -> Iterator[Trial]:
                 exc,
             )
             continue
-        if not (isinstance(trial.trial_id, str) and isinstance(trial.task, dict) and isinstance(trial.config, dict)):
+        if not (
+            isinstance(trial.trial_id, str)
+            and isinstance(trial.task, dict)
+            and isinstance(trial.config, dict)
+            and isinstance(trial.replaces, str)
+        ):
             log.warning(
                 "skipping a trials log entry of session %s that holds no trial (trial_id %r)",
                 document.get("session_id"),

@@ -24,8 +24,16 @@ lives the same life everywhere:
   reach it, ``ask`` raises :class:`~raytuner.errors.AwaitingResults` while
   trials are pending and :class:`~raytuner.errors.TuningFinished` once none
   is; an engine's own ``TuningFinished`` likewise waits for the trials in flight;
+- **trial leases** (``lease_seconds``, 0 = none; :mod:`raytuner.session.leases`): a
+  handed-out trial is its job's while the job renews it (:meth:`TuningSession.renew`, or
+  asking again with its trial id); once its lease ends it *expires* and the next ask hands
+  out its task and configuration again under a new trial id (the ledger's line names the
+  trial it ``replaces``). Both count as one trial of the budget: the first of them told is
+  the one the engine learns from, and a late tell of the other is still stored and
+  acknowledged (kept, never lost). A renewal that comes before the next ask took the
+  expired trial over gives it back to its job;
 - **restarts**: :meth:`TuningSession.resume` replays the stored records and
-  adopts the trials this session id asked and never told;
+  adopts the trials this session id asked and never told (with a full lease from the restart);
 - **GPTune's history-database options** (:class:`~raytuner.problem.history_options.HistoryOptions`,
   ``history=``): which stored records a resumed session replays
   (``load_func_eval``, the loadable machine and software configurations,
@@ -58,9 +66,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from raytuner.engines.base import Engine, fitting_records, task_key
+from raytuner.engines.base import Engine, check_record, fitting_records, task_key
 from raytuner.errors import AwaitingResults, InvalidInputError, TrialConflict, TuningFinished, UnknownTrial, shown
 from raytuner.problem.environment import describe_machine, software_configuration
 from raytuner.problem.history_options import HistoryOptions
@@ -74,6 +82,7 @@ from raytuner.problem.records import (
     parse_outputs,
 )
 from raytuner.problem.space import ProblemSpace
+from raytuner.session.leases import Leases
 from raytuner.session.progress import ProgressTally
 from raytuner.session.trial import Trial, TrialNamer, read_trials
 from raytuner.store.base import HistoryStore
@@ -103,6 +112,7 @@ class TuningSession:
         max_evaluations: The most trials to hand out, told ones and pending ones (0: no limit).
         ledger: Where handed-out trials are written (default: ``store.ledger()``).
         history: GPTune's history-database options (defaults: load and save everything).
+        lease_seconds: How long a handed-out trial stays leased without a renewal (0: trials never expire).
     """
 
     def __init__(
@@ -119,6 +129,7 @@ class TuningSession:
         max_evaluations: int = 0,
         ledger: Ledger | None = None,
         history: HistoryOptions | Mapping[str, Any] | None = None,
+        lease_seconds: float = 0.0,
     ) -> None:
         if not isinstance(problem, ProblemSpace):
             raise InvalidInputError(
@@ -148,6 +159,11 @@ class TuningSession:
         self._pending: dict[str, Trial] = {}
         self._unsaved: set[str] = set()  # asked, but the ledger refused them: never handed out
         self._told: dict[str, FunctionEvaluation] = {}
+        #: The leases of the trials in flight.
+        self.leases = Leases(lease_seconds)
+        self._expired: dict[str, Trial] = {}  # lease ended, not told: a late tell of them is still stored
+        self._queued: list[str] = []  # expired trials whose task and configuration are to be handed out again
+        self._slot_of: dict[str, str] = {}  # a trial handed out again -> the first trial of its configuration
         self._records: list[FunctionEvaluation] = []
         #: Per task: evaluations, failures, cost and the best so far (logged at INFO with each tell).
         self.progress = ProgressTally(problem)
@@ -246,10 +262,22 @@ class TuningSession:
         return list({r.uid: r for r in reversed(records)}.values())[::-1]  # a retried tell's line: once
 
     def _adopt_in_flight(self, asked: Iterable[Trial]) -> int:
-        """Adopt the trials ``asked`` (the ledger's, of this session) that were not told; returns how many."""
+        """Adopt the trials ``asked`` (the ledger's, of this session) that were not told; returns how many.
+
+        A trial that another one replaces (its lease expired), or whose configuration was told under
+        another trial id, is not in flight: it is kept as expired, so that a late tell of it is stored.
+        """
+        asked = list(asked)
+        for trial in asked:
+            self._note_slot(trial)
+        replaced = {t.replaces for t in asked if t.replaces}
+        told = self._told_slots()
         adopted = skipped = 0
         for trial in asked:
             if trial.trial_id in self._told or trial.trial_id in self._pending:
+                continue
+            if trial.trial_id in replaced or self._slot(trial.trial_id) in told:
+                self._expired[trial.trial_id] = trial
                 continue
             try:
                 self.adopt(trial)
@@ -283,6 +311,28 @@ class TuningSession:
         """How many trials this session has told (those of earlier runs of the same session id included)."""
         return len(self._told)
 
+    @property
+    def expired(self) -> dict[str, Trial]:
+        """Trials whose lease ended before they were told, by trial id (a tell of one is still stored)."""
+        return dict(self._expired)
+
+    def _slot(self, trial_id: str) -> str:
+        """The first trial of ``trial_id``'s configuration (itself, unless it was handed out again)."""
+        return self._slot_of.get(trial_id, trial_id)
+
+    def _note_slot(self, trial: Trial) -> None:
+        if trial.replaces:
+            self._slot_of[trial.trial_id] = self._slot(trial.replaces)
+
+    def _told_slots(self) -> set[str]:
+        """The trials of the budget that are told (a trial and those that replace it count once)."""
+        return {self._slot(t) for t in self._told}
+
+    def _in_flight(self) -> int:
+        """Trials of the budget handed out and not told: pending ones, and expired ones to hand out again."""
+        told = self._told_slots()
+        return len({self._slot(t) for t in self._pending if self._slot(t) not in told} | set(self._queued))
+
     def told_record(self, trial_id: str) -> FunctionEvaluation | None:
         """The record trial ``trial_id`` was told with, or ``None`` when it was not told.
 
@@ -298,8 +348,8 @@ class TuningSession:
     @property
     def finished(self) -> bool:
         """Whether no trial will be handed out any more: ``max_evaluations`` reached or the plan done, none pending."""
-        spent = 0 < self.max_evaluations <= len(self._told)
-        return (spent or self.engine_finished) and not self._pending
+        spent = 0 < self.max_evaluations <= len(self._told_slots())
+        return (spent or self.engine_finished) and not self._in_flight()
 
     # -- ask --------------------------------------------------------------------------------------
 
@@ -312,10 +362,14 @@ class TuningSession:
                 trial, a told one's raises :class:`~raytuner.errors.TrialConflict`. A function of the
                 suggestion names the trial once the engine has chosen it.
 
+        An expired trial's task and configuration are handed out again (under a new trial id) before
+        anything new is asked of the engine.
+
         Raises:
             AwaitingResults: Nothing to hand out until trials in flight are told.
             TuningFinished: ``max_evaluations`` are told or the engine's plan is done, and nothing is in flight.
         """
+        self.expire()
         if isinstance(trial_id, str):
             known = self._known(trial_id)
             if known is not None:
@@ -324,6 +378,9 @@ class TuningSession:
             oldest = next(tid for tid in self._pending if tid in self._unsaved)
             self._save(self._pending[oldest])
             return self._pending[oldest]
+        again = self._hand_out_again(task, trial_id)
+        if again is not None:
+            return again
         self._check_open()
         try:
             suggestion = self.engine.ask(task)
@@ -348,33 +405,123 @@ class TuningSession:
         return trial
 
     def _known(self, trial_id: str) -> Trial | None:
-        """The pending trial ``trial_id`` (saved now if the ledger refused it before); told: a conflict."""
+        """The pending trial ``trial_id``, its lease renewed (saved now if the ledger refused it before).
+
+        An expired one not handed out again yet is given back; told, or handed out again: a conflict.
+        """
         trial = self._pending.get(trial_id)
         if trial is not None:
             if trial_id in self._unsaved:  # a retry after the ledger failed: save it now
                 self._save(trial)
+            self.leases.grant(trial_id)
             return trial
         if trial_id in self._told:
             raise TrialConflict(f"trial_id: trial {trial_id!r} was told already")
+        if trial_id in self._expired:
+            trial = self._take_back(trial_id)
+            if trial is None:
+                raise TrialConflict(
+                    f"trial_id: trial {trial_id!r} expired and was handed out again; a tell of it is still kept"
+                )
+            return trial
         return None
+
+    def _take_back(self, trial_id: str) -> Trial | None:
+        """The expired trial ``trial_id``, pending and leased again, unless it was handed out again (``None``)."""
+        if trial_id not in self._queued:
+            return None
+        self._queued.remove(trial_id)
+        trial = self._pending[trial_id] = self._expired.pop(trial_id)
+        self.leases.grant(trial_id)
+        log.info("session %s: trial %s renewed after its lease ended; it is its job's again", self.session_id, trial_id)
+        return trial
 
     def _save(self, trial: Trial) -> None:
         self.ledger.append("trials", trial.document(self.session_id))
         self._unsaved.discard(trial.trial_id)
+        self.leases.grant(trial.trial_id)  # handed out from now
+
+    # -- leases -----------------------------------------------------------------------------------
+
+    def expire(self) -> list[Trial]:
+        """End the leases that are over; returns the trials that expired now, earliest first.
+
+        An expired trial is no longer pending; unless its configuration was told under another trial
+        id, the next :meth:`ask` hands it out again. :meth:`ask` and :meth:`renew` call this first.
+        """
+        expired = []
+        for trial_id in self.leases.due():
+            self.leases.drop(trial_id)
+            trial = self._pending.pop(trial_id, None)
+            if trial is None:
+                continue
+            self._unsaved.discard(trial_id)
+            self._expired[trial_id] = trial
+            if self._slot(trial_id) not in self._told_slots():
+                self._queued.append(trial_id)
+            expired.append(trial)
+            log.info(
+                "session %s: trial %s expired (no renewal for %g s); it is handed out again",
+                self.session_id,
+                trial_id,
+                self.leases.seconds,
+            )
+        return expired
+
+    def renew(self, trial_id: str) -> tuple[Literal["LEASED", "TOLD", "EXPIRED"], float | None]:
+        """Renew trial ``trial_id``'s lease; returns its state and the seconds its lease now has left.
+
+        The state is ``"LEASED"`` (``None`` seconds: the session's leases never end), ``"TOLD"`` or
+        ``"EXPIRED"`` (its lease ended and another trial took its configuration over; a tell of it is
+        still stored). An expired trial not handed out again yet is given back: ``"LEASED"``.
+
+        Args:
+            trial_id: The trial.
+
+        Raises:
+            UnknownTrial: The session never handed it out.
+        """
+        self.expire()
+        if trial_id in self._told:
+            return "TOLD", None
+        if trial_id in self._pending or self._take_back(trial_id) is not None:
+            return "LEASED", self.leases.grant(trial_id)
+        if trial_id in self._expired:
+            return "EXPIRED", None
+        raise UnknownTrial(f"trial_id: no trial {str(trial_id)[:80]!r} in this session")
+
+    def _hand_out_again(self, task: Mapping[str, Any] | None, trial_id: str | TrialNamer | None) -> Trial | None:
+        """The oldest expired trial (of ``task``) handed out again under a new trial id, or ``None``."""
+        key = None if task is None else task_key(task)
+        old = next((self._expired[t] for t in self._queued if key in (None, task_key(self._expired[t].task))), None)
+        if old is None:
+            return None
+        name = trial_id(old) if callable(trial_id) else trial_id or uuid.uuid4().hex
+        if name in self._pending or name in self._told or name in self._expired:
+            raise TrialConflict(f"trial_id: {name!r} names a trial of this session already")
+        self._queued.remove(old.trial_id)
+        provenance = old.provenance.model_copy(update={"trial_id": name})
+        trial = Trial(task=old.task, config=old.config, provenance=provenance, trial_id=name, replaces=old.trial_id)
+        self._note_slot(trial)
+        self._pending[name] = trial
+        self._unsaved.add(name)
+        self._save(trial)
+        log.info("session %s: trial %s hands out expired trial %s again", self.session_id, name, old.trial_id)
+        return trial
 
     def _check_open(self) -> None:
+        told = len(self._told_slots())
         if self.finished:
             raise TuningFinished(
                 f"the session's {self.max_evaluations} evaluations are told"
-                if self.max_evaluations and len(self._told) >= self.max_evaluations
+                if self.max_evaluations and told >= self.max_evaluations
                 else "the engine's plan is done"
             )
         if self.engine_finished:
-            raise AwaitingResults(f"the engine's plan is done; {len(self._pending)} trial(s) are in flight")
-        if self.max_evaluations and len(self._told) + len(self._pending) >= self.max_evaluations:
+            raise AwaitingResults(f"the engine's plan is done; {self._in_flight()} trial(s) are in flight")
+        if self.max_evaluations and told + self._in_flight() >= self.max_evaluations:
             raise AwaitingResults(
-                f"all {self.max_evaluations} trials (max_evaluations) are handed out; "
-                f"{len(self._pending)} are in flight"
+                f"all {self.max_evaluations} trials (max_evaluations) are handed out; {self._in_flight()} are in flight"
             )
 
     def adopt(self, trial: Trial) -> None:
@@ -390,8 +537,11 @@ class TuningSession:
         if trial.trial_id in self._pending or trial.trial_id in self._told:
             return
         self.problem.check(trial.task, trial.config)
-        self.engine.add_pending(trial.task, trial.config, trial.provenance)
+        self._note_slot(trial)
+        if not trial.replaces:  # one that replaces an expired trial is pending in the engine already
+            self.engine.add_pending(trial.task, trial.config, trial.provenance)
         self._pending[trial.trial_id] = trial
+        self.leases.grant(trial.trial_id)  # a full lease from the restart: no renewal reached a stopped server
 
     # -- tell -------------------------------------------------------------------------------------
 
@@ -423,6 +573,10 @@ class TuningSession:
             machine: Where the trial ran (replaces the session's configuration for this record).
             software: With what software (replaces the session's configuration for this record).
 
+        A trial whose lease expired is still recorded (a late tell is kept); when its configuration
+        was told under another trial id already, the record is stored but the engine, which learnt from
+        the first, is not told again.
+
         Raises:
             UnknownTrial: The trial was never handed out by this session.
             TrialConflict: The trial was told before with another result.
@@ -434,9 +588,11 @@ class TuningSession:
             failure = result_failure(self.problem, result)
         if trial_id in self._told:
             return self._retold(trial_id, result, failure)
-        pending = self._pending.get(trial_id)
+        pending = self._pending.get(trial_id) or self._expired.get(trial_id)
         if pending is None:
             raise UnknownTrial(f"trial_id: no pending trial {shown(trial_id)} in this session")
+        slot = self._slot(trial_id)
+        first = slot not in self._told_slots()  # the first result of this configuration: the engine learns it
         prov = pending.provenance
         if provenance:
             prov = Provenance.model_validate({**prov.model_dump(by_alias=True), **provenance})
@@ -454,16 +610,29 @@ class TuningSession:
             # written the record is absorbed by the store's uid check, not stored twice
             uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
         )
-        record = self.engine.admit(record)  # refused before anything is written
+        if first:
+            record = self.engine.admit(record)  # refused before anything is written
+        else:
+            check_record(self.problem, record)
         if self.history.save_func_eval:  # durable before acknowledged, in the store or the ledger
             self.store.append(self.problem_name, record)
         else:
             self.ledger.append("session_evaluations", {"session_id": self.session_id, "record": record.to_dict()})
-        del self._pending[trial_id]
+        self._pending.pop(trial_id, None)
+        self._expired.pop(trial_id, None)
         self._unsaved.discard(trial_id)
+        self.leases.drop(trial_id)
+        self._queued = [t for t in self._queued if self._slot(t) != slot]  # told: not handed out again
         self._told[trial_id] = record
         self._records.append(record)
-        self.engine.tell(record)
+        if first:
+            self.engine.tell(record)
+        else:
+            log.info(
+                "session %s: trial %s told after its configuration was told under another trial id; stored",
+                self.session_id,
+                trial_id,
+            )
         progress = self.progress.add(record)
         if log.isEnabledFor(logging.INFO):  # the line is built only when someone reads it
             log.info("%s: %s", self.problem_name, self.progress.line(progress))

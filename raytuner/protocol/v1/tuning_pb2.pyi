@@ -8,23 +8,25 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("problem_json", "engine", "options_json", "tasks_json", "seed", "max_evaluations")
+    __slots__ = ("problem_json", "engine", "options_json", "tasks_json", "seed", "max_evaluations", "lease_seconds")
     PROBLEM_JSON_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     TASKS_JSON_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     MAX_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     problem_json: str
     engine: str
     options_json: str
     tasks_json: str
     seed: int
     max_evaluations: int
-    def __init__(self, problem_json: _Optional[str] = ..., engine: _Optional[str] = ..., options_json: _Optional[str] = ..., tasks_json: _Optional[str] = ..., seed: _Optional[int] = ..., max_evaluations: _Optional[int] = ...) -> None: ...
+    lease_seconds: float
+    def __init__(self, problem_json: _Optional[str] = ..., engine: _Optional[str] = ..., options_json: _Optional[str] = ..., tasks_json: _Optional[str] = ..., seed: _Optional[int] = ..., max_evaluations: _Optional[int] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "problem_name", "engine", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs", "goals")
+    __slots__ = ("session_id", "problem_name", "engine", "tasks_json", "evaluations", "failed", "pending", "finished", "best", "created", "options_json", "max_evaluations", "outputs", "goals", "lease_seconds")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_NAME_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +41,7 @@ class Session(_message.Message):
     MAX_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     GOALS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     problem_name: str
     engine: str
@@ -53,7 +56,8 @@ class Session(_message.Message):
     max_evaluations: int
     outputs: _containers.RepeatedScalarFieldContainer[str]
     goals: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., engine: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ..., goals: _Optional[_Iterable[str]] = ...) -> None: ...
+    lease_seconds: float
+    def __init__(self, session_id: _Optional[str] = ..., problem_name: _Optional[str] = ..., engine: _Optional[str] = ..., tasks_json: _Optional[str] = ..., evaluations: _Optional[int] = ..., failed: _Optional[int] = ..., pending: _Optional[int] = ..., finished: _Optional[bool] = ..., best: _Optional[_Iterable[_Union[BestConfiguration, _Mapping]]] = ..., created: _Optional[float] = ..., options_json: _Optional[str] = ..., max_evaluations: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ..., goals: _Optional[_Iterable[str]] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
 
 class BestConfiguration(_message.Message):
     __slots__ = ("task_json", "config_json", "outputs", "uid")
@@ -85,7 +89,7 @@ class AskRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., task_json: _Optional[str] = ..., trial_id: _Optional[str] = ...) -> None: ...
 
 class AskResponse(_message.Message):
-    __slots__ = ("status", "trial_id", "task_json", "config_json", "fidelity")
+    __slots__ = ("status", "trial_id", "task_json", "config_json", "fidelity", "lease_seconds")
     class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         STATUS_UNSPECIFIED: _ClassVar[AskResponse.Status]
@@ -101,12 +105,14 @@ class AskResponse(_message.Message):
     TASK_JSON_FIELD_NUMBER: _ClassVar[int]
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     FIDELITY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     status: AskResponse.Status
     trial_id: str
     task_json: str
     config_json: str
     fidelity: float
-    def __init__(self, status: _Optional[_Union[AskResponse.Status, str]] = ..., trial_id: _Optional[str] = ..., task_json: _Optional[str] = ..., config_json: _Optional[str] = ..., fidelity: _Optional[float] = ...) -> None: ...
+    lease_seconds: float
+    def __init__(self, status: _Optional[_Union[AskResponse.Status, str]] = ..., trial_id: _Optional[str] = ..., task_json: _Optional[str] = ..., config_json: _Optional[str] = ..., fidelity: _Optional[float] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
 
 class TellRequest(_message.Message):
     __slots__ = ("session_id", "trial_id", "outputs", "failure", "machine_json", "software_json", "additional_output_json")
@@ -177,10 +183,12 @@ class SessionEvent(_message.Message):
         ASKED: _ClassVar[SessionEvent.Kind]
         TOLD: _ClassVar[SessionEvent.Kind]
         FINISHED: _ClassVar[SessionEvent.Kind]
+        EXPIRED: _ClassVar[SessionEvent.Kind]
     KIND_UNSPECIFIED: SessionEvent.Kind
     ASKED: SessionEvent.Kind
     TOLD: SessionEvent.Kind
     FINISHED: SessionEvent.Kind
+    EXPIRED: SessionEvent.Kind
     class OutputsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -341,3 +349,31 @@ class CrowdSensitivityResponse(_message.Message):
     result_json: str
     evaluations: int
     def __init__(self, result_json: _Optional[str] = ..., evaluations: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("session_id", "trial_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    trial_id: str
+    def __init__(self, session_id: _Optional[str] = ..., trial_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("status", "lease_ends", "lease_seconds")
+    class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        STATUS_UNSPECIFIED: _ClassVar[HeartbeatResponse.Status]
+        LEASED: _ClassVar[HeartbeatResponse.Status]
+        TOLD: _ClassVar[HeartbeatResponse.Status]
+        EXPIRED: _ClassVar[HeartbeatResponse.Status]
+    STATUS_UNSPECIFIED: HeartbeatResponse.Status
+    LEASED: HeartbeatResponse.Status
+    TOLD: HeartbeatResponse.Status
+    EXPIRED: HeartbeatResponse.Status
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ENDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    status: HeartbeatResponse.Status
+    lease_ends: float
+    lease_seconds: float
+    def __init__(self, status: _Optional[_Union[HeartbeatResponse.Status, str]] = ..., lease_ends: _Optional[float] = ..., lease_seconds: _Optional[float] = ...) -> None: ...

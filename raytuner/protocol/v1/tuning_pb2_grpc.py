@@ -5,7 +5,7 @@ import warnings
 
 from raytuner.protocol.v1 import tuning_pb2 as raytuner_dot_protocol_dot_v1_dot_tuning__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -79,6 +79,11 @@ class TuningServiceStub:
                 request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessRequest.SerializeToString,
                 response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessResponse.FromString,
                 _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/raytuner.v1.TuningService/Heartbeat',
+                request_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
 
 
 class TuningServiceServicer:
@@ -149,6 +154,13 @@ class TuningServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Heartbeat(self, request, context):
+        """Renew a handed-out trial's lease (a running job calls it every so often); says when the lease now ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TuningServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +208,11 @@ def add_TuningServiceServicer_to_server(servicer, server):
                     servicer.GrantAccess,
                     request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessRequest.FromString,
                     response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.HeartbeatRequest.FromString,
+                    response_serializer=raytuner_dot_protocol_dot_v1_dot_tuning__pb2.HeartbeatResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -441,6 +458,33 @@ class TuningService:
             '/raytuner.v1.TuningService/GrantAccess',
             raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessRequest.SerializeToString,
             raytuner_dot_protocol_dot_v1_dot_tuning__pb2.GrantAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raytuner.v1.TuningService/Heartbeat',
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.HeartbeatRequest.SerializeToString,
+            raytuner_dot_protocol_dot_v1_dot_tuning__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
