@@ -45,26 +45,24 @@ def echo_trial(trial: Any, status: str, fmt: str, prefix: str = "") -> None:
     """Print a trial (``None``: only the status) as shell assignments (``env``) or one JSON object (``json``).
 
     Args:
-        trial: The trial (``trial_id``, ``task``, ``config``, ``fidelity``, ``lease_seconds``) or ``None``.
+        trial: The trial (``trial_id``, ``task``, ``config``, ``fidelity``; a service's also ``lease_seconds``,
+            printed as ``LEASE_SECONDS``) or ``None``.
         status: ``TRIAL``, ``WAIT`` or ``FINISHED``.
         fmt: ``env`` or ``json``.
         prefix: Put before the parameter names in ``env`` format.
     """
+    lease = {} if getattr(trial, "lease_seconds", None) is None else {"lease_seconds": trial.lease_seconds}
     if fmt == "json":
         data: dict[str, Any] = {"status": status}
         if trial is not None:
-            data.update(
-                trial_id=trial.trial_id,
-                task=trial.task,
-                config=trial.config,
-                fidelity=trial.fidelity,
-                lease_seconds=trial.lease_seconds,
-            )
+            data.update(trial_id=trial.trial_id, task=trial.task, config=trial.config, fidelity=trial.fidelity)
+            data.update(lease)
         click.echo(json.dumps(data))
         return
     click.echo(f"RAYTUNER_STATUS={status}")
     if trial is not None:
-        lines = {"TRIAL_ID": trial.trial_id, "FIDELITY": trial.fidelity, "LEASE_SECONDS": trial.lease_seconds}
+        lines = {"TRIAL_ID": trial.trial_id, "FIDELITY": trial.fidelity}
+        lines.update({k.upper(): v for k, v in lease.items()})
         lines.update({f"{prefix}TASK_{_shell_name(k)}": v for k, v in trial.task.items()})
         lines.update({_shell_name(f"{prefix}{k}"): v for k, v in trial.config.items()})
         for name, value in lines.items():

@@ -59,6 +59,7 @@ MAX_FAILURE_CHARS = 65536
 
 def _session_message(session: ServiceSession) -> pb.Session:
     with session.lock:
+        SessionManager.expire(session)  # its pending count leaves out the trials whose lease has ended
         records = session.tuning.records
         best = session.best()
         pending = len(session.tuning.pending)

@@ -450,7 +450,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                     "task_json", f"{task} is not a task of this session", allowed=session.spec.tasks
                 )
         with session.lock:
-            self._expire(session)
+            self.expire(session)
             known = trial_id is not None and trial_id in session.tuning.pending
             try:
                 trial = session.tuning.ask(task, trial_id=trial_id)
@@ -463,8 +463,12 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         return "TRIAL", trial
 
     @staticmethod
-    def _expire(session: ServiceSession) -> None:
-        """End the session's leases that are over, with an ``EXPIRED`` event each (``session.lock`` held)."""
+    def expire(session: ServiceSession) -> None:
+        """End the session's leases that are over, with an ``EXPIRED`` event each (hold ``session.lock``).
+
+        Args:
+            session: The session.
+        """
         for trial in session.tuning.expire():
             session.event("EXPIRED", trial)
 
@@ -483,7 +487,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
         if not isinstance(trial_id, str) or not _TRIAL_ID.fullmatch(trial_id):
             raise InvalidInputError("trial_id", f"{shown(trial_id)} is not 1-64 of letters, digits, _ . -")
         with session.lock:
-            self._expire(session)
+            self.expire(session)
             status, left = session.tuning.renew(trial_id)
         seconds = session.spec.lease_seconds
         return Lease(status, 0.0 if left is None else time.time() + left, seconds)
