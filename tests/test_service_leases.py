@@ -105,6 +105,16 @@ def test_a_late_tell_of_an_expired_trial_is_kept_and_counts_once(tuner: RemoteTu
     assert tuner.ask() is None  # no third trial
 
 
+def test_a_tell_of_an_expired_trial_before_anyone_took_it_over_ends_it(tuner: RemoteTuner) -> None:
+    tuner.create_session(META, "random", tasks=[TASK], seed=8, max_evaluations=1, lease_seconds=1)
+    slow = tuner.ask()
+    assert slow is not None
+    until(lambda: tuner.session()["pending"] == 0)  # expired, waiting for the next ask to take it over
+    assert not tuner.tell(slow, y(slow)).duplicate  # kept; its configuration is told
+    assert tuner.ask() is None and tuner.finished  # not handed out again
+    assert tuner.session()["evaluations"] == 1
+
+
 def test_heartbeats_keep_a_trial_leased(tuner: RemoteTuner, server: TuningServer) -> None:
     tuner.create_session(META, "random", tasks=[TASK], seed=3, max_evaluations=1, lease_seconds=1)
     trial = tuner.ask()
