@@ -257,6 +257,7 @@ def _tuning_calls(
             ("GetSession", pb.GetSessionRequest(session_id=session_id)),
             ("Ask", pb.AskRequest(session_id=session_id)),
             ("Tell", pb.TellRequest(session_id=session_id, trial_id="x", outputs={"y": 1.0})),
+            ("Heartbeat", pb.HeartbeatRequest(session_id=session_id, trial_id="x")),
         ):
             if mine and method != "GetSession":
                 continue

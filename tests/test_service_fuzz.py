@@ -35,8 +35,17 @@ HANDLED = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-METHODS = ["CreateSession", "Ask", "Tell", "GetSession", "ListSessions", "UploadEvaluations", "QueryEvaluations"]
-EXAMPLES = 220  # per test below; five tests: 1,100 messages, plus the raw-byte ones
+METHODS = [
+    "CreateSession",
+    "Ask",
+    "Tell",
+    "Heartbeat",
+    "GetSession",
+    "ListSessions",
+    "UploadEvaluations",
+    "QueryEvaluations",
+]
+EXAMPLES = 220  # per test below; six tests: 1,320 messages, plus the raw-byte ones
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
@@ -92,9 +101,10 @@ def real(session_id: str, service: tuple) -> str:
     tasks=json_text,
     seed=st.integers(-(2**63), 2**63 - 1),
     budget=st.integers(-(2**63), 2**63 - 1),
+    lease=st.one_of(st.none(), st.floats()),
 )
 def test_create_session(
-    service: tuple, problem: str, engine: str, options: str, tasks: str, seed: int, budget: int
+    service: tuple, problem: str, engine: str, options: str, tasks: str, seed: int, budget: int, lease: float | None
 ) -> None:
     if problem.startswith("{") and "REAL" not in problem:
         problem = json.dumps({**META, **json.loads(problem)}) if problem.endswith("}") else problem
@@ -108,6 +118,7 @@ def test_create_session(
             tasks_json=tasks,
             seed=seed,
             max_evaluations=budget,
+            lease_seconds=lease,
         ),
         service[1],
     )
@@ -153,6 +164,15 @@ def test_tell(
         ),
         metadata,
     )
+
+
+@fuzz
+@given(session_id=session_ids, trial_id=st.one_of(st.text(max_size=70), st.just("ASKED")))
+def test_heartbeat(service: tuple, session_id: str, trial_id: str) -> None:
+    stub, metadata, sid, _ = service
+    if trial_id == "ASKED":
+        trial_id = stub.Ask(pb.AskRequest(session_id=sid), metadata=metadata, timeout=10).trial_id
+    call(stub, "Heartbeat", pb.HeartbeatRequest(session_id=real(session_id, service), trial_id=trial_id), metadata)
 
 
 @fuzz
