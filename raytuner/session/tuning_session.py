@@ -538,8 +538,7 @@ class TuningSession:
             return
         self.problem.check(trial.task, trial.config)
         self._note_slot(trial)
-        if not trial.replaces:  # one that replaces an expired trial is pending in the engine already
-            self.engine.add_pending(trial.task, trial.config, trial.provenance)
+        self.engine.add_pending(trial.task, trial.config, trial.provenance)  # the trial it replaces is not
         self._pending[trial.trial_id] = trial
         self.leases.grant(trial.trial_id)  # a full lease from the restart: no renewal reached a stopped server
 
