@@ -77,6 +77,7 @@ log = logging.getLogger(__name__)
 
 AskStatus = Literal["TRIAL", "WAIT", "FINISHED"]
 
+
 @dataclass(frozen=True)
 class Lease:
     """A trial's lease as a heartbeat answers it.
@@ -89,8 +90,6 @@ class Lease:
     status: Literal["LEASED", "TOLD", "EXPIRED"]
     ends: float
     seconds: float
-
-
 
 
 _TRIAL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
