@@ -88,6 +88,9 @@ while [ "$MAX_TRIALS" -eq 0 ] || [ "$trials" -lt "$MAX_TRIALS" ]; do
         $RAYTUNER tell --trial "$TRIAL_ID" --value "$runtime" --output runtime --extra "job=${SLURM_JOB_ID:-local}"
     elif [ "$rc" -eq 124 ]; then
         $RAYTUNER tell --trial "$TRIAL_ID" --failed "timed out after ${TRIAL_TIMEOUT} s"
+    elif [ "$rc" -eq 143 ]; then               # SIGTERM from outside (scancel, the job's time limit): the job
+        echo "program.py was stopped (SIGTERM); its trial goes to another job when its lease ends" >&2
+        exit "$rc"                             # ends; the configuration is not at fault, so tell nothing
     else
         $RAYTUNER tell --trial "$TRIAL_ID" --failed "program.py exited with status $rc"
     fi
