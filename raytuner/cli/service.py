@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import IO, Any
@@ -167,6 +168,37 @@ def _shown(location: str) -> str:
 # -- the server ---------------------------------------------------------------------------------
 
 
+#: Seconds the requests in flight get when ``serve`` stops (SIGTERM, Ctrl-C); an Ask still fitting then is cut.
+STOP_GRACE = 2.0
+#: Seconds after SIGTERM by which ``serve`` has exited, whatever its threads still run.
+EXIT_WITHIN = 4.0
+
+
+def _exit_by(seconds: float) -> None:
+    """End this process ``seconds`` from now unless it has exited by then (a daemon timer).
+
+    An orderly stop ends every request (they get :data:`STOP_GRACE`), but the
+    interpreter's exit joins the server's threads, and one may still be in a
+    model fit: the timer ends the process without it. Nothing is lost: the
+    gRPC server stopped answering first, and a tell is stored before it is
+    acknowledged (a cut request is as one cut by ``kill -9``; its client retries).
+    """
+
+    def now() -> None:
+        log.warning("requests still running %.0f s after the stop signal (a model fit): exiting without them", seconds)
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed stream: nothing to flush
+                pass
+        os._exit(0)
+
+    timer = threading.Timer(seconds, now)
+    timer.daemon = True
+    timer.start()
+
+
 @click.command()
 @_store_options
 @click.option(
@@ -198,6 +230,14 @@ def _shown(location: str) -> str:
     default=None,
     help="Session watches one API key may have open at once (default: a quarter of the threads).",
 )
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A cap on what a session may ask for, e.g. fit_seconds=3, starts=8, fit_samples=1000 (repeatable; "
+    "see the remote-jobs guide for every limit and its default).",
+)
 def serve(
     store: str | None,
     mongodb: str | None,
@@ -210,10 +250,13 @@ def serve(
     crowd: str | None,
     max_calls_per_key: int | None,
     max_streams_per_key: int | None,
+    limits: tuple[str, ...],
 ) -> None:
-    """Serve the tuning service until SIGTERM or Ctrl-C."""
+    """Serve the tuning service until SIGTERM or Ctrl-C (it exits within a few seconds, even mid-fit)."""
+    from raytuner.service.bounds import SessionLimits  # noqa: PLC0415
     from raytuner.service.server import TuningServer  # noqa: PLC0415
 
+    bounds = SessionLimits.parse(limits)
     location = _location(store, mongodb)
     server = TuningServer(
         location,
@@ -226,6 +269,7 @@ def serve(
         crowd=crowd,
         max_calls_per_key=max_calls_per_key,
         max_streams_per_key=max_streams_per_key,
+        limits=bounds,
     )
     stop = threading.Event()
     server.start()
@@ -247,7 +291,11 @@ def serve(
             pass
     finally:
         click.echo("stopping", err=True)
-        server.stop(grace=5.0)
+        _exit_by(EXIT_WITHIN)
+        server.stop(grace=STOP_GRACE)
+        terminate = getattr(server.manager.executor, "terminate", None)
+        if callable(terminate):  # the fit workers of requests cut at the grace
+            terminate()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if server.lost is not None:

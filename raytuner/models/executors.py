@@ -157,6 +157,29 @@ class ProcessExecutor:
                 )
             return self._pool
 
+    def warm(self) -> None:
+        """Start the workers now, in the background, each importing the models: a server's first fit then does
+        not wait for them (starting one takes seconds of CPU, more than a fit's time budget may allow)."""
+        if self.workers == 1 or ProcessExecutor.broken:
+            return
+        try:
+            pool = self._get_pool()
+            for _ in range(self.workers):
+                pool.submit(_warm_up)
+        except (concurrent.futures.process.BrokenProcessPool, OSError, RuntimeError) as exc:
+            log.warning("could not start the fit workers ahead: %r", exc)
+
+    def terminate(self) -> None:
+        """Stop the worker processes at once, with the fits they run (a process that must exit now)."""
+        with self._lock:
+            pool, self._pool, self._served = self._pool, None, False
+        if pool is None:
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # the pool has no public way
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+
     def map(self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None = None) -> list[R | None]:
         """Apply ``fn`` to the items in the worker processes; late or failed items give ``None``.
 
@@ -215,6 +238,11 @@ class ProcessExecutor:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["workers"])  # type: ignore[misc]
+
+
+def _warm_up() -> None:
+    """Import what a fit needs (run in a new worker)."""
+    import raytuner.models.lcm  # noqa: F401, PLC0415
 
 
 class RayExecutor:

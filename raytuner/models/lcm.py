@@ -34,6 +34,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from raytuner.models.blas import one_blas_thread
+from raytuner.models.budget import deadline as fit_deadline
+from raytuner.models.budget import remaining
 from raytuner.models.data import TrainingData
 from raytuner.models.executors import Executor, default_executor
 from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, training_covariance
@@ -48,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds an executor waits past a fit's deadline for its starts, which stop themselves at it, to return.
 GRACE = 10.0
+#: The same within a time budget (:func:`raytuner.models.budget.fit_budget`): a start still queued behind
+#: other work then is dropped soon, and the fit keeps what the others found (or its warm start).
+BUDGET_GRACE = 0.5
 
 
 @dataclass(frozen=True)
@@ -198,14 +203,14 @@ class LCM:
         free = None if fixed is None or warm is None else ~np.asarray(fixed, bool)
         fit = _limit(task, data.tasks, self.options.fit_limit)
         report = FitReport()
-        deadline = time.time() + self.options.timeout
+        deadline = fit_deadline(self.options.timeout)
         # One BLAS thread for the whole fit: parallelism comes from the starts, and a limit
         # changed while another start runs would make results depend on timing.
         with one_blas_thread():
             sample = _Sample(X[fit], task[fit], z[fit], shape, self.options)
             iterations = self.options.max_iterations if warm is None else self.options.warm_iterations
             theta = self._run(
-                sample, self._starts(sample, warm, rng, free), iterations, free, executor, report, deadline
+                sample, self._starts(sample, warm, rng, free, deadline), iterations, free, executor, report, deadline
             )
         if theta is None:
             log.warning(
@@ -268,7 +273,7 @@ class LCM:
         drops what is still missing.
         """
         jobs = [_Start(sample, theta, iterations, free, os.getpid(), deadline) for theta in thetas]
-        wait = max(0.0, deadline - time.time()) + GRACE
+        wait = max(0.0, deadline - time.time()) + (GRACE if remaining() is None else BUDGET_GRACE)
         runner = executor or default_executor(len(sample.z))
         report.executor = type(runner).__name__
         results = runner.map(run_start, jobs, timeout=wait)
@@ -276,8 +281,8 @@ class LCM:
         if any(r is not None and r.timed_out for r in results):
             report.timed_out = True
             log.warning(
-                "the LCM fit reached its %.1f s time limit (LCMOptions.timeout): the best "
-                "hyperparameters found so far are kept, and results now depend on timing",
+                "the LCM fit reached its time limit (LCMOptions.timeout %.1f s, or its caller's budget): the "
+                "best hyperparameters found so far are kept, and results now depend on timing",
                 self.options.timeout,
             )
         finite = [r for r in results if r is not None and math.isfinite(r.value) and r.value < 1e20]
@@ -294,13 +299,18 @@ class LCM:
         return warm.clipped(self.options.nonnegative(shape[1]))
 
     def _starts(
-        self, sample: _Sample, warm: Hyperparameters | None, rng: np.random.Generator, free: np.ndarray | None
+        self,
+        sample: _Sample,
+        warm: Hyperparameters | None,
+        rng: np.random.Generator,
+        free: np.ndarray | None,
+        deadline: float | None = None,
     ) -> list[np.ndarray]:
-        """The warm (or default) start, then the best screened random starts."""
+        """The warm (or default) start, then the best screened random starts (none once ``deadline`` passed)."""
         first = warm if warm is not None else Hyperparameters.initial(*sample.shape)
         starts = [first.to_vector()]
         wanted = (self.options.n_starts if warm is None else self.options.warm_starts) - 1
-        if wanted <= 0:
+        if wanted <= 0 or (deadline is not None and time.time() >= deadline):
             return starts
         candidates = [
             Hyperparameters.initial(*sample.shape, rng=rng, nonnegative=sample.nonnegative).to_vector()

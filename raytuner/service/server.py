@@ -40,6 +40,7 @@ from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.service.access import ProblemAccess
 from raytuner.service.auth import ApiKeys
+from raytuner.service.bounds import SessionLimits
 from raytuner.service.handlers import Abort, rpc, status_of
 from raytuner.service.limits import PerKeyLimits, default_limits
 from raytuner.service.listen import CLEAR_TEXT_WARNING, check_listen, is_loopback
@@ -304,6 +305,8 @@ class TuningServer:
             defaults one key leaves a quarter of the threads to the others.
         crowd: A :class:`~raytuner.crowd.CrowdRepository` or its ``mongodb://`` URI: adds the
             crowd repository's service (``raytuner.v1.CrowdService``, keys of its own users).
+        limits: What a session may ask for (fit starts, samples, candidates, ...) and the model-fit time
+            of one Ask (default: :class:`~raytuner.service.bounds.SessionLimits`' defaults).
     """
 
     def __init__(
@@ -320,6 +323,7 @@ class TuningServer:
         crowd: Any = None,
         max_calls_per_key: int | None = None,
         max_streams_per_key: int | None = None,
+        limits: SessionLimits | None = None,
     ) -> None:
         # a model-fit worker re-running a script that serves at its top level (no main guard) stops here, before
         # it opens the store: it would be a second server on it, and its sessions' asks would fail and be retried
@@ -342,7 +346,9 @@ class TuningServer:
             pool=max_workers,
         )
         self.crowd = self._crowd(crowd)
-        self.manager = SessionManager(self.store, self.ledger, executor=self._executor(ray_address), crowd=self.crowd)
+        self.manager = SessionManager(
+            self.store, self.ledger, executor=self._executor(ray_address), crowd=self.crowd, limits=limits
+        )
         self._owns_crowd = isinstance(crowd, str)
         self._server: grpc.Server | None = None
         self._lock: ServerLock | None = None
@@ -415,6 +421,9 @@ class TuningServer:
     def _start(self) -> int:
         check_listen(self.host, self.port)  # a port in use: one line naming it, before anything starts
         self.manager.load(background=True)
+        warm = getattr(self.manager.executor, "warm", None)
+        if callable(warm):  # a first Ask's fit must not wait for worker processes to start
+            warm()
         options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -20,7 +20,9 @@ flight after a restart — plus what is the service's own:
 - **crowd sync** of a session's records (``sync_crowd_repo``);
 - **requests**: a trial id of the allowed characters, a task of the session,
   a Tell that carries outputs or a failure;
-- **locks** and **events** for watchers.
+- **locks** and **events** for watchers;
+- **limits** on what a session may ask for, and the time budget of an Ask's model fits
+  (:mod:`raytuner.service.bounds`).
 
 Example:
     >>> import tempfile
@@ -53,7 +55,9 @@ from raytuner.engines.base import Engine
 from raytuner.engines.registry import ENGINES, EngineSpec, build_engine
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished, shown
 from raytuner.problem.meta import MetaDescription
+from raytuner.models.budget import fit_budget
 from raytuner.problem.records import FunctionEvaluation, as_number, task_key
+from raytuner.service.bounds import SessionLimits
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
 from raytuner.service.session_crowd import CrowdSessions
 from raytuner.session.leases import DEFAULT_LEASE_SECONDS, check_lease_seconds
@@ -201,12 +205,20 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             has a Ray cluster, else the process pool); it goes to the engines that take one.
         crowd: The crowd repository (:class:`~raytuner.crowd.CrowdRepository`), for synced sessions and
             crowd sources (:mod:`raytuner.service.session_crowd`).
+        limits: What a new session may ask for, and the model-fit time of an Ask (default:
+            :class:`~raytuner.service.bounds.SessionLimits`' defaults).
     """
 
     def __init__(
-        self, store: HistoryStore, ledger: Ledger | None = None, executor: Any = None, crowd: Any = None
+        self,
+        store: HistoryStore,
+        ledger: Ledger | None = None,
+        executor: Any = None,
+        crowd: Any = None,
+        limits: SessionLimits | None = None,
     ) -> None:
         self.store = store
+        self.limits = limits or SessionLimits()
         self.ledger = ledger if ledger is not None else store.ledger()
         self.executor = executor
         self.crowd = crowd
@@ -320,6 +332,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             if not isinstance(task, Mapping):
                 raise InvalidInputError(f"tasks[{i}]", f"{task!r} is not an object of task parameters")
         task_list = [dict(t) for t in given]
+        self.limits.check(options or {}, len(task_list))
         if (options or {}).get("source_problem") == parsed.tuning_problem_name:
             raise InvalidInputError(
                 "options.source_problem",
@@ -448,7 +461,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
                 raise InvalidInputError(
                     "task_json", f"{task} is not a task of this session", allowed=session.spec.tasks
                 )
-        with session.lock:
+        with session.lock, fit_budget(self.limits.fit_seconds):
             self.expire(session)
             known = trial_id is not None and trial_id in session.tuning.pending
             try:
