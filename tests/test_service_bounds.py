@@ -84,7 +84,7 @@ def test_a_session_asking_for_more_than_the_limits_is_refused_naming_the_limit(s
     assert "options.lcm.fit_limit: null (no limit) is over this server's limit fit_samples=1000" in refusal(
         tuner, {"lcm": {"fit_limit": None}}
     )
-    assert "options.lcm.timeout: 600 is over this server's limit fit_seconds=3" in refusal(
+    assert "options.lcm.timeout: 600 is over this server's limit fit_seconds=2" in refusal(
         tuner, {"lcm": {"timeout": 600}}
     )
     assert "options.search_candidates: 1000000 is over this server's limit candidates=20000" in refusal(
@@ -95,7 +95,7 @@ def test_a_session_asking_for_more_than_the_limits_is_refused_naming_the_limit(s
     assert "tasks_json: 101 tasks is over this server's limit tasks=100" in refusal(tuner, {}, tasks=101)
     assert tuner.sessions() == []  # nothing refused was stored
     # at the limits, and below them, a session is made
-    tuner.create_session(meta("capped"), "mla", tasks=[{"t": 1.0}], options={"lcm": {"n_starts": 8, "timeout": 3}})
+    tuner.create_session(meta("capped"), "mla", tasks=[{"t": 1.0}], options={"lcm": {"n_starts": 8, "timeout": 2}})
     assert len(tuner.sessions()) == 1
 
 

@@ -235,7 +235,7 @@ def _exit_by(seconds: float) -> None:
     "limits",
     multiple=True,
     metavar="NAME=VALUE",
-    help="A cap on what a session may ask for, e.g. fit_seconds=3, starts=8, fit_samples=1000 (repeatable; "
+    help="A cap on what a session may ask for, e.g. fit_seconds=2, starts=8, fit_samples=1000 (repeatable; "
     "see the remote-jobs guide for every limit and its default).",
 )
 def serve(

@@ -210,7 +210,7 @@ class LCM:
             sample = _Sample(X[fit], task[fit], z[fit], shape, self.options)
             iterations = self.options.max_iterations if warm is None else self.options.warm_iterations
             theta = self._run(
-                sample, self._starts(sample, warm, rng, free, deadline), iterations, free, executor, report, deadline
+                sample, self._starts(sample, warm, rng, free, deadline, executor), iterations, free, executor, report, deadline
             )
         if theta is None:
             log.warning(
@@ -305,12 +305,20 @@ class LCM:
         rng: np.random.Generator,
         free: np.ndarray | None,
         deadline: float | None = None,
+        executor: Executor | None = None,
     ) -> list[np.ndarray]:
-        """The warm (or default) start, then the best screened random starts (none once ``deadline`` passed)."""
+        """The warm (or default) start, then the best screened random starts.
+
+        The random candidates are scored on the executor (``screen`` of them
+        per start, one item per start), and only until half the time left to
+        ``deadline`` has passed: past it a fit keeps fewer random starts, none
+        when the deadline has passed already.
+        """
         first = warm if warm is not None else Hyperparameters.initial(*sample.shape)
         starts = [first.to_vector()]
         wanted = (self.options.n_starts if warm is None else self.options.warm_starts) - 1
-        if wanted <= 0 or (deadline is not None and time.time() >= deadline):
+        now = time.time()
+        if wanted <= 0 or (deadline is not None and now >= deadline):
             return starts
         candidates = [
             Hyperparameters.initial(*sample.shape, rng=rng, nonnegative=sample.nonnegative).to_vector()
@@ -318,10 +326,46 @@ class LCM:
         ]
         if free is not None:  # only the free entries are drawn at random
             candidates = [np.where(free, c, starts[0]) for c in candidates]
-        objective = sample.objective()
-        scores = [objective(c)[0] for c in candidates]
-        order = np.argsort(scores, kind="stable")[:wanted]
-        return starts + [candidates[i] for i in order]
+        until = None if deadline is None else now + (deadline - now) / 2
+        size = self.options.screen
+        jobs = [_Screen(sample, candidates[i : i + size], os.getpid(), until) for i in range(0, len(candidates), size)]
+        runner = executor or default_executor(len(sample.z))
+        wait = None if until is None else max(0.0, until - time.time()) + BUDGET_GRACE
+        scored = [
+            score
+            for job, result in zip(jobs, runner.map(run_screen, jobs, timeout=wait))
+            for score in (result if result is not None else [None] * len(job.candidates))
+        ]
+        kept = [i for i, score in enumerate(scored) if score is not None]
+        order = np.argsort([scored[i] for i in kept], kind="stable")[:wanted]
+        return starts + [candidates[kept[i]] for i in order]
+
+
+@dataclass(frozen=True)
+class _Screen:
+    """Candidate starts to score, shipped to an executor (``deadline``: stop scoring then)."""
+
+    sample: _Sample
+    candidates: list[np.ndarray]
+    pid: int = 0
+    deadline: float | None = None
+
+
+def run_screen(screen: _Screen) -> list[float | None]:
+    """The objective's value at each candidate start, until the deadline (``None``: not scored by then)."""
+    if screen.pid != os.getpid():  # another process: limit BLAS here
+        with one_blas_thread():
+            return _score(screen)
+    return _score(screen)
+
+
+def _score(screen: _Screen) -> list[float | None]:
+    objective = screen.sample.objective()
+    scores: list[float | None] = []
+    for candidate in screen.candidates:
+        late = screen.deadline is not None and time.time() >= screen.deadline
+        scores.append(None if late else float(objective(candidate)[0]))
+    return scores
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ the sessions created before a limit was lowered are bounded too.
 =================  =======  ==================================================================
 limit              default  bounds
 =================  =======  ==================================================================
-``fit_seconds``    3        ``lcm.timeout``; the model-fit time of one Ask
+``fit_seconds``    2        ``lcm.timeout``; the model-fit time of one Ask
 ``starts``         8        ``lcm.n_starts``, ``lcm.warm_starts``
 ``iterations``     500      ``lcm.max_iterations``, ``lcm.warm_iterations``
 ``screen``         16       ``lcm.screen``
@@ -29,7 +29,7 @@ limit              default  bounds
 Example:
     >>> limits = SessionLimits.parse(["starts=4"])
     >>> limits.starts, limits.fit_seconds
-    (4, 3.0)
+    (4, 2.0)
     >>> limits.check({"n_initial": 5, "lcm": {"n_starts": 4}}, tasks=1)
     >>> limits.check({"lcm": {"n_starts": 40}}, tasks=1)
     Traceback (most recent call last):
@@ -88,7 +88,7 @@ class SessionLimits:
         tasks: The most tasks of a session.
     """
 
-    fit_seconds: float = 3.0
+    fit_seconds: float = 2.0
     starts: int = 8
     iterations: int = 500
     screen: int = 16
