@@ -43,7 +43,11 @@ HEAVY_RECORDS = 1000
 
 
 def meta(name: str, history: bool = False) -> dict[str, Any]:
-    return {"tuning_problem_name": name, "problem_space": DEMO_PROBLEM, **({"load_func_eval": "yes"} if history else {})}
+    return {
+        "tuning_problem_name": name,
+        "problem_space": DEMO_PROBLEM,
+        **({"load_func_eval": "yes"} if history else {}),
+    }
 
 
 def upload_history(tuner: RemoteTuner, name: str, count: int = HEAVY_RECORDS) -> None:
@@ -150,12 +154,14 @@ def test_one_keys_heavy_ask_is_bounded_and_does_not_stall_another_key(
             trial = light.ask()
             assert trial is not None
             light.tell(trial, {"y": (trial.config["x"] - 0.3) ** 2})
-        took: list[float] = []
+        took: list[Any] = []
 
         def ask_heavy() -> None:
             began = time.perf_counter()
-            assert heavy.ask() is not None
-            took.append(time.perf_counter() - began)
+            try:
+                took.append(heavy.ask() and time.perf_counter() - began)
+            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+                took.append(exc)
 
         worker = threading.Thread(target=ask_heavy)
         worker.start()
@@ -167,7 +173,7 @@ def test_one_keys_heavy_ask_is_bounded_and_does_not_stall_another_key(
             light.tell(trial, {"y": (trial.config["x"] - 0.3) ** 2})
             latencies.append(time.perf_counter() - began)
         worker.join()
-    assert took, "the heavy Ask failed"
+    assert isinstance(took[0], float), took
     assert any("time limit" in r.getMessage() for r in caplog.records)  # the heavy fit stopped at the budget
     # unbounded, this Ask fits for minutes; with the 2 s budget it ends in a few seconds (generous under load)
     assert took[0] < 30, took

@@ -135,16 +135,23 @@ class ProcessExecutor:
     died starting (a script without a main guard breaks every pool it
     starts), and every later call in this process runs inline.
 
+    One :meth:`map` keeps at most ``per_map`` of its items in the pool at
+    once (the next goes in when one ends): with more workers than that, a
+    map called meanwhile from another thread (another session's fit) finds
+    a worker free at once instead of queueing behind the first one's items.
+
     Args:
         workers: how many processes (default: the CPU count).
+        per_map: how many items of one map run at once (default: ``workers``).
     """
 
     #: Whether a pool of this process broke before it returned any result: every later call runs inline
     #: (another pool would break as well).
     broken = False
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, per_map: int | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
+        self.per_map = min(per_map or self.workers, self.workers)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._served = False  # the current pool has returned a result
         self._lock = threading.Lock()
@@ -188,19 +195,22 @@ class ProcessExecutor:
             items: the items.
             timeout: seconds to wait in all (default: no limit).
         """
-        if len(items) <= 1 or self.workers == 1 or ProcessExecutor.broken:
+        if len(items) <= 1 or self.per_map == 1 or ProcessExecutor.broken:
             return InlineExecutor().map(fn, items)
         try:
-            futures = [self._get_pool().submit(fn, item) for item in items]
-            concurrent.futures.wait(futures, timeout=timeout)
+            futures = self._submit(fn, items, timeout)
         except (concurrent.futures.process.BrokenProcessPool, OSError) as exc:
             return self._inline(f"process pool unusable ({exc!r})", fn, items)
-        if any(f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool) for f in futures):
+        if any(
+            f is not None and f.done() and isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool)
+            for f in futures
+        ):
             return self._inline("worker processes died", fn, items)
         results: list[R | None] = []
         for future in futures:
-            if not future.done():
-                future.cancel()
+            if future is None or not future.done():
+                if future is not None:
+                    future.cancel()
                 log.warning("an executor item missed its %.1f s timeout", timeout or 0.0)
                 results.append(None)
             elif future.exception() is not None:
@@ -210,6 +220,31 @@ class ProcessExecutor:
                 results.append(future.result())
                 self._served = True
         return results
+
+    def _submit(
+        self, fn: Callable[[T], R], items: Sequence[T], timeout: float | None
+    ) -> list[concurrent.futures.Future[R] | None]:
+        """Run the items, at most :attr:`per_map` at once, until all are done or ``timeout`` passes.
+
+        Returns a future per item, ``None`` for one never submitted by then.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        pool = self._get_pool()
+        futures: list[concurrent.futures.Future[R] | None] = [None] * len(items)
+        running: set[concurrent.futures.Future[R]] = set()
+        waiting = iter(range(len(items)))
+        while True:
+            for i in waiting:
+                futures[i] = future = pool.submit(fn, items[i])
+                running.add(future)
+                if len(running) >= self.per_map:
+                    break
+            left = None if end is None else end - time.monotonic()
+            if not running or (left is not None and left <= 0):
+                return futures
+            done, running = concurrent.futures.wait(running, timeout=left, return_when="FIRST_COMPLETED")
+            if any(isinstance(f.exception(), concurrent.futures.process.BrokenProcessPool) for f in done):
+                return futures
 
     def _inline(self, why: str, fn: Callable[[T], R], items: Sequence[T]) -> list[R | None]:
         """Run ``items`` inline after the pool broke; for good where it never returned a result."""
@@ -484,7 +519,9 @@ def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
     return ray.get_runtime_context().get_node_id(), fn(item)
 
 
-_PROCESSES = ProcessExecutor()
+#: The shared pool: twice as many workers as CPUs, one map using as many as there are CPUs, so a fit that
+#: starts while another one runs (a server's sessions) finds free workers at once (:class:`ProcessExecutor`).
+_PROCESSES = ProcessExecutor(2 * (os.cpu_count() or 1), per_map=os.cpu_count() or 1)
 
 #: A fit of at most this many records runs inline when its caller named no executor. Each new Ray actor or pool
 #: worker starts Python and imports NumPy, SciPy and the models (about 2.5 s of CPU), while warm ones beat one

@@ -209,9 +209,8 @@ class LCM:
         with one_blas_thread():
             sample = _Sample(X[fit], task[fit], z[fit], shape, self.options)
             iterations = self.options.max_iterations if warm is None else self.options.warm_iterations
-            theta = self._run(
-                sample, self._starts(sample, warm, rng, free, deadline, executor), iterations, free, executor, report, deadline
-            )
+            starts = self._starts(sample, warm, rng, free, deadline, executor)
+            theta = self._run(sample, starts, iterations, free, executor, report, deadline)
         if theta is None:
             log.warning(
                 "every LCM start failed; using the %s hyperparameters unoptimised",
@@ -336,9 +335,9 @@ class LCM:
             for job, result in zip(jobs, runner.map(run_screen, jobs, timeout=wait))
             for score in (result if result is not None else [None] * len(job.candidates))
         ]
-        kept = [i for i, score in enumerate(scored) if score is not None]
-        order = np.argsort([scored[i] for i in kept], kind="stable")[:wanted]
-        return starts + [candidates[kept[i]] for i in order]
+        kept = [(i, score) for i, score in enumerate(scored) if score is not None]
+        order = np.argsort([score for _, score in kept], kind="stable")[:wanted]
+        return starts + [candidates[kept[i][0]] for i in order]
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.engines.base import Engine
 from raytuner.engines.registry import ENGINES, EngineSpec, build_engine
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished, shown
-from raytuner.problem.meta import MetaDescription
 from raytuner.models.budget import fit_budget
+from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import FunctionEvaluation, as_number, task_key
 from raytuner.service.bounds import SessionLimits
 from raytuner.service.rebuild import NotRebuilt, ProblemRecords, SessionRebuilder
