@@ -28,7 +28,7 @@ from raytuner.client.remote import RemoteTuner
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.models.budget import fit_budget
-from raytuner.models.executors import InlineExecutor
+from raytuner.models.executors import InlineExecutor, ProcessExecutor
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.bounds import SessionLimits
 from raytuner.service.server import TuningServer
@@ -140,6 +140,28 @@ def test_a_fit_budget_stops_every_fit_inside_it() -> None:
     assert first.report.timed_out and second.report.timed_out
     assert all(start.get("timed_out") for start in second.report.starts)
     assert took < 30, took  # bounded by the budget plus one likelihood evaluation per start (generous under load)
+
+
+def _sleep_then(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_fit_started_while_another_runs_gets_pool_workers_at_once() -> None:
+    pool = ProcessExecutor(4, per_map=2)
+    try:
+        assert pool.map(_sleep_then, [0.0] * 4, timeout=120) == [0.0] * 4  # every worker started
+        first: list[Any] = []
+        busy = threading.Thread(target=lambda: first.append(pool.map(_sleep_then, [6.0] * 4, timeout=120)))
+        busy.start()
+        time.sleep(0.5)  # its first two items hold two workers; two more wait for them, not in the pool
+        second = pool.map(_sleep_then, [0.0, 0.0], timeout=120)
+        # first come, first served, these would have waited behind the first map's items (6 s each)
+        assert second == [0.0, 0.0] and busy.is_alive() and not first
+        busy.join()
+        assert first == [[6.0] * 4]
+    finally:
+        pool.shutdown()
 
 
 def test_one_keys_heavy_ask_is_bounded_and_does_not_stall_another_key(
