@@ -7,6 +7,7 @@ tight bounds are the server's own (its limits, a fit report's ``timed_out``).
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import signal
@@ -142,24 +143,21 @@ def test_a_fit_budget_stops_every_fit_inside_it() -> None:
     assert took < 30, took  # bounded by the budget plus one likelihood evaluation per start (generous under load)
 
 
-def _sleep_then(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
 def test_a_fit_started_while_another_runs_gets_pool_workers_at_once() -> None:
     pool = ProcessExecutor(4, per_map=2)
     try:
-        assert pool.map(_sleep_then, [0.0] * 4, timeout=120) == [0.0] * 4  # every worker started
-        first: list[Any] = []
-        busy = threading.Thread(target=lambda: first.append(pool.map(_sleep_then, [6.0] * 4, timeout=120)))
+        pool.warm(wait=True)  # every worker started
+        done: list[float] = []
+        busy = threading.Thread(
+            target=lambda: (pool.map(time.sleep, [6.0] * 4, timeout=120), done.append(time.monotonic()))
+        )
         busy.start()
         time.sleep(0.5)  # its first two items hold two workers; two more wait for them, not in the pool
-        second = pool.map(_sleep_then, [0.0, 0.0], timeout=120)
-        # first come, first served, these would have waited behind the first map's items (6 s each)
-        assert second == [0.0, 0.0] and busy.is_alive() and not first
+        assert pool.map(math.sqrt, [4.0, 9.0], timeout=120) == [2.0, 3.0]
+        answered = time.monotonic()
         busy.join()
-        assert first == [[6.0] * 4]
+        # first come, first served, these would have waited behind the first map's items (6 s, twice)
+        assert done and answered < done[0]
     finally:
         pool.shutdown()
 

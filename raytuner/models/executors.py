@@ -140,20 +140,28 @@ class ProcessExecutor:
     map called meanwhile from another thread (another session's fit) finds
     a worker free at once instead of queueing behind the first one's items.
 
+    With ``inline_while_cold``, a map called before any worker has started
+    (a new pool's, which takes seconds of CPU each) runs its items inline
+    while the workers start in the background (:meth:`warm`): a fit with a
+    time budget then uses it to fit rather than to wait.
+
     Args:
         workers: how many processes (default: the CPU count).
         per_map: how many items of one map run at once (default: ``workers``).
+        inline_while_cold: run maps inline until a worker has started (default: wait for the workers).
     """
 
     #: Whether a pool of this process broke before it returned any result: every later call runs inline
     #: (another pool would break as well).
     broken = False
 
-    def __init__(self, workers: int | None = None, per_map: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, per_map: int | None = None, inline_while_cold: bool = False) -> None:
         self.workers = workers or os.cpu_count() or 1
         self.per_map = min(per_map or self.workers, self.workers)
+        self.inline_while_cold = inline_while_cold
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._served = False  # the current pool has returned a result
+        self._warming = False  # warm-ups were submitted to the current pool
         self._lock = threading.Lock()
 
     def _get_pool(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -164,22 +172,46 @@ class ProcessExecutor:
                 )
             return self._pool
 
-    def warm(self) -> None:
-        """Start the workers now, in the background, each importing the models: a server's first fit then does
-        not wait for them (starting one takes seconds of CPU, more than a fit's time budget may allow)."""
+    def warm(self, wait: bool = False) -> None:
+        """Start every worker now, each importing the models: a server's first fit then does not wait for
+        them (starting one takes seconds of CPU, more than a fit's time budget may allow).
+
+        Args:
+            wait: return once they have started (default: at once; they start in the background).
+        """
         if self.workers == 1 or ProcessExecutor.broken:
             return
         try:
             pool = self._get_pool()
-            for _ in range(self.workers):
-                pool.submit(_warm_up)
+            with self._lock:
+                if self._warming and not wait:
+                    return
+                self._warming = True
+            futures = [pool.submit(_warm_up) for _ in range(self.workers)]  # all at once: a worker each
+            for future in futures:
+                future.add_done_callback(self._warmed)
+            if wait:
+                concurrent.futures.wait(futures)
         except (concurrent.futures.process.BrokenProcessPool, OSError, RuntimeError) as exc:
             log.warning("could not start the fit workers ahead: %r", exc)
+
+    def _warmed(self, future: concurrent.futures.Future[None]) -> None:
+        """A warm-up ended: the pool serves (or, broken before serving, never will: see :attr:`broken`)."""
+        if future.cancelled():
+            return
+        if future.exception() is None:
+            self._served = True
+        elif isinstance(future.exception(), concurrent.futures.process.BrokenProcessPool):
+            with self._lock:
+                first = not self._served and not ProcessExecutor.broken
+                ProcessExecutor.broken = ProcessExecutor.broken or not self._served
+            if first:
+                _never_served("worker processes died starting", "this and every later call's")
 
     def terminate(self) -> None:
         """Stop the worker processes at once, with the fits they run (a process that must exit now)."""
         with self._lock:
-            pool, self._pool, self._served = self._pool, None, False
+            pool, self._pool, self._served, self._warming = self._pool, None, False, False
         if pool is None:
             return
         processes = list((getattr(pool, "_processes", None) or {}).values())  # the pool has no public way
@@ -196,6 +228,9 @@ class ProcessExecutor:
             timeout: seconds to wait in all (default: no limit).
         """
         if len(items) <= 1 or self.per_map == 1 or ProcessExecutor.broken:
+            return InlineExecutor().map(fn, items)
+        if self.inline_while_cold and not self._served:
+            self.warm()
             return InlineExecutor().map(fn, items)
         try:
             futures = self._submit(fn, items, timeout)
@@ -252,27 +287,32 @@ class ProcessExecutor:
             log.warning("%s; running %d items inline", why, len(items))
         else:
             ProcessExecutor.broken = True
-            log.warning(
-                '%s before the pool returned any result (a script without an `if __name__ == "__main__":` guard '
-                "cannot use a spawned pool); running these %d items and every later call's inline",
-                why,
-                len(items),
-            )
+            _never_served(why, f"these {len(items)} items and every later call's")
         self.shutdown()
         return InlineExecutor().map(fn, items)
 
     def shutdown(self) -> None:
         """Stop the worker processes (a later :meth:`map` starts new ones)."""
         with self._lock:
-            pool, self._pool, self._served = self._pool, None, False
+            pool, self._pool, self._served, self._warming = self._pool, None, False, False
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"workers": self.workers}
+        return {"workers": self.workers, "per_map": self.per_map, "inline_while_cold": self.inline_while_cold}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["workers"])  # type: ignore[misc]
+        self.__init__(state["workers"], state.get("per_map"), state.get("inline_while_cold", False))  # type: ignore[misc]
+
+
+def _never_served(why: str, what: str) -> None:
+    """Warn that a pool broke before it returned any result, so ``what`` runs inline."""
+    log.warning(
+        '%s before the pool returned any result (a script without an `if __name__ == "__main__":` guard '
+        "cannot use a spawned pool); running %s inline",
+        why,
+        what,
+    )
 
 
 def _warm_up() -> None:
@@ -521,7 +561,8 @@ def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
 
 #: The shared pool: twice as many workers as CPUs, one map using as many as there are CPUs, so a fit that
 #: starts while another one runs (a server's sessions) finds free workers at once (:class:`ProcessExecutor`).
-_PROCESSES = ProcessExecutor(2 * (os.cpu_count() or 1), per_map=os.cpu_count() or 1)
+#: Until its workers have started, its maps run inline (a fit's time budget is not spent waiting for them).
+_PROCESSES = ProcessExecutor(2 * (os.cpu_count() or 1), per_map=os.cpu_count() or 1, inline_while_cold=True)
 
 #: A fit of at most this many records runs inline when its caller named no executor. Each new Ray actor or pool
 #: worker starts Python and imports NumPy, SciPy and the models (about 2.5 s of CPU), while warm ones beat one
