@@ -174,8 +174,11 @@ STOP_GRACE = 2.0
 EXIT_WITHIN = 4.0
 
 
-def _exit_by(seconds: float) -> None:
+def _exit_by(seconds: float, lost: Callable[[], str | None]) -> None:
     """End this process ``seconds`` from now unless it has exited by then (a daemon timer).
+
+    It exits 0, or 1 with ``lost()``'s line where that says why the server stopped
+    (another server took the store).
 
     An orderly stop ends every request (they get :data:`STOP_GRACE`), but the
     interpreter's exit joins the server's threads, and one may still be in a
@@ -186,13 +189,16 @@ def _exit_by(seconds: float) -> None:
 
     def now() -> None:
         log.warning("requests still running %.0f s after the stop signal (a model fit): exiting without them", seconds)
+        why = lost()
+        if why is not None:
+            click.echo(f"Error: {why}", err=True)
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):  # a closed stream: nothing to flush
                 pass
-        os._exit(0)
+        os._exit(0 if why is None else 1)
 
     timer = threading.Timer(seconds, now)
     timer.daemon = True
@@ -291,7 +297,7 @@ def serve(
             pass
     finally:
         click.echo("stopping", err=True)
-        _exit_by(EXIT_WITHIN)
+        _exit_by(EXIT_WITHIN, lambda: server.lost)
         server.stop(grace=STOP_GRACE)
         terminate = getattr(server.manager.executor, "terminate", None)
         if callable(terminate):  # the fit workers of requests cut at the grace
