@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import concurrent.futures.process
+import importlib
 import logging
 import multiprocessing
 import os
@@ -172,12 +173,13 @@ class ProcessExecutor:
                 )
             return self._pool
 
-    def warm(self, wait: bool = False) -> None:
-        """Start every worker now, each importing the models: a server's first fit then does not wait for
+    def warm(self, wait: bool = False, module: str | None = None) -> None:
+        """Start every worker now, each importing ``module``: a server's first fit then does not wait for
         them (starting one takes seconds of CPU, more than a fit's time budget may allow).
 
         Args:
             wait: return once they have started (default: at once; they start in the background).
+            module: the module the work to come is in (its import is part of a worker's start), or ``None``.
         """
         if self.workers == 1 or ProcessExecutor.broken:
             return
@@ -187,7 +189,7 @@ class ProcessExecutor:
                 if self._warming and not wait:
                     return
                 self._warming = True
-            futures = [pool.submit(_warm_up) for _ in range(self.workers)]  # all at once: a worker each
+            futures = [pool.submit(_warm_up, module) for _ in range(self.workers)]  # all at once: a worker each
             for future in futures:
                 future.add_done_callback(self._warmed)
             if wait:
@@ -230,7 +232,7 @@ class ProcessExecutor:
         if len(items) <= 1 or self.per_map == 1 or ProcessExecutor.broken:
             return InlineExecutor().map(fn, items)
         if self.inline_while_cold and not self._served:
-            self.warm()
+            self.warm(module=getattr(fn, "__module__", None))
             return InlineExecutor().map(fn, items)
         try:
             futures = self._submit(fn, items, timeout)
@@ -315,9 +317,10 @@ def _never_served(why: str, what: str) -> None:
     )
 
 
-def _warm_up() -> None:
-    """Import what a fit needs (run in a new worker)."""
-    import raytuner.models.lcm  # noqa: F401, PLC0415
+def _warm_up(module: str | None) -> None:
+    """Import ``module``, what the work to come needs (run in a new worker)."""
+    if module is not None:
+        importlib.import_module(module)
 
 
 class RayExecutor:
