@@ -92,6 +92,34 @@ class PerKeyLimits(grpc.ServerInterceptor):
         self.shared = pool - max(1, pool // 4) if pool else 0
         self._open: dict[Kind, Counter[str]] = {"call": Counter(), "stream": Counter()}
         self._lock = threading.Lock()
+        self._idle: list[Callable[[], None]] = []
+
+    def when_idle(self, action: Callable[[], None]) -> int:
+        """Run ``action`` once no unary call is being answered: now, or as the last one ends.
+
+        A stopped gRPC server cancels its calls but does not wait for their
+        handlers, which may still write; what must follow the last write (giving
+        the store to the next server) waits for them here. Returns the calls
+        still running (0: ``action`` ran).
+
+        Args:
+            action: What to run (once).
+
+        >>> limits = PerKeyLimits(max_calls=2, max_streams=1)
+        >>> limits.take("call", "rt_a")
+        True
+        >>> limits.when_idle(lambda: print("idle"))
+        1
+        >>> limits.release("call", "rt_a")
+        idle
+        """
+        with self._lock:
+            running = sum(self._open["call"].values())
+            if running:
+                self._idle.append(action)
+                return running
+        action()
+        return 0
 
     @staticmethod
     def caller(metadata: Sequence[tuple[str, Any]] | None) -> str:
@@ -139,6 +167,9 @@ class PerKeyLimits(grpc.ServerInterceptor):
             counts[caller] -= 1
             if counts[caller] <= 0:
                 del counts[caller]
+            idle, self._idle = (self._idle, []) if not self._open["call"] else ([], self._idle)
+        for action in idle:
+            action()
 
     def _refuse(self, kind: Kind, context: grpc.ServicerContext) -> None:
         what = "unary calls" if kind == "call" else "open streams"

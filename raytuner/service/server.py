@@ -438,7 +438,9 @@ class TuningServer:
         if self.crowd is not None:
             from raytuner.service.crowd import CrowdServicer  # noqa: PLC0415 - SALib and GPy only for the crowd
 
-            pb_grpc.add_CrowdServiceServicer_to_server(CrowdServicer(self.crowd, self.manager.executor), server)
+            pb_grpc.add_CrowdServiceServicer_to_server(
+                CrowdServicer(self.crowd, self.manager.executor, self.manager.limits.fit_seconds), server
+            )
         target = f"{self.host}:{self.port}"
         try:
             if self.tls is not None:
@@ -475,7 +477,13 @@ class TuningServer:
             self._server = None
         self.manager.close()
         self.ledger.close()
-        self._release()  # after the last write: the next server may start
+        running = self.limits.when_idle(self._release)  # after the last write: the next server may start
+        if running:
+            log.warning(
+                "%d request(s) still running after the stop: the store stays held until they end "
+                "(or this process exits)",
+                running,
+            )
         if self._owns_crowd:
             self.crowd.close()
 
