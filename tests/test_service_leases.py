@@ -179,6 +179,15 @@ def test_the_default_lease_and_no_lease(tuner: RemoteTuner) -> None:
     assert (lease.status, lease.ends, lease.seconds) == ("LEASED", 0.0, 0.0)
 
 
+def test_a_session_created_before_leases_keeps_trials_that_never_expire() -> None:
+    from raytuner.service.sessions import SessionSpec
+
+    document = {"session_id": "s1", "owner": "alice", "problem_name": "p", "engine": "random", "options": {},
+                "tasks": [TASK], "seed": 0, "meta": {}}  # fmt: skip
+    legacy = SessionSpec.from_document(document)  # as the sessions log holds it: no lease_seconds
+    assert legacy.lease_seconds == 0  # its jobs send no heartbeats: a 300 s lease would hand long trials out again
+
+
 def test_leases_and_expired_trials_survive_restarts(tmp_path: Path) -> None:
     store = tmp_path / "store"
     first = TuningServer(store, port=0)
@@ -268,6 +277,46 @@ def test_lease_and_heartbeat_commands(server: TuningServer, key: str, tmp_path: 
     assert runner.invoke(main, ["ask", "--trial-id", "cli-3"], env=env).exit_code == 0  # takes an expired trial over
     expired = runner.invoke(main, ["heartbeat", "--trial", "cli-2"], env=env)
     assert expired.exit_code == 5 and expired.stdout.startswith("EXPIRED")
+
+
+def test_a_heartbeat_loop_ends_at_once_on_sigterm_also_while_its_server_is_down(tmp_path: Path) -> None:
+    """job.sh's `kill; wait` of its heartbeat must not wait out the loop's retries before the job's tell."""
+    server = TuningServer(tmp_path / "store", port=0)
+    server.start()
+    key = server.keys.create("alice")
+    with RemoteTuner(server.address, key, timeout=20, backoff=0.05) as tuner:
+        tuner.create_session(META, "random", tasks=[TASK], lease_seconds=60)
+        trial = tuner.ask()
+        assert trial is not None
+        session_id = tuner.session_id
+    env = {**os.environ, "RAYTUNER_SERVER": server.address, "RAYTUNER_API_KEY": key, "RAYTUNER_SESSION": session_id}
+    loop = subprocess.Popen(
+        [*RAYTUNER, "heartbeat", "--trial", trial.trial_id, "--every", "0.2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        until(lambda: _catches_sigterm(loop.pid) or loop.poll() is not None)  # its first renewal is done
+        assert loop.poll() is None, loop.communicate()
+        server.stop(grace=0)  # its renewals now retry (for up to RAYTUNER_RETRY_FOR, 150 s by default)
+        time.sleep(1.0)
+        loop.send_signal(signal.SIGTERM)
+        loop.communicate(timeout=10)
+        assert loop.returncode == 0
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.wait()
+        server.stop(grace=0)
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a SIGTERM handler of its own (Linux's ``SigCgt`` mask)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        caught = next(line.split()[1] for line in status if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) & 1 << (signal.SIGTERM - 1))
 
 
 def _job_env(env: dict[str, str], **extra: object) -> dict[str, str]:

@@ -47,6 +47,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -612,11 +613,11 @@ def heartbeat(ctx: click.Context, tuner: Any, trial: str, every: float | None, w
     """
     lease = tuner.heartbeat(trial)
     if every is not None and lease.held and lease.seconds:
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` of a backgrounded loop: end quietly
+        # `kill` of a backgrounded loop, or its job gone: end quietly at once, also mid-retry (nothing to save)
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
         if while_pid is not None:
-            threading.Thread(target=_stop_after, args=(while_pid, stop), daemon=True).start()
-        lease = tuner.keep_leased(trial, every, stop) or lease
+            threading.Thread(target=_end_after, args=(while_pid,), daemon=True).start()
+        lease = tuner.keep_leased(trial, every, threading.Event()) or lease
     click.echo(f"{lease.status} {lease.ends:.3f}")
     if lease.status == "EXPIRED":
         click.echo(
@@ -625,12 +626,24 @@ def heartbeat(ctx: click.Context, tuner: Any, trial: str, every: float | None, w
         ctx.exit(EXIT_EXPIRED)
 
 
-def _stop_after(pid: int, stop: threading.Event, poll: float = 1.0) -> None:
-    """Set ``stop`` once process ``pid`` has ended (checked every ``poll`` seconds)."""
-    while not stop.wait(poll):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            stop.set()
-        except PermissionError:  # it exists (another user's)
-            pass
+def _end_after(pid: int, poll: float = 1.0) -> None:
+    """End this process once process ``pid`` has ended (checked every ``poll`` seconds)."""
+    while True:
+        time.sleep(poll)
+        if not _alive(pid):
+            os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and is not a zombie no parent has reaped yet."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists (another user's)
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc (not Linux): it exists
+        return True

@@ -134,7 +134,8 @@ class SessionSpec:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> SessionSpec:
-        """The spec a ``sessions`` log document holds; one written before the engine was so named says ``strategy``.
+        """The spec a ``sessions`` log document holds; one written before the engine was so named says ``strategy``,
+        one written before leases has none (its trials never expire: its jobs send no heartbeats).
 
         Args:
             document: The ledger's document.
@@ -142,6 +143,8 @@ class SessionSpec:
         data = dict(document)
         if "engine" not in data and "strategy" in data:
             data["engine"] = data.pop("strategy")
+        # a session created before leases: its jobs send no heartbeats, so its trials never expire
+        data.setdefault("lease_seconds", 0.0)
         return cls(**data)
 
 
