@@ -263,7 +263,7 @@ def test_mongodb_leases_taken_at_once_by_many_go_to_one(mongo_store: Any) -> Non
 def test_a_mongodb_lease_deleted_while_held_is_taken_again(mongo_store: Any, lease_collection: Any) -> None:
     """A database restored without the lease (nobody else took it): the renewal takes it again, the server goes on."""
     lost: list[str] = []
-    lease = MongoServerLease(lease_collection, "test", mongo_store._errors, on_lost=lost.append, ttl=1.0)
+    lease = MongoServerLease(lease_collection, "test", mongo_store._errors, on_lost=lost.append, ttl=3.0)
     lease.acquire()
     try:
         lease_collection.delete_many({})
@@ -272,6 +272,31 @@ def test_a_mongodb_lease_deleted_while_held_is_taken_again(mongo_store: Any, lea
             time.sleep(0.05)
         assert lease_collection.find_one()["token"] == lease.token and lost == []
     finally:
+        lease.release()
+
+
+class _Unreachable:
+    """A collection whose database cannot be reached."""
+
+    def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+        raise pymongo.errors.AutoReconnect("the database is out of reach")
+
+
+def test_a_server_that_cannot_renew_its_mongodb_lease_stops_before_it_runs_out(
+    mongo_store: Any, lease_collection: Any
+) -> None:
+    """Another server may take a lease that ran out: its holder must stop serving before, not learn it after."""
+    lost: list[str] = []
+    lease = MongoServerLease(lease_collection, "test", mongo_store._errors, on_lost=lost.append, ttl=3.0)
+    lease.acquire()
+    try:
+        lease.collection = _Unreachable()  # every renewal fails from now on
+        deadline = time.monotonic() + 30
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(lost) == 1 and "could not be renewed" in lost[0] and "runs out before the next try" in lost[0]
+    finally:
+        lease.collection = lease_collection
         lease.release()
 
 

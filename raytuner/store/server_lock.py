@@ -174,6 +174,13 @@ class FileServerLock(ServerLock):
             except BlockingIOError:
                 os.close(fd)
                 raise StoreInUse(str(self.directory), self._read_holder()) from None
+            except OSError as exc:  # a file system without flock (Lustre mounted without -o flock, ...)
+                os.close(fd)
+                raise InvalidInputError(
+                    "store",
+                    f"{self.path}: cannot lock it ({exc.strerror or exc}); one server per store needs a file "
+                    "system with flock (on a cluster: one that locks across nodes), or serve a MongoDB store",
+                ) from None
             try:
                 if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
                     break
@@ -309,7 +316,18 @@ class MongoServerLease(ServerLock):
         self._thread.start()
 
     def _renew(self) -> None:
+        renewed_at = time.monotonic()  # the last renewal the database took (the lease lasts ttl from it)
         while not self._stop.wait(self.renew_every):
+            if time.monotonic() - renewed_at > self.ttl - self.renew_every:
+                message = (
+                    f"{self.store}: this server's lease could not be renewed for {time.monotonic() - renewed_at:.0f} s "
+                    f"and runs out before the next try, when another server may take the store; stopping"
+                )
+                log.error("%s", message)
+                if self.on_lost is not None:
+                    self.on_lost(message)
+                return
+            asked = time.monotonic()  # the database renews at or after this: the lease lasts ttl from it
             try:
                 with self.errors("renew the server lease"):
                     renewed = self.collection.find_one_and_update(
@@ -321,15 +339,17 @@ class MongoServerLease(ServerLock):
             except Exception as exc:  # noqa: BLE001 - retried at the next tick; the lease outlives a few
                 log.warning("%s: could not renew the server lease (%s); trying again", self.store, exc)
                 continue
-            if renewed is None:
-                message = (
-                    f"{self.store}: this server's lease was taken by another server (it could not be renewed "
-                    f"within {self.ttl:.0f} s); stopping"
-                )
-                log.error("%s", message)
-                if self.on_lost is not None:
-                    self.on_lost(message)
-                return
+            if renewed is not None:
+                renewed_at = asked
+                continue
+            message = (
+                f"{self.store}: this server's lease was taken by another server (it could not be renewed "
+                f"within {self.ttl:.0f} s); stopping"
+            )
+            log.error("%s", message)
+            if self.on_lost is not None:
+                self.on_lost(message)
+            return
 
     def release(self) -> None:
         """Stop renewing and delete the lease document (when it is still this server's)."""
