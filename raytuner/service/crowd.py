@@ -22,6 +22,7 @@ from raytuner.analysis.sensitivity import check_num_samples, sobol_analysis
 from raytuner.analysis.surrogate import check_modeler, surrogate_from_records
 from raytuner.crowd.repository import RECORD_KINDS
 from raytuner.errors import InvalidInputError
+from raytuner.models.budget import fit_budget
 from raytuner.problem.space import ProblemSpace
 from raytuner.protocol import METADATA_KEY, dumps, json_field
 from raytuner.protocol.v1 import tuning_pb2 as pb
@@ -46,11 +47,13 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
     Args:
         repository: the crowd repository it serves (a :class:`~raytuner.crowd.CrowdRepository`).
         executor: where model fits run (the server's; default ``None``: inline for a small fit, else a process pool).
+        fit_seconds: the model-fit time of one call (the server's ``fit_seconds`` limit; ``None``: no bound).
     """
 
-    def __init__(self, repository: Any, executor: Any = None) -> None:
+    def __init__(self, repository: Any, executor: Any = None, fit_seconds: float | None = None) -> None:
         self.repository = repository
         self.executor = executor  # model fits (None: each fit's default for its size)
+        self.fit_seconds = fit_seconds
 
     # -- records ------------------------------------------------------------------------------------
 
@@ -133,9 +136,15 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         if check is not None:
             check(problem)
         records = self._query("query_function_evaluations", query, context)
-        model = surrogate_from_records(
-            problem, records, objective=objective or None, task=task or None, executor=self.executor, modeler=modeler
-        )
+        with fit_budget(self.fit_seconds):  # as a session's Ask: no key holds the fit workers for long
+            model = surrogate_from_records(
+                problem,
+                records,
+                objective=objective or None,
+                task=task or None,
+                executor=self.executor,
+                modeler=modeler,
+            )
         return model, task, len(records)
 
     @rpc
