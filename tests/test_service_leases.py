@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from raytuner.cli import main
 from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.service.server import TuningServer
 from raytuner.test_problems import DEMO_PROBLEM
 
@@ -427,3 +428,30 @@ def test_the_python_job_renews_while_its_objective_runs(tuner: RemoteTuner) -> N
     assert not thread.is_alive()
     assert len(calls) == 2 and tuner.finished
     assert "EXPIRED" not in [e["kind"] for e in tuner.watch(from_start=True)]
+
+
+def test_a_grantee_cannot_take_a_tells_uid_before_the_tell(tmp_path: Path) -> None:
+    """A grantee may append to the problem, and may know a session's id and a job's trial id (an array index):
+    a record it uploads under the uid a tell would take must not make that tell a silent duplicate."""
+    import uuid
+
+    server = TuningServer(tmp_path / "store", port=0)
+    server.start()
+    try:
+        alice, bob = server.keys.create("alice"), server.keys.create("bob")
+        with RemoteTuner(server.address, alice, timeout=20) as tuner:
+            session_id = tuner.create_session(META, "random", tasks=[TASK], seed=3)
+            tuner.grant_access("leases", server.keys.verify(bob).key_id)
+            trial = tuner.ask(trial_id="array-7")
+            assert trial is not None
+            squat = FunctionEvaluation.create(TASK, trial.config, {"y": -1e9}).to_dict()
+            for guess in (f"raytuner:{session_id}/array-7", f"raytuner:{session_id}/{trial.trial_id}"):
+                squat["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, guess))  # the uid before sessions had salts
+                with RemoteTuner(server.address, bob, timeout=20) as grantee:
+                    assert grantee.upload_evaluations("leases", [squat]) == 1
+            told = tuner.tell(trial, {"y": 0.25})
+            assert not told.duplicate
+            mine = [r for r in server.store.evaluations("leases") if r.raytuner and r.raytuner.session_id == session_id]
+            assert [r.evaluation_result for r in mine] == [{"y": 0.25}]
+    finally:
+        server.stop(grace=0)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -131,6 +132,7 @@ class SessionSpec:
     crowd_user: str = ""  # sync_crowd_repo: the crowd user the session's records are uploaded as
     crowd_access: str = "private"  # sync_crowd_repo: the access level they get (options.crowd_access)
     lease_seconds: float = DEFAULT_LEASE_SECONDS  # a trial's lease without a renewal (0: never expires)
+    uid_salt: str = ""  # a secret in its tells' uids, so that no upload can take one first ("": made before it)
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> SessionSpec:
@@ -281,6 +283,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             history=meta.history,
             asked=trials,
             lease_seconds=spec.lease_seconds,
+            uid_salt=spec.uid_salt,
             stored=None if records is None else records[0],
             models=None if records is None else records[1],
         )
@@ -359,6 +362,7 @@ class SessionManager(CrowdSessions, SessionRebuilder):
             crowd_user=self._crowd_user(parsed, owner),
             crowd_access=access,
             lease_seconds=lease,
+            uid_salt="#" + secrets.token_hex(16),
         )
         fresh = None if fresh is None else uncached(self.store, spec.problem_name, chosen["source_problem"], fresh)
         session = self._open(spec, fresh)  # validates everything before anything is stored

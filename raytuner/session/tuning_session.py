@@ -113,6 +113,8 @@ class TuningSession:
         ledger: Where handed-out trials are written (default: ``store.ledger()``).
         history: GPTune's history-database options (defaults: load and save everything).
         lease_seconds: How long a handed-out trial stays leased without a renewal (0: trials never expire).
+        uid_salt: A secret mixed into each tell's uid (the tuning service gives each session one): whoever knows
+            a session's id and a trial's cannot store a record under the uid its tell will take ("": none).
     """
 
     def __init__(
@@ -130,6 +132,7 @@ class TuningSession:
         ledger: Ledger | None = None,
         history: HistoryOptions | Mapping[str, Any] | None = None,
         lease_seconds: float = 0.0,
+        uid_salt: str = "",
     ) -> None:
         if not isinstance(problem, ProblemSpace):
             raise InvalidInputError(
@@ -144,6 +147,7 @@ class TuningSession:
         self.store = store
         store.check_writable(self.problem_name)  # a damaged problem: refuse now, saying how to repair
         self.session_id = session_id or uuid.uuid4().hex
+        self._uid_salt = uid_salt
         self.max_evaluations = max_evaluations
         self.machine = describe_machine(machine)
         self.software_configuration = software_configuration(software_packages, software)
@@ -607,7 +611,7 @@ class TuningSession:
             additional_output=additional_output,
             # one uid per (session, trial): a tell retried after a store error that had in fact
             # written the record is absorbed by the store's uid check, not stored twice
-            uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}")),
+            uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"raytuner:{self.session_id}/{trial_id}{self._uid_salt}")),
         )
         if first:
             record = self.engine.admit(record)  # refused before anything is written
