@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from raytuner.schedulers.gptuneband_searcher import GPTuneBandSearcher
-from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all
+from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all, warn_failed
 
 from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
 from raytuner.engines.bandit import FidelityMode
@@ -436,6 +436,8 @@ class GPTuneBandScheduler(TrialScheduler):
             state.session_trial, outputs, failure=failure, additional_output=extra, provenance=update
         )
         state.told, state.uid = True, record.uid
+        if result is not None:  # Ray says a trial that raised; a bad reported value is said here
+            warn_failed(tid, record, result, self.problem.objectives)
 
     def _retired(self, state: _TrialState) -> bool:
         """Whether the trial's last evaluation is recorded and will never be promoted."""

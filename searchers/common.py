@@ -27,7 +27,7 @@ from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputE
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 
-__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "extra_outputs"]
+__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "extra_outputs", "warn_failed"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,30 @@ def extra_outputs(result: Mapping[str, Any], objectives: Sequence[str]) -> dict[
         and isinstance(v, (str, int, float, bool))
     }
     return {**own, **{k: result[k] for k in _KEEP if k in result}}
+
+
+def warn_failed(trial_id: str, record: Any, result: Mapping[str, Any] | None, objectives: Sequence[str]) -> None:
+    """Say on the console, in one warning line, that a trial's result made a failed record.
+
+    Ray itself says a trial that raised (it logs the error and keeps it in
+    ``ResultGrid.errors``); a trial that *reported* NaN, an infinite value,
+    text or no objective ends normally for Ray, so this line is where a user
+    sees it, as Ray's ``OptunaSearch`` warns of a failed Optuna trial.
+
+    Args:
+        trial_id: Ray's trial id.
+        record: The record the session wrote (a ``FunctionEvaluation``).
+        result: What the trial reported (``None``: nothing).
+        objectives: The problem's objectives, named in the line with the values reported.
+
+    >>> from raytuner.problem.records import FunctionEvaluation
+    >>> record = FunctionEvaluation.create({}, {"x": 0.5}, {"y": float("nan")})
+    >>> warn_failed("t1", record, {"y": float("nan")}, ["y"])  # logs: trial t1 failed: ... 'y'=nan
+    """
+    if record.status != "failed":
+        return
+    values = ", ".join(f"{name!r}={result.get(name)!r}" for name in objectives) if result else "nothing"
+    log.warning("trial %s failed: %s (reported %s)", trial_id, record.raytuner.failure_message, values)
 
 
 def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
-from raytuner.searchers.common import ask_for_ray, ray_mode
+from raytuner.searchers.common import ask_for_ray, ray_mode, warn_failed
 
 from raytuner.engines import Engine, EngineSpec, RandomSearch, build_engine, fresh_engine
 from raytuner.errors import InvalidInputError
@@ -138,7 +138,8 @@ class EngineSearcher(Searcher):
             self.session.tell(trial_id, failure="trial raised an error" if error else "trial reported nothing")
             return
         outputs = {name: result[name] for name in self.problem.objectives if name in result}
-        self.session.tell(trial_id, outputs, additional_output=_scalars(result, exclude=outputs))
+        record = self.session.tell(trial_id, outputs, additional_output=_scalars(result, exclude=outputs))
+        warn_failed(trial_id, record, result, self.problem.objectives)
 
     def save(self, checkpoint_path: str) -> None:
         """Save the session id (the ledger holds the trials in flight, the store every finished one)."""

@@ -1,0 +1,182 @@
+"""Ray Tune's searcher conformance checks, applied to every raytuner searcher and the GPTuneBand scheduler.
+
+Ray checks its own searchers (``ray/tune/tests/test_searchers.py``) for: ``save``/``restore``
+mid-run, NaN and infinite results, ``points_to_evaluate``, a ``ConcurrencyLimiter`` around the
+searcher, ``max_concurrent_trials``, ``num_samples=-1`` ended by the searcher, ``tune.with_resources``,
+errors in the trainable with ``FailureConfig(max_failures=...)`` and ``RunConfig(storage_path=...)``.
+The first group here drives each searcher as Ray does, without a cluster (fast); the second runs a real
+local Ray ``Tuner`` per searcher, beside Ray's ``OptunaSearch`` given the same settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray import tune  # noqa: E402
+from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
+from raytuner.searchers import (  # noqa: E402
+    DiscreteBOSearcher,
+    LCMSearcher,
+    RandomSearcher,
+    TLA2Searcher,
+    TransferLearningSearcher,
+)
+
+from raytuner.models import LCMOptions  # noqa: E402
+from raytuner.models.executors import InlineExecutor  # noqa: E402
+from raytuner.problem.records import FunctionEvaluation  # noqa: E402
+from raytuner.problem.space import ProblemSpace  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
+
+PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
+DISCRETE = ProblemSpace.parse(
+    {
+        "parameter_space": [{"name": "x", "type": "integer", "lower_bound": 0, "upper_bound": 40}],
+        "output_space": [{"name": "y"}],
+    }
+)
+FAST = LCMOptions(n_starts=1, max_iterations=60, warm_iterations=20)
+SOURCE = [
+    FunctionEvaluation.create({"t": t}, {"x": x / 8}, {"y": demo(x / 8, t)}) for t in (0.6, 0.8) for x in range(8)
+]
+
+pytestmark = pytest.mark.slow
+
+
+def _random(store: Path, **session: Any) -> Searcher:
+    return RandomSearcher(PROBLEM, [{"t": 1.0}], store, "p", seed=0, **session)
+
+
+def _lcm(store: Path, **session: Any) -> Searcher:
+    options = {"n_initial": 3, "lcm": FAST}
+    return LCMSearcher(
+        PROBLEM, [{"t": 1.0}], store, "p", seed=0, engine_options=options, executor=InlineExecutor(), **session
+    )
+
+
+def _tl(store: Path, **session: Any) -> Searcher:
+    options = {"lcm": FAST}
+    return TransferLearningSearcher(
+        PROBLEM, {"t": 1.0}, SOURCE, store, "p", seed=0, engine_options=options, executor=InlineExecutor(), **session
+    )
+
+
+def _tla2(store: Path, **session: Any) -> Searcher:
+    return TLA2Searcher(PROBLEM, {"t": 1.0}, SOURCE, store, "p", seed=0, executor=InlineExecutor(), **session)
+
+
+def _discrete(store: Path, **session: Any) -> Searcher:
+    return DiscreteBOSearcher(DISCRETE, None, store, "p", seed=0, engine_options={"n_initial": 3}, **session)
+
+
+SEARCHERS: dict[str, Callable[..., Searcher]] = {
+    "random": _random,
+    "lcm": _lcm,
+    "tl": _tl,
+    "tla2": _tla2,
+    "discrete": _discrete,
+}
+
+
+def value(config: dict[str, Any]) -> float:
+    """The objective of either problem: the demo function, or a parabola over the integer ``x``."""
+    if "t" in config:
+        return demo(config["x"], config["t"])
+    return (config["x"] - 17) ** 2 / 100
+
+
+@pytest.fixture(params=sorted(SEARCHERS))
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Searcher]:
+    """A function that builds the parametrised searcher on one store in ``tmp_path``."""
+    return lambda **session: SEARCHERS[request.param](tmp_path / "store", **session)
+
+
+def statuses(searcher: Any) -> list[str]:
+    return [r.status for r in searcher.session.store.evaluations("p")]
+
+
+# --- driven as Ray drives a searcher, without a cluster -----------------------------------------------------------
+
+
+def test_save_and_restore_mid_run_continue_without_loss(make, tmp_path: Path) -> None:
+    searcher = make()
+    configs = {f"t{n}": searcher.suggest(f"t{n}") for n in range(3)}
+    searcher.on_trial_complete("t0", {"y": value(configs["t0"])})
+    searcher.save(str(tmp_path / "state"))
+
+    restored = make()
+    restored.restore(str(tmp_path / "state"))
+    assert set(restored.session.pending) == {"t1", "t2"}  # the trials in flight are adopted, not dropped
+    for trial in ("t1", "t2"):
+        restored.on_trial_complete(trial, {"y": value(configs[trial])})
+    more = restored.suggest("t3")
+    assert isinstance(more, dict) and more not in configs.values()
+    restored.on_trial_complete("t3", {"y": value(more)})
+    assert statuses(restored) == ["ok"] * 4
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "fast"])
+def test_nan_infinite_and_non_numeric_results_are_failed_records_and_the_search_goes_on(
+    make, bad: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    searcher = make()
+    config = searcher.suggest("bad")
+    with caplog.at_level(logging.WARNING):
+        searcher.on_trial_complete("bad", {"y": bad})
+    (record,) = searcher.session.store.evaluations("p")
+    assert record.status == "failed" and record.value("y") is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "bad" in warned[0] and "'y'" in warned[0] and repr(bad) in warned[0]
+    for n in range(3):  # the searcher keeps suggesting
+        config = searcher.suggest(f"ok{n}")
+        assert isinstance(config, dict)
+        searcher.on_trial_complete(f"ok{n}", {"y": value(config)})
+    assert statuses(searcher) == ["failed", "ok", "ok", "ok"]
+
+
+def test_a_spent_budget_finishes_the_search(make) -> None:
+    searcher = make(max_evaluations=2)
+    configs = {f"t{n}": searcher.suggest(f"t{n}") for n in range(2)}
+    assert searcher.suggest("t2") is None  # the budget is held by trials in flight: Ray asks again later
+    for trial, config in configs.items():
+        searcher.on_trial_complete(trial, {"y": value(config)})
+    assert searcher.suggest("t2") == Searcher.FINISHED  # num_samples=-1 ends here
+
+
+# --- a real local Ray Tuner ----------------------------------------------------------------------------------------
+
+
+def conformance_trainable(config: dict[str, Any], marker_dir: str) -> None:
+    """NaN on x's first decile (a failed record), the objective otherwise; raises once per config (retried)."""
+    marker = Path(marker_dir) / f"{config['x']!r}"
+    if not marker.exists():
+        marker.touch()
+        raise RuntimeError("transient failure: retried by FailureConfig")
+    x = config["x"] / 40 if "t" not in config else config["x"]
+    tune.report({"y": math.nan if x < 0.1 else value(config)})
+
+
+def tuner_run(search_alg: Searcher, tmp_path: Path, samples: int) -> tune.ResultGrid:
+    """A Tuner with every Ray setting a searcher must live with: limiter, resources, failures, storage."""
+    (tmp_path / "markers").mkdir(exist_ok=True)
+    trainable = tune.with_parameters(conformance_trainable, marker_dir=str(tmp_path / "markers"))
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 1}),
+        tune_config=tune.TuneConfig(
+            search_alg=ConcurrencyLimiter(search_alg, max_concurrent=2),
+            num_samples=samples,
+            max_concurrent_trials=2,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "ray"), verbose=0, failure_config=tune.FailureConfig(max_failures=1)
+        ),
+    )
+    return tuner.fit()
