@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
+from ray.tune.search.optuna import OptunaSearch  # noqa: E402
 from raytuner.searchers import (  # noqa: E402
     DiscreteBOSearcher,
     LCMSearcher,
@@ -153,24 +155,35 @@ def test_a_spent_budget_finishes_the_search(make) -> None:
 # --- a real local Ray Tuner ----------------------------------------------------------------------------------------
 
 
-def conformance_trainable(config: dict[str, Any], marker_dir: str) -> None:
-    """NaN on x's first decile (a failed record), the objective otherwise; raises once per config (retried)."""
-    marker = Path(marker_dir) / f"{config['x']!r}"
-    if not marker.exists():
-        marker.touch()
+def conformance_trainable(config: dict[str, Any], calls: str) -> None:
+    """The objective; the run's first call raises (Ray retries it), its third reports NaN (a failed record).
+
+    The calls are counted in files, so exactly one trial is retried and one is failed whatever the order.
+    """
+    n = 0
+    while True:
+        try:
+            os.close(os.open(Path(calls) / str(n), os.O_CREAT | os.O_EXCL))
+            break
+        except FileExistsError:
+            n += 1
+    if n == 0:
         raise RuntimeError("transient failure: retried by FailureConfig")
-    x = config["x"] / 40 if "t" not in config else config["x"]
-    tune.report({"y": math.nan if x < 0.1 else value(config)})
+    tune.report({"y": math.nan if n == 2 else value(config)})
 
 
-def tuner_run(search_alg: Searcher, tmp_path: Path, samples: int) -> tune.ResultGrid:
+def tuner_run(search_alg: Searcher, tmp_path: Path, samples: int, param_space: dict | None = None) -> tune.ResultGrid:
     """A Tuner with every Ray setting a searcher must live with: limiter, resources, failures, storage."""
-    (tmp_path / "markers").mkdir(exist_ok=True)
-    trainable = tune.with_parameters(conformance_trainable, marker_dir=str(tmp_path / "markers"))
+    calls = tmp_path / "calls"
+    calls.mkdir(parents=True)
+    trainable = tune.with_parameters(conformance_trainable, calls=str(calls))
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": 1}),
+        param_space=param_space,
         tune_config=tune.TuneConfig(
             search_alg=ConcurrencyLimiter(search_alg, max_concurrent=2),
+            metric="y",
+            mode="min",
             num_samples=samples,
             max_concurrent_trials=2,
             reuse_actors=True,
@@ -179,4 +192,44 @@ def tuner_run(search_alg: Searcher, tmp_path: Path, samples: int) -> tune.Result
             storage_path=str(tmp_path / "ray"), verbose=0, failure_config=tune.FailureConfig(max_failures=1)
         ),
     )
-    return tuner.fit()
+    results = tuner.fit()
+    assert len(list(calls.iterdir())) == samples + 1  # each trial ran once, and the failed one once more
+    assert list((tmp_path / "ray").iterdir())  # the experiment is kept where storage_path says
+    return results
+
+
+@pytest.fixture(scope="module")
+def optuna_peer(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], tune.ResultGrid]:
+    """Ray's ``OptunaSearch`` run once under :func:`tuner_run` (the first test to ask runs it): the reference."""
+    runs: dict[int, tune.ResultGrid] = {}
+
+    def run(samples: int) -> tune.ResultGrid:
+        if samples not in runs:
+            space = {"t": 1.0, "x": tune.uniform(0, 1)}
+            runs[samples] = tuner_run(OptunaSearch(seed=0), tmp_path_factory.mktemp("optuna"), samples, space)
+        return runs[samples]
+
+    return run
+
+
+def test_a_tuner_run_with_a_limiter_resources_retries_and_nan_matches_optuna(
+    local_ray, make, optuna_peer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    samples = 5
+    searcher = make()
+    with caplog.at_level(logging.WARNING, logger="raytuner"):
+        results = tuner_run(searcher, tmp_path / "raytuner", samples)
+    records = searcher.session.store.evaluations("p")
+    assert len(results) == len(records) == samples and not results.errors  # the retried trial succeeded
+    (failed,) = [r for r in records if r.status == "failed"]
+    (nan,) = [r for r in results if math.isnan(r.metrics["y"])]
+    assert failed.raytuner.trial_id == nan.metrics["trial_id"]
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("raytuner")] == [
+        f"trial {nan.metrics['trial_id']} failed: {failed.raytuner.failure_message} (reported 'y'=nan)"
+    ]
+    best = results.get_best_result()  # Ray skips the NaN trial, as raytuner's record says
+    assert best.metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+
+    peer = optuna_peer(samples)
+    assert len(peer) == len(results) and len(peer.errors) == len(results.errors)
+    assert sum(math.isnan(r.metrics["y"]) for r in peer) == 1
