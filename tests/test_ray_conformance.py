@@ -172,8 +172,14 @@ def conformance_trainable(config: dict[str, Any], calls: str) -> None:
     tune.report({"y": math.nan if n == 2 else value(config)})
 
 
-def tuner_run(search_alg: Searcher, tmp_path: Path, samples: int, param_space: dict | None = None) -> tune.ResultGrid:
-    """A Tuner with every Ray setting a searcher must live with: limiter, resources, failures, storage."""
+def tuner_run(
+    search_alg: Searcher, tmp_path: Path, samples: int, param_space: dict | None = None, num_samples: int | None = None
+) -> tune.ResultGrid:
+    """A Tuner with every Ray setting a searcher must live with: limiter, resources, failures, storage.
+
+    ``samples`` trials are expected; ``num_samples`` is Ray's setting (default: ``samples``; ``-1``: until the
+    searcher says it is finished).
+    """
     calls = tmp_path / "calls"
     calls.mkdir(parents=True)
     trainable = tune.with_parameters(conformance_trainable, calls=str(calls))
@@ -184,7 +190,7 @@ def tuner_run(search_alg: Searcher, tmp_path: Path, samples: int, param_space: d
             search_alg=ConcurrencyLimiter(search_alg, max_concurrent=2),
             metric="y",
             mode="min",
-            num_samples=samples,
+            num_samples=samples if num_samples is None else num_samples,
             max_concurrent_trials=2,
             reuse_actors=True,
         ),
@@ -216,9 +222,9 @@ def test_a_tuner_run_with_a_limiter_resources_retries_and_nan_matches_optuna(
     local_ray, make, optuna_peer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     samples = 5
-    searcher = make()
+    searcher = make(max_evaluations=samples)  # the searcher's budget ends the run: num_samples=-1
     with caplog.at_level(logging.WARNING, logger="raytuner"):
-        results = tuner_run(searcher, tmp_path / "raytuner", samples)
+        results = tuner_run(searcher, tmp_path / "raytuner", samples, num_samples=-1)
     records = searcher.session.store.evaluations("p")
     assert len(results) == len(records) == samples and not results.errors  # the retried trial succeeded
     (failed,) = [r for r in records if r.status == "failed"]
