@@ -23,6 +23,7 @@ ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
 from ray.tune.search.optuna import OptunaSearch  # noqa: E402
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
 from raytuner.searchers import (  # noqa: E402
     DiscreteBOSearcher,
     LCMSearcher,
@@ -31,11 +32,13 @@ from raytuner.searchers import (  # noqa: E402
     TransferLearningSearcher,
 )
 
+from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.models.executors import InlineExecutor  # noqa: E402
 from raytuner.problem.records import FunctionEvaluation  # noqa: E402
 from raytuner.problem.space import ProblemSpace  # noqa: E402
-from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
+from raytuner.store import JsonStore  # noqa: E402
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity  # noqa: E402
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 DISCRETE = ProblemSpace.parse(
@@ -239,3 +242,45 @@ def test_a_tuner_run_with_a_limiter_resources_retries_and_nan_matches_optuna(
     peer = optuna_peer(samples)
     assert len(peer) == len(results) and len(peer.errors) == len(results.errors)
     assert sum(math.isnan(r.metrics["y"]) for r in peer) == 1
+
+
+def band_trainable(config: dict[str, Any], calls: str) -> None:
+    """The GPTuneBand demo's one-shot objective at the trial's fidelity; the run's second call reports NaN."""
+    n = len(list(Path(calls).iterdir()))
+    (Path(calls) / str(n)).touch()  # trials of this run report one at a time (max_concurrent_trials=1)
+    y = demo_fidelity(config["x"], config["t"], b=config["fidelity"], b_max=2)
+    tune.report({"y": math.nan if n == 1 else y})
+
+
+def test_the_scheduler_under_a_tuner_ends_the_run_and_warns_of_a_nan_trial(
+    local_ray, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    scheduler = GPTuneBandScheduler(
+        PROBLEM,
+        [{"t": 1.0}],
+        JsonStore(tmp_path / "store"),
+        "band",
+        seed=0,
+        structure=BanditStructure.hyperband(1, 2, 2),
+        options=GPTuneBandOptions(lcm=FAST, executor=InlineExecutor()),
+    )
+    (tmp_path / "calls").mkdir()
+    trainable = tune.with_parameters(band_trainable, calls=str(tmp_path / "calls"))
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 1}),
+        tune_config=tune.TuneConfig(
+            search_alg=scheduler.searcher(),
+            scheduler=scheduler,
+            num_samples=-1,  # the scheduler's plan ends the run
+            max_concurrent_trials=1,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
+    )
+    with caplog.at_level(logging.WARNING, logger="raytuner"):
+        results = tuner.fit()
+    records = JsonStore(tmp_path / "store").evaluations("band")
+    assert scheduler.engine.finished and not results.errors and len(results) == len(records)
+    (failed,) = [r for r in records if r.status == "failed"]
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("raytuner") and "failed" in r.getMessage()]
+    assert warned == [f"trial {failed.raytuner.trial_id} failed: {failed.raytuner.failure_message} (reported 'y'=nan)"]
