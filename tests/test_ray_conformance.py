@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
 from ray.tune.search.optuna import OptunaSearch  # noqa: E402
+from ray_helpers import interrupted_then_restored  # noqa: E402
 from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
 from raytuner.searchers import (  # noqa: E402
     DiscreteBOSearcher,
@@ -284,3 +286,15 @@ def test_the_scheduler_under_a_tuner_ends_the_run_and_warns_of_a_nan_trial(
     (failed,) = [r for r in records if r.status == "failed"]
     warned = [r.getMessage() for r in caplog.records if r.name.startswith("raytuner") and "failed" in r.getMessage()]
     assert warned == [f"trial {failed.raytuner.trial_id} failed: {failed.raytuner.failure_message} (reported 'y'=nan)"]
+
+
+def slowish(config: dict[str, Any]) -> None:
+    time.sleep(0.2)  # so that a trial is in flight at the interrupt
+    tune.report({"y": value(config)})
+
+
+@pytest.mark.parametrize("name", ["random", "tla2", "discrete"])  # LCM and TLA1: their own modules' tests
+def test_tuner_restore_of_an_interrupted_run_continues_without_loss(local_ray, name: str, tmp_path: Path) -> None:
+    searcher = SEARCHERS[name](tmp_path / "store")
+    _, records, _ = interrupted_then_restored(searcher, slowish, searcher.session.store, "p", 6, tmp_path)
+    assert len({(tuple(r.task_parameter.values()), tuple(r.tuning_parameter.values())) for r in records}) == 6
