@@ -173,7 +173,9 @@ def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:
     """``session.ask`` in Ray's terms: the trial, ``None`` while results are awaited, or ``Searcher.FINISHED``.
 
     The search is finished when the engine's plan is done or no new valid
-    configuration is left (a small discrete space fully explored).
+    configuration is left (a small discrete space fully explored); the
+    session's count of evaluations and of failed ones is then logged (a
+    warning when some failed), the run's summary.
 
     Args:
         session: The session to ask.
@@ -185,4 +187,8 @@ def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:
         return None
     except (InfeasibleSpaceError, TuningFinished) as exc:
         log.info("nothing left to suggest (%s); the search is finished", exc)
+        failed = sum(r.status == "failed" for r in session.records)
+        (log.warning if failed else log.info)(
+            "search of %s finished: %d evaluations, %d failed", session.problem_name, len(session.records), failed
+        )
         return Searcher.FINISHED

@@ -148,13 +148,16 @@ def test_nan_infinite_and_non_numeric_results_are_failed_records_and_the_search_
     assert statuses(searcher) == ["failed", "ok", "ok", "ok"]
 
 
-def test_a_spent_budget_finishes_the_search(make) -> None:
+def test_a_spent_budget_finishes_the_search_with_a_summary(make, caplog: pytest.LogCaptureFixture) -> None:
     searcher = make(max_evaluations=2)
     configs = {f"t{n}": searcher.suggest(f"t{n}") for n in range(2)}
     assert searcher.suggest("t2") is None  # the budget is held by trials in flight: Ray asks again later
-    for trial, config in configs.items():
-        searcher.on_trial_complete(trial, {"y": value(config)})
-    assert searcher.suggest("t2") == Searcher.FINISHED  # num_samples=-1 ends here
+    searcher.on_trial_complete("t0", {"y": value(configs["t0"])})
+    searcher.on_trial_complete("t1", {"y": math.nan})
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="raytuner"):
+        assert searcher.suggest("t2") == Searcher.FINISHED  # num_samples=-1 ends here
+    assert [r.getMessage() for r in caplog.records] == ["search of p finished: 2 evaluations, 1 failed"]
 
 
 # --- a real local Ray Tuner ----------------------------------------------------------------------------------------
@@ -236,7 +239,8 @@ def test_a_tuner_run_with_a_limiter_resources_retries_and_nan_matches_optuna(
     (nan,) = [r for r in results if math.isnan(r.metrics["y"])]
     assert failed.raytuner.trial_id == nan.metrics["trial_id"]
     assert [r.getMessage() for r in caplog.records if r.name.startswith("raytuner")] == [
-        f"trial {nan.metrics['trial_id']} failed: {failed.raytuner.failure_message} (reported 'y'=nan)"
+        f"trial {nan.metrics['trial_id']} failed: {failed.raytuner.failure_message} (reported 'y'=nan)",
+        f"search of p finished: {samples} evaluations, 1 failed",  # the run's summary, as the budget ends it
     ]
     best = results.get_best_result()  # Ray skips the NaN trial, as raytuner's record says
     assert best.metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
@@ -284,8 +288,11 @@ def test_the_scheduler_under_a_tuner_ends_the_run_and_warns_of_a_nan_trial(
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert scheduler.engine.finished and not results.errors and len(results) == len(records)
     (failed,) = [r for r in records if r.status == "failed"]
-    warned = [r.getMessage() for r in caplog.records if r.name.startswith("raytuner") and "failed" in r.getMessage()]
-    assert warned == [f"trial {failed.raytuner.trial_id} failed: {failed.raytuner.failure_message} (reported 'y'=nan)"]
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("raytuner")]
+    assert warned == [
+        f"trial {failed.raytuner.trial_id} failed: {failed.raytuner.failure_message} (reported 'y'=nan)",
+        f"search of band finished: {len(records)} evaluations, 1 failed",  # the run's summary
+    ]
 
 
 def slowish(config: dict[str, Any]) -> None:
