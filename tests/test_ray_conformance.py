@@ -6,6 +6,8 @@ searcher, ``max_concurrent_trials``, ``num_samples=-1`` ended by the searcher, `
 errors in the trainable with ``FailureConfig(max_failures=...)`` and ``RunConfig(storage_path=...)``.
 The first group here drives each searcher as Ray does, without a cluster (fast); the second runs a real
 local Ray ``Tuner`` per searcher, beside Ray's ``OptunaSearch`` given the same settings.
+``points_to_evaluate`` is not checked: no raytuner searcher takes it yet (a session asks its engine for
+every configuration; a given one has no way in).
 """
 
 from __future__ import annotations
