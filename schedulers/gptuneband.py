@@ -269,14 +269,16 @@ class GPTuneBandScheduler(TrialScheduler):
         Args:
             objective: The objective's name (default: the one tuned).
         """
-        return self.engine.best_per_task(objective)
+        return self.session.best_per_task(objective)
 
     def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None, **spec: Any) -> bool:
-        """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned."""
-        names, modes = ([metric] if isinstance(metric, str) else metric), ([mode] if isinstance(mode, str) else mode)
-        if names is not None and sorted(names) != sorted(self.metrics):
-            return False
-        return modes is None or [dict(zip(self.metrics, self.modes))[n] for n in names or self.metrics] == modes
+        """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned.
+
+        A ``mode`` that contradicts an objective's goal, or a metric that is not an optimised
+        output, is refused in one line naming both; a missing one is the problem's.
+        """
+        names, modes = one_or_all(self.problem, metric, mode)
+        return sorted(names) == sorted(self.metrics) or metric is None
 
     # -- searcher side ---------------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict[str, Any] | None:

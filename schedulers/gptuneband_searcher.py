@@ -24,6 +24,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ray.tune.search import Searcher
+from raytuner.searchers.param_space import has_samplers
+
+from raytuner.problem.records import FunctionEvaluation
 
 __all__ = ["GPTuneBandSearcher", "BracketDriver"]
 
@@ -43,6 +46,21 @@ class BracketDriver(Protocol):
         Args:
             metric: The Tuner's metric.
             mode: The Tuner's mode.
+        """
+
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` at ``b_max`` (see ``TuningSession.best``).
+
+        Args:
+            task: One of the tasks (default: the first).
+            objective: The objective's name (default: the one tuned).
+        """
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """Per task, :meth:`best`.
+
+        Args:
+            objective: The objective's name (default: the one tuned).
         """
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
@@ -92,8 +110,29 @@ class GPTuneBandSearcher(Searcher):
         self.band = band
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any) -> bool:
-        """Accept a Tuner-level metric/mode only when it agrees with the scheduler's."""
-        return self.band.set_search_properties(metric, mode)
+        """Accept a Tuner-level metric/mode only when it agrees with the scheduler's.
+
+        The space is the scheduler's problem: a ``param_space`` holding samplers is refused
+        (Ray then says the searcher has a space already); constants pass to the trainable.
+        """
+        return self.band.set_search_properties(metric, mode) and not any(has_samplers(v) for v in config.values())
+
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The scheduler's :meth:`~raytuner.schedulers.GPTuneBandScheduler.best`.
+
+        Args:
+            task: One of the tasks (default: the first).
+            objective: The objective's name (default: the one tuned).
+        """
+        return self.band.best(task, objective)
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """The scheduler's :meth:`~raytuner.schedulers.GPTuneBandScheduler.best_per_task`.
+
+        Args:
+            objective: The objective's name (default: the one tuned).
+        """
+        return self.band.best_per_task(objective)
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         """Limit the evaluations in flight ourselves: paused trials waiting for their rung do not count.

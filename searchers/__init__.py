@@ -3,6 +3,11 @@
 The GPTuneBand scheduler's own searcher is ``raytuner.schedulers.GPTuneBandSearcher``
 (get it from the scheduler: ``band.searcher()``).
 
+Every searcher takes Ray's ``param_space`` as Ray's own searchers do: build it with
+``from_param_space(task_keys=[...], store=..., problem_name=...)`` and give ``tune.Tuner`` the
+``param_space``, ``metric`` and ``mode`` (see :mod:`raytuner.searchers.param_space`). Every face
+answers ``best(task)`` and ``best_per_task()``.
+
 >>> from raytuner.searchers import (DiscreteBOSearcher, LCMSearcher, RandomSearcher, ServiceCallback,
 ...                                 EngineSearcher, TLA2Searcher, TransferLearningSearcher, TuningProgress)
 """

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raytuner.searchers.engine_searcher import EngineSearcher, registered_engine
+from raytuner.searchers.param_space import space_from_ray
 
 from raytuner.engines.discrete import DiscreteBO
 from raytuner.errors import InvalidInputError
@@ -39,8 +40,6 @@ from raytuner.problem.space import ProblemSpace
 from raytuner.store import HistoryStore
 
 __all__ = ["DiscreteBOSearcher"]
-
-_GOALS = {"min": "minimize", "max": "maximize"}
 
 
 class DiscreteBOSearcher(EngineSearcher):
@@ -116,31 +115,20 @@ class DiscreteBOSearcher(EngineSearcher):
             mode: ``"min"`` or ``"max"``.
             **arguments: The constructor's other arguments.
         """
-        if mode not in _GOALS:
-            raise InvalidInputError("mode", f"unknown mode {mode!r}", allowed=list(_GOALS))
-        parameters = []
         for name, spec in choices.items():
-            values = list(getattr(spec, "categories", spec)) if not isinstance(spec, (str, bytes)) else None
-            if not values:
+            if isinstance(spec, (str, bytes)) or not list(getattr(spec, "categories", spec)):
                 raise InvalidInputError(
                     f"choices.{name}",
                     "must be a non-empty list of values or a tune.choice",
                     allowed=["list of values", "tune.choice([...])"],
                 )
-            parameters.append({"name": name, "type": "categorical", "categories": values})
         named = (
             dict(restrictions)
             if isinstance(restrictions, Mapping)
             else {f"restriction_{i}": r for i, r in enumerate(restrictions)}
         )
-        problem = ProblemSpace.parse(
-            {
-                "parameter_space": parameters,
-                "output_space": [{"name": metric, "goal": _GOALS[mode]}],
-                "constraints": named,
-            }
-        )
-        return cls(problem, None, metric=metric, mode=mode, **arguments)
+        space = space_from_ray(choices, metric, mode, constraints=named, lists_as_choices=True)
+        return cls._build(space, arguments)
 
     @property
     def engine(self) -> DiscreteBO:

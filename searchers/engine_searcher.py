@@ -39,10 +39,12 @@ from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
 from raytuner.searchers.common import ask_for_ray, ray_mode, warn_failed
+from raytuner.searchers.param_space import has_samplers, space_from_ray
 
 from raytuner.engines import Engine, EngineSpec, RandomSearch, build_engine, fresh_engine
 from raytuner.errors import InvalidInputError
 from raytuner.models.executors import Executor
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store import HistoryStore, open_store
@@ -106,18 +108,106 @@ class EngineSearcher(Searcher):
         self._session_options = session_options
         self.session = TuningSession.resume(problem, engine, self.store, problem_name, **session_options)
 
+    #: The constructor argument that takes the tasks (``target_task``: one task only).
+    task_argument: ClassVar[str] = "tasks"
+    #: ``(task_keys, constructor arguments)`` while waiting for ``tune.Tuner``'s ``param_space``.
+    _deferred: tuple[tuple[str, ...], dict[str, Any]] | None = None
+
+    @classmethod
+    def from_param_space(
+        cls,
+        param_space: Mapping[str, Any] | None = None,
+        *,
+        task_keys: Sequence[str] = (),
+        metric: str | None = None,
+        mode: str | None = None,
+        **arguments: Any,
+    ) -> Any:
+        """A searcher over a Ray ``param_space`` (see :mod:`raytuner.searchers.param_space`).
+
+        Without ``param_space`` the searcher waits for ``tune.Tuner``'s: it builds its problem in
+        :meth:`set_search_properties`, with ``TuneConfig``'s ``metric`` and ``mode`` (or these).
+
+        Args:
+            param_space: Ray's search space (``None``: ``tune.Tuner``'s ``param_space``).
+            task_keys: The keys that are task parameters (their values are the tasks).
+            metric: The objective's name (required, here or in ``TuneConfig``).
+            mode: ``"min"``/``"max"``: the objective's goal (required, here or in ``TuneConfig``).
+            **arguments: The constructor's other arguments (``store``, ``problem_name``, ``seed``, ...).
+        """
+        if param_space is not None:
+            return cls._build(space_from_ray(param_space, metric, mode, task_keys=task_keys), arguments)
+        searcher = cls.__new__(cls)
+        Searcher.__init__(searcher, metric, mode)
+        searcher._deferred = (tuple(task_keys), dict(arguments))
+        return searcher
+
+    @classmethod
+    def _build(cls, space: Any, arguments: Mapping[str, Any], into: Any = None) -> Any:
+        """Construct (``into``: initialise that instance) over a :class:`~raytuner.searchers.param_space.RaySpace`."""
+        if cls.task_argument == "target_task":
+            if len(space.tasks) != 1:
+                raise InvalidInputError("task_keys", f"{cls.__name__} tunes one target task, got {len(space.tasks)}")
+            tasks: Any = space.tasks[0]
+        else:
+            tasks = space.tasks
+        metric = space.problem.objectives[0]
+        mode = "max" if space.problem.objective(metric).goal == "maximize" else "min"
+        kwargs = {"problem": space.problem, cls.task_argument: tasks, "metric": metric, "mode": mode, **arguments}
+        if into is None:
+            return cls(**kwargs)
+        cls.__init__(into, **kwargs)
+        return into
+
     def set_search_properties(self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any) -> bool:
-        """Accept Tuner-level metric/mode when they agree with the problem's objectives."""
-        try:
-            self._metric, self._mode = ray_mode(
-                self.problem,
-                metric or self._metric,
-                mode if metric is not None or mode is not None else self._mode,
-                self.multiobjective,
+        """Take ``tune.Tuner``'s ``metric``, ``mode`` and ``param_space``, as Ray's own searchers do.
+
+        A searcher from :meth:`from_param_space` without a space builds its problem from
+        ``config`` here. One built with a problem takes a ``metric``/``mode`` that agrees with
+        the problem's goals (a missing one is the problem's), refuses one that contradicts
+        them in one line naming both, and returns ``False`` on a ``config`` holding samplers
+        (Ray then says the searcher has a space already); constants pass to the trainable.
+        """
+        deferred = self._deferred
+        if deferred is not None:
+            task_keys, arguments = deferred
+            space = space_from_ray(config, metric or self._metric, mode or self._mode, task_keys=task_keys)
+            type(self)._build(space, arguments, into=self)
+            self._deferred = None
+            return True
+        self._metric, self._mode = ray_mode(
+            self.problem,
+            metric or self._metric,
+            mode if metric is not None or mode is not None else self._mode,
+            self.multiobjective,
+        )
+        return not any(has_samplers(value) for value in config.values())
+
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` (default: the first), as every face answers it (``TuningSession.best``).
+
+        Args:
+            task: One of the tasks (default: the first).
+            objective: The objective's name (default: the one tuned).
+        """
+        return self._ready().best(task, objective)
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """Per task, :meth:`best` (``None`` where none counts yet), in the engine's order.
+
+        Args:
+            objective: The objective's name (default: the one tuned).
+        """
+        return self._ready().best_per_task(objective)
+
+    def _ready(self) -> TuningSession:
+        """The session; a searcher still waiting for ``tune.Tuner``'s ``param_space`` has none yet."""
+        if self._deferred is not None:
+            raise InvalidInputError(
+                "param_space",
+                f"{type(self).__name__}.from_param_space() got no param_space: give tune.Tuner(param_space=...)",
             )
-        except InvalidInputError:
-            return False
-        return True
+        return self.session
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         """The flat config (task and tuning parameters) of the next trial.
@@ -125,7 +215,7 @@ class EngineSearcher(Searcher):
         When no new valid configuration is left (a small discrete space
         fully explored), the search is ``Searcher.FINISHED``.
         """
-        trial = ask_for_ray(self.session, trial_id)
+        trial = ask_for_ray(self._ready(), trial_id)
         if not isinstance(trial, Trial):
             return trial
         return {**trial.task, **trial.config}

@@ -83,6 +83,8 @@ class TransferLearningSearcher(EngineSearcher):
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
+    task_argument = "target_task"
+
     def __init__(
         self,
         problem: ProblemSpace,
@@ -144,6 +146,8 @@ class TLA2Searcher(EngineSearcher):
         >>> searcher.engine.name, searcher.engine.tasks[-1]
         ('tla2', {'t': 2.5})
     """
+
+    task_argument = "target_task"
 
     def __init__(
         self,
