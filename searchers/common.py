@@ -69,6 +69,11 @@ def ray_mode(
         if isinstance(mode, (list, tuple)):
             raise InvalidInputError("mode", f"a list of modes for the single metric {metric!r}", allowed=["min", "max"])
         assert not isinstance(metric, (list, tuple))  # a list was refused above, or multiobjective took this elsewhere
+        optimised = [o.name for o in problem.optimised]
+        if metric is not None and metric not in optimised:
+            raise InvalidInputError(
+                "metric", f"{metric!r} (mode {mode!r}) is not an optimised output of the problem", allowed=optimised
+            )
         objective = problem.objective(metric)
         expected = RAY_MODES[objective.goal]
         if mode is not None and mode != expected:

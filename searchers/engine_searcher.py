@@ -104,6 +104,8 @@ class EngineSearcher(Searcher):
             )
         super().__init__(*ray_mode(problem, metric, mode, self.multiobjective))
         self.problem = problem
+        #: The ``param_space``'s constants, in every suggested config (Ray merges only ``tune.Tuner``'s own).
+        self.constants: dict[str, Any] = {}
         self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem, engine, self.store, problem_name, **session_options)
@@ -154,10 +156,11 @@ class EngineSearcher(Searcher):
         metric = space.problem.objectives[0]
         mode = "max" if space.problem.objective(metric).goal == "maximize" else "min"
         kwargs = {"problem": space.problem, cls.task_argument: tasks, "metric": metric, "mode": mode, **arguments}
-        if into is None:
-            return cls(**kwargs)
-        cls.__init__(into, **kwargs)
-        return into
+        searcher = cls(**kwargs) if into is None else into
+        if into is not None:
+            cls.__init__(into, **kwargs)
+        searcher.constants = dict(space.constants)
+        return searcher
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any) -> bool:
         """Take ``tune.Tuner``'s ``metric``, ``mode`` and ``param_space``, as Ray's own searchers do.
@@ -218,7 +221,7 @@ class EngineSearcher(Searcher):
         trial = ask_for_ray(self._ready(), trial_id)
         if not isinstance(trial, Trial):
             return trial
-        return {**trial.task, **trial.config}
+        return {**self.constants, **trial.task, **trial.config}
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         """Persist the trial's last result (or its failure) and fold it into the engine."""
