@@ -101,6 +101,9 @@ class RaySpace:
 def has_samplers(value: Any) -> bool:
     """Whether ``value`` (a ``param_space`` entry) holds a Ray sampler or grid anywhere.
 
+    Args:
+        value: The entry (a sampler, a ``{"grid_search": [...]}``, a nested dict or a constant).
+
     >>> from ray import tune
     >>> has_samplers({"a": {"b": tune.uniform(0, 1)}}), has_samplers({"a": [1, 2]})
     (True, False)
