@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
 from raytuner.searchers.common import ask_for_ray, ray_mode, warn_failed
-from raytuner.searchers.param_space import has_samplers, space_from_ray
+from raytuner.searchers.param_space import RaySpace, has_samplers, space_from_ray
 
 from raytuner.engines import Engine, EngineSpec, RandomSearch, build_engine, fresh_engine
 from raytuner.errors import InvalidInputError
@@ -145,7 +145,7 @@ class EngineSearcher(Searcher):
         return searcher
 
     @classmethod
-    def _build(cls, space: Any, arguments: Mapping[str, Any], into: Any = None) -> Any:
+    def _build(cls, space: RaySpace, arguments: Mapping[str, Any], into: Any = None) -> Any:
         """Construct (``into``: initialise that instance) over a :class:`~raytuner.searchers.param_space.RaySpace`."""
         if cls.task_argument == "target_task":
             if len(space.tasks) != 1:
