@@ -189,18 +189,27 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         ignore_reinit_error=True,
     )
     try:
-        tune.run(
+        tuner = tune.Tuner(
             trainable,
-            search_alg=band.searcher(),
-            scheduler=band,
-            num_samples=-1,
-            max_concurrent_trials=args.concurrent,
-            reuse_actors=True,
-            verbose=0,
-            callbacks=[TuningProgress(band)],
-            storage_path=str(store / "ray"),
-            name=args.problem,
+            tune_config=tune.TuneConfig(
+                search_alg=band.searcher(),
+                scheduler=band,
+                metric=args.objective,
+                mode="min",
+                num_samples=-1,
+                max_concurrent_trials=args.concurrent,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name=args.problem,
+                storage_path=str(store / "ray"),  # Ray's files in the store's folder
+                verbose=0,
+                callbacks=[TuningProgress(band)],
+            ),
         )
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        if results.errors:
+            log.warning("%d of %d trials failed", len(results.errors), len(results))
     finally:
         ray.shutdown()
     log.info("evaluations stored under %s", store)

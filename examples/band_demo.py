@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
             flush=True,
         )
         concurrency = int(ray.cluster_resources().get("CPU", args.cpus))
-        # The store keeps every evaluation: of Ray's own per-trial files only the JSON results stay (the analysis
-        # tune.run returns reads them); the CSV and TensorBoard ones took about a tenth of the main job's time.
+        # The store keeps every evaluation: of Ray's own per-trial files only the JSON results stay (the ResultGrid
+        # Tuner.fit returns reads them); the CSV and TensorBoard ones took about a tenth of the main job's time.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         # Ray Tune's own reporter (its experiment box, "Number of trials 9223372036854775807" for an open-ended
         # run, status lines) is off: the progress lines above say where the plan is
@@ -165,20 +165,29 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         logging.getLogger("ray.tune").setLevel(logging.WARNING)
         # On a cluster every trial gets a fresh actor: a reused actor stays on its node (with reuse, one run on
         # two one-CPU nodes put all 12 trials on one). On a local Ray reuse saves an actor start per trial.
-        analysis = tune.run(
+        tuner = tune.Tuner(
             tune.with_parameters(trainable, seconds=args.seconds),
-            search_alg=band.searcher(),
-            scheduler=band,
-            num_samples=-1,
-            max_concurrent_trials=concurrency,
-            reuse_actors=not address,
-            verbose=0,
-            callbacks=[TuningProgress(band, every=3.0, tables=args.progress_table), JsonLoggerCallback()],
-            storage_path=str(Path(args.store).resolve() / "ray"),
-            name=args.problem,
+            tune_config=tune.TuneConfig(
+                search_alg=band.searcher(),
+                scheduler=band,
+                metric="y",
+                mode="min",
+                num_samples=-1,
+                max_concurrent_trials=concurrency,
+                reuse_actors=not address,
+            ),
+            run_config=tune.RunConfig(
+                name=args.problem,
+                storage_path=str(Path(args.store).resolve() / "ray"),  # Ray's files in the store's folder
+                verbose=0,
+                callbacks=[TuningProgress(band, every=3.0, tables=args.progress_table), JsonLoggerCallback()],
+            ),
         )
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        if results.errors:
+            print(f"{len(results.errors)} of {len(results)} trials failed", flush=True)
         if executor is not None:  # on a Ray cluster (--address)
-            trial_nodes = Counter(t.last_result.get("node_id") for t in analysis.trials if t.last_result)
+            trial_nodes = Counter(r.metrics.get("node_id") for r in results if r.metrics)
             print(f"\nTrials per Ray node: {dict(trial_nodes)}")
             print(f"LCM fit starts per Ray node: {dict(executor.nodes)}")
             print(f"Ray nodes alive: {sum(1 for n in ray.nodes() if n['Alive'])}")

@@ -121,18 +121,27 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
     own_cpus = {"num_cpus": args.concurrent} if args.address == "local" else {}
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, **own_cpus)
     try:
-        tune.run(
+        tuner = tune.Tuner(
             tune.with_parameters(trainable, data_dir=str(model.data_dir)),
-            search_alg=band.searcher(),
-            scheduler=band,
-            num_samples=-1,
-            max_concurrent_trials=args.concurrent,
-            reuse_actors=True,
-            verbose=0,
-            callbacks=[TuningProgress(band)],
-            name=args.problem,
-            storage_path=str(Path(args.store).resolve() / "ray"),
+            tune_config=tune.TuneConfig(
+                search_alg=band.searcher(),
+                scheduler=band,
+                metric="val_accuracy",
+                mode="max",  # the problem maximises it too
+                num_samples=-1,
+                max_concurrent_trials=args.concurrent,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name=args.problem,
+                storage_path=str(Path(args.store).resolve() / "ray"),  # Ray's files in the store's folder
+                verbose=0,
+                callbacks=[TuningProgress(band)],
+            ),
         )
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        if results.errors:
+            log.warning("%d of %d trials failed", len(results.errors), len(results))
     finally:
         ray.shutdown()
 

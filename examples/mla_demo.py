@@ -77,17 +77,25 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
     )
     try:
         total = args.samples_per_task * len(tasks)
-        tune.run(
+        tuner = tune.Tuner(
             trainable,
-            search_alg=searcher,
-            num_samples=total,
-            max_concurrent_trials=args.concurrent,
-            reuse_actors=True,
-            verbose=0,
-            callbacks=[TuningProgress(searcher)],
-            storage_path=str(Path(args.store).resolve() / "ray"),
-            name=args.problem,
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                metric="y",
+                mode="min",
+                num_samples=total,
+                max_concurrent_trials=args.concurrent,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name=args.problem,
+                storage_path=str(Path(args.store).resolve() / "ray"),  # Ray's files in the store's folder
+                verbose=0,
+                callbacks=[TuningProgress(searcher)],
+            ),
         )
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        log.info("%d trials, %d failed", len(results), len(results.errors))
     finally:
         ray.shutdown()
     store.compact(args.problem)

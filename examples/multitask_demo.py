@@ -55,17 +55,25 @@ def main(argv: list[str] | None = None) -> dict[float, dict]:
         address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True
     )
     try:
-        tune.run(
+        tuner = tune.Tuner(
             trainable,
-            search_alg=searcher,
-            num_samples=args.samples_per_task * len(tasks),
-            max_concurrent_trials=args.cpus,
-            reuse_actors=True,
-            verbose=0,
-            callbacks=[TuningProgress(searcher)],
-            storage_path=str(Path(args.store).resolve() / "ray"),
-            name=args.problem,
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                metric="y",
+                mode="min",
+                num_samples=args.samples_per_task * len(tasks),
+                max_concurrent_trials=args.cpus,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name=args.problem,
+                storage_path=str(Path(args.store).resolve() / "ray"),  # Ray's files in the store's folder
+                verbose=0,
+                callbacks=[TuningProgress(searcher)],
+            ),
         )
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        print(f"{len(results)} trials, {len(results.errors)} failed; Ray's best: {results.get_best_result().config}")
     finally:
         ray.shutdown()
     store.compact(args.problem)

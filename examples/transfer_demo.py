@@ -151,17 +151,26 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             + (f" after {replayed} stored ones" if replayed else ""),
             flush=True,
         )
-        tune.run(
+        tuner = tune.Tuner(
             trainable,
-            search_alg=searcher,
-            num_samples=samples,
-            max_concurrent_trials=args.concurrent,
-            reuse_actors=True,
-            verbose=0,
-            callbacks=[TuningProgress(searcher)],
-            storage_path=str(directory.resolve() / "ray"),
-            name=args.problem,
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                metric="y",
+                mode="min",
+                num_samples=samples,
+                max_concurrent_trials=args.concurrent,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name=args.problem,
+                storage_path=str(directory.resolve() / "ray"),  # Ray's files in the store's folder
+                verbose=0,
+                callbacks=[TuningProgress(searcher)],
+            ),
         )
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        if results.errors:
+            print(f"{len(results.errors)} of {len(results)} trials failed", flush=True)
     finally:
         ray.shutdown()
 
