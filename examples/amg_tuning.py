@@ -34,14 +34,13 @@ else through the sequential engine raytuner.engines.GPTuneBand):
 
 from __future__ import annotations
 
-from _extras import require
+from _extras import require, temporary_store
 
 require(__file__, "pyamg", "numpy", "scipy", "ray")
 
 import argparse
 import functools
 import logging
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -159,7 +158,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.engines import BanditStructure
     from raytuner.store import JsonStore  # noqa: PLC0415
 
-    store = Path(args.store or tempfile.mkdtemp(prefix="amg_tuning_")).resolve()
+    store = Path(args.store).resolve() if args.store else temporary_store("amg_tuning_")
     band = GPTuneBandScheduler(
         problem,
         tasks,
@@ -274,7 +273,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="local",
         help="Ray address: 'local' starts a fresh local Ray, 'auto' or host:port joins a cluster",
     )
-    parser.add_argument("--store", default=None, help="JSON store directory for the Ray runner (default: temp)")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="JSON store directory for the Ray runner (default: a temporary one, removed at the end)",
+    )
     parser.add_argument("--problem", default="pyamg-convdiff", help="problem name in the store")
     args = parser.parse_args(argv)
     if args.tasks is not None:

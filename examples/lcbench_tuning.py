@@ -24,13 +24,14 @@ evaluations are replayed, even in the middle of a bracket).
 
 from __future__ import annotations
 
-from _extras import require
+from _extras import json_logger_for_resumed_trials, require
 
 require(__file__, "onnxruntime", "numpy", "ray")
 
 import argparse
 import json
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,10 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
         list(structure.fidelities),
         structure.cost_per_pass("iterative"),
     )
+    # The store keeps every result: of Ray's per-trial logger files only result.json stays (ResultGrid reads it),
+    # written by a logger that keeps the driver's file when a paused trial resumes (Ray's fetched it back from
+    # storage_path before Ray had synced it there: one "Remote file not found" warning per resume)
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     own_cpus = {"num_cpus": args.concurrent} if args.address == "local" else {}
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, **own_cpus)
     try:
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, Any]]:
                 name=args.problem,
                 storage_path=str(Path(args.store).resolve() / "ray"),  # Ray's files in the store's folder
                 verbose=0,
-                callbacks=[TuningProgress(band)],
+                callbacks=[TuningProgress(band), json_logger_for_resumed_trials()],
             ),
         )
         results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors

@@ -23,13 +23,14 @@ else through the sequential engine raytuner.engines.GPTuneBand):
 
 from __future__ import annotations
 
-from _extras import require
+from _extras import json_logger_for_resumed_trials, require, temporary_store
 
 require(__file__, "sklearn", "numpy", "ray")
 
 import argparse
 import logging
 import math
+import os
 import pickle
 import tempfile
 import time
@@ -286,7 +287,7 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     from raytuner.engines import BanditStructure
     from raytuner.store import JsonStore  # noqa: PLC0415
 
-    store = Path(args.store or tempfile.mkdtemp(prefix="sklearn_hpo_")).resolve()
+    store = Path(args.store).resolve() if args.store else temporary_store("sklearn_hpo_")
     band = GPTuneBandScheduler(
         problem,
         tasks,
@@ -297,6 +298,10 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
         options=GPTuneBandOptions(passes=args.passes, fidelity_mode="iterative", time_attr="training_iteration"),
     )
     trainable = tune.with_parameters(iterative_trainable, max_epochs=int(args.b_max), seed=args.seed)
+    # The store keeps every result: of Ray's per-trial logger files only result.json stays (ResultGrid reads it),
+    # written by a logger that keeps the driver's file when a paused trial resumes (Ray's fetched it back from
+    # storage_path before Ray had synced it there: one "Remote file not found" warning per resume)
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     local = args.address == "local"  # a fresh local Ray, not a stale or foreign running one
     ray.init(
         address=args.address,
@@ -311,15 +316,22 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
             tune_config=tune.TuneConfig(
                 search_alg=band.searcher(),
                 scheduler=band,
+                metric="val_accuracy",
+                mode="max",  # the problem maximises it too
                 num_samples=-1,
                 max_concurrent_trials=args.concurrent,
                 reuse_actors=True,
             ),
             run_config=tune.RunConfig(
-                storage_path=str(store / "ray"), name=args.problem, verbose=0, callbacks=[TuningProgress(band)]
+                storage_path=str(store / "ray"),
+                name=args.problem,
+                verbose=0,
+                callbacks=[TuningProgress(band), json_logger_for_resumed_trials()],
             ),
         )
-        tuner.fit()
+        results = tuner.fit()  # a ResultGrid: one Result per trial, the failed ones in results.errors
+        if results.errors:
+            log.warning("%d of %d trials failed", len(results.errors), len(results))
     finally:
         ray.shutdown()
     log.info("evaluations stored under %s", store)
@@ -357,7 +369,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="local",
         help="Ray address: 'local' starts a fresh local Ray, 'auto' or host:port joins a cluster",
     )
-    parser.add_argument("--store", default=None, help="JSON store directory for the Ray runner (default: temp)")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="JSON store directory for the Ray runner (default: a temporary one, removed at the end)",
+    )
     parser.add_argument("--problem", default="sklearn-mlp", help="problem name in the store")
     args = parser.parse_args(argv)
     if args.b_max is None:

@@ -28,14 +28,13 @@ source is sampled only up to --source-samples).
 
 from __future__ import annotations
 
-from _extras import require
+from _extras import require, temporary_store
 
 require(__file__, "ray")
 
 import argparse
 import logging
 import sys
-import tempfile
 from pathlib import Path
 
 import ray
@@ -75,7 +74,9 @@ def collect_source(problem: ProblemSpace, store: JsonStore, name: str, ts: list[
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default=None, help="JSON store directory (default: a new temporary one)")
+    parser.add_argument(
+        "--store", default=None, help="JSON store directory (default: a temporary one, removed at the end)"
+    )
     parser.add_argument("--source-problem", default="demo-source", help="problem name of the source history")
     parser.add_argument("--problem", default="demo-target", help="problem name of the target's evaluations")
     parser.add_argument(
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     options = LCMOptions(n_starts=2, max_iterations=200, warm_iterations=50) if args.quick else None
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)
-    directory = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="transfer_demo_"))
+    directory = Path(args.store) if args.store else temporary_store("transfer_demo_")
     store = JsonStore(directory)
     n_source = collect_source(problem, store, args.source_problem, args.source_t, source_samples, args.seed)
     tasks_text = ", ".join(f"{t:g}" for t in args.source_t)
