@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         if results.errors:
             print(f"{len(results.errors)} of {len(results)} trials failed", flush=True)
         if executor is not None:  # on a Ray cluster (--address)
-            trial_nodes = Counter(r.metrics.get("node_id") for r in results if r.metrics)
+            metrics = [results[i].metrics for i in range(len(results))]  # a ResultGrid indexes, it does not iterate
+            trial_nodes = Counter(m.get("node_id") for m in metrics if m)
             print(f"\nTrials per Ray node: {dict(trial_nodes)}")
             print(f"LCM fit starts per Ray node: {dict(executor.nodes)}")
             print(f"Ray nodes alive: {sum(1 for n in ray.nodes() if n['Alive'])}")
