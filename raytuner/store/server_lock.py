@@ -319,13 +319,10 @@ class MongoServerLease(ServerLock):
         renewed_at = time.monotonic()  # the last renewal the database took (the lease lasts ttl from it)
         while not self._stop.wait(self.renew_every):
             if time.monotonic() - renewed_at > self.ttl - self.renew_every:
-                message = (
-                    f"{self.store}: this server's lease could not be renewed for {time.monotonic() - renewed_at:.0f} s "
-                    f"and runs out before the next try, when another server may take the store; stopping"
+                self._lost(
+                    f"could not be renewed for {time.monotonic() - renewed_at:.0f} s and runs out before the next "
+                    f"try, when another server may take the store"
                 )
-                log.error("%s", message)
-                if self.on_lost is not None:
-                    self.on_lost(message)
                 return
             asked = time.monotonic()  # the database renews at or after this: the lease lasts ttl from it
             try:
@@ -342,14 +339,15 @@ class MongoServerLease(ServerLock):
             if renewed is not None:
                 renewed_at = asked
                 continue
-            message = (
-                f"{self.store}: this server's lease was taken by another server (it could not be renewed "
-                f"within {self.ttl:.0f} s); stopping"
-            )
-            log.error("%s", message)
-            if self.on_lost is not None:
-                self.on_lost(message)
+            self._lost(f"was taken by another server (it could not be renewed within {self.ttl:.0f} s)")
             return
+
+    def _lost(self, why: str) -> None:
+        """Say that this server's lease ``why`` and that it stops (``on_lost``)."""
+        message = f"{self.store}: this server's lease {why}; stopping"
+        log.error("%s", message)
+        if self.on_lost is not None:
+            self.on_lost(message)
 
     def release(self) -> None:
         """Stop renewing and delete the lease document (when it is still this server's)."""
