@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.search import Searcher
 
+from raytuner.engines.base import task_key
 from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 
-__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "extra_outputs", "warn_failed"]
+__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "GivenPoint", "given_points", "extra_outputs", "warn_failed"]
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,60 @@ def warn_failed(trial_id: str, record: Any, result: Mapping[str, Any] | None, ob
     log.warning("trial %s failed: %s (reported %s)", trial_id, record.raytuner.failure_message, values)
 
 
-def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:
+class GivenPoint(NamedTuple):
+    """One configuration of a searcher's ``points_to_evaluate``, for one task (see :func:`given_points`)."""
+
+    #: Its place among the expanded points (a point for every task counts once per task).
+    index: int
+    #: The name bad input is reported under: ``points_to_evaluate[i]``.
+    field: str
+    task: dict[str, Any]
+    config: dict[str, Any]
+
+
+def given_points(
+    problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]] | None
+) -> list[GivenPoint]:
+    """Ray's ``points_to_evaluate``, checked against ``problem`` and expanded per task, in order.
+
+    A point names every tuning parameter. One that names the task parameters runs on that task
+    (one of ``tasks``); one that names none runs on every task, in ``tasks``' order. Keys that are
+    neither are refused, as are partial points, in one line naming ``points_to_evaluate[i].key``.
+
+    Args:
+        problem: The problem's spaces.
+        tasks: The searcher's tasks.
+        points: The configurations to suggest first (``None``: none).
+
+    >>> from raytuner.problem.space import ProblemSpace
+    >>> from raytuner.test_problems import DEMO_PROBLEM
+    >>> problem = ProblemSpace.parse(DEMO_PROBLEM)
+    >>> [(g.task, g.config) for g in given_points(problem, [{"t": 1.0}, {"t": 2.0}], [{"x": 0.5}])]
+    [({'t': 1.0}, {'x': 0.5}), ({'t': 2.0}, {'x': 0.5})]
+    """
+    task_names = set(problem.input_space.names)
+    known = {task_key(t) for t in tasks}
+    out: list[GivenPoint] = []
+    for i, point in enumerate(points or ()):
+        field = f"points_to_evaluate[{i}]"
+        if not isinstance(point, Mapping):
+            raise InvalidInputError(field, f"expected a dict of parameter values, got {type(point).__name__}")
+        task = {k: v for k, v in point.items() if k in task_names}
+        config = problem.parameter_space.check({k: v for k, v in point.items() if k not in task_names}, field)
+        if task:
+            checked = problem.input_space.check(task, field)
+            if task_key(checked) not in known:
+                raise InvalidInputError(field, f"task {checked} is not one of the searcher's", allowed=list(tasks))
+            on = [checked]
+        else:
+            on = [dict(t) for t in tasks]
+        for t in on:
+            problem.check(t, config)
+            out.append(GivenPoint(len(out), field, t, config))
+    return out
+
+
+def ask_for_ray(session: TuningSession, trial_id: str, given: GivenPoint | None = None) -> Trial | str | None:
     """``session.ask`` in Ray's terms: the trial, ``None`` while results are awaited, or ``Searcher.FINISHED``.
 
     The search is finished when the engine's plan is done or no new valid
@@ -185,8 +239,11 @@ def ask_for_ray(session: TuningSession, trial_id: str) -> Trial | str | None:
     Args:
         session: The session to ask.
         trial_id: Ray's trial id (the session's trial id too).
+        given: A point of ``points_to_evaluate`` to hand out (:meth:`TuningSession.give`) instead of asking.
     """
     try:
+        if given is not None:
+            return session.give(given.task, given.config, trial_id, given.field, point=given.index)
         return session.ask(trial_id=trial_id)
     except AwaitingResults:
         return None

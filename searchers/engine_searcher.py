@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
-from raytuner.searchers.common import ask_for_ray, ray_mode, warn_failed
+from raytuner.searchers.common import GivenPoint, ask_for_ray, given_points, ray_mode, warn_failed
 from raytuner.searchers.param_space import RaySpace, has_samplers, space_from_ray
 
 from raytuner.engines import Engine, EngineSpec, RandomSearch, build_engine, fresh_engine
@@ -78,6 +78,9 @@ class EngineSearcher(Searcher):
             that tunes several (:attr:`multiobjective`).
         mode: Ray's ``"min"``/``"max"`` (a list for a list of metrics); follows the goals (a contradicting one
             is an error).
+        points_to_evaluate: Configurations to suggest first, in order, as Ray's own searchers take them
+            (see :func:`~raytuner.searchers.common.given_points`: a point without task keys runs on
+            every task); checked here, recorded with ``proposer: "given"``, learnt as any result.
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession` (``session_id``,
             ``max_evaluations``, ``machine``, ...).
     """
@@ -93,6 +96,7 @@ class EngineSearcher(Searcher):
         problem_name: str,
         metric: str | list[str] | None = None,
         mode: str | list[str] | None = None,
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         **session_options: Any,
     ) -> None:
         unknown = sorted(set(session_options) - SESSION_OPTIONS)
@@ -106,9 +110,12 @@ class EngineSearcher(Searcher):
         self.problem = problem
         #: The ``param_space``'s constants, in every suggested config (Ray merges only ``tune.Tuner``'s own).
         self.constants: dict[str, Any] = {}
+        given = given_points(problem, engine.tasks, points_to_evaluate)  # refused before anything is opened
         self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem, engine, self.store, problem_name, **session_options)
+        #: The ``points_to_evaluate`` (per task) not handed out yet, next first.
+        self.points_left: list[GivenPoint] = self._not_given(given)
 
     #: The constructor argument that takes the tasks (``target_task``: one task only).
     task_argument: ClassVar[str] = "tasks"
@@ -155,6 +162,12 @@ class EngineSearcher(Searcher):
             tasks = space.tasks
         metric = space.problem.objectives[0]
         mode = "max" if space.problem.objective(metric).goal == "maximize" else "min"
+        arguments = dict(arguments)
+        if arguments.get("points_to_evaluate"):  # a param_space constant in a point is the constant's
+            arguments["points_to_evaluate"] = [
+                {k: v for k, v in p.items() if k not in space.constants} if isinstance(p, Mapping) else p
+                for p in arguments["points_to_evaluate"]
+            ]
         kwargs = {"problem": space.problem, cls.task_argument: tasks, "metric": metric, "mode": mode, **arguments}
         searcher = cls(**kwargs) if into is None else into
         if into is not None:
@@ -218,9 +231,13 @@ class EngineSearcher(Searcher):
         When no new valid configuration is left (a small discrete space
         fully explored), the search is ``Searcher.FINISHED``.
         """
-        trial = ask_for_ray(self._ready(), trial_id)
+        session = self._ready()
+        given = self.points_left[0] if self.points_left else None
+        trial = ask_for_ray(session, trial_id, given)
         if not isinstance(trial, Trial):
             return trial
+        if given is not None:
+            self.points_left.pop(0)
         return {**self.constants, **trial.task, **trial.config}
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -233,6 +250,13 @@ class EngineSearcher(Searcher):
         outputs = {name: result[name] for name in self.problem.objectives if name in result}
         record = self.session.tell(trial_id, outputs, additional_output=_scalars(result, exclude=outputs))
         warn_failed(trial_id, record, result, self.problem.objectives)
+
+    def _not_given(self, points: list[GivenPoint]) -> list[GivenPoint]:
+        """``points`` less those the session's ledger holds as handed out (a restored run gives none twice)."""
+        if not points:
+            return points
+        handed = {t.provenance.model_extra.get("point") for t in self.session.asked_trials() if t.provenance.model_extra}
+        return [p for p in points if p.index not in handed]
 
     def save(self, checkpoint_path: str) -> None:
         """Save the session id (the ledger holds the trials in flight, the store every finished one)."""
@@ -255,6 +279,7 @@ class EngineSearcher(Searcher):
             self.session.problem_name,
             **{**self._session_options, "session_id": state.get("session_id") or self.session.session_id},
         )
+        self.points_left = self._not_given(self.points_left)
         log.info(
             "restored searcher %s: %d evaluations replayed, %d trials in flight adopted",
             self.session.session_id,

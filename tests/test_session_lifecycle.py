@@ -259,3 +259,29 @@ def test_open_store_takes_a_store_as_it_is(tmp_path: Path) -> None:
     store = JsonStore(tmp_path)
     assert open_store(store) is store
     assert isinstance(open_store(tmp_path), JsonStore)
+
+
+def test_a_given_configuration_is_a_trial_in_the_ledger_the_engine_learns(store: HistoryStore) -> None:
+    session = session_on(store, max_evaluations=3)
+    with pytest.raises(InvalidInputError, match=r"points_to_evaluate\[0\]\.x") as bad:
+        session.give({"t": 1.0}, {"x": 7.0}, field="points_to_evaluate[0]")
+    assert "\n" not in str(bad.value)
+    with pytest.raises(InvalidInputError, match=r"points_to_evaluate\[1\]"):  # not one of the engine's tasks
+        session.give({"t": 1.5}, {"x": 0.5}, field="points_to_evaluate[1]")
+    assert not list(store.ledger().read("trials", session_id=session.session_id))  # refused: nothing stored
+
+    given = session.give({"t": 2.0}, {"x": 0.25}, trial_id="g", point=0)
+    assert session.give({"t": 2.0}, {"x": 0.25}, trial_id="g") == given  # a retry returns the trial
+    assert (given.task, given.config, given.provenance.proposer) == ({"t": 2.0}, {"x": 0.25}, "given")
+    (document,) = store.ledger().read("trials", session_id=session.session_id)
+    assert Trial.from_document(document) == given and given.provenance.model_extra == {"point": 0}
+    assert session.engine._pending == [0, 1]  # the engine counts it in flight on its task
+
+    record = session.tell(given, y(given))
+    assert record.raytuner.proposer == "given" and record.tuning_parameter == {"x": 0.25}
+    assert session.engine._pending == [0, 0] and session.records == [record]
+    asked = session.ask()  # the engine goes on with its own, the given one counted in the budget
+    assert asked.provenance.proposer != "given"
+    session.ask()
+    with pytest.raises(AwaitingResults):
+        session.give({"t": 1.0}, {"x": 0.5})

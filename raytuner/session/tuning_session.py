@@ -408,6 +408,52 @@ class TuningSession:
         self._save(trial)  # durable before handed out
         return trial
 
+    def give(
+        self,
+        task: Mapping[str, Any],
+        config: Mapping[str, Any],
+        trial_id: str | None = None,
+        field: str = "point",
+        **provenance: Any,
+    ) -> Trial:
+        """Hand out a given configuration of ``task`` as a trial (Ray's ``points_to_evaluate``).
+
+        The task and configuration are checked against the problem before anything is stored (bad
+        input: one line naming ``field.key`` and the allowed values); the trial is then in the
+        ledger like an asked one, its provenance's ``proposer`` ``"given"``, and the engine counts
+        it as pending (:meth:`~raytuner.engines.base.Engine.add_pending`). Its told result is
+        learnt as any record is; it is not one of the engine's initial design.
+
+        Args:
+            task: One of the engine's tasks.
+            config: Every tuning parameter's value.
+            trial_id: The trial's id (a new one when ``None``); a pending trial's id returns that trial.
+            field: The name bad input is reported under (``points_to_evaluate[0]``, ...).
+            **provenance: Extra provenance keys (``point``: its index in the list given).
+
+        Raises:
+            AwaitingResults: ``max_evaluations`` trials are handed out already.
+            TuningFinished: ``max_evaluations`` are told.
+        """
+        t = self.problem.input_space.check(task, field)
+        x = self.problem.parameter_space.check(config, field)
+        if task_key(t) not in {task_key(k) for k in self.engine.tasks}:
+            raise InvalidInputError(field, f"task {t} is not one of the searcher's", allowed=self.engine.tasks)
+        self.problem.check(t, x)
+        if trial_id is not None:
+            known = self._known(trial_id)
+            if known is not None:
+                return known
+        self._check_open()
+        name = trial_id or uuid.uuid4().hex
+        given = Provenance(proposer="given", trial_id=name, session_id=self.session_id, **provenance)
+        trial = Trial(task=t, config=x, provenance=given, trial_id=name)
+        self.engine.add_pending(t, x, given)
+        self._pending[name] = trial
+        self._unsaved.add(name)
+        self._save(trial)  # durable before handed out
+        return trial
+
     def _known(self, trial_id: str) -> Trial | None:
         """The pending trial ``trial_id``, its lease renewed (saved now if the ledger refused it before).
 
