@@ -28,7 +28,16 @@ from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputE
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 
-__all__ = ["RAY_MODES", "ray_mode", "one_or_all", "ask_for_ray", "GivenPoint", "given_points", "extra_outputs", "warn_failed"]
+__all__ = [
+    "RAY_MODES",
+    "ray_mode",
+    "one_or_all",
+    "ask_for_ray",
+    "GivenPoint",
+    "given_points",
+    "extra_outputs",
+    "warn_failed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +188,7 @@ class GivenPoint(NamedTuple):
     """One configuration of a searcher's ``points_to_evaluate``, for one task (see :func:`given_points`)."""
 
     #: Its place among the expanded points (a point for every task counts once per task).
-    index: int
+    number: int
     #: The name bad input is reported under: ``points_to_evaluate[i]``.
     field: str
     task: dict[str, Any]
@@ -243,7 +252,7 @@ def ask_for_ray(session: TuningSession, trial_id: str, given: GivenPoint | None 
     """
     try:
         if given is not None:
-            return session.give(given.task, given.config, trial_id, given.field, point=given.index)
+            return session.give(given.task, given.config, trial_id, given.field, point=given.number)
         return session.ask(trial_id=trial_id)
     except AwaitingResults:
         return None

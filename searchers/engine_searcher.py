@@ -110,7 +110,7 @@ class EngineSearcher(Searcher):
         self.problem = problem
         #: The ``param_space``'s constants, in every suggested config (Ray merges only ``tune.Tuner``'s own).
         self.constants: dict[str, Any] = {}
-        given = given_points(problem, engine.tasks, points_to_evaluate)  # refused before anything is opened
+        given = given_points(problem, engine.spec_tasks, points_to_evaluate)  # refused before anything is opened
         self.store = open_store(store)
         self._session_options = session_options
         self.session = TuningSession.resume(problem, engine, self.store, problem_name, **session_options)
@@ -163,9 +163,9 @@ class EngineSearcher(Searcher):
         metric = space.problem.objectives[0]
         mode = "max" if space.problem.objective(metric).goal == "maximize" else "min"
         arguments = dict(arguments)
-        if arguments.get("points_to_evaluate"):  # a param_space constant in a point is the constant's
+        if arguments.get("points_to_evaluate"):  # a constant of param_space may be in a point with its value
             arguments["points_to_evaluate"] = [
-                {k: v for k, v in p.items() if k not in space.constants} if isinstance(p, Mapping) else p
+                {k: v for k, v in p.items() if space.constants.get(k, v is None) != v} if isinstance(p, Mapping) else p
                 for p in arguments["points_to_evaluate"]
             ]
         kwargs = {"problem": space.problem, cls.task_argument: tasks, "metric": metric, "mode": mode, **arguments}
@@ -255,8 +255,10 @@ class EngineSearcher(Searcher):
         """``points`` less those the session's ledger holds as handed out (a restored run gives none twice)."""
         if not points:
             return points
-        handed = {t.provenance.model_extra.get("point") for t in self.session.asked_trials() if t.provenance.model_extra}
-        return [p for p in points if p.index not in handed]
+        handed = {
+            t.provenance.model_extra.get("point") for t in self.session.asked_trials() if t.provenance.model_extra
+        }
+        return [p for p in points if p.number not in handed]
 
     def save(self, checkpoint_path: str) -> None:
         """Save the session id (the ledger holds the trials in flight, the store every finished one)."""

@@ -6,8 +6,9 @@ searcher, ``max_concurrent_trials``, ``num_samples=-1`` ended by the searcher, `
 errors in the trainable with ``FailureConfig(max_failures=...)`` and ``RunConfig(storage_path=...)``.
 The first group here drives each searcher as Ray does, without a cluster (fast); the second runs a real
 local Ray ``Tuner`` per searcher, beside Ray's ``OptunaSearch`` given the same settings.
-``points_to_evaluate`` is not checked: no raytuner searcher takes it yet (a session asks its engine for
-every configuration; a given one has no way in).
+``points_to_evaluate`` is checked as Ray checks it: the given configurations come first, in order,
+then the searcher's own; here also that a restored searcher gives none twice, that a bad point is
+refused before anything is stored, and that a ``Tuner`` run's first trials equal those of ``OptunaSearch``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from raytuner.searchers import (  # noqa: E402
 )
 
 from raytuner.engines.bandit import BanditStructure  # noqa: E402
+from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.models.executors import InlineExecutor  # noqa: E402
 from raytuner.problem.records import FunctionEvaluation  # noqa: E402
@@ -160,6 +162,40 @@ def test_a_spent_budget_finishes_the_search_with_a_summary(make, caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="raytuner"):
         assert searcher.suggest("t2") == Searcher.FINISHED  # num_samples=-1 ends here
     assert [r.getMessage() for r in caplog.records] == ["search of p finished: 2 evaluations, 1 failed"]
+
+
+def points_for(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    """Two points of the parametrised searcher's problem (no task key: they run on its one task)."""
+    return [{"x": 29}, {"x": 3}] if request.node.callspec.params["make"] == "discrete" else [{"x": 0.75}, {"x": 0.25}]
+
+
+def test_points_to_evaluate_come_first_in_order_and_a_restore_gives_none_twice(
+    make, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    points = points_for(request)
+    searcher = make(points_to_evaluate=points)
+    configs = {f"t{n}": searcher.suggest(f"t{n}") for n in range(2)}
+    assert [{"x": c["x"]} for c in configs.values()] == points
+    assert all(c.get("t", 1.0) == 1.0 for c in configs.values())
+    searcher.on_trial_complete("t0", {"y": value(configs["t0"])})
+    searcher.save(str(tmp_path / "state"))
+
+    restored = make(points_to_evaluate=points)
+    restored.restore(str(tmp_path / "state"))
+    assert restored.points_left == [] and set(restored.session.pending) == {"t1"}
+    own = restored.suggest("t2")  # the engine's own, not a given point again
+    assert isinstance(own, dict) and {"x": own["x"]} not in points
+    for trial in ("t1", "t2"):
+        restored.on_trial_complete(trial, {"y": value(configs.get(trial, own))})
+    records = restored.session.store.evaluations("p")
+    assert [r.raytuner.proposer for r in records][:2] == ["given", "given"]
+    assert records[2].raytuner.proposer != "given" and statuses(restored) == ["ok"] * 3
+
+
+def test_a_bad_point_is_refused_in_one_line_before_anything_is_stored(make, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"points_to_evaluate\[1\]\.x") as bad:
+        make(points_to_evaluate=[{"x": 0}, {"x": "large"}])
+    assert "\n" not in str(bad.value) and not (tmp_path / "store").exists()
 
 
 # --- a real local Ray Tuner ----------------------------------------------------------------------------------------
@@ -307,3 +343,31 @@ def test_tuner_restore_of_an_interrupted_run_continues_without_loss(local_ray, n
     searcher = SEARCHERS[name](tmp_path / "store")
     _, records, _ = interrupted_then_restored(searcher, slowish, searcher.session.store, "p", 6, tmp_path)
     assert len({(tuple(r.task_parameter.values()), tuple(r.tuning_parameter.values())) for r in records}) == 6
+
+
+def test_a_tuner_runs_points_to_evaluate_first_as_optuna_does(local_ray, tmp_path: Path) -> None:
+    space = {"t": 1.0, "x": tune.uniform(0, 1)}
+    points = [{"x": 0.75}, {"x": 0.25}]  # Optuna refuses a constant in a point; raytuner takes it with its value
+    raytuner_searcher = RandomSearcher.from_param_space(
+        store=tmp_path / "store", problem_name="p", seed=0, points_to_evaluate=[{"t": 1.0, **p} for p in points]
+    )
+    firsts = []
+    for name, searcher in [
+        ("raytuner", raytuner_searcher),
+        ("optuna", OptunaSearch(points_to_evaluate=points, seed=0)),
+    ]:
+        tuner = tune.Tuner(
+            slowish,
+            param_space=space,
+            tune_config=tune.TuneConfig(
+                search_alg=ConcurrencyLimiter(searcher, max_concurrent=1), metric="y", mode="min", num_samples=3
+            ),
+            run_config=tune.RunConfig(storage_path=str(tmp_path / name), verbose=0),
+        )
+        results = sorted(tuner.fit(), key=lambda r: int(Path(r.path).name.split("_")[2]))  # Ray's trial counter
+        assert len(results) == 3 and all(r.error is None for r in results)
+        assert all(r.config["t"] == 1.0 for r in results)
+        firsts.append([{"x": r.config["x"]} for r in results[:2]])
+    assert firsts == [points, points]
+    records = raytuner_searcher.session.store.evaluations("p")
+    assert [r.raytuner.proposer for r in records].count("given") == 2 and len(records) == 3

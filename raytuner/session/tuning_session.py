@@ -425,7 +425,7 @@ class TuningSession:
         learnt as any record is; it is not one of the engine's initial design.
 
         Args:
-            task: One of the engine's tasks.
+            task: One of the tasks the engine tunes (:attr:`Engine.spec_tasks`).
             config: Every tuning parameter's value.
             trial_id: The trial's id (a new one when ``None``); a pending trial's id returns that trial.
             field: The name bad input is reported under (``points_to_evaluate[0]``, ...).
@@ -437,8 +437,9 @@ class TuningSession:
         """
         t = self.problem.input_space.check(task, field)
         x = self.problem.parameter_space.check(config, field)
-        if task_key(t) not in {task_key(k) for k in self.engine.tasks}:
-            raise InvalidInputError(field, f"task {t} is not one of the searcher's", allowed=self.engine.tasks)
+        own = self.engine.spec_tasks  # the tasks it tunes, not its sources
+        if task_key(t) not in {task_key(k) for k in own}:
+            raise InvalidInputError(field, f"task {t} is not one the engine tunes", allowed=own)
         self.problem.check(t, x)
         if trial_id is not None:
             known = self._known(trial_id)
