@@ -138,7 +138,8 @@ class Provenance(BaseModel):
     ``"source_start"`` (the design's first point, where the source tasks agree),
     ``"model"`` (surrogate search), ``"plain_model"`` (GPTuneBand's surrogate
     search without its source records, in turn with the one with them),
-    ``"random"`` (no model available) or ``"promotion"`` (successive halving
+    ``"random"`` (no model available), ``"given"`` (a user's configuration,
+    Ray's ``points_to_evaluate``: :meth:`TuningSession.give`) or ``"promotion"`` (successive halving
     moved it up a rung). ``bracket``,
     ``rung`` and ``pass`` place a GPTuneBand evaluation in its plan;
     ``parent`` is the uid of the lower-rung evaluation a promotion continues.
