@@ -60,6 +60,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from raytuner.schedulers.gptuneband_searcher import GPTuneBandSearcher
 from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all, warn_failed
+from raytuner.searchers.param_space import space_from_ray
 
 from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
 from raytuner.engines.bandit import FidelityMode
@@ -244,6 +245,52 @@ class GPTuneBandScheduler(TrialScheduler):
         self._warned_restart = False
         #: Most evaluations in flight at once (``max_concurrent_trials``; paused trials do not count).
         self.max_concurrent: int | None = None
+
+    @classmethod
+    def from_param_space(
+        cls,
+        param_space: Mapping[str, Any],
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        *,
+        task_keys: Sequence[str] = (),
+        metric: str,
+        mode: str,
+        structure: BanditStructure,
+        **arguments: Any,
+    ) -> GPTuneBandScheduler:
+        """A scheduler over a Ray ``param_space``, as the searchers' ``from_param_space`` reads one.
+
+        The keys named in ``task_keys`` are the task parameters (their values are the tasks); ``mode``
+        is the objective's goal. The fidelity is the scheduler's to give (``config["fidelity"]``), so
+        the space holds no constants: give them to the trainable (``tune.with_parameters``).
+
+        Args:
+            param_space: Ray's search space (see :mod:`raytuner.searchers.param_space`).
+            store: The history store (a folder, a URI or a store).
+            problem_name: The problem's name in the store.
+            task_keys: The keys that are task parameters.
+            metric: The objective's name.
+            mode: ``"min"`` or ``"max"``: the objective's goal.
+            structure: The bandit structure (fidelities and brackets).
+            **arguments: The constructor's other arguments (``seed``, ``options``, ...).
+
+        >>> from ray import tune
+        >>> import tempfile
+        >>> band = GPTuneBandScheduler.from_param_space(
+        ...     {"t": tune.grid_search([1.0, 4.0]), "x": tune.uniform(0, 1)}, tempfile.mkdtemp(), "band",
+        ...     task_keys=["t"], metric="score", mode="max", structure=BanditStructure([3, 1], 3))
+        >>> band.engine.spec_tasks, band.problem.objective("score").goal, band.mode
+        ([{'t': 1.0}, {'t': 4.0}], 'maximize', 'max')
+        """
+        space = space_from_ray(param_space, metric, mode, task_keys=task_keys)
+        if space.constants:
+            raise InvalidInputError(
+                "param_space",
+                f"{sorted(space.constants)} are constants; GPTuneBand's configurations carry the tuned parameters "
+                "and the fidelity only: give constants to the trainable (tune.with_parameters)",
+            )
+        return cls(space.problem, space.tasks, store, problem_name, metric, mode, structure=structure, **arguments)
 
     @property
     def iterative(self) -> bool:

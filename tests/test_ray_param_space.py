@@ -262,3 +262,12 @@ def test_the_band_scheduler_and_its_searcher_answer_best_as_the_session_does(tmp
     assert searcher.best({"t": 2.0}) == band.best({"t": 2.0}) == band.session.best({"t": 2.0})
     with pytest.raises(InvalidInputError, match="^mode: 'max' contradicts the objective 'y'"):
         band.set_search_properties("y", "max")
+
+
+def test_the_band_scheduler_from_a_param_space_refuses_constants_in_one_line(tmp_path: Path) -> None:
+    space = {"t": tune.grid_search([1.0, 4.0]), "x": tune.uniform(0, 1), "scale": 2.0}
+    with pytest.raises(InvalidInputError, match=r"^param_space: \['scale'\] are constants.*tune.with_parameters"):
+        GPTuneBandScheduler.from_param_space(
+            space, tmp_path, "band", task_keys=["t"], metric="y", mode="min", structure=BanditStructure([3, 1], 3)
+        )
+    assert not (tmp_path / "band.json").exists()  # refused before anything is stored
