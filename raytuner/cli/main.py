@@ -20,7 +20,7 @@ __all__ = ["main"]
 
 @click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
-@click.version_option(package_name="raytuner")
+@click.version_option(package_name="raytuner", prog_name="raytuner", message="%(prog)s %(version)s")
 def main(verbose: int) -> None:
     """raytuner: multi-task, multi-fidelity autotuning on Ray."""
     level = logging.WARNING - 10 * min(verbose, 2)
