@@ -157,6 +157,15 @@ def test_pre_commit_runs_the_checks_locally() -> None:
         assert any(re.fullmatch(rf"{re.escape(command)}( .*)?", entry) for entry in entries), (command, entries)
 
 
+def _test_command(page: Path) -> str:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    return lines[lines.index("<!-- test-command -->") + 2]  # the line after the block's opening fence
+
+
+def test_contributing_gives_readme_s_test_command() -> None:
+    assert _test_command(ROOT / "CONTRIBUTING.md") == _test_command(README)
+
+
 def test_notice_names_every_data_file() -> None:
     notice = (ROOT / "NOTICE").read_text(encoding="utf-8")
     licence_notes = re.compile(r"(LICENSE|License|README).*")
