@@ -26,7 +26,7 @@ import yaml
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from test_packaging import _fresh_env
+from test_packaging import _copy_source, _fresh_env
 from test_readme import README, python_blocks
 
 import raytuner as rt
@@ -64,8 +64,11 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout:
 
 @pytest.mark.slow
 def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"  # the wheel is built from the sdist, in a temporary folder: the checkout stays clean
-    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)], tmp_path, timeout=600)
+    # built from a copy: the sdist's build rewrites raytuner.egg-info beside the sources, which is the metadata
+    # that importlib.metadata reads in the other tests (the checkout's root is on their sys.path)
+    source = _copy_source(tmp_path)
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)], tmp_path, timeout=600)
     (sdist,) = dist.glob("*.tar.gz")
     (wheel,) = dist.glob("*.whl")
 
@@ -78,9 +81,9 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
         metadata = archive.read(f"raytuner-{VERSION}.dist-info/METADATA").decode()
     installed_as = {"raytuner": "raytuner", "searchers": "raytuner/searchers", "schedulers": "raytuner/schedulers"}
     package_data = {  # every file of the packages' folders that is not code: the wheel must carry it
-        f"{package}/{path.relative_to(ROOT / folder).as_posix()}"
+        f"{package}/{path.relative_to(source / folder).as_posix()}"
         for folder, package in installed_as.items()
-        for path in (ROOT / folder).rglob("*")
+        for path in (source / folder).rglob("*")
         if path.is_file() and path.suffix not in {".py", ".pyc"}
     }
     assert "raytuner/py.typed" in package_data
