@@ -1,9 +1,5 @@
 """The dashboard's crowd-repository pages: GPTune's history-database site, behind the crowd's access levels.
 
-- ``/signin``, ``/signout``: sign in with a crowd API key. The key is posted in
-  the form's body, checked against the repository and kept only in the
-  server's memory under a random token (the browser's cookie holds the token,
-  never the key); no page, URL or log line ever shows it.
 - ``/crowd``: the problems the visitor may see, the machines and software with their aliases;
 - ``/crowd/problem/NAME``: evaluations by a meta-description query (``problem_space`` and
   ``configuration_space`` as GPTuneCrowd writes them), with a download of the
@@ -14,23 +10,21 @@
 Signed out, a visitor sees public records only; signed in, what the
 repository's access levels allow that user (public, registered, their own,
 shared with them or their groups): every page and every download asks the
-repository with that user.
+repository with that user (sign-in: :mod:`raytuner.dashboard.signin`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response, redirect, request
-from markupsafe import escape
+from flask import Blueprint, Response, request
 
 from raytuner.analysis import sobol_analysis, surrogate_from_records
-from raytuner.crowd import CrowdRepository, Unauthenticated
-from raytuner.dashboard.pages import render, sobol_html, table_html
-from raytuner.dashboard.signin import form_token, sign_in, sign_out, signed_in_user
+from raytuner.crowd import CrowdRepository
+from raytuner.dashboard.pages import Sobol, Table, render
+from raytuner.dashboard.signin import signed_in_user
 from raytuner.dashboard.state import repository
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.models.executors import InlineExecutor
@@ -41,9 +35,10 @@ from raytuner.session.progress import task_label
 from raytuner.store import history_text
 from raytuner.view import DETAIL_COLUMNS, load_history
 
-__all__ = ["register_crowd", "infer_problem_space"]
+__all__ = ["blueprint", "infer_problem_space", "open_crowd"]
 
-log = logging.getLogger(__name__)
+#: The blueprint of these pages.
+blueprint = Blueprint("crowd", __name__)
 
 #: The most Sobol base samples a page may ask for (each costs (2 d + 2) surrogate predictions).
 MAX_SOBOL_SAMPLES = 1 << 14
@@ -105,65 +100,49 @@ def _query(problem: str) -> tuple[list[FunctionEvaluation], dict[str, Any], dict
     return records, problem_space or {}, configuration_space or {}
 
 
-def _textarea(name: str, value: Any, rows: int = 4) -> str:
-    text = json.dumps(value, indent=1) if value not in (None, "", {}) else ""
-    return f'<label>{name}<textarea name="{name}" rows="{rows}">{escape(text)}</textarea></label>'
+def _json_text(value: Any) -> str:
+    """A form field's JSON as a textarea shows it (empty for nothing)."""
+    return json.dumps(value, indent=1) if value not in (None, "", {}) else ""
 
 
-def _crowd_home() -> tuple[str, int]:
+@blueprint.get("/crowd")
+def home() -> tuple[str, int]:
+    """The problems the visitor may see, the machines and software with their aliases."""
     repo, user = repository(), signed_in_user()
-    problems = repo.problems_for(user)
-    rows = "".join(
-        f'<tr><td><a href="/crowd/problem/{escape(p)}">{escape(p)}</a></td><td class="num">{n}</td></tr>'
-        for p, n in problems.items()
+    return render(
+        "crowd/home.html",
+        "Crowd repository",
+        username=user and user.username,
+        problems=repo.problems_for(user),
+        catalogs={"machine": repo.machines.entries(), "software": repo.software.entries()},
     )
 
-    def catalog(kind: str, entries: Mapping[str, list[str]]) -> str:
-        body = "".join(
-            f"<tr><td>{escape(name)}</td><td>{escape(', '.join(aliases))}</td></tr>"
-            for name, aliases in entries.items()
-        )
-        return (
-            f'<h2>{kind.title()}</h2><table id="{kind}"><thead><tr><th>{kind}</th><th>aliases</th></tr></thead>'
-            f"<tbody>{body}</tbody></table>"
-        )
 
-    who = "public records only (signed out)" if user is None else f"the records {escape(user.username)} may see"
-    body = (
-        f'<p class="note">Showing {who}.</p><h2>Problems</h2><table id="crowd-problems"><thead><tr>'
-        f"<th>problem</th><th>evaluations</th></tr></thead><tbody>{rows}</tbody></table>"
-        + catalog("machine", repo.machines.entries())
-        + catalog("software", repo.software.entries())
-    )
-    return render("Crowd repository", body)
-
-
-def _crowd_problem(problem: str) -> tuple[str, int]:
+@blueprint.get("/crowd/problem/<problem>")
+def problem(problem: str) -> tuple[str, int]:
+    """The evaluations a meta-description query matches (the first 200), the best per task, a download."""
     records, problem_space, configuration_space = _query(problem)  # bad input: the app's one-line error page
     view = load_history(HistoryDocument(tuning_problem_name=problem, func_eval=records))
     best = view.best_table()[["task", *view.columns["parameter"].values(), view.objective_column, "evaluations"]]
-    frame = view.frame.drop(columns=list(DETAIL_COLUMNS))
-    shown = frame.head(200)
-    suggestion = problem_space or infer_problem_space(records)
-    query = request.query_string.decode()
-    body = (
-        f'<form class="filters" method="get" style="display:block">{_textarea("problem_space", problem_space)}'
-        f'{_textarea("configuration_space", configuration_space)}<button id="run-query">query</button></form>'
-        f'<p class="note" id="count">{len(records)} evaluations match'
-        + (f"; the first {len(shown)} shown" if len(shown) < len(records) else "")
-        + "."
-        f' <a id="download" href="/crowd/problem/{escape(problem)}/download?{escape(query)}">download as a '
-        f'GPTune JSON file</a> · <a href="/crowd/problem/{escape(problem)}/predict">predict</a> · '
-        f'<a href="/crowd/problem/{escape(problem)}/sensitivity">sensitivity</a></p>'
-        + (f"<h2>Best per task</h2>{table_html(best, 'best')}" if records else "")
-        + f"<h2>Evaluations</h2>{table_html(shown, 'evaluations')}"
-        f"<details><summary>the whole problem space of these records</summary><pre>"
-        f"{escape(json.dumps(suggestion, indent=1))}</pre></details>"
+    shown = view.frame.drop(columns=list(DETAIL_COLUMNS)).head(200)
+    return render(
+        "crowd/problem.html",
+        f"Crowd: {problem}",
+        problem=problem,
+        problem_space=_json_text(problem_space),
+        configuration_space=_json_text(configuration_space),
+        count=len(records),
+        shown=len(shown),
+        query=request.query_string.decode(),
+        best=Table.of(best, "best") if records else None,
+        evaluations=Table.of(shown, "evaluations"),
+        whole=json.dumps(problem_space or infer_problem_space(records), indent=1),
     )
-    return render(f"Crowd: {problem}", body)
 
 
-def _download(problem: str) -> Response:
+@blueprint.get("/crowd/problem/<problem>/download")
+def download(problem: str) -> Response:
+    """The records the query matches, as a GPTune JSON file."""
     records, _, _ = _query(problem)
     text = history_text(HistoryDocument(tuning_problem_name=problem, func_eval=records))
     return Response(
@@ -180,17 +159,19 @@ def _surrogate_inputs(problem: str) -> tuple[ProblemSpace, dict[str, Any], list[
 
 def _surrogate_page(
     problem: str,
+    kind: str,
     title: str,
-    fields: str,
-    button: str,
-    compute: Callable[[Any, dict[str, Any], int], str],
+    compute: Callable[[Any, dict[str, Any], int], dict[str, Any]],
     check: Callable[[], None] | None = None,
+    **fields: Any,
 ) -> tuple[str, int]:
-    """A surrogate page: the query's problem space and a task in a form, ``compute``'s result once asked.
+    """A surrogate page (``crowd/surrogate.html``): the query's problem space and a task in a form, ``compute``'s
+    result once asked.
 
-    ``check`` refuses the page's own inputs before any query or fit is made.
+    ``check`` refuses the page's own inputs before any query or fit is made; ``fields`` are the form's own.
     """
-    result, error, space = "", None, None
+    result: dict[str, Any] = {}
+    error, space = None, None
     try:
         if check is not None and request.args.get("task") is not None:
             check()
@@ -198,14 +179,20 @@ def _surrogate_page(
         task = _json_arg("task", {})
         if request.args.get("task") is not None:
             model = surrogate_from_records(problem_space, records, task=task or None, executor=InlineExecutor())
-            result = compute(model, task, len(records))
+            result = {**compute(model, task, len(records)), "fitted": len(records)}
     except RaytunerError as exc:  # bad input or a refused query: shown above the form
         space, error = _json_arg_safe("problem_space"), str(exc)
-    form = (
-        f'<form method="get" style="display:block">{_textarea("problem_space", space, 6)}'
-        f'{_textarea("task", _json_arg_safe("task"), 2)}{fields}<button id="{button}">{button[4:]}</button></form>'
+    return render(
+        "crowd/surrogate.html",
+        f"Crowd: {problem}: {title}",
+        error=error,
+        status=400 if error else 200,
+        kind=kind,
+        problem_space=_json_text(space),
+        task=_json_text(_json_arg_safe("task")),
+        result=result,
+        **fields,
     )
-    return render(f"Crowd: {problem}: {title}", form + result, error=error, status=400 if error else 200)
 
 
 def _json_arg_safe(name: str) -> Any:
@@ -215,8 +202,11 @@ def _json_arg_safe(name: str) -> Any:
         return None
 
 
-def _predict(problem: str) -> tuple[str, int]:
-    def compute(model: Any, task: dict[str, Any], n: int) -> str:
+@blueprint.get("/crowd/problem/<problem>/predict")
+def predict(problem: str) -> tuple[str, int]:
+    """The surrogate's prediction (mean and variance) at a task and configurations."""
+
+    def compute(model: Any, task: dict[str, Any], n: int) -> dict[str, Any]:
         points = _json_arg("parameters", [])
         names = list(model.parameter_names)
         if not points or not all(isinstance(p, dict) and set(p) == set(names) for p in points):
@@ -224,26 +214,16 @@ def _predict(problem: str) -> tuple[str, int]:
                 "parameters", "a JSON list of objects, each with every tuning parameter", allowed=names
             )
         mean, variance = model.predict([dict(p) for p in points], task=task or None)
-        rows = "".join(
-            f'<tr><td>{escape(json.dumps(p))}</td><td class="num">{m:.6g}</td><td class="num">{v:.6g}</td></tr>'
-            for p, m, v in zip(points, mean, variance)
-        )
-        return (
-            f'<table id="prediction"><thead><tr><th>parameters at {escape(task_label(task))}</th>'
-            f"<th>mean</th><th>variance</th></tr></thead><tbody>{rows}</tbody></table>"
-            f'<p class="note">from {n} evaluations</p>'
-        )
+        rows = [(json.dumps(p), f"{m:.6g}", f"{v:.6g}") for p, m, v in zip(points, mean, variance)]
+        return {"at": task_label(task), "prediction": rows}
 
-    return _surrogate_page(
-        problem,
-        "surrogate prediction",
-        _textarea("parameters", _json_arg_safe("parameters"), 3),
-        "run-predict",
-        compute,
-    )
+    parameters = _json_text(_json_arg_safe("parameters"))
+    return _surrogate_page(problem, "predict", "surrogate prediction", compute, parameters=parameters)
 
 
-def _sensitivity(problem: str) -> tuple[str, int]:
+@blueprint.get("/crowd/problem/<problem>/sensitivity")
+def sensitivity(problem: str) -> tuple[str, int]:
+    """The Sobol indices of a task (``num_samples`` base samples, up to :data:`MAX_SOBOL_SAMPLES`)."""
     text = request.args.get("num_samples") or "512"
 
     def check() -> None:
@@ -252,64 +232,23 @@ def _sensitivity(problem: str) -> tuple[str, int]:
                 "num_samples", f"{text[:20]!r} is not a count", allowed=[f"a power of 2 up to {MAX_SOBOL_SAMPLES}"]
             )
 
-    def compute(model: Any, task: dict[str, Any], n: int) -> str:
+    def compute(model: Any, task: dict[str, Any], n: int) -> dict[str, Any]:
         analysis = sobol_analysis(model, num_samples=int(text), task=task or None, seed=0)
-        return sobol_html(analysis, f"{problem}, {task_label(task)}") + f'<p class="note">from {n} evaluations</p>'
+        return {"sobol": Sobol.of(analysis, f"{problem}, {task_label(task)}")}
 
-    fields = f'<label>Sobol samples (a power of 2)<input name="num_samples" value="{escape(text)}"></label>'
-    return _surrogate_page(problem, "Sobol sensitivity", fields, "run-sensitivity", compute, check)
-
-
-def _signin_form() -> str:
-    return (
-        '<form method="post" action="/signin" autocomplete="off"><label>crowd API key, or a sign-in token '
-        "(<code>raytuner crowd keys token</code>) "
-        '<input type="password" name="api_key" id="api-key" autocomplete="off"></label> '
-        f'<input type="hidden" name="form" value="{form_token()}"><button id="signin">sign in</button></form>'
-    )
+    return _surrogate_page(problem, "sensitivity", "Sobol sensitivity", compute, check, num_samples=text)
 
 
-def _signin() -> Any:
-    if request.method == "GET":
-        return render("Sign in", _signin_form())
-    if not form_token(request.form.get("form", "")):
-        return render(
-            "Sign in",
-            _signin_form(),
-            error="form: this sign-in form is stale or from another site; sign in from this page",
-            status=400,
-        )
-    try:
-        user = sign_in(request.form.get("api_key", ""))
-    except Unauthenticated:
-        return render("Sign in", _signin_form(), error="that API key or token was not accepted", status=401)
-    log.info("dashboard sign-in of %s", user.username)
-    return redirect("/crowd", code=303)
-
-
-def _signout() -> Any:
-    sign_out()
-    return redirect("/crowd", code=303)
-
-
-def register_crowd(app: Flask, crowd: CrowdRepository | str) -> None:
-    """Add the crowd pages and sign-in to ``app``.
+def open_crowd(crowd: CrowdRepository | str) -> CrowdRepository:
+    """A crowd repository, or the one of a MongoDB URI (the database is the URI's path, else the default;
+    opened without creating indexes: the dashboard only reads, but for a signed sign-in's nonce).
 
     Args:
-        app: the dashboard's application.
-        crowd: a crowd repository, or its MongoDB URI (the database is the URI's path, else the default;
-            opened without creating indexes: the dashboard only reads, but for a signed sign-in's nonce).
+        crowd: a crowd repository or its MongoDB URI.
     """
     if isinstance(crowd, str):
         from pymongo.uri_parser import parse_uri
 
         database = parse_uri(crowd).get("database")
         crowd = CrowdRepository(crowd, create_indexes=False, **({"database": database} if database else {}))
-    app.config["RAYTUNER"].update(crowd=crowd, signins={})
-    app.add_url_rule("/crowd", "crowd", _crowd_home)
-    app.add_url_rule("/crowd/problem/<problem>", "crowd_problem", _crowd_problem)
-    app.add_url_rule("/crowd/problem/<problem>/download", "crowd_download", _download)
-    app.add_url_rule("/crowd/problem/<problem>/predict", "crowd_predict", _predict)
-    app.add_url_rule("/crowd/problem/<problem>/sensitivity", "crowd_sensitivity", _sensitivity)
-    app.add_url_rule("/signin", "signin", _signin, methods=["GET", "POST"])
-    app.add_url_rule("/signout", "signout", _signout, methods=["POST"])
+    return crowd

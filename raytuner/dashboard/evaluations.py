@@ -1,0 +1,189 @@
+"""The evaluations of a problem: the table (filtered, sorted, paged on the server), its downloads, one evaluation.
+
+- ``/problem/NAME/evaluations``: sortable by any column, filtered by task, task-parameter range, machine,
+  software and status;
+- ``/problem/NAME/evaluations.csv`` and ``.json``: the rows the table's query matches, as CSV or as a GPTune
+  history file;
+- ``/problem/NAME/evaluation/UID``: one evaluation: its task, configuration, outputs (each one's role and
+  constraint), status and failure reason, fidelity and place in GPTuneBand's plan, engine and proposer,
+  session and trial ids, machine and software.
+
+Example: the URL of an evaluation's page, as every table of evaluations links to it:
+
+    >>> from raytuner.dashboard.shared import evaluation_url
+    >>> evaluation_url("demo", "5f0c")
+    '/problem/demo/evaluation/5f0c'
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from flask import Blueprint, Response, request
+
+from raytuner.dashboard.pages import Table, cell, render
+from raytuner.dashboard.shared import (
+    evaluation_url,
+    evaluations_table,
+    filled,
+    objective_choices,
+    problem_view,
+    trail,
+    url,
+)
+from raytuner.dashboard.sources import PAGE_SIZE, TableQuery
+from raytuner.errors import InvalidInputError
+from raytuner.problem.records import HistoryDocument
+from raytuner.store import history_text
+from raytuner.view import DETAIL_COLUMNS, HistoryView, task_label
+
+__all__ = ["blueprint"]
+
+#: The blueprint of these pages.
+blueprint = Blueprint("evaluations", __name__)
+
+
+def _task_columns(frame: pd.DataFrame, view: HistoryView) -> list[str]:
+    """The numeric task parameters' columns (the table filters each by a range)."""
+    return [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
+
+
+def _query(frame: pd.DataFrame, view: HistoryView) -> tuple[TableQuery, str | None]:
+    """The table query of this request's arguments, or every row with the reason it was refused."""
+    try:
+        query = TableQuery.from_args(request.args, _task_columns(frame, view))
+        query.apply(frame)  # an unknown sort column is refused here
+    except InvalidInputError as exc:
+        return TableQuery(), str(exc)
+    return query, None
+
+
+@blueprint.get("/problem/<problem>/evaluations")
+def table(problem: str) -> tuple[str, int]:
+    """The evaluations table: one page of the rows the request's filters match, in its order."""
+    view = problem_view(problem)
+    frame = view.frame
+    query, error = _query(frame, view)
+    rows, total, page = query.apply(frame)
+    rows = rows[filled(frame).columns]
+    args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")} if error is None else {}
+    here = f"/problem/{problem}/evaluations"
+    sort_links = {
+        c: url(here, **args, sort=c, desc="1" if query.sort == c and not query.descending else "")
+        for c in ("failure", *rows.columns.drop(list(DETAIL_COLUMNS), errors="ignore"))
+    }
+    pages = max(1, -(-total // PAGE_SIZE))
+    order = {"sort": query.sort, "desc": "1" if query.descending else ""}
+    return render(
+        "evaluations.html",
+        f"{problem}: evaluations",
+        error=error,
+        status=200 if error is None else 400,
+        trail=trail(problem, ("evaluations", here)),
+        objectives=objective_choices(view, here, **{k: v for k, v in {**args, **order}.items() if k != "objective"}),
+        query=query,
+        tasks=sorted(set(frame["task"])),
+        ranges=[
+            (c, *(request.args.get(f"{end}.{c}", "") if error is None else "" for end in ("min", "max")))
+            for c in _task_columns(frame, view)
+        ],
+        kept={k: v for k, v in {**order, "objective": request.args.get("objective", "")}.items() if v},
+        downloads={kind: url(f"{here}.{kind}", **args, **order) for kind in ("csv", "json")},
+        count={"total": total, "of": len(frame), "page": page, "pages": pages},
+        page_links=[
+            (label, url(here, **args, **order, page=p))
+            for label, p in (("previous", page - 1), ("next", page + 1))
+            if 1 <= p <= pages
+        ],
+        evaluations=evaluations_table(
+            rows, problem, "evaluations", sort_links, sorted_by=(query.sort, query.descending) if query.sort else None
+        ),
+    )
+
+
+@blueprint.get("/problem/<problem>/evaluations.<any(csv, json):kind>")
+def download(problem: str, kind: str) -> Response:
+    """The evaluations the table's query matches, as CSV or as a GPTune history file."""
+    view = problem_view(problem)
+    query, error = _query(view.frame, view)
+    if error is not None:
+        raise InvalidInputError("query", error)
+    rows = query.matching(view.frame)
+    if kind == "csv":
+        body, mimetype = rows.to_csv(index=False), "text/csv"
+    else:
+        records = [view.records[i] for i in rows.index]
+        body = history_text(HistoryDocument(tuning_problem_name=view.problem, func_eval=records))
+        mimetype = "application/json"
+    response = Response(body, mimetype=mimetype)
+    response.headers["Content-Disposition"] = f'attachment; filename="{problem}-evaluations.{kind}"'
+    return response
+
+
+@blueprint.get("/problem/<problem>/evaluation/<uid>")
+def evaluation(problem: str, uid: str) -> tuple[str, int]:
+    """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
+    view = problem_view(problem)
+    index = next((n for n, r in enumerate(view.records) if r.uid == uid), None)
+    if index is None:
+        return render("layout.html", problem, error=f"uid: no evaluation {uid[:80]!r} in {problem}", status=404)
+    record = view.records[index]
+    p = record.raytuner
+    space = view.problem_space
+    roles = {
+        o.name: ("objective, " + o.goal if o.optimize else "recorded") for o in (space.output_space if space else [])
+    }
+    bounds = {o.name: o.constraint_text() for o in (space.output_constraints if space else [])}
+    outputs = pd.DataFrame(
+        [
+            {
+                "output": name,
+                "value": cell(record.value(name)),
+                "role": roles.get(name, ""),
+                "constraint": bounds.get(name, ""),
+            }
+            for name in (space.objectives if space else record.evaluation_result)
+        ],
+        columns=["output", "value", "role", "constraint"],
+    )
+    plan = {
+        k: v
+        for k, v in {
+            "fidelity": p and p.fidelity,
+            "cost": p and p.cost,
+            "bracket": p and p.bracket,
+            "rung": p and p.rung,
+            "pass": p and p.pass_,
+        }.items()
+        if v is not None
+    }
+    provenance = {
+        "engine": (p.engine if p else None) or record.modeling or "",
+        "proposer": (p.proposer if p else None) or "",
+        "session": (p.session_id if p else None) or "",
+        "trial": (p.trial_id if p else None) or "",
+        "uid": record.uid,
+        "time": cell(view.frame["time"].iloc[index]),
+        "source": record.source,
+    }
+    label = task_label(record.task_parameter)
+    parent = p.parent if p else None
+    return render(
+        "evaluation.html",
+        f"{problem}: evaluation {uid[:8]}",
+        trail=trail(
+            problem,
+            (label, url(f"/problem/{problem}/task", task=label)),
+            ("evaluations", url(f"/problem/{problem}/evaluations", task=label)),
+        ),
+        status_text=record.status,
+        failure=(p.failure_message if p else None) or "",
+        task=Table.of_pairs("task", record.task_parameter),
+        configuration=Table.of_pairs("configuration", record.tuning_parameter),
+        outputs=Table.of(outputs, "outputs"),
+        plan=Table.of_pairs("plan", plan),
+        parent=(parent, evaluation_url(problem, parent)) if parent else None,
+        provenance=Table.of_pairs("provenance", provenance),
+        machine=Table.of_pairs("machine", {**record.machine_configuration, **((p.machine or {}) if p else {})}),
+        software=Table.of_pairs("software", record.software_configuration),
+        additional=Table.of_pairs("additional", record.additional_output),
+    )

@@ -1,0 +1,144 @@
+"""The pages of a store's problems: the overview, a problem, one task, GPTuneBand's brackets, the SVG charts.
+
+Example (its URLs):
+    >>> from raytuner.dashboard import create_app
+    >>> rules = create_app(store=__import__("tempfile").mkdtemp()).url_map.iter_rules()
+    >>> sorted(r.rule for r in rules if r.endpoint.startswith("problems."))  # doctest: +NORMALIZE_WHITESPACE
+    ['/', '/problem/<problem>', '/problem/<problem>/brackets', '/problem/<problem>/plot/<kind>.svg',
+     '/problem/<problem>/task']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, abort, redirect, request
+
+from raytuner.dashboard.pages import render, svg
+from raytuner.dashboard.shared import (
+    best_table,
+    evaluations_table,
+    filled,
+    front,
+    objective_choices,
+    problem_view,
+    source,
+    trail,
+    url,
+)
+from raytuner.dashboard.sources import PAGE_SIZE, ServiceViews
+from raytuner.dashboard.state import config
+from raytuner.errors import InvalidInputError
+from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation
+
+__all__ = ["blueprint"]
+
+#: The blueprint of these pages.
+blueprint = Blueprint("problems", __name__)
+
+
+@blueprint.get("/")
+def overview() -> Any:
+    """The problems, with evaluations, tasks and the best value of each (and a service's sessions)."""
+    if config().get("store") is None:
+        return redirect("/crowd")
+    held = source()
+    rows = []
+    for name in held.problems():
+        view = held.view(name)
+        best = view.best_table()[view.objective_column] if view.records else []
+        rows.append(
+            {
+                "name": name,
+                "evaluations": len(view.records),
+                "tasks": len(view.tasks),
+                "objective": f"{view.objective} ({view.goal})",
+                "best": ", ".join(f"{v:.6g}" for v in best if v == v) or "-",
+            }
+        )
+    if isinstance(held, ServiceViews):
+        return render("overview.html", "Tuning service", problems=rows, sessions=held.sessions())
+    return render("overview.html", f"Histories in {held.directory or 'MongoDB'}", problems=rows, sessions=None)
+
+
+@blueprint.get("/problem/<problem>")
+def problem(problem: str) -> tuple[str, int]:
+    """Per task the best configuration, the best-so-far plot, the LCM's task correlation."""
+    view = problem_view(problem)
+    return render(
+        "problem.html",
+        problem,
+        problem=problem,
+        counts={"evaluations": len(view.records), "tasks": len(view.tasks), "models": len(view.models)},
+        objective=view.objective,
+        goal=view.goal,
+        goal_source=view.goal_source,
+        has_model=any((m.raytuner or {}).get("hyperparameters") for m in view.models),
+        has_brackets=view.frame["bracket"].notna().any(),
+        objectives=objective_choices(view, f"/problem/{problem}"),
+        best=best_table(view, problem),
+        front=front(view, problem),
+    )
+
+
+@blueprint.get("/problem/<problem>/task")
+def task(problem: str) -> tuple[str, int]:
+    """One task: its best, its history and parameter plots, its latest evaluations."""
+    view = problem_view(problem)
+    label = request.args.get("task", "")
+    if label not in set(view.frame["task"]):
+        return render("layout.html", problem, error=f"task: {label[:80]!r} is no task of {problem}", status=404)
+    recent = filled(view.frame)
+    recent = recent[recent["task"] == label].tail(PAGE_SIZE)
+    return render(
+        "task.html",
+        f"{problem}: {label}",
+        problem=problem,
+        parameters=list(view.columns["parameter"]),
+        objective=view.objective,
+        label=label,
+        trail=trail(problem, (label, url(f"/problem/{problem}/task", task=label))),
+        objectives=objective_choices(view, f"/problem/{problem}/task", task=label),
+        best=best_table(view, problem, label),
+        front=front(view, problem, label),
+        latest=evaluations_table(recent.iloc[::-1], problem, "latest"),
+    )
+
+
+@blueprint.get("/problem/<problem>/brackets")
+def brackets(problem: str) -> tuple[str, int]:
+    """GPTuneBand's brackets and promotions of one task (``?task=``; default: the first)."""
+    view = problem_view(problem)
+    tasks = sorted(set(view.frame["task"]))
+    ran = bool(tasks) and not view.frame["bracket"].isna().all()
+    return render(
+        "brackets.html",
+        f"{problem}: brackets",
+        problem=problem,
+        trail=trail(problem, ("brackets", f"/problem/{problem}/brackets")),
+        tasks=tasks if ran else [],
+        chosen=request.args.get("task") or (tasks[0] if tasks else ""),
+    )
+
+
+@blueprint.get("/problem/<problem>/plot/<kind>.svg")
+def plot(problem: str, kind: str) -> Response:
+    """A chart of the problem as an SVG image: ``history``, ``parameter``, ``correlation``, ``brackets``, ``front``."""
+    view = problem_view(problem)
+    task = request.args.get("task") or None
+    try:
+        if kind == "history":
+            figure = plot_history(view, by="cost" if request.args.get("by") == "cost" else "evaluations", task=task)
+        elif kind == "parameter":
+            figure = plot_parameter(view, request.args.get("parameter", ""), task=task)
+        elif kind == "correlation":
+            figure = plot_task_correlation(view)
+        elif kind == "brackets":
+            figure = plot_brackets(view, task=task)
+        elif kind == "front":
+            figure = plot_front(view, task=task)
+        else:
+            abort(404)
+    except InvalidInputError as exc:  # a page that escapes what it echoes, as every error
+        return Response(render("layout.html", "Not possible", error=str(exc))[0], status=400, mimetype="text/html")
+    return Response(svg(figure), mimetype="image/svg+xml")
