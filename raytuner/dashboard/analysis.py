@@ -218,6 +218,39 @@ def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float 
     return held[1]
 
 
+def _pair(
+    problem: str, label: str, fidelity: float | None, numeric: list[str], chosen: tuple[str, str]
+) -> dict[str, Any]:
+    """The form that chooses two of the ``numeric`` parameters (``chosen``: the two drawn)."""
+    kept = {"task": label, "fidelity": fidelity, "objective": request.args.get("objective")}
+    return {
+        "action": f"/problem/{problem}/analysis",
+        "hidden": {k: cell(v) for k, v in kept.items() if v not in (None, "")},
+        "numeric": numeric,
+        "x": chosen[0],
+        "y": chosen[1],
+        "records": CONTOUR_RECORDS,
+    }
+
+
+def _task_figures(
+    view: HistoryView, label: str, fidelity: float | None, pair: tuple[Any, Any, str, str] | None
+) -> dict[str, Any]:
+    """The charts of one task at one fidelity: across fidelities, parallel coordinates, the objective against each
+    parameter, and with ``pair`` (its rank chart, a GP or ``None``, the two parameters) the two parameters' charts."""
+    figures: dict[str, Any] = {"chart-parallel": parallel_figure(view, label, fidelity)}
+    if len(fidelities(view)) > 1:
+        figures["chart-fidelity"] = fidelity_figure(view, label)
+    if pair is not None:
+        rank, model, x, y = pair
+        figures["chart-rank"] = rank
+        if model is not None:
+            figures["chart-contour"] = contour_figure(view, label, x, y, model, fidelity)
+    slices = slice_figures(view, label, fidelity)
+    figures.update({f"chart-slice-{n}": f for n, f in enumerate(slices.values())})
+    return figures
+
+
 @blueprint.get("/problem/<problem>/analysis")
 def charts(problem: str) -> tuple[str, int]:
     """Interactive charts of a problem: its tasks' histories and distributions, one task's parameters."""
@@ -227,9 +260,8 @@ def charts(problem: str) -> tuple[str, int]:
     numeric = numeric_parameters(view)
     x = request.args.get("x") or (numeric[0] if numeric else "")
     y = request.args.get("y") or next((n for n in numeric if n != x), "")
-    pair = len(numeric) >= 2 or bool(request.args.get("x") or request.args.get("y"))
-    if pair:
-        rank = rank_figure(view, label, x, y, fidelity)  # checks x and y before any other work
+    paired = len(numeric) >= 2 or bool(request.args.get("x") or request.args.get("y"))
+    rank = rank_figure(view, label, x, y, fidelity) if paired else None  # checks x and y before any other work
     several = view.problem_space is not None and len(view.problem_space.optimised) > 1
     figures: dict[str, Any] = {
         "chart-history": history_figure(view),
@@ -239,52 +271,24 @@ def charts(problem: str) -> tuple[str, int]:
     if several:
         figures["chart-hypervolume"] = hypervolume_figure(view)
         figures["chart-front"] = front_figure(view, label)
-    evaluations = evaluations_at(view, label, fidelity, limit=len(view.records))
-    page: dict[str, Any] = {
-        **_head(view, problem, "analysis", label, fidelity, x=request.args.get("x"), y=request.args.get("y")),
-        "label": label,
-        "problem": problem,
-        "objective": view.objective,
-        "several": several,
-        "count": len(evaluations),
-        "where": _where(view, fidelity),
-        "levels": len(fidelities(view)),
-        "pair": None,
-        "slices": 0,
-    }
-    if len(evaluations):
-        figures["chart-parallel"] = parallel_figure(view, label, fidelity)
-        if page["levels"] > 1:
-            figures["chart-fidelity"] = fidelity_figure(view, label)
-        if pair:
-            figures["chart-rank"] = rank
-            model = _contour_model(view, problem, label, fidelity)
-            if model is not None:
-                figures["chart-contour"] = contour_figure(view, label, x, y, model, fidelity)
-            page["pair"] = {
-                "action": f"/problem/{problem}/analysis",
-                "hidden": {
-                    k: cell(v)
-                    for k, v in {
-                        "task": label,
-                        "fidelity": fidelity,
-                        "objective": request.args.get("objective"),
-                    }.items()
-                    if v not in (None, "")
-                },
-                "numeric": numeric,
-                "x": x,
-                "y": y,
-                "contour": model is not None,
-                "records": CONTOUR_RECORDS,
-            }
-        slices = slice_figures(view, label, fidelity)
-        figures.update({f"chart-slice-{n}": f for n, f in enumerate(slices.values())})
-        page["slices"] = len(slices)
+    count = len(evaluations_at(view, label, fidelity, limit=len(view.records)))
+    model = _contour_model(view, problem, label, fidelity) if count and paired else None
+    if count:
+        figures.update(_task_figures(view, label, fidelity, (rank, model, x, y) if paired else None))
     return render(
         "analysis.html",
         f"{problem}: analysis",
-        **page,
+        **_head(view, problem, "analysis", label, fidelity, x=request.args.get("x"), y=request.args.get("y")),
+        label=label,
+        problem=problem,
+        objective=view.objective,
+        several=several,
+        count=count,
+        where=_where(view, fidelity),
+        levels=len(fidelities(view)),
+        pair=_pair(problem, label, fidelity, numeric, (x, y)) if paired else None,
+        contour=model is not None,
+        slices=sum(1 for k in figures if k.startswith("chart-slice-")),
         numeric_count=len(numeric),
         figures=htmlsafe_json_dumps(figures, allow_nan=False),
         evaluations=evaluation_url(problem, ""),

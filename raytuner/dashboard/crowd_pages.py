@@ -108,12 +108,11 @@ def _json_text(value: Any) -> str:
 @blueprint.get("/crowd")
 def home() -> tuple[str, int]:
     """The problems the visitor may see, the machines and software with their aliases."""
-    repo, user = repository(), signed_in_user()
+    repo = repository()  # the header's sign-in (raytuner.dashboard.signin) gives the template its user
     return render(
         "crowd/home.html",
         "Crowd repository",
-        username=user and user.username,
-        problems=repo.problems_for(user),
+        problems=repo.problems_for(signed_in_user()),
         catalogs={"machine": repo.machines.entries(), "software": repo.software.entries()},
     )
 

@@ -17,6 +17,8 @@ Example: the URL of an evaluation's page, as every table of evaluations links to
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from flask import Blueprint, Response, request
 
@@ -32,7 +34,7 @@ from raytuner.dashboard.shared import (
 )
 from raytuner.dashboard.sources import PAGE_SIZE, TableQuery
 from raytuner.errors import InvalidInputError
-from raytuner.problem.records import HistoryDocument
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument
 from raytuner.store import history_text
 from raytuner.view import DETAIL_COLUMNS, HistoryView, task_label
 
@@ -119,21 +121,14 @@ def download(problem: str, kind: str) -> Response:
     return response
 
 
-@blueprint.get("/problem/<problem>/evaluation/<uid>")
-def evaluation(problem: str, uid: str) -> tuple[str, int]:
-    """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
-    view = problem_view(problem)
-    index = next((n for n, r in enumerate(view.records) if r.uid == uid), None)
-    if index is None:
-        return render("layout.html", problem, error=f"uid: no evaluation {uid[:80]!r} in {problem}", status=404)
-    record = view.records[index]
-    p = record.raytuner
+def _outputs(view: HistoryView, record: FunctionEvaluation) -> pd.DataFrame:
+    """An evaluation's outputs: each one's value, role (objective and goal, or recorded) and constraint."""
     space = view.problem_space
     roles = {
         o.name: ("objective, " + o.goal if o.optimize else "recorded") for o in (space.output_space if space else [])
     }
     bounds = {o.name: o.constraint_text() for o in (space.output_constraints if space else [])}
-    outputs = pd.DataFrame(
+    return pd.DataFrame(
         [
             {
                 "output": name,
@@ -145,18 +140,22 @@ def evaluation(problem: str, uid: str) -> tuple[str, int]:
         ],
         columns=["output", "value", "role", "constraint"],
     )
-    plan = {
-        k: v
-        for k, v in {
-            "fidelity": p and p.fidelity,
-            "cost": p and p.cost,
-            "bracket": p and p.bracket,
-            "rung": p and p.rung,
-            "pass": p and p.pass_,
-        }.items()
-        if v is not None
-    }
-    provenance = {
+
+
+def _plan(record: FunctionEvaluation) -> dict[str, Any]:
+    """Where an evaluation stands in GPTuneBand's plan: what it recorded of fidelity, cost, bracket, rung, pass."""
+    p = record.raytuner
+    if p is None:
+        return {}
+    shown = {"fidelity": p.fidelity, "cost": p.cost, "bracket": p.bracket, "rung": p.rung, "pass": p.pass_}
+    return {k: v for k, v in shown.items() if v is not None}
+
+
+def _provenance(view: HistoryView, index: int) -> dict[str, Any]:
+    """Who proposed and ran the evaluation ``view.records[index]``, in which session and trial, and when."""
+    record = view.records[index]
+    p = record.raytuner
+    return {
         "engine": (p.engine if p else None) or record.modeling or "",
         "proposer": (p.proposer if p else None) or "",
         "session": (p.session_id if p else None) or "",
@@ -165,6 +164,17 @@ def evaluation(problem: str, uid: str) -> tuple[str, int]:
         "time": cell(view.frame["time"].iloc[index]),
         "source": record.source,
     }
+
+
+@blueprint.get("/problem/<problem>/evaluation/<uid>")
+def evaluation(problem: str, uid: str) -> tuple[str, int]:
+    """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
+    view = problem_view(problem)
+    index = next((n for n, r in enumerate(view.records) if r.uid == uid), None)
+    if index is None:
+        return render("layout.html", problem, error=f"uid: no evaluation {uid[:80]!r} in {problem}", status=404)
+    record = view.records[index]
+    p = record.raytuner
     label = task_label(record.task_parameter)
     parent = p.parent if p else None
     return render(
@@ -179,10 +189,10 @@ def evaluation(problem: str, uid: str) -> tuple[str, int]:
         failure=(p.failure_message if p else None) or "",
         task=Table.of_pairs("task", record.task_parameter),
         configuration=Table.of_pairs("configuration", record.tuning_parameter),
-        outputs=Table.of(outputs, "outputs"),
-        plan=Table.of_pairs("plan", plan),
+        outputs=Table.of(_outputs(view, record), "outputs"),
+        plan=Table.of_pairs("plan", _plan(record)),
         parent=(parent, evaluation_url(problem, parent)) if parent else None,
-        provenance=Table.of_pairs("provenance", provenance),
+        provenance=Table.of_pairs("provenance", _provenance(view, index)),
         machine=Table.of_pairs("machine", {**record.machine_configuration, **((p.machine or {}) if p else {})}),
         software=Table.of_pairs("software", record.software_configuration),
         additional=Table.of_pairs("additional", record.additional_output),
