@@ -1,4 +1,4 @@
-"""The dashboard's pages are Jinja templates: no HTML in its Python, each value escaped once, shipped in the wheel.
+"""The dashboard's pages are Jinja templates: no HTML in its Python, each value escaped once (``tests/test_release.py`` checks the wheel ships them).
 
 Flask's test client drives the application; the pages in a real browser are in ``tests/test_dashboard.py``.
 """
@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
-import sys
 import tokenize
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -97,30 +94,3 @@ def test_an_echoed_wrong_task_of_markup_is_escaped_once(marked: tuple[Path, str]
     answer = create_app(store=folder).test_client().get("/problem/demo/analysis", query_string={"task": MARKUP})
     page = answer.get_data(as_text=True)
     assert answer.status_code == 404 and "task: &#39;&lt;b&gt;&amp;&#34;&#39; is no task of demo" in page
-
-
-@pytest.mark.slow
-def test_the_wheel_ships_every_template(tmp_path: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    (wheel,) = tmp_path.glob("raytuner-*.whl")
-    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("raytuner/dashboard/templates/")}
-    expected = {
-        f"raytuner/dashboard/templates/{p.relative_to(TEMPLATES).as_posix()}" for p in TEMPLATES.rglob("*.html")
-    }
-    assert expected and shipped == expected
