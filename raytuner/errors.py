@@ -145,6 +145,29 @@ def from_validation_error(err: ValidationError, prefix: str = "") -> InvalidInpu
     return InvalidInputError(field_path(loc, prefix), message)
 
 
+class CheckedModel(BaseModel):
+    """A pydantic model whose constructor raises one :class:`InvalidInputError` naming the field.
+
+    Plain pydantic raises its multi-line ``ValidationError`` from ``Model(...)``; a model built
+    from this class says what :func:`validate` says, so ``Real(name="x", lower_bound=2,
+    upper_bound=1)`` is refused with one line. Subclass it instead of ``BaseModel`` for
+    classes users construct themselves.
+
+    >>> class Point(CheckedModel):
+    ...     x: int
+    >>> Point(x="one")
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: x: Input should be a valid integer, unable to parse string as an integer
+    """
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_validation_error(exc) from None
+
+
 def _is_union_tag(part: Any) -> bool:
     # pydantic puts the discriminator tag ('real', 'integer', ...) or a
     # function-validator name into the location of union members.

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.constraints import Constraint, SafeExpression
-from raytuner.problem.space import Categorical, Integer, ProblemSpace, Real, Space
+from raytuner.problem.space import Categorical, Integer, Objective, ProblemSpace, Real, Space
 
 X = {"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}
 
@@ -53,6 +55,29 @@ def test_bad_problem_raises_one_clear_error(spec: dict, field: str, fragment: st
         ProblemSpace.parse(spec)
     assert info.value.field == field
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("build", "field", "fragment"),
+    [
+        (lambda: Real(name="x", lower_bound=2, upper_bound=1), "lower_bound", "below upper_bound 1"),
+        (lambda: Integer(name="n", lower_bound=5, upper_bound=1), "lower_bound", "below upper_bound 1"),
+        (lambda: Integer(name="n", lower_bound=0.5, upper_bound=3), "lower_bound", "whole-number"),
+        (lambda: Real(name="x", lower_bound=0, upper_bound="one"), "upper_bound", "valid number"),
+        (lambda: Categorical(name="c", categories=[]), "categories", "at least one"),
+        (lambda: Objective(name="y", lower_bound=3, upper_bound=1), "", "must be below upper_bound"),
+        (lambda: Space(parameters=[Real(**X), Real(**X)]), "", "duplicate parameter name 'x'"),
+        (lambda: ProblemSpace(parameter_space=[Real(**X)], output_space=[]), "output_space", "at least one"),
+        (lambda: ProblemSpace(parameter_space=[{**X, "upper_bound": -1}]), "parameter_space[0].lower_bound", "below"),
+    ],
+    ids=["real", "integer", "integer-whole", "real-number", "categorical", "objective", "space", "problem", "nested"],
+)
+def test_a_bad_space_built_in_python_raises_one_line_naming_the_field(build: Any, field: str, fragment: str) -> None:
+    # rt.Real(lower_bound=2, upper_bound=1) raised pydantic's multi-line ValidationError, which the CLI reports as a bug
+    with pytest.raises(InvalidInputError) as info:
+        build()
+    assert not isinstance(info.value, ValidationError)
+    assert info.value.field == field and fragment in str(info.value) and "\n" not in str(info.value)
 
 
 def test_unknown_type_lists_the_allowed_types() -> None:

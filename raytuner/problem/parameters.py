@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from raytuner.errors import InvalidInputError
+from raytuner.errors import CheckedModel, InvalidInputError
 
 __all__ = ["Real", "Integer", "Categorical", "Parameter", "Scalar", "PARAMETER_TYPES", "normalise_parameter_type"]
 
@@ -44,7 +44,7 @@ PARAMETER_TYPES: dict[str, str] = {
 Scalar = bool | int | float | str
 
 
-class _ParameterBase(BaseModel):
+class _ParameterBase(CheckedModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     name: str = Field(min_length=1)

@@ -41,7 +41,7 @@ from pydantic import (
     model_validator,
 )
 
-from raytuner.errors import InvalidInputError, validate
+from raytuner.errors import CheckedModel, InvalidInputError, validate
 from raytuner.problem.constraints import Constraint
 from raytuner.problem.parameters import PARAMETER_TYPES, Categorical, Integer, Parameter, Real, normalise_parameter_type
 from raytuner.problem.values import as_number
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 
-class Objective(BaseModel):
+class Objective(CheckedModel):
     """One output of the output space: optimised (minimised or maximised), bounded, or both.
 
     An output with ``optimize`` (GPTune's field, default true) is an
@@ -131,7 +131,7 @@ class Objective(BaseModel):
         return " <= ".join([*low, self.name, *high])
 
 
-class Space(BaseModel):
+class Space(CheckedModel):
     """An ordered list of uniquely named parameters; serialises as a plain list.
 
     Examples:
@@ -270,7 +270,7 @@ class Space(BaseModel):
         return [{p.name: columns[j][i] for j, p in enumerate(self.parameters)} for i in range(u.shape[0])]
 
 
-class ProblemSpace(BaseModel):
+class ProblemSpace(CheckedModel):
     """The three spaces of a tuning problem plus its constraints.
 
     Constraints map a name to an expression string or a callable over task and
