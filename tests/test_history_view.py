@@ -180,6 +180,10 @@ def test_history_plot_refuses_bad_input_in_one_line(band_store: Path, tmp_path: 
         main, ["history", "plot", str(band_store), "--kind", "pie", "--out", str(tmp_path / "b.png")]
     )
     assert bad_kind.exit_code == 2 and "'pie' is not one of" in bad_kind.output
+    bad_format = runner.invoke(main, ["history", "plot", str(band_store), "--out", str(tmp_path / "x.bmpx")])
+    assert bad_format.exit_code == 2 and bad_format.output.count("\n") == 1, bad_format.output  # was exit 70, a "bug"
+    assert "--out" in bad_format.output and "x.bmpx" in bad_format.output and ".png, " in bad_format.output
+    assert not list(tmp_path.glob("x.*"))
 
 
 def test_records_read_as_a_user_expects() -> None:

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import click
+from matplotlib.backend_bases import FigureCanvasBase
 
 from raytuner.cli.errors import JsonFile, existing_store, store_location
 from raytuner.cli.service import META_FILE
+from raytuner.errors import shown
 from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import HistoryDocument
 from raytuner.problem.space import ProblemSpace
@@ -224,7 +226,12 @@ def history_show(
 
 @history.command("plot")
 @click.argument("location", metavar="PATH_OR_URI")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The image to write (.png, .svg, .pdf).")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The image to write; its suffix is the format (.png, .svg, .pdf, ... as matplotlib writes them).",
+)
 @click.option("--kind", type=click.Choice(PLOTS), default="history", show_default=True, help="What to draw.")
 @click.option("--problem", help="Problem name (needed when the store holds several).")
 @_META
@@ -259,6 +266,13 @@ def history_plot(
     GPTuneBand's brackets and promotions, or each task's Pareto front (several objectives)."""
     if not Path(out).resolve().parent.is_dir():
         raise click.BadParameter(f"{Path(out).parent} is not a directory", param_hint="--out")
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = Path(out).suffix.removeprefix(".").lower()
+    if suffix not in formats:
+        raise click.BadParameter(
+            f"{shown(out)} has no image suffix matplotlib writes (allowed: {', '.join('.' + f for f in formats)})",
+            param_hint="--out",
+        )
     view = _view(_load(location, problem, meta), meta, objective)
     if not view.records:
         raise click.BadParameter(f"{location} holds no evaluations of {view.problem}", param_hint="PATH_OR_URI")
