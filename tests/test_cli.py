@@ -50,6 +50,29 @@ def test_import_then_export_keeps_every_record(tmp_path: Path, backend: str, req
     assert records_by_uid(out) == records_by_uid(DEMO_FILE)
 
 
+def test_records_without_uids_are_kept_once_however_often_the_file_is_imported(tmp_path: Path) -> None:
+    data = json.loads(DEMO_FILE.read_text())
+    for record in data["func_eval"] + data["surrogate_model"]:
+        del record["uid"]
+    data["func_eval"].append(dict(data["func_eval"][0]))  # the same point measured twice: two records, not one
+    source = tmp_path / "no-uids.json"
+    source.write_text(json.dumps(data))
+    target = str(tmp_path / "history")
+    first = run("history", "import", str(source), "--to", target)
+    assert first.strip() == f"imported 71 new evaluations and 35 new models of GPTune-Demo into {target}"
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(data, indent=1))  # the same records, another file: still kept once
+    for again in (
+        run("history", "import", str(source), "--to", target),
+        run("history", "import", str(copy), "--to", target),
+    ):
+        assert again.strip().endswith(
+            f"imported 0 new evaluations and 0 new models of GPTune-Demo into {target} (106 already in the store)"
+        ), again
+    summary = json.loads(run("history", "show", target, "--problem", "GPTune-Demo", "--json"))
+    assert (summary["func_eval"], summary["surrogate_model"]) == (71, 35)
+
+
 def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(main, ["history", "show", str(tmp_path / "nothing")])

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +63,7 @@ SCHEMAS: dict[int, str] = {
     4: "2020: name, model_data, func_eval records keyed I, P, O, machine_deps, compile_deps, runtime_deps",
 }
 
-_NAMESPACE = uuid.UUID("6f1c1d5e-3a51-4bd0-9a53-6b0f6f3f2a10")  # uids of legacy records that had none
+_NAMESPACE = uuid.UUID("6f1c1d5e-3a51-4bd0-9a53-6b0f6f3f2a10")  # uids of records that had none
 
 
 @dataclass
@@ -163,13 +164,31 @@ def _machine(legacy: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     return machine, {k: v for k, v in legacy.items() if k not in used}
 
 
-def _legacy_uid(record: Mapping[str, Any]) -> str:
-    """A uid for a legacy record that had none: derived from its content, so every read gives the same."""
-    return str(uuid.uuid5(_NAMESPACE, json.dumps(record, sort_keys=True, default=str)))
+class _ContentUids:
+    """Uids for the records of one file that have none, derived from their content: every read gives the same.
+
+    A record's uid is the UUID5 of its JSON text (task, parameters, outputs, machine, times: all it
+    holds), so importing the file again, or a copy of it, keeps each record once. Identical records
+    of one file (the same point measured twice, with no time written) stay apart: the second and later
+    ones' uids also take their place among them.
+    """
+
+    def __init__(self) -> None:
+        self._seen: Counter[str] = Counter()
+
+    def __call__(self, record: Mapping[str, Any]) -> str:
+        text = json.dumps(record, sort_keys=True, default=str)
+        repeat = self._seen[text]
+        self._seen[text] += 1
+        return str(uuid.uuid5(_NAMESPACE, f"{text}\n{repeat}" if repeat else text))
 
 
 def _evaluation(
-    record: Mapping[str, Any], problem: ProblemSpace | None, types: Mapping[str, InferredType], report: SchemaReport
+    record: Mapping[str, Any],
+    problem: ProblemSpace | None,
+    types: Mapping[str, InferredType],
+    report: SchemaReport,
+    uids: _ContentUids,
 ) -> dict[str, Any]:
     """One ``func_eval`` record in today's spelling (any schema); ``types`` from :func:`infer_types`."""
     out = dict(record)
@@ -199,7 +218,7 @@ def _evaluation(
             software.update(out.pop(key))
         out["software_configuration"] = software
     if "uid" not in out:
-        out["uid"] = _legacy_uid(record)
+        out["uid"] = uids(record)
         report.note("records without a uid were given one derived from their content")
     return out
 
@@ -216,7 +235,9 @@ def _space_entries(entries: list[Mapping[str, Any]], names: list[str], output: b
     return out
 
 
-def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: SchemaReport) -> dict[str, Any]:
+def _model(
+    record: Mapping[str, Any], names: dict[str, list[str]], report: SchemaReport, uids: _ContentUids
+) -> dict[str, Any]:
     """One ``model_data`` model as a ``surrogate_model`` record (its legacy fields kept)."""
     out = dict(record)
     if "func_eval" in out and "function_evaluations" not in out:
@@ -255,7 +276,7 @@ def _model(record: Mapping[str, Any], names: dict[str, list[str]], report: Schem
             **({"name": outputs[objective_id]} if 0 <= objective_id < len(outputs) else {}),
         }
     if "uid" not in out:
-        out["uid"] = _legacy_uid(record)
+        out["uid"] = uids(record)
     return out
 
 
@@ -288,9 +309,14 @@ def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[d
     """
     schema = detect_schema(data)
     report = SchemaReport(schema)
+    uids = _ContentUids()
     if schema == 1:  # today's schema: read as it is (an entry that is no record is refused when validated)
         report.evaluations, report.models = len(data["func_eval"]), len(data.get("surrogate_model") or [])
-        return dict(data), report
+        out = dict(data)
+        for key in ("func_eval", "surrogate_model"):  # a record without a uid gets its content's, quietly
+            if isinstance(out.get(key), list):
+                out[key] = [{**r, "uid": uids(r)} if isinstance(r, Mapping) and "uid" not in r else r for r in out[key]]
+        return out, report
     types = infer_types(data, problem) if schema == 4 else {}
     if types:
         report.note(inference_note(types, problem))
@@ -299,7 +325,7 @@ def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[d
         if not isinstance(record, Mapping):
             report.skipped.append(f"func_eval[{i}]: a {type(record).__name__}, not a record object")
             continue
-        evaluations.append(_evaluation(record, problem, types, report))
+        evaluations.append(_evaluation(record, problem, types, report, uids))
     names = _names(evaluations, problem)
     models: list[dict[str, Any]] = []
     for key in ("surrogate_model", "model_data"):
@@ -307,7 +333,7 @@ def normalise_history(data: Any, problem: ProblemSpace | None = None) -> tuple[d
             if not isinstance(record, Mapping):
                 report.skipped.append(f"{key}[{i}]: a {type(record).__name__}, not a model object")
                 continue
-            models.append(_model(record, names, report) if key == "model_data" else dict(record))
+            models.append(_model(record, names, report, uids) if key == "model_data" else dict(record))
     report.evaluations, report.models = len(evaluations), len(models)
     header = {
         k: v
