@@ -143,6 +143,17 @@ def test_the_crowd_commands(crowd: tuple[TuningServer, CrowdRepository, str], tm
     space.write_text(json.dumps({"tuning_problem_name": PROBLEM, "problem_space": PROBLEM_SPACE}))
     out = run("query", "--problem", PROBLEM, "--json", RAYTUNER_CROWD_API_KEY=key)
     assert len(json.loads(out)) == 64
+    # an upload is private unless asked otherwise: another user sees none of carol's records, then the public ones
+    run("users", "add", "--username", "dave", "--email", "dave@example.org", "--group", "ml")
+    dave = run("keys", "create", "--username", "dave").strip()
+    assert json.loads(run("query", "--problem", PROBLEM, "--json", RAYTUNER_CROWD_API_KEY=dave)) == []
+    public = tmp_path / "public.json"
+    public.write_text(json.dumps({"func_eval": [r.to_dict() for r in records(3, seed=2)]}))
+    assert "3 records stored" in run(
+        "upload", str(public), "--problem", PROBLEM, "--access", "public", RAYTUNER_CROWD_API_KEY=key
+    )
+    assert len(json.loads(run("query", "--problem", PROBLEM, "--json", RAYTUNER_CROWD_API_KEY=dave))) == 3
+    assert len(json.loads(run("query", "--problem", PROBLEM, "--json", RAYTUNER_CROWD_API_KEY=key))) == 67
     out = run(
         "sensitivity",
         "--problem",

@@ -277,7 +277,11 @@ crowd.add_command(_catalog_command("software", "software", "software package"))
     help="Problem name (default: the file's tuning_problem_name, or the file's name without .json when it has none).",
 )
 @click.option(
-    "--access", type=click.Choice(["public", "registered", "private", "shared"]), default="public", show_default=True
+    "--access",
+    type=click.Choice(["public", "registered", "private", "shared"]),
+    default="private",
+    show_default=True,
+    help="Who may read the records: private (you only) unless you choose to widen it.",
 )
 @click.option("--share-user", "users_", multiple=True, help="With --access shared: a user (repeatable).")
 @click.option("--share-group", "groups", multiple=True, help="With --access shared: a group (repeatable).")
