@@ -42,6 +42,7 @@ def test_transfer_example_prints_the_proposers_and_the_best_and_continues(tmp_pa
     assert rows[0][1] == "weighted_sum_equal"  # no target data yet
     assert all(row[1] in {*DEFAULT_POOL, "weighted_sum_equal"} for row in rows)
     assert "Ensemble probabilities now:" in out
+    assert "  t=1: 6, 0, 6.00" in out.splitlines()  # six evaluations at the one fidelity cost 6 (it said 0.00)
 
     best = next(line for line in out.splitlines() if line.startswith("Best found:"))
     y_best = float(best.split("y = ")[1].split()[0])

@@ -41,7 +41,12 @@ def task_summary(
     """Lines: per task the evaluations, failures and normalised cost, then its best configuration.
 
     ``best[i]`` is task ``i``'s best evaluation (``None`` when it has none);
-    ``label`` renders a task (default ``name=value`` pairs).
+    ``label`` renders a task (default ``name=value`` pairs). An evaluation
+    without a cost (a single-fidelity engine's) costs 1, a run at full fidelity.
+
+    >>> one = FunctionEvaluation.create({"t": 1.0}, {"x": 0.25}, {"y": 0.5})
+    >>> task_summary([{"t": 1.0}], [one, one], [one], "y")[1]
+    '  t=1: 2, 0, 2.00'
 
     Args:
         tasks: the tasks' parameters, in order.
@@ -53,7 +58,7 @@ def task_summary(
     lines = ["Per task: evaluations, failed, normalised cost"]
     for task in tasks:
         mine = [r for r in records if task_key(r.task_parameter) == task_key(task)]
-        cost = sum((r.raytuner.cost or 0.0) for r in mine if r.raytuner)
+        cost = sum(r.raytuner.cost if r.raytuner and r.raytuner.cost is not None else 1.0 for r in mine)
         lines.append(f"  {label(task)}: {len(mine)}, {sum(r.status != 'ok' for r in mine)}, {cost:.2f}")
     lines.append("Best configuration per task:")
     for task, record in zip(tasks, best):
