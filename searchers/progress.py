@@ -110,7 +110,7 @@ class TuningProgress(tune.Callback):
             return
         p = engine.progress()
         stage = (p["pass"], p["stage"], p["finished"])
-        if stage != self._stage:
+        if stage != self._stage and not p["finished"]:  # the table at the end says "done", once
             self._stage = stage
             self._emit(self.lines()[0])
 
