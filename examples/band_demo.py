@@ -8,7 +8,8 @@ exact at b_max, most biased at b_min. The trainable reads the fidelity from
 would. Every evaluation goes to the embedded JSON history store before the
 next decision; a progress table (per task: evaluations, cost, best so far,
 pass/bracket/rung) follows every few seconds, and at the end the best
-configuration per task at b_max is printed beside the true optimum (a grid).
+configuration per task at b_max is printed beside the true optimum (a grid),
+then where the evaluations are and the commands that show them.
 The progress table is raytuner's own (``raytuner.searchers.TuningProgress``).
 
 Run (local Ray):
@@ -19,7 +20,8 @@ On a two-node Ray cluster started on this machine (``ray start --head`` plus
     python examples/band_demo.py --store raytuner_results --local-cluster 2
 
 Or on a running cluster: ``--address HOST:PORT``. Running again with the same
---store continues the same problem where it stopped, mid-bracket if need be.
+--store continues the same problem where it stopped, mid-bracket if need be:
+after Ctrl-C the run says so, and that the same command continues it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import contextlib
 import logging
 import math
 import os
+import shlex
 import sys
 import time
 from collections import Counter
@@ -110,7 +113,11 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         type=int,
         default=0,
         metavar="NODES",
-        help="start a cluster of NODES one-CPU nodes on this machine, and stop it at the end",
+        help=(
+            "start a cluster of NODES one-CPU nodes on this machine, and stop it at the end: it shows where "
+            "trials and model fits run, and is slower than the single-node run (a fresh actor per trial, model "
+            "fits sent to Ray actors, and the nodes sharing this machine's cores)"
+        ),
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -163,6 +170,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
         # run, status lines) is off: the progress lines above say where the plan is
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
         logging.getLogger("ray.tune").setLevel(logging.WARNING)
+        logging.getLogger("ray.tune.tune").addFilter(no_restore_hint)
         # On a cluster every trial gets a fresh actor: a reused actor stays on its node (with reuse, one run on
         # two one-CPU nodes put all 12 trials on one). On a local Ray reuse saves an actor start per trial.
         tuner = tune.Tuner(
@@ -193,14 +201,27 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, float]]:
             print(f"LCM fit starts per Ray node: {dict(executor.nodes)}")
             print(f"Ray nodes alive: {sum(1 for n in ray.nodes() if n['Alive'])}")
     store.compact(args.problem)
+    if not band.engine.finished:  # Ctrl-C: Ray Tune ended the run before the plan did
+        print(
+            f"\nInterrupted after {len(band.session.records)} evaluations, every one kept in "
+            f"{store.path(args.problem)}; the same command again continues where it stopped.",
+            flush=True,
+        )
+        store.close()
+        raise SystemExit(130)
     return report(band, store, args.problem)
 
 
+def no_restore_hint(record: logging.LogRecord) -> bool:
+    """Drop Ray Tune's "Resume experiment with: Tuner.restore(...)" after Ctrl-C: the store resumes this run."""
+    return "Resume experiment with" not in record.getMessage()
+
+
 def report(band: GPTuneBandScheduler, store: JsonStore, problem_name: str) -> dict[float, dict[str, float]]:
-    """Print and return the best configuration per task at b_max beside the grid optimum."""
+    """Print and return the best configuration per task at b_max beside the grid optimum; say where the results are."""
     best: dict[float, dict[str, float]] = {}
     records = band.session.records
-    print(f"\nBest configuration per task at b_max (store: {store.path(problem_name)}):")
+    print("\nBest configuration per task at b_max:")
     print(f"{'t':>6} {'evals':>6} {'cost':>6} {'best x':>9} {'best y':>9} {'grid x*':>9} {'grid y*':>9} {'ratio':>7}")
     costs = band.engine.cost_per_task()
     for task, record, cost in zip(band.engine.tasks, band.best_per_task(), costs):
@@ -218,6 +239,10 @@ def report(band: GPTuneBandScheduler, store: JsonStore, problem_name: str) -> di
     ratios = [b["y"] / demo_grid_minimum(t)[1] for t, b in best.items()]
     if ratios:
         print(f"R-bar against the grid optimum: {(np.mean(ratios) + np.median(ratios)) / 2:.4f}")
+    print(f"\nEvery evaluation is in {store.path(problem_name)}; to look at them:")
+    folder = shlex.quote(str(store.directory))
+    print(f"  raytuner history show {folder} --problem {problem_name}")
+    print(f"  raytuner dashboard {folder}   # then open http://127.0.0.1:8050/")
     store.close()
     return best
 

@@ -70,6 +70,20 @@ def test_band_demo_on_a_two_node_cluster_uses_both_nodes_and_stops_them(tmp_path
     assert not note.exists() or note.read_text().strip().rsplit(":", 1)[-1] != address.rsplit(":", 1)[-1]
 
 
+def test_the_local_cluster_option_says_it_is_slower_than_one_node() -> None:
+    # on one machine a cluster of one-CPU nodes is slower than the single-node run; its help did not say so
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples/band_demo.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = " ".join(proc.stdout.split())  # argparse wraps the help to the terminal's width
+    assert "slower than the single-node run" in text[text.index("--local-cluster NODES start") :]
+
+
 def test_local_cluster_rejects_bad_node_lists() -> None:
     with pytest.raises(InvalidInputError) as err:
         LocalCluster(nodes=[1, -1])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -26,6 +29,7 @@ from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
@@ -264,3 +268,42 @@ def test_band_demo_main_job_runs_locally_and_prints_the_best_per_task(band_run: 
     rows = [line.split() for line in band_run.output.splitlines() if line.split()[:1] in (["1"], ["1.3"])]
     assert [row[:2] for row in rows] == [["1", str(per_task)], ["1.3", str(per_task)]]
     assert all(float(row[-1]) >= 1.0 - 1e-9 for row in rows)  # ratio to the grid optimum, its lower bound
+    assert band_run.output.count(", done, ") == 1  # the end, said once
+    # it ends saying where the results are and how to look at them
+    where, show, dashboard = band_run.output.splitlines()[-3:]
+    assert where == f"Every evaluation is in {band_run.store / BAND_PROBLEM}.json; to look at them:"
+    assert show.split()[:5] == ["raytuner", "history", "show", str(band_run.store), "--problem"]
+    assert show.split()[5] == BAND_PROBLEM and dashboard.split()[:3] == ["raytuner", "dashboard", str(band_run.store)]
+
+
+def test_band_demo_interrupted_says_so_and_how_to_continue(tmp_path: Path) -> None:
+    # Ctrl-C printed the finished run's table and Ray's "Resume experiment with: Tuner.restore(...)", which
+    # does not continue the run (the store does)
+    store = tmp_path / "store"
+    args = ["--store", str(store), "--tasks", "1.0", "--b-min", "3", "--passes", "5", "--cpus", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples/band_demo.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        for line in proc.stdout:  # the first line of the plan's progress: Ray Tune runs the trials
+            if "; GPTuneBand pass 1/5, " in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    interrupted = next(line for line in out.splitlines() if line.startswith("Interrupted after "))
+    evaluations = int(interrupted.split()[2])
+    assert interrupted == (
+        f"Interrupted after {evaluations} evaluations, every one kept in {store / BAND_PROBLEM}.json; "
+        "the same command again continues where it stopped."
+    )
+    with JsonStore(store) as kept:
+        assert len(kept.evaluations(BAND_PROBLEM)) == evaluations > 0
+    assert "Best configuration" not in out and "Tuner.restore" not in out + err
