@@ -303,6 +303,10 @@ def history_plot(
 def history_import(path: str, target: str, meta: MetaDescription | None) -> None:
     """Add every record of a GPTune FILE to a store (records already there are kept once).
 
+    A record is known by its uid; one without a uid by its content (task,
+    parameters, outputs and all else it holds), so importing a file again,
+    or a copy of it, adds nothing.
+
     The whole file is read and checked first: a file that is not a GPTune
     history changes nothing. Prints how many records were new. With --meta,
     values a 2020 GPTune file wrote as strings are read by the problem's
