@@ -18,7 +18,6 @@ from raytuner.store import JsonStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "raytuner" / "dashboard"
-TEMPLATES = DASHBOARD / "templates"
 
 #: HTML's elements (a route's ``<problem>`` is none of them).
 ELEMENTS = (
