@@ -277,7 +277,8 @@ class LCM:
         report.executor = type(runner).__name__
         results = runner.map(run_start, jobs, timeout=wait)
         report.starts += [_start_entry(r, len(sample.z)) for r in results]
-        if any(r is not None and r.timed_out for r in results):
+        late = any(r is None for r in results) and time.time() >= deadline  # dropped at the deadline, unfinished
+        if late or any(r is not None and r.timed_out for r in results):
             report.timed_out = True
             log.warning(
                 "the LCM fit reached its time limit (LCMOptions.timeout %.1f s, or its caller's budget): the "
