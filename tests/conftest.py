@@ -346,11 +346,14 @@ def crowd(mongo_uri: str, tmp_path: Path) -> Iterator[tuple[Any, Any, str]]:
     """A real tuning service with a crowd repository in a fresh database: (server, repository, its URI)."""
     import pymongo  # noqa: PLC0415
 
+    from raytuner.service.bounds import SessionLimits  # noqa: PLC0415
     from raytuner.service.server import TuningServer  # noqa: PLC0415 - only the service tests pay for gRPC
 
     database = f"crowd_{uuid.uuid4().hex}"
     uri = f"{mongo_uri}/{database}"
-    srv = TuningServer(tmp_path / "store", port=0, crowd=uri)
+    # a fit budget no fit here reaches: the tests compare the server's model with one fitted locally, and a fit
+    # cut short by a loaded machine would make them differ by timing
+    srv = TuningServer(tmp_path / "store", port=0, crowd=uri, limits=SessionLimits(fit_seconds=600))
     srv.start()
     try:
         yield srv, srv.crowd, uri
