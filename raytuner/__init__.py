@@ -26,9 +26,10 @@ Example:
 
 from __future__ import annotations
 
-from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from raytuner.lazy import lazy_names
 
 try:
     __version__ = version("raytuner")
@@ -140,16 +141,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     )
     from raytuner.view import load_history
 
-
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use and keep the name here (PEP 562)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'raytuner' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -26,7 +26,13 @@ from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner
 from raytuner.crowd import CrowdRepository, Unauthenticated
-from raytuner.crowd.signatures import (
+from raytuner.errors import InvalidInputError
+from raytuner.problem.meta import MetaDescription
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.protocol import METADATA_KEY
+from raytuner.protocol.v1 import tuning_pb2 as pb
+from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.signing import (
     DASHBOARD_SIGN_IN,
     WINDOW_SECONDS,
     Signer,
@@ -36,12 +42,6 @@ from raytuner.crowd.signatures import (
     public_key_text,
     verify,
 )
-from raytuner.errors import InvalidInputError
-from raytuner.problem.meta import MetaDescription
-from raytuner.problem.records import FunctionEvaluation
-from raytuner.protocol import METADATA_KEY
-from raytuner.protocol.v1 import tuning_pb2 as pb
-from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 
 PROBLEM = "signed"
 SPACE = {

@@ -27,9 +27,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from test_crowd_access import PROBLEM, UPLOADS, USERS, _may_see, _record
 
 from raytuner.crowd import CrowdRepository
-from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, Signer, generate_key_pair
 from raytuner.dashboard import create_app, serve, signin
 from raytuner.problem.records import FunctionEvaluation
+from raytuner.signing import DASHBOARD_SIGN_IN, Signer, generate_key_pair
 from raytuner.store.gptune_file import parse_history
 
 pytestmark = pytest.mark.slow

@@ -39,6 +39,25 @@ def test_import_raytuner_loads_neither_ray_nor_grpc() -> None:
     assert loaded == "" and float(seconds) < 1.0, done.stdout
 
 
+def test_the_clients_load_without_the_crowd_repositorys_server_side() -> None:
+    """The gRPC clients sign with raytuner.signing: neither pymongo nor the crowd repository comes with them."""
+    code = (
+        "import sys\n"
+        "from raytuner.client import CrowdClient, RemoteSource, RemoteTuner\n"
+        "import raytuner.client.crowd_sources\n"
+        "print(' '.join(sorted({'pymongo', 'raytuner.crowd.repository'} & set(sys.modules))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "", done.stdout
+
+
+def test_the_signing_codes_old_path_still_imports() -> None:
+    from raytuner import signing
+    from raytuner.crowd.signatures import Signer, __all__
+
+    assert Signer is signing.Signer and __all__ == signing.__all__
+
+
 def test_a_two_task_hello_world_needs_only_rt(tmp_path: Path) -> None:
     problem = rt.ProblemSpace.parse(
         {

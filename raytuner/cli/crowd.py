@@ -217,7 +217,7 @@ def keys_generate(out: str) -> None:
     """Make an Ed25519 key pair on this machine: write the private key, print the public key to register."""
     import os  # noqa: PLC0415
 
-    from raytuner.crowd.signatures import generate_key_pair, key_id_of  # noqa: PLC0415
+    from raytuner.signing import generate_key_pair, key_id_of  # noqa: PLC0415
 
     private_pem, public_key = generate_key_pair()
     try:
@@ -245,7 +245,7 @@ def keys_generate(out: str) -> None:
 )
 def keys_token(private_key: str) -> None:
     """Print a one-time dashboard sign-in token signed with your private key (good for a minute)."""
-    from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, WINDOW_SECONDS  # noqa: PLC0415
+    from raytuner.signing import DASHBOARD_SIGN_IN, WINDOW_SECONDS  # noqa: PLC0415
 
     click.echo(credential(None, private_key).credential(DASHBOARD_SIGN_IN))
     click.echo(f"(paste it into the dashboard's sign-in within {WINDOW_SECONDS} s; it works once)", err=True)

@@ -113,7 +113,7 @@ def private_key_option(command: Any) -> Any:
 
 
 def credential(api_key: str | None, private_key: str | None) -> Any:
-    """The API key, or the :class:`~raytuner.crowd.signatures.Signer` of the private key, the caller gave.
+    """The API key, or the :class:`~raytuner.signing.Signer` of the private key, the caller gave.
 
     With both, the one given on the command line wins over the other's
     environment variable; both on the command line (or both from the
@@ -135,7 +135,7 @@ def credential(api_key: str | None, private_key: str | None) -> Any:
         api_key, private_key = (api_key, None) if typed == ["api_key"] else (None, private_key)
     if private_key is None:
         return api_key
-    from raytuner.crowd.signatures import Signer  # noqa: PLC0415 - cryptography only when a key file is given
+    from raytuner.signing import Signer  # noqa: PLC0415 - cryptography only when a key file is given
 
     return Signer.from_file(private_key)
 

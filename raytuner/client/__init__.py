@@ -14,8 +14,9 @@ ask`` and ``tell`` need) loads without the crowd client's models and analysis.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from raytuner.lazy import lazy_names
 
 if TYPE_CHECKING:
     from raytuner.client.crowd import CrowdClient
@@ -30,12 +31,4 @@ _MODULES = {
     "RemoteSource": "raytuner.client.source",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
-        raise AttributeError(f"module 'raytuner.client' has no attribute {name!r}")
-    return getattr(importlib.import_module(_MODULES[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_MODULES])
+__getattr__, __dir__ = lazy_names(__name__, _MODULES)

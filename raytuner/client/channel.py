@@ -37,9 +37,9 @@ from typing import Any, Self, TypedDict
 
 import grpc
 
-from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError, RaytunerError
 from raytuner.protocol import MAX_MESSAGE_BYTES, METADATA_KEY
+from raytuner.signing import Signer
 
 __all__ = ["ServiceChannel", "ServiceError", "Connection", "RETRIED_CODES", "check_connection", "connect_cause"]
 
@@ -131,7 +131,7 @@ class ServiceChannel:
     Args:
         address: ``host:port`` of the server.
         api_key: the API key sent in each request's metadata, never logged (``None``: none), or a
-            :class:`~raytuner.crowd.signatures.Signer` of a crowd user's private key, which signs
+            :class:`~raytuner.signing.Signer` of a crowd user's private key, which signs
             each attempt of each call afresh.
         stub: the generated stub class of the service this client calls.
         root_certificates: PEM bytes of the CA; turns TLS on.
@@ -175,7 +175,7 @@ class ServiceChannel:
             raise InvalidInputError(
                 "api_key",
                 f"a {type(api_key).__name__}; give the key as text, or a Signer",
-                allowed=["str", "raytuner.crowd.signatures.Signer", "None"],
+                allowed=["str", "raytuner.signing.Signer", "None"],
             )
         self.signer = api_key if isinstance(api_key, Signer) else None
         self._metadata = ((METADATA_KEY, api_key),) if isinstance(api_key, str) and api_key else ()

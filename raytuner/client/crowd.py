@@ -39,7 +39,6 @@ from pydantic import TypeAdapter
 from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.analysis.surrogate import surrogate_from_records
 from raytuner.client.channel import Connection, ServiceChannel, check_connection
-from raytuner.crowd.signatures import Signer
 from raytuner.crowd.sync import DEFAULT_SYNC_ACCESS, SYNC_ACCESS, CrowdSyncStore
 from raytuner.errors import InvalidInputError
 from raytuner.problem.meta import MetaDescription
@@ -48,6 +47,7 @@ from raytuner.problem.space import ProblemSpace
 from raytuner.protocol import MAX_JSON_BYTES, dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.signing import Signer
 from raytuner.store import HistoryStore, open_store
 
 __all__ = [
@@ -96,7 +96,7 @@ def _batches(records: Sequence[Record]) -> list[str]:
     return ["[" + ",".join(batch) + "]" for batch in out if batch]
 
 
-#: The repository action each call is signed for (:mod:`raytuner.crowd.signatures`); an upload by its kind.
+#: The repository action each call is signed for (:mod:`raytuner.signing`); an upload by its kind.
 SIGNED_METHODS = {
     "QueryFunctionEvaluations": "query_function_evaluations",
     "QueryPredictOutput": "query_function_evaluations",
@@ -112,7 +112,7 @@ class CrowdClient(ServiceChannel):
     Args:
         address: ``host:port`` of the server.
         api_key: the crowd user's API key (``raytuner crowd keys create``), or a
-            :class:`~raytuner.crowd.signatures.Signer` of their private key, which signs each call
+            :class:`~raytuner.signing.Signer` of their private key, which signs each call
             afresh (its public key registered with ``raytuner crowd keys register``).
         **connection: how the server is reached (:class:`~raytuner.client.channel.Connection`: TLS,
             ``timeout``, ``retries``, ``backoff``, ...).
@@ -369,7 +369,7 @@ def sync_store_for(
             store: a history store or its location (a directory or a ``mongodb://`` URI).
             server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
             access: the uploaded records' access level: ``public``, ``registered`` or ``private`` (default).
-            credential: the crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default ``None``:
+            credential: the crowd user's API key or :class:`~raytuner.signing.Signer` (default ``None``:
                 the meta description's ``api_key``).
             **connection: :class:`CrowdClient`'s connection arguments.
 
@@ -403,7 +403,7 @@ def connect(api_key: str | Signer, server: str | None = None, **connection: Any)
     """A client of the crowd server at ``server``, else ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``.
 
     Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
         server: ``host:port`` of the crowd server (default ``None``: the environment's, or the local default).
         **connection: :class:`CrowdClient`'s connection arguments.
     """
@@ -421,7 +421,7 @@ def query_function_evaluations(
     """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`.
 
     Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape
             (``None``: any).
@@ -447,7 +447,7 @@ def query_surrogate_model(
     """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
 
     Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
             parameter space is the model's.
@@ -479,7 +479,7 @@ def query_predict_output(
     """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
 
     Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
             parameter space is the model's.
@@ -515,7 +515,7 @@ def query_sensitivity_analysis(
     """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
 
     Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.crowd.signatures.Signer` of their private key.
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
         tuning_problem_name: the problem's name.
         problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
             parameter space is the model's.

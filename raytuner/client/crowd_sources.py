@@ -37,9 +37,9 @@ import os
 from typing import Any
 
 from raytuner.crowd.cache import cached_source, crowd_cache_name, downloaded, fill_cache, meta_query
-from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError
 from raytuner.problem.meta import MetaDescription
+from raytuner.signing import Signer
 from raytuner.store import HistoryStore, StoreSource, open_store
 
 __all__ = ["crowd_source"]
@@ -69,7 +69,7 @@ def crowd_source(
         meta: The meta description: ``tuning_problem_name``, ``problem_space`` and
             ``configuration_space`` make the query.
         store: The run's history store, or its location.
-        credential: The crowd user's API key or :class:`~raytuner.crowd.signatures.Signer` (default
+        credential: The crowd user's API key or :class:`~raytuner.signing.Signer` (default
             ``None``: the meta description's ``api_key``).
         server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
         refresh: Download again even when records are cached (default ``False``).

@@ -45,7 +45,6 @@ from typing import Any, Unpack
 import grpc
 
 from raytuner.client.channel import RETRIED_CODES, Connection, ServiceChannel, ServiceError, check_connection
-from raytuner.crowd.signatures import Signer
 from raytuner.errors import InvalidInputError
 from raytuner.problem.environment import describe_machine, software_configuration
 from raytuner.problem.meta import MetaDescription
@@ -53,6 +52,7 @@ from raytuner.problem.records import FunctionEvaluation, parse_outputs
 from raytuner.protocol import dumps
 from raytuner.protocol.v1 import tuning_pb2 as pb
 from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
+from raytuner.signing import Signer
 from raytuner.store.base import EvaluationQuery
 
 __all__ = [
@@ -172,7 +172,7 @@ class RemoteTuner(ServiceChannel):
     Args:
         address: ``host:port`` of the server.
         api_key: the API key (``None``: a server without keys), or a
-            :class:`~raytuner.crowd.signatures.Signer` of a crowd user's private key (a server with a
+            :class:`~raytuner.signing.Signer` of a crowd user's private key (a server with a
             crowd repository where its public key is registered).
         session_id: the session to join (default: none until :meth:`create_session`).
         machine: machine configuration values that win over the captured ones (default: the meta's).

@@ -16,12 +16,19 @@ Example:
     ...     "input_space": [{"name": "t", "lower_bound": 1, "upper_bound": 10}]})
 """
 
-from raytuner.crowd.access import ACCESS_LEVELS, AccessSpec, User, visibility_filter
-from raytuner.crowd.catalog import AliasCatalog
-from raytuner.crowd.errors import AccessDenied, Unauthenticated
-from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
-from raytuner.crowd.repository import DEFAULT_DATABASE, CrowdRepository, KeyInfo, UploadResult
-from raytuner.crowd.versions import version_key
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from raytuner.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from raytuner.crowd.access import ACCESS_LEVELS, AccessSpec, User, visibility_filter
+    from raytuner.crowd.catalog import AliasCatalog
+    from raytuner.crowd.errors import AccessDenied, Unauthenticated
+    from raytuner.crowd.query import ConfigurationSpaceQuery, ProblemSpaceQuery
+    from raytuner.crowd.repository import DEFAULT_DATABASE, CrowdRepository, KeyInfo, UploadResult
+    from raytuner.crowd.versions import version_key
 
 __all__ = [
     "CrowdRepository",
@@ -39,3 +46,22 @@ __all__ = [
     "version_key",
     "DEFAULT_DATABASE",
 ]
+
+_MODULES = {
+    "ACCESS_LEVELS": "raytuner.crowd.access",
+    "AccessSpec": "raytuner.crowd.access",
+    "User": "raytuner.crowd.access",
+    "visibility_filter": "raytuner.crowd.access",
+    "AliasCatalog": "raytuner.crowd.catalog",
+    "AccessDenied": "raytuner.crowd.errors",
+    "Unauthenticated": "raytuner.crowd.errors",
+    "ConfigurationSpaceQuery": "raytuner.crowd.query",
+    "ProblemSpaceQuery": "raytuner.crowd.query",
+    "DEFAULT_DATABASE": "raytuner.crowd.repository",
+    "CrowdRepository": "raytuner.crowd.repository",
+    "KeyInfo": "raytuner.crowd.repository",
+    "UploadResult": "raytuner.crowd.repository",
+    "version_key": "raytuner.crowd.versions",
+}
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES)

@@ -8,7 +8,7 @@ username, email, groups, created}`` (a unique index on ``email``), an API key
 ``{_id: key id, username, salt, hash, created, revoked, revoked_at}`` of
 which only ``sha256(salt + secret)`` is kept (:mod:`raytuner.crowd.keys`),
 a public key ``{_id: key id, username, kind: "ed25519", public_key, created,
-revoked, revoked_at}`` (:mod:`raytuner.crowd.signatures`). A signed
+revoked, revoked_at}`` (:mod:`raytuner.signing`). A signed
 credential's nonce is kept in ``signatures`` (``{_id: "<key id>:<nonce>",
 at}``, expiring after :data:`NONCE_SECONDS`), so it is accepted once.
 
@@ -39,8 +39,8 @@ from raytuner.crowd.access import User
 from raytuner.crowd.errors import AccessDenied, Unauthenticated
 from raytuner.crowd.keys import matches, new_key, parse_key
 from raytuner.crowd.names import check_email, check_group, check_username
-from raytuner.crowd.signatures import WINDOW_SECONDS, is_signed, key_id_of, parse_signed, public_key_text, verify
 from raytuner.errors import InvalidInputError
+from raytuner.signing import WINDOW_SECONDS, is_signed, key_id_of, parse_signed, public_key_text, verify
 
 __all__ = ["UserAccounts", "KeyInfo", "NONCE_SECONDS"]
 
@@ -203,7 +203,7 @@ class UserAccounts:
     def register_public_key(self, username: str, public_key: Any) -> str:
         """Register ``username``'s Ed25519 public key; returns its key id (the private key stays with the user).
 
-        The user then signs each call (:class:`~raytuner.crowd.signatures.Signer`). Revoke it
+        The user then signs each call (:class:`~raytuner.signing.Signer`). Revoke it
         like an API key, by its id.
 
         Args:
@@ -234,7 +234,7 @@ class UserAccounts:
         """The caller's user; :class:`Unauthenticated` when the credential is malformed, unknown, wrong or revoked.
 
         The credential is an API key, or a credential signed for ``method``
-        (:mod:`raytuner.crowd.signatures`): one signed for another method,
+        (:mod:`raytuner.signing`): one signed for another method,
         more than ``WINDOW_SECONDS`` from the server's clock, or seen before
         is refused. A secret is compared in constant time. The credential
         never reaches the message or the log; the caller is not told why it

@@ -22,9 +22,9 @@ from flask import Blueprint, redirect, request, session
 from raytuner.crowd import Unauthenticated
 from raytuner.crowd.access import User
 from raytuner.crowd.keys import parse_key
-from raytuner.crowd.signatures import DASHBOARD_SIGN_IN, parse_signed
 from raytuner.dashboard.pages import render
 from raytuner.dashboard.state import config, repository
+from raytuner.signing import DASHBOARD_SIGN_IN, parse_signed
 
 __all__ = ["blueprint", "signed_in_user", "sign_in", "sign_out", "form_token", "RECHECK_SECONDS"]
 
@@ -61,7 +61,7 @@ def sign_in(credential: str) -> User:
 
     Args:
         credential: what the user gave (an API key, or a token signed for
-            :data:`~raytuner.crowd.signatures.DASHBOARD_SIGN_IN`).
+            :data:`~raytuner.signing.DASHBOARD_SIGN_IN`).
     """
     user = repository().authenticate(credential, DASHBOARD_SIGN_IN)
     signed = parse_signed(credential)
