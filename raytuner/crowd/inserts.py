@@ -26,7 +26,7 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError
 
-from raytuner.errors import StoreError
+from raytuner.store.mongo_client import already_stored
 
 __all__ = ["insert_documents", "CHUNK"]
 
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 #: Documents per bulk write.
 CHUNK = 10_000
-_DUPLICATE_KEY = 11000
 
 Errors = Callable[[str], AbstractContextManager[None]]
 
@@ -87,14 +86,5 @@ def _insert_many(
         try:
             return len(collection.insert_many(chunk, ordered=False).inserted_ids), []
         except BulkWriteError as exc:
-            details = exc.details
-            failed = details.get("writeErrors", [])
-            others = [e for e in failed if e.get("code") != _DUPLICATE_KEY]
-            if others or details.get("writeConcernErrors"):
-                first = (others or details["writeConcernErrors"])[0]
-                raise StoreError(
-                    f"crowd repository failed to upload to {problem!r}: "
-                    f"{len(others)} records not written, first error: "
-                    f"{first.get('errmsg', first)}"
-                ) from None
-            return int(details.get("nInserted", 0)), [chunk[e["index"]] for e in failed]
+            failed = already_stored(exc, f"crowd repository failed to upload to {problem!r}")
+            return int(exc.details.get("nInserted", 0)), [chunk[e["index"]] for e in failed]

@@ -32,11 +32,14 @@ from typing import Any
 
 import pymongo
 from bson.errors import InvalidDocument
-from pymongo.errors import ConfigurationError, ConnectionFailure, PyMongoError
+from pymongo.errors import BulkWriteError, ConfigurationError, ConnectionFailure, PyMongoError
 
 from raytuner.errors import InvalidInputError, StoreError
 
-__all__ = ["open_client", "mongo_errors", "unreachable_reason", "redact_uri"]
+__all__ = ["open_client", "mongo_errors", "unreachable_reason", "redact_uri", "already_stored"]
+
+#: MongoDB's error code for a document whose key is stored already.
+_DUPLICATE_KEY = 11000
 
 
 def open_client(
@@ -119,3 +122,31 @@ def mongo_errors(action: str, *, server: str, owner: str, field: str = "record")
         raise StoreError(f"cannot reach {server} to {action}: {unreachable_reason(exc)}") from None
     except PyMongoError as exc:
         raise StoreError(f"{owner} failed to {action}: {exc}") from None
+
+
+def already_stored(exc: BulkWriteError, failed_to: str) -> list[dict[str, Any]]:
+    """The write errors of an unordered ``insert_many`` whose key was stored already; any other is a StoreError.
+
+    Args:
+        exc: what ``insert_many(documents, ordered=False)`` raised.
+        failed_to: who failed to do what, for the error (``"MongoDB server x failed to append to 'demo'"``).
+
+    Raises:
+        StoreError: a document failed for another reason, or the write concern failed.
+
+    >>> already_stored(BulkWriteError({"writeErrors": [{"index": 1, "code": 11000}]}), "the store failed to append")
+    [{'index': 1, 'code': 11000}]
+    >>> already_stored(BulkWriteError({"writeErrors": [{"index": 0, "code": 2, "errmsg": "bad"}]}), "it failed to append")
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.StoreError: it failed to append: 1 records not written, first error: bad
+    """
+    details = exc.details
+    failed: list[dict[str, Any]] = details.get("writeErrors", [])
+    others = [e for e in failed if e.get("code") != _DUPLICATE_KEY]
+    if others or details.get("writeConcernErrors"):
+        first = (others or details["writeConcernErrors"])[0]
+        raise StoreError(
+            f"{failed_to}: {len(others)} records not written, first error: {first.get('errmsg', first)}"
+        ) from None
+    return failed

@@ -58,11 +58,11 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, InvalidName, OperationFailure
 from pymongo.write_concern import WriteConcern
 
-from raytuner.errors import InvalidInputError, StoreError
+from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
-from raytuner.store.mongo_client import mongo_errors, open_client, redact_uri
+from raytuner.store.mongo_client import already_stored, mongo_errors, open_client, redact_uri
 from raytuner.store.server_lock import LEASE_COLLECTION, MongoServerLease
 
 __all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL", "DURABLE", "MAJORITY"]
@@ -81,7 +81,6 @@ _PROBLEM = "tuning_problem_name"
 _ORDER = "_appended"
 _SHADOWED = "_shadowed"
 _RESERVED = ("_id", _PROBLEM, _ORDER, _SHADOWED)
-_DUPLICATE_KEY = 11000
 _UNAUTHORIZED = 13
 _INT64 = (-(2**63), 2**63 - 1)
 #: MongoDB's limit on one document (BSON), checked before a batch is written.
@@ -395,18 +394,10 @@ class MongoStore(HistoryStore):
             try:
                 collection.insert_many(docs, ordered=False)
             except BulkWriteError as exc:
-                details = exc.details
-                others = [e for e in details.get("writeErrors", []) if e.get("code") != _DUPLICATE_KEY]
-                if others or details.get("writeConcernErrors"):
-                    first = (others or details["writeConcernErrors"])[0]
-                    raise StoreError(
-                        f"MongoDB server {self._display} (database {self.database!r}) failed to append to "
-                        f"{problem!r}: {len(others)} records not written, first error: "
-                        f"{first.get('errmsg', first)}"
-                    ) from None
-                log.debug(
-                    "%s: %d of %d uids already stored; skipped", problem, len(details.get("writeErrors", [])), len(docs)
+                stored = already_stored(
+                    exc, f"MongoDB server {self._display} (database {self.database!r}) failed to append to {problem!r}"
                 )
+                log.debug("%s: %d of %d uids already stored; skipped", problem, len(stored), len(docs))
 
     def stored_uids(self, problem: str) -> tuple[set[str], set[str]]:
         """The uids of the problem's stored evaluations and surrogate models (read from their keys only).
