@@ -8,40 +8,8 @@ Example:
     [0.25]
 """
 
-from raytuner.view.history import (
-    DETAIL_COLUMNS,
-    HistoryView,
-    config_label,
-    load_history,
-    problem_in,
-    read_history,
-    task_label,
-)
-from raytuner.view.plots import (
-    PLOTS,
-    plot_brackets,
-    plot_front,
-    plot_history,
-    plot_parameter,
-    plot_sobol,
-    plot_task_correlation,
-    task_correlation,
-)
+from raytuner.view import history, plots
+from raytuner.view.history import *  # noqa: F403 - the names of history.__all__
+from raytuner.view.plots import *  # noqa: F403 - the names of plots.__all__
 
-__all__ = [
-    "DETAIL_COLUMNS",
-    "HistoryView",
-    "load_history",
-    "problem_in",
-    "read_history",
-    "task_label",
-    "config_label",
-    "PLOTS",
-    "plot_history",
-    "plot_parameter",
-    "plot_task_correlation",
-    "task_correlation",
-    "plot_sobol",
-    "plot_brackets",
-    "plot_front",
-]
+__all__ = history.__all__ + plots.__all__
