@@ -29,7 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (layer name, rank, module prefixes); the longest matching prefix decides. Higher ranks import lower ones.
 LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
-    ("problem", 0, ("raytuner.problem", "raytuner.errors", "raytuner.test_problems")),
+    (
+        "problem",
+        0,
+        # with the helpers every layer may use: errors, lazily imported names, signed credentials
+        ("raytuner.problem", "raytuner.errors", "raytuner.test_problems", "raytuner.lazy", "raytuner.signing"),
+    ),
     ("stores", 1, ("raytuner.store",)),
     ("models", 2, ("raytuner.models", "raytuner.analysis")),
     ("crowd", 3, ("raytuner.crowd",)),
