@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from raytuner.searchers.engine_searcher import EngineSearcher, registered_engine
 
@@ -58,7 +58,38 @@ from raytuner.store import HistoryStore
 __all__ = ["TransferLearningSearcher", "TLA2Searcher"]
 
 
-class TransferLearningSearcher(EngineSearcher):
+SourceT = TypeVar("SourceT")
+
+
+class _TargetTaskSearcher(EngineSearcher, Generic[SourceT]):
+    """A searcher of one target task that the engine named :attr:`engine_name` tunes from ``source``."""
+
+    #: The registered engine (:data:`raytuner.engines.ENGINES`) given the target task and the source.
+    engine_name: ClassVar[str]
+    task_argument = "target_task"
+
+    def __init__(
+        self,
+        problem: ProblemSpace,
+        target_task: Mapping[str, Any],
+        source: SourceT,
+        store: HistoryStore | str | os.PathLike[str],
+        problem_name: str,
+        metric: str | None = None,
+        mode: str | None = None,
+        seed: int | None = None,
+        *,
+        engine_options: Mapping[str, Any] | None = None,
+        executor: Executor | None = None,
+        **session_options: Any,
+    ) -> None:
+        engine = registered_engine(
+            self.engine_name, problem, [target_task], seed, metric, engine_options, executor=executor, source=source
+        )
+        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+
+
+class TransferLearningSearcher(_TargetTaskSearcher[SourceData | Sequence[FunctionEvaluation] | EvaluationSource]):
     """Transfer learning to ``target_task`` from ``source``, for ``tune.run`` and ``Tuner``.
 
     The engine is :class:`raytuner.engines.transfer.TransferLearning`: its
@@ -83,27 +114,7 @@ class TransferLearningSearcher(EngineSearcher):
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
-    task_argument = "target_task"
-
-    def __init__(
-        self,
-        problem: ProblemSpace,
-        target_task: Mapping[str, Any],
-        source: SourceData | Sequence[FunctionEvaluation] | EvaluationSource,
-        store: HistoryStore | str | os.PathLike[str],
-        problem_name: str,
-        metric: str | None = None,
-        mode: str | None = None,
-        seed: int | None = None,
-        *,
-        engine_options: Mapping[str, Any] | None = None,
-        executor: Executor | None = None,
-        **session_options: Any,
-    ) -> None:
-        engine = registered_engine(
-            "transfer", problem, [target_task], seed, metric, engine_options, executor=executor, source=source
-        )
-        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+    engine_name = "transfer"
 
     @property
     def engine(self) -> TransferLearning:
@@ -111,7 +122,7 @@ class TransferLearningSearcher(EngineSearcher):
         return self.session.engine
 
 
-class TLA2Searcher(EngineSearcher):
+class TLA2Searcher(_TargetTaskSearcher[Sequence[FunctionEvaluation] | EvaluationSource]):
     """GPTune's TLA2 tuning ``target_task`` from the tuned ``source`` tasks, for ``tune.run`` and ``Tuner``.
 
     The configs are flat, as for every raytuner searcher; stored evaluations
@@ -147,27 +158,7 @@ class TLA2Searcher(EngineSearcher):
         ('tla2', {'t': 2.5})
     """
 
-    task_argument = "target_task"
-
-    def __init__(
-        self,
-        problem: ProblemSpace,
-        target_task: Mapping[str, Any],
-        source: Sequence[FunctionEvaluation] | EvaluationSource,
-        store: HistoryStore | str | os.PathLike[str],
-        problem_name: str,
-        metric: str | None = None,
-        mode: str | None = None,
-        seed: int | None = None,
-        *,
-        engine_options: Mapping[str, Any] | None = None,
-        executor: Executor | None = None,
-        **session_options: Any,
-    ) -> None:
-        engine = registered_engine(
-            "tla2", problem, [target_task], seed, metric, engine_options, executor=executor, source=source
-        )
-        super().__init__(problem, engine, store, problem_name, metric=metric, mode=mode, **session_options)
+    engine_name = "tla2"
 
     @property
     def engine(self) -> TLA2:
