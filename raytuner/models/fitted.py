@@ -202,16 +202,46 @@ def training_covariance(
 ) -> np.ndarray:
     """``Σ(X, X)`` of samples with their tasks' noise on the diagonal.
 
-    Args:
-        hp: the hyperparameters.
-        kernel: the kernel's name.
-        X: ``(n, d)`` unit-cube points.
-        task: ``(n,)`` their task indices.
-        categorical: the columns compared by category.
+    The arguments are :func:`cross_covariance`'s, with ``X`` and ``task`` on both sides.
     """
     K = cross_covariance(hp, kernel, X, task, X, task, categorical=categorical)
     K[np.diag_indices_from(K)] += hp.noise[task]
     return K
+
+
+def lcm_likelihood(
+    options: LCMOptions,
+    X: np.ndarray,
+    task: np.ndarray,
+    z: np.ndarray,
+    shape: tuple[int, int, int, int],
+    *,
+    priors: bool,
+) -> NegativeLogLikelihood:
+    """The negative log-likelihood of samples under an LCM with ``options``' kernel and categorical columns.
+
+    Args:
+        options: the LCM's options.
+        X: ``(n, d)`` unit-cube points.
+        task: ``(n,)`` their task indices.
+        z: ``(n,)`` outputs in model units.
+        shape: ``(latent, tasks, dimension, rank)`` of the hyperparameters.
+        priors: add the options' lengthscale and noise priors (the fit's objective) or not (the likelihood alone).
+    """
+    latent, tasks, dimension, rank = shape
+    return NegativeLogLikelihood(
+        X,
+        task,
+        z,
+        tasks=tasks,
+        latent=latent,
+        rank=rank,
+        kernel=options.kernel,
+        # samples per task over every task of the model, those still without samples too (the variant measured)
+        lengthscale_prior=options.lengthscale_prior_for(len(z) / tasks, dimension) if priors else None,
+        noise_prior=options.noise_prior if priors else None,
+        categorical=options.categorical_columns,
+    )
 
 
 class FittedLCM:
@@ -418,17 +448,7 @@ class FittedLCM:
 
     def log_likelihood_gradient(self) -> np.ndarray:
         """Gradient of the log-likelihood in :meth:`Hyperparameters.to_vector` coordinates."""
-        latent, tasks, _, rank = self.hyperparameters.shape
-        objective = NegativeLogLikelihood(
-            self.X,
-            self.task,
-            self.z,
-            tasks=tasks,
-            latent=latent,
-            rank=rank,
-            kernel=self.options.kernel,
-            categorical=self.options.categorical_columns,
-        )
+        objective = lcm_likelihood(self.options, self.X, self.task, self.z, self.hyperparameters.shape, priors=False)
         return -objective(self.hyperparameters.to_vector())[1]
 
     def to_gpy(self) -> Any:

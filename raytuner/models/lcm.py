@@ -38,7 +38,7 @@ from raytuner.models.budget import deadline as fit_deadline
 from raytuner.models.budget import remaining
 from raytuner.models.data import TrainingData
 from raytuner.models.executors import Executor, default_executor
-from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, training_covariance
+from raytuner.models.fitted import FittedLCM, Standardisation, cross_covariance, lcm_likelihood, training_covariance
 from raytuner.models.hyperparameters import BOUNDS, Hyperparameters
 from raytuner.models.likelihood import NegativeLogLikelihood
 from raytuner.models.options import FitReport, LCMOptions
@@ -384,21 +384,7 @@ class _Sample:
         return self.options.nonnegative(self.shape[1])
 
     def objective(self) -> NegativeLogLikelihood:
-        latent, tasks, dimension, rank = self.shape
-        # samples per task over every task of the model, those still without samples too (the variant measured)
-        prior = self.options.lengthscale_prior_for(len(self.z) / tasks, dimension)
-        return NegativeLogLikelihood(
-            self.X,
-            self.task,
-            self.z,
-            tasks=tasks,
-            latent=latent,
-            rank=rank,
-            kernel=self.options.kernel,
-            lengthscale_prior=prior,
-            noise_prior=self.options.noise_prior,
-            categorical=self.options.categorical_columns,
-        )
+        return lcm_likelihood(self.options, self.X, self.task, self.z, self.shape, priors=True)
 
 
 def _limit(task: np.ndarray, tasks: int, limit: int | None) -> np.ndarray:
