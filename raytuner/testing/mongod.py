@@ -39,9 +39,9 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from raytuner.errors import StoreError
+from raytuner.testing.harness import Harness
 
 __all__ = ["LocalMongod", "find_mongod", "free_port", "MONGOD_ENV"]
 
@@ -134,7 +134,7 @@ def death_signal_prefix() -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", "--"]
 
 
-class LocalMongod:
+class LocalMongod(Harness):
     """A local ``mongod`` on 127.0.0.1, started by :meth:`start` and stopped by :meth:`stop`.
 
     ``dbpath`` (created if missing, kept at stop) defaults to a temporary
@@ -372,13 +372,3 @@ class LocalMongod:
             if self._own_dbpath:
                 self.dbpath = None
         atexit.unregister(self.stop)
-
-    # -- context manager ----------------------------------------------------------------------
-
-    def __enter__(self) -> LocalMongod:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -45,9 +45,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from raytuner.errors import RaytunerError
+from raytuner.testing.harness import Harness
 from raytuner.testing.mongod import death_signal_prefix, free_port
 
 __all__ = ["LocalSlurm", "SlurmUnavailable", "REQUIRED_COMMANDS", "processes_of"]
@@ -104,7 +104,7 @@ def processes_of(conf: Path) -> list[int]:
     return found
 
 
-class LocalSlurm:
+class LocalSlurm(Harness):
     """A one-node Slurm cluster of this machine, started by :meth:`start` and stopped by :meth:`stop`.
 
     Run Slurm's commands against it with :meth:`command` (or any process given
@@ -425,16 +425,6 @@ class LocalSlurm:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Slurm job {job_id} still active after {timeout:g} s")
             time.sleep(0.5)
-
-    # -- context manager ----------------------------------------------------------------------
-
-    def __enter__(self) -> LocalSlurm:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 _ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
