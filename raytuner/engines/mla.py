@@ -699,13 +699,7 @@ class MLA(StoredModels, Engine):
     def add_pending(
         self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
     ) -> None:
-        """Count an adopted trial as pending (a fantasy in the next search).
-
-        Args:
-            task: The trial's task.
-            config: Its configuration.
-            provenance: Unused.
-        """
+        """Count an adopted trial as pending, a fantasy in the next search (:meth:`Engine.add_pending`)."""
         self.pending[self.task_index(task)].append(dict(config))
 
     def _admit(self, record: FunctionEvaluation) -> FunctionEvaluation:

@@ -254,13 +254,7 @@ class DiscreteBO(Engine):
     def add_pending(
         self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
     ) -> None:
-        """Treat an adopted trial as asked and not yet told.
-
-        Args:
-            task: The trial's task.
-            config: Its configuration.
-            provenance: What the engine wrote when it asked (source, acquisitions, round).
-        """
+        """Treat an adopted trial as asked and not yet told (:meth:`Engine.add_pending`), in the round its provenance names."""
         self.search(task).adopt(config, provenance)
 
     def _fold(self, record: FunctionEvaluation) -> None:
