@@ -27,7 +27,7 @@ import click
 from raytuner.cli.errors import JsonFile, store_location
 from raytuner.cli.options import json_arg, pairs
 from raytuner.cli.service import DEFAULT_STORE, EXIT_FINISHED, META_FILE
-from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
+from raytuner.cli.trials import Report, echo_told, echo_trial, report_options, trial_format_options
 from raytuner.problem.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
@@ -68,15 +68,7 @@ def rci() -> None:
 @click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: one is drawn and kept).")
 @click.option("--max-evaluations", type=int, default=0, show_default=True, help="Budget of reports (0: none).")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["env", "json"]),
-    default="env",
-    show_default=True,
-    help="env: shell assignments; json: one JSON object.",
-)
-@click.option("--prefix", default="", help="Prefix of the parameter names in env format.")
+@trial_format_options
 @click.pass_context
 def rci_next(
     ctx: click.Context,
@@ -125,18 +117,14 @@ def rci_report(
     name: str | None,
     meta: MetaDescription | None,
     trial: str,
-    values: tuple[str, ...],
-    output: str | None,
-    failed: str | None,
-    extra: tuple[str, ...],
-    as_json: bool,
+    report: Report,
 ) -> None:
     """Record a trial's outputs (--value) or its failure (--failed); in the store when this returns."""
     from raytuner.service.rci import RciSession  # noqa: PLC0415
 
     session = RciSession(_where(store, meta), name, meta=meta)
-    outputs: dict[str, Any] = parse_values(values, output, failed, lambda: session.output_names(trial))
+    outputs: dict[str, Any] = report.outputs(lambda: session.output_names(trial))
     record, duplicate = session.report(
-        trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None
+        trial, outputs or None, failure=report.failed, additional_output=report.additional_output()
     )
-    echo_told(record.uid, duplicate, record.status != "ok", as_json)
+    echo_told(record.uid, duplicate, record.status != "ok", report.as_json)

@@ -56,7 +56,7 @@ import click
 
 from raytuner.cli.errors import CommandError, JsonFile, existing_store, store_location
 from raytuner.cli.options import connection_options, credential, echo_json, json_arg, pairs
-from raytuner.cli.trials import echo_told, echo_trial, parse_values, report_options
+from raytuner.cli.trials import Report, echo_told, echo_trial, report_options, trial_format_options
 from raytuner.problem.meta import MetaDescription
 from raytuner.store import is_mongodb_uri
 
@@ -533,15 +533,7 @@ def session_watch(tuner: Any, from_start: bool) -> None:
 
 @click.command()
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="Ask for this task of the session.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["env", "json"]),
-    default="env",
-    show_default=True,
-    help="env: shell assignments to eval; json: one JSON object.",
-)
-@click.option("--prefix", default="", help="Prefix of the parameter names in env format.")
+@trial_format_options
 @click.option(
     "--wait/--no-wait", default=True, show_default=True, help="When trials are pending, wait (or exit 4 at once)."
 )
@@ -571,19 +563,11 @@ def ask(
 @click.option("--trial", required=True, metavar="TRIAL_ID", help="The trial id that ask printed.")
 @report_options
 @_client(session=True)
-def tell(
-    tuner: Any,
-    trial: str,
-    values: tuple[str, ...],
-    output: str | None,
-    failed: str | None,
-    extra: tuple[str, ...],
-    as_json: bool,
-) -> None:
+def tell(tuner: Any, trial: str, report: Report) -> None:
     """Report a trial's outputs (--value) or its failure (--failed)."""
-    outputs = parse_values(values, output, failed, tuner.output_names)
-    result = tuner.tell(trial, outputs or None, failure=failed, additional_output=pairs(extra, "--extra") or None)
-    echo_told(result.uid, result.duplicate, result.failed, as_json)
+    outputs = report.outputs(tuner.output_names)
+    result = tuner.tell(trial, outputs or None, failure=report.failed, additional_output=report.additional_output())
+    echo_told(result.uid, result.duplicate, result.failed, report.as_json)
 
 
 @click.command()

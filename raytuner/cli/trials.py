@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import re
 import shlex
@@ -23,7 +25,9 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["echo_trial", "echo_told", "parse_values", "report_options"]
+from raytuner.cli.options import pairs
+
+__all__ = ["echo_trial", "echo_told", "parse_values", "Report", "report_options", "trial_format_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,6 +71,25 @@ def echo_trial(trial: Any, status: str, fmt: str, prefix: str = "") -> None:
         lines.update({_shell_name(f"{prefix}{k}"): v for k, v in trial.config.items()})
         for name, value in lines.items():
             click.echo(f"{name}={shlex.quote(_shell_value(value))}")
+
+
+def trial_format_options(command: F) -> F:
+    """The options of a command that prints a trial with :func:`echo_trial`: ``--format`` and ``--prefix``.
+
+    The command gets ``fmt`` (``env`` or ``json``) and ``prefix``.
+
+    Args:
+        command: The command function.
+    """
+    command = click.option("--prefix", default="", help="Prefix of the parameter names in env format.")(command)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["env", "json"]),
+        default="env",
+        show_default=True,
+        help="env: shell assignments to eval; json: one JSON object.",
+    )(command)
 
 
 def parse_values(
@@ -115,13 +138,43 @@ def echo_told(uid: str, duplicate: bool, failed: bool, as_json: bool) -> None:
         click.echo(uid + (" (told before; the first record stands)" if duplicate else ""))
 
 
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What a command that reports a trial's result was given (:func:`report_options`).
+
+    >>> Report(("y=1.5",), None, None, ("note=ok",), False).additional_output()
+    {'note': 'ok'}
+    """
+
+    values: tuple[str, ...]
+    output: str | None
+    failed: str | None
+    extra: tuple[str, ...]
+    as_json: bool
+
+    def outputs(self, output_names: Callable[[], list[str]]) -> dict[str, float]:
+        """The reported outputs, checked (:func:`parse_values`); ``output_names`` gives the problem's outputs."""
+        return parse_values(self.values, self.output, self.failed, output_names)
+
+    def additional_output(self) -> dict[str, Any] | None:
+        """The ``--extra`` items as a dict (``None``: none given)."""
+        return pairs(self.extra, "--extra") or None
+
+
 def report_options(command: F) -> F:
     """The options of a command that reports a trial's result: ``--value``, ``--output``, ``--failed``,
-    ``--extra`` and ``--json`` (the command gets ``values``, ``output``, ``failed``, ``extra``, ``as_json``).
+    ``--extra`` and ``--json``; the command gets them as one :class:`Report` named ``report``.
 
     Args:
         command: The command function.
     """
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        report = Report(**{field.name: kwargs.pop(field.name) for field in dataclasses.fields(Report)})
+        return command(*args, report=report, **kwargs)
+
+    reporting: Any = wrapper
     for option in reversed(
         [
             click.option(
@@ -141,5 +194,5 @@ def report_options(command: F) -> F:
             click.option("--json", "as_json", is_flag=True, help='Print {"uid", "duplicate", "failed"}.'),
         ]
     ):
-        command = option(command)
-    return command
+        reporting = option(reporting)
+    return reporting
