@@ -233,7 +233,7 @@ class GPTuneBandScheduler(TrialScheduler):
             executor=options.executor,
             source=source,
         )
-        # a Engine as the registry builds it, and the multi-fidelity engine this scheduler drives
+        # an Engine as the registry builds it, and the multi-fidelity engine this scheduler drives
         self.engine = cast(MultiFidelityEngine, engine)
         # a result counts once it has every objective tuned (with several, every bounded output too)
         self._awaited = [o.name for o in problem.modelled] if getattr(self.engine, "several", False) else self.metrics

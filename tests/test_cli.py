@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from repo_data import GPTUNE_DEMO
@@ -96,6 +98,25 @@ def test_every_subcommand_has_help() -> None:
         ["history", "export", "--help"],
     ):
         assert "Usage:" in run(*args)
+
+
+def _command_paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    ctx = click.Context(group)
+    out = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        out.append((*path, name))
+        if isinstance(command, click.Group):
+            out += _command_paths(command, (*path, name))
+    return out
+
+
+def test_every_commands_help_says_an_engine() -> None:
+    paths = _command_paths(main)
+    assert ("rci", "next") in paths
+    for path in paths:
+        help_text = " ".join(run(*path, "--help").split())  # one line: a phrase is not cut by the wrapping
+        assert not re.search(r"\ba engine", help_text, re.IGNORECASE), (path, help_text)
 
 
 def test_console_script_is_installed() -> None:

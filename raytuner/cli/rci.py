@@ -63,7 +63,7 @@ def rci() -> None:
 @_NAME
 @_META
 @click.option("--engine", help="An engine (first call): random | mla | gptuneband | discrete | transfer | tla1 | tla2.")
-@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="A engine option (first call).")
+@click.option("--option", "option", multiple=True, metavar="NAME=VALUE", help="An engine option (first call).")
 @click.option("--task", "task", multiple=True, metavar="NAME=VALUE", help="One task's parameters (first call).")
 @click.option("--tasks-json", metavar="JSON", help="Several tasks: a JSON list (first call).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Engine seed (0: one is drawn and kept).")

@@ -1,6 +1,6 @@
 """The ask/tell interface every tuning engine implements.
 
-A engine is an in-memory engine rebuilt by replaying the evaluation log:
+An engine keeps its state in memory and rebuilds it by replaying the evaluation log:
 ``tell`` folds one record into its state, and ``ask`` proposes the next
 evaluation. Engines know nothing of Ray, gRPC or databases; the
 :class:`raytuner.session.tuning_session.TuningSession` wires one to a store.

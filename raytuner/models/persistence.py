@@ -225,7 +225,7 @@ def surrogate_record(
         problem: the problem it models.
         tasks: its tasks' parameters, in model order.
         uids: the uids of the evaluations it was trained on.
-        modeler: who made the model (a engine's name), stored as raytuner's modeler.
+        modeler: who made the model (an engine's name), stored as raytuner's modeler.
         objective: the modelled output (default: the first).
         sampler: which of the engine's samplers fitted it (GPTuneBand's pass and stage), kept as raytuner's
             ``sampler`` (default: none, the engine's only one).
