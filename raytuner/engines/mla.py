@@ -275,18 +275,18 @@ class MLA(StoredModels, Engine):
         """
         index = self._next_task() if task is None else self._own_index(task)
         config = self._initial_point(index)
-        source = "source_start" if config is not None and config == self._start.get(index) else "initial"
+        proposer = "source_start" if config is not None and config == self._start.get(index) else "initial"
         notes: dict[str, Any] = {}
         if config is None:
             # small matrices: one BLAS thread is faster, and keeps results independent of timing
             with one_blas_thread():
-                config, source = self._search(index)
+                config, proposer = self._search(index)
             notes, self._notes = self._notes, {}
         self.pending[index].append(config)
         return Suggestion(
             task=dict(self.tasks[index]),
             config=config,
-            provenance=Provenance(engine=self.name, proposer=source, **notes),
+            provenance=Provenance(engine=self.name, proposer=proposer, **notes),
         )
 
     def ask_batch(self, size: int, task: Mapping[str, Any] | None = None) -> list[Suggestion]:

@@ -77,7 +77,7 @@ _DISCOUNT = {"multi": 0.65, "advanced_multi": 0.75}
 class DiscreteBO(Engine):
     """Bayesian optimisation over an enumerated set of valid discrete configurations.
 
-    Suggestions carry ``source`` (``"initial"``, ``"random"`` or
+    Suggestions carry ``proposer`` (``"initial"``, ``"random"`` or
     ``"model"``) and, for model picks, ``acquisitions`` and ``round`` in
     their provenance.
 

@@ -120,7 +120,7 @@ class TaskSearch:
         pick = self.pending.pop(index, None)
         prov = record.raytuner or Provenance()
         extra = prov.model_extra or {}
-        source = prov.proposer or (pick.proposer if pick else "")
+        proposer = prov.proposer or (pick.proposer if pick else "")
         afs = list(extra.get("acquisitions") or (pick.afs if pick else []))
         number = extra.get("round", pick.round if pick else None)
         median = float(np.median(self.values)) if self.values else None
@@ -128,7 +128,7 @@ class TaskSearch:
         if value is not None:
             self.gp.add(index, value)
             self.values.append(value)
-        if source == "initial":
+        if proposer == "initial":
             self.initial.append((index, value))
         if number is not None and afs:
             number = int(number)
