@@ -16,8 +16,7 @@ skipped with the reason.
 
 Ray: one real local Ray per test process (``local_ray``), started at the
 first test that asks for it and shared by the Ray tests after it, which run
-last and together. Starting Ray costs 3-6 s a time; each module used to start
-its own.
+last and together, so that a test process starts Ray once.
 
 Parallel runs (README's command runs ``-n 2 --dist worksteal``, pytest-xdist):
 each worker is a process with its own mongod and Ray; a worker that runs out
@@ -39,12 +38,9 @@ every run: a property test fails for a change in the code, never for a draw)
 and no example database on disk. ``--hypothesis-profile=explore`` draws fresh
 examples, for hunting bugs.
 
-Property-based (Hypothesis) tests run first. After the Ray-heavy modules, one
-of them (``test_space.py``'s round trip) spun at 100 % CPU inside Hypothesis's
-``execute_once`` in the CI's full run, twice, while it passes in a second alone and after
-either half of the suite; the cause lies in the interaction with the state the
-Ray tests leave in the process. ``faulthandler_timeout`` (pyproject) dumps
-every thread's stack if any test hangs again.
+Property-based (Hypothesis) tests run first, before the Ray tests leave their
+state in the process (docs/benchmarks.md says what it did to one of them).
+``faulthandler_timeout`` (pyproject) dumps every thread's stack if a test hangs.
 """
 
 from __future__ import annotations
@@ -107,8 +103,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Hypothesis tests first, tests on the shared local Ray last (stable order otherwise).
 
     The Hypothesis tests first: see the module docstring. The Ray tests last
-    and together, so that a test process starts its Ray once (about 5 s a
-    start on 2 cores) instead of once per module.
+    and together, so that a test process starts its Ray once instead of once
+    per module.
     """
     from hypothesis import is_hypothesis_test
 
@@ -305,7 +301,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def band_run(tmp_path_factory: pytest.TempPathFactory) -> BandRun:
     """A small run of the main job's example (``examples/band_demo.py``), once per test run: its store and output.
 
-    The run costs about 20 s: the first test worker that needs it makes it, under a file lock in the
+    The first test worker that needs it makes it, under a file lock in the
     folder every worker's temporary folder lies in, and the others read the same files (no test writes
     to them; a read never writes). A run that failed is made again by the next worker that needs it.
     """

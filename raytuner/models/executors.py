@@ -333,9 +333,9 @@ class RayExecutor:
     first lets go of the actors idle for over :data:`IDLE_SECONDS` and of
     those whose node is gone (an idle actor is not swept at other times).
     A warm actor has imported everything a fit needs already. (Plain Ray tasks would not do: Ray stops
-    a worker that has been idle about a second beyond its CPU count, so fits
-    a few seconds apart each paid a cold worker's start, about 0.8 s, more
-    than the fit itself.) Actors that reserve CPUs are not kept: an idle one
+    idle workers beyond its CPU count soon, so fits a few seconds apart would
+    each pay a cold worker's start, which costs more than the fit itself.)
+    Actors that reserve CPUs are not kept: an idle one
     would hold its CPUs from trials. A new actor goes to the alive node
     that has fewest of the pool's actors, so the starts of a fit spread over
     the cluster (pinned there; see :meth:`_ActorPool._new_actor`); one that
@@ -527,9 +527,9 @@ class _ActorPool:
     def _new_actor(worker: Any, num_cpus: float, node: str | None) -> Any:
         """An actor on ``node``: pinned there when it reserves no CPU, else spread (``None``: anywhere).
 
-        A zero-CPU actor is pinned (hard affinity): Ray 2.60 places an actor
-        with a soft affinity elsewhere about one time in three even when the
-        node is alive and idle, which piled a fit's starts on one node. A
+        A zero-CPU actor is pinned (hard affinity): Ray places an actor with a
+        soft affinity elsewhere at times even when the node is alive and idle,
+        which would pile a fit's starts on one node. A
         node that died since it was chosen fails the actor's creation, which
         costs that item alone. An actor that reserves CPUs is spread instead,
         so that it never waits for CPUs that trials hold on one node.
@@ -540,8 +540,8 @@ class _ActorPool:
             return worker.options(num_cpus=num_cpus).remote()
         if num_cpus > 0:
             return worker.options(num_cpus=num_cpus, scheduling_strategy="SPREAD").remote()
-        engine = NodeAffinitySchedulingStrategy(node, soft=False)
-        return worker.options(num_cpus=num_cpus, scheduling_strategy=engine).remote()
+        pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+        return worker.options(num_cpus=num_cpus, scheduling_strategy=pinned).remote()
 
 
 _ACTORS = _ActorPool()
@@ -568,10 +568,8 @@ def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
 _PROCESSES = ProcessExecutor(2 * (os.cpu_count() or 1), per_map=os.cpu_count() or 1, inline_while_cold=True)
 
 #: A fit of at most this many records runs inline when its caller named no executor. Each new Ray actor or pool
-#: worker starts Python and imports NumPy, SciPy and the models (about 2.5 s of CPU), while warm ones beat one
-#: process by little at this size: 0.31 against 0.18 s (2 tasks), 0.57 against 0.36 s (10 tasks) at 64
-#: records, the default 4 starts, a pool of 2 on 2 cores; at 100 records and 10 tasks 0.87 against 0.70 s.
-#: Results do not depend on the executor. A server of many concurrent sessions names the pool instead (inline
+#: worker starts Python and imports NumPy, SciPy and the models, while warm ones beat one process by little at
+#: this size (docs/benchmarks.md has the figures). Results do not depend on the executor. A server of many concurrent sessions names the pool instead (inline
 #: fits in its threads take turns: raytuner.service.server).
 INLINE_RECORDS = 64
 

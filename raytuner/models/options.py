@@ -127,11 +127,8 @@ class LCMOptions:
     :class:`~raytuner.engines.MLA` fits nonnegative weights, GPTuneBand,
     TLA2, multi-objective MLA and an LCM alone signed ones.
     With a few samples per task a signed fit often explains them by spurious
-    negative correlations: on 8 LCBench tasks with 10 samples each, the five
-    configurations a signed LCM ranks highest were 8.70 accuracy points below
-    each task's best (80 cells), a nonnegative one's 6.14, one GP per task's
-    6.06 (``python -m benchmarks mla``'s model accuracy). A model of one task is the
-    same either way, and is fitted as signed.
+    negative correlations (``python -m benchmarks mla``'s model accuracy). A
+    model of one task is the same either way, and is fitted as signed.
     ``categorical`` lists the input columns compared by category (0 between
     equal values, 1 between different ones: :func:`~raytuner.models.kernels.squared_distances`)
     rather than by position on ``[0, 1]``; ``None`` leaves the choice to
