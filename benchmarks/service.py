@@ -11,7 +11,7 @@ are :class:`~raytuner.client.remote.RemoteTuner` objects (each tell carries
 the captured machine and software configuration), Optuna's its own
 ``GrpcStorageProxy``:
 
-- **raytuner, random strategy** (the service's own overhead): a
+- **raytuner, random engine** (the service's own overhead): a
   :class:`~raytuner.service.server.TuningServer` over a JSON store directory
   (every tell's record is fsync'd to the problem's journal before the answer,
   every handed-out trial to the ledger before the ask's answer), API keys
@@ -37,7 +37,7 @@ A round trip is ``ask``, the objective (the demo function, microseconds),
 ``tell``; its latency is measured in the client. Each client first makes
 ``warmup`` round trips (not counted), then all start together on a barrier;
 throughput is the acknowledged tells of the measured phase over its wall time
-(start to the last client's end). Each cell (system, strategy, clients) runs
+(start to the last client's end). Each cell (system, engine, clients) runs
 ``repeats`` times, on fresh servers and stores per repeat and a fresh
 session or study per cell; ``results.json`` rows hold the medians over the
 repeats (and every repeat's figures). Seeds: ``seed`` + repeat for the
@@ -74,11 +74,13 @@ __all__ = ["Settings", "FULL", "QUICK", "CELLS", "run", "measure", "summarise", 
 
 log = logging.getLogger(__name__)
 
-#: The benchmark's cells: (system, strategy) pairs, each run with every client count.
+#: The benchmark's cells: (system, engine) pairs, each run with every client count.
+#: (A row names the engine, or Optuna's sampler, under the key "strategy": earlier results.json files
+#: compare with new ones.)
 CELLS: tuple[tuple[str, str], ...] = (("raytuner", "random"), ("raytuner", "mla"), ("optuna-grpc", "random-sampler"))
 #: The task every session tunes (the demo problem's t).
 TASK: dict[str, float] = {"t": 1.0}
-#: Goals of the issue: one client's p50 round trip with the random strategy, and the throughput ratio.
+#: Goals of the issue: one client's p50 round trip with the random engine, and the throughput ratio.
 P50_GOAL_MS = 5.0
 THROUGHPUT_RATIO_GOAL = 1.0
 
@@ -88,7 +90,7 @@ class Settings:
     """What one benchmark run covers.
 
     ``requests`` measured round trips per cell, spread over its clients (each
-    makes at least ``min_rounds``) for the random strategy and Optuna;
+    makes at least ``min_rounds``) for the random engine and Optuna;
     ``warmup`` round trips per client before the measured ones. MLA clients
     make ``mla_evaluations`` round trips each, the first ``mla_n_initial + 1``
     of them warm-up. ``server_workers`` is the thread pool of both servers.
@@ -126,8 +128,8 @@ class _RaytunerClient:
 
         self.tuner = RemoteTuner(address, key, session_id=session_id, timeout=timeout, retries=2)
 
-    def create(self, problem_name: str, strategy: str, options: dict[str, Any], seed: int) -> str:
-        return self.tuner.create_session(_meta(problem_name), strategy, tasks=[TASK], options=options, seed=seed)
+    def create(self, problem_name: str, engine: str, options: dict[str, Any], seed: int) -> str:
+        return self.tuner.create_session(_meta(problem_name), engine, tasks=[TASK], options=options, seed=seed)
 
     def round_trip(self) -> None:
         trial = self.tuner.ask(wait=False)
@@ -143,11 +145,11 @@ def _rounds(settings: Settings, clients: int) -> int:
     return max(settings.min_rounds, -(-settings.requests // clients))
 
 
-def _raytuner_cell(address: str, key: str, strategy: str, clients: int, repeat: int, settings: Settings) -> Cell:
-    problem = f"bench_service_{strategy}_{clients}"
+def _raytuner_cell(address: str, key: str, engine: str, clients: int, repeat: int, settings: Settings) -> Cell:
+    problem = f"bench_service_{engine}_{clients}"
     seed = settings.seed + repeat + 1
     opened: list[_RaytunerClient] = []
-    if strategy == "random":
+    if engine == "random":
         owner = _RaytunerClient(address, key, settings.timeout)
         opened.append(owner)
         shared = owner.create(problem, "random", {}, seed)
@@ -257,15 +259,15 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
             }
             address = f"127.0.0.1:{server.info['port']}"
             try:
-                for system, strategy in settings.cells:
+                for system, engine in settings.cells:
                     if system != "raytuner":
                         continue
                     for clients in settings.clients:
-                        cell = _raytuner_cell(address, key, strategy, clients, repeat, settings)
+                        cell = _raytuner_cell(address, key, engine, clients, repeat, settings)
                         figures.append(
                             {
                                 "system": system,
-                                "strategy": strategy,
+                                "strategy": engine,
                                 "clients": clients,
                                 "repeat": repeat,
                                 **_summary(cell),
@@ -297,7 +299,7 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
                 probe = GrpcStorageProxy(host="127.0.0.1", port=port)
                 probe.wait_server_ready(settings.timeout)
                 probe.close()
-                for system, strategy in settings.cells:
+                for system, engine in settings.cells:
                     if system != "optuna-grpc":
                         continue
                     for clients in settings.clients:
@@ -305,7 +307,7 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
                         figures.append(
                             {
                                 "system": system,
-                                "strategy": strategy,
+                                "strategy": engine,
                                 "clients": clients,
                                 "repeat": repeat,
                                 **_summary(cell),
@@ -318,27 +320,27 @@ def measure(settings: Settings, work: Path) -> tuple[list[dict[str, Any]], dict[
 
 
 def summarise(figures: Sequence[dict[str, Any]], settings: Settings) -> list[dict[str, Any]]:
-    """One row per (system, strategy, clients): the medians over the repeats, and the repeats' figures.
+    """One row per (system, engine, clients): the medians over the repeats, and the repeats' figures.
 
     Args:
         figures: the per-repeat figures, as :func:`measure` returns them.
         settings: the benchmark's settings.
     """
     rows = []
-    for system, strategy in settings.cells:
+    for system, engine in settings.cells:
         for clients in settings.clients:
-            mine = [f for f in figures if (f["system"], f["strategy"], f["clients"]) == (system, strategy, clients)]
+            mine = [f for f in figures if (f["system"], f["strategy"], f["clients"]) == (system, engine, clients)]
             if not mine:
                 continue
             rows.append(
                 {
                     "system": system,
-                    "strategy": strategy,
+                    "strategy": engine,
                     "clients": clients,
                     "p50_ms": round(float(np.median([f["p50_ms"] for f in mine])), 3),
                     "p99_ms": round(float(np.median([f["p99_ms"] for f in mine])), 3),
                     "tells_per_s": round(float(np.median([f["tells_per_s"] for f in mine])), 2),
-                    "sessions": ("one per client" if strategy == "mla" else "one shared"),
+                    "sessions": ("one per client" if engine == "mla" else "one shared"),
                     "measured_round_trips": int(sum(f["tells"] for f in mine)),
                     "repeats": [
                         {k: f[k] for k in ("p50_ms", "p99_ms", "tells_per_s", "tells", "wall_s")} for f in mine
@@ -356,10 +358,8 @@ def goals(rows: Sequence[dict[str, Any]], settings: Settings) -> dict[str, Any]:
         settings: the benchmark's settings (its cells and thresholds).
     """
 
-    def row(system: str, strategy: str, clients: int) -> dict[str, Any] | None:
-        return next(
-            (r for r in rows if (r["system"], r["strategy"], r["clients"]) == (system, strategy, clients)), None
-        )
+    def row(system: str, engine: str, clients: int) -> dict[str, Any] | None:
+        return next((r for r in rows if (r["system"], r["strategy"], r["clients"]) == (system, engine, clients)), None)
 
     out: dict[str, Any] = {}
     one = row("raytuner", "random", 1)
@@ -422,7 +422,7 @@ def render_report(results: dict[str, Any]) -> str:
         results["goals"],
         {
             "p50_one_client_random": lambda x: (
-                f"p50 round trip, 1 client, random strategy: {x['p50_ms']:.2f} ms "
+                f"p50 round trip, 1 client, random engine: {x['p50_ms']:.2f} ms "
                 f"(goal <= {x['required_at_most']:g} ms): {verdict(x, 'NOT met')}"
             ),
             "throughput_vs_optuna": lambda x: (

@@ -32,7 +32,7 @@ def test_a_tiny_run_writes_every_row_and_the_goals(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["rows"] == results["rows"]
     cells = [(r["system"], r["strategy"], r["clients"]) for r in saved["rows"]]
-    assert cells == [(system, strategy, n) for system, strategy in CELLS for n in TINY.clients]
+    assert cells == [(system, engine, n) for system, engine in CELLS for n in TINY.clients]
     assert {r["system"] for r in saved["rows"]} == {"raytuner", "optuna-grpc"}
     for row in saved["rows"]:
         for key in ("p50_ms", "p99_ms", "tells_per_s"):

@@ -406,7 +406,7 @@ DISCRETE_META = {
         ("transfer", {"source_problem": "svc_source", "algorithm": "weighted_sum_equal"}, META, [{"t": 1.0}]),
     ],
 )
-def test_every_strategy_runs_through_the_service(
+def test_every_engine_runs_through_the_service(
     alice: Client, engine: str, options: dict[str, Any], meta: dict[str, Any], tasks: list[dict[str, Any]]
 ) -> None:
     from raytuner.problem.records import FunctionEvaluation
