@@ -7,6 +7,10 @@ groups) and query them back with the paper's ``problem_space`` /
 ``configuration_space`` meta description. Machine and package names are
 normalised through alias catalogs, versions are compared as versions.
 
+Each name here is imported on first use, so the modules a client shares
+with the server (:mod:`raytuner.crowd.sync`, :mod:`raytuner.crowd.cache`)
+load without the repository and pymongo.
+
 Example:
     >>> from raytuner.crowd import CrowdRepository
     >>> repo = CrowdRepository("mongodb://127.0.0.1:27017")                  # doctest: +SKIP
