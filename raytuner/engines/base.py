@@ -320,36 +320,6 @@ class Engine(ABC):
         >>> engine.tell(engine.ask(), {"y": None}).raytuner.failure_message
         'y: no value'
         """
-        record = self.admit(told, outputs, failure=failure, additional_output=additional_output)
-        if record.uid in self._told_uids:  # the same suggestion and result again: a retry
-            return record
-        self._fold(record)
-        self._told_uids.add(record.uid)
-        self._evaluations.append(record)
-        if isinstance(told, Suggestion):
-            self._told_suggestions[record.uid] = record
-        return record
-
-    def admit(
-        self,
-        told: FunctionEvaluation | Suggestion,
-        outputs: Mapping[str, Any] | None = None,
-        *,
-        failure: str | None = None,
-        additional_output: Mapping[str, Any] | None = None,
-    ) -> FunctionEvaluation:
-        """The record :meth:`tell` would fold in, checked, and nothing changed (a face checks before it stores).
-
-        Args:
-            told: As for :meth:`tell`.
-            outputs: As for :meth:`tell`.
-            failure: As for :meth:`tell`.
-            additional_output: As for :meth:`tell`.
-
-        Raises:
-            InvalidInputError: As for :meth:`tell`.
-            TrialConflict: As for :meth:`tell`; a retry (the same result again) gives the first record.
-        """
         if isinstance(told, Suggestion):
             record = FunctionEvaluation.create(
                 told.task,
@@ -362,7 +332,7 @@ class Engine(ABC):
                 uid=told.uid,
             )
             earlier = self._told_suggestions.get(told.uid)
-            if earlier is not None:
+            if earlier is not None:  # the same suggestion and result again: a retry, answered with the first record
                 return _retold(earlier, record)
         elif not isinstance(told, FunctionEvaluation):
             raise InvalidInputError("told", f"{type(told).__name__} is neither a Suggestion nor a FunctionEvaluation")
@@ -374,6 +344,24 @@ class Engine(ABC):
             )
         else:
             record = told
+        record = self.admit(record)
+        self._fold(record)
+        self._told_uids.add(record.uid)
+        self._evaluations.append(record)
+        if isinstance(told, Suggestion):
+            self._told_suggestions[record.uid] = record
+        return record
+
+    def admit(self, record: FunctionEvaluation) -> FunctionEvaluation:
+        """The record :meth:`tell` would fold in for ``record``, checked, and nothing changed (a face checks
+        before it stores).
+
+        Args:
+            record: A finished evaluation.
+
+        Raises:
+            InvalidInputError: As for :meth:`tell`.
+        """
         check_record(self.problem, record)
         self.task_index(record.task_parameter)
         if record.uid in self._told_uids:
