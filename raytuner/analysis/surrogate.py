@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,7 @@ def snap_to_space(space: Space, unit: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(repr=False, eq=False)
 class SurrogateModel:
     """A fitted LCM of one objective over the tasks of a set of records; see the module docstring.
 
@@ -104,23 +106,13 @@ class SurrogateModel:
         chunk_size: rows per prediction call (default 8192).
     """
 
-    def __init__(
-        self,
-        problem: ProblemSpace,
-        objective: Objective,
-        tasks: list[dict[str, Any]],
-        task: int,
-        fitted: FittedLCM,
-        function_evaluations: list[str],
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-    ) -> None:
-        self.problem = problem
-        self.objective = objective
-        self.tasks = tasks
-        self.task = task
-        self.fitted = fitted
-        self.function_evaluations = function_evaluations
-        self.chunk_size = chunk_size
+    problem: ProblemSpace
+    objective: Objective
+    tasks: list[dict[str, Any]]
+    task: int
+    fitted: FittedLCM
+    function_evaluations: list[str]
+    chunk_size: int = DEFAULT_CHUNK_SIZE
 
     @property
     def parameter_names(self) -> list[str]:
