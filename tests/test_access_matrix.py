@@ -114,13 +114,14 @@ def world(crowd: tuple[Any, Any, str]) -> Iterator[dict[str, Any]]:
             shared_with_users=users,
             shared_with_groups=groups,
         )
-        repository.upload_surrogate_models(
+        repository.upload(
             keys[owner],
             "alpha",
             SurrogateModelRecord(modeler=label),
             access=access,
             shared_with_users=users,
             shared_with_groups=groups,
+            kind="surrogate_model",
         )
     sessions = {}
     for who, problem, engine, options in (

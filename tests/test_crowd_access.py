@@ -61,13 +61,14 @@ def world(repo: CrowdRepository) -> dict[str, str]:
             shared_with_groups=groups,
         )
         assert result.inserted == 2
-        repo.upload_surrogate_models(
+        repo.upload(
             keys[owner],
             PROBLEM,
             SurrogateModelRecord(modeler=label),
             access=access,
             shared_with_users=users,
             shared_with_groups=groups,
+            kind="surrogate_model",
         )
     return keys
 

@@ -179,7 +179,9 @@ def test_upload_gptune_file(repo: CrowdRepository, key: str) -> None:
     document = HistoryDocument.model_validate_json(path.read_text())
     raw = [r.to_dict() for r in document.func_eval]
     assert repo.upload(key, "GPTune-Demo", raw, access="registered").inserted == len(raw) == 70
-    assert repo.upload_surrogate_models(key, "GPTune-Demo", document.surrogate_model).inserted == 35
+    assert repo.upload(key, "GPTune-Demo", document.surrogate_model, kind="surrogate_model").inserted == 35
+    with pytest.warns(DeprecationWarning, match="upload_surrogate_models"):  # the old name still uploads
+        assert repo.upload_surrogate_models(key, "GPTune-Demo", document.surrogate_model).duplicates == 35
     got = repo.query_function_evaluations(
         key,
         "GPTune-Demo",

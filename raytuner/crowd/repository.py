@@ -45,6 +45,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -78,10 +79,12 @@ from raytuner.problem.records import (
 from raytuner.store.mongo_client import mongo_errors, open_client
 from raytuner.store.mongo_store import DURABLE
 
-__all__ = ["CrowdRepository", "UploadResult", "KeyInfo", "DEFAULT_DATABASE", "RECORD_KINDS"]
+__all__ = ["CrowdRepository", "UploadResult", "KeyInfo", "DEFAULT_DATABASE", "RECORD_KINDS", "UPLOAD_ACTIONS"]
 
 #: The kinds of record the repository keeps (the ``kind`` of an upload).
 RECORD_KINDS = ("function_evaluation", "surrogate_model")
+#: The action a signed credential is signed for to upload records of each kind (:mod:`raytuner.signing`).
+UPLOAD_ACTIONS = {"function_evaluation": "upload", "surrogate_model": "upload_surrogate_models"}
 Record = FunctionEvaluation | SurrogateModelRecord
 
 log = logging.getLogger(__name__)
@@ -240,33 +243,37 @@ class CrowdRepository(UserAccounts):
         self,
         api_key: str,
         problem_name: str,
-        records: FunctionEvaluation | Mapping[str, Any] | Iterable[FunctionEvaluation | Mapping[str, Any]],
+        records: Record | Mapping[str, Any] | Iterable[Record | Mapping[str, Any]],
         access: str = "public",
         shared_with_users: Iterable[str] = (),
         shared_with_groups: Iterable[str] = (),
+        *,
+        kind: str = "function_evaluation",
     ) -> UploadResult:
-        """Store function evaluations of ``problem_name`` as the key's user, with the given access.
+        """Store records of ``problem_name`` as the key's user, with the given access.
 
-        ``records`` is one record or many, as :class:`FunctionEvaluation` or
+        ``records`` is one record or many, as :class:`FunctionEvaluation` (or,
+        of ``kind`` ``"surrogate_model"``, :class:`SurrogateModelRecord`) or
         GPTune dictionaries. Machine and package names are replaced by their
         canonical names. A uid already stored for the problem is skipped
         (``UploadResult.duplicates``). ``shared_with_users`` must be registered users.
+        A signed credential is signed for the action :data:`UPLOAD_ACTIONS` names for ``kind``.
 
         Args:
-            api_key: the uploader's API key, or a credential signed for this method.
+            api_key: the uploader's API key, or a credential signed for this upload.
             problem_name: the tuning problem the records belong to.
             records: one record or many.
             access: who may read them: ``"public"``, ``"registered"``, ``"private"`` or ``"shared"`` (default
                 ``"public"``).
             shared_with_users: with ``"shared"``, the registered users who may read them (default none).
             shared_with_groups: with ``"shared"``, the groups who may read them (default none).
+            kind: ``"function_evaluation"`` (default) or ``"surrogate_model"``.
 
         >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
         UploadResult(given=3, inserted=3)
         """
-        return self.upload_as(
-            self.authenticate(api_key, "upload"), problem_name, records, access, shared_with_users, shared_with_groups
-        )
+        user = self.authenticate(api_key, UPLOAD_ACTIONS.get(kind, "upload"))  # upload_as refuses a bad kind
+        return self.upload_as(user, problem_name, records, access, shared_with_users, shared_with_groups, kind=kind)
 
     def upload_as(
         self,
@@ -279,8 +286,7 @@ class CrowdRepository(UserAccounts):
         *,
         kind: str = "function_evaluation",
     ) -> UploadResult:
-        """:meth:`upload` (or of ``kind`` ``"surrogate_model"``, :meth:`upload_surrogate_models`) for a user the
-        caller has already authenticated (the tuning service's sessions).
+        """:meth:`upload` for a user the caller has already authenticated (the tuning service's sessions).
 
         Args:
             user: the authenticated uploader.
@@ -323,34 +329,14 @@ class CrowdRepository(UserAccounts):
         )
         return result
 
-    def upload_surrogate_models(
-        self,
-        api_key: str,
-        problem_name: str,
-        records: SurrogateModelRecord | Mapping[str, Any] | Iterable[SurrogateModelRecord | Mapping[str, Any]],
-        access: str = "public",
-        shared_with_users: Iterable[str] = (),
-        shared_with_groups: Iterable[str] = (),
-    ) -> UploadResult:
-        """Store surrogate-model records of ``problem_name``; the same rules as :meth:`upload`.
-
-        Args:
-            api_key: the uploader's API key, or a credential signed for this method.
-            problem_name: the tuning problem the records belong to.
-            records: one surrogate-model record or many.
-            access: who may read them, as for :meth:`upload` (default ``"public"``).
-            shared_with_users: with ``"shared"``, the registered users who may read them (default none).
-            shared_with_groups: with ``"shared"``, the groups who may read them (default none).
-        """
-        return self.upload_as(
-            self.authenticate(api_key, "upload_surrogate_models"),
-            problem_name,
-            records,
-            access,
-            shared_with_users,
-            shared_with_groups,
-            kind="surrogate_model",
+    def upload_surrogate_models(self, api_key: str, *args: Any, **kwargs: Any) -> UploadResult:
+        """Deprecated: :meth:`upload` with ``kind="surrogate_model"`` (the same arguments)."""
+        warnings.warn(
+            'CrowdRepository.upload_surrogate_models is deprecated: use upload(..., kind="surrogate_model")',
+            DeprecationWarning,
+            stacklevel=2,
         )
+        return self.upload(api_key, *args, kind="surrogate_model", **kwargs)
 
     def _access(self, access: Any, users: Iterable[Any], groups: Iterable[Any]) -> AccessSpec:
         spec = AccessSpec.build(access, users, groups)

@@ -63,14 +63,14 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
         if kind not in RECORD_KINDS:
             raise InvalidInputError("kind", f"{kind!r} is not a record kind", allowed=list(RECORD_KINDS))
         records = json_field("records_json", request.records_json, list, [])  # the repository validates each
-        upload = self.repository.upload if kind == "function_evaluation" else self.repository.upload_surrogate_models
-        result = upload(
+        result = self.repository.upload(
             _api_key(context),
             request.tuning_problem_name,
             records,
             access=request.access or "public",
             shared_with_users=list(request.shared_with_users),
             shared_with_groups=list(request.shared_with_groups),
+            kind=kind,
         )
         return pb.CrowdUploadResponse(added=result.inserted, duplicates=result.duplicates)
 
