@@ -66,79 +66,98 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("RemoteTuner", "CrowdClient"), "raytuner.client"),
 }
 
-__all__ = [
-    "__version__",
-    "ProblemSpace",
-    "Real",
-    "Integer",
-    "Categorical",
-    "TuningSession",
-    "Trial",
-    "MLA",
-    "GPTuneBand",
-    "BanditStructure",
-    "TLA1",
-    "TLA2",
-    "TransferLearning",
-    "DiscreteBO",
-    "RandomSearch",
-    "JsonStore",
-    "MongoStore",
-    "open_store",
-    "StoreSource",
-    "read_history_file",
-    "write_history_file",
-    "load_history",
-    "FunctionEvaluation",
-    "HistoryDocument",
-    "RaytunerError",
-    "InvalidInputError",
-    "StoreError",
-    "LCMSearcher",
-    "TransferLearningSearcher",
-    "TLA2Searcher",
-    "DiscreteBOSearcher",
-    "RandomSearcher",
-    "TuningProgress",
-    "GPTuneBandScheduler",
-    "GPTuneBandOptions",
-    "RemoteTuner",
-    "CrowdClient",
-]  # the names of _HOMES (tests/test_public_api.py checks)
+__all__ = ["__version__", *_HOMES]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports each on first use
-    from raytuner.client import CrowdClient, RemoteTuner
+    from raytuner.client import CrowdClient as CrowdClient
+    from raytuner.client import RemoteTuner as RemoteTuner
     from raytuner.engines import (
-        MLA,
-        TLA1,
-        TLA2,
-        BanditStructure,
-        DiscreteBO,
-        GPTuneBand,
-        RandomSearch,
-        TransferLearning,
+        MLA as MLA,
     )
-    from raytuner.errors import InvalidInputError, RaytunerError, StoreError
-    from raytuner.problem.records import FunctionEvaluation, HistoryDocument
-    from raytuner.problem.space import Categorical, Integer, ProblemSpace, Real
-    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
+    from raytuner.engines import (
+        TLA1 as TLA1,
+    )
+    from raytuner.engines import (
+        TLA2 as TLA2,
+    )
+    from raytuner.engines import (
+        BanditStructure as BanditStructure,
+    )
+    from raytuner.engines import (
+        DiscreteBO as DiscreteBO,
+    )
+    from raytuner.engines import (
+        GPTuneBand as GPTuneBand,
+    )
+    from raytuner.engines import (
+        RandomSearch as RandomSearch,
+    )
+    from raytuner.engines import (
+        TransferLearning as TransferLearning,
+    )
+    from raytuner.errors import (
+        InvalidInputError as InvalidInputError,
+    )
+    from raytuner.errors import (
+        RaytunerError as RaytunerError,
+    )
+    from raytuner.errors import (
+        StoreError as StoreError,
+    )
+    from raytuner.problem.records import FunctionEvaluation as FunctionEvaluation
+    from raytuner.problem.records import HistoryDocument as HistoryDocument
+    from raytuner.problem.space import (
+        Categorical as Categorical,
+    )
+    from raytuner.problem.space import (
+        Integer as Integer,
+    )
+    from raytuner.problem.space import (
+        ProblemSpace as ProblemSpace,
+    )
+    from raytuner.problem.space import (
+        Real as Real,
+    )
+    from raytuner.schedulers import GPTuneBandOptions as GPTuneBandOptions
+    from raytuner.schedulers import GPTuneBandScheduler as GPTuneBandScheduler
     from raytuner.searchers import (
-        DiscreteBOSearcher,
-        LCMSearcher,
-        RandomSearcher,
-        TLA2Searcher,
-        TransferLearningSearcher,
-        TuningProgress,
+        DiscreteBOSearcher as DiscreteBOSearcher,
     )
-    from raytuner.session.tuning_session import Trial, TuningSession
+    from raytuner.searchers import (
+        LCMSearcher as LCMSearcher,
+    )
+    from raytuner.searchers import (
+        RandomSearcher as RandomSearcher,
+    )
+    from raytuner.searchers import (
+        TLA2Searcher as TLA2Searcher,
+    )
+    from raytuner.searchers import (
+        TransferLearningSearcher as TransferLearningSearcher,
+    )
+    from raytuner.searchers import (
+        TuningProgress as TuningProgress,
+    )
+    from raytuner.session.tuning_session import Trial as Trial
+    from raytuner.session.tuning_session import TuningSession as TuningSession
     from raytuner.store import (
-        JsonStore,
-        MongoStore,
-        StoreSource,
-        open_store,
-        read_history_file,
-        write_history_file,
+        JsonStore as JsonStore,
     )
-    from raytuner.view import load_history
+    from raytuner.store import (
+        MongoStore as MongoStore,
+    )
+    from raytuner.store import (
+        StoreSource as StoreSource,
+    )
+    from raytuner.store import (
+        open_store as open_store,
+    )
+    from raytuner.store import (
+        read_history_file as read_history_file,
+    )
+    from raytuner.store import (
+        write_history_file as write_history_file,
+    )
+    from raytuner.view import load_history as load_history
 
 __getattr__, __dir__ = lazy_names(__name__, _HOMES)
