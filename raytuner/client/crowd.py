@@ -5,11 +5,9 @@
 description's ``problem_space`` and ``configuration_space`` (GPTuneCrowd
 section IV-A) and return only what the key's user may see.
 
-The module-level functions have crowdtune's signatures: each takes the
-arguments of the :class:`CrowdClient` method of its name after ``api_key``
-(the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their
-private key), and ``server=`` (``host:port``; default: the
-``RAYTUNER_SERVER`` environment variable, else ``127.0.0.1:50051``). :func:`sync_store_for` makes a
+The module-level functions have crowdtune's signatures (the key first); the
+server comes from ``server=`` or the ``RAYTUNER_SERVER`` environment
+variable (default ``127.0.0.1:50051``). :func:`sync_store_for` makes a
 tuning run upload its records to the repository when its meta description
 says ``sync_crowd_repo`` (see :mod:`raytuner.crowd.sync`).
 
@@ -420,7 +418,17 @@ def query_function_evaluations(
     *,
     server: str | None = None,
 ) -> list[FunctionEvaluation]:
-    """crowdtune's ``query_function_evaluations``: :meth:`CrowdClient.query_function_evaluations`, the key first (see the module's docstring)."""
+    """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`.
+
+    Args:
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape
+            (``None``: any).
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with connect(api_key, server) as crowd:
         return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
 
@@ -436,7 +444,20 @@ def query_surrogate_model(
     modeler: str = "LCM",
     server: str | None = None,
 ) -> Any:
-    """crowdtune's ``query_surrogate_model``: :meth:`CrowdClient.query_surrogate_model`, the key first (see the module's docstring)."""
+    """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
+
+    Args:
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
+            parameter space is the model's.
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        objective: the modelled output (default: the first).
+        task: the task predictions are for by default (required when the records span several tasks).
+        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with connect(api_key, server) as crowd:
         return crowd.query_surrogate_model(
             tuning_problem_name, problem_space, configuration_space, objective, task, modeler
@@ -455,7 +476,21 @@ def query_predict_output(
     modeler: str = "LCM",
     server: str | None = None,
 ) -> list[dict[str, float]]:
-    """crowdtune's ``query_predict_output``: :meth:`CrowdClient.query_predict_output`, the key first (see the module's docstring)."""
+    """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
+
+    Args:
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
+            parameter space is the model's.
+        parameters: the configurations to predict at.
+        task: the task to predict for.
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        objective: the predicted output (default: the first).
+        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with connect(api_key, server) as crowd:
         return crowd.query_predict_output(
             tuning_problem_name, problem_space, parameters, task, configuration_space, objective, modeler
@@ -477,7 +512,24 @@ def query_sensitivity_analysis(
     modeler: str = "LCM",
     server: str | None = None,
 ) -> SensitivityResult:
-    """crowdtune's ``query_sensitivity_analysis``: :meth:`CrowdClient.query_sensitivity_analysis`, the key first (see the module's docstring)."""
+    """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
+
+    Args:
+        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
+        tuning_problem_name: the problem's name.
+        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
+            parameter space is the model's.
+        task: the task to analyse (required when the records span several tasks).
+        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
+            any).
+        method: the analysis: ``"sobol"`` (the only one).
+        num_samples: SALib's base sample size, a power of two (0: the server's default).
+        second_order: also compute S2 (default False).
+        objective: the output to analyse (default: the first).
+        seed: seeds the sample and the bootstrap (default 0).
+        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
+        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+    """
     with connect(api_key, server) as crowd:
         return crowd.query_sensitivity_analysis(
             tuning_problem_name,
