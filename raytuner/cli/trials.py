@@ -153,7 +153,11 @@ class Report:
     as_json: bool
 
     def outputs(self, output_names: Callable[[], list[str]]) -> dict[str, float]:
-        """The reported outputs, checked (:func:`parse_values`); ``output_names`` gives the problem's outputs."""
+        """The reported outputs, checked (:func:`parse_values`); ``output_names`` gives the problem's outputs.
+
+        Args:
+            output_names: gives the problem's output names (called only where they are needed).
+        """
         return parse_values(self.values, self.output, self.failed, output_names)
 
     def additional_output(self) -> dict[str, Any] | None:

@@ -330,7 +330,13 @@ class CrowdRepository(UserAccounts):
         return result
 
     def upload_surrogate_models(self, api_key: str, *args: Any, **kwargs: Any) -> UploadResult:
-        """Deprecated: :meth:`upload` with ``kind="surrogate_model"`` (the same arguments)."""
+        """Deprecated: :meth:`upload` with ``kind="surrogate_model"`` (the same arguments).
+
+        Args:
+            api_key: the uploader's API key.
+            *args: :meth:`upload`'s other arguments.
+            **kwargs: :meth:`upload`'s keywords.
+        """
         warnings.warn(
             'CrowdRepository.upload_surrogate_models is deprecated: use upload(..., kind="surrogate_model")',
             DeprecationWarning,

@@ -56,6 +56,9 @@ def problem_view(problem: str) -> HistoryView:
     """The problem's view, of the objective the URL names (``?objective=``; default: the first).
 
     A problem the store lacks: a 404 page; an objective the problem lacks: a 400 page listing its outputs.
+
+    Args:
+        problem: the problem's name, from the URL.
     """
     try:
         source().view(check_problem_name(problem, "problem"))
@@ -65,7 +68,12 @@ def problem_view(problem: str) -> HistoryView:
 
 
 def url(path: str, /, **args: Any) -> str:
-    """``path`` with ``args`` as its query; the objective the page is about goes along unless given."""
+    """``path`` with ``args`` as its query; the objective the page is about goes along unless given.
+
+    Args:
+        path: the page's path.
+        **args: the query's items; an empty or ``None`` one is left out.
+    """
     if "objective" not in args and has_request_context():
         args["objective"] = request.args.get("objective")
     kept = {k: v for k, v in args.items() if v not in (None, "", False)}
@@ -73,17 +81,33 @@ def url(path: str, /, **args: Any) -> str:
 
 
 def evaluation_url(problem: str, uid: str) -> str:
-    """The page of one evaluation (``uid`` empty: the URL a uid is appended to)."""
+    """The page of one evaluation (``uid`` empty: the URL a uid is appended to).
+
+    Args:
+        problem: the problem's name.
+        uid: the evaluation's uid.
+    """
     return f"/problem/{problem}/evaluation/{uid}"
 
 
 def trail(problem: str, *steps: tuple[str, str]) -> list[tuple[str, str]]:
-    """The breadcrumbs of a page below a problem: the overview, the problem, then ``(text, url)`` steps."""
+    """The breadcrumbs of a page below a problem: the overview, the problem, then ``(text, url)`` steps.
+
+    Args:
+        problem: the problem's name.
+        *steps: ``(text, url)`` of each page below the problem's.
+    """
     return [("problems", "/"), (problem, f"/problem/{problem}"), *steps]
 
 
 def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choice]:
-    """The outputs a page may be about, each linking to ``path`` about it (none where there is one output)."""
+    """The outputs a page may be about, each linking to ``path`` about it (none where there is one output).
+
+    Args:
+        view: the problem's view.
+        path: the page's path.
+        **args: the page's other query items.
+    """
     outputs = list(view.columns["output"])
     if len(outputs) < 2:
         return []
@@ -95,7 +119,11 @@ def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choi
 
 
 def filled(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` without the columns no row fills (a problem without fidelities has five), details kept."""
+    """``frame`` without the columns no row fills (a problem without fidelities has five), details kept.
+
+    Args:
+        frame: rows of :attr:`HistoryView.frame`.
+    """
     empty = [
         c for c in frame.columns if c not in DETAIL_COLUMNS and not (frame[c].notna() & ~frame[c].isin([""])).any()
     ]
@@ -109,7 +137,15 @@ def evaluations_table(
     sort_links: dict[str, str] | None = None,
     sorted_by: tuple[str, bool] | None = None,
 ) -> Table:
-    """Evaluations (rows of :attr:`HistoryView.frame`) as a table: each links to its page, failures say why."""
+    """Evaluations (rows of :attr:`HistoryView.frame`) as a table: each links to its page, failures say why.
+
+    Args:
+        rows: the evaluations shown.
+        problem: the problem's name.
+        table_id: the table's element id.
+        sort_links: per column, the URL that sorts by it (default none).
+        sorted_by: the column sorted by and whether descending (default none).
+    """
     uids = [str(u) for u in rows["uid"]]
     shown = rows.drop(columns=[c for c in DETAIL_COLUMNS if c != "failure"])
     if not shown["failure"].astype(bool).any():  # nothing failed here: no empty column
@@ -125,7 +161,13 @@ def evaluations_table(
 
 
 def best_table(view: HistoryView, problem: str, task: str | None = None) -> Table:
-    """The best evaluation of each task (of ``task`` only, where given), each linking to its page."""
+    """The best evaluation of each task (of ``task`` only, where given), each linking to its page.
+
+    Args:
+        view: the problem's view.
+        problem: the problem's name.
+        task: one task's label (default ``None``: every task).
+    """
     best = view.best_table()
     if task is not None:
         best = best[best["task"] == task]
@@ -162,7 +204,13 @@ class Front:
 
 
 def front(view: HistoryView, problem: str, task: str | None = None) -> Front | None:
-    """With several objectives or output constraints, each task's Pareto front (of ``task`` only, where given)."""
+    """With several objectives or output constraints, each task's Pareto front (of ``task`` only, where given).
+
+    Args:
+        view: the problem's view.
+        problem: the problem's name.
+        task: one task's label (default ``None``: every task).
+    """
     if not view.multiobjective:
         return None
     space = view.problem_space

@@ -202,7 +202,12 @@ def training_covariance(
 ) -> np.ndarray:
     """``Σ(X, X)`` of samples with their tasks' noise on the diagonal.
 
-    The arguments are :func:`cross_covariance`'s, with ``X`` and ``task`` on both sides.
+    Args:
+        hp: the LCM's hyperparameters.
+        kernel: the kernel's name.
+        X: the samples, one row each.
+        task: each sample's task index.
+        categorical: the columns of ``X`` that are categorical (default none).
     """
     K = cross_covariance(hp, kernel, X, task, X, task, categorical=categorical)
     K[np.diag_indices_from(K)] += hp.noise[task]

@@ -479,7 +479,14 @@ def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, **opt
 
 
 def solve_work(task: Mapping[str, Any], config: Mapping[str, Any], k: int, **options: Any) -> float:
-    """Deterministic work of the solve in fine-grid matrix-vector products; the arguments are :func:`solve_time`'s."""
+    """Deterministic work of the solve in fine-grid matrix-vector products; the arguments are :func:`solve_time`'s.
+
+    Args:
+        task: the coefficients.
+        config: the configuration.
+        k: grid points per dimension.
+        **options: :func:`solve`'s keywords.
+    """
     return solve(task, config, k, **options).work
 
 
