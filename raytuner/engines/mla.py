@@ -280,7 +280,7 @@ class MLA(StoredModels, Engine):
         if config is None:
             # small matrices: one BLAS thread is faster, and keeps results independent of timing
             with one_blas_thread():
-                config, proposer = self._search(index)
+                config, proposer = self.propose(index)
             notes, self._notes = self._notes, {}
         self.pending[index].append(config)
         return Suggestion(
@@ -571,9 +571,13 @@ class MLA(StoredModels, Engine):
             return self.model.condition(data, self._warm, optimised_samples=last)
         return self.model.fit(data, seed=self._stream(104729), executor=self.executor, warm_start=self._warm)
 
-    def _with_fantasies(self, fitted: FittedLCM, tasks: Sequence[int] | None = None) -> FittedLCM:
-        """``fitted`` conditioned on the pending suggestions of its tasks (``tasks``: the engine's task of
-        each of the model's, default the same positions)."""
+    def with_fantasies(self, fitted: FittedLCM, tasks: Sequence[int] | None = None) -> FittedLCM:
+        """``fitted`` conditioned on the pending suggestions of its tasks (see ``batch``).
+
+        Args:
+            fitted: A model of this engine's evaluations (:meth:`fitted_model`, or a task's own model).
+            tasks: The engine's task of each of the model's tasks (default: the same positions).
+        """
         for position, i in enumerate(range(len(self.tasks)) if tasks is None else tasks):
             configs = self.pending[i]
             if not configs:
@@ -588,6 +592,26 @@ class MLA(StoredModels, Engine):
                 z = np.full(len(X), lie)
             fitted = fitted.condition_on(position, X, z)
         return fitted
+
+    def follow(self, host: MLA) -> None:
+        """Model ``host``'s evaluations from now on: its targets and its told, evaluated and pending lists become
+        this engine's own (the same lists), so that whatever ``host`` asks or is told, this engine sees.
+
+        A composite engine keeps one such MLA per output (an
+        :class:`~raytuner.engines.multiobjective.OutputModel`); they model, and
+        are never asked or told themselves. Call it before either is told anything.
+
+        Args:
+            host: The engine whose evaluations this one models (over the same tasks).
+        """
+        if host.tasks != self.tasks:
+            raise InvalidInputError("host", "a followed engine must have the same tasks", allowed=host.tasks)
+        self.targets, self.evaluated, self.pending, self._records = (
+            host.targets,
+            host.evaluated,
+            host.pending,
+            host._records,
+        )
 
     def scored_task(self, index: int) -> int:
         """The model task whose prediction scores the candidates for task ``index``: itself.
@@ -669,7 +693,17 @@ class MLA(StoredModels, Engine):
         rho = loo_rank_correlation(mine, target)
         return rho is not None and rho >= self.OWN_TURN_RHO
 
-    def _search(self, index: int) -> tuple[dict[str, Any], str]:
+    def propose(self, index: int) -> tuple[dict[str, Any], str]:
+        """The configuration the model proposes for task ``index`` after its initial design, and how it was
+        chosen: ``"model"``, or ``"random"`` while no model can be fitted.
+
+        :meth:`ask` calls it; an engine that scores candidates otherwise
+        (:class:`~raytuner.engines.multiobjective.MultiObjectiveMLA`) overrides it. What the search adds to
+        the suggestion's provenance it leaves in ``self._notes``.
+
+        Args:
+            index: The task's position in :attr:`tasks`.
+        """
         exclude = self.evaluated[index] + self.pending[index]
         rng = self._stream(index)
         try:
@@ -681,7 +715,7 @@ class MLA(StoredModels, Engine):
             config = sample_configurations(self.problem, self.tasks[index], 1, seed=rng, exclude=exclude)[0]
             return config, "random"
         chosen, target, tasks = self._acquisition_model(index, fitted)
-        model = self._with_fantasies(chosen, tasks)
+        model = self.with_fantasies(chosen, tasks)
         sign = self.objective.sign()
         observed = sign * chosen.z[chosen.task == target]
         best = float(observed.min()) if len(observed) else float(np.min(sign * chosen.z))

@@ -76,7 +76,14 @@ from raytuner.problem.pareto import feasible, pareto_front
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.problem.space import ProblemSpace
 
-__all__ = ["MultiObjectiveMLA", "mla_engine", "is_multiobjective", "tunes_multiobjective", "LENGTHSCALE_PRIOR"]
+__all__ = [
+    "MultiObjectiveMLA",
+    "OutputModel",
+    "mla_engine",
+    "is_multiobjective",
+    "tunes_multiobjective",
+    "LENGTHSCALE_PRIOR",
+]
 
 #: ``(mean, sd)`` of the normal prior on each log length scale of a multi-objective MLA's LCMs, unless its
 #: options say otherwise: a median length scale of the unit cube's side, within [0.14, 7] at 95 %.
@@ -131,6 +138,62 @@ def mla_engine(
     return engine(problem, tasks, seed, **options)
 
 
+class OutputModel(MLA):
+    """One output's LCM inside a composite engine, its ``host``: it models the host's evaluations as the host says.
+
+    It is never asked or told: the host's targets and its told, evaluated and
+    pending lists are its own (:meth:`MLA.follow`), and it fits up to the host's
+    :meth:`fit_horizon`, scores the host's :meth:`scored_task`, stores its models
+    under the host's :meth:`sampler` and warm-starts where the host's
+    :meth:`warm_rows` says, so a host that refits once per round
+    (GPTuneBand's sampler) refits every output's model at its rounds.
+
+    Args:
+        host: The engine whose evaluations it models.
+        objective: The output it models.
+        **options: MLA's options (no ``source``: the host reads it).
+
+    Example:
+        >>> from raytuner.problem.space import ProblemSpace
+        >>> from raytuner.test_problems import DEMO_PROBLEM
+        >>> host = MLA(ProblemSpace.parse(DEMO_PROBLEM), [{"t": 1.0}], seed=0, n_initial=2)
+        >>> model = OutputModel(host, "y", n_initial=2)
+        >>> _ = host.tell(host.ask(), {"y": 0.5})
+        >>> len(model.evaluated[0]), model.fit_horizon()
+        (1, 1)
+    """
+
+    def __init__(self, host: MLA, objective: str, **options: Any) -> None:
+        super().__init__(host.problem, host.tasks, host.seed, objective=objective, **options)
+        self.host = host
+        self.follow(host)
+
+    def fit_horizon(self) -> int:
+        """The host's (:meth:`MLA.fit_horizon`)."""
+        return self.host.fit_horizon()
+
+    def scored_task(self, index: int) -> int:
+        """The host's (:meth:`MLA.scored_task`).
+
+        Args:
+            index: The task a configuration is sought for.
+        """
+        return self.host.scored_task(index)
+
+    def sampler(self) -> dict[str, int | bool] | None:
+        """The host's (:meth:`~raytuner.engines.stored_models.StoredModels.sampler`)."""
+        return self.host.sampler()
+
+    def warm_rows(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> list[int] | None:
+        """The host's (:meth:`~raytuner.engines.stored_models.StoredModels.warm_rows`).
+
+        Args:
+            record: Another sampler's model.
+            sampler: Its sampler.
+        """
+        return self.host.warm_rows(record, sampler)
+
+
 class MultiObjectiveMLA(MLA):
     """MLA with one LCM per optimised or bounded output; see the module docstring.
 
@@ -158,15 +221,9 @@ class MultiObjectiveMLA(MLA):
         super().__init__(problem, tasks, seed, **options)
         modelled = problem.modelled
         shared = {k: v for k, v in options.items() if k not in ("objective", "source")}
-        self.components: list[MLA] = []
-        for output in modelled:
-            # over this engine's tasks (source tasks included), with its data, evaluated configurations and
-            # fantasies: the components only model, and the source is read once, by this engine
-            component = MLA(problem, self.tasks, seed, **{**shared, "objective": output.name})
-            component.targets = self.targets
-            component._records, component.evaluated, component.pending = self._records, self.evaluated, self.pending
-            component.scored_task = self.scored_task  # type: ignore[method-assign]  # GPTuneBand's levels
-            self.components.append(component)
+        # over this engine's tasks (source tasks included), with its data, evaluated configurations and
+        # fantasies: the components only model, and the source is read once, by this engine
+        self.components = [OutputModel(self, output.name, **shared) for output in modelled]
         self._lead = next(k for k, o in enumerate(modelled) if o.optimize)  # the first objective's model
         self._keep_options(objective=None)  # rebuilt by its spec as what it is: every output tuned
 
@@ -262,7 +319,7 @@ class MultiObjectiveMLA(MLA):
             values[:, discrete_columns(space)], np.array(broke, dtype=bool), np.full(len(told), CONFIDENT)
         )
 
-    def _search(self, index: int) -> tuple[dict[str, Any], str]:
+    def propose(self, index: int) -> tuple[dict[str, Any], str]:
         exclude = self.evaluated[index] + self.pending[index]
         rng = self._stream(index)
         try:
@@ -273,8 +330,8 @@ class MultiObjectiveMLA(MLA):
             fits = [None]
         fitted = [f for f in fits if f is not None]
         if len(fitted) < len(fits):  # too little data for some output: the first objective's search
-            return self.components[self._lead]._search(index)
-        models = [c._with_fantasies(f) for c, f in zip(self.components, fitted)]
+            return self.components[self._lead].propose(index)
+        models = [c.with_fantasies(f) for c, f in zip(self.components, fitted)]
         outputs = [c.objective for c in self.components]
         objectives = [k for k, o in enumerate(outputs) if o.optimize]
         bounded = [k for k, o in enumerate(outputs) if o.bounded]
@@ -287,7 +344,7 @@ class MultiObjectiveMLA(MLA):
             and all(r.value(outputs[k].name) is not None for k in objectives)
         ]
         if not mine:
-            return self.components[self._lead]._search(index)
+            return self.components[self._lead].propose(index)
         seen = np.array([[outputs[k].sign() * r.known_value(outputs[k].name) for k in objectives] for r in mine])
         good = np.array([s for s, r in zip(seen, mine) if feasible(self.problem, r)]).reshape(-1, len(objectives))
         limits = np.array([outputs[k].minimised_bounds() for k in objectives])

@@ -199,6 +199,14 @@ class LevelSampler(MLA):
             return [index]
         return [k for k, (task, _) in enumerate(self.lcm_tasks) if task == i]
 
+    def fold(self, record: FunctionEvaluation) -> None:
+        """Fold in an evaluation of one of its LCM-tasks (lifted to its :data:`LEVEL`) that the band has checked.
+
+        Args:
+            record: The evaluation, told to the band or replayed by it.
+        """
+        self._fold(record)
+
     def _fold(self, record: FunctionEvaluation) -> None:
         before = len(self._records)
         super()._fold(record)
@@ -221,33 +229,8 @@ class LevelSampler(MLA):
 class MultiObjectiveLevelSampler(LevelSampler, MultiObjectiveMLA):
     """:class:`LevelSampler` with one LCM per optimised or bounded output, choosing as MultiObjectiveMLA does.
 
-    Every output's model is refitted at the sampler's rounds, and with
-    ``model="levels"`` scores a bracket's samples by the front at ``b_max``.
-
-    Args:
-        level_problem: As for :class:`LevelSampler`.
-        tasks: As for :class:`LevelSampler`.
-        structure: As for :class:`LevelSampler`.
-        pass_index: As for :class:`LevelSampler`.
-        stage: As for :class:`LevelSampler`.
-        every_level: As for :class:`LevelSampler`.
-        seed: As for :class:`LevelSampler`.
-        **options: MLA's options (no ``objective``), and ``plain`` and ``known`` as for :class:`LevelSampler`.
+    Every output's model (an :class:`~raytuner.engines.multiobjective.OutputModel`
+    of this sampler) is refitted at the sampler's rounds, stored as this sampler's
+    models, and with ``model="levels"`` scores a bracket's samples by the front at
+    ``b_max``. It takes :class:`LevelSampler`'s arguments (MLA's options without ``objective``).
     """
-
-    def __init__(
-        self,
-        level_problem: ProblemSpace,
-        tasks: Sequence[Mapping[str, Any]],
-        structure: BanditStructure,
-        pass_index: int,
-        stage: int,
-        every_level: bool,
-        seed: int | None,
-        **options: Any,
-    ) -> None:
-        super().__init__(level_problem, tasks, structure, pass_index, stage, every_level, seed, **options)
-        for component in self.components:
-            component.fit_horizon = self.fit_horizon  # type: ignore[method-assign]  # the sampler's rounds
-            component.sampler = self.sampler  # type: ignore[method-assign]  # and its models
-            component.warm_rows = self.warm_rows  # type: ignore[method-assign]  # and warm starts
