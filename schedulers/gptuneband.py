@@ -53,7 +53,7 @@ import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ray.tune.experiment import Trial
@@ -63,12 +63,9 @@ from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all, wa
 from raytuner.searchers.param_space import space_from_ray
 
 from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
-from raytuner.engines.bandit import FidelityMode
 from raytuner.engines.base import Suggestion
-from raytuner.engines.sharing import Sharing
+from raytuner.engines.gptuneband.options import GPTuneBandOptions
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.models import LCMOptions
-from raytuner.models.executors import Executor
 from raytuner.problem.records import FunctionEvaluation, as_number
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial as SessionTrial
@@ -97,58 +94,6 @@ class _TrialState:
     rung: int = 0
 
 
-@dataclass(frozen=True)
-class GPTuneBandOptions:
-    """How :class:`GPTuneBandScheduler` tunes, beyond what identifies the run; every field has a default.
-
-    Example:
-        >>> from raytuner.models import LCMOptions
-        >>> GPTuneBandOptions(passes=2, fidelity_mode="iterative", lcm=LCMOptions(n_starts=2)).passes
-        2
-
-    Attributes:
-        passes: How many times the whole bracket plan runs (``None``: once, or as often as ``budget`` pays for).
-        budget: Normalised cost per task at which each task ends (``None``: the passes decide).
-        fidelity_mode: ``"one_shot"`` or ``"iterative"`` (see the module docstring).
-        fidelity_key: The config key of a one-shot trial's fidelity.
-        time_attr: The result key that counts an iterative trial's fidelity.
-        n_initial: The engine's initial samples per LCM-task (``None``: the engine's default).
-        lcm: The LCM's fitting options (``None``: the defaults).
-        acquisition: The acquisition function.
-        acquisition_options: Its options.
-        executor: Runs the LCM's multi-start fits (``None``: see the module docstring).
-        search_candidates: The size of the acquisition search's global phase.
-        model: The engine's model: ``"paper"`` (the paper's LCM over (task, bracket) pairs) or ``"levels"``
-            (every fidelity level of every task in one LCM, samples chosen by the prediction at ``b_max``);
-            see :class:`raytuner.engines.GPTuneBand`.
-        source: Evaluations the engine learns from besides its own, as extra tasks of its LCM (the
-            crowd's records: :func:`raytuner.client.crowd_sources.crowd_source`); ``None``: none.
-        source_proposals: ``"alternate"`` or ``"every"``: see :class:`raytuner.engines.GPTuneBand`.
-        later_passes: ``"agreeing"`` (the brackets of the passes after the first where low fidelities rank as
-            ``b_max`` does) or ``"all"`` (Hyperband's): see :class:`raytuner.engines.GPTuneBand`.
-        sharing: ``"checked"`` (each task's samples from its own model where that predicts it better than the
-            model shared with the other tasks) or ``"always"`` (the shared model): see
-            :class:`raytuner.engines.GPTuneBand`.
-    """
-
-    passes: int | None = None
-    budget: float | None = None
-    fidelity_mode: FidelityMode = "one_shot"
-    fidelity_key: str = "fidelity"
-    time_attr: str = "training_iteration"
-    n_initial: int | None = None
-    lcm: LCMOptions | None = None
-    acquisition: str = "ei"
-    acquisition_options: Mapping[str, float] | None = None
-    executor: Executor | None = None
-    search_candidates: int = 2048
-    model: str = "paper"
-    source: Any = None
-    source_proposals: str = "alternate"
-    later_passes: str = "agreeing"
-    sharing: Sharing = "checked"
-
-
 class GPTuneBandScheduler(TrialScheduler):
     """The GPTuneBand scheduler; see the module docstring.
 
@@ -167,7 +112,8 @@ class GPTuneBandScheduler(TrialScheduler):
         mode: Ray's ``"min"``/``"max"``, a list for a list of metrics (follows the goals).
         seed: The engine's seed.
         structure: The brackets' fidelities and halving factor (``BanditStructure.hyperband(b_min, b_max, eta)``).
-        options: Everything else (:class:`GPTuneBandOptions`; default: its defaults).
+        options: Everything else (:class:`~raytuner.engines.gptuneband.options.GPTuneBandOptions`; default: its
+            defaults), but the brackets (``structure``'s) and the objective (``metric``).
         **session_options: Options of the :class:`~raytuner.session.tuning_session.TuningSession`.
     """
 
@@ -187,15 +133,10 @@ class GPTuneBandScheduler(TrialScheduler):
         options: GPTuneBandOptions | None = None,
         **session_options: Any,
     ) -> None:
-        if not isinstance(structure, BanditStructure):
-            raise InvalidInputError(
-                "structure", f"{structure!r} is not a BanditStructure: e.g. BanditStructure.hyperband(1, 27, 3)"
-            )
-        if options is None:
-            options = GPTuneBandOptions()
-        elif not isinstance(options, GPTuneBandOptions):
-            raise InvalidInputError("options", f"{options!r} is not a GPTuneBandOptions")
-        fidelity_key, time_attr, source = options.fidelity_key, options.time_attr, options.source
+        options = GPTuneBandOptions.given(options).with_structure(structure)
+        if options.objective is not None:
+            raise InvalidInputError("options.objective", "the scheduler tunes its metric: pass metric instead")
+        fidelity_key, time_attr = options.fidelity_key, options.time_attr
         super().__init__()
         #: The objectives tuned and their Ray modes, in order (one, or every optimised output).
         self.metrics, self.modes = one_or_all(problem, metric, mode)
@@ -206,32 +147,14 @@ class GPTuneBandScheduler(TrialScheduler):
         self._metric, self.mode = self.metrics[0], self.modes[0]
         self.fidelity_key = fidelity_key
         self.time_attr = time_attr
+        named = None if metric is None or len(self.metrics) > 1 else self.metrics[0]
         engine = build_engine(
-            EngineSpec(
-                "gptuneband",
-                {
-                    "eta": structure.eta,
-                    "fidelities": list(structure.fidelities),
-                    "passes": options.passes,
-                    "budget": options.budget,
-                    "fidelity_mode": options.fidelity_mode,
-                    "n_initial": options.n_initial,
-                    "lcm": options.lcm,
-                    "acquisition": options.acquisition,
-                    "acquisition_options": options.acquisition_options,
-                    "search_candidates": options.search_candidates,
-                    "model": options.model,
-                    "source_proposals": options.source_proposals,
-                    "later_passes": options.later_passes,
-                    "sharing": options.sharing,
-                    "objective": None if metric is None or len(self.metrics) > 1 else self.metrics[0],
-                },
-            ),
+            EngineSpec("gptuneband", replace(options, objective=named).spec_options()),
             problem,
             tasks,
             seed,
             executor=options.executor,
-            source=source,
+            source=options.source,
         )
         # an Engine as the registry builds it, and the multi-fidelity engine this scheduler drives
         self.engine = cast(MultiFidelityEngine, engine)

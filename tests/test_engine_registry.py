@@ -8,6 +8,7 @@ that names the field and the allowed values.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from typing import Any
@@ -25,6 +26,7 @@ from raytuner.engines import (
     build_engine,
     fresh_engine,
 )
+from raytuner.engines.gptuneband.options import GPTuneBandOptions
 from raytuner.engines.transfer import SourceData, TransferLearning
 from raytuner.errors import InvalidInputError, TuningFinished
 from raytuner.models import LCMOptions
@@ -106,8 +108,10 @@ def test_every_registered_engine_is_tested_and_declares_its_constructor_options(
     for name, entry in ENGINES.items():
         parameters = inspect.signature(entry.engine.__init__).parameters
         keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor", "source"}
-        if name == "gptuneband":  # a BanditStructure object: the spec keeps it as its plain eta and fidelities
-            keywords -= {"structure"}
+        if name == "gptuneband":  # its keywords are GPTuneBandOptions' fields; a structure's eta and fidelities are
+            fields = {f.name: f for f in dataclasses.fields(GPTuneBandOptions)}
+            parameters = {**parameters, **fields}
+            keywords = set(fields) - {"executor", "source", "fidelity_key", "time_attr"}
         if name == "tla2":  # TLA2 passes MLA's options on
             keywords |= set(ENGINES["mla"].options)
         if name == "transfer":  # the target task, the source and the seed are given beside the spec

@@ -51,6 +51,7 @@ from typing import Any, Literal
 from raytuner.engines.base import Engine
 from raytuner.engines.discrete import DiscreteBO
 from raytuner.engines.gptuneband.engine import GPTuneBand
+from raytuner.engines.gptuneband.options import GPTuneBandOptions
 from raytuner.engines.mla import MLA
 from raytuner.engines.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.engines.random_search import RandomSearch
@@ -145,26 +146,7 @@ ENGINES: dict[str, EngineEntry] = {
     ),  # several objectives
     "gptuneband": EngineEntry(
         GPTuneBand,
-        (
-            "b_min",
-            "b_max",
-            "eta",
-            "fidelities",
-            "integer_fidelities",
-            "passes",
-            "budget",
-            "fidelity_mode",
-            "n_initial",
-            "lcm",
-            "acquisition",
-            "acquisition_options",
-            "objective",
-            "search_candidates",
-            "model",
-            "source_proposals",
-            "later_passes",
-            "sharing",
-        ),
+        GPTuneBandOptions.names(),
         frozenset({"executor", "fidelities", "sources"}),
         _band,
     ),

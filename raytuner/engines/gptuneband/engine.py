@@ -44,13 +44,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
 
-from raytuner.engines.bandit import BanditStructure, FidelityMode, check_mode, structure_from
+from raytuner.engines.bandit import BanditStructure, structure_from
 from raytuner.engines.base import Engine, Suggestion, source_records
 from raytuner.engines.breaches import NOTE
+from raytuner.engines.gptuneband.options import MODELS, GPTuneBandOptions
 from raytuner.engines.gptuneband.plan import BandPlan, Step
 from raytuner.engines.gptuneband.sampler import (
     LEVEL,
@@ -61,20 +63,15 @@ from raytuner.engines.gptuneband.sampler import (
     sources_for,
 )
 from raytuner.engines.multiobjective import tunes_multiobjective
-from raytuner.engines.sharing import OWN_MODEL, Sharing
+from raytuner.engines.sharing import OWN_MODEL
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.models import LCMOptions
-from raytuner.models.executors import Executor
 from raytuner.problem.pareto import best_of, pareto_front
-from raytuner.problem.records import EvaluationSource, FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
+from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = ["GPTuneBand", "LEVEL", "MODELS", "SOURCE_PROPOSALS"]
 
 log = logging.getLogger(__name__)
-
-#: GPTuneBand's models (the ``model`` option).
-MODELS = ("paper", "levels")
 
 
 class GPTuneBand(Engine):
@@ -86,53 +83,14 @@ class GPTuneBand(Engine):
         problem: The problem's spaces (``gptuneband_level`` is a reserved name).
         tasks: The tasks to tune.
         seed: Seeds every sample and model fit.
+        options: How it tunes (:class:`~raytuner.engines.gptuneband.options.GPTuneBandOptions`; default: its
+            defaults). Its brackets are ``b_min``, ``b_max`` and ``eta``, or ``fidelities``, or ``structure``.
         structure: The brackets' fidelities and halving factor, as :class:`GPTuneBandScheduler
             <raytuner.schedulers.GPTuneBandScheduler>` takes them (``BanditStructure.hyperband(1, 27, 3)``);
-            instead of ``b_min``, ``b_max``, ``eta`` and ``fidelities``.
-        b_min: The lowest fidelity of Hyperband's brackets (with ``b_max`` and ``eta``).
-        b_max: The highest fidelity.
-        eta: The halving factor.
-        fidelities: A custom fidelity list ``[B(0), ..., B(s_max)]``, instead of ``b_min`` and ``b_max``.
-        integer_fidelities: Round Hyperband's fidelities to integers (``None``: when ``b_min`` and
-            ``b_max`` are whole numbers, so ``b_min=1, b_max=52, eta=3`` gives 52, 17, 6 and 2).
-        passes: The number of passes (``None``: one, or as many as ``budget`` pays for).
-        budget: Normalised cost per task (an evaluation at ``b`` costs ``b / b_max``): a task ends
-            when its next step does not fit in what is left (``None``: the passes decide).
-        fidelity_mode: ``"one_shot"`` or ``"iterative"``.
-        n_initial: Size of each LCM-task's initial LHS design (default: the fewest samples of any bracket,
-            ``min N(s)``, as GPTune's ``MB_LCM`` takes ``NS1``; half of that, at least 1, when ``source``
-            gives usable records, successful and at one of the brackets' fidelities: they inform the model
-            from the start). The spec keeps the number chosen, so a rebuilt engine starts the same way.
-        lcm: MLA's: configure the LCM.
-        acquisition: MLA's.
-        acquisition_options: MLA's.
-        executor: MLA's: runs the multi-start fits.
-        objective: The objective to tune (default: the first).
-        search_candidates: MLA's: the size of the acquisition search's global phase.
-        model: ``"paper"``: the paper's LCM over the (task, bracket) pairs still sampling, each
-            bracket's samples chosen by the prediction at its own fidelity; ``"levels"``: every
-            fidelity level of every task stays in the LCM as a correlated output (no evaluation
-            leaves the model, lower rungs inform the prediction at ``b_max``), and every bracket's
-            samples are chosen by the prediction at ``b_max``.
-        source: Evaluations to learn from besides the engine's own (the crowd's records): each
-            sampler's LCM takes the successful ones as tasks of their own, at the level of their
-            fidelity (one of the brackets'; a record without one is at ``b_max``, as GPTune's are),
-            as :class:`~raytuner.engines.MLA` does (a task's first ``b_max`` sample is their consensus there),
-            those of the engine's own tasks only at the levels the sampler models; default ``None``: none.
-        source_proposals: With sources: ``"alternate"`` (default) gives each task's model-chosen samples in
-            turn to the LCM with the source tasks and to the LCM without them (paper 000's Ensemble(toggling)
-            over the two; the plain one's are marked ``proposer="plain_model"``), so that sources which mislead
-            about the task cannot hold its search in their region; ``"every"``: every sample from the LCM with
-            the sources.
-        later_passes: ``"agreeing"`` (default): from the second pass on, a bracket samples only where its
-            lowest fidelity has ranked the run's evaluations as ``b_max`` does (:meth:`BandPlan.agreement
-            <raytuner.engines.gptuneband.plan.BandPlan.agreement>`: the promotions of the earlier passes beside
-            the evaluations they promote); bracket 0 samples in every pass. Where low fidelities rank good
-            configurations badly, later passes spend their budget at ``b_max``, on the model's choices.
-            ``"all"``: every bracket in every pass, as Hyperband. With several objectives, every bracket.
-        sharing: MLA's: ``"checked"`` (default): a sample's model is the LCM over every task unless the LCM of its
-            own task's levels alone predicts that task's evaluations better (:mod:`raytuner.engines.sharing`);
-            ``"always"``: the LCM over every task.
+            instead of the options' ``b_min``, ``b_max``, ``eta`` and ``fidelities``.
+        **values: Any field of :class:`~raytuner.engines.gptuneband.options.GPTuneBandOptions` by name
+            (``b_max=27``, ``passes=2``, ``executor=...``), over ``options``; an unknown name is refused in one
+            line that lists them.
     """
 
     name = "gptuneband"
@@ -142,103 +100,52 @@ class GPTuneBand(Engine):
         problem: ProblemSpace,
         tasks: Sequence[Mapping[str, Any]],
         seed: int | None = None,
+        options: GPTuneBandOptions | None = None,
         *,
         structure: BanditStructure | None = None,
-        b_min: float | None = None,
-        b_max: float | None = None,
-        eta: int | None = 3,
-        fidelities: Sequence[float] | None = None,
-        integer_fidelities: bool | None = None,
-        passes: int | None = None,
-        budget: float | None = None,
-        fidelity_mode: FidelityMode = "one_shot",
-        n_initial: int | None = None,
-        lcm: LCMOptions | None = None,
-        acquisition: str = "ei",
-        acquisition_options: Mapping[str, float] | None = None,
-        executor: Executor | None = None,
-        objective: str | None = None,
-        search_candidates: int = 2048,
-        model: str = "paper",
-        source: Sequence[FunctionEvaluation] | EvaluationSource | None = None,
-        source_proposals: str = "alternate",
-        later_passes: str = "agreeing",
-        sharing: Sharing = "checked",
+        **values: Any,
     ) -> None:
         super().__init__(problem, tasks, seed)
-        if model not in MODELS:
-            raise InvalidInputError("model", f"unknown GPTuneBand model {model!r}", allowed=list(MODELS))
-        if source_proposals not in SOURCE_PROPOSALS:
-            raise InvalidInputError(
-                "source_proposals", f"unknown choice {source_proposals!r}", allowed=list(SOURCE_PROPOSALS)
-            )
-        self.source_proposals = source_proposals
-        self.model = model
+        options = GPTuneBandOptions.given(options, **values)
         if structure is not None:
-            if not isinstance(structure, BanditStructure):
-                raise InvalidInputError("structure", f"{structure!r} is not a BanditStructure")
-            if b_min is not None or b_max is not None or fidelities is not None:
-                raise InvalidInputError("structure", "give either a structure or b_min, b_max and fidelities, not both")
-            b_min, b_max, eta, fidelities = None, None, structure.eta, list(structure.fidelities)
-        self.structure: BanditStructure = structure_from(b_min, b_max, eta, fidelities, integer_fidelities)
+            options = options.with_structure(structure)
+        self.options = options
+        self.source_proposals = options.source_proposals
+        self.model = options.model
+        self.structure: BanditStructure = structure_from(
+            options.b_min, options.b_max, options.eta, options.fidelities, options.integer_fidelities
+        )
         if LEVEL in problem.input_space.names + problem.parameter_space.names:
             raise InvalidInputError("input_space", f"the name {LEVEL!r} is reserved by GPTuneBand")
-        self.fidelity_mode = check_mode(fidelity_mode)
-        self.objective = problem.objective(objective)
+        self.fidelity_mode = options.fidelity_mode
+        self.objective = problem.objective(options.objective)
         # several objectives or output constraints (none named): rungs ranked by all, samples by one LCM per output
-        self.multiobjective = tunes_multiobjective(problem, objective)
+        self.multiobjective = tunes_multiobjective(problem, options.objective)
         self.plan = BandPlan(
             self.structure,
             self.objective,
             len(self.tasks),
-            passes,
-            budget,
+            options.passes,
+            options.budget,
             self.fidelity_mode,
             problem=problem if self.multiobjective else None,
-            later_passes=later_passes,
+            later_passes=options.later_passes,
         )
         named = None if self.multiobjective else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget
-        self.source = source
+        self.source = options.source
         self._sources: list[FunctionEvaluation] = []
-        if source is not None:
-            self._sources = lift_sources(source_records(problem, source), self.structure)
+        if options.source is not None:
+            self._sources = lift_sources(source_records(problem, options.source), self.structure)
         # GPTune's MB_LCM starts each LCM-task with min N(s) random samples; the crowd's records stand in for half
+        n_initial = options.n_initial
         if n_initial is None:
             fewest = min(self.structure.samples(s) for s in range(self.structure.s_max + 1))
             n_initial = max(1, (fewest + 1) // 2) if self._sources else fewest
         self.n_initial = n_initial
-        self.executor = executor
-        self._sampler_options: dict[str, Any] = dict(
-            n_initial=self.n_initial,
-            lcm=lcm,
-            acquisition=acquisition,
-            acquisition_options=acquisition_options,
-            executor=executor,
-            objective=named,
-            search_candidates=search_candidates,
-            sharing=sharing,
-        )
-        self._keep_options(
-            b_min=b_min,
-            b_max=b_max,
-            eta=eta,
-            fidelities=fidelities,
-            integer_fidelities=integer_fidelities,
-            passes=passes,
-            budget=budget,
-            fidelity_mode=fidelity_mode,
-            n_initial=self.n_initial,
-            lcm=lcm,
-            acquisition=acquisition,
-            acquisition_options=acquisition_options,
-            objective=named,
-            search_candidates=search_candidates,
-            model=model,
-            source_proposals=source_proposals,
-            later_passes=later_passes,
-            sharing=sharing,
-        )
+        self.executor = options.executor
+        self._sampler_options = {**options.sampler_options(), "n_initial": self.n_initial, "objective": named}
+        self._keep_options(**replace(options, n_initial=self.n_initial, objective=named).spec_options())
         # a Space serialises as a list (its model_serializer); pydantic types model_dump as a dict
         levels = Space.model_validate(
             cast(list[dict[str, Any]], problem.input_space.model_dump())
@@ -442,7 +349,7 @@ class GPTuneBand(Engine):
             if level is not None:
                 lifted = self._lift(record, level)
                 if task_key(lifted.task_parameter) in wanted:
-                    sampler._fold(lifted)  # checked when told to the band
+                    sampler.fold(lifted)
         for p, i, j, config in self.plan.in_flight.places():
             if p == key[0] and j >= key[1]:
                 sampler.add_pending({**self.tasks[i], LEVEL: j}, config)
@@ -484,18 +391,13 @@ class GPTuneBand(Engine):
         lifted = self._lift(record, prov.bracket - prov.rung)
         for sampler in (self._sampler, self._plain):
             if sampler is not None and any(task_key(lifted.task_parameter) == task_key(t) for t in sampler.tasks):
-                sampler._fold(lifted)  # checked when told to the band
+                sampler.fold(lifted)
 
     def add_pending(
         self, task: Mapping[str, Any], config: Mapping[str, Any], provenance: Provenance | None = None
     ) -> None:
-        """Count an adopted trial as in flight, placed in the plan by its provenance.
-
-        Args:
-            task: The trial's task.
-            config: Its configuration.
-            provenance: What the engine wrote when it asked (bracket, rung, pass, parent).
-        """
+        """Count an adopted trial as in flight, placed in the plan by its provenance (its bracket, rung, pass and
+        parent)."""
         if provenance is None or provenance.bracket is None or provenance.rung is None:
             log.warning("an adopted GPTuneBand trial has no bracket/rung; it is not counted as in flight")
             return
