@@ -125,11 +125,8 @@ class GPTuneBand(Engine):
             self.structure,
             self.objective,
             len(self.tasks),
-            options.passes,
-            options.budget,
-            self.fidelity_mode,
+            options,
             problem=problem if self.multiobjective else None,
-            later_passes=options.later_passes,
         )
         named = None if self.multiobjective else self.objective.name
         self.passes, self.budget = self.plan.passes, self.plan.budget

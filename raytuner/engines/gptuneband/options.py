@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from raytuner.engines.bandit import BanditStructure, FidelityMode, check_mode
-from raytuner.engines.gptuneband.plan import LATER_PASSES
+from raytuner.engines.gptuneband.plan import LATER_PASSES, check_limits
 from raytuner.engines.gptuneband.sampler import SOURCE_PROPOSALS
 from raytuner.engines.sharing import SHARING, Sharing
 from raytuner.engines.spec import plain_options
@@ -153,6 +153,7 @@ class GPTuneBandOptions:
         if self.sharing not in SHARING:
             raise InvalidInputError("sharing", f"unknown sharing {self.sharing!r}", allowed=list(SHARING))
         check_mode(self.fidelity_mode)
+        check_limits(self.budget, self.passes)
         if self.lcm is not None and not isinstance(self.lcm, LCMOptions):
             raise InvalidInputError("lcm", f"{self.lcm!r} is not an LCMOptions")
         if self.fidelities is not None:

@@ -13,9 +13,10 @@ where the original stood.
 Example:
     >>> from raytuner.problem.space import ProblemSpace
     >>> from raytuner.engines.bandit import BanditStructure
+    >>> from raytuner.engines.gptuneband.options import GPTuneBandOptions
     >>> from raytuner.test_problems import DEMO_PROBLEM
     >>> structure = BanditStructure.hyperband(1, 4, 2)
-    >>> plan = BandPlan(structure, ProblemSpace.parse(DEMO_PROBLEM).objective(), tasks=2, budget=1.0)
+    >>> plan = BandPlan(structure, ProblemSpace.parse(DEMO_PROBLEM).objective(), 2, GPTuneBandOptions(budget=1.0))
     >>> plan.next_step(0, 0)          # bracket 0's first sample at b_max costs 1
     Step(kind='sample', cost=1.0, bracket=0, promotion=None)
     >>> plan.finished(0), plan.passes      # a budget without passes: as many passes as it pays for
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -37,6 +38,9 @@ from raytuner.engines.gptuneband.brackets import Brackets, InFlight, RunKey
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.problem.space import Objective, ProblemSpace
+
+if TYPE_CHECKING:
+    from raytuner.engines.gptuneband.options import GPTuneBandOptions
 
 __all__ = ["AGREEMENT", "LATER_PASSES", "BandPlan", "Step", "check_limits"]
 
@@ -107,12 +111,12 @@ class BandPlan:
         structure: The bandit structure.
         objective: The objective that ranks a rung.
         tasks: How many tasks.
-        passes: The passes of the plan (``None``: one without a budget, unlimited with one).
-        budget: Normalised cost per task (``b / b_max`` per evaluation; ``None``: the passes decide).
-        mode: ``"one_shot"`` or ``"iterative"`` (what a promotion costs).
+        options: The engine's options: its ``passes`` (``None``: one without a budget, unlimited with one),
+            ``budget`` (normalised cost per task, ``b / b_max`` per evaluation; ``None``: the passes decide),
+            ``fidelity_mode`` (what a promotion costs) and ``later_passes`` (with several objectives, every
+            bracket).
         problem: With several objectives or output constraints: rank a rung by all of them (see
             :class:`~raytuner.engines.gptuneband.brackets.Brackets`).
-        later_passes: One of :data:`LATER_PASSES` (default ``"all"``); with several objectives, every bracket.
     """
 
     def __init__(
@@ -120,22 +124,17 @@ class BandPlan:
         structure: BanditStructure,
         objective: Objective,
         tasks: int,
-        passes: int | None = None,
-        budget: float | None = None,
-        mode: FidelityMode = "one_shot",
+        options: GPTuneBandOptions,
         problem: ProblemSpace | None = None,
-        later_passes: str = "all",
     ) -> None:
-        check_limits(budget, passes)
-        if later_passes not in LATER_PASSES:
-            raise InvalidInputError("later_passes", f"unknown choice {later_passes!r}", allowed=list(LATER_PASSES))
-        self.later_passes = later_passes if problem is None else "all"
+        passes, budget = options.passes, options.budget
+        self.later_passes = options.later_passes if problem is None else "all"
         self._quotas: dict[int, tuple[int, ...]] = {}
         self.structure = structure
         self.tasks = tasks
         self.passes = passes if passes is not None or budget is not None else 1
         self.budget = None if budget is None else float(budget)
-        self.mode = mode
+        self.mode: FidelityMode = options.fidelity_mode
         self.brackets = Brackets(structure, objective, problem, quota=lambda p, j: self.quotas(p)[j])
         self.in_flight = InFlight()
         self.told_cost = [0.0] * tasks
@@ -293,7 +292,9 @@ class BandPlan:
         >>> from raytuner.engines.bandit import BanditStructure
         >>> from raytuner.problem.space import ProblemSpace
         >>> from raytuner.test_problems import DEMO_PROBLEM
-        >>> plan = BandPlan(BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective(), 1)
+        >>> from raytuner.engines.gptuneband.options import GPTuneBandOptions
+        >>> structure, objective = BanditStructure.hyperband(1, 4, 2), ProblemSpace.parse(DEMO_PROBLEM).objective()
+        >>> plan = BandPlan(structure, objective, 1, GPTuneBandOptions())
         >>> plan.agreement(1)   # no promotions yet: every fidelity counts as agreeing
         [1.0, 1.0, 1.0]
         """
