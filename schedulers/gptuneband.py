@@ -59,14 +59,14 @@ from typing import TYPE_CHECKING, Any, cast
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from raytuner.schedulers.gptuneband_searcher import GPTuneBandSearcher
-from raytuner.searchers.common import ask_for_ray, extra_outputs, one_or_all, warn_failed
+from raytuner.searchers.common import SessionResults, ask_for_ray, extra_outputs, one_or_all, warn_failed
 from raytuner.searchers.param_space import space_from_ray
 
 from raytuner.engines import BanditStructure, EngineSpec, MultiFidelityEngine, build_engine, fresh_engine
 from raytuner.engines.base import Suggestion
 from raytuner.engines.gptuneband.options import GPTuneBandOptions
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
-from raytuner.problem.records import FunctionEvaluation, as_number
+from raytuner.problem.records import as_number
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial as SessionTrial
 from raytuner.session.tuning_session import TuningSession
@@ -94,7 +94,7 @@ class _TrialState:
     rung: int = 0
 
 
-class GPTuneBandScheduler(TrialScheduler):
+class GPTuneBandScheduler(SessionResults, TrialScheduler):
     """The GPTuneBand scheduler; see the module docstring.
 
     Evaluations already stored for the problem's tasks are replayed, so a new
@@ -224,22 +224,9 @@ class GPTuneBandScheduler(TrialScheduler):
         """The searcher that feeds this scheduler's brackets: pass it as ``search_alg``."""
         return GPTuneBandSearcher(self)
 
-    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The best evaluation of ``task`` at ``b_max``, as every engine answers it (see ``Engine.best``).
-
-        Args:
-            task: One of the tasks (default: the first).
-            objective: The objective's name (default: the one tuned).
-        """
-        return self.session.best(task, objective)
-
-    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
-        """Per task, the best evaluation at ``b_max`` (``None`` where there is none).
-
-        Args:
-            objective: The objective's name (default: the one tuned).
-        """
-        return self.session.best_per_task(objective)
+    def results(self) -> TuningSession:
+        """The session (a new one after :meth:`restore_state`); its best evaluations count at ``b_max`` only."""
+        return self.session
 
     def set_search_properties(self, metric: str | list[str] | None, mode: str | list[str] | None, **spec: Any) -> bool:
         """Accept a Tuner-level metric/mode (or lists) only when they agree with the objectives tuned.

@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ray.tune.search import Searcher
+from raytuner.searchers.common import SessionResults
 from raytuner.searchers.param_space import has_samplers
 
-from raytuner.problem.records import FunctionEvaluation
+from raytuner.session.tuning_session import TuningSession
 
 __all__ = ["GPTuneBandSearcher", "BracketDriver"]
 
@@ -48,20 +49,8 @@ class BracketDriver(Protocol):
             mode: The Tuner's mode.
         """
 
-    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The best evaluation of ``task`` at ``b_max`` (see ``TuningSession.best``).
-
-        Args:
-            task: One of the tasks (default: the first).
-            objective: The objective's name (default: the one tuned).
-        """
-
-    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
-        """Per task, :meth:`best`.
-
-        Args:
-            objective: The objective's name (default: the one tuned).
-        """
+    def results(self) -> TuningSession:
+        """The scheduler's session, which holds the results."""
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         """The next trial's flat config, ``None`` while waiting, ``Searcher.FINISHED`` at the end.
@@ -94,7 +83,7 @@ class BracketDriver(Protocol):
         """
 
 
-class GPTuneBandSearcher(Searcher):
+class GPTuneBandSearcher(SessionResults, Searcher):
     """Ray Tune's view of a GPTuneBand scheduler's engine (see the module docstring).
 
     Args:
@@ -117,22 +106,9 @@ class GPTuneBandSearcher(Searcher):
         """
         return self.band.set_search_properties(metric, mode) and not any(has_samplers(v) for v in config.values())
 
-    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The scheduler's :meth:`~raytuner.schedulers.GPTuneBandScheduler.best`.
-
-        Args:
-            task: One of the tasks (default: the first).
-            objective: The objective's name (default: the one tuned).
-        """
-        return self.band.best(task, objective)
-
-    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
-        """The scheduler's :meth:`~raytuner.schedulers.GPTuneBandScheduler.best_per_task`.
-
-        Args:
-            objective: The objective's name (default: the one tuned).
-        """
-        return self.band.best_per_task(objective)
+    def results(self) -> TuningSession:
+        """The scheduler's session (:meth:`~raytuner.schedulers.GPTuneBandScheduler.results`)."""
+        return self.band.results()
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         """Limit the evaluations in flight ourselves: paused trials waiting for their rung do not count.

@@ -6,12 +6,13 @@ The GPTuneBand scheduler's own searcher is ``raytuner.schedulers.GPTuneBandSearc
 Every searcher takes Ray's ``param_space`` as Ray's own searchers do: build it with
 ``from_param_space(task_keys=[...], store=..., problem_name=...)`` and give ``tune.Tuner`` the
 ``param_space``, ``metric`` and ``mode`` (see :mod:`raytuner.searchers.param_space`). Every face
-answers ``best(task)`` and ``best_per_task()``.
+answers ``best(task)`` and ``best_per_task()`` (:class:`~raytuner.searchers.common.SessionResults`).
 
 >>> from raytuner.searchers import (DiscreteBOSearcher, LCMSearcher, RandomSearcher, ServiceCallback,
 ...                                 EngineSearcher, TLA2Searcher, TransferLearningSearcher, TuningProgress)
 """
 
+from raytuner.searchers.common import SessionResults
 from raytuner.searchers.discrete_searcher import DiscreteBOSearcher
 from raytuner.searchers.engine_searcher import EngineSearcher, RandomSearcher
 from raytuner.searchers.lcm_searcher import LCMSearcher
@@ -28,4 +29,5 @@ __all__ = [
     "DiscreteBOSearcher",
     "ServiceCallback",
     "TuningProgress",
+    "SessionResults",
 ]

@@ -25,6 +25,7 @@ from ray.tune.search import Searcher
 
 from raytuner.engines.base import task_key
 from raytuner.errors import AwaitingResults, InfeasibleSpaceError, InvalidInputError, TuningFinished
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 
@@ -37,6 +38,7 @@ __all__ = [
     "given_points",
     "extra_outputs",
     "warn_failed",
+    "SessionResults",
 ]
 
 log = logging.getLogger(__name__)
@@ -263,3 +265,32 @@ def ask_for_ray(session: TuningSession, trial_id: str, given: GivenPoint | None 
             "search of %s finished: %d evaluations, %d failed", session.problem_name, len(session.records), failed
         )
         return Searcher.FINISHED
+
+
+class SessionResults:
+    """A Ray face's results, as every face answers them: its session's (:meth:`TuningSession.best
+    <raytuner.session.tuning_session.TuningSession.best>`; GPTuneBand's count at ``b_max`` only).
+
+    A face (a searcher, the GPTuneBand scheduler) names its session by :meth:`results`.
+    """
+
+    def results(self) -> TuningSession:
+        """The session that holds this face's results."""
+        raise NotImplementedError(f"{type(self).__name__} names no session")
+
+    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
+        """The best evaluation of ``task`` (default: the first), or ``None`` while none counts.
+
+        Args:
+            task: One of the tasks (default: the first).
+            objective: The objective's name (default: the one tuned).
+        """
+        return self.results().best(task, objective)
+
+    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
+        """Per task, :meth:`best` (``None`` where none counts yet), in the engine's order.
+
+        Args:
+            objective: The objective's name (default: the one tuned).
+        """
+        return self.results().best_per_task(objective)

@@ -38,13 +38,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
-from raytuner.searchers.common import GivenPoint, ask_for_ray, given_points, ray_mode, warn_failed
+from raytuner.searchers.common import GivenPoint, SessionResults, ask_for_ray, given_points, ray_mode, warn_failed
 from raytuner.searchers.param_space import RaySpace, has_samplers, space_from_ray
 
 from raytuner.engines import Engine, EngineSpec, RandomSearch, build_engine, fresh_engine
 from raytuner.errors import InvalidInputError
 from raytuner.models.executors import Executor
-from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store import HistoryStore, open_store
@@ -62,7 +61,7 @@ SESSION_OPTIONS = frozenset(
 )
 
 
-class EngineSearcher(Searcher):
+class EngineSearcher(SessionResults, Searcher):
     """A Ray Tune searcher that asks and tells a raytuner engine through a session.
 
     Records already stored for the problem's tasks are replayed first, so a
@@ -199,25 +198,8 @@ class EngineSearcher(Searcher):
         )
         return not any(has_samplers(value) for value in config.values())
 
-    def best(self, task: Mapping[str, Any] | None = None, objective: str | None = None) -> FunctionEvaluation | None:
-        """The best evaluation of ``task`` (default: the first), as every face answers it (``TuningSession.best``).
-
-        Args:
-            task: One of the tasks (default: the first).
-            objective: The objective's name (default: the one tuned).
-        """
-        return self._ready().best(task, objective)
-
-    def best_per_task(self, objective: str | None = None) -> list[FunctionEvaluation | None]:
-        """Per task, :meth:`best` (``None`` where none counts yet), in the engine's order.
-
-        Args:
-            objective: The objective's name (default: the one tuned).
-        """
-        return self._ready().best_per_task(objective)
-
-    def _ready(self) -> TuningSession:
-        """The session; a searcher still waiting for ``tune.Tuner``'s ``param_space`` has none yet."""
+    def results(self) -> TuningSession:
+        """The session; a searcher still waiting for ``tune.Tuner``'s ``param_space`` has none yet (refused)."""
         if self._deferred is not None:
             raise InvalidInputError(
                 "param_space",
@@ -231,7 +213,7 @@ class EngineSearcher(Searcher):
         When no new valid configuration is left (a small discrete space
         fully explored), the search is ``Searcher.FINISHED``.
         """
-        session = self._ready()
+        session = self.results()
         given = self.points_left[0] if self.points_left else None
         trial = ask_for_ray(session, trial_id, given)
         if not isinstance(trial, Trial):
