@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from raytuner.engines import ENGINES, BanditStructure, EngineSpec, GPTuneBand, b
 from raytuner.engines.gptuneband.options import GPTuneBandOptions
 from raytuner.engines.gptuneband.sampler import MultiObjectiveLevelSampler
 from raytuner.engines.mla import MLA
-from raytuner.engines.multiobjective import OutputModel
+from raytuner.engines.multiobjective import MultiObjectiveMLA, OutputModel
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCMOptions
 from raytuner.models.executors import InlineExecutor
@@ -132,3 +133,25 @@ def test_a_multiobjective_samplers_output_models_are_not_patched() -> None:
     for component in sampler.components:
         assert not {"fit_horizon", "sampler", "warm_rows", "scored_task"} & set(vars(component))
         assert component.fit_horizon() == sampler.fit_horizon() and component.sampler() == sampler.sampler()
+
+
+def test_a_bad_pass_count_or_budget_is_refused_when_the_options_are_made() -> None:
+    with pytest.raises(InvalidInputError, match="^passes: must be an integer >= 1"):
+        GPTuneBandOptions(passes=0)
+    with pytest.raises(InvalidInputError, match="^budget: must be a number > 0"):
+        GPTuneBandOptions(budget=-1.0)
+
+
+def test_a_multiobjective_mla_models_the_logarithm_of_a_skewed_output_alone() -> None:
+    problem = ProblemSpace.parse(
+        {
+            "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "output_space": [{"name": "linear"}, {"name": "skewed"}],
+        }
+    )
+    engine = MultiObjectiveMLA(problem, [{}], seed=0, n_initial=6, executor=InlineExecutor())
+    for _ in range(6):
+        s = engine.ask()
+        engine.tell(s, {"linear": s.config["x"], "skewed": math.exp(12 * s.config["x"])})
+    engine.ask()  # the first model-guided suggestion chooses each output's transform
+    assert [c.model.options.log_transform for c in engine.components] == [False, True]

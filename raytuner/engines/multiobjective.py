@@ -168,6 +168,15 @@ class OutputModel(MLA):
         self.host = host
         self.follow(host)
 
+    def model_logarithm(self, logged: bool) -> None:
+        """Model the output's logarithm (``True``) or its values from the next fit on.
+
+        Args:
+            logged: Whether to take the logarithm.
+        """
+        if logged != self.model.options.log_transform:
+            self.model.options = replace(self.model.options, log_transform=logged)
+
     def fit_horizon(self) -> int:
         """The host's (:meth:`MLA.fit_horizon`)."""
         return self.host.fit_horizon()
@@ -288,8 +297,7 @@ class MultiObjectiveMLA(MLA):
                 and np.ptp(values) > 0  # equal values have no skew (scipy would warn of lost precision)
                 and abs(skew(np.log(values))) < abs(skew(values)) - SKEW_MARGIN
             )
-            if logged != component.model.options.log_transform:
-                component.model.options = replace(component.model.options, log_transform=logged)
+            component.model_logarithm(logged)
 
     def _breaches(self, bounded: Sequence[int]) -> BreachValues:
         """The discrete values at which this engine's likely successes (every task's) broke a constraint too often.
