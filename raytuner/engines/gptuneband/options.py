@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from raytuner.engines.bandit import BanditStructure, FidelityMode, check_mode
-from raytuner.engines.gptuneband.plan import LATER_PASSES, check_limits
 from raytuner.engines.gptuneband.sampler import SOURCE_PROPOSALS
 from raytuner.engines.sharing import SHARING, Sharing
 from raytuner.engines.spec import plain_options
@@ -33,7 +32,7 @@ from raytuner.errors import InvalidInputError
 from raytuner.models import LCMOptions
 from raytuner.models.executors import Executor
 
-__all__ = ["GPTuneBandOptions", "MODELS"]
+__all__ = ["LATER_PASSES", "MODELS", "GPTuneBandOptions", "check_limits"]
 
 #: GPTuneBand's models (the ``model`` option).
 MODELS = ("paper", "levels")
@@ -45,6 +44,32 @@ _KIND = "kind"
 
 #: The fields GPTuneBand passes on to its samplers, which take them as MLA's options of the same names.
 _SAMPLER_FIELDS = ("lcm", "acquisition", "acquisition_options", "executor", "search_candidates", "sharing")
+
+
+#: How the passes after the first choose their brackets (GPTuneBand's ``later_passes`` option): every bracket, as
+#: Hyperband; or the brackets whose lowest fidelity ranks evaluations as ``b_max`` does
+#: (:meth:`~raytuner.engines.gptuneband.plan.BandPlan.agreement`).
+LATER_PASSES = ("all", "agreeing")
+
+
+def check_limits(budget: float | None, passes: int | None) -> None:
+    """Refuse a budget or a pass count that is not one, naming the field.
+
+    Args:
+        budget: Normalised cost per task (``None``: no budget).
+        passes: Passes of the bracket plan (``None``: one, or as many as the budget pays for).
+
+    >>> check_limits(0, None)
+    Traceback (most recent call last):
+    ...
+    raytuner.errors.InvalidInputError: budget: must be a number > 0 (normalised cost per task) or None, got 0
+    """
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf")
+    ):
+        raise InvalidInputError("budget", f"must be a number > 0 (normalised cost per task) or None, got {budget!r}")
+    if passes is not None and (not isinstance(passes, int) or isinstance(passes, bool) or passes < 1):
+        raise InvalidInputError("passes", f"must be an integer >= 1 or None, got {passes!r}")
 
 
 @dataclass(frozen=True)

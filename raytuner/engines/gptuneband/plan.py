@@ -42,15 +42,12 @@ from raytuner.problem.space import Objective, ProblemSpace
 if TYPE_CHECKING:
     from raytuner.engines.gptuneband.options import GPTuneBandOptions
 
-__all__ = ["AGREEMENT", "LATER_PASSES", "BandPlan", "Step", "check_limits"]
+__all__ = ["AGREEMENT", "BandPlan", "Step"]
 
 log = logging.getLogger(__name__)
 
 #: Slack in budget comparisons (normalised costs are sums of fractions).
 EPSILON = 1e-9
-#: How the passes after the first choose their brackets (GPTuneBand's ``later_passes`` option): every bracket, as
-#: Hyperband; or the brackets whose lowest fidelity ranks evaluations as ``b_max`` does (:meth:`BandPlan.agreement`).
-LATER_PASSES = ("all", "agreeing")
 #: With ``later_passes="agreeing"``, a bracket samples in a later pass when its agreement is at least this.
 AGREEMENT = 0.7
 #: The fewest (evaluation, promotion) pairs of one task at one fidelity that give a rank correlation.
@@ -65,26 +62,6 @@ class Step:
     cost: float
     bracket: int
     promotion: tuple[RunKey, int, str] | None = None
-
-
-def check_limits(budget: float | None, passes: int | None) -> None:
-    """Refuse a budget or a pass count that is not one, naming the field.
-
-    Args:
-        budget: Normalised cost per task (``None``: no budget).
-        passes: Passes of the bracket plan (``None``: one, or as many as the budget pays for).
-
-    >>> check_limits(0, None)
-    Traceback (most recent call last):
-    ...
-    raytuner.errors.InvalidInputError: budget: must be a number > 0 (normalised cost per task) or None, got 0
-    """
-    if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf")
-    ):
-        raise InvalidInputError("budget", f"must be a number > 0 (normalised cost per task) or None, got {budget!r}")
-    if passes is not None and (not isinstance(passes, int) or isinstance(passes, bool) or passes < 1):
-        raise InvalidInputError("passes", f"must be an integer >= 1 or None, got {passes!r}")
 
 
 def rank_correlation(pairs: list[tuple[float, float]]) -> float | None:
