@@ -53,7 +53,8 @@ from typing import Any, Literal
 
 from raytuner.crowd.cache import fill_cache, uncached
 from raytuner.engines.base import Engine
-from raytuner.engines.registry import ENGINES, EngineSpec, build_engine
+from raytuner.engines.registry import ENGINES, build_engine
+from raytuner.engines.spec import EngineSpec
 from raytuner.errors import AwaitingResults, InvalidInputError, RaytunerError, TrialConflict, TuningFinished, shown
 from raytuner.models.budget import fit_budget
 from raytuner.problem.meta import MetaDescription

@@ -56,7 +56,7 @@ from raytuner.engines.transfer.surrogates import (
     WeightedSumModel,
     fantasise,
 )
-from raytuner.models import LCM, LCMOptions, TrainingData
+from raytuner.models import LCM, FittedLCM, LCMOptions, TrainingData
 from raytuner.models.executors import Executor
 
 __all__ = ["TargetData", "FitContext", "BUILDERS", "PSEUDO_DESIGN", "dynamic_weights"]
@@ -88,7 +88,7 @@ class FitContext:
     weights: np.ndarray | None = None
 
 
-def _target_gp(target: TargetData, context: FitContext):  # noqa: ANN202 - a FittedLCM
+def _target_gp(target: TargetData, context: FitContext) -> FittedLCM:
     return fit_gp(target.X, target.v, context.options, context.rng, context.executor)
 
 
