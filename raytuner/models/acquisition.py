@@ -41,7 +41,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -67,8 +67,18 @@ log = logging.getLogger(__name__)
 #: A standard deviation at or below this counts as zero (a noiseless, already observed point).
 MIN_STD = 1e-12
 
-#: ``(mean, std, best) -> scores``, as :func:`acquisition_function` returns.
-Acquisition = Callable[[ArrayLike, ArrayLike, float], np.ndarray]
+
+class Acquisition(Protocol):
+    """``(mean, std, best) -> scores``, as :func:`acquisition_function` returns; ``best`` may be named.
+
+    Example:
+        >>> lcb: Acquisition = acquisition_function("lcb", beta=1.0)
+        >>> lcb([1.0], [0.5], best=0.0).tolist()
+        [-0.5]
+    """
+
+    def __call__(self, mean: ArrayLike, std: ArrayLike, best: float) -> np.ndarray: ...
+
 
 # Share of each local-phase batch's categorical coordinates redrawn uniformly,
 # so every category stays reachable whatever the perturbation scale.

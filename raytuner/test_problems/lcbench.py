@@ -194,12 +194,12 @@ class LCBenchSurrogate:
         return float(epoch)
 
     def evaluate_many(
-        self, task_ids: Sequence[int], configs: Sequence[Mapping[str, Any]], epochs: Sequence[float]
+        self, task_ids: Sequence[int | str], configs: Sequence[Mapping[str, Any]], epochs: Sequence[float]
     ) -> np.ndarray:
         """The six outputs (columns in :data:`OUTPUTS` order) for each (task, config, epoch) row.
 
         Args:
-            task_ids: the task of each row.
+            task_ids: the task of each row (an int or a string of one).
             configs: the configuration of each row (the 7 hyperparameters).
             epochs: the epochs of each row.
         """
