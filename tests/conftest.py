@@ -181,7 +181,7 @@ def _own_database(mongo_uri: str, prefix: str, open_: Callable[[str], Any]) -> I
         yield opened
     finally:
         opened.close()
-        with pymongo.MongoClient(mongo_uri) as client:
+        with pymongo.MongoClient[dict[str, Any]](mongo_uri) as client:
             client.drop_database(database)
 
 
@@ -355,5 +355,5 @@ def crowd(mongo_uri: str, tmp_path: Path) -> Iterator[tuple[Any, Any, str]]:
         yield srv, srv.crowd, uri
     finally:
         srv.stop(grace=0)
-        with pymongo.MongoClient(mongo_uri) as client:
+        with pymongo.MongoClient[dict[str, Any]](mongo_uri) as client:
             client.drop_database(database)

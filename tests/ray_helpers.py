@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ray import tune
+from ray.tune.experiment import Trial
+from ray.tune.search import Searcher
+from record_helpers import known, provenance
 
-from benchmarks.band_hang import StallGuard  # noqa: F401 - the Ray tests' guard against a run that never ends
+from benchmarks.band_hang import StallGuard as StallGuard  # the Ray tests' guard against a run that never ends
+from raytuner.problem.records import FunctionEvaluation
+from raytuner.store import HistoryStore
+
+#: A function trainable, as ``Tuner`` takes it.
+Trainable = Callable[[dict[str, Any]], None]
+
+
+def each_result(grid: tune.ResultGrid) -> list[tune.Result]:
+    """The results of ``grid``, in its order (a ``ResultGrid`` is indexed, not typed as iterable)."""
+    return [grid[i] for i in range(len(grid))]
 
 
 class InterruptOnce(tune.Callback):
@@ -23,7 +38,7 @@ class InterruptOnce(tune.Callback):
     def __init__(self, after: int, marker: Path) -> None:
         self.after, self.marker, self.done = after, marker, 0
 
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.done += 1
         in_flight = any(t is not trial and t.status in ("PENDING", "RUNNING") for t in trials)
         if self.done >= self.after and in_flight and not self.marker.exists():
@@ -31,7 +46,9 @@ class InterruptOnce(tune.Callback):
             os.kill(os.getpid(), signal.SIGINT)  # Tune's handler ends the run, saving its state
 
 
-def interrupted_then_restored(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path):
+def interrupted_then_restored(
+    searcher: Searcher, trainable: Trainable, store: HistoryStore, problem_name: str, samples: int, tmp_path: Path
+) -> tuple[tune.Tuner, list[FunctionEvaluation], dict[str, Any]]:
     """Run ``samples`` trials under ``Tuner``, interrupted after 3 and restored; check nothing is lost.
 
     Returns ``(restored_tuner, records, saved_searcher_state)`` for further checks.
@@ -59,8 +76,8 @@ def interrupted_then_restored(searcher, trainable, store, problem_name: str, sam
     # the searcher's checkpoint holds the session id; its trials in flight are those the store's ledger
     # holds as asked by that session and not told
     asked = {d["trial_id"] for d in store.ledger().read("trials", session_id=saved["session_id"])}
-    in_flight = asked - {r.raytuner.trial_id for r in before}
-    assert in_flight and not in_flight & {r.raytuner.trial_id for r in before}
+    in_flight = asked - {provenance(r).trial_id for r in before}
+    assert in_flight and not in_flight & {provenance(r).trial_id for r in before}
 
     restored = tune.Tuner.restore(str(experiment), trainable=trainable)
     results = restored.fit()
@@ -68,14 +85,24 @@ def interrupted_then_restored(searcher, trainable, store, problem_name: str, sam
     assert len(results) == samples and not results.errors
     assert len(records) == samples and all(r.status == "ok" for r in records)
     assert records[: len(before)] == before  # nothing lost
-    trial_ids = [r.raytuner.trial_id for r in records]
-    assert sorted(trial_ids) == sorted(result.metrics["trial_id"] for result in results)  # each trial once
+    trial_ids = [provenance(r).trial_id for r in records]
+    assert sorted(trial_ids, key=str) == sorted(
+        known(result.metrics)["trial_id"] for result in each_result(results)
+    )  # each trial once
     assert in_flight <= set(trial_ids)  # the adopted trials' results were recorded
-    assert {r.raytuner.session_id for r in records} == {saved["session_id"]}
+    assert {provenance(r).session_id for r in records} == {saved["session_id"]}
     return restored, records, saved
 
 
-def tuner_with_failures(searcher, trainable, store, problem_name: str, samples: int, tmp_path: Path, diverges):
+def tuner_with_failures(
+    searcher: Searcher,
+    trainable: Trainable,
+    store: HistoryStore,
+    problem_name: str,
+    samples: int,
+    tmp_path: Path,
+    diverges: Callable[[float], bool],
+) -> tuple[tune.ResultGrid, list[FunctionEvaluation]]:
     """Run ``samples`` trials under ``Tuner`` with a trainable that raises where ``diverges(x)``; check the records.
 
     Returns ``(results, records)``.
@@ -92,6 +119,6 @@ def tuner_with_failures(searcher, trainable, store, problem_name: str, samples: 
     assert len(records) == samples
     failed = [r for r in records if r.status == "failed"]
     assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
-    assert all(r.raytuner.failure_message == "trial raised an error" and r.value("y") is None for r in failed)
+    assert all(provenance(r).failure_message == "trial raised an error" and r.value("y") is None for r in failed)
     assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
     return results, records

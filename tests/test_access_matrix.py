@@ -77,7 +77,9 @@ class Matrix:
     """Counts the calls, the cross-user reads and writes, and the legitimate calls that failed."""
 
     def __init__(self) -> None:
-        self.calls, self.cross_reads, self.cross_writes = 0, [], []
+        self.calls = 0
+        self.cross_reads: list[str] = []
+        self.cross_writes: list[str] = []
         self.failed: list[str] = []
 
     def call(self, fn: Callable[[], Any]) -> tuple[grpc.StatusCode, Any]:
@@ -234,15 +236,19 @@ def _tuning_calls(
             if code == grpc.StatusCode.OK:
                 matrix.cross_reads.append(f"session {name}: {answer.session_id}")
             matrix.expect(code in (refused, grpc.StatusCode.INVALID_ARGUMENT), f"create {name}: {code} {answer}")
-        owner = caller in OWNERS[problem]  # an owner revokes (a grant that is not there): the matrix stays
+        is_owner = caller in OWNERS[problem]  # an owner revokes (a grant that is not there): the matrix stays
         code, _ = matrix.call(
             lambda: stub.GrantAccess(
-                pb.GrantAccessRequest(problem_name=problem, grantee="crowd:dave", revoke=owner), metadata=md, timeout=10
+                pb.GrantAccessRequest(problem_name=problem, grantee="crowd:dave", revoke=is_owner),
+                metadata=md,
+                timeout=10,
             )
         )
-        if code == grpc.StatusCode.OK and not owner:
+        if code == grpc.StatusCode.OK and not is_owner:
             matrix.cross_writes.append(f"grant {name}")
-        matrix.expect((code == grpc.StatusCode.OK) == owner and (owner or code == refused), f"grant {name}: {code}")
+        matrix.expect(
+            (code == grpc.StatusCode.OK) == is_owner and (is_owner or code == refused), f"grant {name}: {code}"
+        )
     own = f"new-{caller}"
     code, _ = matrix.call(
         lambda: stub.UploadEvaluations(
@@ -402,12 +408,12 @@ def test_the_operator_hands_out_an_imported_problem_and_owners_grant_and_revoke(
         assert a.grant_access("imported", bob_id) == [bob_id]
         assert len(b.query_evaluations("imported")) == 3 and b.upload_evaluations("imported", [record("b", 4)]) == 1
         imported = json.loads(meta("imported"))
-        for call in (
+        for refused in (
             lambda: b.grant_access("imported", "crowd:carol"),  # a grantee neither grants
             lambda: b.create_session(imported, "random", tasks=[{"t": 1.0}]),
         ):  # nor becomes an owner
             with pytest.raises(ServiceError) as info:
-                call()
+                refused()
             assert info.value.code == "NOT_FOUND"
         assert a.create_session(imported, "random", tasks=[{"t": 1.0}])  # the owner does
         assert a.grant_access("imported", bob_id, revoke=True) == []

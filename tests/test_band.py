@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from record_helpers import description, known, provenance
 
 from raytuner.engines import BanditStructure, GPTuneBand, fresh_engine
 from raytuner.engines.base import Suggestion
@@ -43,7 +44,7 @@ def engine(**kwargs: Any) -> GPTuneBand:
 def evaluate(s: Suggestion, b_max: float = 8.0, fail_below: float | None = None) -> FunctionEvaluation:
     if fail_below is not None and s.config["x"] < fail_below:
         return FunctionEvaluation.create(s.task, s.config, failure="diverged", provenance=s.provenance)
-    y = demo_fidelity(s.config["x"], s.task["t"], b=s.fidelity, b_max=b_max)
+    y = demo_fidelity(s.config["x"], s.task["t"], b=known(s.fidelity), b_max=b_max)
     return FunctionEvaluation.create(s.task, s.config, {"y": y}, provenance=s.provenance)
 
 
@@ -95,9 +96,9 @@ def test_bad_input_names_the_field(kwargs: dict[str, Any], field: str) -> None:
 def test_successive_halving_keeps_the_best_floor_c_over_eta() -> None:
     band = engine(tasks=[{"t": 1.2}])
     records = run_to_end(band)
-    by_rung: dict[tuple[int, int], list[FunctionEvaluation]] = {}
+    by_rung: dict[tuple[int | None, int | None], list[FunctionEvaluation]] = {}
     for r in records:
-        by_rung.setdefault((r.raytuner.bracket, r.raytuner.rung), []).append(r)
+        by_rung.setdefault((provenance(r).bracket, provenance(r).rung), []).append(r)
     structure = band.structure
     for s in range(structure.s_max + 1):
         sizes = [len(by_rung[(s, rung)]) for rung in range(s + 1)]
@@ -105,19 +106,19 @@ def test_successive_halving_keeps_the_best_floor_c_over_eta() -> None:
         for rung in range(s):
             below, above = by_rung[(s, rung)], by_rung[(s, rung + 1)]
             assert len(above) == len(below) // structure.eta
-            ranked = sorted(below, key=lambda r: r.value("y"))[: len(above)]
-            assert {r.uid for r in ranked} == {r.raytuner.parent for r in above}
-            assert all(r.raytuner.fidelity == structure.fidelity(s - rung - 1) for r in above)
-    assert sum(1 for r in records if r.raytuner.rung == 0) == sum(structure.samples(s) for s in range(4))
+            ranked = sorted(below, key=lambda r: r.known_value("y"))[: len(above)]
+            assert {r.uid for r in ranked} == {provenance(r).parent for r in above}
+            assert all(provenance(r).fidelity == structure.fidelity(s - rung - 1) for r in above)
+    assert sum(1 for r in records if provenance(r).rung == 0) == sum(structure.samples(s) for s in range(4))
 
 
 def test_one_shot_cost_is_fidelity_over_b_max() -> None:
     band = engine()
     records = run_to_end(band)
-    assert all(math.isclose(r.raytuner.cost, r.raytuner.fidelity / 8.0) for r in records)
+    assert all(math.isclose(known(provenance(r).cost), known(provenance(r).fidelity) / 8.0) for r in records)
     assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass("one_shot")] * 2)
     best = band.best_per_task()
-    assert all(b is not None and b.raytuner.fidelity == 8.0 for b in best)
+    assert all(b is not None and provenance(b).fidelity == 8.0 for b in best)
     with pytest.raises(TuningFinished):
         band.ask()
 
@@ -127,9 +128,11 @@ def test_iterative_promotions_pay_the_increment() -> None:
     records = run_to_end(band)
     by_uid = {r.uid: r for r in records}
     for r in records:
-        if r.raytuner.parent:
-            parent = by_uid[r.raytuner.parent]
-            assert r.raytuner.cost == pytest.approx((r.raytuner.fidelity - parent.raytuner.fidelity) / 8.0)
+        if provenance(r).parent:
+            parent = by_uid[known(provenance(r).parent)]
+            assert known(provenance(r).cost) == pytest.approx(
+                (known(provenance(r).fidelity) - known(provenance(parent).fidelity)) / 8.0
+            )
     assert band.cost_per_task() == pytest.approx([band.structure.cost_per_pass("iterative")] * 2)
     assert band.structure.cost_per_pass("iterative") < band.structure.cost_per_pass("one_shot")
 
@@ -139,7 +142,7 @@ def test_failed_evaluations_are_never_promoted() -> None:
     records = run_to_end(band, fail_below=0.3)
     failed = {r.uid for r in records if r.status != "ok"}
     assert failed, "the objective should have failed somewhere"
-    assert not any(r.raytuner.parent in failed for r in records)
+    assert not any(provenance(r).parent in failed for r in records)
     assert band.finished
 
 
@@ -161,9 +164,9 @@ def test_concurrent_asks_wait_for_the_rung() -> None:
 def test_two_passes_reuse_all_earlier_data() -> None:
     band = engine(passes=2, b_max=4)
     records = run_to_end(band)
-    assert Counter(r.raytuner.pass_ for r in records) == {1: len(records) // 2, 2: len(records) // 2}
+    assert Counter(provenance(r).pass_ for r in records) == {1: len(records) // 2, 2: len(records) // 2}
     assert band.cost_per_task() == pytest.approx([2 * band.structure.cost_per_pass()] * 2)
-    assert all(r.raytuner.proposer != "initial" for r in records if r.raytuner.pass_ == 2)
+    assert all(provenance(r).proposer != "initial" for r in records if provenance(r).pass_ == 2)
 
 
 @pytest.mark.parametrize("passes", [1, 2])
@@ -204,7 +207,7 @@ def test_resume_mid_bracket_continues_exactly(passes: int, tmp_path: Any) -> Non
         resumed.tell(a, evaluate(a).evaluation_result)
         uninterrupted.tell(resumed.records[-1])
     assert resumed_engine.finished
-    counts = Counter((r.raytuner.bracket, r.raytuner.rung) for r in store.evaluations("band"))
+    counts = Counter((provenance(r).bracket, provenance(r).rung) for r in store.evaluations("band"))
     assert counts == Counter(
         {(s, rung): n * 2 * passes for s in range(4) for rung, (n, _) in enumerate(resumed_engine.structure.rungs(s))}
     )
@@ -224,8 +227,8 @@ def test_a_new_sampler_starts_from_the_last_model_of_an_earlier_one(tasks: int, 
     while not band.finished:
         band.tell(evaluate(band.ask(), b_max=4))
         for model in band.take_models():
-            sampler = model.raytuner["sampler"]
-            first.setdefault((sampler["pass"], sampler["stage"]), (model.raytuner["fit"], model.task_parameters))
+            sampler = description(model)["sampler"]
+            first.setdefault((sampler["pass"], sampler["stage"]), (description(model)["fit"], model.task_parameters))
     assert list(first) == [(1, 0), (1, 2), (2, 0), (2, 2)]  # stage 1 has no model: N(1) = 3, its initial design
     assert [len(first[key][1]) for key in first] == [3 * tasks, tasks, 3 * tasks, tasks]  # tasks x levels sampling
     # cold: n_starts = 3; warm: one start (the earlier hyperparameters are always optimised again)
@@ -312,6 +315,7 @@ def test_the_engine_takes_the_schedulers_bandit_structure() -> None:
     given = GPTuneBand(problem, tasks, seed=0, structure=BanditStructure.hyperband(1, 9, 3))
     named = GPTuneBand(problem, tasks, seed=0, b_min=1, b_max=9, eta=3)
     assert given.structure == named.structure and given.structure.fidelities == (9.0, 3.0, 1.0)
-    assert fresh_engine(given).structure == given.structure
+    again = fresh_engine(given)
+    assert isinstance(again, GPTuneBand) and again.structure == given.structure
     with pytest.raises(InvalidInputError, match="structure: give either a structure or b_min"):
         GPTuneBand(problem, tasks, structure=BanditStructure.hyperband(1, 9, 3), b_max=9)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from ray._common.utils import get_ray_address_file
+from record_helpers import known
 
 from raytuner.errors import InvalidInputError
 from raytuner.testing.cluster import LocalCluster
@@ -55,15 +56,15 @@ def test_band_demo_on_a_two_node_cluster_uses_both_nodes_and_stops_them(tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    trials = json.loads(re.search(r"Trials per Ray node: (\{.*\})", out).group(1).replace("'", '"'))
-    fits = json.loads(re.search(r"LCM fit starts per Ray node: (\{.*\})", out).group(1).replace("'", '"'))
+    trials = json.loads(known(re.search(r"Trials per Ray node: (\{.*\})", out)).group(1).replace("'", '"'))
+    fits = json.loads(known(re.search(r"LCM fit starts per Ray node: (\{.*\})", out)).group(1).replace("'", '"'))
     assert "Ray nodes alive: 2" in out
     assert len(trials) == 2 and all(n > 0 for n in trials.values())  # trials ran on both nodes
     assert len(fits) == 2 and all(n > 0 for n in fits.values())  # and so did the LCM fits
     assert max(fits.values()) - min(fits.values()) <= 1  # evenly: pinned, not soft
     assert sum(trials.values()) == 6  # [9, 27, 3]: 2 + 3 + 1 per task
     assert "Best configuration per task at b_max" in out
-    address = re.search(r"Local Ray cluster at (\S+) stopped", out).group(1)
+    address = known(re.search(r"Local Ray cluster at (\S+) stopped", out)).group(1)
     assert not listening(address)  # the cluster is gone
     # and so is Ray's note of it, which would send a later plain ray.init(num_cpus=...) to the dead cluster
     note = Path(get_ray_address_file(None))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import provenance
 
 from raytuner.engines import GPTuneBand
 from raytuner.engines.base import Suggestion
@@ -55,7 +56,7 @@ def run(band: GPTuneBand, evaluate: Any) -> list[FunctionEvaluation]:
 
 def samples(records: list[FunctionEvaluation], pass_: int) -> Counter:
     """The new samples per bracket in the pass ``pass_`` (1-based)."""
-    return Counter(r.raytuner.bracket for r in records if r.raytuner.pass_ == pass_ and r.raytuner.rung == 0)
+    return Counter(provenance(r).bracket for r in records if provenance(r).pass_ == pass_ and provenance(r).rung == 0)
 
 
 def test_later_passes_leave_out_the_brackets_whose_low_fidelities_rank_the_other_way() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
+from record_helpers import known, provenance
 
 from raytuner.engines import GPTuneBand, fresh_engine
 from raytuner.engines.breaches import NOTE
@@ -47,7 +49,7 @@ def run_band(seed: int, model: str = "paper") -> tuple[GPTuneBand, list[Function
     records = []
     while not band.finished:
         s = band.ask()
-        records.append(band.tell(s, zdt(s.config, s.task["t"], s.fidelity)))
+        records.append(band.tell(s, zdt(s.config, s.task["t"], known(s.fidelity))))
     return band, records
 
 
@@ -58,21 +60,21 @@ def test_each_rung_promotes_what_nsga_ii_ranks_first(model: str) -> None:
     by_uid = {r.uid: r for r in records}
     rungs: dict[tuple, list[FunctionEvaluation]] = {}
     for r in records:
-        p = r.raytuner
+        p = provenance(r)
         rungs.setdefault((p.pass_, r.task_parameter["t"], p.bracket, p.rung), []).append(r)
     checked = 0
     for (pass_, t, bracket, rung), told in rungs.items():
         promoted = rungs.get((pass_, t, bracket, rung + 1), [])
         if not promoted:
             continue
-        parents = {by_uid[r.raytuner.parent].uid for r in promoted}
+        parents = {by_uid[known(provenance(r).parent)].uid for r in promoted}
         ranked = [told[n].uid for n in nsga_order(CONSTRAINED, told)]
         assert parents == set(ranked[: len(promoted)]), (pass_, t, bracket, rung)
         checked += 1
     assert checked >= 4
     for task in TASKS:  # the front at b_max: feasible, non-dominated, only full-fidelity evaluations
         front = band.pareto_front(task)
-        at_b_max = [r for r in records if r.raytuner.fidelity == B_MAX]
+        at_b_max = [r for r in records if provenance(r).fidelity == B_MAX]
         assert front and [r.uid for r in front] == [r.uid for r in pareto_front(CONSTRAINED, at_b_max, task)]
         assert all(r.evaluation_result["mem"] <= 0.6 for r in front)
 
@@ -93,15 +95,15 @@ def test_the_same_seed_replays_the_same_multiobjective_run() -> None:
     replayed = []
     while not again.finished:
         s = again.ask()
-        replayed.append(again.tell(s, zdt(s.config, s.task["t"], s.fidelity)))
-    assert [(r.tuning_parameter, r.raytuner.fidelity) for r in replayed] == [
-        (r.tuning_parameter, r.raytuner.fidelity) for r in records
+        replayed.append(again.tell(s, zdt(s.config, s.task["t"], known(s.fidelity))))
+    assert [(r.tuning_parameter, provenance(r).fidelity) for r in replayed] == [
+        (r.tuning_parameter, provenance(r).fidelity) for r in records
     ]
     # a sample its LCMs chose as a likely success carries the mark the breach check reads; a promotion does not
-    noted = [r for r in records if (r.raytuner.model_extra or {}).get(NOTE) is True]
-    assert noted and {r.raytuner.proposer for r in noted} == {"model"}
-    assert [(r.raytuner.model_extra or {}).get(NOTE) for r in replayed] == [
-        (r.raytuner.model_extra or {}).get(NOTE) for r in records
+    noted = [r for r in records if (provenance(r).model_extra or {}).get(NOTE) is True]
+    assert noted and {provenance(r).proposer for r in noted} == {"model"}
+    assert [(provenance(r).model_extra or {}).get(NOTE) for r in replayed] == [
+        (provenance(r).model_extra or {}).get(NOTE) for r in records
     ]
 
 
@@ -114,7 +116,7 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
         live = TuningSession(CONSTRAINED, band, store, "zdt")
         for _ in range(23):  # mid-pass: the first brackets promoted, the last still sampling
             trial = live.ask()
-            live.tell(trial, zdt(trial.config, trial.task["t"], trial.provenance.fidelity))
+            live.tell(trial, zdt(trial.config, trial.task["t"], known(trial.provenance.fidelity)))
         resumed = TuningSession.resume(CONSTRAINED, fresh_engine(band), store, "zdt")
         for _ in range(6):
             ahead, again = live.ask(), resumed.ask()
@@ -123,12 +125,12 @@ def test_a_run_resumed_mid_bracket_from_its_store_suggests_what_the_live_one_doe
                 ahead.config,
                 ahead.provenance.fidelity,
             )
-            outputs = zdt(ahead.config, ahead.task["t"], ahead.provenance.fidelity)
+            outputs = zdt(ahead.config, ahead.task["t"], known(ahead.provenance.fidelity))
             live.tell(ahead, outputs)
             resumed.tell(again, outputs)
 
 
-def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Path) -> None:
+def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray: Any, tmp_path: Path) -> None:
     from ray import tune
     from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
 
@@ -175,8 +177,8 @@ def test_the_scheduler_takes_metric_lists_under_tune_run(local_ray, tmp_path: Pa
     )
     records = store.evaluations("zdt")
     assert band.engine.finished and all(r.status == "ok" for r in records)
-    assert {r.raytuner.fidelity for r in records} == {1, 3, 9}
+    assert {provenance(r).fidelity for r in records} == {1, 3, 9}
     for task in TASKS:
         assert [r.uid for r in band.engine.pareto_front(task)] == [
-            r.uid for r in pareto_front(CONSTRAINED, [r for r in records if r.raytuner.fidelity == B_MAX], task)
+            r.uid for r in pareto_front(CONSTRAINED, [r for r in records if provenance(r).fidelity == B_MAX], task)
         ]

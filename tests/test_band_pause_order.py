@@ -20,6 +20,7 @@ from ray.tune.experiment import Trial  # noqa: E402
 from ray.tune.schedulers import TrialScheduler  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
+from record_helpers import provenance  # noqa: E402
 
 from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
 from raytuner.engines import BanditStructure
@@ -140,5 +141,5 @@ def test_a_trial_retired_while_its_pause_is_in_flight_is_stopped_at_once(tmp_pat
     assert ray.finished(), [(t.trial_id, t.status, t.pausing) for t in ray.trials]
     assert stopped_while_pausing > 0  # the order that hung did happen
     records = JsonStore(tmp_path / "store").evaluations("band")
-    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(band, len(TASKS))
+    assert Counter((provenance(r).bracket, provenance(r).rung) for r in records) == planned(band, len(TASKS))
     assert all(r.status == "ok" for r in records)

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from dashboard_helpers import BAND_PROBLEM, BandRun  # noqa: E402
 from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
 from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
+from record_helpers import known, provenance  # noqa: E402
 
 from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
@@ -87,7 +89,8 @@ class SlowPause(tune.Trainable):
         time.sleep(0.5)
         (Path(checkpoint_dir) / "state.json").write_text(json.dumps({"epoch": self.epoch}))
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    # Ray passes the directory save_checkpoint wrote to (its own docs' example does so); its stub says dict
+    def load_checkpoint(self, checkpoint_dir: str) -> None:  # type: ignore[override]
         self.epoch = json.loads((Path(checkpoint_dir) / "state.json").read_text())["epoch"]
 
     def reset_config(self, new_config: dict) -> bool:
@@ -120,7 +123,7 @@ def planned(scheduler: GPTuneBandScheduler) -> Counter:
 
 
 @pytest.mark.parametrize("model", ["paper", "levels"])
-def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, model: str) -> None:
+def test_tune_run_one_shot_records_the_whole_plan(local_ray: Any, tmp_path: Path, model: str) -> None:
     scheduler = band(tmp_path, model=model, search_candidates=256)
     assert scheduler.engine.model == model
     analysis = tune.run(
@@ -135,15 +138,17 @@ def test_tune_run_one_shot_records_the_whole_plan(local_ray, tmp_path: Path, mod
     )
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert len(analysis.trials) == len(records) and scheduler.engine.finished
-    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
-    assert all(r.status == "ok" and r.raytuner.cost == r.raytuner.fidelity / B_MAX for r in records)
+    assert Counter((provenance(r).bracket, provenance(r).rung) for r in records) == planned(scheduler)
+    assert all(r.status == "ok" and known(provenance(r).cost) == known(provenance(r).fidelity) / B_MAX for r in records)
     best = scheduler.best_per_task()
     assert all(b is not None and b.raytuner.fidelity == B_MAX for b in best)
     assert JsonStore(tmp_path / "store").models("band")  # the LCM fits are stored too
 
 
 @pytest.mark.parametrize("trainable", [training, SlowPause], ids=["function", "slow_checkpoint"])
-def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_path: Path, trainable) -> None:
+def test_tuner_iterative_pauses_and_continues_promoted_trials(
+    local_ray: Any, tmp_path: Path, trainable: Callable[[dict], None] | type[tune.Trainable]
+) -> None:
     """Iterative fidelity under Tuner: promotions continue their trials from checkpoints, and the run ends.
 
     With a slow checkpoint (``SlowPause``) a trial the engine retired while its pause was in flight used to
@@ -168,21 +173,23 @@ def test_tuner_iterative_pauses_and_continues_promoted_trials(local_ray, tmp_pat
     records = JsonStore(tmp_path / "store").evaluations("band")
     assert not guard.stalled, "the run did not end: a trial stayed PAUSED after the engine finished"
     assert not results.errors and scheduler.engine.finished
-    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
+    assert Counter((provenance(r).bracket, provenance(r).rung) for r in records) == planned(scheduler)
     by_uid = {r.uid: r for r in records}
-    promotions = [r for r in records if r.raytuner.parent]
+    promotions = [r for r in records if provenance(r).parent]
     assert promotions
     for r in promotions:  # a promotion continues its parent's Ray trial from the checkpoint
-        parent = by_uid[r.raytuner.parent]
-        assert r.raytuner.trial_id.split("@")[0] == parent.raytuner.trial_id.split("@")[0]
-        assert r.additional_output["training_iteration"] == r.raytuner.fidelity
-        assert r.raytuner.cost == pytest.approx((r.raytuner.fidelity - parent.raytuner.fidelity) / B_MAX)
+        parent = by_uid[known(provenance(r).parent)]
+        assert known(provenance(r).trial_id).split("@")[0] == known(provenance(parent).trial_id).split("@")[0]
+        assert r.additional_output["training_iteration"] == provenance(r).fidelity
+        assert known(provenance(r).cost) == pytest.approx(
+            (known(provenance(r).fidelity) - known(provenance(parent).fidelity)) / B_MAX
+        )
     expected = scheduler.engine.structure.cost_per_pass("iterative")
     assert scheduler.engine.cost_per_task() == pytest.approx([expected] * len(TASKS))
-    assert len(results) == sum(1 for r in records if r.raytuner.rung == 0)  # one Ray trial per sample
+    assert len(results) == sum(1 for r in records if provenance(r).rung == 0)  # one Ray trial per sample
 
 
-def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_path: Path) -> None:
+def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray: Any, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
     tune.run(
         sometimes_diverges,
@@ -199,8 +206,8 @@ def test_failed_trials_are_failed_evaluations_and_never_promoted(local_ray, tmp_
     failed = [r for r in records if r.status != "ok"]
     assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
     assert not any(diverges(r.tuning_parameter["x"]) for r in records if r.status == "ok")
-    assert all("error" in (r.raytuner.failure_message or "") for r in failed)
-    assert not {r.raytuner.parent for r in records} & {r.uid for r in failed}
+    assert all("error" in (provenance(r).failure_message or "") for r in failed)
+    assert not {provenance(r).parent for r in records} & {r.uid for r in failed}
     assert scheduler.engine.finished
 
 
@@ -210,7 +217,7 @@ def test_an_unknown_model_is_refused_naming_the_field_before_anything_is_stored(
     assert JsonStore(tmp_path / "store").problems() == []
 
 
-def test_a_foreign_search_alg_is_refused(local_ray, tmp_path: Path) -> None:
+def test_a_foreign_search_alg_is_refused(local_ray: Any, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
     with pytest.raises(Exception, match="search_alg=band.searcher"):
         tune.run(
@@ -226,7 +233,7 @@ def test_a_foreign_search_alg_is_refused(local_ray, tmp_path: Path) -> None:
 @pytest.mark.skipif(
     os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0", reason="the interrupt relies on Tune's SIGINT handler"
 )
-def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray, tmp_path: Path) -> None:
+def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray: Any, tmp_path: Path) -> None:
     scheduler = band(tmp_path)
     # reuse_actors: a fresh actor per trial cost about a second each (see above)
     tuner = tune.Tuner(
@@ -250,7 +257,7 @@ def test_tuner_restore_resumes_in_the_middle_of_a_bracket(local_ray, tmp_path: P
     assert (tmp_path / "interrupted").exists() and 14 <= len(before) < sum(planned(scheduler).values())
     tune.Tuner.restore(str(tmp_path / "ray" / "exp"), trainable=one_shot).fit()
     records = JsonStore(tmp_path / "store").evaluations("band")
-    assert Counter((r.raytuner.bracket, r.raytuner.rung) for r in records) == planned(scheduler)
+    assert Counter((provenance(r).bracket, provenance(r).rung) for r in records) == planned(scheduler)
     assert {r.uid for r in before} <= {r.uid for r in records}
 
 
@@ -290,7 +297,7 @@ def test_band_demo_interrupted_says_so_and_how_to_continue(tmp_path: Path) -> No
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        for line in proc.stdout:  # the first line of the plan's progress: Ray Tune runs the trials
+        for line in known(proc.stdout):  # the first line of the plan's progress: Ray Tune runs the trials
             if "; GPTuneBand pass 1/5, " in line:
                 break
         proc.send_signal(signal.SIGINT)

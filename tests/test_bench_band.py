@@ -21,6 +21,7 @@ import pytest
 from benchmarks import band, band_peers, band_ray_budget, band_smac
 from raytuner.engines import BanditStructure
 from raytuner.errors import InvalidInputError
+from raytuner.problem.space import Categorical, Integer, Real
 from raytuner.test_problems.lcbench import LCBENCH_TASKS, LCBENCH_VALIDATION_TASKS, OUTPUTS, LCBenchSurrogate
 
 CONFIG = {
@@ -57,9 +58,12 @@ def test_surrogate_returns_finite_outputs_in_range(surrogate: LCBenchSurrogate) 
 def test_surrogate_problem_covers_requested_tasks(surrogate: LCBenchSurrogate) -> None:
     assert len(surrogate.task_ids) == 34 and set(LCBENCH_TASKS) <= set(surrogate.task_ids)
     problem = surrogate.problem(LCBENCH_TASKS[:2])
-    assert problem.input_space["task_id"].categories == list(LCBENCH_TASKS[:2])
+    task_id = problem.input_space["task_id"]
+    assert isinstance(task_id, Categorical) and task_id.categories == list(LCBENCH_TASKS[:2])
     space = problem.parameter_space
-    assert space["learning_rate"].log and space["batch_size"].log and not space["momentum"].log
+    rate, batch, momentum = space["learning_rate"], space["batch_size"], space["momentum"]
+    assert isinstance(rate, Real) and isinstance(batch, Integer) and isinstance(momentum, Real)
+    assert rate.log and batch.log and not momentum.log
     assert problem.objective().goal == "maximize" and problem.objective().name == "val_accuracy"
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks.crowd_transfer import Settings, goals, run, summarise
+from benchmarks.crowd_transfer import Settings, Trace, goals, run, summarise
 from benchmarks.crowd_transfer_problems import TransferProblem, kernel_problem, tpe_run
 from raytuner.problem.space import ProblemSpace
 from raytuner.test_problems import DEMO_PROBLEM
@@ -29,7 +31,7 @@ def _problem(best: float = 1.0) -> TransferProblem:
 
 def test_cost_to_target_and_best_at_budget_from_known_traces() -> None:
     tp = _problem(best=1.0)  # minimised: the target is reached at 1 / 0.99
-    traces = {
+    traces: dict[str, list[Trace]] = {
         "gptuneband+crowd": [[(0.5, None), (1.0, 1.2), (2.0, 1.005)], [(1.0, 1.001), (2.0, 1.3)]],
         "gptuneband": [[(1.0, 2.0), (3.0, 1.009)], [(1.0, 2.0), (2.0, 1.5)]],
         "mla": [[(1.0, 1.0)], [(1.0, 1.0)]],
@@ -47,11 +49,11 @@ def test_a_tpe_run_never_measures_a_configuration_that_cannot_run() -> None:
     """As Kernel Tuner skips a configuration that breaks the restrictions: not measured, not counted, not shared."""
     measured, refused = [], []
 
-    def measure(config: dict) -> tuple[float, None]:
+    def measure(config: Mapping[str, Any]) -> tuple[float | None, str | None]:
         measured.append(config)
         return (config["x"] - 0.2) ** 2, None
 
-    def runs(config: dict) -> bool:
+    def runs(config: Mapping[str, Any]) -> bool:
         refused.extend([] if config["x"] < 0.5 else [config])
         return config["x"] < 0.5
 

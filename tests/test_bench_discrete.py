@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_best_so_far_and_the_mae_of_a_run() -> None:
-    trace = [({}, None), ({}, 5.0), ({}, None), ({}, 4.0), ({}, 6.0)]
+    trace: list[tuple[dict[str, Any], float | None]] = [({}, None), ({}, 5.0), ({}, None), ({}, 4.0), ({}, 6.0)]
     assert best_so_far(trace, 6) == [None, 5.0, 5.0, 4.0, 4.0, 4.0]  # padded with the last best
     # checkpoints 1, 2, 4 against optimum 3: before the first success the worst time (10) counts
     assert run_mae([None, 5.0, 5.0, 4.0], optimum=3.0, checkpoints=[1, 2, 4], worst=10.0) == pytest.approx(10 / 3)
@@ -38,7 +39,7 @@ def test_mdf_is_the_mean_over_kernels_of_mae_over_the_kernels_mean_mae() -> None
     assert rows["a"]["mae_by_kernel"] == {"k1": 2.0, "k2": 10.0}
 
 
-def test_a_small_run_writes_the_results_keys_and_resumes(tmp_path: Path, caplog) -> None:
+def test_a_small_run_writes_the_results_keys_and_resumes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     s = Settings(
         kernels=("pnpoly_RTX_3090",),
         methods=("raytuner_ei", "kt_random_sample", "optuna_tpe"),
@@ -61,7 +62,12 @@ def test_a_small_run_writes_the_results_keys_and_resumes(tmp_path: Path, caplog)
     # a rerun with the same settings finds every job done: nothing runs again, the figures are the same
     calls = []
     original = discrete.run_job
-    discrete.run_job = lambda *a, **k: calls.append(a) or original(*a, **k)
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append(a)
+        return original(*a, **k)
+
+    discrete.run_job = counted
     try:
         again = run(tmp_path, settings=s)
     finally:

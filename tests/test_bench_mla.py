@@ -7,6 +7,7 @@ benchmark itself runs with ``python -m benchmarks mla --quick``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -350,7 +351,7 @@ def test_the_staggered_start_is_judged_by_its_win_rate_and_its_evaluations_to_re
     assert rows["mla_staggered"]["ratio_to_baseline"] == 0.375
     by_tuner = {r["tuner"]: r for r in quality["rows"]}
     assert by_tuner["mla_staggered"]["win_rate_vs"]["single_task_bo"] == 0.5  # the same bests: every cell a tie
-    lcbench = {  # accuracies (maximised): reached at the 1st evaluation by one, never by the other
+    lcbench: dict[str, Any] = {  # accuracies (maximised): reached at the 1st evaluation by one, never by the other
         "rows": [{"tuner": "mla_staggered", "win_rate_vs": {"single_task_bo": 0.65}}],
         "reach": reach_results(
             {"mla_staggered": np.full((2, 2, 5), 90.0), "single_task_bo": np.full((2, 2, 5), 80.0)}, sign=-1.0

@@ -22,7 +22,7 @@ from benchmarks.tla import CROSS_MACHINE_ID, SCENARIOS, Settings, Trace, branin_
 from benchmarks.tla_kernel import KERNEL_SOURCE
 from benchmarks.tla_report import goals, summarise
 from raytuner.errors import InvalidInputError
-from raytuner.problem.space import ProblemSpace
+from raytuner.problem.space import Categorical, ProblemSpace
 from raytuner.test_problems import BRANIN_CLASSIC, BRANIN_PROBLEM, branin, branin_grid_minimum
 
 DATA = KERNEL_TUNER
@@ -186,7 +186,8 @@ def test_cache_lookups_and_problem_round_trip() -> None:
         cache.time({"bx": 64, "tile": 4})
     problem = cache.problem()
     assert problem.input_space.names == [] and problem.objective().name == "time"
-    assert problem.objective().goal == "minimize" and problem.parameter_space["tile"].categories == [1, 2, 4]
+    tile = problem.parameter_space["tile"]
+    assert problem.objective().goal == "minimize" and isinstance(tile, Categorical) and tile.categories == [1, 2, 4]
     space = problem.parameter_space
     assert space.decode(space.encode(cache.configs)) == cache.configs
     restricted = cache.problem(restrict_to_valid=True)
@@ -209,7 +210,9 @@ def test_dedispersion_and_convolution_caches_match_the_data_readme() -> None:
     config = a100.configs[123]
     space = problem.parameter_space
     assert space.decode(space.encode([config])) == [config] and a100.time(config) is not None
-    assert [p.categories for p in space] == [a100.values[n] for n in a100.parameter_names]
+    assert [p.categories if isinstance(p, Categorical) else None for p in space] == [
+        a100.values[n] for n in a100.parameter_names
+    ]
     conv = load_cache(DATA / "convolution_A100.json.gz")
     assert (len(conv.configs), conv.failed) == (421, 32)
     failed = next(c for c in conv.configs if conv.time(c) is None)

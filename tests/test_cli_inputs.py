@@ -416,7 +416,8 @@ def test_the_installed_command_gives_one_line_and_status_2(
 def test_a_bug_is_one_line_with_status_70_and_its_traceback_behind_v() -> None:
     @click.command("raise-a-bug")
     def broken() -> None:
-        {}["missing"]  # a real bug: a KeyError nobody meant
+        empty: dict[str, int] = {}
+        empty["missing"]  # a real bug: a KeyError nobody meant
 
     main.add_command(broken)
     try:

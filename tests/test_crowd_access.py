@@ -258,6 +258,7 @@ def test_upload_records_validated(
 
 def test_limit_validated(repo: CrowdRepository, world: dict[str, str]) -> None:
     assert len(repo.query_function_evaluations(world["dave"], PROBLEM, limit=3)) == 3
+    bad: Any  # each of the wrong types the repository refuses
     for bad in (0, "10", {"$gt": 0}, True):
         with pytest.raises(InvalidInputError) as err:
             repo.query_function_evaluations(world["dave"], PROBLEM, limit=bad)

@@ -52,6 +52,7 @@ def test_users_are_validated(repo: CrowdRepository) -> None:
     with pytest.raises(InvalidInputError) as err:
         repo.add_user("bob2", "BOB@example.org")
     assert err.value.field == "email"
+    bad: Any  # each of the names (and a non-name) the repository refuses
     for bad in ("$admin", "a b", {"$gt": ""}, ""):
         with pytest.raises(InvalidInputError):
             repo.add_user(bad, "x@example.org")
@@ -306,6 +307,7 @@ def test_a_bad_record_stops_the_whole_upload(repo: CrowdRepository, key: str) ->
         repo.upload(key, "demo", records)
     assert err.value.field == "records[5].uid"
     assert repo.query_function_evaluations(key, "demo") == []
+    not_records: Any = "not records"  # neither a record nor a list of them
     with pytest.raises(InvalidInputError) as err:
-        repo.upload(key, "demo", "not records")
+        repo.upload(key, "demo", not_records)
     assert err.value.field == "records"

@@ -26,6 +26,7 @@ from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.remote import RemoteTuner
 from raytuner.crowd import CrowdRepository, Unauthenticated
+from raytuner.crowd.sync import CrowdSyncStore
 from raytuner.errors import InvalidInputError
 from raytuner.problem.meta import MetaDescription
 from raytuner.problem.records import FunctionEvaluation
@@ -204,6 +205,7 @@ def test_the_clients_sign_every_call(crowd: tuple[Any, CrowdRepository, str], tm
         credential=signer,
         access="private",
     )
+    assert isinstance(synced, CrowdSyncStore)
     synced.append("synced", _records(1)[0])
     assert synced.unsent == 0 and len(repository.evaluations_for(repository.get_user("alice"), "synced")) == 1
     repository.revoke_key(signer.key_id)

@@ -12,14 +12,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from record_helpers import known, provenance
 
 from raytuner.client.channel import ServiceError
 from raytuner.client.crowd import CrowdClient, sync_store_for
 from raytuner.client.crowd_sources import crowd_source
 from raytuner.client.remote import RemoteTuner
 from raytuner.crowd.cache import DOWNLOADS, crowd_cache_name
+from raytuner.crowd.sync import CrowdSyncStore
 from raytuner.engines import MLA, EngineSpec, GPTuneBand, build_engine, fresh_engine
-from raytuner.engines.multiobjective import mla_engine
+from raytuner.engines.multiobjective import MultiObjectiveMLA, mla_engine
 from raytuner.engines.transfer import FIRST, TLA1Engine, TransferLearning
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCMOptions
@@ -81,7 +83,7 @@ def test_mla_takes_source_tasks_into_its_model_and_tunes_its_own_tasks_only() ->
         engine.ask({"t": 2.0})
     with pytest.raises(InvalidInputError, match="^task: "):
         engine.tell(FunctionEvaluation.create({"t": 3.0}, {"x": 0.5}, {"y": 1.0}))
-    assert [r.raytuner.proposer for r in told] == ["initial", "initial", "model", "model"]  # 3 - 1 initial points
+    assert [provenance(r).proposer for r in told] == ["initial", "initial", "model", "model"]  # 3 - 1 initial points
     fitted = engine.fitted_model()
     assert fitted is not None and fitted.hyperparameters.shape[1] == 3  # three tasks in the LCM
     again = fresh_engine(engine)  # rebuilt by its spec, with the same sources
@@ -104,7 +106,7 @@ def test_a_task_without_data_starts_where_the_source_tasks_agree() -> None:
     source = tuned(2.0, 8) + tuned(3.0, 8, seed=1)
     engine = mla(source=source)
     told = drive(engine, 4)
-    assert [r.raytuner.proposer for r in told] == ["source_start", "initial", "initial", "model"]
+    assert [provenance(r).proposer for r in told] == ["source_start", "initial", "initial", "model"]
     consensus = TransferLearning(PROBLEM, {"t": 1.0}, source, FIRST, 0, lcm=FAST, executor=InlineExecutor())
     assert told[0].tuning_parameter == consensus.ask().config
     assert [r.tuning_parameter for r in drive(fresh_engine(engine), 4)] == [r.tuning_parameter for r in told]
@@ -151,6 +153,7 @@ def test_several_objectives_read_the_source_once_and_model_the_same_tasks() -> N
         search_candidates=128,
         source=source,
     )
+    assert isinstance(engine, MultiObjectiveMLA)
     assert source.reads == 1 and len(engine.components) == 2
     assert all(c.tasks == engine.tasks == [{"t": 1.0}, {"t": 2.0}] for c in engine.components)
     for _ in range(3):
@@ -203,13 +206,13 @@ def test_gptuneband_resumes_a_crowd_sourced_run_mid_bracket(tmp_path: Path) -> N
     steps = 0
     while True:  # stop after a promotion, mid-bracket
         trial = session.ask()
-        other = twin.ask()
-        assert (other.config, other.provenance.bracket, other.provenance.rung) == (
+        its = twin.ask()
+        assert (its.config, its.provenance.bracket, its.provenance.rung) == (
             trial.config,
             trial.provenance.bracket,
             trial.provenance.rung,
         )
-        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=trial.fidelity, b_max=8.0)})
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=known(trial.fidelity), b_max=8.0)})
         twin.tell(session.records[-1])
         steps += 1
         if trial.provenance.rung == 1:
@@ -223,7 +226,7 @@ def test_gptuneband_resumes_a_crowd_sourced_run_mid_bracket(tmp_path: Path) -> N
             b.provenance.bracket,
             b.provenance.rung,
         )
-        resumed.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=a.fidelity, b_max=8.0)})
+        resumed.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=known(a.fidelity), b_max=8.0)})
         twin.tell(resumed.records[-1])
 
 
@@ -259,13 +262,13 @@ def test_a_gptuneband_run_resumed_before_a_new_pass_starts_its_samplers_as_the_l
     run(twin, live, len(first._records) - 2)  # two samples before pass 2 starts
     resumed = TuningSession.resume(PROBLEM, make(), JsonStore(tmp_path), "band")
     run(twin, resumed, 8)
-    assert {r.raytuner.pass_ for r in resumed.records[-6:]} == {2}
+    assert {provenance(r).pass_ for r in resumed.records[-6:]} == {2}
 
 
 def test_gptuneband_lifts_sources_to_the_level_of_their_fidelity() -> None:
     at = {8.0: tuned(2.0, 3), 4.0: tuned(2.0, 3, seed=1), 3.0: tuned(2.0, 3, seed=2)}
     records = [
-        r.model_copy(update={"raytuner": r.raytuner.model_copy(update={"fidelity": b})})
+        r.model_copy(update={"raytuner": provenance(r).model_copy(update={"fidelity": b})})
         for b, group in at.items()
         for r in group
     ] + tuned(3.0, 2, seed=4)  # no fidelity: b_max
@@ -282,11 +285,11 @@ def test_gptuneband_lifts_sources_to_the_level_of_their_fidelity() -> None:
 def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_one_without() -> None:
     """Sources that mislead cannot hold a search: every other model-chosen sample of a bracket is the plain LCM's."""
     engine = band(source=tuned(2.0, 6), n_initial=1)
-    told = []
-    while len([r for r in told if r.raytuner.rung == 0]) < 16:
+    told: list[FunctionEvaluation] = []
+    while len([r for r in told if provenance(r).rung == 0]) < 16:
         told += drive(engine, 1, b_max=8.0)
     for j in range(4):  # the k-th sample of bracket j: the initial one, then in turn
-        how = [r.raytuner.proposer for r in told if (r.raytuner.rung, r.raytuner.bracket) == (0, j)]
+        how = [provenance(r).proposer for r in told if (provenance(r).rung, provenance(r).bracket) == (0, j)]
         first = "source_start" if j == 0 else "initial"  # the sources are at b_max, bracket 0's fidelity
         assert len(how) >= 3 and how == [first, "plain_model", "model", "plain_model", "model"][: len(how)], how
     sampler, plain = engine._sampler, engine._plain
@@ -295,7 +298,7 @@ def test_gptuneband_with_sources_alternates_between_the_lcm_with_them_and_the_on
     assert [len(e) for e in plain.evaluated] == [len(e) for e in sampler.evaluated[: len(plain.tasks)]]
     assert plain.sampler() == {**sampler.sampler(), "plain": True}  # their models are stored apart
     every = band(source=tuned(2.0, 6), n_initial=1, source_proposals="every")
-    assert {r.raytuner.proposer for r in drive(every, 8, b_max=8.0)} <= {
+    assert {provenance(r).proposer for r in drive(every, 8, b_max=8.0)} <= {
         "source_start",
         "initial",
         "model",
@@ -314,7 +317,7 @@ def test_gptuneband_resumes_a_run_whose_sources_are_its_own_task_with_the_plain_
     for _ in range(9):
         trial, other = session.ask(), twin.ask()
         assert (trial.config, trial.provenance.proposer) == (other.config, other.provenance.proposer)
-        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=trial.fidelity, b_max=8.0)})
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.15, b=known(trial.fidelity), b_max=8.0)})
         twin.tell(session.records[-1])
     resumed = TuningSession.resume(PROBLEM, band(source=shared, n_initial=1), JsonStore(tmp_path), "band")
     sources = []
@@ -326,7 +329,7 @@ def test_gptuneband_resumes_a_run_whose_sources_are_its_own_task_with_the_plain_
             b.provenance.rung,
         )
         sources.append(a.provenance.proposer)
-        resumed.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=a.fidelity, b_max=8.0)})
+        resumed.tell(a, {"y": demo_fidelity(a.config["x"], 1.15, b=known(a.fidelity), b_max=8.0)})
         twin.tell(resumed.records[-1])
     assert "plain_model" in sources
 
@@ -398,6 +401,7 @@ def test_a_synced_run_learns_from_the_crowd_and_sends_back_only_its_own(
         {"tuning_problem_name": "demo", "problem_space": DEMO_PROBLEM, "api_key": keys["bob"], "sync_crowd_repo": "yes"}
     )
     store = sync_store_for(synced, tmp_path / "history", server=address)
+    assert isinstance(store, CrowdSyncStore)
     source = crowd_source(synced, store, server=address)
     assert source is not None and len(source.evaluations()) == len(public)
     session = TuningSession.resume(PROBLEM, mla(source=source), store, "demo")
@@ -458,6 +462,7 @@ def test_a_service_session_of_mla_takes_a_source_problem(crowd: tuple[Any, Any, 
         assert tuner.run(lambda config, task, fidelity: {"y": demo(config["x"], 1.0)}, max_trials=3) == 3
         engine = next(iter(server.manager._sessions.values())).tuning.engine
         assert engine.tasks == [{"t": 1.0}, {"t": 2.0}]
+        bad: dict[str, Any]
         for bad in ({"source_problem": "demo"}, {"source_problem": 3}, {"source_query": {}}):
             with pytest.raises(ServiceError) as info:
                 tuner.create_session(meta_plain, "mla", tasks=[{"t": 1.0}], options=bad)
@@ -525,4 +530,5 @@ def test_gptuneband_starts_each_lcm_task_with_the_fewest_samples_of_a_bracket_or
     assert band(n_initial=3).n_initial == 3
     # the spec keeps the number chosen: a rebuilt engine starts the same way whatever its source gives later
     sourced = band(source=tuned(2.0, 8, seed=1))
-    assert sourced.spec.options["n_initial"] == 2 and fresh_engine(sourced).n_initial == 2
+    again = fresh_engine(sourced)
+    assert isinstance(again, GPTuneBand) and sourced.spec.options["n_initial"] == 2 and again.n_initial == 2

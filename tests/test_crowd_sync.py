@@ -86,6 +86,7 @@ def test_surrogate_models_sync_like_evaluations(
     address, key = alice
     problem = meta(None).problem_space
     store = sync_store_for(meta(key), tmp_path / "history", server=address, access="private")
+    assert isinstance(store, CrowdSyncStore)
     session = TuningSession.resume(
         problem, MLA(problem, [{"t": 3}], seed=0, n_initial=3, executor=InlineExecutor()), store, PROBLEM
     )
@@ -125,12 +126,14 @@ def test_an_outage_loses_nothing_and_a_resumed_run_catches_up(
     address, key = alice
     down = f"127.0.0.1:{reserved_port}"  # nothing listens there, nor can while we hold it
     store = sync_store_for(meta(key), tmp_path / "history", server=down, timeout=0.5, retries=0)
+    assert isinstance(store, CrowdSyncStore)
     told = tune(store, 4)  # tuning goes on while the crowd is away
     assert store.unsent == 4
     assert len(JsonStore(tmp_path / "history").evaluations(PROBLEM)) == 4
     store.close()  # still down: logged, left for a later run
     # a later run (the same history) reaches the repository: its first record brings the earlier ones along
     again = sync_store_for(meta(key), tmp_path / "history", server=address)
+    assert isinstance(again, CrowdSyncStore)
     told += tune(again, 2, seed=1)
     assert again.unsent == 0
     assert crowd_uids(address, key) == {r.uid for r in told}

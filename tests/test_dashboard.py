@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from dashboard_helpers import BAND_PROBLEM, chromium, policy_violations, screenshot
+from record_helpers import known, provenance
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from raytuner.cli import main
@@ -183,7 +185,7 @@ def test_the_live_view_refreshes_while_a_session_tells_results(browser: Any, tmp
             )
             best = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
             assert best == pytest.approx(
-                {task_label(t): session.best(t).value("y") for t in session.engine.tasks}, rel=1e-5
+                {task_label(t): known(session.best(t)).value("y") for t in session.engine.tasks}, rel=1e-5
             )
             assert browser.find_element(By.ID, "live-status").text.startswith("checked at ")
             screenshot(browser, tmp_path, "dashboard-live")
@@ -237,7 +239,7 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         assert browser.find_element(By.CSS_SELECTOR, "#objectives b").text == "f2"
         best = {r["task"]: float(r["f2"]) for r in _rows(browser, "best")}
         assert best == pytest.approx(  # the best f2 that meets the memory bound, per task
-            {task_label(t): best_of(problem, records, t, "f2").value("f2") for t in tasks}, rel=1e-5
+            {task_label(t): known(best_of(problem, records, t, "f2")).value("f2") for t in tasks}, rel=1e-5
         )
         charts = [i.get_attribute("src") for i in browser.find_elements(By.CSS_SELECTOR, "img.chart")]
         assert charts and all("objective=f2" in src for src in charts)
@@ -250,7 +252,9 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         browser.get(server.url + "problem/zdt/analysis?objective=f2&task=t%3D0.5")
         figures = _figures(browser)
         edf = {t["name"]: t["x"] for t in figures["chart-edf"]}
-        assert edf == {task_label(t): sorted(r.value("f2") for r in records if r.task_parameter == t) for t in tasks}
+        assert edf == {
+            task_label(t): sorted(r.known_value("f2") for r in records if r.task_parameter == t) for t in tasks
+        }
         mine = {r.uid for r in records if r.task_parameter == {"t": 0.5}}
         assert set(figures["chart-rank"][0]["customdata"]) == mine  # a and b, each evaluation by its rank
         [contour, points] = figures["chart-contour"]  # the GP's f2 over a and b, the evaluations on top
@@ -270,7 +274,7 @@ def test_a_running_tuning_service_shows_its_sessions(browser: Any, server: Any) 
             {"tuning_problem_name": "served-demo", "problem_space": DEMO_PROBLEM}, "random", tasks=[{"t": 1.0}], seed=2
         )
         for _ in range(4):
-            trial = tuner.ask()
+            trial = known(tuner.ask())
             tuner.tell(trial, {"y": demo(trial.config["x"], 1.0)})
         with serve(create_app(service=RemoteTuner(server.address, key)), port=0) as dashboard:
             browser.get(dashboard.url)
@@ -562,7 +566,11 @@ def _figures(driver: Any) -> dict[str, list[dict[str, Any]]]:
     is drawn; each one's traces, as plotly.js holds them."""
     for chart in driver.find_elements(By.CSS_SELECTOR, "div.plot"):
         driver.execute_script("arguments[0].scrollIntoView();", chart)
-        WebDriverWait(driver, 30).until(lambda _, c=chart: "js-plotly-plot" in (c.get_attribute("class") or ""))
+
+        def drawn(_: object, c: WebElement = chart) -> bool:
+            return "js-plotly-plot" in (c.get_attribute("class") or "")
+
+        WebDriverWait(driver, 30).until(drawn)
     return driver.execute_script(_FIGURES_SCRIPT)
 
 
@@ -587,9 +595,9 @@ def test_the_analysis_page_draws_the_store_s_numbers_and_answers_the_mouse(
     }
     ok = {r.uid: r for r in view.records if r.task_parameter == {"t": 1.0} and r.status == "ok"}
     promotions, *levels = figures["chart-fidelity"]  # GPTuneBand's intermediate values: each rung, promotions joined
-    assert promotions["x"].count(None) == sum(r.raytuner.parent in ok for r in ok.values()) > 0
+    assert promotions["x"].count(None) == sum(provenance(r).parent in ok for r in ok.values()) > 0
     assert {t["x"][0]: len(t["x"]) for t in levels} == {
-        f: sum(r.raytuner.fidelity == f for r in ok.values()) for f in (3, 9, 27)
+        f: sum(provenance(r).fidelity == f for r in ok.values()) for f in (3, 9, 27)
     }
     assert browser.find_element(By.ID, "no-pair").text.startswith("A contour needs two numeric parameters")
     ends = {t["name"]: t["y"][-1] for t in figures["chart-history"] if t["mode"] == "lines"}

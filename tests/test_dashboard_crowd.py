@@ -119,7 +119,7 @@ def _download(driver: Any, url: str) -> bytes:
     cookie = driver.get_cookie("session")
     request = urllib.request.Request(url, headers={"Cookie": f"session={cookie['value']}"} if cookie else {})
     with urllib.request.urlopen(request, timeout=30) as answer:
-        return answer.read()  # type: ignore[no-any-return]
+        return answer.read()
 
 
 def _expected_t(user: str | None) -> set[float]:
@@ -157,7 +157,7 @@ def test_each_user_sees_exactly_what_the_access_levels_allow_in_pages_and_downlo
         document = parse_history(json.loads(_download(browser, site + f"/crowd/problem/{PROBLEM}/download")))
         assert {r.task_parameter["t"] for r in document.func_eval} == _expected_t(user)
         query = {"input_space": [{"name": "t", "type": "real", "lower_bound": 2, "upper_bound": 4}]}
-        browser.get(site + f"/crowd/problem/{PROBLEM}?problem_space=" + urllib.request.quote(json.dumps(query)))
+        browser.get(site + f"/crowd/problem/{PROBLEM}?problem_space=" + urllib.parse.quote(json.dumps(query)))
         assert _visible_t(browser) == {t for t in _expected_t(user) if 2 <= t <= 4}
         pages.append(browser.page_source)
         if user == "bob":

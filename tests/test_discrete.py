@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
+from raytuner.engines.base import Suggestion
 from raytuner.engines.discrete import (
     METHODS,
     AdvancedMulti,
@@ -16,6 +18,7 @@ from raytuner.engines.discrete import (
     Multi,
     contextual_variance,
 )
+from raytuner.engines.discrete.engine import Method
 from raytuner.engines.discrete.gp import matern
 from raytuner.errors import InfeasibleSpaceError, InvalidInputError
 from raytuner.problem.records import FunctionEvaluation
@@ -51,9 +54,16 @@ def kernel_time(config: dict) -> float | None:
     )
 
 
-def evaluate(engine: DiscreteBO, steps: int) -> list:
+def position(candidates: CandidateSet, config: dict[str, Any]) -> int:
+    """The position of ``config``, a candidate, among ``candidates``."""
+    found = candidates.locate(config)
+    assert found is not None, config
+    return found
+
+
+def evaluate(engine: DiscreteBO, steps: int) -> list[tuple[Suggestion, float | None]]:
     """Ask and tell ``steps`` times; failed configurations become failed records."""
-    asked = []
+    asked: list[tuple[Suggestion, float | None]] = []
     for _ in range(steps):
         s = engine.ask()
         t = kernel_time(s.config)
@@ -98,7 +108,7 @@ def test_candidates_are_exactly_the_configurations_meeting_the_restrictions() ->
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_every_suggestion_meets_the_restrictions_and_no_failed_configuration_returns(method: str) -> None:
+def test_every_suggestion_meets_the_restrictions_and_no_failed_configuration_returns(method: Method) -> None:
     engine = DiscreteBO(KERNEL, seed=3, method=method, n_initial=8)
     asked = evaluate(engine, 60)
     keys = [key(s.config) for s, _ in asked]
@@ -108,7 +118,7 @@ def test_every_suggestion_meets_the_restrictions_and_no_failed_configuration_ret
     assert failed, "the test needs some failed configurations"
     search = engine.search()
     # failures are out of the surrogate: it holds exactly the successful evaluations
-    assert sorted(search.gp.indices) == sorted(search.cands.locate(s.config) for s, t in asked if t is not None)
+    assert sorted(search.gp.indices) == sorted(position(search.cands, s.config) for s, t in asked if t is not None)
     assert [s.provenance.proposer for s, _ in asked[:8]] == ["initial"] * 8
     assert {s.provenance.proposer for s, _ in asked[12:]} == {"model"}
 
@@ -177,19 +187,19 @@ def test_contextual_variance_against_a_hand_computation() -> None:
         Ks = matern(np.linalg.norm(units[:, None] - X[None], axis=2), "matern32", 1.5)
         return np.clip(1 - np.einsum("ij,ji->i", Ks, np.linalg.solve(K, Ks.T)), 0, None)
 
-    initial = [(search.cands.locate(s.config), t) for s, t in asked if s.provenance.proposer == "initial"]
+    initial = [(position(search.cands, s.config), t) for s, t in asked if s.provenance.proposer == "initial"]
     initial_ok = [i for i, t in initial if t is not None]
     rest = np.setdiff1d(np.arange(len(units)), initial_ok)
     var_s = posterior_variance(initial_ok)[rest].mean()
     mu_s = np.mean([t for _, t in initial if t is not None])
-    ok = [search.cands.locate(s.config) for s, t in asked if t is not None]
-    evaluated = [search.cands.locate(s.config) for s, _ in asked]
+    ok = [position(search.cands, s.config) for s, t in asked if t is not None]
+    evaluated = [position(search.cands, s.config) for s, _ in asked]
     unvisited = np.setdiff1d(np.arange(len(units)), evaluated)
     var_now = posterior_variance(ok)[unvisited].mean()
     best = min(t for _, t in asked if t is not None)
     expected = (var_now / (mu_s / best)) / var_s
     assert engine.exploration_factor() == pytest.approx(expected, rel=1e-4)
-    assert contextual_variance(var_now, var_s, mu_s, best) == pytest.approx(expected)
+    assert contextual_variance(var_now, var_s, float(mu_s), best) == pytest.approx(expected)
     assert 0 < expected < 1
 
 
@@ -217,7 +227,7 @@ def test_advanced_multi_skips_the_worse_and_promotes_the_better() -> None:
 
 def test_a_replayed_engine_continues_with_the_same_state_and_suggestion() -> None:
     engine = DiscreteBO(KERNEL, seed=5, method="advanced_multi", n_initial=6, skip_threshold=2)
-    records = []
+    records: list[FunctionEvaluation] = []
     while len(records) < 31 or engine.search().queue:  # stop at the end of a round
         s = engine.ask()
         t = kernel_time(s.config)
@@ -259,7 +269,7 @@ def test_pending_configurations_are_not_suggested_twice() -> None:
         ("discount_factor", 1.5),
     ],
 )
-def test_bad_options_name_the_field(field: str, value: object) -> None:
+def test_bad_options_name_the_field(field: str, value: Any) -> None:
     with pytest.raises(InvalidInputError) as err:
         DiscreteBO(KERNEL, **{field: value})
     assert field in str(err.value)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +41,7 @@ def exact_hypervolume() -> float:
     return hypervolume(objective_values(PROBLEM, pareto_front(PROBLEM, grid)), REFERENCE)
 
 
-def drive(engine: DiscreteBO, n: int) -> list[tuple[str, FunctionEvaluation]]:
+def drive(engine: DiscreteBO, n: int) -> list[tuple[str | None, FunctionEvaluation]]:
     told = []
     for _ in range(n):
         suggestion = engine.ask()
@@ -63,7 +65,7 @@ def test_the_front_is_nearly_the_grids_and_guided_picks_keep_to_the_constraint(s
 def test_a_rebuilt_engine_replays_the_same_suggestions_and_a_named_objective_is_tuned_alone() -> None:
     engine = DiscreteBO(PROBLEM, seed=4, n_initial=5)
     again = fresh_engine(engine)
-    assert again.multiobjective and again.spec == engine.spec
+    assert isinstance(again, DiscreteBO) and again.multiobjective and again.spec == engine.spec
     first = [r.tuning_parameter for _, r in drive(engine, 14)]
     assert [r.tuning_parameter for _, r in drive(again, 14)] == first
     single = DiscreteBO(PROBLEM, seed=4, n_initial=5, objective="f2")
@@ -72,7 +74,7 @@ def test_a_rebuilt_engine_replays_the_same_suggestions_and_a_named_objective_is_
     assert single.active_acquisitions() == ["ei"]
 
 
-def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path) -> None:
+def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path: Path) -> None:
     from raytuner.session.tuning_session import TuningSession
     from raytuner.store import JsonStore
 
@@ -90,7 +92,7 @@ def test_a_resumed_run_suggests_what_the_live_one_does(tmp_path) -> None:
             resumed.tell(again, zdt(again.config))
 
 
-def test_the_ray_searcher_takes_two_metrics_under_tune_run(local_ray, tmp_path) -> None:
+def test_the_ray_searcher_takes_two_metrics_under_tune_run(local_ray: Any, tmp_path: Path) -> None:
     from ray import tune
     from raytuner.searchers import DiscreteBOSearcher
 

@@ -206,9 +206,9 @@ def _offenders() -> dict[str, list[str]]:
             elif not value.__doc__:
                 problems[path].append(f"line {line} {name}: no docstring")
             else:
-                problem = _argument_problem(value, [inspect.cleandoc(value.__doc__)])
-                if problem:
-                    problems[path].append(f"line {line} {name}: {problem}")
+                found = _argument_problem(value, [inspect.cleandoc(value.__doc__)])
+                if found:
+                    problems[path].append(f"line {line} {name}: {found}")
     return problems
 
 

@@ -48,9 +48,9 @@ def test_a_second_tell_with_another_result_is_refused_in_one_line(kind: str) -> 
     assert record.uid == suggestion.uid
     before = state(engine)
 
-    for other in ({"outputs": outputs(engine, suggestion.config, 1.0)}, {"failure": "out of memory"}):
+    for other, failure in ((outputs(engine, suggestion.config, 1.0), None), (None, "out of memory")):
         with pytest.raises(TrialConflict) as info:
-            engine.tell(suggestion, other.get("outputs"), failure=other.get("failure"))
+            engine.tell(suggestion, other, failure=failure)
         message = str(info.value)
         assert "\n" not in message
         assert message.startswith(f"suggestion: suggestion {suggestion.uid} was told before with another result")

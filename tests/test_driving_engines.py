@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from record_helpers import provenance
 
 from raytuner.engines import MLA, GPTuneBand, RandomSearch
 from raytuner.engines.base import Suggestion
@@ -50,7 +51,9 @@ def outputs(s: Suggestion, b_max: float = 8.0) -> dict[str, float] | None:
 
 
 # -- 1. nothing told is dropped without a word ------------------------------------------------------
-def test_a_record_without_provenance_is_matched_to_its_suggestion_with_a_warning(caplog) -> None:
+def test_a_record_without_provenance_is_matched_to_its_suggestion_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     engine = band()
     s = engine.ask()
     bare = FunctionEvaluation.create(s.task, s.config, outputs(s))  # provenance forgotten
@@ -58,7 +61,7 @@ def test_a_record_without_provenance_is_matched_to_its_suggestion_with_a_warning
         record = engine.tell(bare)
     assert "without its suggestion's provenance" in caplog.text
     assert engine.progress()["evaluations"] == 1 and engine.progress()["in_flight"] == 0
-    assert (record.raytuner.bracket, record.raytuner.rung, record.raytuner.pass_) == (
+    assert (provenance(record).bracket, provenance(record).rung, provenance(record).pass_) == (
         s.provenance.bracket,
         s.provenance.rung,
         s.provenance.pass_,
@@ -88,7 +91,7 @@ def test_a_record_that_matches_nothing_in_flight_is_refused_and_changes_nothing(
     assert engine.progress()["evaluations"] == 1
 
 
-def test_mla_takes_an_evaluation_it_did_not_ask_as_data_and_says_so(caplog) -> None:
+def test_mla_takes_an_evaluation_it_did_not_ask_as_data_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     engine = MLA(PROBLEM, TASKS[:1], seed=0, n_initial=2, lcm=FAST, executor=InlineExecutor())
     s = engine.ask()
     with caplog.at_level(logging.WARNING, logger="raytuner.engines.mla"):
@@ -110,7 +113,7 @@ def test_a_failure_is_a_failed_record_with_its_reason(reported: Any, reason: str
     for engine in (band(), MLA(PROBLEM, TASKS, seed=0, executor=InlineExecutor()), RandomSearch(PROBLEM, TASKS)):
         s = engine.ask()
         record = engine.tell(s, reported)
-        assert record.status == "failed" and record.raytuner.failure_message == reason
+        assert record.status == "failed" and provenance(record).failure_message == reason
         assert record.evaluation_result == {"y": None}
 
 
@@ -122,12 +125,12 @@ def test_tell_failure_and_bad_outputs_one_way() -> None:
     with pytest.raises(InvalidInputError, match="^outputs: a FunctionEvaluation carries its own outputs"):
         engine.tell(FunctionEvaluation.create(s.task, s.config, {"y": 1.0}, provenance=s.provenance), {"y": 1.0})
     record = engine.tell(s, {"y": 0.5}, failure="out of memory")
-    assert record.status == "failed" and record.raytuner.failure_message == "out of memory"
-    assert record.raytuner.cost == s.provenance.cost and engine.cost_per_task()[0] == s.provenance.cost
+    assert record.status == "failed" and provenance(record).failure_message == "out of memory"
+    assert provenance(record).cost == s.provenance.cost and engine.cost_per_task()[0] == s.provenance.cost
 
 
 # -- 2. per-task budgets and integer fidelities ------------------------------------------------------
-def test_fidelities_are_integers_when_b_min_and_b_max_are(caplog) -> None:
+def test_fidelities_are_integers_when_b_min_and_b_max_are(caplog: pytest.LogCaptureFixture) -> None:
     assert band(b_min=1, b_max=52, eta=3).structure.fidelities == (52.0, 17.0, 6.0, 2.0)
     assert band(b_min=1, b_max=52, eta=3, integer_fidelities=False).structure.fidelities[1] == pytest.approx(52 / 3)
     caplog.clear()  # what a logger at INFO already (another test's doing) caught above is not asserted

@@ -27,6 +27,7 @@ def load_example(name: str) -> ModuleType:
     if str(EXAMPLES) not in sys.path:
         sys.path.insert(0, str(EXAMPLES))  # as `python examples/NAME.py` has it: for examples/_extras.py
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickle look classes up by module
     spec.loader.exec_module(module)
@@ -139,6 +140,13 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
     assert best is None or best.raytuner.fidelity == args.b_max
 
 
+def _mt19937_keys() -> np.ndarray:
+    """The key of numpy's global generator (its legacy state is a tuple: name, key, position, ...)."""
+    state = np.random.get_state()
+    assert isinstance(state, tuple)
+    return np.array(state[1])
+
+
 @pytest.mark.parametrize(
     "config",
     [{**GOOD, "coarsening": "PMIS"}, {**GOOD, "method": "smoothed_aggregation", "aggregate": "lloyd"}],
@@ -146,10 +154,10 @@ def test_a_short_band_run_over_the_amg_objective_records_failures_as_failures() 
 )  # unseeded, their work varies by a few per cent per solve
 def test_a_solve_repeats_though_pyamg_draws_from_numpys_global_generator(config: dict) -> None:
     np.random.seed(123)
-    caller = np.random.get_state()[1].copy()
+    caller = _mt19937_keys()
     works = [amg.solve_work({"a": 5.0, "c": 1.0}, config, k=10) for _ in range(3)]
     assert works[0] > 0 and works == [works[0]] * 3
-    assert (np.random.get_state()[1] == caller).all()  # the caller's stream is left as it was
+    assert (_mt19937_keys() == caller).all()  # the caller's stream is left as it was
 
 
 def test_two_seed_0_band_runs_over_the_amg_work_leave_the_same_records() -> None:

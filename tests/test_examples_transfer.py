@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from record_helpers import known, provenance
 
 from raytuner.engines.transfer import DEFAULT_POOL
 from raytuner.store import JsonStore
@@ -106,4 +107,7 @@ def test_tla2_example_predicts_with_tla1_then_tunes_the_new_task(tmp_path: Path)
     with JsonStore(tmp_path / "store") as store:
         assert len(store.evaluations("demo-target")) == 7 and len(store.evaluations("demo-source")) == 160
         # two trials run at once, so the store holds them in the order they ended, not the order suggested
-        assert sorted(r.raytuner.proposer for r in store.evaluations("demo-target")) == ["initial"] * 5 + ["model"] * 2
+        assert (
+            sorted(known(provenance(r).proposer) for r in store.evaluations("demo-target"))
+            == ["initial"] * 5 + ["model"] * 2
+        )

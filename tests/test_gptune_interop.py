@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from record_helpers import known, provenance
 from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
@@ -147,7 +148,7 @@ def test_schema_2_keeps_its_models_through_import_and_export(tmp_path: Path) -> 
     document = parse_history(_schema2())
     assert document.read_report.schema == 2 and len(document.surrogate_model) == 35
     model = document.surrogate_model[0]
-    assert model.input_space[0]["name"] == "t" and model.objective["objective_id"] == 0
+    assert model.input_space[0]["name"] == "t" and known(model.objective)["objective_id"] == 0
     assert model.function_evaluations
     with JsonStore(tmp_path) as store:
         store.import_document(document)
@@ -347,8 +348,8 @@ def test_gptunes_reader_loads_every_successful_record_and_model_of_an_mla_histor
     assert all(r["raytuner"]["machine"]["host"] for r in history["func_eval"])
     read = JsonStore(tmp_path / "mla").evaluations("mla-demo")
     again = next(r for r in read if r.status == "failed")
-    assert again.machine_configuration == _gptune_machine(machine) and again.raytuner.failure_message == "segfault"
-    assert "machine_configuration" not in again.raytuner.model_extra
+    assert again.machine_configuration == _gptune_machine(machine) and provenance(again).failure_message == "segfault"
+    assert "machine_configuration" not in known(provenance(again).model_extra)
 
 
 def test_a_failed_record_round_trips_and_the_older_layout_still_reads() -> None:
@@ -422,7 +423,7 @@ def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
     session = TuningSession(problem, band, store, "band-demo")
     while not band.finished:
         trial = session.ask()
-        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.0, b=trial.provenance.fidelity, b_max=4)})
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], 1.0, b=known(trial.provenance.fidelity), b_max=4)})
     store.compact("band-demo")
     history = json.loads(store.path("band-demo").read_text())
     P, O, _ = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, [[1.0]], _gptune_machine(session.machine))
@@ -477,7 +478,7 @@ def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
 def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
     from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only here
 
-    meta = {
+    meta: dict[str, Any] = {
         "tuning_problem_name": "svc-demo",
         "problem_space": DEMO_PROBLEM,
         "machine_configuration": {"machine_name": "cori", "haswell": {"nodes": 2, "cores": 32}},
@@ -485,7 +486,7 @@ def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
     with RemoteTuner(server.address, server.keys.create("alice"), timeout=20) as client:
         client.create_session(meta, "mla", tasks=[{"t": 1.0}], options={"n_initial": 2}, seed=4)
         for n in range(4):
-            trial = client.ask()
+            trial = known(client.ask())
             client.tell(
                 trial.trial_id,
                 None if n == 1 else {"y": demo(trial.config["x"], 1.0)},

@@ -86,7 +86,7 @@ def _records(seed: int, offset: float) -> list[FunctionEvaluation]:
     records = []
     for task in TASKS:
         for _ in range(12):
-            c = {
+            c: dict[str, Any] = {
                 "x": float(rng.random()),
                 "k": int(rng.integers(1, 9)),
                 "alg": str(rng.choice(["lu", "qr", "svd"])),

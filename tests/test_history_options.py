@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import description
 
 from raytuner.engines import MLA, RandomSearch
 from raytuner.errors import InvalidInputError
@@ -165,13 +166,14 @@ def test_load_surrogate_model_uses_the_stored_model_as_it_is(
     stored = store.models(NAME)[-1]
     session = mla_session(store, 2, history={"load_func_eval": "no", "load_surrogate_model": load_surrogate_model})
     tune(session, 5)  # past LCMOptions.refit_growth: a warm start is re-optimised
+    assert isinstance(session.engine, MLA)
     fitted = session.engine.fitted_model()
     assert fitted is not None and fitted.report.optimised is refitted
     if not refitted:
-        assert fitted.hyperparameters.to_dict() == stored.raytuner["hyperparameters"]
+        assert fitted.hyperparameters.to_dict() == description(stored)["hyperparameters"]
 
 
-GPTUNE_META = {
+GPTUNE_META: dict[str, Any] = {
     "tuning_problem_name": NAME,
     "tuning_problem_category": "demo",
     "problem_space": DEMO_PROBLEM,

@@ -16,8 +16,10 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from record_helpers import known, provenance
 from repo_data import GPTUNE_DEMO
 
 from raytuner.errors import StoreError
@@ -80,7 +82,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _record(i: int, **extra: object) -> FunctionEvaluation:
+def _record(i: int, **extra: Any) -> FunctionEvaluation:
     return FunctionEvaluation.create(
         {"t": 1.0},
         {"x": i * 0.1, "n": i},
@@ -225,7 +227,8 @@ def test_four_processes_append_concurrently(tmp_path: Path, compact_min_bytes: i
     ]
     try:
         for p in procs:  # barrier: every writer has opened its store before any appends
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr.read()
+            assert p.stdout is not None and p.stderr is not None
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()
         for p in procs:
             assert p.stdin is not None
             p.stdin.write("go\n")
@@ -245,7 +248,8 @@ def test_four_processes_append_concurrently(tmp_path: Path, compact_min_bytes: i
     assert len(records) == workers * per_worker
     assert len(set(_uids(records))) == workers * per_worker
     for k in range(workers):  # each writer's records in its own order
-        mine = [r.raytuner.trial_id for r in records if r.raytuner and r.raytuner.trial_id.startswith(f"w{k}-")]
+        mine = [known(provenance(r).trial_id) for r in records]
+        mine = [t for t in mine if t.startswith(f"w{k}-")]
         assert mine == [f"w{k}-{i}" for i in range(per_worker)]
     store.close()
 

@@ -9,17 +9,21 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from record_helpers import description, known
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 from raytuner.searchers import LCMSearcher  # noqa: E402
+from record_helpers import provenance  # noqa: E402
 
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.models.executors import InlineExecutor  # noqa: E402
+from raytuner.problem.records import FunctionEvaluation  # noqa: E402
 from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
@@ -55,11 +59,11 @@ def slowish(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
 
-def points(records) -> list[tuple[float, float]]:
+def points(records: list[FunctionEvaluation]) -> list[tuple[float, float]]:
     return [(r.task_parameter["t"], r.tuning_parameter["x"]) for r in records]
 
 
-def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Path) -> None:
+def test_tune_run_persists_every_trial_and_stores_models(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=0, engine_options={"n_initial": 3, "lcm": FAST})
     tune.run(
@@ -77,27 +81,27 @@ def test_tune_run_persists_every_trial_and_stores_models(local_ray, tmp_path: Pa
     assert len(set(points(records))) == 10  # no (task, x) suggested twice
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], r.task_parameter["t"]))
-        assert r.raytuner.engine == "mla" and r.raytuner.trial_id
+        assert provenance(r).engine == "mla" and provenance(r).trial_id
     for task in TASKS:
         mine = [r for r in records if r.task_parameter == task]
-        sources = Counter(r.raytuner.proposer for r in mine)
+        sources = Counter(provenance(r).proposer for r in mine)
         assert sources["initial"] == 3, sources  # the LHS design, then the model
         assert sources["model"] == len(mine) - 3 >= 1, sources
     models = store.models("demo")
-    assert models and all(m.raytuner["modeler"].endswith(":mla") for m in models)
+    assert models and all(description(m)["modeler"].endswith(":mla") for m in models)
     uids = {r.uid for r in records}
     assert all(m.function_evaluations and set(m.function_evaluations) <= uids for m in models)
     assert searcher.session.records == records and not searcher.session.pending
 
 
-def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path) -> None:
+def test_tuner_records_failures_and_never_resuggests_them(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=3, engine_options={"n_initial": 3, "lcm": FAST})
     results, records = tuner_with_failures(searcher, sometimes_fails, store, "demo", 10, tmp_path, diverges)
     assert len(set(points(records))) == 10  # a failed config is never suggested again
-    assert any(r.raytuner.proposer == "model" for r in records)
+    assert any(provenance(r).proposer == "model" for r in records)
     assert len(results.errors) == sum(r.status == "failed" for r in records)
-    assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+    assert known(results.get_best_result().metrics)["y"] == min(r.known_value("y") for r in records if r.status == "ok")
 
 
 def test_failed_configurations_are_never_suggested_again(tmp_path: Path) -> None:
@@ -167,7 +171,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
     assert len(records) == told_before + 2
     adopted = records[-1]
     assert adopted.tuning_parameter == {"x": b["x"]} and adopted.status == "ok"
-    assert adopted.raytuner.trial_id == "b" and adopted.raytuner.proposer == (
+    assert provenance(adopted).trial_id == "b" and provenance(adopted).proposer == (
         "initial" if told_before == 0 else "model"
     )
     assert adopted.value("y") == pytest.approx(demo(b["x"], b["t"]))
@@ -178,12 +182,12 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, told_before: int) -
 @pytest.mark.skipif(
     os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0", reason="the interrupt relies on Tune's SIGINT handler"
 )
-def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray, tmp_path: Path) -> None:
+def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = LCMSearcher(PROBLEM, TASKS, store, "demo", seed=2, engine_options={"n_initial": 2, "lcm": FAST})
     _, records, _ = interrupted_then_restored(searcher, slowish, store, "demo", 8, tmp_path)
     assert len(set(points(records))) == 8
-    assert {r.raytuner.proposer for r in records} == {"initial", "model"}
+    assert {provenance(r).proposer for r in records} == {"initial", "model"}
 
 
 def test_mla_example_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from record_helpers import known, provenance
 from repo_data import GPTUNE_DEMO
 
 from raytuner.errors import InvalidInputError
@@ -132,7 +133,9 @@ def test_records_keep_provenance_under_an_extra_key() -> None:
         ({"y": 1.0}, "compile error", "compile error"),
     ],
 )
-def test_failed_evaluations_are_records_with_a_message(result, failure, message) -> None:
+def test_failed_evaluations_are_records_with_a_message(
+    result: dict[str, float] | None, failure: str | None, message: str
+) -> None:
     record = FunctionEvaluation.create({"t": 1}, {"x": 0.1}, result, failure=failure, outputs=["y"])
     assert record.status == "failed" and record.evaluation_result == {"y": None}, "GPTune writes a failure as null"
     assert record.raytuner is not None and record.raytuner.failure_message == message
@@ -165,7 +168,8 @@ def test_a_record_keeps_gptunes_machine_shape_and_the_rest_under_raytuner() -> N
         {"t": 1}, {"x": 0.5}, {"y": 1.0}, machine_configuration=describe_machine({"machine_name": "m"}, env={})
     )
     assert set(record.machine_configuration) == {"machine_name", cpu_model()}
-    assert record.raytuner.machine["host"] and record.raytuner.machine["cpu_model"] == cpu_model()
+    machine = known(provenance(record).machine)
+    assert machine["host"] and machine["cpu_model"] == cpu_model()
 
 
 def test_software_configuration_has_versions_and_user_values_win() -> None:

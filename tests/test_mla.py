@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from record_helpers import description, provenance
 
 from raytuner.engines import MLA
 from raytuner.engines.base import Suggestion
+from raytuner.engines.mla import BatchMode
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCMOptions
 from raytuner.models.executors import InlineExecutor
@@ -107,7 +109,9 @@ def _run_session(store: JsonStore, steps: int, **engine_args: Any) -> TuningSess
 
 
 def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
-    args = dict(tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, lcm=FAST, executor=INLINE, search_candidates=512)
+    args: dict[str, Any] = dict(
+        tasks=[{"t": 1.0}, {"t": 2.5}], seed=7, n_initial=5, lcm=FAST, executor=INLINE, search_candidates=512
+    )
     store = JsonStore(tmp_path)
     original = _run_session(store, 14, **args)
 
@@ -116,12 +120,12 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
     records = store.evaluations("demo")
     assert len(records) == 14 and len(models) == 4
     for k, model in enumerate(models):
-        assert model.modeler == "raytuner_LCM" and model.raytuner["modeler"] == "raytuner.LCM:mla"  # Matérn
+        assert model.modeler == "raytuner_LCM" and description(model)["modeler"] == "raytuner.LCM:mla"  # Matérn
         assert model.function_evaluations == [r.uid for r in records[: 10 + k]]
         assert model.task_parameters == [[1.0], [2.5]]
-        assert model.raytuner["fit"]["samples"] == [5 + (k + 1) // 2, 5 + k // 2]
+        assert description(model)["fit"]["samples"] == [5 + (k + 1) // 2, 5 + k // 2]
         assert math.isfinite(model.model_stats["log_likelihood"])
-    assert [r.raytuner.proposer for r in records] == ["initial"] * 10 + ["model"] * 4
+    assert [provenance(r).proposer for r in records] == ["initial"] * 10 + ["model"] * 4
 
     resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "demo")
     assert len(resumed.records) == 14
@@ -137,7 +141,9 @@ def test_resumed_session_makes_the_same_next_suggestion(tmp_path: Path) -> None:
 
 
 def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
-    args = dict(tasks=[{"t": 1.0}], seed=3, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=256)
+    args: dict[str, Any] = dict(
+        tasks=[{"t": 1.0}], seed=3, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=256
+    )
     store = JsonStore(tmp_path)
     _run_session(store, 6, **args)
     resumed = TuningSession.resume(DEMO, MLA(DEMO, **args), store, "other")  # another problem: empty
@@ -146,7 +152,7 @@ def test_resume_without_stored_models_still_continues(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("batch", ["kriging_believer", "constant_liar"])
-def test_batch_suggestions_are_distinct(batch: str) -> None:
+def test_batch_suggestions_are_distinct(batch: BatchMode) -> None:
     tasks = [{"t": 1.0}, {"t": 2.0}]
     engine = MLA(DEMO, tasks, seed=4, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=512, batch=batch)
     for _ in range(8):
@@ -236,7 +242,8 @@ def test_failed_evaluations_are_never_suggested_again_nor_modelled() -> None:
         s = engine.ask()
         assert not any(close(s.config, f) for f in failed)
         engine.tell(evaluate(s, demo(s.config["x"], 1.0)))
-    assert engine.fitted_model().data.counts == [9]
+    model = engine.fitted_model()
+    assert model is not None and model.data.counts == [9]
     assert len(engine.evaluated[0]) == 11
 
 
@@ -249,14 +256,14 @@ def test_maximisation_finds_the_maximum() -> None:
     )
     for seed in (0, 1):
         engine = MLA(problem, [{}], seed=seed, n_initial=4, lcm=FAST, executor=INLINE, search_candidates=512)
-        best = None
+        best: tuple[float, float] | None = None
         for _ in range(12):
             s = engine.ask()
             gain = -((s.config["x"] - 0.7) ** 2)
             engine.tell(FunctionEvaluation.create(s.task, s.config, {"gain": gain}, provenance=s.provenance))
             if best is None or gain > best[0]:
                 best = (gain, s.config["x"])
-        assert abs(best[1] - 0.7) < 0.05, (seed, best)
+        assert best is not None and abs(best[1] - 0.7) < 0.05, (seed, best)
 
 
 CATEGORICAL = ProblemSpace.parse(
@@ -275,13 +282,13 @@ def _categorical_engine(options: LCMOptions | None) -> MLA:
 
 
 @pytest.mark.parametrize(
-    "stored_by_position, asked, refitted", [(False, None, False), (True, None, False), (True, [1], True)]
+    "stored_by_position, asked, refitted", [(False, None, False), (True, None, False), (True, (1,), True)]
 )
 def test_a_stored_model_of_other_categorical_columns_is_adopted_unless_columns_were_asked_for(
-    stored_by_position: bool, asked: list[int] | None, refitted: bool, caplog: pytest.LogCaptureFixture
+    stored_by_position: bool, asked: tuple[int, ...] | None, refitted: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = _categorical_engine(
-        LCMOptions(n_starts=1, categorical=[]) if stored_by_position else LCMOptions(n_starts=1)
+        LCMOptions(n_starts=1, categorical=()) if stored_by_position else LCMOptions(n_starts=1)
     )
     assert first.model.options.categorical == (() if stored_by_position else (1,))
     records = []
@@ -296,10 +303,10 @@ def test_a_stored_model_of_other_categorical_columns_is_adopted_unless_columns_w
     fitted = again.fitted_model()
     assert fitted is not None and fitted.report.optimised is refitted
     assert ("fitting again from it" in caplog.text) is refitted
-    assert again.model.options.categorical == (tuple(asked) if refitted else first.model.options.categorical)
+    assert again.model.options.categorical == (asked if refitted else first.model.options.categorical)
 
 
 def test_categorical_columns_must_be_categorical_parameters() -> None:
     with pytest.raises(InvalidInputError) as err:
-        _categorical_engine(LCMOptions(categorical=[0]))
+        _categorical_engine(LCMOptions(categorical=(0,)))
     assert err.value.field == "categorical" and "allowed: 1" in str(err.value)

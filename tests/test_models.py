@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from numpy.linalg import LinAlgError
+from record_helpers import description
 from scipy.optimize import approx_fprime
 from threadpoolctl import threadpool_limits
 
@@ -24,14 +25,14 @@ from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOpti
 from raytuner.models.executors import INLINE_RECORDS, InlineExecutor, ProcessExecutor, RayExecutor, default_executor
 from raytuner.models.fitted import cross_covariance
 from raytuner.models.likelihood import NegativeLogLikelihood, robust_cholesky
-from raytuner.models.options import FitReport
+from raytuner.models.options import FitReport, KernelName
 from raytuner.models.persistence import load_surrogate, surrogate_record
 from raytuner.models.posterior import ExactPosterior
 from raytuner.problem.records import FunctionEvaluation
-from raytuner.problem.space import ProblemSpace
+from raytuner.problem.space import Categorical, ProblemSpace
 from raytuner.store import HistoryStore
 
-KERNELS = ["rbf", "matern32", "matern52"]
+KERNELS: list[KernelName] = ["rbf", "matern32", "matern52"]
 INLINE = InlineExecutor()
 
 
@@ -60,7 +61,7 @@ def _natural(gradient: np.ndarray, hp: Hyperparameters) -> dict[str, np.ndarray]
     }
 
 
-def _gpy_gradients(gp, latent: int) -> dict[str, np.ndarray]:  # noqa: ANN001 - a GPy model
+def _gpy_gradients(gp: Any, latent: int) -> dict[str, np.ndarray]:  # gp: a GPy model (GPy has no types)
     """GPy's natural-parameter gradients of the log-likelihood, in the layout of :func:`_natural`."""
     icms = list(gp.kern.parameters) if latent > 1 else [gp.kern]
     return {
@@ -100,7 +101,7 @@ def _assert_matches_gpy(fitted: FittedLCM, gradient_rtol: float) -> None:
 
 # -- likelihood and gradient ---------------------------------------------------------------------------
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_likelihood_and_gradient_match_gpy_at_given_hyperparameters(kernel: str) -> None:
+def test_likelihood_and_gradient_match_gpy_at_given_hyperparameters(kernel: KernelName) -> None:
     data = _three_tasks(0)
     options = LCMOptions(latent=2, rank=1, kernel=kernel)
     transform = LCM(options).standardisation(data)
@@ -112,7 +113,7 @@ def test_likelihood_and_gradient_match_gpy_at_given_hyperparameters(kernel: str)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_fitted_lcm_matches_gpy(kernel: str) -> None:
+def test_fitted_lcm_matches_gpy(kernel: KernelName) -> None:
     data = _three_tasks(1, counts=(6, 9, 13))
     fitted = LCM(LCMOptions(latent=2, rank=1, kernel=kernel, n_starts=1, max_iterations=8)).fit(
         data, seed=0, executor=INLINE
@@ -132,7 +133,7 @@ def test_to_gpy_with_one_latent_function() -> None:
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_gradient_matches_finite_differences(kernel: str) -> None:
+def test_gradient_matches_finite_differences(kernel: KernelName) -> None:
     data = _three_tasks(2, counts=(4, 6, 9))
     X, task, y = data.stacked()
     z = (y - y.mean()) / y.std()
@@ -158,11 +159,16 @@ CATEGORIES = ProblemSpace.parse(
 )
 
 
+def random_config(rng: np.random.Generator) -> dict[str, Any]:
+    """A configuration of :data:`CATEGORIES`: ``x`` in [0, 1) and one of its five categories."""
+    return {"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]}
+
+
 def test_a_categorical_column_is_compared_by_category() -> None:
     """Every two categories are equally far apart, whatever their places on [0, 1]; a real column by position."""
     space = CATEGORIES.parameter_space
     options = LCMOptions().over(space)
-    assert options.categorical == (1,) and LCMOptions(categorical=[]).over(space).categorical == ()
+    assert options.categorical == (1,) and LCMOptions(categorical=()).over(space).categorical == ()
     hp = Hyperparameters.initial(1, 1, 2, 1, rng=np.random.default_rng(0))
     first = space.encode([{"x": 0.5, "alg": "a"}])
     others = space.encode([{"x": 0.5, "alg": c} for c in "abcde"])
@@ -194,15 +200,16 @@ def test_a_categorical_of_numbers_in_order_is_an_ordinal(categories: list[Any], 
             ]
         }
     ).parameter_space
-    assert space["c"].ordered is ordinal
+    c = space["c"]
+    assert isinstance(c, Categorical) and c.ordered is ordinal
     assert LCMOptions().over(space).categorical == (() if ordinal else (1,))
-    assert LCMOptions(categorical=[1]).over(space).categorical == (1,)  # asked for: by category
+    assert LCMOptions(categorical=(1,)).over(space).categorical == (1,)  # asked for: by category
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_gradient_with_a_categorical_column_matches_finite_differences(kernel: str) -> None:
+def test_gradient_with_a_categorical_column_matches_finite_differences(kernel: KernelName) -> None:
     rng = np.random.default_rng(3)
-    configs = [{"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]} for _ in range(14)]
+    configs = [random_config(rng) for _ in range(14)]
     X = CATEGORIES.parameter_space.encode(configs)
     task = np.repeat([0, 1], 7)
     z = np.array([c["x"] ** 2 + "abcde".index(c["alg"]) % 2 for c in configs])
@@ -221,11 +228,11 @@ def test_gradient_with_a_categorical_column_matches_finite_differences(kernel: s
 def test_categorical_columns_are_stored_with_the_model_and_old_models_keep_positions() -> None:
     """A stored model keeps the columns it was fitted with; one stored before the option compares by position."""
     rng = np.random.default_rng(5)
-    tasks = [{}]
+    tasks: list[dict[str, Any]] = [{}]
     problem = ProblemSpace.parse({**CATEGORIES.model_dump(), "output_space": [{"name": "y"}]})
     records = [
         FunctionEvaluation.create({}, c, {"y": c["x"] + "abcde".index(c["alg"]) % 2})
-        for c in ({"x": float(rng.random()), "alg": "abcde"[int(rng.integers(5))]} for _ in range(12))
+        for c in (random_config(rng) for _ in range(12))
     ]
     data, uids = TrainingData.from_records(problem, tasks, records)
     fitted = LCM(LCMOptions(n_starts=1, max_iterations=30).over(problem.parameter_space)).fit(
@@ -246,12 +253,12 @@ def test_categorical_columns_are_stored_with_the_model_and_old_models_keep_posit
         fitted.to_gpy()
     assert err.value.field == "categorical"
     with pytest.raises(InvalidInputError) as err:
-        LCMOptions(categorical=[-1])
+        LCMOptions(categorical=(-1,))
     assert err.value.field == "categorical"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_fitted_gradient_is_minus_the_objective_gradient(kernel: str) -> None:
+def test_fitted_gradient_is_minus_the_objective_gradient(kernel: KernelName) -> None:
     data = _three_tasks(3)
     fitted = LCM(LCMOptions(latent=2, kernel=kernel, n_starts=1, max_iterations=5)).fit(data, seed=0, executor=INLINE)
     hp = fitted.hyperparameters
@@ -658,11 +665,12 @@ def test_surrogate_record_round_trips_through_the_store(
     store.append_model("persist", record)
 
     [stored] = store.models("persist")
-    assert stored.uid == record.uid and stored.function_evaluations == uids and stored.raytuner["modeler"] == "test"
+    assert stored.uid == record.uid and stored.function_evaluations == uids and description(stored)["modeler"] == "test"
     assert stored.modeler == modeler and stored.task_parameters == [[1.0], [2.5]]
     assert stored.model_stats["log_likelihood"] == pytest.approx(fitted.log_likelihood)
     assert stored.model_stats["neg_log_likelihood"] == pytest.approx(-fitted.log_likelihood)
-    assert stored.raytuner["fit"]["samples"] == [9, 5] and stored.raytuner["fit"]["executor"] == "InlineExecutor"
+    fit = description(stored)["fit"]
+    assert fit["samples"] == [9, 5] and fit["executor"] == "InlineExecutor"
     again = load_surrogate(stored, store.evaluations("persist"))
     assert again.hyperparameters == fitted.hyperparameters and again.report.executor == "InlineExecutor"
     np.testing.assert_array_equal(again.hyperparameters.to_vector(), fitted.hyperparameters.to_vector())
@@ -687,7 +695,7 @@ def test_surrogate_record_without_hyperparameters_names_the_field() -> None:
     data, uids = TrainingData.from_records(PROBLEM, TASKS, records)
     fitted = LCM(LCMOptions(n_starts=1, max_iterations=10)).fit(data, seed=0, executor=INLINE)
     record = surrogate_record(fitted, PROBLEM, TASKS, uids, modeler="test")
-    record = record.model_copy(update={"raytuner": {**record.raytuner, "hyperparameters": {"W": [1.0]}}})
+    record = record.model_copy(update={"raytuner": {**description(record), "hyperparameters": {"W": [1.0]}}})
     with pytest.raises(InvalidInputError) as err:
         load_surrogate(record, records)
     assert err.value.field == "hyperparameters"
@@ -695,7 +703,7 @@ def test_surrogate_record_without_hyperparameters_names_the_field() -> None:
 
 # -- Ray (conftest's local_ray) -----------------------------------------------------------------------
 @pytest.mark.slow
-def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray) -> None:  # noqa: ANN001
+def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray: Any) -> None:  # noqa: ANN001
     ray = local_ray
 
     @ray.remote(num_cpus=1)
@@ -707,7 +715,7 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray) -> None:  # no
             time.sleep(seconds)
             return True
 
-    trials = [Trial.remote() for _ in range(2)]
+    trials = [Trial.remote() for _ in range(2)]  # type: ignore[attr-defined]  # ray.remote's stub keeps the class
     try:
         ray.get([t.ready.remote() for t in trials], timeout=60)
         running = [t.train.remote(120) for t in trials]
@@ -736,7 +744,7 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray) -> None:  # no
 
 
 @pytest.mark.slow
-def test_ray_executor_timeouts(local_ray) -> None:  # noqa: ANN001
+def test_ray_executor_timeouts(local_ray: Any) -> None:  # noqa: ANN001
     executor = RayExecutor()
     assert executor.map(_fail_on_negative, [4.0, -1.0], timeout=60) == [2.0, None]
     # the late item would take 300 s: returning within 100 s means it was dropped, not waited for
@@ -760,7 +768,7 @@ def _process_id(_: object) -> int:
 
 
 @pytest.mark.slow
-def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray) -> None:  # noqa: ANN001
+def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray: Any) -> None:  # noqa: ANN001
     """Fits seconds apart run in the same worker processes: Ray stops an idle task worker after about a second,
     and a cold one costs more than a small fit."""
     first = RayExecutor().map(_process_id, [0, 1], timeout=120)
@@ -772,7 +780,7 @@ def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray) -> None:  # 
 
 
 @pytest.mark.slow
-def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray) -> None:  # noqa: ANN001
+def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray: Any) -> None:  # noqa: ANN001
     """An idle pooled actor killed between fits (say for memory): its item runs again on a new actor."""
     import ray
 
@@ -795,7 +803,7 @@ def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray) -> N
 
 
 @pytest.mark.slow
-def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray) -> None:  # noqa: ANN001
+def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray: Any) -> None:  # noqa: ANN001
     """An idle actor that reserves a CPU would keep it from trials: those actors go when their map ends."""
     assert RayExecutor(num_cpus=1).map(_process_id, [0, 1], timeout=120) != [None, None]
     deadline = time.monotonic() + 60  # Ray frees a killed actor's CPU soon after, not at once

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from record_helpers import description, known
 
 from raytuner.engines import MLA
+from raytuner.engines.base import Suggestion
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.models.executors import InlineExecutor
@@ -83,7 +85,7 @@ def test_a_sparse_model_refuses_leave_one_out_and_round_trips_through_a_record()
     with pytest.raises(InvalidInputError, match="exact_limit"):
         fitted.leave_one_out()
     record = surrogate_record(fitted, problem, tasks, uids, "test")
-    assert record.raytuner["fit"]["approximation"]["method"] == "fitc"
+    assert description(record)["fit"]["approximation"]["method"] == "fitc"
     assert record.model_stats["gradients"] is None
     again = load_surrogate(record, records)
     X = np.linspace(0, 1, 7)[:, None]
@@ -108,14 +110,14 @@ def test_limits_are_checked() -> None:
         LCMOptions(refit_growth=-1)
     with pytest.raises(InvalidInputError, match="lengthscale_prior"):
         LCMOptions(lengthscale_prior=(0.0, 0.0))
-    assert LCMOptions(lengthscale_prior=[-1, 2]).lengthscale_prior == (-1.0, 2.0)
+    assert LCMOptions(lengthscale_prior=(-1, 2)).lengthscale_prior == (-1.0, 2.0)
     for bad in ("wide", (0.0, float("nan")), (True, 1.0)):
         with pytest.raises(InvalidInputError, match="lengthscale_prior.*'spacing'"):
             LCMOptions(lengthscale_prior=bad)  # type: ignore[arg-type]
-    for bad in ((0.0, 30.0), (1.1, -1.0), (1.1,), "gamma"):
+    for wrong in ((0.0, 30.0), (1.1, -1.0), (1.1,), "gamma"):
         with pytest.raises(InvalidInputError, match=r"noise_prior: must be \(shape, rate\)"):
-            LCMOptions(noise_prior=bad)  # type: ignore[arg-type]
-    assert LCMOptions(noise_prior=[2, 10]).noise_prior == (2.0, 10.0)
+            LCMOptions(noise_prior=wrong)  # type: ignore[arg-type]
+    assert LCMOptions(noise_prior=(2, 10)).noise_prior == (2.0, 10.0)
 
 
 def test_the_spacing_prior_follows_the_samples_per_task_and_is_stored_by_name() -> None:
@@ -185,7 +187,7 @@ def test_the_lengthscale_prior_adds_its_gradient() -> None:
     np.testing.assert_allclose(objective(theta)[1], numeric, rtol=1e-4, atol=1e-4)
 
 
-def _tell(engine: MLA, suggestion) -> None:  # noqa: ANN001 - a Suggestion
+def _tell(engine: MLA, suggestion: Suggestion) -> None:
     x, t = suggestion.config["x"], suggestion.task["t"]
     engine.tell(
         FunctionEvaluation.create(
@@ -207,12 +209,12 @@ def test_mla_reoptimises_only_when_its_data_grew_by_refit_growth() -> None:
         executor=INLINE,
         lcm=LCMOptions(n_starts=1, refit_growth=0.25),
     )
-    optimised = []
+    optimised: list[tuple[int, bool, int | None]] = []
     for _ in range(14):
         s = engine.ask()
         if s.provenance.proposer == "model":
-            report = engine.fitted_model().report
-            optimised.append((len(engine.fitted_model().z), report.optimised, report.optimised_samples))
+            fitted = known(engine.fitted_model())
+            optimised.append((len(fitted.z), fitted.report.optimised, fitted.report.optimised_samples))
         _tell(engine, s)
     assert optimised[0] == (10, True, 10)
     last = 10

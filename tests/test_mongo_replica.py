@@ -48,7 +48,7 @@ def failing(server: LocalMongod, mode: Any, **data: Any) -> Iterator[None]:
 
     The block must have met the failure at least once.
     """
-    with pymongo.MongoClient(server.uri) as admin:
+    with pymongo.MongoClient[dict[str, Any]](server.uri) as admin:
         admin.admin.command("configureFailPoint", "failCommand", mode=mode, data={"appName": "raytuner", **data})
         try:
             yield
@@ -71,7 +71,7 @@ def test_local_mongod_runs_a_replica_set_that_a_restart_keeps(tmp_path: Path, re
     # again on the same data, on another port: the member moves there and is primary again
     with LocalMongod(dbpath=tmp_path / "db", port=reserved_port, replica_set="rs1") as again:
         assert again.port != first_port
-        with pymongo.MongoClient(again.uri) as client:
+        with pymongo.MongoClient[dict[str, Any]](again.uri) as client:
             hello = client.admin.command("hello")
             assert hello["setName"] == "rs1" and hello["isWritablePrimary"]
             assert hello["hosts"] == [f"127.0.0.1:{reserved_port}"]

@@ -96,11 +96,11 @@ def test_open_store_uses_the_uri_database(mongo_uri: str) -> None:
         assert isinstance(store, MongoStore)
         assert store.database == "raytuner_open_store_test"
         store.append("demo", evaluation())
-        with pymongo.MongoClient(mongo_uri) as client:
+        with pymongo.MongoClient[dict[str, Any]](mongo_uri) as client:
             assert client["raytuner_open_store_test"]["func_eval"].count_documents({}) == 1
     finally:
         store.close()
-        with pymongo.MongoClient(mongo_uri) as client:
+        with pymongo.MongoClient[dict[str, Any]](mongo_uri) as client:
             client.drop_database("raytuner_open_store_test")
     default = open_store(mongo_uri)
     try:
@@ -228,7 +228,7 @@ def test_local_mongod_stop_leaves_no_process() -> None:
     assert pid is not None and logpath is not None and server.dbpath is not None
     dbpath = server.dbpath
     assert not _gone(pid) and dbpath.is_dir()
-    with pymongo.MongoClient(server.uri) as client:
+    with pymongo.MongoClient[dict[str, Any]](server.uri) as client:
         assert client.admin.command("ping")["ok"] == 1
     server.stop()
     server.stop()  # twice is fine

@@ -22,20 +22,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import known
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
 from ray.tune.search.optuna import OptunaSearch  # noqa: E402
-from ray_helpers import interrupted_then_restored  # noqa: E402
+from ray_helpers import each_result, interrupted_then_restored  # noqa: E402
 from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
 from raytuner.searchers import (  # noqa: E402
     DiscreteBOSearcher,
+    EngineSearcher,
     LCMSearcher,
     RandomSearcher,
     TLA2Searcher,
     TransferLearningSearcher,
 )
+from record_helpers import provenance  # noqa: E402
 
 from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
@@ -61,33 +64,33 @@ SOURCE = [
 pytestmark = pytest.mark.slow
 
 
-def _random(store: Path, **session: Any) -> Searcher:
+def _random(store: Path, **session: Any) -> EngineSearcher:
     return RandomSearcher(PROBLEM, [{"t": 1.0}], store, "p", seed=0, **session)
 
 
-def _lcm(store: Path, **session: Any) -> Searcher:
+def _lcm(store: Path, **session: Any) -> EngineSearcher:
     options = {"n_initial": 3, "lcm": FAST}
     return LCMSearcher(
         PROBLEM, [{"t": 1.0}], store, "p", seed=0, engine_options=options, executor=InlineExecutor(), **session
     )
 
 
-def _tl(store: Path, **session: Any) -> Searcher:
+def _tl(store: Path, **session: Any) -> EngineSearcher:
     options = {"lcm": FAST}
     return TransferLearningSearcher(
         PROBLEM, {"t": 1.0}, SOURCE, store, "p", seed=0, engine_options=options, executor=InlineExecutor(), **session
     )
 
 
-def _tla2(store: Path, **session: Any) -> Searcher:
+def _tla2(store: Path, **session: Any) -> EngineSearcher:
     return TLA2Searcher(PROBLEM, {"t": 1.0}, SOURCE, store, "p", seed=0, executor=InlineExecutor(), **session)
 
 
-def _discrete(store: Path, **session: Any) -> Searcher:
+def _discrete(store: Path, **session: Any) -> EngineSearcher:
     return DiscreteBOSearcher(DISCRETE, None, store, "p", seed=0, engine_options={"n_initial": 3}, **session)
 
 
-SEARCHERS: dict[str, Callable[..., Searcher]] = {
+SEARCHERS: dict[str, Callable[..., EngineSearcher]] = {
     "random": _random,
     "lcm": _lcm,
     "tl": _tl,
@@ -104,7 +107,7 @@ def value(config: dict[str, Any]) -> float:
 
 
 @pytest.fixture(params=sorted(SEARCHERS))
-def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Searcher]:
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., EngineSearcher]:
     """A function that builds the parametrised searcher on one store in ``tmp_path``."""
     return lambda **session: SEARCHERS[request.param](tmp_path / "store", **session)
 
@@ -116,7 +119,7 @@ def statuses(searcher: Any) -> list[str]:
 # --- driven as Ray drives a searcher, without a cluster -----------------------------------------------------------
 
 
-def test_save_and_restore_mid_run_continue_without_loss(make, tmp_path: Path) -> None:
+def test_save_and_restore_mid_run_continue_without_loss(make: Callable[..., EngineSearcher], tmp_path: Path) -> None:
     searcher = make()
     configs = {f"t{n}": searcher.suggest(f"t{n}") for n in range(3)}
     searcher.on_trial_complete("t0", {"y": value(configs["t0"])})
@@ -135,7 +138,7 @@ def test_save_and_restore_mid_run_continue_without_loss(make, tmp_path: Path) ->
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "fast"])
 def test_nan_infinite_and_non_numeric_results_are_failed_records_and_the_search_goes_on(
-    make, bad: Any, caplog: pytest.LogCaptureFixture
+    make: Callable[..., EngineSearcher], bad: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     searcher = make()
     config = searcher.suggest("bad")
@@ -152,7 +155,9 @@ def test_nan_infinite_and_non_numeric_results_are_failed_records_and_the_search_
     assert statuses(searcher) == ["failed", "ok", "ok", "ok"]
 
 
-def test_a_spent_budget_finishes_the_search_with_a_summary(make, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_spent_budget_finishes_the_search_with_a_summary(
+    make: Callable[..., EngineSearcher], caplog: pytest.LogCaptureFixture
+) -> None:
     searcher = make(max_evaluations=2)
     configs = {f"t{n}": searcher.suggest(f"t{n}") for n in range(2)}
     assert searcher.suggest("t2") is None  # the budget is held by trials in flight: Ray asks again later
@@ -170,7 +175,7 @@ def points_for(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
 
 
 def test_points_to_evaluate_come_first_in_order_and_a_restore_gives_none_twice(
-    make, request: pytest.FixtureRequest, tmp_path: Path
+    make: Callable[..., EngineSearcher], request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     points = points_for(request)
     searcher = make(points_to_evaluate=points)
@@ -192,7 +197,9 @@ def test_points_to_evaluate_come_first_in_order_and_a_restore_gives_none_twice(
     assert records[2].raytuner.proposer != "given" and statuses(restored) == ["ok"] * 3
 
 
-def test_a_bad_point_is_refused_in_one_line_before_anything_is_stored(make, tmp_path: Path) -> None:
+def test_a_bad_point_is_refused_in_one_line_before_anything_is_stored(
+    make: Callable[..., EngineSearcher], tmp_path: Path
+) -> None:
     with pytest.raises(InvalidInputError, match=r"points_to_evaluate\[1\]\.x") as bad:
         make(points_to_evaluate=[{"x": 0}, {"x": "large"}])
     assert "\n" not in str(bad.value) and not (tmp_path / "store").exists()
@@ -265,7 +272,11 @@ def optuna_peer(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], tun
 
 
 def test_a_tuner_run_with_a_limiter_resources_retries_and_nan_matches_optuna(
-    local_ray, make, optuna_peer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    local_ray: Any,
+    make: Callable[..., EngineSearcher],
+    optuna_peer: Callable[[int], tune.ResultGrid],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     samples = 5
     searcher = make(max_evaluations=samples)  # the searcher's budget ends the run: num_samples=-1
@@ -274,18 +285,18 @@ def test_a_tuner_run_with_a_limiter_resources_retries_and_nan_matches_optuna(
     records = searcher.session.store.evaluations("p")
     assert len(results) == len(records) == samples and not results.errors  # the retried trial succeeded
     (failed,) = [r for r in records if r.status == "failed"]
-    (nan,) = [r for r in results if math.isnan(r.metrics["y"])]
-    assert failed.raytuner.trial_id == nan.metrics["trial_id"]
+    (nan,) = [r for r in each_result(results) if math.isnan(known(r.metrics)["y"])]
+    assert provenance(failed).trial_id == known(nan.metrics)["trial_id"]
     assert [r.getMessage() for r in caplog.records if r.name.startswith("raytuner")] == [
-        f"trial {nan.metrics['trial_id']} failed: {failed.raytuner.failure_message} (reported 'y'=nan)",
+        f"trial {known(nan.metrics)['trial_id']} failed: {provenance(failed).failure_message} (reported 'y'=nan)",
         f"search of p finished: {samples} evaluations, 1 failed",  # the run's summary, as the budget ends it
     ]
     best = results.get_best_result()  # Ray skips the NaN trial, as raytuner's record says
-    assert best.metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+    assert known(best.metrics)["y"] == min(r.known_value("y") for r in records if r.status == "ok")
 
     peer = optuna_peer(samples)
     assert len(peer) == len(results) and len(peer.errors) == len(results.errors)
-    assert sum(math.isnan(r.metrics["y"]) for r in peer) == 1
+    assert sum(math.isnan(known(r.metrics)["y"]) for r in each_result(peer)) == 1
 
 
 def band_trainable(config: dict[str, Any], calls: str) -> None:
@@ -297,7 +308,7 @@ def band_trainable(config: dict[str, Any], calls: str) -> None:
 
 
 def test_the_scheduler_under_a_tuner_ends_the_run_and_warns_of_a_nan_trial(
-    local_ray, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    local_ray: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     scheduler = GPTuneBandScheduler(
         PROBLEM,
@@ -328,7 +339,7 @@ def test_the_scheduler_under_a_tuner_ends_the_run_and_warns_of_a_nan_trial(
     (failed,) = [r for r in records if r.status == "failed"]
     warned = [r.getMessage() for r in caplog.records if r.name.startswith("raytuner")]
     assert warned == [
-        f"trial {failed.raytuner.trial_id} failed: {failed.raytuner.failure_message} (reported 'y'=nan)",
+        f"trial {provenance(failed).trial_id} failed: {provenance(failed).failure_message} (reported 'y'=nan)",
         f"search of band finished: {len(records)} evaluations, 1 failed",  # the run's summary
     ]
 
@@ -339,13 +350,13 @@ def slowish(config: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("name", ["random", "tla2", "discrete"])  # LCM and TLA1: their own modules' tests
-def test_tuner_restore_of_an_interrupted_run_continues_without_loss(local_ray, name: str, tmp_path: Path) -> None:
+def test_tuner_restore_of_an_interrupted_run_continues_without_loss(local_ray: Any, name: str, tmp_path: Path) -> None:
     searcher = SEARCHERS[name](tmp_path / "store")
     _, records, _ = interrupted_then_restored(searcher, slowish, searcher.session.store, "p", 6, tmp_path)
     assert len({(tuple(r.task_parameter.values()), tuple(r.tuning_parameter.values())) for r in records}) == 6
 
 
-def test_a_tuner_runs_points_to_evaluate_first_as_optuna_does(local_ray, tmp_path: Path) -> None:
+def test_a_tuner_runs_points_to_evaluate_first_as_optuna_does(local_ray: Any, tmp_path: Path) -> None:
     space = {"t": 1.0, "x": tune.uniform(0, 1)}
     points = [{"x": 0.75}, {"x": 0.25}]  # Optuna refuses a constant in a point; raytuner takes it with its value
     raytuner_searcher = RandomSearcher.from_param_space(
@@ -364,10 +375,12 @@ def test_a_tuner_runs_points_to_evaluate_first_as_optuna_does(local_ray, tmp_pat
             ),
             run_config=tune.RunConfig(storage_path=str(tmp_path / name), verbose=0),
         )
-        results = sorted(tuner.fit(), key=lambda r: int(Path(r.path).name.split("_")[2]))  # Ray's trial counter
+        results = sorted(
+            each_result(tuner.fit()), key=lambda r: int(Path(r.path).name.split("_")[2])
+        )  # Ray's trial counter
         assert len(results) == 3 and all(r.error is None for r in results)
-        assert all(r.config["t"] == 1.0 for r in results)
-        firsts.append([{"x": r.config["x"]} for r in results[:2]])
+        assert all(known(r.config)["t"] == 1.0 for r in results)
+        firsts.append([{"x": known(r.config)["x"]} for r in results[:2]])
     assert firsts == [points, points]
     records = raytuner_searcher.session.store.evaluations("p")
     assert [r.raytuner.proposer for r in records].count("given") == 2 and len(records) == 3

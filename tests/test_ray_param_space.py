@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray_helpers import each_result
+from record_helpers import known
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
@@ -93,7 +95,7 @@ def in_space(config: dict[str, Any], space: dict[str, Any]) -> bool:
 def transfer_source() -> list[FunctionEvaluation]:
     """Source evaluations of a problem without task parameters over DISCRETE-free SPACE keys (x, lr, n, alg)."""
     rng = random.Random(0)
-    configs = [
+    configs: list[dict[str, Any]] = [
         {"x": 5 + rng.random(), "lr": 10 ** rng.uniform(-3, -1), "n": rng.randint(1, 3), "alg": rng.choice("lq")}
         for _ in range(12)
     ]
@@ -105,7 +107,7 @@ def transfer_source() -> list[FunctionEvaluation]:
     ]
 
 
-CASES = {
+CASES: dict[str, tuple[Any, dict[str, Any], list[str], dict[str, Any]]] = {
     "random": (RandomSearcher, SPACE, ["t"], {"seed": 0}),
     "lcm": (LCMSearcher, SPACE, ["t"], {"seed": 0, "engine_options": {"n_initial": 2}}),
     "discrete": (DiscreteBOSearcher, DISCRETE_SPACE, ["t"], {"seed": 0, "engine_options": {"n_initial": 2}}),
@@ -113,7 +115,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_searcher_without_a_problem_tunes_the_tuners_param_space(local_ray, tmp_path: Path, name: str) -> None:
+def test_a_searcher_without_a_problem_tunes_the_tuners_param_space(local_ray: Any, tmp_path: Path, name: str) -> None:
     cls, space, task_keys, options = CASES[name]
     store = JsonStore(tmp_path / "store")
     searcher = cls.from_param_space(task_keys=task_keys, store=store, problem_name="p", **options)
@@ -123,7 +125,7 @@ def test_a_searcher_without_a_problem_tunes_the_tuners_param_space(local_ray, tm
     assert {r.config["t"] for r in results} == set(space["t"]["grid_search"])  # both tasks tuned
     assert searcher.problem.input_space.names == ["t"] and searcher.problem.objective("y").goal == "minimize"
     best = results.get_best_result()
-    assert best.metrics["y"] == min(r.value("y") for r in store.evaluations("p"))
+    assert best.metrics["y"] == min(r.known_value("y") for r in store.evaluations("p"))
     per_task = searcher.best_per_task()
     assert [b.task_parameter for b in per_task] == [{"t": v} for v in space["t"]["grid_search"]]
     mine = searcher.best({"t": best.config["t"]})
@@ -131,7 +133,7 @@ def test_a_searcher_without_a_problem_tunes_the_tuners_param_space(local_ray, tm
     assert all(best.config[k] == v for k, v in mine.tuning_parameter.items())
 
 
-def test_a_transfer_searcher_takes_a_param_space_without_tasks(local_ray, tmp_path: Path) -> None:
+def test_a_transfer_searcher_takes_a_param_space_without_tasks(local_ray: Any, tmp_path: Path) -> None:
     space = {k: v for k, v in SPACE.items() if k != "t"}
     searcher = TransferLearningSearcher.from_param_space(
         source=transfer_source(), store=JsonStore(tmp_path / "store"), problem_name="p", seed=0
@@ -142,17 +144,17 @@ def test_a_transfer_searcher_takes_a_param_space_without_tasks(local_ray, tmp_pa
     assert searcher.best_per_task() == [searcher.best()] and searcher.best().value("y") == best.metrics["y"]
 
 
-def test_mode_max_makes_the_goal_maximise_and_the_best_result_is_raytuners(local_ray, tmp_path: Path) -> None:
+def test_mode_max_makes_the_goal_maximise_and_the_best_result_is_raytuners(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = RandomSearcher.from_param_space(task_keys=["t"], store=store, problem_name="p", seed=1)
     results = fit(searcher, SPACE, 4, tmp_path, metric="y", mode="max")
     assert searcher.problem.objective("y").goal == "maximize" and searcher.mode == "max"
     best = results.get_best_result()
-    assert best.metrics["y"] == max(r.value("y") for r in store.evaluations("p"))
+    assert best.metrics["y"] == max(r.known_value("y") for r in store.evaluations("p"))
     assert searcher.best({"t": best.config["t"]}).value("y") == best.metrics["y"]
 
 
-def test_a_searcher_built_from_a_param_space_at_once_runs_under_the_tuner(local_ray, tmp_path: Path) -> None:
+def test_a_searcher_built_from_a_param_space_at_once_runs_under_the_tuner(local_ray: Any, tmp_path: Path) -> None:
     searcher = RandomSearcher.from_param_space(
         SPACE, task_keys=["t"], metric="y", mode="min", store=JsonStore(tmp_path / "store"), problem_name="p"
     )
@@ -169,7 +171,7 @@ def test_a_searcher_built_from_a_param_space_at_once_runs_under_the_tuner(local_
     ],
 )
 def test_a_metric_or_mode_against_the_problem_is_refused_in_one_line(
-    local_ray, tmp_path: Path, metric: str, mode: str | None, field: str
+    local_ray: Any, tmp_path: Path, metric: str, mode: str | None, field: str
 ) -> None:
     searcher = RandomSearcher(PROBLEM, [{"t": 1.0}], JsonStore(tmp_path / "store"), "p", seed=0)
     with pytest.raises(InvalidInputError, match=f"^{field}") as caught:
@@ -177,7 +179,7 @@ def test_a_metric_or_mode_against_the_problem_is_refused_in_one_line(
     assert "\n" not in str(caught.value)
 
 
-def test_a_missing_metric_and_mode_are_the_problems_and_constants_pass_through(local_ray, tmp_path: Path) -> None:
+def test_a_missing_metric_and_mode_are_the_problems_and_constants_pass_through(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = RandomSearcher(PROBLEM, [{"t": 1.0}], store, "p", seed=0)
     seen: list[dict[str, Any]] = []
@@ -192,14 +194,14 @@ def test_a_missing_metric_and_mode_are_the_problems_and_constants_pass_through(l
         run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
     )
     results = tuner.fit()
-    seen = [r.config for r in results]
+    seen = [known(r.config) for r in each_result(results)]
     assert (searcher.metric, searcher.mode) == ("y", "min")
     assert not results.errors and all(c["scale"] == 2.0 and c["solver"] == {"name": "cg"} for c in seen)
     best = results.get_best_result(metric="y", mode="min")
-    assert searcher.best().value("y") == best.metrics["y"]
+    assert searcher.best().value("y") == known(best.metrics)["y"]
 
 
-def test_a_sampler_for_a_searcher_with_a_problem_never_reaches_the_trainable(local_ray, tmp_path: Path) -> None:
+def test_a_sampler_for_a_searcher_with_a_problem_never_reaches_the_trainable(local_ray: Any, tmp_path: Path) -> None:
     searcher = RandomSearcher(PROBLEM, [{"t": 1.0}], JsonStore(tmp_path / "store"), "p", seed=0)
     with pytest.raises(ValueError, match="unresolved parameters"):
         fit(searcher, {"extra": tune.uniform(0, 1)}, 2, tmp_path, metric="y", mode="min")
@@ -268,6 +270,6 @@ def test_the_band_scheduler_from_a_param_space_refuses_constants_in_one_line(tmp
     space = {"t": tune.grid_search([1.0, 4.0]), "x": tune.uniform(0, 1), "scale": 2.0}
     with pytest.raises(InvalidInputError, match=r"^param_space: \['scale'\] are constants.*tune.with_parameters"):
         GPTuneBandScheduler.from_param_space(
-            space, tmp_path, "band", task_keys=["t"], metric="y", mode="min", structure=BanditStructure([3, 1], 3)
+            space, tmp_path, "band", task_keys=["t"], metric="y", mode="min", structure=BanditStructure((3, 1), 3)
         )
     assert not (tmp_path / "band.json").exists()  # refused before anything is stored

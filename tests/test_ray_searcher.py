@@ -6,12 +6,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from raytuner.searchers import RandomSearcher  # noqa: E402
+from record_helpers import known, provenance  # noqa: E402
 
 from raytuner.errors import InvalidInputError  # noqa: E402
 from raytuner.problem.space import ProblemSpace  # noqa: E402
@@ -42,7 +44,7 @@ def sometimes_fails(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
 
-def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) -> None:
+def test_tune_run_persists_every_trial_and_resumes(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path)
     searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=1)
     tune.run(
@@ -59,7 +61,7 @@ def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) ->
     assert sorted(r.task_parameter["t"] for r in records) == [0.5] * 3 + [2.0] * 3
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], r.task_parameter["t"]))
-        assert r.raytuner.engine == "random" and r.raytuner.trial_id
+        assert provenance(r).engine == "random" and provenance(r).trial_id
         assert r.machine_configuration["machine_name"] and "ray" in r.software_configuration
 
     # a new searcher on the same store replays the log and continues without repeating points
@@ -79,7 +81,7 @@ def test_tune_run_persists_every_trial_and_resumes(local_ray, tmp_path: Path) ->
     assert len({(r.task_parameter["t"], r.tuning_parameter["x"]) for r in records}) == 10
 
 
-def test_tuner_records_failed_trials_as_failed_evaluations(local_ray, tmp_path: Path) -> None:
+def test_tuner_records_failed_trials_as_failed_evaluations(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path)
     searcher = RandomSearcher(PROBLEM, TASKS, store, "demo", seed=4)
     tuner = tune.Tuner(
@@ -94,10 +96,10 @@ def test_tuner_records_failed_trials_as_failed_evaluations(local_ray, tmp_path: 
     assert len(records) == 8
     failed = [r for r in records if r.status == "failed"]
     assert failed and all(diverges(r.tuning_parameter["x"]) for r in failed)
-    assert all(r.raytuner.failure_message == "trial raised an error" for r in failed)
+    assert all(provenance(r).failure_message == "trial raised an error" for r in failed)
     assert len(results.errors) == len(failed)
     best = results.get_best_result()
-    assert best.metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+    assert known(best.metrics)["y"] == min(r.known_value("y") for r in records if r.status == "ok")
 
 
 def test_a_mode_against_the_objective_is_refused(tmp_path: Path) -> None:
@@ -134,7 +136,7 @@ def test_readme_main_job_runs_and_prints_the_best_per_task(tmp_path: Path) -> No
         assert len(store.evaluations("GPTune-Demo")) == 6
 
 
-def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(local_ray, tmp_path: Path) -> None:
+def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(local_ray: Any, tmp_path: Path) -> None:
     import io
 
     from raytuner.searchers import TuningProgress
@@ -158,7 +160,7 @@ def test_the_progress_callback_shows_each_tasks_progress_through_the_tuner_api(l
     assert any(r.status == "failed" for r in records)  # so the table shows failures too
     for line, task in zip(table[1:], TASKS):
         mine = [r for r in records if r.task_parameter == task]
-        ok = [r.value("y") for r in mine if r.status == "ok"]
+        ok = [r.known_value("y") for r in mine if r.status == "ok"]
         label, evals, failed, cost, best = line.split()
         assert (label, int(evals), int(failed)) == (f"t={task['t']:g}", len(mine), len(mine) - len(ok))
         assert float(cost) == len(mine) and (best == "-" if not ok else float(best) == pytest.approx(min(ok), rel=1e-5))
@@ -184,7 +186,7 @@ def test_without_tables_the_progress_is_a_line_per_pass_and_stage_and_the_table_
     stages = set()
     while not band.finished:
         trial = session.ask()
-        session.tell(trial, {"y": demo_fidelity(trial.config["x"], trial.task["t"], b=trial.fidelity, b_max=4)})
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], trial.task["t"], b=known(trial.fidelity), b_max=4)})
         p = band.progress()
         if not p["finished"]:  # the end is said once, by the table at the end
             stages.add((p["pass"], p["stage"]))

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from record_helpers import provenance
 
 from raytuner.cli import main
 from raytuner.engines import RandomSearch
@@ -75,7 +76,7 @@ def test_a_job_loop_over_the_command_line(meta: Path, tmp_path: Path) -> None:
     assert step.exit_code == 3 and trial == {"status": "FINISHED"}
     stored = JsonStore(tmp_path / "db").evaluations("rcidemo")  # in the store, in order
     assert [r.uid for r in stored] == [uid for _, uid in seen] and len(seen) == 4
-    assert [r.raytuner.trial_id for r in stored] == [tid for tid, _ in seen]
+    assert [provenance(r).trial_id for r in stored] == [tid for tid, _ in seen]
     assert len(JsonStore(tmp_path / "db").models("rcidemo")) == 2  # the MLA fitted twice
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from record_helpers import json_directory, known, provenance
 from repo_data import GPTUNE_DEMO
 
 from raytuner.engines import RandomSearch
@@ -51,7 +53,7 @@ def test_numbers_are_finite_reals_and_nothing_else() -> None:
 @pytest.mark.parametrize(("result", "reason"), BAD_RESULTS)
 def test_a_bad_result_makes_a_failed_record_with_the_reason(result: dict, reason: str) -> None:
     record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, result)
-    assert record.status == "failed" and record.raytuner.failure_message == reason
+    assert record.status == "failed" and provenance(record).failure_message == reason
     assert all(v is None for v in record.evaluation_result.values()) and record.value("y") is None, (
         "a failed record's outputs are null, as GPTune writes them"
     )
@@ -60,7 +62,7 @@ def test_a_bad_result_makes_a_failed_record_with_the_reason(result: dict, reason
 
 def test_a_long_bad_value_is_shortened_in_the_reason() -> None:
     record = FunctionEvaluation.create({}, {"x": 0.5}, {"y": "z" * 500})
-    assert record.status == "failed" and len(record.raytuner.failure_message) < 100
+    assert record.status == "failed" and len(known(provenance(record).failure_message)) < 100
 
 
 # -- records read from a GPTune file ---------------------------------------------------------------
@@ -77,7 +79,7 @@ def test_a_gptune_record_holding_no_number_is_read_as_failed(tmp_path: Path) -> 
 
     records = JsonStore(tmp_path).evaluations("GPTune-Demo")
     assert len(records) == 70
-    failed = {i: r.raytuner.failure_message for i, r in enumerate(records) if r.status != "ok"}
+    failed = {i: provenance(r).failure_message for i, r in enumerate(records) if r.status != "ok"}
     assert failed == {3: "y: 'oops' is not a number", 5: "y: True is not a number", 7: "y: no value"}
     assert records[3].evaluation_result == {"y": "oops"}  # the data is kept as read
     assert all(r.value("y") is None for i, r in enumerate(records) if i in failed)
@@ -111,7 +113,7 @@ def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result
     record = session.tell(trial, result)
     stored = JsonStore(tmp_path).evaluations("demo")
     assert [r.uid for r in stored] == [record.uid]
-    assert stored[0].status == "failed" and stored[0].raytuner.failure_message == reason
+    assert stored[0].status == "failed" and provenance(stored[0]).failure_message == reason
     assert not session.pending and session.best({"t": 1.0}) is None
     good = session.ask()  # the engine goes on
     assert session.tell(good, {"y": 0.5}).status == "ok"
@@ -121,7 +123,7 @@ def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result
 def test_a_session_stores_a_result_that_is_no_mapping_as_failed(tmp_path: Path) -> None:
     session = TuningSession(PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), JsonStore(tmp_path), "demo")
     record = session.tell(session.ask(), "fast")  # type: ignore[arg-type]
-    assert record.status == "failed" and "not a mapping" in record.raytuner.failure_message
+    assert record.status == "failed" and "not a mapping" in known(provenance(record).failure_message)
     assert JsonStore(tmp_path).evaluations("demo")[0].status == "failed"
 
 
@@ -130,7 +132,7 @@ def test_a_session_stores_a_result_that_is_no_mapping_as_failed(tmp_path: Path) 
 SERVICE_META = {"tuning_problem_name": "records_demo", "problem_space": DEMO_PROBLEM}
 
 
-def test_the_service_stores_a_bad_result_as_a_failed_record(server) -> None:
+def test_the_service_stores_a_bad_result_as_a_failed_record(server: Any) -> None:
     import grpc  # noqa: PLC0415 - only the service tests pay for gRPC
 
     from raytuner.client.remote import RemoteTuner  # noqa: PLC0415
@@ -140,15 +142,16 @@ def test_the_service_stores_a_bad_result_as_a_failed_record(server) -> None:
     key = server.keys.create("alice")
     with RemoteTuner(server.address, key, timeout=20, backoff=0.05) as tuner:
         tuner.create_session(SERVICE_META, "random", tasks=[{"t": 1.0}], seed=0, max_evaluations=6)
-        fast, missing, nan = tuner.ask(), tuner.ask(), tuner.ask()
+        fast, missing, nan = known(tuner.ask()), known(tuner.ask()), known(tuner.ask())
         told = [tuner.tell(fast, {"y": "fast"}), tuner.tell(missing, {"y": None}), tuner.tell(nan, {"y": float("nan")})]
         assert all(t.failed and not t.duplicate for t in told)
         assert tuner.tell(nan, {"y": float("nan")}).duplicate  # a retry is the same failed record
         # the objective loop: a mapping holding no number is a failed trial, and the loop goes on
-        assert tuner.run(lambda config, task, fidelity: {"y": "fast"}, max_trials=1) == 1
+        not_a_number: Any = {"y": "fast"}
+        assert tuner.run(lambda config, task, fidelity: not_a_number, max_trials=1) == 1
 
         # the raw protocol: a NaN or infinite output is a result too, stored as a failed record
-        trial = tuner.ask()
+        trial = known(tuner.ask())
         with grpc.insecure_channel(server.address) as channel:
             stub = pb_grpc.TuningServiceStub(channel)
             answer = stub.Tell(
@@ -160,7 +163,9 @@ def test_the_service_stores_a_bad_result_as_a_failed_record(server) -> None:
         info = tuner.session()
         assert info["evaluations"] == 5 and info["failed"] == 5 and info["pending"] == 0
 
-    reasons = [r.raytuner.failure_message for r in JsonStore(server.store.directory).evaluations("records_demo")]
+    reasons = [
+        provenance(r).failure_message for r in JsonStore(json_directory(server.store)).evaluations("records_demo")
+    ]
     assert reasons == [
         "y: 'fast' is not a number",
         "y: no value",
@@ -186,7 +191,7 @@ def fast_at_the_low_fidelity(config: dict) -> None:
 
 
 @pytest.mark.slow
-def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_path: Path) -> None:
+def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray: Any, tmp_path: Path) -> None:
     from ray import tune  # noqa: PLC0415
     from raytuner.searchers import RandomSearcher  # noqa: PLC0415
 
@@ -205,12 +210,12 @@ def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_
     assert len(records) == 4
     failed = [r for r in records if r.status == "failed"]
     assert [r.task_parameter["t"] for r in failed] == [0.5, 0.5]
-    assert {r.raytuner.failure_message for r in failed} == {"y: 'fast' is not a number"}
+    assert {provenance(r).failure_message for r in failed} == {"y: 'fast' is not a number"}
     assert all(r.status == "ok" and r.value("y") is not None for r in records if r.task_parameter["t"] == 2.0)
 
 
 @pytest.mark.slow
-def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp_path: Path) -> None:
+def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray: Any, tmp_path: Path) -> None:
     from ray import tune  # noqa: PLC0415
     from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
 
@@ -241,7 +246,9 @@ def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray, tmp
     )
     records = JsonStore(tmp_path / "store").evaluations("band_demo")
     assert records and scheduler.engine.finished
-    low = [r for r in records if r.raytuner.fidelity == 1]
-    assert low and all(r.status == "failed" and r.raytuner.failure_message == "y: 'fast' is not a number" for r in low)
-    assert all(r.status == "ok" for r in records if r.raytuner.fidelity == 2)
-    assert not any(r.raytuner.rung for r in records)  # a failed evaluation is never promoted
+    low = [r for r in records if provenance(r).fidelity == 1]
+    assert low and all(
+        r.status == "failed" and provenance(r).failure_message == "y: 'fast' is not a number" for r in low
+    )
+    assert all(r.status == "ok" for r in records if provenance(r).fidelity == 2)
+    assert not any(provenance(r).rung for r in records)  # a failed evaluation is never promoted

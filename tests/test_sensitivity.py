@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-from raytuner.analysis import SurrogateModel, reduce_space, sobol_analysis, surrogate_from_records
+from raytuner.analysis import SensitivityResult, SurrogateModel, reduce_space, sobol_analysis, surrogate_from_records
 from raytuner.errors import InvalidInputError
 from raytuner.models import FittedLCM, LCMOptions
 from raytuner.models.executors import InlineExecutor
@@ -73,7 +75,7 @@ mixed = mixed12
 
 
 @pytest.fixture(scope="module")
-def mixed_result():
+def mixed_result() -> SensitivityResult:
     configs = sample_configurations(MIXED, {}, 200, seed=3)
     records = [FunctionEvaluation.create({}, c, {"runtime": mixed(c)}) for c in configs]
     records.append(FunctionEvaluation.create({}, configs[0], failure="out of memory"))
@@ -82,7 +84,7 @@ def mixed_result():
     return sobol_analysis(model, num_samples=1024, seed=0)
 
 
-def test_important_parameters_stand_out(mixed_result) -> None:
+def test_important_parameters_stand_out(mixed_result: SensitivityResult) -> None:
     important = {"x0", "nb", "alg"}
     low = min(mixed_result.ST[p] for p in important)
     assert max(mixed_result.ST[p] for p in mixed_result.parameters if p not in important) < 0.02, mixed_result.table(3)
@@ -94,7 +96,7 @@ def test_important_parameters_stand_out(mixed_result) -> None:
     assert rows["nb"][1:3] == ["Integer", "[1,8]"] and rows["alg"][1:4] == ["Categorical", "3", "choices"]
 
 
-def test_reduce_space_keeps_exactly_the_important_parameters(mixed_result) -> None:
+def test_reduce_space_keeps_exactly_the_important_parameters(mixed_result: SensitivityResult) -> None:
     defaults = {f"x{i}": 0.5 for i in range(10)} | {"nb": 4, "alg": "lu"}
     reduced, fixed = reduce_space(MIXED, mixed_result, threshold=0.05, defaults=defaults)
     assert reduced.parameter_space.names == ["x0", "nb", "alg"]
@@ -137,7 +139,7 @@ def test_reduce_space_substitutes_fixed_values_into_constraints() -> None:
     assert info.value.field == "constraints.only_fixed"
 
 
-def _result(names: list[str], st: list[float]):
+def _result(names: list[str], st: list[float]) -> SensitivityResult:
     from raytuner.analysis import SensitivityResult
 
     zeros = {n: 0.0 for n in names}
@@ -174,11 +176,11 @@ def two_task_model() -> SurrogateModel:
     )
 
 
-def test_predict_is_one_vectorised_call(two_task_model: SurrogateModel, monkeypatch) -> None:
+def test_predict_is_one_vectorised_call(two_task_model: SurrogateModel, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     original = two_task_model.fitted.predict
 
-    def counting(task: int, X: np.ndarray):
+    def counting(task: int, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         calls.append(len(X))
         return original(task, X)
 
@@ -233,13 +235,13 @@ def test_predict_matches_fitted_lcm_and_gpy(two_task_model: SurrogateModel) -> N
 
 
 # -- bad input ------------------------------------------------------------------------------------------
-def _field(call) -> str:
+def _field(call: Callable[[], object]) -> str:
     with pytest.raises(InvalidInputError) as info:
         call()
     return info.value.field
 
 
-def test_bad_inputs_name_the_field(two_task_model: SurrogateModel, mixed_result) -> None:
+def test_bad_inputs_name_the_field(two_task_model: SurrogateModel, mixed_result: SensitivityResult) -> None:
     problem = two_task_model.problem
     records = [FunctionEvaluation.create({"t": 1.0}, {"x": 0.5, "k": 2}, {"y": 1.0})]
     assert _field(lambda: surrogate_from_records(problem, records, objective="runtime")) == "objective"
@@ -251,14 +253,17 @@ def test_bad_inputs_name_the_field(two_task_model: SurrogateModel, mixed_result)
     assert _field(lambda: two_task_model.predict(np.ones((2, 3)))) == "points"
     assert _field(lambda: two_task_model.predict(np.full((1, 2), 1.5))) == "points"
     assert _field(lambda: two_task_model.predict(np.zeros((1, 2)), task={"t": 0.3})) == "task"
+    bad: Any  # each a wrong number of samples
     for bad in (1000, 0, -8, 3.0, True):
         with pytest.raises(InvalidInputError, match="power of two") as info:
             sobol_analysis(two_task_model, num_samples=bad)
         assert info.value.field == "num_samples"
     defaults = {f"x{i}": 0.5 for i in range(10)} | {"nb": 4, "alg": "lu"}
+    threshold: Any  # each a wrong threshold
     for threshold in (-0.1, 1.5, float("nan"), "0.1"):
         assert _field(lambda: reduce_space(MIXED, mixed_result, threshold, defaults)) == "threshold"
-    assert _field(lambda: reduce_space(MIXED, mixed_result, 0.05, defaults, index="S2")) == "index"
+    s2: Any = "S2"  # not an index reduce_space takes
+    assert _field(lambda: reduce_space(MIXED, mixed_result, 0.05, defaults, index=s2)) == "index"
     missing = {k: v for k, v in defaults.items() if k != "x7"}
     with pytest.raises(InvalidInputError, match="x7") as info:
         reduce_space(MIXED, mixed_result, 0.05, missing)
@@ -285,7 +290,7 @@ def test_records_over_several_tasks_need_a_task() -> None:
     assert info.value.field == "records"
 
 
-def test_constant_surrogate_gives_zero_indices(caplog) -> None:
+def test_constant_surrogate_gives_zero_indices(caplog: pytest.LogCaptureFixture) -> None:
     problem = ProblemSpace.parse(
         {
             "parameter_space": [

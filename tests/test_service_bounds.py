@@ -148,9 +148,12 @@ def test_a_fit_started_while_another_runs_gets_pool_workers_at_once() -> None:
     try:
         pool.warm(wait=True)  # every worker started
         done: list[float] = []
-        busy = threading.Thread(
-            target=lambda: (pool.map(time.sleep, [6.0] * 4, timeout=120), done.append(time.monotonic()))
-        )
+
+        def sleep_on_every_worker() -> None:
+            pool.map(time.sleep, [6.0] * 4, timeout=120)
+            done.append(time.monotonic())
+
+        busy = threading.Thread(target=sleep_on_every_worker)
         busy.start()
         time.sleep(0.5)  # its first two items hold two workers; two more wait for them, not in the pool
         assert pool.map(math.sqrt, [4.0, 9.0], timeout=120) == [2.0, 3.0]
@@ -185,7 +188,7 @@ def test_one_keys_heavy_ask_is_bounded_and_does_not_stall_another_key(
 
         worker = threading.Thread(target=ask_heavy)
         worker.start()
-        latencies = []
+        latencies: list[float] = []
         while worker.is_alive() or not latencies:
             began = time.perf_counter()
             trial = light.ask()

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import json_directory
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from raytuner.searchers import ServiceCallback  # noqa: E402
+from record_helpers import known, provenance  # noqa: E402
 
 from raytuner.client import RemoteSource  # noqa: E402
 from raytuner.client.remote import RemoteTuner  # noqa: E402
@@ -56,14 +58,16 @@ def test_ray_trials_reach_the_repository_and_feed_transfer_learning(
         raise_on_failed_trial=False,
         verbose=0,
     )
-    records = JsonStore(server.store.directory).evaluations("ray_source")
+    records = JsonStore(json_directory(server.store)).evaluations("ray_source")
     assert len(records) == 10 and callback.sent == 10 and not callback.unsent
     failed = [r for r in records if r.status != "ok"]
-    assert [r.tuning_parameter["x"] for r in failed] == [0.9] and "diverged" in failed[0].raytuner.failure_message
+    assert [r.tuning_parameter["x"] for r in failed] == [0.9] and "diverged" in known(
+        provenance(failed[0]).failure_message
+    )
     ok = {r.tuning_parameter["x"]: r for r in records if r.status == "ok"}
     assert ok[0.3].value("y") == pytest.approx(demo(0.3, 0.8)) and ok[0.3].task_parameter == {"t": 0.8}
     assert ok[0.3].machine_configuration["machine_name"] == "laptop"
-    assert ok[0.3].raytuner.machine["host"] == socket.gethostname()
+    assert known(provenance(ok[0.3]).machine)["host"] == socket.gethostname()
     assert all(k == "machine_name" or "nodes" in v for k, v in ok[0.3].machine_configuration.items())
     assert ok[0.3].software_configuration["ray"]["version_str"] == ray.__version__
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from record_helpers import known, provenance
 
 from raytuner.cli import main
 from raytuner.client.remote import RemoteTuner, ServiceError
@@ -164,6 +165,7 @@ def test_keys_and_serve(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [*RAYTUNER, "serve", "--store", store, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    assert process.stdout is not None and process.stderr is not None
     try:
         line = process.stdout.readline()
         found = re.search(r"on (127\.0\.0\.1:\d+) ", line)
@@ -213,7 +215,7 @@ def test_example_job_script(server: TuningServer, env: dict[str, str]) -> None:
     records = server.store.evaluations("blocked_matmul")
     assert all(
         r.additional_output.get("job") == "local"
-        and r.raytuner.machine.get("host")
+        and known(provenance(r).machine).get("host")
         and "numpy" in r.software_configuration
         for r in records
     )

@@ -10,8 +10,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from record_helpers import known
 
 from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
 from raytuner.errors import InvalidInputError, RaytunerError
@@ -60,7 +62,7 @@ def test_ask_tell_and_session(tuner: RemoteTuner) -> None:
     with pytest.raises(ServiceError) as info:  # another result: refused
         tuner.tell(trial, {"y": 123.0})
     assert info.value.code == "FAILED_PRECONDITION"
-    failed = tuner.tell(tuner.ask(), failure="segfault")
+    failed = tuner.tell(known(tuner.ask()), failure="segfault")
     assert failed.failed
     info_ = tuner.session()
     assert info_["evaluations"] == 2 and info_["failed"] == 1 and info_["pending"] == 0
@@ -78,16 +80,16 @@ def test_ask_tell_and_session(tuner: RemoteTuner) -> None:
 
 def test_ask_is_idempotent_with_a_trial_id(tuner: RemoteTuner) -> None:
     tuner.create_session(META, "random", tasks=TASKS, seed=1)
-    first = tuner.ask(trial_id="job-17.trial-1")
+    first = known(tuner.ask(trial_id="job-17.trial-1"))
     assert tuner.ask(trial_id="job-17.trial-1") == first and first.trial_id == "job-17.trial-1"
-    assert tuner.ask().trial_id != first.trial_id
+    assert known(tuner.ask()).trial_id != first.trial_id
 
 
 def test_run_loop_until_finished(tuner: RemoteTuner) -> None:
     tuner.create_session(META, "random", tasks=TASKS, seed=2, max_evaluations=6)
     calls = []
 
-    def objective(config: dict, task: dict, fidelity: float | None) -> object:
+    def objective(config: dict[str, Any], task: dict[str, Any], fidelity: float | None) -> float:
         calls.append(task["t"])
         if len(calls) == 2:
             raise RuntimeError("compile failed")
@@ -111,8 +113,9 @@ def test_run_maps_numbers_to_the_output(server: TuningServer, key: str, tuner: R
     with RemoteTuner(server.address, key, session_id=session_id) as other:
         assert other.output_names() == ["y"]  # a number goes to the only output
         assert other.run(lambda c, t, fid: 1.0, max_trials=1) == 1
+        not_a_result: Any = "fast"
         with pytest.raises(RaytunerError, match="objective"):  # neither a number nor a mapping
-            other.run(lambda c, t, fid: "fast")
+            other.run(lambda c, t, fid: not_a_result)
         assert other.run(lambda c, t, fid: 1.0, max_trials=1, output="y") == 1
         with pytest.raises(ServiceError) as info:  # a wrong name: told failed, then raised
             other.run(lambda c, t, fid: {"z": 1.0})
@@ -123,7 +126,7 @@ def test_run_maps_numbers_to_the_output(server: TuningServer, key: str, tuner: R
 
 def test_wait_while_trials_are_pending(tuner: RemoteTuner) -> None:
     tuner.create_session(META, "random", tasks=[{"t": 1}], max_evaluations=2)
-    pending = [tuner.ask(), tuner.ask()]
+    pending = [known(tuner.ask()), known(tuner.ask())]
     assert tuner.ask(wait=False) is None and not tuner.finished  # budget handed out: WAIT
     timer = threading.Timer(0.3, lambda: [tuner.tell(t, {"y": 1.0}) for t in pending])
     timer.start()
@@ -191,7 +194,7 @@ def test_ask_and_tell_across_a_server_restart(tmp_path: Path, reserved_port: int
     key = server.keys.create("alice")
     with RemoteTuner(server.address, key, timeout=5, retries=8, backoff=0.1) as client:
         client.create_session(META, "random", tasks=TASKS, max_evaluations=3)
-        trial = client.ask()
+        trial = known(client.ask())
         server.stop(grace=0)
         restarted = TuningServer(tmp_path / "store", port=port)
         timer = threading.Timer(0.8, restarted.start)
@@ -228,7 +231,7 @@ def test_the_api_key_is_never_logged(
     caplog.set_level(logging.DEBUG)
     with RemoteTuner(server.address, key) as client:
         client.create_session(META, "random", tasks=TASKS)
-        client.tell(client.ask(), {"y": 1.0})
+        client.tell(known(client.ask()), {"y": 1.0})
         assert key not in repr(client)
     with RemoteTuner(f"127.0.0.1:{reserved_port}", key, timeout=0.5, retries=1, backoff=0.01) as client:
         with pytest.raises(ServiceError) as info:

@@ -11,6 +11,7 @@ pending trial must be tellable and every acknowledged record must be there.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 import grpc
 import pytest
 from click.testing import CliRunner
+from record_helpers import provenance
 from store_helpers import DAMAGE, DEEP, ShortWrites
 
 from raytuner.cli import main
@@ -83,8 +85,9 @@ def _work(client: Client, acked: Acknowledged, sessions: int = SESSIONS, refused
     """Create sessions, ask ``ASKED`` trials of each and tell ``TOLD`` of them, recording what was acknowledged."""
     for s in range(sessions):
         created = _retrying(
-            lambda s=s: client.CreateSession(
-                pb.CreateSessionRequest(problem_json=json.dumps(META), engine="random", seed=11 + s)
+            functools.partial(
+                client.CreateSession,
+                pb.CreateSessionRequest(problem_json=json.dumps(META), engine="random", seed=11 + s),
             ),
             refused,
         )
@@ -93,16 +96,14 @@ def _work(client: Client, acked: Acknowledged, sessions: int = SESSIONS, refused
         acked.asked[sid], acked.told[sid] = [], {}
         for t in range(ASKED):
             trial_id = f"s{s}-t{t}"
-            answer = _retrying(
-                lambda sid=sid, trial_id=trial_id: client.Ask(pb.AskRequest(session_id=sid, trial_id=trial_id)), refused
-            )
+            answer = _retrying(functools.partial(client.Ask, pb.AskRequest(session_id=sid, trial_id=trial_id)), refused)
             assert answer.status == pb.AskResponse.TRIAL
             acked.asked[sid].append(trial_id)
             if t < TOLD:
                 value = json.loads(answer.config_json)["x"]
                 _retrying(
-                    lambda sid=sid, trial_id=trial_id, value=value: client.Tell(
-                        pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": value})
+                    functools.partial(
+                        client.Tell, pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": value})
                     ),
                     refused,
                 )
@@ -142,13 +143,13 @@ def _lost_after_restart(store: Path, acked: Acknowledged) -> dict[str, int]:
                     continue  # a pending trial must still be tellable
                 try:
                     _retrying(
-                        lambda sid=sid, trial_id=trial_id: client.Tell(
-                            pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": 0.5})
+                        functools.partial(
+                            client.Tell, pb.TellRequest(session_id=sid, trial_id=trial_id, outputs={"y": 0.5})
                         )
                     )
                 except grpc.RpcError:
                     lost["asks"] += 1
-        stored = {r.raytuner.trial_id: r.evaluation_result["y"] for r in JsonStore(store).evaluations(PROBLEM)}
+        stored = {provenance(r).trial_id: r.evaluation_result["y"] for r in JsonStore(store).evaluations(PROBLEM)}
         lost["tells"] += sum(stored.get(t) != v for told in acked.told.values() for t, v in told.items())
     finally:
         client.close()
@@ -241,11 +242,11 @@ def test_a_damaged_gptune_file_is_read_around_and_repaired(tmp_path: Path, kind:
     writer.compact(PROBLEM)  # every told record into the GPTune file
     writer.close()
     path = store / f"{PROBLEM}.json"
-    stored = [r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)]
+    stored = [provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)]
     _damage_a_record(path, kind)
     hit = stored[1]  # the record on the damaged line
     intact = [t for t in stored if t != hit] if kind != "torn" else stored[:1]
-    assert [r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)] == intact
+    assert [provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)] == intact
 
     with pytest.raises(StoreError, match=f"damaged .*`raytuner history repair {store} {PROBLEM}`"):
         JsonStore(store).append(PROBLEM, JsonStore(store).evaluations(PROBLEM)[0])
@@ -255,7 +256,7 @@ def test_a_damaged_gptune_file_is_read_around_and_repaired(tmp_path: Path, kind:
     assert kept and kept[0]["file"] == path.name and "offset" in kept[0]
     if kind in ("bad_utf8", "nul"):
         assert kept[0]["line_base64" if kind == "bad_utf8" else "line"].encode() != b""
-    assert [r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)] == intact
+    assert [provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)] == intact
     # the told records on the lost lines are in the quarantine; re-telling them is what a client's retry does
     for sid in acked.sessions:
         acked.told[sid] = {t: v for t, v in acked.told[sid].items() if t in intact}
@@ -332,7 +333,7 @@ def test_a_gptune_file_emptied_while_the_server_runs_is_rewritten_and_loses_noth
         path.write_bytes(b"")  # emptied behind the server's back
         _tell_more(client, acked, acked.sessions[0], 3)
         # as a kill -9 now would leave it: a reader finds every acknowledged record, the file whole again
-        stored = {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)}
+        stored = {provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)}
         assert stored == {t for told in acked.told.values() for t in told}
         assert (store / f"{PROBLEM}.json.corrupt").exists()  # the emptied file is on record
     finally:
@@ -350,7 +351,7 @@ def test_an_emptied_gptune_file_is_damage_that_repair_rebuilds_from_the_journal(
     writer = JsonStore(store)
     writer.compact(PROBLEM)
     writer.close()
-    compacted = {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)}
+    compacted = {provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)}
     server = TuningServer(store, port=0)
     server.start()
     client = Client(server.address, acked.key)
@@ -364,7 +365,7 @@ def test_an_emptied_gptune_file_is_damage_that_repair_rebuilds_from_the_journal(
     path = store / f"{PROBLEM}.json"
     path.write_bytes(b"")  # emptied while no writer runs: its records are gone with it
     journaled = {t for t in acked.told[sid] if t not in compacted}
-    assert {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)} == journaled
+    assert {provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)} == journaled
     with pytest.raises(StoreError, match=f"damaged .*`raytuner history repair {store} {PROBLEM}`"):
         JsonStore(store).append(PROBLEM, JsonStore(store).evaluations(PROBLEM)[0])
     result = CliRunner().invoke(main, ["history", "repair", str(store), PROBLEM])
@@ -372,6 +373,6 @@ def test_an_emptied_gptune_file_is_damage_that_repair_rebuilds_from_the_journal(
     assert f"kept {len(journaled)} evaluations; moved 1 damaged line(s)" in result.output
     kept = [json.loads(line) for line in (store / f"{PROBLEM}.json.corrupt").read_text().splitlines()]
     assert [(k["file"], k["offset"], k["reason"]) for k in kept] == [(path.name, 0, "the file is empty")]
-    assert {r.raytuner.trial_id for r in JsonStore(store).evaluations(PROBLEM)} == journaled
+    assert {provenance(r).trial_id for r in JsonStore(store).evaluations(PROBLEM)} == journaled
     acked.told[sid] = {t: v for t, v in acked.told[sid].items() if t in journaled}  # the rest went with the file
     assert _lost_after_restart(store, acked) == {"sessions": 0, "asks": 0, "tells": 0}

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from click.testing import CliRunner
+from record_helpers import json_directory, known
 
 from raytuner.cli import main
 from raytuner.client.channel import ServiceChannel, ServiceError
@@ -46,7 +47,7 @@ class Caller:
 
     def __init__(self, server: TuningServer, name: str) -> None:
         self.key = server.keys.create(name)
-        self.key_id = server.keys.verify(self.key).key_id
+        self.key_id = known(server.keys.verify(self.key)).key_id
         self.channel = grpc.insecure_channel(server.address)
         self.stub = pb_grpc.TuningServiceStub(self.channel)
 
@@ -100,7 +101,9 @@ def test_machine_names_keys_and_key_names_refuse_a_trailing_newline(server: Tuni
     assert server.keys.verify(key + "\n") is None
     with pytest.raises(InvalidInputError, match="key name"):
         server.keys.create("alice\n")
-    result = CliRunner().invoke(main, ["keys", "create", "--store", str(server.store.directory), "--name", "bob\n"])
+    result = CliRunner().invoke(
+        main, ["keys", "create", "--store", str(json_directory(server.store)), "--name", "bob\n"]
+    )
     assert result.exit_code == 2 and "name" in result.output
 
 

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
+from record_helpers import known
 
 from raytuner.cli import main
 from raytuner.client.remote import RemoteTrial, RemoteTuner, ServiceError
@@ -290,6 +291,7 @@ def test_a_heartbeat_loop_ends_at_once_on_sigterm_also_while_its_server_is_down(
         trial = tuner.ask()
         assert trial is not None
         session_id = tuner.session_id
+    assert session_id is not None
     env = {**os.environ, "RAYTUNER_SERVER": server.address, "RAYTUNER_API_KEY": key, "RAYTUNER_SESSION": session_id}
     loop = subprocess.Popen(
         [*RAYTUNER, "heartbeat", "--trial", trial.trial_id, "--every", "0.2"],
@@ -441,7 +443,7 @@ def test_a_grantee_cannot_take_a_tells_uid_before_the_tell(tmp_path: Path) -> No
         alice, bob = server.keys.create("alice"), server.keys.create("bob")
         with RemoteTuner(server.address, alice, timeout=20) as tuner:
             session_id = tuner.create_session(META, "random", tasks=[TASK], seed=3)
-            tuner.grant_access("leases", server.keys.verify(bob).key_id)
+            tuner.grant_access("leases", known(server.keys.verify(bob)).key_id)
             trial = tuner.ask(trial_id="array-7")
             assert trial is not None
             squat = FunctionEvaluation.create(TASK, trial.config, {"y": -1e9}).to_dict()

@@ -22,6 +22,7 @@ from typing import Any
 
 import pymongo
 import pytest
+from record_helpers import known
 
 from raytuner.client.remote import RemoteTuner
 from raytuner.service.server import TuningServer
@@ -119,7 +120,7 @@ def test_a_second_server_on_a_json_store_refuses_and_a_killed_ones_restart_is_pr
 def database(mongo_uri: str) -> Iterator[str]:
     name = f"one_server_{uuid.uuid4().hex}"
     yield name
-    with pymongo.MongoClient(mongo_uri) as client:
+    with pymongo.MongoClient[dict[str, Any]](mongo_uri) as client:
         client.drop_database(name)
 
 
@@ -134,11 +135,11 @@ def test_a_second_server_on_a_mongodb_store_refuses_and_a_killed_ones_restart_is
     except BaseException:
         first.stop(signal.SIGKILL)
         raise
-    with pymongo.MongoClient(mongo_uri) as client:
+    with pymongo.MongoClient[dict[str, Any]](mongo_uri) as client:
         leases = client[database][LEASE_COLLECTION]
 
         def holds_the_lease(server: Serve) -> None:
-            assert leases.find_one()["pid"] == server.process.pid
+            assert known(leases.find_one())["pid"] == server.process.pid
 
         _restarted_after_kill_9(first, store, session_id, holds_the_lease)
         assert leases.count_documents({}) == 0  # a stopped server deleted its lease

@@ -47,7 +47,7 @@ def build_store(
     rng = random.Random(7)
     ids = []
     for s in range(sessions):
-        meta = {"tuning_problem_name": f"restart{s % problems}", "problem_space": DEMO_PROBLEM}
+        meta: dict[str, Any] = {"tuning_problem_name": f"restart{s % problems}", "problem_space": DEMO_PROBLEM}
         task = {"t": float(s % 7 + 1)}
         session_id = manager.create(owner, meta, "random", tasks=[task], seed=s + 1).session_id
         told = []

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 from click.testing import CliRunner
+from record_helpers import known
 
 from raytuner.cli import main as cli
 from raytuner.protocol.v1 import tuning_pb2 as pb
@@ -66,7 +67,7 @@ def test_a_revoke_from_a_lagging_clock_revokes_the_key(request: pytest.FixtureRe
     mongo_store = request.getfixturevalue(kind)  # a standalone server, then a replica set (cluster time)
     keys = ApiKeys(mongo_store.ledger())
     key = keys.create("alice")
-    key_id = keys.verify(key).key_id
+    key_id = known(keys.verify(key)).key_id
     other = MongoStore(mongo_store.uri, database=mongo_store.database)  # the CLI's process
     try:
         with lagging:
@@ -83,7 +84,7 @@ def test_a_revoke_written_before_its_key_still_revokes(mongo_store: MongoStore) 
     """Ledgers written by an earlier release ordered appends by the writer's clock: the revoke may come first."""
     keys = ApiKeys(mongo_store.ledger())
     key = keys.create("alice")
-    key_id = keys.verify(key).key_id
+    key_id = known(keys.verify(key)).key_id
     collection = mongo_store.client[mongo_store.database]["service_keys"]
     collection.insert_one({"key_id": key_id, "revoke": True, "time": 0.0, "_order": 1})  # an old release's order
     keys.refresh()
@@ -123,7 +124,7 @@ def test_a_running_server_sees_a_lagging_cli_revoke(mongo_store: MongoStore, uri
             return grpc.StatusCode.OK
 
         assert listing(key) == grpc.StatusCode.OK
-        key_id = server.keys.verify(key).key_id
+        key_id = known(server.keys.verify(key)).key_id
         with lagging:
             result = CliRunner().invoke(cli, ["keys", "revoke", "--mongodb", uri, key_id])
         assert result.exit_code == 0, result.output

@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from record_helpers import json_directory, known, provenance
 
 from raytuner.crowd.keys import parse_key
 from raytuner.protocol.v1 import tuning_pb2 as pb
@@ -19,7 +20,7 @@ from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 from raytuner.service.server import TuningServer
 from raytuner.store import JsonStore
 
-META = {
+META: dict[str, Any] = {
     "tuning_problem_name": "svc_demo",
     "problem_space": {
         "input_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
@@ -44,6 +45,7 @@ class Client:
         else:
             self.channel = grpc.secure_channel(address, credentials, options=list(channel_options.items()))
         self.stub = pb_grpc.TuningServiceStub(self.channel)
+        self.key = key
         self.metadata = (("x-api-key", key),) if key else ()
 
     def __getattr__(self, name: str) -> Any:
@@ -101,8 +103,8 @@ def test_ask_tell_best_and_budget(alice: Client, server: TuningServer) -> None:
     assert alice.Ask(pb.AskRequest(session_id=session.session_id)).status == pb.AskResponse.FINISHED
     got = alice.GetSession(pb.GetSessionRequest(session_id=session.session_id))
     assert (got.evaluations, got.failed, got.pending, got.finished) == (4, 0, 0, True)
-    records = JsonStore(server.store.directory).evaluations("svc_demo")
-    best = min(records, key=lambda r: r.value("y"))
+    records = JsonStore(json_directory(server.store)).evaluations("svc_demo")
+    best = min(records, key=lambda r: r.known_value("y"))
     assert got.best[0].uid == best.uid and got.best[0].outputs["y"] == best.value("y")
     assert json.loads(got.best[0].task_json) == {"t": 1.0}
     assert [s.session_id for s in alice.ListSessions(pb.ListSessionsRequest()).sessions] == [session.session_id]
@@ -118,12 +120,12 @@ def test_tell_is_durable_idempotent_and_failures_are_records(alice: Client, serv
         machine_json=json.dumps({"machine_name": "perlmutter"}),
     )
     first = alice.Tell(tell)
-    records = JsonStore(server.store.directory).evaluations("svc_demo")  # durable when acknowledged
+    records = JsonStore(json_directory(server.store)).evaluations("svc_demo")  # durable when acknowledged
     assert [r.uid for r in records] == [first.uid]
     assert records[0].machine_configuration == {"machine_name": "perlmutter"}
     again = alice.Tell(tell)  # a retry
     assert (again.uid, again.duplicate) == (first.uid, True)
-    assert len(JsonStore(server.store.directory).evaluations("svc_demo")) == 1
+    assert len(JsonStore(json_directory(server.store)).evaluations("svc_demo")) == 1
     code, message = code_of(
         lambda: alice.Tell(pb.TellRequest(session_id=session.session_id, trial_id=answer.trial_id, outputs={"y": 2.5}))
     )
@@ -133,8 +135,8 @@ def test_tell_is_durable_idempotent_and_failures_are_records(alice: Client, serv
         pb.TellRequest(session_id=session.session_id, trial_id=failing.trial_id, failure="segfault in the solver")
     )
     assert told.failed
-    record = JsonStore(server.store.directory).evaluations("svc_demo")[-1]
-    assert record.status != "ok" and record.raytuner.failure_message == "segfault in the solver"
+    record = JsonStore(json_directory(server.store)).evaluations("svc_demo")[-1]
+    assert record.status != "ok" and provenance(record).failure_message == "segfault in the solver"
 
 
 def test_ask_with_client_trial_id_is_idempotent(alice: Client) -> None:
@@ -227,14 +229,14 @@ def test_keys_owners_and_revocation(server: TuningServer, alice: Client) -> None
         for client in (nobody, forged):
             code, message = code_of(lambda: client.Ask(pb.AskRequest(session_id=sid)))
             assert code == Code.UNAUTHENTICATED and "x-api-key" in message
-        key_id = server.keys.verify(bob.metadata[0][1]).key_id
+        key_id = known(server.keys.verify(bob.key)).key_id
         server.keys.revoke(key_id)
         assert code_of(lambda: bob.ListSessions(pb.ListSessionsRequest()))[0] == Code.UNAUTHENTICATED
     finally:
         for client in (bob, nobody, forged):
             client.close()
-    stored = (Path(server.store.directory) / ".service" / "keys.jsonl").read_text()
-    secret = parse_key(alice.metadata[0][1])[1]  # the key's format, not a split: secrets hold "_"
+    stored = (json_directory(server.store) / ".service" / "keys.jsonl").read_text()
+    secret = known(parse_key(known(alice.key)))[1]  # the key's format, not a split: secrets hold "_"
     assert secret not in stored  # only salted hashes are kept
 
 
@@ -261,7 +263,7 @@ def test_sessions_and_pending_trials_survive_a_restart(tmp_path: Path, reserved_
         assert not told.duplicate
         run_trials(client, session.session_id, 2)  # the model phase goes on
         records = JsonStore(tmp_path / "store").evaluations("svc_demo")
-        assert len(records) == 6 and len({r.raytuner.trial_id for r in records}) == 6
+        assert len(records) == 6 and len({provenance(r).trial_id for r in records}) == 6
     finally:
         client.close()
         second.stop(grace=0)

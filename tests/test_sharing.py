@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from record_helpers import provenance
 
 from raytuner.engines import MLA, GPTuneBand
 from raytuner.engines.base import Engine
@@ -73,7 +74,7 @@ def test_a_task_unlike_the_others_reaches_single_task_bos_level_when_tuned_with_
         together.append(outlier_regret(records))
         shared.append(outlier_regret(drive(MLA(PROBLEM, TASKS, seed=seed, sharing="always", **options), 12)))
         # the outlier's search came from its own model at least on its turns; a sharing task's mostly from the LCM
-        own = [r for r in records if (r.raytuner.model_extra or {}).get(OWN_MODEL)]
+        own = [r for r in records if (provenance(r).model_extra or {}).get(OWN_MODEL)]
         outlier_own = sum(r.task_parameter == OUTLIER for r in own)
         assert outlier_own >= (12 - 5) // MLA.OWN_TURN
         assert all(sum(r.task_parameter == t for r in own) < 12 - 5 for t in TASKS[:5])
@@ -101,7 +102,7 @@ def test_sharing_always_scores_every_suggestion_by_the_shared_model() -> None:
         PROBLEM, TASKS, seed=0, n_initial=3, lcm=FAST, executor=INLINE, search_candidates=256, sharing="always"
     )
     records = drive(engine, 6)
-    assert not any((r.raytuner.model_extra or {}).get(OWN_MODEL) for r in records)
+    assert not any((provenance(r).model_extra or {}).get(OWN_MODEL) for r in records)
     assert engine.spec.options["sharing"] == "always"
 
 
@@ -123,8 +124,8 @@ def test_gptuneband_marks_the_samples_its_tasks_own_models_chose() -> None:
         s = band.ask()
         value = six_tasks(s.task, s.config) + 0.1 / float(s.fidelity or 4)
         records.append(band.tell(s, {"y": value}))
-    own = [r for r in records if (r.raytuner.model_extra or {}).get(OWN_MODEL)]
-    assert own and all(r.raytuner.proposer == "model" and r.raytuner.rung == 0 for r in own)
+    own = [r for r in records if (provenance(r).model_extra or {}).get(OWN_MODEL)]
+    assert own and all(provenance(r).proposer == "model" and provenance(r).rung == 0 for r in own)
 
 
 def test_a_resumed_session_suggests_as_the_live_one_own_models_included(tmp_path: Path) -> None:
@@ -136,7 +137,7 @@ def test_a_resumed_session_suggests_as_the_live_one_own_models_included(tmp_path
     for _ in range(27):
         trial = live.ask()
         live.tell(trial, {"y": six_tasks(trial.task, trial.config)})
-    assert any((r.raytuner.model_extra or {}).get(OWN_MODEL) for r in store.evaluations("six"))
+    assert any((provenance(r).model_extra or {}).get(OWN_MODEL) for r in store.evaluations("six"))
     resumed = TuningSession.resume(PROBLEM, engine(), store, "six")  # the log and the stored models, told again
     for _ in range(6):
         mine, theirs = live.ask(), resumed.ask()

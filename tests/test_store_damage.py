@@ -16,6 +16,7 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -42,7 +43,7 @@ def _record(i: int) -> FunctionEvaluation:
     return FunctionEvaluation.create({"t": 1.0}, {"x": i / 100}, {"y": float(i)})
 
 
-def _kept(path: Path) -> list[dict[str, object]]:
+def _kept(path: Path) -> list[dict[str, Any]]:
     """The quarantined lines of ``path``: file, offset, reason, line."""
     corrupt = path.with_name(path.name + ".corrupt")
     return [json.loads(line) for line in corrupt.read_text(encoding="utf-8").splitlines()]

@@ -11,6 +11,7 @@ infinity as ``1e999``, a lone surrogate as U+FFFD.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -85,8 +86,13 @@ def test_create_session_refuses_each_bad_json_in_each_field(
 ) -> None:
     fields = {"problem_json": as_problem(obj), "options_json": obj, "tasks_json": in_list(obj)}
     for field, text in fields.items():
-        request = {"problem_json": json.dumps(META), "engine": "random", "tasks_json": '[{"t": 1.0}]', field: text}
-        refused(lambda request=request: alice.CreateSession(pb.CreateSessionRequest(**request)), field, reason, text)
+        request: dict[str, Any] = {
+            "problem_json": json.dumps(META),
+            "engine": "random",
+            "tasks_json": '[{"t": 1.0}]',
+            field: text,
+        }
+        refused(functools.partial(alice.CreateSession, pb.CreateSessionRequest(**request)), field, reason, text)
     assert list(alice.ListSessions(pb.ListSessionsRequest()).sessions) == []
     assert server.manager.store.problems() == []
 
@@ -102,7 +108,7 @@ def test_tell_refuses_each_bad_json_in_each_field_and_the_trial_stays_open(
         request = pb.TellRequest(
             session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0}, **{field: obj}
         )
-        refused(lambda request=request: alice.Tell(request), field, reason, obj)
+        refused(functools.partial(alice.Tell, request), field, reason, obj)
     assert server.manager.store.evaluations(META["tuning_problem_name"]) == []
     alice.Tell(pb.TellRequest(session_id=session.session_id, trial_id=trial.trial_id, outputs={"y": 1.0}))
     assert len(server.manager.store.evaluations(META["tuning_problem_name"])) == 1
@@ -114,7 +120,7 @@ def test_upload_and_query_refuse_each_bad_json(
 ) -> None:
     for text in (in_list(obj), as_record(obj)):
         request = pb.UploadEvaluationsRequest(problem_name="up", records_json=text)
-        refused(lambda request=request: alice.UploadEvaluations(request), "records_json", reason, text)
+        refused(functools.partial(alice.UploadEvaluations, request), "records_json", reason, text)
     refused(
         lambda: alice.QueryEvaluations(pb.QueryEvaluationsRequest(problem_name="up", query_json=obj)),
         "query_json",
@@ -247,14 +253,18 @@ def test_the_crowd_services_json_fields_are_read_as_strictly(crowd: tuple[Tuning
         for _, obj, reason in BAD:
             request = pb.CrowdUploadRequest(tuning_problem_name="p", records_json=as_record(obj))
             refused(
-                lambda request=request: stub.UploadRecords(request, metadata=metadata, timeout=20),
+                functools.partial(stub.UploadRecords, request, metadata=metadata, timeout=20),
                 "records_json",
                 reason,
                 request.records_json,
             )
             query = pb.CrowdQuery(tuning_problem_name="p", problem_space_json=obj)
+
+            def query_all(q: Any = query) -> list[Any]:
+                return list(stub.QueryFunctionEvaluations(q, metadata=metadata, timeout=20))
+
             refused(
-                lambda query=query: list(stub.QueryFunctionEvaluations(query, metadata=metadata, timeout=20)),
+                query_all,
                 "problem_space_json",
                 reason,
                 obj,

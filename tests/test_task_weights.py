@@ -10,8 +10,9 @@ from raytuner.engines.gptuneband.sampler import LevelSampler
 from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.engines.transfer.tla import TLA2
 from raytuner.errors import InvalidInputError
-from raytuner.models import GPTUNE_LCM, LCM, Hyperparameters, LCMOptions, TrainingData
+from raytuner.models import GPTUNE_LCM, LCM, FittedLCM, Hyperparameters, LCMOptions, TrainingData
 from raytuner.models.executors import InlineExecutor
+from raytuner.models.options import TaskWeights
 from raytuner.problem.space import ProblemSpace
 from raytuner.test_problems import DEMO_PROBLEM, demo
 
@@ -23,7 +24,7 @@ def _opposed_tasks() -> TrainingData:
     return TrainingData([X, X], [y, -y])
 
 
-def _fit(task_weights: str, data: TrainingData) -> LCM:
+def _fit(task_weights: TaskWeights, data: TrainingData) -> FittedLCM:
     return LCM(LCMOptions(latent=1, n_starts=2, task_weights=task_weights)).fit(data, seed=0, executor=InlineExecutor())
 
 
@@ -57,7 +58,7 @@ def test_task_weights_are_checked_stored_and_read_back() -> None:
         match=r"^task_weights: unknown task weights 'positive' "
         r"\(allowed: signed, nonnegative\)$",
     ):
-        LCMOptions(task_weights="positive")
+        LCMOptions(task_weights="positive")  # type: ignore[arg-type]  # not a TaskWeights: the refusal tested
     options = LCMOptions(task_weights="nonnegative")
     assert LCMOptions.from_dict(options.to_dict()) == options
     stored_before = {k: v for k, v in options.to_dict().items() if k != "task_weights"}

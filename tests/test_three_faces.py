@@ -22,9 +22,10 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
+from record_helpers import known, provenance
 
 from raytuner.engines import RandomSearch
 from raytuner.problem.space import ProblemSpace
@@ -86,7 +87,7 @@ def _through_the_service(server: Any) -> None:
             {"tuning_problem_name": NAME, "problem_space": DEMO_PROBLEM}, "random", tasks=TASKS, seed=SEED
         )
         for _ in range(TRIALS):
-            trial = tuner.ask()
+            trial = known(tuner.ask())
             tuner.tell(trial, {"y": objective(trial.task, trial.config)})
 
 
@@ -140,7 +141,12 @@ def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_p
     events: list[tuple[str, str]] = []
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def pump(stream: IO[str]) -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=pump, args=(proc.stdout,), daemon=True).start()
     try:
         while len(events) < 2 * told_before_kill + 1:
             line = lines.get(timeout=LINE_TIMEOUT_S)  # a stalled child fails the test, never hangs it
@@ -168,5 +174,5 @@ def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_p
         assert list(resumed.pending) == [in_flight]
         trial = resumed.pending[in_flight]
         record = resumed.tell(in_flight, {"y": objective(trial.task, trial.config)})
-        assert [r.raytuner.trial_id for r in store.evaluations(NAME)] == [*acknowledged, in_flight]
+        assert [provenance(r).trial_id for r in store.evaluations(NAME)] == [*acknowledged, in_flight]
         assert record.status == "ok"

@@ -8,13 +8,16 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from record_helpers import known
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 from ray_helpers import interrupted_then_restored, tuner_with_failures  # noqa: E402
 from raytuner.searchers import TLA2Searcher, TransferLearningSearcher  # noqa: E402
+from record_helpers import provenance  # noqa: E402
 
 from raytuner.engines.transfer import DEFAULT_POOL, SourceData  # noqa: E402
 from raytuner.models import LCMOptions  # noqa: E402
@@ -76,11 +79,11 @@ def slowish(config: dict) -> None:
     tune.report({"y": demo(config["x"], config["t"])})
 
 
-def xs(records) -> list[float]:
+def xs(records: list[FunctionEvaluation]) -> list[float]:
     return [r.tuning_parameter["x"] for r in records]
 
 
-def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Path, source: SourceData) -> None:
+def test_tune_run_persists_every_trial_with_its_proposer(local_ray: Any, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
         PROBLEM, TARGET, source, store, "demo-target", seed=0, engine_options={"algorithm": "ensemble", "lcm": FAST}
@@ -102,14 +105,18 @@ def test_tune_run_persists_every_trial_with_its_proposer(local_ray, tmp_path: Pa
     for r in records:
         assert r.value("y") == pytest.approx(demo(r.tuning_parameter["x"], TARGET["t"]))
         assert r.modeling in {*DEFAULT_POOL, FIRST}, r.modeling
-        assert r.raytuner.engine == r.modeling and r.raytuner.tla == "ensemble" and r.raytuner.trial_id
+        assert (
+            provenance(r).engine == r.modeling
+            and (provenance(r).model_extra or {}).get("tla") == "ensemble"
+            and provenance(r).trial_id
+        )
     assert records[0].modeling == FIRST  # asked before any result: no target data
     assert searcher.engine.proposers == [r.modeling for r in records]
     assert searcher.session.records == records and not searcher.session.pending
     assert store.problems() == ["demo-target"]  # the source is read, never written
 
 
-def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: Path, source: SourceData) -> None:
+def test_tuner_records_failures_and_never_resuggests_them(local_ray: Any, tmp_path: Path, source: SourceData) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
         PROBLEM, TARGET, source, store, "demo-target", seed=1, engine_options={"lcm": FAST}
@@ -118,7 +125,7 @@ def test_tuner_records_failures_and_never_resuggests_them(local_ray, tmp_path: P
     assert len(set(xs(records))) == 8  # a failed config is never suggested again
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
     assert len(results.errors) == sum(r.status == "failed" for r in records)
-    assert results.get_best_result().metrics["y"] == min(r.value("y") for r in records if r.status == "ok")
+    assert known(results.get_best_result().metrics)["y"] == min(r.known_value("y") for r in records if r.status == "ok")
 
 
 def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData) -> None:
@@ -161,7 +168,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
     assert len(records) == 4 and len(set(xs(records))) == 4
     adopted = records[2]
     assert adopted.tuning_parameter == {"x": b["x"]} and adopted.status == "ok"
-    assert adopted.raytuner.trial_id == "b" and adopted.modeling in {*DEFAULT_POOL, FIRST}
+    assert provenance(adopted).trial_id == "b" and adopted.modeling in {*DEFAULT_POOL, FIRST}
     assert restored.engine.proposers == [r.modeling for r in records]
 
 
@@ -169,7 +176,7 @@ def test_restore_adopts_the_trials_in_flight(tmp_path: Path, source: SourceData)
     os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0", reason="the interrupt relies on Tune's SIGINT handler"
 )
 def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(
-    local_ray, tmp_path: Path, source: SourceData
+    local_ray: Any, tmp_path: Path, source: SourceData
 ) -> None:
     store = JsonStore(tmp_path / "store")
     searcher = TransferLearningSearcher(
@@ -179,12 +186,12 @@ def test_tuner_restore_continues_the_run_and_records_the_trials_in_flight(
     assert len(set(xs(records))) == 7
     assert all(r.modeling in {*DEFAULT_POOL, FIRST} for r in records)
     assert records[0].modeling == FIRST  # asked before any result: no target data
-    restored_searcher = restored._local_tuner._tune_config.search_alg  # the object Tune restored and ran
+    restored_searcher = known(restored._local_tuner)._tune_config.search_alg  # the object Tune restored and ran
     assert isinstance(restored_searcher, TransferLearningSearcher)
     assert restored_searcher.engine.proposers == [r.modeling for r in records]
 
 
-def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
+def test_a_source_read_from_a_history_store(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     assert store.append_many("demo-source", source_records(seed=7)) == 40
     searcher = TransferLearningSearcher(
@@ -214,7 +221,7 @@ def test_a_source_read_from_a_history_store(local_ray, tmp_path: Path) -> None:
     assert sorted(store.problems()) == ["demo-source", "demo-target"]
 
 
-def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_path: Path) -> None:
+def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray: Any, tmp_path: Path) -> None:
     store = JsonStore(tmp_path / "store")
     tuned = [
         FunctionEvaluation.create({"t": t}, {"x": x / 19}, {"y": demo(x / 19, t)})
@@ -243,5 +250,5 @@ def test_tla2_tunes_a_new_task_from_tuned_ones_under_tune_run(local_ray, tmp_pat
     )
     records = store.evaluations("demo-new")
     assert len(records) == 4 and all(r.status == "ok" and r.task_parameter == TARGET for r in records)
-    assert [r.raytuner.proposer for r in records].count("initial") == 2  # around TLA1's prediction first
+    assert [provenance(r).proposer for r in records].count("initial") == 2  # around TLA1's prediction first
     assert len(store.evaluations("demo-tuned")) == 40 and 0 <= prediction <= 1

@@ -148,7 +148,7 @@ def test_the_contour_is_the_model_s_prediction_with_the_others_at_the_best() -> 
     contour, points = figure["data"]
     assert len(contour["x"]) == 12 and contour["x"] == sorted(contour["x"])
     assert contour["y"] == sorted(set(contour["y"])) and all(v == int(v) and 1 <= v <= 16 for v in contour["y"])
-    best = min(mine, key=lambda r: r.value("y"))
+    best = min(mine, key=lambda r: r.known_value("y"))
     i, j = 5, 3
     expected, _ = model.predict([{"a": contour["x"][i], "b": int(contour["y"][j]), "c": best.tuning_parameter["c"]}])
     assert contour["z"][j][i] == pytest.approx(float(expected[0]), rel=1e-6)
@@ -194,9 +194,11 @@ def test_the_hypervolume_of_each_task_is_a_peer_s_hypervolume_of_its_feasible_po
         counted = [
             r
             for r in view.records
-            if r.task_parameter == task and r.status == "ok" and r.value("mem") <= 0.8  # feasible: the memory bound
+            if r.task_parameter == task
+            and r.status == "ok"
+            and r.known_value("mem") <= 0.8  # feasible: the memory bound
         ]
-        points = np.array([[r.value("f1"), -r.value("f2")] for r in counted])  # f2 is maximised
+        points = np.array([[r.known_value("f1"), -r.known_value("f2")] for r in counted])  # f2 is maximised
         span = points.max(axis=0) - points.min(axis=0)
         reference = points.max(axis=0) + 0.1 * span
         assert trace["y"][-1] == pytest.approx(compute_hypervolume(points, reference), rel=1e-9)
@@ -207,7 +209,9 @@ def test_the_front_timeline_and_labels_show_the_records_and_escape_their_markup(
     view = load_history(_two_objectives(), problem_space=TWO)
     figure = front_figure(view, "t=2")
     front = next(t for t in figure["data"] if t["name"].startswith("Pareto front"))
-    assert front["customdata"] == [r.uid for r in sorted(view.pareto_front({"t": 2.0}), key=lambda r: r.value("f1"))]
+    assert front["customdata"] == [
+        r.uid for r in sorted(view.pareto_front({"t": 2.0}), key=lambda r: r.known_value("f1"))
+    ]
     assert all("b = &lt;b&gt;x&lt;/b&gt;" in text for text in front["text"])  # a category's markup, shown as text
     timeline = timeline_figure(view)
     failed = next(t for t in timeline["data"] if t["name"] == "failed")
