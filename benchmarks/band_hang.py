@@ -228,7 +228,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         out: The folder to write to.
         quick: 20 runs instead of 200.
     """
-    import ray  # noqa: PLC0415
+    import ray
 
     out.mkdir(parents=True, exist_ok=True)
     if not ray.is_initialized():

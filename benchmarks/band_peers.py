@@ -264,7 +264,7 @@ def torch_missing() -> str | None:
     """Why Optuna's GPSampler cannot run here (torch does not import), or ``None`` when it can."""
     try:
         import torch  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - an ImportError, or a broken install's OSError: skip, never crash
+    except Exception as exc:  # an ImportError, or a broken install's OSError: skip, never crash
         return f"torch cannot be imported ({type(exc).__name__}: {exc})"
     return None
 

@@ -138,11 +138,11 @@ def _sensitivity(
 
 def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
     """Run the benchmark against a fresh mongod under ``workdir``; returns the figures."""
-    from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
-    from raytuner.crowd import CrowdRepository  # noqa: PLC0415
-    from raytuner.service.server import TuningServer  # noqa: PLC0415
-    from raytuner.store.mongo_client import open_client  # noqa: PLC0415
-    from raytuner.testing.mongod import LocalMongod  # noqa: PLC0415
+    from raytuner.client.crowd import CrowdClient
+    from raytuner.crowd import CrowdRepository
+    from raytuner.service.server import TuningServer
+    from raytuner.store.mongo_client import open_client
+    from raytuner.testing.mongod import LocalMongod
 
     items = _records(settings)
     with LocalMongod(dbpath=workdir / "db") as mongod:

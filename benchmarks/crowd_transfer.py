@@ -102,11 +102,11 @@ def crowd_records(tp: TransferProblem, workdir: Path, crowd: int = 0) -> list[Fu
         workdir: where the mongod and the stores live.
         crowd: which of the problem's crowds uploads (default 0).
     """
-    from raytuner.client.crowd import CrowdClient  # noqa: PLC0415 - gRPC only here
-    from raytuner.client.crowd_sources import crowd_source  # noqa: PLC0415
-    from raytuner.problem.meta import MetaDescription  # noqa: PLC0415
-    from raytuner.service.server import TuningServer  # noqa: PLC0415
-    from raytuner.testing.mongod import LocalMongod  # noqa: PLC0415
+    from raytuner.client.crowd import CrowdClient  # gRPC only here
+    from raytuner.client.crowd_sources import crowd_source
+    from raytuner.problem.meta import MetaDescription
+    from raytuner.service.server import TuningServer
+    from raytuner.testing.mongod import LocalMongod
 
     with LocalMongod(dbpath=workdir / "db") as mongod:
         server = TuningServer(workdir / "server", port=0, crowd=f"{mongod.uri}/crowd_{uuid.uuid4().hex[:8]}")
@@ -175,8 +175,8 @@ def _tpe_warm(tp: TransferProblem, sources: list[FunctionEvaluation], seed: int,
 
 
 def _engine(name: str, tp: TransferProblem, sources: list[FunctionEvaluation], seed: int, budget: float) -> Any:
-    from raytuner.engines import MLA, GPTuneBand  # noqa: PLC0415
-    from raytuner.engines.transfer import TransferLearning  # noqa: PLC0415
+    from raytuner.engines import MLA, GPTuneBand
+    from raytuner.engines.transfer import TransferLearning
 
     crowd = sources if name.endswith("+crowd") else None
     inline = InlineExecutor()

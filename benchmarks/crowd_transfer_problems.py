@@ -174,7 +174,7 @@ def transferability(tp: TransferProblem) -> dict[str, Any] | None:
     >>> found["spearman"], found["reaching"], found["evaluations_in_source_order"], found["evaluations_in_random_order"]
     (-0.5, 1, 2, 2.0)
     """
-    from scipy.stats import rankdata, spearmanr  # noqa: PLC0415
+    from scipy.stats import rankdata, spearmanr
 
     if tp.reference is None:
         return None
@@ -224,9 +224,9 @@ def tpe_run(
             model, so it may keep asking there: after ``n * RESTRICTED_ASKS`` asks in all the run ends,
             with fewer than ``n`` evaluations).
     """
-    import optuna  # noqa: PLC0415 - a peer, from the bench extra
+    import optuna  # a peer, from the bench extra
 
-    from benchmarks.band_peers import suggest_config  # noqa: PLC0415
+    from benchmarks.band_peers import suggest_config
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     output = problem.objective()

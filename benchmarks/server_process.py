@@ -60,7 +60,7 @@ class ServerProcess:
 
     def __init__(self, args: Sequence[str], log_path: Path, timeout: float = 60.0) -> None:
         self.log_path = log_path
-        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log = open(log_path, "ab")  # closed in stop()
         from raytuner.testing.mongod import death_signal_prefix
 
         # the kernel stops the server should this process die (see death_signal_prefix)
@@ -123,7 +123,7 @@ def _serve_optuna(url: str, port: int, workers: int) -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     storage = get_storage(url)
     # get_storage types its _CachedStorage as a BaseStorage, which has no _backend
-    engine = storage._backend.engine  # type: ignore[attr-defined]  # noqa: SLF001 - the SQLite settings it commits with
+    engine = storage._backend.engine  # type: ignore[attr-defined]  # the SQLite settings it commits with
     with engine.connect() as connection:
         synchronous = connection.exec_driver_sql("PRAGMA synchronous").scalar()
         journal = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
@@ -212,7 +212,7 @@ def drive_clients(
                 started = time.perf_counter()
                 step(warmup + i)
                 mine.append((time.perf_counter() - started) * 1000.0)
-        except BaseException as exc:  # noqa: BLE001 - reported by the driver
+        except BaseException as exc:  # reported by the driver
             errors.append(exc)
             barrier.abort()
 

@@ -117,7 +117,7 @@ class Service:
         command = raytuner_command()
         self.store = store
         self.key = _cli([*command, "keys", "create", "--store", str(store), "--name", "jobs"]).strip()
-        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log = open(log_path, "ab")  # closed in stop()
         self.process = subprocess.Popen(
             [*death_signal_prefix(), *command, "serve", "--store", str(store), "--port", "0"],
             stdin=subprocess.DEVNULL,

@@ -89,7 +89,7 @@ def json_logger_for_resumed_trials() -> Any:
     ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` (Ray's own CSV, JSON and TensorBoard loggers off: the
     store keeps every result); ``ResultGrid`` reads the ``result.json`` files it writes.
     """
-    from ray.tune.logger import JsonLoggerCallback  # noqa: PLC0415
+    from ray.tune.logger import JsonLoggerCallback
 
     class ResumableJsonLogger(JsonLoggerCallback):
         def _restore_from_remote(self, file_name: str, trial: Any) -> None:

@@ -77,7 +77,7 @@ def one_shot_trainable(
     objective: str = "runtime",
 ) -> None:
     """Ray Tune trainable: one solve at grid ``k(config["fidelity"])``; a failure reports a NaN objective."""
-    from ray import tune  # noqa: PLC0415
+    from ray import tune
 
     k = fidelity_to_k(float(config["fidelity"]), b_min, b_max, k_min, k_max)
     task = {"a": config["a"], "c": config["c"]}
@@ -101,7 +101,7 @@ def run_engine(
 
     ``evaluate(task, config, k)`` defaults to :func:`solve_time` with ``args.time_limit``.
     """
-    from raytuner.engines import GPTuneBand  # noqa: PLC0415
+    from raytuner.engines import GPTuneBand
 
     evaluate = evaluate or functools.partial(OBJECTIVES[args.objective], time_limit=args.time_limit)
     name = problem.objectives[0]
@@ -150,13 +150,13 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     Returns the scheduler and the evaluation records it stored (a failed solve reports a NaN runtime,
     which the scheduler stores as a failed evaluation).
     """
-    import ray  # noqa: PLC0415
-    from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
-    from raytuner.searchers import TuningProgress  # noqa: PLC0415
+    import ray
+    from ray import tune
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
+    from raytuner.searchers import TuningProgress
 
     from raytuner.engines import BanditStructure
-    from raytuner.store import JsonStore  # noqa: PLC0415
+    from raytuner.store import JsonStore
 
     store = Path(args.store).resolve() if args.store else temporary_store("amg_tuning_")
     band = GPTuneBandScheduler(
@@ -224,7 +224,7 @@ def print_summary(
 ) -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max (k = k_max)."""
     print(f"\nAt k = {k_max} (b_max):")
-    from raytuner.analysis import task_summary  # noqa: PLC0415
+    from raytuner.analysis import task_summary
 
     print("\n".join(task_summary(tasks, records, best, objective)))
 
@@ -297,8 +297,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[Any]:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from raytuner.engines import BanditStructure  # noqa: PLC0415
-    from raytuner.problem.space import ProblemSpace  # noqa: PLC0415
+    from raytuner.engines import BanditStructure
+    from raytuner.problem.space import ProblemSpace
 
     problem = ProblemSpace.parse(amg_problem(args.objective))
     tasks = args.task_list

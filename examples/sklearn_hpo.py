@@ -72,9 +72,9 @@ def load_split(dataset: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.
     >>> X_train.shape[1], len(y_val), abs(float(X_train.mean())) < 1e-9
     (30, 143, True)
     """
-    from sklearn import datasets  # noqa: PLC0415
-    from sklearn.model_selection import train_test_split  # noqa: PLC0415
-    from sklearn.preprocessing import StandardScaler  # noqa: PLC0415
+    from sklearn import datasets
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
 
     # a plain dict, not functools.lru_cache: Ray pickles this script's functions by value, and an
     # lru_cache wrapper would be pickled by reference to a __main__ that the workers do not have
@@ -101,7 +101,7 @@ class EpochTrainer:
     """
 
     def __init__(self, dataset: str, config: Mapping[str, Any], seed: int = 0) -> None:
-        from sklearn.neural_network import MLPClassifier  # noqa: PLC0415
+        from sklearn.neural_network import MLPClassifier
 
         self.dataset, self.seed, self.epoch = dataset, seed, 0
         self.config = {name: config[name] for name in TUNING_NAMES}
@@ -182,7 +182,7 @@ class EpochTrainer:
 
 def iterative_trainable(config: dict[str, Any], *, max_epochs: int, seed: int = 0) -> None:
     """Ray Tune trainable: one epoch per report, a checkpoint with every report, restored on resume."""
-    from ray import tune  # noqa: PLC0415
+    from ray import tune
 
     checkpoint = tune.get_checkpoint()
     if checkpoint:
@@ -213,8 +213,8 @@ def run_engine(
     A promotion continues a copy of its parent's trainer (kept pickled by
     evaluation uid, as a Ray checkpoint would be).
     """
-    from raytuner.engines import GPTuneBand  # noqa: PLC0415
-    from raytuner.problem.records import FunctionEvaluation  # noqa: PLC0415
+    from raytuner.engines import GPTuneBand
+    from raytuner.problem.records import FunctionEvaluation
 
     band = GPTuneBand(
         problem,
@@ -243,7 +243,7 @@ def run_engine(
         start = trainer.epoch
         try:
             accuracy = trainer.train_to(int(round(s.fidelity)))
-        except Exception as exc:  # noqa: BLE001 - a training that raises is a failed evaluation
+        except Exception as exc:  # a training that raises is a failed evaluation
             record = FunctionEvaluation.create(
                 s.task, s.config, failure=f"error: {type(exc).__name__}: {exc}", provenance=s.provenance
             )
@@ -279,13 +279,13 @@ def run_ray(problem: Any, tasks: Sequence[Mapping[str, Any]], args: argparse.Nam
     Returns the scheduler and the evaluation records it stored. The scheduler pauses a trial at the
     end of its rung; a promoted trial resumes from its last checkpoint.
     """
-    import ray  # noqa: PLC0415
-    from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
-    from raytuner.searchers import TuningProgress  # noqa: PLC0415
+    import ray
+    from ray import tune
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
+    from raytuner.searchers import TuningProgress
 
     from raytuner.engines import BanditStructure
-    from raytuner.store import JsonStore  # noqa: PLC0415
+    from raytuner.store import JsonStore
 
     store = Path(args.store).resolve() if args.store else temporary_store("sklearn_hpo_")
     band = GPTuneBandScheduler(
@@ -343,7 +343,7 @@ def print_summary(
 ) -> None:
     """Evaluations, failures and normalised cost per task, then the best configuration at b_max epochs."""
     print(f"\nAt {epochs:g} epochs (b_max):")
-    from raytuner.analysis import task_summary  # noqa: PLC0415
+    from raytuner.analysis import task_summary
 
     print("\n".join(task_summary(tasks, records, best, "val_accuracy")))
 
@@ -388,7 +388,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[Any]:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from raytuner.problem.space import ProblemSpace  # noqa: PLC0415
+    from raytuner.problem.space import ProblemSpace
 
     problem = ProblemSpace.parse(SKLEARN_PROBLEM)
     tasks = [{"dataset": name} for name in args.datasets]

@@ -151,7 +151,7 @@ def slurm() -> Iterator[Any]:
     Skipped, with the reason, where it cannot start: it needs root and Debian's ``slurm-wlm`` and ``munge``
     (README's test command installs them), unlike ``mongod``, which the test extra always brings.
     """
-    from raytuner.testing.slurm import LocalSlurm, SlurmUnavailable  # noqa: PLC0415
+    from raytuner.testing.slurm import LocalSlurm, SlurmUnavailable
 
     cluster = LocalSlurm(cpus=8)
     try:
@@ -207,7 +207,7 @@ def replica_store(mongod_replica: LocalMongod) -> Iterator[HistoryStore]:
 @pytest.fixture
 def repo(mongo_uri: str) -> Iterator[Any]:
     """A :class:`~raytuner.crowd.CrowdRepository` on a database of its own, dropped after the test."""
-    from raytuner.crowd import CrowdRepository  # noqa: PLC0415
+    from raytuner.crowd import CrowdRepository
 
     with _own_database(mongo_uri, "crowd", lambda database: CrowdRepository(mongo_uri, database=database)) as rep:
         yield rep
@@ -235,7 +235,7 @@ def _uses_ray(item: pytest.Item) -> bool:
 
 
 def _start_ray() -> Any:
-    import ray  # noqa: PLC0415 - only the Ray tests pay for importing it
+    import ray  # only the Ray tests pay for importing it
 
     # Ray waits 30 s for its raylet to register. On this 2-core box that wait has been missed twice in a row
     # (2 of 9 runs of the crowd and service tests, on an idle machine: the raylet never wrote its logs), and a
@@ -248,7 +248,7 @@ def _start_ray() -> Any:
             # (a second copy of the suite, a `ray start`) left its address file for
             ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
             return ray
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+        except Exception as exc:  # Ray raises a bare Exception for this
             ray.shutdown()
             startup_timeout = "timed out during startup" in str(exc) or "Timed out waiting for file" in str(exc)
             if attempt == attempts - 1 or not startup_timeout:
@@ -305,7 +305,7 @@ def band_run(tmp_path_factory: pytest.TempPathFactory) -> BandRun:
     folder every worker's temporary folder lies in, and the others read the same files (no test writes
     to them; a read never writes). A run that failed is made again by the next worker that needs it.
     """
-    import filelock  # noqa: PLC0415 - Ray's own dependency
+    import filelock  # Ray's own dependency
 
     base = tmp_path_factory.getbasetemp()  # an xdist worker's is <the run's folder>/popen-gwN
     shared = base.parent if base.name.startswith("popen-gw") else base
@@ -329,7 +329,7 @@ def band_store(band_run: BandRun) -> Path:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Any]:
     """A real tuning service (:class:`~raytuner.service.server.TuningServer`) on a free loopback port."""
-    from raytuner.service.server import TuningServer  # noqa: PLC0415 - only the service tests pay for gRPC
+    from raytuner.service.server import TuningServer  # only the service tests pay for gRPC
 
     srv = TuningServer(tmp_path / "store", port=0)
     srv.start()
@@ -340,10 +340,10 @@ def server(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 def crowd(mongo_uri: str, tmp_path: Path) -> Iterator[tuple[Any, Any, str]]:
     """A real tuning service with a crowd repository in a fresh database: (server, repository, its URI)."""
-    import pymongo  # noqa: PLC0415
+    import pymongo
 
-    from raytuner.service.bounds import SessionLimits  # noqa: PLC0415
-    from raytuner.service.server import TuningServer  # noqa: PLC0415 - only the service tests pay for gRPC
+    from raytuner.service.bounds import SessionLimits
+    from raytuner.service.server import TuningServer  # only the service tests pay for gRPC
 
     database = f"crowd_{uuid.uuid4().hex}"
     uri = f"{mongo_uri}/{database}"

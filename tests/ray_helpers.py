@@ -53,7 +53,7 @@ def interrupted_then_restored(
 
     Returns ``(restored_tuner, records, saved_searcher_state)`` for further checks.
     """
-    import json  # noqa: PLC0415
+    import json
 
     tuner = tune.Tuner(
         trainable,

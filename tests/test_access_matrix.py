@@ -383,9 +383,9 @@ def _dashboard_pages(matrix: Matrix, server: Any, key: str, caller: str) -> None
 
 def test_the_operator_hands_out_an_imported_problem_and_owners_grant_and_revoke(server: Any, tmp_path: Any) -> None:
     """Records imported into the store directly belong to nobody until the operator says (``keys grant``)."""
-    from click.testing import CliRunner  # noqa: PLC0415
+    from click.testing import CliRunner
 
-    from raytuner.cli import main  # noqa: PLC0415
+    from raytuner.cli import main
 
     server.store.append_many("imported", [record("imported", i) for i in range(3)])
     alice, bob = server.keys.create("alice"), server.keys.create("bob")
@@ -427,7 +427,7 @@ def test_the_operator_hands_out_an_imported_problem_and_owners_grant_and_revoke(
 
 
 def test_a_server_without_keys_checks_nothing(tmp_path: Any) -> None:
-    from raytuner.service.server import TuningServer  # noqa: PLC0415
+    from raytuner.service.server import TuningServer
 
     with TuningServer(tmp_path / "store", auth=False) as server, RemoteTuner(server.address, timeout=20) as tuner:
         server.store.append_many("imported", [record("imported", i) for i in range(2)])

@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 
 pytest.importorskip("ray")
-from ray.tune.experiment import Trial  # noqa: E402
-from ray.tune.schedulers import TrialScheduler  # noqa: E402
-from ray.tune.search import Searcher  # noqa: E402
-from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
-from record_helpers import provenance  # noqa: E402
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
+from ray.tune.search import Searcher
+from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
+from record_helpers import provenance
 
-from benchmarks.band_hang import B_MAX, FAST, planned  # noqa: E402
+from benchmarks.band_hang import B_MAX, FAST, planned
 from raytuner.engines import BanditStructure
-from raytuner.models.executors import InlineExecutor  # noqa: E402
-from raytuner.problem.space import ProblemSpace  # noqa: E402
-from raytuner.store import JsonStore  # noqa: E402
-from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
+from raytuner.models.executors import InlineExecutor
+from raytuner.problem.space import ProblemSpace
+from raytuner.store import JsonStore
+from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
 
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 

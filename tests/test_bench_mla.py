@@ -154,7 +154,7 @@ def test_overhead_history_is_standardised_per_task() -> None:
 class _FlatModel:
     """A stand-in fitted model: mean 0 and variance 1 in model units everywhere, an approximation report."""
 
-    class report:  # noqa: N801 - an attribute namespace like FitReport
+    class report:  # an attribute namespace like FitReport
         approximation = {
             "method": "fitc",
             "samples": 1020,

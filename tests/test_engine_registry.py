@@ -270,7 +270,7 @@ def test_a_bad_seed_is_refused_when_the_engine_is_built(seed: Any) -> None:
 
 
 def test_fresh_engine_refuses_an_engine_the_registry_does_not_build() -> None:
-    from raytuner.engines import RandomSearch  # noqa: PLC0415
+    from raytuner.engines import RandomSearch
 
     class Mine(RandomSearch):
         pass

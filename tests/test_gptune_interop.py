@@ -453,7 +453,7 @@ def _gptune_loads_all(history: dict[str, Any], tasks: list[list[Any]], machine: 
 
 
 def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
-    from raytuner.searchers import TransferLearningSearcher  # noqa: PLC0415 - Ray's import only here
+    from raytuner.searchers import TransferLearningSearcher  # Ray's import only here
 
     problem = ProblemSpace.parse(DEMO_PROBLEM)
     source = [FunctionEvaluation.create({"t": 0.8}, {"x": x / 20}, {"y": demo(x / 20, 0.8)}) for x in range(20)]
@@ -476,7 +476,7 @@ def test_gptunes_reader_loads_a_tla_searcher_history(tmp_path: Path) -> None:
 
 
 def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
-    from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only here
+    from raytuner.client.remote import RemoteTuner  # gRPC only here
 
     meta: dict[str, Any] = {
         "tuning_problem_name": "svc-demo",
@@ -503,9 +503,9 @@ def test_gptunes_reader_loads_a_service_history(server: Any) -> None:
 
 
 def test_history_show_and_import_read_older_strings_by_the_meta_descriptions_types(tmp_path: Path) -> None:
-    from click.testing import CliRunner  # noqa: PLC0415
+    from click.testing import CliRunner
 
-    from raytuner.cli import main  # noqa: PLC0415
+    from raytuner.cli import main
 
     meta = tmp_path / "meta.json"
     meta.write_text(json.dumps({"tuning_problem_name": "hypre", "problem_space": _hypre_problem()}))

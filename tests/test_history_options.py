@@ -225,8 +225,8 @@ def test_a_bad_option_is_one_line_naming_it(field: str, value: Any, named: str) 
 
 
 def test_the_ray_faces_take_the_options(history: JsonStore) -> None:
-    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415 - Ray's import only here
-    from raytuner.searchers import LCMSearcher, RandomSearcher  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandScheduler  # Ray's import only here
+    from raytuner.searchers import LCMSearcher, RandomSearcher
 
     from raytuner.engines import BanditStructure
 
@@ -240,8 +240,8 @@ def test_the_ray_faces_take_the_options(history: JsonStore) -> None:
 
 
 def test_the_service_takes_the_options(server: Any) -> None:
-    from raytuner.client.remote import RemoteTuner, ServiceError  # noqa: PLC0415 - gRPC only here
-    from raytuner.service.access import ProblemAccess  # noqa: PLC0415
+    from raytuner.client.remote import RemoteTuner, ServiceError  # gRPC only here
+    from raytuner.service.access import ProblemAccess
 
     run(server.store, 3, machine=CORI, software=GCC8)
     run(server.store, 3, machine=PERLMUTTER, software=GCC11)

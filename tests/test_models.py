@@ -703,7 +703,7 @@ def test_surrogate_record_without_hyperparameters_names_the_field() -> None:
 
 # -- Ray (conftest's local_ray) -----------------------------------------------------------------------
 @pytest.mark.slow
-def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray: Any) -> None:  # noqa: ANN001
+def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray: Any) -> None:
     ray = local_ray
 
     @ray.remote(num_cpus=1)
@@ -744,7 +744,7 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray: Any) -> None: 
 
 
 @pytest.mark.slow
-def test_ray_executor_timeouts(local_ray: Any) -> None:  # noqa: ANN001
+def test_ray_executor_timeouts(local_ray: Any) -> None:
     executor = RayExecutor()
     assert executor.map(_fail_on_negative, [4.0, -1.0], timeout=60) == [2.0, None]
     # the late item would take 300 s: returning within 100 s means it was dropped, not waited for
@@ -768,7 +768,7 @@ def _process_id(_: object) -> int:
 
 
 @pytest.mark.slow
-def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray: Any) -> None:  # noqa: ANN001
+def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray: Any) -> None:
     """Fits seconds apart run in the same worker processes: Ray stops an idle task worker after about a second,
     and a cold one costs more than a small fit."""
     first = RayExecutor().map(_process_id, [0, 1], timeout=120)
@@ -780,7 +780,7 @@ def test_ray_executor_keeps_its_actors_warm_between_maps(local_ray: Any) -> None
 
 
 @pytest.mark.slow
-def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray: Any) -> None:  # noqa: ANN001
+def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray: Any) -> None:
     """An idle pooled actor killed between fits (say for memory): its item runs again on a new actor."""
     import ray
 
@@ -803,7 +803,7 @@ def test_ray_executor_reruns_the_item_of_an_idle_actor_that_died(local_ray: Any)
 
 
 @pytest.mark.slow
-def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray: Any) -> None:  # noqa: ANN001
+def test_ray_executor_does_not_keep_actors_that_reserve_cpus(local_ray: Any) -> None:
     """An idle actor that reserves a CPU would keep it from trials: those actors go when their map ends."""
     assert RayExecutor(num_cpus=1).map(_process_id, [0, 1], timeout=120) != [None, None]
     deadline = time.monotonic() + 60  # Ray frees a killed actor's CPU soon after, not at once

@@ -133,11 +133,11 @@ SERVICE_META = {"tuning_problem_name": "records_demo", "problem_space": DEMO_PRO
 
 
 def test_the_service_stores_a_bad_result_as_a_failed_record(server: Any) -> None:
-    import grpc  # noqa: PLC0415 - only the service tests pay for gRPC
+    import grpc  # only the service tests pay for gRPC
 
-    from raytuner.client.remote import RemoteTuner  # noqa: PLC0415
-    from raytuner.protocol.v1 import tuning_pb2 as pb  # noqa: PLC0415
-    from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc  # noqa: PLC0415
+    from raytuner.client.remote import RemoteTuner
+    from raytuner.protocol.v1 import tuning_pb2 as pb
+    from raytuner.protocol.v1 import tuning_pb2_grpc as pb_grpc
 
     key = server.keys.create("alice")
     with RemoteTuner(server.address, key, timeout=20, backoff=0.05) as tuner:
@@ -179,21 +179,21 @@ def test_the_service_stores_a_bad_result_as_a_failed_record(server: Any) -> None
 
 
 def fast_on_the_small_task(config: dict) -> None:
-    from ray import tune  # noqa: PLC0415
+    from ray import tune
 
     tune.report({"y": "fast" if config["t"] < 1 else (config["x"] - 0.3) ** 2})
 
 
 def fast_at_the_low_fidelity(config: dict) -> None:
-    from ray import tune  # noqa: PLC0415
+    from ray import tune
 
     tune.report({"y": "fast" if config["fidelity"] < 2 else (config["x"] - 0.3) ** 2})
 
 
 @pytest.mark.slow
 def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray: Any, tmp_path: Path) -> None:
-    from ray import tune  # noqa: PLC0415
-    from raytuner.searchers import RandomSearcher  # noqa: PLC0415
+    from ray import tune
+    from raytuner.searchers import RandomSearcher
 
     store = JsonStore(tmp_path / "store")
     searcher = RandomSearcher(PROBLEM, [{"t": 0.5}, {"t": 2.0}], store, "ray_demo", seed=1)
@@ -216,12 +216,12 @@ def test_a_ray_trial_reporting_fast_is_stored_as_a_failed_record(local_ray: Any,
 
 @pytest.mark.slow
 def test_a_band_trial_reporting_fast_is_stored_as_a_failed_record(local_ray: Any, tmp_path: Path) -> None:
-    from ray import tune  # noqa: PLC0415
-    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: PLC0415
+    from ray import tune
+    from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler
 
     from raytuner.engines import BanditStructure
-    from raytuner.models import LCMOptions  # noqa: PLC0415
-    from raytuner.models.executors import InlineExecutor  # noqa: PLC0415
+    from raytuner.models import LCMOptions
+    from raytuner.models.executors import InlineExecutor
 
     scheduler = GPTuneBandScheduler(
         PROBLEM,

@@ -302,7 +302,7 @@ def test_the_guides_server_in_a_script_without_a_main_guard_runs_at_once(tmp_pat
     assert "'x':" in run.stdout  # the best configuration
     assert 'guard the tuning with `if __name__ == "__main__":`' in run.stderr
     assert took < 120, f"{took:.0f} s"  # 264 s before; 13 s on 2 busy cores
-    from raytuner.store import JsonStore  # noqa: PLC0415
+    from raytuner.store import JsonStore
 
     store = JsonStore(tmp_path / "raytuner-db")
     assert len(store.evaluations("demo")) == 8

@@ -174,8 +174,8 @@ def test_the_budget_waits_for_the_trials_in_flight_then_finishes(tmp_path: Path)
 
 
 def test_an_engine_that_finishes_waits_for_the_trials_in_flight(tmp_path: Path) -> None:
-    from ray.tune.search import Searcher  # noqa: PLC0415 - the Ray face's answers
-    from raytuner.searchers.common import ask_for_ray  # noqa: PLC0415
+    from ray.tune.search import Searcher  # the Ray face's answers
+    from raytuner.searchers.common import ask_for_ray
 
     session = TuningSession(PROBLEM, ThreeTrials(PROBLEM, TASKS, seed=11), JsonStore(tmp_path), NAME)
     trials = [ask_for_ray(session, f"ray-{i}") for i in range(3)]

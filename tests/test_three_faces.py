@@ -51,7 +51,7 @@ def _stored(directory: Path) -> list[tuple[dict[str, Any], dict[str, Any], dict[
 
 
 def _through_a_session(directory: Path) -> None:
-    from raytuner.session.tuning_session import TuningSession  # noqa: PLC0415
+    from raytuner.session.tuning_session import TuningSession
 
     with JsonStore(directory) as store:
         session = TuningSession(PROBLEM, RandomSearch(PROBLEM, TASKS, seed=SEED), store, NAME)
@@ -61,8 +61,8 @@ def _through_a_session(directory: Path) -> None:
 
 
 def _through_ray(directory: Path) -> None:
-    from ray import tune  # noqa: PLC0415
-    from raytuner.searchers import RandomSearcher  # noqa: PLC0415
+    from ray import tune
+    from raytuner.searchers import RandomSearcher
 
     def trainable(config: dict[str, Any]) -> None:
         tune.report({"y": (config["x"] - 0.1 * config["t"]) ** 2})
@@ -80,7 +80,7 @@ def _through_ray(directory: Path) -> None:
 
 
 def _through_the_service(server: Any) -> None:
-    from raytuner.client import RemoteTuner  # noqa: PLC0415
+    from raytuner.client import RemoteTuner
 
     with RemoteTuner(server.address, server.keys.create("alice"), timeout=20, backoff=0.05) as tuner:
         tuner.create_session(
@@ -132,7 +132,7 @@ SESSION_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_a_killed_session_loses_nothing_and_takes_its_trial_in_flight_back(tmp_path: Path) -> None:
-    from raytuner.session.tuning_session import TuningSession  # noqa: PLC0415
+    from raytuner.session.tuning_session import TuningSession
 
     told_before_kill = 4
     proc = subprocess.Popen(

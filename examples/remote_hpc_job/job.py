@@ -24,9 +24,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from program import measure  # noqa: E402
+from program import measure
 
-from raytuner.client.remote import RemoteTuner  # noqa: E402
+from raytuner.client.remote import RemoteTuner
 
 
 def objective(config: dict[str, Any], task: dict[str, Any], fidelity: float | None) -> dict[str, float]:

@@ -290,8 +290,8 @@ def sobol_analysis(
     if not 0 < conf_level < 1:
         raise InvalidInputError("conf_level", f"must lie in (0, 1), got {conf_level!r}")
     # SALib pulls in scipy.stats and pandas (about a second): import it only when analysing
-    from SALib.analyze import sobol as sobol_analyze  # noqa: PLC0415
-    from SALib.sample import sobol as sobol_sample  # noqa: PLC0415
+    from SALib.analyze import sobol as sobol_analyze
+    from SALib.sample import sobol as sobol_sample
 
     began = time.perf_counter()
     index = model.task_index(task)

@@ -77,10 +77,10 @@ def _repository(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(mongodb: str, **kwargs: Any) -> Any:
-        from pymongo.errors import ConfigurationError  # noqa: PLC0415
-        from pymongo.uri_parser import parse_uri  # noqa: PLC0415
+        from pymongo.errors import ConfigurationError
+        from pymongo.uri_parser import parse_uri
 
-        from raytuner.crowd import CrowdRepository  # noqa: PLC0415
+        from raytuner.crowd import CrowdRepository
 
         try:
             database = parse_uri(mongodb)["database"]
@@ -105,7 +105,7 @@ def _client(command: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(
         server: str, api_key: str | None, private_key: str | None, tls_ca: Any, timeout: float, **kwargs: Any
     ) -> Any:
-        from raytuner.client.crowd import CrowdClient  # noqa: PLC0415
+        from raytuner.client.crowd import CrowdClient
 
         given = credential(api_key, private_key)
         if given is None:
@@ -215,9 +215,9 @@ def keys_register(repository: Any, username: str, public_key: str) -> None:
 )
 def keys_generate(out: str) -> None:
     """Make an Ed25519 key pair on this machine: write the private key, print the public key to register."""
-    import os  # noqa: PLC0415
+    import os
 
-    from raytuner.signing import generate_key_pair, key_id_of  # noqa: PLC0415
+    from raytuner.signing import generate_key_pair, key_id_of
 
     private_pem, public_key = generate_key_pair()
     try:
@@ -245,7 +245,7 @@ def keys_generate(out: str) -> None:
 )
 def keys_token(private_key: str) -> None:
     """Print a one-time dashboard sign-in token signed with your private key (good for a minute)."""
-    from raytuner.signing import DASHBOARD_SIGN_IN, WINDOW_SECONDS  # noqa: PLC0415
+    from raytuner.signing import DASHBOARD_SIGN_IN, WINDOW_SECONDS
 
     click.echo(credential(None, private_key).credential(DASHBOARD_SIGN_IN))
     click.echo(f"(paste it into the dashboard's sign-in within {WINDOW_SECONDS} s; it works once)", err=True)

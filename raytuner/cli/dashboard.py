@@ -62,9 +62,9 @@ def dashboard(
     A request that names another host than loopback, --host or an --allow-host is refused
     (a DNS-rebinding page cannot read a loopback dashboard).
     """
-    from raytuner.dashboard import DashboardServer, create_app  # noqa: PLC0415 - Flask only for this command
-    from raytuner.dashboard.pages import LOOPBACK_HOSTS  # noqa: PLC0415
-    from raytuner.store import is_mongodb_uri  # noqa: PLC0415
+    from raytuner.dashboard import DashboardServer, create_app  # Flask only for this command
+    from raytuner.dashboard.pages import LOOPBACK_HOSTS
+    from raytuner.store import is_mongodb_uri
 
     if location is None and crowd_uri is None and service is None:
         raise click.BadParameter(
@@ -80,7 +80,7 @@ def dashboard(
     if service is not None and host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("--service on %s: whoever reaches the dashboard sees this API key's sessions", host)
     if service is not None:
-        from raytuner.client import RemoteTuner  # noqa: PLC0415
+        from raytuner.client import RemoteTuner
 
         tuner = RemoteTuner(service, api_key)
     app = create_app(

@@ -152,7 +152,7 @@ def store_location(location: str, param_hint: str) -> str:
     >>> store_location("mongodb://127.0.0.1/db", "--to")
     'mongodb://127.0.0.1/db'
     """
-    from raytuner.store import is_mongodb_uri  # noqa: PLC0415 - the store package only when a command needs one
+    from raytuner.store import is_mongodb_uri  # the store package only when a command needs one
 
     if not is_mongodb_uri(location) and os.path.lexists(location) and not os.path.isdir(location):
         raise click.BadParameter(
@@ -174,7 +174,7 @@ def existing_store(location: str, param_hint: str) -> str:
     ...
     raytuner.cli.errors.CommandError: /nonexistent/store: does not exist
     """
-    from raytuner.store import is_mongodb_uri  # noqa: PLC0415 - the store package only when a command needs one
+    from raytuner.store import is_mongodb_uri  # the store package only when a command needs one
 
     if not is_mongodb_uri(location) and not os.path.lexists(location):
         raise CommandError(f"{location}: does not exist", EXIT_INPUT)
@@ -267,13 +267,13 @@ class CommandGroup(click.Group):
     ) -> click.Context:
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
-        except Exception as exc:  # noqa: BLE001 - _translate lets through what it does not know as input
+        except Exception as exc:  # _translate lets through what it does not know as input
             self._reraise(exc, None, 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except Exception as exc:  # noqa: BLE001 - _translate decides, one place for every command
+        except Exception as exc:  # _translate decides, one place for every command
             self._reraise(exc, ctx, int(ctx.params.get("verbose") or 0))
 
     @staticmethod

@@ -135,7 +135,7 @@ def credential(api_key: str | None, private_key: str | None) -> Any:
         api_key, private_key = (api_key, None) if typed == ["api_key"] else (None, private_key)
     if private_key is None:
         return api_key
-    from raytuner.signing import Signer  # noqa: PLC0415 - cryptography only when a key file is given
+    from raytuner.signing import Signer  # cryptography only when a key file is given
 
     return Signer.from_file(private_key)
 

@@ -85,7 +85,7 @@ def rci_next(
     prefix: str,
 ) -> None:
     """Print the trial to run now (the one not yet reported, else a new one); exit 3 when the session is over."""
-    from raytuner.service.rci import RciSession  # noqa: PLC0415 - the engines only when a command needs them
+    from raytuner.service.rci import RciSession  # the engines only when a command needs them
 
     if task and tasks_json:
         raise click.BadParameter("give --task or --tasks-json, not both", param_hint="--tasks-json")
@@ -120,7 +120,7 @@ def rci_report(
     report: Report,
 ) -> None:
     """Record a trial's outputs (--value) or its failure (--failed); in the store when this returns."""
-    from raytuner.service.rci import RciSession  # noqa: PLC0415
+    from raytuner.service.rci import RciSession
 
     session = RciSession(_where(store, meta), name, meta=meta)
     outputs: dict[str, Any] = report.outputs(lambda: session.output_names(trial))

@@ -100,7 +100,7 @@ def _client(session: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             session_id: str | None = None,
             **kwargs: Any,
         ) -> Any:
-            from raytuner.client.remote import RemoteTuner  # noqa: PLC0415 - gRPC only for these commands
+            from raytuner.client.remote import RemoteTuner  # gRPC only for these commands
 
             ca = tls_ca.read() if tls_ca else None
             given = credential(api_key, private_key)
@@ -260,8 +260,8 @@ def serve(
     limits: tuple[str, ...],
 ) -> None:
     """Serve the tuning service until SIGTERM or Ctrl-C (it exits within a few seconds, even mid-fit)."""
-    from raytuner.service.bounds import SessionLimits  # noqa: PLC0415
-    from raytuner.service.server import TuningServer  # noqa: PLC0415
+    from raytuner.service.bounds import SessionLimits
+    from raytuner.service.server import TuningServer
 
     bounds = SessionLimits.parse(limits)
     location = _location(store, mongodb)
@@ -314,7 +314,7 @@ def serve(
 
 def _registry(store: str | None, mongodb: str | None) -> Any:
     location = _location(store, mongodb)
-    from raytuner.service.auth import open_keys  # noqa: PLC0415 - gRPC-free, but only for these commands
+    from raytuner.service.auth import open_keys  # gRPC-free, but only for these commands
 
     return open_keys(location)
 
@@ -372,9 +372,9 @@ def keys_grant(store: str | None, mongodb: str | None, problem: str, principal: 
     """
     if owner and revoke:
         raise click.BadParameter("give --owner or --revoke, not both", param_hint="--revoke")
-    from raytuner.service.access import ProblemAccess  # noqa: PLC0415 - only for this command
-    from raytuner.store import open_store  # noqa: PLC0415
-    from raytuner.view import problem_in  # noqa: PLC0415
+    from raytuner.service.access import ProblemAccess  # only for this command
+    from raytuner.store import open_store
+    from raytuner.view import problem_in
 
     location = _location(store, mongodb)
     opened = open_store(existing_store(location, "--store"))

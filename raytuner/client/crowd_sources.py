@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 def _local(store: HistoryStore) -> HistoryStore:
     """The store records are written to without being synced (a CrowdSyncStore's own store)."""
-    from raytuner.crowd.sync import CrowdSyncStore  # noqa: PLC0415
+    from raytuner.crowd.sync import CrowdSyncStore
 
     return store.store if isinstance(store, CrowdSyncStore) else store
 
@@ -79,10 +79,10 @@ def crowd_source(
         A source over the cached records, or ``None`` when there are none (nothing matched, or the
         crowd could not be reached and nothing was cached).
     """
-    from pydantic import ValidationError  # noqa: PLC0415
+    from pydantic import ValidationError
 
-    from raytuner.client.channel import RETRIED_CODES, ServiceError  # noqa: PLC0415
-    from raytuner.client.crowd import connect  # noqa: PLC0415
+    from raytuner.client.channel import RETRIED_CODES, ServiceError
+    from raytuner.client.crowd import connect
 
     local = _local(open_store(store))
     problem = meta.tuning_problem_name

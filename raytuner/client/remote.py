@@ -514,7 +514,7 @@ class RemoteTuner(ServiceChannel):
         def renew() -> None:
             try:
                 self.keep_leased(trial, every, stop)
-            except Exception as exc:  # noqa: BLE001 - the trial's run goes on; its tell says the rest
+            except Exception as exc:  # the trial's run goes on; its tell says the rest
                 log.warning("stopped renewing the lease of trial %s: %s", trial, exc)
 
         thread = threading.Thread(target=renew, name="raytuner-heartbeat", daemon=True)
@@ -556,7 +556,7 @@ class RemoteTuner(ServiceChannel):
             try:
                 with self.heartbeats(trial):
                     result = objective(dict(trial.config), dict(trial.task), trial.fidelity)
-            except Exception as exc:  # noqa: BLE001 - the objective's failure is the trial's result
+            except Exception as exc:  # the objective's failure is the trial's result
                 log.info("trial %s failed: %s: %s", trial.trial_id, type(exc).__name__, exc)
                 self.tell(trial, failure=f"{type(exc).__name__}: {exc}")
                 continue

@@ -377,7 +377,7 @@ class MLA(StoredModels, Engine):
 
     def _leader_data(self) -> SourceData | None:
         """The leaders' successful records as source data (their GPs), as the followers started."""
-        from raytuner.engines.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
+        from raytuner.engines.transfer.data import SourceData  # tla builds on MLA
 
         ok = self.objective.name
         led = [r for r in self._followers_from or [] if (v := r.value(ok)) is not None and np.isfinite(v)]
@@ -477,8 +477,8 @@ class MLA(StoredModels, Engine):
         records = self.start_sources(index)
         if not records or any(r.status == "ok" and self.task_index(r.task_parameter) == index for r in self._records):
             return design
-        from raytuner.engines.transfer.data import SourceData  # noqa: PLC0415, F811 - tla builds on MLA
-        from raytuner.engines.transfer.engine import FIRST, TransferLearning  # noqa: PLC0415
+        from raytuner.engines.transfer.data import SourceData  # tla builds on MLA
+        from raytuner.engines.transfer.engine import FIRST, TransferLearning
 
         if self._start_data is None or self._start_data.uids != {r.uid for r in records}:  # its GPs serve every task
             self._start_data = SourceData(
@@ -672,7 +672,7 @@ class MLA(StoredModels, Engine):
             return fitted, target, None
         try:
             mine = self.own_model(index)
-        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+        except Exception:  # a numerical failure must not end a tuning run
             log.exception("%s: the own model of task %d failed; its search uses the shared model", self.name, index)
             return fitted, target, None
         if mine is None:
@@ -708,7 +708,7 @@ class MLA(StoredModels, Engine):
         rng = self._stream(index)
         try:
             fitted = self.fitted_model()
-        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+        except Exception:  # a numerical failure must not end a tuning run
             log.exception("model fit failed; suggesting a random configuration for task %d", index)
             fitted = None
         if fitted is None:

@@ -106,7 +106,7 @@ def loo_rank_correlation(fitted: FittedLCM, task: int, least: int = MIN_OWN_SAMP
     >>> bool(loo_rank_correlation(fitted, 0) > 0.9)
     True
     """
-    from scipy.stats import spearmanr  # noqa: PLC0415 - scipy.stats is slow to import; needed here alone
+    from scipy.stats import spearmanr  # scipy.stats is slow to import; needed here alone
 
     mine = fitted.task == task
     if int(mine.sum()) < least or not fitted.exact:

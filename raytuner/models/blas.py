@@ -30,9 +30,9 @@ def one_blas_thread() -> AbstractContextManager[Any]:
     """
     global _BLAS
     if _BLAS is None:
-        import numpy  # noqa: F401, PLC0415 - loads the BLAS libraries the controller must see
-        import scipy.linalg  # noqa: F401, PLC0415
-        from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+        import numpy  # noqa: F401 - loads the BLAS libraries the controller must see
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import ThreadpoolController
 
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")

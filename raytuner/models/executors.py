@@ -96,7 +96,7 @@ class InlineExecutor:
         for item in items:
             try:
                 results.append(fn(item))
-            except Exception:  # noqa: BLE001 - one failed start must not end a fit
+            except Exception:  # one failed start must not end a fit
                 log.exception("executor item failed")
                 results.append(None)
         return results
@@ -381,7 +381,7 @@ class RayExecutor:
         results: list[R | None],
     ) -> list[int]:
         """Run ``items[i]`` for each index on an actor, into ``results``; the indices whose actor was lost."""
-        import ray  # noqa: PLC0415 - Ray is optional for engines; imported only when used
+        import ray  # Ray is optional for engines; imported only when used
 
         actors = _ACTORS.take(self.num_cpus, len(indices))
         healthy: list[_Pooled] = []
@@ -403,7 +403,7 @@ class RayExecutor:
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
                     log.error("Ray actor lost: %r", exc)  # it (or its node) died, or its node is gone
                     lost.append(i)
-                except Exception as exc:  # noqa: BLE001 - a failed task is one lost start
+                except Exception as exc:  # a failed task is one lost start
                     log.error("Ray task failed: %r", exc)
                     healthy.append(pooled)
         finally:
@@ -441,7 +441,7 @@ class _ActorPool:
 
     @staticmethod
     def _current() -> tuple[str, str]:
-        import ray  # noqa: PLC0415
+        import ray
 
         context = ray.get_runtime_context()  # a new local Ray has a new node; a new connection a new job
         return context.get_job_id(), context.get_node_id()
@@ -453,7 +453,7 @@ class _ActorPool:
         are dropped here. If Ray fails while new actors are made, everything
         taken or made is let go and the error is raised.
         """
-        import ray  # noqa: PLC0415
+        import ray
 
         session = self._current()
         alive: list[str | None] = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
@@ -500,7 +500,7 @@ class _ActorPool:
         self._drop(drop)
 
     def _drop(self, actors: list[_Pooled]) -> None:
-        import ray  # noqa: PLC0415
+        import ray
 
         for pooled in actors:
             with self._lock:
@@ -508,7 +508,7 @@ class _ActorPool:
                     self._placed[pooled.node] -= 1
             try:
                 ray.kill(pooled.actor)
-            except Exception as exc:  # noqa: BLE001 - an actor already gone is gone
+            except Exception as exc:  # an actor already gone is gone
                 log.debug("killing a pooled actor: %r", exc)
 
     def _fewest_actors(self, alive: list[str | None], count: int) -> list[str | None]:
@@ -534,7 +534,7 @@ class _ActorPool:
         costs that item alone. An actor that reserves CPUs is spread instead,
         so that it never waits for CPUs that trials hold on one node.
         """
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if node is None:
             return worker.options(num_cpus=num_cpus).remote()
@@ -557,7 +557,7 @@ class _Worker:
 
 def _on_node(fn: Callable[[T], R], item: T) -> tuple[str, R]:
     """Run ``fn(item)`` in a Ray worker and say on which node it ran."""
-    import ray  # noqa: PLC0415 - runs inside a Ray worker
+    import ray  # runs inside a Ray worker
 
     return ray.get_runtime_context().get_node_id(), fn(item)
 

@@ -458,7 +458,7 @@ class FittedLCM:
 
     def to_gpy(self) -> Any:
         """The same model as a GPy ``GPCoregionalizedRegression`` (for checks and GPy users)."""
-        import GPy  # noqa: PLC0415 - GPy is slow to import; only this method needs it
+        import GPy  # GPy is slow to import; only this method needs it
 
         if not self.exact:
             raise InvalidInputError("exact_limit", "GPy's coregionalised regression is exact; this model is sparse")

@@ -17,7 +17,7 @@ __all__ = ["TuningServer"]
 
 def __getattr__(name: str) -> Any:
     if name == "TuningServer":
-        from raytuner.service.server import TuningServer  # noqa: PLC0415
+        from raytuner.service.server import TuningServer
 
         return TuningServer
     raise AttributeError(name)

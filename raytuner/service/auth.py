@@ -175,7 +175,7 @@ class ApiKeys:
         if time.monotonic() - self._loaded > REFRESH_SECONDS and self._refreshing.acquire(blocking=False):
             try:  # one thread re-reads; the others use the keys known
                 self.refresh()
-            except Exception as exc:  # noqa: BLE001 - the store may be down; keep what we knew
+            except Exception as exc:  # the store may be down; keep what we knew
                 log.warning("cannot re-read the API keys (%s); using the keys known", type(exc).__name__)
             finally:
                 self._refreshing.release()
@@ -199,6 +199,6 @@ def open_keys(location: str | os.PathLike[str]) -> ApiKeys:
     Args:
         location: The store's directory or ``mongodb://`` URI.
     """
-    from raytuner.store import open_store  # noqa: PLC0415 - the store package is heavier than this module
+    from raytuner.store import open_store  # the store package is heavier than this module
 
     return ApiKeys(open_store(location).ledger())

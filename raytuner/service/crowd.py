@@ -94,7 +94,7 @@ class CrowdServicer(pb_grpc.CrowdServiceServicer):
     def _stream(self, method: str, query: pb.CrowdQuery, context: grpc.ServicerContext) -> Iterator[pb.CrowdRecords]:
         try:
             records = self._query(method, query, context, raw=True)  # JSON texts as stored
-        except Exception as exc:  # noqa: BLE001 - a stream aborts with the mapped status
+        except Exception as exc:  # a stream aborts with the mapped status
             code, message = status_of(exc)
             context.abort(code, message)
         for start in range(0, len(records), BATCH):  # the stored JSON texts, joined: nothing re-encoded

@@ -84,7 +84,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return method(self, request, context)
-        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+        except Exception as exc:  # every error becomes a status
             code, message = status_of(exc)
         context.abort(code, message)
 

@@ -166,7 +166,7 @@ class SessionRebuilder:
                 break
             try:
                 self._problems[problem] = (self.store.evaluations(problem), self.store.models(problem))
-            except Exception:  # noqa: BLE001 - its sessions say why, one by one
+            except Exception:  # its sessions say why, one by one
                 log.warning("cannot read problem %s; its sessions are rebuilt when they are called", problem)
                 continue
             for session_id in session_ids:
@@ -175,7 +175,7 @@ class SessionRebuilder:
                 try:
                     self._rebuild_once(session_id)
                     rebuilt += 1
-                except Exception:  # noqa: BLE001 - logged where it failed
+                except Exception:  # logged where it failed
                     failed += 1
             self._problems.pop(problem, None)
         self._trials = None
@@ -194,7 +194,7 @@ class SessionRebuilder:
             return self._rebuild_once(session_id)
         except StoreError:
             raise
-        except Exception:  # noqa: BLE001 - logged where it failed
+        except Exception:  # logged where it failed
             raise NotRebuilt(
                 f"session_id: session {session_id!r} could not be rebuilt after the server's restart (its log says why)"
             ) from None

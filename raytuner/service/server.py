@@ -281,7 +281,7 @@ class _Servicer(pb_grpc.TuningServiceServicer):
                     time=item["time"],
                     sequence=item["sequence"],
                 )
-        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+        except Exception as exc:  # every error becomes a status
             code, message = status_of(exc)
             context.abort(code, message)
 
@@ -359,26 +359,26 @@ class TuningServer:
     def _crowd(crowd: Any) -> Any:
         if crowd is None or not isinstance(crowd, str):
             return crowd
-        from pymongo.uri_parser import parse_uri  # noqa: PLC0415
+        from pymongo.uri_parser import parse_uri
 
-        from raytuner.crowd import CrowdRepository  # noqa: PLC0415 - the crowd only when asked for
+        from raytuner.crowd import CrowdRepository  # the crowd only when asked for
 
         try:
             database = parse_uri(crowd)["database"]
-        except Exception as exc:  # noqa: BLE001 - pymongo raises several kinds for a bad URI
+        except Exception as exc:  # pymongo raises several kinds for a bad URI
             raise InvalidInputError("crowd", f"not a MongoDB URI: {exc}") from None
         return CrowdRepository(crowd, **({"database": database} if database else {}))
 
     @staticmethod
     def _executor(ray_address: str | None) -> Any:
-        from raytuner.models.executors import RayExecutor, default_executor  # noqa: PLC0415
+        from raytuner.models.executors import RayExecutor, default_executor
 
         if ray_address is None:
             # the process pool (or this process's Ray), for small fits too: concurrent sessions' fits then run
             # side by side, where inline fits in the server's threads took turns (bench service, MLA, 8
             # clients: 39 tells/s on the pool, 22 inline)
             return default_executor()
-        import ray  # noqa: PLC0415 - Ray only when a cluster is named
+        import ray  # Ray only when a cluster is named
 
         ray.init(address=ray_address, ignore_reinit_error=True, include_dashboard=False)
         return RayExecutor()
@@ -436,7 +436,7 @@ class TuningServer:
         )
         pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None), server)
         if self.crowd is not None:
-            from raytuner.service.crowd import CrowdServicer  # noqa: PLC0415 - SALib and GPy only for the crowd
+            from raytuner.service.crowd import CrowdServicer  # SALib and GPy only for the crowd
 
             pb_grpc.add_CrowdServiceServicer_to_server(
                 CrowdServicer(self.crowd, self.manager.executor, self.manager.limits.fit_seconds), server

@@ -104,7 +104,7 @@ class CrowdSessions:
         """The server's store, synced to the crowd repository as ``crowd_user`` (with ``access``) when asked."""
         if not crowd_user:
             return self.store
-        from raytuner.crowd.sync import CrowdSyncStore  # noqa: PLC0415 - the crowd only when asked for
+        from raytuner.crowd.sync import CrowdSyncStore  # the crowd only when asked for
 
         try:
             user = self._crowd("sync_crowd_repo").get_user(crowd_user)

@@ -102,7 +102,7 @@ def _close_open_writers() -> None:
     for store in list(_OPEN_WRITERS):
         try:
             store.close()
-        except Exception as exc:  # noqa: BLE001 - at exit: the journal keeps every record, the next writer compacts
+        except Exception as exc:  # at exit: the journal keeps every record, the next writer compacts
             log.warning("could not close %r at exit: %s", store, exc)
 
 
@@ -228,7 +228,7 @@ class JsonStore(HistoryStore):
         ):
             try:
                 self.compact(problem)
-            except Exception as exc:  # noqa: BLE001 - the record is durable in the journal; compact later
+            except Exception as exc:  # the record is durable in the journal; compact later
                 self._compact_after[problem] = journal_size + self.compact_min_bytes
                 log.warning(
                     "could not compact %s (%s: %s); the journal keeps every record, compaction is tried again later",
@@ -266,7 +266,7 @@ class JsonStore(HistoryStore):
         )
         try:
             self._compact(problem, repair=True)  # also with nothing in the journal
-        except Exception as exc:  # noqa: BLE001 - the record is durable in the journal
+        except Exception as exc:  # the record is durable in the journal
             log.warning("could not rewrite %s (%s: %s); the journal keeps every record", path, type(exc).__name__, exc)
             return False
         return True

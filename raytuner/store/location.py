@@ -40,7 +40,7 @@ def open_store(location: HistoryStore | str | os.PathLike[str]) -> HistoryStore:
     if isinstance(location, HistoryStore):
         return location
     if is_mongodb_uri(location):
-        from raytuner.store.mongo_store import MongoStore  # noqa: PLC0415 - pymongo only when MongoDB is used
+        from raytuner.store.mongo_store import MongoStore  # pymongo only when MongoDB is used
 
         return MongoStore(str(location))
     return JsonStore(location)

@@ -90,7 +90,7 @@ class RetryBuffer(Generic[T]):
             return True
         try:
             self._send(problem, list(records))
-        except Exception as exc:  # noqa: BLE001 - tuning goes on; the records are sent again later
+        except Exception as exc:  # tuning goes on; the records are sent again later
             log.warning(
                 "could not upload %d record(s) of %s to %s (%s); will retry",
                 len(records),

@@ -251,7 +251,7 @@ class MongoServerLease(ServerLock):
         One ``find_one_and_update`` upserting ``{_id: "server"}``: every field keeps its value unless the
         condition holds, evaluated on the document as it was, so two servers cannot both take it.
         """
-        from pymongo import ReturnDocument  # noqa: PLC0415 - pymongo only with MongoDB
+        from pymongo import ReturnDocument  # pymongo only with MongoDB
 
         condition = {"$or": [{"$eq": [{"$type": "$token"}, "missing"]}, when]}
         mine = {key: {"$literal": value} for key, value in {**_holder(), "token": self.token}.items()}
@@ -333,7 +333,7 @@ class MongoServerLease(ServerLock):
                     )
                 if renewed is None:  # gone (a database restored without it): take it again unless another has
                     renewed = self._take({"$eq": ["$token", {"$literal": self.token}]}) or None
-            except Exception as exc:  # noqa: BLE001 - retried at the next tick; the lease outlives a few
+            except Exception as exc:  # retried at the next tick; the lease outlives a few
                 log.warning("%s: could not renew the server lease (%s); trying again", self.store, exc)
                 continue
             if renewed is not None:
@@ -359,5 +359,5 @@ class MongoServerLease(ServerLock):
         try:
             with self.errors("release the server lease"):
                 self.collection.delete_one({"_id": _LEASE_ID, "token": self.token})
-        except Exception as exc:  # noqa: BLE001 - the lease then runs out by itself
+        except Exception as exc:  # the lease then runs out by itself
             log.warning("%s: could not release the server lease (%s); it runs out in %.0f s", self.store, exc, self.ttl)

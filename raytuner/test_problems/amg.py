@@ -274,7 +274,7 @@ def build_solver(A: sp.csr_matrix, config: Mapping[str, Any], symmetric: bool) -
         config: the configuration.
         symmetric: whether ``A`` is symmetric (a = 0).
     """
-    import pyamg  # noqa: PLC0415 - only the solve needs it
+    import pyamg  # only the solve needs it
 
     theta = float(config["strength"])
     common = dict(
@@ -353,8 +353,8 @@ def solve(
     ...     print(exc.reason.split(":")[0])
     stalled
     """
-    from pyamg.krylov import bicgstab, fgmres  # noqa: PLC0415
-    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+    from pyamg.krylov import bicgstab, fgmres
+    from threadpoolctl import threadpool_limits
 
     a, c = float(task["a"]), float(task["c"])
     A = convection_diffusion(int(k), a, c)
@@ -410,7 +410,7 @@ def solve(
         raise SolveTimeout(f"timeout: over {time_limit:g} s") from exc
     except SolveFailure:
         raise
-    except Exception as exc:  # noqa: BLE001 - any PyAMG/SciPy error is a failed evaluation
+    except Exception as exc:  # any PyAMG/SciPy error is a failed evaluation
         raise SolveFailure(f"error: {type(exc).__name__}: {exc}") from exc
     elapsed = time.perf_counter() - start
     if not np.all(np.isfinite(x)):

@@ -59,7 +59,7 @@ def _refresh_ray_config() -> None:
     """Make an already imported Ray see the authentication variables (it caches its config at import)."""
     if "ray" in sys.modules:
         # Ray's own refresh, as ray.init does for token mode (Ray's _raylet.pyi leaves out the Config _raylet has)
-        from ray._raylet import Config  # type: ignore[attr-defined]  # noqa: PLC0415
+        from ray._raylet import Config  # type: ignore[attr-defined]
 
         Config.initialize("")
 
@@ -93,7 +93,7 @@ class LocalCluster:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
 
     def _start_node(self, index: int, args: list[str]) -> None:
-        logfile = open(self._dir / f"node_{index}.log", "wb")  # noqa: SIM115 - closed with the process
+        logfile = open(self._dir / f"node_{index}.log", "wb")  # closed with the process
         command = [
             _ray_cli(),
             "start",
@@ -200,7 +200,7 @@ class LocalCluster:
         """
         if not self.address:
             return
-        from ray._common.utils import get_ray_address_file  # noqa: PLC0415 - Ray's own path for the note
+        from ray._common.utils import get_ray_address_file  # Ray's own path for the note
 
         note = Path(get_ray_address_file(None))
         try:

@@ -278,7 +278,7 @@ class TransferLearning(Engine):
     def _propose(self, proposer: str) -> tuple[dict[str, Any], str]:
         try:
             model = BUILDERS[proposer](self.source, self._target_data(), self._context())
-        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+        except Exception:  # a numerical failure must not end a tuning run
             log.exception("%s failed to build its model; suggesting a random configuration", proposer)
             return self._random(), "random"
         return self._search(model), "model"
