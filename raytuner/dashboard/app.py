@@ -133,9 +133,9 @@ def create_app(
     for area in (site, problems, analysis, evaluations, live):
         app.register_blueprint(area)
     if crowd is not None:
-        from raytuner.dashboard.crowd_pages import blueprint as crowd_pages  # noqa: PLC0415 - the crowd only when shown
-        from raytuner.dashboard.crowd_pages import open_crowd  # noqa: PLC0415
-        from raytuner.dashboard.signin import blueprint as signin  # noqa: PLC0415
+        from raytuner.dashboard.crowd_pages import blueprint as crowd_pages  # the crowd only when shown
+        from raytuner.dashboard.crowd_pages import open_crowd
+        from raytuner.dashboard.signin import blueprint as signin
 
         app.config["RAYTUNER"].update(crowd=open_crowd(crowd), signins={})
         app.register_blueprint(crowd_pages)

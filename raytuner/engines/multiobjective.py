@@ -333,7 +333,7 @@ class MultiObjectiveMLA(MLA):
         try:
             self._choose_transforms()
             fits = [c.fitted_model() for c in self.components]
-        except Exception:  # noqa: BLE001 - a numerical failure must not end a tuning run
+        except Exception:  # a numerical failure must not end a tuning run
             log.exception("model fit failed; suggesting a random configuration for task %d", index)
             fits = [None]
         fitted = [f for f in fits if f is not None]
