@@ -100,7 +100,7 @@ def test_acquisition_function_binds_options_and_rejects_unknown_names() -> None:
     with pytest.raises(InvalidInputError, match=r"^acquisition\.beta: not an option of 'ei' \(allowed: xi\)"):
         acquisition_function("ei", beta=2.0)
     with pytest.raises(InvalidInputError, match="^acquisition.xi: 'big' is not a finite number"):
-        acquisition_function("pi", xi="big")  # type: ignore[arg-type]
+        acquisition_function("pi", xi="big")  # type: ignore[arg-type]  # the wrong type is what the test gives
 
 
 # --- optimize_acquisition ----------------------------------------------------------------------

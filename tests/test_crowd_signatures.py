@@ -104,7 +104,7 @@ def test_keys_in_every_accepted_form_and_refusals_naming_the_field(tmp_path: Pat
     with pytest.raises(InvalidInputError, match="^public_key: a weak Ed25519 key"):
         public_key_text(identity)
     with pytest.raises(InvalidInputError, match="^api_key: a SecretStr"):
-        CrowdClient("127.0.0.1:1", SecretStr("rt_x"))  # type: ignore[arg-type]
+        CrowdClient("127.0.0.1:1", SecretStr("rt_x"))  # type: ignore[arg-type]  # the wrong type is what the test gives
 
 
 # -- the repository on a real mongod ---------------------------------------------------------------------

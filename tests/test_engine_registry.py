@@ -219,7 +219,7 @@ def test_options_must_be_plain_data() -> None:
     with pytest.raises(InvalidInputError, match=r"^options\.executor: InlineExecutor is not plain data"):
         EngineSpec("mla", {"executor": INLINE})
     with pytest.raises(InvalidInputError, match=r"^options: must be an object of option names"):
-        EngineSpec("mla", [1, 2])  # type: ignore[arg-type]
+        EngineSpec("mla", [1, 2])  # type: ignore[arg-type]  # the wrong type is what the test gives
     assert EngineSpec("mla", {"lcm": LCMOptions(n_starts=2)}).options["lcm"]["n_starts"] == 2
 
 

@@ -141,7 +141,7 @@ def test_a_maximised_objective_and_failures_are_read_right() -> None:
     assert view.best_so_far()["best"].tolist() == [1.0, 1.0, 3.0, 3.0]
     assert view.frame["failure"].tolist()[1] == "crashed"
     with pytest.raises(Exception, match="goal: 'largest' is not a goal"):
-        load_history(HistoryDocument(tuning_problem_name="p"), goal="largest")  # type: ignore[arg-type]
+        load_history(HistoryDocument(tuning_problem_name="p"), goal="largest")  # type: ignore[arg-type]  # the wrong type is what the test gives
 
 
 def test_history_show_prints_the_best_per_task_a_table_json_and_csv(location: str) -> None:

@@ -174,7 +174,7 @@ def test_batch_suggestions_are_distinct(batch: BatchMode) -> None:
 
 def test_invalid_batch_mode_names_the_field() -> None:
     with pytest.raises(InvalidInputError) as err:
-        MLA(DEMO, [{"t": 1.0}], batch="believer")  # type: ignore[arg-type]
+        MLA(DEMO, [{"t": 1.0}], batch="believer")  # type: ignore[arg-type]  # the wrong type is what the test gives
     assert err.value.field == "batch"
     assert "kriging_believer" in str(err.value)
     with pytest.raises(InvalidInputError) as err:
@@ -214,7 +214,7 @@ def test_each_task_draws_its_own_initial_design_unless_they_share_one() -> None:
     assert all(MIXED.is_valid({"t": 1.0}, c) for c in loose_first[1])
     assert len({(c["x"], c["n"], c["alg"]) for c in loose_first[1]}) == 5
     with pytest.raises(InvalidInputError) as err:
-        MLA(DEMO, tasks, design="isotropic")  # type: ignore[arg-type]
+        MLA(DEMO, tasks, design="isotropic")  # type: ignore[arg-type]  # the wrong type is what the test gives
     assert err.value.field == "design" and "per_task" in str(err.value) and "\n" not in str(err.value)
 
 

@@ -121,7 +121,7 @@ def test_categorical_tasks_lead_in_their_order_and_a_bad_design_is_named() -> No
     assert MLA(problem, tasks, seed=0, design="staggered").leaders == [0, 1]
     assert MLA(problem, tasks, seed=0).leaders == [0, 1, 2, 3, 4]  # the other designs: every task at once
     with pytest.raises(InvalidInputError, match="design: unknown initial design 'wave'.*staggered"):
-        MLA(problem, tasks, seed=0, design="wave")  # type: ignore[arg-type]
+        MLA(problem, tasks, seed=0, design="wave")  # type: ignore[arg-type]  # the wrong type is what the test gives
 
 
 def test_the_staggered_start_is_an_engine_option_every_face_takes_and_rebuilds() -> None:

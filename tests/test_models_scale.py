@@ -113,10 +113,10 @@ def test_limits_are_checked() -> None:
     assert LCMOptions(lengthscale_prior=(-1, 2)).lengthscale_prior == (-1.0, 2.0)
     for bad in ("wide", (0.0, float("nan")), (True, 1.0)):
         with pytest.raises(InvalidInputError, match="lengthscale_prior.*'spacing'"):
-            LCMOptions(lengthscale_prior=bad)  # type: ignore[arg-type]
+            LCMOptions(lengthscale_prior=bad)  # type: ignore[arg-type]  # the wrong type is what the test gives
     for wrong in ((0.0, 30.0), (1.1, -1.0), (1.1,), "gamma"):
         with pytest.raises(InvalidInputError, match=r"noise_prior: must be \(shape, rate\)"):
-            LCMOptions(noise_prior=wrong)  # type: ignore[arg-type]
+            LCMOptions(noise_prior=wrong)  # type: ignore[arg-type]  # the wrong type is what the test gives
     assert LCMOptions(noise_prior=(2, 10)).noise_prior == (2.0, 10.0)
 
 

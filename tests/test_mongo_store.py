@@ -104,7 +104,7 @@ def test_open_store_uses_the_uri_database(mongo_uri: str) -> None:
             client.drop_database("raytuner_open_store_test")
     default = open_store(mongo_uri)
     try:
-        assert default.database == "raytuner"  # type: ignore[attr-defined]
+        assert isinstance(default, MongoStore) and default.database == "raytuner"
     finally:
         default.close()
 

@@ -122,7 +122,7 @@ def test_a_session_stores_a_bad_result_as_a_failed_record(tmp_path: Path, result
 
 def test_a_session_stores_a_result_that_is_no_mapping_as_failed(tmp_path: Path) -> None:
     session = TuningSession(PROBLEM, RandomSearch(PROBLEM, [{"t": 1.0}], seed=0), JsonStore(tmp_path), "demo")
-    record = session.tell(session.ask(), "fast")  # type: ignore[arg-type]
+    record = session.tell(session.ask(), "fast")  # type: ignore[arg-type]  # the wrong type is what the test gives
     assert record.status == "failed" and "not a mapping" in known(provenance(record).failure_message)
     assert JsonStore(tmp_path).evaluations("demo")[0].status == "failed"
 

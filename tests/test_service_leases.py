@@ -358,7 +358,7 @@ def test_the_example_job_heartbeats_through_a_trial_longer_than_its_lease(
             stderr=subprocess.STDOUT,
             text=True,
         )
-        live = server.manager.get(server.keys.verify(key).key_id, session).tuning  # type: ignore[union-attr]
+        live = server.manager.get(known(server.keys.verify(key)).key_id, session).tuning
         (trial_id,) = until(lambda: list(live.pending))  # the job runs its trial
 
         def deadline() -> float:

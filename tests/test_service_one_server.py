@@ -49,7 +49,7 @@ class Serve:
 
     def started(self) -> str:
         """The server's address, once it serves (fails with its stderr if it exits instead)."""
-        line = self.process.stdout.readline()  # type: ignore[union-attr]
+        line = known(self.process.stdout).readline()
         found = re.search(r"on (127\.0\.0\.1:\d+) ", line)
         assert found, (line, self.refused(timeout=START_S))
         self.address = found.group(1)
@@ -58,14 +58,14 @@ class Serve:
     def refused(self, timeout: float = START_S) -> tuple[int, str]:
         """Its exit status and stderr, once it exited."""
         code = self.process.wait(timeout)
-        return code, self.process.stderr.read()  # type: ignore[union-attr]
+        return code, known(self.process.stderr).read()
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         code = self.process.wait(START_S)
         for stream in (self.process.stdout, self.process.stderr):
-            stream.close()  # type: ignore[union-attr]
+            known(stream).close()
         return code
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+from record_helpers import known
 
 from raytuner.client.remote import RemoteTuner, ServiceError
 from raytuner.problem.records import FunctionEvaluation, Provenance
@@ -92,7 +93,7 @@ def _stub(address: str) -> tuple[grpc.Channel, pb_grpc.TuningServiceStub]:
 def test_port_opens_at_once_and_a_session_not_rebuilt_yet_waits_for_its_rebuild(tmp_path: Path) -> None:
     keys = ApiKeys(JsonStore(tmp_path).ledger())
     key = keys.create("alice")
-    owner = keys.verify(key).key_id  # type: ignore[union-attr]
+    owner = known(keys.verify(key)).key_id
     ids = build_store(tmp_path, owner)
     store = GatedStore(tmp_path)
     server = TuningServer(store, port=0)
@@ -121,7 +122,7 @@ def test_port_opens_at_once_and_a_session_not_rebuilt_yet_waits_for_its_rebuild(
 def test_a_session_that_cannot_be_rebuilt_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     keys = ApiKeys(JsonStore(tmp_path).ledger())
     key = keys.create("alice")
-    owner = keys.verify(key).key_id  # type: ignore[union-attr]
+    owner = known(keys.verify(key)).key_id
     good = build_store(tmp_path, owner, sessions=2, records=3, problems=1)
     broken = dict(next(JsonStore(tmp_path).ledger().read("sessions")), session_id="broken", engine="nonesuch")
     JsonStore(tmp_path).ledger().append("sessions", broken)

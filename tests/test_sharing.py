@@ -108,7 +108,7 @@ def test_sharing_always_scores_every_suggestion_by_the_shared_model() -> None:
 
 def test_an_unknown_sharing_is_refused_naming_the_field() -> None:
     with pytest.raises(InvalidInputError, match=r"^sharing: unknown sharing 'sometimes' \(allowed: checked, always\)$"):
-        MLA(PROBLEM, TASKS, sharing="sometimes")  # type: ignore[arg-type]
+        MLA(PROBLEM, TASKS, sharing="sometimes")  # type: ignore[arg-type]  # the wrong type is what the test gives
 
 
 def test_gptuneband_marks_the_samples_its_tasks_own_models_chose() -> None:

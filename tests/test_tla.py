@@ -90,4 +90,4 @@ def test_tla2_refuses_a_source_task_as_new_task() -> None:
     with pytest.raises(InvalidInputError, match="^target_task:"):
         TLA2(PROBLEM, {"t": 1.0}, source_records())
     with pytest.raises(InvalidInputError, match="^refit:"):
-        TLA2(PROBLEM, {"t": 3.0}, source_records(), refit="some")  # type: ignore[arg-type]
+        TLA2(PROBLEM, {"t": 3.0}, source_records(), refit="some")  # type: ignore[arg-type]  # the wrong type is what the test gives

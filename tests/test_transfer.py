@@ -187,7 +187,7 @@ def test_bad_input_names_the_field(source: SourceData) -> None:
     with pytest.raises(InvalidInputError, match="source"):
         TransferLearning(PROBLEM, {"t": 1.0}, [FunctionEvaluation.create({"t": 0.8}, {"x": 0.1}, failure="x")])
     with pytest.raises(InvalidInputError, match="source"):
-        TransferLearning(PROBLEM, {"t": 1.0}, "not a source")  # type: ignore[arg-type]
+        TransferLearning(PROBLEM, {"t": 1.0}, "not a source")  # type: ignore[arg-type]  # the wrong type is what the test gives
     assert set(SINGLE_ALGORITHMS) >= set(DEFAULT_POOL)
 
 

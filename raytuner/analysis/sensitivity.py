@@ -390,7 +390,7 @@ def _bind_callable(compiled: Constraint, fixed: Mapping[str, Any]) -> Callable[.
 
     remaining = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in sorted(compiled.names - set(fixed))]
     remaining.append(inspect.Parameter("values", inspect.Parameter.VAR_KEYWORD))
-    constraint.__signature__ = inspect.Signature(remaining)  # type: ignore[attr-defined]
+    constraint.__signature__ = inspect.Signature(remaining)  # type: ignore[attr-defined]  # read by inspect.signature
     return constraint
 
 

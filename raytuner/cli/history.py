@@ -279,7 +279,7 @@ def history_plot(
     if task is None and kind in ("brackets", "front") and len(view.tasks) > 1:
         click.echo(f"no --task: drawing {task_label(view.tasks[0])}, the first of {len(view.tasks)} tasks", err=True)
     if kind == "history":
-        figure = plot_history(view, by=by, task=task)  # type: ignore[arg-type]
+        figure = plot_history(view, by=by, task=task)  # type: ignore[arg-type]  # --by is a click.Choice of the two
     elif kind == "parameter":
         figure = plot_parameter(view, parameter or next(iter(view.columns["parameter"])), task=task)
     elif kind == "correlation":

@@ -391,7 +391,7 @@ def sync_store_for(
             "sync_crowd_repo is yes, so the meta description needs the crowd "
             "user's API key (`raytuner crowd keys create`), or pass credential=",
         )
-    client = connect(credential or meta.api_key.get_secret_value(), server, **connection)  # type: ignore[union-attr]
+    client = connect(credential or meta.api_key.get_secret_value(), server, **connection)  # type: ignore[union-attr]  # api_key checked above
     return CrowdSyncStore(
         opened,
         lambda problem, records: client.upload(problem, records, access=access),

@@ -94,7 +94,7 @@ def crowd_source(
         raise InvalidInputError(
             "api_key", "downloading from the crowd needs the user's API key in the meta description, or credential="
         )
-    key = credential or meta.api_key.get_secret_value()  # type: ignore[union-attr]
+    key = credential or meta.api_key.get_secret_value()  # type: ignore[union-attr]  # api_key checked above
     try:
         with connect(key, server, **connection) as client:
             records = client.query_function_evaluations(problem, *meta_query(meta))

@@ -77,7 +77,7 @@ class AccessSpec:
             raise InvalidInputError(
                 field, f"only access 'shared' takes users or groups, not {access!r}", allowed=["shared"]
             )
-        return cls(access, user_list, group_list)  # type: ignore[arg-type]
+        return cls(access, user_list, group_list)  # type: ignore[arg-type]  # access was checked against ACCESS_LEVELS
 
     def to_fields(self) -> dict[str, Any]:
         """The document fields that store this specification."""

@@ -304,7 +304,7 @@ class ProcessExecutor:
         return {"workers": self.workers, "per_map": self.per_map, "inline_while_cold": self.inline_while_cold}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["workers"], state.get("per_map"), state.get("inline_while_cold", False))  # type: ignore[misc]
+        self.__init__(state["workers"], state.get("per_map"), state.get("inline_while_cold", False))  # type: ignore[misc]  # unpickling: build anew
 
 
 def _never_served(why: str, what: str) -> None:
@@ -414,7 +414,7 @@ class RayExecutor:
         return {"num_cpus": self.num_cpus}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["num_cpus"])  # type: ignore[misc]
+        self.__init__(state["num_cpus"])  # type: ignore[misc]  # unpickling: build anew
 
 
 #: Seconds a pooled executor actor may stay idle before the pool lets it go.

@@ -182,7 +182,7 @@ class Space(CheckedModel):
         """Number of parameters."""
         return len(self.parameters)
 
-    def __iter__(self) -> Iterator[Parameter]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Parameter]:  # type: ignore[override]  # its parameters, not pydantic's fields
         return iter(self.parameters)
 
     def __len__(self) -> int:

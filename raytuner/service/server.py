@@ -505,5 +505,5 @@ class TuningServer:
 
 
 def _read(path: str | os.PathLike[str] | None) -> bytes:
-    with open(path, "rb") as fh:  # type: ignore[arg-type]
+    with open(path, "rb") as fh:  # type: ignore[arg-type]  # __init__ takes both TLS files or neither
         return fh.read()

@@ -148,7 +148,7 @@ class JsonStore(HistoryStore):
         return {"directory": str(self.directory), "compact_min_bytes": self.compact_min_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["directory"], state["compact_min_bytes"])  # type: ignore[misc]
+        self.__init__(state["directory"], state["compact_min_bytes"])  # type: ignore[misc]  # unpickling: open anew
 
     def path(self, problem: str) -> Path:
         """The GPTune file of ``problem``.

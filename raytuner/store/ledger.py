@@ -182,7 +182,7 @@ class JsonLedger(Ledger):
         return {"directory": str(self.directory.parent)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["directory"])  # type: ignore[misc]
+        self.__init__(state["directory"])  # type: ignore[misc]  # unpickling: open anew
 
     def _path(self, name: str) -> Path:
         return self.directory / f"{_check_log(name)}.jsonl"

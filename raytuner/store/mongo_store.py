@@ -279,7 +279,7 @@ class MongoStore(HistoryStore):
         return {"uri": self.uri, "database": self.database, "timeout_ms": self._timeout_ms}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["uri"], state["database"], state["timeout_ms"])  # type: ignore[misc]
+        self.__init__(state["uri"], state["database"], state["timeout_ms"])  # type: ignore[misc]  # unpickling: connect anew
 
     @property
     def func_eval(self) -> Collection[dict[str, Any]]:

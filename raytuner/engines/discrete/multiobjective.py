@@ -65,7 +65,7 @@ class MultiObjectiveSearch(TaskSearch):
         before = len(self.gp)
         super().tell(record, value)
         if len(self.gp) > before:
-            self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]
+            self.rows.append([record.value(o.name) for o in self.outputs])  # type: ignore[misc]  # told values of a told record: no None
             self.feasible.append(self.engine.problem.meets_output_constraints(record.evaluation_result))
             if (
                 record.raytuner is not None

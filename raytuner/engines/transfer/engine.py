@@ -333,7 +333,7 @@ class TransferLearning(Engine):
 
         if self.candidates is not None:
             free = self._unvisited()
-            values = score(self._candidate_units[free])  # type: ignore[index]
+            values = score(self._candidate_units[free])  # type: ignore[index]  # set with self.candidates
             return dict(self.candidates[int(free[int(np.argmax(values))])])
         config, _ = optimize_acquisition(
             self.problem,
