@@ -46,7 +46,9 @@ STORED = {
 def test_a_spec_stored_before_the_options_object_builds_the_same_engine_and_spec() -> None:
     engine = build_engine(EngineSpec("gptuneband", STORED), PROBLEM, TASKS, 0, executor=InlineExecutor())
     assert isinstance(engine, GPTuneBand)
-    stored = {**STORED, "lcm": LCMOptions.from_dict(STORED["lcm"]).to_dict()}
+    lcm = STORED["lcm"]
+    assert isinstance(lcm, dict)
+    stored = {**STORED, "lcm": LCMOptions.from_dict(lcm).to_dict()}
     assert engine.spec.options == stored
     assert engine.options.model == "levels" and engine.structure.fidelities == (4.0, 2.0, 1.0)
 
@@ -82,8 +84,8 @@ def test_a_bad_value_is_refused_when_the_options_are_made() -> None:
 
 
 def test_the_scheduler_takes_its_brackets_from_structure_and_its_objective_from_metric(tmp_path: Path) -> None:
-    from raytuner.schedulers import GPTuneBandOptions as Exported  # noqa: PLC0415 - imports Ray
-    from raytuner.schedulers import GPTuneBandScheduler  # noqa: PLC0415
+    from raytuner.schedulers import GPTuneBandOptions as Exported  # here: it imports Ray
+    from raytuner.schedulers import GPTuneBandScheduler
 
     assert Exported is GPTuneBandOptions
     structure = BanditStructure.hyperband(1, 9, 3)

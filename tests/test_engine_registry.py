@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -108,8 +109,10 @@ def _source(name: str) -> Any:
 def test_every_registered_engine_is_tested_and_declares_its_constructor_options() -> None:
     assert sorted(SPECS) == sorted(ENGINES)
     for name, entry in ENGINES.items():
-        parameters = inspect.signature(entry.engine.__init__).parameters
-        keywords = {p for p, v in parameters.items() if v.kind == v.KEYWORD_ONLY} - {"executor", "source"}
+        parameters: Mapping[str, object] = inspect.signature(entry.engine.__init__).parameters
+        keywords = {
+            p for p, v in parameters.items() if isinstance(v, inspect.Parameter) and v.kind == v.KEYWORD_ONLY
+        } - {"executor", "source"}
         if name == "gptuneband":  # its keywords are GPTuneBandOptions' fields; a structure's eta and fidelities are
             fields = {f.name: f for f in dataclasses.fields(GPTuneBandOptions)}
             parameters = {**parameters, **fields}
