@@ -184,3 +184,11 @@ def test_notice_names_every_data_file() -> None:
     ]
     assert data, "no data files found: the folders moved"
     assert [name for name in data if name not in notice] == []
+
+
+def test_changelog_has_a_dated_section_for_this_version_below_unreleased() -> None:
+    """Keep a Changelog's form: ``## [Unreleased]`` first, then one dated section per version, this one among them."""
+    headers = re.findall(r"^## \[([^\]]+)\](?: - (\S+))?", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert headers[0] == ("Unreleased", "")
+    dated = dict(headers[1:])
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", dated.get(VERSION, "")), f"no dated section for {VERSION}: {headers}"
