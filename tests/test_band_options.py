@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -54,8 +55,40 @@ def test_a_spec_stored_before_the_options_object_builds_the_same_engine_and_spec
 
 
 def test_the_registry_lists_the_options_fields_and_every_spec_option_is_one() -> None:
-    assert ENGINES["gptuneband"].options == GPTuneBandOptions.names()
+    assert ENGINES["gptuneband"].options == tuple(STORED)  # the names and order 0.1's registry listed
     assert set(STORED) == set(GPTuneBandOptions.names())
+
+
+#: Every option's default in 0.1 (the engine's keywords, and the scheduler's GPTuneBandOptions for the Ray keys).
+DEFAULTS_0_1 = {
+    "b_min": None,
+    "b_max": None,
+    "eta": 3,
+    "fidelities": None,
+    "integer_fidelities": None,
+    "passes": None,
+    "budget": None,
+    "fidelity_mode": "one_shot",
+    "n_initial": None,
+    "lcm": None,
+    "acquisition": "ei",
+    "acquisition_options": None,
+    "objective": None,
+    "search_candidates": 2048,
+    "model": "paper",
+    "source_proposals": "alternate",
+    "later_passes": "agreeing",
+    "sharing": "checked",
+    "executor": None,
+    "source": None,
+    "fidelity_key": "fidelity",
+    "time_attr": "training_iteration",
+}
+
+
+def test_every_default_is_the_one_0_1_had() -> None:
+    defaults = GPTuneBandOptions()
+    assert {f.name: getattr(defaults, f.name) for f in fields(GPTuneBandOptions)} == DEFAULTS_0_1
 
 
 def test_the_engine_takes_an_options_object_or_its_fields_by_keyword() -> None:
