@@ -91,6 +91,13 @@ def test_every_default_is_the_one_0_1_had() -> None:
     assert {f.name: getattr(defaults, f.name) for f in fields(GPTuneBandOptions)} == DEFAULTS_0_1
 
 
+def test_the_options_are_named_never_placed() -> None:
+    # 0.1's scheduler options began (passes, budget, ...); these begin (b_min, b_max, ...): a value by
+    # place would land silently on another option, so each must be given by name
+    with pytest.raises(TypeError):
+        GPTuneBandOptions(2)  # type: ignore[call-arg]
+
+
 def test_the_engine_takes_an_options_object_or_its_fields_by_keyword() -> None:
     options = GPTuneBandOptions(b_min=1, b_max=4, eta=2, passes=1, executor=InlineExecutor())
     by_object = GPTuneBand(PROBLEM, TASKS, 0, options)

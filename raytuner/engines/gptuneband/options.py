@@ -72,7 +72,7 @@ def check_limits(budget: float | None, passes: int | None) -> None:
         raise InvalidInputError("passes", f"must be an integer >= 1 or None, got {passes!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GPTuneBandOptions:
     """How GPTuneBand tunes: every option of the engine and its scheduler, each with its default.
 
@@ -82,6 +82,7 @@ class GPTuneBandOptions:
     :class:`~raytuner.engines.EngineSpec` named ``"gptuneband"`` stores
     :meth:`spec_options`. The scheduler's brackets come from its ``structure``,
     so it leaves ``b_min``, ``b_max``, ``eta`` and ``fidelities`` to it.
+    Every option is given by name (0.1's scheduler options had another order).
 
     Example:
         >>> GPTuneBandOptions(passes=2, fidelity_mode="iterative").passes
