@@ -360,8 +360,15 @@ class Engine(ABC):
             record: A finished evaluation.
 
         Raises:
-            InvalidInputError: As for :meth:`tell`.
+            InvalidInputError: As for :meth:`tell`, or ``record`` is no :class:`FunctionEvaluation` (a
+                suggestion's result is told with :meth:`tell`, which builds its record).
         """
+        if not isinstance(record, FunctionEvaluation):
+            raise InvalidInputError(
+                "record",
+                f"admit takes a finished FunctionEvaluation, not a {type(record).__name__}: "
+                "tell a suggestion and its outputs with tell, or build the record with FunctionEvaluation.create",
+            )
         check_record(self.problem, record)
         self.task_index(record.task_parameter)
         if record.uid in self._told_uids:
