@@ -93,3 +93,14 @@ def test_an_echoed_wrong_task_of_markup_is_escaped_once(marked: tuple[Path, str]
     answer = create_app(store=folder).test_client().get("/problem/demo/analysis", query_string={"task": MARKUP})
     page = answer.get_data(as_text=True)
     assert answer.status_code == 404 and "task: &#39;&lt;b&gt;&amp;&#34;&#39; is no task of demo" in page
+
+
+def test_flask_autoescapes_every_template_the_dashboard_ships(marked: tuple[Path, str]) -> None:
+    # Flask escapes by a template's file name (.html, .xml, .svg...): a template named otherwise would show
+    # names as they are, with no test above reaching it until a page used it
+    folder, _ = marked
+    app = create_app(store=folder)
+    names = sorted(p.relative_to(DASHBOARD / "templates").as_posix() for p in (DASHBOARD / "templates").rglob("*.*"))
+    assert "layout.html" in names and "crowd/home.html" in names
+    assert [name for name in names if not app.select_jinja_autoescape(name)] == []
+    assert sorted(app.jinja_env.list_templates()) == names  # every one loads from this folder, blueprints' too
