@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -128,3 +129,42 @@ def test_console_script_is_installed() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["func_eval"] == 70
+
+
+class _Uploads:
+    """A stand-in CrowdClient: what each upload was asked for."""
+
+    calls: list[dict[str, Any]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _Uploads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def upload(self, name: str, records: list[Any], **share: Any) -> tuple[int, int]:
+        self.calls.append({"name": name, "records": len(records), **share})
+        return len(records), 0
+
+
+def test_crowd_upload_says_who_may_read_what_it_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.1 uploaded public by default, 0.2 private: the answer says which, so an upload that was meant
+    # to be shared does not pass as one
+    import raytuner.client.crowd
+
+    monkeypatch.setattr(raytuner.client.crowd, "CrowdClient", _Uploads)
+    _Uploads.calls = []
+    runner = CliRunner()
+    private = runner.invoke(main, ["crowd", "upload", str(DEMO_FILE), "--server", "x:1", "--api-key", "k"])
+    assert private.exit_code == 0, private.output
+    assert {c["access"] for c in _Uploads.calls} == {"private"}
+    assert "records stored as private (only you may read them)" in private.stdout
+    assert "--access public" in private.stderr
+    public = runner.invoke(
+        main, ["crowd", "upload", str(DEMO_FILE), "--server", "x:1", "--api-key", "k", "--access", "public"]
+    )
+    assert public.exit_code == 0 and "records stored as public (anyone may read them)" in public.stdout
+    assert public.stderr == ""

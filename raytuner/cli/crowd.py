@@ -268,6 +268,15 @@ crowd.add_command(_catalog_command("machine", "machines", "machine"))
 crowd.add_command(_catalog_command("software", "software", "software package"))
 
 
+#: Who may read records of each access level, as an upload's answer says.
+_READERS = {
+    "public": "anyone may read them",
+    "registered": "every registered user may read them",
+    "private": "only you may read them",
+    "shared": "you and those you shared them with may read them",
+}
+
+
 @crowd.command()
 @_client
 @click.argument("document", metavar="FILE", type=history_file(name_from_file_name=True))
@@ -303,7 +312,9 @@ def upload(
     if document.surrogate_model:
         more, repeated = client.upload(name, document.surrogate_model, kind="surrogate_model", **share)
         added, duplicates = added + more, duplicates + repeated
-    click.echo(f"{name}: {added} records stored, {duplicates} already there")
+    click.echo(f"{name}: {added} records stored as {access} ({_READERS[access]}), {duplicates} already there")
+    if access == "private":  # 0.1 stored public by default: say how to share, so a private upload is no surprise
+        click.echo("others see none of them: upload with --access public, registered or shared to share", err=True)
 
 
 @crowd.command()
