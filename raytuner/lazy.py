@@ -17,6 +17,8 @@ Example (a package's ``__init__.py``)::
 'raytuner.problem.space'
 >>> "ProblemSpace" in dir_()
 True
+>>> getattr_("problem").__name__     # a submodule, imported on first use
+'raytuner.problem'
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
 
 __all__ = ["lazy_names"]
@@ -39,10 +42,15 @@ def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], 
     namespace = sys.modules[package].__dict__
 
     def __getattr__(name: str) -> Any:
-        """Import a public name's module on first use and keep the name in the package."""
+        """Import a public name's module on first use and keep the name in the package.
+
+        A submodule's name gives the submodule, as a package that imports its modules eagerly does.
+        """
         home = homes.get(name)
         if home is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            if name.startswith("__") or find_spec(f"{package}.{name}") is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return import_module(f"{package}.{name}")  # the import system keeps it in the package
         value = getattr(import_module(home), name)
         namespace[name] = value
         return value

@@ -20,6 +20,8 @@ A module is split when it holds two ideas, not to fit a line count: there is no 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass
@@ -282,3 +284,14 @@ def test_every_package_is_installed() -> None:
     packages = {name for name, path in MODULES.items() if path.name == "__init__.py" and not _is_benchmark(name)}
     assert packages - set(setuptools["packages"]) == set()
     assert [name for name in setuptools["packages"] if _is_benchmark(name)] == []  # the wheel is the library
+
+
+def test_a_lazy_package_gives_its_submodules_as_attributes() -> None:
+    # 0.1 imported raytuner.crowd's modules with the package, so raytuner.crowd.repository was there;
+    # the lazy package imports a submodule when it is first named, and still knows no other name
+    code = (
+        "import sys, raytuner.crowd as c; assert 'pymongo' not in sys.modules; "
+        "assert c.repository.CrowdRepository is c.CrowdRepository and c.errors.AccessDenied is c.AccessDenied; "
+        "assert not hasattr(c, 'nothing') and not hasattr(c, '__path_hooks__')"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
