@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from raytuner.analysis.surrogate import SurrogateModel
 from raytuner.cli import main
+from raytuner.client import crowd as crowdtune
 from raytuner.client.crowd import CrowdClient
 from raytuner.client.remote import ServiceError
 from raytuner.crowd import CrowdRepository
@@ -92,6 +94,29 @@ def test_a_query_chooses_one_lcm_over_every_task_or_one_gp_per_task(
         with pytest.raises(ServiceError) as info:
             client.query_predict_output(PROBLEM, PROBLEM_SPACE, points, task={"a": 7.0}, modeler="RF")
     assert info.value.code == "INVALID_ARGUMENT" and info.value.message.startswith("modeler: ")
+
+
+def test_the_crowdtune_functions_are_the_client_methods_with_the_key_first(
+    crowd: tuple[TuningServer, CrowdRepository, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, repository, _ = crowd
+    repository.add_user("alice", "alice@example.org")
+    key = repository.create_key("alice")
+    with CrowdClient(server.address, key) as client:
+        client.upload(PROBLEM, records(40))
+    # server= is not in the type a ParamSpec gives the function (see _crowdtune); it is in its signature
+    found = crowdtune.query_function_evaluations(key, PROBLEM, limit=5, server=server.address)  # type: ignore[call-arg]
+    assert len(found) == 5  # limit, the method's, which the hand-written function lacked
+    monkeypatch.setenv("RAYTUNER_SERVER", server.address)
+    assert len(crowdtune.query_function_evaluations(key, PROBLEM)) == 40
+    point = {"x1": 0.3, "x2": -1.0, "x3": 2.0}
+    [predicted] = crowdtune.query_predict_output(key, PROBLEM, PROBLEM_SPACE, [point], task={"a": 7.0})
+    assert set(predicted) == {"mean", "variance"}
+    for name in ("query_function_evaluations", "query_surrogate_model", "query_predict_output"):
+        function, method = getattr(crowdtune, name), getattr(CrowdClient, name)
+        names = list(inspect.signature(function).parameters)
+        assert names == ["api_key", *list(inspect.signature(method).parameters)[1:], "server"]
+        assert "    api_key: " in (function.__doc__ or "") and "    server: " in (function.__doc__ or "")
 
 
 def test_errors_have_their_status(crowd: tuple[TuningServer, CrowdRepository, str]) -> None:

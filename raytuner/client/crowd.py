@@ -28,11 +28,12 @@ Example (needs a running server)::
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Unpack
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack, cast
 
 from pydantic import TypeAdapter
 
@@ -69,6 +70,8 @@ ENV_SERVER = "RAYTUNER_SERVER"
 DEFAULT_SERVER = "127.0.0.1:50051"
 
 Record = FunctionEvaluation | SurrogateModelRecord | Mapping[str, Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _query(
@@ -410,136 +413,46 @@ def connect(api_key: str | Signer, server: str | None = None, **connection: Any)
     return CrowdClient(server or os.environ.get(ENV_SERVER) or DEFAULT_SERVER, api_key, **connection)
 
 
-def query_function_evaluations(
-    api_key: str | Signer,
-    tuning_problem_name: str,
-    problem_space: Mapping[str, Any] | None = None,
-    configuration_space: Mapping[str, Any] | None = None,
-    *,
-    server: str | None = None,
-) -> list[FunctionEvaluation]:
-    """crowdtune's ``query_function_evaluations``: see :meth:`CrowdClient.query_function_evaluations`.
+def _crowdtune(method: Callable[Concatenate[CrowdClient, P], R]) -> Callable[Concatenate[str | Signer, P], R]:
+    """crowdtune's module function for a :class:`CrowdClient` query: the method, the crowd user's key first.
+
+    The function connects (:func:`connect`: ``server=``, else ``$RAYTUNER_SERVER``, else
+    ``127.0.0.1:50051``), calls the method with the other arguments and closes the connection.
+    Its signature and ``Args:`` are the method's, with ``api_key`` first and the keyword
+    ``server`` last. A type checker sees the method's parameters after ``api_key``; ``server=``
+    is the one it is not told of (a ``ParamSpec`` takes no added keyword).
 
     Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
-        tuning_problem_name: the problem's name.
-        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape
-            (``None``: any).
-        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
-            any).
-        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
+        method: the :class:`CrowdClient` method, its ``Args:`` the last section of its docstring.
     """
-    with connect(api_key, server) as crowd:
-        return crowd.query_function_evaluations(tuning_problem_name, problem_space, configuration_space)
+
+    def crowdtune(api_key: str | Signer, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        server = kwargs.pop("server", None)
+        with connect(api_key, cast("str | None", server)) as crowd:
+            return method(crowd, *args, **kwargs)
+
+    signature = inspect.signature(method)
+    parameters = list(signature.parameters.values())[1:]  # less self
+    crowdtune.__signature__ = signature.replace(  # type: ignore[attr-defined]  # what help() and inspect show
+        parameters=[
+            inspect.Parameter("api_key", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Signer"),
+            *parameters,
+            inspect.Parameter("server", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | None"),
+        ]
+    )
+    summary, arguments = inspect.cleandoc(method.__doc__ or "").split("\nArgs:\n", 1)
+    crowdtune.__doc__ = (
+        f"crowdtune's ``{method.__name__}``: :meth:`CrowdClient.{method.__name__}` with the key first.\n\n"
+        f"{summary.strip()}\n\nArgs:\n{_API_KEY}\n{arguments.rstrip()}\n{_SERVER}\n"
+    )
+    crowdtune.__name__ = crowdtune.__qualname__ = method.__name__
+    return crowdtune
 
 
-def query_surrogate_model(
-    api_key: str | Signer,
-    tuning_problem_name: str,
-    problem_space: Mapping[str, Any],
-    configuration_space: Mapping[str, Any] | None = None,
-    *,
-    objective: str | None = None,
-    task: Mapping[str, Any] | None = None,
-    modeler: str = "LCM",
-    server: str | None = None,
-) -> Any:
-    """crowdtune's ``query_surrogate_model``: see :meth:`CrowdClient.query_surrogate_model`.
+_API_KEY = "    api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key."
+_SERVER = "    server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``)."
 
-    Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
-        tuning_problem_name: the problem's name.
-        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
-            parameter space is the model's.
-        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
-            any).
-        objective: the modelled output (default: the first).
-        task: the task predictions are for by default (required when the records span several tasks).
-        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
-        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
-    """
-    with connect(api_key, server) as crowd:
-        return crowd.query_surrogate_model(
-            tuning_problem_name, problem_space, configuration_space, objective, task, modeler
-        )
-
-
-def query_predict_output(
-    api_key: str | Signer,
-    tuning_problem_name: str,
-    problem_space: Mapping[str, Any],
-    parameters: Sequence[Mapping[str, Any]],
-    task: Mapping[str, Any] | None = None,
-    configuration_space: Mapping[str, Any] | None = None,
-    *,
-    objective: str | None = None,
-    modeler: str = "LCM",
-    server: str | None = None,
-) -> list[dict[str, float]]:
-    """crowdtune's ``query_predict_output``: see :meth:`CrowdClient.query_predict_output`.
-
-    Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
-        tuning_problem_name: the problem's name.
-        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
-            parameter space is the model's.
-        parameters: the configurations to predict at.
-        task: the task to predict for.
-        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
-            any).
-        objective: the predicted output (default: the first).
-        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
-        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
-    """
-    with connect(api_key, server) as crowd:
-        return crowd.query_predict_output(
-            tuning_problem_name, problem_space, parameters, task, configuration_space, objective, modeler
-        )
-
-
-def query_sensitivity_analysis(
-    api_key: str | Signer,
-    tuning_problem_name: str,
-    problem_space: Mapping[str, Any],
-    task: Mapping[str, Any] | None = None,
-    configuration_space: Mapping[str, Any] | None = None,
-    *,
-    method: str = "sobol",
-    num_samples: int = 0,
-    second_order: bool = False,
-    objective: str | None = None,
-    seed: int = 0,
-    modeler: str = "LCM",
-    server: str | None = None,
-) -> SensitivityResult:
-    """crowdtune's ``query_sensitivity_analysis``: see :meth:`CrowdClient.query_sensitivity_analysis`.
-
-    Args:
-        api_key: the crowd user's API key, or a :class:`~raytuner.signing.Signer` of their private key.
-        tuning_problem_name: the problem's name.
-        problem_space: task and tuning-parameter ranges and categories, in the meta description's shape; its
-            parameter space is the model's.
-        task: the task to analyse (required when the records span several tasks).
-        configuration_space: machines, software versions and users, in the meta description's shape (``None``:
-            any).
-        method: the analysis: ``"sobol"`` (the only one).
-        num_samples: SALib's base sample size, a power of two (0: the server's default).
-        second_order: also compute S2 (default False).
-        objective: the output to analyse (default: the first).
-        seed: seeds the sample and the bootstrap (default 0).
-        modeler: ``"LCM"`` (default) or ``"GP"`` (``task``'s records alone).
-        server: ``host:port`` of the crowd server (default ``$RAYTUNER_SERVER``, else ``127.0.0.1:50051``).
-    """
-    with connect(api_key, server) as crowd:
-        return crowd.query_sensitivity_analysis(
-            tuning_problem_name,
-            problem_space,
-            task,
-            configuration_space,
-            method=method,
-            num_samples=num_samples,
-            second_order=second_order,
-            objective=objective,
-            seed=seed,
-            modeler=modeler,
-        )
+query_function_evaluations = _crowdtune(CrowdClient.query_function_evaluations)
+query_surrogate_model = _crowdtune(CrowdClient.query_surrogate_model)
+query_predict_output = _crowdtune(CrowdClient.query_predict_output)
+query_sensitivity_analysis = _crowdtune(CrowdClient.query_sensitivity_analysis)
