@@ -426,7 +426,7 @@ def _crowdtune(method: Callable[Concatenate[CrowdClient, P], R]) -> Callable[Con
         method: the :class:`CrowdClient` method, its ``Args:`` the last section of its docstring.
     """
 
-    def crowdtune(api_key: str | Signer, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    def crowdtune(api_key: str | Signer, *args: P.args, **kwargs: P.kwargs) -> R:
         server = kwargs.pop("server", None)
         with connect(api_key, cast("str | None", server)) as crowd:
             return method(crowd, *args, **kwargs)

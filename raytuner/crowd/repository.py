@@ -44,12 +44,14 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import logging
+import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pymongo
 from pymongo.collection import Collection
@@ -86,6 +88,9 @@ RECORD_KINDS = ("function_evaluation", "surrogate_model")
 #: The action a signed credential is signed for to upload records of each kind (:mod:`raytuner.signing`).
 UPLOAD_ACTIONS = {"function_evaluation": "upload", "surrogate_model": "upload_surrogate_models"}
 Record = FunctionEvaluation | SurrogateModelRecord
+P = ParamSpec("P")
+R = TypeVar("R")
+Repository = TypeVar("Repository", bound=UserAccounts)
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +104,52 @@ _FUNC_EVAL_INDEXES = [
     pymongo.IndexModel([("problem", 1), ("software.name", 1), ("software.vkey", 1)], name="problem_software"),
     pymongo.IndexModel([("record.task_parameter.$**", 1)], name=TASK_INDEX),
 ]
+
+
+def _with_key(
+    method: Callable[Concatenate[Repository, Any, P], R],
+    name: str,
+    action: Callable[[Mapping[str, Any]], str],
+    summary: str,
+    api_key: str,
+) -> Callable[Concatenate[Repository, str, P], R]:
+    """The method for a caller's key of ``method``, which takes a user already authenticated.
+
+    It authenticates the key (:meth:`~raytuner.crowd.accounts.UserAccounts.authenticate`, for the action
+    ``action`` names from the keywords), before anything else: a missing, malformed, wrong or revoked key
+    is :class:`~raytuner.crowd.accounts.Unauthenticated` whatever the other arguments; then it calls
+    ``method`` as that user. Its signature and docstring are ``method``'s, with ``api_key`` for the
+    user and ``summary`` for the first line.
+
+    Args:
+        method: a :class:`CrowdRepository` method whose first argument is the user, documented on one
+            ``user:`` line of its ``Args:``.
+        name: the new method's name.
+        action: the action a signed credential must be signed for, from the call's keywords.
+        summary: the docstring's first line.
+        api_key: what the ``Args:`` says of ``api_key``.
+    """
+
+    def keyed(self: Repository, api_key: str, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self, self.authenticate(api_key, action(kwargs)), *args, **kwargs)
+
+    signature = inspect.signature(method)
+    self_, _user, *rest = signature.parameters.values()
+    keyed.__signature__ = signature.replace(  # type: ignore[attr-defined]  # what help() and inspect show
+        parameters=[
+            self_,
+            inspect.Parameter("api_key", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str"),
+            *rest,
+        ]
+    )
+    body = (method.__doc__ or "").split("\n", 1)[1]
+    body, found = re.subn(r"(?m)^(\s+)user: .*$", lambda m: f"{m.group(1)}api_key: {api_key}", body, count=1)
+    if not found:  # a slip in this module, not a caller's
+        raise TypeError(f"{method.__name__}'s Args: has no user: line")
+    keyed.__doc__ = f"{summary}\n{body}"
+    keyed.__name__ = name
+    keyed.__qualname__ = f"{method.__qualname__.rsplit('.', 1)[0]}.{name}"
+    return keyed
 
 
 @dataclass(frozen=True)
@@ -239,42 +290,6 @@ class CrowdRepository(UserAccounts):
 
     # -- upload --------------------------------------------------------------------------------
 
-    def upload(
-        self,
-        api_key: str,
-        problem_name: str,
-        records: Record | Mapping[str, Any] | Iterable[Record | Mapping[str, Any]],
-        access: str = "public",
-        shared_with_users: Iterable[str] = (),
-        shared_with_groups: Iterable[str] = (),
-        *,
-        kind: str = "function_evaluation",
-    ) -> UploadResult:
-        """Store records of ``problem_name`` as the key's user, with the given access.
-
-        ``records`` is one record or many, as :class:`FunctionEvaluation` (or,
-        of ``kind`` ``"surrogate_model"``, :class:`SurrogateModelRecord`) or
-        GPTune dictionaries. Machine and package names are replaced by their
-        canonical names. A uid already stored for the problem is skipped
-        (``UploadResult.duplicates``). ``shared_with_users`` must be registered users.
-        A signed credential is signed for the action :data:`UPLOAD_ACTIONS` names for ``kind``.
-
-        Args:
-            api_key: the uploader's API key, or a credential signed for this upload.
-            problem_name: the tuning problem the records belong to.
-            records: one record or many.
-            access: who may read them: ``"public"``, ``"registered"``, ``"private"`` or ``"shared"`` (default
-                ``"public"``).
-            shared_with_users: with ``"shared"``, the registered users who may read them (default none).
-            shared_with_groups: with ``"shared"``, the groups who may read them (default none).
-            kind: ``"function_evaluation"`` (default) or ``"surrogate_model"``.
-
-        >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
-        UploadResult(given=3, inserted=3)
-        """
-        user = self.authenticate(api_key, UPLOAD_ACTIONS.get(kind, "upload"))  # upload_as refuses a bad kind
-        return self.upload_as(user, problem_name, records, access, shared_with_users, shared_with_groups, kind=kind)
-
     def upload_as(
         self,
         user: User,
@@ -286,16 +301,28 @@ class CrowdRepository(UserAccounts):
         *,
         kind: str = "function_evaluation",
     ) -> UploadResult:
-        """:meth:`upload` for a user the caller has already authenticated (the tuning service's sessions).
+        """Store records of ``problem_name`` as ``user``, whom the caller has authenticated, with the given access.
+
+        ``records`` is one record or many, as :class:`FunctionEvaluation` (or,
+        of ``kind`` ``"surrogate_model"``, :class:`SurrogateModelRecord`) or
+        GPTune dictionaries. Machine and package names are replaced by their
+        canonical names. A uid already stored for the problem is skipped
+        (``UploadResult.duplicates``). ``shared_with_users`` must be registered users.
 
         Args:
             user: the authenticated uploader.
             problem_name: the tuning problem the records belong to.
             records: one record or many.
-            access: who may read them, as for :meth:`upload` (default ``"public"``).
+            access: who may read them: ``"public"``, ``"registered"``, ``"private"`` or ``"shared"`` (default
+                ``"public"``).
             shared_with_users: with ``"shared"``, the registered users who may read them (default none).
             shared_with_groups: with ``"shared"``, the groups who may read them (default none).
             kind: ``"function_evaluation"`` (default) or ``"surrogate_model"``.
+
+        With the uploader's key (:meth:`upload`):
+
+        >>> repo.upload(key, "demo", records, access="shared", shared_with_groups=["hpc"])  # doctest: +SKIP
+        UploadResult(given=3, inserted=3)
         """
         if kind not in RECORD_KINDS:
             raise InvalidInputError("kind", f"{kind!r} is not a record kind", allowed=list(RECORD_KINDS))
@@ -328,6 +355,15 @@ class CrowdRepository(UserAccounts):
             spec.access,
         )
         return result
+
+    upload = _with_key(
+        upload_as,
+        "upload",
+        # a signed credential is signed for the kind's action; upload_as then refuses a bad kind
+        lambda options: UPLOAD_ACTIONS.get(options.get("kind", "function_evaluation"), "upload"),
+        "Store records of ``problem_name`` as the key's user, with the given access.",
+        "the uploader's API key, or a credential signed for the action :data:`UPLOAD_ACTIONS` names for ``kind``.",
+    )
 
     def upload_surrogate_models(self, api_key: str, *args: Any, **kwargs: Any) -> UploadResult:
         """Deprecated: :meth:`upload` with ``kind="surrogate_model"`` (the same arguments).
@@ -363,44 +399,6 @@ class CrowdRepository(UserAccounts):
 
     # -- queries -------------------------------------------------------------------------------
 
-    def query_function_evaluations(
-        self,
-        api_key: str,
-        tuning_problem_name: str,
-        problem_space: Mapping[str, Any] | None = None,
-        configuration_space: Mapping[str, Any] | None = None,
-        limit: int | None = None,
-        raw: bool = False,
-    ) -> list[Any]:
-        """The evaluations of ``tuning_problem_name`` the caller may see that match both spaces.
-
-        See :mod:`raytuner.crowd.query` for the shapes and their meaning (GPTuneCrowd IV-A).
-        With ``raw``, the records' stored JSON texts (validated when uploaded)
-        instead of :class:`FunctionEvaluation` objects: what a server passes on.
-
-        Args:
-            api_key: the caller's API key, or a credential signed for this method.
-            tuning_problem_name: the tuning problem.
-            problem_space: the ranges of task, parameter and output values to match (default ``None``: any).
-            configuration_space: the machines, software versions and users to match (default ``None``: any).
-            limit: the most records to return (default ``None``: all).
-            raw: return the stored JSON texts instead of records (default ``False``).
-
-        >>> repo.query_function_evaluations(key, "demo",                                    # doctest: +SKIP
-        ...     problem_space={"input_space": [{"name": "t", "lower_bound": 1, "upper_bound": 10}]},
-        ...     configuration_space={"software_configurations": [
-        ...         {"gcc": {"version_from": [8, 0, 0], "version_to": [9, 0, 0]}}]})
-        [FunctionEvaluation(...), ...]
-        """
-        return self.evaluations_for(
-            self.authenticate(api_key, "query_function_evaluations"),
-            tuning_problem_name,
-            problem_space,
-            configuration_space,
-            limit,
-            raw,
-        )
-
     def evaluations_for(
         self,
         user: User | None,
@@ -410,7 +408,11 @@ class CrowdRepository(UserAccounts):
         limit: int | None = None,
         raw: bool = False,
     ) -> list[Any]:
-        """:meth:`query_function_evaluations` for a user already known (``None``: signed out, public only).
+        """The evaluations of ``tuning_problem_name`` that ``user`` may see (``None``: public only) and both spaces match.
+
+        See :mod:`raytuner.crowd.query` for the shapes and their meaning (GPTuneCrowd IV-A).
+        With ``raw``, the records' stored JSON texts (validated when uploaded)
+        instead of :class:`FunctionEvaluation` objects: what a server passes on.
 
         Args:
             user: the caller (from :meth:`authenticate`), or ``None`` for anonymous.
@@ -419,10 +421,26 @@ class CrowdRepository(UserAccounts):
             configuration_space: the machines, software versions and users to match (default ``None``: any).
             limit: the most records to return (default ``None``: all).
             raw: return the stored JSON texts instead of records (default ``False``).
+
+        With the caller's key (:meth:`query_function_evaluations`):
+
+        >>> repo.query_function_evaluations(key, "demo",                                    # doctest: +SKIP
+        ...     problem_space={"input_space": [{"name": "t", "lower_bound": 1, "upper_bound": 10}]},
+        ...     configuration_space={"software_configurations": [
+        ...         {"gcc": {"version_from": [8, 0, 0], "version_to": [9, 0, 0]}}]})
+        [FunctionEvaluation(...), ...]
         """
         query = self._filter(user, tuning_problem_name, problem_space, configuration_space)
         texts = self._find_json(self.func_eval, query, limit, task_hint(problem_space))
         return texts if raw else EVALUATION_LIST.validate_json("[" + ",".join(texts) + "]")
+
+    query_function_evaluations = _with_key(
+        evaluations_for,
+        "query_function_evaluations",
+        lambda _: "query_function_evaluations",
+        "The evaluations of ``tuning_problem_name`` the caller may see that match both spaces.",
+        "the caller's API key, or a credential signed for this method.",
+    )
 
     def problems_for(self, user: User | None) -> dict[str, int]:
         """The problems with evaluations ``user`` may see (``None``: anonymous), and how many of each.
