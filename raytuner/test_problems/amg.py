@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import inspect
 import json
 import math
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, ParamSpec
 
 import numpy as np
 import scipy.sparse as sp
@@ -104,6 +105,8 @@ def amg_problem(objective: str = "runtime") -> dict[str, Any]:
 
 #: Tasks (a, c) tuned by default: diffusion-dominated to convection-dominated.
 DEFAULT_TASKS: list[dict[str, float]] = [{"a": 0.0, "c": 1.0}, {"a": 5.0, "c": 1.0}, {"a": 10.0, "c": 0.5}]
+
+P = ParamSpec("P")
 
 TOL = 1e-8  #: relative residual the solve must reach
 MAXITER = 200  #: cycles (or Krylov iterations) before a solve counts as stalled
@@ -466,28 +469,32 @@ def _stored(ml: Any) -> int:
     return sum(level.A.nnz for level in ml.levels) + coarse
 
 
-def solve_time(task: Mapping[str, Any], config: Mapping[str, Any], k: int, **options: Any) -> float:
-    """Seconds of AMG setup + solve (see :func:`solve`; ``options`` are its keywords).
+def _measure(run: Callable[P, Solve], field: str, name: str, summary: str) -> Callable[P, float]:
+    """An objective: ``run`` (:func:`solve`) with its arguments, returning the ``field`` of its :class:`Solve`.
 
     Args:
-        task: the coefficients.
-        config: the configuration.
-        k: grid points per dimension.
-        **options: :func:`solve`'s keywords.
+        run: the solve.
+        field: the :class:`Solve` field returned.
+        name: the objective's name.
+        summary: the objective's docstring, before ``run``'s ``Args:``.
     """
-    return solve(task, config, k, **options).seconds
+
+    def objective(*args: P.args, **kwargs: P.kwargs) -> float:
+        return float(getattr(run(*args, **kwargs), field))
+
+    arguments = (run.__doc__ or "").split("\n\n    Args:\n", 1)[1].split("\n\n", 1)[0]
+    objective.__doc__ = f"{summary}\n\n    Args:\n{arguments}\n    "
+    objective.__signature__ = inspect.signature(run).replace(return_annotation="float")  # type: ignore[attr-defined]
+    objective.__name__ = objective.__qualname__ = name
+    return objective
 
 
-def solve_work(task: Mapping[str, Any], config: Mapping[str, Any], k: int, **options: Any) -> float:
-    """Deterministic work of the solve in fine-grid matrix-vector products; the arguments are :func:`solve_time`'s.
-
-    Args:
-        task: the coefficients.
-        config: the configuration.
-        k: grid points per dimension.
-        **options: :func:`solve`'s keywords.
-    """
-    return solve(task, config, k, **options).work
+solve_time = _measure(
+    solve, "seconds", "solve_time", "Seconds of AMG setup + solve (:func:`solve`, whose failures it raises)."
+)
+solve_work = _measure(
+    solve, "work", "solve_work", "Deterministic work of :func:`solve` in fine-grid matrix-vector products."
+)
 
 
 #: What a solve is tuned for: its wall time, or its deterministic work (a run repeats exactly by seed).
