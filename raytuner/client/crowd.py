@@ -85,6 +85,23 @@ def _query(
     )
 
 
+def _model_query(
+    tuning_problem_name: str,
+    problem_space: Mapping[str, Any],
+    configuration_space: Mapping[str, Any] | None,
+    objective: str | None,
+    task: Mapping[str, Any] | None,
+    modeler: str,
+) -> dict[str, Any]:
+    """The fields of a request for a model the server fits to queried records (a prediction, an analysis)."""
+    return {
+        "query": _query(tuning_problem_name, problem_space, configuration_space),
+        "objective": objective or "",
+        "task_json": dumps(dict(task or {})),
+        "modeler": modeler,
+    }
+
+
 def _batches(records: Sequence[Record]) -> list[str]:
     """The records as JSON lists of at most :data:`UPLOAD_BATCH_BYTES` each (every record dumped once)."""
     out: list[list[str]] = [[]]
@@ -279,23 +296,18 @@ class CrowdClient(ServiceChannel):
 
         Args:
             tuning_problem_name: the problem's name.
-            problem_space: task and tuning-parameter ranges and categories, in the meta description's shape;
-                its parameter space is the model's.
+            problem_space: the model's spaces, as for :meth:`query_surrogate_model`.
             parameters: the configurations to predict at.
             task: the task to predict for (required when the records span several tasks).
-            configuration_space: machines, software versions and users, in the meta description's shape
-                (``None``: any).
+            configuration_space: as for :meth:`query_function_evaluations` (``None``: any).
             objective: the predicted output (default: the first).
             modeler: ``"LCM"`` (default) or ``"GP"``, as for :meth:`query_surrogate_model`.
         """
         answer = self._call(
             "QueryPredictOutput",
             pb.CrowdPredictRequest(
-                query=_query(tuning_problem_name, problem_space, configuration_space),
-                objective=objective or "",
-                task_json=dumps(dict(task or {})),
+                **_model_query(tuning_problem_name, problem_space, configuration_space, objective, task, modeler),
                 parameters_json=dumps([dict(p) for p in parameters]),
-                modeler=modeler,
             ),
         )
         predictions: list[dict[str, float]] = json.loads(answer.predictions_json)
@@ -319,11 +331,9 @@ class CrowdClient(ServiceChannel):
 
         Args:
             tuning_problem_name: the problem's name.
-            problem_space: task and tuning-parameter ranges and categories, in the meta description's shape;
-                its parameter space is the model's.
+            problem_space: the model's spaces, as for :meth:`query_surrogate_model`.
             task: the task to analyse (required when the records span several tasks).
-            configuration_space: machines, software versions and users, in the meta description's shape
-                (``None``: any).
+            configuration_space: as for :meth:`query_function_evaluations` (``None``: any).
             method: the analysis: ``"sobol"`` (the only one).
             num_samples: SALib's base sample size, a power of two (0: the server's default).
             second_order: also compute S2 (default False).
@@ -334,14 +344,11 @@ class CrowdClient(ServiceChannel):
         answer = self._call(
             "QuerySensitivityAnalysis",
             pb.CrowdSensitivityRequest(
-                query=_query(tuning_problem_name, problem_space, configuration_space),
-                objective=objective or "",
-                task_json=dumps(dict(task or {})),
+                **_model_query(tuning_problem_name, problem_space, configuration_space, objective, task, modeler),
                 method=method,
                 num_samples=num_samples,
                 second_order=second_order,
                 seed=seed,
-                modeler=modeler,
             ),
         )
         return SensitivityResult.from_dict(json.loads(answer.result_json))
