@@ -276,26 +276,34 @@ def test_a_mongodb_lease_deleted_while_held_is_taken_again(mongo_store: Any, lea
         lease.release()
 
 
-class _Unreachable:
+class Unreachable:
     """A collection whose database cannot be reached."""
 
     def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
         raise pymongo.errors.AutoReconnect("the database is out of reach")
 
 
-def test_a_server_that_cannot_renew_its_mongodb_lease_stops_before_it_runs_out(
+def test_a_mongodb_lease_that_cannot_be_renewed_pauses_before_it_runs_out_and_resumes(
     mongo_store: Any, lease_collection: Any
 ) -> None:
-    """Another server may take a lease that ran out: its holder must stop serving before, not learn it after."""
+    """Another server may take a lease that ran out: its holder must pause before, not learn it after."""
     lost: list[str] = []
-    lease = MongoServerLease(lease_collection, "test", mongo_store._errors, on_lost=lost.append, ttl=3.0)
+    lease = MongoServerLease(lease_collection, "test", mongo_store._errors, on_lost=lost.append)
     lease.acquire()
     try:
-        lease.collection = _Unreachable()  # every renewal fails from now on
-        deadline = time.monotonic() + 30
-        while not lost and time.monotonic() < deadline:
+        lease.collection = Unreachable()  # every renewal fails from now on
+        asked = time.monotonic()  # the database runs the read after this
+        (read,) = lease_collection.aggregate([{"$project": {"left": {"$subtract": ["$expires", "$$NOW"]}}}])
+        runs_out = asked + read["left"] / 1000  # at or before the lease runs out by the database's clock
+        assert lease._valid_until < runs_out  # it pauses then: 2 s before, less the read's time
+        deadline = time.monotonic() + 60
+        while not lease.paused and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(lost) == 1 and "could not be renewed" in lost[0] and "runs out before the next try" in lost[0]
+        assert lease.paused and lost == []
+        lease.collection = lease_collection
+        while lease.paused and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not lease.paused and lost == [] and lease_collection.find_one()["token"] == lease.token
     finally:
         lease.collection = lease_collection
         lease.release()

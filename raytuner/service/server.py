@@ -44,11 +44,12 @@ from raytuner.service.bounds import SessionLimits
 from raytuner.service.handlers import Abort, rpc, status_of
 from raytuner.service.limits import PerKeyLimits, default_limits
 from raytuner.service.listen import CLEAR_TEXT_WARNING, check_listen, is_loopback
+from raytuner.service.pause import StorePause
 from raytuner.service.session_crowd import CROWD_OWNER
 from raytuner.service.sessions import ServiceSession, SessionManager
 from raytuner.store import open_store
 from raytuner.store.base import EvaluationQuery, HistoryStore
-from raytuner.store.server_lock import ServerLock
+from raytuner.store.server_lock import LEASE_TTL, ServerLock
 
 __all__ = ["TuningServer"]
 
@@ -307,6 +308,10 @@ class TuningServer:
             crowd repository's service (``raytuner.v1.CrowdService``, keys of its own users).
         limits: What a session may ask for (fit starts, samples, candidates, ...) and the model-fit time
             of one Ask (default: :class:`~raytuner.service.bounds.SessionLimits`' defaults).
+        server_lease_ttl: On a MongoDB store, seconds the server's lease on the store lasts after a renewal
+            (default :data:`~raytuner.store.server_lock.LEASE_TTL`): a server killed elsewhere blocks a
+            restart this long, and a database unreachable for about this long pauses the server
+            (:mod:`raytuner.store.server_lock`).
     """
 
     def __init__(
@@ -324,6 +329,7 @@ class TuningServer:
         max_calls_per_key: int | None = None,
         max_streams_per_key: int | None = None,
         limits: SessionLimits | None = None,
+        server_lease_ttl: float = LEASE_TTL,
     ) -> None:
         # a model-fit worker re-running a script that serves at its top level (no main guard) stops here, before
         # it opens the store: it would be a second server on it, and its sessions' asks would fail and be retried
@@ -332,6 +338,9 @@ class TuningServer:
             raise InvalidInputError(
                 "tls_key" if tls_key is None else "tls_cert", "TLS needs both a certificate and its key"
             )
+        if isinstance(server_lease_ttl, bool) or not isinstance(server_lease_ttl, int | float) or server_lease_ttl <= 0:
+            raise InvalidInputError("server_lease_ttl", f"{server_lease_ttl!r} is not a positive number of seconds")
+        self.server_lease_ttl = float(server_lease_ttl)
         self.store = open_store(store)
         self.ledger = self.store.ledger()
         self.keys = ApiKeys(self.ledger)
@@ -397,7 +406,7 @@ class TuningServer:
         Raises:
             StoreInUse: another server serves the store (:mod:`raytuner.store.server_lock`).
         """
-        lock = self.store.server_lock(on_lost=self._lease_lost)
+        lock = self.store.server_lock(on_lost=self._lease_lost, ttl=self.server_lease_ttl)
         if lock is not None:
             lock.acquire()
         self._lock = lock
@@ -412,6 +421,12 @@ class TuningServer:
         self.lost = message
         if self._server is not None:
             self._server.stop(0)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the server refuses the tuning service's calls (``UNAVAILABLE``, clients retry) because its
+        store's lease could not be renewed in time (:mod:`raytuner.service.pause`); it serves again by itself."""
+        return self._lock is not None and self._lock.paused
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -432,7 +447,11 @@ class TuningServer:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="raytuner-rpc"),
             options=options,
-            interceptors=[self.limits],
+            # a call refused while the lease is paused is not counted per key
+            interceptors=[
+                StorePause(lambda: self.paused, [pb.DESCRIPTOR.services_by_name["TuningService"].full_name]),
+                self.limits,
+            ],
         )
         pb_grpc.add_TuningServiceServicer_to_server(_Servicer(self.manager, self.keys if self.auth else None), server)
         if self.crowd is not None:

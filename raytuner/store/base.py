@@ -32,7 +32,7 @@ from raytuner.problem.records import (
     check_problem_name,
 )
 from raytuner.store.ledger import Ledger
-from raytuner.store.server_lock import ServerLock
+from raytuner.store.server_lock import LEASE_TTL, ServerLock
 
 __all__ = ["HistoryStore", "EvaluationQuery", "VersionRange", "check_problem_name", "PROBLEM_NAME_RULE"]
 
@@ -242,13 +242,14 @@ class HistoryStore(ABC):
     def close(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Release files or connections; the store is not used afterwards."""
 
-    def server_lock(self, on_lost: Callable[[str], None] | None = None) -> ServerLock | None:
+    def server_lock(self, on_lost: Callable[[str], None] | None = None, ttl: float = LEASE_TTL) -> ServerLock | None:
         """The lock a tuning server holds on this store while it runs (one server per store); ``None``: no lock.
 
         See :mod:`raytuner.store.server_lock`. Making it takes nothing: the server calls ``acquire``.
 
         Args:
             on_lost: Called with a message when the lock is lost while held (a MongoDB lease taken over).
+            ttl: Seconds a lease lasts after a renewal (a MongoDB store's; a lock file has none).
         """
         return None
 

@@ -83,7 +83,7 @@ from raytuner.store.journal import BadLine, encode_entries, quarantine, read_jou
 from raytuner.store.ledger import JsonLedger
 from raytuner.store.problem_files import ProblemFiles, release_memory
 from raytuner.store.salvage import drop_invalid_records, read_store_file
-from raytuner.store.server_lock import FileServerLock
+from raytuner.store.server_lock import LEASE_TTL, FileServerLock
 
 __all__ = ["JsonStore"]
 
@@ -453,11 +453,12 @@ class JsonStore(HistoryStore):
                 names.add(path.name[: -len(".json.journal")])
         return sorted(names)
 
-    def server_lock(self, on_lost: Callable[[str], None] | None = None) -> FileServerLock:
+    def server_lock(self, on_lost: Callable[[str], None] | None = None, ttl: float = LEASE_TTL) -> FileServerLock:
         """The store's server lock: a ``flock`` on ``DIR/.service/server.lock`` (never lost while held).
 
         Args:
             on_lost: Not used (a ``flock`` is held until released or the process ends).
+            ttl: Not used (a ``flock`` never runs out).
         """
         return FileServerLock(self.directory)
 

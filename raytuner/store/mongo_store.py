@@ -63,7 +63,7 @@ from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
 from raytuner.store.mongo_client import already_stored, mongo_errors, open_client, redact_uri
-from raytuner.store.server_lock import LEASE_COLLECTION, MongoServerLease
+from raytuner.store.server_lock import LEASE_COLLECTION, LEASE_TTL, MongoServerLease
 
 __all__ = ["MongoStore", "query_filter", "DEFAULT_DATABASE", "FUNC_EVAL", "SURROGATE_MODEL", "DURABLE", "MAJORITY"]
 
@@ -454,14 +454,15 @@ class MongoStore(HistoryStore):
             self._errors,
         )
 
-    def server_lock(self, on_lost: Callable[[str], None] | None = None) -> MongoServerLease:
+    def server_lock(self, on_lost: Callable[[str], None] | None = None, ttl: float = LEASE_TTL) -> MongoServerLease:
         """The store's server lease: the document ``service_server`` of its database, renewed while held.
 
         Args:
             on_lost: Called with a message when another server took the lease (this one could not renew it).
+            ttl: Seconds the lease lasts after a renewal.
         """
         collection = self._func_eval.database.get_collection(LEASE_COLLECTION, write_concern=self._durable)
-        return MongoServerLease(collection, f"{self._display} (database {self.database})", self._errors, on_lost)
+        return MongoServerLease(collection, f"{self._display} (database {self.database})", self._errors, on_lost, ttl)
 
     def close(self) -> None:
         """Close the connection pool; the store is not used afterwards."""

@@ -20,8 +20,23 @@ naming the first (host, pid, since when).
   killed one is taken over at once by a server started on the same host (its
   pid is gone), and from another host once the lease has run out (``ttl``
   seconds after the last renewal; a starting server waits for that when the
-  holder has stopped renewing). A server that finds its lease taken (it could
-  not renew in time) is told through ``on_lost`` and must stop.
+  holder has stopped renewing). A server that finds its lease taken is told
+  through ``on_lost`` and must stop.
+
+When the database cannot be reached (mongod restarting, a network cut) the
+lease cannot be renewed, and once it may run out before the next try (not
+renewed for ``ttl - renew_every`` seconds) the lease is :attr:`~ServerLock.paused`:
+the server answers no call that needs the store (its callers retry) and
+writes nothing, since another server may take the store from then on. The
+renewing thread keeps trying. When the database answers again, the lease is
+taken back only when its document still carries this lease's token (every
+other taker writes its own, journaled): nobody took the store meanwhile, the
+server's sessions in memory are still the store's, and it serves on. If the
+document carries another token, or is gone (another server may have taken it,
+served and released it), the lease is lost (``on_lost``). A document gone
+while the lease had not run out (a database restored without it: no other
+server can have taken it by expiry) is taken again. The pause and the resume
+are logged as warnings, with how long the pause lasted.
 
 Only servers take it: readers (``raytuner history``, the dashboard), key
 commands and tuning runs in Python or Ray write the store beside a server as
@@ -49,6 +64,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -148,6 +164,12 @@ class ServerLock(ABC):
     def release(self) -> None:
         """Give the store back (a lock not held is left as it is)."""
 
+    @property
+    def paused(self) -> bool:
+        """Whether the server must not use the store now: its hold may have run out (a MongoDB lease that
+        the database could not renew); it clears by itself once the hold is renewed. A lock file never pauses."""
+        return False
+
 
 class FileServerLock(ServerLock):
     """A JSON store's server lock: ``flock`` on ``DIR/.service/server.lock``, held until :meth:`release` or exit.
@@ -219,7 +241,8 @@ class MongoServerLease(ServerLock):
         collection: The lease's collection (pymongo ``Collection``, journaled write concern).
         store: The store as shown to the user (for messages).
         errors: The store's error mapping (driver errors become :class:`~raytuner.errors.StoreError`).
-        on_lost: Called (from the renewing thread, with a message) when the lease was taken by another server.
+        on_lost: Called (from the renewing thread, with a message) when the lease was taken by another server,
+            or is gone after it may have run out.
         ttl: Seconds the lease lasts after a renewal (default :data:`LEASE_TTL`).
     """
 
@@ -241,6 +264,9 @@ class MongoServerLease(ServerLock):
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # by the monotonic clock: when the lease may run out before the next renewal (then it pauses)
+        self._valid_until = -math.inf
+        self._paused_since: float | None = None  # the pause the renewing thread logged
 
     def __repr__(self) -> str:
         return f"MongoServerLease({self.store!r})"
@@ -277,6 +303,7 @@ class MongoServerLease(ServerLock):
         """Take the lease (see the module documentation) and start renewing it; :class:`StoreInUse` when held."""
         deadline = time.monotonic() + self.ttl * 2
         while True:
+            asked = time.monotonic()  # the database takes it at or after this: it lasts ttl from it
             if self._take({"$lt": ["$expires", "$$NOW"]}):
                 break
             holder = self._current()
@@ -284,6 +311,7 @@ class MongoServerLease(ServerLock):
                 continue  # released meanwhile
             left = float(holder.get("left", 0)) / 1000
             if _gone(holder):
+                asked = time.monotonic()
                 if self._take({"$eq": ["$token", {"$literal": holder.get("token")}]}):
                     log.warning(
                         "took over the server lease of %s: pid %s on this host has ended",
@@ -311,39 +339,94 @@ class MongoServerLease(ServerLock):
                 left,
             )
             time.sleep(max(left, 0) + 0.1)
+        self._valid_until = asked + self.ttl - self.renew_every
+        self._paused_since = None
         self._stop.clear()
         self._thread = threading.Thread(target=self._renew, name="raytuner-server-lease", daemon=True)
         self._thread.start()
 
+    @property
+    def paused(self) -> bool:
+        """Whether the lease is held but was not renewed for ``ttl - renew_every`` seconds, so that it may run
+        out before the next renewal (the database is unreachable), or was lost: the server must not use the
+        store. By the monotonic clock at every call, so it holds even while the renewing thread is held up."""
+        return self._thread is not None and time.monotonic() >= self._valid_until
+
     def _renew(self) -> None:
-        renewed_at = time.monotonic()  # the last renewal the database took (the lease lasts ttl from it)
+        """The renewing thread: renew every ``renew_every`` seconds, pausing and resuming as renewals fail and
+        succeed, until released or lost."""
+        import pymongo  # pymongo only with MongoDB
+
         while not self._stop.wait(self.renew_every):
-            if time.monotonic() - renewed_at > self.ttl - self.renew_every:
-                self._lost(
-                    f"could not be renewed for {time.monotonic() - renewed_at:.0f} s and runs out before the next "
-                    f"try, when another server may take the store"
-                )
-                return
+            self._note_pause()
             asked = time.monotonic()  # the database renews at or after this: the lease lasts ttl from it
             try:
-                with self.errors("renew the server lease"):
+                # a renewal waits one ttl at most (a database that stopped answering, not only refused, too)
+                with self.errors("renew the server lease"), pymongo.timeout(self.ttl):
                     renewed = self.collection.find_one_and_update(
                         {"_id": _LEASE_ID, "token": self.token},
                         [{"$set": {"expires": {"$add": ["$$NOW", int(self.ttl * 1000)]}}}],
                     )
-                if renewed is None:  # gone (a database restored without it): take it again unless another has
-                    renewed = self._take({"$eq": ["$token", {"$literal": self.token}]}) or None
-            except Exception as exc:  # retried at the next tick; the lease outlives a few
-                log.warning("%s: could not renew the server lease (%s); trying again", self.store, exc)
+                    # gone: take it again only while it cannot have run out (a database restored without
+                    # it); gone after that, another server may have taken the store, served and released it
+                    if renewed is None and not self._note_pause():
+                        renewed = self._take({"$eq": ["$token", {"$literal": self.token}]}) or None
+            except Exception as exc:  # retried at the next tick
+                self._note_pause()
+                log.log(
+                    logging.DEBUG if self._paused_since is not None else logging.WARNING,
+                    "%s: could not renew the server lease (%s); trying again",
+                    self.store,
+                    exc,
+                )
                 continue
-            if renewed is not None:
-                renewed_at = asked
-                continue
-            self._lost(f"was taken by another server (it could not be renewed within {self.ttl:.0f} s)")
-            return
+            if renewed is None:
+                self._lost(self._why_lost())
+                return
+            self._valid_until = asked + self.ttl - self.renew_every
+            if self._paused_since is not None:
+                log.warning(
+                    "%s: the server lease was renewed after a pause of %.1f s (nobody took the store meanwhile); "
+                    "serving again",
+                    self.store,
+                    time.monotonic() - self._paused_since,
+                )
+                self._paused_since = None
+
+    def _note_pause(self) -> bool:
+        """Whether the lease is paused now (:attr:`paused`); logs a pause the first time it sees it."""
+        if not self.paused:
+            return False
+        if self._paused_since is None:
+            self._paused_since = self._valid_until
+            log.warning(
+                "%s: the server lease could not be renewed for %.1f s (the database is unreachable) and may run "
+                "out: serving paused until the database answers again",
+                self.store,
+                time.monotonic() - self._valid_until + self.ttl - self.renew_every,
+            )
+        return True
+
+    def _why_lost(self) -> str:
+        """Why a renewal found the lease document not this lease's: who holds it now, or that it is gone."""
+        paused = (
+            "" if self._paused_since is None else f" during a pause of {time.monotonic() - self._paused_since:.1f} s"
+        )
+        try:
+            holder = self._current()
+        except Exception:  # the database went away again: the message says less
+            return f"was taken by another server, or is gone{paused}"
+        if holder is None:
+            return (
+                f"document is gone{paused}: another server may have taken the store, served and released it, "
+                "so this server's sessions may be stale"
+            )
+        who = ", ".join(f"{key} {holder.get(key, 'unknown')}" for key in ("host", "pid"))
+        return f"was taken by another server ({who}){paused}"
 
     def _lost(self, why: str) -> None:
-        """Say that this server's lease ``why`` and that it stops (``on_lost``)."""
+        """Say that this server's lease ``why`` and that it stops (``on_lost``); it stays paused."""
+        self._valid_until = -math.inf
         message = f"{self.store}: this server's lease {why}; stopping"
         log.error("%s", message)
         if self.on_lost is not None:
