@@ -1,4 +1,5 @@
-"""What every gRPC handler of the server shares: errors to status codes and the handler wrapper.
+"""What every gRPC handler of the server shares: errors to status codes, the handler wrapper and the
+interceptors' way of wrapping a handler (:func:`wrap_handler`).
 
 JSON fields are read with :func:`raytuner.protocol.json_field`.
 
@@ -26,7 +27,7 @@ import grpc
 
 from raytuner.errors import InvalidInputError, StoreError
 
-__all__ = ["Abort", "status_of", "rpc", "MAX_STATUS_MESSAGE"]
+__all__ = ["Abort", "status_of", "rpc", "wrap_handler", "MAX_STATUS_MESSAGE"]
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +90,29 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         context.abort(code, message)
 
     return handler
+
+
+def wrap_handler(
+    handler: grpc.RpcMethodHandler | None,
+    unary: Callable[[Callable[..., Any]], Callable[..., Any]],
+    stream: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> grpc.RpcMethodHandler | None:
+    """``handler`` with its behaviour wrapped, as a server interceptor returns it.
+
+    A unary-unary behaviour becomes ``unary(behaviour)``, a unary-stream one ``stream(behaviour)``; a
+    handler that streams requests (none here) and ``None`` (an unknown method) are returned as they are.
+
+    Args:
+        handler: What the interceptor's continuation gave.
+        unary: Wraps a unary-unary behaviour ``(request, context) -> response``.
+        stream: Wraps a unary-stream behaviour ``(request, context) -> iterator of responses``.
+    """
+    if handler is None or handler.request_streaming:
+        return handler
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(
+            stream(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+        )
+    return grpc.unary_unary_rpc_method_handler(
+        unary(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+    )

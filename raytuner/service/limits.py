@@ -42,6 +42,7 @@ import grpc
 
 from raytuner.errors import InvalidInputError
 from raytuner.protocol import METADATA_KEY
+from raytuner.service.handlers import wrap_handler
 
 __all__ = ["PerKeyLimits", "default_limits"]
 
@@ -185,16 +186,7 @@ class PerKeyLimits(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         """The method's handler, counted per caller (unary-unary and unary-stream handlers)."""
-        handler = continuation(handler_call_details)
-        if handler is None or handler.request_streaming:
-            return handler
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream), handler.request_deserializer, handler.response_serializer
-            )
-        return grpc.unary_unary_rpc_method_handler(
-            self._unary(handler.unary_unary), handler.request_deserializer, handler.response_serializer
-        )
+        return wrap_handler(continuation(handler_call_details), self._unary, self._stream)
 
     def _unary(self, behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
         def limited(request: Any, context: grpc.ServicerContext) -> Any:

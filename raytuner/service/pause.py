@@ -24,6 +24,8 @@ from typing import Any
 
 import grpc
 
+from raytuner.service.handlers import wrap_handler
+
 __all__ = ["StorePause", "PAUSED_MESSAGE"]
 
 #: The status message of a call refused while the lease is paused.
@@ -64,22 +66,20 @@ class StorePause(grpc.ServerInterceptor):
     ) -> grpc.RpcMethodHandler | None:
         """The method's handler, refusing while paused (unary-unary and unary-stream handlers of ``services``)."""
         handler = continuation(handler_call_details)
-        if handler is None or handler.request_streaming or not self.guards(handler_call_details.method):
+        if not self.guards(handler_call_details.method):
             return handler
-        if handler.response_streaming:
-            stream = handler.unary_stream
+        return wrap_handler(handler, self._unary, self._stream)
 
-            def streamed(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-                self._check(context)
-                yield from stream(request, context)
-
-            return grpc.unary_stream_rpc_method_handler(
-                streamed, handler.request_deserializer, handler.response_serializer
-            )
-        unary = handler.unary_unary
-
+    def _unary(self, behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
         def answered(request: Any, context: grpc.ServicerContext) -> Any:
             self._check(context)
-            return unary(request, context)
+            return behavior(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(answered, handler.request_deserializer, handler.response_serializer)
+        return answered
+
+    def _stream(self, behavior: Callable[[Any, grpc.ServicerContext], Iterator[Any]]) -> Callable[..., Any]:
+        def streamed(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            self._check(context)
+            yield from behavior(request, context)
+
+        return streamed

@@ -8,8 +8,10 @@ bad input gets ``INVALID_ARGUMENT`` with a message naming the field, an
 unknown session or trial ``NOT_FOUND``, a problem the caller may not
 read or append to ``NOT_FOUND`` as if it did not exist (the rules:
 :mod:`raytuner.service.access`), a conflicting tell
-``FAILED_PRECONDITION``, a missing or wrong API key ``UNAUTHENTICATED``, and
-an unexpected error ``INTERNAL`` (logged; the server goes on).
+``FAILED_PRECONDITION``, a missing or wrong API key ``UNAUTHENTICATED``, every
+call while the store's lease cannot be renewed ``UNAVAILABLE``
+(:mod:`raytuner.service.pause`; clients retry), and an unexpected error
+``INTERNAL`` (logged; the server goes on).
 
 Example:
     >>> import tempfile
