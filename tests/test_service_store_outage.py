@@ -163,7 +163,7 @@ def test_a_server_refuses_calls_while_its_lease_is_paused_and_serves_again_after
             once.session_id = session_id
             trial = until(lambda: tuner.ask(wait=False), WAIT_S)
             _outage_past_the_lease(mongod, lambda: server.paused)
-            for call in (lambda: once.tell(trial, {"y": 1.0}), once.session):
+            for call in (lambda: once.tell(trial, {"y": 1.0}), once.session, lambda: next(once.watch(True))):
                 with pytest.raises(ServiceError) as refused:
                     call()
                 assert refused.value.code == "UNAVAILABLE" and refused.value.message.startswith(PAUSED_MESSAGE)
