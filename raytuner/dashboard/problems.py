@@ -57,8 +57,14 @@ def overview() -> Any:
             }
         )
     if isinstance(held, ServiceViews):
-        return render("overview.html", "Tuning service", problems=rows, sessions=held.sessions())
-    return render("overview.html", f"Histories in {held.directory or 'MongoDB'}", problems=rows, sessions=None)
+        return render("overview.html", "Tuning service", problems=rows, sessions=held.sessions(), misnamed={})
+    return render(
+        "overview.html",
+        f"Histories in {held.directory or 'MongoDB'}",
+        problems=rows,
+        sessions=None,
+        misnamed=held.misnamed(),
+    )
 
 
 @blueprint.get("/problem/<problem>")

@@ -36,7 +36,7 @@ import pandas as pd
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import HistoryDocument
-from raytuner.store import HistoryStore, Ledger, is_mongodb_uri, open_store
+from raytuner.store import HistoryStore, JsonStore, Ledger, is_mongodb_uri, open_store
 from raytuner.view import HistoryView, load_history
 
 __all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE"]
@@ -209,8 +209,14 @@ class HistoryViews(ABC):
     def close(self) -> None:
         """Let go of the store or the connection."""
 
+    def misnamed(self) -> dict[str, str]:
+        """The store's files that :meth:`problems` leaves out as no problem's, each with why (none here)."""
+        return {}
+
     def warm(self) -> None:
-        """Read every problem now (the server does this as it starts)."""
+        """Read every problem now (the server does this as it starts), and warn of each misnamed file."""
+        for file, why in self.misnamed().items():
+            log.warning("%s: skipped, %s", self.directory / file if self.directory else file, why)
         for problem in self.problems():
             self.view(problem)
 
@@ -241,6 +247,10 @@ class StoreViews(HistoryViews):
     def problems(self) -> list[str]:
         """The problems the store holds."""
         return self.store.problems()
+
+    def misnamed(self) -> dict[str, str]:
+        """A JSON store's files whose name is no problem name, each with why (:meth:`JsonStore.misnamed`)."""
+        return self.store.misnamed() if isinstance(self.store, JsonStore) else {}
 
     def in_flight(self, problem: str) -> int:
         """Trials the ledger says the problem's sessions handed out and no record tells yet.

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import time as _time
+import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -55,6 +56,8 @@ __all__ = [
     "new_uid",
     "task_key",
     "check_problem_name",
+    "is_problem_name",
+    "suggest_problem_name",
     "PROBLEM_NAME_RULE",
     "as_number",
     "output_problem",
@@ -80,8 +83,42 @@ def check_problem_name(name: Any, field: str = "tuning_problem_name") -> str:
     >>> check_problem_name("GPTune-Demo")
     'GPTune-Demo'
     """
-    if not isinstance(name, str) or not _PROBLEM_NAME.fullmatch(name):
+    if not is_problem_name(name):
         raise InvalidInputError(field, f"invalid problem name {shown(name)}", allowed=[PROBLEM_NAME_RULE])
+    return name
+
+
+def is_problem_name(name: Any) -> bool:
+    """Whether ``name`` is a valid problem name (:data:`PROBLEM_NAME_RULE`).
+
+    Args:
+        name: the value to check.
+
+    >>> is_problem_name("GPTune-Demo"), is_problem_name("GPTune-Demo (1)")
+    (True, False)
+    """
+    return isinstance(name, str) and _PROBLEM_NAME.fullmatch(name) is not None
+
+
+def suggest_problem_name(text: str, taken: Sequence[str] = ()) -> str:
+    """A valid problem name close to ``text`` and not in ``taken``, to suggest when ``text`` is none.
+
+    Accents are dropped, every run of other characters becomes one ``-``, the
+    name is cut to 128 characters, and ``-2``, ``-3``... end it while it is taken.
+
+    Args:
+        text: a name that :func:`check_problem_name` refuses (a file's name without ``.json``).
+        taken: the names already in use.
+
+    >>> suggest_problem_name("GPTune-Demo (1)"), suggest_problem_name("résumé-тест", taken=["resume"])
+    ('GPTune-Demo-1', 'resume-2')
+    """
+    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", plain).lstrip("._-")[:120].rstrip("-") or "problem"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
     return name
 
 

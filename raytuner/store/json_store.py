@@ -73,8 +73,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
-from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
+from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord, is_problem_name, suggest_problem_name
+from raytuner.store.base import PROBLEM_NAME_RULE, EvaluationQuery, HistoryStore, check_problem_name
 from raytuner.store.gptune_file import write_history_file
 from raytuner.store.gptune_schemas import detect_schema, normalise_history
 from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL
@@ -439,19 +439,45 @@ class JsonStore(HistoryStore):
         """The problem's surrogate-model records, oldest first."""
         return self._validated(problem, _SURROGATE, SurrogateModelRecord)
 
-    def problems(self) -> list[str]:
-        """Problems with a GPTune file or a non-empty journal in the directory."""
+    def _problem_files(self) -> dict[str, list[str]]:
+        """Per name, the files that hold a problem of that name: ``NAME.json``, a non-empty ``NAME.json.journal``."""
         if not self.directory.is_dir():
-            return []
-        names = set()
+            return {}
+        found: dict[str, list[str]] = {}
         for path in self.directory.iterdir():
             if path.name.startswith("."):
                 continue
-            if path.name.endswith(".json"):
-                names.add(path.name[: -len(".json")])
-            elif path.name.endswith(".json.journal") and path.stat().st_size > 0:
-                names.add(path.name[: -len(".json.journal")])
-        return sorted(names)
+            for suffix in (".json", ".json.journal"):
+                if path.name.endswith(suffix) and (suffix == ".json" or path.stat().st_size > 0):
+                    found.setdefault(path.name.removesuffix(suffix), []).append(path.name)
+        return found
+
+    def problems(self) -> list[str]:
+        """Problems with a GPTune file or a non-empty journal in the directory (:meth:`misnamed` files left out)."""
+        return sorted(n for n in self._problem_files() if is_problem_name(n))
+
+    def misnamed(self) -> dict[str, str]:
+        """The directory's JSON files whose name is no problem name, each with why and what to rename it to.
+
+        A file a browser or a copy named (``GPTune-Demo (1).json``) is no
+        problem of the store: :meth:`problems` leaves it out, and this says so.
+
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "GPTune-Demo (1).json").write_text("{}")
+        >>> JsonStore(folder).misnamed()["GPTune-Demo (1).json"]  # doctest: +ELLIPSIS
+        "not a problem name: 1-128 characters of ...; rename it to 'GPTune-Demo-1.json'"
+        """
+        found = self._problem_files()
+        out = {}
+        for name, files in found.items():
+            if not is_problem_name(name):
+                rename = suggest_problem_name(name, taken=list(found))
+                for file in files:
+                    out[file] = (
+                        f"not a problem name: {PROBLEM_NAME_RULE}; rename it to {file.replace(name, rename, 1)!r}"
+                    )
+        return dict(sorted(out.items()))
 
     def server_lock(self, on_lost: Callable[[str], None] | None = None, ttl: float = LEASE_TTL) -> FileServerLock:
         """The store's server lock: a ``flock`` on ``DIR/.service/server.lock`` (never lost while held).
