@@ -1,7 +1,9 @@
-"""Whatever names a store holds, the dashboard serves its problems and says what it skipped.
+"""Whatever names a store holds, the dashboard shows them as text: odd file names, markup in charts.
 
 - a JSON store's file whose name is no problem name is skipped, and named on the overview (and in the
-  command's log), while the store's problems are served.
+  command's log), while the store's problems are served;
+- parameter, output and task names that are markup or a ``hovertemplate``'s ``%{...}`` are drawn
+  literally by plotly.js in real headless Chromium, never as links or line breaks.
 """
 
 from __future__ import annotations
@@ -10,17 +12,27 @@ import html
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from dashboard_helpers import ROOT
+from dashboard_helpers import ROOT, chromium, policy_violations
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
 
-from raytuner.dashboard import create_app
+from raytuner.dashboard import create_app, serve
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.store import JsonStore
 
 #: File names a store's folder may come to hold that are no problem's name.
 ODD_NAMES = ("x y z.json", "GPTune-Demo (1).json", "résumé-тест.json", "a" * 235 + ".json")
+
+#: A parameter, an output and a task named as markup or as a hovertemplate's value.
+LINK = '<a href="https://evil.example/">x</a>'
+BREAK = "b<br>c"
+TEMPLATE = "%{x}"
 
 
 def _store(folder: Path) -> Path:
@@ -66,3 +78,54 @@ def test_the_dashboard_command_starts_beside_misnamed_files_and_warns_of_each(tm
             _, errors = proc.communicate(timeout=60)
     for name in ODD_NAMES:
         assert f"{folder / name}: skipped, not a problem name" in errors, errors
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as driver:
+        yield driver
+
+
+_CHARTS_SCRIPT = """
+const charts = Array.from(document.querySelectorAll(".js-plotly-plot"));
+const links = charts.flatMap((c) => Array.from(c.querySelectorAll("a"))).map(
+  (a) => a.getAttribute("href") || a.getAttributeNS("http://www.w3.org/1999/xlink", "href") || "");
+const texts = charts.flatMap((c) => Array.from(c.querySelectorAll("text"), (t) => t.textContent));
+return [charts.length, links, texts];
+"""
+
+
+@pytest.mark.slow
+def test_names_of_markup_are_drawn_as_text_in_every_chart(browser: Any, tmp_path: Path) -> None:
+    with JsonStore(tmp_path) as store:
+        for n, x in enumerate((0.1, 0.5, 0.9, 0.3, 0.7)):
+            store.append(
+                "marked",
+                FunctionEvaluation.create(
+                    {TEMPLATE: 1.0}, {LINK: x, "z": (n * 0.37) % 1, "kind": LINK if n % 2 else BREAK}, {BREAK: x * x}
+                ),
+            )
+    with serve(create_app(store=tmp_path), port=0) as server:
+        browser.get(server.url + "problem/marked/analysis")
+        charts = browser.find_elements(By.CSS_SELECTOR, "div.plot")
+        assert len(charts) >= 6
+        for chart in charts:  # each is drawn as it comes near the window
+            browser.execute_script("arguments[0].scrollIntoView();", chart)
+
+            def drawn(_: object, c: WebElement = chart) -> bool:
+                return "js-plotly-plot" in (c.get_attribute("class") or "")
+
+            WebDriverWait(browser, 30).until(drawn)
+        count, links, texts = browser.execute_script(_CHARTS_SCRIPT)
+        assert count == len(charts)
+        assert [link for link in links if "evil" in link] == []  # no name became a link
+        shown = "\n".join(texts)
+        assert LINK in shown and f"{BREAK} (minimize)" in shown  # axis titles and labels show the names as they are
+        assert f"{TEMPLATE}=1" in shown  # the task's label in the legend
+        browser.execute_script("Plotly.Fx.hover('chart-history', [{curveNumber: 1, pointNumber: 0}]);")
+        hover = WebDriverWait(browser, 10).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-history .hoverlayer .hovertext")
+        )
+        said = hover[0].get_attribute("textContent")
+        assert said.startswith(f"{TEMPLATE}=1") and "best so far" in said, said  # not filled in as a value
+        assert policy_violations(browser) == []

@@ -76,6 +76,9 @@ EDF_STEPS = 200
 #: The most evaluations parallel coordinates draw (the newest): more lines only cover each other.
 PARALLEL_LINES = 1000
 
+#: What :func:`escape_text` replaces, by character references that plotly.js decodes.
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;", "%": "&#37;"})
+
 #: One colour per task, in task order (matplotlib's tab10, as the static plots).
 TASK_COLOURS = (
     "#1f77b4",
@@ -101,10 +104,18 @@ RANK_GROUPS = (
 
 
 def _layout(title: str, x: str, y: str, **more: Any) -> dict[str, Any]:
+    """A chart's layout: its title and axis titles are plain text (escaped here), ``more`` is used as it is."""
     return {
-        "title": {"text": title, "font": {"size": 15}, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 32}},
-        "xaxis": {"title": {"text": x}, "automargin": True},
-        "yaxis": {"title": {"text": y}, "automargin": True},
+        "title": {
+            "text": escape_text(title),
+            "font": {"size": 15},
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": 32},
+        },
+        "xaxis": {"title": {"text": escape_text(x)}, "automargin": True},
+        "yaxis": {"title": {"text": escape_text(y)}, "automargin": True},
         "margin": {"l": 60, "r": 20, "t": 70, "b": 50},
         "hovermode": "closest",
         "legend": {"title": {"text": "task"}},
@@ -124,14 +135,19 @@ def _numbers(values: pd.Series) -> list[float | None]:
 def _hover(frame: pd.DataFrame, columns: list[str], objective: str) -> list[str]:
     """Each row's hover text: its uid, the named columns and the objective."""
     parts = [("evaluation " + frame["uid"].astype(str).str[:8]).tolist()]
-    parts += [[f"{c} = {_text(v)}" for v in frame[c]] for c in columns]
-    parts.append([f"<b>{objective} = {_text(v)}</b>" for v in frame[objective]])
+    parts += [[f"{escape_text(c)} = {_text(v)}" for v in frame[c]] for c in columns]
+    parts.append([f"<b>{escape_text(objective)} = {_text(v)}</b>" for v in frame[objective]])
     return ["<br>".join(row) for row in zip(*parts)] if len(frame) else []
 
 
+def _plain(value: Any) -> str:
+    """A value as a chart shows it (reals to 6 digits), not yet escaped."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 def _text(value: Any) -> str:
-    """A value as a chart's label shows it (reals to 6 digits; markup escaped: plotly.js reads a few tags)."""
-    return escape_text(f"{value:.6g}" if isinstance(value, float) else str(value))
+    """A value as a chart's label shows it, escaped (:func:`escape_text`)."""
+    return escape_text(_plain(value))
 
 
 def _task_colour(view: HistoryView, label: str) -> str:
@@ -223,14 +239,14 @@ def history_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": label,
+                "name": escape_text(label),
                 "legendgroup": label,
                 "showlegend": False,
                 "x": _numbers(points["evaluation"]),
                 "y": _numbers(points["value"]),
                 "customdata": list(points["uid"]),
                 "text": [f"{escape_text(label)}<br>evaluation {str(u)[:8]}" for u in points["uid"]],
-                "hovertemplate": "%{text}<br>" + view.objective + " = %{y:.6g}<extra></extra>",
+                "hovertemplate": "%{text}<br>" + escape_text(view.objective) + " = %{y:.6g}<extra></extra>",
                 "marker": {"color": colour, "size": 6, "opacity": 0.55},
             }
         )
@@ -238,7 +254,7 @@ def history_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": label,
+                "name": escape_text(label),
                 "legendgroup": label,
                 "x": _numbers(steps["evaluation"]),
                 "y": _numbers(steps["best"]),
@@ -292,13 +308,13 @@ def edf_figure(view: HistoryView, fidelity: float | None = None, limit: int = ED
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": label,
+                "name": escape_text(label),
                 "x": [float(v) for v in values[ranks]],
                 "y": [float(r + 1) / len(values) for r in ranks],
                 "line": {"color": _task_colour(view, label), "shape": "hv"},
                 "hovertemplate": escape_text(label)
                 + "<br>"
-                + view.objective
+                + escape_text(view.objective)
                 + " ≤ %{x:.6g}: %{y:.1%} of evaluations<extra></extra>",
             }
         )
@@ -320,7 +336,7 @@ def _positions(values: pd.Series) -> tuple[np.ndarray, list[tuple[float, str]]]:
         return ((numbers - low) / (high - low)).to_numpy(dtype=float), [(0.0, _text(low)), (1.0, _text(high))]
     names = sorted({str(v) for v in values})
     where = {n: (i / (len(names) - 1) if len(names) > 1 else 0.5) for i, n in enumerate(names)}
-    return np.array([where[str(v)] for v in values]), [(where[n], n) for n in names]
+    return np.array([where[str(v)] for v in values]), [(where[n], escape_text(n)) for n in names]
 
 
 def _order(view: HistoryView, frame: pd.DataFrame) -> pd.DataFrame:
@@ -390,7 +406,7 @@ def parallel_figure(
         "",
         xaxis={
             "tickvals": list(range(len(axes))),
-            "ticktext": names,
+            "ticktext": [escape_text(n) for n in names],
             "showgrid": True,
             "gridcolor": "#888",
             "zeroline": False,
@@ -398,7 +414,7 @@ def parallel_figure(
         yaxis={"visible": False, "range": [-0.08, 1.08]},
         annotations=labels,
     )
-    layout["legend"] = {"title": {"text": view.objective}, "traceorder": "reversed"}
+    layout["legend"] = {"title": {"text": escape_text(view.objective)}, "traceorder": "reversed"}
     return {"data": traces, "layout": layout}
 
 
@@ -424,9 +440,10 @@ def slice_figures(
                 {
                     "type": "scatter",
                     "mode": "markers",
-                    "name": task,
+                    "name": escape_text(task),
                     "x": [
-                        v if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v) for v in frame[column]
+                        v if isinstance(v, (int, float)) and not isinstance(v, bool) else escape_text(v)
+                        for v in frame[column]
                     ],
                     "y": _numbers(frame[view.objective_column]),
                     "customdata": list(frame["uid"]),
@@ -557,11 +574,12 @@ def contour_figure(
         "z": mean.reshape(len(ys), len(xs)).tolist(),
         "colorscale": "RdBu",
         "reversescale": view.goal == "maximize",
-        "colorbar": {"title": {"text": f"predicted {view.objective}"}, "thickness": 12},
-        "hovertemplate": f"{x} = %{{x:.4g}}<br>{y} = %{{y:.4g}}<br>predicted {view.objective} = %{{z:.6g}}<extra></extra>",
+        "colorbar": {"title": {"text": escape_text(f"predicted {view.objective}")}, "thickness": 12},
+        "hovertemplate": f"{escape_text(x)} = %{{x:.4g}}<br>{escape_text(y)} = %{{y:.4g}}<br>"
+        f"predicted {escape_text(view.objective)} = %{{z:.6g}}<extra></extra>",
     }
     points = _pair_points(view, frame, x, y, {"color": "#222"})
-    others = ", ".join(f"{n} = {_text(best[view.columns['parameter'][n]])}" for n in space.names if n not in (x, y))
+    others = ", ".join(f"{n} = {_plain(best[view.columns['parameter'][n]])}" for n in space.names if n not in (x, y))
     title = f"{task}: the GP's {view.objective} over {x} and {y}" + (f" ({others})" if others else "")
     return {"data": [trace, points], "layout": _layout(title, x, y, showlegend=False)}
 
@@ -594,7 +612,7 @@ def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
                 "mode": "markers",
                 "name": name,
                 "x": [t.isoformat() for t in rows["time"]],
-                "y": list(rows["task"]),
+                "y": [escape_text(t) for t in rows["task"]],
                 "customdata": list(rows["uid"]),
                 "text": [
                     f"evaluation {str(u)[:8]}<br>{escape_text(f) if f else v}"
@@ -610,16 +628,24 @@ def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
     return {"data": traces, "layout": layout}
 
 
-def escape_text(text: str) -> str:
-    """``text`` safe inside a plotly.js label (which reads a few HTML tags): ``<`` and ``>`` as entities.
+def escape_text(text: Any) -> str:
+    """``text`` as a plotly.js label shows it literally: every string a chart takes from a store passes here.
+
+    plotly.js reads a subset of HTML in titles, axis and tick labels, legend
+    names, annotations and hover text (``<a href>``, ``<br>``, ``<b>``...), and
+    ``%{...}`` in a ``hovertemplate`` is a value to fill in. So ``&``, ``<``,
+    ``>``, both quotes and ``%`` become character references that plotly.js
+    decodes back to the characters it draws (it knows numeric ones and
+    ``&amp;``, ``&lt;``, ``&gt;``, not ``&quot;``).
 
     Args:
-        text: what a record says (a failure reason, a value).
+        text: a name or value from a store (a parameter, an output, a task label, a failure reason); not a string:
+            its ``str``.
 
-    >>> escape_text("<b>x</b> & y")
-    '&lt;b&gt;x&lt;/b&gt; &amp; y'
+    >>> escape_text('<a href="https://x.example/">x</a> & %{y}')
+    '&lt;a href=&#34;https://x.example/&#34;&gt;x&lt;/a&gt; &amp; &#37;{y}'
     """
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return str(text).translate(_ESCAPES)
 
 
 def _objectives_of(view: HistoryView) -> list[Any]:
@@ -667,11 +693,15 @@ def front_figure(view: HistoryView, task: str) -> PlotlyFigure:
             "customdata": [r.uid for r in records],
             "text": [
                 "<br>".join(
-                    [f"evaluation {r.uid[:8]}", *(f"{p} = {_text(r.tuning_parameter.get(p))}" for p in parameters)]
+                    [
+                        f"evaluation {r.uid[:8]}",
+                        *(f"{escape_text(p)} = {_text(r.tuning_parameter.get(p))}" for p in parameters),
+                    ]
                 )
                 for r in records
             ],
-            "hovertemplate": "%{text}<br>" + f"{first.name} = %{{x:.6g}}<br>{second.name} = %{{y:.6g}}<extra></extra>",
+            "hovertemplate": "%{text}<br>"
+            + f"{escape_text(first.name)} = %{{x:.6g}}<br>{escape_text(second.name)} = %{{y:.6g}}<extra></extra>",
             "marker": marker,
             **({"line": {"shape": "hv", "color": "#b2182b"}} if mode != "markers" else {}),
         }
@@ -732,7 +762,7 @@ def hypervolume_figure(view: HistoryView) -> PlotlyFigure:
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": label,
+                "name": escape_text(label),
                 "x": xs,
                 "y": ys,
                 "customdata": [mine[n].uid for n in counted],
