@@ -1,14 +1,18 @@
-"""Whatever names a store holds, the dashboard shows them as text: odd file names, markup in charts.
+"""Whatever names a store holds, the dashboard shows them as text: odd file names, markup in charts, formulas in CSV.
 
 - a JSON store's file whose name is no problem name is skipped, and named on the overview (and in the
   command's log), while the store's problems are served;
 - parameter, output and task names that are markup or a ``hovertemplate``'s ``%{...}`` are drawn
-  literally by plotly.js in real headless Chromium, never as links or line breaks.
+  literally by plotly.js in real headless Chromium, never as links or line breaks;
+- a CSV download or export carries no cell a spreadsheet would run as a formula.
 """
 
 from __future__ import annotations
 
+import csv
 import html
+import io
+import json
 import subprocess
 import sys
 import urllib.request
@@ -17,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from dashboard_helpers import ROOT, chromium, policy_violations
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from raytuner.cli import main
 from raytuner.dashboard import create_app, serve
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.store import JsonStore
@@ -33,6 +39,9 @@ ODD_NAMES = ("x y z.json", "GPTune-Demo (1).json", "résumé-тест.json", "a"
 LINK = '<a href="https://evil.example/">x</a>'
 BREAK = "b<br>c"
 TEMPLATE = "%{x}"
+
+#: Cells a spreadsheet would run as formulas.
+FORMULAS = ('=HYPERLINK("http://x")', "=1+2")
 
 
 def _store(folder: Path) -> Path:
@@ -129,3 +138,37 @@ def test_names_of_markup_are_drawn_as_text_in_every_chart(browser: Any, tmp_path
         said = hover[0].get_attribute("textContent")
         assert said.startswith(f"{TEMPLATE}=1") and "best so far" in said, said  # not filled in as a value
         assert policy_violations(browser) == []
+
+
+def _formula_store(folder: Path) -> Path:
+    with JsonStore(folder) as store:
+        for n, formula in enumerate(FORMULAS):
+            store.append(
+                "demo",
+                FunctionEvaluation.create({"t": formula}, {"=1+2": formula, "x": -1.5 - n}, {"y": -2.5}),
+            )
+    return folder
+
+
+def _check_cells(text: str) -> None:
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 2 and "'=1+2" in rows[0] and "=1+2" not in rows[0]  # the column's name
+    assert sorted(r["'=1+2"] for r in rows) == sorted("'" + f for f in FORMULAS)  # a parameter's value
+    assert sorted(r["t"] for r in rows) == sorted("'" + f for f in FORMULAS)  # a task's value
+    assert sorted(r["x"] for r in rows) == ["-1.5", "-2.5"] and {r["y"] for r in rows} == {"-2.5"}  # numbers stay
+    assert all(not v.startswith(("=", "+", "@")) for r in rows for v in r.values())
+
+
+def test_a_csv_download_carries_no_formula(tmp_path: Path) -> None:
+    client = create_app(store=_formula_store(tmp_path)).test_client()
+    answer = client.get("/problem/demo/evaluations.csv")
+    assert answer.status_code == 200 and answer.mimetype == "text/csv"
+    _check_cells(answer.get_data(as_text=True))
+    same = json.loads(client.get("/problem/demo/evaluations.json").get_data(as_text=True))
+    assert {r["task_parameter"]["t"] for r in same["func_eval"]} == set(FORMULAS)  # the GPTune file: as they are
+
+
+def test_a_csv_export_carries_no_formula(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["history", "show", str(_formula_store(tmp_path)), "--csv"])
+    assert result.exit_code == 0, result.output
+    _check_cells(result.output)

@@ -34,6 +34,7 @@ from raytuner.view import (
     PLOTS,
     HistoryView,
     config_label,
+    csv_text,
     load_history,
     plot_brackets,
     plot_front,
@@ -182,7 +183,7 @@ def history_show(
     document = _load(location, problem, meta)
     view = _view(document, meta, objective)
     if as_csv:
-        click.echo(view.frame.to_csv(index=False), nl=False)
+        click.echo(csv_text(view.frame), nl=False)
         return
     summary = summarise(document, view.problem_space)
     if as_json:

@@ -36,7 +36,7 @@ from raytuner.dashboard.sources import PAGE_SIZE, TableQuery
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, HistoryDocument
 from raytuner.store import history_text
-from raytuner.view import DETAIL_COLUMNS, HistoryView, task_label
+from raytuner.view import DETAIL_COLUMNS, HistoryView, csv_text, task_label
 
 __all__ = ["blueprint"]
 
@@ -111,7 +111,7 @@ def download(problem: str, kind: str) -> Response:
         raise InvalidInputError("query", error)
     rows = query.matching(view.frame)
     if kind == "csv":
-        body, mimetype = rows.to_csv(index=False), "text/csv"
+        body, mimetype = csv_text(rows), "text/csv"
     else:
         records = [view.records[i] for i in rows.index]
         body = history_text(HistoryDocument(tuning_problem_name=view.problem, func_eval=records))

@@ -52,12 +52,24 @@ from raytuner.session.progress import config_label, in_task_order, task_label
 from raytuner.session.tuning_session import TuningSession
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
 
-__all__ = ["HistoryView", "load_history", "read_history", "problem_in", "task_label", "config_label", "DETAIL_COLUMNS"]
+__all__ = [
+    "HistoryView",
+    "load_history",
+    "read_history",
+    "problem_in",
+    "task_label",
+    "config_label",
+    "csv_text",
+    "DETAIL_COLUMNS",
+]
 
 Goal = Literal["minimize", "maximize"]
 
 #: Columns that identify where a record came from: tables for reading leave them out (the CSV keeps them).
 DETAIL_COLUMNS = ("failure", "source", "session", "trial", "uid")
+
+#: How a text cell begins that a spreadsheet would read as a formula (OWASP's list for CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 #: Columns every frame has, after the task label (task, parameters and outputs come between).
 FIXED_COLUMNS = (
@@ -78,6 +90,35 @@ FIXED_COLUMNS = (
     "trial",
     "uid",
 )
+
+
+def _inert(value: Any) -> Any:
+    """``value``, with a ``'`` before it when it is text a spreadsheet would read as a formula."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """``frame`` as CSV that a spreadsheet opens without running anything: every CSV download and export.
+
+    A text cell or column name from a store that begins with ``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return (``=HYPERLINK(...)``, a task
+    value ``-1+2``) gets a leading ``'``, as OWASP advises against CSV
+    injection; numbers, negative ones included, stay numbers.
+
+    Args:
+        frame: a table, e.g. :attr:`HistoryView.frame` or some of its rows.
+
+    >>> print(csv_text(pd.DataFrame({"=name": ["=1+2", "ok", -1.5]})), end="")
+    '=name
+    '=1+2
+    ok
+    -1.5
+    """
+    safe = frame.set_axis([_inert(c) for c in frame.columns], axis="columns")
+    for n in range(safe.shape[1]):
+        if not pd.api.types.is_numeric_dtype(safe.iloc[:, n]):
+            safe.isetitem(n, safe.iloc[:, n].map(_inert))
+    return safe.to_csv(index=False)
 
 
 def _when(record: FunctionEvaluation) -> _dt.datetime | None:
