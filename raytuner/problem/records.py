@@ -104,7 +104,7 @@ def suggest_problem_name(text: str, taken: Sequence[str] = ()) -> str:
     """A valid problem name close to ``text`` and not in ``taken``, to suggest when ``text`` is none.
 
     Accents are dropped, every run of other characters becomes one ``-``, the
-    name is cut to 128 characters, and ``-2``, ``-3``... end it while it is taken.
+    name is cut to 120 characters (room for a suffix), and ``-2``, ``-3``... end it while it is taken.
 
     Args:
         text: a name that :func:`check_problem_name` refuses (a file's name without ``.json``).
