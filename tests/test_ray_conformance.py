@@ -371,7 +371,11 @@ def test_a_tuner_runs_points_to_evaluate_first_as_optuna_does(local_ray: Any, tm
             slowish,
             param_space=space,
             tune_config=tune.TuneConfig(
-                search_alg=ConcurrencyLimiter(searcher, max_concurrent=1), metric="y", mode="min", num_samples=3
+                search_alg=ConcurrencyLimiter(searcher, max_concurrent=1),
+                metric="y",
+                mode="min",
+                num_samples=3,
+                reuse_actors=True,  # one actor start per run, not one per trial
             ),
             run_config=tune.RunConfig(storage_path=str(tmp_path / name), verbose=0),
         )
