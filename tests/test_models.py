@@ -718,7 +718,7 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray: Any) -> None:
     trials = [Trial.remote() for _ in range(2)]  # type: ignore[attr-defined]  # ray.remote's stub keeps the class
     try:
         ray.get([t.ready.remote() for t in trials], timeout=60)
-        running = [t.train.remote(120) for t in trials]
+        running = [t.train.remote(900) for t in trials]  # longer than the fit's timeout below
         deadline = time.monotonic() + 30
         while ray.available_resources().get("CPU", 0.0) > 0 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -726,10 +726,12 @@ def test_ray_executor_fits_while_trials_hold_every_cpu(local_ray: Any) -> None:
         assert isinstance(default_executor(), RayExecutor)
 
         data = _three_tasks(13)
-        options = LCMOptions(n_starts=3, max_iterations=60, timeout=60)
+        # a timeout no loaded machine reaches (at 60 s, a fit's Ray tasks missed it under a load of 15, and the
+        # fit kept its first point), shorter than the trials' 900 s
+        options = LCMOptions(n_starts=3, max_iterations=60, timeout=600)
         fitted = LCM(options).fit(data, seed=3, executor=RayExecutor())
-        # every start ran on Ray within the fit's timeout (a start that had waited for a CPU would have
-        # missed it: a failed start); no wall-clock bound of our own, which a loaded machine could break
+        # every start ran on Ray within the fit's timeout (a start that had waited for a CPU would have waited
+        # for the trials and missed it: a failed start); no wall-clock bound of our own
         assert all("failed" not in s for s in fitted.report.starts)
         inline = LCM(options).fit(data, seed=3, executor=INLINE)
         np.testing.assert_array_equal(fitted.hyperparameters.to_vector(), inline.hyperparameters.to_vector())
