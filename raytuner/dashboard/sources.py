@@ -36,7 +36,7 @@ import pandas as pd
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import HistoryDocument
-from raytuner.store import HistoryStore, JsonStore, Ledger, is_mongodb_uri, open_store
+from raytuner.store import HistoryStore, Ledger, is_mongodb_uri, open_store
 from raytuner.view import HistoryView, load_history
 
 __all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE"]
@@ -249,8 +249,8 @@ class StoreViews(HistoryViews):
         return self.store.problems()
 
     def misnamed(self) -> dict[str, str]:
-        """A JSON store's files whose name is no problem name, each with why (:meth:`JsonStore.misnamed`)."""
-        return self.store.misnamed() if isinstance(self.store, JsonStore) else {}
+        """The store's files whose name is no problem name, each with why (:meth:`HistoryStore.misnamed`)."""
+        return self.store.misnamed()
 
     def in_flight(self, problem: str) -> int:
         """Trials the ledger says the problem's sessions handed out and no record tells yet.

@@ -230,6 +230,14 @@ class HistoryStore(ABC):
     def problems(self) -> list[str]:
         """Names of the problems that have records, sorted."""
 
+    def misnamed(self) -> dict[str, str]:
+        """What the store holds that :meth:`problems` leaves out as no problem's, each with why (none here).
+
+        A JSON store names its folder's files whose names are no problem names
+        (:meth:`JsonStore.misnamed <raytuner.store.json_store.JsonStore.misnamed>`); a database has no such thing.
+        """
+        return {}
+
     @abstractmethod
     def ledger(self) -> Ledger:
         """The trial ledger kept beside the store's records (see :mod:`raytuner.store.ledger`).
