@@ -46,12 +46,21 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from flask import Blueprint, Flask, Response, send_file
+from flask import Blueprint, Flask, Response, request, send_file
 
 from raytuner.dashboard.analysis import blueprint as analysis
 from raytuner.dashboard.evaluations import blueprint as evaluations
 from raytuner.dashboard.live import blueprint as live
-from raytuner.dashboard.pages import LOOPBACK_HOSTS, PLOTLY_URL, nonce, plotly_js, render, secure
+from raytuner.dashboard.pages import (
+    LOOPBACK_HOSTS,
+    PLOTLY_URL,
+    compress,
+    gzipped_plotly_js,
+    nonce,
+    plotly_js,
+    render,
+    secure,
+)
 from raytuner.dashboard.problems import blueprint as problems
 from raytuner.dashboard.shared import url
 from raytuner.dashboard.sources import ServiceViews, StoreViews
@@ -72,8 +81,14 @@ def favicon() -> Response:
 
 @site.get(PLOTLY_URL)
 def plotly() -> Response:
-    """The plotly.js of the installed ``plotly`` package (the analysis page's charts)."""
-    return send_file(plotly_js(), mimetype="text/javascript", max_age=86400)
+    """The plotly.js of the installed ``plotly`` package (the analysis page's charts), gzipped where accepted."""
+    if not request.accept_encodings["gzip"]:
+        return send_file(plotly_js(), mimetype="text/javascript", max_age=86400)
+    response = Response(gzipped_plotly_js(), mimetype="text/javascript", headers={"Content-Encoding": "gzip"})
+    response.vary.add("Accept-Encoding")
+    response.cache_control.public = True
+    response.cache_control.max_age = 86400
+    return response
 
 
 @site.app_errorhandler(RaytunerError)
@@ -110,7 +125,8 @@ def create_app(
             listens on): a page asked for by another name (a DNS-rebinding site) is refused with 400.
 
     Every answer carries a content security policy (no script but the page's own, with a fresh
-    nonce; nothing fetched from elsewhere; no framing) and the usual security headers.
+    nonce; nothing fetched from elsewhere; no framing) and the usual security headers, and is
+    gzipped where the client accepts it (:func:`~raytuner.dashboard.pages.compress`).
     """
     if store is None and crowd is None and service is None:
         raise InvalidInputError("store", "the dashboard needs a store, a tuning service or a crowd repository")
@@ -123,6 +139,7 @@ def create_app(
         SESSION_COOKIE_SAMESITE="Strict",
         TRUSTED_HOSTS=list(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts),
     )
+    app.after_request(compress)  # after_request functions run last first: the headers, then compression
     app.after_request(secure)
     app.add_template_global(url)
     app.add_template_global(nonce)

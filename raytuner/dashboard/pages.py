@@ -12,6 +12,8 @@ comes from a CDN. Scripts run only by the request's nonce.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import importlib.util
 import io
 import json
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from flask import Response, g, render_template
+from flask import Response, g, render_template, request
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
@@ -42,6 +44,8 @@ __all__ = [
     "Sobol",
     "Table",
     "cell",
+    "compress",
+    "gzipped_plotly_js",
     "inline_svg",
     "nonce",
     "plotly_js",
@@ -270,6 +274,53 @@ def secure(response: Response) -> Response:
     if response.mimetype == "image/svg+xml":
         response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
     return response
+
+
+#: The media types worth compressing (text; images are compressed already), and the fewest bytes that are.
+COMPRESSED_TYPES = frozenset({"text/html", "text/css", "text/csv", "text/plain", "text/javascript", "application/json"})
+COMPRESS_FROM = 1024
+
+
+def compress(response: Response) -> Response:
+    """``response`` gzipped where the client accepts gzip and it is text of at least :data:`COMPRESS_FROM` bytes.
+
+    The first visit to a large problem's analysis page fetches megabytes
+    (its figures' data and plotly.js), a few hundred kilobytes once
+    compressed. The standard library's gzip, which every browser reads; an
+    answer that is streamed or already encoded is left as it is. plotly.js
+    is compressed once per process (:func:`gzipped_plotly_js`).
+
+    Example:
+        >>> from flask import Flask
+        >>> app = Flask(__name__)
+        >>> with app.test_request_context(headers={"Accept-Encoding": "gzip, br"}):
+        ...     answer = compress(Response("x" * 2000, mimetype="text/html"))
+        >>> answer.headers["Content-Encoding"], len(answer.get_data()) < 100
+        ('gzip', True)
+
+    Args:
+        response: the answer about to leave.
+    """
+    if response.mimetype not in COMPRESSED_TYPES:
+        return response
+    response.vary.add("Accept-Encoding")
+    if (
+        response.direct_passthrough
+        or response.is_streamed
+        or "Content-Encoding" in response.headers
+        or not request.accept_encodings["gzip"]
+        or (response.content_length or 0) < COMPRESS_FROM
+    ):
+        return response
+    response.set_data(gzip.compress(response.get_data(), compresslevel=6, mtime=0))
+    response.headers["Content-Encoding"] = "gzip"
+    return response
+
+
+@functools.cache
+def gzipped_plotly_js() -> bytes:
+    """:func:`plotly_js`'s file gzipped (once per process: 5 MB take a good part of a second)."""
+    return gzip.compress(plotly_js().read_bytes(), compresslevel=9, mtime=0)
 
 
 def render(template: str, title: str, error: str | None = None, status: int = 200, **context: Any) -> tuple[str, int]:
