@@ -235,6 +235,10 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         assert {r["task"] for r in _rows(browser, "front")} == {"t=0.5"}
         _no_broken_images(browser)
         browser.get(server.url + "problem/zdt")
+        offered = browser.find_element(By.ID, "objectives").text
+        assert offered == "objective: f1 · f2"  # the memory bound is a constraint, never an objective
+        note = browser.find_element(By.CSS_SELECTOR, "p.note").text
+        assert "objective f1, minimized (as the problem saved with its surrogate models says)" in note
         _click(browser, browser.find_element(By.LINK_TEXT, "f2"))  # every page: choose the objective
         assert browser.find_element(By.CSS_SELECTOR, "#objectives b").text == "f2"
         best = {r["task"]: float(r["f2"]) for r in _rows(browser, "best")}

@@ -33,6 +33,12 @@ from raytuner.view import plot_brackets, plot_front, plot_history, plot_paramete
 
 __all__ = ["blueprint"]
 
+#: Where a problem's goal came from, as the problem page says it (:attr:`~raytuner.view.HistoryView.goal_source`).
+GOAL_SOURCES = {
+    "problem": "as the problem's definition says",
+    "model": "as the problem saved with its surrogate models says",
+    "default": "assumed: nothing in the store says whether to minimise or maximise it",
+}
 #: The blueprint of these pages.
 blueprint = Blueprint("problems", __name__)
 
@@ -78,7 +84,7 @@ def problem(problem: str) -> tuple[str, int]:
         counts={"evaluations": len(view.records), "tasks": len(view.tasks), "models": len(view.models)},
         objective=view.objective,
         goal=view.goal,
-        goal_source=view.goal_source,
+        goal_source=GOAL_SOURCES.get(view.goal_source, view.goal_source),
         has_model=any((m.raytuner or {}).get("hyperparameters") for m in view.models),
         has_brackets=view.frame["bracket"].notna().any(),
         objectives=objective_choices(view, f"/problem/{problem}"),

@@ -101,17 +101,21 @@ def trail(problem: str, *steps: tuple[str, str]) -> list[tuple[str, str]]:
 
 
 def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choice]:
-    """The outputs a page may be about, each linking to ``path`` about it (none where there is one output).
+    """The outputs a page may be about, each linking to ``path`` about it (none where there is one).
+
+    The problem's objectives, and the outputs it only records (marked so); never a constraint, an
+    output that is bounded and not optimised (the Pareto front shows which configurations meet it).
 
     Args:
         view: the problem's view.
         path: the page's path.
         **args: the page's other query items.
     """
-    outputs = list(view.columns["output"])
+    space = view.problem_space
+    constraints = {o.name for o in space.output_space if o.bounded and not o.optimize} if space else set()
+    outputs = [o for o in view.columns["output"] if o not in constraints or o == view.objective]
     if len(outputs) < 2:
         return []
-    space = view.problem_space
     roles = {o.name: ("" if o.optimize else " (recorded)") for o in space.output_space} if space else {}
     return [
         Choice(o, None if o == view.objective else url(path, **args, objective=o), roles.get(o, "")) for o in outputs
