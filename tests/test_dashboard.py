@@ -127,6 +127,22 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(
     assert policy_violations(browser) == []  # every page and chart drew under the content security policy
 
 
+def test_the_brackets_page_chooses_its_objective_as_every_page_does(band_store: Path, tmp_path: Path) -> None:
+    with JsonStore(tmp_path) as store:  # the run's evaluations, with a second output
+        for r in load_history(band_store).records:
+            y = r.evaluation_result["y"]
+            outputs = {"y": y, "energy": None if y is None else 2.0 - y}
+            store.append(BAND_PROBLEM, r.model_copy(update={"evaluation_result": outputs}))
+    client = create_app(store=tmp_path).test_client()
+    page = client.get(f"/problem/{BAND_PROBLEM}/brackets?task=t%3D1.3").get_data(as_text=True)
+    assert 'id="objectives"' in page and f"/problem/{BAND_PROBLEM}/brackets?task=t%3D1.3&amp;objective=energy" in page
+    page = client.get(f"/problem/{BAND_PROBLEM}/brackets?task=t%3D1.3&objective=energy").get_data(as_text=True)
+    chart = f"/problem/{BAND_PROBLEM}/plot/brackets.svg?task=t%3D1.3&amp;objective=energy"
+    assert chart in page and "<b>energy</b>" in page
+    drawn = client.get(chart.replace("&amp;", "&")).get_data(as_text=True)
+    assert "energy" in drawn and client.get(chart.replace("&amp;", "&")).status_code == 200
+
+
 def test_the_evaluations_table_filters_sorts_and_pages_as_the_records_say(
     browser: Any, band_dashboard: str, band_store: Path, tmp_path: Path
 ) -> None:

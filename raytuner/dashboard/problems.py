@@ -123,13 +123,15 @@ def brackets(problem: str) -> tuple[str, int]:
     view = problem_view(problem)
     tasks = sorted(set(view.frame["task"]))
     ran = bool(tasks) and not view.frame["bracket"].isna().all()
+    chosen = request.args.get("task") or (tasks[0] if tasks else "")
     return render(
         "brackets.html",
         f"{problem}: brackets",
         problem=problem,
         trail=trail(problem, ("brackets", f"/problem/{problem}/brackets")),
         tasks=tasks if ran else [],
-        chosen=request.args.get("task") or (tasks[0] if tasks else ""),
+        chosen=chosen,
+        objectives=objective_choices(view, f"/problem/{problem}/brackets", task=chosen),
     )
 
 
