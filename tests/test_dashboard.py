@@ -448,7 +448,13 @@ def test_every_evaluation_has_a_page_that_says_why_it_failed(browser: Any, tmp_p
         assert [row[head.index("failure")] for row in rows] == [""] * 6 + ["diverged <after 3 steps>"]
         browser.find_element(By.LINK_TEXT, failed.uid[:8]).click()
         assert browser.find_element(By.ID, "failure").text == "diverged <after 3 steps>"
+        assert browser.find_element(By.ID, "why").get_attribute("class") == "error"  # not the small grey notes
         assert "failed" in browser.find_element(By.ID, "status").text
+        assert not browser.find_elements(By.ID, "next")  # the task's newest evaluation
+        browser.find_element(By.ID, "previous").click()  # the one before it, of the same task
+        assert browser.current_url.endswith(f"/evaluation/{high.uid}")
+        browser.find_element(By.ID, "next").click()
+        assert browser.current_url.endswith(f"/evaluation/{failed.uid}")
         browser.get(server.url + f"problem/trial-pages/evaluation/{high.uid}")
         _, outputs = browser.execute_script(_TABLE_SCRIPT, "outputs")
         assert outputs == [["y", "0.4", "objective, minimize", ""], ["mem", "1.5", "recorded", "mem <= 2"]]
@@ -461,7 +467,9 @@ def test_every_evaluation_has_a_page_that_says_why_it_failed(browser: Any, tmp_p
         _, provenance = browser.execute_script(_TABLE_SCRIPT, "provenance")
         assert dict(map(tuple, provenance))["uid"] == low.uid
         _, software = browser.execute_script(_TABLE_SCRIPT, "software")
-        assert software == [["solver", '{"version_split": [2, 1, 0]}']]
+        assert software == [["solver", "2.1.0"]]
+        browser.find_element(By.CSS_SELECTOR, f"#promotions a[href$='{high.uid}']").click()  # and back up
+        assert browser.current_url.endswith(f"/evaluation/{high.uid}")
         browser.find_element(By.CSS_SELECTOR, "#trail a[href='/problem/trial-pages']").click()  # back to the problem
         assert browser.current_url.endswith("/problem/trial-pages")
         assert policy_violations(browser) == []

@@ -166,6 +166,24 @@ def _provenance(view: HistoryView, index: int) -> dict[str, Any]:
     }
 
 
+def _software(record: FunctionEvaluation) -> dict[str, Any]:
+    """An evaluation's software, each package's ``version_split`` as its dotted version (``[2, 1, 0]``: 2.1.0)."""
+    shown: dict[str, Any] = {}
+    for package, value in record.software_configuration.items():
+        split = value.get("version_split") if isinstance(value, dict) and len(value) == 1 else None
+        shown[package] = ".".join(map(str, split)) if isinstance(split, list) else value
+    return shown
+
+
+def _neighbours(problem: str, view: HistoryView, index: int) -> dict[str, str]:
+    """The links to the evaluations of the same task just before and after ``view.records[index]``."""
+    task = view.records[index].task_parameter
+    before = (r for r in reversed(view.records[:index]) if r.task_parameter == task)
+    after = (r for r in view.records[index + 1 :] if r.task_parameter == task)
+    found = {"previous": next(before, None), "next": next(after, None)}
+    return {k: evaluation_url(problem, r.uid) for k, r in found.items() if r is not None}
+
+
 @blueprint.get("/problem/<problem>/evaluation/<uid>")
 def evaluation(problem: str, uid: str) -> tuple[str, int]:
     """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
@@ -192,8 +210,12 @@ def evaluation(problem: str, uid: str) -> tuple[str, int]:
         outputs=Table.of(_outputs(view, record), "outputs"),
         plan=Table.of_pairs("plan", _plan(record)),
         parent=(parent, evaluation_url(problem, parent)) if parent else None,
+        promotions=[
+            (r.uid, evaluation_url(problem, r.uid)) for r in view.records if r.raytuner and r.raytuner.parent == uid
+        ],
+        neighbours=_neighbours(problem, view, index),
         provenance=Table.of_pairs("provenance", _provenance(view, index)),
         machine=Table.of_pairs("machine", {**record.machine_configuration, **((p.machine or {}) if p else {})}),
-        software=Table.of_pairs("software", record.software_configuration),
+        software=Table.of_pairs("software", _software(record)),
         additional=Table.of_pairs("additional", record.additional_output),
     )
