@@ -120,6 +120,8 @@ def test_the_plots_draw_what_the_view_holds(band_store: Path) -> None:
     correlation = plot_task_correlation(view)
     image = known(correlation.axes[0].images[0].get_array())
     assert image.shape[0] == image.shape[1] >= 2 and abs(image[0, 0] - 1) < 1e-9
+    ink = {t.get_text(): t.get_color() for t in correlation.axes[0].texts}
+    assert ink["1.00"] == "white"  # the diagonal's dark red: white figures
     brackets = plot_brackets(view, task="t=1.3")
     promotions = sum(1 for r in view.records if provenance(r).parent and r.task_parameter == {"t": 1.3})
     assert promotions > 0 and len(brackets.axes[0].lines) == promotions

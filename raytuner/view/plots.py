@@ -172,7 +172,8 @@ def plot_task_correlation(view: HistoryView, model: SurrogateModelRecord | None 
     ax.set_yticks(range(len(labels)), labels, fontsize="small")
     if len(labels) <= 12:
         for (i, j), value in np.ndenumerate(correlation):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small")
+            ink = "white" if abs(value) > 0.6 else "black"  # readable on RdBu's dark ends and its pale middle
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small", color=ink)
     figure.colorbar(image, ax=ax, label="correlation")
     output = _modelled(model)
     ax.set_title(
