@@ -27,7 +27,7 @@ from raytuner.engines import MLA, GPTuneBand
 from raytuner.errors import InvalidInputError
 from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.models.executors import InlineExecutor
-from raytuner.problem.records import FunctionEvaluation
+from raytuner.problem.records import FunctionEvaluation, Provenance
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore, read_history_file, write_history_file
@@ -429,6 +429,27 @@ def test_gptunes_reader_loads_a_gptuneband_history(tmp_path: Path) -> None:
     P, O, _ = gptune_load(copy.deepcopy(history), DEMO_PROBLEM, [[1.0]], _gptune_machine(session.machine))
     assert len(P[0]) == len(history["func_eval"]) > 0 and all(o[0] is not None for o in O[0])
     assert all(r.get("raytuner", {}).get("fidelity") for r in history["func_eval"])
+    # GPTune's GPTuneBand problem: the fidelity is the first task parameter, "budget" (GPTune_MB.__init__)
+    budget = {"name": "budget", "type": "real", "lower_bound": 1 - 1e-12, "upper_bound": 4.0}
+    banded = {**DEMO_PROBLEM, "input_space": [budget, *DEMO_PROBLEM["input_space"]]}
+    fidelities = [4.0, 2.0, 1.0]
+    P, _, _ = gptune_load(history, banded, [[b, 1.0] for b in fidelities], _gptune_machine(session.machine))
+    for b, loaded in zip(fidelities, P):
+        at = [r["tuning_parameter"]["x"] for r in history["func_eval"] if r["raytuner"]["fidelity"] == b]
+        assert [x for [x] in loaded] == at and at, f"every evaluation at fidelity {b} is GPTune's task budget={b}"
+    read = JsonStore(tmp_path).evaluations("band-demo")
+    assert [r.task_parameter for r in read] == [{"t": 1.0}] * len(read), "raytuner reads its tasks back"
+
+
+def test_a_fidelity_is_written_as_gptunes_budget_and_read_back_as_raytuners() -> None:
+    record = FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0}, provenance=Provenance(fidelity=4))
+    written = record.to_file()
+    assert written["task_parameter"] == {"t": 1.0, "budget": 4.0} and written["raytuner"]["budget_task"] is True
+    assert FunctionEvaluation.model_validate(json.loads(json.dumps(written))) == record
+    assert FunctionEvaluation.model_validate(record.to_dict()) == record, "a file written before the rule reads"
+    # a problem with its own task parameter "budget": its value stays, the fidelity is raytuner's alone
+    own = FunctionEvaluation.create({"budget": 2}, {"x": 0.5}, {"y": 1.0}, provenance=Provenance(fidelity=4))
+    assert own.to_file() == own.to_dict() and FunctionEvaluation.model_validate(own.to_file()) == own
 
 
 def test_a_failure_read_from_a_gptune_file_is_a_failed_record() -> None:
