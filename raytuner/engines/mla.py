@@ -258,6 +258,7 @@ class MLA(StoredModels, Engine):
         self._leaders: list[int] | None = None  # a staggered start's leading tasks
         self._followers_from: list[FunctionEvaluation] | None = None  # the leaders' records the followers start from
         self._predictability: float | None = None  # how well the leaders' GPs predict their own data (-1: unknown)
+        self._source_uids = {r.uid for r in sources}  # what the store does not hold: kept with each model
         for record in sources:
             self._fold(record)
 
@@ -520,6 +521,11 @@ class MLA(StoredModels, Engine):
         except InvalidInputError:  # no successful evaluation yet
             return None, []
 
+    def levels(self) -> dict[str, Any] | None:
+        """Where a task input is an evaluation's fidelity level, as its models keep it (``None``: none; GPTuneBand's
+        sampler has one: :func:`~raytuner.models.persistence.surrogate_record`'s ``levels``)."""
+        return None
+
     def fit_horizon(self) -> int:
         """How many of the told records (oldest first) the model is fitted to: all of them.
 
@@ -541,9 +547,18 @@ class MLA(StoredModels, Engine):
         if fitted is None:
             fixed = self._fixed if self._fixed is not None and self._fixed.shape[1] == data.tasks else None
             fitted = self.fit(data) if fixed is None else self.model.condition(data, fixed)
+            sources = [r for r in self._records[:horizon] if r.uid in self._source_uids]
             self._new_models.append(
                 surrogate_record(
-                    fitted, self.problem, self.tasks, uids, self.modeler, self.objective.name, self.sampler()
+                    fitted,
+                    self.problem,
+                    self.tasks,
+                    uids,
+                    self.modeler,
+                    self.objective.name,
+                    self.sampler(),
+                    sources=[r for r in sources if r.uid in set(uids)],
+                    levels=self.levels(),
                 )
             )
         self._fitted, self._fitted_on, self._warm = fitted, horizon, fitted.hyperparameters
@@ -606,11 +621,12 @@ class MLA(StoredModels, Engine):
         """
         if host.tasks != self.tasks:
             raise InvalidInputError("host", "a followed engine must have the same tasks", allowed=host.tasks)
-        self.targets, self.evaluated, self.pending, self._records = (
+        self.targets, self.evaluated, self.pending, self._records, self._source_uids = (
             host.targets,
             host.evaluated,
             host.pending,
             host._records,
+            host._source_uids,
         )
 
     def scored_task(self, index: int) -> int:

@@ -193,6 +193,10 @@ class OutputModel(MLA):
         """The host's (:meth:`~raytuner.engines.stored_models.StoredModels.sampler`)."""
         return self.host.sampler()
 
+    def levels(self) -> dict[str, Any] | None:
+        """The host's (:meth:`MLA.levels`)."""
+        return self.host.levels()
+
     def warm_rows(self, record: SurrogateModelRecord, sampler: Mapping[str, Any] | None) -> list[int] | None:
         """The host's (:meth:`~raytuner.engines.stored_models.StoredModels.warm_rows`).
 

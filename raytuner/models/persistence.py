@@ -43,6 +43,7 @@ from raytuner.problem.space import ProblemSpace, Space
 
 __all__ = [
     "GPTUNE_MODELER",
+    "RAYTUNER_MODELER",
     "gptune_space",
     "gptune_hyperparameters",
     "surrogate_record",
@@ -53,6 +54,8 @@ __all__ = [
 
 #: What GPTune calls an LCM surrogate (its ``Model_LCM``, whose flat hyperparameter list ours follows).
 GPTUNE_MODELER = "Model_LCM"
+#: The modeler of a model GPTune cannot rebuild, which it never finds as its own.
+RAYTUNER_MODELER = "raytuner_LCM"
 #: What GPy's exact inference adds to every noise variance of GPTune's ``Model_LCM`` (in output units).
 GPY_JITTER = 1e-8
 
@@ -206,6 +209,8 @@ def surrogate_record(
     modeler: str,
     objective: str | None = None,
     sampler: Mapping[str, Any] | None = None,
+    sources: Sequence[FunctionEvaluation] = (),
+    levels: Mapping[str, Any] | None = None,
 ) -> SurrogateModelRecord:
     """The ``surrogate_model`` record of ``fitted``, trained on the evaluations ``uids``.
 
@@ -218,7 +223,13 @@ def surrogate_record(
     hyperparameters in GPTune's coordinates and output units
     (:func:`gptune_hyperparameters`), so GPTune's prediction from it is
     raytuner's; any other model is named ``raytuner_LCM``, so GPTune never
-    loads it as its own.
+    loads it as its own. So is a model GPTune could not rebuild from the
+    history file: one that learned from source evaluations (another
+    problem's or the crowd's, which the file does not hold: they are kept in
+    the record, as raytuner's ``sources``, so that :func:`load_surrogate`
+    needs only the store), or one over GPTuneBand's fidelity levels (a task
+    input the file's records do not carry: raytuner's ``levels`` say how
+    :func:`load_surrogate` places each evaluation).
 
     Args:
         fitted: the fitted model.
@@ -229,6 +240,10 @@ def surrogate_record(
         objective: the modelled output (default: the first).
         sampler: which of the engine's samplers fitted it (GPTuneBand's pass and stage), kept as raytuner's
             ``sampler`` (default: none, the engine's only one).
+        sources: the evaluations among ``uids`` that the store does not hold (the engine's source records).
+        levels: where a task input is an evaluation's fidelity level (GPTuneBand's): ``{"name": the input,
+            "fidelities": [B(0), ..., B(s_max)]}``; an evaluation at ``B(j)`` is of level ``j``, one without a
+            fidelity of level 0.
     """
     spaces = problem.model_dump()
     spaces["output_space"] = [
@@ -258,7 +273,7 @@ def surrogate_record(
         input_space=gptune_space(problem.input_space),
         parameter_space=gptune_space(problem.parameter_space),
         output_space=_gptune_outputs(problem),
-        modeler=GPTUNE_MODELER if flat is not None else "raytuner_LCM",
+        modeler=GPTUNE_MODELER if flat is not None and not sources and levels is None else RAYTUNER_MODELER,
         objective={**_gptune_outputs(problem)[objective_id], "objective_id": objective_id},
         objective_id=objective_id,
         log_likelihood=log_likelihood,
@@ -279,8 +294,35 @@ def surrogate_record(
                 "samples": fitted.data.counts,
             },
             **({"sampler": dict(sampler)} if sampler is not None else {}),
+            **({"sources": [_source_entry(r) for r in sources]} if sources else {}),
+            **({"levels": dict(levels)} if levels is not None else {}),
         },
     )
+
+
+def _source_entry(record: FunctionEvaluation) -> dict[str, Any]:
+    """What :func:`load_surrogate` reads of a source evaluation kept in a model record."""
+    return record.model_dump(include={"uid", "task_parameter", "tuning_parameter", "evaluation_result"})
+
+
+def _at_levels(records: Sequence[FunctionEvaluation], levels: Mapping[str, Any]) -> list[FunctionEvaluation]:
+    """``records`` with the task input ``levels["name"]`` set to each one's fidelity level, where it has none."""
+    name, fidelities = levels.get("name"), levels.get("fidelities")
+    if not isinstance(name, str) or not isinstance(fidelities, list):
+        raise InvalidInputError("levels", "a model's levels need a name and a list of fidelities")
+    placed = []
+    for record in records:
+        if name not in record.task_parameter:
+            fidelity = record.raytuner.fidelity if record.raytuner is not None else None
+            at = [j for j, b in enumerate(fidelities) if fidelity is not None and math.isclose(b, fidelity)]
+            level = 0 if fidelity is None else next(iter(at), None)
+            if level is None:
+                raise InvalidInputError(
+                    "levels", f"evaluation {record.uid} is at fidelity {fidelity:g}, of none of {fidelities}"
+                )
+            record = record.model_copy(update={"task_parameter": {**record.task_parameter, name: level}})
+        placed.append(record)
+    return placed
 
 
 def own_model(record: SurrogateModelRecord) -> dict[str, Any] | None:
@@ -329,7 +371,10 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
     known = {k: v for k, v in record.modeling_options.items() if k in LCMOptions.__dataclass_fields__}
     options = LCMOptions(**{**UNSTORED_OPTIONS, **known})
     wanted = set(record.function_evaluations)
-    used = [e for e in evaluations if e.uid in wanted]
+    kept = [FunctionEvaluation.model_validate(e) for e in own.get("sources") or []]  # the store holds none
+    used = list({e.uid: e for e in [*kept, *evaluations] if e.uid in wanted}.values())
+    if isinstance(own.get("levels"), Mapping):
+        used = _at_levels(used, own["levels"])
     if len(used) != len(wanted):
         raise InvalidInputError(
             "function_evaluations",

@@ -127,6 +127,7 @@ class LevelSampler(MLA):
         self.stage = stage
         self.every_level = every_level
         lowest = 0 if self.every_level else stage
+        self.fidelities = [structure.fidelity(j) for j in range(structure.s_max + 1)]
         self.lcm_tasks = [(i, j) for i in range(len(tasks)) for j in range(lowest, structure.s_max + 1)]
         lifted = [{**tasks[i], LEVEL: j} for i, j in self.lcm_tasks]
         self._quota = [quotas[j] for _, j in self.lcm_tasks]
@@ -137,6 +138,10 @@ class LevelSampler(MLA):
 
     def fit_horizon(self) -> int:
         return self._horizon
+
+    def levels(self) -> dict[str, Any]:
+        """The :data:`LEVEL` input and the fidelity of each level, kept with this sampler's models."""
+        return {"name": LEVEL, "fidelities": list(self.fidelities)}
 
     def sampler(self) -> dict[str, int | bool]:
         return {"pass": self.pass_index + 1, "stage": self.stage, **({"plain": True} if self.plain else {})}

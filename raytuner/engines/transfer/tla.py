@@ -246,6 +246,7 @@ class TLA2(MLA):
         self.tla1 = TLA1(problem, source, objective=self.objective.name, seed=seed)
         for record in source:
             self._fold(record)  # checked above
+        self._source_uids.update(r.uid for r in source)
         self._source_model = source_model or self._fit_source()
         self._extended: Hyperparameters | None = None
 
