@@ -1,8 +1,8 @@
 """GPTune's own code predicts from raytuner's newest stored model what raytuner predicts.
 
 Runs ``../shared/tools/gptune-reader/check.py`` (GPTune's real loading and ``Model_LCM`` rebuild; its README
-says how) on the history of an MLA run with GPTune's model (``LCMOptions(**GPTUNE_LCM)``), at 20 random
-points per task. Skipped where the tool is not beside the repository.
+says how) on the history of an MLA run and of a GPTuneBand run with GPTune's model
+(``LCMOptions(**GPTUNE_LCM)``), at random points per task. Skipped where the tool is not beside the repository.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raytuner.engines import MLA
+from raytuner.engines import MLA, GPTuneBand
 from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.models.executors import InlineExecutor
 from raytuner.models.persistence import load_surrogate
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.test_problems import DEMO_PROBLEM, demo
+from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
 
 TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gptune-reader"
 pytestmark = pytest.mark.skipif(
@@ -67,4 +67,57 @@ def test_gptunes_prediction_from_our_newest_model_is_ours(tmp_path: Path) -> Non
         ours = fitted.predict(i, problem.parameter_space.encode([{"x": p["x"]} for p in mine]))[0]
         theirs = [p["outputs"]["y"]["mean"] for p in report["predictions"] if p["point"]["t"] == task["t"]]
         assert len(theirs) == 20 and not any(math.isnan(v) for v in theirs)
+        np.testing.assert_allclose(theirs, ours, rtol=1e-6)
+
+
+def test_gptunes_prediction_from_our_newest_gptuneband_model_is_ours(tmp_path: Path) -> None:
+    """A GPTuneBand model is in GPTune's band form (task input ``budget`` first, as ``GPTune_MB`` declares it):
+    GPTune finds it for its band problem, rebuilds it from the file's records and predicts what raytuner does."""
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    band = GPTuneBand(
+        problem,
+        [{"t": 1.0}, {"t": 1.5}],
+        seed=0,
+        b_min=1,
+        b_max=4,
+        eta=4,
+        lcm=LCMOptions(n_starts=1, **GPTUNE_LCM),
+        executor=InlineExecutor(),
+    )
+    store = JsonStore(tmp_path / "db")
+    session = TuningSession(problem, band, store, "demo-mb")
+    while not band.finished:
+        trial = session.ask()
+        session.tell(trial, {"y": demo_fidelity(trial.config["x"], trial.task["t"], b=trial.fidelity or 4.0, b_max=4)})
+    store.compact("demo-mb")
+    declared = json.loads((TOOL / "examples" / "gptune-demo.json").read_text())
+    budget = {
+        "name": "budget",
+        "type": "real",
+        "lower_bound": 1 - 1e-12,
+        "upper_bound": 4.0,
+        "transformer": "normalize",
+    }
+    declared["input_space"] = [budget, *declared["input_space"]]
+    (tmp_path / "band-problem.json").write_text(json.dumps(declared))
+    last = store.models("demo-mb")[-1]
+    assert last.modeler == "Model_LCM" and [e["name"] for e in last.input_space] == ["budget", "t"]
+    rng = np.random.default_rng(3)
+    points = [{"budget": b, "t": t, "x": float(x)} for b, t in last.task_parameters for x in rng.random(10)]
+    command = [sys.executable, str(TOOL / "check.py"), str(store.path("demo-mb"))]
+    command += ["--problem", str(tmp_path / "band-problem.json"), "--json"]
+    for b, t in last.task_parameters:
+        command += ["--task", json.dumps({"budget": b, "t": t})]
+    for point in points:
+        command += ["--predict", json.dumps(point)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, json.dumps(report["steps"])[-2000:]
+    [model] = [m for m in store.models("demo-mb") if m.uid == report["prediction_model"]["uid"]]
+    fitted = load_surrogate(model, store.evaluations("demo-mb"))
+    for i, (b, t) in enumerate(model.task_parameters):
+        mine = [p for p in points if (p["budget"], p["t"]) == (b, t)]
+        ours = fitted.predict(i, problem.parameter_space.encode([{"x": p["x"]} for p in mine]))[0]
+        theirs = [p["outputs"]["y"]["mean"] for p in report["predictions"] if p["point"] in mine]
+        assert len(theirs) == 10
         np.testing.assert_allclose(theirs, ours, rtol=1e-6)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, FittedLCM, Hyperparameters
-from raytuner.models.persistence import load_surrogate, own_model
+from raytuner.models.persistence import load_surrogate, model_tasks, own_model
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class StoredModels:
         if any(
             self._adopt_model(record, own, fixed)
             for record, own in candidates
-            if record.task_parameters == mine and (fixed or own.get("sampler") == self.sampler())
+            if model_tasks(record) == mine and (fixed or own.get("sampler") == self.sampler())
         ):
             return
         if not fixed and any(

@@ -37,7 +37,7 @@ from raytuner.models.fitted import FittedLCM
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.models.lcm import LCM
 from raytuner.models.options import UNSTORED_OPTIONS, FitReport, LCMOptions
-from raytuner.problem.gptune_fields import OUTPUT_TRANSFORMER, parameter_transformer
+from raytuner.problem.gptune_fields import BUDGET, OUTPUT_TRANSFORMER, parameter_transformer
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord, task_key
 from raytuner.problem.space import ProblemSpace, Space
 
@@ -49,6 +49,7 @@ __all__ = [
     "surrogate_record",
     "own_model",
     "load_surrogate",
+    "model_tasks",
 ]
 
 
@@ -223,13 +224,16 @@ def surrogate_record(
     hyperparameters in GPTune's coordinates and output units
     (:func:`gptune_hyperparameters`), so GPTune's prediction from it is
     raytuner's; any other model is named ``raytuner_LCM``, so GPTune never
-    loads it as its own. So is a model GPTune could not rebuild from the
-    history file: one that learned from source evaluations (another
-    problem's or the crowd's, which the file does not hold: they are kept in
-    the record, as raytuner's ``sources``, so that :func:`load_surrogate`
-    needs only the store), or one over GPTuneBand's fidelity levels (a task
-    input the file's records do not carry: raytuner's ``levels`` say how
-    :func:`load_surrogate` places each evaluation).
+    loads it as its own. So is a model that learned from source evaluations
+    (another problem's or the crowd's): the history file does not hold them,
+    so GPTune could not rebuild it; they are kept in the record, as
+    raytuner's ``sources``, so that :func:`load_surrogate` needs only the store.
+    A model over GPTuneBand's fidelity levels is written in GPTune's band
+    form: GPTune's fields have the task input ``budget`` first, each level's
+    fidelity its value, as GPTune's GPTuneBand declares it (``budget_min −
+    1e−12`` .. ``budget_max``) and as the file's records carry it
+    (:mod:`raytuner.problem.gptune_fields`); raytuner's ``levels`` and
+    ``task_parameters`` keep its own form (:func:`model_tasks`).
 
     Args:
         fitted: the fitted model.
@@ -259,6 +263,13 @@ def surrogate_record(
         if fitted.report.optimised and fitted.report.approximation is None
         else None
     )
+    own_tasks = [[t[n] for n in problem.input_space.names] for t in tasks]
+    inputs, task_values = gptune_space(problem.input_space), own_tasks
+    if levels is not None:
+        band = _band_form(problem, tasks, levels)
+        inputs, task_values = band if band is not None else (inputs, task_values)
+    # GPTune rebuilds it from the file: its model, of the file's evaluations, over task inputs the records carry
+    gptunes = flat is not None and not sources and (levels is None or task_values is not own_tasks)
     return SurrogateModelRecord(
         hyperparameters=flat if flat is not None else fitted.hyperparameters.to_vector().tolist(),
         modeling_options=fitted.options.to_dict(),
@@ -268,12 +279,12 @@ def surrogate_record(
             "gradients": gradients,
             "iterations": fitted.report.iterations,
         },
-        task_parameters=[[t[n] for n in problem.input_space.names] for t in tasks],
+        task_parameters=task_values,
         function_evaluations=list(uids),
-        input_space=gptune_space(problem.input_space),
+        input_space=inputs,
         parameter_space=gptune_space(problem.parameter_space),
         output_space=_gptune_outputs(problem),
-        modeler=GPTUNE_MODELER if flat is not None and not sources and levels is None else RAYTUNER_MODELER,
+        modeler=GPTUNE_MODELER if gptunes else RAYTUNER_MODELER,
         objective={**_gptune_outputs(problem)[objective_id], "objective_id": objective_id},
         objective_id=objective_id,
         log_likelihood=log_likelihood,
@@ -295,9 +306,42 @@ def surrogate_record(
             },
             **({"sampler": dict(sampler)} if sampler is not None else {}),
             **({"sources": [_source_entry(r) for r in sources]} if sources else {}),
-            **({"levels": dict(levels)} if levels is not None else {}),
+            **({"levels": dict(levels), "task_parameters": own_tasks} if levels is not None else {}),
         },
     )
+
+
+def _band_form(
+    problem: ProblemSpace, tasks: Sequence[Mapping[str, Any]], levels: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[list[Any]]] | None:
+    """GPTune's input space and task values of a model over fidelity ``levels``: :data:`BUDGET` first, each
+    level's fidelity its value (``None`` where the problem has an input named so of its own)."""
+    name, fidelities = levels["name"], [float(b) for b in levels["fidelities"]]
+    names = [n for n in problem.input_space.names if n != name]
+    if BUDGET in names:
+        return None
+    budget = {
+        "name": BUDGET,
+        "transformer": parameter_transformer("real"),
+        "type": "real",
+        "lower_bound": min(fidelities) - 1e-12,  # GPTune_MB's Real(budget_min - 1e-12, budget_max)
+        "upper_bound": max(fidelities),
+        "optimize": True,
+    }
+    inputs = [budget, *(e for e in gptune_space(problem.input_space) if e["name"] != name)]
+    return inputs, [[fidelities[t[name]], *(t[n] for n in names)] for t in tasks]
+
+
+def model_tasks(record: SurrogateModelRecord) -> list[list[Any]]:
+    """The task values of a stored model in raytuner's form (its spaces' input order): raytuner's own
+    ``task_parameters`` where GPTune's differ (a model in GPTune's band form), else GPTune's.
+
+    Args:
+        record: a stored ``surrogate_model`` record.
+    """
+    own = own_model(record) or {}
+    values = own.get("task_parameters")
+    return values if isinstance(values, list) else record.task_parameters
 
 
 def _source_entry(record: FunctionEvaluation) -> dict[str, Any]:
@@ -380,7 +424,7 @@ def load_surrogate(record: SurrogateModelRecord, evaluations: Sequence[FunctionE
             "function_evaluations",
             f"{len(wanted) - len(used)} of the model's {len(wanted)} evaluations are not in the store",
         )
-    tasks = [dict(zip(problem.input_space.names, values)) for values in record.task_parameters]
+    tasks = [dict(zip(problem.input_space.names, values)) for values in model_tasks(record)]
     by_uid = {e.uid: e for e in used}
     ordered = [by_uid[u] for u in record.function_evaluations]
     data, _ = TrainingData.from_records(problem, tasks, ordered, own.get("objective"))

@@ -17,6 +17,7 @@ from raytuner.engines.bandit import BanditStructure
 from raytuner.engines.mla import MLA
 from raytuner.engines.multiobjective import MultiObjectiveMLA
 from raytuner.models import LCMOptions
+from raytuner.models.persistence import model_tasks
 from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.problem.space import ProblemSpace
 
@@ -161,7 +162,7 @@ class LevelSampler(MLA):
         names = self.problem.input_space.names
         at = names.index(LEVEL)
         levels: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
-        for k, values in enumerate(record.task_parameters):
+        for k, values in enumerate(model_tasks(record)):
             if len(values) != len(names) or not isinstance(values[at], int) or isinstance(values[at], bool):
                 return None  # a model of other task parameters
             levels.setdefault(tuple(v for n, v in enumerate(values) if n != at), []).append((values[at], k))
