@@ -20,9 +20,11 @@ from click.testing import CliRunner
 from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
-from raytuner.engines import MLA
+from raytuner.engines import MLA, TLA2
 from raytuner.models import GPTUNE_LCM, LCMOptions
 from raytuner.models.executors import InlineExecutor
+from raytuner.models.persistence import load_surrogate
+from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
@@ -133,3 +135,32 @@ def test_gptunes_match_reads_the_transformers_of_imported_2020_models(tmp_path: 
     assert report["func_eval"]["loaded"] == report["func_eval"]["in_file"] == 10
     lookup = next(s for s in report["steps"] if s["step"].startswith("HistoryDB.read_surrogate_models"))
     assert lookup["outcome"] == "raised" and "'lower_bound'" in lookup["error"], lookup
+
+
+def test_gptune_loads_a_tla2_history_and_leaves_its_source_models_to_raytuner(tmp_path: Path) -> None:
+    """TLA2's models learned from source tasks the file does not hold: GPTune's rebuild would look their uids up
+    in the file (``TypeError``), so they are ``raytuner_LCM`` (with the sources kept in the record), never found
+    as GPTune's; raytuner rebuilds each from the store alone."""
+    problem = ProblemSpace.parse(DEMO_PROBLEM)
+    sources = [FunctionEvaluation.create({"t": t}, {"x": x}, {"y": demo(x, t)}) for t in (1.0, 2.0) for x in (0.2, 0.6)]
+    engine = TLA2(
+        problem,
+        {"t": 1.5},
+        sources,
+        seed=0,
+        n_initial=2,
+        lcm=LCMOptions(n_starts=1, **GPTUNE_LCM),
+        executor=InlineExecutor(),
+    )
+    store = JsonStore(tmp_path)
+    session = TuningSession(problem, engine, store, "tla2-demo")
+    for _ in range(4):
+        trial = session.ask()
+        session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
+    store.compact("tla2-demo")
+    report = gptune_reads(store.path("tla2-demo"), TOOL / "examples/gptune-demo.json")
+    assert report["pass"], report["steps"]
+    assert report["func_eval"]["loaded"] == 4 and report["surrogate_models"]["found"] == 0
+    models = store.models("tla2-demo")
+    assert models and {m.modeler for m in models} == {"raytuner_LCM"}
+    assert all(load_surrogate(m, store.evaluations("tla2-demo")).data.counts[:2] == [2, 2] for m in models)
