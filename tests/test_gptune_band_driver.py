@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_runs import tune_demo
 
 from raytuner.engines import GPTuneBand
 from raytuner.models import LCMOptions
 from raytuner.models.executors import InlineExecutor
 from raytuner.problem.space import ProblemSpace
-from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
+from raytuner.test_problems import DEMO_PROBLEM
 
 TOOLS = Path(__file__).resolve().parents[2] / "shared" / "tools"
 DRIVER = Path(__file__).resolve().parent / "gptune_band_driver.py"
@@ -67,13 +67,7 @@ def test_gptunes_band_driver_resumes_from_a_raytuner_gptuneband_history_whole(tm
         executor=InlineExecutor(),
         lcm=LCMOptions(n_starts=1),
     )
-    store = JsonStore(tmp_path)
-    session = TuningSession(problem, band, store, "GPTune-Demo-MB")
-    while not band.finished:
-        trial = session.ask()
-        y = demo_fidelity(trial.config["x"], trial.task["t"], b=trial.fidelity or 4.0, b_max=4)
-        session.tell(trial, {"y": y})
-    store.compact("GPTune-Demo-MB")
+    store = tune_demo(problem, band, JsonStore(tmp_path), "GPTune-Demo-MB")
     report = gptune_band_runs(store.path("GPTune-Demo-MB"), tasks, loops=2, b_min=1, b_max=4, eta=4)
     assert report["error"] is None, report["error"]
     assert report["calls"] == [], "GPTune found every evaluation of its plan in the history"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_runs import tune_demo
 
 from raytuner.engines import MLA, GPTuneBand
 from raytuner.models import GPTUNE_LCM, LCMOptions
@@ -23,7 +24,7 @@ from raytuner.models.persistence import load_surrogate
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import TuningSession
 from raytuner.store import JsonStore
-from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gptune-reader"
 pytestmark = pytest.mark.skipif(
@@ -84,12 +85,7 @@ def test_gptunes_prediction_from_our_newest_gptuneband_model_is_ours(tmp_path: P
         lcm=LCMOptions(n_starts=1, **GPTUNE_LCM),
         executor=InlineExecutor(),
     )
-    store = JsonStore(tmp_path / "db")
-    session = TuningSession(problem, band, store, "demo-mb")
-    while not band.finished:
-        trial = session.ask()
-        session.tell(trial, {"y": demo_fidelity(trial.config["x"], trial.task["t"], b=trial.fidelity or 4.0, b_max=4)})
-    store.compact("demo-mb")
+    store = tune_demo(problem, band, JsonStore(tmp_path / "db"), "demo-mb")
     declared = json.loads((TOOL / "examples" / "gptune-demo.json").read_text())
     budget = {
         "name": "budget",

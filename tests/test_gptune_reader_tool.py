@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from demo_runs import tune_demo
 from repo_data import GPTUNE_DEMO
 
 from raytuner.cli import main
@@ -152,12 +153,7 @@ def test_gptune_loads_a_tla2_history_and_leaves_its_source_models_to_raytuner(tm
         lcm=LCMOptions(n_starts=1, **GPTUNE_LCM),
         executor=InlineExecutor(),
     )
-    store = JsonStore(tmp_path)
-    session = TuningSession(problem, engine, store, "tla2-demo")
-    for _ in range(4):
-        trial = session.ask()
-        session.tell(trial, {"y": demo(trial.config["x"], trial.task["t"])})
-    store.compact("tla2-demo")
+    store = tune_demo(problem, engine, JsonStore(tmp_path), "tla2-demo", 4)
     report = gptune_reads(store.path("tla2-demo"), TOOL / "examples/gptune-demo.json")
     assert report["pass"], report["steps"]
     assert report["func_eval"]["loaded"] == 4 and report["surrogate_models"]["found"] == 0

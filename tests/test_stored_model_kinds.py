@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from demo_runs import demo_value, tune_demo
 
 from raytuner.engines import MLA, TLA2, DiscreteBO, Engine, GPTuneBand
 from raytuner.engines.multiobjective import MultiObjectiveMLA
@@ -25,7 +26,7 @@ from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.tuning_session import Trial, TuningSession
 from raytuner.store import JsonStore
-from raytuner.test_problems import DEMO_PROBLEM, demo, demo_fidelity
+from raytuner.test_problems import DEMO_PROBLEM, demo
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TWO = ProblemSpace.parse({**DEMO_PROBLEM, "output_space": [{"name": "y"}, {"name": "z"}]})
@@ -38,9 +39,9 @@ INLINE = InlineExecutor()
 BAND: dict[str, Any] = {"b_min": 1, "b_max": 4, "eta": 2, "executor": INLINE, "lcm": GPTUNES}
 
 
-def y(trial: Trial) -> dict[str, float]:
-    b = trial.fidelity or 4.0
-    return {"y": demo_fidelity(trial.config["x"], trial.task["t"], b=b, b_max=4), "z": (trial.config["x"] - 0.3) ** 2}
+def outputs(trial: Trial) -> dict[str, float]:
+    """The demo's ``y`` and, for the problems with two outputs, ``z``."""
+    return {**demo_value(trial), "z": (trial.config["x"] - 0.3) ** 2}
 
 
 KINDS: dict[str, tuple[ProblemSpace, Callable[[], Engine], int | None, set[str]]] = {
@@ -90,21 +91,12 @@ KINDS: dict[str, tuple[ProblemSpace, Callable[[], Engine], int | None, set[str]]
 }
 
 
-def _run(tmp_path: Path, problem: ProblemSpace, engine: Engine, evaluations: int | None) -> JsonStore:
-    store = JsonStore(tmp_path)
-    session = TuningSession(problem, engine, store, "kind")
-    told = 0
-    while not engine.finished if isinstance(engine, GPTuneBand) else told < (evaluations or 0):
-        trial = session.ask()
-        session.tell(trial, {k: v for k, v in y(trial).items() if k in problem.objectives})
-        told += 1
-    return store
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_stored_model_loads_from_the_store_alone_on_its_own_data(kind: str, tmp_path: Path) -> None:
     problem, make, evaluations, modeler = KINDS[kind]
-    store = _run(tmp_path, problem, make(), evaluations)
+    store = tune_demo(
+        problem, make(), JsonStore(tmp_path), "kind", evaluations, outputs if problem is TWO else demo_value
+    )
     stored, records = store.models("kind"), store.evaluations("kind")
     assert stored and {m.modeler for m in stored} == modeler
     for model in stored:
