@@ -547,7 +547,8 @@ class MLA(StoredModels, Engine):
         if fitted is None:
             fixed = self._fixed if self._fixed is not None and self._fixed.shape[1] == data.tasks else None
             fitted = self.fit(data) if fixed is None else self.model.condition(data, fixed)
-            sources = [r for r in self._records[:horizon] if r.uid in self._source_uids]
+            named = set(uids)
+            sources = [r for r in self._records[:horizon] if r.uid in self._source_uids and r.uid in named]
             self._new_models.append(
                 surrogate_record(
                     fitted,
@@ -557,7 +558,7 @@ class MLA(StoredModels, Engine):
                     self.modeler,
                     self.objective.name,
                     self.sampler(),
-                    sources=[r for r in sources if r.uid in set(uids)],
+                    sources=sources,
                     levels=self.levels(),
                 )
             )
