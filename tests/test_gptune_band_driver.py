@@ -36,8 +36,9 @@ def gptune_band_runs(path: Path, tasks: list[float], loops: int, b_min: float, b
     paths = subprocess.run(
         [str(TOOLS / "gptune-tuner" / "pythonpath.sh"), "band"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    # the reader's lhsmdu stand-in raises if GPTune samples: a history that holds every planned evaluation needs none
-    stubs = TOOLS / "gptune-reader" / "stubs"
+    # the reader's lhsmdu stand-in raises if GPTune samples: a history that holds every planned evaluation needs none;
+    # george, which GPTune's model module imports, is a stand-in that raises if used (tests/stubs/george)
+    stubs = f"{TOOLS / 'gptune-reader' / 'stubs'}:{Path(__file__).resolve().parent / 'stubs'}"
     args = ["--tasks", *map(str, tasks), "--loops", str(loops), "--b-min", str(b_min), "--b-max", str(b_max)]
     done = subprocess.run(
         [sys.executable, str(DRIVER), str(path), *args, "--eta", str(eta)],
