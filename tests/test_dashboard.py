@@ -627,7 +627,7 @@ def test_the_analysis_page_draws_the_store_s_numbers_and_answers_the_mouse(
     assert {t["x"][0]: len(t["x"]) for t in levels} == {
         f: sum(provenance(r).fidelity == f for r in ok.values()) for f in (3, 9, 27)
     }
-    assert browser.find_element(By.ID, "no-pair").text.startswith("A contour needs two numeric parameters")
+    assert browser.find_element(By.ID, "no-pair").text.startswith("A contour needs two tuning parameters")
     ends = {t["name"]: t["y"][-1] for t in figures["chart-history"] if t["mode"] == "lines"}
     assert ends == pytest.approx(best, rel=1e-9)  # each task's best so far ends at the store's best
     full = view.frame[(view.frame["fidelity"] == 27) & (view.frame["status"] == "ok")]

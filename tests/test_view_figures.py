@@ -2,12 +2,13 @@
 
 Each figure is checked against the records it was drawn from: the best-so-far
 line ends at each task's best, the distribution counts each task's evaluations,
-parallel coordinates draw one line per evaluation in groups by rank, a rank
+parallel coordinates draw one line per evaluation on ticked axes, a rank
 chart colours the best evaluation 0, a contour is the model's prediction.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 
@@ -21,14 +22,18 @@ from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Proven
 from raytuner.problem.space import ProblemSpace
 from raytuner.view import load_history, task_label
 from raytuner.view.figures import (
+    categories,
     contour_figure,
+    duration,
     edf_figure,
     evaluations_at,
     fidelities,
+    fidelity_figure,
     front_figure,
     history_figure,
     hypervolume_figure,
     numeric_parameters,
+    parallel_evaluations,
     parallel_figure,
     rank_figure,
     slice_figures,
@@ -104,24 +109,33 @@ def test_the_distribution_counts_each_task_s_evaluations_at_the_chosen_fidelity(
             assert trace["y"][0] == pytest.approx(1 / len(values))
     with pytest.raises(InvalidInputError, match="fidelity.*allowed: 1.0, 3.0"):
         evaluations_at(view, fidelity=2.0)
+    axis = fidelity_figure(view, "t=1")["layout"]["xaxis"]
+    assert (axis["tickvals"], axis["ticktext"]) == ([1.0, 3.0], ["1", "3"])  # a tick at each fidelity there is
 
 
-def test_parallel_coordinates_draw_one_line_per_evaluation_grouped_by_rank() -> None:
-    view = load_history(_history())
+def test_parallel_coordinates_draw_one_line_per_evaluation_on_ticked_axes() -> None:
+    view = load_history(_history(), problem_space=PROBLEM)
     figure = parallel_figure(view, "t=1")
-    frame = evaluations_at(view, "t=1")
+    frame = parallel_evaluations(view, "t=1")
+    assert sorted(frame["uid"]) == sorted(evaluations_at(view, "t=1")["uid"]) and list(frame["y"]) == sorted(frame["y"])
     axes = 4  # a, b, c and y
     lines = {name: t["y"].count(None) for t in figure["data"] for name in [t["name"]]}
     assert sum(lines.values()) == len(frame) and figure["layout"]["xaxis"]["ticktext"] == ["a", "b", "c", "y"]
     best = figure["data"][-1]  # drawn last, on top
     assert best["name"] == "best 20%" and best["y"][axes - 1] == 0.0  # the best's objective at the axis' foot
+    assert best["customdata"][:axes] == [frame["uid"].iloc[0]] * axes  # each vertex names its evaluation
     worst = figure["data"][0]
     assert max(v for v in worst["y"][axes - 1 :: axes + 1] if v is not None) == 1.0
-    labels = {a["text"] for a in figure["layout"]["annotations"]}
-    assert {"qr", "lu"} <= labels  # a categorical axis names its values
+    ticks: dict[int, list[str]] = {a["x"]: [] for a in figure["layout"]["annotations"]}
+    for a in figure["layout"]["annotations"]:
+        ticks[a["x"]].append(a["text"])
+    assert ticks[2] == ["qr", "lu"]  # a categorical axis names its categories, in the problem's order
+    assert ticks[0] == ["0.2", "0.4", "0.6", "0.8"] and all(t.isdigit() for t in ticks[1])  # round values
+    assert len(ticks[3]) >= 3 and figure["layout"]["dragmode"] == "select"
+    assert categories(load_history(_history()), "c") == ["lu", "qr"]  # no space known: the values seen, sorted
 
 
-def test_rank_and_slice_charts_and_their_checked_axes() -> None:
+def test_rank_and_slice_charts_name_a_categorical_parameter_s_categories() -> None:
     view = load_history(_history())
     assert numeric_parameters(view) == ["a", "b"]
     figure = rank_figure(view, "t=2", "a", "b")
@@ -131,9 +145,14 @@ def test_rank_and_slice_charts_and_their_checked_axes() -> None:
     assert trace["marker"]["color"][best] == 0.0 and max(trace["marker"]["color"]) == 1.0
     assert trace["customdata"][best] == evaluations_at(view, "t=2")["uid"].iloc[best]
     slices = slice_figures(view, "t=2")
-    assert list(slices) == ["a", "b", "c"] and set(slices["c"]["data"][0]["x"]) == {"qr", "lu"}
-    with pytest.raises(InvalidInputError, match=r"x: 'c' is no numeric tuning parameter of fig \(allowed: a, b\)"):
-        rank_figure(view, "t=2", "c", "a")
+    assert list(slices) == ["a", "b", "c"] and set(slices["c"]["data"][0]["x"]) == {0.0, 1.0}
+    assert slices["c"]["layout"]["xaxis"]["ticktext"] == ["lu", "qr"]
+    figure = rank_figure(view, "t=2", "c", "a")  # a categorical axis names its categories
+    seen = list(evaluations_at(view, "t=2")["c"])
+    assert figure["data"][0]["x"] == [float(["lu", "qr"].index(v)) for v in seen]
+    assert figure["layout"]["xaxis"]["ticktext"] == ["lu", "qr"] and figure["layout"]["xaxis"]["tickvals"] == [0, 1]
+    with pytest.raises(InvalidInputError, match=r"x: 'd' is no tuning parameter of fig \(allowed: a, b, c\)"):
+        rank_figure(view, "t=2", "d", "a")
     with pytest.raises(InvalidInputError, match="y: choose a parameter other than x"):
         rank_figure(view, "t=2", "a", "a")
     with pytest.raises(InvalidInputError, match="task: 't=9' is no task of fig"):
@@ -154,6 +173,12 @@ def test_the_contour_is_the_model_s_prediction_with_the_others_at_the_best() -> 
     assert contour["z"][j][i] == pytest.approx(float(expected[0]), rel=1e-6)
     assert len(points["x"]) == len(mine) and f"c = {best.tuning_parameter['c']}" in figure["layout"]["title"]["text"]
     assert all(math.isfinite(v) for row in contour["z"] for v in row)
+    figure = contour_figure(view, "t=1", "c", "a", model, size=12)  # a categorical parameter: each category
+    contour, points = figure["data"]
+    assert contour["x"] == [0.0, 1.0] and figure["layout"]["xaxis"]["ticktext"] == ["qr", "lu"]
+    expected, _ = model.predict([{"a": contour["y"][4], "b": best.tuning_parameter["b"], "c": "lu"}])
+    assert contour["z"][4][1] == pytest.approx(float(expected[0]), rel=1e-6)
+    assert points["x"] == [float(["qr", "lu"].index(r.tuning_parameter["c"])) for r in mine]
 
 
 TWO = ProblemSpace.parse(
@@ -213,9 +238,38 @@ def test_the_front_timeline_and_labels_show_the_records_and_escape_their_markup(
         r.uid for r in sorted(view.pareto_front({"t": 2.0}), key=lambda r: r.known_value("f1"))
     ]
     assert all("b = &lt;b&gt;x&lt;/b&gt;" in text for text in front["text"])  # a category's markup, shown as text
+    feasible = [
+        r for r in view.records if r.task_parameter == {"t": 2.0} and r.status == "ok" and r.known_value("mem") <= 0.8
+    ]
+    low, high = min(r.known_value("f1") for r in feasible), max(r.known_value("f1") for r in feasible)
+    margin = 0.08 * (high - low)
+    assert figure["layout"]["xaxis"]["range"] == pytest.approx([low - margin, high + margin])  # as plot_front frames
     timeline = timeline_figure(view)
     failed = next(t for t in timeline["data"] if t["name"] == "failed")
     assert len(failed["x"]) == sum(r.status == "failed" for r in view.records) == 3  # n = 4, 13, 22
     assert all("out of &lt;memory&gt;" in text for text in failed["text"])
+    assert all(t["mode"] == "markers" for t in timeline["data"])  # no record says how long it ran
+
+
+def test_the_timeline_draws_a_bar_from_start_to_end_where_a_record_says_how_long_it_ran() -> None:
+    started = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=30)).isoformat()  # a time zone: converted
+    records = [
+        FunctionEvaluation.create({"t": 1.0}, {"a": 0.5}, {"y": 1.0}, provenance=Provenance(elapsed=90.0)),
+        FunctionEvaluation.create({"t": 1.0}, {"a": 0.6}, {"y": 2.0}),
+        FunctionEvaluation.create(
+            {"t": 1.0}, {"a": 0.7}, failure="boom", outputs=["y"], provenance=Provenance(started=started)
+        ),
+    ]
+    view = load_history(HistoryDocument(tuning_problem_name="timed", func_eval=records))
+    assert [duration(r) for r in records[:2]] == [90.0, None] and duration(records[2]) == pytest.approx(30, abs=2)
+    traces = {(t["name"], t["mode"]): t for t in timeline_figure(view)["data"]}
+    bar = traces["succeeded", "lines"]
+    start, end = (dt.datetime.fromisoformat(x) for x in bar["x"][:2])
+    assert (end - start).total_seconds() == 90.0 and bar["customdata"][:2] == [records[0].uid] * 2
+    assert traces["succeeded", "markers"]["customdata"] == [records[1].uid]  # no duration: a point when it ended
+    assert (
+        traces["failed", "lines"]["customdata"][:2] == [records[2].uid] * 2
+        and "<br>ran " in traces["failed", "lines"]["text"][0]
+    )
     with pytest.raises(InvalidInputError, match="objective: fig is not known to have several objectives"):
         hypervolume_figure(load_history(_history()))

@@ -26,7 +26,7 @@ from flask import Blueprint, Response, abort, request
 from jinja2.utils import htmlsafe_json_dumps
 
 from raytuner.analysis import sobol_analysis, surrogate_from_records
-from raytuner.dashboard.pages import PLOTLY_URL, Choice, Sobol, cell, render
+from raytuner.dashboard.pages import PLOTLY_URL, Choice, Sobol, Table, cell, render
 from raytuner.dashboard.shared import evaluation_url, objective_choices, problem_view, trail, url
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError
@@ -43,7 +43,7 @@ from raytuner.view.figures import (
     front_figure,
     history_figure,
     hypervolume_figure,
-    numeric_parameters,
+    parallel_evaluations,
     parallel_figure,
     rank_figure,
     slice_figures,
@@ -219,17 +219,31 @@ def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float 
 
 
 def _pair(
-    problem: str, label: str, fidelity: float | None, numeric: list[str], chosen: tuple[str, str]
+    problem: str, label: str, fidelity: float | None, parameters: list[str], chosen: tuple[str, str]
 ) -> dict[str, Any]:
-    """The form that chooses two of the ``numeric`` parameters (``chosen``: the two drawn)."""
+    """The form that chooses two of the tuning ``parameters`` (``chosen``: the two drawn)."""
     kept = {"task": label, "fidelity": fidelity, "objective": request.args.get("objective")}
     return {
         "action": f"/problem/{problem}/analysis",
         "hidden": {k: cell(v) for k, v in kept.items() if v not in (None, "")},
-        "numeric": numeric,
+        "parameters": parameters,
         "x": chosen[0],
         "y": chosen[1],
         "records": CONTOUR_RECORDS,
+    }
+
+
+def _parallel(view: HistoryView, problem: str, label: str, fidelity: float | None) -> dict[str, Any]:
+    """What goes with the parallel coordinates: their axes (to show or hide) and the table of their lines, row n
+    the evaluation of line n (the page's script hides the rows outside the ranges selected on the axes)."""
+    rows = parallel_evaluations(view, label, fidelity)
+    columns = [*view.columns["parameter"].values(), view.objective_column]
+    shown = rows[columns].set_axis([*view.columns["parameter"], view.objective], axis=1)
+    uids = [str(u) for u in rows["uid"]]
+    shown.insert(0, "evaluation", [u[:8] for u in uids])
+    return {
+        "axes": [*view.columns["parameter"], view.objective],
+        "table": Table.of(shown, "parallel-rows", row_links={"evaluation": [evaluation_url(problem, u) for u in uids]}),
     }
 
 
@@ -257,10 +271,10 @@ def charts(problem: str) -> tuple[str, int]:
     view = problem_view(problem)
     label = _chosen_task(view, problem)
     fidelity = _chosen_fidelity(view)
-    numeric = numeric_parameters(view)
-    x = request.args.get("x") or (numeric[0] if numeric else "")
-    y = request.args.get("y") or next((n for n in numeric if n != x), "")
-    paired = len(numeric) >= 2 or bool(request.args.get("x") or request.args.get("y"))
+    parameters = list(view.columns["parameter"])
+    x = request.args.get("x") or (parameters[0] if parameters else "")
+    y = request.args.get("y") or next((n for n in parameters if n != x), "")
+    paired = len(parameters) >= 2 or bool(request.args.get("x") or request.args.get("y"))
     rank = rank_figure(view, label, x, y, fidelity) if paired else None  # checks x and y before any other work
     several = view.problem_space is not None and len(view.problem_space.optimised) > 1
     figures: dict[str, Any] = {
@@ -286,10 +300,11 @@ def charts(problem: str) -> tuple[str, int]:
         count=count,
         where=_where(view, fidelity),
         levels=len(fidelities(view)),
-        pair=_pair(problem, label, fidelity, numeric, (x, y)) if paired else None,
+        pair=_pair(problem, label, fidelity, parameters, (x, y)) if paired else None,
+        parallel=_parallel(view, problem, label, fidelity) if count else None,
         contour=model is not None,
         slices=sum(1 for k in figures if k.startswith("chart-slice-")),
-        numeric_count=len(numeric),
+        parameter_count=len(parameters),
         figures=htmlsafe_json_dumps(figures, allow_nan=False),
         evaluations=evaluation_url(problem, ""),
         plotly=PLOTLY_URL,

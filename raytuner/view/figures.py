@@ -30,19 +30,22 @@ Example:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.parameters import Categorical
 from raytuner.problem.pareto import feasible, hypervolume, non_dominated, objective_values
-from raytuner.view.history import HistoryView, task_label
+from raytuner.view.history import HistoryView, record_time, task_label
 
 if TYPE_CHECKING:
     from raytuner.analysis.surrogate import SurrogateModel
+    from raytuner.problem.records import FunctionEvaluation
 
 __all__ = [
     "MAX_POINTS",
@@ -52,6 +55,8 @@ __all__ = [
     "evaluations_at",
     "fidelities",
     "numeric_parameters",
+    "categories",
+    "parallel_evaluations",
     "history_figure",
     "edf_figure",
     "parallel_figure",
@@ -59,8 +64,11 @@ __all__ = [
     "rank_figure",
     "contour_figure",
     "timeline_figure",
+    "duration",
     "fidelity_figure",
     "front_figure",
+    "feasible_limits",
+    "beyond",
     "hypervolume_figure",
 ]
 
@@ -79,6 +87,15 @@ PARALLEL_LINES = 1000
 #: What :func:`escape_text` replaces, by character references that plotly.js decodes.
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;", "%": "&#37;"})
 
+#: The parallel-coordinates chart's rank groups, best first (dark red to grey).
+RANK_GROUPS = (
+    ("best 20%", "#b2182b"),
+    ("20–40%", "#ef8a62"),
+    ("40–60%", "#67a9cf"),
+    ("60–80%", "#2166ac"),
+    ("worst 20%", "#9e9e9e"),
+)
+
 #: One colour per task, in task order (matplotlib's tab10, as the static plots).
 TASK_COLOURS = (
     "#1f77b4",
@@ -91,15 +108,6 @@ TASK_COLOURS = (
     "#7f7f7f",
     "#bcbd22",
     "#17becf",
-)
-
-#: The parallel-coordinates chart's rank groups, best first (dark red to grey).
-RANK_GROUPS = (
-    ("best 20%", "#b2182b"),
-    ("20–40%", "#ef8a62"),
-    ("40–60%", "#67a9cf"),
-    ("60–80%", "#2166ac"),
-    ("worst 20%", "#9e9e9e"),
 )
 
 
@@ -326,17 +334,49 @@ def edf_figure(view: HistoryView, fidelity: float | None = None, limit: int = ED
     }
 
 
-def _positions(values: pd.Series) -> tuple[np.ndarray, list[tuple[float, str]]]:
-    """Values on a ``[0, 1]`` axis (numbers by their range, others by their sorted names) and its labels."""
-    numbers = pd.to_numeric(values, errors="coerce")
-    if numbers.notna().all() and not values.map(lambda v: isinstance(v, bool)).any():
-        low, high = float(numbers.min()), float(numbers.max())
-        if high == low:
-            return np.full(len(values), 0.5), [(0.5, _text(low))]
-        return ((numbers - low) / (high - low)).to_numpy(dtype=float), [(0.0, _text(low)), (1.0, _text(high))]
-    names = sorted({str(v) for v in values})
-    where = {n: (i / (len(names) - 1) if len(names) > 1 else 0.5) for i, n in enumerate(names)}
-    return np.array([where[str(v)] for v in values]), [(where[n], escape_text(n)) for n in names]
+def categories(view: HistoryView, name: str) -> list[str] | None:
+    """A tuning parameter's categories as a chart's axis names them in order, or ``None`` for a numeric one.
+
+    The problem's categories where its space is known (values seen beyond them follow), else the values seen,
+    sorted, where any is not a number.
+
+    Args:
+        view: the history.
+        name: a tuning parameter's name.
+    """
+    seen = view.frame[view.columns["parameter"][name]].dropna()
+    space = view.problem_space
+    declared = space.parameter_space[name] if space is not None and name in space.parameter_space.names else None
+    if isinstance(declared, Categorical):
+        named = [str(c) for c in declared.categories]
+        return named + sorted({str(v) for v in seen} - set(named))
+    if declared is not None or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
+        return None
+    return sorted({str(v) for v in seen})
+
+
+def _category_axis(names: list[str]) -> dict[str, Any]:
+    """An axis that names ``names`` at positions 0, 1, ... (a categorical parameter's, see :func:`_placed`)."""
+    return {
+        "tickvals": list(range(len(names))),
+        "ticktext": [escape_text(n) for n in names],
+        "range": [-0.5, len(names) - 0.5],
+    }
+
+
+def _placed(view: HistoryView, frame: pd.DataFrame, name: str) -> tuple[list[float | None], dict[str, Any]]:
+    """A tuning parameter's values in ``frame`` as a chart places them, and its axis' settings.
+
+    A numeric parameter: its values, an axis plotly.js ticks. A categorical one
+    (:func:`categories`): each value's position among the categories, an axis
+    that names them.
+    """
+    values = frame[view.columns["parameter"][name]]
+    names = categories(view, name)
+    if names is None:
+        return _numbers(values), {}
+    where = {n: float(i) for i, n in enumerate(names)}
+    return [None if v is None else where.get(str(v)) for v in values], _category_axis(names)
 
 
 def _order(view: HistoryView, frame: pd.DataFrame) -> pd.DataFrame:
@@ -344,13 +384,52 @@ def _order(view: HistoryView, frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(view.objective_column, ascending=view.goal == "minimize", kind="stable")
 
 
+def parallel_evaluations(
+    view: HistoryView, task: str, fidelity: float | None = None, limit: int = PARALLEL_LINES
+) -> pd.DataFrame:
+    """The evaluations :func:`parallel_figure` draws, best first.
+
+    Args:
+        view: the history.
+        task: the task's label.
+        fidelity: one of the history's fidelities (default: full fidelity).
+        limit: the most evaluations (the newest).
+    """
+    return _order(view, evaluations_at(view, task, fidelity, limit))
+
+
+def _axis_ticks(view: HistoryView, frame: pd.DataFrame, column: str) -> tuple[np.ndarray, list[tuple[float, str]]]:
+    """A column's values as positions on a ``[0, 1]`` axis of parallel coordinates, and the axis' ticks.
+
+    A number spans the values' range, ticked at round values (matplotlib's
+    ``MaxNLocator``); a categorical parameter (:func:`categories`) puts its
+    categories evenly, each one a tick.
+    """
+    name = next((n for n, c in view.columns["parameter"].items() if c == column), None)
+    names = categories(view, name) if name is not None else None
+    values = frame[column]
+    if names is None:
+        numbers = pd.to_numeric(values, errors="coerce").astype(float)
+        low, high = float(numbers.min()), float(numbers.max())
+        if high == low:
+            return np.full(len(values), 0.5), [(0.5, _text(low))]
+        integer = name is not None and all(float(v).is_integer() for v in numbers.dropna())
+        ticks = [float(t) for t in MaxNLocator(5, integer=integer).tick_values(low, high) if low <= t <= high]
+        return ((numbers - low) / (high - low)).to_numpy(), [((t - low) / (high - low), _text(t)) for t in ticks]
+    where = {n: (i / (len(names) - 1) if len(names) > 1 else 0.5) for i, n in enumerate(names)}
+    return np.array([where.get(str(v), np.nan) for v in values]), [(where[n], escape_text(n)) for n in names]
+
+
 def parallel_figure(
     view: HistoryView, task: str, fidelity: float | None = None, limit: int = PARALLEL_LINES
 ) -> PlotlyFigure:
     """One task's evaluations as lines across its parameters and the objective, in five groups by rank.
 
-    Each axis spans the values the task's evaluations took (names sorted for a
-    categorical parameter); a legend entry shows or hides each fifth.
+    The evaluations are :func:`parallel_evaluations`'. Axis ``i`` is at ``x =
+    i``, its values placed on ``[0, 1]`` and ticked (a categorical parameter's
+    names its categories); each vertex carries its evaluation's uid, so a page
+    can tell which lines a box drawn over an axis holds (the chart's drag
+    selects a box). A legend entry shows or hides each fifth.
 
     Args:
         view: the history.
@@ -358,10 +437,10 @@ def parallel_figure(
         fidelity: one of the history's fidelities (default: full fidelity).
         limit: the most evaluations drawn (the newest).
     """
-    frame = _order(view, evaluations_at(view, task, fidelity, limit))
+    frame = parallel_evaluations(view, task, fidelity, limit)
     axes = [*view.columns["parameter"].values(), view.objective_column]
     names = [*view.columns["parameter"], view.objective]
-    placed = {c: _positions(frame[c]) if len(frame) else (np.array([]), []) for c in axes}
+    placed = {c: _axis_ticks(view, frame, c) if len(frame) else (np.array([]), []) for c in axes}
     groups = np.array_split(np.arange(len(frame)), min(len(RANK_GROUPS), len(frame))) if len(frame) else []
     traces = []
     for (group_name, colour), rows in reversed(list(zip(RANK_GROUPS, groups))):  # the best drawn last, on top
@@ -384,19 +463,31 @@ def parallel_figure(
         traces.append(
             {
                 "type": "scatter",
-                "mode": "lines",
+                "mode": "lines+markers",  # markers, unseen: what a drawn box selects
                 "name": group_name,
                 "x": xs,
-                "y": ys,
+                "y": _numbers(pd.Series(ys, dtype=float)),
                 "customdata": uids,
                 "text": texts,
                 "hovertemplate": "%{text}<extra></extra>",
                 "line": {"color": colour, "width": 1.5},
+                "marker": {"size": 4, "opacity": 0},
+                "selected": {"marker": {"opacity": 0}},
+                "unselected": {"marker": {"opacity": 0}},
                 "opacity": 0.75,
             }
         )
     labels = [
-        {"x": i, "y": y, "text": text, "showarrow": False, "xanchor": "left", "xshift": 4, "font": {"size": 10}}
+        {
+            "x": i,
+            "y": y,
+            "text": text,
+            "showarrow": False,
+            "xanchor": "left",
+            "xshift": 4,
+            "font": {"size": 10},
+            "bgcolor": "rgba(255, 255, 255, 0.7)",
+        }
         for i, column in enumerate(axes)
         for y, text in placed[column][1]
     ]
@@ -410,9 +501,11 @@ def parallel_figure(
             "showgrid": True,
             "gridcolor": "#888",
             "zeroline": False,
+            "fixedrange": True,
         },
-        yaxis={"visible": False, "range": [-0.08, 1.08]},
+        yaxis={"visible": False, "range": [-0.08, 1.08], "fixedrange": True},
         annotations=labels,
+        dragmode="select",
     )
     layout["legend"] = {"title": {"text": escape_text(view.objective)}, "traceorder": "reversed"}
     return {"data": traces, "layout": layout}
@@ -434,17 +527,17 @@ def slice_figures(
     hover = _hover(frame, columns, view.objective_column)
     order = list(range(1, len(frame) + 1))
     figures = {}
-    for name, column in view.columns["parameter"].items():
+    for name in view.columns["parameter"]:
+        xs, axis = _placed(view, frame, name)
+        layout = _layout(f"{view.objective} against {name}", name, _objective_title(view), showlegend=False)
+        layout["xaxis"].update(axis)
         figures[name] = {
             "data": [
                 {
                     "type": "scatter",
                     "mode": "markers",
                     "name": escape_text(task),
-                    "x": [
-                        v if isinstance(v, (int, float)) and not isinstance(v, bool) else escape_text(v)
-                        for v in frame[column]
-                    ],
+                    "x": xs,
                     "y": _numbers(frame[view.objective_column]),
                     "customdata": list(frame["uid"]),
                     "text": hover,
@@ -459,30 +552,39 @@ def slice_figures(
                     },
                 }
             ],
-            "layout": _layout(f"{view.objective} against {name}", name, _objective_title(view), showlegend=False),
+            "layout": layout,
         }
     return figures
 
 
 def _check_pair(view: HistoryView, x: str, y: str) -> None:
-    allowed = numeric_parameters(view)
+    allowed = list(view.columns["parameter"])
     for field, name in (("x", x), ("y", y)):
         if name not in allowed:
-            raise InvalidInputError(
-                field, f"{name[:80]!r} is no numeric tuning parameter of {view.problem}", allowed=allowed
-            )
+            raise InvalidInputError(field, f"{name[:80]!r} is no tuning parameter of {view.problem}", allowed=allowed)
     if x == y:
         raise InvalidInputError("y", f"choose a parameter other than x ({x!r})", allowed=[a for a in allowed if a != x])
 
 
-def _pair_points(view: HistoryView, frame: pd.DataFrame, x: str, y: str, colour: dict[str, Any]) -> dict[str, Any]:
+def _pair_layout(view: HistoryView, frame: pd.DataFrame, title: str, x: str, y: str) -> dict[str, Any]:
+    """A chart's layout over the parameters ``x`` and ``y``: a categorical one's axis names its categories."""
+    layout = _layout(title, x, y, showlegend=False)
+    layout["xaxis"].update(_placed(view, frame, x)[1])
+    layout["yaxis"].update(_placed(view, frame, y)[1])
+    return layout
+
+
+def _pair_points(
+    view: HistoryView, frame: pd.DataFrame, xs: list[float | None], ys: list[float | None], colour: dict[str, Any]
+) -> dict[str, Any]:
+    """The evaluations of ``frame`` as points at ``xs`` and ``ys`` (:func:`_placed`), with their hover text."""
     columns = view.columns["parameter"]
     return {
         "type": "scatter",
         "mode": "markers",
         "name": "evaluations",
-        "x": _numbers(frame[columns[x]]),
-        "y": _numbers(frame[columns[y]]),
+        "x": xs,
+        "y": ys,
         "customdata": list(frame["uid"]),
         "text": _hover(frame, list(columns.values()), view.objective_column),
         "hovertemplate": "%{text}<extra></extra>",
@@ -493,7 +595,9 @@ def _pair_points(view: HistoryView, frame: pd.DataFrame, x: str, y: str, colour:
 def rank_figure(
     view: HistoryView, task: str, x: str, y: str, fidelity: float | None = None, limit: int = MAX_POINTS
 ) -> PlotlyFigure:
-    """Two numeric parameters of one task's evaluations, each coloured by its rank (0 the best, 1 the worst).
+    """Two parameters of one task's evaluations, each coloured by its rank (0 the best, 1 the worst).
+
+    A categorical parameter's axis names its categories (:func:`categories`).
 
     Args:
         view: the history.
@@ -515,11 +619,11 @@ def rank_figure(
         "cmax": 1,
         "colorbar": {"title": {"text": "rank (0 = best)"}, "thickness": 12},
     }
-    trace = _pair_points(view, ranked, x, y, colour)
+    trace = _pair_points(view, ranked, _placed(view, ranked, x)[0], _placed(view, ranked, y)[0], colour)
     trace["text"] = [f"{t}<br>rank {r:.2f}" for t, r in zip(trace["text"], ranked["rank"])]
     return {
         "data": [trace],
-        "layout": _layout(f"{task}: {x} and {y}, by rank of {view.objective}", x, y, showlegend=False),
+        "layout": _pair_layout(view, frame, f"{task}: {x} and {y}, by rank of {view.objective}", x, y),
     }
 
 
@@ -533,10 +637,11 @@ def contour_figure(
     size: int = 30,
     limit: int = MAX_POINTS,
 ) -> PlotlyFigure:
-    """A surrogate's predicted mean of the objective over two numeric parameters, the evaluations on top.
+    """A surrogate's predicted mean of the objective over two parameters, the evaluations on top.
 
     The other parameters stay at the task's best evaluation (at ``fidelity``);
-    the grid spans the model's parameter space, ``size`` values a side.
+    the grid spans the model's parameter space, ``size`` values a side (a
+    categorical parameter: each of its categories, its axis naming them).
 
     Args:
         view: the history.
@@ -555,74 +660,156 @@ def contour_figure(
     space = model.problem.parameter_space
     best = _order(view, frame).iloc[0]
     start = model.unit([{n: best[view.columns["parameter"][n]] for n in space.names}])[0]
-    axes = []
+    grids, points, axes, labels = [], [], [], []
     for name in (x, y):
         parameter = space[name]
+        seen = frame[view.columns["parameter"][name]]
         if isinstance(parameter, Categorical):
-            raise InvalidInputError("x" if name == x else "y", f"{name!r} is categorical in the model's space")
-        values = list(dict.fromkeys(parameter.from_unit(np.linspace(0.0, 1.0, size))))
-        axes.append((values, parameter.to_unit(values)))
-    (xs, ux), (ys, uy) = axes
+            names = [str(c) for c in parameter.categories]
+            grids.append(([float(i) for i in range(len(names))], parameter.to_unit(parameter.categories)))
+            points.append([float(names.index(str(v))) if str(v) in names else None for v in seen])
+            axes.append(_category_axis(names))
+            labels.append([escape_text(n) for n in names])
+        else:
+            values = list(dict.fromkeys(parameter.from_unit(np.linspace(0.0, 1.0, size))))
+            grids.append(([float(v) for v in values], parameter.to_unit(values)))
+            points.append(_numbers(seen))
+            axes.append({})
+            labels.append([_text(float(v)) for v in values])
+    (xs, ux), (ys, uy) = grids
     grid = np.repeat(start[None, :], len(xs) * len(ys), axis=0)
     grid[:, space.names.index(x)] = np.tile(ux, len(ys))
     grid[:, space.names.index(y)] = np.repeat(uy, len(xs))
     mean, _ = model.predict(grid, _task_of(view, task))
     trace = {
         "type": "contour",
-        "x": [float(v) for v in xs],
-        "y": [float(v) for v in ys],
+        "x": xs,
+        "y": ys,
         "z": mean.reshape(len(ys), len(xs)).tolist(),
+        "text": [[f"{escape_text(x)} = {a}<br>{escape_text(y)} = {b}" for a in labels[0]] for b in labels[1]],
         "colorscale": "RdBu",
         "reversescale": view.goal == "maximize",
         "colorbar": {"title": {"text": escape_text(f"predicted {view.objective}")}, "thickness": 12},
-        "hovertemplate": f"{escape_text(x)} = %{{x:.4g}}<br>{escape_text(y)} = %{{y:.4g}}<br>"
-        f"predicted {escape_text(view.objective)} = %{{z:.6g}}<extra></extra>",
+        "hovertemplate": f"%{{text}}<br>predicted {escape_text(view.objective)} = %{{z:.6g}}<extra></extra>",
     }
-    points = _pair_points(view, frame, x, y, {"color": "#222"})
+    dots = _pair_points(view, frame, points[0], points[1], {"color": "#222"})
     others = ", ".join(f"{n} = {_plain(best[view.columns['parameter'][n]])}" for n in space.names if n not in (x, y))
     title = f"{task}: the GP's {view.objective} over {x} and {y}" + (f" ({others})" if others else "")
-    return {"data": [trace, points], "layout": _layout(title, x, y, showlegend=False)}
+    layout = _layout(title, x, y, showlegend=False)
+    layout["xaxis"].update(axes[0])
+    layout["yaxis"].update(axes[1])
+    return {"data": [trace, dots], "layout": layout}
 
 
 def _task_of(view: HistoryView, label: str) -> dict[str, Any]:
     return next(dict(t) for t in view.tasks if task_label(t) == label)
 
 
-def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
-    """When each evaluation finished, one row per task, succeeded and failed apart (the newest ``limit``).
+def duration(record: FunctionEvaluation) -> float | None:
+    """How many seconds an evaluation ran, where its provenance says: ``elapsed`` seconds, or ``started`` (an ISO
+    8601 time) before the record's ``time``; ``None`` where it says neither.
 
-    GPTune's records keep when an evaluation finished, not when it started, so
-    this shows the pace of a run and where failures cluster, not durations.
+    A run tells either through :meth:`~raytuner.session.TuningSession.tell`'s ``provenance``.
+
+    Args:
+        record: an evaluation.
+
+    >>> from raytuner.problem.records import FunctionEvaluation, Provenance
+    >>> duration(FunctionEvaluation.create({}, {"x": 1}, {"y": 2}, provenance=Provenance(elapsed=3.5)))
+    3.5
+    """
+    extra = (record.raytuner.model_extra or {}) if record.raytuner else {}
+    elapsed, started = extra.get("elapsed"), extra.get("started")
+    if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) and 0 <= elapsed < math.inf:
+        return float(elapsed)
+    finished = record_time(record)
+    if isinstance(started, str) and finished is not None:
+        try:
+            begun = dt.datetime.fromisoformat(started)
+        except ValueError:
+            return None
+        if begun.tzinfo is not None:  # the record's time is local
+            begun = begun.astimezone().replace(tzinfo=None)
+        seconds = (finished - begun).total_seconds()
+        return seconds if seconds >= 0 else None
+    return None
+
+
+def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
+    """When each evaluation ran, one row per task, succeeded and failed apart (the newest ``limit``).
+
+    An evaluation whose record says how long it ran (:func:`duration`) is a bar
+    from its start to its end; others are a point when they finished
+    (GPTune's records keep only that).
 
     Args:
         view: the history.
         limit: the most evaluations drawn (the newest).
     """
     frame = view.frame[view.frame["time"].notna()].tail(limit)
-    traces = []
+    seconds = pd.Series([duration(view.records[int(n)]) for n in frame.index], index=frame.index, dtype=float)
+    traces: list[dict[str, Any]] = []
     for name, colour, rows in (
         ("succeeded", "#1f77b4", frame[frame["status"] == "ok"]),
         ("failed", "#d62728", frame[frame["status"] != "ok"]),
     ):
         if not len(rows):
             continue
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": name,
-                "x": [t.isoformat() for t in rows["time"]],
-                "y": [escape_text(t) for t in rows["task"]],
-                "customdata": list(rows["uid"]),
-                "text": [
-                    f"evaluation {str(u)[:8]}<br>{escape_text(f) if f else v}"
-                    for u, f, v in zip(rows["uid"], rows["failure"], rows[view.objective_column].map(_text))
-                ],
-                "hovertemplate": "%{y} at %{x}<br>%{text}<extra></extra>",
-                "marker": {"color": colour, "size": 8, "symbol": "circle" if name == "succeeded" else "x"},
-            }
-        )
-    layout = _layout("When each evaluation finished", "finished at", "task")
+        text = [
+            f"evaluation {str(u)[:8]}<br>{escape_text(f) if f else v}"
+            + (f"<br>ran {_text(s)} s" if not math.isnan(s) else "")
+            for u, f, v, s in zip(
+                rows["uid"], rows["failure"], rows[view.objective_column].map(_text), seconds[rows.index]
+            )
+        ]
+        timed = seconds[rows.index].notna().to_numpy()
+        trace: dict[str, Any] = {
+            "type": "scatter",
+            "name": name,
+            "legendgroup": name,
+            "hovertemplate": "%{y}, %{x}<br>%{text}<extra></extra>",
+        }
+        if (~timed).any():
+            traces.append(
+                {
+                    **trace,
+                    "mode": "markers",
+                    "x": [t.isoformat() for t in rows["time"][~timed]],
+                    "y": [escape_text(t) for t in rows["task"][~timed]],
+                    "customdata": list(rows["uid"][~timed]),
+                    "text": [t for t, k in zip(text, timed) if not k],
+                    "marker": {"color": colour, "size": 8, "symbol": "circle" if name == "succeeded" else "x"},
+                }
+            )
+        if timed.any():  # a bar per evaluation: a thick line from its start to its end, the next after a gap
+            xs: list[str | None] = []
+            ys: list[str | None] = []
+            uids: list[str | None] = []
+            texts: list[str | None] = []
+            for end, task, uid, s, t in zip(
+                rows["time"][timed],
+                rows["task"][timed],
+                rows["uid"][timed],
+                seconds[rows.index][timed],
+                np.array(text)[timed],
+            ):
+                xs += [(end - dt.timedelta(seconds=float(s))).isoformat(), end.isoformat(), None]
+                ys += [escape_text(task)] * 2 + [None]
+                uids += [str(uid)] * 2 + [None]
+                texts += [str(t)] * 2 + [None]
+            traces.append(
+                {
+                    **trace,
+                    "mode": "lines",
+                    "showlegend": bool(timed.all()),
+                    "x": xs,
+                    "y": ys,
+                    "customdata": uids,
+                    "text": texts,
+                    "line": {"color": colour, "width": 10},
+                }
+            )
+    layout = _layout("When each evaluation ran", "time", "task")
     layout["legend"] = {"title": {"text": "status"}}
     layout["yaxis"]["type"] = "category"
     return {"data": traces, "layout": layout}
@@ -719,11 +906,59 @@ def front_figure(view: HistoryView, task: str) -> PlotlyFigure:
         ),
         trace("Pareto front", front, {"color": "#b2182b", "size": 9}, mode="lines+markers"),
     ]
+    kept = [(r.known_value(first.name), r.known_value(second.name)) for r in mine if feasible(space, r)]
+    limits = feasible_limits(kept)
+    broken = [(r.known_value(first.name), r.known_value(second.name)) for r in mine if not feasible(space, r)]
+    outside = beyond(limits, broken) if limits else 0
     layout = _layout(
-        f"{task}: Pareto front at full fidelity", f"{first.name} ({first.goal})", f"{second.name} ({second.goal})"
+        f"{task}: Pareto front at full fidelity" + (f" ({outside} infeasible beyond the view)" if outside else ""),
+        f"{first.name} ({first.goal})",
+        f"{second.name} ({second.goal})",
     )
+    if limits:
+        layout["xaxis"]["range"], layout["yaxis"]["range"] = (list(limits[0]), list(limits[1]))
     layout["legend"] = {"title": {"text": "evaluations"}}
     return {"data": [t for t in traces if t["x"]], "layout": layout}
+
+
+#: The two axes' ``(low, high)`` a chart frames.
+Limits = tuple[tuple[float, float], tuple[float, float]]
+
+
+def feasible_limits(points: list[tuple[float, float]]) -> Limits | None:
+    """The axes' limits that frame a front's feasible ``points`` with a margin (``None``: fewer than two points).
+
+    Infeasible points far off would squeeze the front into a corner: the
+    static and the interactive front charts both frame the feasible ones.
+
+    Args:
+        points: the feasible evaluations' two objectives.
+
+    >>> feasible_limits([(0.0, 1.0), (1.0, 3.0)])
+    ((-0.08, 1.08), (0.84, 3.16))
+    """
+    if len(points) < 2:
+        return None
+    limits = []
+    for values in (np.array([p[0] for p in points]), np.array([p[1] for p in points])):
+        low, high = float(values.min()), float(values.max())
+        margin = 0.08 * (high - low) or 0.08 * max(abs(high), 1.0)
+        limits.append((low - margin, high + margin))
+    return limits[0], limits[1]
+
+
+def beyond(limits: Limits, points: list[tuple[float, float]]) -> int:
+    """How many of ``points`` fall outside ``limits`` (:func:`feasible_limits`).
+
+    Args:
+        limits: the axes' limits.
+        points: points of the two axes.
+
+    >>> beyond(((0.0, 1.0), (0.0, 1.0)), [(0.5, 0.5), (2.0, 0.5)])
+    1
+    """
+    (x0, x1), (y0, y1) = limits
+    return sum(not (x0 <= x <= x1 and y0 <= y <= y1) for x, y in points)
 
 
 def hypervolume_figure(view: HistoryView) -> PlotlyFigure:
@@ -832,6 +1067,7 @@ def fidelity_figure(view: HistoryView, task: str, limit: int = MAX_POINTS) -> Pl
     layout = _layout(
         f"{task}: {view.objective} at each fidelity, promotions joined", "fidelity", _objective_title(view)
     )
-    layout["xaxis"]["type"] = "log"
+    levels = fidelities(view)
+    layout["xaxis"].update(type="log", tickvals=levels, ticktext=[_text(f) for f in levels])
     layout["legend"] = {"title": {"text": "evaluations"}}
     return {"data": traces, "layout": layout}

@@ -58,6 +58,7 @@ __all__ = [
     "read_history",
     "problem_in",
     "task_label",
+    "record_time",
     "config_label",
     "csv_text",
     "DETAIL_COLUMNS",
@@ -121,7 +122,12 @@ def csv_text(frame: pd.DataFrame) -> str:
     return safe.to_csv(index=False)
 
 
-def _when(record: FunctionEvaluation) -> _dt.datetime | None:
+def record_time(record: FunctionEvaluation) -> _dt.datetime | None:
+    """When an evaluation's record was made (local time, as GPTune keeps it; ``None``: no valid time).
+
+    Args:
+        record: an evaluation.
+    """
     t = record.time
     try:
         return _dt.datetime(t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
@@ -272,7 +278,7 @@ class HistoryView:
                     "failure": (p.failure_message if p else None) or "",
                     "engine": (p.engine if p else None) or r.modeling or "",
                     "source": r.source,
-                    "time": _when(r),
+                    "time": record_time(r),
                     "machine": _machine(r),
                     "software": _software(r),
                     "session": (p.session_id if p else None) or "",

@@ -34,6 +34,7 @@ from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.errors import InvalidInputError
 from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.problem.records import SurrogateModelRecord
+from raytuner.view.figures import beyond, feasible_limits
 from raytuner.view.history import HistoryView, task_label
 
 __all__ = [
@@ -272,19 +273,13 @@ def plot_brackets(view: HistoryView, task: Mapping[str, Any] | str | None = None
 
 
 def _frame_feasible(ax: Any, feasible: list[tuple[float, float]], infeasible: list[tuple[float, float]]) -> int:
-    """Limit ``ax`` to the feasible points with a margin; how many infeasible points fall outside."""
-    if len(feasible) < 2:
+    """Limit ``ax`` to the feasible points (:func:`feasible_limits`); how many infeasible points fall outside."""
+    limits = feasible_limits(feasible)
+    if limits is None:
         return 0
-    xs, ys = np.array([p[0] for p in feasible]), np.array([p[1] for p in feasible])
-    limits = []
-    for values in (xs, ys):
-        low, high = float(values.min()), float(values.max())
-        margin = 0.08 * (high - low) or 0.08 * max(abs(high), 1.0)
-        limits.append((low - margin, high + margin))
-    (x0, x1), (y0, y1) = limits
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
-    return sum(not (x0 <= x <= x1 and y0 <= y <= y1) for x, y in infeasible)
+    ax.set_xlim(*limits[0])
+    ax.set_ylim(*limits[1])
+    return beyond(limits, infeasible)
 
 
 def plot_front(view: HistoryView, task: Mapping[str, Any] | str | None = None) -> Figure:
