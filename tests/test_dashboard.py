@@ -661,3 +661,88 @@ def test_the_analysis_page_draws_the_store_s_numbers_and_answers_the_mouse(
     WebDriverWait(browser, 30).until(lambda d: "/evaluation/" in d.current_url)
     assert browser.current_url.endswith(f"/problem/{BAND_PROBLEM}/evaluation/{uid}")
     assert policy_violations(browser) == []  # plotly.js drew every chart under the content security policy
+
+
+_AXIS_POINT = """
+const chart = document.getElementById("chart-parallel"), layout = chart._fullLayout, box = chart.getBoundingClientRect();
+return [layout._size.l + layout.xaxis.l2p(arguments[0]) - box.width / 2,
+        layout._size.t + layout.yaxis.l2p(arguments[1]) - box.height / 2];
+"""
+
+
+def _brush(driver: Any, axis: int, low: float, high: float) -> None:
+    """Draw a box over axis ``axis`` of the parallel coordinates, from ``low`` to ``high`` of its height."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    chart = driver.find_element(By.ID, "chart-parallel")
+    (x0, y0), (x1, y1) = (driver.execute_script(_AXIS_POINT, x, y) for x, y in ((axis - 0.1, high), (axis + 0.1, low)))
+    drag = ActionChains(driver).move_to_element_with_offset(chart, int(x0), int(y0)).click_and_hold()
+    drag.move_by_offset(5, 5).move_to_element_with_offset(chart, int(x1), int(y1)).release().perform()
+
+
+def test_parallel_coordinates_brush_the_table_and_every_chart_takes_categories(browser: Any, tmp_path: Path) -> None:
+    kinds = ["lu", "qr", "svd"]
+    records = [
+        FunctionEvaluation.create(
+            {"t": 1.0},
+            {"c": kinds[i % 3], "a": i / 44, "b": i % 7},
+            {"y": (i / 44 - 0.4) ** 2 + kinds.index(kinds[i % 3]) / 2},
+            provenance=Provenance(elapsed=float(i)) if i % 2 else None,  # the odd ones say how long they ran
+        )
+        if i % 10 != 9
+        else FunctionEvaluation.create({"t": 1.0}, {"c": "lu", "a": 0.5, "b": 1}, failure="boom", outputs=["y"])
+        for i in range(45)
+    ]
+    with JsonStore(tmp_path / "cat") as store:
+        store.append_many("cat", records)
+    ok = [r for r in records if r.status == "ok"]
+    with serve(create_app(store=tmp_path / "cat"), port=0) as server:
+        browser.get(server.url + "problem/cat/analysis")
+        figures = _figures(browser)
+        layout = "return document.getElementById(arguments[0]).layout"
+        ticks: dict[float, list[str]] = {}
+        for a in browser.execute_script(layout, "chart-parallel")["annotations"]:
+            ticks.setdefault(a["x"], []).append(a["text"])
+        assert ticks[0] == kinds and ticks[1] == ["0", "0.2", "0.4", "0.6", "0.8", "1"]  # every axis ticked
+        contour, points = figures["chart-contour"]  # the first two parameters, c and a: c's categories across
+        assert (
+            contour["x"] == [0, 1, 2] and browser.execute_script(layout, "chart-contour")["xaxis"]["ticktext"] == kinds
+        )
+        assert points["x"] == [kinds.index(r.tuning_parameter["c"]) for r in ok]
+        assert browser.execute_script(layout, "chart-rank")["xaxis"]["ticktext"] == kinds
+        assert sorted(set(figures["chart-slice-0"][0]["x"])) == [0, 1, 2]
+        bars = next(t for t in figures["chart-timeline"] if t["mode"] == "lines")  # a bar per timed evaluation
+        assert set(bars["customdata"]) - {None} == {r.uid for r in ok if records.index(r) % 2}
+
+        _brush(browser, 1, 0.2, 0.6)  # a box over the axis of a
+        [brush] = browser.execute_script(layout, "chart-parallel")["shapes"]  # a spans 0 to 1: its axis' own scale
+        inside = {r.uid[:8] for r in ok if brush["y0"] <= r.tuning_parameter["a"] <= brush["y1"]}
+        rows = "return Array.from(document.querySelectorAll('#parallel-rows tbody tr:not([hidden]) a'), (a) => a.text)"
+        assert 0 < len(inside) < len(ok) and set(browser.execute_script(rows)) == inside
+        assert browser.find_element(By.ID, "parallel-count").text.startswith(f"{len(inside)} of {len(ok)} evaluations")
+        browser.find_element(By.CSS_SELECTOR, "#parallel-axes input[value='2']").click()  # hide the axis of b
+        assert browser.execute_script(layout, "chart-parallel")["xaxis"]["ticktext"] == ["c", "a", "y"]
+        assert set(browser.execute_script(rows)) == inside  # the range drawn on a still holds
+        assert policy_violations(browser) == []
+
+        here = server.url + "problem/cat/evaluations"
+        browser.get(here + "?size=20&min.a=0.1&max.y=1.2&sort=a")  # ranges on a parameter and on the objective
+        matching = [r for r in ok if r.tuning_parameter["a"] >= 0.1 and r.known_value("y") <= 1.2]
+        pages = -(-len(matching) // 20)
+        assert (
+            browser.find_element(By.ID, "count").text == f"{len(matching)} of 45 evaluations match; page 1 of {pages}."
+        )
+        _click(browser, browser.find_element(By.ID, "page-last"))
+        assert f"page {pages} of {pages}" in browser.find_element(By.ID, "count").text
+        assert len(_rows(browser, "evaluations")) == len(matching) - 20 * (pages - 1)
+        number = browser.find_element(By.ID, "page-number")
+        number.clear()
+        number.send_keys("1")
+        _click(browser, browser.find_element(By.ID, "page-go"))
+        shown = [float(r["a"]) for r in _rows(browser, "evaluations")]
+        expected = sorted(r.tuning_parameter["a"] for r in matching)[:20]
+        assert shown == pytest.approx(expected, rel=1e-5)  # the order and the ranges went along
+        with urllib.request.urlopen(browser.find_element(By.ID, "download-csv").get_attribute("href")) as answer:
+            assert len(answer.read().decode().splitlines()) == 1 + len(matching)
+        browser.get(here + "?size=5000")
+        assert browser.find_element(By.ID, "error").text == "size: '5000' is not a number of rows a page from 1 to 500"

@@ -1,7 +1,8 @@
 """The evaluations of a problem: the table (filtered, sorted, paged on the server), its downloads, one evaluation.
 
-- ``/problem/NAME/evaluations``: sortable by any column, filtered by task, task-parameter range, machine,
-  software and status;
+- ``/problem/NAME/evaluations``: sortable by any column, filtered by task, a range of any task parameter,
+  tuning parameter or output, machine, software and status; paged (first, previous, a page's number, next,
+  last) at a chosen size;
 - ``/problem/NAME/evaluations.csv`` and ``.json``: the rows the table's query matches, as CSV or as a GPTune
   history file;
 - ``/problem/NAME/evaluation/UID``: one evaluation: its task, configuration, outputs (each one's role and
@@ -32,7 +33,7 @@ from raytuner.dashboard.shared import (
     trail,
     url,
 )
-from raytuner.dashboard.sources import PAGE_SIZE, TableQuery
+from raytuner.dashboard.sources import PAGE_SIZES, TableQuery
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, HistoryDocument
 from raytuner.store import history_text
@@ -44,15 +45,16 @@ __all__ = ["blueprint"]
 blueprint = Blueprint("evaluations", __name__)
 
 
-def _task_columns(frame: pd.DataFrame, view: HistoryView) -> list[str]:
-    """The numeric task parameters' columns (the table filters each by a range)."""
-    return [c for c in view.columns["task"].values() if pd.api.types.is_numeric_dtype(frame[c])]
+def _range_columns(frame: pd.DataFrame, view: HistoryView) -> list[str]:
+    """The numeric columns of task parameters, tuning parameters and outputs (the table filters each by a range)."""
+    named = [c for part in ("task", "parameter", "output") for c in view.columns[part].values()]
+    return [c for c in named if pd.api.types.is_numeric_dtype(frame[c])]
 
 
 def _query(frame: pd.DataFrame, view: HistoryView) -> tuple[TableQuery, str | None]:
     """The table query of this request's arguments, or every row with the reason it was refused."""
     try:
-        query = TableQuery.from_args(request.args, _task_columns(frame, view))
+        query = TableQuery.from_args(request.args, _range_columns(frame, view))
         query.apply(frame)  # an unknown sort column is refused here
     except InvalidInputError as exc:
         return TableQuery(), str(exc)
@@ -73,7 +75,7 @@ def table(problem: str) -> tuple[str, int]:
         c: url(here, **args, sort=c, desc="1" if query.sort == c and not query.descending else "")
         for c in ("failure", *rows.columns.drop(list(DETAIL_COLUMNS), errors="ignore"))
     }
-    pages = max(1, -(-total // PAGE_SIZE))
+    pages = query.pages(total)
     order = {"sort": query.sort, "desc": "1" if query.descending else ""}
     return render(
         "evaluations.html",
@@ -86,16 +88,18 @@ def table(problem: str) -> tuple[str, int]:
         tasks=sorted(set(frame["task"])),
         ranges=[
             (c, *(request.args.get(f"{end}.{c}", "") if error is None else "" for end in ("min", "max")))
-            for c in _task_columns(frame, view)
+            for c in _range_columns(frame, view)
         ],
+        sizes=PAGE_SIZES,
         kept={k: v for k, v in {**order, "objective": request.args.get("objective", "")}.items() if v},
         downloads={kind: url(f"{here}.{kind}", **args, **order) for kind in ("csv", "json")},
         count={"total": total, "of": len(frame), "page": page, "pages": pages},
         page_links=[
             (label, url(here, **args, **order, page=p))
-            for label, p in (("previous", page - 1), ("next", page + 1))
-            if 1 <= p <= pages
+            for label, p in (("first", 1), ("previous", page - 1), ("next", page + 1), ("last", pages))
+            if 1 <= p <= pages and p != page
         ],
+        page_kept={k: v for k, v in {**args, **order}.items() if v},
         evaluations=evaluations_table(
             rows, problem, "evaluations", sort_links, sorted_by=(query.sort, query.descending) if query.sort else None
         ),

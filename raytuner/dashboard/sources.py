@@ -39,12 +39,14 @@ from raytuner.problem.records import HistoryDocument
 from raytuner.store import HistoryStore, Ledger, is_mongodb_uri, open_store
 from raytuner.view import HistoryView, load_history
 
-__all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE"]
+__all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE", "PAGE_SIZES"]
 
 log = logging.getLogger(__name__)
 
-#: Rows per page of an evaluations table.
+#: Rows per page of an evaluations table, unless its query says otherwise.
 PAGE_SIZE = 50
+#: The page sizes an evaluations table offers; more than the largest is refused.
+PAGE_SIZES = (20, 50, 100, 200, 500)
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,17 @@ class TableQuery:
         status: only this status (``""``: any).
         machine: only rows whose machine contains this text (``""``: any).
         software: only rows whose software contains this text (``""``: any).
-        ranges: per task parameter, ``(low, high)`` bounds (either may be ``None``).
+        ranges: per numeric column (a task or tuning parameter, an output), ``(low, high)`` bounds (either may
+            be ``None``).
         sort: the column to order by (``""``: evaluation order).
         descending: order from the largest.
         page: the page, from 1.
+        size: rows per page, at most the largest of :data:`PAGE_SIZES`.
+
+    Example:
+        >>> query = TableQuery.from_args({"max.y": "2", "size": "20"}, ["x", "y"])
+        >>> query.ranges, query.size
+        ((('y', None, 2.0),), 20)
     """
 
     task: str = ""
@@ -70,14 +79,15 @@ class TableQuery:
     sort: str = ""
     descending: bool = False
     page: int = 1
+    size: int = PAGE_SIZE
 
     @classmethod
-    def from_args(cls, args: Mapping[str, str], task_columns: list[str]) -> TableQuery:
-        """Read a query from a page's URL arguments (``min.NAME``/``max.NAME`` bound task parameter NAME).
+    def from_args(cls, args: Mapping[str, str], columns: list[str]) -> TableQuery:
+        """Read a query from a page's URL arguments (``min.NAME``/``max.NAME`` bound column NAME).
 
         Args:
             args: the URL's arguments.
-            task_columns: the table's task-parameter columns.
+            columns: the table's numeric columns a range may bound.
         """
 
         def number(key: str) -> float | None:
@@ -93,7 +103,10 @@ class TableQuery:
             page = max(1, int(args.get("page") or 1))
         except ValueError:
             raise InvalidInputError("page", f"{str(args.get('page'))[:40]!r} is not a page number") from None
-        ranges = tuple((c, number(f"min.{c}"), number(f"max.{c}")) for c in task_columns)
+        size = (args.get("size") or str(PAGE_SIZE)).strip()
+        if not size.isdigit() or not 1 <= int(size) <= PAGE_SIZES[-1]:
+            raise InvalidInputError("size", f"{size[:40]!r} is not a number of rows a page from 1 to {PAGE_SIZES[-1]}")
+        ranges = tuple((c, number(f"min.{c}"), number(f"max.{c}")) for c in columns)
         return cls(
             task=args.get("task", ""),
             status=args.get("status", ""),
@@ -103,6 +116,7 @@ class TableQuery:
             sort=args.get("sort", ""),
             descending=args.get("desc") == "1",
             page=page,
+            size=int(size),
         )
 
     def apply(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
@@ -112,9 +126,17 @@ class TableQuery:
             frame: a history's table.
         """
         rows = self.matching(frame)
-        page = min(self.page, max(1, -(-len(rows) // PAGE_SIZE)))  # past the end: the last page
-        start = (page - 1) * PAGE_SIZE
-        return rows.iloc[start : start + PAGE_SIZE], len(rows), page
+        page = min(self.page, self.pages(len(rows)))  # past the end: the last page
+        start = (page - 1) * self.size
+        return rows.iloc[start : start + self.size], len(rows), page
+
+    def pages(self, rows: int) -> int:
+        """How many pages ``rows`` matching rows fill (at least one).
+
+        Args:
+            rows: how many rows match.
+        """
+        return max(1, -(-rows // self.size))
 
     def matching(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Every row that meets the filters, in the query's order (what a download holds).
