@@ -100,7 +100,7 @@ def test_an_objective_the_problem_lacks_is_a_page_that_lists_its_outputs(app: Fl
 @pytest.mark.parametrize(
     ("query", "status", "said"),
     [
-        ({"x": "<script>"}, 400, "x: '<script>' is no numeric tuning parameter of demo (allowed: x)"),
+        ({"x": "<script>"}, 400, "x: '<script>' is no tuning parameter of demo (allowed: x)"),
         ({"fidelity": "3"}, 400, "fidelity: no evaluation of demo has a fidelity: leave it out"),
         ({"task": "<b>t=9</b>"}, 404, "task: '<b>t=9</b>' is no task of demo"),
     ],

@@ -2,8 +2,10 @@
 
 - ``/problem/NAME/analysis?task=LABEL&fidelity=F&x=P&y=Q``: every task's history against evaluations or
   cost (and hypervolume, with several objectives), the objective's distribution and when evaluations
-  finished; for one task at one fidelity, its Pareto front, parallel coordinates, a GP's contour over
-  two parameters, the evaluations by rank, and the objective against each parameter;
+  ran; for one task at one fidelity, its Pareto front, parallel coordinates with a table of their
+  evaluations (the page's script shows or hides each axis and keeps, in the table, the evaluations
+  inside the ranges drawn on the axes), a GP's contour over two parameters (numeric or categorical),
+  the evaluations by rank, and the objective against each parameter;
 - ``/problem/NAME/importance?task=LABEL&fidelity=F``: Sobol indices of a GP fitted to one task.
 
 Example: a problem whose spaces are unknown is analysed over what its evaluations span:

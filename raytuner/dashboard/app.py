@@ -6,14 +6,16 @@ Pages of a store (a JSON store directory by default, or a MongoDB history):
 - ``/problem/NAME``: per task the best configuration, the best-so-far plot, the LCM's task correlation;
 - ``/problem/NAME/task?task=LABEL``: one task: its best, its history and parameter plots, its evaluations;
 - ``/problem/NAME/evaluations``: the evaluations table, sortable by any column and filtered by task,
-  task-parameter range, machine, software and status, paginated on the server;
+  a range of any parameter or output, machine, software and status, paged on the server (first, last,
+  a page's number, its size);
 - ``/problem/NAME/brackets?task=LABEL``: GPTuneBand's brackets and promotions;
 - ``/problem/NAME/live``: a view that refreshes as records arrive (a session telling results);
 - ``/problem/NAME/analysis?task=LABEL&fidelity=F&x=P&y=Q``: interactive charts (plotly.js, served from
   the ``plotly`` package): every task's history against evaluations or cost (and hypervolume, with
-  several objectives), the objective's distribution and when evaluations finished; for one task at
-  one fidelity, its Pareto front, parallel coordinates, a GP's contour over two parameters, the
-  evaluations by rank, and the objective against each parameter;
+  several objectives), the objective's distribution and when evaluations ran; for one task at
+  one fidelity, its Pareto front, parallel coordinates (axes to choose, a range drawn on an axis
+  filtering a table of the evaluations), a GP's contour over two parameters, the evaluations by rank,
+  and the objective against each parameter;
 - ``/problem/NAME/importance?task=LABEL``: Sobol indices of a GP fitted to one task;
 - ``/problem/NAME/evaluation/UID``: one evaluation: its task, configuration, outputs (each one's role
   and constraint), status and failure reason, fidelity and place in GPTuneBand's plan, engine and
