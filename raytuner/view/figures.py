@@ -736,11 +736,12 @@ def duration(record: FunctionEvaluation) -> float | None:
 
 
 def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
-    """When each evaluation ran, one row per task, succeeded and failed apart (the newest ``limit``).
+    """When each evaluation ran, one row per evaluation (its number in the history), failures apart.
 
     An evaluation whose record says how long it ran (:func:`duration`) is a bar
-    from its start to its end; others are a point when they finished
-    (GPTune's records keep only that).
+    from its start to its end (evaluations that ran together overlap in time,
+    each on its own row); others are a point when they finished (GPTune's
+    records keep only that). The newest ``limit`` evaluations are drawn.
 
     Args:
         view: the history.
@@ -756,18 +757,19 @@ def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
         if not len(rows):
             continue
         text = [
-            f"evaluation {str(u)[:8]}<br>{escape_text(f) if f else v}"
+            f"evaluation {str(u)[:8]}, {escape_text(task)}<br>{escape_text(f) if f else v}"
             + (f"<br>ran {_text(s)} s" if not math.isnan(s) else "")
-            for u, f, v, s in zip(
-                rows["uid"], rows["failure"], rows[view.objective_column].map(_text), seconds[rows.index]
+            for u, task, f, v, s in zip(
+                rows["uid"], rows["task"], rows["failure"], rows[view.objective_column].map(_text), seconds[rows.index]
             )
         ]
+        number = [int(n) + 1 for n in rows.index]
         timed = seconds[rows.index].notna().to_numpy()
         trace: dict[str, Any] = {
             "type": "scatter",
             "name": name,
             "legendgroup": name,
-            "hovertemplate": "%{y}, %{x}<br>%{text}<extra></extra>",
+            "hovertemplate": "evaluation %{y}: %{x}<br>%{text}<extra></extra>",
         }
         if (~timed).any():
             traces.append(
@@ -775,7 +777,7 @@ def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
                     **trace,
                     "mode": "markers",
                     "x": [t.isoformat() for t in rows["time"][~timed]],
-                    "y": [escape_text(t) for t in rows["task"][~timed]],
+                    "y": [n for n, k in zip(number, timed) if not k],
                     "customdata": list(rows["uid"][~timed]),
                     "text": [t for t, k in zip(text, timed) if not k],
                     "marker": {"color": colour, "size": 8, "symbol": "circle" if name == "succeeded" else "x"},
@@ -783,18 +785,18 @@ def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
             )
         if timed.any():  # a bar per evaluation: a thick line from its start to its end, the next after a gap
             xs: list[str | None] = []
-            ys: list[str | None] = []
+            ys: list[int | None] = []
             uids: list[str | None] = []
             texts: list[str | None] = []
-            for end, task, uid, s, t in zip(
+            for end, n, uid, s, t in zip(
                 rows["time"][timed],
-                rows["task"][timed],
+                np.array(number)[timed],
                 rows["uid"][timed],
                 seconds[rows.index][timed],
                 np.array(text)[timed],
             ):
                 xs += [(end - dt.timedelta(seconds=float(s))).isoformat(), end.isoformat(), None]
-                ys += [escape_text(task)] * 2 + [None]
+                ys += [int(n)] * 2 + [None]
                 uids += [str(uid)] * 2 + [None]
                 texts += [str(t)] * 2 + [None]
             traces.append(
@@ -806,12 +808,11 @@ def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
                     "y": ys,
                     "customdata": uids,
                     "text": texts,
-                    "line": {"color": colour, "width": 10},
+                    "line": {"color": colour, "width": max(2.0, min(10.0, 300 / len(frame)))},
                 }
             )
-    layout = _layout("When each evaluation ran", "time", "task")
+    layout = _layout("When each evaluation ran", "time", "evaluation")
     layout["legend"] = {"title": {"text": "status"}}
-    layout["yaxis"]["type"] = "category"
     return {"data": traces, "layout": layout}
 
 
