@@ -185,6 +185,9 @@ class Provenance(BaseModel):
     (:mod:`raytuner.engines.breaches`), and ``own_model: true`` to a model suggestion that its task's own
     model chose, not the model shared with the other tasks (:mod:`raytuner.engines.sharing`).
     ``machine``: the machine beyond GPTune's ``machine_configuration`` (host, CPU model, Slurm).
+    ``elapsed`` (seconds) or ``started`` (an ISO 8601 time), extra keys a run may tell (``tell``'s
+    ``provenance``): how long the evaluation ran, a bar on the dashboard's timeline
+    (:func:`raytuner.view.figures.duration`).
     ``origin_session_id`` (an extra key): the ``session_id`` a record uploaded to the tuning service
     (``UploadEvaluations``) named, for a session not of the uploader: only a session's own tells carry
     ``session_id`` there.
