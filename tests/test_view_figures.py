@@ -249,6 +249,8 @@ def test_the_front_timeline_and_labels_show_the_records_and_escape_their_markup(
     assert len(failed["x"]) == sum(r.status == "failed" for r in view.records) == 3  # n = 4, 13, 22
     assert all("out of &lt;memory&gt;" in text for text in failed["text"])
     assert all(t["mode"] == "markers" for t in timeline["data"])  # no record says how long it ran
+    with pytest.raises(InvalidInputError, match="objective: fig is not known to have several objectives"):
+        hypervolume_figure(load_history(_history()))
 
 
 def test_the_timeline_draws_a_bar_from_start_to_end_where_a_record_says_how_long_it_ran() -> None:
@@ -256,20 +258,19 @@ def test_the_timeline_draws_a_bar_from_start_to_end_where_a_record_says_how_long
     records = [
         FunctionEvaluation.create({"t": 1.0}, {"a": 0.5}, {"y": 1.0}, provenance=Provenance(elapsed=90.0)),
         FunctionEvaluation.create({"t": 1.0}, {"a": 0.6}, {"y": 2.0}),
+        FunctionEvaluation.create({"t": 2.0}, {"a": 0.65}, {"y": 2.5}, additional_output={"time_total_s": 4}),
         FunctionEvaluation.create(
             {"t": 1.0}, {"a": 0.7}, failure="boom", outputs=["y"], provenance=Provenance(started=started)
         ),
     ]
     view = load_history(HistoryDocument(tuning_problem_name="timed", func_eval=records))
-    assert [duration(r) for r in records[:2]] == [90.0, None] and duration(records[2]) == pytest.approx(30, abs=2)
+    assert [duration(r) for r in records[:3]] == [90.0, None, 4.0]  # the last: what Ray Tune reported
+    assert duration(records[3]) == pytest.approx(30, abs=2)  # the record's time has whole seconds
     traces = {(t["name"], t["mode"]): t for t in timeline_figure(view)["data"]}
-    bar = traces["succeeded", "lines"]
+    bar = traces["succeeded", "lines"]  # a bar per evaluation, each on its own row: its number
     start, end = (dt.datetime.fromisoformat(x) for x in bar["x"][:2])
     assert (end - start).total_seconds() == 90.0 and bar["customdata"][:2] == [records[0].uid] * 2
+    assert bar["y"] == [1, 1, None, 3, 3, None] and "t=2" in bar["text"][3]
     assert traces["succeeded", "markers"]["customdata"] == [records[1].uid]  # no duration: a point when it ended
-    assert (
-        traces["failed", "lines"]["customdata"][:2] == [records[2].uid] * 2
-        and "<br>ran " in traces["failed", "lines"]["text"][0]
-    )
-    with pytest.raises(InvalidInputError, match="objective: fig is not known to have several objectives"):
-        hypervolume_figure(load_history(_history()))
+    failed = traces["failed", "lines"]
+    assert failed["customdata"][:2] == [records[3].uid] * 2 and "<br>ran " in failed["text"][0]

@@ -706,10 +706,13 @@ def _task_of(view: HistoryView, label: str) -> dict[str, Any]:
 
 
 def duration(record: FunctionEvaluation) -> float | None:
-    """How many seconds an evaluation ran, where its provenance says: ``elapsed`` seconds, or ``started`` (an ISO
-    8601 time) before the record's ``time``; ``None`` where it says neither.
+    """How many seconds an evaluation ran, where its record says; ``None`` where it does not.
 
-    A run tells either through :meth:`~raytuner.session.TuningSession.tell`'s ``provenance``.
+    Its provenance's ``elapsed`` seconds, or its ``started`` (an ISO 8601 time)
+    before the record's ``time`` (a run tells either through
+    :meth:`~raytuner.session.TuningSession.tell`'s ``provenance``), or the
+    ``time_total_s`` Ray Tune reported, which raytuner's Ray searchers keep in
+    ``additional_output``.
 
     Args:
         record: an evaluation.
@@ -717,22 +720,24 @@ def duration(record: FunctionEvaluation) -> float | None:
     >>> from raytuner.problem.records import FunctionEvaluation, Provenance
     >>> duration(FunctionEvaluation.create({}, {"x": 1}, {"y": 2}, provenance=Provenance(elapsed=3.5)))
     3.5
+    >>> duration(FunctionEvaluation.create({}, {"x": 1}, {"y": 2}, additional_output={"time_total_s": 12.0}))
+    12.0
     """
     extra = (record.raytuner.model_extra or {}) if record.raytuner else {}
-    elapsed, started = extra.get("elapsed"), extra.get("started")
-    if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) and 0 <= elapsed < math.inf:
-        return float(elapsed)
-    finished = record_time(record)
-    if isinstance(started, str) and finished is not None:
-        try:
-            begun = dt.datetime.fromisoformat(started)
-        except ValueError:
-            return None
-        if begun.tzinfo is not None:  # the record's time is local
-            begun = begun.astimezone().replace(tzinfo=None)
-        seconds = (finished - begun).total_seconds()
-        return seconds if seconds >= 0 else None
-    return None
+    for seconds in (extra.get("elapsed"), record.additional_output.get("time_total_s")):
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 <= seconds < math.inf:
+            return float(seconds)
+    started, finished = extra.get("started"), record_time(record)
+    if not isinstance(started, str) or finished is None:
+        return None
+    try:
+        begun = dt.datetime.fromisoformat(started)
+    except ValueError:
+        return None
+    if begun.tzinfo is not None:  # the record's time is local
+        begun = begun.astimezone().replace(tzinfo=None)
+    seconds = (finished - begun).total_seconds()
+    return seconds if seconds >= 0 else None
 
 
 def timeline_figure(view: HistoryView, limit: int = MAX_POINTS) -> PlotlyFigure:
