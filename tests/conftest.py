@@ -72,6 +72,7 @@ from typing import Any
 
 import pytest
 from dashboard_helpers import BandRun, run_band_demo
+from example_helpers import MULTITASK_ARGS, ExampleRun, read_run, run_clean
 from hypothesis import HealthCheck, settings
 from repo_data import DATA
 from threadpoolctl import threadpool_limits
@@ -297,27 +298,45 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         ray.shutdown()
 
 
-@pytest.fixture(scope="session")
-def band_run(tmp_path_factory: pytest.TempPathFactory) -> BandRun:
-    """A small run of the main job's example (``examples/band_demo.py``), once per test run: its store and output.
+def _made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """The folder ``name`` that ``make(folder)`` fills once per test run, shared by every test worker.
 
     The first test worker that needs it makes it, under a file lock in the
     folder every worker's temporary folder lies in, and the others read the same files (no test writes
-    to them; a read never writes). A run that failed is made again by the next worker that needs it.
+    to them; a read never writes). A ``make`` that raised is tried again by the next worker that needs it.
     """
     import filelock  # Ray's own dependency
 
     base = tmp_path_factory.getbasetemp()  # an xdist worker's is <the run's folder>/popen-gwN
     shared = base.parent if base.name.startswith("popen-gw") else base
-    folder, done = shared / "band_store", shared / "band_store.done"
-    with filelock.FileLock(str(shared / "band_store.lock")):
+    folder, done = shared / name, shared / f"{name}.done"
+    with filelock.FileLock(str(shared / f"{name}.lock")):
         if not done.exists():
             if folder.exists():
                 shutil.rmtree(folder)
             folder.mkdir()
-            (folder / "output.txt").write_text(run_band_demo(folder / "store"))
+            make(folder)
             done.touch()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def band_run(tmp_path_factory: pytest.TempPathFactory) -> BandRun:
+    """A small run of the main job's example (``examples/band_demo.py``), once per test run: its store and output."""
+    folder = _made_once(
+        tmp_path_factory, "band_store", lambda f: (f / "output.txt").write_text(run_band_demo(f / "store"))
+    )
     return BandRun(folder / "store", (folder / "output.txt").read_text())
+
+
+@pytest.fixture(scope="session")
+def multitask_run(tmp_path_factory: pytest.TempPathFactory) -> ExampleRun:
+    """README's main job (``examples/multitask_demo.py`` with :data:`~example_helpers.MULTITASK_ARGS`) run once
+    per test run as a user runs it (:func:`~example_helpers.run_clean`), for the tests of what it prints, stores
+    and leaves behind."""
+    return read_run(
+        _made_once(tmp_path_factory, "multitask_run", lambda f: run_clean(f, "multitask_demo.py", *MULTITASK_ARGS))
+    )
 
 
 @pytest.fixture(scope="session")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 ray = pytest.importorskip("ray")
+from example_helpers import ExampleRun  # noqa: E402
 from ray import tune  # noqa: E402
 from raytuner.searchers import RandomSearcher  # noqa: E402
 from record_helpers import known, provenance  # noqa: E402
@@ -20,7 +18,6 @@ from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
 from raytuner.test_problems import DEMO_PROBLEM, demo  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 0.5}, {"t": 2.0}]
 
@@ -107,32 +104,14 @@ def test_a_mode_against_the_objective_is_refused(tmp_path: Path) -> None:
         RandomSearcher(PROBLEM, TASKS, JsonStore(tmp_path), "demo", mode="max")
 
 
-def test_readme_main_job_runs_and_prints_the_best_per_task(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples/multitask_demo.py"),
-            "--store",
-            str(tmp_path / "store"),
-            "--samples-per-task",
-            "3",
-            "--tasks",
-            "1.0",
-            "2.0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Best configuration per task" in proc.stdout
-    lines = [line.split() for line in proc.stdout.splitlines()]
+def test_readme_main_job_runs_and_prints_the_best_per_task(multitask_run: ExampleRun) -> None:
+    # examples/multitask_demo.py with tasks 1 and 2, three trials each, as a user runs it (conftest's multitask_run)
+    assert multitask_run.returncode == 0, multitask_run.stderr[-3000:]
+    assert "Best configuration per task" in multitask_run.stdout
+    lines = [line.split() for line in multitask_run.stdout.splitlines()]
     rows = [row for row in lines if len(row) == 6 and row[0] in {"1", "2"}]
     assert len(rows) == 2 and all(row[1] == "3" for row in rows)
-    with JsonStore(tmp_path / "store") as store:
+    with JsonStore(multitask_run.store) as store:
         assert len(store.evaluations("GPTune-Demo")) == 6
 
 
