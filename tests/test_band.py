@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from model_helpers import FAST
 from record_helpers import description, known, provenance
 
 from raytuner.engines import BanditStructure, GPTuneBand, fresh_engine
@@ -22,7 +23,6 @@ from raytuner.store import JsonStore
 from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
-FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 
 

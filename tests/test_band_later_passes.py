@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from model_helpers import FAST
 from record_helpers import provenance
 
 from raytuner.engines import GPTuneBand
 from raytuner.engines.base import Suggestion
 from raytuner.engines.gptuneband.plan import AGREEMENT
 from raytuner.errors import InvalidInputError
-from raytuner.models import LCMOptions
 from raytuner.models.executors import InlineExecutor
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
@@ -22,7 +22,6 @@ from raytuner.store import JsonStore
 from raytuner.test_problems import DEMO_PROBLEM, demo
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
-FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
 TASKS = [{"t": 1.0}, {"t": 1.3}]
 B_MAX = 8.0
 

@@ -18,6 +18,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 from dashboard_helpers import BAND_PROBLEM, BandRun  # noqa: E402
+from model_helpers import FAST  # noqa: E402
 from ray import tune  # noqa: E402
 from ray_helpers import InterruptOnce, StallGuard  # noqa: E402
 from raytuner.schedulers import GPTuneBandOptions, GPTuneBandScheduler  # noqa: E402
@@ -25,7 +26,6 @@ from record_helpers import known, provenance  # noqa: E402
 
 from raytuner.engines.bandit import BanditStructure  # noqa: E402
 from raytuner.errors import InvalidInputError  # noqa: E402
-from raytuner.models import LCMOptions  # noqa: E402
 from raytuner.models.executors import InlineExecutor  # noqa: E402
 from raytuner.problem.space import ProblemSpace  # noqa: E402
 from raytuner.store import JsonStore  # noqa: E402
@@ -34,7 +34,6 @@ from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
 TASKS = [{"t": 1.0}, {"t": 1.3}]
-FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
 B_MAX = 4
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from model_helpers import FAST
 from record_helpers import provenance
 
 from raytuner.engines import MLA, GPTuneBand, RandomSearch
@@ -24,7 +25,6 @@ from raytuner.store import JsonStore
 from raytuner.test_problems import DEMO_PROBLEM, demo_fidelity
 
 PROBLEM = ProblemSpace.parse(DEMO_PROBLEM)
-FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
 TASKS = [{"t": 1.0}, {"t": 1.3}, {"t": 1.6}]
 FAILING = (0.45, 0.6)  # the objective fails for x in this range
 

@@ -11,13 +11,12 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from model_helpers import FAST
 
-from raytuner.models import LCMOptions
 from raytuner.models.executors import InlineExecutor
 from raytuner.problem.space import ProblemSpace
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-FAST = LCMOptions(n_starts=1, warm_starts=1, max_iterations=60, warm_iterations=20, screen=2)
 
 
 def load_example(name: str) -> ModuleType:
