@@ -146,6 +146,25 @@ def test_problems_lists_every_problem_sorted(store: HistoryStore) -> None:
     assert store.problems() == sorted(["zeta", "Alpha", "models-only", "mid.dle_1"])
 
 
+def test_changes_since_gives_what_was_appended_after_a_read(store: HistoryStore) -> None:
+    first = [evaluation(1.0, 0.1 * i, float(i)) for i in range(3)]
+    store.append_many("demo", first)
+    whole = store.changes_since("demo")
+    assert whole.whole and [r.uid for r in whole.evaluations] == [r.uid for r in first]
+    assert not store.changes_since("demo", whole.cursor).evaluations  # nothing new: nothing read
+    later = [evaluation(2.0, 0.5, 9.0), evaluation(1.0, 0.7, 8.0)]
+    store.append("demo", later[0])
+    store.append_batch("demo", [later[1]], [model([later[1].uid])])
+    new = store.changes_since("demo", whole.cursor)
+    assert not new.whole, "a store that can read only what is new does"
+    assert [r.uid for r in new.evaluations] == [r.uid for r in later]
+    assert [m.function_evaluations for m in new.models] == [[later[1].uid]]
+    assert not store.changes_since("demo", new.cursor).evaluations
+    everything = store.changes_since("demo", "not a cursor of this store")
+    assert everything.whole and len(everything.evaluations) == 5
+    assert store.evaluation_count("demo") == 5
+
+
 def test_records_come_back_in_append_order(store: HistoryStore) -> None:
     records = [evaluation(float(i % 7), (i * 37 % 101) / 101, float(i)) for i in range(60)]
     store.append_many("demo", records[:10])

@@ -83,9 +83,7 @@ def dashboard(
         from raytuner.client import RemoteTuner
 
         tuner = RemoteTuner(service, api_key)
-    app = create_app(
-        store=location, crowd=crowd_uri, service=tuner, warm=True, allowed_hosts=[*LOOPBACK_HOSTS, *allowed]
-    )
+    app = create_app(store=location, crowd=crowd_uri, service=tuner, allowed_hosts=[*LOOPBACK_HOSTS, *allowed])
     server = DashboardServer(app, host, port)
     click.echo(f"raytuner dashboard at {server.url} (Ctrl-C stops it)")
     try:

@@ -121,7 +121,8 @@ def create_app(
         crowd: a :class:`~raytuner.crowd.CrowdRepository` or its MongoDB URI (``None``: no crowd pages).
         service: a :class:`~raytuner.client.RemoteTuner` of a running tuning service: its sessions and
             their problems take the place of a store's (``None``: none).
-        warm: read every problem now, so the first page is as fast as the next.
+        warm: read every problem now, so the first page of each is as fast as the next (default: each
+            problem is read when a page first needs it, so the dashboard starts at once on a large store).
         allowed_hosts: the host names a request's ``Host`` header may name (default: the loopback
             names, :data:`~raytuner.dashboard.pages.LOOPBACK_HOSTS`; the server adds the address it
             listens on): a page asked for by another name (a DNS-rebinding site) is refused with 400.
@@ -146,8 +147,10 @@ def create_app(
     app.add_template_global(url)
     app.add_template_global(nonce)
     source = StoreViews(store) if store is not None else ServiceViews(service) if service is not None else None
-    if source is not None and warm:
-        source.warm()
+    if source is not None:
+        source.warn_misnamed()
+        if warm:
+            source.warm()
     app.config["RAYTUNER"] = {"store": source, "crowd": None}
     for area in (site, problems, analysis, evaluations, live):
         app.register_blueprint(area)

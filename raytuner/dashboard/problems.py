@@ -42,6 +42,10 @@ GOAL_SOURCES = {
 #: The blueprint of these pages.
 blueprint = Blueprint("problems", __name__)
 
+#: The overview reads a problem no page read yet when it has at most this many evaluations; a larger one
+#: shows its count until a page of it is opened (the overview stays fast on a large store).
+OVERVIEW_READS = 20_000
+
 
 @blueprint.get("/")
 def overview() -> Any:
@@ -51,12 +55,18 @@ def overview() -> Any:
     held = source()
     rows = []
     for name in held.problems():
-        view = held.view(name)
+        count, view = held.evaluation_count(name)  # a large problem no page read yet is counted, not read
+        if view is None and count <= OVERVIEW_READS:
+            view = held.view(name)
+            count = len(view.records)
+        if view is None:
+            rows.append({"name": name, "evaluations": count, "tasks": "", "objective": "", "best": "open it to read"})
+            continue
         best = view.best_table()[view.objective_column] if view.records else []
         rows.append(
             {
                 "name": name,
-                "evaluations": len(view.records),
+                "evaluations": count,
                 "tasks": len(view.tasks),
                 "objective": f"{view.objective} ({view.goal})",
                 "best": ", ".join(f"{v:.6g}" for v in best if v == v) or "-",

@@ -1,11 +1,15 @@
 """What the dashboard reads: a history store (JSON directory or MongoDB) or a tuning service, as cached views.
 
-A :class:`StoreViews` reads each problem once into a
-:class:`~raytuner.view.HistoryView` and keeps it until the store changes: for
-a JSON store directory, when the problem's file or journal changes (size or
-time); for MongoDB, when the view is older than ``refresh`` seconds. Pages
-then filter, sort and slice the cached table, so a page of a large history
-costs the rows it shows, not the history. Reading never writes.
+A :class:`StoreViews` reads a problem when a page first needs it, into a
+:class:`~raytuner.view.HistoryView`, and then reads only what was appended
+since (:meth:`HistoryStore.changes_since <raytuner.store.HistoryStore.changes_since>`),
+folding it into a new view (:meth:`HistoryView.extended <raytuner.view.HistoryView.extended>`):
+for a JSON store at each page (a look at two files' sizes while nothing
+changed); for MongoDB at most every ``refresh`` seconds. A rewritten
+file (a compaction, a repair) is read whole again. While one page reads a
+problem, the others are served the last complete view, never a half-folded
+one. Pages then filter, sort and slice the cached table, so a page of a large
+history costs the rows it shows, not the history. Reading never writes.
 :class:`ServiceViews` does the same for a running tuning service (its
 sessions' problems, read over gRPC at most every ``refresh`` seconds).
 
@@ -35,8 +39,8 @@ from typing import Any
 import pandas as pd
 
 from raytuner.errors import InvalidInputError
-from raytuner.problem.records import HistoryDocument
-from raytuner.store import HistoryStore, Ledger, is_mongodb_uri, open_store
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord
+from raytuner.store import HistoryStore, JsonStore, Ledger, StoreChanges, is_mongodb_uri, open_store
 from raytuner.view import HistoryView, load_history
 
 __all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE", "PAGE_SIZES"]
@@ -216,6 +220,7 @@ class HistoryViews(ABC):
             tuning_problem_name=base.problem, func_eval=base.records, surrogate_model=base.models
         )
         view = load_history(document, objective=objective, problem_space=base.problem_space)
+        view.share_table(base)  # the same records: the same table, built once
         self._objective_views[key] = (base, view)
         return view
 
@@ -235,20 +240,56 @@ class HistoryViews(ABC):
         """The store's files that :meth:`problems` leaves out as no problem's, each with why (none here)."""
         return {}
 
-    def warm(self) -> None:
-        """Read every problem now (the server does this as it starts), and warn of each misnamed file."""
+    def warn_misnamed(self) -> None:
+        """Warn of each misnamed file (the application does this as it starts)."""
         for file, why in self.misnamed().items():
             log.warning("%s: skipped, %s", self.directory / file if self.directory else file, why)
+
+    def warm(self) -> None:
+        """Read every problem now, so that the first page of each is as fast as the next."""
         for problem in self.problems():
             self.view(problem)
+
+    def evaluation_count(self, problem: str) -> tuple[int, HistoryView | None]:
+        """How many evaluations the problem has, and its view when one was read (none is read for this).
+
+        Args:
+            problem: the problem's name.
+        """
+        view = self.view(problem)
+        return len(view.records), view
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A problem's last complete view, where its read ended, and the uids it holds."""
+
+    view: HistoryView
+    cursor: Any
+    uids: frozenset[str] | set[str]
+    model_uids: frozenset[str] | set[str]
+    read_at: float
+
+
+def _fresh(records: list[Any], seen: set[str]) -> list[Any]:
+    """The records whose uid is not in ``seen`` (which takes them): the first of a uid is kept, as every read does."""
+    kept = []
+    for record in records:
+        if record.uid not in seen:
+            seen.add(record.uid)
+            kept.append(record)
+    return kept
 
 
 class StoreViews(HistoryViews):
     """A history store the dashboard shows: its problems, each as a cached :class:`HistoryView`.
 
+    A problem is read when a page first needs it; afterwards only what was appended since is read
+    and folded in (see the module documentation).
+
     Args:
         location: a store directory or a ``mongodb://`` URI (or an open store).
-        refresh: for MongoDB, the most seconds a view is kept before it is read again.
+        refresh: for a store other than a JSON store (MongoDB), the most seconds between two reads of a problem.
     """
 
     def __init__(self, location: HistoryStore | str | os.PathLike[str], refresh: float = 2.0) -> None:
@@ -259,7 +300,8 @@ class StoreViews(HistoryViews):
         self._objective_views = {}
         self.directory = None if isinstance(location, HistoryStore) or is_mongodb_uri(location) else Path(location)
         self.refresh = refresh
-        self._views: dict[str, tuple[Any, HistoryView]] = {}
+        self._every_page = isinstance(self.store, JsonStore)  # nothing new costs two stat() calls: look every time
+        self._views: dict[str, _Held] = {}
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
 
@@ -274,55 +316,83 @@ class StoreViews(HistoryViews):
         """The store's files whose name is no problem name, each with why (:meth:`HistoryStore.misnamed`)."""
         return self.store.misnamed()
 
+    def evaluation_count(self, problem: str) -> tuple[int, HistoryView | None]:
+        """How many evaluations the problem has, and its view when one was read: a problem not read yet is
+        counted (:meth:`HistoryStore.evaluation_count`), not read.
+
+        Args:
+            problem: the problem's name.
+        """
+        if problem in self._views:
+            view = self.view(problem)
+            return len(view.records), view
+        return self.store.evaluation_count(problem), None
+
     def in_flight(self, problem: str) -> int:
         """Trials the ledger says the problem's sessions handed out and no record tells yet.
 
         Args:
             problem: the problem's name.
         """
-        view = self.view(problem)
-        sessions = {r.raytuner.session_id for r in view.records if r.raytuner and r.raytuner.session_id}
-        told = {r.raytuner.trial_id for r in view.records if r.raytuner and r.raytuner.trial_id}
+        frame = self.view(problem).frame
+        sessions = set(frame["session"]) - {""}
+        told = set(frame["trial"])
         if self._ledger is None:  # one, kept: a damaged line is warned of once, not at every poll
             self._ledger = self.store.ledger()
         asked = {d.get("trial_id") for d in self._ledger.read("trials") if d.get("session_id") in sessions}
-        return len(asked - told - {None})
-
-    def _signature(self, problem: str) -> Any:
-        if self.directory is None:
-            return int(time.monotonic() / self.refresh) if self.refresh > 0 else time.monotonic()
-        stats = []
-        for suffix in (".json", ".json.journal"):
-            path = self.directory / f"{problem}{suffix}"
-            stat = path.stat() if path.exists() else None
-            stats.append((stat.st_mtime_ns, stat.st_size) if stat else None)
-        return tuple(stats)
+        return len(asked - told - {None, ""})
 
     def view(self, problem: str) -> HistoryView:
-        """The problem's view, read again only when the store changed since the last read.
+        """The problem's view, with what was appended since the last read folded in.
+
+        While another page reads the problem, the last complete view.
 
         Args:
             problem: the problem's name.
         """
-        signature = self._signature(problem)
         held = self._views.get(problem)
-        if held is not None and held[0] == signature:  # the hot path: a page of a cached problem
-            return held[1]
-        known = self.problems()
-        if problem not in known:
-            raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store", allowed=known)
+        if held is not None and not self._every_page and time.monotonic() - held.read_at < self.refresh:
+            return held.view
         with self._lock:
             lock = self._locks.setdefault(problem, threading.Lock())
-        with lock:  # one reader per problem; other problems go on
+        if held is None:
+            known = self.problems()
+            if problem not in known:
+                raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store", allowed=known)
+            lock.acquire()  # nothing to show yet: wait for the read under way
+        elif not lock.acquire(blocking=False):
+            return held.view  # a read is under way: the last complete view
+        try:
             held = self._views.get(problem)
-            if held is not None and held[0] == signature:  # another page read it meanwhile
-                return held[1]
-            started = time.perf_counter()
-            view = load_history(self.store, problem)
-            view.best_table()  # the table and the best per task built here, not by the first page
-            self._views[problem] = (signature, view)
-            log.info("read %s: %d evaluations in %.2f s", problem, len(view.records), time.perf_counter() - started)
-            return view
+            self._views[problem] = held = self._read(problem, held)
+            return held.view
+        finally:
+            lock.release()
+
+    def _read(self, problem: str, held: _Held | None) -> _Held:
+        """What is new of ``problem`` since ``held``, folded in (all of it when there is no ``held``)."""
+        started = time.perf_counter()
+        changes: StoreChanges = self.store.changes_since(problem, held.cursor if held is not None else None)
+        if held is not None and not changes.whole:
+            if not changes.evaluations and not changes.models:
+                return _Held(held.view, changes.cursor, held.uids, held.model_uids, time.monotonic())
+            uids, model_uids = set(held.uids), set(held.model_uids)
+            records: list[FunctionEvaluation] = _fresh(changes.evaluations, uids)
+            models: list[SurrogateModelRecord] = _fresh(changes.models, model_uids)
+            view = held.view.extended(records, models)
+            how = f"{len(records)} new evaluations"
+        else:
+            uids, model_uids = set(), set()
+            document = HistoryDocument(
+                tuning_problem_name=problem,
+                func_eval=_fresh(changes.evaluations, uids),
+                surrogate_model=_fresh(changes.models, model_uids),
+            )
+            view = load_history(document)
+            how = f"{len(view.records)} evaluations"
+        view.best_table()  # the table and the best per task built here, not by the first page
+        log.info("read %s: %s in %.2f s", problem, how, time.perf_counter() - started)
+        return _Held(view, changes.cursor, uids, model_uids, time.monotonic())
 
     def close(self) -> None:
         """Close the store."""

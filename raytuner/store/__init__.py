@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from raytuner.store.base import EvaluationQuery, HistoryStore, VersionRange, check_problem_name
+from raytuner.store.base import EvaluationQuery, HistoryStore, StoreChanges, VersionRange, check_problem_name
 from raytuner.store.gptune_file import history_text, read_history_file, write_history_file
 from raytuner.store.json_store import JsonStore
 from raytuner.store.ledger import JsonLedger, Ledger, MongoLedger
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "HistoryStore",
     "EvaluationQuery",
+    "StoreChanges",
     "VersionRange",
     "JsonStore",
     "MongoStore",

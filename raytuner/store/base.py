@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -34,7 +35,14 @@ from raytuner.problem.records import (
 from raytuner.store.ledger import Ledger
 from raytuner.store.server_lock import LEASE_TTL, ServerLock
 
-__all__ = ["HistoryStore", "EvaluationQuery", "VersionRange", "check_problem_name", "PROBLEM_NAME_RULE"]
+__all__ = [
+    "HistoryStore",
+    "EvaluationQuery",
+    "StoreChanges",
+    "VersionRange",
+    "check_problem_name",
+    "PROBLEM_NAME_RULE",
+]
 
 NumericRange = tuple[float | None, float | None]
 
@@ -145,6 +153,38 @@ class EvaluationQuery(BaseModel):
         return True
 
 
+@dataclass(frozen=True)
+class StoreChanges:
+    """What one read of a problem gave (:meth:`HistoryStore.changes_since`): its records, and where the read ended.
+
+    Args:
+        evaluations: the evaluations read, in append order.
+        models: the surrogate-model records read, in append order.
+        cursor: where this read ended: pass it to the next ``changes_since`` to read only what came after.
+        whole: ``True``: these are every record of the problem (a full read: replace what you hold);
+            ``False``: only the records appended since the cursor given (add them to what you hold).
+            Records appended since may repeat a uid read before (an append is idempotent by uid): keep the
+            first, as every read of the store does.
+
+    Example:
+        >>> import tempfile
+        >>> from raytuner.problem.records import FunctionEvaluation
+        >>> from raytuner.store import JsonStore
+        >>> store = JsonStore(tempfile.mkdtemp())
+        >>> store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 0.5}, {"y": 2.0}))
+        >>> first = store.changes_since("demo")
+        >>> store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 0.7}, {"y": 1.0}))
+        >>> later = store.changes_since("demo", first.cursor)
+        >>> (len(first.evaluations), first.whole), (later.evaluations[0].evaluation_result, later.whole)
+        ((1, True), ({'y': 1.0}, False))
+    """
+
+    evaluations: list[FunctionEvaluation]
+    models: list[SurrogateModelRecord]
+    cursor: Any
+    whole: bool
+
+
 def _new_records(records: Sequence[Any], stored: set[str]) -> list[Any]:
     """The records whose uid is neither stored nor repeated earlier in ``records``, in order."""
     seen = set(stored)
@@ -225,6 +265,32 @@ class HistoryStore(ABC):
         Args:
             problem: The tuning problem's name.
         """
+
+    def changes_since(self, problem: str, cursor: Any = None) -> StoreChanges:
+        """The problem's records appended since ``cursor`` (an earlier result's), or all of them.
+
+        A reader that keeps a problem's records (the dashboard) reads only what is new
+        this way. When the store cannot tell what is new since ``cursor`` (no cursor,
+        one of another store, a file rewritten since), it reads every record and says so
+        (:attr:`StoreChanges.whole`). This default always reads every record; the JSON
+        and MongoDB stores read only what is new. A read never writes.
+
+        Args:
+            problem: The tuning problem's name.
+            cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem (``None``: read all).
+        """
+        return StoreChanges(self.evaluations(problem), self.models(problem), None, whole=True)
+
+    def evaluation_count(self, problem: str) -> int:
+        """How many evaluations the problem has, read as cheaply as the store allows (for an overview).
+
+        This default reads them; the JSON store counts its files' record lines without parsing them
+        (a record repeated in its journal counts twice until the next compaction), MongoDB counts documents.
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        return len(self.evaluations(problem))
 
     @abstractmethod
     def problems(self) -> list[str]:

@@ -70,12 +70,16 @@ class Journal:
     """What a journal holds: its readable entries, its unreadable lines, and a torn last piece.
 
     ``tail`` is the bytes after the last newline: a write in progress for a
-    reader, a torn write for the writer that holds the exclusive lock.
+    reader, a torn write for the writer that holds the exclusive lock. ``end``
+    is the byte offset just after the last whole line (where a later read of
+    what was appended since starts), ``inode`` the file's (``None``: no file).
     """
 
     entries: list[Entry]
     bad: list[BadLine]
     tail: BadLine | None = None
+    end: int = 0
+    inode: int | None = None
 
 
 def encode_entries(entries: Iterable[Entry]) -> bytes:
@@ -135,20 +139,34 @@ def decode_line(line: bytes) -> list[Entry]:
         raise ValueError("not a usable record (nested too deeply)") from None
 
 
-def read_journal(path: Path) -> Journal:
-    """Read a journal file whole; a missing file is an empty journal.
+def read_journal(path: Path, start: int = 0) -> Journal:
+    """Read a journal file from byte ``start`` (default: whole); a missing file is an empty journal.
 
     Args:
         path: The ``<problem>.json.journal`` file.
+        start: Where to begin: 0, or a :attr:`Journal.end` of an earlier read of the same file (the lines
+            appended since).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "p.json.journal"
+    >>> _ = path.write_bytes(encode_entries([("func_eval", {"uid": "a"})]))
+    >>> first = read_journal(path)
+    >>> with open(path, "ab") as fh:
+    ...     _ = fh.write(encode_entries([("func_eval", {"uid": "b"})]) + b'{"kind": "fu')
+    >>> later = read_journal(path, first.end)
+    >>> [record["uid"] for _, record in later.entries], later.tail.offset == later.end
+    (['b'], True)
     """
     try:
         with open(path, "rb") as fh:
+            inode = os.fstat(fh.fileno()).st_ino
+            fh.seek(start)
             raw = fh.read()
     except FileNotFoundError:
-        return Journal([], [])
+        return Journal([], [], end=start)
     entries: list[Entry] = []
     bad: list[BadLine] = []
-    offset = 0
+    offset = start
     end = raw.rfind(b"\n") + 1
     for line in raw[:end].split(b"\n")[:-1]:
         if line.strip():
@@ -157,8 +175,8 @@ def read_journal(path: Path) -> Journal:
             except ValueError as exc:
                 bad.append(BadLine(offset, line, str(exc)))
         offset += len(line) + 1
-    tail = BadLine(end, raw[end:], "torn write: no newline at the end") if raw[end:].strip() else None
-    return Journal(entries, bad, tail)
+    tail = BadLine(start + end, raw[end:], "torn write: no newline at the end") if raw[end:].strip() else None
+    return Journal(entries, bad, tail, start + end, inode)
 
 
 def fsync_dir(path: Path) -> None:

@@ -33,6 +33,13 @@ copies it whole, with its byte offset, into ``<problem>.json.corrupt`` before
 it truncates the journal, so nothing is ever dropped. The next append after a
 torn line starts on a new line.
 
+A reader that keeps a problem's records reads only what was appended since
+its last read (:meth:`JsonStore.changes_since`): the journal's lines after the
+offset it read to, while the GPTune file is the one it read (same inode, size
+and time) and the journal the same file, no shorter. A compaction, a repair,
+a quarantined line or a replaced file change the GPTune file or cut the
+journal: the next read is a full one.
+
 A damaged GPTune file (a flipped byte, bytes that are not UTF-8, a torn end)
 is read around (:mod:`raytuner.store.salvage`), with one warning naming the
 damaged lines' offsets; writers refuse it with a StoreError saying how to
@@ -64,9 +71,11 @@ import atexit
 import fcntl
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +83,7 @@ from pydantic import ValidationError
 
 from raytuner.errors import InvalidInputError, StoreError, from_validation_error
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord, is_problem_name, suggest_problem_name
-from raytuner.store.base import PROBLEM_NAME_RULE, EvaluationQuery, HistoryStore, check_problem_name
+from raytuner.store.base import PROBLEM_NAME_RULE, EvaluationQuery, HistoryStore, StoreChanges, check_problem_name
 from raytuner.store.gptune_file import write_history_file
 from raytuner.store.gptune_schemas import detect_schema, normalise_history
 from raytuner.store.journal import FUNC_EVAL as _FUNC_EVAL
@@ -85,7 +94,7 @@ from raytuner.store.problem_files import ProblemFiles, release_memory
 from raytuner.store.salvage import drop_invalid_records, read_store_file
 from raytuner.store.server_lock import LEASE_TTL, FileServerLock
 
-__all__ = ["JsonStore"]
+__all__ = ["JsonStore", "JsonCursor"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +113,41 @@ def _close_open_writers() -> None:
             store.close()
         except Exception as exc:  # at exit: the journal keeps every record, the next writer compacts
             log.warning("could not close %r at exit: %s", store, exc)
+
+
+_MODELS: dict[str, Any] = {_FUNC_EVAL: FunctionEvaluation, _SURROGATE: SurrogateModelRecord}
+#: Where a GPTune file written one record per line begins its ``func_eval`` list (in its first line, or
+#: on the line that closes its ``surrogate_model`` list).
+_FUNC_EVAL_START = re.compile(rb'(?:\A[^\n]*|\n\]), "func_eval": \[')
+#: How a journal line (or a batch's entry) that holds an evaluation begins.
+_JOURNAL_EVALUATION = b'{"kind":"func_eval","record":'
+
+FileIdentity = tuple[int, int, int, int]  # device, inode, size, modification time (ns)
+
+
+def _identity(path: Path) -> FileIdentity | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+@dataclass(frozen=True)
+class JsonCursor:
+    """Where a read of a JSON store's problem ended (:attr:`StoreChanges.cursor`).
+
+    Args:
+        main: the GPTune file read (device, inode, size, time; ``None``: there was none, or it changed during
+            the read, which makes the next read a full one).
+        journal: the journal's inode (``None``: there was none).
+        offset: the journal's byte offset after the last whole line read.
+    """
+
+    main: FileIdentity | None
+    journal: int | None
+    offset: int
+    complete: bool = True  # False: the GPTune file changed during the read; the next read is a full one
 
 
 #: The journal is compacted once it is larger than this and than half the GPTune file,
@@ -410,34 +454,125 @@ class JsonStore(HistoryStore):
             document[kind] = merged
         return document
 
-    def _raw(self, problem: str) -> dict[str, Any]:
-        journal_path = self._journal_path(problem)
+    def _raw(self, problem: str) -> tuple[dict[str, Any], JsonCursor]:
+        """The problem's GPTune document (the file and the journal), and where this read ended."""
+        journal_path, main_path = self._journal_path(problem), self.path(problem)
         with self._shared_lock(problem):
+            before = _identity(main_path)
             journal = read_journal(journal_path)  # the journal before the file (see _shared_lock)
-            main = self._read_main(self.path(problem))
+            main = self._read_main(main_path)
+            after = _identity(main_path)
         self._warn_unreadable(journal_path, journal.bad)
-        return self._snapshot(problem, journal.entries, main)
+        cursor = JsonCursor(after, journal.inode, journal.end, complete=before == after)
+        return self._snapshot(problem, journal.entries, main), cursor
 
-    def _validated(self, problem: str, kind: str, model: Any) -> list[Any]:
+    def _validated(self, problem: str, kinds: tuple[str, ...]) -> tuple[list[list[Any]], JsonCursor]:
+        """The records of each of ``kinds``, validated (a damaged record left out, with a warning), and the cursor."""
+        kind = kinds[0]
         try:
-            try:
-                return [model.model_validate(r) for r in self._raw(problem)[kind]]
-            except ValidationError:  # a damaged record: keep the others
-                with self._shared_lock(problem):
-                    self._read_main(self.path(problem), salvage=True)
-                return [model.model_validate(r) for r in self._raw(problem)[kind]]
+            for salvage in (False, True):
+                try:
+                    document, cursor = self._raw(problem)
+                    found = []
+                    for kind in kinds:
+                        found.append([_MODELS[kind].model_validate(r) for r in document[kind]])
+                    return found, cursor
+                except ValidationError:  # a damaged record: keep the others
+                    if salvage:
+                        raise
+                    with self._shared_lock(problem):
+                        self._read_main(self.path(problem), salvage=True)
+            raise AssertionError("unreachable")
         except ValidationError as exc:
             err = from_validation_error(exc)
             raise StoreError(f"{self.path(problem)}: a {kind} record is not valid: {err}") from None
 
     def evaluations(self, problem: str, query: EvaluationQuery | None = None) -> list[FunctionEvaluation]:
         """The problem's evaluations matching ``query``, oldest first."""
-        records = self._validated(problem, _FUNC_EVAL, FunctionEvaluation)
+        records = self._validated(problem, (_FUNC_EVAL,))[0][0]
         return records if query is None else [r for r in records if query.matches(r)]
 
     def models(self, problem: str) -> list[SurrogateModelRecord]:
         """The problem's surrogate-model records, oldest first."""
-        return self._validated(problem, _SURROGATE, SurrogateModelRecord)
+        return self._validated(problem, (_SURROGATE,))[0][0]
+
+    def changes_since(self, problem: str, cursor: Any = None) -> StoreChanges:
+        """The problem's records appended since ``cursor`` (a :class:`JsonCursor`), or all of them.
+
+        While the GPTune file is the one the cursor's read saw and the journal
+        the same file, no shorter, only the journal's lines after the cursor's
+        offset are read (a line still being written waits for the next read);
+        otherwise (a compaction, a repair, a replaced file) every record is read
+        (:attr:`StoreChanges.whole`). Reading never writes. See
+        :meth:`HistoryStore.changes_since <raytuner.store.HistoryStore.changes_since>`.
+
+        Args:
+            problem: The tuning problem's name.
+            cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem (``None``: read all).
+        """
+        main_path, journal_path = self.path(problem), self._journal_path(problem)
+        if isinstance(cursor, JsonCursor) and cursor.complete and _identity(main_path) == cursor.main:
+            try:
+                journal_stat: os.stat_result | None = os.stat(journal_path)
+            except FileNotFoundError:
+                journal_stat = None
+            if journal_stat is None and cursor.journal is None:
+                return StoreChanges([], [], cursor, whole=False)
+            same = journal_stat is not None and journal_stat.st_ino == cursor.journal
+            if same and journal_stat is not None and journal_stat.st_size == cursor.offset:
+                return StoreChanges([], [], cursor, whole=False)
+            if journal_stat is not None and (cursor.journal is None or (same and journal_stat.st_size > cursor.offset)):
+                with self._shared_lock(problem):
+                    journal = read_journal(journal_path, cursor.offset if same else 0)
+                    unchanged = _identity(main_path) == cursor.main and journal.inode == journal_stat.st_ino
+                if unchanged:
+                    self._warn_unreadable(journal_path, journal.bad)
+                    return StoreChanges(
+                        [FunctionEvaluation.model_validate(r) for k, r in journal.entries if k == _FUNC_EVAL],
+                        [SurrogateModelRecord.model_validate(r) for k, r in journal.entries if k == _SURROGATE],
+                        JsonCursor(cursor.main, journal.inode, journal.end),
+                        whole=False,
+                    )
+        (evaluations, models), read = self._validated(problem, (_FUNC_EVAL, _SURROGATE))
+        return StoreChanges(evaluations, models, read, whole=True)
+
+    def evaluation_count(self, problem: str) -> int:
+        """How many evaluations the problem has, counted from its files' record lines without parsing them.
+
+        A record written twice to the journal (an append repeated by uid)
+        counts twice until the next compaction; a GPTune file not written one
+        record per line (not by raytuner) is read whole. Writes nothing.
+
+        Args:
+            problem: The tuning problem's name.
+
+        >>> import tempfile
+        >>> from raytuner.problem.records import FunctionEvaluation
+        >>> with JsonStore(tempfile.mkdtemp()) as store:
+        ...     _ = store.append_many("demo", [FunctionEvaluation.create({"t": 1}, {"x": x}, {"y": x}) for x in (1, 2)])
+        ...     store.compact("demo")
+        ...     store.append("demo", FunctionEvaluation.create({"t": 1}, {"x": 3}, {"y": 3}))
+        ...     store.evaluation_count("demo")
+        3
+        """
+        main_path = self.path(problem)
+        try:
+            raw = main_path.read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        counted = 0
+        if raw:
+            start = _FUNC_EVAL_START.search(raw)
+            ends_well = raw.rstrip().endswith((b"\n]}", b"[]}"))
+            if start is None or not ends_well:
+                return len(self.evaluations(problem))
+            counted = raw.count(b"\n{", start.end())
+        del raw
+        try:
+            counted += self._journal_path(problem).read_bytes().count(_JOURNAL_EVALUATION)
+        except FileNotFoundError:
+            pass
+        return counted
 
     def _problem_files(self) -> dict[str, list[str]]:
         """Per name, the files that hold a problem of that name: ``NAME.json``, a non-empty ``NAME.json.journal``."""

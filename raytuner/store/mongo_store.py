@@ -29,6 +29,11 @@ written in one transaction: all of it or nothing; on a standalone server it
 is written by unordered bulk inserts, which a failure can cut short (repeating
 the call completes it). Either way a uid already stored is skipped, and the
 driver's retryable writes retry a write cut off by a lost connection once.
+A reader that keeps a problem's records reads only what is new
+(:meth:`MongoStore.changes_since`): the documents whose ``_appended`` is
+after the newest it read, once it has checked that as many documents as it
+read are at or before that time (else, a record that became visible late or
+a deleted one, it reads all again).
 Queries push down to MongoDB what it can filter exactly
 (task ranges and value lists, machine containment, status) and then always
 apply :meth:`EvaluationQuery.matches`, so the results are exactly those the
@@ -60,7 +65,7 @@ from pymongo.write_concern import WriteConcern
 
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, SurrogateModelRecord
-from raytuner.store.base import EvaluationQuery, HistoryStore, check_problem_name
+from raytuner.store.base import EvaluationQuery, HistoryStore, StoreChanges, check_problem_name
 from raytuner.store.ledger import MONGO_COLLECTIONS, MongoLedger
 from raytuner.store.mongo_client import already_stored, mongo_errors, open_client, redact_uri
 from raytuner.store.server_lock import LEASE_COLLECTION, LEASE_TTL, MongoServerLease
@@ -433,6 +438,63 @@ class MongoStore(HistoryStore):
         with self._errors(f"read {problem!r}"):
             docs = list(self._models.find(mongo_filter, sort=[(_ORDER, pymongo.ASCENDING)]))
         return [SurrogateModelRecord.model_validate(_record(d)) for d in docs]
+
+    def changes_since(self, problem: str, cursor: Any = None) -> StoreChanges:
+        """The problem's records appended since ``cursor``, or all of them (see the module documentation).
+
+        The cursor holds, per collection, the newest ``_appended`` read and how many documents were read up
+        to it; when the count of documents up to it differs now, every record is read again
+        (:attr:`StoreChanges.whole`). See :meth:`HistoryStore.changes_since
+        <raytuner.store.HistoryStore.changes_since>`.
+
+        Args:
+            problem: The tuning problem's name.
+            cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem (``None``: read all).
+        """
+        check_problem_name(problem)
+        collections = (self._func_eval, self._models)
+        with self._errors(f"read {problem!r}"):
+            if isinstance(cursor, tuple) and len(cursor) == 2 and all(isinstance(c, tuple) for c in cursor):
+                held = [
+                    collection.count_documents({_PROBLEM: problem, _ORDER: {"$lte": last}}) if last is not None else 0
+                    for collection, (last, _) in zip(collections, cursor)
+                ]
+                if held == [count for _, count in cursor]:
+                    found = [
+                        list(
+                            collection.find(
+                                {_PROBLEM: problem, _ORDER: {"$gt": last}} if last is not None else {_PROBLEM: problem},
+                                sort=[(_ORDER, pymongo.ASCENDING)],
+                            )
+                        )
+                        for collection, (last, _) in zip(collections, cursor)
+                    ]
+                    return self._changes(found, cursor, whole=False)
+            found = [list(c.find({_PROBLEM: problem}, sort=[(_ORDER, pymongo.ASCENDING)])) for c in collections]
+        return self._changes(found, ((None, 0), (None, 0)), whole=True)
+
+    @staticmethod
+    def _changes(found: list[list[dict[str, Any]]], cursor: Any, whole: bool) -> StoreChanges:
+        """The records of ``found`` (evaluations' and models' documents), with the cursor after them."""
+        after = tuple(
+            (docs[-1].get(_ORDER), count + len(docs)) if docs else (last, count)
+            for docs, (last, count) in zip(found, cursor)
+        )
+        return StoreChanges(
+            [FunctionEvaluation.model_validate(_record(d)) for d in found[0]],
+            [SurrogateModelRecord.model_validate(_record(d)) for d in found[1]],
+            after,
+            whole,
+        )
+
+    def evaluation_count(self, problem: str) -> int:
+        """How many evaluations the problem has (MongoDB counts its documents).
+
+        Args:
+            problem: The tuning problem's name.
+        """
+        with self._errors(f"read {problem!r}"):
+            return self._func_eval.count_documents({_PROBLEM: check_problem_name(problem)})
 
     def problems(self) -> list[str]:
         """Names of the problems with evaluations or surrogate models, sorted."""

@@ -196,6 +196,8 @@ class HistoryView:
     goal: Goal = "minimize"
     goal_source: str = "default"
     problem_space: ProblemSpace | None = None
+    #: Whether :attr:`problem_space` was read from the stored models (:meth:`extended` reads it again).
+    _space_from_models: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (
@@ -259,9 +261,13 @@ class HistoryView:
     @cached_property
     def frame(self) -> pd.DataFrame:
         """One row per evaluation, oldest first (columns: :attr:`columns`, then the fixed ones)."""
+        return self._rows(self.records)
+
+    def _rows(self, records: Sequence[FunctionEvaluation]) -> pd.DataFrame:
+        """The rows of :attr:`frame` of ``records``."""
         task_cols, param_cols, output_cols = (self.columns[k] for k in ("task", "parameter", "output"))
         rows = []
-        for r in self.records:
+        for r in records:
             p = r.raytuner
             row: dict[str, Any] = {"task": task_label(r.task_parameter)}
             row.update({task_cols[k]: v for k, v in r.task_parameter.items()})
@@ -336,16 +342,138 @@ class HistoryView:
                 best_of(self.problem_space, [self.records[n] for n in full], t, self.objective) for t in self.tasks
             ]
             return [None if r is None else row_of[id(r)] for r in found]
-        best: dict[Any, tuple[float, int]] = {}
+        return self._best_after({}, 0)
+
+    def _best_after(self, held: Mapping[Any, int], start: int) -> list[int | None]:
+        """:attr:`_best_rows` from ``held`` (per task key, the best row among the first ``start``) and the rest."""
+        best = dict(held)
+        if self.problem_space is not None and self.objective in self.problem_space.objectives:
+            for task in self.tasks:  # of equal ones the first: the one held, then the new ones in order
+                key = task_key(task)
+                rows = [best[key]] if key in best else []
+                rows += [
+                    n
+                    for n in range(start, len(self.records))
+                    if task_key(self.records[n].task_parameter) == key and self.is_full_fidelity(self.records[n])
+                ]
+                found = best_of(self.problem_space, [self.records[n] for n in rows], task, self.objective)
+                if found is not None:
+                    best[key] = next(n for n in rows if self.records[n] is found)
+            return [best.get(task_key(t)) for t in self.tasks]
         sign = 1.0 if self.goal == "minimize" else -1.0
-        for index, record in enumerate(self.records):
+        values = {k: sign * v for k, n in best.items() if (v := self.records[n].value(self.objective)) is not None}
+        for index in range(start, len(self.records)):
+            record = self.records[index]
             value = record.value(self.objective)
             if value is None or not self.is_full_fidelity(record):
                 continue
             key = task_key(record.task_parameter)
-            if key not in best or sign * value < best[key][0]:
-                best[key] = (sign * value, index)
-        return [best[k][1] if (k := task_key(t)) in best else None for t in self.tasks]
+            if key not in values or sign * value < values[key]:
+                best[key], values[key] = index, sign * value
+        return [best.get(task_key(t)) for t in self.tasks]
+
+    def extended(
+        self, records: Sequence[FunctionEvaluation], models: Sequence[SurrogateModelRecord] = ()
+    ) -> HistoryView:
+        """This history with ``records`` and ``models`` appended after its own, as a new view (this one is unchanged).
+
+        What pages read of a large history while it grows: the table's new rows are
+        built for the new records alone and added to it, each task's best is
+        compared with the new records only, the tasks and the highest fidelity
+        are updated; what the new records change more deeply (a new column, a
+        column's type, a new highest fidelity, another goal or problem from a
+        new model) is computed again when first asked for. The result is the
+        view a full read of all the records gives. A goal or a problem that
+        came from the stored models is read again from all of them.
+
+        Args:
+            records: evaluations appended since this view's, oldest first.
+            models: surrogate-model records appended since this view's.
+
+        >>> from raytuner.problem.records import FunctionEvaluation, HistoryDocument
+        >>> first = load_history(HistoryDocument(tuning_problem_name="demo", func_eval=[
+        ...     FunctionEvaluation.create({"t": 1.0}, {"x": 0.2}, {"y": 0.9})]))
+        >>> later = first.extended([FunctionEvaluation.create({"t": 1.0}, {"x": 0.4}, {"y": 0.7})])
+        >>> len(first.records), later.best_table()[["x", "y", "evaluations"]].to_dict("records")
+        (1, [{'x': 0.4, 'y': 0.7, 'evaluations': 2}])
+        """
+        all_models = [*self.models, *models]
+        goal, goal_source, space = self.goal, self.goal_source, self.problem_space
+        if models and self._space_from_models:
+            space = _space_from_models(all_models)
+        if models and goal_source in ("model", "default"):
+            found = _goal_from_models(all_models, self.objective)
+            goal, goal_source = found or "minimize", "model" if found else "default"
+        view = HistoryView(
+            self.problem, [*self.records, *records], all_models, self.objective, goal, goal_source, space
+        )
+        view._space_from_models = self._space_from_models
+        if (goal, space) == (self.goal, self.problem_space):
+            view._carry(self, len(self.records))
+        return view
+
+    def share_table(self, other: HistoryView) -> None:
+        """Take :attr:`frame` (and the tasks, columns, highest fidelity) from ``other``, a view of the same records.
+
+        A view of another objective of the same history has the same table: it is built once.
+
+        Args:
+            other: a view whose records are this view's (the same list).
+        """
+        if other.records is not self.records and other.records != self.records:
+            raise InvalidInputError("other", "a view of other records has another table")
+        if self.objective in other.columns["output"]:  # the objective has its column there already
+            for name in ("tasks", "full_fidelity", "columns", "frame"):
+                if name in other.__dict__:
+                    self.__dict__[name] = other.__dict__[name]
+
+    def _carry(self, before: HistoryView, start: int) -> None:
+        """Take over what ``before`` (this view's first ``start`` records) computed and the new records keep."""
+        known = before.__dict__
+        new = self.records[start:]
+        if "tasks" in known:
+            seen = {task_key(t): t for t in before.tasks}
+            fresh = {k: dict(r.task_parameter) for r in new if (k := task_key(r.task_parameter)) not in seen}
+            if not fresh:
+                self.tasks = before.tasks
+            else:
+                try:
+                    self.tasks = [{**seen, **fresh}[k] for k in sorted({**seen, **fresh})]
+                except TypeError:  # values that do not sort: the order they first appear in, read again
+                    pass
+        if "full_fidelity" in known:
+            levels = [r.raytuner.fidelity for r in new if r.raytuner and r.raytuner.fidelity is not None]
+            highest = [v for v in (before.full_fidelity, *levels) if v is not None]
+            self.full_fidelity = max(highest) if highest else None
+        if "columns" in known:
+            names = {kind: set(columns) for kind, columns in before.columns.items()}
+            if all(
+                set(r.task_parameter) <= names["task"]
+                and set(r.tuning_parameter) <= names["parameter"]
+                and set(r.evaluation_result) <= names["output"]
+                for r in new
+            ):
+                self.columns = before.columns
+                if "frame" in known:
+                    self._carry_frame(before.frame, new)
+        if "_best_rows" in known and self.full_fidelity == before.full_fidelity:
+            held = {task_key(t): n for t, n in zip(before.tasks, before._best_rows) if n is not None}
+            self._best_rows = self._best_after(held, start)
+
+    def _carry_frame(self, frame: pd.DataFrame, new: Sequence[FunctionEvaluation]) -> None:
+        """:attr:`frame` as ``frame`` and the rows of ``new``, when each column keeps its type (else built later)."""
+        if not new:
+            self.frame = frame
+            return
+        rows = self._rows(new)
+        if list(rows.columns) != list(frame.columns):
+            return
+        types = {c: frame[c].dtype for c in frame.columns if rows[c].dtype != frame[c].dtype}
+        if types:
+            if any(rows[c].notna().any() or types[c].kind in "biu" for c in types):
+                return  # a column of one type gets values of another: the whole table is built again
+            rows = rows.astype(types)  # all missing in the new rows: missing values of the table's type
+        self.frame = pd.concat([frame, rows], ignore_index=True)
 
     def best_table(self) -> pd.DataFrame:
         """One row per task: its :meth:`best` evaluation's row of :attr:`frame` (NaN where none), plus counts.
@@ -358,10 +486,13 @@ class HistoryView:
     @cached_property
     def _best(self) -> pd.DataFrame:
         frame = self.frame
+        by_task = frame["task"]
+        evaluations = by_task.value_counts()
+        failed = (frame["status"] != "ok").groupby(by_task).sum()
+        costs = pd.to_numeric(frame["cost"], errors="coerce").fillna(1.0).groupby(by_task).sum()
         rows = []
         for task, index in zip(self.tasks, self._best_rows):
             label = task_label(task)
-            mine = frame[frame["task"] == label]
             if index is not None:
                 row = frame.iloc[index].to_dict()
             else:
@@ -369,9 +500,9 @@ class HistoryView:
                 row.update({"task": label, **{k: v for k, v in task.items() if k in frame.columns}})
             row.update(
                 {
-                    "evaluations": len(mine),
-                    "failed": int((mine["status"] != "ok").sum()),
-                    "total_cost": float(pd.to_numeric(mine["cost"], errors="coerce").fillna(1.0).sum()),
+                    "evaluations": int(evaluations.get(label, 0)),
+                    "failed": int(failed.get(label, 0)),
+                    "total_cost": float(costs.get(label, 0.0)),
                 }
             )
             rows.append(row)
@@ -575,7 +706,7 @@ def load_history(
     if found[0] is None:
         found = (_goal_from_models(models, chosen), "model")
     resolved: Goal = found[0] or "minimize"
-    return HistoryView(
+    view = HistoryView(
         name,
         records,
         models,
@@ -584,3 +715,5 @@ def load_history(
         found[1] if found[0] else "default",
         problem_space if problem_space is not None else _space_from_models(models),
     )
+    view._space_from_models = problem_space is None
+    return view
