@@ -44,6 +44,7 @@ def _same(folded: HistoryView, full: HistoryView) -> None:
     assert folded.tasks == full.tasks
     assert (folded.objective, folded.goal, folded.full_fidelity) == (full.objective, full.goal, full.full_fidelity)
     pd.testing.assert_frame_equal(folded.frame, full.frame)
+    assert folded.empty_columns == full.empty_columns
     pd.testing.assert_frame_equal(folded.best_table(), full.best_table())
     pd.testing.assert_frame_equal(folded.best_so_far(), full.best_so_far())
 

@@ -68,7 +68,7 @@ def table(problem: str) -> tuple[str, int]:
     frame = view.frame
     query, error = _query(frame, view)
     rows, total, page = query.apply(frame)
-    rows = rows[filled(frame).columns]
+    rows = filled(view, rows)
     args = {k: v for k, v in request.args.items() if k not in ("sort", "desc", "page")} if error is None else {}
     here = f"/problem/{problem}/evaluations"
     sort_links = {

@@ -35,7 +35,7 @@ def _fragment(problem: str) -> dict[str, Any]:
         "finished": bool(view.records) and in_flight == 0,
         "chart": url(f"/problem/{problem}/plot/history.svg", n=len(view.records)) if view.records else None,
         "best": best_table(view, problem),
-        "latest": evaluations_table(filled(view.frame).tail(20).iloc[::-1], problem, "latest"),
+        "latest": evaluations_table(filled(view, view.frame.tail(20)).iloc[::-1], problem, "latest"),
     }
 
 

@@ -110,8 +110,7 @@ def task(problem: str) -> tuple[str, int]:
     label = request.args.get("task", "")
     if label not in set(view.frame["task"]):
         return render("layout.html", problem, error=f"task: {label[:80]!r} is no task of {problem}", status=404)
-    recent = filled(view.frame)
-    recent = recent[recent["task"] == label].tail(PAGE_SIZE)
+    recent = filled(view, view.frame[view.frame["task"] == label].tail(PAGE_SIZE))
     return render(
         "task.html",
         f"{problem}: {label}",

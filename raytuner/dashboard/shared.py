@@ -122,16 +122,14 @@ def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choi
     ]
 
 
-def filled(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` without the columns no row fills (a problem without fidelities has five), details kept.
+def filled(view: HistoryView, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` without the columns no row of ``view`` fills (a problem without fidelities has five), details kept.
 
     Args:
-        frame: rows of :attr:`HistoryView.frame`.
+        view: the history.
+        rows: rows of its :attr:`HistoryView.frame`.
     """
-    empty = [
-        c for c in frame.columns if c not in DETAIL_COLUMNS and not (frame[c].notna() & ~frame[c].isin([""])).any()
-    ]
-    return frame.drop(columns=empty)
+    return rows.drop(columns=[c for c in view.empty_columns if c not in DETAIL_COLUMNS])
 
 
 def evaluations_table(

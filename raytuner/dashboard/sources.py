@@ -335,12 +335,15 @@ class StoreViews(HistoryViews):
             problem: the problem's name.
         """
         frame = self.view(problem).frame
-        sessions = set(frame["session"]) - {""}
-        told = set(frame["trial"])
+        sessions = set(frame["session"].unique()) - {""}
+        if not sessions:
+            return 0
         if self._ledger is None:  # one, kept: a damaged line is warned of once, not at every poll
             self._ledger = self.store.ledger()
         asked = {d.get("trial_id") for d in self._ledger.read("trials") if d.get("session_id") in sessions}
-        return len(asked - told - {None, ""})
+        asked -= {None, ""}
+        told = set(frame["trial"][frame["trial"].isin(list(asked))].unique())
+        return len(asked - told)
 
     def view(self, problem: str) -> HistoryView:
         """The problem's view, with what was appended since the last read folded in.
@@ -390,8 +393,14 @@ class StoreViews(HistoryViews):
             )
             view = load_history(document)
             how = f"{len(view.records)} evaluations"
-        view.best_table()  # the table and the best per task built here, not by the first page
-        log.info("read %s: %s in %.2f s", problem, how, time.perf_counter() - started)
+        view.best_table()  # the table, the best per task and the columns shown built here, not by the first page
+        log.info(
+            "read %s: %s in %.2f s (%d empty columns)",
+            problem,
+            how,
+            time.perf_counter() - started,
+            len(view.empty_columns),
+        )
         return _Held(view, changes.cursor, uids, model_uids, time.monotonic())
 
     def close(self) -> None:

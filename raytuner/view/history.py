@@ -122,6 +122,19 @@ def csv_text(frame: pd.DataFrame) -> str:
     return safe.to_csv(index=False)
 
 
+def _empty_columns(frame: pd.DataFrame) -> frozenset[str]:
+    """The columns of ``frame`` in which every value is missing or empty text."""
+    empty = []
+    for name in frame.columns:
+        column = frame[name]
+        present = column.notna()
+        if column.dtype == object or pd.api.types.is_string_dtype(column.dtype):
+            present &= column != ""
+        if not present.any():
+            empty.append(name)
+    return frozenset(empty)
+
+
 def record_time(record: FunctionEvaluation) -> _dt.datetime | None:
     """When an evaluation's record was made (local time, as GPTune keeps it; ``None``: no valid time).
 
@@ -299,6 +312,11 @@ class HistoryView:
             frame[name] = pd.to_numeric(frame[name], errors="coerce")
         return frame
 
+    @cached_property
+    def empty_columns(self) -> frozenset[str]:
+        """The columns of :attr:`frame` that no row fills (every value missing or empty text)."""
+        return _empty_columns(self.frame)
+
     @property
     def objective_column(self) -> str:
         """The frame's column of the objective (its name, or ``output.NAME`` where the name clashes)."""
@@ -423,7 +441,7 @@ class HistoryView:
         if other.records is not self.records and other.records != self.records:
             raise InvalidInputError("other", "a view of other records has another table")
         if self.objective in other.columns["output"]:  # the objective has its column there already
-            for name in ("tasks", "full_fidelity", "columns", "frame"):
+            for name in ("tasks", "full_fidelity", "columns", "frame", "empty_columns"):
                 if name in other.__dict__:
                     self.__dict__[name] = other.__dict__[name]
 
@@ -455,15 +473,18 @@ class HistoryView:
             ):
                 self.columns = before.columns
                 if "frame" in known:
-                    self._carry_frame(before.frame, new)
+                    self._carry_frame(before, new)
         if "_best_rows" in known and self.full_fidelity == before.full_fidelity:
             held = {task_key(t): n for t, n in zip(before.tasks, before._best_rows) if n is not None}
             self._best_rows = self._best_after(held, start)
 
-    def _carry_frame(self, frame: pd.DataFrame, new: Sequence[FunctionEvaluation]) -> None:
-        """:attr:`frame` as ``frame`` and the rows of ``new``, when each column keeps its type (else built later)."""
+    def _carry_frame(self, before: HistoryView, new: Sequence[FunctionEvaluation]) -> None:
+        """:attr:`frame` as ``before``'s and the rows of ``new``, when each column keeps its type (else built later)."""
+        frame = before.frame
         if not new:
             self.frame = frame
+            if "empty_columns" in before.__dict__:
+                self.empty_columns = before.empty_columns
             return
         rows = self._rows(new)
         if list(rows.columns) != list(frame.columns):
@@ -474,6 +495,8 @@ class HistoryView:
                 return  # a column of one type gets values of another: the whole table is built again
             rows = rows.astype(types)  # all missing in the new rows: missing values of the table's type
         self.frame = pd.concat([frame, rows], ignore_index=True)
+        if "empty_columns" in before.__dict__:
+            self.empty_columns = before.empty_columns & _empty_columns(rows)
 
     def best_table(self) -> pd.DataFrame:
         """One row per task: its :meth:`best` evaluation's row of :attr:`frame` (NaN where none), plus counts.
