@@ -27,12 +27,10 @@ import pandas as pd
 from flask import Blueprint, Response, abort, request
 from jinja2.utils import htmlsafe_json_dumps
 
-from raytuner.analysis import sobol_analysis, surrogate_from_records
 from raytuner.dashboard.pages import PLOTLY_URL, Choice, Sobol, Table, cell, render
 from raytuner.dashboard.shared import evaluation_url, objective_choices, problem_view, trail, url
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError
-from raytuner.models.executors import InlineExecutor
 from raytuner.problem.records import FunctionEvaluation
 from raytuner.problem.space import ProblemSpace
 from raytuner.view import HistoryView, task_label
@@ -184,6 +182,9 @@ def importance(problem: str) -> tuple[str, int]:
     key = (problem, view.objective, label, fidelity)
     held = done.get(key)
     if held is None or held[0] is not view:
+        from raytuner.analysis import sobol_analysis, surrogate_from_records  # the models when a page fits one
+        from raytuner.models.executors import InlineExecutor
+
         model = surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor())
         indices = sobol_analysis(model, num_samples=IMPORTANCE_SAMPLES, task=task, seed=0)
         held = (view, Sobol.of(indices, f"{problem}, {label}: {view.objective}"))
@@ -212,6 +213,9 @@ def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float 
     key = (problem, view.objective, label, fidelity)
     held = done.get(key)
     if held is None or held[0] is not view:
+        from raytuner.analysis import surrogate_from_records
+        from raytuner.models.executors import InlineExecutor
+
         held = (
             view,
             surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor()),

@@ -31,10 +31,11 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 import pandas as pd
 
@@ -49,8 +50,10 @@ from raytuner.problem.records import (
 )
 from raytuner.problem.space import ProblemSpace
 from raytuner.session.progress import config_label, in_task_order, task_label
-from raytuner.session.tuning_session import TuningSession
 from raytuner.store import HistoryStore, is_mongodb_uri, open_store, read_history_file
+
+if TYPE_CHECKING:  # a session's engines are imported by whoever has a session, not by every reader of a history
+    from raytuner.session.tuning_session import TuningSession
 
 __all__ = [
     "HistoryView",
@@ -609,6 +612,12 @@ def _objective_of(records: Sequence[FunctionEvaluation], problem: ProblemSpace |
     return chosen
 
 
+def _is_session(source: Any) -> TypeGuard[TuningSession]:
+    """Whether ``source`` is a :class:`TuningSession` (there is none while its module was never imported)."""
+    module = sys.modules.get("raytuner.session.tuning_session")
+    return module is not None and isinstance(source, module.TuningSession)
+
+
 def read_history(source: Any, problem: str | None = None, problem_space: ProblemSpace | None = None) -> HistoryDocument:
     """One problem's records from any source :func:`load_history` takes, as a document (a read never writes).
 
@@ -624,7 +633,7 @@ def read_history(source: Any, problem: str | None = None, problem_space: Problem
     """
     if isinstance(source, HistoryDocument):
         return source
-    if isinstance(source, TuningSession):
+    if _is_session(source):
         return HistoryDocument(
             tuning_problem_name=source.problem_name,
             func_eval=source.records,
@@ -718,7 +727,7 @@ def load_history(
     """
     if goal is not None and goal not in ("minimize", "maximize"):
         raise InvalidInputError("goal", f"{goal!r} is not a goal", allowed=["minimize", "maximize"])
-    if problem_space is None and isinstance(source, TuningSession):
+    if problem_space is None and _is_session(source):
         problem_space = source.problem  # a session knows its problem
     document = read_history(source, problem, problem_space)
     name, records, models = document.tuning_problem_name, list(document.func_eval), list(document.surrogate_model)

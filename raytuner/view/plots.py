@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from raytuner.analysis.sensitivity import SensitivityResult
 from raytuner.errors import InvalidInputError
-from raytuner.models.hyperparameters import Hyperparameters
 from raytuner.problem.records import SurrogateModelRecord
 from raytuner.view.figures import beyond, feasible_limits
 from raytuner.view.history import HistoryView, task_label
+
+if TYPE_CHECKING:  # the models and the analysis are imported when a chart needs them, not with the package
+    from raytuner.analysis.sensitivity import SensitivityResult
 
 __all__ = [
     "plot_history",
@@ -142,6 +143,8 @@ def task_correlation(model: SurrogateModelRecord) -> tuple[list[str], np.ndarray
     details = model.raytuner or {}
     if "hyperparameters" not in details:
         raise InvalidInputError("model", f"surrogate model {model.uid} holds no raytuner LCM hyperparameters")
+    from raytuner.models.hyperparameters import Hyperparameters
+
     covariance = Hyperparameters.from_dict(details["hyperparameters"]).coregionalization().sum(axis=0)
     scale = np.sqrt(np.clip(np.diag(covariance), 1e-300, None))
     names: list[Any] = [s.get("name") for s in model.input_space] if model.input_space else []
