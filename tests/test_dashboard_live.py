@@ -2,7 +2,8 @@
 
 - after appends, a damaged journal line (skipped, then quarantined by a compaction) and a rewritten file,
   the view the dashboard folded is the view a full read gives;
-- while one page reads a problem, another page is served the last complete view;
+- while one page reads a problem, or a rewritten file is read whole in the background, pages are served
+  the last complete view;
 - a live poll after an append shows the new record;
 - reading writes nothing.
 """
@@ -106,6 +107,8 @@ def test_a_damaged_journal_line_is_skipped_and_then_its_quarantine_read_whole(tm
     writer.compact("demo")  # the damaged line goes to demo.json.corrupt, the GPTune file is rewritten
     assert (tmp_path / "demo.json.corrupt").exists()
     writer.append("demo", _records(21, 1)[0])
+    assert views.view("demo") is folded, "read whole in the background: the last view meanwhile"
+    views.wait_for_reads()
     reread = views.view("demo")
     assert reread.records[0] is not folded.records[0], "a rewritten file is read whole"
     _same(reread, _full(tmp_path))
@@ -118,10 +121,14 @@ def test_a_rewritten_or_replaced_file_is_read_whole(tmp_path: Path) -> None:
     views = StoreViews(tmp_path)
     views.view("demo")
     writer.close()  # the last writer compacts: the journal is folded into the file and removed
+    views.view("demo")
+    views.wait_for_reads()
     closed = views.view("demo")
     _same(closed, _full(tmp_path))
     kept = HistoryDocument(tuning_problem_name="demo", func_eval=_records(100, 12))
     write_history_file(tmp_path / "demo.json", kept)  # another file in its place, of fewer records
+    views.view("demo")
+    views.wait_for_reads()
     replaced = views.view("demo")
     assert [r.uid for r in replaced.records] == [r.uid for r in kept.func_eval]
     _same(replaced, _full(tmp_path))
@@ -172,6 +179,24 @@ def test_a_page_during_a_read_gets_the_last_complete_view(tmp_path: Path) -> Non
         reader.join(timeout=60)
         assert during is complete and len(during.records) == 20
         assert len(views.view("demo").records) == 21
+
+
+def test_a_compacted_file_is_read_whole_in_the_background_while_pages_get_the_last_view(tmp_path: Path) -> None:
+    writer = JsonStore(tmp_path)
+    writer.append_many("demo", _records(0, 20))
+    gated = _GatedStore(tmp_path)
+    views = StoreViews(gated)
+    complete = views.view("demo")
+    writer.append("demo", _records(20, 1)[0])
+    writer.compact("demo")  # the GPTune file rewritten: the next read is a full one
+    gated.armed = True
+    assert views.view("demo") is complete  # answered at once, the full read started
+    assert gated.reading.wait(timeout=60)
+    assert views.view("demo") is complete  # the read still under way
+    gated.go_on.set()
+    views.wait_for_reads()
+    assert len(views.view("demo").records) == 21
+    writer.close()
 
 
 def test_a_live_poll_after_an_append_shows_the_new_record(tmp_path: Path) -> None:

@@ -155,6 +155,7 @@ def test_changes_since_gives_what_was_appended_after_a_read(store: HistoryStore)
     later = [evaluation(2.0, 0.5, 9.0), evaluation(1.0, 0.7, 8.0)]
     store.append("demo", later[0])
     store.append_batch("demo", [later[1]], [model([later[1].uid])])
+    assert store.can_read_since("demo", whole.cursor) and not store.can_read_since("demo", "not a cursor")
     new = store.changes_since("demo", whole.cursor)
     assert not new.whole, "a store that can read only what is new does"
     assert [r.uid for r in new.evaluations] == [r.uid for r in later]

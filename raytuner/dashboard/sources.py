@@ -6,9 +6,9 @@ since (:meth:`HistoryStore.changes_since <raytuner.store.HistoryStore.changes_si
 folding it into a new view (:meth:`HistoryView.extended <raytuner.view.HistoryView.extended>`):
 for a JSON store at each page (a look at two files' sizes while nothing
 changed); for MongoDB at most every ``refresh`` seconds. A rewritten
-file (a compaction, a repair) is read whole again. While one page reads a
-problem, the others are served the last complete view, never a half-folded
-one. Pages then filter, sort and slice the cached table, so a page of a large
+file (a compaction, a repair) is read whole again, in the background. While
+a problem is being read, pages are served its last complete view, never a
+half-folded one. Pages then filter, sort and slice the cached table, so a page of a large
 history costs the rows it shows, not the history. Reading never writes.
 :class:`ServiceViews` does the same for a running tuning service (its
 sessions' problems, read over gRPC at most every ``refresh`` seconds).
@@ -304,6 +304,7 @@ class StoreViews(HistoryViews):
         self._views: dict[str, _Held] = {}
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
+        self._readers: dict[str, threading.Thread] = {}
 
     def __repr__(self) -> str:
         return f"StoreViews({self.directory or type(self.store).__name__})"
@@ -365,12 +366,39 @@ class StoreViews(HistoryViews):
             lock.acquire()  # nothing to show yet: wait for the read under way
         elif not lock.acquire(blocking=False):
             return held.view  # a read is under way: the last complete view
+        handed_over = False
         try:
             held = self._views.get(problem)
+            if held is not None and not self.store.can_read_since(problem, held.cursor):
+                # a rewritten file (a compaction): read whole in the background, the last view meanwhile
+                reader = threading.Thread(target=self._read_whole, args=(problem, lock), daemon=True)
+                self._readers[problem] = reader
+                reader.start()
+                handed_over = True
+                return held.view
             self._views[problem] = held = self._read(problem, held)
             return held.view
         finally:
+            if not handed_over:
+                lock.release()
+
+    def _read_whole(self, problem: str, lock: threading.Lock) -> None:
+        """Read ``problem`` whole and keep its view; then release ``lock`` (held for this read)."""
+        try:
+            self._views[problem] = self._read(problem, None)
+        except Exception as exc:  # the last view stays; the next page tries again
+            log.warning("could not read %s again: %s: %s", problem, type(exc).__name__, exc)
+        finally:
             lock.release()
+
+    def wait_for_reads(self, timeout: float | None = None) -> None:
+        """Wait until the problems being read whole in the background are read (or ``timeout`` seconds pass).
+
+        Args:
+            timeout: the most seconds to wait for each (``None``: as long as it takes).
+        """
+        for reader in list(self._readers.values()):
+            reader.join(timeout)
 
     def _read(self, problem: str, held: _Held | None) -> _Held:
         """What is new of ``problem`` since ``held``, folded in (all of it when there is no ``held``)."""

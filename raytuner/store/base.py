@@ -281,6 +281,17 @@ class HistoryStore(ABC):
         """
         return StoreChanges(self.evaluations(problem), self.models(problem), None, whole=True)
 
+    def can_read_since(self, problem: str, cursor: Any) -> bool:
+        """Whether :meth:`changes_since` can read only what was appended since ``cursor``, asked cheaply.
+
+        ``False``: it would read every record (a reader may do that in the background). This default: never.
+
+        Args:
+            problem: The tuning problem's name.
+            cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem.
+        """
+        return False
+
     def evaluation_count(self, problem: str) -> int:
         """How many evaluations the problem has, read as cheaply as the store allows (for an overview).
 

@@ -511,30 +511,48 @@ class JsonStore(HistoryStore):
             cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem (``None``: read all).
         """
         main_path, journal_path = self.path(problem), self._journal_path(problem)
-        if isinstance(cursor, JsonCursor) and cursor.complete and _identity(main_path) == cursor.main:
+        start = self._since(problem, cursor)
+        if isinstance(cursor, JsonCursor) and start is not None:
             try:
                 journal_stat: os.stat_result | None = os.stat(journal_path)
             except FileNotFoundError:
                 journal_stat = None
-            if journal_stat is None and cursor.journal is None:
-                return StoreChanges([], [], cursor, whole=False)
-            same = journal_stat is not None and journal_stat.st_ino == cursor.journal
-            if same and journal_stat is not None and journal_stat.st_size == cursor.offset:
-                return StoreChanges([], [], cursor, whole=False)
-            if journal_stat is not None and (cursor.journal is None or (same and journal_stat.st_size > cursor.offset)):
-                with self._shared_lock(problem):
-                    journal = read_journal(journal_path, cursor.offset if same else 0)
-                    unchanged = _identity(main_path) == cursor.main and journal.inode == journal_stat.st_ino
-                if unchanged:
-                    self._warn_unreadable(journal_path, journal.bad)
-                    return StoreChanges(
-                        [FunctionEvaluation.model_validate(r) for k, r in journal.entries if k == _FUNC_EVAL],
-                        [SurrogateModelRecord.model_validate(r) for k, r in journal.entries if k == _SURROGATE],
-                        JsonCursor(cursor.main, journal.inode, journal.end),
-                        whole=False,
-                    )
+            if journal_stat is None or (journal_stat.st_ino == cursor.journal and journal_stat.st_size == start):
+                return StoreChanges([], [], cursor, whole=False)  # nothing new
+            with self._shared_lock(problem):
+                journal = read_journal(journal_path, start)
+                unchanged = _identity(main_path) == cursor.main and journal.inode == journal_stat.st_ino
+            if unchanged:
+                self._warn_unreadable(journal_path, journal.bad)
+                return StoreChanges(
+                    [FunctionEvaluation.model_validate(r) for k, r in journal.entries if k == _FUNC_EVAL],
+                    [SurrogateModelRecord.model_validate(r) for k, r in journal.entries if k == _SURROGATE],
+                    JsonCursor(cursor.main, journal.inode, journal.end),
+                    whole=False,
+                )
         (evaluations, models), read = self._validated(problem, (_FUNC_EVAL, _SURROGATE))
         return StoreChanges(evaluations, models, read, whole=True)
+
+    def can_read_since(self, problem: str, cursor: Any) -> bool:
+        """Whether :meth:`changes_since` can read only what was appended since ``cursor`` (two ``stat`` calls).
+
+        Args:
+            problem: The tuning problem's name.
+            cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem.
+        """
+        return self._since(problem, cursor) is not None
+
+    def _since(self, problem: str, cursor: Any) -> int | None:
+        """Where in the journal what was appended since ``cursor`` begins; ``None``: every record must be read."""
+        if not isinstance(cursor, JsonCursor) or not cursor.complete or _identity(self.path(problem)) != cursor.main:
+            return None  # no cursor of this store, or the GPTune file was rewritten or replaced since
+        try:
+            journal = os.stat(self._journal_path(problem))
+        except FileNotFoundError:
+            return cursor.offset if cursor.journal is None else None  # none then and none now: nothing new
+        if cursor.journal is None:
+            return 0  # a journal begun since
+        return cursor.offset if journal.st_ino == cursor.journal and journal.st_size >= cursor.offset else None
 
     def evaluation_count(self, problem: str) -> int:
         """How many evaluations the problem has, counted from its files' record lines without parsing them.

@@ -454,24 +454,36 @@ class MongoStore(HistoryStore):
         check_problem_name(problem)
         collections = (self._func_eval, self._models)
         with self._errors(f"read {problem!r}"):
-            if isinstance(cursor, tuple) and len(cursor) == 2 and all(isinstance(c, tuple) for c in cursor):
-                held = [
-                    collection.count_documents({_PROBLEM: problem, _ORDER: {"$lte": last}}) if last is not None else 0
+            if self.can_read_since(problem, cursor):
+                found = [
+                    list(
+                        collection.find(
+                            {_PROBLEM: problem, _ORDER: {"$gt": last}} if last is not None else {_PROBLEM: problem},
+                            sort=[(_ORDER, pymongo.ASCENDING)],
+                        )
+                    )
                     for collection, (last, _) in zip(collections, cursor)
                 ]
-                if held == [count for _, count in cursor]:
-                    found = [
-                        list(
-                            collection.find(
-                                {_PROBLEM: problem, _ORDER: {"$gt": last}} if last is not None else {_PROBLEM: problem},
-                                sort=[(_ORDER, pymongo.ASCENDING)],
-                            )
-                        )
-                        for collection, (last, _) in zip(collections, cursor)
-                    ]
-                    return self._changes(found, cursor, whole=False)
+                return self._changes(found, cursor, whole=False)
             found = [list(c.find({_PROBLEM: problem}, sort=[(_ORDER, pymongo.ASCENDING)])) for c in collections]
         return self._changes(found, ((None, 0), (None, 0)), whole=True)
+
+    def can_read_since(self, problem: str, cursor: Any) -> bool:
+        """Whether :meth:`changes_since` can read only what is new: as many documents as were read are still at
+        or before the newest one read (one count per collection).
+
+        Args:
+            problem: The tuning problem's name.
+            cursor: :attr:`StoreChanges.cursor` of an earlier read of this problem.
+        """
+        if not (isinstance(cursor, tuple) and len(cursor) == 2 and all(isinstance(c, tuple) for c in cursor)):
+            return False
+        with self._errors(f"read {problem!r}"):
+            held = [
+                collection.count_documents({_PROBLEM: problem, _ORDER: {"$lte": last}}) if last is not None else 0
+                for collection, (last, _) in zip((self._func_eval, self._models), cursor)
+            ]
+        return held == [count for _, count in cursor]
 
     @staticmethod
     def _changes(found: list[list[dict[str, Any]]], cursor: Any, whole: bool) -> StoreChanges:
