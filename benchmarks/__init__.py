@@ -6,7 +6,7 @@ DIR]``, or from Python::
 
     >>> from pathlib import Path
     >>> sorted(BENCHMARKS)
-    ['band', 'band-hang', 'crowd', 'crowd-transfer', 'discrete', 'mla', 'multiobjective', 'service', 'slurm', 'store', 'tla']
+    ['band', 'band-hang', 'crowd', 'crowd-transfer', 'dashboard', 'discrete', 'mla', 'multiobjective', 'service', 'slurm', 'store', 'tla']
     >>> run_benchmark("store", Path("bench_out/store"), quick=True)   # doctest: +SKIP
     {'json_store': {...}, ...}
 
@@ -44,6 +44,7 @@ BENCHMARKS: dict[str, str] = {
     "multiobjective": "benchmarks.multiobjective",
     "crowd-transfer": "benchmarks.crowd_transfer",
     "slurm": "benchmarks.slurm",
+    "dashboard": "benchmarks.dashboard",
 }
 
 
@@ -56,6 +57,7 @@ PEER_MODULES: dict[str, tuple[str, ...]] = {
     "service": ("optuna",),
     "multiobjective": ("optuna", "pyamg", "onnxruntime"),
     "crowd-transfer": ("optuna", "onnxruntime"),
+    "dashboard": ("optuna", "optuna_dashboard"),
 }
 
 
@@ -81,7 +83,7 @@ def run_benchmark(name: str, out: Path, quick: bool = False, data: Path | None =
     is written.
 
     Args:
-        name: the benchmark to run: ``band``, ``band-hang``, ``crowd``, ``crowd-transfer``, ``discrete``, ``mla``,
+        name: the benchmark to run: ``band``, ``band-hang``, ``crowd``, ``crowd-transfer``, ``dashboard``, ``discrete``, ``mla``,
             ``multiobjective``, ``service``, ``slurm``, ``store`` or ``tla``.
         out: the folder for its ``results.json``, ``report.md`` and plots (made if missing).
         quick: run the small workload instead of the full one (default ``False``).
