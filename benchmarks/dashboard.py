@@ -467,6 +467,24 @@ def _cell(figure: Any) -> str:
     return "-" if figure is None else f"{figure:.3f}"
 
 
+def _side(title: str, poll: str, figures: dict[str, Any], first: str, store: str) -> list[str]:
+    """One dashboard's table (the poll, then each page) and its line of startup, memory and lag."""
+    return [
+        markdown_table(
+            [title, "p50 s", "p95 s", "requests", "errors"],
+            [
+                [name, _cell(s["p50_s"]), _cell(s["p95_s"]), s["requests"], s["errors"]]
+                for name, s in [(poll, figures["live_poll"]), *figures["pages"].items()]
+            ],
+        ),
+        "",
+        f"{title}: startup {figures['startup_s']:.2f} s, {first} {figures['first_read_s']:.2f} s, "
+        f"peak RSS {figures['peak_rss_mb']} MiB, {store} {figures['store_mb']} MiB; {figures['appended']} added, "
+        f"the poll at most {figures['behind_max']} behind.",
+        "",
+    ]
+
+
 def render_report(results: dict[str, Any]) -> str:
     """The human summary: startup, polls and pages of both dashboards, the goals, the load."""
     ours, peer = results["raytuner"], results["optuna_dashboard"]
@@ -474,37 +492,12 @@ def render_report(results: dict[str, Any]) -> str:
         f"# Dashboard live on {results['evaluations']:,} evaluations, one appended a second for "
         f"{results['seconds']:.0f} s",
         "",
-        markdown_table(
-            ["raytuner", "p50 s", "p95 s", "requests", "errors"],
-            [
-                [name, _cell(s["p50_s"]), _cell(s["p95_s"]), s["requests"], s["errors"]]
-                for name, s in [("live poll", ours["live_poll"]), *ours["pages"].items()]
-            ],
-        ),
-        "",
-        f"raytuner: startup {ours['startup_s']:.2f} s, first read of the problem {ours['first_read_s']:.2f} s, "
-        f"peak RSS {ours['peak_rss_mb']} MiB, store {ours['store_mb']} MiB; {ours['appended']} appended, "
-        f"the live poll at most {ours['behind_max']} behind.",
+        *_side("raytuner", "live poll", ours, "first read of the problem", "store"),
+        *_side(f"optuna-dashboard {peer['version']}", "poll (after=N)", peer, "first study detail", "journal"),
+        "Ratios (optuna-dashboard / raytuner): "
+        + ", ".join(f"{k} {v}" for k, v in results["ratios"].items() if v is not None),
         "",
     ]
-    if peer:
-        lines += [
-            markdown_table(
-                [f"optuna-dashboard {peer['version']}", "p50 s", "p95 s", "requests", "errors"],
-                [
-                    [name, _cell(s["p50_s"]), _cell(s["p95_s"]), s["requests"], s["errors"]]
-                    for name, s in [("poll (after=N)", peer["live_poll"]), *peer["pages"].items()]
-                ],
-            ),
-            "",
-            f"optuna-dashboard: startup {peer['startup_s']:.2f} s, first study detail {peer['first_read_s']:.2f} s, "
-            f"peak RSS {peer['peak_rss_mb']} MiB, journal {peer['store_mb']} MiB; {peer['appended']} added, "
-            f"the poll at most {peer['behind_max']} behind.",
-            "",
-            "Ratios (optuna-dashboard / raytuner): "
-            + ", ".join(f"{k} {v}" for k, v in results["ratios"].items() if v is not None),
-            "",
-        ]
     goals = ", ".join(f"{k}: {'met' if v else '**missed**'}" for k, v in results["goals"].items())
     lines += [
         f"Goals: {goals}.",

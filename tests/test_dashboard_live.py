@@ -79,6 +79,12 @@ def test_appends_are_folded_into_the_view_a_full_read_gives(tmp_path: Path) -> N
     assert folded.records[0] is first.records[0], "only what was appended was read"
     _same(folded, _full(tmp_path))
     assert views.view("demo") is folded, "nothing new: the same view"
+    of_z = views.view_of("demo", "z")
+    writer.append_many("demo", _records(60, 3))
+    folded_z = views.view_of("demo", "z")
+    assert folded_z.records[0] is of_z.records[0] and folded_z.frame is views.view("demo").frame
+    with JsonStore(tmp_path) as store:
+        _same(folded_z, load_history(store, "demo", objective="z"))
     writer.close()
 
 

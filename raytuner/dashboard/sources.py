@@ -177,6 +177,14 @@ class TableQuery:
         return rows
 
 
+def _continues(view: HistoryView, before: HistoryView) -> bool:
+    """Whether ``view`` holds ``before``'s records and models, the same objects, then more (a fold of it)."""
+    return all(
+        len(now) >= len(then) and (not then or now[len(then) - 1] is then[-1])
+        for now, then in ((view.records, before.records), (view.models, before.models))
+    )
+
+
 class HistoryViews(ABC):
     """What the dashboard's history pages read: problems, each as a :class:`~raytuner.view.HistoryView`."""
 
@@ -216,6 +224,12 @@ class HistoryViews(ABC):
         held = self._objective_views.get(key)
         if held is not None and held[0] is base:
             return held[1]
+        if held is not None and _continues(base, held[0]):  # the base was folded: fold the same records in
+            before = held[0]
+            view = held[1].extended(base.records[len(before.records) :], base.models[len(before.models) :])
+            view.share_table(base)
+            self._objective_views[key] = (base, view)
+            return view
         document = HistoryDocument(
             tuning_problem_name=base.problem, func_eval=base.records, surrogate_model=base.models
         )
