@@ -138,6 +138,15 @@ def _empty_columns(frame: pd.DataFrame) -> frozenset[str]:
     return frozenset(empty)
 
 
+def _counts(frame: pd.DataFrame) -> dict[str, tuple[int, int, float]]:
+    """Per task label of ``frame``'s rows: how many, how many failed, their cost (an evaluation without one: 1)."""
+    by_task = frame["task"]
+    evaluations = by_task.value_counts()
+    failed = (frame["status"] != "ok").groupby(by_task).sum()
+    costs = pd.to_numeric(frame["cost"], errors="coerce").fillna(1.0).groupby(by_task).sum()
+    return {str(t): (int(evaluations[t]), int(failed.get(t, 0)), float(costs.get(t, 0.0))) for t in evaluations.index}
+
+
 def record_time(record: FunctionEvaluation) -> _dt.datetime | None:
     """When an evaluation's record was made (local time, as GPTune keeps it; ``None``: no valid time).
 
@@ -444,7 +453,7 @@ class HistoryView:
         if other.records is not self.records and other.records != self.records:
             raise InvalidInputError("other", "a view of other records has another table")
         if self.objective in other.columns["output"]:  # the objective has its column there already
-            for name in ("tasks", "full_fidelity", "columns", "frame", "empty_columns"):
+            for name in ("tasks", "full_fidelity", "columns", "frame", "empty_columns", "_task_counts"):
                 if name in other.__dict__:
                     self.__dict__[name] = other.__dict__[name]
 
@@ -486,8 +495,9 @@ class HistoryView:
         frame = before.frame
         if not new:
             self.frame = frame
-            if "empty_columns" in before.__dict__:
-                self.empty_columns = before.empty_columns
+            for name in ("empty_columns", "_task_counts"):
+                if name in before.__dict__:
+                    self.__dict__[name] = before.__dict__[name]
             return
         rows = self._rows(new)
         if list(rows.columns) != list(frame.columns):
@@ -500,6 +510,12 @@ class HistoryView:
         self.frame = pd.concat([frame, rows], ignore_index=True)
         if "empty_columns" in before.__dict__:
             self.empty_columns = before.empty_columns & _empty_columns(rows)
+        if "_task_counts" in before.__dict__:
+            counts = dict(before._task_counts)
+            for label, (evaluations, failed, cost) in _counts(rows).items():
+                held = counts.get(label, (0, 0, 0.0))
+                counts[label] = (held[0] + evaluations, held[1] + failed, held[2] + cost)
+            self._task_counts = counts
 
     def best_table(self) -> pd.DataFrame:
         """One row per task: its :meth:`best` evaluation's row of :attr:`frame` (NaN where none), plus counts.
@@ -510,12 +526,14 @@ class HistoryView:
         return self._best.copy()
 
     @cached_property
+    def _task_counts(self) -> dict[str, tuple[int, int, float]]:
+        """Per task label: its evaluations, the failed ones, the cost spent (an evaluation without a cost: 1)."""
+        return _counts(self.frame)
+
+    @cached_property
     def _best(self) -> pd.DataFrame:
         frame = self.frame
-        by_task = frame["task"]
-        evaluations = by_task.value_counts()
-        failed = (frame["status"] != "ok").groupby(by_task).sum()
-        costs = pd.to_numeric(frame["cost"], errors="coerce").fillna(1.0).groupby(by_task).sum()
+        counts = self._task_counts
         rows = []
         for task, index in zip(self.tasks, self._best_rows):
             label = task_label(task)
@@ -524,13 +542,8 @@ class HistoryView:
             else:
                 row = {c: float("nan") for c in frame.columns}
                 row.update({"task": label, **{k: v for k, v in task.items() if k in frame.columns}})
-            row.update(
-                {
-                    "evaluations": int(evaluations.get(label, 0)),
-                    "failed": int(failed.get(label, 0)),
-                    "total_cost": float(costs.get(label, 0.0)),
-                }
-            )
+            evaluations, failed, cost = counts.get(label, (0, 0, 0.0))
+            row.update({"evaluations": evaluations, "failed": failed, "total_cost": cost})
             rows.append(row)
         return pd.DataFrame(rows, columns=[*frame.columns, "evaluations", "failed", "total_cost"])
 
