@@ -68,6 +68,21 @@ def _tasks(view: HistoryView, task: Mapping[str, Any] | str | None) -> list[str]
     return [wanted]
 
 
+def _steps(curve: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a best-so-far ``curve`` where its best changes, and its last: the same steps, drawn from
+    as many points as the best changed (not one per evaluation of a large history).
+
+    >>> _steps(pd.DataFrame({"best": [None, None, 3.0, 3.0, 2.0, 2.0]}))["best"].tolist()
+    [nan, 3.0, 2.0, 2.0]
+    """
+    best = curve["best"]
+    before = best.shift()
+    same = best.eq(before) | (best.isna() & before.isna())
+    same.iloc[:1] = False
+    same.iloc[-1:] = False
+    return curve[~same.to_numpy()]
+
+
 def plot_history(
     view: HistoryView, by: Literal["evaluations", "cost"] = "evaluations", task: Mapping[str, Any] | str | None = None
 ) -> Figure:
@@ -84,7 +99,7 @@ def plot_history(
     figure, ax = _figure()
     x_column = "evaluation" if by == "evaluations" else "cost"
     for label in _tasks(view, task):
-        mine = curves[curves["task"] == label]
+        mine = _steps(curves[curves["task"] == label])
         (line,) = ax.step(mine[x_column], mine["best"], where="post", label=label)
         ax.plot(mine[x_column].iloc[-1:], mine["best"].iloc[-1:], "o", color=line.get_color(), markersize=4)
     ax.set_xlabel("evaluations of the task" if by == "evaluations" else "normalised cost spent by the task")
