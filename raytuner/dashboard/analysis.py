@@ -178,16 +178,17 @@ def importance(problem: str) -> tuple[str, int]:
     if space is None or len(mine) < 3:
         why = "the problem's spaces are unknown" if space is None else f"{len(mine)} successful evaluations{where}"
         return render("importance.html", title, **head, why=why)
-    done = config().setdefault("importance", {})  # by (problem, objective, task, fidelity): the view, the indices
+    done = config().setdefault("importance", {})  # by (problem, objective, task, fidelity): what was fitted, indices
     key = (problem, view.objective, label, fidelity)
+    fitted = _fitted(mine, space)
     held = done.get(key)
-    if held is None or held[0] is not view:
+    if held is None or held[0] != fitted:  # the same records in the same space: the same indices
         from raytuner.analysis import sobol_analysis, surrogate_from_records  # the models when a page fits one
         from raytuner.models.executors import InlineExecutor
 
         model = surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor())
         indices = sobol_analysis(model, num_samples=IMPORTANCE_SAMPLES, task=task, seed=0)
-        held = (view, Sobol.of(indices, f"{problem}, {label}: {view.objective}"))
+        held = (fitted, Sobol.of(indices, f"{problem}, {label}: {view.objective}"))
         done[key] = held
     return render(
         "importance.html",
@@ -202,8 +203,13 @@ def importance(problem: str) -> tuple[str, int]:
     )
 
 
+def _fitted(records: Sequence[FunctionEvaluation], space: ProblemSpace) -> tuple[Any, ...]:
+    """What a model fitted to ``records`` in ``space`` depends on (a cached model is kept while it is the same)."""
+    return (tuple(r.uid for r in records), space)
+
+
 def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float | None) -> Any:
-    """A GP of the objective fitted to the task's newest evaluations at ``fidelity`` (cached per view)."""
+    """A GP of the objective fitted to the task's newest evaluations at ``fidelity`` (kept while it is fitted to the same records)."""
     space = view.problem_space or _observed_space(view)
     task = next(t for t in view.tasks if task_label(t) == label)
     mine = _records_of(view, evaluations_at(view, label, fidelity, limit=CONTOUR_RECORDS))
@@ -211,13 +217,14 @@ def _contour_model(view: HistoryView, problem: str, label: str, fidelity: float 
         return None
     done = config().setdefault("contour", {})
     key = (problem, view.objective, label, fidelity)
+    fitted = _fitted(mine, space)
     held = done.get(key)
-    if held is None or held[0] is not view:
+    if held is None or held[0] != fitted:  # a record appended to another task or fidelity: the same model
         from raytuner.analysis import surrogate_from_records
         from raytuner.models.executors import InlineExecutor
 
         held = (
-            view,
+            fitted,
             surrogate_from_records(space, mine, objective=view.objective, task=task, executor=InlineExecutor()),
         )
         done[key] = held
