@@ -265,7 +265,7 @@ class HistoryViews(ABC):
             self.view(problem)
 
     def evaluation_count(self, problem: str) -> tuple[int, HistoryView | None]:
-        """How many evaluations the problem has, and its view when one was read (none is read for this).
+        """How many evaluations the problem has, and its view (read here; a store counts a large problem unread).
 
         Args:
             problem: the problem's name.
@@ -280,8 +280,8 @@ class _Held:
 
     view: HistoryView
     cursor: Any
-    uids: frozenset[str] | set[str]
-    model_uids: frozenset[str] | set[str]
+    uids: set[str]
+    model_uids: set[str]
     read_at: float
 
 
