@@ -85,7 +85,7 @@ def table(problem: str) -> tuple[str, int]:
         trail=trail(problem, ("evaluations", here)),
         objectives=objective_choices(view, here, **{k: v for k, v in {**args, **order}.items() if k != "objective"}),
         query=query,
-        tasks=sorted(set(frame["task"])),
+        tasks=sorted(frame["task"].unique()),
         ranges=[
             (c, *(request.args.get(f"{end}.{c}", "") if error is None else "" for end in ("min", "max")))
             for c in _range_columns(frame, view)

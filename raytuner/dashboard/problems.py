@@ -29,7 +29,7 @@ from raytuner.dashboard.shared import (
 from raytuner.dashboard.sources import PAGE_SIZE, ServiceViews
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError
-from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation
+from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation, task_label
 
 __all__ = ["blueprint"]
 
@@ -108,7 +108,7 @@ def task(problem: str) -> tuple[str, int]:
     """One task: its best, its history and parameter plots, its latest evaluations."""
     view = problem_view(problem)
     label = request.args.get("task", "")
-    if label not in set(view.frame["task"]):
+    if label not in {task_label(t) for t in view.tasks}:
         return render("layout.html", problem, error=f"task: {label[:80]!r} is no task of {problem}", status=404)
     recent = filled(view, view.frame[view.frame["task"] == label].tail(PAGE_SIZE))
     return render(
@@ -130,7 +130,7 @@ def task(problem: str) -> tuple[str, int]:
 def brackets(problem: str) -> tuple[str, int]:
     """GPTuneBand's brackets and promotions of one task (``?task=``; default: the first)."""
     view = problem_view(problem)
-    tasks = sorted(set(view.frame["task"]))
+    tasks = sorted(view.frame["task"].unique())
     ran = bool(tasks) and not view.frame["bracket"].isna().all()
     chosen = request.args.get("task") or (tasks[0] if tasks else "")
     return render(
