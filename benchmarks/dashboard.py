@@ -257,45 +257,68 @@ def bench_raytuner(folder: Path, n: int, seconds: float, make: _Records) -> dict
     store_mb, uid = _write_store(folder, n, make)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    logfile = open(folder.parent / "raytuner-dashboard.log", "wb")
-    command = [sys.executable, "-m", "raytuner.cli", "dashboard", str(folder), "--port", str(port)]
-    process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT)
-    seen = _Latencies()
+    labels = [task_label({"dataset_id": d}) for d in DATASETS]
+    turn = [0]
+
+    def evaluations() -> str:
+        turn[0] += 1
+        sort = ("val_error", "learning_rate", "")[turn[0] % 3]
+        return f"{base}/problem/{PROBLEM}/evaluations?page={1 + 37 * turn[0] % 2000}&sort={sort}"
+
+    pages: list[tuple[str, Callable[[], str]]] = [
+        ("overview", lambda: base + "/"),
+        ("problem", lambda: f"{base}/problem/{PROBLEM}"),
+        ("evaluations", evaluations),
+        ("task", lambda: f"{base}/problem/{PROBLEM}/task?task={labels[turn[0] % 8]}"),
+        ("live", lambda: f"{base}/problem/{PROBLEM}/live"),
+        ("history_svg", lambda: f"{base}/problem/{PROBLEM}/plot/history.svg"),
+        ("brackets", lambda: f"{base}/problem/{PROBLEM}/brackets"),
+        ("analysis", lambda: f"{base}/problem/{PROBLEM}/analysis?task={labels[0]}"),
+        ("evaluation", lambda: f"{base}/problem/{PROBLEM}/evaluation/{uid}"),
+    ]
+
+    def poll(seen: _Latencies) -> int | None:
+        body = seen.get("live_poll", f"{base}/problem/{PROBLEM}/live.json")
+        return None if body is None else int(json.loads(body)["evaluations"]) - n
+
+    writer = JsonStore(folder)
     try:
-        startup = _wait_until_up(base + "/", process)
-        first_read = _first_read(seen, f"{base}/problem/{PROBLEM}")
-        writer = JsonStore(folder)
-        labels = [task_label({"dataset_id": d}) for d in DATASETS]
-        turn = [0]
-
-        def evaluations() -> str:
-            turn[0] += 1
-            sort = ("val_error", "learning_rate", "")[turn[0] % 3]
-            return f"{base}/problem/{PROBLEM}/evaluations?page={1 + 37 * turn[0] % 2000}&sort={sort}"
-
-        pages: list[tuple[str, Callable[[], str]]] = [
-            ("overview", lambda: base + "/"),
-            ("problem", lambda: f"{base}/problem/{PROBLEM}"),
-            ("evaluations", evaluations),
-            ("task", lambda: f"{base}/problem/{PROBLEM}/task?task={labels[turn[0] % 8]}"),
-            ("live", lambda: f"{base}/problem/{PROBLEM}/live"),
-            ("history_svg", lambda: f"{base}/problem/{PROBLEM}/plot/history.svg"),
-            ("brackets", lambda: f"{base}/problem/{PROBLEM}/brackets"),
-            ("analysis", lambda: f"{base}/problem/{PROBLEM}/analysis?task={labels[0]}"),
-            ("evaluation", lambda: f"{base}/problem/{PROBLEM}/evaluation/{uid}"),
-        ]
-
-        def poll(appended: int) -> int | None:
-            body = seen.get("live_poll", f"{base}/problem/{PROBLEM}/live.json")
-            return None if body is None else int(json.loads(body)["evaluations"]) - n
-
-        driven = _drive(seconds, lambda k: writer.append(PROBLEM, make(n + k)), poll, pages, seen)
-        writer.close()
-        peak = _peak_rss_mb(process.pid)
+        figures = _measure(
+            [sys.executable, "-m", "raytuner.cli", "dashboard", str(folder), "--port", str(port)],
+            folder.parent / "raytuner-dashboard.log",
+            (base + "/", f"{base}/problem/{PROBLEM}"),
+            pages,
+            poll,
+            lambda k: writer.append(PROBLEM, make(n + k)),
+            seconds,
+        )
     finally:
-        process.terminate()
-        process.wait(timeout=60)
-        logfile.close()
+        writer.close()
+    return {**figures, "store_mb": store_mb}
+
+
+def _measure(
+    command: list[str],
+    log_path: Path,
+    first: tuple[str, str],
+    pages: list[tuple[str, Callable[[], str]]],
+    poll: Callable[[_Latencies], int | None],
+    append: Callable[[int], None],
+    seconds: float,
+) -> dict[str, Any]:
+    """Start a dashboard server (``command``), time its start (``first[0]`` answers) and its first read
+    (``first[1]``), then :func:`_drive` it; its figures."""
+    seen = _Latencies()
+    with open(log_path, "wb") as logfile:
+        process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT)
+        try:
+            startup = _wait_until_up(first[0], process)
+            first_read = _first_read(seen, first[1])
+            driven = _drive(seconds, append, lambda appended: poll(seen), pages, seen)
+            peak = _peak_rss_mb(process.pid)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
     return {
         "startup_s": round(startup, 3),
         "first_read_s": first_read,
@@ -303,7 +326,6 @@ def bench_raytuner(folder: Path, n: int, seconds: float, make: _Records) -> dict
         "pages": {name: seen.summary(name) for name, _ in pages},
         **driven,
         "peak_rss_mb": peak,
-        "store_mb": store_mb,
     }
 
 
@@ -359,51 +381,38 @@ def bench_optuna_dashboard(folder: Path, n: int, seconds: float, make: _Records)
     log.info("optuna study of %d trials written (%.1f MiB)", replayed, journal_mb)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    logfile = open(folder / "optuna-dashboard.log", "wb")
-    command = [
-        sys.executable,
-        "-c",
-        "import sys; from optuna_dashboard._cli import main; sys.exit(main())",
-        str(path),
-        "--port",
-        str(port),
+    pages: list[tuple[str, Callable[[], str]]] = [
+        ("overview", lambda: base + "/api/studies"),
+        ("study", lambda: f"{base}/api/studies/0"),
+        ("importances", lambda: f"{base}/api/studies/0/param_importances"),
+        ("page", lambda: f"{base}/dashboard/studies/0"),
     ]
-    process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT)
-    seen = _Latencies()
-    try:
-        startup = _wait_until_up(base + "/api/studies", process)
-        first_read = _first_read(seen, f"{base}/api/studies/0")
-        pages: list[tuple[str, Callable[[], str]]] = [
-            ("overview", lambda: base + "/api/studies"),
-            ("study", lambda: f"{base}/api/studies/0"),
-            ("importances", lambda: f"{base}/api/studies/0/param_importances"),
-            ("page", lambda: f"{base}/dashboard/studies/0"),
-        ]
-        shown = [n]
+    shown = [n]
 
-        def poll(appended: int) -> int | None:
-            body = seen.get("live_poll", f"{base}/api/studies/0?after={shown[0]}")
-            if body is None:
-                return None
-            shown[0] += len(json.loads(body)["trials"])
-            return shown[0] - n
+    def poll(seen: _Latencies) -> int | None:
+        body = seen.get("live_poll", f"{base}/api/studies/0?after={shown[0]}")
+        if body is None:
+            return None
+        shown[0] += len(json.loads(body)["trials"])
+        return shown[0] - n
 
-        driven = _drive(seconds, lambda k: study.add_trial(_trial(make, n + k)), poll, pages, seen)
-        peak = _peak_rss_mb(process.pid)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        logfile.close()
-    return {
-        "version": version("optuna-dashboard"),
-        "startup_s": round(startup, 3),
-        "first_read_s": first_read,
-        "live_poll": seen.summary("live_poll"),
-        "pages": {name: seen.summary(name) for name, _ in pages},
-        **driven,
-        "peak_rss_mb": peak,
-        "store_mb": journal_mb,
-    }
+    figures = _measure(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from optuna_dashboard._cli import main; sys.exit(main())",
+            str(path),
+            "--port",
+            str(port),
+        ],
+        folder / "optuna-dashboard.log",
+        (base + "/api/studies", f"{base}/api/studies/0"),
+        pages,
+        poll,
+        lambda k: study.add_trial(_trial(make, n + k)),
+        seconds,
+    )
+    return {"version": version("optuna-dashboard"), **figures, "store_mb": journal_mb}
 
 
 # -- the run -----------------------------------------------------------------------------------------------
