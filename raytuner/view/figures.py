@@ -175,7 +175,7 @@ def fidelities(view: HistoryView) -> list[float]:
     Args:
         view: the history.
     """
-    return sorted({float(f) for f in view.frame["fidelity"].dropna()})
+    return sorted({float(f) for f in view.frame["fidelity"].dropna().unique()})
 
 
 def evaluations_at(
@@ -215,7 +215,15 @@ def numeric_parameters(view: HistoryView) -> list[str]:
     out = []
     for name, column in view.columns["parameter"].items():
         values = view.frame[column].dropna()
-        if len(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if pd.api.types.is_bool_dtype(values.dtype):
+            continue
+        if pd.api.types.is_numeric_dtype(values.dtype):  # a column of numbers only: no value to look at
+            numeric = len(values) > 0
+        else:
+            numeric = len(values) > 0 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.unique()
+            )
+        if numeric:
             out.append(name)
     return out
 

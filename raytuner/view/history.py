@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
+import numpy as np
 import pandas as pd
 
 from raytuner.errors import InvalidInputError
@@ -547,6 +548,14 @@ class HistoryView:
             rows.append(row)
         return pd.DataFrame(rows, columns=[*frame.columns, "evaluations", "failed", "total_cost"])
 
+    def _full_fidelity_rows(self) -> pd.Series:
+        """Per row of :attr:`frame`, :meth:`is_full_fidelity` of its evaluation."""
+        fidelity = pd.to_numeric(self.frame["fidelity"], errors="coerce")
+        if self.full_fidelity is None:
+            return pd.Series(True, index=self.frame.index)
+        close = np.isclose(fidelity.fillna(-math.inf), self.full_fidelity, rtol=1e-9, atol=0.0)
+        return fidelity.isna() | pd.Series(close, index=self.frame.index)
+
     def best_so_far(self) -> pd.DataFrame:
         """Per task, after each of its evaluations: the running best at full fidelity and the cost spent.
 
@@ -558,7 +567,7 @@ class HistoryView:
         """
         frame = self.frame
         column = self.objective_column
-        full = [self.is_full_fidelity(r) for r in self.records]
+        full = self._full_fidelity_rows()
         out = pd.DataFrame({"task": frame["task"], "value": frame[column].where(full)})
         out["evaluation"] = out.groupby("task", sort=False).cumcount() + 1
         out["cost"] = pd.to_numeric(frame["cost"], errors="coerce").fillna(1.0).groupby(frame["task"]).cumsum()
