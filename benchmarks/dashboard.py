@@ -36,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import json
 import logging
 import os
@@ -133,7 +134,7 @@ class _Latencies:
         try:
             with urllib.request.urlopen(url, timeout=timeout) as answer:
                 body: bytes = answer.read()
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             log.warning("%s: %s", url, exc)
             with self.lock:
                 self.errors[name] = self.errors.get(name, 0) + 1
@@ -170,7 +171,7 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes], limit: float = 60
             with urllib.request.urlopen(url, timeout=limit) as answer:
                 if answer.status == 200:
                     return time.perf_counter() - started
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException):  # not (yet) this server
             time.sleep(0.02)
     raise RuntimeError(f"{url} did not answer in {limit:.0f} s")
 
