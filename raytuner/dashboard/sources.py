@@ -41,6 +41,7 @@ import pandas as pd
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation, HistoryDocument, SurrogateModelRecord
 from raytuner.store import HistoryStore, JsonStore, Ledger, StoreChanges, is_mongodb_uri, open_store
+from raytuner.store.base import new_records
 from raytuner.view import HistoryView, load_history
 
 __all__ = ["HistoryViews", "StoreViews", "ServiceViews", "TableQuery", "PAGE_SIZE", "PAGE_SIZES"]
@@ -285,16 +286,6 @@ class _Held:
     read_at: float
 
 
-def _fresh(records: list[Any], seen: set[str]) -> list[Any]:
-    """The records whose uid is not in ``seen`` (which takes them): the first of a uid is kept, as every read does."""
-    kept = []
-    for record in records:
-        if record.uid not in seen:
-            seen.add(record.uid)
-            kept.append(record)
-    return kept
-
-
 class StoreViews(HistoryViews):
     """A history store the dashboard shows: its problems, each as a cached :class:`HistoryView`.
 
@@ -422,16 +413,16 @@ class StoreViews(HistoryViews):
             if not changes.evaluations and not changes.models:
                 return _Held(held.view, changes.cursor, held.uids, held.model_uids, time.monotonic())
             uids, model_uids = set(held.uids), set(held.model_uids)
-            records: list[FunctionEvaluation] = _fresh(changes.evaluations, uids)
-            models: list[SurrogateModelRecord] = _fresh(changes.models, model_uids)
+            records: list[FunctionEvaluation] = new_records(changes.evaluations, uids)
+            models: list[SurrogateModelRecord] = new_records(changes.models, model_uids)
             view = held.view.extended(records, models)
             how = f"{len(records)} new evaluations"
         else:
             uids, model_uids = set(), set()
             document = HistoryDocument(
                 tuning_problem_name=problem,
-                func_eval=_fresh(changes.evaluations, uids),
-                surrogate_model=_fresh(changes.models, model_uids),
+                func_eval=new_records(changes.evaluations, uids),
+                surrogate_model=new_records(changes.models, model_uids),
             )
             view = load_history(document)
             how = f"{len(view.records)} evaluations"

@@ -39,6 +39,7 @@ __all__ = [
     "HistoryStore",
     "EvaluationQuery",
     "StoreChanges",
+    "new_records",
     "VersionRange",
     "check_problem_name",
     "PROBLEM_NAME_RULE",
@@ -185,9 +186,20 @@ class StoreChanges:
     whole: bool
 
 
-def _new_records(records: Sequence[Any], stored: set[str]) -> list[Any]:
-    """The records whose uid is neither stored nor repeated earlier in ``records``, in order."""
-    seen = set(stored)
+def new_records(records: Sequence[Any], seen: set[str]) -> list[Any]:
+    """The records whose uid is neither in ``seen`` nor repeated earlier in ``records``, in order.
+
+    The first record of a uid is kept, as every read of a store keeps it; ``seen`` takes the new uids.
+
+    Args:
+        records: records with a ``uid``.
+        seen: the uids already held (updated).
+
+    >>> from types import SimpleNamespace as Record
+    >>> seen = {"a"}
+    >>> [r.uid for r in new_records([Record(uid="a"), Record(uid="b"), Record(uid="b")], seen)], sorted(seen)
+    (['b'], ['a', 'b'])
+    """
     new = []
     for record in records:
         if record.uid not in seen:
@@ -380,8 +392,8 @@ class HistoryStore(ABC):
         """
         problem = check_problem_name(document.tuning_problem_name)
         have_evaluations, have_models = self.stored_uids(problem)
-        evaluations = _new_records(document.func_eval, have_evaluations)
-        models = _new_records(document.surrogate_model, have_models)
+        evaluations = new_records(document.func_eval, have_evaluations)
+        models = new_records(document.surrogate_model, have_models)
         if evaluations or models:
             self.append_batch(problem, evaluations, models)
         return len(evaluations), len(models)
