@@ -110,6 +110,7 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(
     browser.get(band_dashboard + "/")
     [row] = _rows(browser, "problems")
     assert row["problem"] == BAND_PROBLEM and int(row["evaluations"]) == len(view.records)
+    assert row["best per task"] == " · ".join(f"{task}: {value:.6g}" for task, value in best.items())  # labelled
     screenshot(browser, tmp_path, "dashboard-overview")
     _click(browser, browser.find_element(By.LINK_TEXT, BAND_PROBLEM))
     shown = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}

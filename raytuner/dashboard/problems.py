@@ -62,14 +62,15 @@ def overview() -> Any:
         if view is None:
             rows.append({"name": name, "evaluations": count, "tasks": "", "objective": "", "best": "open it to read"})
             continue
-        best = view.best_table()[view.objective_column] if view.records else []
+        table = view.best_table() if view.records else None
+        best = [] if table is None else list(zip(table["task"], table[view.objective_column]))
         rows.append(
             {
                 "name": name,
                 "evaluations": count,
                 "tasks": len(view.tasks),
                 "objective": f"{view.objective} ({view.goal})",
-                "best": ", ".join(f"{v:.6g}" for v in best if v == v) or "-",
+                "best": " · ".join(f"{task}: {v:.6g}" for task, v in best if v == v) or "-",
             }
         )
     if isinstance(held, ServiceViews):
