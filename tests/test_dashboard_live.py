@@ -218,6 +218,19 @@ def test_a_live_poll_after_an_append_shows_the_new_record(tmp_path: Path) -> Non
     assert newest.uid in after["html"]  # its row links to the evaluation's page
 
 
+def test_the_live_view_chooses_its_objective_and_its_poll_keeps_the_choice(tmp_path: Path) -> None:
+    with JsonStore(tmp_path) as writer:
+        writer.append_many("demo", _records(0, 30))
+    client = create_app(store=tmp_path).test_client()
+    page = client.get("/problem/demo/live").get_data(as_text=True)
+    assert 'id="objectives"' in page and 'href="/problem/demo/live?objective=z"' in page
+    chosen = client.get("/problem/demo/live?objective=z").get_data(as_text=True)
+    assert "<b>z</b>" in chosen and '".json" + location.search' in chosen  # the poll asks about the same objective
+    polled = client.get("/problem/demo/live.json?objective=z").get_json()["html"]
+    assert "objective=z" in polled  # its chart and links are of z
+    assert "objective=z" not in client.get("/problem/demo/live.json").get_json()["html"]
+
+
 @pytest.mark.parametrize("writer_open", [True, False])
 def test_reading_writes_nothing(tmp_path: Path, writer_open: bool) -> None:
     writer = JsonStore(tmp_path)

@@ -15,7 +15,16 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, render_template
 
 from raytuner.dashboard.pages import cell, render
-from raytuner.dashboard.shared import best_table, evaluations_table, filled, problem_view, source, trail, url
+from raytuner.dashboard.shared import (
+    best_table,
+    evaluations_table,
+    filled,
+    objective_choices,
+    problem_view,
+    source,
+    trail,
+    url,
+)
 
 __all__ = ["blueprint"]
 
@@ -41,11 +50,12 @@ def _fragment(problem: str) -> dict[str, Any]:
 
 @blueprint.get("/problem/<problem>/live")
 def page(problem: str) -> tuple[str, int]:
-    """The live view: the fragment now, and the script that redraws it as records arrive."""
+    """The live view: the fragment now, and the script that redraws it as records arrive (``?objective=``: of it)."""
     return render(
         "live.html",
         f"{problem}: live",
         trail=trail(problem, ("live", f"/problem/{problem}/live")),
+        objectives=objective_choices(problem_view(problem), f"/problem/{problem}/live"),
         **_fragment(problem),
     )
 
