@@ -128,6 +128,23 @@ def test_gptuneband_marks_the_samples_its_tasks_own_models_chose() -> None:
     assert own and all(provenance(r).proposer == "model" and provenance(r).rung == 0 for r in own)
 
 
+def test_gptuneband_samples_b_max_by_each_tasks_own_b_max_model_once_it_holds_enough() -> None:
+    # a task's full-fidelity search is single-task BO's once its b_max model can be fitted: a task whose best
+    # region the other tasks and the low fidelities rate badly is still searched there
+    band = GPTuneBand(
+        PROBLEM, TASKS[:2] + [OUTLIER], seed=0, b_min=1, b_max=4, eta=2, passes=3, lcm=FAST, executor=INLINE
+    )
+    records = []
+    while not band.finished:
+        s = band.ask()
+        records.append(band.tell(s, {"y": six_tasks(s.task, s.config) + 0.1 / float(s.fidelity or 4)}))
+    later = [r for r in records if provenance(r).bracket == 0 and (provenance(r).pass_ or 0) >= 2]
+    assert len(later) == 2 * 3 * band.structure.samples(0)  # passes 2 and 3, three tasks
+    assert all((provenance(r).model_extra or {}).get(OWN_MODEL) for r in later)
+    lower = [r for r in records if provenance(r).proposer == "model" and provenance(r).bracket != 0]
+    assert not all((provenance(r).model_extra or {}).get(OWN_MODEL) for r in lower)  # the shared model guides these
+
+
 def test_a_resumed_session_suggests_as_the_live_one_own_models_included(tmp_path: Path) -> None:
     def engine() -> MLA:
         return MLA(PROBLEM, TASKS[3:], seed=3, n_initial=3, lcm=FAST, executor=INLINE, search_candidates=256)

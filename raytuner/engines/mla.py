@@ -174,7 +174,7 @@ class MLA(StoredModels, Engine):
     #: shown yet is still searched as single-task BO would search it (chosen by ``python -m benchmarks mla``).
     OWN_TURN = 3
     #: The leave-one-out rho (:func:`~raytuner.engines.sharing.loo_rank_correlation`) a task's own model needs to
-    #: take its turns (``None``: none). GPTuneBand's samplers need :attr:`PREDICTIVE`: a bracket gets a few
+    #: take its turns (``None``: none). GPTuneBand's lower brackets need :attr:`PREDICTIVE`: a bracket gets a few
     #: samples a pass, and on a landscape too rough for a model of one task's few evaluations its turns waste them.
     OWN_TURN_RHO: float | None = None
     #: The LCM's options when none are given, and the task weights where given ones leave them to the engine:

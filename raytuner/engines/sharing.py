@@ -19,12 +19,15 @@ none of its evaluations has touched yet is invisible to it, and the shared
 model, sure of what the other tasks say there, would not send the task
 looking. So, besides, every :attr:`MLA.OWN_TURN <raytuner.engines.MLA.OWN_TURN>`-th
 suggestion of a task comes from its own model whatever the check says: the
-task keeps a share of single-task BO's own search. GPTuneBand takes those
-turns only where the task's own model tells its good configurations from
-its bad ones unseen (:func:`loo_rank_correlation` at least
-:attr:`MLA.OWN_TURN_RHO <raytuner.engines.MLA.OWN_TURN_RHO>`): a bracket gets
-few samples a pass, and a model of one task's few evaluations of a rough
-landscape would waste them. A suggestion of the task's own model carries
+task keeps a share of single-task BO's own search. GPTuneBand's samples
+below ``b_max`` take those turns only where the task's own model tells its
+good configurations from its bad ones unseen (:func:`loo_rank_correlation`
+at least :attr:`MLA.OWN_TURN_RHO <raytuner.engines.MLA.OWN_TURN_RHO>`): a
+bracket gets few samples a pass, and a model of one task's few evaluations
+of a rough landscape would waste them. Its ``b_max`` samples come from the
+task's own model (of its levels alone) once it holds :data:`MIN_OWN_SAMPLES`
+evaluations at ``b_max``: the task's full-fidelity search is single-task
+BO's. A suggestion of the task's own model carries
 ``own_model: true`` in its provenance.
 
 Example:

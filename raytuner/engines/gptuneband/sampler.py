@@ -13,10 +13,13 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from raytuner.engines.bandit import BanditStructure
 from raytuner.engines.mla import MLA
 from raytuner.engines.multiobjective import MultiObjectiveMLA
-from raytuner.models import LCMOptions
+from raytuner.engines.sharing import MIN_OWN_SAMPLES
+from raytuner.models import FittedLCM, LCMOptions
 from raytuner.models.persistence import model_tasks
 from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
 from raytuner.problem.space import ProblemSpace
@@ -104,7 +107,8 @@ class LevelSampler(MLA):
     name = "gptuneband"
     #: GPTuneBand's model keeps signed task weights (``python -m benchmarks band`` compares them).
     default_options = LCMOptions(task_weights="signed")
-    #: A task's own model takes its turns where it predicts the task (``python -m benchmarks band``'s Table 1).
+    #: A lower bracket's sample takes its task's own model's turns where that model predicts the task
+    #: (``python -m benchmarks band``'s Table 1); a ``b_max`` sample's own model takes every one (:meth:`_own_turn`).
     OWN_TURN_RHO = MLA.PREDICTIVE
 
     def __init__(
@@ -204,6 +208,27 @@ class LevelSampler(MLA):
         if j == 0:
             return [index]
         return [k for k, (task, _) in enumerate(self.lcm_tasks) if task == i]
+
+    def _own_turn(self, index: int, mine: FittedLCM, target: int) -> bool:
+        """Whether task ``index``'s next sample is its own model's: every ``b_max`` sample (bracket 0) once the
+        task's own model (of its levels alone) holds :data:`~raytuner.engines.sharing.MIN_OWN_SAMPLES`
+        evaluations at ``b_max``; a lower bracket's on MLA's turns where that model predicts the task
+        (:attr:`OWN_TURN_RHO`).
+
+        Bracket 0 is the task's stream of full-fidelity samples: chosen by the
+        task's own evaluations alone, it is single-task BO's search, which reaches
+        a best region that the other tasks and the low fidelities rate badly
+        (a corner, a late bloomer); the lower brackets, most of a pass's
+        samples, keep what the shared model teaches.
+
+        Args:
+            index: The LCM-task a sample is sought for.
+            mine: The task's own model (:meth:`own_model`).
+            target: The scored LCM-task's position in ``mine``.
+        """
+        if self.lcm_tasks[index][1] == 0:
+            return int(np.sum(mine.task == target)) >= MIN_OWN_SAMPLES
+        return super()._own_turn(index, mine, target)
 
     def fold(self, record: FunctionEvaluation) -> None:
         """Fold in an evaluation of one of its LCM-tasks (lifted to its :data:`LEVEL`) that the band has checked.
