@@ -319,7 +319,7 @@ def compress(response: Response) -> Response:
 
 @functools.cache
 def gzipped_plotly_js() -> bytes:
-    """:func:`plotly_js`'s file gzipped (once per process: 5 MB take a good part of a second)."""
+    """:func:`plotly_js`'s file gzipped, once per process (compressing it is too slow to repeat per request)."""
     return gzip.compress(plotly_js().read_bytes(), compresslevel=9, mtime=0)
 
 
