@@ -340,12 +340,22 @@ def _slow_python(tmp_path: Path, seconds: float) -> Path:
     return wrapper
 
 
+def _slow_tell(tmp_path: Path, seconds: float) -> str:
+    """A ``RAYTUNER`` command for job.sh whose ``tell`` takes ``seconds`` to start (a busy node's Python)."""
+    wrapper = tmp_path / "slow-tell"
+    command = " ".join(f'"{part}"' for part in RAYTUNER)
+    wrapper.write_text(f'#!/usr/bin/env bash\n[ "$1" = tell ] && sleep {seconds}\nexec {command} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def test_the_example_job_heartbeats_through_a_trial_longer_than_its_lease(
     server: TuningServer, key: str, tmp_path: Path
 ) -> None:
-    # the job's program takes over twice the lease while another client asks all along: the job's
-    # heartbeats keep its trial, so the other client never gets it (the asking starts once the first
-    # renewal came: a busy machine may take seconds to start the heartbeat's process)
+    # the job's program takes over twice the lease, and its tell over one lease to start, while another client
+    # asks all along: the job's heartbeats keep its trial until the tell lands, so the other client never gets
+    # it (the asking starts once the first renewal came: a busy machine may take seconds to start the
+    # heartbeat's process)
     env = {"RAYTUNER_SERVER": server.address, "RAYTUNER_API_KEY": key}
     with RemoteTuner(server.address, key) as tuner:
         session = tuner.create_session(
@@ -353,7 +363,10 @@ def test_the_example_job_heartbeats_through_a_trial_longer_than_its_lease(
         )
         job = subprocess.Popen(
             ["bash", str(EXAMPLE / "job.sh")],
-            env=_job_env(env, RAYTUNER_SESSION=session, PYTHON=_slow_python(tmp_path, 18)),
+            env={
+                **_job_env(env, RAYTUNER_SESSION=session, PYTHON=_slow_python(tmp_path, 18)),
+                "RAYTUNER": _slow_tell(tmp_path, 12),
+            },
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -58,7 +58,9 @@ def test_two_jobs_cancelled_mid_trial_lose_nothing_and_their_trials_are_handed_o
 ) -> None:
     if not leases_supported():  # checked at run time: the test runs once trial leases are merged
         pytest.skip(NO_LEASES)
-    run = run_array(slurm, tmp_path, tasks=TASKS, max_evaluations=EVALUATIONS, cancel=[1, 2], lease=5)
+    # a lease a live job keeps on a busy node: its heartbeat's first renewal comes after a Python start-up, eight
+    # of them at once on two cores (a 5 s lease ran out there: the trial was handed out again and run twice)
+    run = run_array(slurm, tmp_path, tasks=TASKS, max_evaluations=EVALUATIONS, cancel=[1, 2], lease=15)
     _check_history(run)
     completed = {int(job["ArrayTaskId"]) for job in run.jobs if job["JobState"] == "COMPLETED"}
     assert completed == set(range(TASKS)) - {1, 2}, run.jobs

@@ -21,8 +21,9 @@
 # Each raytuner call retries for up to RAYTUNER_RETRY_FOR seconds (default 150), so the job
 # outlives a restart of the tuning service.
 #
-# While program.py runs, `raytuner heartbeat --every HEARTBEAT_EVERY` renews the trial's lease in
-# the background (default: a third of the session's lease time, LEASE_SECONDS from `raytuner ask`).
+# While program.py runs, and until its tell is acknowledged, `raytuner heartbeat --every HEARTBEAT_EVERY`
+# renews the trial's lease in the background (default: a third of the session's lease time, LEASE_SECONDS
+# from `raytuner ask`).
 # If the job dies (scancel, a node failure, the time limit) the heartbeats stop, and once the lease
 # ends the service hands the trial to the next job that asks. LEASE sets the lease time (seconds)
 # of a session this job creates (default: the server's, 300; 0: trials never expire).
@@ -82,7 +83,8 @@ while [ "$MAX_TRIALS" -eq 0 ] || [ "$trials" -lt "$MAX_TRIALS" ]; do
     rc=0
     runtime=$(${LAUNCH[@]+"${LAUNCH[@]}"} timeout "$TRIAL_TIMEOUT" \
         "$PYTHON" "$HERE/program.py" --n "$TASK_n" --block "$block" --loop-order "$loop_order") || rc=$?
-    stop_heartbeat
+    # the heartbeat runs on until the tell is acknowledged: the tell's own start-up (seconds on a busy node)
+    # must not let the lease run out, or the trial is handed out again and run twice
     if [ "$rc" -eq 0 ]; then
         echo "  runtime $runtime s"
         $RAYTUNER tell --trial "$TRIAL_ID" --value "$runtime" --output runtime --extra "job=${SLURM_JOB_ID:-local}"
@@ -94,6 +96,7 @@ while [ "$MAX_TRIALS" -eq 0 ] || [ "$trials" -lt "$MAX_TRIALS" ]; do
     else
         $RAYTUNER tell --trial "$TRIAL_ID" --failed "program.py exited with status $rc"
     fi
+    stop_heartbeat
 done
 echo "ran $trials trial(s); best so far:"
 $RAYTUNER session best
