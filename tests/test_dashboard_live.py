@@ -20,7 +20,7 @@ import pytest
 
 from raytuner.dashboard import create_app
 from raytuner.dashboard.sources import StoreViews
-from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance
+from raytuner.problem.records import FunctionEvaluation, HistoryDocument, Provenance, SurrogateModelRecord
 from raytuner.problem.space import ProblemSpace
 from raytuner.store import JsonStore, StoreChanges, write_history_file
 from raytuner.view import HistoryView, load_history
@@ -153,6 +153,19 @@ def test_a_view_with_constraints_folds_its_best_as_a_full_read_finds_it() -> Non
     first.best_table()
     full = load_history(HistoryDocument(tuning_problem_name="demo", func_eval=records), problem_space=space)
     _same(first.extended(records[30:]), full)
+
+
+def test_a_problem_first_read_without_evaluations_takes_the_objective_a_full_read_takes(tmp_path: Path) -> None:
+    with JsonStore(tmp_path) as writer:
+        writer.append_model("demo", SurrogateModelRecord(modeler="Model_LCM"))  # a model before any evaluation
+        views = StoreViews(tmp_path)
+        assert views.view("demo").records == []
+        writer.append_many(
+            "demo", [FunctionEvaluation.create({"t": 1.0}, {"x": x}, {"runtime": x + 1.0}) for x in (0.2, 0.1)]
+        )
+        folded = views.view("demo")
+        _same(folded, _full(tmp_path))
+        assert folded.objective == "runtime" and folded.best_table()["runtime"].tolist() == [1.1]
 
 
 class _GatedStore(JsonStore):

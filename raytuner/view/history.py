@@ -224,6 +224,9 @@ class HistoryView:
     problem_space: ProblemSpace | None = None
     #: Whether :attr:`problem_space` was read from the stored models (:meth:`extended` reads it again).
     _space_from_models: bool = field(default=False, init=False, repr=False, compare=False)
+    #: Whether :attr:`objective` is the first output of the records (neither given nor the problem's): a view of
+    #: no evaluation yet takes it from the first ones :meth:`extended` adds.
+    _objective_from_records: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (
@@ -415,7 +418,8 @@ class HistoryView:
         column's type, a new highest fidelity, another goal or problem from a
         new model) is computed again when first asked for. The result is the
         view a full read of all the records gives. A goal or a problem that
-        came from the stored models is read again from all of them.
+        came from the stored models is read again from all of them; the objective
+        a view of no evaluation assumed is the first output of the evaluations added.
 
         Args:
             records: evaluations appended since this view's, oldest first.
@@ -429,17 +433,18 @@ class HistoryView:
         (1, [{'x': 0.4, 'y': 0.7, 'evaluations': 2}])
         """
         all_models = [*self.models, *models]
-        goal, goal_source, space = self.goal, self.goal_source, self.problem_space
+        goal, goal_source, space, objective = self.goal, self.goal_source, self.problem_space, self.objective
+        if self._objective_from_records and not self.records and records:
+            objective = _objective_of(records, None, None)  # as load_history chooses it from these records
         if models and self._space_from_models:
             space = _space_from_models(all_models)
-        if models and goal_source in ("model", "default"):
-            found = _goal_from_models(all_models, self.objective)
+        if (models or objective != self.objective) and goal_source in ("model", "default"):
+            found = _goal_from_models(all_models, objective)
             goal, goal_source = found or "minimize", "model" if found else "default"
-        view = HistoryView(
-            self.problem, [*self.records, *records], all_models, self.objective, goal, goal_source, space
-        )
+        view = HistoryView(self.problem, [*self.records, *records], all_models, objective, goal, goal_source, space)
         view._space_from_models = self._space_from_models
-        if (goal, space) == (self.goal, self.problem_space):
+        view._objective_from_records = self._objective_from_records
+        if (objective, goal, space) == (self.objective, self.goal, self.problem_space):
             view._carry(self, len(self.records))
         return view
 
@@ -770,4 +775,5 @@ def load_history(
         problem_space if problem_space is not None else _space_from_models(models),
     )
     view._space_from_models = problem_space is None
+    view._objective_from_records = problem_space is None and objective is None
     return view
