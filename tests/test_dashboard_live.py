@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,28 @@ def test_the_overview_counts_a_large_problem_without_reading_it(tmp_path: Path, 
     assert "22" in page and "open it to read" in page
     assert views.evaluation_count("demo") == (22, None), "the large problem is counted, not read"
     assert views.evaluation_count("small")[1] is not None, "the small one is read"
+
+
+def test_the_overview_counts_a_large_file_written_by_gptune_without_validating_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("raytuner.dashboard.problems.OVERVIEW_READS", 10)
+    records = [r.to_file() for r in _records(0, 20)]
+    document = {"tuning_problem_name": "demo", "surrogate_model": [], "func_eval": records}
+    (tmp_path / "demo.json").write_text(json.dumps(document, indent=4))  # as GPTune writes it: not a record a line
+    client = create_app(store=tmp_path).test_client()
+    validated: list[Any] = []
+    validate = FunctionEvaluation.model_validate
+
+    def counted(*args: Any, **kwargs: Any) -> FunctionEvaluation:
+        validated.append(args[0])
+        return validate(*args, **kwargs)
+
+    monkeypatch.setattr(FunctionEvaluation, "model_validate", counted)
+    for _ in range(2):
+        page = client.get("/").get_data(as_text=True)
+        assert '<td class="num">20</td>' in page and "open it to read" in page
+    assert not validated, "each visit of the overview validated the large problem's every record"
+    document["func_eval"] = [r.to_file() for r in _records(0, 25)]
+    (tmp_path / "demo.json").write_text(json.dumps(document))  # another file in its place: counted again
+    assert '<td class="num">25</td>' in client.get("/").get_data(as_text=True)

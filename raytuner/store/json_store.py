@@ -183,6 +183,7 @@ class JsonStore(HistoryStore):
         self._writable: set[str] = set()  # problems whose file was found intact
         self._compact_after: dict[str, int] = {}  # the journal size at which a failed compaction is retried
         self._intact: dict[str, dict[str, Any]] = {}  # per GPTune file: its whole copy, read before it was damaged
+        self._counted: dict[str, tuple[FileIdentity, int]] = {}  # per GPTune file: its evaluations, counted
 
     def __repr__(self) -> str:
         return f"JsonStore({str(self.directory)!r})"
@@ -559,7 +560,8 @@ class JsonStore(HistoryStore):
 
         A record written twice to the journal (an append repeated by uid)
         counts twice until the next compaction; a GPTune file not written one
-        record per line (not by raytuner) is read whole. Writes nothing.
+        record per line (not by raytuner) is parsed. The GPTune file is counted
+        once while it is unchanged, the journal at each call. Writes nothing.
 
         Args:
             problem: The tuning problem's name.
@@ -574,23 +576,36 @@ class JsonStore(HistoryStore):
         3
         """
         main_path = self.path(problem)
-        try:
-            raw = main_path.read_bytes()
-        except FileNotFoundError:
-            raw = b""
-        counted = 0
-        if raw:
-            start = _FUNC_EVAL_START.search(raw)
-            ends_well = raw.rstrip().endswith((b"\n]}", b"[]}"))
-            if start is None or not ends_well:
-                return len(self.evaluations(problem))
-            counted = raw.count(b"\n{", start.end())
-        del raw
+        identity = _identity(main_path)  # before the read: a file replaced meanwhile is counted again next time
+        held = self._counted.get(str(main_path))
+        if identity is None:
+            counted = 0
+        elif held is not None and held[0] == identity:
+            counted = held[1]
+        else:
+            counted = self._count_main(problem)
+            self._counted[str(main_path)] = (identity, counted)
         try:
             counted += self._journal_path(problem).read_bytes().count(_JOURNAL_EVALUATION)
         except FileNotFoundError:
             pass
         return counted
+
+    def _count_main(self, problem: str) -> int:
+        """How many evaluations the problem's GPTune file holds (its record lines, or its parsed records)."""
+        main_path = self.path(problem)
+        try:
+            raw = main_path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        if not raw:
+            return 0
+        start = _FUNC_EVAL_START.search(raw)
+        if start is not None and raw.rstrip().endswith((b"\n]}", b"[]}")):
+            return raw.count(b"\n{", start.end())
+        del raw
+        with self._shared_lock(problem):
+            return len(self._read_main(main_path).get(_FUNC_EVAL, []))
 
     def _problem_files(self) -> dict[str, list[str]]:
         """Per name, the files that hold a problem of that name: ``NAME.json``, a non-empty ``NAME.json.journal``."""
