@@ -169,6 +169,16 @@ def test_a_problem_first_read_without_evaluations_takes_the_objective_a_full_rea
         assert folded.objective == "runtime" and folded.best_table()["runtime"].tolist() == [1.1]
 
 
+def test_a_problem_renamed_away_is_no_longer_shown(tmp_path: Path) -> None:
+    with JsonStore(tmp_path) as writer:
+        writer.append_many("demo", _records(0, 10))
+    client = create_app(store=tmp_path).test_client()
+    assert client.get("/problem/demo").status_code == 200
+    (tmp_path / "demo.json").rename(tmp_path / "renamed.json")
+    assert client.get("/problem/demo").status_code == 404, "a problem gone from the store is not shown, empty"
+    assert client.get("/problem/renamed").status_code == 200
+
+
 class _GatedStore(JsonStore):
     """A JSON store whose reads of what is new wait, once armed, until the test lets them go on."""
 

@@ -6,7 +6,8 @@ since (:meth:`HistoryStore.changes_since <raytuner.store.HistoryStore.changes_si
 folding it into a new view (:meth:`HistoryView.extended <raytuner.view.HistoryView.extended>`):
 for a JSON store at each page (a look at two files' sizes while nothing
 changed); for MongoDB at most every ``refresh`` seconds. A rewritten
-file (a compaction, a repair) is read whole again, in the background. While
+file (a compaction, a repair) is read whole again, in the background; a
+problem gone from the store (deleted, renamed) is no longer shown. While
 a problem is being read, pages are served its last complete view, never a
 half-folded one. Pages then filter, sort and slice the cached table, so a page of a large
 history costs the rows it shows, not the history. Reading never writes.
@@ -354,7 +355,8 @@ class StoreViews(HistoryViews):
     def view(self, problem: str) -> HistoryView:
         """The problem's view, with what was appended since the last read folded in.
 
-        While another page reads the problem, the last complete view.
+        While another page reads the problem, the last complete view. A problem the store does not hold (any
+        more: deleted, renamed) is refused with :class:`~raytuner.errors.InvalidInputError`.
 
         Args:
             problem: the problem's name.
@@ -365,9 +367,7 @@ class StoreViews(HistoryViews):
         with self._lock:
             lock = self._locks.setdefault(problem, threading.Lock())
         if held is None:
-            known = self.problems()
-            if problem not in known:
-                raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store", allowed=known)
+            self._check_known(problem)
             lock.acquire()  # nothing to show yet: wait for the read under way
         elif not lock.acquire(blocking=False):
             return held.view  # a read is under way: the last complete view
@@ -375,6 +375,11 @@ class StoreViews(HistoryViews):
         try:
             held = self._views.get(problem)
             if held is not None and not self.store.can_read_since(problem, held.cursor):
+                try:
+                    self._check_known(problem)
+                except InvalidInputError:  # deleted or renamed: its last view is no longer shown
+                    del self._views[problem]
+                    raise
                 # a rewritten file (a compaction): read whole in the background, the last view meanwhile
                 reader = threading.Thread(target=self._read_whole, args=(problem, lock), daemon=True)
                 self._readers[problem] = reader
@@ -386,6 +391,12 @@ class StoreViews(HistoryViews):
         finally:
             if not handed_over:
                 lock.release()
+
+    def _check_known(self, problem: str) -> None:
+        """Refuse ``problem`` when the store holds no such problem (InvalidInputError listing those it holds)."""
+        known = self.problems()
+        if problem not in known:
+            raise InvalidInputError("problem", f"no problem {problem[:80]!r} in this store", allowed=known)
 
     def _read_whole(self, problem: str, lock: threading.Lock) -> None:
         """Read ``problem`` whole and keep its view; then release ``lock`` (held for this read)."""
