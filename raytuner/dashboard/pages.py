@@ -284,9 +284,8 @@ COMPRESS_FROM = 1024
 def compress(response: Response) -> Response:
     """``response`` gzipped where the client accepts gzip and it is text of at least :data:`COMPRESS_FROM` bytes.
 
-    The first visit to a large problem's analysis page fetches megabytes
-    (its figures' data and plotly.js), a few hundred kilobytes once
-    compressed. The standard library's gzip, which every browser reads; an
+    An analysis page's figures' data and plotly.js are large text that
+    compresses well. The standard library's gzip, which every browser reads; an
     answer that is streamed or already encoded is left as it is. plotly.js
     is compressed once per process (:func:`gzipped_plotly_js`).
 
