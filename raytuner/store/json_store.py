@@ -138,16 +138,16 @@ class JsonCursor:
     """Where a read of a JSON store's problem ended (:attr:`StoreChanges.cursor`).
 
     Args:
-        main: the GPTune file read (device, inode, size, time; ``None``: there was none, or it changed during
-            the read, which makes the next read a full one).
+        main: the GPTune file read (device, inode, size, time; ``None``: there was none).
         journal: the journal's inode (``None``: there was none).
         offset: the journal's byte offset after the last whole line read.
+        complete: ``False``: the GPTune file changed during the read, which makes the next read a full one.
     """
 
     main: FileIdentity | None
     journal: int | None
     offset: int
-    complete: bool = True  # False: the GPTune file changed during the read; the next read is a full one
+    complete: bool = True
 
 
 #: The journal is compacted once it is larger than this and than half the GPTune file,
