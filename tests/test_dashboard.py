@@ -389,6 +389,7 @@ def test_odd_histories_and_odd_urls_get_a_page_never_a_crash(tmp_path: Path) -> 
         assert client.get(path).status_code == 200, path
     for path, status in (
         ("/problem/mixed/evaluations?sort=nope", 400),
+        ("/problem/mixed/evaluations?size=%C2%B2", 400),  # a digit to str.isdigit, not to int: "²"
         ("/problem/mixed/task?task=t%3D9", 404),
         ("/problem/nope", 404),
         ("/problem/mixed/plot/parameter.svg?parameter=zz", 400),

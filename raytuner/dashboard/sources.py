@@ -110,7 +110,7 @@ class TableQuery:
         except ValueError:
             raise InvalidInputError("page", f"{str(args.get('page'))[:40]!r} is not a page number") from None
         size = (args.get("size") or str(PAGE_SIZE)).strip()
-        if not size.isdigit() or not 1 <= int(size) <= PAGE_SIZES[-1]:
+        if not size.isdecimal() or not 1 <= int(size) <= PAGE_SIZES[-1]:  # isdigit() takes "²", int() not
             raise InvalidInputError("size", f"{size[:40]!r} is not a number of rows a page from 1 to {PAGE_SIZES[-1]}")
         ranges = tuple((c, number(f"min.{c}"), number(f"max.{c}")) for c in columns)
         return cls(
