@@ -89,6 +89,31 @@ def test_appends_are_folded_into_the_view_a_full_read_gives(tmp_path: Path) -> N
     writer.close()
 
 
+def _spaces_model(z_bound: float | None) -> SurrogateModelRecord:
+    """A stored model that keeps the problem's spaces: outputs y and z, z bounded above by ``z_bound`` where given."""
+    space = ProblemSpace.parse(
+        {
+            "task_space": [{"name": "t", "type": "real", "lower_bound": 0, "upper_bound": 10}],
+            "parameter_space": [{"name": "x", "type": "real", "lower_bound": 0, "upper_bound": 1}],
+            "output_space": [{"name": "y"}, {"name": "z", **({"upper_bound": z_bound} if z_bound is not None else {})}],
+        }
+    )
+    return SurrogateModelRecord(modeler="raytuner_LCM", raytuner={"spaces": space.model_dump()})
+
+
+def test_another_objective_s_view_takes_the_problem_a_new_model_keeps(tmp_path: Path) -> None:
+    with JsonStore(tmp_path) as writer:
+        writer.append_many("demo", _records(0, 20))
+        writer.append_model("demo", _spaces_model(None))
+        views = StoreViews(tmp_path)
+        views.view_of("demo", "z")
+        writer.append_model("demo", _spaces_model(0.5))  # a later run bounds z
+        writer.append("demo", _records(20, 1)[0])
+        folded = views.view_of("demo", "z")
+        assert folded.problem_space == views.view("demo").problem_space
+        _same(folded, load_history(writer, "demo", objective="z", problem_space=folded.problem_space))
+
+
 def test_a_new_column_and_a_new_type_are_built_again_when_asked_for(tmp_path: Path) -> None:
     with JsonStore(tmp_path) as writer:
         writer.append_many("demo", _records(0, 10))

@@ -226,7 +226,8 @@ class HistoryViews(ABC):
         held = self._objective_views.get(key)
         if held is not None and held[0] is base:
             return held[1]
-        if held is not None and _continues(base, held[0]):  # the base was folded: fold the same records in
+        if held is not None and _continues(base, held[0]) and base.problem_space == held[0].problem_space:
+            # the base was folded, in the same problem (a new model may bring another): fold the same records in
             before = held[0]
             view = held[1].extended(base.records[len(before.records) :], base.models[len(before.models) :])
             view.share_table(base)
