@@ -587,6 +587,46 @@ def test_a_pool_that_served_and_then_broke_is_replaced_not_given_up() -> None:
         executor.shutdown()
 
 
+#: A process that starts a pool of two fit workers, prints their pids and waits to be killed.
+POOL_OWNER = """
+import multiprocessing, sys, time
+from raytuner.models.executors import ProcessExecutor
+
+if __name__ == "__main__":
+    executor = ProcessExecutor(2)
+    executor.warm(wait=True)
+    print(" ".join(str(child.pid) for child in multiprocessing.active_children()), flush=True)
+    time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie no one has reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from Linux's /proc")
+def test_the_fit_workers_of_a_killed_process_end_by_themselves(tmp_path: Path) -> None:
+    # `kill -9` of a server (the OOM killer) gives its pool no chance to shut down: its workers end on their own
+    (tmp_path / "owner.py").write_text(POOL_OWNER)
+    owner = subprocess.Popen([sys.executable, "owner.py"], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        workers = [int(pid) for pid in owner.stdout.readline().split()]
+    finally:
+        owner.kill()
+        owner.wait()
+    assert len(workers) == 2 and all(_running(pid) for pid in workers)
+    deadline = time.monotonic() + 120  # they check every second: this bounds only a failure
+    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if _running(pid)]
+
+
 #: A script that tunes at its top level, with no main guard: past 64 records its fits go to the process pool.
 UNGUARDED_SCRIPT = """
 import os, sys

@@ -169,7 +169,10 @@ class ProcessExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=one_blas_thread
+                    self.workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start_worker,
+                    initargs=(os.getpid(),),
                 )
             return self._pool
 
@@ -315,6 +318,33 @@ def _never_served(why: str, what: str) -> None:
         why,
         what,
     )
+
+
+#: Seconds between a pool worker's checks that the process that started it is still there.
+PARENT_POLL_SECONDS = 1.0
+
+
+def _start_worker(parent: int) -> None:
+    """A new pool worker's set-up: an end of its own once its parent has gone, and BLAS on one thread.
+
+    A worker waits for items on a queue whose write end it holds itself, so the
+    end of the process that started it (killed by ``kill -9`` or the OOM killer,
+    with no chance to shut the pool down) would never reach it: it would wait
+    for good. A daemon thread ends it instead, once it has been handed to
+    another parent (at once if that happened while the worker started).
+
+    Args:
+        parent: The pid of the process that started the pool.
+    """
+    threading.Thread(target=_end_when_orphaned, args=(parent,), name="parent-watch", daemon=True).start()
+    one_blas_thread()
+
+
+def _end_when_orphaned(parent: int) -> None:
+    """End this process once its parent is no longer ``parent`` (checked every :data:`PARENT_POLL_SECONDS`)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(0)
 
 
 def _warm_up(module: str | None) -> None:
