@@ -9,6 +9,7 @@ The crowd repository's pages are in ``test_dashboard_crowd.py``.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import re
@@ -399,6 +400,18 @@ def test_odd_histories_and_odd_urls_get_a_page_never_a_crash(tmp_path: Path) -> 
     page = client.get("/problem/mixed/evaluations?sort=c").get_data(as_text=True)
     column = re.findall(r"<tr><td><a [^>]*>[^<]*</a></td><td>t=1</td><td[^>]*>1</td><td[^>]*>([^<]*)</td>", page)
     assert column == ["3", "a", "b"]  # sorted as text
+
+
+def test_an_evaluation_whose_uid_holds_url_characters_is_linked_and_shown(tmp_path: Path) -> None:
+    # a uid is any text a history file holds (an imported tool's own ids): every character must reach its page
+    odd = "run 1/a%b?c#d"
+    with JsonStore(tmp_path / "odd") as store:
+        store.append("odd-uid", FunctionEvaluation.create({"t": 1.0}, {"x": 0.5}, {"y": 1.0}, uid=odd))
+    client = create_app(store=tmp_path / "odd").test_client()
+    table = client.get("/problem/odd-uid/evaluations").get_data(as_text=True)
+    (link,) = re.findall(r'href="(/problem/odd-uid/evaluation/[^"]*)"', table)
+    page = client.get(link)
+    assert page.status_code == 200 and odd in html.unescape(page.get_data(as_text=True)), link
 
 
 def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:

@@ -188,7 +188,7 @@ def _neighbours(problem: str, view: HistoryView, index: int) -> dict[str, str]:
     return {k: evaluation_url(problem, r.uid) for k, r in found.items() if r is not None}
 
 
-@blueprint.get("/problem/<problem>/evaluation/<uid>")
+@blueprint.get("/problem/<problem>/evaluation/<path:uid>")  # a uid may hold "/" (any text a file holds)
 def evaluation(problem: str, uid: str) -> tuple[str, int]:
     """The page of one evaluation: what ran, what it gave or why it failed, where it stands in the plan."""
     view = problem_view(problem)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pandas as pd
 from flask import abort, has_request_context, request
@@ -87,7 +87,7 @@ def evaluation_url(problem: str, uid: str) -> str:
         problem: the problem's name.
         uid: the evaluation's uid.
     """
-    return f"/problem/{problem}/evaluation/{uid}"
+    return f"/problem/{problem}/evaluation/{quote(uid, safe='')}"
 
 
 def trail(problem: str, *steps: tuple[str, str]) -> list[tuple[str, str]]:
