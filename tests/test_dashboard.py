@@ -397,6 +397,8 @@ def test_odd_histories_and_odd_urls_get_a_page_never_a_crash(tmp_path: Path) -> 
     ):
         answer = client.get(path)
         assert answer.status_code == status and "Traceback" not in answer.get_data(as_text=True), path
+    chosen = re.findall(r"<option selected>(\d+)</option>", client.get("/problem/mixed/evaluations?size=7").text)
+    assert chosen == ["7"] * len(chosen) and chosen  # the size shown as chosen is the page's own
     page = client.get("/problem/mixed/evaluations?sort=c").get_data(as_text=True)
     column = re.findall(r"<tr><td><a [^>]*>[^<]*</a></td><td>t=1</td><td[^>]*>1</td><td[^>]*>([^<]*)</td>", page)
     assert column == ["3", "a", "b"]  # sorted as text

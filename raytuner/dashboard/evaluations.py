@@ -90,7 +90,7 @@ def table(problem: str) -> tuple[str, int]:
             (c, *(request.args.get(f"{end}.{c}", "") if error is None else "" for end in ("min", "max")))
             for c in _range_columns(frame, view)
         ],
-        sizes=PAGE_SIZES,
+        sizes=sorted({*PAGE_SIZES, query.size}),  # a size given in the URL is the one shown as chosen
         kept={k: v for k, v in {**order, "objective": request.args.get("objective", "")}.items() if v},
         downloads={kind: url(f"{here}.{kind}", **args, **order) for kind in ("csv", "json")},
         count={"total": total, "of": len(frame), "page": page, "pages": pages},
