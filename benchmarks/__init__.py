@@ -29,7 +29,7 @@ from typing import Any
 from benchmarks.data import refuse_if_missing
 from raytuner.errors import InvalidInputError, MissingPackageError
 
-__all__ = ["BENCHMARKS", "PEER_MODULES", "missing_peers", "run_benchmark"]
+__all__ = ["BENCHMARKS", "GPTUNE_BENCHMARKS", "PEER_MODULES", "missing_peers", "run_benchmark"]
 
 #: Benchmark name -> module that defines ``run(out, quick)``.
 BENCHMARKS: dict[str, str] = {
@@ -73,7 +73,22 @@ def missing_peers(name: str) -> list[str]:
     return [module for module in PEER_MODULES.get(name, ()) if importlib.util.find_spec(module) is None]
 
 
-def run_benchmark(name: str, out: Path, quick: bool = False, data: Path | None = None) -> dict[str, Any]:
+#: The environment variables naming the gptune-tuner folder and the Python that runs it (set by ``--gptune``
+#: and ``--gptune-python``; :mod:`benchmarks.gptune_peer` reads them).
+GPTUNE_ENV, GPTUNE_PYTHON_ENV = "RAYTUNER_GPTUNE", "RAYTUNER_GPTUNE_PYTHON"
+#: The benchmarks that compare GPTune's own tuner (:mod:`benchmarks.gptune_peer`) where ``gptune`` names it.
+GPTUNE_BENCHMARKS = ("band", "mla")
+
+
+def run_benchmark(
+    name: str,
+    out: Path,
+    quick: bool = False,
+    data: Path | None = None,
+    gptune: Path | None = None,
+    gptune_python: Path | None = None,
+    gptune_only: bool = False,
+) -> dict[str, Any]:
     """Run benchmark ``name``, writing its results under ``out``; returns the results.
 
     ``quick`` shrinks the workload so that the run takes well under a minute.
@@ -89,6 +104,10 @@ def run_benchmark(name: str, out: Path, quick: bool = False, data: Path | None =
         quick: run the small workload instead of the full one (default ``False``).
         data: the data folder searched first (default ``None``: ``$RAYTUNER_SHARED_DATA``, then the
             repository's ``tests/data``, then ``../shared/data``; see :mod:`benchmarks.data`).
+        gptune: the gptune-tuner folder whose GPTune runs beside ours in ``mla`` and ``band`` (default ``None``:
+            ``$RAYTUNER_GPTUNE``, and without it that peer is skipped; see :mod:`benchmarks.gptune_peer`).
+        gptune_python: the Python that runs GPTune (default ``None``: ``$RAYTUNER_GPTUNE_PYTHON``, else this one).
+        gptune_only: run only the comparison with GPTune's own tuner (``mla`` and ``band``; default ``False``).
 
     >>> run_benchmark("nope", Path("out"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -98,16 +117,32 @@ def run_benchmark(name: str, out: Path, quick: bool = False, data: Path | None =
     module_name = BENCHMARKS.get(name)
     if module_name is None:
         raise InvalidInputError("name", f"unknown benchmark {name!r}", allowed=sorted(BENCHMARKS))
-    missing = missing_peers(name)
+    if gptune_only and name not in GPTUNE_BENCHMARKS:
+        raise InvalidInputError(
+            "gptune_only", f"benchmark {name!r} has no GPTune comparison", allowed=GPTUNE_BENCHMARKS
+        )
+    if gptune_only and gptune is None and not os.environ.get(GPTUNE_ENV):
+        raise InvalidInputError(
+            "gptune", f"--gptune-only needs the gptune-tuner folder (--gptune DIR or ${GPTUNE_ENV})"
+        )
+    missing = [] if gptune_only else missing_peers(name)
     if missing:
         raise MissingPackageError(
             f"benchmark {name!r} needs {', '.join(missing)}, which cannot be imported: pip install -e '.[bench]'"
         )
+    for key, value in (("data", data), ("gptune", gptune)):
+        if value is not None and not Path(value).is_dir():
+            raise InvalidInputError(key, f"{value}: does not exist")
     if data is not None:
-        if not Path(data).is_dir():
-            raise InvalidInputError("data", f"{data}: does not exist")
         os.environ["RAYTUNER_SHARED_DATA"] = str(Path(data).resolve())  # Ray workers and servers inherit it
-    refuse_if_missing(name)
+    if gptune is not None:
+        os.environ[GPTUNE_ENV] = str(Path(gptune).resolve())
+    if gptune_python is not None:
+        os.environ[GPTUNE_PYTHON_ENV] = str(Path(gptune_python).absolute())  # a venv's python: not resolved
+    if not gptune_only:
+        refuse_if_missing(name)
     module = importlib.import_module(module_name)
-    results: dict[str, Any] = module.run(Path(out), quick)
+    results: dict[str, Any] = (
+        module.run(Path(out), quick, gptune_only=True) if gptune_only else module.run(Path(out), quick)
+    )
     return results

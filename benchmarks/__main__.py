@@ -1,4 +1,4 @@
-"""``python -m benchmarks NAME --out DIR [--quick] [--data DIR]``: run a benchmark from the repository's root.
+"""``python -m benchmarks NAME --out DIR [--quick] [--data DIR] [--gptune DIR [--gptune-only]]``: run a benchmark from the repository's root.
 
 Example::
 
@@ -37,10 +37,34 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="The data folder searched first (default: the repository's tests/data, then ../shared/data).",
     )
+    parser.add_argument(
+        "--gptune",
+        type=Path,
+        default=None,
+        help="The gptune-tuner folder: run GPTune's own tuner beside ours in mla and band "
+        "(default: $RAYTUNER_GPTUNE; without it that peer is skipped).",
+    )
+    parser.add_argument(
+        "--gptune-python",
+        type=Path,
+        default=None,
+        help="The Python that runs GPTune (default: $RAYTUNER_GPTUNE_PYTHON, else this one).",
+    )
+    parser.add_argument(
+        "--gptune-only", action="store_true", help="Run only the comparison with GPTune's own tuner (mla, band)."
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
-        run_benchmark(args.name, args.out, quick=args.quick, data=args.data)
+        run_benchmark(
+            args.name,
+            args.out,
+            quick=args.quick,
+            data=args.data,
+            gptune=args.gptune,
+            gptune_python=args.gptune_python,
+            gptune_only=args.gptune_only,
+        )
     except RaytunerError as err:
         print(f"Error: {err}", file=sys.stderr)
         return 2

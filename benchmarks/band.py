@@ -35,6 +35,11 @@ Table-1 row (``band_row{id}.png``) and for LCBench (``band_lcbench.png``).
   with its fits on the executor a user's run gets (``ask_executor``), and no
   task's mean best under either GPTuneBand more than 0.5 points under
   single-task BO's (``margins_vs_single_task_bo``).
+- **GPTune's own GPTuneBand** (:mod:`benchmarks.gptune_peer`), where
+  ``--gptune DIR`` names a gptune-tuner folder: GPTune's ``MB_LCM`` on
+  GPTune-Demo as its ``demo_MB.py`` runs it (tasks t = 1, 1.5, fidelities 1 to
+  4, η = 4, 5 loops, 5 seeds) against GPTuneBand's engine with 5 passes of the
+  same brackets (``results["gptune"]``), judged as in ``bench mla``.
 
 ``--quick`` runs row 1 only with 2 repeats of 10 tasks, and LCBench on 2 tasks of
 each set, 1 repeat, one pass of budget. ``results["goals"]`` holds every goal
@@ -83,6 +88,7 @@ from benchmarks.band_report import (
 )
 from benchmarks.band_smac import run_lcbench_smac
 from benchmarks.data import find
+from benchmarks.gptune_peer import band_section, run_only
 from benchmarks.report import finish_run, machine_at_start, margins_vs, noise_floor
 from raytuner.analysis import r_bar, relative_performance, win_rate
 from raytuner.engines import BanditStructure
@@ -555,7 +561,7 @@ def lcbench_section(
 
 
 # -- goals and the run -------------------------------------------------------------------------------
-def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dict[str, Any]:
+def run(out: Path, quick: bool = False, settings: Settings | None = None, gptune_only: bool = False) -> dict[str, Any]:
     """Run the band benchmark; write ``out/results.json``, ``out/report.md`` and the PNG plots.
 
     It starts a local 2-CPU Ray unless one is running. ``settings`` overrides
@@ -565,6 +571,8 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         out: the folder for the results, the report and the plots (made if missing).
         quick: use :data:`QUICK` instead of :data:`FULL` (default ``False``).
         settings: explicit settings; when given, ``quick`` is ignored (default ``None``).
+        gptune_only: run only the comparison with GPTune's own GPTuneBand (:mod:`benchmarks.gptune_peer`;
+            default ``False``).
 
     Example (the quick run takes about 3 minutes on 2 cores)::
 
@@ -574,6 +582,8 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
     import ray
 
     out = Path(out)
+    if gptune_only:
+        return run_only(out, "band", quick)
     s = settings if settings is not None else (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_at_start()
@@ -605,6 +615,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
             rows.append(result)
         lcs = lcbench_section(out, s)
         validation = lcbench_section(out, s, s.lcbench_validation_tasks, "_validation")
+        gptune = band_section(out, quick)
     finally:
         if own_ray:
             ray.shutdown()
@@ -613,6 +624,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None) -> dic
         "lcbench": lcs[0],
         "lcbench_budgets": lcs,
         "lcbench_validation": validation,
+        "gptune": gptune,
         "goals": all_goals(rows, [*lcs, *validation]),
         "machine": machine,
     }

@@ -140,12 +140,12 @@ def _demo_problem() -> ProblemSpace:
 
 
 def run_demo_gptuneband(
-    tasks: Sequence[float], structure: BanditStructure, seed: int, model: str | None = None
+    tasks: Sequence[float], structure: BanditStructure, seed: int, model: str | None = None, passes: int = 1
 ) -> list[Trace]:
-    """GPTuneBand's engine, one one-shot pass over all tasks, model fits inline (deterministic).
+    """GPTuneBand's engine, one-shot passes over all tasks, model fits inline (deterministic).
 
-    It spends exactly ``C`` per task (:func:`demo_budget`); its answer is the
-    true ``demo(x, t)`` of its best configuration at ``b_max``.
+    One pass spends exactly ``C`` per task (:func:`demo_budget`); its answer is
+    the true ``demo(x, t)`` of its best configuration at ``b_max``.
 
     Args:
         tasks: the task values ``t`` to tune, one trace each.
@@ -153,6 +153,7 @@ def run_demo_gptuneband(
         seed: the engine's seed.
         model: the engine's ``model`` (``"paper"``: the paper's GPTuneBand model; default ``None``: the engine's
             default).
+        passes: how many passes of the brackets it runs (default 1; GPTune's ``NLOOP``).
 
     >>> from raytuner.engines import BanditStructure
     >>> (trace,) = run_demo_gptuneband([1.2], BanditStructure.hyperband(1, 4, 2), seed=0)
@@ -170,7 +171,7 @@ def run_demo_gptuneband(
         seed=seed,
         fidelities=structure.fidelities,
         eta=structure.eta,
-        passes=1,
+        passes=passes,
         executor=InlineExecutor(),
         **options,
     )

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gptune_peer import render_section
 from benchmarks.report import markdown_table, save_history_plot
 
 __all__ = [
@@ -317,6 +318,7 @@ def render_report(results: Mapping[str, Any]) -> str:
     ]
     for lc in lcbench:
         lines += _lcbench_lines(lc)
+    lines += render_section(results.get("gptune"))
     lines += [
         "## What is approximate",
         "",
@@ -335,7 +337,8 @@ def render_report(results: Mapping[str, Any]) -> str:
         "- Demo cost accounting: the Ray trainable has no checkpoints, so a trial Hyperband pauses and resumes "
         "starts again from 0 and an evaluation at b pays b/b_max again (the paper's one-shot accounting). Only "
         "trials that reached b_max give an answer (a note says when none did).",
-        "- GPTune here is raytuner's MLA (LCM + EI, refitted once per round), TPE is Optuna's (half the "
+        "- GPTune in Table 1 is raytuner's MLA (LCM + EI, refitted once per round; GPTune's own code is compared "
+        "in its own section, with --gptune), TPE is Optuna's (half the "
         "evaluations random startup), not hyperopt's; OpenTuner is not compared. GPTuneBand-paper is the same "
         "engine with model=\"paper\" (the paper's GPTuneBand model); GPTuneBand runs the engine's default "
         "model.",

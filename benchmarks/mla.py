@@ -51,6 +51,13 @@ matplotlib is installed) and logs progress on the ``benchmarks.mla`` logger.
   most 0.3 s, with a cold fit of at most 5 s), at most 1 s at 10 x 100 and
   3 s at 20 x 250; a fit at least 3x faster than GPy's at an equal or better
   log-likelihood.
+- **GPTune's own MLA** (:mod:`benchmarks.gptune_peer`), where ``--gptune DIR``
+  names a gptune-tuner folder: GPTune-Demo as GPTune's ``demo.py`` runs it
+  (tasks t = 1, 2 and t = 1, 2, 3, 4; 20 evaluations per task, 10 initial; 5
+  seeds) against ``mla`` on the same tasks, per task the mean regret, rank and
+  wall seconds per suggestion with the ratios (``results["gptune"]``). Goals:
+  ``mla``'s mean regret at most GPTune's on every task, its seconds per
+  suggestion at least 20x lower. Without the folder it is skipped with one line.
 
 ``--quick`` runs 2 seeds on 4 tasks with 10 evaluations each (5 initial), for
 the demo and LCBench alike, and the overhead at 10 x {10, 30} with GPy (2
@@ -71,6 +78,7 @@ import numpy as np
 
 from benchmarks.ask_tell import drive_tasks
 from benchmarks.band_peers import optuna_rows, torch_missing
+from benchmarks.gptune_peer import mla_section, render_section, run_only
 from benchmarks.mla_lcbench import FULL_LCBENCH, QUICK_LCBENCH, lcbench_cells, render_lcbench
 from benchmarks.mla_overhead import (
     GOAL_ASK_SECONDS,
@@ -431,14 +439,18 @@ def build_results(
     }
 
 
-def run(out: Path, quick: bool = False) -> dict[str, Any]:
+def run(out: Path, quick: bool = False, gptune_only: bool = False) -> dict[str, Any]:
     """Run the MLA benchmark; write ``out/results.json``, ``out/report.md`` (and ``out/quality.png``).
 
     Args:
         out: the folder for the results, the report and the plot (made if missing).
         quick: run the quick settings instead of the full ones (default ``False``).
+        gptune_only: run only the comparison with GPTune's own MLA (:mod:`benchmarks.gptune_peer`;
+            default ``False``).
     """
     out = Path(out)
+    if gptune_only:
+        return run_only(out, "mla", quick)
     qs, os_ = (QUICK_QUALITY, QUICK_OVERHEAD) if quick else (FULL_QUALITY, FULL_OVERHEAD)
     log.info(
         "mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at (tasks, samples per task) %s",
@@ -467,6 +479,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     lcbench = lcbench_cells(QUICK_LCBENCH if quick else FULL_LCBENCH)
     together = run_together(QUICK_TOGETHER if quick else FULL_TOGETHER)
     overhead_rows = run_overhead(os_)
+    gptune = mla_section(out, quick)
     results = build_results(
         quality,
         overhead_rows,
@@ -485,6 +498,7 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
         },
         quality_lcbench=lcbench,
         together_vs_alone=together,
+        gptune=gptune,
         benchmark="mla",
         elapsed_s=round(time.perf_counter() - started, 1),
     )
@@ -579,6 +593,7 @@ def render_report(results: Mapping[str, Any]) -> str:
         (results.get("quality_lcbench") or {}).get("reach"), "Evaluations until every task is near its best (LCBench)"
     )
     lines += render_together(results.get("together_vs_alone"))
+    lines += render_section(results.get("gptune"))
     lines += render_overhead(o)
     together_goals = (results.get("together_vs_alone") or {}).get("goals", {})
     lines += [
