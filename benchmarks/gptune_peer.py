@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -127,17 +128,24 @@ class GPTuneRun:
         best: per task, the best value at full fidelity.
         wall_s: the wall seconds of GPTune's tuning call (``MLA`` or ``MB_LCM``), imports excluded.
         evaluations: the evaluations the run made, all tasks and fidelities together.
+        cpu_s: the CPU seconds of GPTune's tuning call (NaN where the runner gave none).
     """
 
     tasks: tuple[float, ...]
     best: tuple[float, ...]
     wall_s: float
     evaluations: int
+    cpu_s: float = math.nan
 
     @property
     def seconds_per_suggestion(self) -> float:
         """Wall seconds per evaluation of the run."""
         return self.wall_s / self.evaluations
+
+    @property
+    def cpu_seconds_per_suggestion(self) -> float:
+        """CPU seconds per evaluation of the run (other work on the machine does not inflate it)."""
+        return self.cpu_s / self.evaluations
 
 
 def gptune_folder(kind: str) -> Path | None:
@@ -185,6 +193,7 @@ def parse_mla(data: Mapping[str, Any], tasks: Sequence[float], evaluations: int,
         best=tuple(float(min(task["y"])) for task in per_task),
         wall_s=float(data["wall_MLA_s"]),
         evaluations=sum(len(task["y"]) for task in per_task),
+        cpu_s=float(data.get("cpu_MLA_s", math.nan)),
     )
 
 
@@ -211,6 +220,7 @@ def parse_band(data: Mapping[str, Any], tasks: Sequence[float], loops: int, seed
         best=tuple(float(min(task["y_bmax"])) for task in per_task),
         wall_s=float(data["wall_s"]),
         evaluations=len(data["calls"]),
+        cpu_s=float(data.get("cpu_s", math.nan)),
     )
 
 
@@ -349,6 +359,7 @@ def mla_section(out: Path, quick: bool) -> dict[str, Any]:
     for tasks in s.task_sets:
         best: dict[str, list[Sequence[float]]] = {OURS["mla"]: [], PEER["mla"]: []}
         seconds: dict[str, list[float]] = {OURS["mla"]: [], PEER["mla"]: []}
+        cpu: list[float] = []
         for seed in s.seeds:
             args = ["--tasks", *(f"{t:g}" for t in tasks), "--nrun", str(s.evaluations)]
             args += ["--ns1", str(s.n_initial), "--seed", str(seed)]
@@ -366,6 +377,7 @@ def mla_section(out: Path, quick: bool) -> dict[str, Any]:
             seconds[OURS["mla"]].append(wall / values.size)
             best[PEER["mla"]].append(run.best)
             seconds[PEER["mla"]].append(run.seconds_per_suggestion)
+            cpu.append(run.cpu_seconds_per_suggestion)
             log.info(
                 "GPTune comparison, tasks %s seed %d: ours %.2f s, GPTune %.1f s; best %s against %s",
                 list(tasks),
@@ -376,7 +388,13 @@ def mla_section(out: Path, quick: bool) -> dict[str, Any]:
                 np.round(run.best, 3).tolist(),
             )
         regret = {name: _regret(np.array(b), tasks) for name, b in best.items()}
-        sets.append({"tasks": list(tasks), **compare(regret, seconds, tasks, OURS["mla"], PEER["mla"])})
+        sets.append(
+            {
+                "tasks": list(tasks),
+                **compare(regret, seconds, tasks, OURS["mla"], PEER["mla"]),
+                "peer_cpu_seconds_per_suggestion": round(float(np.median(cpu)), 4),
+            }
+        )
     return {
         "ours": OURS["mla"],
         "peer": PEER["mla"],
@@ -411,6 +429,7 @@ def band_section(out: Path, quick: bool) -> dict[str, Any]:
     best: dict[str, list[Sequence[float]]] = {OURS["band"]: [], PEER["band"]: []}
     seconds: dict[str, list[float]] = {OURS["band"]: [], PEER["band"]: []}
     cost: dict[str, list[float]] = {OURS["band"]: [], PEER["band"]: []}
+    cpu: list[float] = []
     for seed in s.seeds:
         args = ["--ntask", str(s.tasks), "--nloop", str(s.loops), "--seed", str(seed), "--provide-NS"]
         path = out / "gptune" / f"band_tasks{s.tasks}_loops{s.loops}_seed{seed}.json"
@@ -429,6 +448,7 @@ def band_section(out: Path, quick: bool) -> dict[str, Any]:
         cost[OURS["band"]].append(sum(sum(trace.costs) for trace in traces) / len(tasks))
         best[PEER["band"]].append(run.best)
         seconds[PEER["band"]].append(run.seconds_per_suggestion)
+        cpu.append(run.cpu_seconds_per_suggestion)
         cost[PEER["band"]].append(sum(call[2] for call in data["calls"]) / s.b_max / len(tasks))
         log.info(
             "GPTune comparison, band seed %d: ours %.2f s, GPTune %.1f s; best %s against %s",
@@ -439,7 +459,13 @@ def band_section(out: Path, quick: bool) -> dict[str, Any]:
             np.round(run.best, 3).tolist(),
         )
     regret = {name: _regret(np.array(b), tasks) for name, b in best.items()}
-    sets = [{"tasks": list(tasks), **compare(regret, seconds, tasks, OURS["band"], PEER["band"])}]
+    sets = [
+        {
+            "tasks": list(tasks),
+            **compare(regret, seconds, tasks, OURS["band"], PEER["band"]),
+            "peer_cpu_seconds_per_suggestion": round(float(np.median(cpu)), 4),
+        }
+    ]
     return {
         "ours": OURS["band"],
         "peer": PEER["band"],
@@ -507,6 +533,11 @@ def render_section(section: Mapping[str, Any] | None) -> list[str]:
         header = ["t", f"{ours} regret", f"{peer} regret", "ratio", f"{ours} rank", f"{peer} rank"]
         header += [f"{ours} s/suggestion", f"{peer} s/suggestion", "ratio"]
         lines += [f"Tasks {s['tasks']}:", "", markdown_table(header, rows), ""]
+        lines += [
+            f"{peer}'s CPU seconds per suggestion (its own process time, which other work on the machine does not "
+            f"inflate): {s['peer_cpu_seconds_per_suggestion']}.",
+            "",
+        ]
     g = section["goals"]
     lines += [
         f"- {ours}'s mean regret at most {peer}'s on every task: {'met' if g['regret_le_peer_every_task'] else 'missed'}",

@@ -35,7 +35,7 @@ with open(pathlib.Path(__file__).with_name("calls.txt"), "a") as calls:
     calls.write("run\\n")
 if a.tasks:
     per_task = [{"t": t, "y": [1.5] * a.nrun} for t in a.tasks]
-    data = {"seed": a.seed, "NS": a.nrun, "wall_MLA_s": 100.0, "per_task": per_task}
+    data = {"seed": a.seed, "NS": a.nrun, "wall_MLA_s": 100.0, "cpu_MLA_s": 40.0, "per_task": per_task}
 else:
     tasks = [1.0 + 0.5 * i for i in range(a.ntask)]
     per_task = [{"t": t, "y_bmax": [1.5, 1.6]} for t in tasks]
@@ -121,6 +121,7 @@ def test_the_mla_comparison_runs_the_runner_once_and_reads_it_back(tmp_path: Pat
     peer = [r for r in mla_set["rows"] if r["tuner"] == "GPTune MLA"]
     assert [r["seconds_per_suggestion"] for r in peer] == [12.5, 12.5]  # 100 s over 2 tasks x 4 evaluations
     assert all(r["mean_regret"] > 0 for r in peer)
+    assert mla_set["peer_cpu_seconds_per_suggestion"] == 5.0
     assert results["gptune"]["goals"]["seconds_per_suggestion_20x_lower"] is True
     assert "## GPTune's own tuner: mla against GPTune MLA" in (out / "report.md").read_text()
     assert _calls(folder) == 1
