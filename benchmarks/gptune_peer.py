@@ -46,7 +46,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,7 @@ class GPTuneRun:
         best: per task, the best value at full fidelity.
         wall_s: the wall seconds of GPTune's tuning call (``MLA`` or ``MB_LCM``), imports excluded.
         evaluations: the evaluations the run made, all tasks and fidelities together.
+        cost_per_task: the evaluations per task, counted at ``b_max`` (one at fidelity ``b`` costs ``b / b_max``).
         cpu_s: the CPU seconds of GPTune's tuning call (NaN where the runner gave none).
     """
 
@@ -135,6 +136,7 @@ class GPTuneRun:
     best: tuple[float, ...]
     wall_s: float
     evaluations: int
+    cost_per_task: float
     cpu_s: float = math.nan
 
     @property
@@ -193,11 +195,12 @@ def parse_mla(data: Mapping[str, Any], tasks: Sequence[float], evaluations: int,
         best=tuple(float(min(task["y"])) for task in per_task),
         wall_s=float(data["wall_MLA_s"]),
         evaluations=sum(len(task["y"]) for task in per_task),
+        cost_per_task=float(np.mean([len(task["y"]) for task in per_task])),
         cpu_s=float(data.get("cpu_MLA_s", math.nan)),
     )
 
 
-def parse_band(data: Mapping[str, Any], tasks: Sequence[float], loops: int, seed: int) -> GPTuneRun:
+def parse_band(data: Mapping[str, Any], tasks: Sequence[float], loops: int, seed: int, b_max: float) -> GPTuneRun:
     """A ``gptune_band.py`` result; ``ValueError`` where it is not the run asked for.
 
     Args:
@@ -205,11 +208,12 @@ def parse_band(data: Mapping[str, Any], tasks: Sequence[float], loops: int, seed
         tasks: the task values ``t`` asked for.
         loops: the loops asked for (GPTune's ``NLOOP``).
         seed: the seed asked for.
+        b_max: the highest fidelity (the calls' third entry is the fidelity).
 
     >>> run = parse_band({"seed": 1, "nloop": 5, "wall_s": 6.0, "calls": [[1.0, 0.5, 1.0]] * 3,
-    ...                   "per_task": [{"t": 1.0, "y_bmax": [2.0, 1.5]}]}, [1.0], 5, 1)
-    >>> run.best, run.evaluations
-    ((1.5,), 3)
+    ...                   "per_task": [{"t": 1.0, "y_bmax": [2.0, 1.5]}]}, [1.0], 5, 1, 4.0)
+    >>> run.best, run.evaluations, run.cost_per_task
+    ((1.5,), 3, 0.75)
     """
     per_task = data["per_task"]
     found = [float(task["t"]) for task in per_task]
@@ -220,6 +224,7 @@ def parse_band(data: Mapping[str, Any], tasks: Sequence[float], loops: int, seed
         best=tuple(float(min(task["y_bmax"])) for task in per_task),
         wall_s=float(data["wall_s"]),
         evaluations=len(data["calls"]),
+        cost_per_task=sum(call[2] for call in data["calls"]) / b_max / len(found),
         cpu_s=float(data.get("cpu_s", math.nan)),
     )
 
@@ -337,6 +342,82 @@ def _skipped(kind: str, why: str) -> dict[str, Any]:
     return {"skipped": why, "ours": OURS[kind], "peer": PEER[kind]}
 
 
+#: One seed's GPTune run: (the runner's arguments, its JSON file's name, how to read that JSON).
+GPTuneCall = tuple[list[str], str, Callable[[Mapping[str, Any]], GPTuneRun]]
+#: One seed's run of ours: (the best value per task, the evaluations made, the cost per task at b_max).
+OursRun = tuple[Sequence[float], int, float]
+
+
+def _side_by_side(
+    kind: str,
+    folder: Path,
+    out: Path,
+    tasks: Sequence[float],
+    seeds: Sequence[int],
+    gptune: Callable[[int], GPTuneCall],
+    ours: Callable[[int], OursRun],
+) -> dict[str, Any]:
+    """Every seed's GPTune run and ours on ``tasks``: the task set's :func:`compare` and the cost figures."""
+    names = (OURS[kind], PEER[kind])
+    best: dict[str, list[Sequence[float]]] = {name: [] for name in names}
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    cost: dict[str, list[float]] = {name: [] for name in names}
+    cpu: list[float] = []
+    for seed in seeds:
+        args, name, parse = gptune(seed)
+        run = parse(run_gptune(folder, kind, args, out / "gptune" / name))
+        started = time.perf_counter()
+        found, evaluations, spent = ours(seed)
+        wall = time.perf_counter() - started
+        for tuner, values, per_suggestion, per_task in (
+            (names[0], found, wall / evaluations, spent),
+            (names[1], run.best, run.seconds_per_suggestion, run.cost_per_task),
+        ):
+            best[tuner].append(values)
+            seconds[tuner].append(per_suggestion)
+            cost[tuner].append(per_task)
+        cpu.append(run.cpu_seconds_per_suggestion)
+        log.info(
+            "GPTune comparison (%s), tasks %s seed %d: ours %.2f s, GPTune %.1f s; best %s against %s",
+            kind,
+            list(tasks),
+            seed,
+            wall,
+            run.wall_s,
+            np.round(found, 3).tolist(),
+            np.round(run.best, 3).tolist(),
+        )
+    regret = {tuner: _regret(np.array(b), tasks) for tuner, b in best.items()}
+    return {
+        "tasks": list(tasks),
+        **compare(regret, seconds, tasks, *names),
+        "peer_cpu_seconds_per_suggestion": round(float(np.median(cpu)), 4),
+        "cost_per_task_mean": {tuner: round(float(np.mean(c)), 3) for tuner, c in cost.items()},
+    }
+
+
+def _section(
+    kind: str, settings: Mapping[str, Any], run_sets: Callable[[Path], list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """``results["gptune"]``: the task sets ``run_sets`` gives for the gptune-tuner folder, or why it skipped."""
+    folder = gptune_folder(kind)
+    if folder is None:
+        return _skipped(kind, f"no gptune-tuner folder (--gptune DIR or ${GPTUNE_ENV})")
+    try:
+        sets = run_sets(folder)
+    except (RuntimeError, ValueError, KeyError, OSError) as err:
+        log.warning("GPTune's %s peer skipped: %s", kind, err)
+        return _skipped(kind, str(err))
+    return {
+        "ours": OURS[kind],
+        "peer": PEER[kind],
+        **settings,
+        "folder": str(folder),
+        "sets": sets,
+        "goals": _all_goals(sets),
+    }
+
+
 def mla_section(out: Path, quick: bool) -> dict[str, Any]:
     """raytuner's MLA against GPTune's on GPTune-Demo, per task set (``results["gptune"]`` of ``bench mla``).
 
@@ -350,62 +431,30 @@ def mla_section(out: Path, quick: bool) -> dict[str, Any]:
     from raytuner.problem.space import ProblemSpace
     from raytuner.test_problems import DEMO_PROBLEM
 
-    folder = gptune_folder("mla")
-    if folder is None:
-        return _skipped("mla", f"no gptune-tuner folder (--gptune DIR or ${GPTUNE_ENV})")
     s = QUICK_MLA if quick else FULL_MLA
     problem = ProblemSpace.parse(DEMO_PROBLEM)
-    sets = []
-    for tasks in s.task_sets:
-        best: dict[str, list[Sequence[float]]] = {OURS["mla"]: [], PEER["mla"]: []}
-        seconds: dict[str, list[float]] = {OURS["mla"]: [], PEER["mla"]: []}
-        cpu: list[float] = []
-        for seed in s.seeds:
+
+    def one_set(folder: Path, tasks: tuple[float, ...]) -> dict[str, Any]:
+        def gptune(seed: int) -> GPTuneCall:
             args = ["--tasks", *(f"{t:g}" for t in tasks), "--nrun", str(s.evaluations)]
             args += ["--ns1", str(s.n_initial), "--seed", str(seed)]
             name = f"mla_t{'-'.join(f'{t:g}' for t in tasks)}_n{s.evaluations}_seed{seed}.json"
-            try:
-                run = parse_mla(run_gptune(folder, "mla", args, out / "gptune" / name), tasks, s.evaluations, seed)
-            except (RuntimeError, ValueError, KeyError, OSError) as err:
-                log.warning("GPTune's mla peer skipped: %s", err)
-                return _skipped("mla", str(err))
+            return args, name, lambda data: parse_mla(data, tasks, s.evaluations, seed)
+
+        def ours(seed: int) -> OursRun:
             settings = QualitySettings(seeds=(seed,), tasks=tasks, evaluations=s.evaluations, n_initial=s.n_initial)
-            started = time.perf_counter()
             values = run_mla(problem, [{"t": t} for t in tasks], seed, settings)
-            wall = time.perf_counter() - started
-            best[OURS["mla"]].append(values.min(axis=1))
-            seconds[OURS["mla"]].append(wall / values.size)
-            best[PEER["mla"]].append(run.best)
-            seconds[PEER["mla"]].append(run.seconds_per_suggestion)
-            cpu.append(run.cpu_seconds_per_suggestion)
-            log.info(
-                "GPTune comparison, tasks %s seed %d: ours %.2f s, GPTune %.1f s; best %s against %s",
-                list(tasks),
-                seed,
-                wall,
-                run.wall_s,
-                np.round(values.min(axis=1), 3).tolist(),
-                np.round(run.best, 3).tolist(),
-            )
-        regret = {name: _regret(np.array(b), tasks) for name, b in best.items()}
-        sets.append(
-            {
-                "tasks": list(tasks),
-                **compare(regret, seconds, tasks, OURS["mla"], PEER["mla"]),
-                "peer_cpu_seconds_per_suggestion": round(float(np.median(cpu)), 4),
-            }
-        )
-    return {
-        "ours": OURS["mla"],
-        "peer": PEER["mla"],
+            return values.min(axis=1).tolist(), values.size, float(s.evaluations)
+
+        return _side_by_side("mla", folder, out, tasks, s.seeds, gptune, ours)
+
+    settings = {
         "problem": "GPTune-Demo (demo.py)",
         "seeds": list(s.seeds),
         "evaluations_per_task": s.evaluations,
         "n_initial": s.n_initial,
-        "folder": str(folder),
-        "sets": sets,
-        "goals": _all_goals(sets),
     }
+    return _section("mla", settings, lambda folder: [one_set(folder, tasks) for tasks in s.task_sets])
 
 
 def band_section(out: Path, quick: bool) -> dict[str, Any]:
@@ -420,64 +469,27 @@ def band_section(out: Path, quick: bool) -> dict[str, Any]:
     from benchmarks.band_peers import run_demo_gptuneband
     from raytuner.engines import BanditStructure
 
-    folder = gptune_folder("band")
-    if folder is None:
-        return _skipped("band", f"no gptune-tuner folder (--gptune DIR or ${GPTUNE_ENV})")
     s = QUICK_BAND if quick else FULL_BAND
     tasks = tuple(float(t) for t in np.arange(1, s.tasks / 2 + 1, 0.5))  # demo_MB.py's tasks
     structure = BanditStructure.hyperband(s.b_min, s.b_max, s.eta)
-    best: dict[str, list[Sequence[float]]] = {OURS["band"]: [], PEER["band"]: []}
-    seconds: dict[str, list[float]] = {OURS["band"]: [], PEER["band"]: []}
-    cost: dict[str, list[float]] = {OURS["band"]: [], PEER["band"]: []}
-    cpu: list[float] = []
-    for seed in s.seeds:
+
+    def gptune(seed: int) -> GPTuneCall:
         args = ["--ntask", str(s.tasks), "--nloop", str(s.loops), "--seed", str(seed), "--provide-NS"]
-        path = out / "gptune" / f"band_tasks{s.tasks}_loops{s.loops}_seed{seed}.json"
-        try:
-            data = run_gptune(folder, "band", args, path)
-            run = parse_band(data, tasks, s.loops, seed)
-        except (RuntimeError, ValueError, KeyError, OSError) as err:
-            log.warning("GPTune's band peer skipped: %s", err)
-            return _skipped("band", str(err))
-        started = time.perf_counter()
+        name = f"band_tasks{s.tasks}_loops{s.loops}_seed{seed}.json"
+        return args, name, lambda data: parse_band(data, tasks, s.loops, seed, s.b_max)
+
+    def ours(seed: int) -> OursRun:
         traces = run_demo_gptuneband(tasks, structure, seed, passes=s.loops)
-        wall = time.perf_counter() - started
-        evaluations = sum(len(trace.costs) for trace in traces)
-        best[OURS["band"]].append([trace.final for trace in traces])
-        seconds[OURS["band"]].append(wall / evaluations)
-        cost[OURS["band"]].append(sum(sum(trace.costs) for trace in traces) / len(tasks))
-        best[PEER["band"]].append(run.best)
-        seconds[PEER["band"]].append(run.seconds_per_suggestion)
-        cpu.append(run.cpu_seconds_per_suggestion)
-        cost[PEER["band"]].append(sum(call[2] for call in data["calls"]) / s.b_max / len(tasks))
-        log.info(
-            "GPTune comparison, band seed %d: ours %.2f s, GPTune %.1f s; best %s against %s",
-            seed,
-            wall,
-            run.wall_s,
-            np.round([trace.final for trace in traces], 3).tolist(),
-            np.round(run.best, 3).tolist(),
-        )
-    regret = {name: _regret(np.array(b), tasks) for name, b in best.items()}
-    sets = [
-        {
-            "tasks": list(tasks),
-            **compare(regret, seconds, tasks, OURS["band"], PEER["band"]),
-            "peer_cpu_seconds_per_suggestion": round(float(np.median(cpu)), 4),
-        }
-    ]
-    return {
-        "ours": OURS["band"],
-        "peer": PEER["band"],
+        spent = sum(sum(trace.costs) for trace in traces) / len(tasks)
+        return [trace.final for trace in traces], sum(len(trace.costs) for trace in traces), spent
+
+    settings = {
         "problem": "GPTune-Demo with fidelity (demo_MB.py)",
         "seeds": list(s.seeds),
         "loops": s.loops,
         "structure": [s.b_min, s.b_max, s.eta],
-        "cost_per_task_mean": {name: round(float(np.mean(c)), 3) for name, c in cost.items()},
-        "folder": str(folder),
-        "sets": sets,
-        "goals": _all_goals(sets),
     }
+    return _section("band", settings, lambda folder: [_side_by_side("band", folder, out, tasks, s.seeds, gptune, ours)])
 
 
 def _all_goals(sets: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
@@ -501,8 +513,7 @@ def render_section(section: Mapping[str, Any] | None) -> list[str]:
     budget = (
         f"{section['evaluations_per_task']} evaluations per task ({section['n_initial']} initial)"
         if "evaluations_per_task" in section
-        else f"{section['loops']} loops of the brackets {section['structure']} (mean cost per task, in evaluations "
-        f"at b_max: {section['cost_per_task_mean']})"
+        else f"{section['loops']} loops of the brackets {section['structure']}"
     )
     lines = [
         f"## GPTune's own tuner: {ours} against {peer}",
@@ -535,7 +546,8 @@ def render_section(section: Mapping[str, Any] | None) -> list[str]:
         lines += [f"Tasks {s['tasks']}:", "", markdown_table(header, rows), ""]
         lines += [
             f"{peer}'s CPU seconds per suggestion (its own process time, which other work on the machine does not "
-            f"inflate): {s['peer_cpu_seconds_per_suggestion']}.",
+            f"inflate): {s['peer_cpu_seconds_per_suggestion']}. Mean cost per task, in evaluations at b_max: "
+            f"{s['cost_per_task_mean']}.",
             "",
         ]
     g = section["goals"]

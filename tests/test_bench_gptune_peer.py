@@ -134,7 +134,7 @@ def test_the_band_comparison_charges_gptunes_calls(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv(GPTUNE_ENV, str(_folder(tmp_path)))
     section = gptune_peer.band_section(tmp_path, quick=True)
     assert section["sets"][0]["tasks"] == [1.0, 1.5]
-    assert section["cost_per_task_mean"]["GPTune GPTuneBand"] == 8.0  # 8 calls at b_max per task
+    assert section["sets"][0]["cost_per_task_mean"]["GPTune GPTuneBand"] == 8.0  # 8 calls at b_max per task
     assert set(section["goals"]) == {"regret_le_peer_every_task", "seconds_per_suggestion_20x_lower"}
 
 
