@@ -541,8 +541,8 @@ def render_section(section: Mapping[str, Any] | None) -> list[str]:
                     ratio["seconds_per_suggestion"],
                 ]
             )
-        header = ["t", f"{ours} regret", f"{peer} regret", "ratio", f"{ours} rank", f"{peer} rank"]
-        header += [f"{ours} s/suggestion", f"{peer} s/suggestion", "ratio"]
+        header = ["t", f"{ours} regret", f"{peer} regret", "regret ratio", f"{ours} rank", f"{peer} rank"]
+        header += [f"{ours} s/suggestion", f"{peer} s/suggestion", "time ratio"]
         lines += [f"Tasks {s['tasks']}:", "", markdown_table(header, rows), ""]
         lines += [
             f"{peer}'s CPU seconds per suggestion (its own process time, which other work on the machine does not "
