@@ -18,8 +18,9 @@ Ray: one real local Ray per test process (``local_ray``), started at the
 first test that asks for it and shared by the Ray tests after it, which run
 last and together, so that a test process starts Ray once.
 
-Parallel runs (README's command runs ``-n 3 --dist worksteal``, pytest-xdist):
-each worker is a process with its own mongod and Ray; a worker that runs out
+Parallel runs (README's command runs ``-n 4 --dist worksteal``, pytest-xdist: four
+workers on two cores, as a worker waits on its servers, browser and Ray for much
+of a test): each worker is a process with its own mongod and Ray; a worker that runs out
 of tests takes the last ones of the other's share. Nothing depends on the
 number of workers or on which tests share a process; ``-n 0`` runs everything
 in one process.
