@@ -583,7 +583,7 @@ def run(out: Path, quick: bool = False, settings: Settings | None = None, gptune
 
     out = Path(out)
     if gptune_only:
-        return run_only(out, "band", quick)
+        return run_only(out, "band", quick, band_section)
     s = settings if settings is not None else (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_at_start()

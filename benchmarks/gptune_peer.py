@@ -73,6 +73,7 @@ __all__ = [
     "parse_band",
     "run_gptune",
     "run_only",
+    "DemoMLA",
     "compare",
     "mla_section",
     "band_section",
@@ -418,7 +419,12 @@ def _section(
     }
 
 
-def mla_section(out: Path, quick: bool) -> dict[str, Any]:
+#: raytuner's MLA on GPTune-Demo: ``(tasks, seed, evaluations per task, initial ones)`` to the values it found,
+#: one row per task (``bench mla`` gives its own runner, so this module never imports that benchmark).
+DemoMLA = Callable[[tuple[float, ...], int, int, int], np.ndarray]
+
+
+def mla_section(out: Path, quick: bool, run_ours: DemoMLA) -> dict[str, Any]:
     """raytuner's MLA against GPTune's on GPTune-Demo, per task set (``results["gptune"]`` of ``bench mla``).
 
     ``{"skipped": why}`` without the gptune-tuner folder or when a GPTune run fails.
@@ -426,13 +432,9 @@ def mla_section(out: Path, quick: bool) -> dict[str, Any]:
     Args:
         out: the benchmark's folder (GPTune's runs go under ``out/gptune``).
         quick: use :data:`QUICK_MLA` instead of :data:`FULL_MLA`.
+        run_ours: runs raytuner's MLA on the demo's tasks (see :data:`DemoMLA`).
     """
-    from benchmarks.mla import QualitySettings, run_mla
-    from raytuner.problem.space import ProblemSpace
-    from raytuner.test_problems import DEMO_PROBLEM
-
     s = QUICK_MLA if quick else FULL_MLA
-    problem = ProblemSpace.parse(DEMO_PROBLEM)
 
     def one_set(folder: Path, tasks: tuple[float, ...]) -> dict[str, Any]:
         def gptune(seed: int) -> GPTuneCall:
@@ -442,8 +444,7 @@ def mla_section(out: Path, quick: bool) -> dict[str, Any]:
             return args, name, lambda data: parse_mla(data, tasks, s.evaluations, seed)
 
         def ours(seed: int) -> OursRun:
-            settings = QualitySettings(seeds=(seed,), tasks=tasks, evaluations=s.evaluations, n_initial=s.n_initial)
-            values = run_mla(problem, [{"t": t} for t in tasks], seed, settings)
+            values = run_ours(tasks, seed, s.evaluations, s.n_initial)
             return values.min(axis=1).tolist(), values.size, float(s.evaluations)
 
         return _side_by_side("mla", folder, out, tasks, s.seeds, gptune, ours)
@@ -560,24 +561,26 @@ def render_section(section: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def run_only(out: Path, benchmark: str, quick: bool) -> dict[str, Any]:
+def run_only(out: Path, benchmark: str, quick: bool, section: Callable[[Path, bool], dict[str, Any]]) -> dict[str, Any]:
     """``python -m benchmarks mla|band --gptune-only``: this comparison alone, in ``out/results.json`` and its report.
 
     Args:
         out: the output folder (made if missing).
         benchmark: ``"mla"`` or ``"band"``.
         quick: the quick settings (one seed; MLA 10 evaluations per task, GPTuneBand one loop).
+        section: the benchmark's section, given ``out`` and ``quick`` (:func:`band_section`, or
+            :func:`mla_section` with ``bench mla``'s runner).
     """
     from benchmarks.report import machine_at_start, publish
 
     started = time.perf_counter()
     machine = machine_at_start()
     out = Path(out)
-    section = mla_section(out, quick) if benchmark == "mla" else band_section(out, quick)
+    results_section = section(out, quick)
     command = f"python -m benchmarks {benchmark} --gptune {os.environ.get(GPTUNE_ENV, 'DIR')} --gptune-only"
     results = {
         "benchmark": benchmark,
-        "gptune": section,
+        "gptune": results_section,
         "quick": quick,
         "machine": machine,
         "command": f"{command} --out {out}{' --quick' if quick else ''}",

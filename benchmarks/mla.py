@@ -117,6 +117,8 @@ from raytuner.test_problems import DEMO_PROBLEM, demo, demo_grid_minimum
 __all__ = [
     "run",
     "QualitySettings",
+    "demo_values",
+    "gptune_section",
     "TUNERS",
     "available_tuners",
     "drive",
@@ -439,6 +441,29 @@ def build_results(
     }
 
 
+def demo_values(tasks: tuple[float, ...], seed: int, evaluations: int, n_initial: int) -> np.ndarray:
+    """raytuner's MLA on GPTune-Demo's ``tasks`` (t values): the values it found, one row per task.
+
+    Args:
+        tasks: the demo's task parameters.
+        seed: the run's seed.
+        evaluations: evaluations per task.
+        n_initial: of them, the initial design's.
+    """
+    settings = QualitySettings(seeds=(seed,), tasks=tasks, evaluations=evaluations, n_initial=n_initial)
+    return run_mla(ProblemSpace.parse(DEMO_PROBLEM), [{"t": t} for t in tasks], seed, settings)
+
+
+def gptune_section(out: Path, quick: bool) -> dict[str, Any]:
+    """GPTune's own MLA beside ours on GPTune-Demo (:func:`benchmarks.gptune_peer.mla_section` with :func:`demo_values`).
+
+    Args:
+        out: the benchmark's folder.
+        quick: the quick settings.
+    """
+    return mla_section(out, quick, demo_values)
+
+
 def run(out: Path, quick: bool = False, gptune_only: bool = False) -> dict[str, Any]:
     """Run the MLA benchmark; write ``out/results.json``, ``out/report.md`` (and ``out/quality.png``).
 
@@ -450,7 +475,7 @@ def run(out: Path, quick: bool = False, gptune_only: bool = False) -> dict[str, 
     """
     out = Path(out)
     if gptune_only:
-        return run_only(out, "mla", quick)
+        return run_only(out, "mla", quick, gptune_section)
     qs, os_ = (QUICK_QUALITY, QUICK_OVERHEAD) if quick else (FULL_QUALITY, FULL_OVERHEAD)
     log.info(
         "mla benchmark%s: %d seeds x %d tasks x %d evaluations; overhead at (tasks, samples per task) %s",
@@ -479,7 +504,7 @@ def run(out: Path, quick: bool = False, gptune_only: bool = False) -> dict[str, 
     lcbench = lcbench_cells(QUICK_LCBENCH if quick else FULL_LCBENCH)
     together = run_together(QUICK_TOGETHER if quick else FULL_TOGETHER)
     overhead_rows = run_overhead(os_)
-    gptune = mla_section(out, quick)
+    gptune = gptune_section(out, quick)
     results = build_results(
         quality,
         overhead_rows,

@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks import GPTUNE_ENV, GPTUNE_PYTHON_ENV, gptune_peer
 from benchmarks.__main__ import main
+from benchmarks.mla import demo_values
 
 # A stand-in runner: the run asked for, each task's values 1.5 at every evaluation (above the demo's minima).
 RUNNER = """
@@ -77,7 +78,7 @@ def _calls(folder: Path) -> int:
 
 def test_without_the_folder_the_peer_is_skipped_with_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="benchmarks.gptune_peer"):
-        section = gptune_peer.mla_section(tmp_path, quick=True)
+        section = gptune_peer.mla_section(tmp_path, quick=True, run_ours=demo_values)
     assert [r.getMessage() for r in caplog.records] == [
         "GPTune's mla peer skipped: no gptune-tuner folder (--gptune DIR or $RAYTUNER_GPTUNE)"
     ]
@@ -143,7 +144,7 @@ def test_a_failed_gptune_run_skips_the_peer_naming_its_log(
 ) -> None:
     monkeypatch.setenv(GPTUNE_ENV, str(_folder(tmp_path, "raise SystemExit(3)\n")))
     with caplog.at_level(logging.WARNING, logger="benchmarks.gptune_peer"):
-        section = gptune_peer.mla_section(tmp_path, quick=True)
+        section = gptune_peer.mla_section(tmp_path, quick=True, run_ours=demo_values)
     log_file = tmp_path / "gptune" / "mla_t1-2_n4_seed0.log"
     assert section["skipped"] == f"GPTune's mla run failed (exit status 3): see {log_file}"
     assert len(caplog.records) == 1 and log_file.is_file()
