@@ -416,6 +416,20 @@ def test_an_evaluation_whose_uid_holds_url_characters_is_linked_and_shown(tmp_pa
     assert page.status_code == 200 and odd in html.unescape(page.get_data(as_text=True)), link
 
 
+def test_an_output_named_as_a_fixed_column_has_one_name_on_every_part_of_a_page(tmp_path: Path) -> None:
+    # an output "time" beside the records' own time column: the table says output.time, so must the chooser
+    with JsonStore(tmp_path / "clash") as store:
+        for k in range(3):
+            store.append("clash", FunctionEvaluation.create({"t": 1.0}, {"x": k / 3}, {"y": float(k), "time": 2.0 - k}))
+    client = create_app(store=tmp_path / "clash").test_client()
+    for path in ("/problem/clash", "/problem/clash/evaluations", "/problem/clash/analysis", "/problem/clash/live"):
+        page = client.get(path).get_data(as_text=True)
+        (chooser,) = re.findall(r'<p class="note" id="objectives">(.*?)</p>', page, re.S)
+        assert re.findall(r">([^<>]+)</(?:a|b)>", chooser) == ["y", "output.time"], path
+    chosen = client.get("/problem/clash/evaluations?objective=time").get_data(as_text=True)
+    assert "<b>output.time</b>" in chosen and "<th" in chosen and "output.time" in chosen.split("<table", 1)[1]
+
+
 def test_the_dashboard_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     runner = CliRunner()
     for args, words in (

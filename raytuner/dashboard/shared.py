@@ -105,6 +105,8 @@ def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choi
 
     The problem's objectives, and the outputs it only records (marked so); never a constraint, an
     output that is bounded and not optimised (the Pareto front shows which configurations meet it).
+    Each is named as the table's column and the charts name it (an output ``time`` is ``output.time``
+    beside the records' own ``time``).
 
     Args:
         view: the problem's view.
@@ -117,8 +119,10 @@ def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choi
     if len(outputs) < 2:
         return []
     roles = {o.name: ("" if o.optimize else " (recorded)") for o in space.output_space} if space else {}
+    named = view.columns["output"]  # an output's name as its column and charts give it (``output.time``)
     return [
-        Choice(o, None if o == view.objective else url(path, **args, objective=o), roles.get(o, "")) for o in outputs
+        Choice(named[o], None if o == view.objective else url(path, **args, objective=o), roles.get(o, ""))
+        for o in outputs
     ]
 
 
