@@ -242,6 +242,10 @@ def test_a_problem_with_two_objectives_and_a_constraint_shows_each_tasks_pareto_
         records = store.evaluations("zdt")
     assert load_history(tmp_path / "mo").multiobjective
     with serve(create_app(store=tmp_path / "mo"), port=0) as server:
+        browser.get(server.url)  # the overview names every objective and the constraint, and the fronts' sizes
+        (row,) = _rows(browser, "problems")
+        sizes = " · ".join(f"{task_label(t)}: {len(pareto_front(problem, records, t))} on the front" for t in tasks)
+        assert row["objective"] == "f1 (minimize) · f2 (minimize) · mem <= 0.6" and row["best per task"] == sizes
         browser.get(server.url + "problem/zdt")
         shown = sorted((r["task"], r["uid"]) for r in _rows(browser, "front"))
         expected = sorted((task_label(t), r.uid) for t in tasks for r in pareto_front(problem, records, t))

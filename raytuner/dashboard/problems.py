@@ -29,7 +29,15 @@ from raytuner.dashboard.shared import (
 from raytuner.dashboard.sources import PAGE_SIZE, ServiceViews
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError
-from raytuner.view import plot_brackets, plot_front, plot_history, plot_parameter, plot_task_correlation, task_label
+from raytuner.view import (
+    HistoryView,
+    plot_brackets,
+    plot_front,
+    plot_history,
+    plot_parameter,
+    plot_task_correlation,
+    task_label,
+)
 
 __all__ = ["blueprint"]
 
@@ -62,17 +70,7 @@ def overview() -> Any:
         if view is None:
             rows.append({"name": name, "evaluations": count, "tasks": "", "objective": "", "best": "open it to read"})
             continue
-        table = view.best_table() if view.records else None
-        best = [] if table is None else list(zip(table["task"], table[view.objective_column]))
-        rows.append(
-            {
-                "name": name,
-                "evaluations": count,
-                "tasks": len(view.tasks),
-                "objective": f"{view.objective} ({view.goal})",
-                "best": " · ".join(f"{task}: {v:.6g}" for task, v in best if v == v) or "-",
-            }
-        )
+        rows.append({"name": name, "evaluations": count, "tasks": len(view.tasks), **_overview_best(view)})
     if isinstance(held, ServiceViews):
         return render("overview.html", "Tuning service", problems=rows, sessions=held.sessions(), misnamed={})
     return render(
@@ -82,6 +80,28 @@ def overview() -> Any:
         sessions=None,
         misnamed=held.misnamed(),
     )
+
+
+def _overview_best(view: HistoryView) -> dict[str, str]:
+    """A problem's objective and best per task, as the overview gives them.
+
+    A problem with several objectives or an output constraint names them all
+    and gives each task's Pareto front size, not one objective's best.
+    """
+    space = view.problem_space
+    if space is not None and view.multiobjective:
+        bounds = [o.constraint_text() for o in space.output_constraints if not o.optimize]
+        fronts = [(task_label(t), len(view.pareto_front(t))) for t in view.tasks]
+        return {
+            "objective": " · ".join([*(f"{o.name} ({o.goal})" for o in space.optimised), *bounds]),
+            "best": " · ".join(f"{task}: {n} on the front" for task, n in fronts) or "-",
+        }
+    table = view.best_table() if view.records else None
+    best = [] if table is None else list(zip(table["task"], table[view.objective_column]))
+    return {
+        "objective": f"{view.objective} ({view.goal})",
+        "best": " · ".join(f"{task}: {v:.6g}" for task, v in best if v == v) or "-",
+    }
 
 
 @blueprint.get("/problem/<problem>")
