@@ -116,6 +116,9 @@ def test_overview_problem_task_and_bracket_pages_show_the_stores_best(
     _click(browser, browser.find_element(By.LINK_TEXT, BAND_PROBLEM))
     shown = {r["task"]: float(r["y"]) for r in _rows(browser, "best")}
     assert shown == pytest.approx(best, rel=1e-5)
+    charts = _figures(browser)  # the best so far is drawn by plotly.js: each task's line ends at its best
+    assert list(charts) == ["chart-history"]
+    assert {t["name"]: t["y"][-1] for t in charts["chart-history"] if t["mode"] == "lines"} == pytest.approx(best)
     _no_broken_images(browser)
     screenshot(browser, tmp_path, "dashboard-problem")
     _click(browser, browser.find_element(By.LINK_TEXT, "t=1.3"))

@@ -25,10 +25,9 @@ from typing import Any
 
 import pandas as pd
 from flask import Blueprint, Response, abort, request
-from jinja2.utils import htmlsafe_json_dumps
 
-from raytuner.dashboard.pages import PLOTLY_URL, Choice, Sobol, Table, cell, render
-from raytuner.dashboard.shared import evaluation_url, objective_choices, problem_view, trail, url
+from raytuner.dashboard.pages import Choice, Sobol, Table, cell, render
+from raytuner.dashboard.shared import chart_scripts, evaluation_url, objective_choices, problem_view, trail, url
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError
 from raytuner.problem.records import FunctionEvaluation
@@ -318,7 +317,5 @@ def charts(problem: str) -> tuple[str, int]:
         contour=model is not None,
         slices=sum(1 for k in figures if k.startswith("chart-slice-")),
         parameter_count=len(parameters),
-        figures=htmlsafe_json_dumps(figures, allow_nan=False),
-        evaluations=evaluation_url(problem, ""),
-        plotly=PLOTLY_URL,
+        **chart_scripts(problem, figures),
     )

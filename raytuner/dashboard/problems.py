@@ -17,6 +17,7 @@ from flask import Blueprint, Response, abort, redirect, request
 from raytuner.dashboard.pages import render, svg
 from raytuner.dashboard.shared import (
     best_table,
+    chart_scripts,
     evaluations_table,
     filled,
     front,
@@ -38,6 +39,7 @@ from raytuner.view import (
     plot_task_correlation,
     task_label,
 )
+from raytuner.view.figures import history_figure
 
 __all__ = ["blueprint"]
 
@@ -106,7 +108,7 @@ def _overview_best(view: HistoryView) -> dict[str, str]:
 
 @blueprint.get("/problem/<problem>")
 def problem(problem: str) -> tuple[str, int]:
-    """Per task the best configuration, the best-so-far plot, the LCM's task correlation."""
+    """Per task the best configuration, the best-so-far chart (interactive), the LCM's task correlation."""
     view = problem_view(problem)
     return render(
         "problem.html",
@@ -121,6 +123,7 @@ def problem(problem: str) -> tuple[str, int]:
         objectives=objective_choices(view, f"/problem/{problem}"),
         best=best_table(view, problem),
         front=front(view, problem),
+        **chart_scripts(problem, {"chart-history": history_figure(view)}),
     )
 
 

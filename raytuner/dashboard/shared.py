@@ -15,14 +15,16 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pandas as pd
 from flask import abort, has_request_context, request
+from jinja2.utils import htmlsafe_json_dumps
 
-from raytuner.dashboard.pages import Choice, Table
+from raytuner.dashboard.pages import PLOTLY_URL, Choice, Table
 from raytuner.dashboard.sources import HistoryViews
 from raytuner.dashboard.state import config
 from raytuner.errors import InvalidInputError
@@ -98,6 +100,21 @@ def trail(problem: str, *steps: tuple[str, str]) -> list[tuple[str, str]]:
         *steps: ``(text, url)`` of each page below the problem's.
     """
     return [("problems", "/"), (problem, f"/problem/{problem}"), *steps]
+
+
+def chart_scripts(problem: str, figures: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``_charts.html`` draws a page's plotly.js figures with: ``figures`` (by the id of the element each
+    goes in) as JSON, the evaluation pages' URL a click on a point opens, and plotly.js's URL.
+
+    Args:
+        problem: the page's problem.
+        figures: plotly figures (:mod:`raytuner.view.figures`) by element id.
+    """
+    return {
+        "figures": htmlsafe_json_dumps(dict(figures), allow_nan=False),
+        "evaluations": evaluation_url(problem, ""),
+        "plotly": PLOTLY_URL,
+    }
 
 
 def objective_choices(view: HistoryView, path: str, /, **args: Any) -> list[Choice]:
