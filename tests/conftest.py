@@ -16,16 +16,14 @@ skipped with the reason.
 
 Ray: one real local Ray per test process (``local_ray``), started at the
 first test that asks for it and shared by the Ray tests after it, which run
-together, so that a test process starts Ray once.
+last and together, so that a test process starts Ray once.
 
-Parallel runs (README's command runs ``-n 4 --dist loadgroup``, pytest-xdist: four
+Parallel runs (README's command runs ``-n 4 --dist worksteal``, pytest-xdist: four
 workers on two cores, as a worker waits on its servers, browser and Ray for much
-of a test): each worker is a process with its own mongod and Ray. The Ray tests
-spend most of their time waiting on Ray's processes and Tune's loop, so they run
-as two groups, each in one worker from the start, beside the CPU-bound tests that
-the other workers take one at a time (:func:`pytest_collection_modifyitems`).
-Nothing depends on the number of workers or on which tests share a process;
-``-n 0`` runs everything in one process.
+of a test): each worker is a process with its own mongod and Ray; a worker that runs out
+of tests takes the last ones of the other's share. Nothing depends on the
+number of workers or on which tests share a process; ``-n 0`` runs everything
+in one process.
 
 BLAS: one thread per test process (see below), so two workers do not fight
 over two cores and no result depends on the machine's core count.
@@ -64,11 +62,9 @@ os.environ.setdefault("RAY_ADDRESS", "local")
 os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "60")
 
 import contextlib
-import json
 import shutil
 import socket
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -105,72 +101,19 @@ settings.register_profile(
 settings.load_profile("suite")
 
 
-#: The Ray tests' groups: under README's ``--dist loadgroup`` each group runs in one test worker.
-RAY_GROUPS = 2
-#: ``workerinput`` key: the file in which the test workers name the Ray tests' groups for the scheduler.
-_RAY_GROUPS_FILE = "raytuner_ray_groups"
-_RAY_GROUPS_KEY = pytest.StashKey[Path]()
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Hypothesis tests first, tests on the shared local Ray last (stable order otherwise).
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Hypothesis tests first, then the tests on the shared local Ray, in :data:`RAY_GROUPS` groups.
-
-    The Hypothesis tests first: see the module docstring. The Ray tests
-    together, so that a test process starts its Ray once instead of once per
-    module; every other one in each group. A test worker writes the groups
-    where :func:`pytest_xdist_make_scheduler`'s scheduler reads them.
+    The Hypothesis tests first: see the module docstring. The Ray tests last
+    and together, so that a test process starts its Ray once instead of once
+    per module.
     """
     from hypothesis import is_hypothesis_test
 
     def rank(item: pytest.Item) -> int:
-        return 0 if is_hypothesis_test(getattr(item, "obj", None)) else 1 if _uses_ray(item) else 2
+        return 0 if is_hypothesis_test(getattr(item, "obj", None)) else 2 if _uses_ray(item) else 1
 
     items.sort(key=rank)
-    if (groups_file := getattr(config, "workerinput", {}).get(_RAY_GROUPS_FILE)) is not None:
-        ray_tests = [item.nodeid for item in items if _uses_ray(item)]
-        groups = {nodeid: f"ray-{k % RAY_GROUPS}" for k, nodeid in enumerate(ray_tests)}
-        written = Path(groups_file).with_suffix(f".{os.getpid()}")  # every worker writes the same groups
-        written.write_text(json.dumps(groups))
-        written.replace(groups_file)
-
-
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist's hook (test controller): name the Ray tests' groups file to a starting test worker."""
-    node.workerinput[_RAY_GROUPS_FILE] = str(_ray_groups_file(node.config))
-
-
-def _ray_groups_file(config: pytest.Config) -> Path:
-    """The test controller's groups file, in a folder of its own removed at the end of the run."""
-    if _RAY_GROUPS_KEY not in config.stash:
-        folder = Path(tempfile.mkdtemp(prefix="raytuner-ray-groups-"))
-        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-        config.stash[_RAY_GROUPS_KEY] = folder / "ray-groups.json"
-    return config.stash[_RAY_GROUPS_KEY]
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's hook: under ``--dist loadgroup``, each of the Ray tests' groups is one unit of work.
-
-    The Ray tests spend most of their time waiting on Ray's processes and
-    Tune's loop: in two test workers from the start, beside the CPU-bound
-    tests that the other workers take one at a time, they fill the cores'
-    idle time instead of leaving it idle at the end. (pytest-xdist 3.8 reads
-    ``xdist_group`` marks through node ids that pytest 9.2 no longer lets it
-    change, pytest-xdist issue 1386: the groups go through a file instead.)
-    """
-    if config.getoption("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
-
-    groups_file = _ray_groups_file(config)
-
-    class RayGroupScheduling(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            if not hasattr(self, "ray_groups"):  # read once every worker has collected
-                self.ray_groups = json.loads(groups_file.read_text()) if groups_file.exists() else {}
-            return str(self.ray_groups.get(nodeid) or super()._split_scope(nodeid))
-
-    return RayGroupScheduling(config, log)
 
 
 @pytest.fixture
