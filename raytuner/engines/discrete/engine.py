@@ -9,12 +9,10 @@ launch or verify, are failed evaluations: never suggested again and left
 out of the objective's surrogate (no penalty value, no mean). A second GP
 of the same kernel on validity labels (1 succeeded, 0 failed) learns where
 evaluations fail; with ``avoid_failures`` (the default) a model round leaves
-out the candidates it predicts below 0.5 while others remain. On the
-benchmark this cut pnpoly's error from 0.25 to 0.04: Kernel Tuner's pnpoly
-cache has 318 failed configurations among 4,092, clustered where the
-objective's trend points, and without it the search spent most of its 200
-evaluations on them. The initial sample is a
-maximin Latin hypercube design; design points that the restrictions rule
+out the candidates it predicts below 0.5 while others remain: where failures
+cluster where the objective's trend points, a search without it spends
+much of its budget on them (``docs/benchmarks.md`` has the figures). The
+initial sample is a maximin Latin hypercube design; design points that the restrictions rule
 out, and initial points that fail, are replaced by random valid ones until
 ``n_initial`` initial evaluations succeeded. Then the acquisition functions
 (EI, PI, LCB) run alone or as the paper's *multi* or *advanced multi*
@@ -87,9 +85,8 @@ class DiscreteBO(Engine):
         tasks: Each is tuned on its own; default: the one empty task of a
             problem without task parameters.
         seed: Seeds the initial design and every random pick.
-        method: One of :data:`METHODS` (default ``"ei"``: the lowest MDF on
-            the benchmark's four kernels, 0.45 against multi's 0.49 and
-            advanced multi's 0.65).
+        method: One of :data:`METHODS` (default ``"ei"``, the lowest mean
+            deviation factor of the three in ``python -m benchmarks discrete``).
         n_initial: How many initial evaluations must succeed before the model proposes.
         kernel: ``"matern32"`` or ``"matern52"``.
         lengthscale: The GP's fixed length scale (default: Table I's, by ``exploration``).
