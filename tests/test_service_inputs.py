@@ -204,8 +204,7 @@ def test_a_wrong_server_is_named_with_its_cause_within_seconds(
     reserved_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     address = f"127.0.0.1:{reserved_port}"  # nothing listens: connections are refused
-    channel = ServiceChannel(address, None, pb_grpc.TuningServiceStub, timeout=1.0, retries=None, retry_for=6.0)
-    started = time.time()
+    channel = ServiceChannel(address, None, pb_grpc.TuningServiceStub, timeout=1.0, retries=None, retry_for=10.0)
     try:
         with caplog.at_level(logging.INFO, logger="raytuner.client.channel"), pytest.raises(ServiceError) as info:
             channel._call("ListSessions", pb.ListSessionsRequest())
@@ -214,9 +213,10 @@ def test_a_wrong_server_is_named_with_its_cause_within_seconds(
     named = [r for r in caplog.records if r.levelno == logging.WARNING and address in r.getMessage()]
     assert len(named) == 1, [r.getMessage() for r in caplog.records]
     assert "connection refused" in named[0].getMessage()
-    assert named[0].created - started < 3.0  # within a few seconds, not at the end
+    # named while the call still waits (its diagnosis starts after a second of the ten), not when it gives up:
+    # the retries go on after the warning (an order of events, not a deadline a loaded machine could miss)
     retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
-    assert len(retries) >= 2  # and the retries go on as before
+    assert len(retries) >= 2 and retries[-1].created > named[0].created
     assert address in info.value.message and "connection refused" in info.value.message
 
 
