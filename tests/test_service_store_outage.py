@@ -179,7 +179,10 @@ def test_a_server_refuses_calls_while_its_lease_is_paused_and_serves_again_after
             mongod.start()
             teller.join(WAIT_S)
             assert not teller.is_alive() and errors == []
-            assert server.lost is None and not server.paused and server.port == port
+            # served again (the tell was answered); the lease's renewals after the restart may fall behind
+            # once more on a busy machine and pause it for a moment (by design), so its state is waited for
+            assert server.lost is None and server.port == port
+            until(lambda: not server.paused, WAIT_S)
             assert len(told) == 1 and not told[0].duplicate  # the refused tells wrote nothing
             assert once.tell(trial, {"y": 1.0}) == TellResult(told[0].uid, True, False)  # told once
             assert tuner.session()["evaluations"] == 1
