@@ -13,9 +13,10 @@ evaluation, as it costs raytuner's own tuners.
   proposes the configurations and reads their times from an uncompressed copy
   of the cache, written once per process and cache file to a temporary folder.
 - :func:`run_optuna_tpe` runs Optuna's TPE with one categorical per
-  parameter in an ask/tell loop. A proposal outside the valid space is told as
-  failed and costs no evaluation (a restriction the tuner could know
-  beforehand); a repeated proposal is told its known value, also at no cost.
+  parameter in an ask/tell loop. A proposal outside the valid space is told the
+  worst time seen so far, which teaches TPE the region, and costs no
+  evaluation (a restriction the tuner could know beforehand); a repeated
+  proposal is told its known value, also at no cost.
 
 Both seed every run, so the same seed gives the same trace. Kernel Tuner's
 ``bayes_opt`` draws its initial Latin-hypercube sample from a SciPy sampler
