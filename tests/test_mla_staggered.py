@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from raytuner.engines import MLA
+from raytuner.engines.sharing import OWN_DESIGN_NOTE, OWN_MODEL
 from raytuner.errors import InvalidInputError
 from raytuner.models.executors import InlineExecutor
 from raytuner.problem.records import FunctionEvaluation
@@ -136,3 +137,23 @@ def test_the_staggered_start_is_an_engine_option_every_face_takes_and_rebuilds()
     assert isinstance(again, MLA) and engine.spec.options["design"] == "staggered" and again.leaders == engine.leaders
     with pytest.raises(InvalidInputError, match="design"):
         build_engine(EngineSpec("mla", {"design": "waves"}), PROBLEM, TASKS, 0)
+
+
+def test_a_followers_own_model_explores_until_the_task_holds_a_design() -> None:
+    # a follower starts with two points where the leaders agree; its own model's turns complete the design it was
+    # not given (where it is least sure), not exploit around those two: a task unlike the leaders still looks away
+    engine = _engine()
+    records = _run(engine, shared, 18 + 6 * 5)
+    held: dict[float, int] = {}
+    exploring: list[int] = []
+    searching: list[int] = []
+    for r in records:
+        t = r.task_parameter["t"]
+        notes = (r.raytuner.model_extra or {}) if r.raytuner is not None else {}
+        if notes.get(OWN_MODEL):
+            (exploring if notes.get(OWN_DESIGN_NOTE) else searching).append(held.get(t, 0))
+        else:
+            assert not notes.get(OWN_DESIGN_NOTE)
+        held[t] = held.get(t, 0) + 1
+    assert exploring and max(exploring) < 6  # n_initial
+    assert all(n >= 6 for n in searching)  # the leaders' own turns: their full designs are in

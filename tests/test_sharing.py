@@ -11,7 +11,7 @@ from record_helpers import provenance
 
 from raytuner.engines import MLA, GPTuneBand
 from raytuner.engines.base import Engine
-from raytuner.engines.sharing import OWN_MODEL, loo_log_density, own_predicts_better
+from raytuner.engines.sharing import OWN_DESIGN, OWN_DESIGN_NOTE, OWN_MODEL, loo_log_density, own_predicts_better
 from raytuner.errors import InvalidInputError
 from raytuner.models import LCM, LCMOptions, TrainingData
 from raytuner.models.executors import InlineExecutor
@@ -165,3 +165,26 @@ def test_a_resumed_session_suggests_as_the_live_one_own_models_included(tmp_path
         )
         live.tell(mine, {"y": six_tasks(mine.task, mine.config)})
         resumed.tell(theirs, {"y": six_tasks(theirs.task, theirs.config)})
+
+
+def test_gptuneband_explores_a_tasks_own_b_max_samples_until_it_holds_a_design() -> None:
+    # a task's first b_max evaluations are promotions, where the low fidelities and the other tasks point: its own
+    # b_max search first looks where its own model is least sure, as single-task BO's initial design would
+    band = GPTuneBand(
+        PROBLEM, TASKS[:2] + [OUTLIER], seed=0, b_min=1, b_max=4, eta=2, passes=3, lcm=FAST, executor=INLINE
+    )
+    held: dict[float, int] = {}  # b_max evaluations told per task
+    exploring: list[int] = []
+    searching: list[int] = []
+    while not band.finished:
+        s = band.ask()
+        notes = s.provenance.model_extra or {}
+        assert not notes.get(OWN_DESIGN_NOTE) or (notes.get(OWN_MODEL) and s.provenance.bracket == 0)
+        if notes.get(OWN_MODEL) and s.provenance.bracket == 0:
+            (exploring if notes.get(OWN_DESIGN_NOTE) else searching).append(held.get(s.task["t"], 0))
+        band.tell(s, {"y": six_tasks(s.task, s.config) + 0.1 / float(s.fidelity or 4)})
+        if float(s.fidelity or 4) == 4:
+            held[s.task["t"]] = held.get(s.task["t"], 0) + 1
+    # the own model sees the evaluations up to its horizon, at most those told: it searches only past a design
+    assert exploring and searching
+    assert min(searching) >= OWN_DESIGN

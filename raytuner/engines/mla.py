@@ -76,6 +76,7 @@ import numpy as np
 
 from raytuner.engines.base import Engine, Suggestion, other_tasks, source_records
 from raytuner.engines.sharing import (
+    OWN_DESIGN_NOTE,
     OWN_MODEL,
     SHARING,
     Sharing,
@@ -700,6 +701,25 @@ class MLA(StoredModels, Engine):
         self._notes[OWN_MODEL] = True
         return mine, mine_target, own
 
+    def _explores(self, index: int, mine: FittedLCM, target: int) -> bool:
+        """Whether task ``index``'s next suggestion, chosen by its own model ``mine``, explores: goes where that
+        model is least sure rather than where the acquisition points.
+
+        MLA's own model explores while it holds fewer than ``n_initial`` of the
+        task's evaluations: it completes the design a task did not get whole
+        (a follower of ``design="staggered"``, whose first points are where the
+        leaders agree; a design whose evaluations failed), so that the task's own
+        search does not start from the other tasks' region alone. GPTuneBand's
+        ``b_max`` samples do until their task holds
+        :data:`~raytuner.engines.sharing.OWN_DESIGN` evaluations at ``b_max``.
+
+        Args:
+            index: The task a configuration is sought for.
+            mine: The task's own model (:meth:`own_model`).
+            target: The scored task's position in ``mine``.
+        """
+        return int(np.sum(mine.task == target)) < self.n_initial
+
     def _own_turn(self, index: int, mine: FittedLCM, target: int) -> bool:
         """Whether task ``index``'s next suggestion is its own model's turn: every :attr:`OWN_TURN`-th, where that
         model predicts the task's evaluations unseen well enough (:attr:`OWN_TURN_RHO`)."""
@@ -736,9 +756,14 @@ class MLA(StoredModels, Engine):
         sign = self.objective.sign()
         observed = sign * chosen.z[chosen.task == target]
         best = float(observed.min()) if len(observed) else float(np.min(sign * chosen.z))
+        explore = tasks is not None and self._explores(index, chosen, target)
+        if explore:
+            self._notes[OWN_DESIGN_NOTE] = True
 
         def score(U: np.ndarray) -> np.ndarray:
             mean, variance = model.predict_standardised(target, U)
+            if explore:
+                return variance
             return self.acquisition(sign * mean, np.sqrt(variance), best)
 
         config, _ = optimize_acquisition(

@@ -27,8 +27,15 @@ bracket gets few samples a pass, and a model of one task's few evaluations
 of a rough landscape would waste them. Its ``b_max`` samples come from the
 task's own model (of its levels alone) once it holds :data:`MIN_OWN_SAMPLES`
 evaluations at ``b_max``: the task's full-fidelity search is single-task
-BO's. A suggestion of the task's own model carries
-``own_model: true`` in its provenance.
+BO's. Until the task holds :data:`OWN_DESIGN` evaluations at ``b_max``,
+those samples explore: each goes where the own model is least sure (its
+largest predictive variance, the pending samples counted as seen), not where
+it expects most. The task's first ``b_max`` evaluations are the promotions,
+chosen where the low fidelities and the other tasks rate configurations
+well; a search that only exploits around the best of them stays in their
+region, where single-task BO's own initial design would have looked
+elsewhere. A suggestion of the task's own model carries ``own_model: true``
+in its provenance, an exploring one ``own_design: true`` too.
 
 Example:
     >>> import numpy as np
@@ -53,6 +60,8 @@ __all__ = [
     "SHARING",
     "MIN_OWN_SAMPLES",
     "OWN_MODEL",
+    "OWN_DESIGN",
+    "OWN_DESIGN_NOTE",
     "loo_log_density",
     "loo_rank_correlation",
     "own_predicts_better",
@@ -67,6 +76,11 @@ OWN_MODEL = "own_model"
 #: The fewest successful evaluations of a task before its own model is weighed against the shared one (fewer:
 #: the shared model, whose other tasks make up for them).
 MIN_OWN_SAMPLES = 5
+#: How many ``b_max`` evaluations a GPTuneBand task holds before its own ``b_max`` samples stop exploring: the size
+#: of single-task BO's initial design (:class:`~raytuner.engines.MLA`'s default ``n_initial``).
+OWN_DESIGN = 10
+#: The extra provenance key of an exploring sample of a task's own model (``own_design: true``).
+OWN_DESIGN_NOTE = "own_design"
 
 
 def loo_log_density(fitted: FittedLCM, task: int) -> float | None:

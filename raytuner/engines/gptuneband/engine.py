@@ -63,7 +63,7 @@ from raytuner.engines.gptuneband.sampler import (
     sources_for,
 )
 from raytuner.engines.multiobjective import tunes_multiobjective
-from raytuner.engines.sharing import OWN_MODEL
+from raytuner.engines.sharing import OWN_DESIGN_NOTE, OWN_MODEL
 from raytuner.errors import AwaitingResults, InvalidInputError, TuningFinished
 from raytuner.problem.pareto import best_of, pareto_front
 from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
@@ -295,7 +295,11 @@ class GPTuneBand(Engine):
             other.add_pending(lifted, suggestion.config)
         how = suggestion.provenance.proposer or "model"
         how = "plain_model" if sampler is self._plain and how == "model" else how
-        noted = {k: v for k, v in (suggestion.provenance.model_extra or {}).items() if k in (NOTE, OWN_MODEL)}
+        noted = {
+            k: v
+            for k, v in (suggestion.provenance.model_extra or {}).items()
+            if k in (NOTE, OWN_MODEL, OWN_DESIGN_NOTE)
+        }
         provenance = self._provenance(p, j, 0, self.structure.fidelity(j), how, **noted)  # a likely success
         self.plan.asked(i, suggestion.config, provenance)
         return Suggestion(task=dict(self.tasks[i]), config=suggestion.config, provenance=provenance)

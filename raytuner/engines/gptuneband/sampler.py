@@ -18,7 +18,7 @@ import numpy as np
 from raytuner.engines.bandit import BanditStructure
 from raytuner.engines.mla import MLA
 from raytuner.engines.multiobjective import MultiObjectiveMLA
-from raytuner.engines.sharing import MIN_OWN_SAMPLES
+from raytuner.engines.sharing import MIN_OWN_SAMPLES, OWN_DESIGN
 from raytuner.models import FittedLCM, LCMOptions
 from raytuner.models.persistence import model_tasks
 from raytuner.problem.records import FunctionEvaluation, Provenance, SurrogateModelRecord, task_key
@@ -208,6 +208,17 @@ class LevelSampler(MLA):
         if j == 0:
             return [index]
         return [k for k, (task, _) in enumerate(self.lcm_tasks) if task == i]
+
+    def _explores(self, index: int, mine: FittedLCM, target: int) -> bool:
+        """Whether task ``index``'s next sample explores: a ``b_max`` sample (bracket 0) while its task holds fewer
+        than :data:`~raytuner.engines.sharing.OWN_DESIGN` evaluations at ``b_max``.
+
+        The promotions that make a task's first ``b_max`` evaluations lie where the
+        low fidelities and the other tasks rate configurations well: the task's
+        own ``b_max`` search starts from them as single-task BO's starts from its
+        initial design only once it has looked elsewhere too.
+        """
+        return self.lcm_tasks[index][1] == 0 and int(np.sum(mine.task == target)) < OWN_DESIGN
 
     def _own_turn(self, index: int, mine: FittedLCM, target: int) -> bool:
         """Whether task ``index``'s next sample is its own model's: every ``b_max`` sample (bracket 0) once the
