@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from record_helpers import json_directory, known
 
 from raytuner.cli import main
+from raytuner.client import channel as channel_module
 from raytuner.client.channel import ServiceChannel, ServiceError
 from raytuner.crowd.keys import parse_key
 from raytuner.crowd.names import check_catalog_name, check_email, check_group, check_username
@@ -217,6 +218,26 @@ def test_a_wrong_server_is_named_with_its_cause_within_seconds(
     # the retries go on after the warning (an order of events, not a deadline a loaded machine could miss)
     retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
     assert len(retries) >= 2 and retries[-1].created > named[0].created
+    assert address in info.value.message and "connection refused" in info.value.message
+
+
+def test_a_wrong_server_is_named_even_where_the_waiting_calls_timer_runs_late(
+    reserved_port: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a loaded machine: the timer that asks the channel while an attempt waits fires after the attempt's
+    # deadline (here never), so the failed attempt itself must ask before the next one
+    monkeypatch.setattr(channel_module, "_DIAGNOSE_AFTER", 3600.0)
+    address = f"127.0.0.1:{reserved_port}"
+    channel = ServiceChannel(address, None, pb_grpc.TuningServiceStub, timeout=0.5, retries=2, backoff=0.05)
+    try:
+        with caplog.at_level(logging.INFO, logger="raytuner.client.channel"), pytest.raises(ServiceError) as info:
+            channel._call("ListSessions", pb.ListSessionsRequest())
+    finally:
+        channel.close()
+    named = [r for r in caplog.records if r.levelno == logging.WARNING and address in r.getMessage()]
+    assert len(named) == 1 and "connection refused" in named[0].getMessage(), [r.getMessage() for r in caplog.records]
+    retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) == 2 and retries[0].created >= named[0].created  # named before the first retry
     assert address in info.value.message and "connection refused" in info.value.message
 
 

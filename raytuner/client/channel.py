@@ -13,9 +13,12 @@ restart of two minutes). Each attempt waits for the connection (gRPC's
 down goes through as soon as the channel reconnects (at most 2 s after the
 server is back) rather than at the next backoff. A call still waiting
 after a second asks the channel, with a call that does not wait, whether it
-can connect at all: when it cannot, one warning line names the address and
-the cause (``connection refused``, ``domain name not found``), once per
-outage, and the error the call ends with names them too. gRPC's own retry policy
+can connect at all, and so does an attempt that ended ``UNAVAILABLE`` or
+``DEADLINE_EXCEEDED`` before it was asked (an attempt's deadline of a second
+or less, or a loaded machine whose timer ran late): when the channel cannot
+connect, one warning line names the address and the cause (``connection
+refused``, ``domain name not found``), once per outage, before the next
+attempt, and the error the call ends with names them too. gRPC's own retry policy
 (the channel's service config) is not used: gRPC caps its ``maxAttempts`` at
 5 and draws each backoff from ``[0, current]``, so it cannot promise a
 window of minutes; and a call is retried only where that is safe (tells and
@@ -52,6 +55,8 @@ _MAX_BACKOFF = 5.0
 _PROBE = "/raytuner.v1.Diagnostics/NoSuchMethod"
 #: Seconds a call waits before the channel is asked whether it can connect at all (:meth:`ServiceChannel._diagnose`).
 _DIAGNOSE_AFTER = 1.0
+#: Status codes of an attempt after which the channel is asked whether it can connect, unless it was this outage.
+_OUTAGE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
 
 def connect_cause(details: str) -> str:
@@ -267,6 +272,8 @@ class ServiceChannel:
                     within = spent + delay < self.retry_for
                 else:
                     within = attempt < self.retries
+                if retry and code in _OUTAGE_CODES and not self._warned:
+                    self._diagnose()  # the timer may not have run: it must not race the attempt's deadline
                 if not retry or not within:
                     if retry:
                         unreachable = f"; {self.address}: {self._cause}" if self._cause else ""
